@@ -1,0 +1,56 @@
+/*
+ * reader.h - streaming reader of one stepprof trace file.
+ *
+ * Memory is bounded and independent of the file's length: the reader keeps the
+ * interned strings (bounded by the keep area), an index of the ring's chunks
+ * (a few bytes per 64 KiB chunk) and one chunk buffer per thread being merged.
+ * Every byte is untrusted: a file cut short is read up to its last whole record
+ * and flagged truncated; slots that do not decode are skipped and counted as
+ * corrupt; a foreign file or a newer major version is refused at open with a
+ * one-line reason.
+ *
+ * Order: each thread's records come in the order the thread wrote them (a record
+ * is written when its call returns, so a nested call precedes its caller); the
+ * threads are merged by begin timestamp.
+ */
+#ifndef STEPPROF_READER_H
+#define STEPPROF_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stepprof/trace.h"
+
+struct sp_reader;
+
+struct sp_reader_stats {
+	uint64_t records;             /* records returned by sp_reader_next (strings excluded) */
+	uint64_t by_kind[SP_K__COUNT];
+	uint64_t strings;
+	uint64_t lost;                /* header lost_records + LOST records' counts */
+	uint64_t overwritten;         /* header overwritten_records */
+	uint64_t corrupt_slots;       /* slots skipped because they did not decode */
+	uint32_t threads;             /* distinct (pid, tid) with records */
+	int truncated;                /* the file is shorter than its header says */
+	int corrupt;                  /* something did not decode (see corrupt_slots) */
+	uint64_t begin_ns, end_ns;    /* first begin and last end among records */
+};
+
+/* Open path. On failure returns -1 and writes a one-line reason (no file name) to err. */
+int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t errlen);
+
+const struct sp_file_header *sp_reader_header(const struct sp_reader *r);
+const char *sp_reader_path(const struct sp_reader *r);
+
+/* Next record: 1 and *ev filled, 0 at the end. Never fails: bad data is skipped and counted. */
+int sp_reader_next(struct sp_reader *r, struct sp_event *ev);
+
+/* An interned string by id, NULL when unknown (0, never interned, or lost). */
+const char *sp_reader_string(const struct sp_reader *r, uint32_t id);
+
+/* Statistics; complete once sp_reader_next has returned 0. */
+const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r);
+
+void sp_reader_close(struct sp_reader *r);
+
+#endif /* STEPPROF_READER_H */

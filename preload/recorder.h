@@ -1,0 +1,77 @@
+/*
+ * recorder.h - the in-process recorder of libstepprof.so: what every hook calls.
+ *
+ * The record path (sp_emit, sp_intern on a known string, sp_now) takes no lock,
+ * calls no malloc, no stdio and no syscall other than the vDSO clock; it writes a
+ * fixed-size record into the calling thread's chunk of the file-backed MAP_SHARED
+ * trace, so what is written survives _exit, SIGKILL and the OOM killer. When a
+ * record cannot be written it is counted (a LOST record follows as soon as space
+ * is available again) instead of blocking. Opening a new chunk (once per ~2000
+ * records) may reserve disk space with one fallocate: the amortised slow path.
+ *
+ * The trace file is created lazily, at the process's first record, so a process
+ * that records nothing leaves no file. After fork() the child gets its own file
+ * and fresh per-thread state (pthread_atfork).
+ */
+#ifndef STEPPROF_RECORDER_H
+#define STEPPROF_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "stepprof/trace.h"
+
+#define SP_HIDDEN __attribute__((visibility("hidden")))
+
+/* CLOCK_MONOTONIC in ns through the vDSO: the one clock of every record. */
+static inline uint64_t sp_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Nonzero once the recorder is initialised and not disabled (STEPPROF_DISABLE). */
+SP_HIDDEN extern volatile int sp_active;
+
+/*
+ * Per-thread hook depth. A wrapper increments it around the real call, so that
+ * work the real function does through other hooked functions (the runtime
+ * calling the driver, fopen calling open, the recorder's own file I/O) is not
+ * recorded twice. Initial-exec TLS: no allocation, no lock.
+ */
+SP_HIDDEN extern __thread int sp_hook_depth __attribute__((tls_model("initial-exec")));
+
+/*
+ * Record one event of `kind` (enum sp_kind) on the calling thread. f[] is indexed
+ * by enum sp_field; only the kind's fields are read (kinds.def). Never fails
+ * visibly: a record that cannot be stored is counted as lost.
+ */
+SP_HIDDEN void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f);
+
+/*
+ * Intern a string for this process's trace; returns its id (> 0), stable for the
+ * life of the file, or 0 when it cannot be stored. Lock-free; a string already
+ * interned costs one hash and one table probe. len is clipped to SP_MAX_STRING.
+ */
+SP_HIDDEN uint32_t sp_intern(const char *s, size_t len);
+SP_HIDDEN uint32_t sp_intern_cstr(const char *s);
+
+/* The next per-process GPU op id (joins an op's record with its gpu_span). */
+SP_HIDDEN uint32_t sp_next_op(void);
+
+/*
+ * The mapped file header of this process's trace, creating the file if needed,
+ * for filling device/driver info; NULL when there is no trace. Not hot-path.
+ */
+SP_HIDDEN struct sp_file_header *sp_trace_header(void);
+
+/* One warning per `key` on stderr, prefixed "stepprof: ", unless STEPPROF_QUIET. */
+SP_HIDDEN void sp_warn_once(const char *key, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Flush the calling thread's state (thread exit) and the process's (exit). */
+SP_HIDDEN void sp_recorder_thread_exit(void);
+SP_HIDDEN void sp_recorder_shutdown(void);
+
+#endif /* STEPPROF_RECORDER_H */
