@@ -1,0 +1,66 @@
+/*
+ * testlib.h - helpers shared by the Criterion tests (unit and end-to-end).
+ *
+ *   sp_t_build(path)      "build/<path>" ($STEPPROF_BUILD, default "build")
+ *   sp_t_tmpdir(tag)      a fresh empty directory under /tmp, removed by sp_t_rmrf
+ *   sp_t_run(...)         run a command (argv) with extra environment entries,
+ *                         capture stdout/stderr, wait, return exit status
+ *   sp_json_parse(text)   a small JSON DOM (objects, arrays, strings, numbers,
+ *                         true/false/null) with path lookups
+ *
+ * The e2e tests run the real programs: build/lib/libstepprof.so under LD_PRELOAD,
+ * build/bin/stepprof on what they wrote, and assert on its JSON.
+ */
+#ifndef STEPPROF_TESTLIB_H
+#define STEPPROF_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- paths and processes ---- */
+const char *sp_t_build(const char *rel); /* static buffer per call site is NOT used: returns a malloc'd string */
+char *sp_t_tmpdir(const char *tag);      /* malloc'd path of a new empty directory */
+void sp_t_rmrf(const char *path);
+
+struct sp_t_result {
+	int status;    /* exit code, or 128+signal when killed */
+	char *out;     /* captured stdout, NUL-terminated (malloc'd) */
+	size_t outlen;
+	char *err;     /* captured stderr */
+	size_t errlen;
+};
+
+/*
+ * Run argv[0] (PATH lookup) with the current environment plus env[] entries
+ * ("NAME=value", NULL-terminated, may be NULL; "NAME=" with empty value unsets
+ * NAME), optional stdin text, a timeout in seconds (killed after it: status 137).
+ */
+int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], const char *stdin_text, int timeout_s);
+void sp_t_result_free(struct sp_t_result *res);
+
+/* ---- JSON ---- */
+enum sp_json_type { SPJ_NULL, SPJ_BOOL, SPJ_NUM, SPJ_STR, SPJ_ARR, SPJ_OBJ };
+
+struct sp_json {
+	enum sp_json_type type;
+	double num;        /* SPJ_NUM, SPJ_BOOL (0/1) */
+	char *str;         /* SPJ_STR */
+	char *key;         /* member name when inside an object */
+	size_t n;          /* SPJ_ARR/SPJ_OBJ: number of children */
+	struct sp_json *kids;
+};
+
+struct sp_json *sp_json_parse(const char *text); /* NULL on a syntax error */
+void sp_json_free(struct sp_json *j);
+/* Member of an object by key, element of an array by index; NULL when absent. */
+struct sp_json *sp_json_get(const struct sp_json *j, const char *key);
+struct sp_json *sp_json_at(const struct sp_json *j, size_t i);
+/* Path lookup: "summary.breakdown_fraction.input", "iterations.3.wall_ns". */
+struct sp_json *sp_json_path(const struct sp_json *j, const char *path);
+double sp_json_num(const struct sp_json *j, const char *path, double dflt);
+const char *sp_json_str(const struct sp_json *j, const char *path); /* NULL when absent or not a string */
+
+/* Parse every line of text as JSON (dump --json output); returns count, *out malloc'd array. */
+size_t sp_json_parse_lines(const char *text, struct sp_json ***out);
+
+#endif /* STEPPROF_TESTLIB_H */

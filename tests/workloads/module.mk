@@ -1,0 +1,17 @@
+# tests/workloads/module.mk - small programs the end-to-end tests and benchmarks run.
+#
+# Each tests/workloads/<name>.c that needs no CUDA builds build/bin/<name>
+# (linked with pthread and dl only; they reach stepprof_* through dlsym or weak
+# symbols so they also run without the preload). Programs that use the simulated
+# GPU live in tests/workloads/cuda/, with their own module.mk.
+
+WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
+WORKLOAD_BINS := $(patsubst tests/workloads/%.c,$(BUILD)/bin/%,$(WORKLOAD_SRCS))
+
+$(BUILD)/bin/%: $(BUILD)/obj/tests/workloads/%.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< -lpthread -ldl -lm
+
+ALL_TARGETS += $(WORKLOAD_BINS)
+-include tests/workloads/cuda/module.mk
