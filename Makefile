@@ -63,7 +63,9 @@ check-cuda:
 	$(Q)test -f $(CUDA_HOME)/include/cuda.h || { echo "stepprof: no CUDA headers in $(CUDA_HOME)/include; install the CUDA toolkit headers or set CUDA_HOME (make deps says how)"; exit 1; }
 
 # The README's test command. The last lines are Criterion's summary.
-TEST_ARGS ?=
+# One job: the end-to-end tests measure time shares and must not compete for the
+# two cores of a CI machine; every test has a time limit.
+TEST_ARGS ?= --jobs 1 --timeout 600 --ascii
 test: deps
 	$(Q)$(MAKE) --no-print-directory WERROR=$(WERROR) build-all $(TEST_BIN)
 	$(Q)STEPPROF_BUILD=$(BUILD) $(TEST_BIN) $(TEST_ARGS)
