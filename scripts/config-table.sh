@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# config-table.sh - print the README's table of STEPPROF_* variables from
+# preload/config.def, the one list the preload parses.
+set -eu
+cd "$(dirname "$0")/.."
+echo "| variable | default | meaning |"
+echo "|---|---|---|"
+awk -F'"' '/^SP_CONFIG\(/ {
+	name = $1; sub(/^SP_CONFIG\(/, "", name); sub(/,.*/, "", name)
+	dflt = ($2 == "") ? "(unset)" : "`" $2 "`"
+	help = $4; gsub(/\|/, "\\|", help)
+	printf "| `STEPPROF_%s` | %s | %s |\n", name, dflt, help
+}' preload/config.def
