@@ -38,13 +38,17 @@ struct sp_t_result {
 int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], const char *stdin_text, int timeout_s);
 void sp_t_result_free(struct sp_t_result *res);
 
+/* Whole file into a malloc'd NUL-terminated buffer (NULL when unreadable); write one (0 or -1). */
+char *sp_t_read_file(const char *path, size_t *len);
+int sp_t_write_file(const char *path, const void *data, size_t len);
+
 /* ---- JSON ---- */
 enum sp_json_type { SPJ_NULL, SPJ_BOOL, SPJ_NUM, SPJ_STR, SPJ_ARR, SPJ_OBJ };
 
 struct sp_json {
 	enum sp_json_type type;
 	double num;        /* SPJ_NUM, SPJ_BOOL (0/1) */
-	char *str;         /* SPJ_STR */
+	char *str;         /* SPJ_STR: the string; SPJ_NUM: the number's literal text (exact 64-bit values) */
 	char *key;         /* member name when inside an object */
 	size_t n;          /* SPJ_ARR/SPJ_OBJ: number of children */
 	struct sp_json *kids;
@@ -59,8 +63,13 @@ struct sp_json *sp_json_at(const struct sp_json *j, size_t i);
 struct sp_json *sp_json_path(const struct sp_json *j, const char *path);
 double sp_json_num(const struct sp_json *j, const char *path, double dflt);
 const char *sp_json_str(const struct sp_json *j, const char *path); /* NULL when absent or not a string */
+/* Integers exactly (a double loses bits above 2^53: timestamps, 8-byte values). */
+uint64_t sp_json_u64(const struct sp_json *j, const char *path, uint64_t dflt);
+int64_t sp_json_i64(const struct sp_json *j, const char *path, int64_t dflt);
 
 /* Parse every line of text as JSON (dump --json output); returns count, *out malloc'd array. */
+/* A line that is not valid JSON gives a NULL entry. */
 size_t sp_json_parse_lines(const char *text, struct sp_json ***out);
+void sp_json_free_lines(struct sp_json **arr, size_t n);
 
 #endif /* STEPPROF_TESTLIB_H */
