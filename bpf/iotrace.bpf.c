@@ -1,0 +1,381 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * iotrace.bpf.c - kernel side of the eBPF input collector: the file opens,
+ * stats, reads, directory listings and closes of one process tree.
+ *
+ *   1. maps and configuration (targ_* globals, set by the loader before load)
+ *   2. helpers: syscall number -> traced call, the fd's file type from its inode
+ *   3. raw_tp/sys_enter: remember arguments (and read the path) per thread
+ *   4. raw_tp/sys_exit: complete the event, submit it without a wakeup
+ *   5. raw_tp/sched_process_fork and sched_process_exit: follow the process tree
+ *
+ * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
+ * they attach by name without tracefs (often not mounted in containers), one
+ * program pair covers every call, and a raw tracepoint skips the perf-event
+ * layer that each classic tracepoint hit goes through. Every syscall of the
+ * machine runs the first lines, so the filter is ordered by cost: the syscall
+ * number against constants first (a few compares), the traced-process hash
+ * lookup second. fentry/fexit would be cheaper still but need the BPF tracing
+ * program type, which not every kernel this runs on offers.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+
+#include "iotrace.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* ------------------------------------------------- 1. maps, configuration */
+
+/* The syscall number of each traced call on this architecture (from <sys/syscall.h> in the loader). */
+const volatile long targ_nr[IOTRACE_CALL__COUNT] = {};
+/* Follow children created by fork/clone of a traced process. */
+const volatile bool targ_follow = true;
+
+#define MAX_PROCS 16384
+#define MAX_INFLIGHT 16384
+
+/* tgids being traced; seeded by the loader, grown at fork, shrunk at exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u8);
+} traced SEC(".maps");
+
+/* Per thread (tid): the call in flight, from sys_enter to sys_exit. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct iotrace_start);
+} inflight SEC(".maps");
+
+/*
+ * Per thread: the path read at entry. Its own map so that reads and closes,
+ * the frequent calls, do not copy a path buffer around.
+ */
+struct iotrace_path {
+	__s32 len; /* bpf_probe_read_user_str's result: bytes with the NUL, or -errno */
+	__u32 pad;
+	char path[IOTRACE_PATH_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_INFLIGHT);
+	__type(key, __u32);
+	__type(value, struct iotrace_path);
+} paths SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20);
+} events SEC(".maps");
+
+/* Events that did not fit the ring buffer or the maps, per CPU. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+static const struct iotrace_path zero_path;
+
+/* ------------------------------------------------------------ 2. helpers */
+
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define S_IFREG 0100000
+#define S_IFDIR 0040000
+#define S_IFIFO 0010000
+#define AT_EMPTY_PATH 0x1000
+
+/* The syscall number as sys_exit sees it (the entry's number, kept in pt_regs). */
+#if defined(__TARGET_ARCH_x86)
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, orig_ax)
+#elif defined(__TARGET_ARCH_arm64)
+#define SYSCALL_NR(regs) BPF_CORE_READ(regs, syscallno)
+#else
+#error "iotrace.bpf.c: SYSCALL_NR not defined for this architecture"
+#endif
+
+static __always_inline int call_of(long nr)
+{
+	/* Unrolled compares against constants frozen at load: no map access for the many untraced syscalls. */
+#pragma unroll
+	for (int i = 0; i < IOTRACE_CALL__COUNT; i++)
+		if (targ_nr[i] == nr)
+			return i;
+	return -1;
+}
+
+static __always_inline int has_path(int call)
+{
+	return call == IOTRACE_sys_openat || call == IOTRACE_sys_openat2 || call == IOTRACE_sys_newfstatat ||
+	       call == IOTRACE_sys_statx || call == IOTRACE_sys_chdir;
+}
+
+static __always_inline void count_drop(void)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&drops, &zero);
+	if (n)
+		*n += 1;
+}
+
+/* The type of the current task's open file fd, from its inode's mode (CO-RE reads). */
+static __always_inline __u8 fd_type_of(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	struct file **fds;
+	struct file *file = NULL;
+
+	if (fd < 0 || !fdt || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return IOTRACE_FD_OTHER;
+	fds = BPF_CORE_READ(fdt, fd);
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return IOTRACE_FD_OTHER;
+	switch (BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) {
+	case S_IFREG:
+		return IOTRACE_FD_FILE;
+	case S_IFIFO:
+		return IOTRACE_FD_PIPE;
+	case S_IFSOCK:
+		return IOTRACE_FD_SOCKET;
+	case S_IFDIR:
+		return IOTRACE_FD_DIR;
+	default:
+		return IOTRACE_FD_OTHER;
+	}
+}
+
+/* --------------------------------------------------------- 3. sys_enter */
+
+SEC("raw_tp/sys_enter")
+int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
+{
+	int call = call_of(id);
+	__u64 pid_tgid;
+	__u32 tgid, tid;
+	struct iotrace_start st = {};
+
+	if (call < 0)
+		return 0;
+	pid_tgid = bpf_get_current_pid_tgid();
+	tgid = pid_tgid >> 32;
+	tid = (__u32)pid_tgid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+
+	st.begin_ns = bpf_ktime_get_ns();
+	st.call = call;
+	st.fd = (int)PT_REGS_PARM1_CORE_SYSCALL(regs);
+	switch (call) {
+	case IOTRACE_sys_newfstatat:
+		st.ubuf = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		if (PT_REGS_PARM4_CORE_SYSCALL(regs) & AT_EMPTY_PATH)
+			st.flags |= IOTRACE_F_EMPTY_PATH;
+		break;
+	case IOTRACE_sys_statx:
+		st.ubuf = PT_REGS_PARM5_CORE_SYSCALL(regs);
+		if (PT_REGS_PARM3_CORE_SYSCALL(regs) & AT_EMPTY_PATH)
+			st.flags |= IOTRACE_F_EMPTY_PATH;
+		break;
+	case IOTRACE_sys_newfstat:
+		st.ubuf = PT_REGS_PARM2_CORE_SYSCALL(regs);
+		break;
+	case IOTRACE_sys_read:
+	case IOTRACE_sys_pread64:
+	case IOTRACE_sys_readv:
+	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_getdents64:
+	case IOTRACE_sys_close:
+		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
+		st.fd_type = fd_type_of(st.fd);
+		break;
+	}
+
+	if (has_path(call)) {
+		struct iotrace_path *p = bpf_map_lookup_elem(&paths, &tid);
+
+		if (!p) {
+			bpf_map_update_elem(&paths, &tid, &zero_path, BPF_NOEXIST);
+			p = bpf_map_lookup_elem(&paths, &tid);
+		}
+		st.uptr = call == IOTRACE_sys_chdir ? PT_REGS_PARM1_CORE_SYSCALL(regs) : PT_REGS_PARM2_CORE_SYSCALL(regs);
+		/*
+		 * Read at entry, as the program passed it. When the page is not
+		 * resident yet this fails (no faults here); sys_exit then reads
+		 * it again, after the kernel itself has touched it.
+		 */
+		if (p)
+			p->len = bpf_probe_read_user_str(p->path, sizeof(p->path), (const void *)st.uptr);
+	}
+
+	if (bpf_map_update_elem(&inflight, &tid, &st, BPF_ANY))
+		count_drop();
+	return 0;
+}
+
+/* ---------------------------------------------------------- 4. sys_exit */
+
+SEC("raw_tp/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	int call = call_of(SYSCALL_NR(regs));
+	__u32 tid;
+	struct iotrace_start *st;
+	struct iotrace_event *e;
+	long len = 0;
+
+	if (call < 0)
+		return 0;
+	tid = (__u32)bpf_get_current_pid_tgid();
+	st = bpf_map_lookup_elem(&inflight, &tid);
+	if (!st)
+		return 0;
+	if (st->call != call) { /* a stale entry (the thread was interrupted in a call we never saw end) */
+		bpf_map_delete_elem(&inflight, &tid);
+		return 0;
+	}
+
+	if (has_path(call))
+		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	else
+		e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
+	if (!e) {
+		count_drop();
+		bpf_map_delete_elem(&inflight, &tid);
+		return 0;
+	}
+
+	e->begin_ns = st->begin_ns;
+	e->end_ns = bpf_ktime_get_ns();
+	e->ret = ret;
+	e->bytes = 0;
+	e->pid = bpf_get_current_pid_tgid() >> 32;
+	e->tid = tid;
+	e->fd = st->fd;
+	e->type = IOTRACE_EV_CALL;
+	e->call = call;
+	e->fd_type = st->fd_type;
+	e->flags = st->flags;
+	e->pathlen = 0;
+	e->pad = 0;
+
+	switch (call) {
+	case IOTRACE_sys_read:
+	case IOTRACE_sys_pread64:
+	case IOTRACE_sys_readv:
+	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_getdents64:
+		e->bytes = ret > 0 ? ret : 0;
+		break;
+	case IOTRACE_sys_newfstatat:
+	case IOTRACE_sys_newfstat:
+		if (ret == 0)
+			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
+					    (void *)(st->ubuf + __builtin_offsetof(struct stat, st_size)));
+		break;
+	case IOTRACE_sys_statx:
+		if (ret == 0)
+			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
+					    (void *)(st->ubuf + __builtin_offsetof(struct statx, stx_size)));
+		break;
+	}
+
+	if (has_path(call)) {
+		struct iotrace_path *p = bpf_map_lookup_elem(&paths, &tid);
+
+		if (p && p->len > 0) {
+			len = p->len;
+			if (len > IOTRACE_PATH_MAX)
+				len = IOTRACE_PATH_MAX;
+			bpf_probe_read_kernel(e->path, len & (IOTRACE_PATH_MAX * 2 - 1), p->path);
+		} else {
+			len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)st->uptr);
+		}
+		if (len <= 0) {
+			e->flags |= IOTRACE_F_PATH_FAULT;
+			len = 0;
+		} else if (len == IOTRACE_PATH_MAX) {
+			e->flags |= IOTRACE_F_PATH_CUT;
+		}
+		if (len != 1)
+			e->flags &= ~IOTRACE_F_EMPTY_PATH; /* AT_EMPTY_PATH means "stat the fd" only with "" */
+		e->pathlen = len;
+	}
+
+	/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	bpf_map_delete_elem(&inflight, &tid);
+	return 0;
+}
+
+/* ------------------------------------------------ 5. the process tree */
+
+SEC("raw_tp/sched_process_fork")
+int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
+{
+	__u32 ptgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 ctgid = BPF_CORE_READ(child, tgid);
+	__u8 one = 1;
+	struct iotrace_event *e;
+
+	if (!targ_follow || ctgid == ptgid || !bpf_map_lookup_elem(&traced, &ptgid))
+		return 0; /* a new thread of a traced process is traced already */
+	if (bpf_map_update_elem(&traced, &ctgid, &one, BPF_ANY)) {
+		count_drop();
+		return 0;
+	}
+	e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = ptgid;
+	e->tid = ctgid;
+	e->type = IOTRACE_EV_FORK;
+	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+SEC("raw_tp/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *task)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tgid = pid_tgid >> 32, tid = (__u32)pid_tgid;
+	struct iotrace_event *e;
+	int group_dead;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	bpf_map_delete_elem(&inflight, &tid);
+	bpf_map_delete_elem(&paths, &tid);
+	/* signal->live drops to 0 when the last thread of the group passes do_exit, before this tracepoint. */
+	group_dead = BPF_CORE_READ(task, signal, live.counter) == 0;
+	if (group_dead)
+		bpf_map_delete_elem(&traced, &tgid);
+
+	e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
+	if (!e) {
+		count_drop();
+		return 0;
+	}
+	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = tid;
+	e->type = IOTRACE_EV_EXIT;
+	e->flags = group_dead ? IOTRACE_F_GROUP_DEAD : 0;
+	/* Process exits are rare and end the run: wake the loader for them. */
+	bpf_ringbuf_submit(e, group_dead ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	return 0;
+}

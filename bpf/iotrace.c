@@ -1,0 +1,800 @@
+/*
+ * iotrace.c - stepprof-bpf, the eBPF input collector: loads iotrace.bpf.c,
+ * follows one process tree and writes its file opens, stats, reads, directory
+ * listings and closes into a trace file of its own (format v1, SP_FEAT_BPF).
+ *
+ *   stepprof-bpf --pid PID -o DIR [--duration S] [--verbose]
+ *
+ * Prints "ready" on stdout once attached; exits 0 on SIGTERM/SIGINT, after S
+ * seconds, or when the whole traced tree has exited, having flushed its file.
+ * When BPF cannot be used it prints one line with the reason on stderr and
+ * exits 1 (`stepprof run` then falls back to the libc wrappers).
+ *
+ * Divided into:
+ *   1. small tables: string interning, u64-keyed hash of pointers
+ *   2. the traced processes: per-tgid fd -> path tables, cwd, writer streams
+ *   3. events -> trace records
+ *   4. main: open -> configure -> load -> attach -> poll, one cleanup label
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "stepprof/trace.h"
+#include "tracefile.h"
+#include "iotrace.h"
+#include "iotrace.skel.h"
+
+#define PROG "stepprof-bpf"
+#define POLL_MS 10        /* ring drain period: events wait at most this long in the ring */
+#define LIVENESS_MS 500   /* how often the traced processes are checked for a missed exit */
+#define MAX_FD (1 << 20)  /* fd tables stop growing here (RLIMIT_NOFILE's usual hard cap) */
+
+#ifndef SYS_dup2
+#define SYS_dup2 -1 /* architectures without it (arm64) have only dup3 */
+#endif
+
+static volatile sig_atomic_t stop;
+static bool verbose;
+static char libbpf_last[256]; /* libbpf's last warning: the reason of a failed load */
+
+/* The id, api and record kind of each traced call (api_sys.def). */
+static const long call_nr[IOTRACE_CALL__COUNT] = {
+#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SYS_##nr,
+#include "stepprof/api_sys.def"
+#undef SP_API_SYS
+};
+static const uint16_t call_api[IOTRACE_CALL__COUNT] = {
+#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SP_API_##id,
+#include "stepprof/api_sys.def"
+#undef SP_API_SYS
+};
+static const uint8_t call_kind[IOTRACE_CALL__COUNT] = {
+#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SP_K_##kind,
+#include "stepprof/api_sys.def"
+#undef SP_API_SYS
+};
+
+static void die_oom(void)
+{
+	fprintf(stderr, PROG ": out of memory\n");
+	exit(1);
+}
+
+static void *xcalloc(size_t n, size_t sz)
+{
+	void *p = calloc(n ? n : 1, sz ? sz : 1);
+	if (!p)
+		die_oom();
+	return p;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* ------------------------------------------------------------ 1. tables */
+
+/* Open addressing, linear probing, key 0 reserved as empty; grows at 1/2 load. */
+struct umap {
+	uint64_t *keys;
+	void **vals;
+	size_t cap, n;
+};
+
+static uint64_t mix64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return k;
+}
+
+static void **umap_slot(struct umap *m, uint64_t key, bool insert)
+{
+	if (insert && (m->n + 1) * 2 > m->cap) {
+		struct umap g = { .cap = m->cap ? m->cap * 2 : 64 };
+		g.keys = xcalloc(g.cap, sizeof(*g.keys));
+		g.vals = xcalloc(g.cap, sizeof(*g.vals));
+		for (size_t i = 0; i < m->cap; i++)
+			if (m->keys[i])
+				*umap_slot(&g, m->keys[i], true) = m->vals[i];
+		free(m->keys);
+		free(m->vals);
+		g.n = m->n;
+		*m = g;
+	}
+	if (!m->cap)
+		return NULL;
+	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+		if (m->keys[i] == key)
+			return &m->vals[i];
+		if (!m->keys[i]) {
+			if (!insert)
+				return NULL;
+			m->keys[i] = key;
+			m->n++;
+			return &m->vals[i];
+		}
+	}
+}
+
+static void *umap_get(struct umap *m, uint64_t key)
+{
+	void **v = umap_slot(m, key, false);
+	return v ? *v : NULL;
+}
+
+/* Remove by backward-shift deletion, so that probe chains stay whole. */
+static void umap_del(struct umap *m, uint64_t key)
+{
+	if (!m->cap)
+		return;
+	size_t mask = m->cap - 1, i = mix64(key) & mask;
+	while (m->keys[i] != key) {
+		if (!m->keys[i])
+			return;
+		i = (i + 1) & mask;
+	}
+	m->n--;
+	for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
+		size_t home = mix64(m->keys[j]) & mask;
+		/* j's entry may move to the hole i when its home is not within (i, j] cyclically. */
+		if (((j - home) & mask) >= ((j - i) & mask)) {
+			m->keys[i] = m->keys[j];
+			m->vals[i] = m->vals[j];
+			i = j;
+		}
+	}
+	m->keys[i] = 0;
+	m->vals[i] = NULL;
+}
+
+/*
+ * Interned paths: each distinct string is written once to the trace's keep
+ * area as a STRING record and referred to by id. Keyed by a 64-bit hash with
+ * the string kept for the equality check (collisions chain by rehashing).
+ */
+struct interned {
+	uint32_t id;
+	uint32_t len;
+	char s[];
+};
+
+struct strtab {
+	struct umap byhash;     /* hash -> struct interned * */
+	struct interned **byid; /* id -> string, for joining a path to its directory fd's */
+	uint32_t next_id, cap_id;
+	struct sp_tf *tf;
+};
+
+static uint64_t fnv1a(const char *s, size_t len, uint64_t seed)
+{
+	uint64_t h = 0xcbf29ce484222325ull ^ seed;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (uint8_t)s[i];
+		h *= 0x100000001b3ull;
+	}
+	return h ? h : 1;
+}
+
+static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
+{
+	if (len > SP_MAX_STRING)
+		len = SP_MAX_STRING;
+	for (uint64_t seed = 0;; seed++) {
+		uint64_t h = fnv1a(s, len, seed);
+		void **slot = umap_slot(&t->byhash, h, true);
+		struct interned *e = *slot;
+		if (e && e->len == len && !memcmp(e->s, s, len))
+			return e->id;
+		if (e)
+			continue; /* a different string with this hash: next seed */
+		uint32_t id = ++t->next_id;
+		if (sp_tf_keep_string(t->tf, id, s, (unsigned)len)) {
+			umap_del(&t->byhash, h); /* keep area full: record the path as unknown */
+			t->next_id--;
+			return 0;
+		}
+		e = malloc(sizeof(*e) + len);
+		if (!e)
+			die_oom();
+		e->id = id;
+		e->len = (uint32_t)len;
+		memcpy(e->s, s, len);
+		*slot = e;
+		if (id >= t->cap_id) {
+			uint32_t n = t->cap_id ? t->cap_id * 2 : 1024;
+			struct interned **b = realloc(t->byid, n * sizeof(*b));
+			if (!b)
+				die_oom();
+			t->byid = b;
+			t->cap_id = n;
+		}
+		t->byid[id] = e;
+		return id;
+	}
+}
+
+/* --------------------------------------------------------- 2. processes */
+
+struct fdent {
+	uint32_t path; /* interned path id, 0 = unknown */
+};
+
+struct proc {
+	int32_t pid;
+	bool alive;
+	char *cwd;          /* NULL until first needed */
+	struct fdent *fds;  /* indexed by fd */
+	uint32_t nfds;
+};
+
+struct collector {
+	struct sp_tf tf;
+	struct strtab strings;
+	struct umap procs;   /* tgid -> struct proc * */
+	struct umap streams; /* (tgid << 32 | tid) -> struct sp_tf_stream * */
+	uint32_t nalive;
+	uint64_t records;
+};
+
+static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
+{
+	struct proc *p = umap_get(&c->procs, (uint32_t)pid);
+	if (p || !create)
+		return p;
+	p = xcalloc(1, sizeof(*p));
+	p->pid = pid;
+	p->alive = true;
+	*umap_slot(&c->procs, (uint32_t)pid, true) = p;
+	c->nalive++;
+	return p;
+}
+
+static void proc_set_fd(struct proc *p, int fd, uint32_t path)
+{
+	if (fd < 0 || fd >= MAX_FD)
+		return;
+	if ((uint32_t)fd >= p->nfds) {
+		uint32_t n = p->nfds ? p->nfds : 64;
+		while (n <= (uint32_t)fd)
+			n *= 2;
+		struct fdent *f = realloc(p->fds, n * sizeof(*f));
+		if (!f)
+			die_oom();
+		memset(f + p->nfds, 0, (n - p->nfds) * sizeof(*f));
+		p->fds = f;
+		p->nfds = n;
+	}
+	p->fds[fd].path = path;
+}
+
+static uint32_t proc_fd_path(const struct proc *p, int fd)
+{
+	return p && fd >= 0 && (uint32_t)fd < p->nfds ? p->fds[fd].path : 0;
+}
+
+/* The fds a process already has when tracing starts, from /proc (best effort). */
+static void proc_scan_fds(struct collector *c, struct proc *p)
+{
+	char dir[64], link[PATH_MAX + 64], target[PATH_MAX];
+	snprintf(dir, sizeof(dir), "/proc/%d/fd", p->pid);
+	DIR *d = opendir(dir);
+	if (!d)
+		return;
+	for (struct dirent *de; (de = readdir(d));) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+		if (*end || end == de->d_name)
+			continue;
+		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n > 0 && target[0] == '/')
+			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n));
+	}
+	closedir(d);
+}
+
+/*
+ * The working directory, for relative paths. Read once per process from /proc
+ * and inherited at fork. NOTE: chdir is not traced, so a process that changes
+ * directory after its first relative path keeps the first one.
+ */
+static const char *proc_cwd(struct proc *p)
+{
+	if (!p->cwd) {
+		char link[64], target[PATH_MAX];
+		snprintf(link, sizeof(link), "/proc/%d/cwd", p->pid);
+		ssize_t n = readlink(link, target, sizeof(target) - 1);
+		if (n <= 0)
+			return NULL;
+		target[n] = 0;
+		p->cwd = strdup(target);
+	}
+	return p->cwd;
+}
+
+static void proc_forked(struct collector *c, int32_t parent, int32_t child)
+{
+	struct proc *pp = proc_get(c, parent, false);
+	struct proc *cp = proc_get(c, child, true);
+	if (!pp)
+		return;
+	/* The child starts with a copy of its parent's descriptors and directory. */
+	if (pp->nfds && !cp->nfds) {
+		cp->fds = xcalloc(pp->nfds, sizeof(*cp->fds));
+		memcpy(cp->fds, pp->fds, pp->nfds * sizeof(*cp->fds));
+		cp->nfds = pp->nfds;
+	}
+	if (pp->cwd && !cp->cwd)
+		cp->cwd = strdup(pp->cwd);
+}
+
+static void stream_close(struct collector *c, uint64_t key)
+{
+	struct sp_tf_stream *s = umap_get(&c->streams, key);
+	if (!s)
+		return;
+	sp_tf_stream_close(s);
+	umap_del(&c->streams, key);
+	free(s);
+}
+
+static void proc_exited(struct collector *c, struct proc *p)
+{
+	if (!p->alive)
+		return;
+	p->alive = false;
+	c->nalive--;
+	/* Close every stream of the process: its chunks become CLOSED for readers. */
+	for (size_t i = 0; i < c->streams.cap; i++) {
+		uint64_t k = c->streams.keys[i];
+		if (k && (int32_t)(k >> 32) == p->pid) {
+			stream_close(c, k);
+			i--; /* backward-shift deletion may have moved another entry into slot i */
+		}
+	}
+	umap_del(&c->procs, (uint32_t)p->pid);
+	free(p->cwd);
+	free(p->fds);
+	free(p);
+}
+
+static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t tid)
+{
+	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+	void **slot = umap_slot(&c->streams, key, true);
+	if (!*slot) {
+		struct sp_tf_stream *s = xcalloc(1, sizeof(*s));
+		sp_tf_stream_init(s, &c->tf, pid, tid);
+		*slot = s;
+	}
+	return *slot;
+}
+
+/* A process is gone when /proc has no entry or it is a zombie (exited, not yet reaped). */
+static bool pid_dead(int32_t pid)
+{
+	char path[64], buf[256];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')');
+	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+/* ------------------------------------------------------------- 3. events */
+
+/* The string of an interned id, NULL when unknown. */
+static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
+{
+	return id && id <= t->next_id ? t->byid[id] : NULL;
+}
+
+/*
+ * The absolute form of a path given relative to dirfd (AT_FDCWD or a directory
+ * fd) into out; the path as given when its base is unknown. Returns the length.
+ */
+static size_t abs_path(struct collector *c, struct proc *p, int dirfd, const char *path, size_t len, char *out,
+		       size_t outlen)
+{
+	const char *base = NULL;
+	size_t blen = 0;
+	if (path[0] != '/') {
+		if (dirfd == AT_FDCWD) {
+			base = proc_cwd(p);
+			blen = base ? strlen(base) : 0;
+		} else {
+			const struct interned *e = strtab_get(&c->strings, proc_fd_path(p, dirfd));
+			if (e) {
+				base = e->s;
+				blen = e->len;
+			}
+		}
+	}
+	int n;
+	if (base)
+		n = snprintf(out, outlen, "%.*s%s%.*s", (int)blen, base, blen == 1 && base[0] == '/' ? "" : "/",
+			     (int)len, path);
+	else
+		n = snprintf(out, outlen, "%.*s", (int)len, path);
+	return n < 0 ? 0 : (size_t)n < outlen ? (size_t)n : outlen - 1;
+}
+
+static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, const char *path, size_t len)
+{
+	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
+	if (len == 0)
+		return 0;
+	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, path, len, buf, sizeof(buf)));
+}
+
+/* chdir, fchdir and the dup family: no record, but the tables must follow them. */
+static void on_bookkeeping(struct collector *c, struct proc *p, const struct iotrace_event *e, size_t plen)
+{
+	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
+	const struct interned *s;
+
+	if (e->ret < 0)
+		return;
+	switch (e->call) {
+	case IOTRACE_sys_chdir:
+		if (!plen)
+			return;
+		abs_path(c, p, AT_FDCWD, e->path, plen, buf, sizeof(buf));
+		if (buf[0] == '/') {
+			free(p->cwd);
+			p->cwd = strdup(buf);
+		}
+		break;
+	case IOTRACE_sys_fchdir:
+		s = strtab_get(&c->strings, proc_fd_path(p, e->fd));
+		if (s) {
+			free(p->cwd);
+			p->cwd = strndup(s->s, s->len);
+		}
+		break;
+	case IOTRACE_sys_dup:
+	case IOTRACE_sys_dup2:
+	case IOTRACE_sys_dup3:
+		/* Every dup returns the new descriptor. */
+		proc_set_fd(p, (int)e->ret, proc_fd_path(p, e->fd));
+		break;
+	}
+}
+
+static int16_t result_of(int64_t ret)
+{
+	return ret < 0 ? (int16_t)(ret < -32768 ? -32768 : ret) : 0;
+}
+
+static void on_call(struct collector *c, const struct iotrace_event *e, size_t size)
+{
+	if (e->call >= IOTRACE_CALL__COUNT)
+		return;
+	struct proc *p = proc_get(c, (int32_t)e->pid, false);
+	if (!p)
+		p = proc_get(c, (int32_t)e->pid, true); /* an event from before a lost fork */
+	uint64_t f[SP_F__COUNT] = { 0 };
+	unsigned kind = call_kind[e->call];
+	size_t plen = e->pathlen;
+	if (plen > IOTRACE_PATH_MAX || IOTRACE_EVENT_HDR + plen > size)
+		plen = 0;
+	if (plen)
+		plen--; /* the NUL */
+
+	if (kind == SP_K_NONE) {
+		on_bookkeeping(c, p, e, plen);
+		return;
+	}
+	f[SP_F_SOURCE] = SP_SOURCE_BPF;
+	f[SP_F_RESULT] = (uint64_t)(int64_t)result_of(e->ret);
+	f[SP_F_FD] = (uint64_t)(int64_t)e->fd;
+	f[SP_F_FD_TYPE] = e->fd_type < SP_FDTYPE__COUNT ? e->fd_type : SP_FDTYPE_OTHER;
+
+	switch (kind) {
+	case SP_K_OPEN:
+		f[SP_F_PATH] = path_id(c, p, e->fd, e->path, plen);
+		f[SP_F_FD] = (uint64_t)(int64_t)(e->ret >= 0 ? e->ret : -1);
+		if (e->ret >= 0)
+			proc_set_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH]);
+		break;
+	case SP_K_STAT:
+		if (e->call == IOTRACE_sys_newfstat || (e->flags & IOTRACE_F_EMPTY_PATH)) {
+			f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		} else {
+			f[SP_F_PATH] = path_id(c, p, e->fd, e->path, plen);
+			f[SP_F_FD] = (uint64_t)-1;
+		}
+		f[SP_F_BYTES] = e->bytes;
+		break;
+	case SP_K_READ:
+		f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		f[SP_F_BYTES] = e->bytes;
+		break;
+	case SP_K_LISTDIR:
+		f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		f[SP_F_COUNT] = e->bytes;
+		break;
+	case SP_K_CLOSE:
+		f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		if (e->ret == 0)
+			proc_set_fd(p, e->fd, 0);
+		break;
+	}
+	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
+	if (sp_tf_write(s, kind, call_api[e->call], e->begin_ns, e->end_ns, f) == 0)
+		c->records++;
+}
+
+static int on_event(void *ctx, void *data, size_t size)
+{
+	struct collector *c = ctx;
+	const struct iotrace_event *e = data;
+	if (size < IOTRACE_EVENT_HDR)
+		return 0;
+	switch (e->type) {
+	case IOTRACE_EV_CALL:
+		on_call(c, e, size);
+		break;
+	case IOTRACE_EV_FORK:
+		proc_forked(c, (int32_t)e->pid, (int32_t)e->tid);
+		break;
+	case IOTRACE_EV_EXIT:
+		if (e->flags & IOTRACE_F_GROUP_DEAD) {
+			struct proc *p = proc_get(c, (int32_t)e->pid, false);
+			if (p)
+				proc_exited(c, p);
+		} else {
+			stream_close(c, (uint64_t)e->pid << 32 | e->tid);
+		}
+		break;
+	}
+	return 0;
+}
+
+/* Processes whose exit event was lost (full ring) or came before we attached. */
+static void check_liveness(struct collector *c)
+{
+	for (size_t i = 0; i < c->procs.cap; i++) {
+		struct proc *p = c->procs.vals[i];
+		if (p && pid_dead(p->pid)) {
+			proc_exited(c, p);
+			i--; /* deletion may have moved another entry into slot i */
+		}
+	}
+}
+
+/* ---------------------------------------------------------------- 4. main */
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop = 1;
+}
+
+static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	if (level == LIBBPF_DEBUG && !verbose)
+		return 0;
+	char line[sizeof(libbpf_last)];
+	va_list aq;
+	va_copy(aq, ap);
+	vsnprintf(line, sizeof(line), fmt, aq);
+	va_end(aq);
+	line[strcspn(line, "\n")] = 0;
+	if (level == LIBBPF_WARN && line[0])
+		memcpy(libbpf_last, line, sizeof(line));
+	return verbose ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static void usage(FILE *to)
+{
+	fprintf(to, "usage: " PROG " --pid PID -o DIR [--duration SECONDS] [--verbose]\n"
+		    "  trace the file input (open/stat/read/getdents/close) of PID and its descendants\n"
+		    "  into a stepprof trace file in DIR; prints \"ready\" once attached\n");
+}
+
+/* Why the program did not load, in one line. */
+static const char *load_reason(int err, char *buf, size_t len)
+{
+	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
+		snprintf(buf, len, "not permitted (%s): run as root, or with CAP_BPF and CAP_PERFMON", strerror(-err));
+	else if (libbpf_last[0])
+		snprintf(buf, len, "the kernel refused it (%s): %s", strerror(-err), libbpf_last);
+	else
+		snprintf(buf, len, "%s", strerror(-err));
+	return buf;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "pid", required_argument, NULL, 'p' },   { "output", required_argument, NULL, 'o' },
+		{ "duration", required_argument, NULL, 'd' }, { "verbose", no_argument, NULL, 'v' },
+		{ "help", no_argument, NULL, 'h' },        { 0 },
+	};
+	struct iotrace_bpf *skel = NULL;
+	struct ring_buffer *rb = NULL;
+	struct collector c = { 0 };
+	bool tf_open = false;
+	char *end, reason[512], err[256];
+	long pid = 0;
+	double duration = 0;
+	const char *dir = NULL;
+	int opt, ret = 1;
+
+	while ((opt = getopt_long(argc, argv, "p:o:d:vh", opts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			pid = strtol(optarg, &end, 10);
+			if (*end || pid <= 0 || pid > INT_MAX) {
+				fprintf(stderr, PROG ": --pid: not a process id: %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'o':
+			dir = optarg;
+			break;
+		case 'd':
+			duration = strtod(optarg, &end);
+			if (*end || duration <= 0) {
+				fprintf(stderr, PROG ": --duration: not a positive number of seconds: %s\n", optarg);
+				return 2;
+			}
+			break;
+		case 'v':
+			verbose = true;
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (!pid || !dir || optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	if (pid_dead((int32_t)pid)) {
+		fprintf(stderr, PROG ": no process %ld\n", pid);
+		return 1;
+	}
+	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
+		fprintf(stderr, PROG ": cannot load BPF: the kernel has no BTF (/sys/kernel/btf/vmlinux): %s\n",
+			strerror(errno));
+		return 1;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	libbpf_set_print(on_libbpf_print);
+
+	/* open -> configure -> load -> attach -> poll */
+	skel = iotrace_bpf__open();
+	if (!skel) {
+		fprintf(stderr, PROG ": cannot open the BPF object: %s\n", load_reason(-errno, reason, sizeof(reason)));
+		goto cleanup;
+	}
+	for (int i = 0; i < IOTRACE_CALL__COUNT; i++)
+		skel->rodata->targ_nr[i] = call_nr[i];
+	skel->rodata->targ_follow = true;
+
+	int e = iotrace_bpf__load(skel);
+	if (e) {
+		fprintf(stderr, PROG ": cannot load BPF: %s\n", load_reason(e, reason, sizeof(reason)));
+		goto cleanup;
+	}
+	uint32_t key = (uint32_t)pid;
+	uint8_t one = 1;
+	if (bpf_map__update_elem(skel->maps.traced, &key, sizeof(key), &one, sizeof(one), BPF_ANY)) {
+		fprintf(stderr, PROG ": cannot seed the traced pid: %s\n", strerror(errno));
+		goto cleanup;
+	}
+
+	if (sp_tf_mkdir(dir, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, err);
+		goto cleanup;
+	}
+	struct sp_tf_opts to = { .dir = dir, .max_bytes = 1024ull << 20, .features = SP_FEAT_BPF };
+	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s: %s\n", dir, err);
+		goto cleanup;
+	}
+	tf_open = true;
+	c.strings.tf = &c.tf;
+	struct proc *root = proc_get(&c, (int32_t)pid, true);
+	proc_scan_fds(&c, root);
+	proc_cwd(root); /* now, while it is alive: its children inherit it */
+
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &c, NULL);
+	if (!rb) {
+		fprintf(stderr, PROG ": cannot open the ring buffer: %s\n", strerror(errno));
+		goto cleanup;
+	}
+	e = iotrace_bpf__attach(skel);
+	if (e) {
+		fprintf(stderr, PROG ": cannot attach to the syscall tracepoints: %s\n",
+			load_reason(e, reason, sizeof(reason)));
+		goto cleanup;
+	}
+
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	printf("ready\n");
+	fflush(stdout);
+
+	/*
+	 * Events are submitted without a wakeup: drain the ring every POLL_MS.
+	 * The poll still returns at once for the forced wakeup of a process exit.
+	 */
+	uint64_t t0 = now_ns(), next_check = t0;
+	while (!stop) {
+		ring_buffer__poll(rb, POLL_MS);
+		ring_buffer__consume(rb);
+		uint64_t t = now_ns();
+		if (duration > 0 && t - t0 >= (uint64_t)(duration * 1e9))
+			break;
+		if (t >= next_check) {
+			check_liveness(&c);
+			next_check = t + LIVENESS_MS * 1000000ull;
+		}
+		if (c.nalive == 0)
+			break;
+	}
+	ring_buffer__consume(rb);
+	ret = 0;
+
+cleanup:
+	if (tf_open) {
+		uint64_t dropped = 0;
+		int ncpu = libbpf_num_possible_cpus();
+		if (skel && ncpu > 0) {
+			uint64_t *v = calloc((size_t)ncpu, sizeof(*v));
+			uint32_t zero = 0;
+			if (v && !bpf_map__lookup_elem(skel->maps.drops, &zero, sizeof(zero), v, ncpu * sizeof(*v), 0))
+				for (int i = 0; i < ncpu; i++)
+					dropped += v[i];
+			free(v);
+		}
+		for (size_t i = 0; i < c.streams.cap; i++)
+			if (c.streams.keys[i])
+				sp_tf_stream_close(c.streams.vals[i]);
+		__atomic_add_fetch(&c.tf.hdr->lost_records, dropped, __ATOMIC_RELAXED);
+		sp_tf_finish(&c.tf, now_ns());
+		if (verbose)
+			fprintf(stderr, PROG ": %llu records, %llu dropped, in %s\n", (unsigned long long)c.records,
+				(unsigned long long)dropped, c.tf.path);
+		sp_tf_release(&c.tf);
+	}
+	ring_buffer__free(rb);
+	iotrace_bpf__destroy(skel);
+	return ret;
+}

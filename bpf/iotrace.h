@@ -1,0 +1,83 @@
+/*
+ * iotrace.h - what the eBPF collector's two halves share: the kernel side
+ * (iotrace.bpf.c) and the loader (iotrace.c).
+ *
+ *   1. the traced calls: one enum generated from include/stepprof/api_sys.def
+ *   2. the ring-buffer event (one struct, __u32/__u64 only, same layout on both
+ *      sides) and the small per-thread state the kernel keeps between a
+ *      syscall's entry and its exit
+ */
+#ifndef STEPPROF_IOTRACE_H
+#define STEPPROF_IOTRACE_H
+
+/* ------------------------------------------------------------- 1. calls */
+
+enum iotrace_call {
+#define SP_API_SYS(id, nr, kind) IOTRACE_##id,
+#include "stepprof/api_sys.def"
+#undef SP_API_SYS
+	IOTRACE_CALL__COUNT
+};
+
+/* ------------------------------------------------------------- 2. events */
+
+/*
+ * Paths longer than this are cut (the event says so with IOTRACE_F_PATH_CUT).
+ * A power of two: the BPF side masks lengths with it for the verifier.
+ */
+#define IOTRACE_PATH_MAX 512
+
+enum iotrace_type {
+	IOTRACE_EV_CALL = 1, /* a traced syscall returned */
+	IOTRACE_EV_FORK,     /* pid forked a new process, child in tid */
+	IOTRACE_EV_EXIT,     /* thread tid of pid exited; IOTRACE_F_GROUP_DEAD: the whole process */
+};
+
+/* iotrace_event.flags */
+#define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */
+#define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "", i.e. a stat of fd */
+#define IOTRACE_F_PATH_CUT 0x4u   /* the path did not fit IOTRACE_PATH_MAX */
+#define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
+
+/* File types as the kernel sees them (i_mode), the same values as enum sp_fdtype. */
+#define IOTRACE_FD_OTHER 0
+#define IOTRACE_FD_FILE 1
+#define IOTRACE_FD_PIPE 2
+#define IOTRACE_FD_SOCKET 3
+#define IOTRACE_FD_DIR 4
+
+/*
+ * One record of the ring buffer. Events of calls that take a path carry
+ * `pathlen` bytes of it after the fixed part (NUL included); others end at path.
+ */
+struct iotrace_event {
+	__u64 begin_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
+	__u64 end_ns;
+	__s64 ret;      /* the syscall's return value (-errno on failure) */
+	__u64 bytes;    /* read: bytes read; stat: st_size; listdir: bytes of entries */
+	__u32 pid;      /* tgid */
+	__u32 tid;      /* FORK: the child's pid */
+	__s32 fd;       /* the fd argument (dirfd of *at calls) */
+	__u16 type;     /* enum iotrace_type */
+	__u16 call;     /* enum iotrace_call */
+	__u8 fd_type;   /* IOTRACE_FD_* of fd at entry (reads, close) */
+	__u8 flags;     /* IOTRACE_F_* */
+	__u16 pathlen;  /* bytes in path[], NUL included; 0 = none */
+	__u32 pad;
+	char path[IOTRACE_PATH_MAX];
+};
+
+#define IOTRACE_EVENT_HDR ((unsigned long)&((struct iotrace_event *)0)->path)
+
+/* What sys_enter keeps for sys_exit, per thread. */
+struct iotrace_start {
+	__u64 begin_ns;
+	__u64 uptr;  /* path argument (user pointer), 0 when none */
+	__u64 ubuf;  /* stat/statx result buffer (user pointer) */
+	__s32 fd;
+	__u16 call;
+	__u8 fd_type;
+	__u8 flags;
+};
+
+#endif /* STEPPROF_IOTRACE_H */
