@@ -1,0 +1,673 @@
+/*
+ * reader.c - the streaming reader of one trace file (reader.h).
+ *
+ * Divided into:
+ *   1. the reader's state (header copy, string table, chunk index, streams,
+ *      a min-heap that merges the streams by begin time),
+ *   2. open: header checks (foreign, newer major, geometry), the keep area
+ *      (strings and kept records), the ring's chunk index,
+ *   3. streams: one per (pid, tid), its chunks in seq order, one chunk buffer,
+ *   4. next/string/stats/close.
+ *
+ * Every byte of the file is untrusted. Sizes and counts from the file are
+ * clamped to what the file holds, so a corrupt header cannot make the reader
+ * allocate or loop beyond the file's length; all reads are pread() of one chunk
+ * (or one 64 KiB block of the keep area) at a time, never a whole-file mapping.
+ *
+ * RATIONALE: a chunk's records are its first `used` slots (the recorder's commit);
+ * slots past `used` are ignored even when they look valid, because a reused ring
+ * chunk may still hold an older chunk's records there.
+ */
+#include "reader.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- 1. state */
+
+#define KEEP_BLOCK_SLOTS 2048u          /* keep area read 64 KiB at a time */
+#define MAX_CHUNK_SIZE (64u << 20)      /* a larger chunk_size is corruption */
+#define MAX_HEADER_SIZE (1u << 20)
+
+struct str_ent {
+	uint32_t id;
+	uint32_t off; /* into pool */
+	uint64_t order; /* keep-area position: the first of duplicate ids wins */
+};
+
+struct chunk_ref {
+	uint64_t seq;
+	uint64_t pos; /* ring position */
+	int32_t pid, tid;
+	uint32_t nslots; /* record slots to read: min(used, what the file holds) */
+	int cut;         /* nslots < used: the file ends inside this chunk's records */
+};
+
+struct stream {
+	int32_t pid, tid;
+	size_t first, count; /* range of r->chunks, seq order; count 0 for the keep stream */
+	size_t next;         /* next chunk to load */
+	struct sp_slot *buf; /* current chunk's record slots (or the kept records) */
+	uint32_t nslots, off;
+	int cut;             /* the current chunk was cut short by the end of the file */
+	int keep;            /* the keep area's non-string records */
+	int had_records;
+	struct sp_event cur; /* the record at the head of this stream */
+};
+
+struct sp_reader {
+	int fd;
+	char *path;
+	struct sp_file_header hdr;
+	uint64_t fsize;
+	uint64_t ring_off;
+	uint32_t chunk_slots; /* record slots per chunk */
+
+	char *pool;
+	size_t pool_len;
+	struct str_ent *strs;
+	size_t nstrs;
+
+	struct sp_slot *kept; /* non-string records of the keep area */
+	uint32_t nkept;
+
+	struct chunk_ref *chunks;
+	size_t nchunks;
+
+	struct stream *streams;
+	size_t nstreams;
+	size_t *heap; /* stream indices, min begin_ns on top */
+	size_t nheap;
+	int started;
+
+	struct sp_reader_stats st;
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+	if (!err || !errlen)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+}
+
+/* pread all of n bytes, or as many as the file has; returns bytes read. */
+static size_t pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+	size_t got = 0;
+	while (got < n) {
+		ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	return got;
+}
+
+/* ------------------------------------------------------------- 2. open */
+
+static int check_header(struct sp_reader *r, size_t got, char *err, size_t errlen)
+{
+	const struct sp_file_header *h = &r->hdr;
+	if (got < sizeof(h->magic) && got > 0 && memcmp(h->magic, SP_MAGIC, got) == 0) {
+		set_err(err, errlen, "truncated: the file header is incomplete (%zu bytes)", got);
+		return -1;
+	}
+	if (got < sizeof(h->magic) || memcmp(h->magic, SP_MAGIC, sizeof(h->magic)) != 0) {
+		set_err(err, errlen, "not a stepprof trace (no STEPPROF magic)");
+		return -1;
+	}
+	if (got < offsetof(struct sp_file_header, header_size)) {
+		set_err(err, errlen, "truncated: the file header is incomplete (%zu bytes)", got);
+		return -1;
+	}
+	if (h->version_major > SP_VERSION_MAJOR) {
+		set_err(err, errlen, "trace format version %u.%u is newer than this reader (%u.%u); update stepprof",
+			h->version_major, h->version_minor, SP_VERSION_MAJOR, SP_VERSION_MINOR);
+		return -1;
+	}
+	if (h->version_major < 1) {
+		set_err(err, errlen, "unsupported trace format version %u.%u", h->version_major, h->version_minor);
+		return -1;
+	}
+	if (got < sizeof(*h)) {
+		set_err(err, errlen, "truncated: the file header is incomplete (%zu of %u bytes)", got, SP_HEADER_SIZE);
+		return -1;
+	}
+	if (h->endian != SP_ENDIAN_TAG) {
+		if (h->endian == __builtin_bswap32(SP_ENDIAN_TAG))
+			set_err(err, errlen, "written with the other byte order (big-endian producer): not supported");
+		else
+			set_err(err, errlen, "corrupt header: bad byte-order tag 0x%08x", h->endian);
+		return -1;
+	}
+	if (h->header_size < sizeof(*h) || h->header_size > MAX_HEADER_SIZE || h->header_size % SP_SLOT_SIZE) {
+		set_err(err, errlen, "corrupt header: header_size %u", h->header_size);
+		return -1;
+	}
+	if (h->chunk_size % SP_SLOT_SIZE || h->chunk_size < (SP_CHUNK_HDR_SLOTS + 1) * SP_SLOT_SIZE ||
+	    h->chunk_size > MAX_CHUNK_SIZE) {
+		set_err(err, errlen, "corrupt header: chunk_size %u", h->chunk_size);
+		return -1;
+	}
+	if (h->keep_slots > (1ull << 40)) {
+		set_err(err, errlen, "corrupt header: keep_slots %llu", (unsigned long long)h->keep_slots);
+		return -1;
+	}
+	return 0;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	const struct str_ent *x = a, *y = b;
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static void add_string(struct sp_reader *r, uint32_t id, const char *s, unsigned len, uint64_t order, size_t *cap,
+		       size_t *pcap)
+{
+	if (r->nstrs == *cap) {
+		size_t nc = *cap ? *cap * 2 : 256;
+		struct str_ent *n = realloc(r->strs, nc * sizeof(*n));
+		if (!n)
+			return;
+		r->strs = n;
+		*cap = nc;
+	}
+	if (r->pool_len + len + 1 > *pcap) {
+		size_t nc = (*pcap ? *pcap : 4096);
+		while (nc < r->pool_len + len + 1)
+			nc *= 2;
+		char *n = realloc(r->pool, nc);
+		if (!n)
+			return;
+		r->pool = n;
+		*pcap = nc;
+	}
+	memcpy(r->pool + r->pool_len, s, len);
+	r->pool[r->pool_len + len] = 0;
+	r->strs[r->nstrs++] = (struct str_ent){ .id = id, .off = (uint32_t)r->pool_len, .order = order };
+	r->pool_len += len + 1;
+	r->st.strings++;
+}
+
+/*
+ * The keep area: strings into the table, other records kept raw (their bytes are
+ * bounded by the keep area, like the strings). Read in blocks that overlap by
+ * one record's worth so a record never straddles a block boundary.
+ */
+static void load_keep(struct sp_reader *r)
+{
+	const struct sp_file_header *h = &r->hdr;
+	uint64_t n = h->keep_next_slot;
+	if (n > h->keep_slots) {
+		r->st.corrupt = 1;
+		n = h->keep_slots;
+	}
+	uint64_t avail = r->fsize > h->header_size ? (r->fsize - h->header_size) / SP_SLOT_SIZE : 0;
+	int cut = 0;
+	if (n > avail) {
+		r->st.truncated = 1;
+		cut = 1;
+		n = avail;
+	}
+	if (!n)
+		return;
+	size_t scap = 0, pcap = 0, kcap = 0;
+	struct sp_slot *blk = malloc((KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS) * SP_SLOT_SIZE);
+	if (!blk)
+		return;
+	char str[SP_MAX_STRING + 1];
+	uint64_t i = 0; /* current slot of the keep area */
+	int after_hole = 0;
+	while (i < n) {
+		uint64_t want = n - i < KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS ? n - i : KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS;
+		size_t got = pread_full(r->fd, blk, (size_t)want * SP_SLOT_SIZE, h->header_size + i * SP_SLOT_SIZE);
+		uint32_t have = (uint32_t)(got / SP_SLOT_SIZE);
+		if (!have) {
+			r->st.truncated = 1;
+			break;
+		}
+		/* Consume records that start in the first KEEP_BLOCK_SLOTS (or all, at the end). */
+		uint32_t limit = i + have >= n ? have : (have < KEEP_BLOCK_SLOTS ? have : KEEP_BLOCK_SLOTS);
+		uint32_t j = 0;
+		while (j < limit) {
+			const struct sp_slot *s = &blk[j];
+			uint32_t id;
+			unsigned len, k;
+			if (s->kind == SP_K_NONE) {
+				/* A reserved slot whose record was never committed (crash): not corruption. */
+				after_hole = 1;
+				j++;
+				continue;
+			}
+			if (s->kind == SP_K_STRING) {
+				k = sp_string_decode(s, have - j, &id, str, &len);
+				if (k) {
+					add_string(r, id, str, len, i + j, &scap, &pcap);
+					after_hole = 0;
+					j += k;
+					continue;
+				}
+			} else if (s->kind != SP_K_CONT) {
+				struct sp_event ev;
+				k = sp_decode(s, have - j, &ev);
+				if (k) {
+					if (r->nkept + k > kcap) {
+						size_t nc = kcap ? kcap * 2 : 64;
+						while (nc < r->nkept + k)
+							nc *= 2;
+						struct sp_slot *nk = realloc(r->kept, nc * sizeof(*nk));
+						if (nk) {
+							r->kept = nk;
+							kcap = nc;
+						}
+					}
+					if (r->nkept + k <= kcap) {
+						memcpy(&r->kept[r->nkept], s, k * SP_SLOT_SIZE);
+						r->nkept += k;
+					}
+					after_hole = 0;
+					j += k;
+					continue;
+				}
+			} else if (after_hole) {
+				/* Continuation of an uncommitted record. */
+				j++;
+				continue;
+			}
+			if (cut && i + have >= n && s->nslots > have - j)
+				break; /* the record the file was cut in: truncation, not corruption */
+			r->st.corrupt_slots++;
+			r->st.corrupt = 1;
+			j++;
+		}
+		if (j < limit)
+			break;
+		i += j;
+	}
+	free(blk);
+	if (r->nstrs > 1)
+		qsort(r->strs, r->nstrs, sizeof(*r->strs), str_cmp);
+}
+
+static int chunk_cmp(const void *a, const void *b)
+{
+	const struct chunk_ref *x = a, *y = b;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	if (x->seq != y->seq)
+		return x->seq < y->seq ? -1 : 1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static int is_zero(const void *p, size_t n)
+{
+	const uint8_t *b = p;
+	for (size_t i = 0; i < n; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/* Index the ring: one pread of a chunk header per position the file holds. */
+static int index_ring(struct sp_reader *r)
+{
+	const struct sp_file_header *h = &r->hdr;
+	r->ring_off = h->header_size + h->keep_slots * SP_SLOT_SIZE;
+	r->chunk_slots = h->chunk_size / SP_SLOT_SIZE - SP_CHUNK_HDR_SLOTS;
+	uint64_t handed = h->ring_next_seq < h->ring_chunks ? h->ring_next_seq : h->ring_chunks;
+	uint64_t in_file = r->fsize > r->ring_off ? (r->fsize - r->ring_off + h->chunk_size - 1) / h->chunk_size : 0;
+	if (in_file < handed)
+		r->st.truncated = 1;
+	uint64_t npos = in_file < h->ring_chunks ? in_file : h->ring_chunks;
+	size_t cap = 0;
+	for (uint64_t pos = 0; pos < npos; pos++) {
+		uint64_t off = r->ring_off + pos * h->chunk_size;
+		struct sp_chunk_header ch;
+		size_t got = pread_full(r->fd, &ch, sizeof(ch), off);
+		if (got < sizeof(ch)) {
+			if (!is_zero(&ch, got) || pos < handed)
+				r->st.truncated = 1;
+			break;
+		}
+		if (is_zero(&ch, sizeof(ch)))
+			continue; /* never used */
+		if (ch.magic != SP_CHUNK_MAGIC || ch.state > SP_CHUNK_CLOSED) {
+			r->st.corrupt = 1;
+			r->st.corrupt_slots += SP_CHUNK_HDR_SLOTS;
+			continue;
+		}
+		if (ch.state == SP_CHUNK_FREE || !ch.used)
+			continue;
+		uint32_t used = ch.used;
+		if (used > r->chunk_slots) {
+			r->st.corrupt = 1;
+			r->st.corrupt_slots++;
+			used = r->chunk_slots;
+		}
+		uint64_t whole = r->fsize > off ? (r->fsize - off) / SP_SLOT_SIZE : 0;
+		whole = whole > SP_CHUNK_HDR_SLOTS ? whole - SP_CHUNK_HDR_SLOTS : 0;
+		int cut = 0;
+		if (used > whole) {
+			r->st.truncated = 1;
+			cut = 1;
+			used = (uint32_t)whole;
+		}
+		if (!used)
+			continue;
+		if (r->nchunks == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct chunk_ref *n = realloc(r->chunks, nc * sizeof(*n));
+			if (!n)
+				return -1;
+			r->chunks = n;
+			cap = nc;
+		}
+		r->chunks[r->nchunks++] =
+			(struct chunk_ref){ .seq = ch.seq, .pos = pos, .pid = ch.pid, .tid = ch.tid, .nslots = used, .cut = cut };
+	}
+	if (r->nchunks > 1)
+		qsort(r->chunks, r->nchunks, sizeof(*r->chunks), chunk_cmp);
+	return 0;
+}
+
+static int make_streams(struct sp_reader *r)
+{
+	size_t n = r->nkept ? 1 : 0;
+	for (size_t i = 0; i < r->nchunks; i++)
+		if (i == 0 || r->chunks[i].pid != r->chunks[i - 1].pid || r->chunks[i].tid != r->chunks[i - 1].tid)
+			n++;
+	r->streams = calloc(n ? n : 1, sizeof(*r->streams));
+	r->heap = calloc(n ? n : 1, sizeof(*r->heap));
+	if (!r->streams || !r->heap)
+		return -1;
+	size_t k = 0;
+	if (r->nkept) {
+		struct stream *s = &r->streams[k++];
+		s->pid = r->hdr.pid;
+		s->tid = 0;
+		s->keep = 1;
+		s->buf = r->kept;
+		s->nslots = r->nkept;
+	}
+	for (size_t i = 0; i < r->nchunks; i++) {
+		if (i == 0 || r->chunks[i].pid != r->chunks[i - 1].pid || r->chunks[i].tid != r->chunks[i - 1].tid) {
+			struct stream *s = &r->streams[k++];
+			s->pid = r->chunks[i].pid;
+			s->tid = r->chunks[i].tid;
+			s->first = i;
+			s->next = i;
+		}
+		r->streams[k - 1].count++;
+	}
+	r->nstreams = k;
+	return 0;
+}
+
+int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t errlen)
+{
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		set_err(err, errlen, "%s", strerror(errno));
+		return -1;
+	}
+	struct stat sb;
+	if (fstat(fd, &sb) < 0) {
+		set_err(err, errlen, "%s", strerror(errno));
+		close(fd);
+		return -1;
+	}
+	if (S_ISDIR(sb.st_mode)) {
+		set_err(err, errlen, "is a directory, not a trace file");
+		close(fd);
+		return -1;
+	}
+	struct sp_reader *r = calloc(1, sizeof(*r));
+	if (!r) {
+		set_err(err, errlen, "out of memory");
+		close(fd);
+		return -1;
+	}
+	r->fd = fd;
+	r->fsize = (uint64_t)sb.st_size;
+	size_t got = pread_full(fd, &r->hdr, sizeof(r->hdr), 0);
+	if (check_header(r, got, err, errlen)) {
+		sp_reader_close(r);
+		return -1;
+	}
+	r->path = strdup(path);
+	r->st.lost = r->hdr.lost_records;
+	r->st.overwritten = r->hdr.overwritten_records;
+	if (r->fsize < r->hdr.header_size || r->fsize < r->hdr.file_size)
+		r->st.truncated = 1;
+	load_keep(r);
+	if (index_ring(r) || make_streams(r) || !r->path) {
+		set_err(err, errlen, "out of memory");
+		sp_reader_close(r);
+		return -1;
+	}
+	*out = r;
+	return 0;
+}
+
+const struct sp_file_header *sp_reader_header(const struct sp_reader *r)
+{
+	return &r->hdr;
+}
+
+const char *sp_reader_path(const struct sp_reader *r)
+{
+	return r->path;
+}
+
+/* ------------------------------------------------------------ 3. streams */
+
+/* Load the stream's next chunk; 0 when it has none left. */
+static int stream_load(struct sp_reader *r, struct stream *s)
+{
+	while (s->next < s->first + s->count) {
+		const struct chunk_ref *c = &r->chunks[s->next++];
+		if (!s->buf) {
+			s->buf = malloc((size_t)r->chunk_slots * SP_SLOT_SIZE);
+			if (!s->buf)
+				return 0;
+		}
+		uint64_t off = r->ring_off + c->pos * r->hdr.chunk_size + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE;
+		size_t got = pread_full(r->fd, s->buf, (size_t)c->nslots * SP_SLOT_SIZE, off);
+		s->nslots = (uint32_t)(got / SP_SLOT_SIZE);
+		s->off = 0;
+		s->cut = c->cut;
+		if (s->nslots < c->nslots) {
+			r->st.truncated = 1; /* the file shrank since open */
+			s->cut = 1;
+		}
+		if (s->nslots)
+			return 1;
+	}
+	return 0;
+}
+
+/* Decode the stream's next record into s->cur; 0 when the stream is finished. */
+static int stream_advance(struct sp_reader *r, struct stream *s)
+{
+	for (;;) {
+		while (s->buf && s->off < s->nslots) {
+			const struct sp_slot *sl = &s->buf[s->off];
+			unsigned avail = s->nslots - s->off;
+			unsigned k;
+			if (sl->kind == SP_K_STRING) {
+				/* Strings live in the keep area; one in a chunk is skipped whole. */
+				uint32_t id;
+				unsigned len;
+				char tmp[SP_MAX_STRING + 1];
+				k = sp_string_decode(sl, avail, &id, tmp, &len);
+				if (k) {
+					s->off += k;
+					continue;
+				}
+			} else {
+				k = sp_decode(sl, avail, &s->cur);
+				if (k) {
+					s->off += k;
+					s->cur.pid = s->pid;
+					s->cur.tid = s->tid;
+					return 1;
+				}
+			}
+			if (s->cut && sl->nslots > avail) {
+				s->off = s->nslots; /* the record the file was cut in */
+				continue;
+			}
+			r->st.corrupt_slots++;
+			r->st.corrupt = 1;
+			s->off++;
+		}
+		if (s->keep || !stream_load(r, s)) {
+			if (!s->keep)
+				free(s->buf);
+			s->buf = NULL;
+			return 0;
+		}
+	}
+}
+
+static int heap_less(const struct sp_reader *r, size_t a, size_t b)
+{
+	const struct stream *x = &r->streams[a], *y = &r->streams[b];
+	if (x->cur.begin_ns != y->cur.begin_ns)
+		return x->cur.begin_ns < y->cur.begin_ns;
+	return a < b;
+}
+
+static void heap_down(struct sp_reader *r, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < r->nheap && heap_less(r, r->heap[l], r->heap[m]))
+			m = l;
+		if (l + 1 < r->nheap && heap_less(r, r->heap[l + 1], r->heap[m]))
+			m = l + 1;
+		if (m == i)
+			return;
+		size_t t = r->heap[i];
+		r->heap[i] = r->heap[m];
+		r->heap[m] = t;
+		i = m;
+	}
+}
+
+static void heap_up(struct sp_reader *r, size_t i)
+{
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (!heap_less(r, r->heap[i], r->heap[p]))
+			return;
+		size_t t = r->heap[i];
+		r->heap[i] = r->heap[p];
+		r->heap[p] = t;
+		i = p;
+	}
+}
+
+/* ------------------------------------------------------ 4. the public API */
+
+static void account(struct sp_reader *r, struct stream *s, const struct sp_event *ev)
+{
+	struct sp_reader_stats *st = &r->st;
+	if (!st->records || ev->begin_ns < st->begin_ns)
+		st->begin_ns = ev->begin_ns;
+	if (ev->end_ns > st->end_ns)
+		st->end_ns = ev->end_ns;
+	st->records++;
+	st->by_kind[ev->kind]++;
+	if (ev->kind == SP_K_LOST)
+		st->lost += ev->f[SP_F_COUNT];
+	if (!s->had_records && !s->keep) {
+		s->had_records = 1;
+		st->threads++;
+	}
+}
+
+int sp_reader_next(struct sp_reader *r, struct sp_event *ev)
+{
+	if (!r->started) {
+		r->started = 1;
+		for (size_t i = 0; i < r->nstreams; i++)
+			if (stream_advance(r, &r->streams[i])) {
+				r->heap[r->nheap++] = i;
+				heap_up(r, r->nheap - 1);
+			}
+	}
+	if (!r->nheap)
+		return 0;
+	size_t top = r->heap[0];
+	struct stream *s = &r->streams[top];
+	*ev = s->cur;
+	account(r, s, ev);
+	if (stream_advance(r, s)) {
+		heap_down(r, 0);
+	} else {
+		r->heap[0] = r->heap[--r->nheap];
+		if (r->nheap)
+			heap_down(r, 0);
+	}
+	return 1;
+}
+
+const char *sp_reader_string(const struct sp_reader *r, uint32_t id)
+{
+	size_t lo = 0, hi = r->nstrs;
+	if (!id)
+		return NULL;
+	/* Lower bound: the first entry of this id (the first written wins). */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r->strs[mid].id < id)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < r->nstrs && r->strs[lo].id == id ? r->pool + r->strs[lo].off : NULL;
+}
+
+const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r)
+{
+	return &r->st;
+}
+
+void sp_reader_close(struct sp_reader *r)
+{
+	if (!r)
+		return;
+	for (size_t i = 0; i < r->nstreams; i++)
+		if (!r->streams[i].keep)
+			free(r->streams[i].buf);
+	free(r->streams);
+	free(r->heap);
+	free(r->chunks);
+	free(r->kept);
+	free(r->strs);
+	free(r->pool);
+	free(r->path);
+	if (r->fd >= 0)
+		close(r->fd);
+	free(r);
+}

@@ -1,0 +1,555 @@
+/*
+ * test_reader.c - the streaming trace reader (analyzer/reader.c) on files built
+ * by tracegen (tests/lib/tracegen.c), so the expected records are the ones the
+ * test wrote.
+ *
+ * Divided into:
+ *   1. helpers: an image in a memfd opened through /proc/self/fd, read-all,
+ *   2. reading back: records, order, strings, stats, several threads and
+ *      processes, ring wrap (overwritten), kept records, active chunks,
+ *   3. damage: truncation at every byte offset, 1,000 copies with random byte
+ *      flips (fixed seed), targeted corruption, foreign and newer-major files.
+ */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "reader.h"
+#include "testlib.h"
+#include "tracegen.h"
+
+/* ----------------------------------------------------------- 1. helpers */
+
+struct memfile {
+	int fd;
+	char path[64];
+};
+
+static void mf_open(struct memfile *m)
+{
+	m->fd = memfd_create("sptrace", MFD_CLOEXEC);
+	cr_assert(m->fd >= 0);
+	snprintf(m->path, sizeof(m->path), "/proc/self/fd/%d", m->fd);
+}
+
+/* Make the memfd hold exactly img[0..len). */
+static void mf_set(struct memfile *m, const uint8_t *img, size_t len)
+{
+	cr_assert_eq(ftruncate(m->fd, 0), 0);
+	size_t off = 0;
+	while (off < len) {
+		ssize_t w = pwrite(m->fd, img + off, len - off, (off_t)off);
+		cr_assert(w > 0);
+		off += (size_t)w;
+	}
+}
+
+struct readout {
+	int rc;
+	char err[256];
+	struct sp_event *ev;
+	size_t n;
+	struct sp_reader_stats st;
+	struct sp_file_header hdr;
+};
+
+static void read_all(const char *path, struct readout *o)
+{
+	struct sp_reader *r;
+	memset(o, 0, sizeof(*o));
+	o->rc = sp_reader_open(path, &r, o->err, sizeof(o->err));
+	if (o->rc)
+		return;
+	size_t cap = 1024;
+	o->ev = malloc(cap * sizeof(*o->ev));
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev)) {
+		if (o->n == cap) {
+			cap *= 2;
+			o->ev = realloc(o->ev, cap * sizeof(*o->ev));
+		}
+		o->ev[o->n++] = ev;
+	}
+	cr_assert_eq(sp_reader_next(r, &ev), 0, "stays at the end");
+	o->st = *sp_reader_stats(r);
+	o->hdr = *sp_reader_header(r);
+	sp_reader_close(r);
+}
+
+static void readout_free(struct readout *o)
+{
+	free(o->ev);
+	o->ev = NULL;
+}
+
+/* ------------------------------------------------------- 2. reading back */
+
+Test(reader, reads_back_records_strings_and_stats)
+{
+	char *dir = sp_t_tmpdir("rd");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/host.4242.sptrace", dir);
+	struct sp_tg_opts o = { .pid = 4242, .ppid = 77, .rank = 3, .host = "node7", .cmdline = "python train.py --x" };
+	struct sp_tg *g = sp_tg_create_opts(path, &o);
+	uint32_t a = sp_tg_intern(g, "alpha");
+	uint32_t b = sp_tg_intern(g, "beta/with/a/longer/name/that/needs/continuation/slots");
+	cr_assert_eq(sp_tg_intern(g, "alpha"), a, "interning deduplicates");
+	uint64_t copyf[SP_F__COUNT] = { 0 };
+	copyf[SP_F_BYTES] = 1 << 20;
+	copyf[SP_F_DIRECTION] = SP_DIR_H2D;
+	copyf[SP_F_HOST_MEMORY] = SP_HOSTMEM_PAGEABLE;
+	copyf[SP_F_OP] = 9;
+	/* Thread 10: 100..; thread 11: interleaved in time. */
+	for (int i = 0; i < 50; i++) {
+		SP_TG_ADD(g, 10, SP_K_MARK, SP_API_stepprof_mark, 1000 + 20 * i, 1000 + 20 * i, { SP_F_NAME, a });
+		SP_TG_ADD(g, 11, SP_K_STEP, SP_API_stepprof_step, 1010 + 20 * i, 1010 + 20 * i, { SP_F_VALUE, i });
+	}
+	sp_tg_addv(g, 10, SP_K_COPY, 0, 5000, 7000, copyf);
+	SP_TG_ADD(g, 11, SP_K_LOST, 0, 6000, 6000, { SP_F_COUNT, 5 });
+	SP_TG_ADD(g, 11, SP_K_OPEN, 0, 6100, 6400, { SP_F_PATH, b }, { SP_F_FD, (uint64_t)-1 }, { SP_F_RESULT, (uint64_t)-2 });
+	sp_tg_header(g)->lost_records = 7;
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	struct readout r;
+	read_all(path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, 103);
+	cr_assert_eq(r.st.records, 103);
+	cr_assert_eq(r.st.by_kind[SP_K_MARK], 50);
+	cr_assert_eq(r.st.by_kind[SP_K_STEP], 50);
+	cr_assert_eq(r.st.by_kind[SP_K_COPY], 1);
+	cr_assert_eq(r.st.by_kind[SP_K_LOST], 1);
+	cr_assert_eq(r.st.by_kind[SP_K_OPEN], 1);
+	cr_assert_eq(r.st.lost, 12, "header 7 + LOST record 5");
+	cr_assert_eq(r.st.threads, 2);
+	cr_assert_eq(r.st.strings, 2);
+	cr_assert_eq(r.st.corrupt, 0);
+	cr_assert_eq(r.st.truncated, 0);
+	cr_assert_eq(r.st.begin_ns, 1000);
+	cr_assert_eq(r.st.end_ns, 7000);
+	cr_assert_eq(r.hdr.pid, 4242);
+	cr_assert_eq(r.hdr.ppid, 77);
+	cr_assert_eq(r.hdr.rank, 3);
+	cr_assert_str_eq(r.hdr.host, "node7");
+	cr_assert_str_eq(r.hdr.cmdline, "python train.py --x");
+	/* Merged by begin time: never decreasing, and the two threads alternate. */
+	for (size_t i = 1; i < r.n; i++)
+		cr_assert(r.ev[i].begin_ns >= r.ev[i - 1].begin_ns, "order at %zu", i);
+	cr_assert_eq(r.ev[0].tid, 10);
+	cr_assert_eq(r.ev[1].tid, 11);
+	cr_assert_eq(r.ev[0].pid, 4242);
+	int step = 0;
+	for (size_t i = 0; i < r.n; i++) {
+		const struct sp_event *e = &r.ev[i];
+		if (e->kind == SP_K_STEP) {
+			cr_assert_eq(e->f[SP_F_VALUE], (uint64_t)step++);
+			cr_assert_eq(e->api, SP_API_stepprof_step);
+		} else if (e->kind == SP_K_COPY) {
+			cr_assert_eq(e->begin_ns, 5000);
+			cr_assert_eq(e->end_ns, 7000);
+			cr_assert_eq(e->f[SP_F_BYTES], 1 << 20);
+			cr_assert_eq(e->f[SP_F_DIRECTION], SP_DIR_H2D);
+			cr_assert_eq(e->f[SP_F_HOST_MEMORY], SP_HOSTMEM_PAGEABLE);
+			cr_assert_eq(e->f[SP_F_OP], 9);
+		} else if (e->kind == SP_K_OPEN) {
+			cr_assert_eq((int64_t)e->f[SP_F_FD], -1);
+			cr_assert_eq((int64_t)e->f[SP_F_RESULT], -2);
+			cr_assert_eq(e->tid, 11);
+		}
+	}
+	cr_assert_eq(step, 50);
+
+	struct sp_reader *rd;
+	char err[256];
+	cr_assert_eq(sp_reader_open(path, &rd, err, sizeof(err)), 0);
+	cr_assert_str_eq(sp_reader_string(rd, a), "alpha");
+	cr_assert_str_eq(sp_reader_string(rd, b), "beta/with/a/longer/name/that/needs/continuation/slots");
+	cr_assert_null(sp_reader_string(rd, 0));
+	cr_assert_null(sp_reader_string(rd, 99));
+	cr_assert_str_eq(sp_reader_path(rd), path);
+	sp_reader_close(rd);
+	readout_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* Many small chunks, allocated alternately by 3 threads: each thread's records come back in its order. */
+Test(reader, threads_span_many_chunks_in_seq_order)
+{
+	struct sp_tg_opts o = { .pid = 1, .chunk_size = 256, .keep_slots = 8 };
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	const int per = 500;
+	for (int i = 0; i < per; i++)
+		for (int t = 0; t < 3; t++)
+			SP_TG_ADD(g, 100 + t, SP_K_STEP, 0, 1000000 + i * 10 + t, 1000000 + i * 10 + t,
+				  { SP_F_VALUE, (uint64_t)(t * 100000 + i) });
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, 3 * per);
+	cr_assert_eq(r.st.threads, 3);
+	int next[3] = { 0, 0, 0 };
+	for (size_t i = 0; i < r.n; i++) {
+		int t = r.ev[i].tid - 100;
+		cr_assert(t >= 0 && t < 3);
+		cr_assert_eq(r.ev[i].f[SP_F_VALUE], (uint64_t)(t * 100000 + next[t]));
+		next[t]++;
+	}
+	readout_free(&r);
+	free(img);
+	close(m.fd);
+}
+
+Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
+{
+	/* 6 record slots per chunk, a ring of 4 chunks: 100 records leave the newest 4 chunks. */
+	struct sp_tg_opts o = { .pid = 2, .chunk_size = 256, .ring_chunks = 4, .keep_slots = 8 };
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	for (int i = 0; i < 100; i++)
+		SP_TG_ADD(g, 7, SP_K_STEP, 0, 1000 + i, 1000 + i, { SP_F_VALUE, (uint64_t)i });
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	/* 100 = 16 full chunks of 6 + 4: the last 4 chunks hold 6+6+6+4 = 22 records (78..99). */
+	cr_assert_eq(r.n, 22);
+	cr_assert_eq(r.st.overwritten, 78);
+	for (size_t i = 0; i < r.n; i++)
+		cr_assert_eq(r.ev[i].f[SP_F_VALUE], 78 + i);
+	cr_assert_eq(r.st.truncated, 0);
+	cr_assert_eq(r.st.corrupt, 0);
+	readout_free(&r);
+	free(img);
+	close(m.fd);
+}
+
+Test(reader, active_chunks_kept_records_and_several_pids)
+{
+	struct sp_tg_opts o = { .pid = 50, .chunk_size = 512, .keep_slots = 32, .leave_active = 1 };
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	uint64_t f[SP_F__COUNT] = { 0 };
+	f[SP_F_FREE] = 123;
+	f[SP_F_TOTAL] = 456;
+	sp_tg_add_keep(g, SP_K_MEM_INFO, 0, 500, 500, f);
+	struct sp_event ev = { .kind = SP_K_READ, .pid = 51, .tid = 51, .begin_ns = 600, .end_ns = 650 };
+	ev.f[SP_F_BYTES] = 4096;
+	sp_tg_add_event(g, &ev);
+	ev.pid = 52;
+	ev.tid = 53;
+	ev.begin_ns = 700;
+	ev.end_ns = 800;
+	sp_tg_add_event(g, &ev);
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, 3);
+	cr_assert_eq(r.ev[0].kind, SP_K_MEM_INFO);
+	cr_assert_eq(r.ev[0].pid, 50);
+	cr_assert_eq(r.ev[0].tid, 0, "kept records have no thread");
+	cr_assert_eq(r.ev[0].f[SP_F_FREE], 123);
+	cr_assert_eq(r.ev[1].pid, 51);
+	cr_assert_eq(r.ev[2].pid, 52);
+	cr_assert_eq(r.ev[2].tid, 53);
+	cr_assert_eq(r.ev[2].end_ns, 800);
+	cr_assert_eq(r.st.threads, 2);
+	readout_free(&r);
+	free(img);
+	close(m.fd);
+}
+
+Test(reader, duplicate_string_ids_first_wins)
+{
+	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
+	sp_tg_string(g, 5, "first", 5);
+	sp_tg_string(g, 5, "second", 6);
+	sp_tg_string(g, 3, "three", 5);
+	SP_TG_ADD(g, 1, SP_K_MARK, 0, 10, 10, { SP_F_NAME, 5 });
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	struct sp_reader *rd;
+	char err[256];
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(sp_reader_string(rd, 5), "first");
+	cr_assert_str_eq(sp_reader_string(rd, 3), "three");
+	sp_reader_close(rd);
+	free(img);
+	close(m.fd);
+}
+
+/* ------------------------------------------------------------- 3. damage */
+
+/*
+ * One thread of one-slot STEP records with value = index, chunk of 256 bytes
+ * (6 record slots), a small keep area with strings: where record k ends is known,
+ * so the records a cut file must give back are exactly those that end before the cut.
+ */
+#define CUT_RECORDS 40u
+#define CUT_CHUNK 256u
+#define CUT_KEEP 16u
+
+static uint8_t *cut_image(size_t *len, uint64_t *ring_off)
+{
+	struct sp_tg_opts o = { .pid = 9, .chunk_size = CUT_CHUNK, .keep_slots = CUT_KEEP };
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	sp_tg_intern(g, "a string that takes three slots in the keep area....");
+	for (unsigned k = 0; k < CUT_RECORDS; k++)
+		SP_TG_ADD(g, 9, SP_K_STEP, 0, 5000 + k, 5000 + k, { SP_F_VALUE, k });
+	*ring_off = SP_HEADER_SIZE + CUT_KEEP * SP_SLOT_SIZE;
+	return sp_tg_image(g, len);
+}
+
+Test(reader, truncated_at_every_byte_offset)
+{
+	size_t len;
+	uint64_t ring_off;
+	uint8_t *img = cut_image(&len, &ring_off);
+	const unsigned per_chunk = CUT_CHUNK / SP_SLOT_SIZE - SP_CHUNK_HDR_SLOTS;
+	cr_assert_eq(len, ring_off + (CUT_RECORDS + per_chunk - 1) / per_chunk * CUT_CHUNK);
+	struct memfile m;
+	mf_open(&m);
+	for (size_t cut = 0; cut <= len; cut++) {
+		mf_set(&m, img, cut);
+		struct readout r;
+		read_all(m.path, &r);
+		if (cut < sizeof(struct sp_file_header)) {
+			cr_assert_eq(r.rc, -1, "cut %zu opened", cut);
+			cr_assert(r.err[0] && !strchr(r.err, '\n'), "cut %zu: one-line reason", cut);
+			if (cut >= 1)
+				cr_assert(strstr(r.err, "truncated"), "cut %zu: %s", cut, r.err);
+			continue;
+		}
+		cr_assert_eq(r.rc, 0, "cut %zu: %s", cut, r.err);
+		unsigned expect = 0;
+		for (unsigned k = 0; k < CUT_RECORDS; k++) {
+			uint64_t end = ring_off + (k / per_chunk) * CUT_CHUNK + (SP_CHUNK_HDR_SLOTS + k % per_chunk + 1) * SP_SLOT_SIZE;
+			if (end <= cut)
+				expect++;
+		}
+		cr_assert_eq(r.n, expect, "cut %zu: %zu records, expected %u", cut, r.n, expect);
+		for (size_t i = 0; i < r.n; i++)
+			cr_assert_eq(r.ev[i].f[SP_F_VALUE], i, "cut %zu", cut);
+		cr_assert_eq(r.st.truncated, cut < len, "cut %zu of %zu: truncated flag", cut, len);
+		cr_assert_eq(r.st.corrupt, 0, "cut %zu: a cut is not corruption", cut);
+		readout_free(&r);
+	}
+	free(img);
+	close(m.fd);
+}
+
+static uint64_t xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+Test(reader, random_byte_flips_never_crash, .timeout = 60)
+{
+	/* Several threads, multi-slot records, strings and a LOST record: every part of the format. */
+	struct sp_tg_opts o = { .pid = 3, .chunk_size = 512, .keep_slots = 64 };
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	uint32_t s1 = sp_tg_intern(g, "/data/train/00001.jpg");
+	uint32_t s2 = sp_tg_intern(g, "kernel_name_of_some_length<float, 128>");
+	uint64_t f[SP_F__COUNT] = { 0 };
+	for (int i = 0; i < 120; i++) {
+		int tid = 30 + i % 3;
+		f[SP_F_NAME] = s2;
+		f[SP_F_PATH] = s1;
+		f[SP_F_BYTES] = 1000 + (uint64_t)i;
+		f[SP_F_OP] = (uint64_t)i;
+		sp_tg_addv(g, tid, (unsigned[]){ SP_K_COPY, SP_K_LAUNCH, SP_K_READ, SP_K_ALLOC }[i % 4], 0, 100 * i,
+			   100 * i + 50, f);
+	}
+	SP_TG_ADD(g, 30, SP_K_LOST, 0, 99999, 99999, { SP_F_COUNT, 2 });
+	const size_t written = 121;
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	uint8_t *copy = malloc(len);
+	struct memfile m;
+	mf_open(&m);
+	uint64_t seed = 0x5eed5eed12345678ull;
+	unsigned refused = 0, flagged = 0, clean = 0;
+	for (int c = 0; c < 1000; c++) {
+		memcpy(copy, img, len);
+		unsigned flips = 1 + (unsigned)(xorshift(&seed) % 8);
+		for (unsigned k = 0; k < flips; k++) {
+			/* Half the flips land in the header and keep area, where fewer bytes matter more. */
+			size_t at = (xorshift(&seed) & 1) ? xorshift(&seed) % (SP_HEADER_SIZE + 64 * SP_SLOT_SIZE)
+							   : xorshift(&seed) % len;
+			copy[at] ^= (uint8_t)(1 + xorshift(&seed) % 255);
+		}
+		mf_set(&m, copy, len);
+		struct readout r;
+		read_all(m.path, &r);
+		if (r.rc) {
+			cr_assert(r.err[0] && !strchr(r.err, '\n'), "copy %d: one-line reason", c);
+			refused++;
+			continue;
+		}
+		uint64_t sum = 0;
+		for (unsigned k = 0; k < SP_K__COUNT; k++)
+			sum += r.st.by_kind[k];
+		cr_assert_eq(sum, r.n, "copy %d", c);
+		cr_assert_eq(r.st.records, r.n);
+		/* Never more records than slots were written (a flip cannot create data). */
+		cr_assert(r.n <= 4 * written, "copy %d: %zu records", c, r.n);
+		if (r.st.corrupt || r.st.truncated)
+			flagged++;
+		else
+			clean++;
+		readout_free(&r);
+	}
+	cr_log_info("byte flips: %u refused, %u flagged corrupt/truncated, %u read clean", refused, flagged, clean);
+	cr_assert(refused > 0 && flagged > 0, "flips must be noticed (%u refused, %u flagged)", refused, flagged);
+	free(copy);
+	free(img);
+	close(m.fd);
+}
+
+Test(reader, corrupt_record_is_skipped_and_counted)
+{
+	size_t len;
+	uint64_t ring_off;
+	uint8_t *img = cut_image(&len, &ring_off);
+	/* Record 2 (third slot of the first chunk): kind byte of a head becomes garbage. */
+	img[ring_off + (SP_CHUNK_HDR_SLOTS + 2) * SP_SLOT_SIZE] = 0xfe;
+	/* Record 7 (second slot of the second chunk): uncommitted-looking slot inside `used`. */
+	img[ring_off + CUT_CHUNK + (SP_CHUNK_HDR_SLOTS + 1) * SP_SLOT_SIZE] = 0;
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, CUT_RECORDS - 2);
+	cr_assert_eq(r.st.corrupt, 1);
+	cr_assert_eq(r.st.corrupt_slots, 2);
+	for (size_t i = 0; i < r.n; i++)
+		cr_assert(r.ev[i].f[SP_F_VALUE] != 2 && r.ev[i].f[SP_F_VALUE] != 7);
+	readout_free(&r);
+	/* A chunk header with a bad magic: its records are skipped, the rest read. */
+	mf_set(&m, img, len);
+	memcpy(img + ring_off + 2 * CUT_CHUNK, "XXXX", 4);
+	mf_set(&m, img, len);
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0);
+	cr_assert_eq(r.n, CUT_RECORDS - 2 - 6);
+	cr_assert_eq(r.st.corrupt, 1);
+	readout_free(&r);
+	free(img);
+	close(m.fd);
+}
+
+Test(reader, refuses_foreign_newer_and_odd_files)
+{
+	struct memfile m;
+	mf_open(&m);
+	char err[256];
+	struct sp_reader *rd;
+
+	/* A text file, an ELF binary, an empty file. */
+	const char *text = "hello, this is not a trace\n";
+	mf_set(&m, (const uint8_t *)text, strlen(text));
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "not a stepprof trace"), "%s", err);
+	cr_assert_null(strchr(err, '\n'));
+	cr_assert_eq(sp_reader_open("/bin/sh", &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "not a stepprof trace"), "%s", err);
+	mf_set(&m, NULL, 0);
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1);
+	cr_assert(err[0]);
+
+	/* Newer major version. */
+	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	sp_tg_header(g)->version_major = SP_VERSION_MAJOR + 1;
+	sp_tg_header(g)->version_minor = 3;
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	mf_set(&m, img, len);
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "newer"), "%s", err);
+	cr_assert(strstr(err, "2.3"), "%s", err);
+	cr_assert_null(strchr(err, '\n'));
+	free(img);
+
+	/* A newer minor version is read. */
+	g = sp_tg_create(NULL, 1, 0, -1);
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	sp_tg_header(g)->version_minor = SP_VERSION_MINOR + 1;
+	img = sp_tg_image(g, &len);
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, 1);
+	readout_free(&r);
+
+	/* The other byte order. */
+	struct sp_file_header *h = (struct sp_file_header *)img;
+	h->endian = __builtin_bswap32(SP_ENDIAN_TAG);
+	mf_set(&m, img, len);
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "byte order"), "%s", err);
+	h->endian = SP_ENDIAN_TAG;
+
+	/* Geometry that cannot be. */
+	h->chunk_size = 100;
+	mf_set(&m, img, len);
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "chunk_size"), "%s", err);
+	free(img);
+
+	/* Missing file and directory. */
+	cr_assert_eq(sp_reader_open("/nonexistent/trace", &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "No such file"), "%s", err);
+	cr_assert_eq(sp_reader_open("/tmp", &rd, err, sizeof(err)), -1);
+	cr_assert(strstr(err, "directory"), "%s", err);
+	close(m.fd);
+}
+
+/* A huge ring_chunks/keep_slots in a small file must not make the reader allocate or loop for them. */
+Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
+{
+	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct sp_file_header *h = (struct sp_file_header *)img;
+	struct memfile m;
+	mf_open(&m);
+	h->ring_chunks = 0xffffffffu;
+	h->ring_next_seq = ~0ull;
+	h->keep_next_slot = ~0ull;
+	mf_set(&m, img, len);
+	struct readout r;
+	read_all(m.path, &r);
+	cr_assert_eq(r.rc, 0, "%s", r.err);
+	cr_assert_eq(r.n, 1);
+	cr_assert(r.st.truncated || r.st.corrupt);
+	readout_free(&r);
+	free(img);
+	close(m.fd);
+}
