@@ -1,0 +1,423 @@
+/*
+ * hook_io_open.c - libc wrappers: the open family, close, and the calls that
+ * only keep the fd table right (pipe, socket, accept, dup, epoll_ctl); plus
+ * the input capture's constructor (STEPPROF_IO).
+ *
+ * Divided into: 1. set-up, 2. open family (OPEN), 3. stdio open (OPEN),
+ * 4. close (CLOSE), 5. fd table upkeep (no record).
+ *
+ * NOTE: glibc's fopen/freopen/fclose reach the kernel through internal calls,
+ * not the PLT, so they are wrapped themselves; where a libc function does call
+ * a wrapped name through the PLT, io_enter's depth check keeps it single.
+ */
+#include "io_hook.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* The wrappers below are the exported names (the version script lists them). */
+#pragma GCC visibility push(default)
+
+/* --------------------------------------------------------------- 1. set-up */
+
+static void io_after_fork_child(void)
+{
+	io_feature_marked = 0; /* the child writes a trace file of its own */
+}
+
+__attribute__((constructor)) static void io_init(void)
+{
+	/* NOTE: a bad value is reported by config.c (config.def lists STEPPROF_IO); here it means auto. */
+	int mode = io_mode_parse(getenv("STEPPROF_IO"));
+	if (mode < 0)
+		mode = IO_MODE_AUTO;
+	/* Resolve the hottest real functions now rather than at their first call. */
+	io_real_get(IO_FN_read);
+	io_real_get(IO_FN_open64);
+	io_real_get(IO_FN_close);
+	io_real_get(IO_FN_stat);
+	pthread_atfork(NULL, NULL, io_after_fork_child);
+	/* auto: the libc wrappers, unless `stepprof run --bpf` said STEPPROF_IO=bpf. */
+	io_capture = mode == IO_MODE_AUTO || mode == IO_MODE_LIBC;
+}
+
+/* ------------------------------------------------------ 2. open family */
+
+static inline int needs_mode(int flags)
+{
+	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
+}
+
+#define VA_MODE(flags, mode)                          \
+	do {                                          \
+		if (needs_mode(flags)) {              \
+			va_list ap;                   \
+			va_start(ap, flags);          \
+			mode = (mode_t)va_arg(ap, int); \
+			va_end(ap);                   \
+		}                                     \
+	} while (0)
+
+static int do_openat(unsigned api, int (*real)(int, const char *, int, ...), int dirfd, const char *path, int flags,
+		     mode_t mode)
+{
+	if (!io_enter())
+		return real(dirfd, path, flags, mode);
+	uint64_t t0 = sp_now();
+	int r = real(dirfd, path, flags, mode);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(api, path, flags, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+static int do_open(unsigned api, int (*real)(const char *, int, ...), const char *path, int flags, mode_t mode)
+{
+	if (!io_enter())
+		return real(path, flags, mode);
+	uint64_t t0 = sp_now();
+	int r = real(path, flags, mode);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(api, path, flags, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	VA_MODE(flags, mode);
+	return do_open(SP_API_open, IO_REAL(open), path, flags, mode);
+}
+
+int open64(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	VA_MODE(flags, mode);
+	return do_open(SP_API_open64, IO_REAL(open64), path, flags, mode);
+}
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	VA_MODE(flags, mode);
+	return do_openat(SP_API_openat, IO_REAL(openat), dirfd, path, flags, mode);
+}
+
+int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	VA_MODE(flags, mode);
+	return do_openat(SP_API_openat64, IO_REAL(openat64), dirfd, path, flags, mode);
+}
+
+int creat(const char *path, mode_t mode)
+{
+	int (*real)(const char *, mode_t) = IO_REAL(creat);
+	if (!io_enter())
+		return real(path, mode);
+	uint64_t t0 = sp_now();
+	int r = real(path, mode);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(SP_API_creat, path, O_CREAT | O_WRONLY | O_TRUNC, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+int creat64(const char *path, mode_t mode)
+{
+	int (*real)(const char *, mode_t) = IO_REAL(creat64);
+	if (!io_enter())
+		return real(path, mode);
+	uint64_t t0 = sp_now();
+	int r = real(path, mode);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(SP_API_creat64, path, O_CREAT | O_WRONLY | O_TRUNC, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+/* _FORTIFY_SOURCE entry points: open(path, flags) without a mode. */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+
+static int do_open_2(unsigned api, int (*real)(const char *, int), const char *path, int flags)
+{
+	if (!io_enter())
+		return real(path, flags);
+	uint64_t t0 = sp_now();
+	int r = real(path, flags);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(api, path, flags, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+static int do_openat_2(unsigned api, int (*real)(int, const char *, int), int dirfd, const char *path, int flags)
+{
+	if (!io_enter())
+		return real(dirfd, path, flags);
+	uint64_t t0 = sp_now();
+	int r = real(dirfd, path, flags);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(api, path, flags, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+int __open_2(const char *path, int flags)
+{
+	return do_open_2(SP_API___open_2, IO_REAL(__open_2), path, flags);
+}
+
+int __open64_2(const char *path, int flags)
+{
+	return do_open_2(SP_API___open64_2, IO_REAL(__open64_2), path, flags);
+}
+
+int __openat_2(int dirfd, const char *path, int flags)
+{
+	return do_openat_2(SP_API___openat_2, IO_REAL(__openat_2), dirfd, path, flags);
+}
+
+int __openat64_2(int dirfd, const char *path, int flags)
+{
+	return do_openat_2(SP_API___openat64_2, IO_REAL(__openat64_2), dirfd, path, flags);
+}
+
+/* ------------------------------------------------------- 3. stdio open */
+
+/* The flags fopen's mode string means, as far as the fd's type guess cares. */
+static int fmode_flags(const char *mode)
+{
+	return mode && mode[0] == 'r' ? O_RDONLY : O_WRONLY | O_CREAT;
+}
+
+static FILE *do_fopen(unsigned api, FILE *(*real)(const char *, const char *), const char *path, const char *mode)
+{
+	if (!io_enter())
+		return real(path, mode);
+	uint64_t t0 = sp_now();
+	FILE *r = real(path, mode);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	io_rec_open(api, path, fmode_flags(mode), r ? r->_fileno : -1, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+FILE *fopen(const char *path, const char *mode)
+{
+	return do_fopen(SP_API_fopen, IO_REAL(fopen), path, mode);
+}
+
+FILE *fopen64(const char *path, const char *mode)
+{
+	return do_fopen(SP_API_fopen64, IO_REAL(fopen64), path, mode);
+}
+
+static FILE *do_freopen(unsigned api, FILE *(*real)(const char *, const char *, FILE *), const char *path,
+			const char *mode, FILE *fp)
+{
+	if (!io_enter())
+		return real(path, mode, fp);
+	/* freopen closes the old stream's fd (when it has one) before opening. */
+	int oldfd = fp ? fp->_fileno : -1;
+	if (path)
+		io_fd_clear(oldfd);
+	uint64_t t0 = sp_now();
+	FILE *r = real(path, mode, fp);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	if (path)
+		io_rec_open(api, path, fmode_flags(mode), r ? r->_fileno : -1, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+FILE *freopen(const char *path, const char *mode, FILE *fp)
+{
+	return do_freopen(SP_API_freopen, IO_REAL(freopen), path, mode, fp);
+}
+
+FILE *freopen64(const char *path, const char *mode, FILE *fp)
+{
+	return do_freopen(SP_API_freopen64, IO_REAL(freopen64), path, mode, fp);
+}
+
+/* ---------------------------------------------------------------- 4. close */
+
+static inline void rec_close(unsigned api, int fd, uint64_t w, int r, int e, uint64_t t0, uint64_t t1)
+{
+	unsigned type = (w & IO_W_KNOWN) ? io_word_type(w) : SP_FDTYPE_OTHER;
+	io_emit(SP_K_CLOSE, api, t0, t1, io_word_path(w), 0, fd, io_result(r, e), type, 0);
+}
+
+int close(int fd)
+{
+	int (*real)(int) = IO_REAL(close);
+	/* Cleared before the real close: once it returns the number may be reused. */
+	uint64_t w = io_fd_clear(fd);
+	if (!io_enter())
+		return real(fd);
+	uint64_t t0 = sp_now();
+	int r = real(fd);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	rec_close(SP_API_close, fd, w, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+int fclose(FILE *fp)
+{
+	int (*real)(FILE *) = IO_REAL(fclose);
+	int fd = fp ? fp->_fileno : -1;
+	uint64_t w = io_fd_clear(fd);
+	if (!io_enter())
+		return real(fp);
+	uint64_t t0 = sp_now();
+	int r = real(fp);
+	int e = errno;
+	uint64_t t1 = sp_now();
+	if (fd >= 0)
+		rec_close(SP_API_fclose, fd, w, r, e, t0, t1);
+	io_leave();
+	errno = e;
+	return r;
+}
+
+/* ------------------------------------------------------ 5. fd table upkeep */
+
+/*
+ * These calls make descriptors whose type the reads and waits need (a read on a
+ * pipe is a loader wait, not file input). They record nothing; they are cheap
+ * enough to keep the table exact whether or not capture is on.
+ */
+
+int pipe(int fds[2])
+{
+	int r = IO_REAL(pipe)(fds);
+	if (r == 0) {
+		io_fd_set(fds[0], 0, SP_FDTYPE_PIPE, 1);
+		io_fd_set(fds[1], 0, SP_FDTYPE_PIPE, 1);
+	}
+	return r;
+}
+
+int pipe2(int fds[2], int flags)
+{
+	int r = IO_REAL(pipe2)(fds, flags);
+	if (r == 0) {
+		io_fd_set(fds[0], 0, SP_FDTYPE_PIPE, 1);
+		io_fd_set(fds[1], 0, SP_FDTYPE_PIPE, 1);
+	}
+	return r;
+}
+
+int socket(int domain, int type, int protocol)
+{
+	int r = IO_REAL(socket)(domain, type, protocol);
+	if (r >= 0)
+		io_fd_set(r, 0, SP_FDTYPE_SOCKET, 1);
+	return r;
+}
+
+int socketpair(int domain, int type, int protocol, int fds[2])
+{
+	int r = IO_REAL(socketpair)(domain, type, protocol, fds);
+	if (r == 0) {
+		io_fd_set(fds[0], 0, SP_FDTYPE_SOCKET, 1);
+		io_fd_set(fds[1], 0, SP_FDTYPE_SOCKET, 1);
+	}
+	return r;
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	int r = IO_REAL(accept)(fd, addr, len);
+	if (r >= 0)
+		io_fd_set(r, 0, SP_FDTYPE_SOCKET, 1);
+	return r;
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	int r = IO_REAL(accept4)(fd, addr, len, flags);
+	if (r >= 0)
+		io_fd_set(r, 0, SP_FDTYPE_SOCKET, 1);
+	return r;
+}
+
+int dup(int fd)
+{
+	int r = IO_REAL(dup)(fd);
+	if (r >= 0)
+		io_fd_copy(fd, r);
+	return r;
+}
+
+int dup2(int oldfd, int newfd)
+{
+	int (*real)(int, int) = IO_REAL(dup2);
+	if (oldfd == newfd)
+		return real(oldfd, newfd);
+	uint64_t w = io_fd_clear(newfd);
+	int r = real(oldfd, newfd);
+	if (r >= 0)
+		io_fd_copy(oldfd, r);
+	else if (io_fd_tracked(newfd))
+		__atomic_store_n(&io_fdtab[newfd].word, w, __ATOMIC_RELAXED); /* nothing changed */
+	return r;
+}
+
+int dup3(int oldfd, int newfd, int flags)
+{
+	int (*real)(int, int, int) = IO_REAL(dup3);
+	if (oldfd == newfd)
+		return real(oldfd, newfd, flags);
+	uint64_t w = io_fd_clear(newfd);
+	int r = real(oldfd, newfd, flags);
+	if (r >= 0)
+		io_fd_copy(oldfd, r);
+	else if (io_fd_tracked(newfd))
+		__atomic_store_n(&io_fdtab[newfd].word, w, __ATOMIC_RELAXED);
+	return r;
+}
+
+int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = IO_REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (r == 0 && op == EPOLL_CTL_ADD && io_enter()) {
+		/* io_fd_type may fstat an unknown fd: keep errno as the real call left it. */
+		int e = errno;
+		unsigned type = io_fd_type(fd);
+		if (io_type_is_wait(type))
+			io_fd_set_wait_type(epfd, type);
+		io_leave();
+		errno = e;
+	}
+	return r;
+}

@@ -1,0 +1,166 @@
+/*
+ * io_fdtab.h - the per-process fd -> (path, type) table of the input capture.
+ *
+ * The libc wrappers fill it when a descriptor is born (open, fopen, opendir,
+ * pipe, socket, accept, dup...) and clear it when it dies (close, fclose,
+ * closedir, dup2 onto it), so that a read, fstat or close can say which file
+ * it touched and whether the fd is a file, a pipe or a socket without a
+ * syscall. A descriptor the wrappers did not see being born (inherited across
+ * exec, made by eventfd/memfd/...) gets its type from one fstat at first use,
+ * then cached: the slow path, once per fd.
+ *
+ * Lock-free and fixed size: one 64-bit word per fd below IO_FD_MAX, read and
+ * written with relaxed atomics (a torn view is impossible, a stale one only
+ * after a racy close/reuse that the program itself would have to get wrong).
+ * Higher fds are not tracked: type "other", no path. The table lives in .bss,
+ * so untouched pages cost nothing. fork() copies it with the fds it describes.
+ *
+ * Divided into: 1. the word layout, 2. lookups and updates (inline, hot path),
+ * 3. the slow path and helpers (io_fdtab.c), 4. directory-listing state.
+ */
+#ifndef STEPPROF_IO_FDTAB_H
+#define STEPPROF_IO_FDTAB_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "recorder.h"
+
+#define IO_FD_MAX 65536
+
+/* ------------------------------------------------------------ 1. layout */
+
+#define IO_W_PATH_MASK 0xffffffull /* interned path id (trace path fields are 3 bytes) */
+#define IO_W_TYPE_SHIFT 24         /* enum sp_fdtype, 4 bits */
+#define IO_W_KNOWN (1ull << 28)    /* the type is known (else: fstat at first use) */
+#define IO_W_WAIT_SHIFT 29         /* epoll fds: sp_fdtype of the first pipe/socket added, 3 bits */
+
+struct io_fd {
+	uint64_t word;
+	/* directory listing in progress on this fd (section 4) */
+	uint64_t dir_begin;   /* 0 = none pending */
+	uint64_t dir_end;
+	uint64_t dir_bytes;
+};
+
+SP_HIDDEN extern struct io_fd io_fdtab[IO_FD_MAX];
+
+/* ------------------------------------------------- 2. lookups and updates */
+
+static inline int io_fd_tracked(int fd)
+{
+	return fd >= 0 && fd < IO_FD_MAX;
+}
+
+static inline uint64_t io_fd_word(int fd)
+{
+	return io_fd_tracked(fd) ? __atomic_load_n(&io_fdtab[fd].word, __ATOMIC_RELAXED) : 0;
+}
+
+static inline uint32_t io_word_path(uint64_t w)
+{
+	return (uint32_t)(w & IO_W_PATH_MASK);
+}
+
+static inline unsigned io_word_type(uint64_t w)
+{
+	return (unsigned)((w >> IO_W_TYPE_SHIFT) & 0xf);
+}
+
+static inline unsigned io_word_wait_type(uint64_t w)
+{
+	return (unsigned)((w >> IO_W_WAIT_SHIFT) & 0x7);
+}
+
+static inline uint64_t io_word_make(uint32_t path, unsigned type, int known)
+{
+	return (path & IO_W_PATH_MASK) | ((uint64_t)(type & 0xf) << IO_W_TYPE_SHIFT) | (known ? IO_W_KNOWN : 0);
+}
+
+/* A new descriptor: path id (0 = none) and type; known = 0 defers the type to first use. */
+static inline void io_fd_set(int fd, uint32_t path, unsigned type, int known)
+{
+	if (!io_fd_tracked(fd))
+		return;
+	__atomic_store_n(&io_fdtab[fd].dir_begin, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&io_fdtab[fd].word, io_word_make(path, type, known), __ATOMIC_RELAXED);
+}
+
+/* The descriptor is going away; returns what was known about it. */
+static inline uint64_t io_fd_clear(int fd)
+{
+	if (!io_fd_tracked(fd))
+		return 0;
+	return __atomic_exchange_n(&io_fdtab[fd].word, 0, __ATOMIC_RELAXED);
+}
+
+/* dup/dup2/dup3: newfd describes what oldfd describes. */
+static inline void io_fd_copy(int oldfd, int newfd)
+{
+	if (io_fd_tracked(newfd))
+		__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd) & ~(7ull << IO_W_WAIT_SHIFT),
+				 __ATOMIC_RELAXED);
+}
+
+/* epoll_ctl(ADD) of a pipe or socket: the epoll fd now waits for loader data. */
+static inline void io_fd_set_wait_type(int epfd, unsigned type)
+{
+	if (!io_fd_tracked(epfd) || io_word_wait_type(io_fd_word(epfd)))
+		return;
+	__atomic_fetch_or(&io_fdtab[epfd].word, (uint64_t)(type & 7) << IO_W_WAIT_SHIFT, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------- 3. slow path, helpers */
+
+/* Type from an st_mode (S_IFREG -> file, S_IFIFO -> pipe, ...). */
+SP_HIDDEN unsigned io_type_from_mode(mode_t mode);
+
+/* fstat the fd once (raw syscall, never recorded), cache and return its word. */
+SP_HIDDEN uint64_t io_fd_resolve(int fd);
+
+/* The fd's word with a known type: the cached one, or io_fd_resolve's. */
+static inline uint64_t io_fd_word_typed(int fd)
+{
+	uint64_t w = io_fd_word(fd);
+	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd))
+		w = io_fd_resolve(fd);
+	return w;
+}
+
+static inline unsigned io_fd_type(int fd)
+{
+	return io_fd_tracked(fd) ? io_word_type(io_fd_word_typed(fd)) : SP_FDTYPE_OTHER;
+}
+
+static inline int io_type_is_wait(unsigned type)
+{
+	return type == SP_FDTYPE_PIPE || type == SP_FDTYPE_SOCKET;
+}
+
+/*
+ * The type a path opened with `flags` most likely has, without a syscall:
+ * O_DIRECTORY -> dir; anything under /dev, /proc or /sys -> unknown (fstat at
+ * first read: FIFOs, ttys, devices); everything else -> a regular file. Returns
+ * the type and sets *known.
+ */
+SP_HIDDEN unsigned io_guess_type(const char *path, int flags, int *known);
+
+/* ------------------------------------------------- 4. directory listing */
+
+/*
+ * A directory is read in many readdir calls; it is recorded as one LISTDIR:
+ * begin = opendir (or first readdir), end = the last readdir, count = bytes of
+ * the entries returned (sum of d_reclen, as the getdents64 syscall counts them).
+ * The record is written at the end of the directory, or at closedir if the
+ * program stopped early.
+ */
+static inline void io_dir_start(int fd, uint64_t t0)
+{
+	if (!io_fd_tracked(fd))
+		return;
+	io_fdtab[fd].dir_bytes = 0;
+	io_fdtab[fd].dir_end = t0;
+	__atomic_store_n(&io_fdtab[fd].dir_begin, t0 ? t0 : 1, __ATOMIC_RELAXED);
+}
+
+#endif /* STEPPROF_IO_FDTAB_H */

@@ -1,0 +1,101 @@
+/*
+ * io_real.c - the input capture's plumbing that holds no interposed symbol:
+ * resolving the real libc functions, STEPPROF_IO, the trace feature bit.
+ *
+ * Divided into: 1. real functions, 2. mode, 3. feature bit.
+ */
+#include "io_hook.h"
+
+#include <dlfcn.h>
+#include <string.h>
+
+/* ------------------------------------------------------- 1. real functions */
+
+void *io_real_ptr[IO_FN__COUNT];
+
+static const char *const io_fn_name[IO_FN__COUNT] = {
+#define SP_API_IO(name, version) [IO_FN_##name] = #name,
+#include "stepprof/api_io.def"
+#undef SP_API_IO
+};
+
+static const char *const io_fn_version[IO_FN__COUNT] = {
+#define SP_API_IO(name, version) [IO_FN_##name] = version,
+#include "stepprof/api_io.def"
+#undef SP_API_IO
+};
+
+/* What a symbol missing from the running libc does: fail like an unsupported syscall. */
+static long io_enosys(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+typedef void *(*dlsym_fn)(void *, const char *);
+
+/*
+ * RATIONALE: the preload overrides dlsym (CUDA door 2), so a plain dlsym() here
+ * would go through that override. libc's own dlsym is fetched by version, and
+ * called from this file so that RTLD_NEXT means "after libstepprof.so".
+ */
+static dlsym_fn libc_dlsym(void)
+{
+	static dlsym_fn fn;
+	dlsym_fn f = __atomic_load_n(&fn, __ATOMIC_RELAXED);
+	if (!f) {
+		f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!f)
+			f = (dlsym_fn)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		__atomic_store_n(&fn, f, __ATOMIC_RELAXED);
+	}
+	return f;
+}
+
+void *io_real_resolve(unsigned fn)
+{
+	void *p = NULL;
+	int saved = errno;
+	if (fn >= IO_FN__COUNT)
+		return (void *)io_enosys;
+	if (io_fn_version[fn])
+		p = dlvsym(RTLD_NEXT, io_fn_name[fn], io_fn_version[fn]);
+	if (!p) {
+		dlsym_fn d = libc_dlsym();
+		p = d ? d(RTLD_NEXT, io_fn_name[fn]) : NULL;
+	}
+	if (!p)
+		p = (void *)io_enosys;
+	__atomic_store_n(&io_real_ptr[fn], p, __ATOMIC_RELAXED);
+	errno = saved;
+	return p;
+}
+
+/* ---------------------------------------------------------------- 2. mode */
+
+volatile int io_capture;
+
+int io_mode_parse(const char *s)
+{
+	if (!s || !*s || !strcmp(s, "auto"))
+		return IO_MODE_AUTO;
+	if (!strcmp(s, "libc"))
+		return IO_MODE_LIBC;
+	if (!strcmp(s, "bpf"))
+		return IO_MODE_BPF;
+	if (!strcmp(s, "off"))
+		return IO_MODE_OFF;
+	return -1;
+}
+
+/* --------------------------------------------------------- 3. feature bit */
+
+int io_feature_marked;
+
+void io_mark_feature(void)
+{
+	io_feature_marked = 1;
+	struct sp_file_header *h = sp_trace_header();
+	if (h)
+		__atomic_fetch_or(&h->features, SP_FEAT_LIBC_IO, __ATOMIC_RELAXED);
+}
