@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "jsonw.h"
 #include "testlib.h"
 
 /* ------------------------------------------------------------ 1. parser */
@@ -124,4 +125,156 @@ Test(testlib, tmpdir_and_rmrf)
 	sp_t_rmrf(d);
 	cr_assert_eq(access(d, F_OK), -1);
 	free(d);
+}
+
+/* ------------------------------------------------------------- 2. writer */
+
+struct membuf {
+	char *buf;
+	size_t len;
+	FILE *f;
+};
+
+static void mb_open(struct membuf *m)
+{
+	m->buf = NULL;
+	m->len = 0;
+	m->f = open_memstream(&m->buf, &m->len);
+	cr_assert_not_null(m->f);
+}
+
+static void mb_close(struct membuf *m)
+{
+	fclose(m->f);
+}
+
+Test(jsonw, nested_document_reads_back)
+{
+	for (int pretty = 0; pretty <= 1; pretty++) {
+		struct membuf m;
+		struct jsonw w;
+		mb_open(&m);
+		jw_init(&w, m.f, pretty);
+		jw_obj_begin(&w);
+		jw_kstr(&w, "schema", "stepprof.analysis/1");
+		jw_karr_begin(&w, "iterations");
+		for (int i = 0; i < 3; i++) {
+			jw_obj_begin(&w);
+			jw_ku64(&w, "index", (uint64_t)i);
+			jw_kobj_begin(&w, "breakdown_ns");
+			jw_ku64(&w, "input", 1000u * (unsigned)i);
+			jw_obj_end(&w);
+			jw_obj_end(&w);
+		}
+		jw_arr_end(&w);
+		jw_karr_begin(&w, "empty");
+		jw_arr_end(&w);
+		jw_kobj_begin(&w, "eo");
+		jw_obj_end(&w);
+		jw_ku64(&w, "max", UINT64_MAX);
+		jw_ki64(&w, "min", INT64_MIN);
+		jw_kdouble(&w, "frac", 0.1);
+		jw_kdouble(&w, "third", 1.0 / 3.0);
+		jw_kdouble(&w, "nan", 0.0 / 0.0);
+		jw_kbool(&w, "yes", 1);
+		jw_knull(&w, "none");
+		jw_khex(&w, "ptr", 0x7f00deadbeefull);
+		jw_kstr(&w, "nullstr", NULL);
+		jw_obj_end(&w);
+		cr_assert_eq(jw_error(&w), 0);
+		mb_close(&m);
+		cr_assert_eq(m.buf[m.len - 1], '\n', "a document ends its line");
+		struct sp_json *j = sp_json_parse(m.buf);
+		cr_assert_not_null(j, "not JSON: %s", m.buf);
+		cr_assert_str_eq(sp_json_str(j, "schema"), "stepprof.analysis/1");
+		cr_assert_eq(sp_json_path(j, "iterations")->n, 3);
+		cr_assert_eq(sp_json_u64(j, "iterations.2.breakdown_ns.input", 0), 2000);
+		cr_assert_eq(sp_json_path(j, "empty")->n, 0);
+		cr_assert_eq(sp_json_path(j, "eo")->type, SPJ_OBJ);
+		cr_assert_eq(sp_json_u64(j, "max", 0), UINT64_MAX);
+		cr_assert_eq(sp_json_i64(j, "min", 0), INT64_MIN);
+		cr_assert_eq(sp_json_num(j, "frac", 0), 0.1, "doubles read back exactly");
+		cr_assert_eq(sp_json_num(j, "third", 0), 1.0 / 3.0);
+		cr_assert_eq(sp_json_path(j, "nan")->type, SPJ_NULL);
+		cr_assert_eq(sp_json_num(j, "yes", 0), 1);
+		cr_assert_eq(sp_json_path(j, "none")->type, SPJ_NULL);
+		cr_assert_str_eq(sp_json_str(j, "ptr"), "0x7f00deadbeef");
+		cr_assert_eq(sp_json_path(j, "nullstr")->type, SPJ_NULL);
+		sp_json_free(j);
+		if (!pretty)
+			cr_assert_null(strchr(m.buf, ' '), "compact output has no spaces: %s", m.buf);
+		free(m.buf);
+	}
+}
+
+Test(jsonw, escaping_exact_text)
+{
+	struct membuf m;
+	struct jsonw w;
+	mb_open(&m);
+	jw_init(&w, m.f, 0);
+	jw_str(&w, "a\"b\\c\nd\te\x01" "f/\x7f");
+	mb_close(&m);
+	cr_assert_str_eq(m.buf, "\"a\\\"b\\\\c\\nd\\te\\u0001f/\x7f\"\n");
+	free(m.buf);
+}
+
+Test(jsonw, invalid_utf8_becomes_replacement_character)
+{
+	struct membuf m;
+	struct jsonw w;
+	mb_open(&m);
+	jw_init(&w, m.f, 0);
+	/* valid é, a lone continuation byte, an overlong '/', a truncated 3-byte sequence, valid emoji */
+	jw_str(&w, "\xc3\xa9|\x80|\xc0\xaf|\xe2\x82|\xf0\x9f\x98\x80");
+	mb_close(&m);
+	cr_assert_str_eq(m.buf, "\"\xc3\xa9|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xf0\x9f\x98\x80\"\n");
+	struct sp_json *j = sp_json_parse(m.buf);
+	cr_assert_not_null(j);
+	sp_json_free(j);
+	free(m.buf);
+}
+
+Test(jsonw, lines_of_objects)
+{
+	struct membuf m;
+	struct jsonw w;
+	mb_open(&m);
+	jw_init(&w, m.f, 0);
+	for (int i = 0; i < 3; i++) {
+		jw_obj_begin(&w);
+		jw_ku64(&w, "i", (uint64_t)i);
+		jw_obj_end(&w);
+	}
+	cr_assert_eq(jw_error(&w), 0);
+	mb_close(&m);
+	cr_assert_str_eq(m.buf, "{\"i\":0}\n{\"i\":1}\n{\"i\":2}\n");
+	free(m.buf);
+}
+
+Test(jsonw, misuse_is_reported_not_fatal)
+{
+	struct membuf m;
+	struct jsonw w;
+	mb_open(&m);
+	jw_init(&w, m.f, 0);
+	jw_obj_begin(&w);
+	jw_u64(&w, 1); /* no key */
+	cr_assert_neq(jw_error(&w), 0);
+	jw_init(&w, m.f, 0);
+	jw_arr_begin(&w);
+	jw_obj_end(&w); /* wrong closer */
+	cr_assert_neq(jw_error(&w), 0);
+	jw_init(&w, m.f, 0);
+	jw_obj_begin(&w);
+	cr_assert_neq(jw_error(&w), 0, "unfinished");
+	jw_init(&w, m.f, 0);
+	for (int i = 0; i < JW_MAX_DEPTH + 5; i++)
+		jw_arr_begin(&w);
+	cr_assert_neq(jw_error(&w), 0, "too deep");
+	jw_init(&w, m.f, 0);
+	jw_key(&w, "top-level key");
+	cr_assert_neq(jw_error(&w), 0);
+	mb_close(&m);
+	free(m.buf);
 }
