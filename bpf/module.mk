@@ -24,8 +24,9 @@ BPFTOOL_BIN := $(firstword $(shell command -v $(BPFTOOL) 2>/dev/null || command 
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Wno-unused-function \
 	-I$(BPF_GEN) -Ibpf -Iinclude -idirafter /usr/include/$(shell uname -m)-linux-gnu
 
-# The trace-file writer shared with the preload (per-(pid, tid) streams, interned strings).
-BPF_WRITER_SRCS := $(wildcard preload/tracefile.c preload/intern.c)
+# The trace-file writer shared with the preload (per-(pid, tid) streams); the collector
+# interns its strings itself (one thread, no need for the lock-free table of the preload).
+BPF_WRITER_SRCS := $(wildcard preload/tracefile.c)
 BPF_LOADER_OBJS := $(BUILD)/obj/bpf/iotrace.o $(patsubst %.c,$(BUILD)/obj/%.o,$(BPF_WRITER_SRCS))
 
 # ---- 2. kernel side

@@ -1,0 +1,519 @@
+/*
+ * test_bpf.c - end-to-end tests of the eBPF input collector, build/bin/stepprof-bpf.
+ *
+ * Each test starts a job the way `stepprof run` does: the job is forked and
+ * waits on a pipe, the collector is started with --pid, the job is released
+ * once the collector prints "ready". The collector's trace file is then read
+ * with `stepprof dump --json`, and compared with what the job did: bpfgen
+ * (tests/workloads/bpfgen.c) reads files the test made, of sizes it chose.
+ *
+ *   1. the harness: files, the job, the collector, the dump
+ *   2. tests: exact counts/bytes/paths/pids from 3 threads; a forked and exec'd
+ *      child followed; exit on SIGTERM; one-line errors (bad pid, not root)
+ *
+ * Every test that needs BPF skips with the collector's own reason when BPF is
+ * refused (not root, no BTF, verifier), or when the collector was not built.
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ------------------------------------------------------------ 1. harness */
+
+#define NFILES 12
+#define BUF 1000 /* bpfgen's read size */
+
+/* Sizes chosen to hit the edges of the read loop: empty, exact multiples, one byte over. */
+static size_t file_size(int i)
+{
+	static const size_t sizes[NFILES] = { 0, 1, 999, 1000, 1001, 2000, 4096, 12345, 100, 3000, 7777, 65536 };
+	return sizes[i];
+}
+
+static size_t expected_reads(size_t size)
+{
+	return (size + BUF - 1) / BUF + 1; /* the last read returns 0 */
+}
+
+static void make_files(const char *dir)
+{
+	char path[512];
+	for (int i = 0; i < NFILES; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", dir, i);
+		FILE *f = fopen(path, "w");
+		cr_assert(f, "cannot create %s", path);
+		for (size_t k = 0; k < file_size(i); k++)
+			fputc('a' + (int)(k % 26), f);
+		fclose(f);
+	}
+}
+
+struct session {
+	char *tmp;      /* everything of the test */
+	char *data;     /* the files bpfgen reads */
+	char *out;      /* the collector's -o */
+	pid_t job, bpf;
+	int release_fd; /* write end of the job's start pipe */
+	int bpf_out;    /* collector's stdout */
+	char bpf_err[1024];
+};
+
+static void read_file_into(const char *path, char *buf, size_t len)
+{
+	buf[0] = 0;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+/* Fork argv with stdout/stderr to files; when gate >= 0 the child first waits for a byte on it. */
+static pid_t spawn(char *const argv[], const char *out, const char *err, int gate, int stdout_fd)
+{
+	pid_t pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		if (gate >= 0) {
+			char c;
+			if (read(gate, &c, 1) != 1)
+				_exit(126);
+			close(gate);
+		}
+		int o = stdout_fd >= 0 ? stdout_fd : open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (o < 0 || e < 0)
+			_exit(125);
+		dup2(o, 1);
+		dup2(e, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* waitpid with a timeout; -1 when still running after it. */
+static int wait_for(pid_t pid, int timeout_ms)
+{
+	int status;
+	for (int waited = 0;; waited += 20) {
+		pid_t r = waitpid(pid, &status, WNOHANG);
+		if (r == pid)
+			return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		if (waited >= timeout_ms)
+			return -1;
+		usleep(20000);
+	}
+}
+
+/* Skip unless the collector is built and we are root (BPF needs privileges). */
+static const char *collector_or_skip(void)
+{
+	const char *bin = sp_t_build("bin/stepprof-bpf");
+	if (access(bin, X_OK)) {
+		printf("test_bpf: skipped: %s not built (no BTF, clang or bpftool on the build machine)\n", bin);
+		cr_skip_test("eBPF collector not built");
+	}
+	if (geteuid() != 0) {
+		printf("test_bpf: skipped: not root, BPF is refused\n");
+		cr_skip_test("not root: BPF refused");
+	}
+	return bin;
+}
+
+/*
+ * Start the job (held at its gate) and the collector on it; returns when the
+ * collector said "ready" and the job was released. Skips the test with the
+ * collector's reason when it exits instead (BPF refused).
+ */
+static void start(struct session *s, const char *bin, char *const job_argv[])
+{
+	char errpath[512], outpath[512];
+	int gate[2], cout[2];
+	/* CLOEXEC: the collector must not hold the job's gate, nor the job the collector's stdout. */
+	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
+
+	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
+	snprintf(errpath, sizeof(errpath), "%s/job.err", s->tmp);
+	s->job = spawn(job_argv, outpath, errpath, gate[0], -1);
+	close(gate[0]);
+	s->release_fd = gate[1];
+	cr_assert(pipe2(cout, O_CLOEXEC) == 0);
+
+	char pidstr[16];
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)s->job);
+	char *bargv[] = { (char *)bin, "--pid", pidstr, "-o", s->out, NULL };
+	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s->tmp);
+	s->bpf = spawn(bargv, NULL, errpath, -1, cout[1]);
+	close(cout[1]);
+	s->bpf_out = cout[0];
+
+	/* "ready" within 30 s (loading BPF on a loaded 2-core machine takes a second or two). */
+	char line[64] = { 0 };
+	size_t got = 0;
+	struct pollfd p = { .fd = s->bpf_out, .events = POLLIN };
+	while (got < sizeof(line) - 1 && !strchr(line, '\n') && poll(&p, 1, 30000) > 0) {
+		ssize_t n = read(s->bpf_out, line + got, sizeof(line) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (strncmp(line, "ready\n", 6) != 0) {
+		kill(-s->job, SIGKILL);
+		wait_for(s->job, 5000);
+		kill(s->bpf, SIGKILL);
+		int st = wait_for(s->bpf, 5000);
+		read_file_into(errpath, s->bpf_err, sizeof(s->bpf_err));
+		cr_assert(st != 0, "collector exited 0 without printing ready");
+		printf("test_bpf: skipped: the collector refused to start: %s\n", s->bpf_err);
+		cr_skip_test("BPF refused: %s", s->bpf_err);
+	}
+	cr_assert(write(s->release_fd, "g", 1) == 1);
+	close(s->release_fd);
+}
+
+static void session_init(struct session *s, const char *tag)
+{
+	memset(s, 0, sizeof(*s));
+	s->tmp = sp_t_tmpdir(tag);
+	size_t n = strlen(s->tmp) + 16;
+	s->data = malloc(n);
+	s->out = malloc(n);
+	snprintf(s->data, n, "%s/data", s->tmp);
+	snprintf(s->out, n, "%s/trace", s->tmp);
+	cr_assert(mkdir(s->data, 0755) == 0);
+	make_files(s->data);
+}
+
+static void session_free(struct session *s)
+{
+	sp_t_rmrf(s->tmp);
+	free(s->tmp);
+	free(s->data);
+	free(s->out);
+}
+
+/* The one trace file the collector wrote into s->out. */
+static char *trace_file(struct session *s)
+{
+	DIR *d = opendir(s->out);
+	cr_assert(d, "no trace directory %s", s->out);
+	char *found = NULL;
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));) {
+		size_t l = strlen(de->d_name);
+		if (l > 8 && !strcmp(de->d_name + l - 8, ".sptrace")) {
+			n++;
+			free(found);
+			size_t m = strlen(s->out) + l + 2;
+			found = malloc(m);
+			snprintf(found, m, "%s/%s", s->out, de->d_name);
+		}
+	}
+	closedir(d);
+	cr_assert_eq(n, 1, "the collector should write exactly one trace file in %s, found %d", s->out, n);
+	return found;
+}
+
+struct dump {
+	struct sp_json **recs;
+	size_t n;
+};
+
+static void dump_trace(struct session *s, struct dump *d)
+{
+	char *file = trace_file(s);
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", file, NULL };
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump --json %s failed: %s", file, r.err);
+	d->n = sp_json_parse_lines(r.out, &d->recs);
+	cr_assert(d->n > 0, "empty dump of %s", file);
+	sp_t_result_free(&r);
+	free(file);
+}
+
+static const char *jstr(const struct sp_json *j, const char *k)
+{
+	const char *v = sp_json_str(j, k);
+	return v ? v : "";
+}
+
+static long long jnum(const struct sp_json *j, const char *k)
+{
+	return (long long)sp_json_num(j, k, -1);
+}
+
+/* Per (pid, path): what the collector recorded. */
+struct tally {
+	int open, stat, read, close, listdir, other;
+	long long bytes_read, listdir_count;
+	long long stat_bytes_min, stat_bytes_max;
+	int bad_fd_type, bad_source;
+	long long tid;
+	int tids; /* distinct tids seen (1 expected) */
+	char read_api[32];
+	int mixed_read_api;
+};
+
+static void tally(const struct dump *d, long long pid, const char *path, struct tally *t)
+{
+	memset(t, 0, sizeof(*t));
+	t->stat_bytes_min = -1;
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sp_json *r = d->recs[i];
+		if (jnum(r, "pid") != pid || strcmp(jstr(r, "path"), path))
+			continue;
+		const char *kind = jstr(r, "kind");
+		long long tid = jnum(r, "tid");
+		if (!t->tids || tid != t->tid)
+			t->tids++;
+		t->tid = tid;
+		if (strcmp(jstr(r, "source"), "bpf"))
+			t->bad_source++;
+		if (!strcmp(kind, "open")) {
+			t->open++;
+		} else if (!strcmp(kind, "stat")) {
+			long long b = jnum(r, "bytes");
+			t->stat++;
+			if (t->stat_bytes_min < 0 || b < t->stat_bytes_min)
+				t->stat_bytes_min = b;
+			if (b > t->stat_bytes_max)
+				t->stat_bytes_max = b;
+		} else if (!strcmp(kind, "read")) {
+			t->read++;
+			t->bytes_read += jnum(r, "bytes");
+			if (strcmp(jstr(r, "fd_type"), "file"))
+				t->bad_fd_type++;
+			if (!t->read_api[0])
+				snprintf(t->read_api, sizeof(t->read_api), "%s", jstr(r, "api"));
+			else if (strcmp(t->read_api, jstr(r, "api")))
+				t->mixed_read_api++;
+		} else if (!strcmp(kind, "close")) {
+			t->close++;
+			if (strcmp(jstr(r, "fd_type"), "file"))
+				t->bad_fd_type++;
+		} else if (!strcmp(kind, "listdir")) {
+			t->listdir++;
+			t->listdir_count += jnum(r, "count");
+		} else {
+			t->other++;
+		}
+	}
+}
+
+/* Every file of the data directory read exactly as bpfgen does, by process pid; thread_api: read api per file. */
+static void check_files(struct session *s, const struct dump *d, long long pid, int threaded)
+{
+	static const char *const api_of_thread[3] = { "sys_read", "sys_pread64", "sys_readv" };
+	long long tid_of_thread[3] = { 0, 0, 0 };
+	char path[512];
+
+	for (int i = 0; i < NFILES; i++) {
+		struct tally t;
+		snprintf(path, sizeof(path), "%s/f%d", s->data, i);
+		tally(d, pid, path, &t);
+		size_t size = file_size(i);
+		cr_expect_eq(t.open, 1, "pid %lld %s: %d opens, expected 1", pid, path, t.open);
+		cr_expect_eq(t.stat, 2, "pid %lld %s: %d stats, expected 2 (stat + fstat)", pid, path, t.stat);
+		cr_expect_eq(t.stat_bytes_min, (long long)size, "%s: stat size %lld, file has %zu", path,
+			     t.stat_bytes_min, size);
+		cr_expect_eq(t.stat_bytes_max, (long long)size, "%s: stat size %lld, file has %zu", path,
+			     t.stat_bytes_max, size);
+		cr_expect_eq(t.read, (int)expected_reads(size), "pid %lld %s: %d reads, expected %zu", pid, path, t.read,
+			     expected_reads(size));
+		cr_expect_eq(t.bytes_read, (long long)size, "pid %lld %s: %lld bytes read, file has %zu", pid, path,
+			     t.bytes_read, size);
+		cr_expect_eq(t.close, 1, "pid %lld %s: %d closes, expected 1", pid, path, t.close);
+		cr_expect_eq(t.other + t.listdir, 0, "pid %lld %s: unexpected records", pid, path);
+		cr_expect_eq(t.bad_fd_type, 0, "%s: reads/closes not typed \"file\"", path);
+		cr_expect_eq(t.bad_source, 0, "%s: records without source \"bpf\"", path);
+		cr_expect_eq(t.tids, 1, "%s: records from %d threads, one thread read it", path, t.tids);
+		if (threaded) {
+			int th = i % 3;
+			cr_expect_str_eq(t.read_api, api_of_thread[th], "%s: read by thread %d with %s, recorded %s", path,
+					 th, api_of_thread[th], t.read_api);
+			cr_expect_eq(t.mixed_read_api, 0);
+			cr_expect_neq(t.tid, pid, "%s: read by a worker thread, recorded on the main thread", path);
+			if (!tid_of_thread[th])
+				tid_of_thread[th] = t.tid;
+			cr_expect_eq(t.tid, tid_of_thread[th], "%s: files of one thread recorded under two tids", path);
+		}
+	}
+	if (threaded) {
+		cr_expect(tid_of_thread[0] != tid_of_thread[1] && tid_of_thread[1] != tid_of_thread[2] &&
+				  tid_of_thread[0] != tid_of_thread[2],
+			  "the 3 threads should have 3 distinct tids");
+	}
+}
+
+/* The job's JSON line: {"pid", "child_pid", "files", "bytes"}. */
+static struct sp_json *job_result(struct session *s)
+{
+	char path[512], buf[1024];
+	snprintf(path, sizeof(path), "%s/job.out", s->tmp);
+	read_file_into(path, buf, sizeof(buf));
+	struct sp_json *j = sp_json_parse(buf);
+	cr_assert(j, "bpfgen printed no JSON: \"%s\"", buf);
+	return j;
+}
+
+static void run_bpfgen(struct session *s, int fork_child, struct dump *d, struct sp_json **res)
+{
+	const char *bin = collector_or_skip();
+	char n[8];
+	snprintf(n, sizeof(n), "%d", NFILES);
+	char *argv[] = { (char *)sp_t_build("bin/bpfgen"), s->data, n, fork_child ? "--fork" : NULL, NULL };
+	start(s, bin, argv);
+	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen failed");
+	/* The collector ends by itself once the traced tree has exited. */
+	int st = wait_for(s->bpf, 15000);
+	if (st < 0) {
+		kill(s->bpf, SIGKILL);
+		wait_for(s->bpf, 5000);
+	}
+	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)",
+		     st);
+	*res = job_result(s);
+	dump_trace(s, d);
+}
+
+static void dump_free(struct dump *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		sp_json_free(d->recs[i]);
+	free(d->recs);
+}
+
+/* --------------------------------------------------------------- 2. tests */
+
+Test(bpf, counts_bytes_paths_from_three_threads, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	session_init(&s, "bpf3t");
+	run_bpfgen(&s, 0, &d, &res);
+
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	cr_assert_eq(pid, (long long)s.job, "the job's pid is the collector's --pid (exec keeps it)");
+	check_files(&s, &d, pid, 1);
+
+	long long total = 0;
+	for (int i = 0; i < NFILES; i++)
+		total += (long long)file_size(i);
+	cr_expect_eq((long long)sp_json_num(res, "bytes", -1), total, "bpfgen read what the test wrote");
+
+	/* The directory listing: on the main thread, entries returned. */
+	struct tally t;
+	tally(&d, pid, s.data, &t);
+	cr_expect_geq(t.listdir, 2, "getdents64 until it returns 0: at least 2 listdir records, got %d", t.listdir);
+	cr_expect_gt(t.listdir_count, 0, "listdir count: bytes of entries");
+	cr_expect_eq(t.open, 1, "opendir: one open of the directory");
+	cr_expect_eq(t.tid, pid, "listed by the main thread");
+
+	/* Nothing about the data files from any other process. */
+	for (size_t i = 0; i < d.n; i++) {
+		const char *p = jstr(d.recs[i], "path");
+		if (!strncmp(p, s.data, strlen(s.data)))
+			cr_expect_eq(jnum(d.recs[i], "pid"), pid, "a record of %s under pid %lld", p,
+				     jnum(d.recs[i], "pid"));
+	}
+	sp_json_free(res);
+	dump_free(&d);
+	session_free(&s);
+}
+
+Test(bpf, forked_and_execed_child_followed, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	session_init(&s, "bpffork");
+	run_bpfgen(&s, 1, &d, &res);
+
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	long long child = (long long)sp_json_num(res, "child_pid", -1);
+	cr_assert_gt(child, 0, "bpfgen --fork reports its child");
+	cr_assert_neq(child, pid);
+	check_files(&s, &d, pid, 1);
+	/* The child forked, exec'd bpfgen --child and read every file again, from one thread. */
+	check_files(&s, &d, child, 0);
+	sp_json_free(res);
+	dump_free(&d);
+	session_free(&s);
+}
+
+Test(bpf, exits_on_sigterm_with_a_readable_file, .timeout = 60)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	session_init(&s, "bpfterm");
+	char *argv[] = { "/bin/sleep", "30", NULL };
+	start(&s, bin, argv);
+	usleep(200000);
+	kill(s.bpf, SIGTERM);
+	int st = wait_for(s.bpf, 10000);
+	kill(-s.job, SIGKILL);
+	wait_for(s.job, 5000);
+	cr_assert_eq(st, 0, "SIGTERM: the collector should flush and exit 0 (status %d)", st);
+	/* The file is complete: `stepprof dump` reads it (sleep's own startup is in it). */
+	struct dump d;
+	dump_trace(&s, &d);
+	int opens = 0;
+	for (size_t i = 0; i < d.n; i++)
+		opens += !strcmp(jstr(d.recs[i], "kind"), "open") && jnum(d.recs[i], "pid") == (long long)s.job;
+	cr_expect_gt(opens, 0, "sleep opens its libraries after exec: some open records expected");
+	dump_free(&d);
+	session_free(&s);
+}
+
+Test(bpf, no_such_pid_is_a_one_line_error)
+{
+	const char *bin = sp_t_build("bin/stepprof-bpf");
+	if (access(bin, X_OK))
+		cr_skip_test("eBPF collector not built");
+	char *argv[] = { (char *)bin, "--pid", "2147483000", "-o", "/tmp/stepprof-test-nopid", NULL };
+	struct sp_t_result r;
+	int st = sp_t_run(&r, argv, NULL, NULL, 30);
+	cr_expect_neq(st, 0);
+	cr_expect(r.outlen == 0, "nothing on stdout (no \"ready\")");
+	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
+	cr_expect(strstr(r.err, "stepprof-bpf:") == r.err, "prefixed with the program name: \"%s\"", r.err);
+	sp_t_result_free(&r);
+}
+
+Test(bpf, not_root_is_a_one_line_error, .timeout = 60)
+{
+	const char *bin = sp_t_build("bin/stepprof-bpf");
+	if (access(bin, X_OK))
+		cr_skip_test("eBPF collector not built");
+	if (geteuid() != 0 || access("/usr/bin/setpriv", X_OK))
+		cr_skip_test("needs root and setpriv to drop to an unprivileged user");
+	char pidstr[16];
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)getpid());
+	char *argv[] = { "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+			 (char *)bin, "--pid", pidstr, "-o", "/tmp/stepprof-test-noroot", NULL };
+	struct sp_t_result r;
+	int st = sp_t_run(&r, argv, NULL, NULL, 30);
+	cr_expect_neq(st, 0, "an unprivileged collector must fail, not pretend");
+	cr_expect(r.outlen == 0, "no \"ready\" on stdout: %s", r.out);
+	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
+	cr_expect(strstr(r.err, "not permitted") != NULL, "the reason says it is a permission problem: \"%s\"", r.err);
+	sp_t_result_free(&r);
+}

@@ -1,0 +1,144 @@
+/*
+ * bpfgen.c - a workload with known file input, for the eBPF collector's tests.
+ *
+ *   bpfgen DIR N [--fork]
+ *
+ * DIR holds files f0 .. f(N-1) (made by the test, any sizes). The program:
+ *   1. lists DIR once (opendir/readdir: getdents64) from the main thread;
+ *   2. reads every file from 3 threads, thread t taking the files i with
+ *      i % 3 == t, each file the same way: stat(path), open, read to EOF in
+ *      BPFGEN_BUF-byte calls (thread 0 read, 1 pread, 2 readv), fstat(fd),
+ *      close: per file 1 open, 2 stats, ceil(size/BPFGEN_BUF) + 1 reads (the
+ *      last one returns 0), 1 close;
+ *   3. with --fork: forks a child that execs `bpfgen DIR N --child`, which
+ *      reads every file the same way from its one thread, and waits for it.
+ *
+ * Prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
+ * where B is the bytes the parent's threads read (the child reads as many).
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define BPFGEN_BUF 1000
+#define BPFGEN_THREADS 3
+
+static const char *dir;
+static int nfiles;
+
+struct job {
+	int thread; /* 0..2, or -1: every file */
+	int how;    /* 0 read, 1 pread, 2 readv */
+	long long bytes;
+};
+
+static long long read_file(const char *path, int how)
+{
+	char buf[BPFGEN_BUF];
+	struct stat st;
+	long long total = 0;
+	ssize_t n;
+
+	if (stat(path, &st))
+		return -1;
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return -1;
+	do {
+		if (how == 1) {
+			n = pread(fd, buf, sizeof(buf), total);
+		} else if (how == 2) {
+			struct iovec iov[2] = { { buf, BPFGEN_BUF / 2 }, { buf + BPFGEN_BUF / 2, BPFGEN_BUF / 2 } };
+			n = readv(fd, iov, 2);
+		} else {
+			n = read(fd, buf, sizeof(buf));
+		}
+		if (n > 0)
+			total += n;
+	} while (n > 0);
+	fstat(fd, &st);
+	close(fd);
+	return total;
+}
+
+static void *run_job(void *arg)
+{
+	struct job *j = arg;
+	char path[4096];
+	for (int i = 0; i < nfiles; i++) {
+		if (j->thread >= 0 && i % BPFGEN_THREADS != j->thread)
+			continue;
+		snprintf(path, sizeof(path), "%s/f%d", dir, i);
+		long long n = read_file(path, j->how);
+		if (n < 0) {
+			fprintf(stderr, "bpfgen: %s: cannot read\n", path);
+			exit(1);
+		}
+		j->bytes += n;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: bpfgen DIR N [--fork|--child]\n");
+		return 2;
+	}
+	dir = argv[1];
+	nfiles = atoi(argv[2]);
+	int fork_child = argc > 3 && !strcmp(argv[3], "--fork");
+	int is_child = argc > 3 && !strcmp(argv[3], "--child");
+
+	if (is_child) {
+		struct job j = { .thread = -1, .how = 0 };
+		run_job(&j);
+		return 0;
+	}
+
+	DIR *d = opendir(dir);
+	if (!d) {
+		fprintf(stderr, "bpfgen: %s: cannot list\n", dir);
+		return 1;
+	}
+	while (readdir(d))
+		;
+	closedir(d);
+
+	pthread_t th[BPFGEN_THREADS];
+	struct job jobs[BPFGEN_THREADS];
+	for (int t = 0; t < BPFGEN_THREADS; t++) {
+		jobs[t] = (struct job){ .thread = t, .how = t };
+		pthread_create(&th[t], NULL, run_job, &jobs[t]);
+	}
+	long long bytes = 0;
+	for (int t = 0; t < BPFGEN_THREADS; t++) {
+		pthread_join(th[t], NULL);
+		bytes += jobs[t].bytes;
+	}
+
+	pid_t child = 0;
+	if (fork_child) {
+		child = fork();
+		if (child == 0) {
+			execl("/proc/self/exe", "bpfgen", dir, argv[2], "--child", (char *)NULL);
+			_exit(127);
+		}
+		int status = 0;
+		waitpid(child, &status, 0);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			fprintf(stderr, "bpfgen: child failed\n");
+			return 1;
+		}
+	}
+	printf("{\"pid\": %d, \"child_pid\": %d, \"files\": %d, \"bytes\": %lld}\n", (int)getpid(), (int)child, nfiles,
+	       bytes);
+	return 0;
+}
