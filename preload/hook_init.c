@@ -1,0 +1,48 @@
+/*
+ * hook_init.c - the constructor and destructor of libstepprof.so.
+ *
+ * Constructor: read the configuration (config.def), choose the trace
+ * directory and start the recorder; the directory itself and the process's
+ * file are created at its first record (a process that records nothing leaves
+ * nothing behind). Destructor: mark the file as cleanly ended.
+ *
+ * The directory: $STEPPROF_DIR when set, else ./stepprof-YYYYmmdd-HHMMSS-PID
+ * (absolute) chosen by the first process and exported as STEPPROF_DIR, so that
+ * forked and exec'd children and torchrun's ranks all write beside it.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "recorder.h"
+
+__attribute__((constructor)) static void sp_init(void)
+{
+	sp_config_load();
+	if (sp_cfg.DISABLE)
+		return;
+	char dir[PATH_MAX];
+	if (sp_cfg.DIR && sp_cfg.DIR[0]) {
+		snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
+	} else {
+		char cwd[PATH_MAX - 64];
+		time_t t = time(NULL);
+		struct tm tm;
+		localtime_r(&t, &tm);
+		if (!getcwd(cwd, sizeof(cwd)))
+			snprintf(cwd, sizeof(cwd), "/tmp");
+		snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
+			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+		setenv("STEPPROF_DIR", dir, 1);
+	}
+	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
+}
+
+__attribute__((destructor)) static void sp_fini(void)
+{
+	sp_recorder_shutdown();
+}

@@ -1,0 +1,271 @@
+/*
+ * recorder.c - the in-process recorder of libstepprof.so: recorder.h on top of
+ * the trace-file writer (tracefile.c) and the intern table (intern.c).
+ *
+ * Divided into:
+ *   1. process state: the one trace file, created lazily at the first record,
+ *   2. thread state: a writer stream in initial-exec TLS, closed at thread exit,
+ *   3. the record path (sp_emit, sp_intern, sp_next_op),
+ *   4. fork, start-up and shutdown,
+ *   5. warnings.
+ *
+ * The hot path is sp_emit on a thread that already has a chunk: a TLS load, a
+ * bounds check, the encode of the kind's own fields (sp_tf_encode: the bytes of
+ * trace.h's sp_encode) and two release stores into the MAP_SHARED file.
+ */
+#include "recorder.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "intern.h"
+#include "tracefile.h"
+
+volatile int sp_active;
+__thread int sp_hook_depth __attribute__((tls_model("initial-exec")));
+
+/* ------------------------------------------------------- 1. process state */
+
+enum { FILE_NONE, FILE_CREATING, FILE_READY, FILE_FAILED };
+
+static struct sp_tf g_tf = { .fd = -1 };
+static struct sp_intern g_intern;
+static int g_state;           /* FILE_*, atomic */
+static int32_t g_creator;     /* tid creating the file (a signal handler on it must not wait for itself) */
+static char g_dir[SP_TF_PATH_MAX];
+static uint64_t g_max_bytes;
+static int32_t g_pid, g_ppid; /* g_ppid: the forking parent in a child, else 0 (getppid at creation) */
+
+static void tf_warn(const char *key, const char *msg)
+{
+	sp_warn_once(key, "%s", msg);
+}
+
+static int32_t gettid_raw(void)
+{
+	return (int32_t)syscall(SYS_gettid);
+}
+
+static void create_file(void)
+{
+	char err[512];
+	struct sp_tf_opts o = {
+		.dir = g_dir,
+		.max_bytes = g_max_bytes,
+		.pid = g_pid,
+		.ppid = g_ppid,
+		.warn = tf_warn,
+	};
+	int state = FILE_FAILED;
+	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0)
+		sp_warn_once("create", "%s; this process is not recorded", err);
+	else
+		state = FILE_READY;
+	__atomic_store_n(&g_state, state, __ATOMIC_RELEASE);
+}
+
+/*
+ * The file, created by the first thread that records. Others arriving during
+ * the creation (a few syscalls, once per process) wait for it rather than lose
+ * records; a signal handler interrupting the creator gives up instead.
+ */
+static int file_ready(void)
+{
+	int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(s == FILE_READY, 1))
+		return 1;
+	if (s == FILE_FAILED)
+		return 0;
+	int saved = errno;
+	int32_t me = gettid_raw();
+	if (s == FILE_NONE && __atomic_compare_exchange_n(&g_state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL,
+							  __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&g_creator, me, __ATOMIC_RELEASE);
+		create_file();
+	} else if (__atomic_load_n(&g_creator, __ATOMIC_ACQUIRE) != me) {
+		while (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_CREATING)
+			syscall(SYS_sched_yield);
+	}
+	errno = saved;
+	return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_READY;
+}
+
+/* -------------------------------------------------------- 2. thread state */
+
+struct rec_thread {
+	struct sp_tf_stream st; /* st.tf == NULL: not attached yet */
+	int registered;         /* the pthread key's destructor will run for this thread */
+};
+
+static __thread struct rec_thread t_rec __attribute__((tls_model("initial-exec")));
+static pthread_key_t g_key;
+static int g_key_ok;
+
+static void thread_dtor(void *p)
+{
+	(void)p;
+	t_rec.registered = 0;
+	sp_recorder_thread_exit();
+}
+
+/* First record of this thread (or first since fork/exit): a stream on the file. */
+static int thread_attach(void)
+{
+	if (!file_ready())
+		return 0;
+	int saved = errno;
+	sp_tf_stream_init(&t_rec.st, &g_tf, g_tf.hdr->pid, gettid_raw());
+	if (g_key_ok && !t_rec.registered) {
+		/* NOTE: a low key index: glibc stores it in the thread descriptor, no malloc */
+		pthread_setspecific(g_key, &t_rec);
+		t_rec.registered = 1;
+	}
+	errno = saved;
+	return 1;
+}
+
+void sp_recorder_thread_exit(void)
+{
+	if (t_rec.st.tf)
+		sp_tf_stream_close(&t_rec.st);
+	t_rec.st.tf = NULL;
+}
+
+/* ------------------------------------------------------- 3. record path */
+
+void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
+{
+	if (__builtin_expect(!sp_active, 0) || kind >= SP_K__COUNT)
+		return;
+	struct sp_tf_stream *st = &t_rec.st;
+	if (__builtin_expect(!st->tf, 0) && !thread_attach())
+		return;
+	struct sp_slot *slot = sp_tf_reserve(st, sp_tf_layout[kind].nslots, end_ns);
+	if (__builtin_expect(!slot, 0))
+		return;
+	sp_tf_encode(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_commit(st, slot, kind);
+}
+
+uint32_t sp_intern(const char *s, size_t len)
+{
+	if (!sp_active || !file_ready())
+		return 0;
+	return sp_intern_get(&g_intern, &g_tf, s, len);
+}
+
+uint32_t sp_intern_cstr(const char *s)
+{
+	return s ? sp_intern(s, strlen(s)) : 0;
+}
+
+uint32_t sp_next_op(void)
+{
+	if (!sp_active || !file_ready())
+		return 0;
+	return (uint32_t)__atomic_add_fetch(&g_tf.hdr->next_op, 1, __ATOMIC_RELAXED);
+}
+
+struct sp_file_header *sp_trace_header(void)
+{
+	return sp_active && file_ready() ? g_tf.hdr : NULL;
+}
+
+/* ---------------------------------------------- 4. fork, start-up, shutdown */
+
+/*
+ * In a forked child: drop the parent's mapping (the child must never write into
+ * the parent's file), forget its strings and this thread's stream; the child's
+ * own file is created at its first record, naming the parent as ppid.
+ */
+static void atfork_child(void)
+{
+	int saved = errno;
+	int32_t parent = g_pid;
+	g_pid = (int32_t)syscall(SYS_getpid);
+	g_ppid = parent;
+	sp_tf_release(&g_tf);
+	memset(&g_tf, 0, sizeof(g_tf));
+	g_tf.fd = -1;
+	sp_intern_reset(&g_intern);
+	memset(&t_rec.st, 0, sizeof(t_rec.st));
+	g_creator = 0;
+	__atomic_store_n(&g_state, FILE_NONE, __ATOMIC_RELEASE);
+	sp_api_fork_child();
+	errno = saved;
+}
+
+void sp_recorder_init(const char *dir, uint64_t max_bytes)
+{
+	snprintf(g_dir, sizeof(g_dir), "%s", dir);
+	g_max_bytes = max_bytes;
+	g_pid = (int32_t)syscall(SYS_getpid);
+	g_ppid = 0;
+	sp_tf_layout_init();
+	if (sp_intern_init(&g_intern, 18) != 0) {
+		sp_warn_once("intern", "cannot map the string table; this process is not recorded");
+		return;
+	}
+	g_key_ok = pthread_key_create(&g_key, thread_dtor) == 0;
+	pthread_atfork(NULL, NULL, atfork_child);
+	__atomic_store_n(&sp_active, 1, __ATOMIC_RELEASE);
+}
+
+/*
+ * Clean exit. NOTE: the mapping and the fd stay: other threads may still be
+ * writing, and records emitted by later destructors are still welcome.
+ */
+void sp_recorder_shutdown(void)
+{
+	if (!sp_active || __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
+		return;
+	sp_recorder_thread_exit();
+	sp_tf_finish(&g_tf, sp_now());
+}
+
+/* ------------------------------------------------------------ 5. warnings */
+
+#define WARN_KEYS 64
+static char g_warn_keys[WARN_KEYS][64];
+static int g_warn_used[WARN_KEYS]; /* 0 free, 1 being written, 2 set */
+
+/* Claim the key; 0 if it was already warned about (or the table is full of others). */
+static int warn_first(const char *key)
+{
+	for (unsigned i = 0; i < WARN_KEYS; i++) {
+		int u = __atomic_load_n(&g_warn_used[i], __ATOMIC_ACQUIRE);
+		if (u == 2 && strncmp(g_warn_keys[i], key, sizeof(g_warn_keys[i]) - 1) == 0)
+			return 0;
+		if (u == 0 && __atomic_compare_exchange_n(&g_warn_used[i], &u, 1, 0, __ATOMIC_ACQ_REL,
+							  __ATOMIC_ACQUIRE)) {
+			snprintf(g_warn_keys[i], sizeof(g_warn_keys[i]), "%s", key);
+			__atomic_store_n(&g_warn_used[i], 2, __ATOMIC_RELEASE);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void sp_warn_once(const char *key, const char *fmt, ...)
+{
+	int saved = errno;
+	if (warn_first(key) && !sp_cfg.QUIET) {
+		char line[1024];
+		int n = snprintf(line, sizeof(line), "stepprof: ");
+		va_list ap;
+		va_start(ap, fmt);
+		n += vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+		va_end(ap);
+		if (n > (int)sizeof(line) - 2)
+			n = (int)sizeof(line) - 2;
+		line[n++] = '\n';
+		syscall(SYS_write, 2, line, (size_t)n);
+	}
+	errno = saved;
+}

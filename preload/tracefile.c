@@ -1,0 +1,585 @@
+/*
+ * tracefile.c - the writer of one trace file: creation and header, the keep
+ * area, and the ring of per-thread chunks (see tracefile.h for the contract).
+ *
+ * Divided into:
+ *   1. raw syscalls and small helpers (errno-preserving, no libc I/O),
+ *   2. directory and file creation, the header,
+ *   3. disk space reservation,
+ *   4. the keep area,
+ *   5. chunks and streams.
+ *
+ * RATIONALE: every file operation is a raw syscall so that the preload's libc
+ * I/O wrappers never record (or recurse into) stepprof's own I/O, and nothing
+ * here calls malloc: the recorder may create its file from inside any hooked
+ * call, including one made by a signal handler.
+ */
+#include "tracefile.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------ 1. helpers */
+
+static long sys_openat(int dirfd, const char *path, int flags, int mode)
+{
+	return syscall(SYS_openat, dirfd, path, flags, mode);
+}
+
+static void sys_close(int fd)
+{
+	syscall(SYS_close, fd);
+}
+
+static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
+}
+
+static uint64_t mono_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
+static void fmt(char *buf, size_t n, const char *f, ...)
+{
+	va_list ap;
+	va_start(ap, f);
+	vsnprintf(buf, n, f, ap);
+	va_end(ap);
+}
+
+/* Default warning sink when the producer gave none: once per key, raw write to stderr. */
+static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
+{
+	static const char *seen[8];
+	if (tf && tf->warn) {
+		tf->warn(key, msg);
+		return;
+	}
+	for (unsigned i = 0; i < 8; i++) {
+		const char *k = __atomic_load_n(&seen[i], __ATOMIC_ACQUIRE);
+		if (k && strcmp(k, key) == 0)
+			return;
+		if (!k) {
+			const char *expect = NULL;
+			if (!__atomic_compare_exchange_n(&seen[i], &expect, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+				if (strcmp(expect, key) == 0)
+					return;
+				continue;
+			}
+			break;
+		}
+	}
+	char line[600];
+	int len = snprintf(line, sizeof(line), "stepprof: %s\n", msg);
+	if (len > (int)sizeof(line) - 1)
+		len = sizeof(line) - 1;
+	if (len > 0)
+		syscall(SYS_write, 2, line, (size_t)len);
+}
+
+static int32_t env_int(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return -1;
+	char *end;
+	errno = 0;
+	long x = strtol(v, &end, 10);
+	if (errno || *end || x < 0 || x > 0x7fffffff)
+		return -1;
+	return (int32_t)x;
+}
+
+/* /proc/self/cmdline with the NULs turned into spaces, truncated to fit. */
+static void read_cmdline(char *out, size_t n)
+{
+	out[0] = 0;
+	long fd = sys_openat(AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	long got = syscall(SYS_read, (int)fd, out, n - 1);
+	sys_close((int)fd);
+	if (got <= 0)
+		return;
+	while (got > 0 && out[got - 1] == 0)
+		got--;
+	for (long i = 0; i < got; i++)
+		if (out[i] == 0)
+			out[i] = ' ';
+	out[got] = 0;
+}
+
+/* --------------------------------------------------- 2. directory and file */
+
+static int check_dir(int fd, const char *dir, char *err, size_t errlen)
+{
+	struct stat st;
+	if (syscall(SYS_fstat, fd, &st) != 0) {
+		int e = errno;
+		fmt(err, errlen, "%s: %s", dir, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		fmt(err, errlen, "%s: not a directory", dir);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != geteuid()) {
+		fmt(err, errlen, "%s: directory not owned by uid %u", dir, (unsigned)geteuid());
+		return -EPERM;
+	}
+	return 0;
+}
+
+int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
+{
+	int saved = errno;
+	char p[SP_TF_PATH_MAX];
+	int rc = 0;
+	size_t len = strlen(dir);
+	if (len == 0 || len >= sizeof(p)) {
+		fmt(err, errlen, "bad trace directory name");
+		return -ENAMETOOLONG;
+	}
+	memcpy(p, dir, len + 1);
+	/* mkdir -p: each prefix, ignoring EEXIST; the last one's error is the answer */
+	for (size_t i = 1; i <= len; i++) {
+		if (p[i] != '/' && p[i] != 0)
+			continue;
+		char c = p[i];
+		p[i] = 0;
+		long r = syscall(SYS_mkdirat, AT_FDCWD, p, 0700);
+		if (r != 0 && errno != EEXIST && c == 0) {
+			rc = -errno;
+			fmt(err, errlen, "%s: %s", dir, strerror(errno));
+		}
+		p[i] = c;
+	}
+	if (rc == 0) {
+		long fd = sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		if (fd < 0) {
+			rc = -errno;
+			fmt(err, errlen, "%s: %s", dir, strerror(errno));
+		} else {
+			rc = check_dir((int)fd, dir, err, errlen);
+			sys_close((int)fd);
+		}
+	}
+	errno = saved;
+	return rc;
+}
+
+static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len);
+
+static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
+{
+	struct sp_file_header *h = tf->hdr;
+	h->version_major = SP_VERSION_MAJOR;
+	h->version_minor = SP_VERSION_MINOR;
+	h->header_size = SP_HEADER_SIZE;
+	h->endian = SP_ENDIAN_TAG;
+	h->features = o->features;
+	h->chunk_size = tf->chunk_size;
+	h->ring_chunks = tf->ring_chunks;
+	h->keep_slots = tf->keep_slots;
+	h->file_size = tf->size;
+	h->pid = o->pid ? o->pid : (int32_t)getpid();
+	h->ppid = o->ppid ? o->ppid : (int32_t)getppid();
+	h->rank = env_int("RANK");
+	h->local_rank = env_int("LOCAL_RANK");
+	h->world_size = env_int("WORLD_SIZE");
+	/* the realtime read between two monotonic ones, paired with their midpoint */
+	uint64_t m0 = mono_ns(CLOCK_MONOTONIC);
+	uint64_t r = mono_ns(CLOCK_REALTIME);
+	uint64_t m1 = mono_ns(CLOCK_MONOTONIC);
+	h->start_mono_ns = m0 + (m1 - m0) / 2;
+	h->start_real_ns = r;
+	struct utsname u;
+	if (uname(&u) == 0)
+		snprintf(h->host, sizeof(h->host), "%.63s", u.nodename);
+	if (o->cmdline)
+		snprintf(h->cmdline, sizeof(h->cmdline), "%s", o->cmdline);
+	else
+		read_cmdline(h->cmdline, sizeof(h->cmdline));
+	h->ring_next_seq = 0;
+	h->keep_next_slot = 0;
+	/* the magic last: a reader that finds it finds a complete header */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	memcpy(h->magic, SP_MAGIC, 8);
+}
+
+static void geometry(struct sp_tf *tf, uint64_t cap)
+{
+	if (cap < SP_TF_MIN_BYTES)
+		cap = SP_TF_MIN_BYTES;
+	tf->chunk_size = SP_TF_CHUNK_SIZE;
+	/* NOTE: an eighth of the cap for strings, at most 64 MiB; space is reserved as used */
+	uint64_t keep = cap / 8;
+	if (keep > (64ull << 20))
+		keep = 64ull << 20;
+	keep &= ~(uint64_t)(SP_TF_CHUNK_SIZE - 1);
+	uint64_t ring = (cap - SP_HEADER_SIZE - keep) / SP_TF_CHUNK_SIZE;
+	if (ring > 0xffffffffull)
+		ring = 0xffffffffull;
+	tf->keep_slots = keep / SP_SLOT_SIZE;
+	tf->ring_chunks = (uint32_t)ring;
+	tf->keep_off = SP_HEADER_SIZE;
+	tf->ring_off = SP_HEADER_SIZE + keep;
+	tf->size = tf->ring_off + ring * SP_TF_CHUNK_SIZE;
+}
+
+static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
+{
+	for (int k = 0; k < 100; k++) {
+		if (k == 0)
+			snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX);
+		else
+			snprintf(path, n, "%s/%s.%d.%d%s", dir, host, pid, k, SP_TF_SUFFIX);
+		long fd = sys_openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			return fd;
+	}
+	return -1;
+}
+
+struct sp_tf_layout sp_tf_layout[SP_K__COUNT];
+
+/* Idempotent: concurrent callers write the same bytes. */
+void sp_tf_layout_init(void)
+{
+	for (unsigned k = 1; k < SP_K__COUNT; k++) {
+		struct sp_tf_layout *l = &sp_tf_layout[k];
+		unsigned n = 0, len = 0;
+		for (unsigned i = 0; i < SP_F__COUNT; i++)
+			if ((sp_kind_mask[k] >> i) & 1) {
+				l->field[n++] = (uint8_t)i;
+				len += sp_field_width[i];
+			}
+		l->nfields = (uint8_t)n;
+		l->len = (uint8_t)len;
+		l->nslots = (uint8_t)sp_slots_for_payload(len);
+	}
+}
+
+int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen)
+{
+	int saved = errno, rc;
+	sp_tf_layout_init();
+	memset(tf, 0, sizeof(*tf));
+	tf->fd = -1;
+	tf->warn = o->warn;
+	geometry(tf, o->max_bytes);
+
+	struct utsname u;
+	char host[65] = "localhost";
+	if (uname(&u) == 0 && u.nodename[0])
+		snprintf(host, sizeof(host), "%s", u.nodename);
+	for (char *c = host; *c; c++)
+		if (*c == '/')
+			*c = '_';
+	int pid = o->pid ? o->pid : (int)getpid();
+
+	long fd = create_file(o->dir, tf->path, sizeof(tf->path), host, pid);
+	if (fd < 0) {
+		rc = -errno;
+		fmt(err, errlen, "cannot create a trace file in %s: %s", o->dir, strerror(errno));
+		goto out;
+	}
+	tf->fd = (int)fd;
+	if (syscall(SYS_ftruncate, tf->fd, (off_t)tf->size) != 0)
+		goto fail;
+	tf->chunk_info = sys_mmap(NULL, (size_t)tf->ring_chunks * 4, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (tf->chunk_info == MAP_FAILED) {
+		tf->chunk_info = NULL;
+		goto fail;
+	}
+	tf->base = sys_mmap(NULL, tf->size, PROT_READ | PROT_WRITE, MAP_SHARED, tf->fd, 0);
+	if (tf->base == MAP_FAILED) {
+		tf->base = NULL;
+		goto fail;
+	}
+	tf->hdr = (struct sp_file_header *)tf->base;
+	if (reserve_range(tf, 0, SP_HEADER_SIZE) != 0)
+		goto fail;
+	tf->keep_reserved = SP_HEADER_SIZE;
+	fill_header(tf, o);
+	rc = 0;
+	goto out;
+fail:
+	rc = -errno;
+	fmt(err, errlen, "cannot create trace file %s: %s", tf->path, strerror(errno));
+	syscall(SYS_unlinkat, AT_FDCWD, tf->path, 0);
+	sp_tf_release(tf);
+out:
+	errno = saved;
+	return rc;
+}
+
+void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns)
+{
+	if (tf->hdr)
+		__atomic_store_n(&tf->hdr->end_mono_ns, end_ns, __ATOMIC_RELEASE);
+}
+
+void sp_tf_release(struct sp_tf *tf)
+{
+	int saved = errno;
+	if (tf->base)
+		syscall(SYS_munmap, tf->base, tf->size);
+	if (tf->chunk_info)
+		syscall(SYS_munmap, tf->chunk_info, (size_t)tf->ring_chunks * 4);
+	if (tf->fd >= 0)
+		sys_close(tf->fd);
+	tf->base = NULL;
+	tf->hdr = NULL;
+	tf->chunk_info = NULL;
+	tf->fd = -1;
+	errno = saved;
+}
+
+/* ------------------------------------------------ 3. disk space reservation */
+
+/*
+ * Give [off, off+len) real blocks before the mapping touches it: writing a page
+ * of a MAP_SHARED file that has no block behind it on a full disk raises
+ * SIGBUS, a failed fallocate only costs records. Filesystems without fallocate
+ * get the blocks by writing zeros. Returns 0 or -1 (errno set).
+ */
+static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
+{
+	if (syscall(SYS_fallocate, tf->fd, 0, (off_t)off, (off_t)len) == 0)
+		return 0;
+	if (errno != EOPNOTSUPP && errno != ENOSYS)
+		return -1;
+	static const char zeros[4096];
+	for (uint64_t done = 0; done < len;) {
+		uint64_t n = len - done < sizeof(zeros) ? len - done : sizeof(zeros);
+		long w = syscall(SYS_pwrite64, tf->fd, zeros, (size_t)n, (off_t)(off + done));
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return -1;
+		}
+		done += (uint64_t)w;
+	}
+	return 0;
+}
+
+static void warn_space(struct sp_tf *tf, const char *what)
+{
+	char msg[400];
+	fmt(msg, sizeof(msg), "%s: cannot reserve disk space for the %s (%s); records are counted as lost",
+	    tf->path, what, strerror(errno));
+	tf_warn(tf, "disk", msg);
+}
+
+/* ------------------------------------------------------------- 4. keep area */
+
+/* Disk space up to byte `end` of the file, ahead in 64 KiB steps. */
+static int keep_space(struct sp_tf *tf, uint64_t end)
+{
+	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
+	if (end <= have)
+		return 0;
+	uint64_t want = (end + SP_TF_CHUNK_SIZE - 1) & ~(uint64_t)(SP_TF_CHUNK_SIZE - 1);
+	if (want > tf->ring_off)
+		want = tf->ring_off;
+	if (reserve_range(tf, have, want - have) != 0)
+		return -1;
+	/* several threads may have reserved overlapping ranges: keep the maximum */
+	while (have < want &&
+	       !__atomic_compare_exchange_n(&tf->keep_reserved, &have, want, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return 0;
+}
+
+struct sp_slot *sp_tf_keep_reserve(struct sp_tf *tf, unsigned nslots)
+{
+	if (!tf->hdr)
+		return NULL;
+	int saved = errno;
+	struct sp_slot *keep = (struct sp_slot *)(tf->base + tf->keep_off);
+	uint64_t at = __atomic_load_n(&tf->hdr->keep_next_slot, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (at + nslots > tf->keep_slots) {
+			char msg[300];
+			fmt(msg, sizeof(msg), "%s: the area for strings is full; later names are missing", tf->path);
+			tf_warn(tf, "keep", msg);
+			break;
+		}
+		/* space first, then the counter: the area never has a hole without blocks */
+		if (keep_space(tf, tf->keep_off + (at + nslots) * SP_SLOT_SIZE) != 0) {
+			warn_space(tf, "string area");
+			break;
+		}
+		if (__atomic_compare_exchange_n(&tf->hdr->keep_next_slot, &at, at + nslots, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			errno = saved;
+			return keep + at;
+		}
+	}
+	errno = saved;
+	return NULL;
+}
+
+int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len)
+{
+	if (len > SP_MAX_STRING)
+		len = SP_MAX_STRING;
+	struct sp_slot *slot = sp_tf_keep_reserve(tf, sp_string_slots(len));
+	if (!slot)
+		return -1;
+	sp_string_encode(slot, id, s, len);
+	sp_tf_publish(slot, SP_K_STRING);
+	return 0;
+}
+
+/* ------------------------------------------------------ 5. chunks, streams */
+
+static struct sp_chunk_header *chunk_at(struct sp_tf *tf, uint32_t idx)
+{
+	return (struct sp_chunk_header *)(tf->base + tf->ring_off + (uint64_t)idx * tf->chunk_size);
+}
+
+/*
+ * Claim a chunk for (pid, tid): the next sequence number's chunk, unless a
+ * thread still appends to it (ACTIVE: skipped, the next one is tried). A reused
+ * chunk's records are counted as overwritten. NULL when no disk space.
+ */
+static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
+{
+	struct sp_file_header *h = tf->hdr;
+	for (uint64_t tries = 0; tries < 2ull * tf->ring_chunks + 2; tries++) {
+		uint64_t seq = __atomic_fetch_add(&h->ring_next_seq, 1, __ATOMIC_ACQ_REL);
+		uint32_t idx = (uint32_t)(seq % tf->ring_chunks);
+		struct sp_chunk_header *c = chunk_at(tf, idx);
+		if (!__atomic_load_n(&tf->chunk_info[idx], __ATOMIC_ACQUIRE)) {
+			if (reserve_range(tf, (uint64_t)((uint8_t *)c - tf->base), tf->chunk_size) != 0) {
+				warn_space(tf, "trace ring");
+				return NULL;
+			}
+			uint32_t zero = 0;
+			__atomic_compare_exchange_n(&tf->chunk_info[idx], &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		}
+		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
+		if (st == SP_CHUNK_ACTIVE)
+			continue;
+		if (!__atomic_compare_exchange_n(&c->state, &st, SP_CHUNK_ACTIVE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue;
+		if (c->magic == SP_CHUNK_MAGIC) {
+			/* the count its last stream stored before its release of the state */
+			uint32_t info = __atomic_load_n(&tf->chunk_info[idx], __ATOMIC_ACQUIRE);
+			__atomic_fetch_add(&h->overwritten_records, info - 1, __ATOMIC_RELAXED);
+			__atomic_fetch_add(&h->overwritten_chunks, 1, __ATOMIC_RELAXED);
+			__atomic_store_n(&tf->chunk_info[idx], 1, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&c->used, 0, __ATOMIC_RELEASE);
+		c->seq = seq;
+		c->pid = pid;
+		c->tid = tid;
+		c->lost = 0;
+		c->first_ns = 0;
+		__atomic_store_n(&c->magic, SP_CHUNK_MAGIC, __ATOMIC_RELEASE);
+		return c;
+	}
+	return NULL;
+}
+
+void sp_tf_stream_init(struct sp_tf_stream *s, struct sp_tf *tf, int32_t pid, int32_t tid)
+{
+	memset(s, 0, sizeof(*s));
+	s->tf = tf;
+	s->pid = pid;
+	s->tid = tid;
+}
+
+static void close_chunk(struct sp_tf_stream *s)
+{
+	if (s->chunk) {
+		struct sp_tf *tf = s->tf;
+		uint32_t idx = (uint32_t)(((uint8_t *)s->chunk - tf->base - tf->ring_off) / tf->chunk_size);
+		__atomic_store_n(&tf->chunk_info[idx], 1 + s->nrec, __ATOMIC_RELEASE);
+		__atomic_store_n(&s->chunk->state, SP_CHUNK_CLOSED, __ATOMIC_RELEASE);
+	}
+	s->nrec = 0;
+	s->chunk = NULL;
+	s->cur = s->end = NULL;
+}
+
+static struct sp_slot *drop(struct sp_tf_stream *s)
+{
+	s->lost++;
+	/* counted in the header at once (exact after a crash), moved to a LOST record later */
+	if (s->tf && s->tf->hdr)
+		__atomic_fetch_add(&s->tf->hdr->lost_records, 1, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns)
+{
+	struct sp_tf *tf = s->tf;
+	close_chunk(s);
+	if (!tf || !tf->hdr || nslots + 1 > tf->chunk_size / SP_SLOT_SIZE - SP_CHUNK_HDR_SLOTS)
+		return drop(s);
+	if (!now_ns)
+		now_ns = mono_ns(CLOCK_MONOTONIC);
+	if (s->retry_ns && now_ns < s->retry_ns)
+		return drop(s);
+	int saved = errno;
+	struct sp_chunk_header *c = claim(tf, s->pid, s->tid);
+	errno = saved;
+	if (!c) {
+		/* RATIONALE: a full disk stays full for a while; try again in 1 ms, not at every record */
+		s->retry_ns = now_ns + 1000000;
+		return drop(s);
+	}
+	s->retry_ns = 0;
+	s->chunk = c;
+	s->nrec = 0;
+	s->cur = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
+	s->end = (struct sp_slot *)((uint8_t *)c + tf->chunk_size);
+	if (s->lost) {
+		uint64_t f[SP_F__COUNT] = { 0 };
+		f[SP_F_COUNT] = s->lost;
+		struct sp_slot *slot = s->cur;
+		sp_tf_encode(slot, SP_K_LOST, SP_API_NONE, now_ns, 0, f);
+		c->lost = s->lost;
+		sp_tf_commit(s, slot, SP_K_LOST);
+		__atomic_fetch_sub(&tf->hdr->lost_records, s->lost, __ATOMIC_RELAXED);
+		s->lost = 0;
+	}
+	return s->cur;
+}
+
+void sp_tf_stream_close(struct sp_tf_stream *s)
+{
+	close_chunk(s);
+}
+
+int sp_tf_write(struct sp_tf_stream *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
+		const uint64_t *f)
+{
+	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
+		return -1;
+	struct sp_slot *slot = sp_tf_reserve(s, sp_tf_layout[kind].nslots, end_ns);
+	if (!slot)
+		return -1;
+	sp_tf_encode(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_commit(s, slot, kind);
+	return 0;
+}

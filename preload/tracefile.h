@@ -1,0 +1,186 @@
+/*
+ * tracefile.h - the writer of one trace file (format v1, include/stepprof/trace.h).
+ *
+ * Used by the preload's recorder (one file per process) and by programs that
+ * produce traces themselves (the eBPF collector, trace generators): it needs no
+ * global state, only the struct sp_tf the caller provides. Divided into:
+ *   1. the open file (create, header, close, detach after fork),
+ *   2. the keep area: records that are never overwritten (interned strings),
+ *   3. streams: one writer per (pid, tid) appending to its own ring chunk, with
+ *      the inline hot path (reserve, commit) and the slow path (a new chunk).
+ *
+ * Concurrency: any number of threads (and forked processes sharing the mapping)
+ * may write at once. Nothing blocks: chunks are claimed with a CAS on their
+ * state, keep slots with a CAS on the header's counter. A stream belongs to one
+ * thread at a time.
+ *
+ * File I/O goes through raw syscall(SYS_...) only, so that the libc I/O hooks of
+ * the preload never see stepprof's own I/O; errno is preserved by every function.
+ * Disk space is reserved with fallocate before a page of the mapping is first
+ * written, so a full disk gives lost records and one warning, never SIGBUS.
+ */
+#ifndef STEPPROF_TRACEFILE_H
+#define STEPPROF_TRACEFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stepprof/trace.h"
+
+/* Trace files are named <host>.<pid>.sptrace, or <host>.<pid>.<n>.sptrace when
+ * that exists (an exec'd image keeps its pid). Readers go by the magic, not the name. */
+#define SP_TF_SUFFIX ".sptrace"
+#define SP_TF_CHUNK_SIZE 65536u
+#define SP_TF_MIN_BYTES (4ull << 20)
+#define SP_TF_PATH_MAX 1024
+
+/* ------------------------------------------------------------- 1. the file */
+
+struct sp_tf {
+	int fd;
+	uint8_t *base;               /* the MAP_SHARED mapping of the whole file */
+	struct sp_file_header *hdr;  /* == base */
+	uint64_t size;               /* mapped bytes == hdr->file_size */
+	uint64_t keep_off, ring_off; /* byte offsets of the keep area and the ring */
+	uint64_t keep_slots;
+	uint32_t chunk_size, ring_chunks;
+	uint64_t keep_reserved;      /* bytes [0, keep_reserved) have disk space (atomic) */
+	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, else 1 + the records
+	 * it held when last closed, so that reuse counts overwritten records without a walk. */
+	uint32_t *chunk_info;
+	/* One warning per kind of trouble (disk full, keep area full); NULL: stderr. */
+	void (*warn)(const char *key, const char *msg);
+	char path[SP_TF_PATH_MAX];
+};
+
+struct sp_tf_opts {
+	const char *dir;       /* existing directory owned by the caller's euid */
+	uint64_t max_bytes;    /* cap of the file (>= SP_TF_MIN_BYTES; smaller values are raised) */
+	int32_t pid, ppid;     /* 0: getpid() / getppid() */
+	uint32_t features;     /* SP_FEAT_* */
+	const char *cmdline;   /* NULL: /proc/self/cmdline */
+	void (*warn)(const char *key, const char *msg);
+};
+
+/*
+ * Create a new file in o->dir (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), fill the
+ * header, map it. Returns 0, or -errno with a one-line reason in err.
+ */
+int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen);
+
+/* Make `dir` (and missing parents, mode 0700) and check that it is a directory
+ * owned by the effective user. Returns 0 or -errno with a reason in err. */
+int sp_tf_mkdir(const char *dir, char *err, size_t errlen);
+
+/* Clean end: end_mono_ns = end_ns. The mapping and fd stay, other threads may still write. */
+void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns);
+
+/* Unmap and close without touching the file: a producer done with it (collector),
+ * or a forked child dropping its parent's file. */
+void sp_tf_release(struct sp_tf *tf);
+
+/* ------------------------------------------------------- 2. the keep area */
+
+/*
+ * Reserve nslots consecutive keep slots, disk space included. Returns the first
+ * slot, or NULL when the area or the disk is full (one warning). The caller
+ * encodes the record and stores its kind byte last (sp_tf_publish).
+ */
+struct sp_slot *sp_tf_keep_reserve(struct sp_tf *tf, unsigned nslots);
+
+static inline void sp_tf_publish(struct sp_slot *slot, unsigned kind)
+{
+	__atomic_store_n(&slot->kind, (uint8_t)kind, __ATOMIC_RELEASE);
+}
+
+/* Write a STRING record with this id into the keep area; 0 or -1 when full. */
+int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len);
+
+/* ------------------------------------------------------------ 3. streams */
+
+struct sp_tf_stream {
+	struct sp_slot *cur, *end;      /* free slots of the current chunk (both NULL when none) */
+	struct sp_chunk_header *chunk;  /* current chunk, NULL when none */
+	struct sp_tf *tf;
+	int32_t pid, tid;
+	uint32_t lost;                  /* dropped records not yet reported by a LOST record */
+	uint32_t nrec;                  /* records committed in the current chunk */
+	uint64_t retry_ns;              /* after a failed claim: no new attempt before this time */
+};
+
+void sp_tf_stream_init(struct sp_tf_stream *s, struct sp_tf *tf, int32_t pid, int32_t tid);
+
+/* Slow path of sp_tf_reserve: close the full chunk, claim a new one, write the
+ * pending LOST record. NULL (and the record counted lost) when there is no space. */
+struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns);
+
+/* Close the stream's chunk (thread exit, collector's end). */
+void sp_tf_stream_close(struct sp_tf_stream *s);
+
+/*
+ * Room for a record of nslots slots, or NULL (counted lost). now_ns paces the
+ * retries after a failure (0: read the clock). The returned slots belong to the
+ * stream until sp_tf_commit.
+ */
+static inline struct sp_slot *sp_tf_reserve(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns)
+{
+	if (__builtin_expect(s->end - s->cur >= (long)nslots, 1))
+		return s->cur;
+	return sp_tf_refill(s, nslots, now_ns);
+}
+
+/*
+ * The codec of trace.h (sp_encode) specialised per kind: the field list of each
+ * kind is precomputed (sp_tf_layout_init, run by sp_tf_create), so a record
+ * costs its own fields, not a scan of every field. Same bytes as sp_encode
+ * (a test compares them for every kind); the kind byte is left 0.
+ */
+struct sp_tf_layout {
+	uint8_t nslots, nfields, len;
+	uint8_t field[SP_F__COUNT];
+};
+extern struct sp_tf_layout sp_tf_layout[SP_K__COUNT];
+void sp_tf_layout_init(void);
+
+static inline void sp_tf_encode(struct sp_slot *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t dur_ns,
+				const uint64_t *f)
+{
+	const struct sp_tf_layout *l = &sp_tf_layout[kind];
+	uint8_t buf[SP_HEAD_PAYLOAD + 4 * SP_CONT_PAYLOAD + 16];
+	unsigned off = 0;
+	/* full 8-byte little-endian stores: the next field overwrites the excess */
+	for (unsigned i = 0; i < l->nfields; i++) {
+		memcpy(buf + off, &f[l->field[i]], 8);
+		off += sp_field_width[l->field[i]];
+	}
+	memset(buf + off, 0, 16);
+	s->kind = 0;
+	s->nslots = l->nslots;
+	s->api = (uint16_t)api;
+	s->dur = sp_dur_encode(dur_ns);
+	s->ts = begin_ns;
+	if (l->nslots == 1)
+		memcpy(s->p, buf, SP_HEAD_PAYLOAD);
+	else
+		sp_put_payload(s, l->nslots, buf, l->len);
+}
+
+/* Commit the record encoded at slot (its kind byte still 0): kind stored last with
+ * release, then the chunk's `used` count, so a reader never sees half a record. */
+static inline void sp_tf_commit(struct sp_tf_stream *s, struct sp_slot *slot, unsigned kind)
+{
+	struct sp_chunk_header *c = s->chunk;
+	struct sp_slot *first = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
+	if (slot == first)
+		c->first_ns = slot->ts;
+	__atomic_store_n(&slot->kind, (uint8_t)kind, __ATOMIC_RELEASE);
+	s->nrec++;
+	s->cur = slot + slot->nslots;
+	__atomic_store_n(&c->used, (uint32_t)(s->cur - first), __ATOMIC_RELEASE);
+}
+
+/* Encode (sp_tf_encode) and commit in one call; 0 or -1 when lost. */
+int sp_tf_write(struct sp_tf_stream *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
+		const uint64_t *f);
+
+#endif /* STEPPROF_TRACEFILE_H */

@@ -1,0 +1,201 @@
+/*
+ * markgen.c - a workload for the recorder's tests and benchmark: threads that
+ * call stepprof_mark()/stepprof_step() a known number of times, then fork,
+ * exec, crash or exit in the way a test asks for.
+ *
+ * stepprof_* are looked up with dlsym(RTLD_DEFAULT): without the preload the
+ * calls are no-ops and the program behaves the same (that is tested too).
+ *
+ *   markgen [options]
+ *     -t T     threads writing marks (default 1; 1 = the main thread itself)
+ *     -n N     marks per thread (default 1000)
+ *     -m NAME  mark name (default "mark"); with -P the names are NAME0..NAME<P-1>
+ *     -P P     phases: mark i of a thread is named NAME<i*P/N> (to see which survive a ring)
+ *     -s S     stepprof_step() calls after the marks (main thread)
+ *     -f M     then fork: the child writes M marks "child" and exits 0; the parent
+ *              waits and writes M marks "after"
+ *     -e M     then fork and exec self in the child: it writes M marks "exec"
+ *     -x M     then exec self in place (same pid): M marks "exec"
+ *     -k K     SIGKILL self after K marks (main thread, one thread only)
+ *     -q       end with _exit(0): no destructors, no atexit handlers
+ *     -c CODE  exit status (default 0)
+ *     -b N     benchmark: ns per call of an empty function and of stepprof_mark,
+ *              each through a function pointer, N calls, best of 5 rounds
+ * Prints "markgen pid=<pid> marks=<total written by this process>" (and
+ * "child=<pid>" lines) on stdout.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef void (*mark_fn)(const char *);
+typedef void (*step_fn)(void);
+
+static mark_fn do_mark;
+static step_fn do_step;
+static long nmarks = 1000, phases, kill_after = -1;
+static const char *base = "mark";
+
+static void no_mark(const char *name)
+{
+	(void)name;
+}
+
+static void no_step(void)
+{
+}
+
+static void *writer(void *arg)
+{
+	(void)arg;
+	char names[64][80];
+	long p = phases > 0 ? phases : 1;
+	if (p > 64)
+		p = 64;
+	for (long k = 0; k < p; k++) {
+		if (phases > 0)
+			snprintf(names[k], sizeof(names[k]), "%s%ld", base, k);
+		else
+			snprintf(names[k], sizeof(names[k]), "%s", base);
+	}
+	for (long i = 0; i < nmarks; i++) {
+		do_mark(names[phases > 0 ? i * p / nmarks : 0]);
+		if (i + 1 == kill_after) {
+			fflush(stdout);
+			kill(getpid(), SIGKILL);
+		}
+	}
+	return NULL;
+}
+
+static void marks_named(const char *name, long n)
+{
+	for (long i = 0; i < n; i++)
+		do_mark(name);
+}
+
+static void exec_self(long m)
+{
+	char arg[32];
+	snprintf(arg, sizeof(arg), "%ld", m);
+	char *argv[] = { "markgen", "-n", arg, "-m", "exec", NULL };
+	execv("/proc/self/exe", argv);
+	perror("markgen: exec");
+	_exit(127);
+}
+
+static double now_s(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static __attribute__((noinline)) void empty(const char *name)
+{
+	__asm__ volatile("" : : "r"(name) : "memory");
+}
+
+static double per_call(mark_fn fn, long n)
+{
+	double best = 1e9;
+	for (int r = 0; r < 5; r++) {
+		double t0 = now_s();
+		for (long i = 0; i < n; i++)
+			fn("bench");
+		double dt = (now_s() - t0) / (double)n * 1e9;
+		if (dt < best)
+			best = dt;
+	}
+	return best;
+}
+
+int main(int argc, char **argv)
+{
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0;
+	int quick = 0, code = 0, opt;
+	while ((opt = getopt(argc, argv, "t:n:m:P:s:f:e:x:k:qc:b:")) != -1) {
+		switch (opt) {
+		case 't': nthreads = atol(optarg); break;
+		case 'n': nmarks = atol(optarg); break;
+		case 'm': base = optarg; break;
+		case 'P': phases = atol(optarg); break;
+		case 's': steps = atol(optarg); break;
+		case 'f': fork_m = atol(optarg); break;
+		case 'e': exec_m = atol(optarg); break;
+		case 'x': inplace_m = atol(optarg); break;
+		case 'k': kill_after = atol(optarg); break;
+		case 'q': quick = 1; break;
+		case 'c': code = atoi(optarg); break;
+		case 'b': bench = atol(optarg); break;
+		default: fprintf(stderr, "markgen: bad option (see the source)\n"); return 2;
+		}
+	}
+	do_mark = (mark_fn)dlsym(RTLD_DEFAULT, "stepprof_mark");
+	do_step = (step_fn)dlsym(RTLD_DEFAULT, "stepprof_step");
+	if (!do_mark)
+		do_mark = no_mark;
+	if (!do_step)
+		do_step = no_step;
+
+	if (bench > 0) {
+		mark_fn e = empty;
+		double base_ns = per_call(e, bench), mark_ns = per_call(do_mark, bench);
+		printf("empty_ns=%.2f mark_ns=%.2f added_ns=%.2f\n", base_ns, mark_ns, mark_ns - base_ns);
+		return 0;
+	}
+
+	long total = 0;
+	if (nthreads <= 1) {
+		writer(NULL);
+	} else {
+		pthread_t th[256];
+		if (nthreads > 256)
+			nthreads = 256;
+		for (long i = 0; i < nthreads; i++)
+			pthread_create(&th[i], NULL, writer, NULL);
+		for (long i = 0; i < nthreads; i++)
+			pthread_join(th[i], NULL);
+	}
+	total += nthreads * nmarks;
+	for (long i = 0; i < steps; i++)
+		do_step();
+
+	if (fork_m >= 0) {
+		fflush(stdout);
+		pid_t c = fork();
+		if (c == 0) {
+			marks_named("child", fork_m);
+			printf("markgen pid=%d marks=%ld\n", (int)getpid(), fork_m);
+			fflush(stdout);
+			_exit(0);
+		}
+		int st;
+		waitpid(c, &st, 0);
+		printf("child=%d\n", (int)c);
+		marks_named("after", fork_m);
+		total += fork_m;
+	}
+	if (exec_m >= 0) {
+		fflush(stdout);
+		pid_t c = fork();
+		if (c == 0)
+			exec_self(exec_m);
+		int st;
+		waitpid(c, &st, 0);
+		printf("child=%d\n", (int)c);
+	}
+	printf("markgen pid=%d marks=%ld\n", (int)getpid(), total);
+	fflush(stdout);
+	if (inplace_m >= 0)
+		exec_self(inplace_m);
+	if (quick)
+		_exit(code);
+	return code;
+}
