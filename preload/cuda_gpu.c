@@ -1,0 +1,537 @@
+/*
+ * cuda_gpu.c - the GPU side of the CUDA wrappers (see cuda_gpu.h):
+ *   1. current device cache,
+ *   2. timing events: per-thread pool, pending ops, anchor, GPU_SPAN emission,
+ *   3. kernel names,
+ *   4. host pointer kinds,
+ *   5. trace header device info.
+ *
+ * Per-thread state is reached through an initial-exec TLS pointer and mmap'd at
+ * the thread's first timed op (the slow path): no malloc, no lock afterwards.
+ * RATIONALE for per-thread pools: events belong to a context and the ops are
+ * issued by the thread; a per-thread pool needs no lock. An op whose thread
+ * switched to another context than its pool's is not timed (counted as lost
+ * timing, not a wrong time).
+ */
+#include "cuda_gpu.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda_mem.h"
+#include "recorder.h"
+
+/* ------------------------------------------------------------ 1. device */
+
+static __thread int t_dev = -1;
+static __thread CUcontext t_ctx;
+static __thread int t_ctx_ok;
+
+void sp_gpu_ctx_changed(void)
+{
+	t_dev = -1;
+	t_ctx_ok = 0;
+}
+
+static CUcontext cur_ctx(const struct sp_drv *d)
+{
+	if (!t_ctx_ok) {
+		CUcontext c = NULL;
+		if (!d->CtxGetCurrent || d->CtxGetCurrent(&c) != CUDA_SUCCESS)
+			c = NULL;
+		t_ctx = c;
+		t_ctx_ok = c != NULL; /* no context yet: ask again next time */
+	}
+	return t_ctx;
+}
+
+unsigned sp_gpu_device(void)
+{
+	if (t_dev >= 0)
+		return (unsigned)t_dev;
+	const struct sp_drv *d = sp_drv();
+	CUdevice dev = 0;
+	if (!d || !d->CtxGetDevice || !cur_ctx(d))
+		return 0;
+	int e = errno;
+	if (d->CtxGetDevice(&dev) == CUDA_SUCCESS && dev >= 0) {
+		t_dev = dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
+	}
+	errno = e;
+	return t_dev >= 0 ? (unsigned)t_dev : 0;
+}
+
+/* ------------------------------------------------------------ 2. timing */
+
+#define POOL_MAX 512
+#define POOL_BATCH 32
+#define PEND_MAX 240
+#define ANCHOR_REFRESH_NS 1000000000ull
+
+struct pend {
+	uint32_t op;
+	uint16_t api;
+	uint8_t dev;
+	CUevent b, e;
+};
+
+struct tstate {
+	CUcontext ctx; /* the context of every event below */
+	unsigned nfree, created;
+	CUevent freev[POOL_MAX];
+	unsigned npend;
+	struct pend pend[PEND_MAX];
+	CUevent anchor, cand; /* anchor: finished, its GPU time is anchor_ns */
+	uint64_t anchor_ns, cand_ns;
+	uint32_t launches;
+};
+
+static __thread struct tstate *ts;
+static unsigned kernel_timing = ~0u;
+
+unsigned sp_gpu_kernel_timing(void)
+{
+	unsigned k = __atomic_load_n(&kernel_timing, __ATOMIC_RELAXED);
+	if (k != ~0u)
+		return k;
+	const char *v = getenv("STEPPROF_KERNEL_TIMING");
+	k = 1;
+	if (v && *v) {
+		char *end;
+		if (!strcmp(v, "all")) {
+			k = 1;
+		} else if (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "none")) {
+			k = 0;
+		} else {
+			unsigned long n = strtoul(v, &end, 10);
+			if (*end || n == 0 || n > 1000000) {
+				sp_warn_once("kernel_timing", "STEPPROF_KERNEL_TIMING=%s: expected all, off or a number "
+							      "1..1000000; using all\n", v);
+				k = 1;
+			} else {
+				k = (unsigned)n;
+			}
+		}
+	}
+	__atomic_store_n(&kernel_timing, k, __ATOMIC_RELAXED);
+	return k;
+}
+
+static struct tstate *tstate_get(void)
+{
+	if (ts)
+		return ts;
+	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	ts = p; /* mmap'd memory is zero */
+	return ts;
+}
+
+static CUevent pool_get(struct tstate *S, const struct sp_drv *d)
+{
+	if (!S->nfree && S->created < POOL_MAX) {
+		for (unsigned i = 0; i < POOL_BATCH && S->created < POOL_MAX; i++) {
+			CUevent e;
+			if (d->EventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+				break;
+			S->freev[S->nfree++] = e;
+			S->created++;
+		}
+	}
+	return S->nfree ? S->freev[--S->nfree] : NULL;
+}
+
+static void pool_put(struct tstate *S, CUevent e)
+{
+	if (e && S->nfree < POOL_MAX)
+		S->freev[S->nfree++] = e;
+}
+
+static CUstream map_stream(uint64_t s, int ptds)
+{
+	if (!s && ptds)
+		return CU_STREAM_PER_THREAD;
+	return (CUstream)(uintptr_t)s;
+}
+
+static int capturing(const struct sp_drv *d, CUstream st)
+{
+	CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+	if (!d->StreamIsCapturing)
+		return 0;
+	if (d->StreamIsCapturing(st, &cs) != CUDA_SUCCESS)
+		return 1; /* e.g. the legacy stream during a global capture: stay out */
+	return cs != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static const struct sp_drv *timing_drv(void)
+{
+	const struct sp_drv *d = sp_drv();
+	if (!d || !d->EventCreate || !d->EventRecord || !d->EventQuery || !d->EventElapsedTime || !d->CtxGetCurrent)
+		return NULL;
+	return d;
+}
+
+void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
+{
+	t->b = NULL;
+	if (launch) {
+		unsigned k = sp_gpu_kernel_timing();
+		if (!k)
+			return;
+		if (k > 1) {
+			struct tstate *S = tstate_get();
+			if (!S || (S->launches++ % k) != 0)
+				return;
+		}
+	}
+	const struct sp_drv *d = timing_drv();
+	if (!d)
+		return;
+	int e = errno;
+	struct tstate *S = tstate_get();
+	CUcontext c = S ? cur_ctx(d) : NULL;
+	if (!c || (S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
+		goto out;
+	S->ctx = c;
+	CUstream st = map_stream(s, ptds);
+	if (capturing(d, st))
+		goto out;
+	CUevent b = pool_get(S, d);
+	if (!b)
+		goto out;
+	if (S->nfree == 0 && S->created >= POOL_MAX) { /* no end event would be left */
+		pool_put(S, b);
+		goto out;
+	}
+	if (d->EventRecord(b, st) != CUDA_SUCCESS) {
+		pool_put(S, b);
+		goto out;
+	}
+	t->b = b;
+	t->s = st;
+out:
+	errno = e;
+}
+
+void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+{
+	if (!t->b)
+		return;
+	struct tstate *S = ts;
+	const struct sp_drv *d = sp_drv();
+	int e = errno;
+	CUevent en = ok ? pool_get(S, d) : NULL;
+	if (!en || d->EventRecord(en, t->s) != CUDA_SUCCESS) {
+		pool_put(S, en);
+		pool_put(S, t->b);
+	} else {
+		struct pend *p = &S->pend[S->npend++];
+		p->op = op;
+		p->api = (uint16_t)api;
+		p->dev = (uint8_t)dev;
+		p->b = t->b;
+		p->e = en;
+	}
+	errno = e;
+}
+
+static void promote_candidate(struct tstate *S, const struct sp_drv *d)
+{
+	if (S->cand && d->EventQuery(S->cand) == CUDA_SUCCESS) {
+		pool_put(S, S->anchor);
+		S->anchor = S->cand;
+		S->anchor_ns = S->cand_ns;
+		S->cand = NULL;
+	}
+}
+
+void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
+{
+	struct tstate *S = ts;
+	if (!S || !S->ctx)
+		return; /* this thread never timed anything */
+	const struct sp_drv *d = timing_drv();
+	if (!d)
+		return;
+	int e = errno;
+	promote_candidate(S, d);
+	uint64_t now = sp_now();
+	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM) &&
+	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && cur_ctx(d) == S->ctx) {
+		/*
+		 * The stream (every stream for a device sync) has just drained: an
+		 * event recorded now is reached by the GPU at once, so its GPU time
+		 * is the host time of the record.
+		 */
+		CUstream st = kind == SP_SYNC_ALL ? NULL : map_stream(s, ptds);
+		CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
+		if (a) {
+			uint64_t h0 = sp_now();
+			if (d->EventRecord(a, st) == CUDA_SUCCESS) {
+				uint64_t h1 = sp_now();
+				S->cand = a;
+				S->cand_ns = h0 + (h1 - h0) / 2;
+				/*
+				 * NOTE: the very first anchor of a thread is waited for
+				 * (up to 2 ms, yielding): without it nothing can be
+				 * converted. Later anchors are picked up lazily.
+				 */
+				for (int i = 0; !S->anchor && i < 2000 && S->cand; i++) {
+					promote_candidate(S, d);
+					if (S->cand) {
+						struct timespec ts1 = { 0, 1000 };
+						nanosleep(&ts1, NULL);
+					}
+				}
+			} else {
+				pool_put(S, a);
+			}
+		}
+	}
+	if (S->anchor && S->npend) {
+		unsigned keep = 0;
+		for (unsigned i = 0; i < S->npend; i++) {
+			struct pend *p = &S->pend[i];
+			float ms0 = 0, ms1 = 0;
+			if (d->EventQuery(p->e) != CUDA_SUCCESS || d->EventElapsedTime(&ms0, S->anchor, p->b) != CUDA_SUCCESS ||
+			    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
+				S->pend[keep++] = *p;
+				continue;
+			}
+			double gb = (double)S->anchor_ns + (double)ms0 * 1e6;
+			double dur = (double)ms1 * 1e6;
+			if (gb < 0)
+				gb = 0;
+			if (dur < 0)
+				dur = 0;
+			uint64_t f[SP_F__COUNT];
+			f[SP_F_OP] = p->op;
+			f[SP_F_DEVICE] = p->dev;
+			sp_emit(SP_K_GPU_SPAN, p->api, (uint64_t)gb, (uint64_t)gb + (uint64_t)dur, f);
+			pool_put(S, p->b);
+			pool_put(S, p->e);
+		}
+		S->npend = keep;
+	}
+	errno = e;
+}
+
+/* ------------------------------------------------------ 3. kernel names */
+
+#define NAME_SLOTS 4096u
+
+struct name_slot {
+	uintptr_t key; /* 0 empty, 1 being filled */
+	uint32_t id;
+};
+
+static struct name_slot names[NAME_SLOTS];
+
+static uint32_t name_of(const void *stub, CUfunction f)
+{
+	char buf[512];
+	if (!stub && !f)
+		return sp_intern_cstr("graph");
+	if (f) {
+		const struct sp_drv *d = sp_drv();
+		const char *n = NULL;
+		if (d && d->FuncGetName && d->FuncGetName(&n, f) == CUDA_SUCCESS && n && *n)
+			return sp_intern_cstr(n);
+		/* the simulator's CUfunction is a host function: dladdr may name it */
+		stub = (const void *)f;
+	}
+	Dl_info di;
+	if (dladdr(stub, &di) && di.dli_sname && di.dli_saddr == stub)
+		return sp_intern_cstr(di.dli_sname);
+	snprintf(buf, sizeof(buf), "kernel@%p", stub);
+	return sp_intern_cstr(buf);
+}
+
+uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
+{
+	uintptr_t k = f ? (uintptr_t)f : (uintptr_t)stub;
+	if (k <= 1)
+		k = 2; /* graph launches share one name */
+	unsigned h = (unsigned)((k >> 4) ^ (k >> 16)) & (NAME_SLOTS - 1);
+	for (unsigned n = 0; n < 32; n++) {
+		struct name_slot *s = &names[(h + n) & (NAME_SLOTS - 1)];
+		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur == k)
+			return __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
+		if (cur == 0) {
+			if (!__atomic_compare_exchange_n(&s->key, &cur, (uintptr_t)1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				continue;
+			int e = errno;
+			uint32_t id = name_of(stub, f);
+			errno = e;
+			__atomic_store_n(&s->id, id, __ATOMIC_RELEASE);
+			__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
+			return id;
+		}
+	}
+	int e = errno;
+	uint32_t id = name_of(stub, f);
+	errno = e;
+	return id;
+}
+
+/* ------------------------------------------------------ 4. host kinds */
+
+#define PTR_CACHE 1024u
+
+struct ptr_slot {
+	uint64_t page_gen; /* page << 16 | generation, 0 empty */
+	uint8_t kind;
+};
+
+static struct ptr_slot ptr_cache[PTR_CACHE];
+static unsigned ptr_gen = 1;
+
+void sp_gpu_ptr_cache_flush(void)
+{
+	unsigned g = __atomic_add_fetch(&ptr_gen, 1, __ATOMIC_RELAXED);
+	if ((g & 0xffff) == 0)
+		__atomic_add_fetch(&ptr_gen, 1, __ATOMIC_RELAXED);
+}
+
+unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
+{
+	if (sp_pinned_contains(p))
+		return SP_HOSTMEM_PINNED;
+	if (!may_be_device || !p)
+		return SP_HOSTMEM_PAGEABLE;
+	uint64_t key = ((p >> 12) << 16) | (__atomic_load_n(&ptr_gen, __ATOMIC_RELAXED) & 0xffff);
+	struct ptr_slot *s = &ptr_cache[(p >> 12) & (PTR_CACHE - 1)];
+	if (__atomic_load_n(&s->page_gen, __ATOMIC_ACQUIRE) == key)
+		return s->kind;
+	const struct sp_drv *d = sp_drv();
+	/* Only where a context exists: never initialise CUDA ourselves. */
+	if (!d || !d->PointerGetAttribute || !cur_ctx(d))
+		return SP_HOSTMEM_UNKNOWN;
+	int e = errno;
+	unsigned kind = SP_HOSTMEM_PAGEABLE;
+	unsigned int managed = 0, mtype = 0;
+	if (d->PointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)p) == CUDA_SUCCESS && managed)
+		kind = SP_HOSTMEM_MANAGED;
+	else if (d->PointerGetAttribute(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)p) == CUDA_SUCCESS)
+		kind = mtype == CU_MEMORYTYPE_DEVICE ? SP_HOSTMEM_DEVICE :
+		       mtype == CU_MEMORYTYPE_HOST   ? SP_HOSTMEM_PINNED :
+						       SP_HOSTMEM_PAGEABLE;
+	errno = e;
+	s->kind = (uint8_t)kind;
+	__atomic_store_n(&s->page_gen, key, __ATOMIC_RELEASE);
+	return kind;
+}
+
+/* ------------------------------------------------------ 5. the header */
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	return 0;
+}
+
+static uint16_t pcie_gen(const char *speed)
+{
+	double gt = atof(speed); /* "16.0 GT/s PCIe" */
+	return gt >= 60 ? 6 : gt >= 30 ? 5 : gt >= 15 ? 4 : gt >= 7 ? 3 : gt >= 4 ? 2 : gt > 0 ? 1 : 0;
+}
+
+static void pcie_info(struct sp_device_info *di, const char *busid)
+{
+	char path[256], buf[64], id[32];
+	size_t i;
+	for (i = 0; busid[i] && i < sizeof(id) - 1; i++)
+		id[i] = (char)(busid[i] >= 'A' && busid[i] <= 'F' ? busid[i] - 'A' + 'a' : busid[i]);
+	id[i] = 0;
+	static const struct {
+		const char *file;
+		int what;
+	} f[] = { { "current_link_speed", 0 }, { "current_link_width", 1 }, { "max_link_speed", 2 }, { "max_link_width", 3 } };
+	const char *dom = id;
+	if (strlen(id) > 12 && id[8] == ':') /* 8-digit domain from the driver */
+		dom = id + 4;
+	for (unsigned k = 0; k < 4; k++) {
+		snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/%s", dom, f[k].file);
+		if (read_small(path, buf, sizeof(buf)) < 0)
+			continue;
+		switch (f[k].what) {
+		case 0: di->pcie_gen_cur = pcie_gen(buf); break;
+		case 1: di->pcie_width_cur = (uint16_t)atoi(buf); break;
+		case 2: di->pcie_gen_max = pcie_gen(buf); break;
+		default: di->pcie_width_max = (uint16_t)atoi(buf); break;
+		}
+	}
+}
+
+static int header_done;
+
+void sp_gpu_header_once(void)
+{
+	if (__atomic_load_n(&header_done, __ATOMIC_RELAXED))
+		return;
+	const struct sp_drv *d = sp_drv();
+	if (!d || !cur_ctx(d))
+		return; /* later, once the program has a context */
+	int expect = 0;
+	if (!__atomic_compare_exchange_n(&header_done, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	struct sp_file_header *h = sp_trace_header();
+	if (!h)
+		return;
+	int e = errno;
+	__atomic_or_fetch(&h->features, SP_FEAT_CUDA, __ATOMIC_RELAXED);
+	int v = 0;
+	if (d->DriverGetVersion && d->DriverGetVersion(&v) == CUDA_SUCCESS)
+		h->driver_version = v;
+	const char *rt[] = { "libcudart.so.13", "libcudart.so.12", NULL };
+	for (int i = 0; rt[i]; i++) {
+		void *lh = dlopen(rt[i], RTLD_NOLOAD | RTLD_LAZY);
+		sp_dlsym_fn rd = sp_real_dlsym();
+		if (!lh || !rd)
+			continue;
+		int (*rgv)(int *) = (int (*)(int *))rd(lh, "cudaRuntimeGetVersion");
+		if (rgv && rgv(&v) == 0)
+			h->runtime_version = v;
+		dlclose(lh);
+		break;
+	}
+	int n = 0;
+	if (d->DeviceGetCount && d->DeviceGetCount(&n) == CUDA_SUCCESS) {
+		if (n > (int)SP_MAX_DEVICES)
+			n = SP_MAX_DEVICES;
+		for (int i = 0; i < n; i++) {
+			struct sp_device_info *di = &h->devices[i];
+			CUdevice dev = i;
+			if (d->DeviceGet && d->DeviceGet(&dev, i) != CUDA_SUCCESS)
+				continue;
+			di->ordinal = i;
+			if (d->DeviceGetName)
+				d->DeviceGetName(di->name, sizeof(di->name) - 1, dev);
+			size_t mem = 0;
+			if (d->DeviceTotalMem && d->DeviceTotalMem(&mem, dev) == CUDA_SUCCESS)
+				di->mem_bytes = mem;
+			char bus[64] = "";
+			if (d->DeviceGetPCIBusId && d->DeviceGetPCIBusId(bus, sizeof(bus), dev) == CUDA_SUCCESS)
+				pcie_info(di, bus);
+		}
+		h->ndevices = (uint32_t)n;
+	}
+	errno = e;
+}

@@ -1,0 +1,57 @@
+/*
+ * cuda_gpu.h - what the CUDA wrappers ask of the GPU side, off their fast path:
+ *   1. the current device (per-thread cache, dropped when the context changes),
+ *   2. GPU time from pooled timing events (begin/end around an op on its
+ *      stream, read back at the application's own sync points, converted to
+ *      host CLOCK_MONOTONIC through an anchor event, emitted as GPU_SPAN),
+ *   3. kernel names (dladdr of a runtime stub, cuFuncGetName of a driver function),
+ *   4. the kind of a copy's host pointer (pinned map, then a cached
+ *      cuPointerGetAttribute),
+ *   5. the trace header's device and driver info, once.
+ * Every driver call here goes to the real driver (cuda_drv.h), never to a wrapper.
+ */
+#ifndef STEPPROF_CUDA_GPU_H
+#define STEPPROF_CUDA_GPU_H
+
+#include <stdint.h>
+
+#include "cuda_drv.h"
+
+/* ---- 1. device ---- */
+unsigned sp_gpu_device(void);
+void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
+
+/* ---- 2. timing ---- */
+enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP_SYNC_QUERY };
+
+struct sp_gtim {
+	CUevent b;  /* begin event, NULL when this op is not timed */
+	CUstream s; /* the stream the events go to */
+};
+
+/* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */
+unsigned sp_gpu_kernel_timing(void);
+
+/*
+ * Before an op on stream s (ptds: the per-thread-default-stream variant, for
+ * which stream 0 means CU_STREAM_PER_THREAD). Records the begin event unless
+ * the stream is capturing, no context is current or the pool is exhausted;
+ * launch: apply the kernel timing policy.
+ */
+void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch);
+/* After it: ok = the op was accepted; records the end event and queues the op. */
+void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev);
+/* After a sync call returned (ok = success): anchor, then emit the finished ops' GPU_SPANs. */
+void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok);
+
+/* ---- 3. kernel names ---- */
+uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f);
+
+/* ---- 4. host memory kind (enum sp_hostmem) of a pointer ---- */
+unsigned sp_gpu_host_kind(uint64_t p, int may_be_device);
+void sp_gpu_ptr_cache_flush(void); /* an allocation went away: cached answers may be stale */
+
+/* ---- 5. trace header ---- */
+void sp_gpu_header_once(void);
+
+#endif /* STEPPROF_CUDA_GPU_H */

@@ -1,0 +1,212 @@
+/*
+ * cuda_mem.c - memory bookkeeping of the CUDA hooks (see cuda_mem.h):
+ *   1. pinned ranges: a sorted array under a sequence lock. Writers (pinned
+ *      alloc/free/register, rare and slow calls already) take a mutex and bump
+ *      the sequence around their change; readers (every copy) binary-search
+ *      and retry if the sequence moved. No allocation: a fixed array.
+ *   2. device allocations: an open-addressing hash of address -> (size, dev)
+ *      with CAS-claimed keys and tombstones; live/peak bytes per device as atomics.
+ */
+#include "cuda_mem.h"
+
+#include <pthread.h>
+#include <string.h>
+
+/* ------------------------------------------------------ 1. pinned ranges */
+
+struct range {
+	uint64_t lo, hi; /* [lo, hi) */
+};
+
+static struct range pinned[SP_PINNED_MAX];
+static unsigned npinned;
+static unsigned pinned_seq; /* odd while a writer changes the array */
+static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void seq_begin(void)
+{
+	__atomic_add_fetch(&pinned_seq, 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static void seq_end(void)
+{
+	__atomic_add_fetch(&pinned_seq, 1, __ATOMIC_RELEASE);
+}
+
+/* First index whose lo > p (caller holds the lock or the seq). */
+static unsigned upper(uint64_t p, unsigned n)
+{
+	unsigned a = 0, b = n;
+	while (a < b) {
+		unsigned m = (a + b) / 2;
+		if (__atomic_load_n(&pinned[m].lo, __ATOMIC_RELAXED) <= p)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a;
+}
+
+int sp_pinned_add(uint64_t p, uint64_t size)
+{
+	if (!size)
+		size = 1;
+	int rc = 0;
+	pthread_mutex_lock(&pinned_lock);
+	if (npinned >= SP_PINNED_MAX) {
+		rc = -1;
+	} else {
+		unsigned i = upper(p, npinned);
+		seq_begin();
+		memmove(&pinned[i + 1], &pinned[i], (npinned - i) * sizeof(pinned[0]));
+		pinned[i].lo = p;
+		pinned[i].hi = p + size;
+		__atomic_store_n(&npinned, npinned + 1, __ATOMIC_RELAXED);
+		seq_end();
+	}
+	pthread_mutex_unlock(&pinned_lock);
+	return rc;
+}
+
+uint64_t sp_pinned_remove(uint64_t p)
+{
+	uint64_t size = 0;
+	pthread_mutex_lock(&pinned_lock);
+	unsigned i = upper(p, npinned);
+	if (i > 0 && pinned[i - 1].lo == p) {
+		i--;
+		size = pinned[i].hi - pinned[i].lo;
+		seq_begin();
+		memmove(&pinned[i], &pinned[i + 1], (npinned - i - 1) * sizeof(pinned[0]));
+		__atomic_store_n(&npinned, npinned - 1, __ATOMIC_RELAXED);
+		seq_end();
+	}
+	pthread_mutex_unlock(&pinned_lock);
+	return size;
+}
+
+int sp_pinned_contains(uint64_t p)
+{
+	for (;;) {
+		unsigned s = __atomic_load_n(&pinned_seq, __ATOMIC_ACQUIRE);
+		if (s & 1)
+			continue;
+		unsigned n = __atomic_load_n(&npinned, __ATOMIC_RELAXED);
+		int hit = 0;
+		if (n) {
+			if (n > SP_PINNED_MAX)
+				n = SP_PINNED_MAX;
+			unsigned i = upper(p, n);
+			hit = i > 0 && p < __atomic_load_n(&pinned[i - 1].hi, __ATOMIC_RELAXED);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&pinned_seq, __ATOMIC_RELAXED) == s)
+			return hit;
+	}
+}
+
+void sp_pinned_reset(void)
+{
+	pthread_mutex_lock(&pinned_lock);
+	seq_begin();
+	npinned = 0;
+	seq_end();
+	pthread_mutex_unlock(&pinned_lock);
+}
+
+/* ------------------------------------------------- 2. device allocations */
+
+#define KEY_EMPTY 0ull
+#define KEY_TOMB 1ull
+
+struct dslot {
+	uint64_t key; /* device address; 0 empty, 1 tombstone */
+	uint64_t size;
+	uint32_t dev;
+};
+
+static struct dslot dtab[SP_DALLOC_SLOTS];
+static uint64_t live[SP_DEV_MAX], peak[SP_DEV_MAX];
+
+static unsigned hash64(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (unsigned)k & (SP_DALLOC_SLOTS - 1);
+}
+
+static uint64_t norm_key(uint64_t k)
+{
+	/* 0 and 1 are reserved: a (never valid) allocation there gets a stand-in. */
+	return k <= KEY_TOMB ? k + 2 : k;
+}
+
+uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
+{
+	if (dev >= SP_DEV_MAX)
+		dev = SP_DEV_MAX - 1;
+	uint64_t k = norm_key(dptr);
+	unsigned h = hash64(k);
+	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
+		struct dslot *s = &dtab[(h + n) & (SP_DALLOC_SLOTS - 1)];
+		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur != KEY_EMPTY && cur != KEY_TOMB)
+			continue;
+		/* size/dev are written before the key is published. */
+		if (__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			s->size = size;
+			s->dev = dev;
+			__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
+			break;
+		}
+	}
+	/* Full table: the bytes still count, the free will not find them. */
+	uint64_t now = __atomic_add_fetch(&live[dev], size, __ATOMIC_RELAXED);
+	uint64_t p = __atomic_load_n(&peak[dev], __ATOMIC_RELAXED);
+	while (now > p && !__atomic_compare_exchange_n(&peak[dev], &p, now, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	return now;
+}
+
+uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
+{
+	uint64_t k = norm_key(dptr);
+	unsigned h = hash64(k);
+	*size = 0;
+	*dev = 0;
+	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
+		struct dslot *s = &dtab[(h + n) & (SP_DALLOC_SLOTS - 1)];
+		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur == KEY_EMPTY)
+			return UINT64_MAX;
+		if (cur != k)
+			continue;
+		uint64_t sz = s->size;
+		unsigned d = s->dev;
+		if (!__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return UINT64_MAX; /* a concurrent free of the same address won */
+		*size = sz;
+		*dev = d;
+		return __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
+	}
+	return UINT64_MAX;
+}
+
+uint64_t sp_dev_live(unsigned dev)
+{
+	return dev < SP_DEV_MAX ? __atomic_load_n(&live[dev], __ATOMIC_RELAXED) : 0;
+}
+
+uint64_t sp_dev_peak(unsigned dev)
+{
+	return dev < SP_DEV_MAX ? __atomic_load_n(&peak[dev], __ATOMIC_RELAXED) : 0;
+}
+
+void sp_dalloc_reset(void)
+{
+	memset(dtab, 0, sizeof(dtab));
+	memset(live, 0, sizeof(live));
+	memset(peak, 0, sizeof(peak));
+}

@@ -1,0 +1,42 @@
+/*
+ * cuda_mem.h - memory bookkeeping of the CUDA hooks, lock-free on the read side:
+ *   1. the pinned host ranges (pinned allocations and registrations), asked by
+ *      every copy to classify its host side as pinned or pageable;
+ *   2. the live device allocations (address -> size, device) and the live and
+ *      peak bytes per device, for alloc/free records.
+ * Core: no CUDA calls, unit-tested on its own.
+ */
+#ifndef STEPPROF_CUDA_MEM_H
+#define STEPPROF_CUDA_MEM_H
+
+#include <stdint.h>
+
+/* ---- 1. pinned host ranges ---- */
+#define SP_PINNED_MAX 4096
+
+/* Add [p, p+size). Returns 0, -1 when the map is full (copies then read pageable). */
+int sp_pinned_add(uint64_t p, uint64_t size);
+/* Remove the range that starts at p; returns its size, 0 when unknown. */
+uint64_t sp_pinned_remove(uint64_t p);
+/* 1 when p lies inside a pinned range. No lock, no syscall. */
+int sp_pinned_contains(uint64_t p);
+/* Forget everything (tests). */
+void sp_pinned_reset(void);
+
+/* ---- 2. device allocations ---- */
+#define SP_DEV_MAX 64
+#define SP_DALLOC_SLOTS (1u << 16)
+
+/* Record a live allocation; returns the device's live bytes after it. */
+uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev);
+/*
+ * Forget the allocation at dptr: *size and *dev get what it was; returns the
+ * device's live bytes after it, or UINT64_MAX when dptr was not known (an
+ * allocation made before stepprof saw it, or a double free).
+ */
+uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev);
+uint64_t sp_dev_live(unsigned dev);
+uint64_t sp_dev_peak(unsigned dev);
+void sp_dalloc_reset(void);
+
+#endif /* STEPPROF_CUDA_MEM_H */

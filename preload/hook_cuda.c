@@ -1,0 +1,617 @@
+/*
+ * hook_cuda.c - the CUDA wrappers of libstepprof.so (design.md §3).
+ *
+ * Divided into:
+ *   1. the call descriptor and the family handlers (what a COPY, LAUNCH,
+ *      ALLOC... records): sp_pre runs before the real call, sp_post after;
+ *   2. the SP_SPEC_* macros: the last column of api_cuda.def, turning a
+ *      function's arguments into a descriptor;
+ *   3. the generated wrappers, one per GEN line of api_cuda.def;
+ *   4. the doors written by hand: cuGetProcAddress[_v2] and
+ *      cudaGetDriverEntryPoint[ByVersion][_ptsz];
+ *   5. the wrapper and real-function tables (shared with hook_dlsym.c).
+ *
+ * The driver API is the source of truth; the runtime wrappers record the call
+ * the program made and raise sp_hook_depth, so the driver calls the runtime
+ * makes underneath are passed through unrecorded. With a statically linked
+ * runtime only the driver wrappers are reached, and they record.
+ * Hot path: no lock, no malloc, no syscall but the vDSO clock; errno is kept.
+ */
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+
+/* NOTE: cudaGetDriverEntryPoint[_ptsz] are deprecated in CUDA 13 but still
+ * exported and called by older code: they are wrapped all the same. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+#include "cuda_drv.h"
+#include "cuda_gpu.h"
+#include "cuda_hooks.h"
+#include "cuda_mem.h"
+#include "cuda_sites.h"
+#include "recorder.h"
+
+#define SP_EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------- 1. descriptor and handlers */
+
+enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, FAM_FREE, FAM_HOSTALLOC, FAM_HOSTFREE,
+	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO };
+
+struct sp_call {
+	uint8_t fam, ptds, dir, hostmem, sync, timed;
+	uint16_t api;
+	uint64_t t0;
+	uint64_t stream, ptr, dptr, bytes, event;
+	void *out;            /* alloc: where the new pointer goes; meminfo: free */
+	void *out2;           /* alloc pitch: the pitch; meminfo: total */
+	const void *stub;     /* runtime launch: host stub */
+	CUfunction func;      /* driver launch */
+	const void *caller;   /* the caller's return address (call sites) */
+	int dev;              /* -1: the current device */
+	uint32_t op;
+	struct sp_gtim tim;
+};
+
+static inline int sp_should_record(void)
+{
+	return sp_active && !sp_hook_depth;
+}
+
+static void site_and_dev(struct sp_call *c, uint64_t *f)
+{
+	f[SP_F_DEVICE] = c->dev >= 0 ? (unsigned)c->dev : sp_gpu_device();
+}
+
+static void sp_pre(struct sp_call *c)
+{
+	int e = errno;
+	c->t0 = sp_now();
+	switch (c->fam) {
+	case FAM_COPY:
+	case FAM_MEMSET:
+	case FAM_LAUNCH:
+		sp_gpu_begin(&c->tim, c->stream, c->ptds, c->fam == FAM_LAUNCH);
+		break;
+	default:
+		break;
+	}
+	errno = e;
+}
+
+static void sp_post(struct sp_call *c, int r)
+{
+	int e = errno;
+	uint64_t t1 = sp_now();
+	uint64_t f[SP_F__COUNT];
+	f[SP_F_RESULT] = (uint64_t)(int64_t)r;
+	f[SP_F_STREAM] = c->stream;
+	switch (c->fam) {
+	case FAM_COPY:
+		c->op = sp_next_op();
+		f[SP_F_PTR] = c->ptr;
+		f[SP_F_DPTR] = c->dptr;
+		f[SP_F_BYTES] = c->bytes;
+		f[SP_F_OP] = c->op;
+		f[SP_F_DIRECTION] = c->dir;
+		f[SP_F_HOST_MEMORY] = c->hostmem;
+		f[SP_F_SITE] = c->hostmem == SP_HOSTMEM_PAGEABLE ? sp_cuda_site(c->caller) : 0;
+		site_and_dev(c, f);
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
+		break;
+	case FAM_MEMSET:
+		c->op = sp_next_op();
+		f[SP_F_DPTR] = c->dptr;
+		f[SP_F_BYTES] = c->bytes;
+		f[SP_F_OP] = c->op;
+		site_and_dev(c, f);
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		sp_emit(SP_K_MEMSET, c->api, c->t0, t1, f);
+		break;
+	case FAM_LAUNCH:
+		c->op = sp_next_op();
+		f[SP_F_NAME] = sp_gpu_kernel_name(c->stub, c->func);
+		f[SP_F_OP] = c->op;
+		site_and_dev(c, f);
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		sp_emit(SP_K_LAUNCH, c->api, c->t0, t1, f);
+		break;
+	case FAM_SYNC:
+		f[SP_F_EVENT] = c->event;
+		site_and_dev(c, f);
+		sp_emit(SP_K_SYNC, c->api, c->t0, t1, f);
+		sp_gpu_sync_point(c->stream, c->ptds, (enum sp_sync_kind)c->sync, r == 0);
+		break;
+	case FAM_ALLOC: {
+		uint64_t p = 0;
+		if (r == 0 && c->out)
+			memcpy(&p, c->out, sizeof(p));
+		if (r == 0 && c->out2) { /* pitched: the real size is pitch * height */
+			size_t pitch;
+			memcpy(&pitch, c->out2, sizeof(pitch));
+			c->bytes = (uint64_t)pitch * c->bytes;
+		}
+		site_and_dev(c, f);
+		f[SP_F_BYTES] = c->bytes;
+		f[SP_F_SITE] = sp_cuda_site(c->caller);
+		if (r != 0) {
+			const struct sp_drv *d = sp_drv();
+			size_t fr = 0, to = 0;
+			if (!d || !d->MemGetInfo || d->MemGetInfo(&fr, &to) != CUDA_SUCCESS)
+				fr = to = 0;
+			f[SP_F_FREE] = fr;
+			f[SP_F_TOTAL] = to;
+			sp_emit(SP_K_ALLOC_FAILED, c->api, c->t0, t1, f);
+			break;
+		}
+		f[SP_F_DPTR] = p;
+		f[SP_F_LIVE] = sp_dalloc_add(p, c->bytes, (unsigned)f[SP_F_DEVICE]);
+		sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
+		sp_gpu_header_once();
+		break;
+	}
+	case FAM_FREE: {
+		if (!c->dptr)
+			break; /* cudaFree(0): the context-creation idiom, not a free */
+		uint64_t size = 0;
+		unsigned dev = 0;
+		uint64_t left = UINT64_MAX;
+		if (r == 0) {
+			left = sp_dalloc_remove(c->dptr, &size, &dev);
+			sp_gpu_ptr_cache_flush();
+		}
+		if (left == UINT64_MAX) { /* unknown or failed: nothing leaves the books */
+			dev = sp_gpu_device();
+			left = sp_dev_live(dev);
+		}
+		f[SP_F_DPTR] = c->dptr;
+		f[SP_F_BYTES] = size;
+		f[SP_F_LIVE] = left;
+		f[SP_F_DEVICE] = dev;
+		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		break;
+	}
+	case FAM_HOSTALLOC: {
+		uint64_t p = 0;
+		if (r == 0 && c->out) {
+			memcpy(&p, c->out, sizeof(p));
+			sp_pinned_add(p, c->bytes);
+		}
+		f[SP_F_PTR] = p;
+		f[SP_F_BYTES] = c->bytes;
+		f[SP_F_SITE] = sp_cuda_site(c->caller);
+		sp_emit(SP_K_HOST_ALLOC, c->api, c->t0, t1, f);
+		sp_gpu_header_once();
+		break;
+	}
+	case FAM_HOSTREG:
+		if (r == 0)
+			sp_pinned_add(c->ptr, c->bytes);
+		f[SP_F_PTR] = c->ptr;
+		f[SP_F_BYTES] = c->bytes;
+		sp_emit(SP_K_HOST_REGISTER, c->api, c->t0, t1, f);
+		break;
+	case FAM_HOSTFREE:
+	case FAM_HOSTUNREG:
+		f[SP_F_BYTES] = r == 0 ? sp_pinned_remove(c->ptr) : 0;
+		f[SP_F_PTR] = c->ptr;
+		if (r == 0)
+			sp_gpu_ptr_cache_flush();
+		sp_emit(c->fam == FAM_HOSTFREE ? SP_K_HOST_FREE : SP_K_HOST_UNREGISTER, c->api, c->t0, t1, f);
+		break;
+	case FAM_MEMINFO: {
+		size_t fr = 0, to = 0;
+		if (r == 0 && c->out)
+			memcpy(&fr, c->out, sizeof(fr));
+		if (r == 0 && c->out2)
+			memcpy(&to, c->out2, sizeof(to));
+		f[SP_F_FREE] = fr;
+		f[SP_F_TOTAL] = to;
+		site_and_dev(c, f);
+		sp_emit(SP_K_MEM_INFO, c->api, c->t0, t1, f);
+		break;
+	}
+	default:
+		break;
+	}
+	errno = e;
+}
+
+/* ------------------------------------------------------ 2. the specs */
+
+#define U64(x) ((uint64_t)(uintptr_t)(x))
+
+static inline void fam(struct sp_call *c, unsigned f)
+{
+	c->fam = (uint8_t)f;
+	c->stream = 0;
+	c->ptr = c->dptr = c->bytes = c->event = 0;
+	c->dir = 0;
+	c->hostmem = 0;
+	c->out = c->out2 = NULL;
+	c->stub = NULL;
+	c->func = NULL;
+	c->dev = -1;
+	c->tim.b = NULL;
+}
+
+static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t host, uint64_t n, uint64_t s)
+{
+	fam(c, FAM_COPY);
+	c->dir = (uint8_t)dir;
+	c->dptr = dev;
+	c->ptr = host;
+	c->bytes = n;
+	c->stream = s;
+	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : (uint8_t)sp_gpu_host_kind(host, 0);
+}
+
+/* Both sides by kind (unified addressing: cuMemcpy, cudaMemcpyDefault). */
+static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
+{
+	unsigned dk = sp_gpu_host_kind(dst, 1), sk = sp_gpu_host_kind(src, 1);
+	int dd = dk == SP_HOSTMEM_DEVICE || dk == SP_HOSTMEM_MANAGED;
+	int sd = sk == SP_HOSTMEM_DEVICE || sk == SP_HOSTMEM_MANAGED;
+	if (dd && sd)
+		copy_known(c, SP_DIR_D2D, dst, 0, n, s);
+	else if (dd)
+		copy_known(c, SP_DIR_H2D, dst, src, n, s);
+	else if (sd)
+		copy_known(c, SP_DIR_D2H, src, dst, n, s);
+	else
+		copy_known(c, SP_DIR_H2H, 0, src, n, s);
+	if (dd && !sd)
+		c->hostmem = (uint8_t)sk;
+	else if (sd && !dd)
+		c->hostmem = (uint8_t)dk;
+	else if (dk == SP_HOSTMEM_MANAGED || sk == SP_HOSTMEM_MANAGED)
+		c->hostmem = SP_HOSTMEM_MANAGED;
+}
+
+static void copy_rt(struct sp_call *c, int kind, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
+{
+	switch (kind) {
+	case cudaMemcpyHostToDevice: copy_known(c, SP_DIR_H2D, dst, src, n, s); break;
+	case cudaMemcpyDeviceToHost: copy_known(c, SP_DIR_D2H, src, dst, n, s); break;
+	case cudaMemcpyDeviceToDevice: copy_known(c, SP_DIR_D2D, dst, 0, n, s); break;
+	case cudaMemcpyHostToHost: copy_known(c, SP_DIR_H2H, 0, src, n, s); break;
+	default: copy_unified(c, dst, src, n, s); break;
+	}
+}
+
+/* A driver CUmemorytype pair (2D/3D descriptors). */
+static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv, unsigned dt, uint64_t dh, uint64_t ddv,
+		       uint64_t n, uint64_t s)
+{
+	uint64_t src = st == CU_MEMORYTYPE_HOST ? sh : sdv, dst = dt == CU_MEMORYTYPE_HOST ? dh : ddv;
+	int sdev = st == CU_MEMORYTYPE_DEVICE || st == CU_MEMORYTYPE_ARRAY;
+	int ddev = dt == CU_MEMORYTYPE_DEVICE || dt == CU_MEMORYTYPE_ARRAY;
+	if (st == CU_MEMORYTYPE_UNIFIED || dt == CU_MEMORYTYPE_UNIFIED)
+		copy_unified(c, dst, src, n, s);
+	else if (sdev && ddev)
+		copy_known(c, SP_DIR_D2D, dst, 0, n, s);
+	else if (ddev)
+		copy_known(c, SP_DIR_H2D, dst, src, n, s);
+	else if (sdev)
+		copy_known(c, SP_DIR_D2H, src, dst, n, s);
+	else
+		copy_known(c, SP_DIR_H2H, 0, src, n, s);
+}
+
+#define SP_SPEC_COPY(d, dev, host, n, s) copy_known(&c, SP_DIR_##d, U64(dev), U64(host), (uint64_t)(n), U64(s))
+#define SP_SPEC_COPYU(dst, src, n, s) copy_unified(&c, U64(dst), U64(src), (uint64_t)(n), U64(s))
+#define SP_SPEC_COPYRT(k, dst, src, n, s) copy_rt(&c, (int)(k), U64(dst), U64(src), (uint64_t)(n), U64(s))
+#define SP_SPEC_COPY2D(p, s)                                                                                          \
+	do {                                                                                                          \
+		if (p)                                                                                                \
+			copy_typed(&c, p->srcMemoryType, U64(p->srcHost), U64(p->srcDevice), p->dstMemoryType,       \
+				   U64(p->dstHost), U64(p->dstDevice), (uint64_t)p->WidthInBytes * p->Height, U64(s)); \
+		else                                                                                                  \
+			copy_known(&c, SP_DIR_NONE, 0, 0, 0, U64(s));                                                 \
+	} while (0)
+#define SP_SPEC_COPY3D(p, s)                                                                                          \
+	do {                                                                                                          \
+		if (p)                                                                                                \
+			copy_typed(&c, p->srcMemoryType, U64(p->srcHost), U64(p->srcDevice), p->dstMemoryType,       \
+				   U64(p->dstHost), U64(p->dstDevice),                                                \
+				   (uint64_t)p->WidthInBytes * p->Height * (p->Depth ? p->Depth : 1), U64(s));         \
+		else                                                                                                  \
+			copy_known(&c, SP_DIR_NONE, 0, 0, 0, U64(s));                                                 \
+	} while (0)
+#define SP_SPEC_COPY3DPEER(p, s)                                                                                      \
+	do {                                                                                                          \
+		SP_SPEC_COPY3D(p, s);                                                                                 \
+		if (c.dir == SP_DIR_D2D)                                                                              \
+			c.dir = SP_DIR_PEER;                                                                          \
+	} while (0)
+#define SP_SPEC_COPYRT3D(p, s)                                                                                        \
+	do {                                                                                                          \
+		if (p)                                                                                                \
+			copy_rt(&c, p->kind, U64(p->dstPtr.ptr), U64(p->srcPtr.ptr),                                  \
+				(uint64_t)p->extent.width * (p->extent.height ? p->extent.height : 1) *               \
+					(p->extent.depth ? p->extent.depth : 1),                                      \
+				U64(s));                                                                              \
+		else                                                                                                  \
+			copy_known(&c, SP_DIR_NONE, 0, 0, 0, U64(s));                                                 \
+	} while (0)
+#define SP_SPEC_PEER(dst, src, n, s) copy_known(&c, SP_DIR_PEER, U64(dst), 0, (uint64_t)(n), U64(s))
+#define SP_SPEC_MEMSET(p, n, s)                                                                                       \
+	do {                                                                                                          \
+		fam(&c, FAM_MEMSET);                                                                                  \
+		c.dptr = U64(p);                                                                                      \
+		c.bytes = (uint64_t)(n);                                                                              \
+		c.stream = U64(s);                                                                                    \
+	} while (0)
+#define SP_SPEC_LAUNCH(f, stubp, s)                                                                                   \
+	do {                                                                                                          \
+		fam(&c, FAM_LAUNCH);                                                                                  \
+		c.func = (CUfunction)(f);                                                                             \
+		c.stub = (const void *)(stubp);                                                                       \
+		c.stream = U64(s);                                                                                    \
+	} while (0)
+#define SP_SPEC_SYNC(s, ev, kind)                                                                                     \
+	do {                                                                                                          \
+		fam(&c, FAM_SYNC);                                                                                    \
+		c.stream = U64(s);                                                                                    \
+		c.event = U64(ev);                                                                                    \
+		c.sync = kind;                                                                                        \
+	} while (0)
+#define SP_SPEC_ALLOC(outp, n, s)                                                                                     \
+	do {                                                                                                          \
+		fam(&c, FAM_ALLOC);                                                                                   \
+		c.out = (void *)(outp);                                                                               \
+		c.bytes = (uint64_t)(n);                                                                              \
+		c.stream = U64(s);                                                                                    \
+	} while (0)
+#define SP_SPEC_ALLOCPITCH(outp, pitchp, w, h)                                                                        \
+	do {                                                                                                          \
+		fam(&c, FAM_ALLOC);                                                                                   \
+		c.out = (void *)(outp);                                                                               \
+		c.out2 = (void *)(pitchp);                                                                            \
+		c.bytes = (uint64_t)(h);                                                                              \
+	} while (0)
+#define SP_SPEC_VMMCREATE(hp, n, prop)                                                                                \
+	do {                                                                                                          \
+		fam(&c, FAM_ALLOC);                                                                                   \
+		c.out = (void *)(hp);                                                                                 \
+		c.bytes = (uint64_t)(n);                                                                              \
+		if ((prop) && (prop)->location.type == CU_MEM_LOCATION_TYPE_DEVICE && (prop)->location.id >= 0)      \
+			c.dev = (prop)->location.id < SP_DEV_MAX ? (prop)->location.id : SP_DEV_MAX - 1;              \
+	} while (0)
+#define SP_SPEC_FREE(p, s)                                                                                            \
+	do {                                                                                                          \
+		fam(&c, FAM_FREE);                                                                                    \
+		c.dptr = U64(p);                                                                                      \
+		c.stream = U64(s);                                                                                    \
+	} while (0)
+#define SP_SPEC_HOSTALLOC(pp, n)                                                                                      \
+	do {                                                                                                          \
+		fam(&c, FAM_HOSTALLOC);                                                                               \
+		c.out = (void *)(pp);                                                                                 \
+		c.bytes = (uint64_t)(n);                                                                              \
+	} while (0)
+#define SP_SPEC_HOSTFREE(p)                                                                                           \
+	do {                                                                                                          \
+		fam(&c, FAM_HOSTFREE);                                                                                \
+		c.ptr = U64(p);                                                                                       \
+	} while (0)
+#define SP_SPEC_HOSTREG(p, n)                                                                                         \
+	do {                                                                                                          \
+		fam(&c, FAM_HOSTREG);                                                                                 \
+		c.ptr = U64(p);                                                                                       \
+		c.bytes = (uint64_t)(n);                                                                              \
+	} while (0)
+#define SP_SPEC_HOSTUNREG(p)                                                                                          \
+	do {                                                                                                          \
+		fam(&c, FAM_HOSTUNREG);                                                                               \
+		c.ptr = U64(p);                                                                                       \
+	} while (0)
+#define SP_SPEC_MEMINFO(fp, tp)                                                                                       \
+	do {                                                                                                          \
+		fam(&c, FAM_MEMINFO);                                                                                 \
+		c.out = (void *)(fp);                                                                                 \
+		c.out2 = (void *)(tp);                                                                                \
+	} while (0)
+#define SP_SPEC_CTX() fam(&c, FAM_NONE)
+#define SP_SPEC_NOTE() fam(&c, FAM_NONE)
+
+/* What a wrapper does even when it does not record (nested or inactive). */
+#define SP_EARLY_CTX() sp_gpu_ctx_changed()
+#define SP_EARLY_NOTE()
+#define SP_EARLY_COPY(...)
+#define SP_EARLY_COPYU(...)
+#define SP_EARLY_COPYRT(...)
+#define SP_EARLY_COPY2D(...)
+#define SP_EARLY_COPY3D(...)
+#define SP_EARLY_COPY3DPEER(...)
+#define SP_EARLY_COPYRT3D(...)
+#define SP_EARLY_PEER(...)
+#define SP_EARLY_MEMSET(...)
+#define SP_EARLY_LAUNCH(...)
+#define SP_EARLY_SYNC(...)
+#define SP_EARLY_ALLOC(...)
+#define SP_EARLY_ALLOCPITCH(...)
+#define SP_EARLY_VMMCREATE(...)
+#define SP_EARLY_FREE(...)
+#define SP_EARLY_HOSTALLOC(...)
+#define SP_EARLY_HOSTFREE(...)
+#define SP_EARLY_HOSTREG(...)
+#define SP_EARLY_HOSTUNREG(...)
+#define SP_EARLY_MEMINFO(...)
+
+/* ------------------------------------------------- 3. the wrappers */
+
+void *sp_cuda_real[SP_CUDA__COUNT];
+
+static void *resolve_real(int i)
+{
+	sp_dlsym_fn rd = sp_real_dlsym();
+	void *p = rd ? rd(RTLD_NEXT, sp_cuda_table[i].name) : NULL;
+	if (p && p != sp_cuda_wrapper[i])
+		__atomic_store_n(&sp_cuda_real[i], p, __ATOMIC_RELEASE);
+	else
+		p = NULL;
+	return p;
+}
+
+static inline void *real_of(int i)
+{
+	void *p = __atomic_load_n(&sp_cuda_real[i], __ATOMIC_ACQUIRE);
+	return p ? p : resolve_real(i);
+}
+
+#define SP_NOFN_CUresult CUDA_ERROR_NOT_FOUND
+#define SP_NOFN_cudaError_t cudaErrorSymbolNotFound
+
+#define SP_WRAP_HAND(name, ret, params, args, ptds_, spec)
+#define SP_WRAP_GEN(name, ret, params, args, ptds_, spec)                                                             \
+	SP_EXPORT ret name params                                                                                     \
+	{                                                                                                             \
+		__typeof__(&name) real = (__typeof__(&name))real_of(SP_CIDX_##name);                                 \
+		if (__builtin_expect(!real, 0))                                                                       \
+			return SP_NOFN_##ret;                                                                         \
+		SP_EARLY_##spec;                                                                                      \
+		if (!sp_should_record())                                                                              \
+			return real args;                                                                             \
+		struct sp_call c;                                                                                     \
+		SP_SPEC_##spec;                                                                                       \
+		if (c.fam == FAM_NONE)                                                                                \
+			return real args;                                                                             \
+		c.api = SP_API_##name;                                                                                \
+		c.ptds = ptds_;                                                                                       \
+		c.caller = __builtin_return_address(0);                                                                  \
+		sp_pre(&c);                                                                                           \
+		sp_hook_depth++;                                                                                      \
+		ret r = real args;                                                                                    \
+		sp_hook_depth--;                                                                                      \
+		sp_post(&c, (int)r);                                                                                  \
+		return r;                                                                                             \
+	}
+
+#define SP_API_CUDA(name, how, ret, params, args, base, ver, ptds, spec) SP_WRAP_##how(name, ret, params, args, ptds, spec)
+#include "stepprof/api_cuda.def"
+#undef SP_API_CUDA
+
+/* ------------------------------------------------------ 4. the doors */
+
+void *sp_cuda_adopt(int i, void *real)
+{
+	if (i < 0 || !real || real == sp_cuda_wrapper[i])
+		return real;
+	__atomic_store_n(&sp_cuda_real[i], real, __ATOMIC_RELEASE);
+	return sp_cuda_wrapper[i];
+}
+
+/* After a successful driver lookup: our wrapper for a hooked variant. */
+static void proc_answer(const char *symbol, void **pfn, int ver, uint64_t flags)
+{
+	if (!symbol || !pfn || !*pfn)
+		return;
+	int i;
+	if (strcmp(symbol, "cuGetProcAddress") == 0)
+		i = ver >= 12000 ? SP_CIDX_cuGetProcAddress_v2 : SP_CIDX_cuGetProcAddress;
+	else
+		i = sp_cuda_find_proc(symbol, ver, flags);
+	if (i >= 0)
+		*pfn = sp_cuda_adopt(i, *pfn);
+}
+
+SP_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+				       CUdriverProcAddressQueryResult *symbolStatus)
+{
+	__typeof__(&cuGetProcAddress_v2) real = (__typeof__(&cuGetProcAddress_v2))real_of(SP_CIDX_cuGetProcAddress_v2);
+	if (!real)
+		return CUDA_ERROR_NOT_FOUND;
+	CUresult r = real(symbol, pfn, cudaVersion, flags, symbolStatus);
+	if (r == CUDA_SUCCESS) {
+		int e = errno;
+		proc_answer(symbol, pfn, cudaVersion, flags);
+		errno = e;
+	}
+	return r;
+}
+
+SP_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+	__typeof__(&cuGetProcAddress) real = (__typeof__(&cuGetProcAddress))real_of(SP_CIDX_cuGetProcAddress);
+	if (!real)
+		return CUDA_ERROR_NOT_FOUND;
+	CUresult r = real(symbol, pfn, cudaVersion, flags);
+	if (r == CUDA_SUCCESS) {
+		int e = errno;
+		proc_answer(symbol, pfn, cudaVersion, flags);
+		errno = e;
+	}
+	return r;
+}
+
+/* The cudaVersion cudaGetDriverEntryPoint asks the driver for: the runtime's own. */
+static int runtime_version(void)
+{
+	static int v;
+	if (!v) {
+		sp_dlsym_fn rd = sp_real_dlsym();
+		cudaError_t (*rgv)(int *) = rd ? (cudaError_t(*)(int *))rd(RTLD_NEXT, "cudaRuntimeGetVersion") : NULL;
+		int x = 0;
+		if (!rgv || rgv(&x) != cudaSuccess || x <= 0)
+			x = CUDART_VERSION;
+		v = x;
+	}
+	return v;
+}
+
+/* cudaEnablePerThreadDefaultStream, or the _ptsz entry with cudaEnableDefault. */
+static uint64_t rt_flags(unsigned long long flags, int ptsz)
+{
+	return (flags & cudaEnablePerThreadDefaultStream) || (ptsz && !(flags & cudaEnableLegacyStream)) ? 2 : 0;
+}
+
+#define SP_DOOR_ENTRY(name, ptsz)                                                                                    \
+	SP_EXPORT cudaError_t name(const char *symbol, void **funcPtr, unsigned long long flags,                       \
+				   enum cudaDriverEntryPointQueryResult *driverStatus)                                 \
+	{                                                                                                             \
+		__typeof__(&name) real = (__typeof__(&name))real_of(SP_CIDX_##name);                                \
+		if (!real)                                                                                            \
+			return cudaErrorSymbolNotFound;                                                               \
+		cudaError_t r = real(symbol, funcPtr, flags, driverStatus);                                           \
+		if (r == cudaSuccess) {                                                                               \
+			int e = errno;                                                                                \
+			proc_answer(symbol, funcPtr, runtime_version(), rt_flags(flags, ptsz));                       \
+			errno = e;                                                                                    \
+		}                                                                                                     \
+		return r;                                                                                             \
+	}
+#define SP_DOOR_VERSION(name, ptsz)                                                                                  \
+	SP_EXPORT cudaError_t name(const char *symbol, void **funcPtr, unsigned int cudaVersion,                      \
+				   unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)       \
+	{                                                                                                             \
+		__typeof__(&name) real = (__typeof__(&name))real_of(SP_CIDX_##name);                                 \
+		if (!real)                                                                                            \
+			return cudaErrorSymbolNotFound;                                                               \
+		cudaError_t r = real(symbol, funcPtr, cudaVersion, flags, driverStatus);                              \
+		if (r == cudaSuccess) {                                                                               \
+			int e = errno;                                                                                \
+			proc_answer(symbol, funcPtr, (int)cudaVersion, rt_flags(flags, ptsz));                        \
+			errno = e;                                                                                    \
+		}                                                                                                     \
+		return r;                                                                                             \
+	}
+
+SP_DOOR_ENTRY(cudaGetDriverEntryPoint, 0)
+SP_DOOR_ENTRY(cudaGetDriverEntryPoint_ptsz, 1)
+SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion, 0)
+SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion_ptsz, 1)
+
+/* ------------------------------------------------------ 5. the tables */
+
+void *const sp_cuda_wrapper[SP_CUDA__COUNT] = {
+#define SP_API_CUDA(name, ...) [SP_CIDX_##name] = (void *)name,
+#include "stepprof/api_cuda.def"
+#undef SP_API_CUDA
+};
