@@ -1,0 +1,1277 @@
+/*
+ * analyze.c - the analysis driver: reads the merged stream of records two or
+ * three times and fills struct an_analysis (see analyze.h).
+ *
+ * Divided into:
+ *   1. names, options and thresholds;
+ *   2. bounded tables: processes, threads, open files, live allocations;
+ *   3. pass 1: processes, roles, the training thread, NVTX ranges and step marks;
+ *   4. pass 1b (automatic detection only): the training thread's signatures, the
+ *      period, the anchor and the iteration boundaries;
+ *   5. pass 2: per-iteration spans (a time window of open iterations), counters
+ *      and the evidence of the findings;
+ *   6. the summary and an_analyze().
+ *
+ * RATIONALE: several passes over the files instead of buffering records: the
+ * training thread and the iteration boundaries must be known before a record can
+ * be attributed, and reading a file again costs less than holding it in memory
+ * (the point of the bounded-memory budget).
+ */
+#include "analyze.h"
+#include "breakdown.h"
+#include "findings.h"
+#include "iter.h"
+
+#include <math.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------ 1. names and options */
+
+const char *const an_cat_name[AN_CAT__COUNT] = { "input", "h2d", "compute", "d2h", "sync", "other" };
+const char *const an_blk_name[AN_BLK__COUNT] = { "input", "h2d", "d2h", "sync" };
+const char *const an_role_name[3] = { "trainer", "worker", "other" };
+const char *const an_source_name[4] = { "none", "nvtx", "api", "auto" };
+const char *const an_severity_name[3] = { "info", "warning", "critical" };
+
+const char *const an_finding_name[AN_F__COUNT] = {
+#define SP_FINDING(id, name) [AN_F_##id] = name,
+#include "findings.def"
+#undef SP_FINDING
+};
+const char *const an_threshold_name[AN_T__COUNT] = {
+#define SP_THRESHOLD(id, name, dflt, help) [AN_T_##id] = name,
+#include "findings.def"
+#undef SP_THRESHOLD
+};
+const char *const an_threshold_help[AN_T__COUNT] = {
+#define SP_THRESHOLD(id, name, dflt, help) [AN_T_##id] = help,
+#include "findings.def"
+#undef SP_THRESHOLD
+};
+const double an_threshold_default[AN_T__COUNT] = {
+#define SP_THRESHOLD(id, name, dflt, help) [AN_T_##id] = (dflt),
+#include "findings.def"
+#undef SP_THRESHOLD
+};
+
+void an_options_init(struct an_options *o)
+{
+	memset(o, 0, sizeof(*o));
+	for (int i = 0; i < AN_T__COUNT; i++)
+		o->threshold[i] = an_threshold_default[i];
+}
+
+int an_options_set_threshold(struct an_options *o, const char *arg, char *err, size_t errlen)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq) {
+		snprintf(err, errlen, "--threshold %s: expected NAME=VALUE", arg);
+		return -1;
+	}
+	size_t len = (size_t)(eq - arg);
+	for (int i = 0; i < AN_T__COUNT; i++) {
+		if (strlen(an_threshold_name[i]) != len || strncmp(arg, an_threshold_name[i], len))
+			continue;
+		char *end;
+		double v = strtod(eq + 1, &end);
+		if (end == eq + 1 || *end || !isfinite(v) || v < 0) {
+			snprintf(err, errlen, "--threshold %s: not a non-negative number", arg);
+			return -1;
+		}
+		o->threshold[i] = v;
+		return 0;
+	}
+	snprintf(err, errlen, "--threshold %.*s: unknown threshold (see stepprof analyze --help)", (int)len, arg);
+	return -1;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q)
+{
+	if (!n)
+		return 0;
+	uint64_t *c = malloc(n * sizeof(*c));
+	if (!c)
+		return 0;
+	memcpy(c, v, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_u64);
+	/* nearest rank: the smallest value with at least q of the values at or below it */
+	size_t k = (size_t)ceil(q * (double)n);
+	if (k < 1)
+		k = 1;
+	if (k > n)
+		k = n;
+	uint64_t r = c[k - 1];
+	free(c);
+	return r;
+}
+
+/* -------------------------------------------------- 2. bounded tables */
+
+struct thr {
+	int32_t pid, tid;
+	uint64_t launches, records, steps, last_sig_end;
+	int used;
+};
+
+struct state {
+	struct an_analysis *a;
+	struct an_source *src;
+	regex_t re;
+	int re_ok;
+	/* threads: open addressing, grows (threads are few) */
+	struct thr *thr;
+	size_t nthr, capthr;
+	/* regex verdicts per (file, name id): 0 unknown, 1 no, 2 yes */
+	uint8_t **verdict;
+	uint32_t *nverdict;
+	/* NVTX ranges and step marks of every process (per-iteration state) */
+	struct mark {
+		int32_t pid, tid;
+		uint64_t b, e;
+	} *ranges, *steps;
+	size_t nranges, capranges, nsteps, capsteps;
+	uint64_t *gpu_end; /* per proc index: last GPU span end */
+	struct an_collect col;
+};
+
+static uint64_t hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return x;
+}
+
+static struct thr *thr_get(struct state *s, int32_t pid, int32_t tid)
+{
+	if (s->nthr * 2 >= s->capthr) {
+		size_t cap = s->capthr ? s->capthr * 2 : 64;
+		struct thr *t = calloc(cap, sizeof(*t));
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < s->capthr; i++) {
+			if (!s->thr[i].used)
+				continue;
+			size_t h = hash64(((uint64_t)(uint32_t)s->thr[i].pid << 32) | (uint32_t)s->thr[i].tid) & (cap - 1);
+			while (t[h].used)
+				h = (h + 1) & (cap - 1);
+			t[h] = s->thr[i];
+		}
+		free(s->thr);
+		s->thr = t;
+		s->capthr = cap;
+	}
+	size_t h = hash64(((uint64_t)(uint32_t)pid << 32) | (uint32_t)tid) & (s->capthr - 1);
+	while (s->thr[h].used && (s->thr[h].pid != pid || s->thr[h].tid != tid))
+		h = (h + 1) & (s->capthr - 1);
+	if (!s->thr[h].used) {
+		s->thr[h].used = 1;
+		s->thr[h].pid = pid;
+		s->thr[h].tid = tid;
+		s->nthr++;
+	}
+	return &s->thr[h];
+}
+
+static struct an_proc *proc_find(struct an_analysis *a, int32_t pid)
+{
+	/* processes are few (ranks and loader workers): a linear scan with a one-entry cache */
+	static __thread size_t last;
+	if (last < a->nprocs && a->procs[last].pid == pid)
+		return &a->procs[last];
+	for (size_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].pid == pid) {
+			last = i;
+			return &a->procs[i];
+		}
+	return NULL;
+}
+
+static struct an_proc *proc_get(struct state *s, int32_t pid)
+{
+	struct an_analysis *a = s->a;
+	struct an_proc *p = proc_find(a, pid);
+	if (p)
+		return p;
+	struct an_proc *v = realloc(a->procs, (a->nprocs + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	a->procs = v;
+	uint64_t *g = realloc(s->gpu_end, (a->nprocs + 1) * sizeof(*g));
+	if (!g)
+		return NULL;
+	s->gpu_end = g;
+	g[a->nprocs] = 0;
+	p = &a->procs[a->nprocs++];
+	memset(p, 0, sizeof(*p));
+	p->pid = pid;
+	p->ppid = -1;
+	p->rank = p->local_rank = p->world_size = -1;
+	p->file = -1;
+	p->role = AN_ROLE_OTHER;
+	p->begin_ns = UINT64_MAX;
+	for (size_t f = 0; f < s->src->nfiles; f++) {
+		const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
+		if (h && h->pid == pid && !(h->features & SP_FEAT_BPF)) {
+			p->file = (int)f;
+			p->ppid = h->ppid;
+			p->rank = h->rank;
+			p->local_rank = h->local_rank;
+			p->world_size = h->world_size;
+			snprintf(p->cmdline, sizeof(p->cmdline), "%.*s", (int)sizeof(p->cmdline) - 1, h->cmdline);
+			break;
+		}
+	}
+	return p;
+}
+
+/* Does the NVTX name (file, id) match --step-regex? Cached per file and id. */
+static int name_matches(struct state *s, int file, uint32_t id)
+{
+	if (!s->re_ok || !id || file < 0 || (size_t)file >= s->src->nfiles)
+		return 0;
+	if (id >= s->nverdict[file]) {
+		uint32_t n = id + 1 > 2 * s->nverdict[file] ? id + 1 : 2 * s->nverdict[file];
+		if (n > 0x1000000u)
+			return 0;
+		uint8_t *v = realloc(s->verdict[file], n);
+		if (!v)
+			return 0;
+		memset(v + s->nverdict[file], 0, n - s->nverdict[file]);
+		s->verdict[file] = v;
+		s->nverdict[file] = n;
+	}
+	uint8_t *v = &s->verdict[file][id];
+	if (!*v) {
+		const char *name = s->src->string(s->src->ctx, file, id);
+		*v = name && regexec(&s->re, name, 0, NULL, 0) == 0 ? 2 : 1;
+	}
+	return *v == 2;
+}
+
+static int push_mark(struct mark **v, size_t *n, size_t *cap, const struct sp_event *ev)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 256;
+		struct mark *m = realloc(*v, c * sizeof(*m));
+		if (!m)
+			return -1;
+		*v = m;
+		*cap = c;
+	}
+	(*v)[*n] = (struct mark){ ev->pid, ev->tid, ev->begin_ns, ev->end_ns };
+	(*n)++;
+	return 0;
+}
+
+static int is_sig_kind(unsigned k)
+{
+	return k == SP_K_COPY || k == SP_K_MEMSET || k == SP_K_LAUNCH || k == SP_K_SYNC;
+}
+
+static int is_input_kind(unsigned k)
+{
+	return k == SP_K_OPEN || k == SP_K_STAT || k == SP_K_READ || k == SP_K_LISTDIR || k == SP_K_LOADER_WAIT;
+}
+
+/* Records that are not calls of the thread, or are part of a file's read (close). */
+static int is_passive_kind(unsigned k)
+{
+	return k == SP_K_CLOSE || k == SP_K_GPU_SPAN || k == SP_K_LOST || k == SP_K_THREAD || k == SP_K_MARK ||
+	       k == SP_K_STEP || k == SP_K_RANGE || k == SP_K_NVTX_MARK;
+}
+
+/* ---------------------------------------------------------- 3. pass 1 */
+
+static int pass1(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct sp_event ev;
+	int file;
+	a->run_begin_ns = UINT64_MAX;
+	while (s->src->next(s->src->ctx, &ev, &file)) {
+		struct an_proc *p = proc_get(s, ev.pid);
+		struct thr *t = thr_get(s, ev.pid, ev.tid);
+		if (!p || !t)
+			return -1;
+		a->records++;
+		p->records++;
+		t->records++;
+		if (ev.begin_ns < p->begin_ns)
+			p->begin_ns = ev.begin_ns;
+		if (ev.end_ns > p->end_ns)
+			p->end_ns = ev.end_ns;
+		if (ev.begin_ns < a->run_begin_ns)
+			a->run_begin_ns = ev.begin_ns;
+		if (ev.end_ns > a->run_end_ns)
+			a->run_end_ns = ev.end_ns;
+		switch (ev.kind) {
+		case SP_K_LOST:
+			p->lost += ev.f[SP_F_COUNT];
+			a->lost += ev.f[SP_F_COUNT];
+			break;
+		case SP_K_FORK: {
+			int32_t parent = ev.pid;
+			struct an_proc *c = proc_get(s, (int32_t)ev.f[SP_F_PID]);
+			if (!c)
+				return -1;
+			if (c->ppid < 0)
+				c->ppid = parent;
+			break;
+		}
+		case SP_K_LAUNCH:
+			t->launches++;
+			proc_find(a, ev.pid)->launches++;
+			break;
+		case SP_K_RANGE:
+			if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
+			    push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
+				return -1;
+			break;
+		case SP_K_STEP:
+			t->steps++;
+			if (push_mark(&s->steps, &s->nsteps, &s->capsteps, &ev))
+				return -1;
+			break;
+		case SP_K_GPU_SPAN: {
+			size_t pi = (size_t)(proc_find(a, ev.pid) - a->procs);
+			if (ev.end_ns > s->gpu_end[pi])
+				s->gpu_end[pi] = ev.end_ns;
+			break;
+		}
+		}
+		if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
+			t->last_sig_end = ev.end_ns;
+	}
+	if (a->run_begin_ns == UINT64_MAX)
+		a->run_begin_ns = 0;
+	return 0;
+}
+
+/* The trainer process and its training thread; roles of every process. */
+static void choose_trainer(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct an_proc *best = NULL;
+	for (size_t i = 0; i < a->nprocs; i++) {
+		struct an_proc *p = &a->procs[i];
+		if (p->launches)
+			p->role = AN_ROLE_TRAINER;
+		if (!best)
+			best = p;
+		else if (p->launches != best->launches) {
+			if (p->launches > best->launches)
+				best = p;
+		} else if (!p->launches && p->records > best->records) {
+			best = p;
+		} else if (p->launches && p->rank >= 0 && (best->rank < 0 || p->rank < best->rank)) {
+			best = p;
+		}
+	}
+	if (!best)
+		return;
+	/* without launches, the process that marked steps, if any */
+	if (!best->launches && s->nsteps)
+		best = proc_find(a, s->steps[0].pid);
+	a->trainer_pid = best->pid;
+	struct thr *bt = NULL;
+	for (size_t i = 0; i < s->capthr; i++) {
+		struct thr *t = &s->thr[i];
+		if (!t->used || t->pid != best->pid)
+			continue;
+		if (!bt || t->launches > bt->launches ||
+		    (t->launches == bt->launches && (t->steps > bt->steps ||
+						     (t->steps == bt->steps && t->records > bt->records))))
+			bt = t;
+	}
+	a->training_tid = bt ? bt->tid : best->pid;
+	/* workers: descendants of a trainer (parent links from headers and FORK records) */
+	for (size_t i = 0; i < a->nprocs; i++) {
+		struct an_proc *p = &a->procs[i];
+		if (p->role == AN_ROLE_TRAINER)
+			continue;
+		int32_t pp = p->ppid;
+		for (int depth = 0; pp > 0 && depth < 64; depth++) {
+			struct an_proc *q = proc_find(a, pp);
+			if (!q)
+				break;
+			if (q->launches) {
+				p->role = AN_ROLE_WORKER;
+				break;
+			}
+			pp = q->ppid;
+		}
+	}
+}
+
+static int set_iterations(struct an_analysis *a, const struct iter_range *r, size_t n)
+{
+	a->it = calloc(n ? n : 1, sizeof(*a->it));
+	if (!a->it)
+		return -1;
+	a->nit = n;
+	for (size_t i = 0; i < n; i++) {
+		a->it[i].start_ns = r[i].b;
+		a->it[i].end_ns = r[i].e;
+		/* disjoint: an iteration ends at the latest where the next begins */
+		if (i + 1 < n && a->it[i].end_ns > r[i + 1].b)
+			a->it[i].end_ns = r[i + 1].b;
+	}
+	return 0;
+}
+
+/* The end of the training thread's work: its last CUDA call or its process's last GPU span. */
+static uint64_t trainer_end(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	uint64_t e = thr_get(s, a->trainer_pid, a->training_tid)->last_sig_end;
+	struct an_proc *p = proc_find(a, a->trainer_pid);
+	if (p && s->gpu_end[p - a->procs] > e)
+		e = s->gpu_end[p - a->procs];
+	return e;
+}
+
+/* Iterations from NVTX ranges of the trainer (its training thread's, when it has any). */
+static int iterations_nvtx(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	size_t n = 0, on_t = 0;
+	for (size_t i = 0; i < s->nranges; i++)
+		if (s->ranges[i].pid == a->trainer_pid && s->ranges[i].tid == a->training_tid)
+			on_t++;
+	struct iter_range *r = malloc((s->nranges + 1) * sizeof(*r));
+	if (!r)
+		return -1;
+	for (size_t i = 0; i < s->nranges; i++) {
+		struct mark *m = &s->ranges[i];
+		if (m->pid != a->trainer_pid || (on_t && m->tid != a->training_tid))
+			continue;
+		r[n].b = m->b;
+		r[n].e = m->e;
+		n++;
+	}
+	n = iter_outermost(r, n);
+	int rc = 0;
+	if (n) {
+		a->source_kind = AN_SRC_NVTX;
+		rc = set_iterations(a, r, n);
+	}
+	free(r);
+	return rc;
+}
+
+static int cmp_mark_b(const void *x, const void *y)
+{
+	const struct mark *a = x, *b = y;
+	return a->b < b->b ? -1 : a->b > b->b;
+}
+
+/*
+ * Iterations from stepprof_step() marks: each mark starts an iteration that lasts
+ * until the next; the last lasts until the training thread's last CUDA work when
+ * there is any after it (otherwise it only closed the previous iteration).
+ */
+static int iterations_steps(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	size_t n = 0, on_t = 0;
+	for (size_t i = 0; i < s->nsteps; i++)
+		if (s->steps[i].pid == a->trainer_pid && s->steps[i].tid == a->training_tid)
+			on_t++;
+	for (size_t i = 0; i < s->nsteps; i++) {
+		struct mark *m = &s->steps[i];
+		if (m->pid == a->trainer_pid && (!on_t || m->tid == a->training_tid))
+			s->steps[n++] = *m;
+	}
+	if (!n)
+		return 0;
+	qsort(s->steps, n, sizeof(*s->steps), cmp_mark_b);
+	struct iter_range *r = malloc(n * sizeof(*r));
+	if (!r)
+		return -1;
+	size_t k = 0;
+	for (size_t i = 0; i + 1 < n; i++)
+		if (s->steps[i + 1].b > s->steps[i].b)
+			r[k++] = (struct iter_range){ s->steps[i].b, s->steps[i + 1].b };
+	uint64_t end = trainer_end(s);
+	if (end > s->steps[n - 1].b)
+		r[k++] = (struct iter_range){ s->steps[n - 1].b, end };
+	int rc = 0;
+	if (k) {
+		a->source_kind = AN_SRC_API;
+		rc = set_iterations(a, r, k);
+	}
+	free(r);
+	return rc;
+}
+
+/* ------------------------------------------------- 4. pass 1b: automatic */
+
+static uint32_t signature(const struct sp_event *ev)
+{
+	uint64_t h = ev->kind;
+	h = iter_sig_mix(h, ev->f[SP_F_DIRECTION]);
+	if (ev->kind == SP_K_COPY || ev->kind == SP_K_MEMSET)
+		h = iter_sig_mix(h, ev->f[SP_F_BYTES]);
+	if (ev->kind == SP_K_LAUNCH)
+		h = iter_sig_mix(h, ev->f[SP_F_NAME]);
+	return (uint32_t)h;
+}
+
+struct autostate {
+	uint32_t *sig;
+	uint8_t *flags;
+	uint64_t *cut; /* the boundary each prefix signature would give */
+	size_t n;
+	int detected;
+	uint32_t period, anchor, every;
+	uint64_t occ;
+	uint64_t *bnd;
+	size_t nbnd, capbnd;
+};
+
+static int auto_boundary(struct autostate *as, uint64_t t)
+{
+	if (as->nbnd == as->capbnd) {
+		size_t c = as->capbnd ? as->capbnd * 2 : 1024;
+		uint64_t *v = realloc(as->bnd, c * sizeof(*v));
+		if (!v)
+			return -1;
+		as->bnd = v;
+		as->capbnd = c;
+	}
+	if (as->nbnd && t <= as->bnd[as->nbnd - 1])
+		return 0; /* never a zero-length iteration */
+	as->bnd[as->nbnd++] = t;
+	return 0;
+}
+
+static int auto_cut(struct autostate *as, uint32_t sig, uint64_t t)
+{
+	if (sig != as->anchor)
+		return 0;
+	if (as->occ++ % as->every)
+		return 0;
+	return auto_boundary(as, t);
+}
+
+static int auto_detect(struct autostate *as)
+{
+	as->detected = -1;
+	as->period = iter_find_period(as->sig, as->n, 0.9);
+	if (!as->period || iter_choose_anchor(as->sig, as->flags, as->n, as->period, &as->anchor, &as->every))
+		return 0;
+	as->detected = 1;
+	for (size_t i = 0; i < as->n; i++)
+		if (auto_cut(as, as->sig[i], as->cut[i]))
+			return -1;
+	return 0;
+}
+
+static int iterations_auto(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct autostate as = { 0 };
+	as.sig = malloc(ITER_PREFIX_MAX * sizeof(*as.sig));
+	as.flags = malloc(ITER_PREFIX_MAX);
+	as.cut = malloc(ITER_PREFIX_MAX * sizeof(*as.cut));
+	int rc = -1;
+	if (!as.sig || !as.flags || !as.cut || s->src->rewind(s->src->ctx))
+		goto out;
+	struct sp_event ev;
+	int file, in_wait = 0;
+	uint64_t wait_start = 0;
+	while (s->src->next(s->src->ctx, &ev, &file)) {
+		if (ev.pid != a->trainer_pid || ev.tid != a->training_tid)
+			continue;
+		if (is_input_kind(ev.kind)) {
+			if (!in_wait) {
+				in_wait = 1;
+				wait_start = ev.begin_ns;
+			}
+			continue;
+		}
+		if (!is_sig_kind(ev.kind)) {
+			/*
+			 * Any other call of the training thread (an allocation, a pinned
+			 * alloc) ends the wait: the files a setup phase writes before its
+			 * first cudaMalloc are not the first batch's wait.
+			 */
+			if (!is_passive_kind(ev.kind))
+				in_wait = 0;
+			continue;
+		}
+		uint32_t sg = signature(&ev);
+		uint64_t cut = in_wait && wait_start < ev.begin_ns ? wait_start : ev.begin_ns;
+		uint8_t fl = (in_wait ? ITER_SIG_AFTER_INPUT : 0) |
+			     (ev.kind == SP_K_COPY && ev.f[SP_F_DIRECTION] == SP_DIR_H2D ? ITER_SIG_H2D : 0) |
+			     (ev.kind == SP_K_SYNC ? ITER_SIG_SYNC : 0);
+		in_wait = 0;
+		if (!as.detected) {
+			as.sig[as.n] = sg;
+			as.flags[as.n] = fl;
+			as.cut[as.n] = cut;
+			if (++as.n == ITER_PREFIX_MAX && auto_detect(&as))
+				goto out;
+		} else if (as.detected > 0 && auto_cut(&as, sg, cut)) {
+			goto out;
+		}
+	}
+	if (!as.detected && auto_detect(&as))
+		goto out;
+	rc = 0;
+	if (as.detected > 0 && as.nbnd) {
+		uint64_t end = trainer_end(s);
+		struct iter_range *r = malloc(as.nbnd * sizeof(*r));
+		if (!r) {
+			rc = -1;
+			goto out;
+		}
+		size_t k = 0;
+		for (size_t i = 0; i < as.nbnd; i++) {
+			uint64_t e = i + 1 < as.nbnd ? as.bnd[i + 1] : end;
+			if (e > as.bnd[i])
+				r[k++] = (struct iter_range){ as.bnd[i], e };
+		}
+		if (k) {
+			a->source_kind = AN_SRC_AUTO;
+			a->auto_period = as.period;
+			rc = set_iterations(a, r, k);
+		}
+		free(r);
+	}
+out:
+	free(as.sig);
+	free(as.flags);
+	free(as.cut);
+	free(as.bnd);
+	return rc;
+}
+
+/* --------------------------------------------------------------- 5. pass 2 */
+
+#define OP_RING 65536u
+enum { OPC_NONE, OPC_COMPUTE, OPC_H2D, OPC_D2H };
+
+struct openfile {
+	int32_t pid, fd;
+	long iter;
+	uint64_t bytes;
+	int used;
+};
+#define OPENFILES 4096u
+
+struct liveblk {
+	uint64_t dptr;
+	uint64_t bytes;
+	uint32_t site;
+	int used;
+	int in_iteration; /* allocated inside an iteration: can hold a growth */
+};
+#define LIVEBLKS 65536u
+
+struct pass2 {
+	struct state *s;
+	struct an_analysis *a;
+	struct bd_list (*lists)[BD__COUNT]; /* per iteration, freed when finalised */
+	size_t first_open;
+	uint64_t maxbegin, maxlate;
+	struct {
+		uint32_t op;
+		uint8_t cls;
+	} *ring;
+	struct openfile *files;
+	struct liveblk *live;
+	size_t nlive;
+	uint64_t live_now[SP_MAX_DEVICES], live_total;
+	long live_iter;
+	int live_file;
+	/* allocator flush detection */
+	uint64_t burst_n, burst_first, burst_bytes, burst_live_before, last_fail_ns;
+	int oom;
+};
+
+/* The iteration holding t, -1 when none. */
+static long iter_at(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = 0, hi = a->nit;
+	while (lo < hi) { /* first iteration with start > t */
+		size_t mid = (lo + hi) / 2;
+		if (a->it[mid].start_ns <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return -1;
+	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
+}
+
+/* Add [b, e) to condition c of every iteration it overlaps. */
+static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
+{
+	struct an_analysis *a = p->a;
+	if (e <= b || !a->nit)
+		return;
+	size_t lo = 0, hi = a->nit;
+	while (lo < hi) { /* first iteration ending after b */
+		size_t mid = (lo + hi) / 2;
+		if (a->it[mid].end_ns <= b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
+		if (a->it[i].finalized) {
+			a->late_events++;
+			continue;
+		}
+		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
+		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
+		if (bd_push(&p->lists[i][c], cb, ce))
+			p->oom = 1;
+	}
+}
+
+/* Host-blocked time: the call's overlap with each iteration (overlap between calls allowed). */
+static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
+{
+	struct an_analysis *a = p->a;
+	for (long i = iter_at(a, b); i >= 0 && (size_t)i < a->nit && a->it[i].start_ns < e; i++) {
+		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
+		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
+		if (ce > cb)
+			a->it[i].blocked[k] += ce - cb;
+	}
+}
+
+static void finalize(struct pass2 *p, size_t i)
+{
+	struct an_iter *it = &p->a->it[i];
+	uint64_t busy = 0;
+	if (bd_partition(p->lists[i], it->start_ns, it->end_ns, it->bd, &busy))
+		p->oom = 1;
+	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
+	for (int c = 0; c < BD__COUNT; c++)
+		bd_list_free(&p->lists[i][c]);
+	it->finalized = 1;
+}
+
+static void note_size(struct an_iter *it, uint64_t bytes)
+{
+	for (uint32_t i = 0; i < it->nsizes && i < AN_SIZESET; i++)
+		if (it->sizes[i] == bytes)
+			return;
+	if (it->nsizes < AN_SIZESET)
+		it->sizes[it->nsizes] = bytes;
+	if (it->nsizes <= AN_SIZESET)
+		it->nsizes++;
+}
+
+static struct openfile *file_slot(struct pass2 *p, int32_t pid, int32_t fd)
+{
+	size_t h = hash64(((uint64_t)(uint32_t)pid << 32) | (uint32_t)fd) & (OPENFILES - 1);
+	for (size_t k = 0; k < 16; k++, h = (h + 1) & (OPENFILES - 1))
+		if (!p->files[h].used || (p->files[h].pid == pid && p->files[h].fd == fd))
+			return &p->files[h];
+	return NULL; /* full neighbourhood: this file is not sized (bounded table) */
+}
+
+static void file_done(struct pass2 *p, struct openfile *f)
+{
+	if (!f || !f->used)
+		return;
+	unsigned b = an_fsize_bucket(f->bytes);
+	p->s->col.fsize_hist[b]++;
+	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
+		p->a->it[f->iter].fsize_hist[b]++;
+		p->a->it[f->iter].files_sized++;
+	}
+	f->used = 0;
+}
+
+static void dir_of(const char *path, char *out, size_t len)
+{
+	const char *sl = strrchr(path, '/');
+	if (!sl)
+		snprintf(out, len, ".");
+	else if (sl == path)
+		snprintf(out, len, "/");
+	else
+		snprintf(out, len, "%.*s", (int)(sl - path), path);
+}
+
+static const char *str_of(struct pass2 *p, int file, uint64_t id)
+{
+	const char *s = id ? p->s->src->string(p->s->src->ctx, file, (uint32_t)id) : NULL;
+	return s;
+}
+
+/* Live allocations of the trainer, by device pointer (bounded; the overflow is not attributed to a site). */
+static struct liveblk *live_slot(struct pass2 *p, uint64_t dptr, int insert)
+{
+	size_t h = hash64(dptr) & (LIVEBLKS - 1);
+	for (size_t k = 0; k < 64; k++, h = (h + 1) & (LIVEBLKS - 1)) {
+		if (p->live[h].used && p->live[h].dptr == dptr)
+			return &p->live[h];
+		if (!p->live[h].used)
+			return insert ? &p->live[h] : NULL;
+	}
+	return NULL;
+}
+
+static void live_remove(struct pass2 *p, struct liveblk *b)
+{
+	/* backward-shift deletion keeps linear probing correct without tombstones */
+	size_t i = (size_t)(b - p->live);
+	p->live[i].used = 0;
+	p->nlive--;
+	for (size_t j = (i + 1) & (LIVEBLKS - 1); p->live[j].used; j = (j + 1) & (LIVEBLKS - 1)) {
+		size_t h = hash64(p->live[j].dptr) & (LIVEBLKS - 1);
+		/* can j's entry move to the hole at i? only if i lies cyclically in [h, j) */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			p->live[i] = p->live[j];
+			p->live[j].used = 0;
+			i = j;
+		}
+	}
+}
+
+/* Device memory of the trainer changed: carry the level into iterations without events, then the peak. */
+static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live_after)
+{
+	struct an_analysis *a = p->a;
+	long i = iter_at(a, t);
+	if (i >= 0) {
+		for (long k = p->live_iter + 1; k < i; k++)
+			if (a->it[k].device_bytes_peak < p->live_total)
+				a->it[k].device_bytes_peak = p->live_total;
+		if (i > p->live_iter)
+			p->live_iter = i;
+		if (a->it[i].device_bytes_peak < p->live_total)
+			a->it[i].device_bytes_peak = p->live_total;
+	}
+	if (dev >= SP_MAX_DEVICES)
+		dev = 0;
+	p->live_total = p->live_total - p->live_now[dev] + live_after;
+	p->live_now[dev] = live_after;
+	if (i >= 0 && a->it[i].device_bytes_peak < p->live_total)
+		a->it[i].device_bytes_peak = p->live_total;
+	if (a->device_bytes_peak < p->live_total)
+		a->device_bytes_peak = p->live_total;
+}
+
+static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file, long i)
+{
+	struct an_analysis *a = p->a;
+	const double *th = a->opt.threshold;
+	struct an_collect *col = &p->s->col;
+	switch (ev->kind) {
+	case SP_K_ALLOC: {
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			break;
+		if (i >= 0) {
+			a->it[i].allocs++;
+			note_size(&a->it[i], ev->f[SP_F_BYTES]);
+		}
+		if (p->burst_n >= th[AN_T_AF_FLUSH_FREES] &&
+		    ev->begin_ns - p->burst_first <= (uint64_t)(th[AN_T_AF_FLUSH_WINDOW] * 1e6)) {
+			int after_fail = p->last_fail_ns && p->burst_first >= p->last_fail_ns &&
+					 p->burst_first - p->last_fail_ns <= (uint64_t)(th[AN_T_AF_FLUSH_WINDOW] * 1e6);
+			if (after_fail ||
+			    (p->burst_live_before &&
+			     (double)p->burst_bytes >= th[AN_T_AF_FLUSH_FRACTION] * (double)p->burst_live_before)) {
+				if (i >= 0)
+					a->it[i].flushes++;
+				if (col->nflush < AN_MAX_EVENTS)
+					col->flush[col->nflush++] = (struct an_flush){ i, ev->begin_ns, p->burst_n,
+										    p->burst_bytes,
+										    p->burst_live_before, after_fail };
+				col->nflush_total++;
+			}
+		}
+		p->burst_n = 0;
+		live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 1);
+		if (b && !b->used) {
+			b->used = 1;
+			b->dptr = ev->f[SP_F_DPTR];
+			p->nlive++;
+		}
+		if (b) {
+			b->bytes = ev->f[SP_F_BYTES];
+			b->site = (uint32_t)ev->f[SP_F_SITE];
+			b->in_iteration = i >= 0;
+			p->live_file = file;
+		}
+		break;
+	}
+	case SP_K_FREE: {
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			break;
+		if (i >= 0)
+			a->it[i].frees++;
+		if (!p->burst_n) {
+			p->burst_first = ev->begin_ns;
+			p->burst_bytes = 0;
+			p->burst_live_before = p->live_total;
+		}
+		p->burst_n++;
+		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 0);
+		uint64_t bytes = ev->f[SP_F_BYTES] ? ev->f[SP_F_BYTES] : (b ? b->bytes : 0);
+		p->burst_bytes += bytes;
+		if (b)
+			live_remove(p, b);
+		live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+		break;
+	}
+	case SP_K_ALLOC_FAILED: {
+		if (i >= 0)
+			a->it[i].alloc_failed++;
+		p->last_fail_ns = ev->end_ns;
+		p->burst_n = 0;
+		if (ev->f[SP_F_TOTAL] && !a->device_capacity)
+			a->device_capacity = ev->f[SP_F_TOTAL];
+		col->nfail_total++;
+		if (ev->f[SP_F_FREE] >= ev->f[SP_F_BYTES])
+			col->nfail_with_free++;
+		if (col->nfail < AN_MAX_EVENTS) {
+			struct an_alloc_failure *f = &col->fail[col->nfail++];
+			memset(f, 0, sizeof(*f));
+			f->iteration = i;
+			f->ns = ev->begin_ns;
+			f->request = ev->f[SP_F_BYTES];
+			f->free = ev->f[SP_F_FREE];
+			f->total = ev->f[SP_F_TOTAL];
+			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
+			snprintf(f->site, sizeof(f->site), "%s", site ? site : "");
+		}
+		break;
+	}
+	case SP_K_MEM_INFO:
+		if (ev->f[SP_F_TOTAL])
+			a->device_capacity = ev->f[SP_F_TOTAL];
+		break;
+	}
+}
+
+static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
+{
+	struct an_analysis *a = p->a;
+	struct an_collect *col = &p->s->col;
+	int is_p = ev->pid == a->trainer_pid;
+	int is_t = is_p && ev->tid == a->training_tid;
+	long i = -2; /* the iteration of the record's begin, computed on demand */
+#define ITER() (i == -2 ? (i = iter_at(a, ev->begin_ns)) : i)
+	uint64_t dur = ev->end_ns - ev->begin_ns;
+
+	switch (ev->kind) {
+	case SP_K_LAUNCH:
+	case SP_K_MEMSET:
+		if (is_p) {
+			uint32_t op = (uint32_t)ev->f[SP_F_OP];
+			p->ring[op % OP_RING].op = op;
+			p->ring[op % OP_RING].cls = OPC_COMPUTE;
+		}
+		break;
+	case SP_K_COPY: {
+		if (!is_p)
+			break;
+		unsigned dir = (unsigned)ev->f[SP_F_DIRECTION];
+		uint8_t cls = dir == SP_DIR_H2D ? OPC_H2D : dir == SP_DIR_D2H ? OPC_D2H
+						: (dir == SP_DIR_D2D || dir == SP_DIR_PEER) ? OPC_COMPUTE : OPC_NONE;
+		uint32_t op = (uint32_t)ev->f[SP_F_OP];
+		p->ring[op % OP_RING].op = op;
+		p->ring[op % OP_RING].cls = cls;
+		if (cls != OPC_H2D && cls != OPC_D2H)
+			break;
+		if (is_t) {
+			add_span(p, cls == OPC_H2D ? BD_H2D : BD_D2H, ev->begin_ns, ev->end_ns);
+			add_blocked(p, cls == OPC_H2D ? AN_BLK_H2D : AN_BLK_D2H, ev->begin_ns, ev->end_ns);
+		}
+		if (ITER() < 0)
+			break;
+		struct an_iter *it = &a->it[i];
+		if (cls == OPC_H2D)
+			it->h2d_bytes += ev->f[SP_F_BYTES];
+		else
+			it->d2h_bytes += ev->f[SP_F_BYTES];
+		if (ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE) {
+			it->pageable_copies++;
+			it->pageable_bytes += ev->f[SP_F_BYTES];
+			it->pageable_ns += dur;
+			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async"))
+				it->pageable_async++;
+			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
+			if (site)
+				an_top_add(&col->copy_sites, site, 1, ev->f[SP_F_BYTES], dur);
+		} else if (ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PINNED) {
+			it->pinned_copies++;
+			it->pinned_bytes += ev->f[SP_F_BYTES];
+			it->pinned_ns += dur;
+		}
+		break;
+	}
+	case SP_K_GPU_SPAN: {
+		if (!is_p)
+			break;
+		uint32_t op = (uint32_t)ev->f[SP_F_OP];
+		uint8_t cls = p->ring[op % OP_RING].op == op ? p->ring[op % OP_RING].cls : OPC_NONE;
+		add_span(p, BD_GPU, ev->begin_ns, ev->end_ns);
+		if (cls == OPC_COMPUTE)
+			add_span(p, BD_COMPUTE, ev->begin_ns, ev->end_ns);
+		else if (cls == OPC_H2D)
+			add_span(p, BD_H2D, ev->begin_ns, ev->end_ns);
+		else if (cls == OPC_D2H)
+			add_span(p, BD_D2H, ev->begin_ns, ev->end_ns);
+		break;
+	}
+	case SP_K_SYNC:
+		if (is_t) {
+			add_span(p, BD_SYNC, ev->begin_ns, ev->end_ns);
+			add_blocked(p, AN_BLK_SYNC, ev->begin_ns, ev->end_ns);
+		}
+		break;
+	case SP_K_ALLOC:
+	case SP_K_FREE:
+	case SP_K_ALLOC_FAILED:
+	case SP_K_MEM_INFO:
+		if (is_p)
+			on_alloc_events(p, ev, file, ITER());
+		break;
+	case SP_K_OPEN:
+	case SP_K_STAT:
+	case SP_K_READ:
+	case SP_K_LISTDIR:
+	case SP_K_LOADER_WAIT:
+	case SP_K_CLOSE: {
+		if (is_t) { /* close included: the thread is blocked in file I/O */
+			add_span(p, BD_INPUT, ev->begin_ns, ev->end_ns);
+			add_blocked(p, AN_BLK_INPUT, ev->begin_ns, ev->end_ns);
+		}
+		/* counters across the process tree; other trainers (ranks) count for themselves */
+		struct an_proc *pr = proc_find(a, ev->pid);
+		if (!is_p && pr && pr->role == AN_ROLE_TRAINER)
+			break;
+		int32_t fd = (int32_t)ev->f[SP_F_FD];
+		int ok = (int64_t)ev->f[SP_F_RESULT] >= 0;
+		if (ev->kind == SP_K_CLOSE) {
+			struct openfile *f = file_slot(p, ev->pid, fd);
+			if (f && f->used)
+				file_done(p, f);
+			break;
+		}
+		if (ev->kind == SP_K_LOADER_WAIT)
+			break;
+		ITER();
+		struct an_iter *it = i >= 0 ? &a->it[i] : NULL;
+		if (ev->kind == SP_K_OPEN) {
+			if (it) {
+				it->opens++;
+				it->metadata_ops++;
+				it->meta_ns += dur;
+				if (ok)
+					it->files_opened++;
+			}
+			if (ok && fd >= 0) {
+				struct openfile *f = file_slot(p, ev->pid, fd);
+				if (f) {
+					file_done(p, f); /* an fd reused without a recorded close */
+					*f = (struct openfile){ ev->pid, fd, i, 0, 1 };
+				}
+			}
+			if (it) {
+				const char *path = str_of(p, file, ev->f[SP_F_PATH]);
+				if (path) {
+					char dir[256];
+					dir_of(path, dir, sizeof(dir));
+					an_top_add(&col->dirs, dir, 1, 0, dur);
+				}
+			}
+		} else if (ev->kind == SP_K_STAT || ev->kind == SP_K_LISTDIR) {
+			if (it) {
+				if (ev->kind == SP_K_STAT)
+					it->stats++;
+				it->metadata_ops++;
+				it->meta_ns += dur;
+			}
+		} else if (ev->kind == SP_K_READ) {
+			unsigned ft = (unsigned)ev->f[SP_F_FD_TYPE];
+			if (ft == SP_FDTYPE_PIPE || ft == SP_FDTYPE_SOCKET)
+				break;
+			uint64_t bytes = ok ? ev->f[SP_F_BYTES] : 0;
+			if (it) {
+				it->bytes_read += bytes;
+				it->data_ns += dur;
+			}
+			struct openfile *f = file_slot(p, ev->pid, fd);
+			if (f && f->used)
+				f->bytes += bytes;
+		}
+		break;
+	}
+	}
+#undef ITER
+}
+
+static int pass2(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct pass2 p = { 0 };
+	p.s = s;
+	p.a = a;
+	p.live_iter = -1;
+	p.lists = calloc(a->nit ? a->nit : 1, sizeof(*p.lists));
+	p.ring = calloc(OP_RING, sizeof(*p.ring));
+	p.files = calloc(OPENFILES, sizeof(*p.files));
+	p.live = calloc(LIVEBLKS, sizeof(*p.live));
+	int rc = -1;
+	if (!p.lists || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
+		goto out;
+	struct sp_event ev;
+	int file;
+	while (s->src->next(s->src->ctx, &ev, &file)) {
+		if (ev.begin_ns > p.maxbegin)
+			p.maxbegin = ev.begin_ns;
+		else if (p.maxbegin - ev.begin_ns > p.maxlate)
+			p.maxlate = p.maxbegin - ev.begin_ns;
+		on_event(&p, &ev, file);
+		if (p.oom)
+			goto out;
+		/*
+		 * An iteration is final once the stream's begin times are well past its end:
+		 * records arrive by begin time except for a bounded lateness (GPU spans read
+		 * back at the next sync, a call written after the calls it made), which is
+		 * measured as we go. Records later than that are counted (late_events).
+		 */
+		uint64_t window = 4 * p.maxlate > 200000000ull ? 4 * p.maxlate : 200000000ull;
+		while (p.first_open < a->nit && a->it[p.first_open].end_ns + window < p.maxbegin)
+			finalize(&p, p.first_open++);
+	}
+	while (p.first_open < a->nit)
+		finalize(&p, p.first_open++);
+	if (p.oom)
+		goto out;
+	/* iterations after the last memory event keep its level */
+	for (long k = p.live_iter + 1; k >= 0 && (size_t)k < a->nit; k++)
+		if (a->it[k].device_bytes_peak < p.live_total)
+			a->it[k].device_bytes_peak = p.live_total;
+	for (size_t k = 0; k < OPENFILES; k++)
+		file_done(&p, &p.files[k]);
+	for (size_t k = 0; k < LIVEBLKS; k++)
+		if (p.live[k].used && p.live[k].in_iteration) {
+			const char *site = p.live[k].site ? str_of(&p, p.live_file, p.live[k].site) : NULL;
+			if (site)
+				an_top_add(&s->col.live_sites, site, 1, p.live[k].bytes, 0);
+		}
+	rc = 0;
+out:
+	if (p.lists)
+		for (size_t k = 0; k < a->nit; k++)
+			for (int c = 0; c < BD__COUNT; c++)
+				bd_list_free(&p.lists[k][c]);
+	free(p.lists);
+	free(p.ring);
+	free(p.files);
+	free(p.live);
+	return rc;
+}
+
+/* ------------------------------------------------- 6. summary, entry */
+
+static void link_speed(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct an_proc *p = proc_find(a, a->trainer_pid);
+	if (!p || p->file < 0)
+		return;
+	const struct sp_file_header *h = s->src->header(s->src->ctx, p->file);
+	if (!h || !h->ndevices)
+		return;
+	const struct sp_device_info *d = &h->devices[0];
+	if (!a->device_capacity)
+		a->device_capacity = d->mem_bytes;
+	/* per-lane GB/s after encoding, PCIe gen 1..6 */
+	static const double lane[] = { 0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877 };
+	unsigned g = d->pcie_gen_cur;
+	if (g >= 1 && g <= 6 && d->pcie_width_cur)
+		s->col.link_gbps = lane[g] * d->pcie_width_cur;
+}
+
+int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen)
+{
+	struct state s = { 0 };
+	memset(a, 0, sizeof(*a));
+	a->opt = *opt;
+	s.a = a;
+	s.src = src;
+	const char *re = opt->step_regex ? opt->step_regex : AN_DEFAULT_STEP_REGEX;
+	int rc = regcomp(&s.re, re, REG_EXTENDED | REG_ICASE | REG_NOSUB);
+	if (rc) {
+		char msg[128];
+		regerror(rc, &s.re, msg, sizeof(msg));
+		snprintf(err, errlen, "--step-regex '%s': %s", re, msg);
+		return -1;
+	}
+	s.re_ok = 1;
+	rc = -1;
+	s.verdict = calloc(src->nfiles + 1, sizeof(*s.verdict));
+	s.nverdict = calloc(src->nfiles + 1, sizeof(*s.nverdict));
+	if (!s.verdict || !s.nverdict)
+		goto oom;
+	if (pass1(&s))
+		goto oom;
+	choose_trainer(&s);
+	link_speed(&s);
+	if (a->trainer_pid) {
+		if (iterations_nvtx(&s) || (!a->nit && iterations_steps(&s)) || (!a->nit && iterations_auto(&s)))
+			goto oom;
+	}
+	if (pass2(&s))
+		goto oom;
+	for (size_t i = 0; i < a->nit; i++) {
+		a->wall_total += a->it[i].end_ns - a->it[i].start_ns;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			a->bd_total[c] += a->it[i].bd[c];
+	}
+	if (an_findings_eval(a, &s.col))
+		goto oom;
+	rc = 0;
+	goto out;
+oom:
+	snprintf(err, errlen, "out of memory or the trace files could not be read again");
+out:
+	regfree(&s.re);
+	for (size_t f = 0; f < src->nfiles && s.verdict; f++)
+		free(s.verdict[f]);
+	free(s.verdict);
+	free(s.nverdict);
+	free(s.thr);
+	free(s.ranges);
+	free(s.steps);
+	free(s.gpu_end);
+	if (rc)
+		an_analysis_free(a);
+	return rc;
+}
+
+void an_analysis_free(struct an_analysis *a)
+{
+	free(a->procs);
+	free(a->it);
+	free(a->fnd);
+	a->procs = NULL;
+	a->it = NULL;
+	a->fnd = NULL;
+	a->nprocs = a->nit = a->nfnd = 0;
+}

@@ -1,0 +1,188 @@
+/*
+ * analyze.h - `stepprof analyze`: iterations, the per-iteration breakdown and the
+ * findings of a set of trace files (design.md §5 holds the definitions).
+ *
+ * Divided into:
+ *   1. event sources: the merged stream of records the analysis reads, twice or
+ *      three times (merge.c over trace files; analyze_src.c over an array built by
+ *      a unit test);
+ *   2. options and thresholds (findings.def);
+ *   3. the results: processes, iterations, findings;
+ *   4. the entry point.
+ *
+ * Memory: per-iteration results (a few hundred bytes each), the open iterations'
+ * interval buffers (a time window, not the trace), and bounded tables (threads,
+ * open files, top directories, call sites, live allocations). Nothing grows with
+ * the number of records.
+ */
+#ifndef STEPPROF_ANALYZE_H
+#define STEPPROF_ANALYZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "stepprof/trace.h"
+
+/* ------------------------------------------------------------ 1. sources */
+
+/*
+ * A stream of records from several files, merged by begin time. file indexes
+ * which header describes the record's producer and whose string table resolves
+ * its string ids.
+ */
+struct an_source {
+	void *ctx;
+	size_t nfiles;
+	int (*next)(void *ctx, struct sp_event *ev, int *file); /* 1, 0 at the end */
+	int (*rewind)(void *ctx);                              /* 0 or -1 */
+	const char *(*string)(void *ctx, int file, uint32_t id); /* NULL when unknown */
+	const struct sp_file_header *(*header)(void *ctx, int file);
+};
+
+/* An in-memory source (unit tests): events in the order given, one file. */
+struct an_memsrc {
+	struct sp_file_header hdr;
+	struct sp_event *ev;
+	size_t n, cap, pos;
+	char **str; /* str[id] */
+	uint32_t nstr;
+};
+void an_memsrc_init(struct an_memsrc *m, int32_t pid);
+/* Append an event; its fields are zero except those given afterwards through the returned pointer. */
+struct sp_event *an_memsrc_add(struct an_memsrc *m, unsigned kind, unsigned api, int32_t pid, int32_t tid,
+			       uint64_t begin, uint64_t end);
+uint32_t an_memsrc_string(struct an_memsrc *m, const char *s);
+/* Sort by begin time (stable), as the merged stream of real files is. */
+void an_memsrc_sort(struct an_memsrc *m);
+void an_memsrc_source(struct an_memsrc *m, struct an_source *src);
+void an_memsrc_free(struct an_memsrc *m);
+
+/* ------------------------------------------------ 2. options, thresholds */
+
+enum an_finding {
+#define SP_FINDING(id, name) AN_F_##id,
+#include "findings.def"
+#undef SP_FINDING
+	AN_F__COUNT
+};
+
+enum an_threshold {
+#define SP_THRESHOLD(id, name, dflt, help) AN_T_##id,
+#include "findings.def"
+#undef SP_THRESHOLD
+	AN_T__COUNT
+};
+
+extern const char *const an_finding_name[AN_F__COUNT];
+extern const char *const an_threshold_name[AN_T__COUNT];
+extern const char *const an_threshold_help[AN_T__COUNT];
+extern const double an_threshold_default[AN_T__COUNT];
+
+#define AN_DEFAULT_STEP_REGEX "^(train_?)?(step|iter|iteration)([^a-z]|$)|ProfilerStep"
+
+struct an_options {
+	const char *step_regex; /* NULL: AN_DEFAULT_STEP_REGEX */
+	double threshold[AN_T__COUNT];
+};
+void an_options_init(struct an_options *o);
+/* "name=value": 0, or -1 with a one-line reason in err. */
+int an_options_set_threshold(struct an_options *o, const char *arg, char *err, size_t errlen);
+
+/* ----------------------------------------------------------- 3. results */
+
+/* The breakdown categories, in the JSON's order. */
+enum an_cat { AN_INPUT, AN_H2D, AN_COMPUTE, AN_D2H, AN_SYNC, AN_OTHER, AN_CAT__COUNT };
+extern const char *const an_cat_name[AN_CAT__COUNT];
+/* host_blocked_ns members */
+enum an_blk { AN_BLK_INPUT, AN_BLK_H2D, AN_BLK_D2H, AN_BLK_SYNC, AN_BLK__COUNT };
+extern const char *const an_blk_name[AN_BLK__COUNT];
+
+enum an_role { AN_ROLE_TRAINER, AN_ROLE_WORKER, AN_ROLE_OTHER };
+extern const char *const an_role_name[3];
+
+enum an_source_kind { AN_SRC_NONE, AN_SRC_NVTX, AN_SRC_API, AN_SRC_AUTO };
+extern const char *const an_source_name[4];
+
+struct an_proc {
+	int32_t pid, ppid, rank, local_rank, world_size;
+	int role;
+	int file;           /* file whose header describes it, -1 for pids seen only in a collector file */
+	uint64_t records, lost, launches;
+	uint64_t begin_ns, end_ns;
+	char cmdline[128];
+};
+
+#define AN_FSIZE_BUCKETS 41 /* log2 buckets of bytes per opened file: 0, 1, 2-3, ... */
+#define AN_SIZESET 8
+
+struct an_iter {
+	uint64_t start_ns, end_ns;
+	uint64_t bd[AN_CAT__COUNT];
+	uint64_t blocked[AN_BLK__COUNT];
+	uint64_t gpu_idle_ns;
+	uint64_t files_opened, metadata_ops, bytes_read, h2d_bytes, d2h_bytes, pageable_copies, device_bytes_peak;
+	/* for the findings */
+	uint64_t opens, stats, meta_ns, data_ns;
+	uint64_t pageable_bytes, pageable_ns, pageable_async, pinned_bytes, pinned_ns, pinned_copies;
+	uint32_t fsize_hist[AN_FSIZE_BUCKETS];
+	uint32_t files_sized;
+	uint32_t allocs, frees, alloc_failed, flushes;
+	uint32_t nsizes; /* distinct allocation sizes, saturates at AN_SIZESET + 1 */
+	uint64_t sizes[AN_SIZESET];
+	int finalized;
+};
+
+#define AN_MAX_SITES 8
+#define AN_MAX_EVIDENCE 12
+
+struct an_evidence {
+	const char *key;
+	int is_str;
+	double num;
+	char str[256];
+};
+
+struct an_result_finding {
+	int kind; /* enum an_finding */
+	const char *signal; /* alloc_fragmentation: "failed_with_free_memory" | "allocator_flush" | "fragmentation_peak" */
+	int severity; /* 0 info, 1 warning, 2 critical */
+	long first_iteration, last_iteration, iterations;
+	struct an_evidence ev[AN_MAX_EVIDENCE];
+	int nev;
+	char sites[AN_MAX_SITES][256];
+	int nsites;
+	char advice[1024];
+};
+extern const char *const an_severity_name[3];
+
+struct an_analysis {
+	struct an_options opt;
+	int source_kind;
+	struct an_proc *procs;
+	size_t nprocs;
+	int32_t trainer_pid, training_tid; /* 0 when none */
+	uint64_t run_begin_ns, run_end_ns;
+	uint64_t records, lost, late_events;
+	uint64_t device_capacity;
+	struct an_iter *it;
+	size_t nit;
+	struct an_result_finding *fnd;
+	size_t nfnd;
+	/* run-wide, for the report */
+	uint64_t wall_total;
+	uint64_t bd_total[AN_CAT__COUNT];
+	uint64_t device_bytes_peak;
+	uint32_t auto_period; /* signatures per iteration (auto) */
+};
+
+/* ------------------------------------------------------- 4. entry point */
+
+/* Run the analysis; 0, or -1 with a one-line reason in err (bad regex, out of memory, rewind failed). */
+int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen);
+void an_analysis_free(struct an_analysis *a);
+
+/* Helpers shared with report.c and the tests. */
+uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q); /* v is copied, not modified */
+
+#endif /* STEPPROF_ANALYZE_H */

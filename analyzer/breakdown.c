@@ -1,0 +1,147 @@
+/*
+ * breakdown.c - the partition of an iteration's wall time (see breakdown.h).
+ *
+ * Divided into: span lists (push, normalise), the union of two normalised lists,
+ * and bd_partition(), which accumulates the union of the conditions in priority
+ * order: the time a condition adds to the union of those before it is its share.
+ *
+ * RATIONALE: a sweep over begin/end points with per-category counters would do
+ * the same, but spans mostly arrive sorted, so sorting each list alone (skipped
+ * when already sorted) and merging is linear in practice.
+ */
+#include "breakdown.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int bd_push(struct bd_list *l, uint64_t b, uint64_t e)
+{
+	if (e <= b)
+		return 0;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct bd_span *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n].b = b;
+	l->v[l->n].e = e;
+	l->n++;
+	return 0;
+}
+
+static int span_cmp(const void *a, const void *b)
+{
+	const struct bd_span *x = a, *y = b;
+	if (x->b != y->b)
+		return x->b < y->b ? -1 : 1;
+	return x->e < y->e ? -1 : x->e > y->e;
+}
+
+void bd_normalise(struct bd_list *l, uint64_t lo, uint64_t hi)
+{
+	size_t k = 0;
+	int sorted = 1;
+	for (size_t i = 0; i < l->n; i++) {
+		struct bd_span s = l->v[i];
+		if (s.b < lo)
+			s.b = lo;
+		if (s.e > hi)
+			s.e = hi;
+		if (s.e <= s.b)
+			continue;
+		if (k && s.b < l->v[k - 1].b)
+			sorted = 0;
+		l->v[k++] = s;
+	}
+	l->n = k;
+	if (!sorted)
+		qsort(l->v, l->n, sizeof(*l->v), span_cmp);
+	k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (k && l->v[i].b <= l->v[k - 1].e) {
+			if (l->v[i].e > l->v[k - 1].e)
+				l->v[k - 1].e = l->v[i].e;
+			continue;
+		}
+		l->v[k++] = l->v[i];
+	}
+	l->n = k;
+}
+
+uint64_t bd_total(const struct bd_list *l)
+{
+	uint64_t t = 0;
+	for (size_t i = 0; i < l->n; i++)
+		t += l->v[i].e - l->v[i].b;
+	return t;
+}
+
+void bd_list_free(struct bd_list *l)
+{
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+/* out = a ∪ b, both normalised; out has room for a->n + b->n spans. Returns out's count. */
+static size_t span_union(const struct bd_span *a, size_t na, const struct bd_span *b, size_t nb, struct bd_span *out)
+{
+	size_t i = 0, j = 0, k = 0;
+	while (i < na || j < nb) {
+		struct bd_span s;
+		if (j >= nb || (i < na && a[i].b <= b[j].b))
+			s = a[i++];
+		else
+			s = b[j++];
+		if (k && s.b <= out[k - 1].e) {
+			if (s.e > out[k - 1].e)
+				out[k - 1].e = s.e;
+		} else {
+			out[k++] = s;
+		}
+	}
+	return k;
+}
+
+int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
+		 uint64_t *gpu_busy)
+{
+	static const int cat_of[BD_GPU] = { AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC };
+	size_t total = 0;
+	memset(out, 0, AN_CAT__COUNT * sizeof(out[0]));
+	if (end < start)
+		end = start;
+	for (int c = 0; c < BD__COUNT; c++) {
+		bd_normalise(&lists[c], start, end);
+		total += lists[c].n;
+	}
+	struct bd_span *acc = malloc((total + 1) * sizeof(*acc));
+	struct bd_span *tmp = malloc((total + 1) * sizeof(*tmp));
+	if (!acc || !tmp) {
+		free(acc);
+		free(tmp);
+		return -1;
+	}
+	size_t nacc = 0;
+	uint64_t covered = 0;
+	for (int c = 0; c < BD_GPU; c++) {
+		size_t n = span_union(acc, nacc, lists[c].v, lists[c].n, tmp);
+		struct bd_span *sw = acc;
+		acc = tmp;
+		tmp = sw;
+		nacc = n;
+		uint64_t now = 0;
+		for (size_t i = 0; i < nacc; i++)
+			now += acc[i].e - acc[i].b;
+		out[cat_of[c]] = now - covered;
+		covered = now;
+	}
+	out[AN_OTHER] = (end - start) - covered;
+	if (gpu_busy)
+		*gpu_busy = bd_total(&lists[BD_GPU]);
+	free(acc);
+	free(tmp);
+	return 0;
+}

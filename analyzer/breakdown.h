@@ -1,0 +1,48 @@
+/*
+ * breakdown.h - the partition of one iteration's wall time into the six categories
+ * of design.md §5, by set arithmetic on sorted disjoint spans (a sweep line).
+ *
+ * The caller collects, per iteration, the spans during which each condition holds
+ * (a GPU span of a kernel, the training thread inside an H2D call, ...) in one
+ * list per condition; bd_partition() clips them to [start, end), merges each list
+ * and gives every instant to the first condition that holds, in priority order
+ * compute > h2d > d2h > input > sync, the rest to other. The six results sum to
+ * end - start exactly (integer arithmetic, no rounding).
+ */
+#ifndef STEPPROF_BREAKDOWN_H
+#define STEPPROF_BREAKDOWN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze.h"
+
+struct bd_span {
+	uint64_t b, e;
+};
+
+struct bd_list {
+	struct bd_span *v;
+	size_t n, cap;
+};
+
+/* The conditions, in priority order, then the "GPU busy" list (any GPU span). */
+enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD__COUNT };
+
+/* Append [b, e); empty spans are ignored. 0, or -1 when out of memory. */
+int bd_push(struct bd_list *l, uint64_t b, uint64_t e);
+/* Clip to [lo, hi), sort by begin and merge overlapping or touching spans. */
+void bd_normalise(struct bd_list *l, uint64_t lo, uint64_t hi);
+/* Sum of the lengths of a normalised list. */
+uint64_t bd_total(const struct bd_list *l);
+void bd_list_free(struct bd_list *l);
+
+/*
+ * Partition [start, end) (lists[] indexed by enum bd_cond; they are normalised in
+ * place). out[] is indexed by enum an_cat; *gpu_busy gets the length of the union
+ * of lists[BD_GPU] within [start, end) (NULL: not wanted). 0, or -1 when out of memory.
+ */
+int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
+		 uint64_t *gpu_busy);
+
+#endif /* STEPPROF_BREAKDOWN_H */

@@ -1,0 +1,460 @@
+/*
+ * findings.c - evaluation of the findings (findings.def) on the per-iteration
+ * results and the run-level evidence of the streaming pass.
+ *
+ * Divided into: helpers (top tables, file-size buckets, evidence), then one
+ * function per finding, then an_findings_eval(). Each finding states why it fired
+ * in numbers (evidence), where (iterations, call sites) and what to do (advice).
+ * The advice paraphrases ../shared/background/ (two field articles on why GPU
+ * jobs stall: "Dix mythes GPU" and "Optimiser et monitorer son hardware IA");
+ * docs/definitions.md quotes which passage grounds each paragraph.
+ */
+#include "findings.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --------------------------------------------------------------- helpers */
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 1099511628211ull;
+	return h;
+}
+
+void an_top_add(struct an_top *t, const char *key, uint64_t count, uint64_t bytes, uint64_t ns)
+{
+	uint64_t h = hash_str(key);
+	size_t min = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->e[i].hash == h && !strncmp(t->e[i].key, key, sizeof(t->e[i].key) - 1)) {
+			t->e[i].count += count;
+			t->e[i].bytes += bytes;
+			t->e[i].ns += ns;
+			return;
+		}
+		if (t->e[i].count < t->e[min].count)
+			min = i;
+	}
+	struct an_top_entry *e;
+	if (t->n < AN_TOP_CAP) {
+		e = &t->e[t->n++];
+		memset(e, 0, sizeof(*e));
+	} else {
+		e = &t->e[min]; /* space-saving: the newcomer inherits the evicted count */
+	}
+	e->hash = h;
+	snprintf(e->key, sizeof(e->key), "%s", key);
+	e->count += count;
+	e->bytes += bytes;
+	e->ns += ns;
+}
+
+static int top_by_count(const void *a, const void *b)
+{
+	const struct an_top_entry *x = a, *y = b;
+	return x->count > y->count ? -1 : x->count < y->count;
+}
+
+static int top_by_bytes(const void *a, const void *b)
+{
+	const struct an_top_entry *x = a, *y = b;
+	return x->bytes > y->bytes ? -1 : x->bytes < y->bytes;
+}
+
+void an_top_sort(struct an_top *t, int by_bytes)
+{
+	qsort(t->e, t->n, sizeof(t->e[0]), by_bytes ? top_by_bytes : top_by_count);
+}
+
+unsigned an_fsize_bucket(uint64_t n)
+{
+	if (!n)
+		return 0;
+	unsigned b = 64 - (unsigned)__builtin_clzll(n); /* n in [2^(b-1), 2^b) */
+	return b < AN_FSIZE_BUCKETS ? b : AN_FSIZE_BUCKETS - 1;
+}
+
+uint64_t an_fsize_bucket_hi(unsigned b)
+{
+	return b ? (1ull << b) - 1 : 0;
+}
+
+uint64_t an_fsize_median(const uint32_t *hist)
+{
+	uint64_t total = 0, acc = 0;
+	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
+		total += hist[b];
+	if (!total)
+		return 0;
+	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++) {
+		acc += hist[b];
+		if (acc * 2 >= total)
+			return an_fsize_bucket_hi(b);
+	}
+	return 0;
+}
+
+static void ev_num(struct an_result_finding *f, const char *key, double v)
+{
+	if (f->nev >= AN_MAX_EVIDENCE)
+		return;
+	f->ev[f->nev].key = key;
+	f->ev[f->nev].is_str = 0;
+	f->ev[f->nev].num = v;
+	f->nev++;
+}
+
+static void ev_str(struct an_result_finding *f, const char *key, const char *v)
+{
+	if (f->nev >= AN_MAX_EVIDENCE)
+		return;
+	f->ev[f->nev].key = key;
+	f->ev[f->nev].is_str = 1;
+	snprintf(f->ev[f->nev].str, sizeof(f->ev[f->nev].str), "%s", v);
+	f->nev++;
+}
+
+static void add_site(struct an_result_finding *f, const char *site)
+{
+	if (!site || !*site || f->nsites >= AN_MAX_SITES)
+		return;
+	for (int i = 0; i < f->nsites; i++)
+		if (!strcmp(f->sites[i], site))
+			return;
+	snprintf(f->sites[f->nsites++], sizeof(f->sites[0]), "%s", site);
+}
+
+static struct an_result_finding *new_finding(struct an_analysis *a, int kind)
+{
+	struct an_result_finding *v = realloc(a->fnd, (a->nfnd + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	a->fnd = v;
+	struct an_result_finding *f = &v[a->nfnd++];
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->first_iteration = f->last_iteration = -1;
+	return f;
+}
+
+static void flag_iteration(struct an_result_finding *f, long i)
+{
+	if (i < 0)
+		return;
+	if (f->first_iteration < 0 || i < f->first_iteration)
+		f->first_iteration = i;
+	if (i > f->last_iteration)
+		f->last_iteration = i;
+	f->iterations++;
+}
+
+static uint64_t iter_wall(const struct an_iter *it)
+{
+	return it->end_ns - it->start_ns;
+}
+
+/* ------------------------------------------------------ small_file_storm */
+
+/* Median bytes per opened file of one iteration (bucket bound), or the mean when no file was sized. */
+static uint64_t iter_file_median(const struct an_iter *it)
+{
+	if (it->files_sized)
+		return an_fsize_median(it->fsize_hist);
+	return it->files_opened ? it->bytes_read / it->files_opened : 0;
+}
+
+static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
+{
+	const double *th = a->opt.threshold;
+	uint64_t wall = 0, input = 0, meta = 0, meta_ns = 0, data_ns = 0, files = 0, bytes = 0;
+	size_t nflag = 0;
+	uint64_t *per = malloc((a->nit + 1) * sizeof(*per));
+	if (!per)
+		return -1;
+	struct an_result_finding tmp = { .kind = AN_F_SMALL_FILE_STORM, .first_iteration = -1, .last_iteration = -1 };
+	for (size_t i = 0; i < a->nit; i++) {
+		const struct an_iter *it = &a->it[i];
+		if ((double)(it->opens + it->stats) < th[AN_T_SFS_MIN_META] ||
+		    (double)iter_file_median(it) >= th[AN_T_SFS_MAX_FILE])
+			continue;
+		flag_iteration(&tmp, (long)i);
+		per[nflag++] = it->files_opened;
+		wall += iter_wall(it);
+		input += it->bd[AN_INPUT];
+		meta += it->metadata_ops;
+		meta_ns += it->meta_ns;
+		data_ns += it->data_ns;
+		files += it->files_opened;
+		bytes += it->bytes_read;
+	}
+	if (!nflag) {
+		free(per);
+		return 0;
+	}
+	struct an_result_finding *f = new_finding(a, AN_F_SMALL_FILE_STORM);
+	if (!f) {
+		free(per);
+		return -1;
+	}
+	*f = tmp;
+	double share = wall ? (double)input / (double)wall : 0;
+	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
+	ev_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
+	ev_num(f, "metadata_ops_per_s", wall ? (double)meta / ((double)wall / 1e9) : 0);
+	uint64_t med = an_fsize_median(c->fsize_hist);
+	ev_num(f, "median_file_bytes", (double)(med ? med : files ? bytes / files : 0));
+	ev_num(f, "metadata_ns", (double)meta_ns);
+	ev_num(f, "data_ns", (double)data_ns);
+	ev_num(f, "input_share", share);
+	struct an_top dirs = c->dirs;
+	an_top_sort(&dirs, 0);
+	char top[256] = "";
+	size_t used = 0;
+	for (size_t i = 0; i < dirs.n && i < 3; i++) {
+		int w = snprintf(top + used, sizeof(top) - used, "%s%s (%llu opens)", i ? ", " : "", dirs.e[i].key,
+				 (unsigned long long)dirs.e[i].count);
+		if (w < 0 || (size_t)w >= sizeof(top) - used)
+			break;
+		used += (size_t)w;
+	}
+	ev_str(f, "top_directories", top);
+	snprintf(f->advice, sizeof(f->advice),
+		 "The training thread waits for input while the loaders spend their time opening and stat-ing many "
+		 "small files (a metadata storm) rather than reading bytes: the GPU is starved, not slow. Pack the "
+		 "samples into larger shards (record formats such as TFRecord or WebDataset), stage the data set on "
+		 "local NVMe instead of shared storage, prefer sequential reads and prefetch with enough DataLoader "
+		 "workers so that a batch is ready before the step needs it.");
+	free(per);
+	return 0;
+}
+
+/* --------------------------------------------------------- unpinned_copy */
+
+static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
+{
+	const double *th = a->opt.threshold;
+	uint64_t copies = 0, bytes = 0, ns = 0, async = 0, pbytes = 0, pns = 0, wall = 0;
+	struct an_result_finding tmp = { .kind = AN_F_UNPINNED_COPY, .first_iteration = -1, .last_iteration = -1 };
+	for (size_t i = 0; i < a->nit; i++) {
+		const struct an_iter *it = &a->it[i];
+		wall += iter_wall(it);
+		pbytes += it->pinned_bytes;
+		pns += it->pinned_ns;
+		if (!it->pageable_copies)
+			continue;
+		flag_iteration(&tmp, (long)i);
+		copies += it->pageable_copies;
+		bytes += it->pageable_bytes;
+		ns += it->pageable_ns;
+		async += it->pageable_async;
+	}
+	if (!copies || (double)copies < th[AN_T_UPC_MIN_COPIES])
+		return 0;
+	struct an_result_finding *f = new_finding(a, AN_F_UNPINNED_COPY);
+	if (!f)
+		return -1;
+	*f = tmp;
+	double share = wall ? (double)ns / (double)wall : 0;
+	f->severity = share >= th[AN_T_UPC_CRIT] ? 2 : (share >= th[AN_T_UPC_WARN] || async) ? 1 : 0;
+	double n = a->nit ? (double)a->nit : 1;
+	ev_num(f, "copies", (double)copies);
+	ev_num(f, "bytes", (double)bytes);
+	ev_num(f, "copies_per_iteration", (double)copies / n);
+	ev_num(f, "bytes_per_iteration", (double)bytes / n);
+	ev_num(f, "ns_per_iteration", (double)ns / n);
+	ev_num(f, "time_share", share);
+	ev_num(f, "async_copies", (double)async);
+	ev_num(f, "achieved_gbps", ns ? (double)bytes / (double)ns : 0);
+	if (pns)
+		ev_num(f, "pinned_gbps", (double)pbytes / (double)pns);
+	if (c->link_gbps > 0)
+		ev_num(f, "link_gbps", c->link_gbps);
+	struct an_top sites = c->copy_sites;
+	an_top_sort(&sites, 1);
+	for (size_t i = 0; i < sites.n; i++)
+		add_site(f, sites.e[i].key);
+	snprintf(f->advice, sizeof(f->advice),
+		 "Host-to-device and device-to-host copies use pageable host memory: the driver stages them through "
+		 "a bounce buffer, they run at a fraction of the link's bandwidth and an Async copy from pageable "
+		 "memory silently becomes synchronous, so the host blocks instead of overlapping the transfer with "
+		 "compute. Allocate the buffers that feed the GPU as pinned (page-locked) memory (DataLoader "
+		 "pin_memory=True, cudaHostAlloc or cudaHostRegister) and copy with non_blocking/async copies; pin the "
+		 "loader's buffers, not everything, since locked memory is taken from the host.");
+	return 0;
+}
+
+/* --------------------------------------------------- alloc_fragmentation */
+
+static const char frag_advice[] =
+	"Free device memory exists but not in one piece: tensors of varying sizes fragment the allocator's "
+	"segments, so a large request fails (or forces the cache to be released and the allocation retried, which "
+	"stalls the step) although the total free looks sufficient. Prefer constant shapes and batch sizes (pad or "
+	"bucket variable lengths), allocate large long-lived buffers first, use the allocator's controls (PyTorch: "
+	"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or max_split_size_mb) and watch the per-iteration peak, "
+	"not only whether the model fits in VRAM.";
+
+static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c)
+{
+	const double *th = a->opt.threshold;
+	/* (a) a failed allocation while free memory >= the request */
+	if (c->nfail_with_free) {
+		struct an_result_finding *f = new_finding(a, AN_F_ALLOC_FRAGMENTATION);
+		if (!f)
+			return -1;
+		f->signal = "failed_with_free_memory";
+		f->severity = 2;
+		const struct an_alloc_failure *first = NULL;
+		for (size_t i = 0; i < c->nfail; i++) {
+			const struct an_alloc_failure *x = &c->fail[i];
+			if (x->free < x->request)
+				continue;
+			if (!first)
+				first = x;
+			flag_iteration(f, x->iteration);
+			add_site(f, x->site);
+		}
+		ev_num(f, "failures", (double)c->nfail_with_free);
+		if (first) {
+			ev_num(f, "iteration", (double)first->iteration);
+			ev_num(f, "request_bytes", (double)first->request);
+			ev_num(f, "free_bytes_at_failure", (double)first->free);
+			ev_num(f, "total_bytes", (double)first->total);
+		}
+		snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
+	}
+	/* (b) an allocator flush: a burst of frees, then allocations again */
+	if (c->nflush_total) {
+		struct an_result_finding *f = new_finding(a, AN_F_ALLOC_FRAGMENTATION);
+		if (!f)
+			return -1;
+		f->signal = "allocator_flush";
+		f->severity = 1;
+		for (size_t i = 0; i < c->nflush; i++)
+			flag_iteration(f, c->flush[i].iteration);
+		ev_num(f, "flushes", (double)c->nflush_total);
+		if (c->nflush) {
+			ev_num(f, "iteration", (double)c->flush[0].iteration);
+			ev_num(f, "frees", (double)c->flush[0].frees);
+			ev_num(f, "freed_bytes", (double)c->flush[0].freed_bytes);
+			ev_num(f, "live_bytes_before", (double)c->flush[0].live_before);
+			ev_num(f, "after_failed_allocation", c->flush[0].after_failure);
+		}
+		snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
+	}
+	/* (c) a fragmentation peak: an iteration far above the steady peak while sizes churn */
+	if (a->nit) {
+		uint64_t *peaks = malloc(a->nit * sizeof(*peaks));
+		if (!peaks)
+			return -1;
+		for (size_t i = 0; i < a->nit; i++)
+			peaks[i] = a->it[i].device_bytes_peak;
+		uint64_t steady = an_quantile_u64(peaks, a->nit, 0.5);
+		free(peaks);
+		struct an_result_finding tmp = { .kind = AN_F_ALLOC_FRAGMENTATION, .first_iteration = -1,
+						 .last_iteration = -1 };
+		uint64_t worst = 0;
+		uint32_t worst_sizes = 0;
+		for (size_t i = 0; steady && i < a->nit; i++) {
+			const struct an_iter *it = &a->it[i];
+			if ((double)it->device_bytes_peak < th[AN_T_AF_PEAK_RATIO] * (double)steady ||
+			    (double)it->nsizes < th[AN_T_AF_CHURN_SIZES])
+				continue;
+			flag_iteration(&tmp, (long)i);
+			if (it->device_bytes_peak > worst) {
+				worst = it->device_bytes_peak;
+				worst_sizes = it->nsizes;
+			}
+		}
+		if (tmp.iterations) {
+			struct an_result_finding *f = new_finding(a, AN_F_ALLOC_FRAGMENTATION);
+			if (!f)
+				return -1;
+			*f = tmp;
+			f->signal = "fragmentation_peak";
+			f->severity = 1;
+			ev_num(f, "steady_peak_bytes", (double)steady);
+			ev_num(f, "peak_bytes", (double)worst);
+			ev_num(f, "ratio", (double)worst / (double)steady);
+			ev_num(f, "distinct_sizes", worst_sizes > AN_SIZESET ? AN_SIZESET + 1 : worst_sizes);
+			snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
+		}
+	}
+	return 0;
+}
+
+/* --------------------------------------------------------- memory_growth */
+
+static int memory_growth(struct an_analysis *a, const struct an_collect *c)
+{
+	const double *th = a->opt.threshold;
+	size_t n = a->nit;
+	if (n < 2 || (double)n < th[AN_T_MG_MIN_ITERS])
+		return 0;
+	double sx = 0, sy = 0, sxx = 0, sxy = 0;
+	for (size_t i = 0; i < n; i++) {
+		double x = (double)i, y = (double)a->it[i].device_bytes_peak;
+		sx += x;
+		sy += y;
+		sxx += x * x;
+		sxy += x * y;
+	}
+	double dn = (double)n, mx = sx / dn, my = sy / dn;
+	double vxx = sxx - dn * mx * mx, vxy = sxy - dn * mx * my;
+	if (vxx <= 0)
+		return 0;
+	double slope = vxy / vxx, icpt = my - slope * mx;
+	double ss_tot = 0, ss_res = 0;
+	for (size_t i = 0; i < n; i++) {
+		double y = (double)a->it[i].device_bytes_peak, fit = icpt + slope * (double)i;
+		ss_tot += (y - my) * (y - my);
+		ss_res += (y - fit) * (y - fit);
+	}
+	if (slope <= 0 || ss_tot <= 0)
+		return 0;
+	double r2 = 1.0 - ss_res / ss_tot;
+	double growth = slope * (dn - 1), start = icpt > 0 ? icpt : (double)a->it[0].device_bytes_peak;
+	if (r2 < th[AN_T_MG_MIN_R2] || growth < th[AN_T_MG_MIN_BYTES] || growth < th[AN_T_MG_MIN_FRACTION] * start)
+		return 0;
+	struct an_result_finding *f = new_finding(a, AN_F_MEMORY_GROWTH);
+	if (!f)
+		return -1;
+	f->first_iteration = 0;
+	f->last_iteration = (long)n - 1;
+	f->iterations = (long)n;
+	double end = icpt + slope * (dn - 1);
+	double exhaust = -1;
+	if (a->device_capacity && (double)a->device_capacity > end)
+		exhaust = (dn - 1) + ((double)a->device_capacity - end) / slope;
+	else if (a->device_capacity)
+		exhaust = dn - 1;
+	f->severity = exhaust >= 0 && exhaust - (dn - 1) <= th[AN_T_MG_HORIZON] ? 2 : 1;
+	ev_num(f, "slope_bytes_per_iteration", slope);
+	ev_num(f, "r2", r2);
+	ev_num(f, "growth_bytes", growth);
+	ev_num(f, "start_bytes", start);
+	ev_num(f, "end_bytes", end);
+	ev_num(f, "device_capacity_bytes", (double)a->device_capacity);
+	ev_num(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
+	struct an_top sites = c->live_sites;
+	an_top_sort(&sites, 1);
+	for (size_t i = 0; i < sites.n; i++)
+		add_site(f, sites.e[i].key);
+	snprintf(f->advice, sizeof(f->advice),
+		 "Peak device memory rises with every iteration: something keeps tensors alive, such as a Python list "
+		 "of losses that holds their graphs (append loss.item(), not loss), gradients accumulated without "
+		 "zero_grad(), or a cache that only grows. Log torch.cuda.memory_allocated() and "
+		 "max_memory_allocated() per step and find what the sites above still hold; left alone this ends in "
+		 "an out-of-memory error hours into the run.");
+	return 0;
+}
+
+int an_findings_eval(struct an_analysis *a, const struct an_collect *c)
+{
+	if (small_file_storm(a, c) || unpinned_copy(a, c) || alloc_fragmentation(a, c) || memory_growth(a, c))
+		return -1;
+	return 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * findings.h - the findings of design.md §5 (findings.def lists them with their
+ * thresholds): what the streaming pass collects for them beyond the per-iteration
+ * counters (bounded "top N" tables, allocation failures, flushes, live allocations
+ * by call site), and the evaluation that turns it into findings with severity,
+ * iterations, evidence, call sites and advice.
+ */
+#ifndef STEPPROF_FINDINGS_H
+#define STEPPROF_FINDINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "analyze.h"
+
+/*
+ * A bounded table of the most frequent keys (space-saving: when full, the least
+ * counted entry is replaced and the newcomer inherits its count, so heavy hitters
+ * are kept and counts are upper bounds).
+ */
+#define AN_TOP_CAP 64
+struct an_top_entry {
+	uint64_t hash, count, bytes, ns;
+	char key[256];
+};
+struct an_top {
+	struct an_top_entry e[AN_TOP_CAP];
+	size_t n;
+};
+void an_top_add(struct an_top *t, const char *key, uint64_t count, uint64_t bytes, uint64_t ns);
+/* Sort by count (by bytes when by_bytes) descending. */
+void an_top_sort(struct an_top *t, int by_bytes);
+
+#define AN_MAX_EVENTS 16
+
+struct an_alloc_failure {
+	long iteration;
+	uint64_t ns, request, free, total;
+	char site[256];
+};
+
+struct an_flush {
+	long iteration;
+	uint64_t ns, frees, freed_bytes, live_before;
+	int after_failure;
+};
+
+/* Run-level evidence gathered by the streaming pass. */
+struct an_collect {
+	struct an_top dirs;       /* opens by directory, across the process tree */
+	struct an_top copy_sites; /* pageable copies by call site */
+	struct an_top live_sites; /* device bytes still live at the end, by allocation site (trainer) */
+	uint32_t fsize_hist[AN_FSIZE_BUCKETS]; /* bytes per opened file, whole run */
+	struct an_alloc_failure fail[AN_MAX_EVENTS];
+	size_t nfail, nfail_total, nfail_with_free;
+	struct an_flush flush[AN_MAX_EVENTS];
+	size_t nflush, nflush_total;
+	double link_gbps; /* PCIe bandwidth of the trainer's device from the header, 0 unknown */
+};
+
+/* Bucket of n bytes in AN_FSIZE_BUCKETS log2 buckets, and the bucket's upper bound. */
+unsigned an_fsize_bucket(uint64_t n);
+uint64_t an_fsize_bucket_hi(unsigned b);
+/* Median of a bucket histogram: the upper bound of the median's bucket (0 when empty). */
+uint64_t an_fsize_median(const uint32_t *hist);
+
+/* Evaluate every finding; fills a->fnd / a->nfnd. 0, or -1 when out of memory. */
+int an_findings_eval(struct an_analysis *a, const struct an_collect *c);
+
+#endif /* STEPPROF_FINDINGS_H */

@@ -1,0 +1,674 @@
+/*
+ * test_analyze.c - the analysis (analyzer/analyze.c, iter.c, findings.c) on records
+ * built in memory (struct an_memsrc), the way the hooks would have written them
+ * for a workload whose timeline the test chooses.
+ *
+ * Divided into:
+ *   1. a tiny workload simulator: a training thread with a GPU stream (launches,
+ *      copies, syncs, input waits), its records and GPU spans;
+ *   2. iterations and breakdown: NVTX, step marks, automatic (with ±20% jitter),
+ *      hand-computed breakdowns;
+ *   3. findings: each fires at its threshold and stays silent just under it.
+ *
+ * Ground truth is the timeline the simulator was told to produce (durations in
+ * microseconds below), never a number the analyzer computed.
+ */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+
+/* ------------------------------------------------------- 1. simulator */
+
+#define US 1000ull
+#define PID 100
+#define TID 101
+#define WPID 200
+
+struct sim {
+	struct an_memsrc m;
+	uint64_t t, gpu; /* host clock of the training thread; when the stream is free */
+	uint32_t op, kname, kname2;
+	double jitter;
+	unsigned seed;
+};
+
+static void sim_init(struct sim *s)
+{
+	memset(s, 0, sizeof(*s));
+	an_memsrc_init(&s->m, PID);
+	s->t = s->gpu = 1000000000ull;
+	s->kname = an_memsrc_string(&s->m, "trainer_kernel");
+	s->kname2 = an_memsrc_string(&s->m, "other_kernel");
+	s->seed = 7;
+}
+
+static uint64_t J(struct sim *s, uint64_t d)
+{
+	if (s->jitter <= 0)
+		return d;
+	double u = (double)rand_r(&s->seed) / RAND_MAX; /* [0, 1] */
+	return (uint64_t)((double)d * (1.0 - s->jitter + 2 * s->jitter * u));
+}
+
+static struct sp_event *add(struct sim *s, unsigned kind, unsigned api, uint64_t b, uint64_t e)
+{
+	return an_memsrc_add(&s->m, kind, api, PID, TID, b, e);
+}
+
+static void sim_input(struct sim *s, uint64_t dur)
+{
+	struct sp_event *e = add(s, SP_K_LOADER_WAIT, SP_API_read, s->t, s->t + dur);
+	e->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+	e->f[SP_F_BYTES] = 64;
+	s->t += dur;
+}
+
+static void sim_copy(struct sim *s, unsigned dir, uint64_t bytes, uint64_t gpu_dur, int pageable)
+{
+	uint32_t op = ++s->op;
+	uint64_t gb = s->t > s->gpu ? s->t : s->gpu, ge = gb + gpu_dur;
+	s->gpu = ge;
+	uint64_t he = pageable ? ge : s->t + 10 * US;
+	struct sp_event *e = add(s, SP_K_COPY, SP_API_cudaMemcpyAsync, s->t, he);
+	e->f[SP_F_DIRECTION] = dir;
+	e->f[SP_F_BYTES] = bytes;
+	e->f[SP_F_OP] = op;
+	e->f[SP_F_HOST_MEMORY] = pageable ? SP_HOSTMEM_PAGEABLE : SP_HOSTMEM_PINNED;
+	e = add(s, SP_K_GPU_SPAN, 0, gb, ge);
+	e->f[SP_F_OP] = op;
+	s->t = he;
+}
+
+static void sim_kernel(struct sim *s, uint32_t name, uint64_t dur)
+{
+	uint32_t op = ++s->op;
+	struct sp_event *e = add(s, SP_K_LAUNCH, SP_API_cudaLaunchKernel, s->t, s->t + 5 * US);
+	e->f[SP_F_NAME] = name;
+	e->f[SP_F_OP] = op;
+	s->t += 5 * US;
+	uint64_t gb = s->t > s->gpu ? s->t : s->gpu;
+	e = add(s, SP_K_GPU_SPAN, 0, gb, gb + dur);
+	e->f[SP_F_OP] = op;
+	s->gpu = gb + dur;
+}
+
+static void sim_sync(struct sim *s)
+{
+	uint64_t e = s->t > s->gpu ? s->t : s->gpu;
+	add(s, SP_K_SYNC, SP_API_cudaStreamSynchronize, s->t, e);
+	s->t = e;
+}
+
+/*
+ * The reference iteration (no jitter): input 4000, host 1000, H2D 2 MiB pinned
+ * (GPU 2000), 4 kernels of 1000, D2H 4 KiB (GPU 100), sync. Timeline from its
+ * start T: input [T, T+4000), host [4000, 5000), H2D on the GPU [5000, 7000),
+ * kernels [7000, 11000), D2H [11000, 11100), the sync returns at 11100.
+ */
+static void sim_iteration(struct sim *s, int markers)
+{
+	uint64_t start = s->t;
+	if (markers == 2)
+		add(s, SP_K_STEP, SP_API_stepprof_step, s->t, s->t);
+	sim_input(s, J(s, 4000 * US));
+	s->t += J(s, 1000 * US);
+	sim_copy(s, SP_DIR_H2D, 2 << 20, J(s, 2000 * US), 0);
+	for (int k = 0; k < 4; k++)
+		sim_kernel(s, s->kname, J(s, 1000 * US));
+	sim_copy(s, SP_DIR_D2H, 4096, J(s, 100 * US), 0);
+	sim_sync(s);
+	if (markers == 1) {
+		struct sp_event *e = add(s, SP_K_RANGE, SP_API_nvtx, start, s->t);
+		e->f[SP_F_NAME] = an_memsrc_string(&s->m, "train_step");
+	}
+}
+
+static void run(struct sim *s, struct an_options *o, struct an_analysis *a)
+{
+	struct an_source src;
+	char err[256] = "";
+	an_memsrc_sort(&s->m);
+	an_memsrc_source(&s->m, &src);
+	cr_assert_eq(an_analyze(&src, o, a, err, sizeof(err)), 0, "%s", err);
+}
+
+static void expect_reference(const struct an_analysis *a, size_t n)
+{
+	cr_assert_eq(a->nit, n);
+	for (size_t i = 0; i < n; i++) {
+		const struct an_iter *it = &a->it[i];
+		cr_expect_eq(it->end_ns - it->start_ns, 11100 * US, "iteration %zu wall %lu", i,
+			     (unsigned long)(it->end_ns - it->start_ns));
+		cr_expect_eq(it->bd[AN_INPUT], 4000 * US);
+		cr_expect_eq(it->bd[AN_OTHER], 1000 * US);
+		cr_expect_eq(it->bd[AN_H2D], 2000 * US);
+		cr_expect_eq(it->bd[AN_COMPUTE], 4000 * US);
+		cr_expect_eq(it->bd[AN_D2H], 100 * US);
+		cr_expect_eq(it->bd[AN_SYNC], 0);
+		cr_expect_eq(it->blocked[AN_BLK_INPUT], 4000 * US);
+		cr_expect_eq(it->blocked[AN_BLK_H2D], 10 * US);
+		cr_expect_eq(it->blocked[AN_BLK_SYNC], 11100 * US - 5040 * US);
+		cr_expect_eq(it->gpu_idle_ns, 5000 * US);
+		cr_expect_eq(it->h2d_bytes, 2 << 20);
+		cr_expect_eq(it->d2h_bytes, 4096);
+		cr_expect_eq(it->pageable_copies, 0);
+	}
+}
+
+/* ------------------------------------------- 2. iterations, breakdown */
+
+Test(analyze, nvtx_ranges_give_iterations_and_exact_breakdown)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 20; i++)
+		sim_iteration(&s, 1);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
+	cr_expect_eq(a.trainer_pid, PID);
+	cr_expect_eq(a.training_tid, TID);
+	expect_reference(&a, 20);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, step_marks_give_iterations)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 20; i++)
+		sim_iteration(&s, 2);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_API);
+	expect_reference(&a, 20);
+	an_memsrc_free(&s.m);
+	an_analysis_free(&a);
+}
+
+Test(analyze, automatic_detection_without_markers)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 20; i++)
+		sim_iteration(&s, 0);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_expect_eq(a.auto_period, 7); /* H2D, 4 launches, D2H, sync */
+	expect_reference(&a, 20);
+	an_memsrc_free(&s.m);
+	an_analysis_free(&a);
+}
+
+Test(analyze, step_regex_is_case_insensitive_and_overridable)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		uint64_t b = s.t;
+		sim_iteration(&s, 0);
+		struct sp_event *e = add(&s, SP_K_RANGE, SP_API_nvtx, b, s.t);
+		e->f[SP_F_NAME] = an_memsrc_string(&s.m, i % 2 ? "Iteration 7" : "ProfilerStep#3");
+		e = add(&s, SP_K_RANGE, SP_API_nvtx, b + 10, b + 20); /* nested, not an iteration */
+		e->f[SP_F_NAME] = an_memsrc_string(&s.m, "step_forward");
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
+	cr_expect_eq(a.nit, 12);
+	an_analysis_free(&a);
+	o.step_regex = "^nomatch$";
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_expect_eq(a.nit, 12);
+	an_analysis_free(&a);
+	o.step_regex = "([";
+	struct an_source src;
+	char err[256] = "";
+	an_memsrc_source(&s.m, &src);
+	cr_expect_eq(an_analyze(&src, &o, &a, err, sizeof(err)), -1);
+	cr_expect(strstr(err, "--step-regex") != NULL, "%s", err);
+	an_memsrc_free(&s.m);
+}
+
+/* ±20% jitter on every duration, 25 iterations: the count and the starts are exact. */
+Test(analyze, automatic_detection_is_exact_under_jitter)
+{
+	for (unsigned seed = 1; seed <= 5; seed++) {
+		struct sim s;
+		sim_init(&s);
+		s.jitter = 0.20;
+		s.seed = seed;
+		uint64_t starts[25];
+		for (int i = 0; i < 25; i++) {
+			starts[i] = s.t;
+			sim_iteration(&s, 0);
+		}
+		struct an_options o;
+		an_options_init(&o);
+		struct an_analysis a;
+		run(&s, &o, &a);
+		cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+		cr_assert_eq(a.nit, 25, "seed %u: %zu iterations", seed, a.nit);
+		for (int i = 0; i < 25; i++) {
+			cr_expect_eq(a.it[i].start_ns, starts[i]);
+			uint64_t sum = 0;
+			for (int c = 0; c < AN_CAT__COUNT; c++)
+				sum += a.it[i].bd[c];
+			cr_expect_eq(sum, a.it[i].end_ns - a.it[i].start_ns);
+		}
+		cr_expect_eq(a.it[24].end_ns, s.t);
+		an_analysis_free(&a);
+		an_memsrc_free(&s.m);
+	}
+}
+
+/*
+ * A sync-heavy loop: inside the iteration the triple (kernel, 4-byte D2H, sync)
+ * repeats 39 times, a strong sub-period; the iteration is still found.
+ */
+Test(analyze, automatic_detection_prefers_the_iteration_over_a_sub_pattern)
+{
+	struct sim s;
+	sim_init(&s);
+	s.jitter = 0.2;
+	for (int i = 0; i < 22; i++) {
+		sim_input(&s, J(&s, 300 * US));
+		sim_copy(&s, SP_DIR_H2D, 1 << 20, J(&s, 125 * US), 0);
+		for (int k = 0; k < 39; k++) {
+			sim_kernel(&s, s.kname, J(&s, 250 * US));
+			sim_copy(&s, SP_DIR_D2H, 4, J(&s, 2 * US), 0);
+			sim_sync(&s);
+		}
+		sim_kernel(&s, s.kname, J(&s, 250 * US));
+		sim_copy(&s, SP_DIR_D2H, 4096, J(&s, 3 * US), 0);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_expect_eq(a.nit, 22);
+	cr_expect_eq(a.auto_period, 1 + 39 * 3 + 3);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 10; i++)
+		sim_input(&s, 1000 * US);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_NONE);
+	cr_expect_eq(a.nit, 0);
+	cr_expect_eq(a.nfnd, 0);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
+/* ---------------------------------------------------------- 3. findings */
+
+static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
+{
+	for (size_t i = 0; i < a->nfnd; i++)
+		if (a->fnd[i].kind == kind && (!signal || (a->fnd[i].signal && !strcmp(a->fnd[i].signal, signal))))
+			return &a->fnd[i];
+	return NULL;
+}
+
+/*
+ * A loader worker (forked by the trainer) stats and opens files during each
+ * input wait: `stats` + `opens` metadata operations of files of `size` bytes.
+ */
+static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size)
+{
+	struct sim s;
+	sim_init(&s);
+	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
+	e->f[SP_F_PID] = WPID;
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/shard/sample.jpg");
+	for (int i = 0; i < 12; i++) {
+		uint64_t t = s.t + 10 * US;
+		for (int k = 0; k < stats; k++, t += 5 * US) {
+			e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 3 * US);
+			e->f[SP_F_PATH] = path;
+			e->f[SP_F_BYTES] = size;
+		}
+		for (int k = 0; k < opens; k++, t += 6 * US) {
+			e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t, t + 2 * US);
+			e->f[SP_F_PATH] = path;
+			e->f[SP_F_FD] = 5;
+			e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + 2 * US, t + 4 * US);
+			e->f[SP_F_FD] = 5;
+			e->f[SP_F_BYTES] = size;
+			e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+			e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 4 * US, t + 5 * US);
+			e->f[SP_F_FD] = 5;
+		}
+		sim_iteration(&s, 2);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+Test(findings, small_file_storm_fires_at_100_metadata_ops)
+{
+	struct an_analysis a;
+	storm_run(&a, 50, 50, 16384);
+	cr_assert_eq(a.nit, 12);
+	cr_expect_eq(a.it[3].files_opened, 50);
+	cr_expect_eq(a.it[3].metadata_ops, 100);
+	cr_expect_eq(a.it[3].bytes_read, 50 * 16384);
+	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	cr_assert(f);
+	cr_expect_eq(f->first_iteration, 0);
+	cr_expect_eq(f->last_iteration, 11);
+	cr_expect_eq(f->severity, 2); /* input is 4000 of 11100 us: 36% >= 30% */
+	cr_expect(strlen(f->advice) > 100);
+	int dirs = 0;
+	for (int i = 0; i < f->nev; i++)
+		if (f->ev[i].is_str && strstr(f->ev[i].str, "/data/train/shard"))
+			dirs = 1;
+	cr_expect(dirs, "top directory in the evidence");
+	cr_expect_eq(a.procs[1].role == AN_ROLE_WORKER || a.procs[0].role == AN_ROLE_WORKER, 1);
+	an_analysis_free(&a);
+}
+
+Test(findings, small_file_storm_silent_at_99_metadata_ops)
+{
+	struct an_analysis a;
+	storm_run(&a, 49, 50, 16384);
+	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL));
+	an_analysis_free(&a);
+}
+
+Test(findings, small_file_storm_silent_for_256k_files)
+{
+	struct an_analysis a;
+	storm_run(&a, 50, 50, 262143);
+	cr_expect_not_null(find(&a, AN_F_SMALL_FILE_STORM, NULL));
+	an_analysis_free(&a);
+	storm_run(&a, 50, 50, 262144);
+	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL));
+	an_analysis_free(&a);
+}
+
+static void copy_run(struct an_analysis *a, int pageable_iter)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		sim_copy(&s, SP_DIR_H2D, 32 << 20, 16000 * US, i == pageable_iter);
+		sim_kernel(&s, s.kname, 4000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+Test(findings, unpinned_copy_fires_on_one_pageable_async_copy)
+{
+	struct an_analysis a;
+	copy_run(&a, 5);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert(f);
+	cr_expect_eq(f->first_iteration, 5);
+	cr_expect_eq(f->last_iteration, 5);
+	cr_expect_eq(f->severity, 1, "async from pageable memory is at least a warning");
+	cr_expect_eq(a.it[5].pageable_copies, 1);
+	cr_expect_eq(a.it[5].blocked[AN_BLK_H2D], 16000 * US);
+	an_analysis_free(&a);
+}
+
+Test(findings, unpinned_copy_silent_with_pinned_copies)
+{
+	struct an_analysis a;
+	copy_run(&a, -1);
+	cr_expect_null(find(&a, AN_F_UNPINNED_COPY, NULL));
+	an_analysis_free(&a);
+}
+
+#define MiB (1024ull * 1024)
+
+static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes, uint64_t *live)
+{
+	if (kind == SP_K_ALLOC)
+		*live += bytes;
+	else
+		*live -= bytes;
+	struct sp_event *e = add(s, kind, kind == SP_K_ALLOC ? SP_API_cudaMalloc : SP_API_cudaFree, s->t, s->t + US);
+	e->f[SP_F_DPTR] = dptr;
+	e->f[SP_F_BYTES] = bytes;
+	e->f[SP_F_LIVE] = *live;
+	s->t += 2 * US;
+}
+
+/* Iteration 6 fails an allocation (free given), then frees `nfree` 24 MiB segments and retries. */
+static void frag_run(struct an_analysis *a, uint64_t request, uint64_t free_at_fail, int nfree)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	for (int k = 0; k < 16; k++)
+		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		if (i == 6) {
+			struct sp_event *e = add(&s, SP_K_ALLOC_FAILED, SP_API_cudaMalloc, s.t, s.t + US);
+			e->f[SP_F_BYTES] = request;
+			e->f[SP_F_FREE] = free_at_fail;
+			e->f[SP_F_TOTAL] = 1024 * MiB;
+			e->f[SP_F_SITE] = an_memsrc_string(&s.m, "trainer!fragment+0x42");
+			s.t += 2 * US;
+			for (int k = 0; k < nfree; k++)
+				alloc_ev(&s, SP_K_FREE, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+			alloc_ev(&s, SP_K_ALLOC, 0x9000, request, &live);
+			alloc_ev(&s, SP_K_FREE, 0x9000, request, &live);
+			for (int k = 0; k < nfree; k++)
+				alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+		}
+		sim_copy(&s, SP_DIR_H2D, 1 << 20, 500 * US, 0);
+		sim_kernel(&s, s.kname, 2000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+Test(findings, alloc_fragmentation_failure_with_free_memory_is_critical)
+{
+	struct an_analysis a;
+	frag_run(&a, 33 * MiB, 33 * MiB, 0);
+	const struct an_result_finding *f = find(&a, AN_F_ALLOC_FRAGMENTATION, "failed_with_free_memory");
+	cr_assert(f);
+	cr_expect_eq(f->severity, 2);
+	cr_expect_eq(f->first_iteration, 6);
+	cr_expect_eq(f->nsites, 1);
+	cr_expect_str_eq(f->sites[0], "trainer!fragment+0x42");
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush"));
+	an_analysis_free(&a);
+}
+
+Test(findings, alloc_fragmentation_silent_when_free_is_below_the_request)
+{
+	struct an_analysis a;
+	frag_run(&a, 33 * MiB, 33 * MiB - 1, 0);
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "failed_with_free_memory"));
+	an_analysis_free(&a);
+}
+
+Test(findings, alloc_fragmentation_flush_fires_at_8_frees)
+{
+	struct an_analysis a;
+	frag_run(&a, 33 * MiB, 0, 8);
+	const struct an_result_finding *f = find(&a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush");
+	cr_assert(f);
+	cr_expect_eq(f->first_iteration, 6);
+	cr_expect_eq(f->last_iteration, 6);
+	an_analysis_free(&a);
+	frag_run(&a, 33 * MiB, 0, 7);
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush"));
+	an_analysis_free(&a);
+}
+
+/* Iteration 5 allocates `extra` bytes in `sizes` distinct sizes above a steady 64 MiB and frees them. */
+static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 64 * MiB, &live);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		if (i == 5) {
+			uint64_t left = extra, b[8];
+			for (int k = 0; k < sizes; k++) {
+				b[k] = k + 1 < sizes ? extra / (uint64_t)sizes + (uint64_t)k * 512 : left;
+				alloc_ev(&s, SP_K_ALLOC, 0x100 + (uint64_t)k, b[k], &live);
+				left -= b[k];
+			}
+			for (int k = 0; k < sizes; k++)
+				alloc_ev(&s, SP_K_FREE, 0x100 + (uint64_t)k, b[k], &live);
+		}
+		sim_kernel(&s, s.kname, 2000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+Test(findings, fragmentation_peak_fires_at_1_5x_with_churn)
+{
+	struct an_analysis a;
+	peak_run(&a, 32 * MiB, 4);
+	cr_assert_eq(a.nit, 12);
+	cr_expect_eq(a.it[5].device_bytes_peak, 96 * MiB);
+	cr_expect_eq(a.it[4].device_bytes_peak, 64 * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_ALLOC_FRAGMENTATION, "fragmentation_peak");
+	cr_assert(f);
+	cr_expect_eq(f->first_iteration, 5);
+	cr_expect_eq(f->last_iteration, 5);
+	an_analysis_free(&a);
+}
+
+Test(findings, fragmentation_peak_silent_just_under)
+{
+	struct an_analysis a;
+	peak_run(&a, 32 * MiB - 4096, 4); /* 1.4999x */
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "fragmentation_peak"));
+	an_analysis_free(&a);
+	peak_run(&a, 32 * MiB, 3); /* only 3 sizes: no churn */
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "fragmentation_peak"));
+	an_analysis_free(&a);
+}
+
+/* `iters` iterations each leaking `leak` bytes above a 200 MiB base, on a device of `capacity` bytes. */
+static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t capacity)
+{
+	struct sim s;
+	sim_init(&s);
+	s.m.hdr.ndevices = 1;
+	s.m.hdr.devices[0].mem_bytes = capacity;
+	uint64_t live = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 200 * MiB, &live);
+	uint32_t site = an_memsrc_string(&s.m, "trainer!leak+0x10");
+	for (int i = 0; i < iters; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		live += leak;
+		struct sp_event *e = add(&s, SP_K_ALLOC, SP_API_cudaMalloc, s.t, s.t + US);
+		e->f[SP_F_DPTR] = 0x1000 + (uint64_t)i;
+		e->f[SP_F_BYTES] = leak;
+		e->f[SP_F_LIVE] = live;
+		e->f[SP_F_SITE] = site;
+		s.t += 2 * US;
+		sim_kernel(&s, s.kname, 2000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+Test(findings, memory_growth_fires_and_is_critical_near_capacity)
+{
+	struct an_analysis a;
+	/* 10 iterations of +2 MiB: growth 18 MiB over the fit (>= 16 MiB, >= 5% of 202 MiB)... */
+	leak_run(&a, 10, 2 * MiB, 1024 * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	cr_assert(f);
+	cr_expect_eq(f->first_iteration, 0);
+	cr_expect_eq(f->last_iteration, 9);
+	/* ...and 1 GiB is ~400 iterations away: critical */
+	cr_expect_eq(f->severity, 2);
+	cr_expect_eq(f->nsites, 1);
+	cr_expect_str_eq(f->sites[0], "trainer!leak+0x10");
+	an_analysis_free(&a);
+}
+
+Test(findings, memory_growth_silent_just_under)
+{
+	struct an_analysis a;
+	leak_run(&a, 9, 4 * MiB, 1024 * MiB); /* 9 iterations */
+	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
+	an_analysis_free(&a);
+	leak_run(&a, 10, 16 * MiB / 9 - 4096, 1024 * MiB); /* growth just under 16 MiB */
+	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
+	an_analysis_free(&a);
+}
+
+Test(findings, memory_growth_warning_when_capacity_is_far)
+{
+	struct an_analysis a;
+	/* 20 iterations of +1 MiB: growth 19 MiB; 64 GiB is ~65000 iterations away */
+	leak_run(&a, 20, 1 * MiB, 65536 * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	cr_assert(f);
+	cr_expect_eq(f->severity, 1);
+	an_analysis_free(&a);
+}
+
+Test(findings, thresholds_are_overridable_and_validated)
+{
+	struct an_options o;
+	char err[256];
+	an_options_init(&o);
+	cr_expect_eq(o.threshold[AN_T_SFS_MIN_META], 100);
+	cr_expect_eq(an_options_set_threshold(&o, "small_file_storm.min_metadata_ops=20", err, sizeof(err)), 0);
+	cr_expect_eq(o.threshold[AN_T_SFS_MIN_META], 20);
+	cr_expect_eq(an_options_set_threshold(&o, "nope=1", err, sizeof(err)), -1);
+	cr_expect(strstr(err, "unknown threshold"));
+	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2=abc", err, sizeof(err)), -1);
+	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2", err, sizeof(err)), -1);
+}
