@@ -1,0 +1,661 @@
+/*
+ * cmd_run.c - `stepprof run [--bpf|--no-bpf] [-o DIR] [--] CMD ARGS...`: run a
+ * job under the profiler.
+ *
+ * The job gets LD_PRELOAD (libstepprof.so prepended, what was there kept),
+ * STEPPROF_DIR (absolute) and NVTX_INJECTION64_PATH. With the eBPF collector
+ * (--bpf; by default when root and it loads), the order is:
+ *
+ *   fork the job child ── it blocks on a pipe before exec
+ *   start stepprof-bpf --pid CHILD -o DIR ── it prints "ready" once attached,
+ *                                           or exits non-zero, reason on stderr
+ *   release the child ── with STEPPROF_IO=bpf when the collector is ready, so
+ *                        the preload's libc I/O wrappers stand down (no double
+ *                        count); else the libc wrappers capture input
+ *   wait for the job ── SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us are forwarded
+ *   SIGTERM the collector, wait for it ── it flushes its trace file
+ *
+ * Started through sudo, the job runs as SUDO_UID/SUDO_GID; only the collector
+ * keeps root. The exit status is the job's (128+N when killed by signal N), or
+ * one of the RUN_EXIT_* codes below with a one-line error on stderr.
+ *
+ * Divided into: 1. usage and exit codes, 2. locating files, 3. the trace
+ * directory, 4. the job child, 5. the collector, 6. waiting, 7. command_run.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+int command_run(int argc, char **argv);
+
+/* ---------------------------------------------------- 1. usage, exit codes */
+
+/* Like env(1) and timeout(1): codes a job rarely uses itself. */
+#define RUN_EXIT_FAIL 125   /* stepprof run itself failed: usage, -o DIR, libstepprof.so */
+#define RUN_EXIT_NOEXEC 126 /* the command exists but cannot be executed */
+#define RUN_EXIT_NOTFOUND 127 /* the command was not found */
+
+#define COLLECTOR_READY_S 30 /* how long the collector may take to attach */
+#define COLLECTOR_STOP_S 10  /* how long it may take to flush after SIGTERM */
+
+static void run_usage(FILE *to)
+{
+	fprintf(to,
+		"usage: stepprof run [--bpf|--no-bpf] [-o DIR] [--] CMD [ARGS...]\n"
+		"  Run CMD with libstepprof.so preloaded; its trace goes to DIR\n"
+		"  (default ./stepprof-YYYYmmdd-HHMMSS-PID).\n"
+		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
+		"  --no-bpf   capture input with the libc wrappers only\n"
+		"  -o DIR     trace directory (created when missing)\n"
+		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
+		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
+		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_* passed to the job.\n");
+}
+
+static int run_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int run_fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	fputs("stepprof: run: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return code;
+}
+
+/* ---------------------------------------------------------- 2. locating files */
+
+/* The directory of the running stepprof binary, "" when unknown. */
+static void self_dir(char *out, size_t n)
+{
+	char buf[PATH_MAX];
+	ssize_t len = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+	out[0] = 0;
+	if (len <= 0)
+		return;
+	buf[len] = 0;
+	char *slash = strrchr(buf, '/');
+	if (slash)
+		*slash = 0;
+	snprintf(out, n, "%s", buf);
+}
+
+/* libstepprof.so: $STEPPROF_LIB, else ../lib/ next to this binary. Absolute. */
+static int find_lib(char *out, size_t n)
+{
+	char cand[PATH_MAX + 32], dir[PATH_MAX];
+	const char *env = getenv("STEPPROF_LIB");
+	if (env && *env) {
+		snprintf(cand, sizeof(cand), "%s", env);
+	} else {
+		self_dir(dir, sizeof(dir));
+		snprintf(cand, sizeof(cand), "%s/../lib/libstepprof.so", dir);
+	}
+	char *abs = realpath(cand, NULL);
+	if (!abs || access(abs, R_OK) != 0) {
+		free(abs);
+		return run_fail(RUN_EXIT_FAIL, "cannot find libstepprof.so (looked for %s; set STEPPROF_LIB)", cand);
+	}
+	snprintf(out, n, "%s", abs);
+	free(abs);
+	return 0;
+}
+
+/* stepprof-bpf next to this binary; 0 when present and executable. */
+static int find_collector(char *out, size_t n)
+{
+	char dir[PATH_MAX];
+	self_dir(dir, sizeof(dir));
+	snprintf(out, n, "%s/stepprof-bpf", dir);
+	return access(out, X_OK) == 0 ? 0 : -1;
+}
+
+/*
+ * What execvp would find for cmd: 0, or the errno it would fail with
+ * (ENOENT: nowhere on PATH; EACCES: found but not executable or a directory).
+ */
+static int check_command(const char *cmd)
+{
+	struct stat st;
+	if (strchr(cmd, '/')) {
+		if (stat(cmd, &st) != 0)
+			return errno;
+		return S_ISREG(st.st_mode) && access(cmd, X_OK) == 0 ? 0 : EACCES;
+	}
+	const char *path = getenv("PATH");
+	if (!path || !*path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	int seen = ENOENT;
+	char buf[PATH_MAX];
+	for (const char *p = path;; p++) {
+		const char *end = strchr(p, ':');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		snprintf(buf, sizeof(buf), "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
+		if (stat(buf, &st) == 0) {
+			if (S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+				return 0;
+			seen = EACCES;
+		}
+		if (!end)
+			break;
+		p = end;
+	}
+	return seen;
+}
+
+/* ------------------------------------------------------- 3. trace directory */
+
+/* mkdir -p, mode 0700 for what it creates; returns 0 or an errno. *created = made the last one. */
+static int mkdirs(const char *path, int *created)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+		return ENAMETOOLONG;
+	*created = 0;
+	for (char *p = buf + 1;; p++) {
+		if (*p != '/' && *p != 0)
+			continue;
+		char c = *p;
+		*p = 0;
+		if (mkdir(buf, 0700) == 0)
+			*created = 1;
+		else if (errno != EEXIST)
+			return errno;
+		else
+			*created = 0;
+		*p = c;
+		if (!c)
+			break;
+	}
+	return 0;
+}
+
+/* The job's trace directory: made if missing, checked, returned absolute in out. */
+static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t gid)
+{
+	char def[64];
+	if (!want) {
+		time_t t = time(NULL);
+		struct tm tm;
+		localtime_r(&t, &tm);
+		snprintf(def, sizeof(def), "stepprof-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
+			 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+		want = def;
+	}
+	if (!*want)
+		return run_fail(RUN_EXIT_FAIL, "-o: empty directory name");
+	int created = 0, e = mkdirs(want, &created);
+	struct stat st;
+	if (e)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot create directory: %s", want, strerror(e));
+	if (stat(want, &st) != 0)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
+	if (!S_ISDIR(st.st_mode))
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not a directory", want);
+	if (created && geteuid() == 0 && uid != 0 && chown(want, uid, gid) != 0)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give it to uid %d: %s", want, (int)uid, strerror(errno));
+	/* The job writes there as uid; root's access() would say yes to anything. */
+	if (uid == geteuid() ? access(want, W_OK | X_OK) != 0
+			     : !(st.st_uid == uid || created || (st.st_mode & S_IWOTH)))
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not writable: %s", want, strerror(EACCES));
+	char *abs = realpath(want, NULL);
+	if (!abs)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
+	snprintf(out, n, "%s", abs);
+	free(abs);
+	return 0;
+}
+
+/* ------------------------------------------------------------ 4. the job child */
+
+struct job {
+	char **argv;
+	const char *lib, *dir;
+	uid_t uid; /* run as (SUDO_UID when started through sudo as root) */
+	gid_t gid;
+	int drop;  /* change to uid/gid before exec */
+	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready) or 'l' */
+	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
+	pid_t pid;
+};
+
+static void child_fail(struct job *j, int e)
+{
+	if (write(j->err_wr, &e, sizeof(e)) < 0) {
+		/* nothing more to do: the parent sees the exit status */
+	}
+	_exit(e == ENOENT ? RUN_EXIT_NOTFOUND : RUN_EXIT_NOEXEC);
+}
+
+/* LD_PRELOAD with lib first, keeping what was there (once). */
+static void set_preload(const char *lib)
+{
+	const char *old = getenv("LD_PRELOAD");
+	if (!old || !*old) {
+		setenv("LD_PRELOAD", lib, 1);
+		return;
+	}
+	if (strstr(old, lib))
+		return;
+	size_t n = strlen(lib) + strlen(old) + 2;
+	char *v = malloc(n);
+	if (!v)
+		return;
+	snprintf(v, n, "%s:%s", lib, old);
+	setenv("LD_PRELOAD", v, 1);
+	free(v);
+}
+
+static void job_child(struct job *j)
+{
+	close(j->go_wr);
+	close(j->err_rd);
+	char go = 0;
+	ssize_t r;
+	do
+		r = read(j->go_rd, &go, 1);
+	while (r < 0 && errno == EINTR);
+	if (r != 1)
+		_exit(RUN_EXIT_FAIL); /* the parent went away before releasing us */
+	close(j->go_rd);
+	/* Restore what the parent changed for itself. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+
+	set_preload(j->lib);
+	setenv("STEPPROF_DIR", j->dir, 1);
+	setenv("NVTX_INJECTION64_PATH", j->lib, 0);
+	if (go == 'b')
+		setenv("STEPPROF_IO", "bpf", 1);
+
+	if (j->drop) {
+		const char *user = getenv("SUDO_USER");
+		if ((user ? initgroups(user, j->gid) : setgroups(1, &j->gid)) != 0 || setgid(j->gid) != 0 ||
+		    setuid(j->uid) != 0)
+			child_fail(j, errno ? errno : EPERM);
+	}
+	execvp(j->argv[0], j->argv);
+	child_fail(j, errno);
+}
+
+/* ------------------------------------------------------------ 5. the collector */
+
+struct collector {
+	pid_t pid;
+	int out, err; /* its stdout and stderr, read by us */
+};
+
+/* First line of text, trimmed, for a one-line reason. */
+static void first_line(char *s)
+{
+	char *nl = strchr(s, '\n');
+	if (nl)
+		*nl = 0;
+	size_t n = strlen(s);
+	while (n && (s[n - 1] == '\r' || s[n - 1] == ' '))
+		s[--n] = 0;
+}
+
+/*
+ * Start the collector on the job child and wait until it says "ready". Returns
+ * 0 when attached; otherwise -1 with the reason in why.
+ */
+static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, char *why, size_t whylen)
+{
+	int out[2], err[2];
+	char pidbuf[16];
+	c->pid = -1;
+	c->out = c->err = -1;
+	if (pipe2(out, O_CLOEXEC) != 0)
+		goto fail_errno;
+	if (pipe2(err, O_CLOEXEC) != 0) {
+		close(out[0]);
+		close(out[1]);
+		goto fail_errno;
+	}
+	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)job);
+	c->pid = fork();
+	if (c->pid < 0) {
+		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
+		goto fail_errno;
+	}
+	if (c->pid == 0) {
+		/* Its own process group: a Ctrl-C at the terminal stops the job, not the collector. */
+		setpgid(0, 0);
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		execl(path, "stepprof-bpf", "--pid", pidbuf, "-o", dir, (char *)NULL);
+		fprintf(stderr, "cannot execute %s: %s\n", path, strerror(errno));
+		_exit(1);
+	}
+	close(out[1]);
+	close(err[1]);
+	c->out = out[0];
+	c->err = err[0];
+
+	char obuf[256] = "", ebuf[512] = "";
+	size_t olen = 0, elen = 0;
+	int open_fds = 2;
+	time_t deadline = time(NULL) + COLLECTOR_READY_S;
+	while (open_fds > 0 && !strstr(obuf, "ready\n")) {
+		struct pollfd p[2] = { { c->out, POLLIN, 0 }, { c->err, POLLIN, 0 } };
+		int left = (int)(deadline - time(NULL));
+		if (left <= 0) {
+			snprintf(why, whylen, "the collector did not attach within %d s", COLLECTOR_READY_S);
+			kill(c->pid, SIGKILL);
+			return -1;
+		}
+		if (poll(p, 2, left * 1000) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		if (p[0].revents && c->out >= 0) {
+			ssize_t r = olen < sizeof(obuf) - 1 ? read(c->out, obuf + olen, sizeof(obuf) - 1 - olen) : 0;
+			if (r <= 0) {
+				close(c->out);
+				c->out = -1;
+				open_fds--;
+			} else {
+				olen += (size_t)r;
+				obuf[olen] = 0;
+			}
+		}
+		if (p[1].revents && c->err >= 0) {
+			ssize_t r = elen < sizeof(ebuf) - 1 ? read(c->err, ebuf + elen, sizeof(ebuf) - 1 - elen) : 0;
+			if (r <= 0) {
+				close(c->err);
+				c->err = -1;
+				open_fds--;
+			} else {
+				elen += (size_t)r;
+				ebuf[elen] = 0;
+			}
+		}
+		if (c->out < 0)
+			p[0].fd = -1;
+	}
+	if (strstr(obuf, "ready\n")) {
+		/* Anything it said on stderr while starting is passed on. */
+		if (elen)
+			fputs(ebuf, stderr);
+		return 0;
+	}
+	int st = 0;
+	waitpid(c->pid, &st, 0);
+	c->pid = -1;
+	first_line(ebuf);
+	if (*ebuf)
+		snprintf(why, whylen, "%s", ebuf);
+	else if (WIFSIGNALED(st))
+		snprintf(why, whylen, "the collector was killed by signal %d", WTERMSIG(st));
+	else
+		snprintf(why, whylen, "the collector exited with status %d", WEXITSTATUS(st));
+	return -1;
+
+fail_errno:
+	snprintf(why, whylen, "cannot start the collector: %s", strerror(errno));
+	return -1;
+}
+
+/* Pass on what the collector prints; close a side at EOF. */
+static void collector_drain(struct collector *c, int timeout_ms)
+{
+	struct pollfd p[2] = { { c->out, POLLIN, 0 }, { c->err, POLLIN, 0 } };
+	if (c->out < 0 && c->err < 0) {
+		if (timeout_ms > 0)
+			poll(NULL, 0, timeout_ms);
+		return;
+	}
+	if (poll(p, 2, timeout_ms) <= 0)
+		return;
+	for (int i = 0; i < 2; i++) {
+		int *fd = i ? &c->err : &c->out;
+		if (*fd < 0 || !p[i].revents)
+			continue;
+		char buf[4096];
+		ssize_t r = read(*fd, buf, sizeof(buf));
+		if (r <= 0) {
+			close(*fd);
+			*fd = -1;
+		} else if (fwrite(buf, 1, (size_t)r, stderr) != (size_t)r) {
+			/* our stderr is gone: keep draining so the collector never blocks */
+		}
+	}
+}
+
+/* SIGTERM, then wait (draining) for it to flush; SIGKILL after COLLECTOR_STOP_S. */
+static void collector_stop(struct collector *c)
+{
+	if (c->pid <= 0)
+		return;
+	kill(c->pid, SIGTERM);
+	time_t deadline = time(NULL) + COLLECTOR_STOP_S;
+	int st;
+	for (;;) {
+		pid_t r = waitpid(c->pid, &st, WNOHANG);
+		if (r == c->pid || (r < 0 && errno != EINTR))
+			break;
+		if (time(NULL) >= deadline) {
+			fprintf(stderr, "stepprof: run: the eBPF collector did not stop within %d s; killed\n",
+				COLLECTOR_STOP_S);
+			kill(c->pid, SIGKILL);
+			waitpid(c->pid, &st, 0);
+			break;
+		}
+		collector_drain(c, 50);
+	}
+	while (c->out >= 0 || c->err >= 0)
+		collector_drain(c, 100);
+	c->pid = -1;
+}
+
+/* ---------------------------------------------------------------- 6. waiting */
+
+static volatile pid_t run_job_pid;
+
+/*
+ * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
+ * SI_KERNEL) already reached the job through its process group: not twice.
+ */
+static void run_forward(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if (si && si->si_code == SI_KERNEL)
+		return;
+	if (run_job_pid > 0)
+		kill(run_job_pid, sig);
+}
+
+static void install_forwarding(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = run_forward;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+}
+
+static int exit_code(int st)
+{
+	if (WIFEXITED(st))
+		return WEXITSTATUS(st);
+	if (WIFSIGNALED(st))
+		return 128 + WTERMSIG(st);
+	return RUN_EXIT_FAIL;
+}
+
+/* Wait for the job; with a collector, keep its pipes drained and notice if it dies early. */
+static int wait_job(pid_t job, struct collector *c)
+{
+	int st = 0;
+	for (;;) {
+		pid_t r = waitpid(job, &st, c->pid > 0 ? WNOHANG : 0);
+		if (r == job)
+			return st;
+		if (r < 0 && errno != EINTR)
+			return 0;
+		if (c->pid > 0) {
+			int cst;
+			if (waitpid(c->pid, &cst, WNOHANG) == c->pid) {
+				fprintf(stderr, "stepprof: run: the eBPF collector exited early (status %d); input from "
+						"then on is not captured\n", exit_code(cst));
+				c->pid = -1;
+			}
+			collector_drain(c, 100);
+		}
+	}
+}
+
+/* -------------------------------------------------------------- 7. command_run */
+
+enum bpf_choice { BPF_DEFAULT, BPF_ON, BPF_OFF };
+
+int command_run(int argc, char **argv)
+{
+	enum bpf_choice bpf = BPF_DEFAULT;
+	const char *outdir = NULL;
+	int i = 1; /* argv[0] is "run" */
+	for (; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--")) {
+			i++;
+			break;
+		}
+		if (a[0] != '-')
+			break;
+		if (!strcmp(a, "--bpf"))
+			bpf = BPF_ON;
+		else if (!strcmp(a, "--no-bpf"))
+			bpf = BPF_OFF;
+		else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+			if (++i >= argc)
+				return run_fail(RUN_EXIT_FAIL, "%s needs a directory", a);
+			outdir = argv[i];
+		} else if (!strncmp(a, "-o", 2))
+			outdir = a + 2;
+		else if (!strncmp(a, "--output=", 9))
+			outdir = a + 9;
+		else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			run_usage(stdout);
+			return 0;
+		} else {
+			run_usage(stderr);
+			return run_fail(RUN_EXIT_FAIL, "unknown option %s", a);
+		}
+	}
+	if (i >= argc) {
+		run_usage(stderr);
+		return run_fail(RUN_EXIT_FAIL, "no command given");
+	}
+	char **cmd = argv + i;
+
+	/* Who the job runs as: the invoking user when root came from sudo. */
+	struct job j;
+	memset(&j, 0, sizeof(j));
+	j.argv = cmd;
+	j.uid = geteuid();
+	j.gid = getegid();
+	const char *su = getenv("SUDO_UID"), *sg = getenv("SUDO_GID");
+	if (geteuid() == 0 && su && sg && atoi(su) > 0) {
+		j.uid = (uid_t)strtoul(su, NULL, 10);
+		j.gid = (gid_t)strtoul(sg, NULL, 10);
+		j.drop = 1;
+	}
+
+	int e = check_command(cmd[0]);
+	if (e == ENOENT)
+		return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
+	if (e)
+		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(e));
+
+	char lib[PATH_MAX], dir[PATH_MAX], coll_path[PATH_MAX + 16];
+	int rc = find_lib(lib, sizeof(lib));
+	if (rc)
+		return rc;
+	rc = prepare_dir(outdir, dir, sizeof(dir), j.uid, j.gid);
+	if (rc)
+		return rc;
+	j.lib = lib;
+	j.dir = dir;
+
+	int go[2], err[2];
+	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
+		return run_fail(RUN_EXIT_FAIL, "pipe: %s", strerror(errno));
+	j.go_rd = go[0], j.go_wr = go[1], j.err_rd = err[0], j.err_wr = err[1];
+
+	fflush(NULL);
+	install_forwarding();
+	j.pid = fork();
+	if (j.pid < 0)
+		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
+	if (j.pid == 0)
+		job_child(&j);
+	run_job_pid = j.pid;
+	close(j.go_rd);
+	close(j.err_wr);
+
+	/* The collector, attached before the job runs a single instruction of CMD. */
+	struct collector c = { -1, -1, -1 };
+	char go_byte = 'l';
+	int want = bpf == BPF_ON || (bpf == BPF_DEFAULT && geteuid() == 0);
+	if (want) {
+		char why[600];
+		int have = find_collector(coll_path, sizeof(coll_path)) == 0;
+		if (!have && bpf == BPF_ON)
+			fprintf(stderr, "stepprof: eBPF collector unavailable: %s not found (not built?); input is "
+					"captured by the libc wrappers instead\n", coll_path);
+		else if (have && collector_start(&c, coll_path, j.pid, dir, why, sizeof(why)) == 0)
+			go_byte = 'b';
+		else if (have)
+			fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the libc "
+					"wrappers instead\n", why);
+	}
+
+	ssize_t w;
+	do
+		w = write(j.go_wr, &go_byte, 1);
+	while (w < 0 && errno == EINTR);
+	close(j.go_wr);
+
+	/* exec succeeded when the close-on-exec pipe closes without a word. */
+	int child_errno = 0;
+	ssize_t r;
+	do
+		r = read(j.err_rd, &child_errno, sizeof(child_errno));
+	while (r < 0 && errno == EINTR);
+	close(j.err_rd);
+
+	int st = wait_job(j.pid, &c);
+	run_job_pid = 0;
+	collector_stop(&c);
+	if (r == (ssize_t)sizeof(child_errno) && child_errno) {
+		if (child_errno == ENOENT)
+			return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
+		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
+	}
+	const char *quiet = getenv("STEPPROF_QUIET");
+	if (!quiet || !*quiet || !strcmp(quiet, "0"))
+		fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
+	return exit_code(st);
+}
