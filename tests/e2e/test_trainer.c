@@ -1,0 +1,421 @@
+/*
+ * test_trainer.c - the synthetic trainer (tests/workloads/cuda/trainer.c) and
+ * its ground truth, on the simulated GPU, without and with the preload.
+ *
+ *   1. helpers: run the trainer, parse its one JSON line
+ *   2. the invariants every scenario's ground truth must meet, checked against
+ *      the options (what the workload was told to do), not against itself
+ *   3. one test per scenario, with what makes that scenario what it is
+ *   4. variants: static runtime, markers, jitter, the preload, bad options
+ *
+ * Runs are shortened (--iters 8) to keep the suite fast; the scenario accuracy
+ * tests (test_scenarios.c) run them at full length.
+ */
+#include <criterion/criterion.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ---- 1. helpers ---- */
+
+#define NO_PRELOAD "LD_PRELOAD=", "STEPPROF_DIR=", "NVTX_INJECTION64_PATH="
+
+struct run {
+	struct sp_t_result res;
+	struct sp_json *j;
+};
+
+/* Run build/bin/<bin> with args (NULL-terminated) and env; expects exit 0 and one JSON line. */
+static void run_trainer(struct run *r, const char *bin, const char *const *args, char *const *env)
+{
+	const char *path = sp_t_build(bin);
+	char *argv[64];
+	int n = 0;
+
+	cr_assert(access(path, X_OK) == 0, "%s is not built (make; it needs the simulated GPU)", path);
+	argv[n++] = (char *)path;
+	for (; args && *args && n < 63; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	memset(r, 0, sizeof(*r));
+	int st = sp_t_run(&r->res, argv, env, NULL, 120);
+	cr_assert_eq(st, 0, "%s exited %d; stderr:\n%s", path, st, r->res.err);
+	size_t lines = 0;
+	for (size_t i = 0; i < r->res.outlen; i++)
+		lines += r->res.out[i] == '\n';
+	cr_assert_eq(lines, 1, "expected one line of JSON on stdout, got %zu:\n%s", lines, r->res.out);
+	r->j = sp_json_parse(r->res.out);
+	cr_assert(r->j, "ground truth is not JSON:\n%s", r->res.out);
+	cr_assert_str_eq(sp_json_str(r->j, "schema"), "stepprof.trainer/1");
+}
+
+static void run_free(struct run *r)
+{
+	sp_json_free(r->j);
+	sp_t_result_free(&r->res);
+}
+
+static uint64_t u(const struct sp_json *j, const char *path)
+{
+	struct sp_json *v = sp_json_path(j, path);
+	cr_assert(v && v->type == SPJ_NUM, "missing number %s", path);
+	return sp_json_u64(j, path, 0);
+}
+
+static uint64_t iu(const struct sp_json *j, size_t i, const char *field)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "iterations.%zu.%s", i, field);
+	return u(j, path);
+}
+
+static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+
+/* ---- 2. invariants of every ground truth, against the options it ran with ---- */
+
+static void check_invariants(const struct sp_json *j)
+{
+	uint64_t iters = u(j, "config.iters"), kernels = u(j, "config.kernels"), syncs = u(j, "config.syncs");
+	uint64_t h2d = u(j, "config.h2d_bytes"), d2h = u(j, "config.d2h_bytes"), item = u(j, "config.item_bytes");
+	uint64_t files = u(j, "config.files_per_iter"), fsize = u(j, "config.file_size");
+	uint64_t kernel_us = u(j, "config.kernel_us");
+	double jit = sp_json_num(j, "config.jitter_pct", 0) / 100.0;
+	struct sp_json *its = sp_json_get(j, "iterations");
+	bool pageable = sp_json_path(j, "config.pinned")->num == 0;
+
+	cr_assert(its && its->type == SPJ_ARR);
+	cr_assert_eq(its->n, iters, "iterations: %zu, --iters %llu", its->n, (unsigned long long)iters);
+	for (size_t i = 0; i < its->n; i++) {
+		uint64_t start = iu(j, i, "start_ns"), end = iu(j, i, "end_ns"), wall = iu(j, i, "wall_ns");
+		cr_assert_gt(end, start);
+		cr_assert_eq(wall, end - start);
+		if (i + 1 < its->n)
+			cr_assert_eq(end, iu(j, i + 1, "start_ns"), "iterations %zu and %zu do not tile", i, i + 1);
+
+		/* a partition: the six categories sum to the wall time */
+		uint64_t sum = 0;
+		for (int c = 0; c < 6; c++) {
+			char f[64];
+			snprintf(f, sizeof(f), "breakdown_ns.%s", cats[c]);
+			sum += iu(j, i, f);
+		}
+		cr_assert_eq(sum, wall, "iteration %zu: categories sum to %llu, wall %llu", i, (unsigned long long)sum,
+			     (unsigned long long)wall);
+		/* input and sync are low in the priority order: never more than the blocked time */
+		cr_assert_leq(iu(j, i, "breakdown_ns.input"), iu(j, i, "host_blocked_ns.input"));
+		cr_assert_leq(iu(j, i, "breakdown_ns.sync"), iu(j, i, "host_blocked_ns.sync"));
+		cr_assert_eq(iu(j, i, "gpu_busy_ns") + iu(j, i, "gpu_idle_ns"), wall);
+
+		/* every kernel slept at least its (jittered) duration, on one stream: back to back at most */
+		uint64_t slept_min = (uint64_t)((double)kernels * (double)kernel_us * 1000.0 * (1.0 - jit));
+		cr_assert_geq(iu(j, i, "kernel_ns"), slept_min, "iteration %zu: kernels ran %llu ns < %llu", i,
+			      (unsigned long long)iu(j, i, "kernel_ns"), (unsigned long long)slept_min);
+		cr_assert_geq(iu(j, i, "breakdown_ns.compute"), slept_min);
+		cr_assert_leq(iu(j, i, "breakdown_ns.compute"), iu(j, i, "kernel_ns"));
+
+		/* what the iteration issued, from the options */
+		cr_assert_eq(iu(j, i, "launches"), kernels);
+		cr_assert_eq(iu(j, i, "syncs"), syncs + 1);
+		cr_assert_eq(iu(j, i, "copies"), (h2d > 0) + syncs * (item > 0) + (d2h > 0));
+		cr_assert_eq(iu(j, i, "h2d_bytes"), h2d);
+		cr_assert_eq(iu(j, i, "d2h_bytes"), d2h + syncs * item);
+		cr_assert_eq(iu(j, i, "pageable_copies"), pageable ? iu(j, i, "copies") : 0);
+		cr_assert_eq(iu(j, i, "files_opened"), files);
+		cr_assert_eq(iu(j, i, "stats"), files);
+		cr_assert_eq(iu(j, i, "metadata_ops"), 2 * files);
+		cr_assert_eq(iu(j, i, "bytes_read"), files * fsize);
+		cr_assert_geq(iu(j, i, "device_bytes_peak"), iu(j, i, "device_bytes_live"));
+		if (files) {
+			uint64_t rb = iu(j, i, "batch.read_begin_ns"), re = iu(j, i, "batch.read_end_ns");
+			cr_assert(rb && re >= rb && re <= end, "iteration %zu: batch read [%llu, %llu]", i,
+				  (unsigned long long)rb, (unsigned long long)re);
+		}
+	}
+	/* totals: the loop's calls plus setup (buffers, stream) and teardown */
+	cr_assert_eq(u(j, "totals.iterations"), iters);
+	cr_assert_eq(u(j, "totals.launches"), iters * kernels);
+	cr_assert_eq(u(j, "totals.by_api.cudaLaunchKernel"), iters * kernels);
+	cr_assert_eq(u(j, "totals.syncs"), iters * (syncs + 1));
+	cr_assert_eq(u(j, "totals.by_api.cudaDeviceSynchronize"), iters * (syncs / 2));
+	cr_assert_eq(u(j, "totals.copies"), iters * ((h2d > 0) + syncs * (item > 0) + (d2h > 0)));
+	cr_assert_eq(u(j, "totals.files_opened"), iters * files);
+	cr_assert_eq(u(j, "totals.bytes_read"), iters * files * fsize);
+	cr_assert_eq(u(j, "totals.wall_ns"), iu(j, iters - 1, "end_ns") - iu(j, 0, "start_ns"));
+	cr_assert_eq(u(j, "totals.by_api.cudaStreamCreate"), 1);
+	cr_assert_eq(u(j, "totals.by_api.cudaStreamDestroy"), 1);
+	cr_assert_eq(u(j, "totals.host_allocs"), u(j, "totals.host_frees"));
+	cr_assert_eq(u(j, "totals.by_api.cudaHostAlloc"), pageable ? 0 : u(j, "totals.host_allocs"));
+}
+
+static void run_scenario(struct run *r, const char *name, const char *const *extra)
+{
+	const char *args[32] = {"--scenario", name, "--iters", "8"};
+	int n = 4;
+	for (; extra && *extra && n < 31; extra++)
+		args[n++] = *extra;
+	args[n] = NULL;
+	char *env[] = {NO_PRELOAD, NULL};
+	run_trainer(r, "bin/trainer", args, env);
+	cr_assert_str_eq(sp_json_str(r->j, "config.scenario"), name);
+	check_invariants(r->j);
+}
+
+static double frac(const struct sp_json *j, const char *cat)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "summary.breakdown_fraction.%s", cat);
+	return sp_json_num(j, path, -1);
+}
+
+/* ---- 3. scenarios ---- */
+
+Test(trainer, input_bound_waits_for_loader_workers, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "input-bound", NULL);
+	struct sp_json *pids = sp_json_get(r.j, "worker_pids");
+	cr_assert_eq(pids->n, 4);
+	/* the batches were read by the workers, not the trainer */
+	for (size_t i = 0; i < 8; i++) {
+		uint64_t reader = iu(r.j, i, "batch.reader_pid");
+		bool found = false;
+		for (size_t w = 0; w < pids->n; w++)
+			found |= (uint64_t)sp_json_at(pids, w)->num == reader;
+		cr_assert(found && reader != u(r.j, "pid"), "batch %zu read by pid %llu", i, (unsigned long long)reader);
+	}
+	/* 4 workers each taking >= 100 ms per batch: >= 25 ms per batch in the steady state, the trainer
+	 * needs ~6 ms; so it waits for most of each iteration */
+	cr_assert_str_eq(sp_json_str(r.j, "summary.bottleneck"), "input");
+	cr_assert_gt(frac(r.j, "input"), 0.5, "input share %.3f", frac(r.j, "input"));
+	cr_assert_eq(u(r.j, "totals.metadata_ops"), 8 * 256);
+	run_free(&r);
+}
+
+Test(trainer, pageable_h2d_bound_blocks_in_the_copy, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "pageable-h2d-bound", NULL);
+	cr_assert_str_eq(sp_json_str(r.j, "summary.bottleneck"), "h2d");
+	/* 32 MiB at the simulated 2 GB/s pageable bandwidth: >= 16.7 ms blocked in each H2D call */
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_geq(iu(r.j, i, "host_blocked_ns.h2d"), 32ull * 1048576 / 2 * 95 / 100, "iteration %zu", i);
+	cr_assert_eq(u(r.j, "totals.pageable_copies"), 8 * 2);
+	run_free(&r);
+}
+
+Test(trainer, compute_bound_is_mostly_kernels, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "compute-bound", NULL);
+	double c = frac(r.j, "compute");
+	for (int k = 0; k < 6; k++)
+		if (strcmp(cats[k], "compute"))
+			cr_assert_gt(c, frac(r.j, cats[k]), "compute %.3f <= %s %.3f", c, cats[k], frac(r.j, cats[k]));
+	cr_assert_gt(c, 0.6, "compute share %.3f", c);
+	run_free(&r);
+}
+
+Test(trainer, clean_has_steady_memory_and_pinned_copies, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "clean", NULL);
+	cr_assert_eq(u(r.j, "totals.pageable_copies"), 0);
+	cr_assert_eq(u(r.j, "totals.alloc_failures"), 0);
+	uint64_t live0 = iu(r.j, 0, "device_bytes_live");
+	cr_assert_eq(live0, 8ull * 1048576 + 1048576, "setup buffers: h2d 8 MiB + d2h 1 MiB");
+	for (size_t i = 0; i < 8; i++) {
+		cr_assert_eq(iu(r.j, i, "device_bytes_live"), live0);
+		cr_assert_eq(iu(r.j, i, "allocs"), 0);
+	}
+	run_free(&r);
+}
+
+Test(trainer, fragmenting_fails_with_enough_free_then_flushes, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "fragmenting", NULL);
+	uint64_t fi = u(r.j, "config.fragment_iter");
+	cr_assert_eq(fi, 4);
+	struct sp_json *f = sp_json_get(r.j, "alloc_failures");
+	cr_assert_eq(f->n, 1, "failures: %zu", f->n);
+	cr_assert_eq(u(r.j, "alloc_failures.0.iteration"), fi);
+	uint64_t req = u(r.j, "alloc_failures.0.request"), fr = u(r.j, "alloc_failures.0.free");
+	cr_assert_geq(fr, req, "free %llu < request %llu: not fragmentation", (unsigned long long)fr,
+		      (unsigned long long)req);
+	cr_assert_gt(req, 8ull << 20, "the request must be larger than an 8 MiB hole");
+	cr_assert_gt(u(r.j, "alloc_failures.0.flushed_segments"), 1);
+	cr_assert(sp_json_path(r.j, "alloc_failures.0.retry_ok")->num == 1);
+	cr_assert_eq(iu(r.j, fi, "alloc_failures"), 1);
+	for (size_t i = 0; i < 8; i++) {
+		if (i != fi)
+			cr_assert_eq(iu(r.j, i, "allocs"), 0);
+		/* everything the pattern took is given back within the iteration */
+		cr_assert_eq(iu(r.j, i, "device_bytes_live"), iu(r.j, 0, "device_bytes_live"));
+	}
+	cr_assert_eq(iu(r.j, fi, "allocs"), iu(r.j, fi, "frees") + 1, "allocs = frees + the failed one");
+	cr_assert_gt(iu(r.j, fi, "device_bytes_peak"), u(r.j, "device.total_bytes") / 2);
+	run_free(&r);
+}
+
+Test(trainer, leaking_grows_by_the_leak_each_iteration, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "leaking", NULL);
+	for (size_t i = 1; i < 8; i++)
+		cr_assert_eq(iu(r.j, i, "device_bytes_live") - iu(r.j, i - 1, "device_bytes_live"), 8ull << 20);
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_eq(iu(r.j, i, "allocs"), 1);
+	cr_assert_eq(u(r.j, "summary.device_bytes_peak"), iu(r.j, 7, "device_bytes_peak"));
+	run_free(&r);
+}
+
+Test(trainer, sync_heavy_syncs_after_each_kernel, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "sync-heavy", NULL);
+	cr_assert_eq(u(r.j, "totals.by_api.cudaStreamSynchronize"), 8 * (20 + 1));
+	cr_assert_eq(u(r.j, "totals.by_api.cudaDeviceSynchronize"), 8 * 19);
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_gt(iu(r.j, i, "host_blocked_ns.sync"), 0);
+	run_free(&r);
+}
+
+/* ---- 4. variants ---- */
+
+/* Counters that must not depend on how the trainer was linked, marked or profiled. */
+static void assert_same_counts(const struct sp_json *a, const struct sp_json *b)
+{
+	static const char *const fields[] = {"files_opened", "stats", "bytes_read", "h2d_bytes", "d2h_bytes",
+					     "pageable_copies", "copies", "launches", "syncs", "allocs", "frees",
+					     "alloc_failures", "device_bytes_live", "device_bytes_peak"};
+	struct sp_json *ia = sp_json_get(a, "iterations"), *ib = sp_json_get(b, "iterations");
+	cr_assert_eq(ia->n, ib->n);
+	for (size_t i = 0; i < ia->n; i++)
+		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
+			cr_assert_eq(iu(a, i, fields[k]), iu(b, i, fields[k]), "iteration %zu: %s differs", i, fields[k]);
+	struct sp_json *ta = sp_json_path(a, "totals.by_api"), *tb = sp_json_path(b, "totals.by_api");
+	cr_assert_eq(ta->n, tb->n);
+	for (size_t k = 0; k < ta->n; k++)
+		cr_assert_eq(ta->kids[k].num, tb->kids[k].num, "by_api.%s differs", ta->kids[k].key);
+}
+
+Test(trainer, static_runtime_variant_does_the_same, .timeout = 120)
+{
+	struct run d, s;
+	const char *args[] = {"--scenario", "fragmenting", "--iters", "6", NULL};
+	const char *sargs[] = {"--static", "--scenario", "fragmenting", "--iters", "6", NULL};
+	char *env[] = {NO_PRELOAD, NULL};
+	run_trainer(&d, "bin/trainer", args, env);
+	run_trainer(&s, "bin/trainer", sargs, env); /* execs trainer-static */
+	cr_assert(sp_json_path(s.j, "config.static")->num == 1, "--static did not run trainer-static");
+	cr_assert(sp_json_path(d.j, "config.static")->num == 0);
+	check_invariants(s.j);
+	assert_same_counts(d.j, s.j);
+	run_free(&d);
+	run_free(&s);
+
+	run_trainer(&s, "bin/trainer-static", args, env);
+	cr_assert(sp_json_path(s.j, "config.static")->num == 1);
+	run_free(&s);
+}
+
+Test(trainer, markers_are_noops_without_the_preload, .timeout = 120)
+{
+	struct run none, nvtx, step;
+	const char *a0[] = {"--scenario", "sync-heavy", "--iters", "4", "--markers", "none", NULL};
+	const char *a1[] = {"--scenario", "sync-heavy", "--iters", "4", "--markers", "nvtx", NULL};
+	const char *a2[] = {"--scenario", "sync-heavy", "--iters", "4", "--markers", "step", NULL};
+	char *env[] = {NO_PRELOAD, NULL};
+	run_trainer(&none, "bin/trainer", a0, env);
+	run_trainer(&nvtx, "bin/trainer", a1, env);
+	run_trainer(&step, "bin/trainer", a2, env);
+	cr_assert_str_eq(sp_json_str(nvtx.j, "config.markers"), "nvtx");
+	cr_assert_str_eq(sp_json_str(step.j, "config.markers"), "step");
+	assert_same_counts(none.j, nvtx.j);
+	assert_same_counts(none.j, step.j);
+	run_free(&none);
+	run_free(&nvtx);
+	run_free(&step);
+}
+
+Test(trainer, jitter_spreads_durations_within_its_bounds, .timeout = 120)
+{
+	struct run r;
+	const char *args[] = {"--iters", "10", "--kernels", "4", "--kernel-us", "2000", "--h2d-bytes", "0",
+			      "--d2h-bytes", "0", "--host-us", "0", "--jitter", "20", "--seed", "7", NULL};
+	char *env[] = {NO_PRELOAD, NULL};
+	run_trainer(&r, "bin/trainer", args, env);
+	check_invariants(r.j);
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (size_t i = 0; i < 10; i++) {
+		uint64_t k = iu(r.j, i, "kernel_ns");
+		lo = k < lo ? k : lo;
+		hi = k > hi ? k : hi;
+		/* 4 kernels of 2 ms +-20%: 6.4..9.6 ms slept, plus wake-up latency on a loaded machine */
+		cr_assert_leq(k, 9600000ull + 4 * 3000000ull, "iteration %zu: %llu ns", i, (unsigned long long)k);
+	}
+	/* sums of 4 uniform draws in +-20%: 10 of them all within 1% of each other is beyond chance */
+	cr_assert_gt((double)hi, (double)lo * 1.01, "no jitter visible: %llu..%llu", (unsigned long long)lo,
+		     (unsigned long long)hi);
+	run_free(&r);
+}
+
+Test(trainer, same_counts_under_the_preload, .timeout = 180)
+{
+	const char *lib = sp_t_build("lib/libstepprof.so");
+	char *dir = sp_t_tmpdir("trainer");
+	char pre[512], sd[512];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib);
+	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s/trace", dir);
+	cr_assert(access(lib, R_OK) == 0, "%s is not built", lib);
+
+	static const char *const scen[] = {"input-bound", "fragmenting"};
+	static const char *const marks[] = {"nvtx", "step"};
+	for (size_t k = 0; k < 2; k++) {
+		struct run bare, pro;
+		const char *args[] = {"--scenario", scen[k], "--iters", "6", "--markers", marks[k], NULL};
+		char *env0[] = {NO_PRELOAD, NULL};
+		char *env1[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
+		run_trainer(&bare, "bin/trainer", args, env0);
+		run_trainer(&pro, "bin/trainer", args, env1);
+		check_invariants(pro.j);
+		assert_same_counts(bare.j, pro.j);
+		cr_assert_eq(sp_json_get(pro.j, "worker_pids")->n, sp_json_get(bare.j, "worker_pids")->n);
+		run_free(&bare);
+		run_free(&pro);
+	}
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(trainer, bad_options_exit_2_with_a_message)
+{
+	static const char *const bads[][3] = {{"--bogus", NULL}, {"--iters", "x"}, {"--markers", "all"},
+					      {"--scenario", "nope"}, {"--file-size", "3Q"}};
+	const char *path = sp_t_build("bin/trainer");
+	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
+		struct sp_t_result res;
+		char *argv[] = {(char *)path, (char *)bads[k][0], (char *)bads[k][1], NULL};
+		int st = sp_t_run(&res, argv, NULL, NULL, 30);
+		cr_assert_eq(st, 2, "%s %s: exit %d", bads[k][0], bads[k][1] ? bads[k][1] : "", st);
+		cr_assert(strstr(res.err, "trainer: bad"), "stderr: %s", res.err);
+		cr_assert_eq(res.outlen, 0);
+		sp_t_result_free(&res);
+	}
+}
+
+Test(trainer, lists_every_scenario)
+{
+	struct sp_t_result res;
+	char *argv[] = {(char *)sp_t_build("bin/trainer"), "--list-scenarios", NULL};
+	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
+	static const char *const names[] = {"input-bound", "pageable-h2d-bound", "compute-bound", "clean",
+					    "fragmenting", "leaking", "sync-heavy"};
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
+	sp_t_result_free(&res);
+}

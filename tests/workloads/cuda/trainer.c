@@ -1,0 +1,916 @@
+/*
+ * trainer.c - a synthetic training loop on the (simulated) GPU whose options
+ * choose the scenario, and which prints the ground truth of what it did
+ * (docs/workloads.md). Built twice: build/bin/trainer (libcudart.so.12) and
+ * build/bin/trainer-static (libcudart_static.a, -DTRAINER_STATIC).
+ *
+ *   1. options and scenarios (presets expanded into options)
+ *   2. helpers: jitter, sleeping and spinning, checked CUDA calls
+ *   3. the data directory and the batch readers (main thread or forked workers)
+ *   4. markers (NVTX v3 range, stepprof_step)
+ *   5. one iteration: input, host, h2d, memory (leak, fragmentation), compute, d2h, sync
+ *   6. main: setup, loop, teardown, ground truth
+ */
+#include "trainer.h"
+
+#include <cuda_runtime_api.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifdef TRAINER_STATIC
+#define TRAINER_IS_STATIC true
+#else
+#define TRAINER_IS_STATIC false
+#endif
+
+#define MiB (1024ull * 1024)
+
+/* ---- 1. options and scenarios ---- */
+
+enum markers { MARK_NONE, MARK_NVTX, MARK_STEP };
+
+static struct opts {
+	const char *scenario;
+	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
+	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
+	uint64_t worker_us, kernel_us, host_us;
+	bool pinned, fragment, fragment_iter_set, run_static;
+	enum markers markers;
+	double jitter_pct;
+	uint64_t seed;
+	const char *data_dir;
+} O = {
+	.iters = 20,
+	.file_size = 64 * 1024,
+	.prefetch = 2,
+	.h2d_bytes = MiB,
+	.pinned = true,
+	.kernels = 4,
+	.kernel_us = 1000,
+	.d2h_bytes = 4096,
+	.item_bytes = 4,
+	.seed = 1,
+	.host_us = 500,
+};
+
+/* The scenarios of docs/workloads.md; this table is the source of truth. */
+#define CLEAN_ARGS                                                                                                     \
+	"--iters 24 --workers 2 --files-per-iter 4 --file-size 2M --h2d-bytes 8M --pinned --kernels 10 "              \
+	"--kernel-us 1500 --d2h-bytes 1M --host-us 1000"
+static const struct scenario {
+	const char *name, *args, *what;
+} scenarios[] = {
+	{"input-bound",
+	 "--iters 24 --workers 4 --files-per-iter 128 --file-size 16K --worker-us 100000 --h2d-bytes 2M --pinned "
+	 "--kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
+	 "small files through 4 loader workers; the trainer waits for batches"},
+	{"pageable-h2d-bound",
+	 "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 32M --pageable --kernels 4 --kernel-us 1000 "
+	 "--d2h-bytes 4K --host-us 500",
+	 "32 MiB per iteration copied from malloc'd memory"},
+	{"compute-bound",
+	 "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 4M --pinned --kernels 20 --kernel-us 1000 "
+	 "--d2h-bytes 4K --host-us 500",
+	 "kernels fill more than 80% of each iteration"},
+	{"clean", CLEAN_ARGS, "pinned copies, large files, steady memory"},
+	{"fragmenting", CLEAN_ARGS " --fragment", "an OOM with enough free memory, then flush-and-retry"},
+	{"leaking", CLEAN_ARGS " --leak-bytes 8M", "8 MiB of device memory leaked per iteration"},
+	{"sync-heavy",
+	 "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 40 --kernel-us 250 "
+	 "--syncs 39 --item-bytes 4 --d2h-bytes 4K --host-us 500",
+	 "a small D2H copy and a sync after each kernel (.item())"},
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: trainer [--scenario NAME] [options]   (docs/workloads.md)\n"
+		   "  --iters N  --files-per-iter N  --file-size B  --dataset-files N  --data-dir DIR\n"
+		   "  --workers K  --prefetch N  --worker-us U  --h2d-bytes B  --pinned|--pageable\n"
+		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
+		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
+		   "  --host-us U  --static  --list-scenarios\n"
+		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
+}
+
+static void __attribute__((noreturn)) bad(const char *what, const char *val)
+{
+	fprintf(stderr, "trainer: bad %s: '%s'\n", what, val ? val : "(missing)");
+	usage(stderr);
+	exit(2);
+}
+
+static uint64_t parse_size(const char *opt, const char *s)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		bad(opt, s);
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	uint64_t mul = 1;
+	switch (*end) {
+	case 'K': case 'k': mul = 1024, end++; break;
+	case 'M': case 'm': mul = MiB, end++; break;
+	case 'G': case 'g': mul = 1024 * MiB, end++; break;
+	}
+	if (errno || *end || end == s || v > UINT64_MAX / mul)
+		bad(opt, s);
+	return v * mul;
+}
+
+static unsigned parse_uint(const char *opt, const char *s, unsigned max)
+{
+	uint64_t v = parse_size(opt, s);
+	if (v > max)
+		bad(opt, s);
+	return (unsigned)v;
+}
+
+static void parse_args(int argc, char **argv);
+
+static void apply_scenario(const char *name)
+{
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+		if (strcmp(scenarios[i].name, name))
+			continue;
+		char *copy = strdup(scenarios[i].args), *save = NULL;
+		char *av[64];
+		int ac = 1;
+		av[0] = "trainer";
+		for (char *t = strtok_r(copy, " ", &save); t && ac < 63; t = strtok_r(NULL, " ", &save))
+			av[ac++] = t;
+		av[ac] = NULL;
+		parse_args(ac, av);
+		O.scenario = scenarios[i].name; /* copy stays referenced by nothing but lives on: tiny */
+		return;
+	}
+	bad("--scenario (see --list-scenarios)", name);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define OPT(name) (!strcmp(a, name))
+#define TAKE() (i++, v)
+		if (OPT("--scenario"))
+			apply_scenario(v ? TAKE() : (bad(a, v), ""));
+		else if (OPT("--list-scenarios")) {
+			for (size_t k = 0; k < sizeof(scenarios) / sizeof(scenarios[0]); k++)
+				printf("%-20s %s\n%-20s   # %s\n", scenarios[k].name, scenarios[k].args, "",
+				       scenarios[k].what);
+			exit(0);
+		} else if (OPT("--help") || OPT("-h")) {
+			usage(stdout);
+			exit(0);
+		} else if (OPT("--iters"))
+			O.iters = parse_uint(a, TAKE(), 1000000);
+		else if (OPT("--files-per-iter"))
+			O.files_per_iter = parse_uint(a, TAKE(), 100000);
+		else if (OPT("--file-size"))
+			O.file_size = parse_size(a, TAKE());
+		else if (OPT("--dataset-files"))
+			O.dataset_files = parse_uint(a, TAKE(), 1000000);
+		else if (OPT("--data-dir"))
+			O.data_dir = v ? TAKE() : (bad(a, v), "");
+		else if (OPT("--workers"))
+			O.workers = parse_uint(a, TAKE(), 64);
+		else if (OPT("--prefetch"))
+			O.prefetch = parse_uint(a, TAKE(), 64);
+		else if (OPT("--worker-us"))
+			O.worker_us = parse_size(a, TAKE());
+		else if (OPT("--h2d-bytes"))
+			O.h2d_bytes = parse_size(a, TAKE());
+		else if (OPT("--pinned"))
+			O.pinned = true;
+		else if (OPT("--pageable"))
+			O.pinned = false;
+		else if (OPT("--kernels"))
+			O.kernels = parse_uint(a, TAKE(), 100000);
+		else if (OPT("--kernel-us"))
+			O.kernel_us = parse_size(a, TAKE());
+		else if (OPT("--d2h-bytes"))
+			O.d2h_bytes = parse_size(a, TAKE());
+		else if (OPT("--syncs"))
+			O.syncs = parse_uint(a, TAKE(), 100000);
+		else if (OPT("--item-bytes"))
+			O.item_bytes = parse_size(a, TAKE());
+		else if (OPT("--leak-bytes"))
+			O.leak_bytes = parse_size(a, TAKE());
+		else if (OPT("--fragment"))
+			O.fragment = true;
+		else if (OPT("--fragment-iter")) {
+			O.fragment_iter = parse_uint(a, TAKE(), 1000000);
+			O.fragment_iter_set = true;
+		} else if (OPT("--markers")) {
+			i++;
+			if (v && !strcmp(v, "none"))
+				O.markers = MARK_NONE;
+			else if (v && !strcmp(v, "nvtx"))
+				O.markers = MARK_NVTX;
+			else if (v && !strcmp(v, "step"))
+				O.markers = MARK_STEP;
+			else
+				bad(a, v);
+		} else if (OPT("--jitter")) {
+			O.jitter_pct = parse_uint(a, TAKE(), 99);
+		} else if (OPT("--seed"))
+			O.seed = parse_size(a, TAKE());
+		else if (OPT("--host-us"))
+			O.host_us = parse_size(a, TAKE());
+		else if (OPT("--static"))
+			O.run_static = true;
+		else
+			bad("option", a);
+#undef OPT
+#undef TAKE
+	}
+}
+
+/* ---- 2. helpers ---- */
+
+/* xorshift64*: a fixed sequence per seed, so a scenario is repeatable. */
+static uint64_t rng_next(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+static uint64_t rng_state;
+
+static uint64_t jitter(uint64_t *state, uint64_t ns)
+{
+	if (O.jitter_pct <= 0 || !ns)
+		return ns;
+	double u = (double)(rng_next(state) >> 11) / (double)(1ull << 53); /* [0, 1) */
+	double f = 1.0 + O.jitter_pct / 100.0 * (2.0 * u - 1.0);
+	return (uint64_t)((double)ns * f);
+}
+
+static void sleep_until(uint64_t t)
+{
+	struct timespec ts = {(time_t)(t / 1000000000ull), (long)(t % 1000000000ull)};
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+		;
+}
+
+/* Host "Python" time burns CPU as Python would. */
+static void spin_for(uint64_t ns)
+{
+	uint64_t end = tr_now() + ns;
+	while (tr_now() < end)
+		;
+}
+
+static void die_cuda(const char *what, cudaError_t r)
+{
+	fprintf(stderr, "trainer: %s failed: CUDA error %d\n", what, (int)r);
+	exit(1);
+}
+
+#define CHECK(api, call)                                                                                               \
+	do {                                                                                                           \
+		tr_api(TR_API_##api);                                                                                  \
+		cudaError_t r_ = (call);                                                                               \
+		if (r_ != cudaSuccess)                                                                                 \
+			die_cuda(#api, r_);                                                                            \
+	} while (0)
+
+/*
+ * The kernel: a host function run by the stream's worker (the simulated GPU's
+ * contract). Exported, so that dladdr names it "trainer_kernel".
+ */
+void trainer_kernel(void **args);
+void trainer_kernel(void **args)
+{
+	struct tr_kslot *k = *(struct tr_kslot **)args[0];
+	uint64_t b = tr_now();
+	sleep_until(b + k->sleep_ns);
+	k->begin = b;
+	k->end = tr_now();
+}
+
+/* ---- 3. data directory and batch readers ---- */
+
+static char data_dir[PATH_MAX];
+static bool data_dir_is_temp;
+
+static void file_path(char *buf, size_t len, unsigned f)
+{
+	snprintf(buf, len, "%s/f%06u.bin", data_dir, f);
+}
+
+static void make_data(void)
+{
+	if (!O.files_per_iter)
+		return;
+	if (O.data_dir) {
+		snprintf(data_dir, sizeof(data_dir), "%s", O.data_dir);
+		if (mkdir(data_dir, 0755) && errno != EEXIST) {
+			fprintf(stderr, "trainer: cannot create %s: %s\n", data_dir, strerror(errno));
+			exit(1);
+		}
+	} else {
+		const char *tmp = getenv("TMPDIR");
+		snprintf(data_dir, sizeof(data_dir), "%s/trainer-data-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+		if (!mkdtemp(data_dir)) {
+			fprintf(stderr, "trainer: cannot create a data directory in %s: %s\n", tmp ? tmp : "/tmp",
+				strerror(errno));
+			exit(1);
+		}
+		data_dir_is_temp = true;
+	}
+	size_t chunk = O.file_size < MiB ? O.file_size : MiB;
+	char *buf = malloc(chunk ? chunk : 1);
+	for (size_t i = 0; i < chunk; i++)
+		buf[i] = (char)(i * 31 + 7);
+	for (unsigned f = 0; f < O.dataset_files; f++) {
+		char path[PATH_MAX + 16];
+		struct stat st;
+		file_path(path, sizeof(path), f);
+		if (!stat(path, &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_size == O.file_size)
+			continue;
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0) {
+			fprintf(stderr, "trainer: cannot create %s: %s\n", path, strerror(errno));
+			exit(1);
+		}
+		for (uint64_t left = O.file_size; left;) {
+			size_t n = left < chunk ? left : chunk;
+			ssize_t w = write(fd, buf, n);
+			if (w <= 0) {
+				fprintf(stderr, "trainer: cannot write %s: %s\n", path, strerror(errno));
+				exit(1);
+			}
+			left -= (uint64_t)w;
+		}
+		close(fd);
+		tr_data_file_created();
+	}
+	free(buf);
+}
+
+static void remove_data(void)
+{
+	if (!data_dir_is_temp)
+		return;
+	for (unsigned f = 0; f < O.dataset_files; f++) {
+		char path[PATH_MAX + 16];
+		file_path(path, sizeof(path), f);
+		unlink(path);
+	}
+	rmdir(data_dir);
+}
+
+struct batch_stats {
+	unsigned opened, stats;
+	int err;
+	uint64_t bytes;
+};
+
+/*
+ * Read batch b's files as a Dataset's __getitem__ would: stat, open, read to
+ * EOF, close. In the trainer (record) each call is an input interval; in a
+ * worker (rng) each file is followed by its share of --worker-us.
+ */
+static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs, bool record, uint64_t *rng)
+{
+	memset(bs, 0, sizeof(*bs));
+	for (unsigned j = 0; j < O.files_per_iter; j++) {
+		char path[PATH_MAX + 16];
+		struct stat st;
+		uint64_t t0, t1;
+		file_path(path, sizeof(path), (unsigned)(((uint64_t)b * O.files_per_iter + j) % O.dataset_files));
+
+		t0 = tr_now();
+		int rc = stat(path, &st);
+		t1 = tr_now();
+		if (record)
+			tr_input(t0, t1);
+		bs->stats++;
+		if (rc)
+			bs->err = errno;
+
+		t0 = tr_now();
+		int fd = open(path, O_RDONLY);
+		t1 = tr_now();
+		if (record)
+			tr_input(t0, t1);
+		if (fd < 0) {
+			bs->err = errno;
+			continue;
+		}
+		bs->opened++;
+		for (;;) {
+			t0 = tr_now();
+			ssize_t n = read(fd, buf, cap);
+			t1 = tr_now();
+			if (record)
+				tr_input(t0, t1);
+			if (n <= 0) {
+				if (n < 0)
+					bs->err = errno;
+				break;
+			}
+			bs->bytes += (uint64_t)n;
+		}
+		t0 = tr_now();
+		close(fd);
+		t1 = tr_now();
+		if (record)
+			tr_input(t0, t1);
+		/* A worker decodes each sample after reading it (Dataset.__getitem__), so its
+		 * reads spread over the batch's time instead of coming in one burst. */
+		if (rng && O.worker_us)
+			sleep_until(tr_now() + jitter(rng, O.worker_us * 1000 / O.files_per_iter));
+	}
+}
+
+/* What a worker sends per batch: small, like the shared-memory handle a DataLoader sends. */
+struct batch_msg {
+	uint32_t index, opened, stats;
+	int32_t err, pid, pad;
+	uint64_t bytes, read_begin, read_end;
+};
+
+struct worker {
+	pid_t pid;
+	int idx_fd;    /* trainer -> worker: batch indices */
+	int res_fd;    /* worker -> trainer: batch_msg */
+};
+
+static struct worker *workers;
+
+static bool read_full(int fd, void *p, size_t n, bool record)
+{
+	char *c = p;
+	while (n) {
+		uint64_t t0 = tr_now();
+		ssize_t r = read(fd, c, n);
+		uint64_t t1 = tr_now();
+		if (record)
+			tr_input(t0, t1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		c += r, n -= (size_t)r;
+	}
+	return true;
+}
+
+static bool write_full(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t r = write(fd, c, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return false;
+		c += r, n -= (size_t)r;
+	}
+	return true;
+}
+
+/* A loader worker: never touches CUDA, leaves with _exit (no atexit handlers of the runtime). */
+static void __attribute__((noreturn)) worker_main(unsigned w, int idx_fd, int res_fd)
+{
+	uint64_t rng = O.seed + 1 + w;
+	size_t cap = O.file_size < MiB ? O.file_size : MiB;
+	char *buf = malloc(cap ? cap : 1);
+	uint32_t idx;
+
+	while (buf && read_full(idx_fd, &idx, sizeof(idx), false)) {
+		struct batch_stats bs;
+		struct batch_msg m = {.index = idx, .pid = (int32_t)getpid()};
+		m.read_begin = tr_now();
+		read_batch(idx, buf, cap ? cap : 1, &bs, false, &rng);
+		m.read_end = tr_now();
+		m.opened = bs.opened, m.stats = bs.stats, m.bytes = bs.bytes, m.err = bs.err;
+		if (!write_full(res_fd, &m, sizeof(m)))
+			break;
+	}
+	_exit(0);
+}
+
+static void send_index(unsigned b)
+{
+	uint32_t idx = b;
+	if (!write_full(workers[b % O.workers].idx_fd, &idx, sizeof(idx))) {
+		fprintf(stderr, "trainer: loader worker %u is gone\n", b % O.workers);
+		exit(1);
+	}
+}
+
+static void start_workers(void)
+{
+	workers = calloc(O.workers, sizeof(*workers));
+	for (unsigned w = 0; w < O.workers; w++) {
+		int ip[2], rp[2];
+		if (pipe2(ip, O_CLOEXEC) || pipe2(rp, O_CLOEXEC)) {
+			fprintf(stderr, "trainer: pipe: %s\n", strerror(errno));
+			exit(1);
+		}
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0) {
+			fprintf(stderr, "trainer: fork: %s\n", strerror(errno));
+			exit(1);
+		}
+		if (pid == 0) {
+			close(ip[1]);
+			close(rp[0]);
+			for (unsigned k = 0; k < w; k++) /* earlier workers' trainer ends */
+				close(workers[k].idx_fd), close(workers[k].res_fd);
+			worker_main(w, ip[0], rp[1]);
+		}
+		close(ip[0]);
+		close(rp[1]);
+		workers[w] = (struct worker){pid, ip[1], rp[0]};
+	}
+	/* PyTorch's DataLoader keeps prefetch_factor batches outstanding per worker. */
+	unsigned first = O.prefetch * O.workers;
+	for (unsigned b = 0; b < O.iters && b < first; b++)
+		send_index(b);
+}
+
+static void stop_workers(void)
+{
+	for (unsigned w = 0; w < O.workers; w++)
+		close(workers[w].idx_fd);
+	for (unsigned w = 0; w < O.workers; w++) {
+		int st;
+		while (waitpid(workers[w].pid, &st, 0) < 0 && errno == EINTR)
+			;
+		close(workers[w].res_fd);
+	}
+}
+
+/* ---- 4. markers ---- */
+
+static void (*step_fn)(void);
+
+static void marker_begin(void)
+{
+	if (O.markers == MARK_NVTX)
+		nvtxRangePushA("train_step");
+	else if (O.markers == MARK_STEP && step_fn)
+		step_fn();
+}
+
+static void marker_end(void)
+{
+	if (O.markers == MARK_NVTX)
+		nvtxRangePop();
+}
+
+/* ---- 5. one iteration ---- */
+
+static cudaStream_t stream;
+static void *d_in, *d_out, *h_in, *h_out, *h_item;
+static struct tr_kslot *kslots;
+static char *rbuf;
+static size_t rcap;
+
+static void *dev_alloc(size_t n)
+{
+	void *p = NULL;
+	CHECK(cudaMalloc, cudaMalloc(&p, n));
+	tr_dev_alloc(n);
+	return p;
+}
+
+static void dev_free(void *p, size_t n)
+{
+	CHECK(cudaFree, cudaFree(p));
+	tr_dev_free(n);
+}
+
+static void *host_alloc(size_t n)
+{
+	void *p;
+	if (!O.pinned)
+		return calloc(1, n ? n : 1);
+	CHECK(cudaHostAlloc, cudaHostAlloc(&p, n ? n : 1, cudaHostAllocDefault));
+	tr_host_alloc();
+	return p;
+}
+
+static void host_free(void *p)
+{
+	if (!O.pinned) {
+		free(p);
+		return;
+	}
+	CHECK(cudaFreeHost, cudaFreeHost(p));
+	tr_host_free();
+}
+
+static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+{
+	uint64_t cb = tr_now();
+	tr_api(TR_API_cudaMemcpyAsync);
+	cudaError_t r = cudaMemcpyAsync(dst, src, n, kind, stream);
+	uint64_t ce = tr_now();
+	if (r != cudaSuccess)
+		die_cuda("cudaMemcpyAsync", r);
+	tr_copy(kind == cudaMemcpyHostToDevice ? TR_H2D : TR_D2H, n, !O.pinned, cb, ce);
+}
+
+static void sync_stream(bool device)
+{
+	uint64_t cb = tr_now();
+	cudaError_t r;
+	if (device) {
+		tr_api(TR_API_cudaDeviceSynchronize);
+		r = cudaDeviceSynchronize();
+	} else {
+		tr_api(TR_API_cudaStreamSynchronize);
+		r = cudaStreamSynchronize(stream);
+	}
+	uint64_t ce = tr_now();
+	if (r != cudaSuccess)
+		die_cuda(device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize", r);
+	tr_sync(cb, ce);
+}
+
+static void get_batch(unsigned i)
+{
+	if (!O.files_per_iter)
+		return;
+	if (!O.workers) {
+		struct batch_stats bs;
+		uint64_t t0 = tr_now();
+		read_batch(i, rbuf, rcap, &bs, true, NULL);
+		tr_batch_reader((int)getpid(), t0, tr_now());
+		tr_files(bs.opened, bs.stats, bs.bytes);
+		if (bs.err)
+			fprintf(stderr, "trainer: batch %u: %s\n", i, strerror(bs.err));
+		return;
+	}
+	struct batch_msg m;
+	if (!read_full(workers[i % O.workers].res_fd, &m, sizeof(m), true)) {
+		fprintf(stderr, "trainer: loader worker %u died\n", i % O.workers);
+		exit(1);
+	}
+	if (m.index != i || m.err)
+		fprintf(stderr, "trainer: batch %u: got batch %u, error %d\n", i, m.index, m.err);
+	tr_batch_reader(m.pid, m.read_begin, m.read_end);
+	tr_files(m.opened, m.stats, m.bytes);
+	if (i + O.prefetch * O.workers < O.iters)
+		send_index(i + O.prefetch * O.workers);
+}
+
+/*
+ * Fragment device memory as a caching allocator does under churning sizes, hit an
+ * OOM while the free total is larger than the request, then release the cached
+ * segments and retry (PyTorch: release_cached_blocks, then cudaMalloc again).
+ */
+static void fill_failed(size_t request)
+{
+	size_t f = 0, t = 0;
+	CHECK(cudaMemGetInfo, cudaMemGetInfo(&f, &t));
+	tr_alloc_failure(request, f, t, 0, 0, false);
+}
+
+static void fragment(void)
+{
+	const size_t small = 8 * MiB, big = 24 * MiB;
+	size_t free_b = 0, total_b = 0;
+	CHECK(cudaMemGetInfo, cudaMemGetInfo(&free_b, &total_b));
+
+	size_t pairs = free_b / (small + big), nheld = 0, nsmall = 0, held_bytes = 0;
+	void **held = calloc(pairs + 1, sizeof(*held)), **smalls = calloc(pairs + 1, sizeof(*smalls));
+	/* All first, then the frees: freeing as we go would let first fit reuse the one hole. */
+	for (size_t k = 0; k < pairs; k++) {
+		void *ps = NULL, *pb = NULL;
+		tr_api(TR_API_cudaMalloc);
+		if (cudaMalloc(&ps, small) != cudaSuccess) { /* not expected: the device was not as free as it said */
+			fill_failed(small);
+			break;
+		}
+		tr_dev_alloc(small);
+		smalls[nsmall++] = ps;
+		tr_api(TR_API_cudaMalloc);
+		if (cudaMalloc(&pb, big) != cudaSuccess) {
+			fill_failed(big);
+			break;
+		}
+		tr_dev_alloc(big);
+		held[nheld++] = pb;
+		held_bytes += big;
+	}
+	for (size_t k = 0; k < nsmall; k++) /* every other block goes back: 8 MiB holes between held segments */
+		dev_free(smalls[k], small);
+	free(smalls);
+	size_t tail = free_b - pairs * (small + big);
+	size_t request = ((tail > small ? tail : small) + MiB + MiB - 1) / MiB * MiB;
+
+	void *p = NULL;
+	tr_api(TR_API_cudaMalloc);
+	cudaError_t r = cudaMalloc(&p, request);
+	if (r == cudaSuccess) {
+		/* The device did not fragment (no first fit?): the ground truth says so (no failure). */
+		tr_dev_alloc(request);
+	} else {
+		size_t f2 = 0, t2 = 0;
+		CHECK(cudaMemGetInfo, cudaMemGetInfo(&f2, &t2));
+		for (size_t k = 0; k < nheld; k++)
+			dev_free(held[k], big);
+		tr_api(TR_API_cudaMalloc);
+		bool ok = cudaMalloc(&p, request) == cudaSuccess;
+		if (ok)
+			tr_dev_alloc(request);
+		tr_alloc_failure(request, f2, t2, (unsigned)nheld, held_bytes, ok);
+		nheld = 0;
+	}
+	for (size_t k = 0; k < nheld; k++)
+		dev_free(held[k], big);
+	if (p)
+		dev_free(p, request);
+	free(held);
+}
+
+static void iteration(unsigned i)
+{
+	tr_iter_begin(i, tr_now());
+	marker_begin();
+
+	get_batch(i);
+	spin_for(jitter(&rng_state, O.host_us * 1000));
+	if (O.h2d_bytes)
+		copy(d_in, h_in, O.h2d_bytes, cudaMemcpyHostToDevice);
+
+	if (O.fragment && i == O.fragment_iter)
+		fragment();
+	if (O.leak_bytes)
+		(void)dev_alloc(O.leak_bytes);
+
+	unsigned groups = O.syncs + 1, k = 0;
+	for (unsigned g = 0; g < groups; g++) {
+		unsigned n = O.kernels / groups + (g < O.kernels % groups);
+		for (unsigned j = 0; j < n; j++, k++) {
+			struct tr_kslot *s = &kslots[(size_t)i * O.kernels + k];
+			dim3 grid = {1, 1, 1}, block = {128, 1, 1};
+			s->self = s;
+			s->args[0] = &s->self;
+			s->args[1] = NULL;
+			s->sleep_ns = jitter(&rng_state, O.kernel_us * 1000);
+			tr_kernel(s);
+			CHECK(cudaLaunchKernel, cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
+		}
+		if (g < O.syncs) {
+			if (O.item_bytes)
+				copy(h_item, d_out, O.item_bytes, cudaMemcpyDeviceToHost);
+			sync_stream(g % 2 == 1);
+		}
+	}
+	if (O.d2h_bytes)
+		copy(h_out, d_out, O.d2h_bytes, cudaMemcpyDeviceToHost);
+	sync_stream(false);
+	marker_end();
+}
+
+/* ---- 6. main ---- */
+
+static void exec_static(char **argv)
+{
+	char self[PATH_MAX], path[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n <= 0) {
+		fprintf(stderr, "trainer: cannot find my own path\n");
+		exit(1);
+	}
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	snprintf(path, sizeof(path), "%s/trainer-static", self);
+	execv(path, argv);
+	fprintf(stderr, "trainer: cannot run %s: %s\n", path, strerror(errno));
+	exit(1);
+}
+
+static const char *markers_name(void)
+{
+	return O.markers == MARK_NVTX ? "nvtx" : O.markers == MARK_STEP ? "step" : "none";
+}
+
+int main(int argc, char **argv)
+{
+	parse_args(argc, argv);
+	if (O.run_static && !TRAINER_IS_STATIC)
+		exec_static(argv);
+	if (!O.iters)
+		bad("--iters (must be > 0)", "0");
+	if (!O.dataset_files)
+		O.dataset_files = 2 * O.files_per_iter;
+	if (!O.fragment_iter_set)
+		O.fragment_iter = O.iters / 2;
+	if (O.fragment && O.fragment_iter >= O.iters)
+		bad("--fragment-iter (must be < --iters)", "");
+	if (O.files_per_iter && !O.file_size)
+		bad("--file-size (must be > 0)", "0");
+	if (O.workers && !O.prefetch)
+		bad("--prefetch (must be > 0)", "0");
+	rng_state = O.seed ? O.seed : 1;
+
+	const char *gbps = getenv("SIMGPU_PINNED_GBPS");
+	tr_truth_init(O.iters, gbps ? atof(gbps) : 8.0);
+	if (O.markers == MARK_STEP)
+		step_fn = (void (*)(void))dlsym(RTLD_DEFAULT, "stepprof_step");
+
+	/* Setup, as a training script does it: data, device, model buffers; workers last. */
+	make_data();
+	int ndev = 0;
+	tr_api(TR_API_cudaGetDeviceCount);
+	cudaError_t r = cudaGetDeviceCount(&ndev);
+	if (r != cudaSuccess || ndev < 1) {
+		fprintf(stderr, "trainer: no CUDA device (error %d, %d devices)\n", (int)r, ndev);
+		remove_data();
+		return 1;
+	}
+	CHECK(cudaSetDevice, cudaSetDevice(0));
+	CHECK(cudaStreamCreate, cudaStreamCreate(&stream));
+	size_t free0 = 0, total0 = 0;
+	CHECK(cudaMemGetInfo, cudaMemGetInfo(&free0, &total0));
+
+	size_t out_bytes = O.d2h_bytes > O.item_bytes ? O.d2h_bytes : O.item_bytes;
+	if (O.h2d_bytes)
+		d_in = dev_alloc(O.h2d_bytes), h_in = host_alloc(O.h2d_bytes);
+	if (out_bytes)
+		d_out = dev_alloc(out_bytes);
+	if (O.d2h_bytes)
+		h_out = host_alloc(O.d2h_bytes);
+	if (O.syncs && O.item_bytes)
+		h_item = host_alloc(O.item_bytes);
+	kslots = calloc((size_t)O.iters * O.kernels + 1, sizeof(*kslots));
+	rcap = O.file_size < MiB ? O.file_size : MiB;
+	rbuf = malloc(rcap ? rcap : 1);
+	if (!kslots || !rbuf) {
+		fprintf(stderr, "trainer: out of host memory\n");
+		return 1;
+	}
+	if (O.files_per_iter && O.workers)
+		start_workers();
+
+	for (unsigned i = 0; i < O.iters; i++)
+		iteration(i);
+	tr_iter_finish(tr_now());
+
+	/* Teardown: outside the iterations, counted in the totals only. */
+	if (O.files_per_iter && O.workers)
+		stop_workers();
+	if (d_in)
+		dev_free(d_in, O.h2d_bytes), host_free(h_in);
+	if (d_out)
+		dev_free(d_out, out_bytes);
+	if (h_out)
+		host_free(h_out);
+	if (h_item)
+		host_free(h_item);
+	CHECK(cudaStreamDestroy, cudaStreamDestroy(stream));
+	remove_data();
+
+	/* The ground truth: one JSON line. */
+	char *json = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&json, &len);
+	fprintf(f,
+		"{\"schema\":\"stepprof.trainer/1\",\"config\":{\"scenario\":\"%s\",\"iters\":%u,\"files_per_iter\":%u,"
+		"\"file_size\":%llu,\"dataset_files\":%u,\"workers\":%u,\"prefetch\":%u,\"worker_us\":%llu,"
+		"\"h2d_bytes\":%llu,\"pinned\":%s,\"kernels\":%u,\"kernel_us\":%llu,\"d2h_bytes\":%llu,\"syncs\":%u,"
+		"\"item_bytes\":%llu,\"leak_bytes\":%llu,\"fragment\":%s,\"fragment_iter\":%u,\"markers\":\"%s\","
+		"\"jitter_pct\":%g,\"seed\":%llu,\"host_us\":%llu,\"static\":%s,\"data_dir\":\"%s\"}",
+		O.scenario ? O.scenario : "", O.iters, O.files_per_iter, (unsigned long long)O.file_size,
+		O.dataset_files, O.workers, O.prefetch, (unsigned long long)O.worker_us,
+		(unsigned long long)O.h2d_bytes, O.pinned ? "true" : "false", O.kernels,
+		(unsigned long long)O.kernel_us, (unsigned long long)O.d2h_bytes, O.syncs,
+		(unsigned long long)O.item_bytes, (unsigned long long)O.leak_bytes, O.fragment ? "true" : "false",
+		O.fragment_iter, markers_name(), O.jitter_pct, (unsigned long long)O.seed,
+		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false", data_dir);
+	fprintf(f, ",\"pid\":%d,\"worker_pids\":[", (int)getpid());
+	for (unsigned w = 0; w < O.workers && workers; w++)
+		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
+	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu},", (unsigned long long)total0,
+		(unsigned long long)free0);
+	tr_truth_write(f);
+	fputs("}\n", f);
+	fclose(f);
+	fwrite(json, 1, len, stdout);
+	fflush(stdout);
+	free(json);
+	return 0;
+}

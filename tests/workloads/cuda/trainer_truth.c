@@ -1,0 +1,537 @@
+/*
+ * trainer_truth.c - the synthetic trainer's ground truth: what it did, as it
+ * measured it, printed as JSON at exit (schema stepprof.trainer/1,
+ * docs/workloads.md).
+ *
+ *   1. state: per-iteration counters, the stream's ops in issue order, input calls
+ *   2. recording: the tr_* calls the loop makes (cheap appends, no I/O)
+ *   3. resolution: GPU intervals of copies from the stream order, then a sweep that
+ *      partitions each iteration with design.md §5's priorities
+ *   4. JSON output
+ *
+ * RATIONALE: resolution waits for exit because a kernel's interval is written
+ * by the GPU worker and a pinned copy's end is only known from what follows it
+ * on the stream; at exit every iteration has been synchronised.
+ */
+#include "trainer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- 1. state ---- */
+
+struct counts {
+	uint64_t files_opened, stats, bytes_read;
+	uint64_t h2d_bytes, d2h_bytes, pageable_copies;
+	uint64_t copies, launches, syncs, allocs, frees, alloc_failures;
+};
+
+enum op_type { OP_KERNEL, OP_COPY, OP_SYNC };
+
+struct op {
+	enum op_type type;
+	enum tr_cat dir; /* OP_COPY: TR_H2D or TR_D2H */
+	bool host_sync;  /* OP_COPY: the call returned only once the copy was done (pageable) */
+	uint64_t bytes;
+	uint64_t cb, ce; /* host call begin/return (copies, syncs) */
+	struct tr_kslot *k;
+	unsigned iter;
+};
+
+struct span {
+	uint64_t b, e;
+	unsigned iter;
+};
+
+struct iter {
+	uint64_t start, end;
+	struct counts c;
+	uint64_t live_end, peak;
+	int reader_pid;
+	uint64_t read_begin, read_end;
+};
+
+struct failure {
+	unsigned iter;
+	uint64_t request, free, total, flushed_bytes;
+	unsigned flushed;
+	bool retry_ok;
+};
+
+static struct {
+	unsigned iters, cur; /* cur == iters: outside the loop (setup or teardown) */
+	bool finished;
+	double pinned_gbps;
+	struct iter *it;
+	struct counts total;
+	uint64_t by_api[TR_NAPI];
+	uint64_t host_allocs, host_frees, files_created;
+	uint64_t live;
+	struct op *ops;
+	size_t nops, capops;
+	struct span *inputs;
+	size_t ninputs, capinputs;
+	struct failure *fails;
+	size_t nfails, capfails;
+} T;
+
+static const char *const cat_name[TR_NCAT + 1] = {"compute", "h2d", "d2h", "input", "sync", "other"};
+static const char *const api_name[TR_NAPI] = {
+#define TR_API_NAME(n) #n,
+	TR_APIS(TR_API_NAME)
+#undef TR_API_NAME
+};
+
+static void *grow(void *p, size_t *cap, size_t need, size_t size)
+{
+	if (need <= *cap)
+		return p;
+	size_t n = *cap ? *cap * 2 : 256;
+	while (n < need)
+		n *= 2;
+	p = realloc(p, n * size);
+	if (!p) {
+		fprintf(stderr, "trainer: out of host memory for the ground truth\n");
+		exit(1);
+	}
+	*cap = n;
+	return p;
+}
+
+static struct counts *cur_counts(void)
+{
+	return T.cur < T.iters ? &T.it[T.cur].c : NULL;
+}
+
+/* ---- 2. recording ---- */
+
+void tr_truth_init(unsigned iters, double pinned_gbps)
+{
+	T.iters = iters;
+	T.cur = iters;
+	T.pinned_gbps = pinned_gbps > 0 ? pinned_gbps : 8.0;
+	T.it = calloc(iters ? iters : 1, sizeof(*T.it));
+	if (!T.it) {
+		fprintf(stderr, "trainer: out of host memory\n");
+		exit(1);
+	}
+	/* Sized for the common case up front so that the loop rarely reallocates. */
+	T.ops = grow(NULL, &T.capops, (size_t)iters * 64 + 64, sizeof(*T.ops));
+	T.inputs = grow(NULL, &T.capinputs, (size_t)iters * 16 + 64, sizeof(*T.inputs));
+}
+
+void tr_iter_begin(unsigned i, uint64_t t)
+{
+	if (T.cur < T.iters)
+		T.it[T.cur].end = t;
+	T.cur = i;
+	T.it[i].start = t;
+	T.it[i].peak = T.live;
+	T.it[i].live_end = T.live;
+}
+
+void tr_iter_finish(uint64_t t)
+{
+	if (T.cur < T.iters)
+		T.it[T.cur].end = t;
+	T.cur = T.iters;
+	T.finished = true;
+}
+
+void tr_api(enum tr_api api)
+{
+	struct counts *c = cur_counts();
+	uint64_t *tot = NULL, *per = NULL;
+
+	T.by_api[api]++;
+	switch (api) {
+	case TR_API_cudaMemcpyAsync:
+		tot = &T.total.copies, per = c ? &c->copies : NULL;
+		break;
+	case TR_API_cudaLaunchKernel:
+		tot = &T.total.launches, per = c ? &c->launches : NULL;
+		break;
+	case TR_API_cudaStreamSynchronize:
+	case TR_API_cudaDeviceSynchronize:
+		tot = &T.total.syncs, per = c ? &c->syncs : NULL;
+		break;
+	case TR_API_cudaMalloc:
+		tot = &T.total.allocs, per = c ? &c->allocs : NULL;
+		break;
+	case TR_API_cudaFree:
+		tot = &T.total.frees, per = c ? &c->frees : NULL;
+		break;
+	default:
+		break;
+	}
+	if (tot)
+		(*tot)++;
+	if (per)
+		(*per)++;
+}
+
+void tr_input(uint64_t b, uint64_t e)
+{
+	if (T.cur >= T.iters)
+		return;
+	T.inputs = grow(T.inputs, &T.capinputs, T.ninputs + 1, sizeof(*T.inputs));
+	T.inputs[T.ninputs++] = (struct span){b, e, T.cur};
+}
+
+void tr_files(unsigned opened, unsigned stats, uint64_t bytes)
+{
+	struct counts *c = cur_counts();
+
+	T.total.files_opened += opened, T.total.stats += stats, T.total.bytes_read += bytes;
+	if (c)
+		c->files_opened += opened, c->stats += stats, c->bytes_read += bytes;
+}
+
+void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end)
+{
+	if (T.cur >= T.iters)
+		return;
+	T.it[T.cur].reader_pid = pid;
+	T.it[T.cur].read_begin = read_begin;
+	T.it[T.cur].read_end = read_end;
+}
+
+static struct op *new_op(enum op_type type)
+{
+	T.ops = grow(T.ops, &T.capops, T.nops + 1, sizeof(*T.ops));
+	struct op *o = &T.ops[T.nops++];
+	memset(o, 0, sizeof(*o));
+	o->type = type;
+	o->iter = T.cur;
+	return o;
+}
+
+void tr_kernel(struct tr_kslot *k)
+{
+	if (T.cur < T.iters)
+		new_op(OP_KERNEL)->k = k;
+}
+
+void tr_copy(enum tr_cat dir, uint64_t bytes, bool pageable, uint64_t cb, uint64_t ce)
+{
+	struct counts *c = cur_counts();
+
+	if (dir == TR_H2D)
+		T.total.h2d_bytes += bytes;
+	else
+		T.total.d2h_bytes += bytes;
+	T.total.pageable_copies += pageable;
+	if (!c)
+		return;
+	if (dir == TR_H2D)
+		c->h2d_bytes += bytes;
+	else
+		c->d2h_bytes += bytes;
+	c->pageable_copies += pageable;
+
+	struct op *o = new_op(OP_COPY);
+	o->dir = dir;
+	o->host_sync = pageable;
+	o->bytes = bytes;
+	o->cb = cb;
+	o->ce = ce;
+}
+
+void tr_sync(uint64_t cb, uint64_t ce)
+{
+	if (T.cur >= T.iters)
+		return;
+	struct op *o = new_op(OP_SYNC);
+	o->cb = cb;
+	o->ce = ce;
+}
+
+void tr_dev_alloc(uint64_t bytes)
+{
+	T.live += bytes;
+	if (T.cur < T.iters && T.live > T.it[T.cur].peak)
+		T.it[T.cur].peak = T.live;
+	if (T.cur < T.iters)
+		T.it[T.cur].live_end = T.live;
+}
+
+void tr_dev_free(uint64_t bytes)
+{
+	T.live -= bytes < T.live ? bytes : T.live;
+	if (T.cur < T.iters)
+		T.it[T.cur].live_end = T.live;
+}
+
+void tr_alloc_failure(uint64_t request, uint64_t free, uint64_t total, unsigned flushed, uint64_t flushed_bytes,
+		      bool retry_ok)
+{
+	struct counts *c = cur_counts();
+
+	T.total.alloc_failures++;
+	if (c)
+		c->alloc_failures++;
+	T.fails = grow(T.fails, &T.capfails, T.nfails + 1, sizeof(*T.fails));
+	T.fails[T.nfails++] = (struct failure){T.cur < T.iters ? T.cur : 0, request, free, total, flushed_bytes,
+					       flushed, retry_ok};
+}
+
+void tr_host_alloc(void)
+{
+	T.host_allocs++;
+}
+
+void tr_host_free(void)
+{
+	T.host_frees++;
+}
+
+void tr_data_file_created(void)
+{
+	T.files_created++;
+}
+
+/* ---- 3. resolution ---- */
+
+struct ival {
+	uint64_t b, e;
+	int cat;  /* enum tr_cat */
+	bool gpu; /* a GPU-side interval (counts as GPU busy) */
+	bool host; /* a host call (counts as host blocked) */
+};
+
+struct ev {
+	uint64_t t;
+	int delta;
+	int cat;
+	bool gpu;
+};
+
+static int ev_cmp(const void *a, const void *b)
+{
+	const struct ev *x = a, *y = b;
+	return x->t < y->t ? -1 : x->t > y->t;
+}
+
+struct result {
+	uint64_t cat_ns[TR_NCAT + 1];
+	uint64_t blocked_ns[TR_NCAT];
+	uint64_t gpu_busy, kernel_ns;
+};
+
+/*
+ * The GPU interval of a copy from the stream order: it starts when both the
+ * call was made and the previous op on the stream finished; a host-synchronous
+ * copy ends when its call returns; an async one ends where the next kernel
+ * starts (FIFO), or, when a sync or another copy comes next, no later than that
+ * call's return nor than bytes/bandwidth after its start.
+ */
+static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
+{
+	size_t n = 0;
+	uint64_t prev_end = T.it[i].start;
+
+	for (size_t j = 0; j < T.nops; j++) {
+		struct op *o = &T.ops[j];
+		if (o->iter != i)
+			continue;
+		*out = grow(*out, cap, n + 2, sizeof(**out));
+		if (o->type == OP_KERNEL) {
+			(*out)[n++] = (struct ival){o->k->begin, o->k->end, TR_COMPUTE, true, false};
+			prev_end = o->k->end;
+		} else if (o->type == OP_SYNC) {
+			(*out)[n++] = (struct ival){o->cb, o->ce, TR_SYNC, false, true};
+		} else {
+			uint64_t b = o->cb > prev_end ? o->cb : prev_end, e;
+			if (o->host_sync) {
+				e = o->ce;
+			} else {
+				e = UINT64_MAX;
+				for (size_t m = j + 1; m < T.nops; m++) {
+					struct op *q = &T.ops[m];
+					if (q->iter != i)
+						continue;
+					if (q->type == OP_KERNEL) {
+						e = q->k->begin;
+					} else {
+						uint64_t est = b + (uint64_t)((double)o->bytes / T.pinned_gbps);
+						e = q->ce < est ? q->ce : est;
+					}
+					break;
+				}
+				if (e == UINT64_MAX) /* nothing after it: cannot happen, the iteration ends with a sync */
+					e = o->ce;
+			}
+			if (e < b)
+				e = b;
+			(*out)[n++] = (struct ival){b, e, o->dir, true, false};
+			(*out)[n++] = (struct ival){o->cb, o->ce, o->dir, false, true};
+			prev_end = e;
+		}
+	}
+	for (size_t j = 0; j < T.ninputs; j++) {
+		if (T.inputs[j].iter != i)
+			continue;
+		*out = grow(*out, cap, n + 1, sizeof(**out));
+		(*out)[n++] = (struct ival){T.inputs[j].b, T.inputs[j].e, TR_INPUT, false, true};
+	}
+	return n;
+}
+
+/* Partition [start, end) of iteration i: each elementary segment goes to the
+ * highest-priority category active over it, or to "other" when none is. */
+static void sweep_iter(unsigned i, struct result *r)
+{
+	static struct ival *iv;
+	static size_t capiv;
+	static struct ev *ev;
+	static size_t capev;
+	uint64_t S = T.it[i].start, E = T.it[i].end;
+	size_t n = resolve_iter(i, &iv, &capiv), ne = 0;
+
+	memset(r, 0, sizeof(*r));
+	ev = grow(ev, &capev, 2 * n + 1, sizeof(*ev));
+	for (size_t j = 0; j < n; j++) {
+		uint64_t b = iv[j].b < S ? S : iv[j].b, e = iv[j].e > E ? E : iv[j].e;
+		if (iv[j].cat == TR_COMPUTE && iv[j].gpu)
+			r->kernel_ns += iv[j].e > iv[j].b ? iv[j].e - iv[j].b : 0;
+		if (e <= b)
+			continue;
+		if (iv[j].host)
+			r->blocked_ns[iv[j].cat] += e - b;
+		ev[ne++] = (struct ev){b, +1, iv[j].cat, iv[j].gpu};
+		ev[ne++] = (struct ev){e, -1, iv[j].cat, iv[j].gpu};
+	}
+	qsort(ev, ne, sizeof(*ev), ev_cmp);
+
+	int active[TR_NCAT] = {0}, gpu = 0;
+	uint64_t cur = S;
+	for (size_t j = 0; j <= ne; j++) {
+		uint64_t t = j < ne ? ev[j].t : E;
+		if (t > cur) {
+			int c = TR_OTHER;
+			for (int k = 0; k < TR_NCAT; k++)
+				if (active[k] > 0) {
+					c = k;
+					break;
+				}
+			r->cat_ns[c] += t - cur;
+			if (gpu > 0)
+				r->gpu_busy += t - cur;
+			cur = t;
+		}
+		if (j < ne) {
+			active[ev[j].cat] += ev[j].delta;
+			gpu += ev[j].gpu ? ev[j].delta : 0;
+		}
+	}
+}
+
+/* ---- 4. JSON ---- */
+
+static void write_counts(FILE *f, const struct counts *c)
+{
+	fprintf(f,
+		"\"files_opened\":%llu,\"stats\":%llu,\"metadata_ops\":%llu,\"bytes_read\":%llu,"
+		"\"h2d_bytes\":%llu,\"d2h_bytes\":%llu,\"pageable_copies\":%llu,\"copies\":%llu,\"launches\":%llu,"
+		"\"syncs\":%llu,\"allocs\":%llu,\"frees\":%llu,\"alloc_failures\":%llu",
+		(unsigned long long)c->files_opened, (unsigned long long)c->stats,
+		(unsigned long long)(c->files_opened + c->stats), (unsigned long long)c->bytes_read,
+		(unsigned long long)c->h2d_bytes, (unsigned long long)c->d2h_bytes,
+		(unsigned long long)c->pageable_copies, (unsigned long long)c->copies, (unsigned long long)c->launches,
+		(unsigned long long)c->syncs, (unsigned long long)c->allocs, (unsigned long long)c->frees,
+		(unsigned long long)c->alloc_failures);
+}
+
+static void write_breakdown(FILE *f, const uint64_t *ns)
+{
+	/* the schema's order: input, h2d, compute, d2h, sync, other */
+	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
+	fputc('{', f);
+	for (int k = 0; k < 6; k++)
+		fprintf(f, "%s\"%s\":%llu", k ? "," : "", cat_name[order[k]], (unsigned long long)ns[order[k]]);
+	fputc('}', f);
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+void tr_truth_write(FILE *f)
+{
+	uint64_t sum[TR_NCAT + 1] = {0}, peak = 0;
+	uint64_t *walls = calloc(T.iters ? T.iters : 1, sizeof(*walls));
+
+	fputs("\"iterations\":[", f);
+	for (unsigned i = 0; i < T.iters; i++) {
+		struct iter *it = &T.it[i];
+		struct result r;
+		sweep_iter(i, &r);
+		uint64_t wall = it->end - it->start;
+		walls[i] = wall;
+		for (int k = 0; k <= TR_NCAT; k++)
+			sum[k] += r.cat_ns[k];
+		if (it->peak > peak)
+			peak = it->peak;
+		fprintf(f, "%s{\"index\":%u,\"start_ns\":%llu,\"end_ns\":%llu,\"wall_ns\":%llu,\"breakdown_ns\":",
+			i ? "," : "", i, (unsigned long long)it->start, (unsigned long long)it->end,
+			(unsigned long long)wall);
+		write_breakdown(f, r.cat_ns);
+		fprintf(f, ",\"host_blocked_ns\":{\"input\":%llu,\"h2d\":%llu,\"d2h\":%llu,\"sync\":%llu}",
+			(unsigned long long)r.blocked_ns[TR_INPUT], (unsigned long long)r.blocked_ns[TR_H2D],
+			(unsigned long long)r.blocked_ns[TR_D2H], (unsigned long long)r.blocked_ns[TR_SYNC]);
+		fprintf(f, ",\"gpu_busy_ns\":%llu,\"gpu_idle_ns\":%llu,\"kernel_ns\":%llu,", (unsigned long long)r.gpu_busy,
+			(unsigned long long)(wall - r.gpu_busy), (unsigned long long)r.kernel_ns);
+		write_counts(f, &it->c);
+		fprintf(f,
+			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu}"
+			",\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
+			it->reader_pid, (unsigned long long)it->read_begin, (unsigned long long)it->read_end,
+			(unsigned long long)it->live_end, (unsigned long long)it->peak);
+	}
+	fputs("],\"alloc_failures\":[", f);
+	for (size_t j = 0; j < T.nfails; j++) {
+		struct failure *x = &T.fails[j];
+		fprintf(f,
+			"%s{\"iteration\":%u,\"request\":%llu,\"free\":%llu,\"total\":%llu,\"flushed_segments\":%u,"
+			"\"flushed_bytes\":%llu,\"retry_ok\":%s}",
+			j ? "," : "", x->iter, (unsigned long long)x->request, (unsigned long long)x->free,
+			(unsigned long long)x->total, x->flushed, (unsigned long long)x->flushed_bytes,
+			x->retry_ok ? "true" : "false");
+	}
+
+	uint64_t wall = T.iters ? T.it[T.iters - 1].end - T.it[0].start : 0;
+	fprintf(f, "],\"totals\":{\"iterations\":%u,\"wall_ns\":%llu,\"breakdown_ns\":", T.iters,
+		(unsigned long long)wall);
+	write_breakdown(f, sum);
+	fputc(',', f);
+	write_counts(f, &T.total);
+	fprintf(f, ",\"host_allocs\":%llu,\"host_frees\":%llu,\"data_files_created\":%llu,\"by_api\":{",
+		(unsigned long long)T.host_allocs, (unsigned long long)T.host_frees,
+		(unsigned long long)T.files_created);
+	for (int a = 0; a < TR_NAPI; a++)
+		fprintf(f, "%s\"%s\":%llu", a ? "," : "", api_name[a], (unsigned long long)T.by_api[a]);
+	fputs("}}", f);
+
+	/* summary: design.md §5's bottleneck rule on the totals */
+	qsort(walls, T.iters, sizeof(*walls), u64_cmp);
+	uint64_t median = !T.iters ? 0 : T.iters % 2 ? walls[T.iters / 2] : (walls[T.iters / 2 - 1] + walls[T.iters / 2]) / 2;
+	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
+	fprintf(f, ",\"summary\":{\"wall_ns_median\":%llu,\"breakdown_fraction\":{", (unsigned long long)median);
+	for (int k = 0; k < 6; k++)
+		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", cat_name[order[k]],
+			wall ? (double)sum[order[k]] / (double)wall : 0.0);
+	const char *bottleneck = "compute";
+	if (!wall || (double)sum[TR_COMPUTE] < 0.8 * (double)wall) {
+		int best = -1;
+		for (int k = 0; k < 6; k++) {
+			int c = order[k];
+			if (c != TR_COMPUTE && (best < 0 || sum[c] > sum[best]))
+				best = c;
+		}
+		bottleneck = cat_name[best];
+	}
+	fprintf(f, "},\"bottleneck\":\"%s\",\"device_bytes_peak\":%llu}", bottleneck, (unsigned long long)peak);
+	free(walls);
+}
