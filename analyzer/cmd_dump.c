@@ -1,0 +1,329 @@
+/*
+ * cmd_dump.c - `stepprof dump [--json] FILE`: every record of one trace file, one
+ * per line, in the reader's order (each thread in the order it wrote, threads
+ * merged by begin time).
+ *
+ * Divided into:
+ *   1. options,
+ *   2. the GPU-span table: a first pass collects gpu_span records by (pid, op) so
+ *      that the copy/memset/launch record of the same op can show its GPU-side
+ *      time (memory proportional to the number of GPU spans, acceptable for dump;
+ *      the reader itself stays bounded),
+ *   3. one record as a JSON object / as a text line (fields by fields.def),
+ *   4. the verb.
+ */
+#include "commands.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonw.h"
+#include "reader.h"
+#include "util.h"
+
+/* ------------------------------------------------------------ 1. options */
+
+static void dump_usage(FILE *f)
+{
+	fprintf(f, "usage: stepprof dump [--json] FILE\n\n"
+		   "Every record of one trace file, one per line: begin time, duration, pid/tid,\n"
+		   "kind, api and the kind's fields (string ids resolved, pointers in hex).\n\n"
+		   "  --json    one JSON object per line (fields in docs/cli.md)\n"
+		   "  -h, --help\n");
+}
+
+/*
+ * Kinds that are instants, not calls: dump shows "ts_ns" (and "begin_ns") for them,
+ * "begin_ns"/"end_ns"/"dur_ns" for everything else (a kind added later is a call).
+ */
+static int is_instant(unsigned kind)
+{
+	switch (kind) {
+	case SP_K_LOST:
+	case SP_K_THREAD:
+	case SP_K_FORK:
+	case SP_K_MARK:
+	case SP_K_STEP:
+	case SP_K_NVTX_MARK:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* ------------------------------------------------------- 2. GPU-span table */
+
+struct span {
+	int32_t pid;
+	uint32_t op;
+	uint64_t begin, end;
+	int used;
+};
+
+struct spans {
+	struct span *t;
+	size_t n, cap; /* cap: power of two */
+};
+
+static size_t span_slot(const struct spans *s, int32_t pid, uint32_t op)
+{
+	uint64_t h = ((uint64_t)(uint32_t)pid << 32 | op) * 0x9e3779b97f4a7c15ull;
+	size_t i = (size_t)(h >> 20) & (s->cap - 1);
+	while (s->t[i].used && !(s->t[i].pid == pid && s->t[i].op == op))
+		i = (i + 1) & (s->cap - 1);
+	return i;
+}
+
+static int spans_add(struct spans *s, int32_t pid, uint32_t op, uint64_t begin, uint64_t end)
+{
+	if ((s->n + 1) * 2 > s->cap) {
+		size_t nc = s->cap ? s->cap * 2 : 1024;
+		struct spans ns = { .t = calloc(nc, sizeof(struct span)), .cap = nc };
+		if (!ns.t)
+			return -1;
+		for (size_t i = 0; i < s->cap; i++)
+			if (s->t[i].used) {
+				ns.t[span_slot(&ns, s->t[i].pid, s->t[i].op)] = s->t[i];
+				ns.n++;
+			}
+		free(s->t);
+		*s = ns;
+	}
+	size_t i = span_slot(s, pid, op);
+	if (s->t[i].used)
+		return 0; /* the first span of an op wins */
+	s->t[i] = (struct span){ .pid = pid, .op = op, .begin = begin, .end = end, .used = 1 };
+	s->n++;
+	return 0;
+}
+
+static const struct span *spans_find(const struct spans *s, int32_t pid, uint32_t op)
+{
+	if (!s->cap)
+		return NULL;
+	size_t i = span_slot(s, pid, op);
+	return s->t[i].used ? &s->t[i] : NULL;
+}
+
+/* -------------------------------------------------------- 3. one record */
+
+static const char *enum_name(unsigned type, uint64_t v)
+{
+	switch (type) {
+	case SP_T_DIR:
+		return v < SP_DIR__COUNT ? sp_dir_name[v] : NULL;
+	case SP_T_HOSTMEM:
+		return v < SP_HOSTMEM__COUNT ? sp_hostmem_name[v] : NULL;
+	case SP_T_FDTYPE:
+		return v < SP_FDTYPE__COUNT ? sp_fdtype_name[v] : NULL;
+	case SP_T_SOURCE:
+		return v < SP_SOURCE__COUNT ? sp_source_name[v] : NULL;
+	default:
+		return NULL;
+	}
+}
+
+static void record_json(struct jsonw *w, struct sp_reader *r, const struct sp_event *ev, const struct span *gs)
+{
+	jw_obj_begin(w);
+	jw_kstr(w, "kind", sp_kind_name[ev->kind]);
+	if (ev->api && ev->api < SP_API__COUNT)
+		jw_kstr(w, "api", sp_api_name[ev->api]);
+	jw_ki64(w, "pid", ev->pid);
+	jw_ki64(w, "tid", ev->tid);
+	if (is_instant(ev->kind)) {
+		jw_ku64(w, "ts_ns", ev->begin_ns);
+		jw_ku64(w, "begin_ns", ev->begin_ns);
+	} else {
+		jw_ku64(w, "begin_ns", ev->begin_ns);
+		jw_ku64(w, "end_ns", ev->end_ns);
+		jw_ku64(w, "dur_ns", ev->end_ns - ev->begin_ns);
+	}
+	for (unsigned i = 0; i < SP_F__COUNT; i++) {
+		if (!((ev->mask >> i) & 1))
+			continue;
+		uint64_t v = ev->f[i];
+		unsigned t = sp_field_type[i];
+		const char *name = sp_field_name[i];
+		switch (t) {
+		case SP_T_U:
+			jw_ku64(w, name, v);
+			break;
+		case SP_T_I:
+			jw_ki64(w, name, (int64_t)v);
+			break;
+		case SP_T_HEX:
+			jw_khex(w, name, v);
+			break;
+		case SP_T_STR:
+			/* null: no string (id 0) or one the file does not hold (lost). */
+			jw_kstr(w, name, sp_reader_string(r, (uint32_t)v));
+			break;
+		default: {
+			const char *e = enum_name(t, v);
+			if (e)
+				jw_kstr(w, name, e);
+			else
+				jw_ku64(w, name, v);
+		}
+		}
+	}
+	if (gs) {
+		jw_ku64(w, "gpu_begin_ns", gs->begin);
+		jw_ku64(w, "gpu_end_ns", gs->end);
+	}
+	jw_obj_end(w);
+}
+
+/* A string field in a text line: bare when it is one plain word, else quoted. */
+static void text_string(const char *s)
+{
+	int plain = *s != 0;
+	for (const char *p = s; *p && plain; p++)
+		plain = *p > ' ' && *p != '"' && *p != '\\' && (unsigned char)*p < 0x7f;
+	if (plain) {
+		fputs(s, stdout);
+		return;
+	}
+	putchar('"');
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			printf("\\%c", *p);
+		else if (*p < ' ' || *p == 0x7f)
+			printf("\\x%02x", *p);
+		else
+			putchar(*p);
+	}
+	putchar('"');
+}
+
+static void record_text(struct sp_reader *r, const struct sp_event *ev, const struct span *gs)
+{
+	if (is_instant(ev->kind))
+		printf("%20" PRIu64 " %12s", ev->begin_ns, "-");
+	else
+		printf("%20" PRIu64 " %12" PRIu64, ev->begin_ns, ev->end_ns - ev->begin_ns);
+	printf(" %7d %7d %-15s %-24s", ev->pid, ev->tid, sp_kind_name[ev->kind],
+	       ev->api && ev->api < SP_API__COUNT ? sp_api_name[ev->api] : "-");
+	for (unsigned i = 0; i < SP_F__COUNT; i++) {
+		if (!((ev->mask >> i) & 1))
+			continue;
+		uint64_t v = ev->f[i];
+		unsigned t = sp_field_type[i];
+		printf(" %s=", sp_field_name[i]);
+		if (t == SP_T_U) {
+			printf("%" PRIu64, v);
+		} else if (t == SP_T_I) {
+			printf("%" PRId64, (int64_t)v);
+		} else if (t == SP_T_HEX) {
+			printf("0x%" PRIx64, v);
+		} else if (t == SP_T_STR) {
+			const char *s = sp_reader_string(r, (uint32_t)v);
+			if (s)
+				text_string(s);
+			else if (v)
+				printf("#%" PRIu64, v); /* an id the file holds no string for */
+			else
+				putchar('-');
+		} else {
+			const char *e = enum_name(t, v);
+			if (e)
+				fputs(e, stdout);
+			else
+				printf("%" PRIu64, v);
+		}
+	}
+	if (gs)
+		printf(" gpu=%" PRIu64 "+%" PRIu64, gs->begin, gs->end - gs->begin);
+	putchar('\n');
+}
+
+/* ------------------------------------------------------------- 4. the verb */
+
+static int collect_spans(const char *path, struct spans *sp)
+{
+	struct sp_reader *r;
+	char err[256];
+	if (sp_reader_open(path, &r, err, sizeof(err))) {
+		util_err(path, "%s", err);
+		return SP_EXIT_INPUT;
+	}
+	struct sp_event ev;
+	int rc = 0;
+	while (sp_reader_next(r, &ev))
+		if (ev.kind == SP_K_GPU_SPAN && spans_add(sp, ev.pid, (uint32_t)ev.f[SP_F_OP], ev.begin_ns, ev.end_ns)) {
+			util_err(path, "out of memory");
+			rc = SP_EXIT_INTERNAL;
+			break;
+		}
+	sp_reader_close(r);
+	return rc;
+}
+
+int command_dump(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0 },
+	};
+	int json = 0, c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = 1;
+			break;
+		case 'h':
+			dump_usage(stdout);
+			return SP_EXIT_OK;
+		default:
+			util_err("dump", "unknown option %s", argv[optind - 1]);
+			dump_usage(stderr);
+			return SP_EXIT_USAGE;
+		}
+	}
+	if (optind + 1 != argc) {
+		util_err("dump", optind >= argc ? "which trace? give one FILE" : "one FILE at a time");
+		dump_usage(stderr);
+		return SP_EXIT_USAGE;
+	}
+	const char *path = argv[optind];
+	struct spans sp = { 0 };
+	int rc = collect_spans(path, &sp);
+	if (rc) {
+		free(sp.t);
+		return rc;
+	}
+	struct sp_reader *r;
+	char err[256];
+	if (sp_reader_open(path, &r, err, sizeof(err))) {
+		util_err(path, "%s", err);
+		free(sp.t);
+		return SP_EXIT_INPUT;
+	}
+	struct jsonw w;
+	jw_init(&w, stdout, 0);
+	if (!json)
+		printf("%20s %12s %7s %7s %-15s %-24s %s\n", "begin_ns", "dur_ns", "pid", "tid", "kind", "api", "fields");
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev)) {
+		const struct span *gs = NULL;
+		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1))
+			gs = spans_find(&sp, ev.pid, (uint32_t)ev.f[SP_F_OP]);
+		if (json)
+			record_json(&w, r, &ev, gs);
+		else
+			record_text(r, &ev, gs);
+	}
+	if (json && jw_error(&w))
+		rc = SP_EXIT_INTERNAL;
+	rc = util_worse(rc, util_report_damage(path, sp_reader_stats(r)));
+	sp_reader_close(r);
+	free(sp.t);
+	return rc;
+}

@@ -1,0 +1,97 @@
+/*
+ * main.c - the `stepprof` command: a table of verbs (commands.def), each in its
+ * own file analyzer/cmd_<verb>.c, in the manner of uftrace.
+ *
+ * Divided into: 1. the verb table (weak references, so a verb whose file is not
+ * built yet is reported instead of breaking the link), 2. --help/--version,
+ * 3. dispatch.
+ */
+#include "commands.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "stepprof/stepprof.h"
+#include "stepprof/trace.h"
+#include "util.h"
+
+/* -------------------------------------------------------------- 1. verbs */
+
+#define SP_COMMAND(verb, operands, summary) extern int command_##verb(int argc, char **argv) __attribute__((weak));
+#include "commands.def"
+#undef SP_COMMAND
+
+struct verb {
+	const char *name, *operands, *summary;
+	int (*fn)(int argc, char **argv);
+};
+
+static const struct verb verbs[] = {
+#define SP_COMMAND(verb, operands, summary) { #verb, operands, summary, command_##verb },
+#include "commands.def"
+#undef SP_COMMAND
+};
+#define NVERBS (sizeof(verbs) / sizeof(verbs[0]))
+
+/* ---------------------------------------------------------- 2. help text */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: stepprof <verb> [options] [operands]\n"
+		   "       stepprof <verb> --help | --help | --version\n\n"
+		   "A profiler for GPU training jobs: capture with LD_PRELOAD=libstepprof.so, then\n"
+		   "ask where each iteration's time went.\n\nverbs:\n");
+	for (size_t i = 0; i < NVERBS; i++)
+		fprintf(f, "  %-8s %-24s %s%s\n", verbs[i].name, verbs[i].operands, verbs[i].summary,
+			verbs[i].fn ? "" : " (not built)");
+	fprintf(f, "\nexit status: 0 ok, 1 usage, 2 unreadable input, 3 damaged input (truncated or\n"
+		   "corrupt; what was whole is reported), 4 internal error or verb not built.\n"
+		   "See docs/cli.md and docs/trace-format.md.\n");
+}
+
+static void version(void)
+{
+	printf("stepprof %s (trace format %u.%u)\n", STEPPROF_VERSION, SP_VERSION_MAJOR, SP_VERSION_MINOR);
+}
+
+/* ------------------------------------------------------------ 3. dispatch */
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return SP_EXIT_USAGE;
+	}
+	const char *a = argv[1];
+	if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
+		if (!strcmp(a, "help") && argc > 2) {
+			/* `stepprof help VERB` is `stepprof VERB --help` */
+			char *sub[] = { argv[2], "--help", NULL };
+			for (size_t i = 0; i < NVERBS; i++)
+				if (!strcmp(verbs[i].name, argv[2]) && verbs[i].fn)
+					return verbs[i].fn(2, sub);
+		}
+		usage(stdout);
+		return SP_EXIT_OK;
+	}
+	if (!strcmp(a, "--version") || !strcmp(a, "-V") || !strcmp(a, "version")) {
+		version();
+		return SP_EXIT_OK;
+	}
+	for (size_t i = 0; i < NVERBS; i++) {
+		if (strcmp(verbs[i].name, a))
+			continue;
+		if (!verbs[i].fn) {
+			util_err(a, "not built");
+			return SP_EXIT_INTERNAL;
+		}
+		int rc = verbs[i].fn(argc - 1, argv + 1);
+		if (fflush(stdout) || ferror(stdout)) {
+			util_err(NULL, "cannot write the output");
+			rc = util_worse(rc, SP_EXIT_INTERNAL);
+		}
+		return rc;
+	}
+	util_err(a, "unknown verb (stepprof --help lists them)");
+	return SP_EXIT_USAGE;
+}

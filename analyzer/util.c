@@ -1,0 +1,191 @@
+/*
+ * util.c - helpers shared by the verbs (util.h): 1. error lines, 2. trace files
+ * of a directory, 3. human-readable numbers.
+ */
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stepprof/trace.h"
+
+/* ------------------------------------------------------------ 1. errors */
+
+void util_err(const char *what, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	/* One line, whatever the message holds. */
+	for (char *p = msg; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	if (what)
+		fprintf(stderr, "stepprof: %s: %s\n", what, msg);
+	else
+		fprintf(stderr, "stepprof: %s\n", msg);
+}
+
+int util_report_damage(const char *path, const struct sp_reader_stats *st)
+{
+	if (st->truncated && st->corrupt)
+		util_err(path, "truncated and corrupt (%llu bad slots skipped): read what is whole",
+			 (unsigned long long)st->corrupt_slots);
+	else if (st->truncated)
+		util_err(path, "truncated: the file is shorter than its header says; read what is whole");
+	else if (st->corrupt)
+		util_err(path, "corrupt: %llu slots did not decode and were skipped",
+			 (unsigned long long)st->corrupt_slots);
+	else
+		return 0;
+	return SP_EXIT_DAMAGED;
+}
+
+/* --------------------------------------------------------- 2. trace files */
+
+int util_is_trace_file(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	char magic[8];
+	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, magic, 8, 0) == 8 &&
+		 memcmp(magic, SP_MAGIC, 8) == 0;
+	close(fd);
+	return ok;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+struct plist {
+	char **v;
+	size_t n, cap;
+};
+
+static int plist_add(struct plist *l, char *p)
+{
+	if (!p)
+		return -1;
+	if (l->n + 2 > l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 16;
+		char **nv = realloc(l->v, nc * sizeof(*nv));
+		if (!nv) {
+			free(p);
+			return -1;
+		}
+		l->v = nv;
+		l->cap = nc;
+	}
+	l->v[l->n++] = p;
+	l->v[l->n] = NULL;
+	return 0;
+}
+
+char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
+{
+	struct plist l = { 0 };
+	*rc = SP_EXIT_OK;
+	for (int i = 0; i < nargs; i++) {
+		struct stat st;
+		if (stat(args[i], &st) < 0) {
+			util_err(args[i], "%s", strerror(errno));
+			*rc = util_worse(*rc, SP_EXIT_INPUT);
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			if (plist_add(&l, strdup(args[i])))
+				*rc = util_worse(*rc, SP_EXIT_INTERNAL);
+			continue;
+		}
+		DIR *d = opendir(args[i]);
+		if (!d) {
+			util_err(args[i], "%s", strerror(errno));
+			*rc = util_worse(*rc, SP_EXIT_INPUT);
+			continue;
+		}
+		size_t first = l.n;
+		struct dirent *de;
+		while ((de = readdir(d))) {
+			if (de->d_name[0] == '.')
+				continue;
+			size_t len = strlen(args[i]) + strlen(de->d_name) + 2;
+			char *p = malloc(len);
+			if (!p)
+				break;
+			snprintf(p, len, "%s/%s", args[i], de->d_name);
+			if (!util_is_trace_file(p)) {
+				free(p);
+				continue;
+			}
+			if (plist_add(&l, p))
+				*rc = util_worse(*rc, SP_EXIT_INTERNAL);
+		}
+		closedir(d);
+		if (l.n == first) {
+			util_err(args[i], "no stepprof trace files in this directory");
+			*rc = util_worse(*rc, SP_EXIT_INPUT);
+		} else {
+			qsort(l.v + first, l.n - first, sizeof(*l.v), cmp_str);
+		}
+	}
+	if (!l.v) {
+		l.v = calloc(1, sizeof(*l.v));
+		if (!l.v)
+			*rc = util_worse(*rc, SP_EXIT_INTERNAL);
+	}
+	*n = l.n;
+	return l.v;
+}
+
+void util_free_paths(char **paths)
+{
+	if (!paths)
+		return;
+	for (char **p = paths; *p; p++)
+		free(*p);
+	free(paths);
+}
+
+/* ----------------------------------------------------------- 3. numbers */
+
+const char *util_fmt_ns(uint64_t ns, char *buf, size_t len)
+{
+	if (ns < 1000)
+		snprintf(buf, len, "%llu ns", (unsigned long long)ns);
+	else if (ns < 1000000)
+		snprintf(buf, len, "%.3g us", ns / 1e3);
+	else if (ns < 1000000000)
+		snprintf(buf, len, "%.3g ms", ns / 1e6);
+	else
+		snprintf(buf, len, "%.3f s", ns / 1e9);
+	return buf;
+}
+
+const char *util_fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	double v = (double)b;
+	unsigned u = 0;
+	while (v >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)b);
+	else
+		snprintf(buf, len, "%.3g %s", v, unit[u]);
+	return buf;
+}

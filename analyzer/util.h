@@ -1,0 +1,59 @@
+/*
+ * util.h - small helpers shared by the `stepprof` verbs: exit codes, the one
+ * error-line format, finding the trace files of a directory, and human-readable
+ * numbers.
+ *
+ * Errors: every verb reports a problem as one line on stderr,
+ *   stepprof: <file>: <what is wrong>
+ * and exits with the worst of the codes below (docs/cli.md lists them).
+ */
+#ifndef STEPPROF_UTIL_H
+#define STEPPROF_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reader.h"
+
+#define SP_EXIT_OK 0
+#define SP_EXIT_USAGE 1    /* bad command line */
+#define SP_EXIT_INPUT 2    /* a file could not be read at all (missing, not a trace, newer format) */
+#define SP_EXIT_DAMAGED 3  /* read, but truncated or corrupt: the output covers what was whole */
+#define SP_EXIT_INTERNAL 4 /* verb not built, out of memory, output not written */
+
+/* "stepprof: <what>: <message>\n" on stderr (what may be NULL: "stepprof: <message>"). */
+void util_err(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The worse (larger) of two exit codes. */
+static inline int util_worse(int a, int b)
+{
+	return a > b ? a : b;
+}
+
+/*
+ * After a full pass of the reader: print the damage line of a truncated or corrupt
+ * file ("stepprof: <path>: truncated: ...; read what is whole") and return
+ * SP_EXIT_DAMAGED, or return 0 for a whole file.
+ */
+int util_report_damage(const char *path, const struct sp_reader_stats *st);
+
+/* Nonzero when path is a regular file starting with the trace magic "STEPPROF". */
+int util_is_trace_file(const char *path);
+
+/*
+ * Expand command-line operands into trace file paths: a FILE is taken as given
+ * (the reader says later if it is not a trace), a DIR gives every trace file
+ * directly inside it, sorted by name, whatever the file names' extension. Errors
+ * (missing operand, directory without traces) are printed with util_err; *rc gets
+ * the worst exit code. Returns the malloc'd array (NULL-terminated, free with
+ * util_free_paths) and its length in *n.
+ */
+char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc);
+void util_free_paths(char **paths);
+
+/* "12.3 ms", "4.56 s", "870 ns"... into buf. */
+const char *util_fmt_ns(uint64_t ns, char *buf, size_t len);
+/* "1.5 GiB", "312 KiB", "17 B" into buf. */
+const char *util_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+#endif /* STEPPROF_UTIL_H */

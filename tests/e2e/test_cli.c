@@ -1,0 +1,464 @@
+/*
+ * test_cli.c - the `stepprof` command (build/bin/stepprof): --help/--version,
+ * `info` and `dump` on files written by tracegen (the expected values are what
+ * the test wrote), and the error contract: one line `stepprof: <file>: <what>`
+ * on stderr and a documented non-zero exit (docs/cli.md).
+ *
+ * Divided into: 1. helpers, 2. help/version/usage, 3. info, 4. dump, 5. damaged
+ * and foreign inputs.
+ */
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stepprof/stepprof.h"
+#include "testlib.h"
+#include "tracegen.h"
+
+/* ----------------------------------------------------------- 1. helpers */
+
+static int stepprof(struct sp_t_result *r, ...)
+{
+	char *argv[16];
+	int n = 0;
+	argv[n++] = (char *)sp_t_build("bin/stepprof");
+	va_list ap;
+	va_start(ap, r);
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && n < 15)
+		argv[n++] = (char *)a;
+	va_end(ap);
+	argv[n] = NULL;
+	char *env[] = { "LD_PRELOAD=", NULL };
+	int st = sp_t_run(r, argv, env, NULL, 60);
+	free(argv[0]);
+	return st;
+}
+
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Exactly one line on stderr, naming `what`, containing `needle`. */
+static void assert_one_error_line(const struct sp_t_result *r, const char *what, const char *needle)
+{
+	cr_assert_eq(count_lines(r->err), 1, "stderr: %s", r->err);
+	char prefix[600];
+	snprintf(prefix, sizeof(prefix), "stepprof: %s: ", what);
+	cr_assert_eq(strncmp(r->err, prefix, strlen(prefix)), 0, "stderr: %s", r->err);
+	if (needle)
+		cr_assert(strstr(r->err, needle), "stderr lacks '%s': %s", needle, r->err);
+}
+
+/*
+ * The reference trace: pid 4242 (ppid 4000, rank 1) on "node1", two threads,
+ * 2 marks, 3 steps, one copy with its GPU span, a launch, an open, a read from
+ * a pipe, a sync, a lost record; the header counts 4 more lost records.
+ */
+#define T0 1000000000000ull
+
+static void write_reference(const char *path)
+{
+	struct sp_tg_opts o = { .pid = 4242, .ppid = 4000, .rank = 1, .host = "node1",
+				.cmdline = "python train.py --epochs 1" };
+	struct sp_tg *g = sp_tg_create_opts(path, &o);
+	uint32_t nm = sp_tg_intern(g, "train_step");
+	uint32_t kn = sp_tg_intern(g, "void gemm<float>(float*, \"q\")");
+	uint32_t pth = sp_tg_intern(g, "/data/shard 0001.bin");
+	SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, T0 + 100, T0 + 100, { SP_F_NAME, nm });
+	for (int i = 0; i < 3; i++)
+		SP_TG_ADD(g, 4242, SP_K_STEP, SP_API_stepprof_step, T0 + 1000 + 1000 * i, T0 + 1000 + 1000 * i,
+			  { SP_F_VALUE, (uint64_t)i });
+	SP_TG_ADD(g, 4242, SP_K_COPY, 0, T0 + 1100, T0 + 1300, { SP_F_STREAM, 0x7f0000001000ull },
+		  { SP_F_PTR, 0x55550000ull }, { SP_F_DPTR, 0x7f1200000000ull }, { SP_F_BYTES, 1048576 }, { SP_F_OP, 17 },
+		  { SP_F_RESULT, 0 }, { SP_F_DEVICE, 0 }, { SP_F_DIRECTION, SP_DIR_H2D },
+		  { SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE });
+	SP_TG_ADD(g, 4242, SP_K_LAUNCH, 0, T0 + 1400, T0 + 1405, { SP_F_NAME, kn }, { SP_F_OP, 18 });
+	SP_TG_ADD(g, 4242, SP_K_SYNC, 0, T0 + 1500, T0 + 1900, { SP_F_STREAM, 0 }, { SP_F_EVENT, 0xabcdefull },
+		  { SP_F_RESULT, 0 });
+	SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, 0, T0 + 1320, T0 + 1480, { SP_F_OP, 17 });
+	SP_TG_ADD(g, 4243, SP_K_OPEN, 0, T0 + 200, T0 + 250, { SP_F_PATH, pth }, { SP_F_FD, 7 },
+		  { SP_F_RESULT, 0 }, { SP_F_SOURCE, SP_SOURCE_LIBC });
+	SP_TG_ADD(g, 4243, SP_K_READ, 0, T0 + 300, T0 + 900, { SP_F_PATH, 0 }, { SP_F_BYTES, 4096 }, { SP_F_FD, -1 },
+		  { SP_F_RESULT, (uint64_t)-11 }, { SP_F_FD_TYPE, SP_FDTYPE_PIPE }, { SP_F_SOURCE, SP_SOURCE_LIBC });
+	SP_TG_ADD(g, 4243, SP_K_MARK, SP_API_stepprof_mark, T0 + 950, T0 + 950, { SP_F_NAME, 999 });
+	SP_TG_ADD(g, 4243, SP_K_LOST, 0, T0 + 5000, T0 + 5000, { SP_F_COUNT, 2 });
+	sp_tg_header(g)->lost_records = 4;
+	sp_tg_header(g)->features = SP_FEAT_CUDA | SP_FEAT_LIBC_IO;
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+#define REF_RECORDS 12
+
+static void write_small(const char *path, int32_t pid, int nmarks)
+{
+	struct sp_tg *g = sp_tg_create(path, pid, 4242, -1);
+	uint32_t nm = sp_tg_intern(g, "m");
+	for (int i = 0; i < nmarks; i++)
+		SP_TG_ADD(g, pid, SP_K_MARK, SP_API_stepprof_mark, T0 + (uint64_t)i, T0 + (uint64_t)i, { SP_F_NAME, nm });
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+	snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* ------------------------------------------------ 2. help, version, usage */
+
+Test(cli, help_version_and_usage_errors)
+{
+	struct sp_t_result r;
+	cr_assert_eq(stepprof(&r, "--help", NULL), 0);
+	cr_assert(strstr(r.out, "usage: stepprof"));
+	const char *verbs[] = { "analyze", "run", "info", "dump" };
+	for (int i = 0; i < 4; i++)
+		cr_assert(strstr(r.out, verbs[i]), "--help lists %s", verbs[i]);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "--version", NULL), 0);
+	cr_assert(strstr(r.out, "stepprof " STEPPROF_VERSION), "%s", r.out);
+	sp_t_result_free(&r);
+
+	const char *own[] = { "info", "dump" };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(stepprof(&r, own[i], "--help", NULL), 0);
+		char want[64];
+		snprintf(want, sizeof(want), "usage: stepprof %s", own[i]);
+		cr_assert(strstr(r.out, want), "%s", r.out);
+		cr_assert(strstr(r.out, "--json"));
+		cr_assert_eq(r.errlen, 0);
+		sp_t_result_free(&r);
+	}
+
+	cr_assert_eq(stepprof(&r, NULL), 1, "no verb");
+	cr_assert(strstr(r.err, "usage"));
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "frobnicate", NULL), 1);
+	assert_one_error_line(&r, "frobnicate", "unknown verb");
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "info", NULL), 1, "info needs an operand");
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "info", "--bogus", "/tmp", NULL), 1);
+	cr_assert(strstr(r.err, "stepprof: info: unknown option --bogus"), "%s", r.err);
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "dump", "a", "b", NULL), 1, "dump takes one file");
+	sp_t_result_free(&r);
+}
+
+/* ------------------------------------------------------------------ 3. info */
+
+Test(cli, info_json_reports_what_was_written)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	char *other = path_in(dir, "node1.4300.x"); /* any name: found by its magic */
+	char *notes = path_in(dir, "notes.txt");
+	write_reference(ref);
+	write_small(other, 4300, 1000);
+	cr_assert_eq(sp_t_write_file(notes, "not a trace", 11), 0);
+
+	struct sp_t_result r;
+	cr_assert_eq(stepprof(&r, "info", "--json", dir, NULL), 0, "stderr: %s", r.err);
+	cr_assert_eq(r.errlen, 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_assert_eq(sp_json_path(j, "files")->n, 2, "the text file is not a trace");
+	cr_assert_str_eq(sp_json_str(j, "files.0.path"), ref);
+	cr_assert_str_eq(sp_json_str(j, "files.1.path"), other);
+	cr_assert_eq(sp_json_i64(j, "files.0.pid", 0), 4242);
+	cr_assert_eq(sp_json_i64(j, "files.0.ppid", 0), 4000);
+	cr_assert_eq(sp_json_i64(j, "files.0.rank", 0), 1);
+	cr_assert_str_eq(sp_json_str(j, "files.0.host"), "node1");
+	cr_assert_str_eq(sp_json_str(j, "files.0.cmdline"), "python train.py --epochs 1");
+	cr_assert_eq(sp_json_u64(j, "files.0.begin_ns", 0), T0 + 100);
+	cr_assert_eq(sp_json_u64(j, "files.0.end_ns", 0), T0 + 5000);
+	cr_assert_eq(sp_json_u64(j, "files.0.threads", 0), 2);
+	cr_assert_eq(sp_json_u64(j, "files.0.records", 0), REF_RECORDS);
+	cr_assert_eq(sp_json_u64(j, "files.0.lost", 0), 6, "4 in the header + a LOST record of 2");
+	cr_assert_eq(sp_json_u64(j, "files.0.overwritten", 9), 0);
+	cr_assert_eq(sp_json_u64(j, "files.0.strings", 0), 3);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.mark", 0), 2);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.step", 0), 3);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.copy", 0), 1);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.gpu_span", 0), 1);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.read", 0), 1);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.lost", 0), 1);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.alloc", 9), 0, "absent kinds are listed as 0");
+	cr_assert_eq(sp_json_path(j, "files.0.truncated")->num, 0);
+	cr_assert_eq(sp_json_path(j, "files.0.corrupt")->num, 0);
+	cr_assert_str_eq(sp_json_str(j, "files.0.features.0"), "cuda");
+	cr_assert_str_eq(sp_json_str(j, "files.0.features.1"), "libc_io");
+	cr_assert_eq(sp_json_u64(j, "files.1.records_by_kind.mark", 0), 1000);
+	cr_assert_eq(sp_json_u64(j, "files.1.threads", 0), 1);
+	cr_assert_eq(sp_json_i64(j, "files.1.rank", 0), -1);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	/* The same through FILE operands, and in text. */
+	cr_assert_eq(stepprof(&r, "info", ref, NULL), 0, "%s", r.err);
+	cr_assert(strstr(r.out, "node1"));
+	cr_assert(strstr(r.out, "pid 4242, ppid 4000, rank 1"), "%s", r.out);
+	cr_assert(strstr(r.out, "records     12"), "%s", r.out);
+	cr_assert(strstr(r.out, "mark 2"), "%s", r.out);
+	cr_assert(strstr(r.out, "status      ok"), "%s", r.out);
+	sp_t_result_free(&r);
+
+	sp_t_rmrf(dir);
+	free(dir);
+	free(ref);
+	free(other);
+	free(notes);
+}
+
+/* ------------------------------------------------------------------ 4. dump */
+
+static struct sp_json *find_kind(struct sp_json **v, size_t n, const char *kind, int nth)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i] && sp_json_str(v[i], "kind") && !strcmp(sp_json_str(v[i], "kind"), kind) && nth-- == 0)
+			return v[i];
+	return NULL;
+}
+
+Test(cli, dump_json_one_object_per_record)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "ref.sptrace");
+	write_reference(ref);
+	struct sp_t_result r;
+	cr_assert_eq(stepprof(&r, "dump", "--json", ref, NULL), 0, "%s", r.err);
+	struct sp_json **v;
+	size_t n = sp_json_parse_lines(r.out, &v);
+	cr_assert_eq(n, REF_RECORDS);
+	/* Each thread's records in the order it wrote them (the GPU span comes late, as in the recorder). */
+	const char *order4242[] = { "mark", "step", "step", "step", "copy", "launch", "sync", "gpu_span" };
+	const char *order4243[] = { "open", "read", "mark", "lost" };
+	size_t k1 = 0, k2 = 0;
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_not_null(v[i], "line %zu is not JSON", i);
+		cr_assert_eq(sp_json_i64(v[i], "pid", 0), 4242);
+		const char *kind = sp_json_str(v[i], "kind");
+		if (sp_json_i64(v[i], "tid", 0) == 4242)
+			cr_assert_str_eq(kind, order4242[k1++], "line %zu", i);
+		else
+			cr_assert_str_eq(kind, order4243[k2++], "line %zu", i);
+	}
+	cr_assert_eq(k1, 8);
+	cr_assert_eq(k2, 4);
+	/* Threads merged by begin time: the other thread's open (T0+200) comes before the first step (T0+1000). */
+	cr_assert_str_eq(sp_json_str(v[1], "kind"), "open");
+
+	struct sp_json *e = find_kind(v, n, "mark", 0);
+	cr_assert_not_null(e);
+	cr_assert_str_eq(sp_json_str(e, "api"), "stepprof_mark");
+	cr_assert_str_eq(sp_json_str(e, "name"), "train_step");
+	cr_assert_eq(sp_json_i64(e, "tid", 0), 4242);
+	cr_assert_eq(sp_json_u64(e, "ts_ns", 0), T0 + 100);
+	cr_assert_null(sp_json_get(e, "end_ns"), "an instant has no end");
+	e = find_kind(v, n, "mark", 1);
+	cr_assert_eq(sp_json_path(e, "name")->type, SPJ_NULL, "an id without a string is null");
+
+	e = find_kind(v, n, "step", 2);
+	cr_assert_eq(sp_json_u64(e, "value", 9), 2);
+
+	e = find_kind(v, n, "copy", 0);
+	cr_assert_not_null(e);
+	cr_assert_null(sp_json_get(e, "api"), "no api: omitted");
+	cr_assert_eq(sp_json_u64(e, "begin_ns", 0), T0 + 1100);
+	cr_assert_eq(sp_json_u64(e, "end_ns", 0), T0 + 1300);
+	cr_assert_str_eq(sp_json_str(e, "stream"), "0x7f0000001000");
+	cr_assert_str_eq(sp_json_str(e, "ptr"), "0x55550000");
+	cr_assert_str_eq(sp_json_str(e, "dptr"), "0x7f1200000000");
+	cr_assert_eq(sp_json_u64(e, "bytes", 0), 1048576);
+	cr_assert_str_eq(sp_json_str(e, "direction"), "h2d");
+	cr_assert_str_eq(sp_json_str(e, "host_memory"), "pageable");
+	cr_assert_eq(sp_json_u64(e, "op", 0), 17);
+	cr_assert_eq(sp_json_u64(e, "gpu_begin_ns", 0), T0 + 1320, "joined with its gpu_span");
+	cr_assert_eq(sp_json_u64(e, "gpu_end_ns", 0), T0 + 1480);
+
+	e = find_kind(v, n, "launch", 0);
+	cr_assert_str_eq(sp_json_str(e, "name"), "void gemm<float>(float*, \"q\")");
+	cr_assert_null(sp_json_get(e, "gpu_begin_ns"), "no span for op 18");
+
+	e = find_kind(v, n, "sync", 0);
+	cr_assert_str_eq(sp_json_str(e, "stream"), "0x0");
+	cr_assert_str_eq(sp_json_str(e, "event"), "0xabcdef");
+	cr_assert_eq(sp_json_u64(e, "dur_ns", 0), 400);
+
+	e = find_kind(v, n, "open", 0);
+	cr_assert_str_eq(sp_json_str(e, "path"), "/data/shard 0001.bin");
+	cr_assert_eq(sp_json_i64(e, "fd", 0), 7);
+	cr_assert_str_eq(sp_json_str(e, "source"), "libc");
+	cr_assert_eq(sp_json_i64(e, "tid", 0), 4243);
+
+	e = find_kind(v, n, "read", 0);
+	cr_assert_eq(sp_json_i64(e, "fd", 0), -1);
+	cr_assert_eq(sp_json_i64(e, "result", 0), -11);
+	cr_assert_str_eq(sp_json_str(e, "fd_type"), "pipe");
+
+	e = find_kind(v, n, "gpu_span", 0);
+	cr_assert_eq(sp_json_u64(e, "op", 0), 17);
+	e = find_kind(v, n, "lost", 0);
+	cr_assert_eq(sp_json_u64(e, "count", 0), 2);
+	sp_json_free_lines(v, n);
+	sp_t_result_free(&r);
+
+	/* Text: a header line and one line per record. */
+	cr_assert_eq(stepprof(&r, "dump", ref, NULL), 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.out), REF_RECORDS + 1);
+	cr_assert(strstr(r.out, "name=train_step"), "%s", r.out);
+	cr_assert(strstr(r.out, "path=\"/data/shard 0001.bin\""), "%s", r.out);
+	cr_assert(strstr(r.out, "direction=h2d"));
+	cr_assert(strstr(r.out, "gpu=1000000001320+160"), "%s", r.out);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(ref);
+}
+
+/* ------------------------------------------------- 5. damaged and foreign */
+
+Test(cli, foreign_newer_missing_files_one_line_and_exit_2)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *foreign = path_in(dir, "foreign.bin");
+	char *newer = path_in(dir, "newer.sptrace");
+	char *missing = path_in(dir, "missing");
+	char *empty = path_in(dir, "emptydir");
+	cr_assert_eq(sp_t_write_file(foreign, "\x7f" "ELF and then some bytes", 24), 0);
+	struct sp_tg *g = sp_tg_create(newer, 1, 0, -1);
+	sp_tg_header(g)->version_major = SP_VERSION_MAJOR + 1;
+	cr_assert_eq(sp_tg_finish(g), 0);
+	cr_assert_eq(mkdir(empty, 0700), 0);
+
+	struct sp_t_result r;
+	const char *verbs[] = { "info", "dump" };
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(stepprof(&r, verbs[i], foreign, NULL), 2);
+		assert_one_error_line(&r, foreign, "not a stepprof trace");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], "--json", newer, NULL), 2);
+		assert_one_error_line(&r, newer, "newer");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], missing, NULL), 2);
+		assert_one_error_line(&r, missing, "No such file");
+		sp_t_result_free(&r);
+	}
+	cr_assert_eq(stepprof(&r, "info", empty, NULL), 2);
+	assert_one_error_line(&r, empty, "no stepprof trace files");
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(foreign);
+	free(newer);
+	free(missing);
+	free(empty);
+}
+
+Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *full = path_in(dir, "full.sptrace");
+	char *cut = path_in(dir, "cut.sptrace");
+	char *bad = path_in(dir, "bad.sptrace");
+	/* 1000 one-slot marks on one thread, chunks of 64 KiB (2046 records): cut after record 500. */
+	write_small(full, 77, 1000);
+	size_t len;
+	char *img = sp_t_read_file(full, &len);
+	struct sp_file_header *h = (struct sp_file_header *)img;
+	uint64_t ring = h->header_size + h->keep_slots * SP_SLOT_SIZE;
+	size_t cutlen = (size_t)(ring + (SP_CHUNK_HDR_SLOTS + 500) * SP_SLOT_SIZE + 7);
+	cr_assert_eq(sp_t_write_file(cut, img, cutlen), 0);
+	/* Two records' kind bytes broken in the middle of the chunk. */
+	img[ring + (SP_CHUNK_HDR_SLOTS + 10) * SP_SLOT_SIZE] = (char)0xfe;
+	img[ring + (SP_CHUNK_HDR_SLOTS + 20) * SP_SLOT_SIZE] = 0;
+	cr_assert_eq(sp_t_write_file(bad, img, len), 0);
+	free(img);
+
+	struct sp_t_result r;
+	cr_assert_eq(stepprof(&r, "info", "--json", cut, NULL), 3);
+	assert_one_error_line(&r, cut, "truncated");
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "the whole part is still reported: %s", r.out);
+	cr_assert_eq(sp_json_u64(j, "files.0.records", 0), 500);
+	cr_assert_eq(sp_json_num(j, "files.0.truncated", 0), 1);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "dump", "--json", cut, NULL), 3);
+	assert_one_error_line(&r, cut, "truncated");
+	cr_assert_eq(count_lines(r.out), 500);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "info", "--json", bad, NULL), 3);
+	assert_one_error_line(&r, bad, "corrupt");
+	j = sp_json_parse(r.out);
+	cr_assert_eq(sp_json_u64(j, "files.0.records", 0), 998);
+	cr_assert_eq(sp_json_u64(j, "files.0.corrupt_slots", 0), 2);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	/* Several operands: the good one is reported, the exit code is the worst. */
+	cr_assert_eq(stepprof(&r, "info", "--json", full, cut, NULL), 3);
+	j = sp_json_parse(r.out);
+	cr_assert_eq(sp_json_path(j, "files")->n, 2);
+	cr_assert_eq(sp_json_u64(j, "files.0.records", 0), 1000);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(full);
+	free(cut);
+	free(bad);
+}
+
+/* The command on a sample of cut points and byte flips: never killed by a signal, never silent. */
+Test(cli, damaged_copies_never_crash_the_command, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "ref.sptrace");
+	char *dmg = path_in(dir, "damaged.sptrace");
+	write_reference(ref);
+	size_t len;
+	char *img = sp_t_read_file(ref, &len);
+	char *copy = malloc(len);
+	uint64_t seed = 42;
+	for (int c = 0; c < 60; c++) {
+		size_t n = len;
+		memcpy(copy, img, len);
+		if (c % 2) {
+			n = (size_t)((seed = seed * 6364136223846793005ull + 1442695040888963407ull) >> 33) % len;
+		} else {
+			for (int k = 0; k < 4; k++) {
+				seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+				size_t at = (size_t)(seed >> 33) % (SP_HEADER_SIZE + 4096);
+				copy[at] ^= (char)(1 + (seed >> 20) % 255);
+			}
+		}
+		cr_assert_eq(sp_t_write_file(dmg, copy, n), 0);
+		struct sp_t_result r;
+		const char *verb = c % 3 ? "dump" : "info";
+		int st = stepprof(&r, verb, "--json", dmg, NULL);
+		cr_assert(st == 0 || st == 2 || st == 3, "copy %d: %s exit %d, stderr %s", c, verb, st, r.err);
+		if (st)
+			assert_one_error_line(&r, dmg, NULL);
+		sp_t_result_free(&r);
+	}
+	free(copy);
+	free(img);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(ref);
+	free(dmg);
+}
