@@ -1,0 +1,119 @@
+/*
+ * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json] [--all] [--step-regex RE]
+ * [--threshold NAME=VALUE]...`: the per-iteration breakdown and the findings of a
+ * run (design.md §5; docs/definitions.md and docs/analysis-json.md for users).
+ *
+ * Divided into: usage (with the thresholds of findings.def and their defaults),
+ * option parsing, and the run: trace files → merged stream → analysis → report.
+ *
+ * Exit codes (util.h, docs/analysis-json.md): 0 ok; 1 bad command line (option,
+ * regex, threshold); 2 input unreadable (missing directory, no trace files, a
+ * file that is not a trace or has another major version); 3 the report was made
+ * but a file was truncated or corrupt (read up to its last whole record, one
+ * warning line per file on stderr); 4 internal (out of memory, output not written).
+ */
+#include "analyze.h"
+#include "commands.h"
+#include "merge.h"
+#include "report.h"
+#include "util.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void analyze_usage(FILE *f)
+{
+	fprintf(f, "usage: stepprof analyze [--json] [--all] [--step-regex RE] [--threshold NAME=VALUE]... DIR|FILE...\n\n"
+		   "Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
+		   "find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
+		   "sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
+		   "  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
+		   "  --all                every iteration in the text table (default: first and last 10)\n"
+		   "  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
+		   "                       default: %s\n"
+		   "  --threshold N=V      override a finding's threshold (repeatable)\n\n"
+		   "Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
+		   "detected period of the training thread's CUDA calls.\n\n"
+		   "Thresholds (default):\n",
+		AN_DEFAULT_STEP_REGEX);
+	for (int i = 0; i < AN_T__COUNT; i++)
+		fprintf(f, "  %-42s %-10g %s\n", an_threshold_name[i], an_threshold_default[i], an_threshold_help[i]);
+	fprintf(f, "\nExit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files, not a\n"
+		   "trace or another format version), 3 report made but a file was truncated or corrupt, 4 internal.\n");
+}
+
+int command_analyze(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },	      { "all", no_argument, NULL, 'a' },
+		{ "step-regex", required_argument, NULL, 'r' }, { "threshold", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },	      { NULL, 0, NULL, 0 },
+	};
+	struct an_options opt;
+	an_options_init(&opt);
+	int json = 0, all = 0, c;
+	char err[512];
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+hjar:t:", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			json = 1;
+			break;
+		case 'a':
+			all = 1;
+			break;
+		case 'r':
+			opt.step_regex = optarg;
+			break;
+		case 't':
+			if (an_options_set_threshold(&opt, optarg, err, sizeof(err))) {
+				util_err("analyze", "%s", err);
+				return SP_EXIT_USAGE;
+			}
+			break;
+		case 'h':
+			analyze_usage(stdout);
+			return SP_EXIT_OK;
+		default:
+			util_err("analyze", "%s: unknown option or missing value (stepprof analyze --help)",
+				 argv[optind - 1]);
+			return SP_EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		util_err("analyze", "no trace directory given (stepprof analyze --help)");
+		return SP_EXIT_USAGE;
+	}
+	size_t n = 0;
+	int rc = SP_EXIT_OK;
+	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);
+	if (rc != SP_EXIT_OK || !n) {
+		if (rc == SP_EXIT_OK)
+			util_err("analyze", "no trace files");
+		util_free_paths(paths);
+		return rc != SP_EXIT_OK ? rc : SP_EXIT_INPUT;
+	}
+	struct merge *m = merge_open(paths, n);
+	util_free_paths(paths);
+	if (!m)
+		return SP_EXIT_INPUT;
+	struct an_source src;
+	merge_source(m, &src);
+	struct an_analysis a;
+	if (an_analyze(&src, &opt, &a, err, sizeof(err))) {
+		util_err("analyze", "%s", err);
+		merge_close(m);
+		return strstr(err, "--step-regex") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
+	}
+	rc = merge_report_damage(m);
+	int wr = json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	if (fflush(stdout) || wr) {
+		util_err("analyze", "cannot write the report");
+		rc = SP_EXIT_INTERNAL;
+	}
+	an_analysis_free(&a);
+	merge_close(m);
+	return rc;
+}

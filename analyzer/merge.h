@@ -1,0 +1,34 @@
+/*
+ * merge.h - every trace file of a run (one per process, plus the eBPF collector's
+ * file of many processes) as one stream of records merged by begin time, on the
+ * one clock they share (CLOCK_MONOTONIC), for the analysis (struct an_source).
+ *
+ * Memory: one streaming reader per file (bounded, see reader.h) and a heap of one
+ * pending record per file. Rewinding reopens the readers.
+ */
+#ifndef STEPPROF_MERGE_H
+#define STEPPROF_MERGE_H
+
+#include <stddef.h>
+
+#include "analyze.h"
+#include "reader.h"
+
+struct merge;
+
+/*
+ * Open every path (trace files). On failure returns NULL after printing one
+ * "stepprof: <file>: <reason>" line per file that cannot be read.
+ */
+struct merge *merge_open(char *const *paths, size_t n);
+void merge_source(struct merge *m, struct an_source *src);
+/*
+ * After a full pass: print the damage line of each truncated or corrupt file
+ * (once) and return the worst exit code (util.h: SP_EXIT_OK or SP_EXIT_DAMAGED).
+ */
+int merge_report_damage(struct merge *m);
+/* The reader statistics of file i after a full pass. */
+const struct sp_reader_stats *merge_stats(struct merge *m, size_t i);
+void merge_close(struct merge *m);
+
+#endif /* STEPPROF_MERGE_H */

@@ -1,0 +1,310 @@
+/*
+ * report.c - the text report and the JSON document of `stepprof analyze`.
+ *
+ * Divided into: the summary numbers both share (bottleneck, per-category median
+ * and p95), the JSON writer (schema stepprof.analysis/1 of design.md §5, fields
+ * only added, never renamed) and the text report (the run, the six categories,
+ * the bottleneck sentence, the findings, the per-iteration table).
+ */
+#include "report.h"
+#include "jsonw.h"
+#include "util.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------- summary */
+
+const char *report_bottleneck(const struct an_analysis *a)
+{
+	if (!a->nit || !a->wall_total)
+		return "none";
+	if ((double)a->bd_total[AN_COMPUTE] >= 0.8 * (double)a->wall_total)
+		return an_cat_name[AN_COMPUTE];
+	int best = -1;
+	for (int c = 0; c < AN_CAT__COUNT; c++) {
+		if (c == AN_COMPUTE)
+			continue;
+		if (best < 0 || a->bd_total[c] > a->bd_total[best])
+			best = c;
+	}
+	return an_cat_name[best];
+}
+
+static double share(const struct an_analysis *a, int c)
+{
+	return a->wall_total ? (double)a->bd_total[c] / (double)a->wall_total : 0.0;
+}
+
+/* Quantile q of category c (AN_CAT__COUNT: the wall time) over the iterations. */
+static uint64_t cat_quantile(const struct an_analysis *a, int c, double q)
+{
+	if (!a->nit)
+		return 0;
+	uint64_t *v = malloc(a->nit * sizeof(*v));
+	if (!v)
+		return 0;
+	for (size_t i = 0; i < a->nit; i++)
+		v[i] = c < AN_CAT__COUNT ? a->it[i].bd[c] : a->it[i].end_ns - a->it[i].start_ns;
+	uint64_t r = an_quantile_u64(v, a->nit, q);
+	free(v);
+	return r;
+}
+
+/* ----------------------------------------------------------------- JSON */
+
+static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
+{
+	jw_obj_begin(w);
+	jw_ku64(w, "index", i);
+	jw_ku64(w, "start_ns", it->start_ns);
+	jw_ku64(w, "end_ns", it->end_ns);
+	jw_ku64(w, "wall_ns", it->end_ns - it->start_ns);
+	jw_kobj_begin(w, "breakdown_ns");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_ku64(w, an_cat_name[c], it->bd[c]);
+	jw_obj_end(w);
+	jw_kobj_begin(w, "host_blocked_ns");
+	for (int k = 0; k < AN_BLK__COUNT; k++)
+		jw_ku64(w, an_blk_name[k], it->blocked[k]);
+	jw_obj_end(w);
+	jw_ku64(w, "gpu_idle_ns", it->gpu_idle_ns);
+	jw_ku64(w, "files_opened", it->files_opened);
+	jw_ku64(w, "metadata_ops", it->metadata_ops);
+	jw_ku64(w, "bytes_read", it->bytes_read);
+	jw_ku64(w, "h2d_bytes", it->h2d_bytes);
+	jw_ku64(w, "d2h_bytes", it->d2h_bytes);
+	jw_ku64(w, "pageable_copies", it->pageable_copies);
+	jw_ku64(w, "device_bytes_peak", it->device_bytes_peak);
+	/* added fields */
+	jw_ku64(w, "stats", it->stats);
+	jw_ku64(w, "allocs", it->allocs);
+	jw_ku64(w, "frees", it->frees);
+	jw_ku64(w, "alloc_failures", it->alloc_failed);
+	jw_obj_end(w);
+}
+
+static void json_finding(struct jsonw *w, const struct an_result_finding *f)
+{
+	jw_obj_begin(w);
+	jw_kstr(w, "kind", an_finding_name[f->kind]);
+	if (f->signal)
+		jw_kstr(w, "signal", f->signal);
+	jw_kstr(w, "severity", an_severity_name[f->severity]);
+	jw_ki64(w, "first_iteration", f->first_iteration);
+	jw_ki64(w, "last_iteration", f->last_iteration);
+	jw_ki64(w, "iterations", f->iterations);
+	jw_kobj_begin(w, "evidence");
+	for (int i = 0; i < f->nev; i++) {
+		if (f->ev[i].is_str)
+			jw_kstr(w, f->ev[i].key, f->ev[i].str);
+		else
+			jw_kdouble(w, f->ev[i].key, f->ev[i].num);
+	}
+	jw_obj_end(w);
+	jw_karr_begin(w, "sites");
+	for (int i = 0; i < f->nsites; i++)
+		jw_str(w, f->sites[i]);
+	jw_arr_end(w);
+	jw_kstr(w, "advice", f->advice);
+	jw_obj_end(w);
+}
+
+int report_json(FILE *f, const struct an_analysis *a)
+{
+	struct jsonw w;
+	jw_init(&w, f, 0);
+	jw_obj_begin(&w);
+	jw_kstr(&w, "schema", "stepprof.analysis/1");
+	jw_kstr(&w, "iteration_source", an_source_name[a->source_kind]);
+	jw_karr_begin(&w, "processes");
+	for (size_t i = 0; i < a->nprocs; i++) {
+		const struct an_proc *p = &a->procs[i];
+		jw_obj_begin(&w);
+		jw_ki64(&w, "pid", p->pid);
+		jw_ki64(&w, "rank", p->rank);
+		jw_kstr(&w, "role", an_role_name[p->role]);
+		jw_ku64(&w, "records", p->records);
+		jw_ku64(&w, "lost", p->lost);
+		jw_ki64(&w, "ppid", p->ppid);
+		jw_ku64(&w, "launches", p->launches);
+		jw_kstr(&w, "cmdline", p->cmdline);
+		jw_obj_end(&w);
+	}
+	jw_arr_end(&w);
+	jw_karr_begin(&w, "iterations");
+	for (size_t i = 0; i < a->nit; i++)
+		json_iteration(&w, &a->it[i], i);
+	jw_arr_end(&w);
+	jw_kobj_begin(&w, "summary");
+	jw_ku64(&w, "iterations", a->nit);
+	jw_ku64(&w, "wall_ns_median", cat_quantile(a, AN_CAT__COUNT, 0.5));
+	jw_kobj_begin(&w, "breakdown_fraction");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_kdouble(&w, an_cat_name[c], share(a, c));
+	jw_obj_end(&w);
+	jw_kstr(&w, "bottleneck", report_bottleneck(a));
+	jw_ku64(&w, "device_bytes_peak", a->device_bytes_peak);
+	/* added fields */
+	jw_ku64(&w, "wall_ns_total", a->wall_total);
+	jw_kobj_begin(&w, "breakdown_ns");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_ku64(&w, an_cat_name[c], a->bd_total[c]);
+	jw_obj_end(&w);
+	jw_ki64(&w, "trainer_pid", a->trainer_pid);
+	jw_ki64(&w, "training_tid", a->training_tid);
+	jw_ku64(&w, "run_begin_ns", a->run_begin_ns);
+	jw_ku64(&w, "run_end_ns", a->run_end_ns);
+	jw_ku64(&w, "records", a->records);
+	jw_ku64(&w, "lost", a->lost);
+	jw_ku64(&w, "late_records", a->late_events);
+	jw_ku64(&w, "device_capacity_bytes", a->device_capacity);
+	if (a->source_kind == AN_SRC_AUTO)
+		jw_ku64(&w, "auto_period", a->auto_period);
+	jw_obj_end(&w);
+	jw_karr_begin(&w, "findings");
+	for (size_t i = 0; i < a->nfnd; i++)
+		json_finding(&w, &a->fnd[i]);
+	jw_arr_end(&w);
+	jw_obj_end(&w);
+	return jw_error(&w);
+}
+
+/* ----------------------------------------------------------------- text */
+
+static const char *bottleneck_sentence(const char *b)
+{
+	if (!strcmp(b, "input"))
+		return "the training thread waits for input (file I/O or batches from loader workers)";
+	if (!strcmp(b, "h2d"))
+		return "host-to-device copies hold the step";
+	if (!strcmp(b, "d2h"))
+		return "device-to-host copies hold the step";
+	if (!strcmp(b, "sync"))
+		return "the training thread waits in synchronisation calls while the GPU is idle";
+	if (!strcmp(b, "other"))
+		return "host time outside CUDA and I/O (Python, framework, launch overhead) leaves the GPU idle";
+	if (!strcmp(b, "compute"))
+		return "the GPU computes at least 80% of the time: optimise the kernels, not the pipeline";
+	return "no iterations were found";
+}
+
+static void text_wrap(FILE *f, const char *indent, const char *text)
+{
+	size_t col = 0, width = 96;
+	fputs(indent, f);
+	while (*text) {
+		const char *sp = strchr(text, ' ');
+		size_t len = sp ? (size_t)(sp - text) : strlen(text);
+		if (col && col + 1 + len > width) {
+			fprintf(f, "\n%s", indent);
+			col = 0;
+		} else if (col) {
+			fputc(' ', f);
+			col++;
+		}
+		fwrite(text, 1, len, f);
+		col += len;
+		text += len;
+		while (*text == ' ')
+			text++;
+	}
+	fputc('\n', f);
+}
+
+static void text_iteration(FILE *f, const struct an_analysis *a, size_t i)
+{
+	const struct an_iter *it = &a->it[i];
+	char b[AN_CAT__COUNT + 1][32], x[3][32];
+	util_fmt_ns(it->end_ns - it->start_ns, b[AN_CAT__COUNT], sizeof(b[0]));
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		util_fmt_ns(it->bd[c], b[c], sizeof(b[c]));
+	fprintf(f, "  %5zu %10s", i, b[AN_CAT__COUNT]);
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		fprintf(f, " %9s", b[c]);
+	fprintf(f, " %6llu %9s %9s %9s\n", (unsigned long long)it->files_opened,
+		util_fmt_bytes(it->bytes_read, x[0], sizeof(x[0])), util_fmt_bytes(it->h2d_bytes, x[1], sizeof(x[1])),
+		util_fmt_bytes(it->device_bytes_peak, x[2], sizeof(x[2])));
+}
+
+int report_text(FILE *f, const struct an_analysis *a, int all)
+{
+	char b1[32], b2[32];
+	size_t ntrain = 0, nwork = 0;
+	for (size_t i = 0; i < a->nprocs; i++) {
+		ntrain += a->procs[i].role == AN_ROLE_TRAINER;
+		nwork += a->procs[i].role == AN_ROLE_WORKER;
+	}
+	fprintf(f, "stepprof analyze: %zu process%s (%zu trainer%s, %zu worker%s, %zu other), %s, %llu records",
+		a->nprocs, a->nprocs == 1 ? "" : "es", ntrain, ntrain == 1 ? "" : "s", nwork, nwork == 1 ? "" : "s",
+		a->nprocs - ntrain - nwork, util_fmt_ns(a->run_end_ns - a->run_begin_ns, b1, sizeof(b1)),
+		(unsigned long long)a->records);
+	if (a->lost)
+		fprintf(f, " (%llu lost)", (unsigned long long)a->lost);
+	fprintf(f, "\n");
+	for (size_t i = 0; i < a->nprocs; i++) {
+		const struct an_proc *p = &a->procs[i];
+		fprintf(f, "  pid %-7d %-7s rank %-3s records %-9llu %s\n", p->pid, an_role_name[p->role],
+			p->rank >= 0 ? (snprintf(b1, sizeof(b1), "%d", p->rank), b1) : "-",
+			(unsigned long long)p->records, p->cmdline);
+	}
+	fprintf(f, "iterations: %zu (source: %s", a->nit, an_source_name[a->source_kind]);
+	if (a->source_kind == AN_SRC_AUTO)
+		fprintf(f, ", %u calls per iteration", a->auto_period);
+	if (a->trainer_pid)
+		fprintf(f, "; training thread %d of pid %d", a->training_tid, a->trainer_pid);
+	fprintf(f, "), median wall %s\n", util_fmt_ns(cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)));
+	if (!a->nit) {
+		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
+			   "repeating CUDA call sequence was found.\n");
+	} else {
+		fprintf(f, "\n  %-8s %10s %10s %7s\n", "category", "median", "p95", "share");
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, "  %-8s %10s %10s %6.1f%%\n", an_cat_name[c],
+				util_fmt_ns(cat_quantile(a, c, 0.5), b1, sizeof(b1)),
+				util_fmt_ns(cat_quantile(a, c, 0.95), b2, sizeof(b2)), 100.0 * share(a, c));
+		const char *bn = report_bottleneck(a);
+		int bc = 0;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			if (!strcmp(an_cat_name[c], bn))
+				bc = c;
+		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * share(a, bc),
+			bottleneck_sentence(bn));
+	}
+	fprintf(f, "\nFindings: %s\n", a->nfnd ? "" : "none");
+	for (size_t i = 0; i < a->nfnd; i++) {
+		const struct an_result_finding *x = &a->fnd[i];
+		fprintf(f, "  [%s] %s%s%s%s, iterations %ld-%ld (%ld)\n", an_severity_name[x->severity],
+			an_finding_name[x->kind], x->signal ? " (" : "", x->signal ? x->signal : "", x->signal ? ")" : "",
+			x->first_iteration, x->last_iteration, x->iterations);
+		fprintf(f, "    evidence:");
+		for (int k = 0; k < x->nev; k++) {
+			if (x->ev[k].is_str)
+				fprintf(f, " %s=\"%s\"", x->ev[k].key, x->ev[k].str);
+			else
+				fprintf(f, " %s=%.6g", x->ev[k].key, x->ev[k].num);
+		}
+		fprintf(f, "\n");
+		for (int k = 0; k < x->nsites; k++)
+			fprintf(f, "    site: %s\n", x->sites[k]);
+		text_wrap(f, "    ", x->advice);
+	}
+	if (a->nit) {
+		fprintf(f, "\nIterations%s:\n", all || a->nit <= 20 ? "" : " (first and last 10; --all for every one)");
+		fprintf(f, "  %5s %10s", "#", "wall");
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, " %9s", an_cat_name[c]);
+		fprintf(f, " %6s %9s %9s %9s\n", "files", "read", "h2d", "dev peak");
+		for (size_t i = 0; i < a->nit; i++) {
+			if (!all && a->nit > 20 && i == 10)
+				fprintf(f, "  %5s\n", "...");
+			if (!all && a->nit > 20 && i >= 10 && i < a->nit - 10)
+				continue;
+			text_iteration(f, a, i);
+		}
+	}
+	if (a->late_events)
+		fprintf(f, "\nnote: %llu records arrived after their iteration was closed and were not counted\n",
+			(unsigned long long)a->late_events);
+	return ferror(f) ? -1 : 0;
+}

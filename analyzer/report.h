@@ -1,0 +1,19 @@
+/*
+ * report.h - the outputs of `stepprof analyze`: the text report for people and
+ * the JSON document (schema stepprof.analysis/1, docs/analysis-json.md).
+ */
+#ifndef STEPPROF_REPORT_H
+#define STEPPROF_REPORT_H
+
+#include <stdio.h>
+
+#include "analyze.h"
+
+/* The bottleneck of the run (design.md §5), "none" without iterations. */
+const char *report_bottleneck(const struct an_analysis *a);
+
+/* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
+int report_text(FILE *f, const struct an_analysis *a, int all);
+int report_json(FILE *f, const struct an_analysis *a);
+
+#endif /* STEPPROF_REPORT_H */
