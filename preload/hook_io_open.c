@@ -43,7 +43,12 @@ __attribute__((constructor)) static void io_init(void)
 	io_real_get(IO_FN_stat);
 	pthread_atfork(NULL, NULL, io_after_fork_child);
 	/* auto: the libc wrappers, unless `stepprof run --bpf` said STEPPROF_IO=bpf. */
-	io_capture = mode == IO_MODE_AUTO || mode == IO_MODE_LIBC;
+	if (mode == IO_MODE_AUTO || mode == IO_MODE_LIBC)
+		io_capture = IO_CAP_FILES | IO_CAP_WAITS;
+	else if (mode == IO_MODE_BPF)
+		io_capture = IO_CAP_WAITS;
+	else
+		io_capture = 0;
 }
 
 /* ------------------------------------------------------ 2. open family */
@@ -410,7 +415,7 @@ int dup3(int oldfd, int newfd, int flags)
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int r = IO_REAL(epoll_ctl)(epfd, op, fd, ev);
-	if (r == 0 && op == EPOLL_CTL_ADD && io_enter()) {
+	if (r == 0 && op == EPOLL_CTL_ADD && io_enter_wait()) {
 		/* io_fd_type may fstat an unknown fd: keep errno as the real call left it. */
 		int e = errno;
 		unsigned type = io_fd_type(fd);

@@ -10,6 +10,8 @@
  * fd = the first pipe/socket waited on, fd_type its type, result = the number
  * of ready descriptors or -errno; recv*: bytes received.
  *
+ * These stay on with STEPPROF_IO=bpf: the collector does not trace them.
+ *
  * Divided into: 1. poll, 2. select, 3. epoll, 4. recv.
  */
 #include "io_hook.h"
@@ -85,7 +87,7 @@ static int do_poll(unsigned api, struct pollfd *fds, nfds_t n, int timeout, cons
 
 int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	if (!io_enter())
+	if (!io_enter_wait())
 		return IO_REAL(poll)(fds, n, timeout);
 	int r = do_poll(SP_API_poll, fds, n, timeout, NULL, NULL, 0, 0);
 	io_leave();
@@ -94,7 +96,7 @@ int poll(struct pollfd *fds, nfds_t n, int timeout)
 
 int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
-	if (!io_enter())
+	if (!io_enter_wait())
 		return IO_REAL(ppoll)(fds, n, ts, mask);
 	int r = do_poll(SP_API_ppoll, fds, n, 0, ts, mask, 0, 1);
 	io_leave();
@@ -103,7 +105,7 @@ int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_
 
 int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 {
-	if (!io_enter())
+	if (!io_enter_wait())
 		return IO_REAL(__poll_chk)(fds, n, timeout, fdslen);
 	int r = do_poll(SP_API___poll_chk, fds, n, timeout, NULL, NULL, fdslen, 2);
 	io_leave();
@@ -112,7 +114,7 @@ int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
 
 int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask, size_t fdslen)
 {
-	if (!io_enter())
+	if (!io_enter_wait())
 		return IO_REAL(__ppoll_chk)(fds, n, ts, mask, fdslen);
 	int r = do_poll(SP_API___ppoll_chk, fds, n, 0, ts, mask, fdslen, 3);
 	io_leave();
@@ -143,7 +145,7 @@ static int select_wait_fd(int nfds, const fd_set *rd, unsigned *type)
 int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	int (*real)(int, fd_set *, fd_set *, fd_set *, struct timeval *) = IO_REAL(select);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(nfds, rd, wr, ex, tv);
 	int e = errno;
 	unsigned type = 0;
@@ -163,7 +165,7 @@ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *mask)
 {
 	int (*real)(int, fd_set *, fd_set *, fd_set *, const struct timespec *, const sigset_t *) = IO_REAL(pselect);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(nfds, rd, wr, ex, ts, mask);
 	int e = errno;
 	unsigned type = 0;
@@ -186,7 +188,7 @@ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec 
 int epoll_wait(int epfd, struct epoll_event *ev, int maxev, int timeout)
 {
 	int (*real)(int, struct epoll_event *, int, int) = IO_REAL(epoll_wait);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(epfd, ev, maxev, timeout);
 	uint64_t t0 = sp_now();
 	int r = real(epfd, ev, maxev, timeout);
@@ -203,7 +205,7 @@ int epoll_wait(int epfd, struct epoll_event *ev, int maxev, int timeout)
 int epoll_pwait(int epfd, struct epoll_event *ev, int maxev, int timeout, const sigset_t *mask)
 {
 	int (*real)(int, struct epoll_event *, int, int, const sigset_t *) = IO_REAL(epoll_pwait);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(epfd, ev, maxev, timeout, mask);
 	uint64_t t0 = sp_now();
 	int r = real(epfd, ev, maxev, timeout, mask);
@@ -222,7 +224,7 @@ int epoll_pwait(int epfd, struct epoll_event *ev, int maxev, int timeout, const 
 ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	ssize_t (*real)(int, void *, size_t, int) = IO_REAL(recv);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(fd, buf, n, flags);
 	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, buf, n, flags);
@@ -241,7 +243,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, st
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 {
 	ssize_t (*real)(int, void *, size_t, size_t, int) = IO_REAL(__recv_chk);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(fd, buf, n, buflen, flags);
 	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, buf, n, buflen, flags);
@@ -256,7 +258,7 @@ ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen)
 {
 	ssize_t (*real)(int, void *, size_t, int, struct sockaddr *, socklen_t *) = IO_REAL(recvfrom);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(fd, buf, n, flags, from, fromlen);
 	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, buf, n, flags, from, fromlen);
@@ -272,7 +274,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, st
 		       socklen_t *fromlen)
 {
 	ssize_t (*real)(int, void *, size_t, size_t, int, struct sockaddr *, socklen_t *) = IO_REAL(__recvfrom_chk);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(fd, buf, n, buflen, flags, from, fromlen);
 	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, buf, n, buflen, flags, from, fromlen);
@@ -287,7 +289,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, st
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
 	ssize_t (*real)(int, struct msghdr *, int) = IO_REAL(recvmsg);
-	if (!io_enter())
+	if (!io_enter_wait())
 		return real(fd, msg, flags);
 	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, msg, flags);

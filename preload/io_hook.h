@@ -73,14 +73,31 @@ enum io_mode { IO_MODE_AUTO, IO_MODE_LIBC, IO_MODE_BPF, IO_MODE_OFF };
 /* Parse STEPPROF_IO (NULL or "" = auto). Returns -1 for a bad value. */
 SP_HIDDEN int io_mode_parse(const char *s);
 
-/* Nonzero when the libc wrappers record (STEPPROF_IO auto or libc). */
+/*
+ * What the libc wrappers record: file I/O (open/read/stat/close/listdir) with
+ * STEPPROF_IO auto or libc; waits (poll/select/epoll/recv*) also with bpf,
+ * because the eBPF collector traces the file syscalls (reads on pipes
+ * included) but not these. off: nothing.
+ */
+#define IO_CAP_FILES 1
+#define IO_CAP_WAITS 2
 SP_HIDDEN extern volatile int io_capture;
 
 /* ------------------------------------------------------- 3. enter / leave */
 
+/* File-I/O wrappers: 1 = record this call (depth raised), 0 = just forward. */
 static inline int io_enter(void)
 {
-	if (__builtin_expect(!sp_active || !io_capture || sp_hook_depth, 0))
+	if (__builtin_expect(!sp_active || !(io_capture & IO_CAP_FILES) || sp_hook_depth, 0))
+		return 0;
+	sp_hook_depth++;
+	return 1;
+}
+
+/* The same for the wait wrappers (hook_io_wait.c). */
+static inline int io_enter_wait(void)
+{
+	if (__builtin_expect(!sp_active || !(io_capture & IO_CAP_WAITS) || sp_hook_depth, 0))
 		return 0;
 	sp_hook_depth++;
 	return 1;
