@@ -893,15 +893,17 @@ int main(int argc, char **argv)
 		"\"file_size\":%llu,\"dataset_files\":%u,\"workers\":%u,\"prefetch\":%u,\"worker_us\":%llu,"
 		"\"h2d_bytes\":%llu,\"pinned\":%s,\"kernels\":%u,\"kernel_us\":%llu,\"d2h_bytes\":%llu,\"syncs\":%u,"
 		"\"item_bytes\":%llu,\"leak_bytes\":%llu,\"fragment\":%s,\"fragment_iter\":%u,\"markers\":\"%s\","
-		"\"jitter_pct\":%g,\"seed\":%llu,\"host_us\":%llu,\"static\":%s,\"data_dir\":\"%s\"}",
+		"\"jitter_pct\":%g,\"seed\":%llu,\"host_us\":%llu,\"static\":%s,\"data_dir\":\"",
 		O.scenario ? O.scenario : "", O.iters, O.files_per_iter, (unsigned long long)O.file_size,
 		O.dataset_files, O.workers, O.prefetch, (unsigned long long)O.worker_us,
 		(unsigned long long)O.h2d_bytes, O.pinned ? "true" : "false", O.kernels,
 		(unsigned long long)O.kernel_us, (unsigned long long)O.d2h_bytes, O.syncs,
 		(unsigned long long)O.item_bytes, (unsigned long long)O.leak_bytes, O.fragment ? "true" : "false",
 		O.fragment_iter, markers_name(), O.jitter_pct, (unsigned long long)O.seed,
-		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false", data_dir);
-	fprintf(f, ",\"pid\":%d,\"worker_pids\":[", (int)getpid());
+		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false");
+	for (const char *c = data_dir; *c; c++) /* a JSON string, whatever the path holds */
+		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
+	fprintf(f, "\"},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < O.workers && workers; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
 	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu},", (unsigned long long)total0,
