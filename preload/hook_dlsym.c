@@ -53,5 +53,19 @@ SP_EXPORT void *dlsym(void *handle, const char *name)
 	void *p = handle == RTLD_NEXT ? next_after(__builtin_return_address(0), name, rd) : rd(handle, name);
 	if (!p || !name || name[0] != 'c' || name[1] != 'u')
 		return p;
-	return sp_cuda_adopt(sp_cuda_find_name(name), p);
+	int i = sp_cuda_find_name(name);
+	if (i < 0)
+		return p;
+	if (p == sp_cuda_wrapper[i]) {
+		/*
+		 * The lookup found libstepprof.so's own export (RTLD_DEFAULT, the
+		 * program's handle): without us it would have found the real
+		 * function after us, or nothing when CUDA is not loaded, and a
+		 * program probing for CUDA must see exactly that.
+		 */
+		p = rd(RTLD_NEXT, name);
+		if (!p)
+			return NULL;
+	}
+	return sp_cuda_adopt(i, p);
 }

@@ -1,0 +1,408 @@
+/*
+ * door_cuda.c - a CUDA program that issues a known number of every wrapped
+ * call family, for the door tests of the CUDA hooks (tests/e2e/test_cuda_doors.c).
+ * One source, three programs (tests/workloads/cuda/doors.mk):
+ *   door_plt     linked to libcudart.so.12: runtime calls through the PLT,
+ *                driver calls through pointers from cudaGetDriverEntryPointByVersion
+ *   door_static  the same linked with libcudart_static.a (-DDOOR_STATIC): only
+ *                the driver doors (dlsym + cuGetProcAddress) can see anything
+ *   door_dlsym   links no CUDA (-DDOOR_DLSYM): dlopens libcudart.so.12 and
+ *                libcuda.so.1 itself and looks every function up by handle
+ *
+ * Divided into: 1. the API table and its loading, 2. kernels, 3. the
+ * scenario (runtime part, driver part, fragmentation), 4. main.
+ *
+ * stdout is deterministic (return codes, errno values, memory kinds as the
+ * program knows them, counts) so the tests can compare it with and without
+ * the preload; ground truth with times goes to --truth FILE as one JSON line:
+ *   {"copies":N,"memsets":N,"launches":N,"syncs":N,"allocs":N,"frees":N,
+ *    "alloc_failed":N,"host_allocs":N,"host_frees":N,"host_registers":N,
+ *    "host_unregisters":N,"meminfo":N,"live":[...],"peak":N,
+ *    "kernels":[[start_ns,end_ns],...], "copies_timed":[[bytes,gbps_kind],...]}
+ * where live is the device bytes the program holds after each alloc/free, in order.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------- 1. API */
+
+#define RT_LIST(X)                                                                                                    \
+	X(cudaMalloc) X(cudaFree) X(cudaMallocAsync) X(cudaFreeAsync) X(cudaHostAlloc) X(cudaMallocHost)              \
+	X(cudaFreeHost) X(cudaHostRegister) X(cudaHostUnregister) X(cudaMemcpy) X(cudaMemcpyAsync) X(cudaMemcpy2D)    \
+	X(cudaMemset) X(cudaMemsetAsync) X(cudaLaunchKernel) X(cudaStreamSynchronize) X(cudaDeviceSynchronize)        \
+	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
+	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)
+
+#define DRV_LIST(X)                                                                                                   \
+	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
+	X(cuMemFreeHost, cuMemFreeHost) X(cuMemcpyHtoD, cuMemcpyHtoD_v2) X(cuMemcpyDtoH, cuMemcpyDtoH_v2)             \
+	X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2) X(cuMemsetD8, cuMemsetD8_v2) X(cuLaunchKernel, cuLaunchKernel)     \
+	X(cuCtxSynchronize, cuCtxSynchronize) X(cuStreamSynchronize, cuStreamSynchronize)                             \
+	X(cuMemGetInfo, cuMemGetInfo_v2) X(cuMemAllocAsync, cuMemAllocAsync) X(cuMemFreeAsync, cuMemFreeAsync)
+
+static struct {
+#define F(n) __typeof__(&n) n;
+	RT_LIST(F)
+#undef F
+#define G(base, exact) __typeof__(&exact) base;
+	DRV_LIST(G)
+#undef G
+} api;
+
+static int load_api(void)
+{
+#ifdef DOOR_DLSYM
+	void *rt = dlopen("libcudart.so.12", RTLD_NOW | RTLD_LOCAL);
+	void *drv = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	if (!rt || !drv) {
+		fprintf(stderr, "door: %s\n", dlerror());
+		return -1;
+	}
+#define F(n) api.n = (__typeof__(&n))dlsym(rt, #n);
+	RT_LIST(F)
+#undef F
+#define G(base, exact) api.base = (__typeof__(&exact))dlsym(drv, #exact);
+	DRV_LIST(G)
+#undef G
+#else
+#define F(n) api.n = n;
+	RT_LIST(F)
+#undef F
+	/* The runtime must have a context before it hands out driver entry points. */
+	api.cudaFree(NULL);
+	enum cudaDriverEntryPointQueryResult st;
+#define G(base, exact)                                                                                                \
+	if (api.cudaGetDriverEntryPointByVersion(#base, (void **)&api.base, 13000, cudaEnableDefault, &st) !=       \
+	    cudaSuccess)                                                                                              \
+		api.base = NULL;
+	DRV_LIST(G)
+#undef G
+#endif
+#define F(n)                                                                                                          \
+	if (!api.n) {                                                                                                 \
+		fprintf(stderr, "door: no %s\n", #n);                                                                 \
+		return -1;                                                                                            \
+	}
+	RT_LIST(F)
+#undef F
+#define G(base, exact) F(base)
+#define F(n)                                                                                                          \
+	if (!api.n) {                                                                                                 \
+		fprintf(stderr, "door: no %s\n", #n);                                                                 \
+		return -1;                                                                                            \
+	}
+	DRV_LIST(G)
+#undef G
+#undef F
+	return 0;
+}
+
+/* ---------------------------------------------------------- 2. kernels */
+
+#define MAXK 16
+static uint64_t kstart[MAXK], kend[MAXK];
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* args: [0] -> long index, [1] -> long microseconds. Exported: dladdr names it. */
+void door_kernel(void **args)
+{
+	long i = *(long *)args[0], us = *(long *)args[1];
+	uint64_t t0 = now_ns();
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+	if (i >= 0 && i < MAXK) {
+		kstart[i] = t0;
+		kend[i] = now_ns();
+	}
+}
+
+void door_empty_kernel(void **args)
+{
+	(void)args;
+}
+
+/* ------------------------------------------------------------ 3. scenario */
+
+static struct {
+	unsigned copies, memsets, launches, syncs, allocs, frees, alloc_failed, host_allocs, host_frees, host_registers,
+		host_unregisters, meminfo;
+	uint64_t live[64];
+	unsigned nlive;
+	uint64_t cur, peak;
+} truth;
+
+static void live_add(int64_t d)
+{
+	truth.cur += (uint64_t)d;
+	if (truth.cur > truth.peak)
+		truth.peak = truth.cur;
+	if (truth.nlive < 64)
+		truth.live[truth.nlive++] = truth.cur;
+}
+
+#define MiB (1024ull * 1024)
+
+/* Print a call's result and errno as the program sees them. */
+#define SHOW(what, rc)                                                                                                \
+	do {                                                                                                          \
+		errno = 4242;                                                                                         \
+		int r_ = (int)(rc);                                                                                   \
+		printf("%-40s rc=%d errno=%d\n", what, r_, errno);                                                   \
+	} while (0)
+
+static long kidx;
+
+static int runtime_part(long kernel_us, int nkernels)
+{
+	void *d1 = NULL, *d2 = NULL, *d3 = NULL, *hp = NULL, *mh = NULL;
+	cudaStream_t s;
+	cudaEvent_t ev;
+	SHOW("cudaStreamCreate", api.cudaStreamCreate(&s));
+	SHOW("cudaEventCreate", api.cudaEventCreate(&ev));
+	SHOW("cudaMalloc 64MiB", api.cudaMalloc(&d1, 64 * MiB));
+	truth.allocs++, live_add(64 * MiB);
+	SHOW("cudaMalloc 1MiB", api.cudaMalloc(&d2, MiB));
+	truth.allocs++, live_add(MiB);
+	SHOW("cudaMallocAsync 2MiB", api.cudaMallocAsync(&d3, 2 * MiB, s));
+	truth.allocs++, live_add(2 * MiB);
+
+	char *pageable = malloc(16 * MiB);
+	char *reg = aligned_alloc(4096, 16 * MiB);
+	memset(pageable, 1, 16 * MiB);
+	memset(reg, 2, 16 * MiB);
+	SHOW("cudaHostAlloc 64MiB", api.cudaHostAlloc(&hp, 64 * MiB, cudaHostAllocDefault));
+	truth.host_allocs++;
+	SHOW("cudaMallocHost 16MiB", api.cudaMallocHost(&mh, 16 * MiB));
+	truth.host_allocs++;
+	SHOW("cudaHostRegister 16MiB", api.cudaHostRegister(reg, 16 * MiB, cudaHostRegisterDefault));
+	truth.host_registers++;
+
+	/* host memory kinds: the comment says what the program knows it passed */
+	SHOW("h2d malloc 16MiB (pageable)", api.cudaMemcpy(d1, pageable, 16 * MiB, cudaMemcpyHostToDevice));
+	SHOW("h2d hostalloc 64MiB (pinned)", api.cudaMemcpy(d1, hp, 64 * MiB, cudaMemcpyHostToDevice));
+	SHOW("h2d mallochost 16MiB (pinned)", api.cudaMemcpyAsync(d1, mh, 16 * MiB, cudaMemcpyHostToDevice, s));
+	SHOW("h2d registered 16MiB (pinned)", api.cudaMemcpy(d1, reg, 16 * MiB, cudaMemcpyHostToDevice));
+	SHOW("h2d inside hostalloc 1MiB (pinned)", api.cudaMemcpy(d1, (char *)hp + 4096, MiB, cudaMemcpyHostToDevice));
+	SHOW("cudaHostUnregister", api.cudaHostUnregister(reg));
+	truth.host_unregisters++;
+	SHOW("h2d unregistered 1MiB (pageable)", api.cudaMemcpy(d1, reg, MiB, cudaMemcpyHostToDevice));
+	SHOW("d2h malloc 1MiB (pageable)", api.cudaMemcpy(pageable, d1, MiB, cudaMemcpyDeviceToHost));
+	SHOW("d2d 1MiB (device)", api.cudaMemcpy(d2, d1, MiB, cudaMemcpyDeviceToDevice));
+	SHOW("h2d 2D 1MiB (pageable)", api.cudaMemcpy2D(d1, 1024, pageable, 1024, 1024, 1024, cudaMemcpyHostToDevice));
+	truth.copies += 10;
+
+	SHOW("cudaMemset 1MiB", api.cudaMemset(d1, 0, MiB));
+	SHOW("cudaMemsetAsync 1MiB", api.cudaMemsetAsync(d2, 0, MiB, s));
+	truth.memsets += 2;
+
+	for (int k = 0; k < nkernels; k++) {
+		long i = kidx++, us = kernel_us;
+		void *args[] = { &i, &us, NULL };
+		SHOW("cudaLaunchKernel", api.cudaLaunchKernel((const void *)door_kernel, (dim3){ 1, 1, 1 },
+							      (dim3){ 1, 1, 1 }, args, 0, s));
+		truth.launches++;
+	}
+	SHOW("cudaEventRecord", api.cudaEventRecord(ev, s));
+	SHOW("cudaStreamWaitEvent", api.cudaStreamWaitEvent(NULL, ev, 0));
+	SHOW("cudaEventSynchronize", api.cudaEventSynchronize(ev));
+	SHOW("cudaStreamSynchronize", api.cudaStreamSynchronize(s));
+	SHOW("cudaStreamQuery", api.cudaStreamQuery(s));
+	SHOW("cudaDeviceSynchronize", api.cudaDeviceSynchronize());
+	truth.syncs += 5;
+
+	size_t fr = 0, to = 0;
+	SHOW("cudaMemGetInfo", api.cudaMemGetInfo(&fr, &to));
+	truth.meminfo++;
+	printf("memgetinfo total=%zu\n", to);
+
+	/* failures: the program sees the same codes and errno with the preload */
+	SHOW("cudaMemcpy bad kind", api.cudaMemcpy(d1, pageable, 16, (enum cudaMemcpyKind)77));
+	truth.copies++;
+	SHOW("cudaFree(NULL)", api.cudaFree(NULL)); /* context idiom, not a free */
+
+	SHOW("cudaFreeAsync", api.cudaFreeAsync(d3, s));
+	truth.frees++, live_add(-(int64_t)(2 * MiB));
+	SHOW("cudaStreamSynchronize", api.cudaStreamSynchronize(s));
+	truth.syncs++;
+	SHOW("cudaFree 1MiB", api.cudaFree(d2));
+	truth.frees++, live_add(-(int64_t)MiB);
+	SHOW("cudaFree 64MiB", api.cudaFree(d1));
+	truth.frees++, live_add(-(int64_t)(64 * MiB));
+	SHOW("cudaFreeHost", api.cudaFreeHost(hp));
+	SHOW("cudaFreeHost", api.cudaFreeHost(mh));
+	truth.host_frees += 2;
+	SHOW("cudaEventDestroy", api.cudaEventDestroy(ev));
+	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
+	free(pageable);
+	free(reg);
+	return 0;
+}
+
+static int driver_part(long kernel_us, int nkernels)
+{
+	CUdeviceptr d = 0, d2 = 0;
+	void *h = NULL;
+	SHOW("cuMemAlloc 8MiB", api.cuMemAlloc(&d, 8 * MiB));
+	truth.allocs++, live_add(8 * MiB);
+	SHOW("cuMemAllocAsync 1MiB", api.cuMemAllocAsync(&d2, MiB, NULL));
+	truth.allocs++, live_add(MiB);
+	SHOW("cuMemHostAlloc 8MiB", api.cuMemHostAlloc(&h, 8 * MiB, 0));
+	truth.host_allocs++;
+	SHOW("cuMemcpyHtoD 8MiB (pinned)", api.cuMemcpyHtoD(d, h, 8 * MiB));
+	SHOW("cuMemcpyHtoDAsync 1MiB (pinned)", api.cuMemcpyHtoDAsync(d, h, MiB, NULL));
+	SHOW("cuMemcpyDtoH 1MiB (pinned)", api.cuMemcpyDtoH(h, d, MiB));
+	truth.copies += 3;
+	SHOW("cuMemsetD8 1MiB", api.cuMemsetD8(d, 0, MiB));
+	truth.memsets++;
+	for (int k = 0; k < nkernels; k++) {
+		long i = kidx++, us = kernel_us;
+		void *args[] = { &i, &us, NULL };
+		SHOW("cuLaunchKernel",
+		     api.cuLaunchKernel((CUfunction)(void *)door_kernel, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL));
+		truth.launches++;
+	}
+	SHOW("cuStreamSynchronize", api.cuStreamSynchronize(NULL));
+	SHOW("cuCtxSynchronize", api.cuCtxSynchronize());
+	truth.syncs += 2;
+	size_t fr, to;
+	SHOW("cuMemGetInfo", api.cuMemGetInfo(&fr, &to));
+	truth.meminfo++;
+	SHOW("cuMemFreeAsync", api.cuMemFreeAsync(d2, NULL));
+	truth.frees++, live_add(-(int64_t)MiB);
+	SHOW("cuMemFree", api.cuMemFree(d));
+	truth.frees++, live_add(-(int64_t)(8 * MiB));
+	SHOW("cuMemFreeHost", api.cuMemFreeHost(h));
+	truth.host_frees++;
+	SHOW("cuCtxSynchronize", api.cuCtxSynchronize());
+	truth.syncs++;
+	return 0;
+}
+
+/*
+ * Fill device memory with 4 MiB blocks, free every other one, then ask for
+ * 8 MiB: half the memory is free, but in 4 MiB holes (first-fit allocator).
+ */
+static void frag_part(void)
+{
+	void *blk[1024];
+	int n = 0;
+	while (n < 1024 && api.cudaMalloc(&blk[n], 4 * MiB) == cudaSuccess) {
+		truth.allocs++, live_add(4 * MiB);
+		n++;
+	}
+	truth.alloc_failed++; /* the one that did not fit */
+	for (int i = 0; i < n; i += 2) {
+		api.cudaFree(blk[i]);
+		truth.frees++, live_add(-(int64_t)(4 * MiB));
+	}
+	void *big = NULL;
+	cudaError_t r = api.cudaMalloc(&big, 8 * MiB);
+	truth.alloc_failed += r != cudaSuccess;
+	printf("fragmented: %d blocks, 8MiB request rc=%d\n", n, (int)r);
+	if (r == cudaSuccess) {
+		truth.allocs++, live_add(8 * MiB);
+		api.cudaFree(big);
+		truth.frees++, live_add(-(int64_t)(8 * MiB));
+	}
+	for (int i = 1; i < n; i += 2) {
+		api.cudaFree(blk[i]);
+		truth.frees++, live_add(-(int64_t)(4 * MiB));
+	}
+}
+
+static void write_truth(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return;
+	fprintf(f,
+		"{\"copies\":%u,\"memsets\":%u,\"launches\":%u,\"syncs\":%u,\"allocs\":%u,\"frees\":%u,"
+		"\"alloc_failed\":%u,\"host_allocs\":%u,\"host_frees\":%u,\"host_registers\":%u,"
+		"\"host_unregisters\":%u,\"meminfo\":%u,\"peak\":%llu,\"live\":[",
+		truth.copies, truth.memsets, truth.launches, truth.syncs, truth.allocs, truth.frees, truth.alloc_failed,
+		truth.host_allocs, truth.host_frees, truth.host_registers, truth.host_unregisters, truth.meminfo,
+		(unsigned long long)truth.peak);
+	for (unsigned i = 0; i < truth.nlive; i++)
+		fprintf(f, "%s%llu", i ? "," : "", (unsigned long long)truth.live[i]);
+	fprintf(f, "],\"kernels\":[");
+	for (long i = 0; i < kidx && i < MAXK; i++)
+		fprintf(f, "%s[%llu,%llu]", i ? "," : "", (unsigned long long)kstart[i], (unsigned long long)kend[i]);
+	fprintf(f, "]}\n");
+	fclose(f);
+}
+
+/* ------------------------------------------------------------- 4. main */
+
+int main(int argc, char **argv)
+{
+	const char *truth_path = NULL;
+	long kernel_us = 40000;
+	int nkernels = 3, frag = 0, bench = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
+			truth_path = argv[++i];
+		else if (!strcmp(argv[i], "--kernel-us") && i + 1 < argc)
+			kernel_us = atol(argv[++i]);
+		else if (!strcmp(argv[i], "--kernels") && i + 1 < argc)
+			nkernels = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--frag"))
+			frag = 1;
+		else if (!strcmp(argv[i], "--bench") && i + 1 < argc)
+			bench = atoi(argv[++i]);
+		else {
+			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag] [--bench N]\n");
+			return 2;
+		}
+	}
+	if (nkernels > MAXK / 2)
+		nkernels = MAXK / 2;
+	if (load_api() != 0)
+		return 3;
+	if (bench > 0) {
+		/*
+		 * Host cost per wrapped call: N cudaStreamQuery on an idle stream
+		 * (a SYNC record each), then N empty-kernel launches; ns per call on stdout.
+		 */
+		cudaStream_t s;
+		api.cudaStreamCreate(&s);
+		api.cudaStreamSynchronize(s);
+		uint64_t t0 = now_ns();
+		for (int i = 0; i < bench; i++)
+			api.cudaStreamQuery(s);
+		uint64_t t1 = now_ns();
+		void *args[] = { NULL };
+		for (int i = 0; i < bench; i++)
+			api.cudaLaunchKernel((const void *)door_empty_kernel, (dim3){ 1, 1, 1 }, (dim3){ 1, 1, 1 }, args,
+					     0, s);
+		api.cudaStreamSynchronize(s);
+		uint64_t t2 = now_ns();
+		printf("query_ns %.1f\nlaunch_ns %.1f\n", (double)(t1 - t0) / bench, (double)(t2 - t1) / bench);
+		return 0;
+	}
+	if (frag) {
+		frag_part();
+	} else {
+		runtime_part(kernel_us, nkernels);
+		driver_part(kernel_us, nkernels);
+	}
+	printf("counts copies=%u memsets=%u launches=%u syncs=%u allocs=%u frees=%u\n", truth.copies, truth.memsets,
+	       truth.launches, truth.syncs, truth.allocs, truth.frees);
+	if (truth_path)
+		write_truth(truth_path);
+	return 0;
+}

@@ -1,0 +1,41 @@
+# tests/workloads/cuda/doors.mk - the CUDA hooks' own test programs (owned with
+# preload/hook_cuda.c), included by tests/workloads/cuda/module.mk.
+#
+#   build/bin/door_plt      door_cuda.c linked to build/simgpu/libcudart.so.12
+#   build/bin/door_static   the same with build/simgpu/libcudart_static.a
+#   build/bin/door_dlsym    no CUDA linked: dlopen + dlsym by handle
+#   build/bin/cuda_probe_nocuda   a program that never touches CUDA (fork, errno, /proc/self/maps)
+#
+# RUNPATH $ORIGIN/../simgpu as for the trainer; -rdynamic so dladdr names the kernels.
+
+DOOR_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../simgpu'
+
+$(BUILD)/obj/tests/workloads/cuda/door_dlsym.o: tests/workloads/cuda/door_cuda.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CPPFLAGS_COMMON) -DDOOR_DLSYM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/bin/door_plt: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart.so.12
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 $(DOOR_LDFLAGS) -ldl -lpthread
+
+$(BUILD)/bin/door_static: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart_static.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< $(BUILD)/simgpu/libcudart_static.a $(DOOR_LDFLAGS) -ldl -lpthread -lrt
+
+$(BUILD)/bin/door_dlsym: $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< $(DOOR_LDFLAGS) -ldl -lpthread
+
+$(BUILD)/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_nocuda.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< -ldl -lpthread
+
+ALL_TARGETS += $(BUILD)/bin/cuda_probe_nocuda
+ifneq ($(wildcard tests/simgpu/module.mk),)
+ALL_TARGETS += $(BUILD)/bin/door_plt $(BUILD)/bin/door_static $(BUILD)/bin/door_dlsym
+endif
