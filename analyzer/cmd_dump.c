@@ -81,7 +81,7 @@ static int spans_add(struct spans *s, int32_t pid, uint32_t op, uint64_t begin, 
 {
 	if ((s->n + 1) * 2 > s->cap) {
 		size_t nc = s->cap ? s->cap * 2 : 1024;
-		struct spans ns = { .t = calloc(nc, sizeof(struct span)), .cap = nc };
+		struct spans ns = {.t = calloc(nc, sizeof(struct span)), .cap = nc};
 		if (!ns.t)
 			return -1;
 		for (size_t i = 0; i < s->cap; i++)
@@ -95,7 +95,7 @@ static int spans_add(struct spans *s, int32_t pid, uint32_t op, uint64_t begin, 
 	size_t i = span_slot(s, pid, op);
 	if (s->t[i].used)
 		return 0; /* the first span of an op wins */
-	s->t[i] = (struct span){ .pid = pid, .op = op, .begin = begin, .end = end, .used = 1 };
+	s->t[i] = (struct span){.pid = pid, .op = op, .begin = begin, .end = end, .used = 1};
 	s->n++;
 	return 0;
 }
@@ -254,7 +254,8 @@ static int collect_spans(const char *path, struct spans *sp)
 	struct sp_event ev;
 	int rc = 0;
 	while (sp_reader_next(r, &ev))
-		if (ev.kind == SP_K_GPU_SPAN && spans_add(sp, ev.pid, (uint32_t)ev.f[SP_F_OP], ev.begin_ns, ev.end_ns)) {
+		if (ev.kind == SP_K_GPU_SPAN && ev.f[SP_F_OP] &&
+		    spans_add(sp, ev.pid, (uint32_t)ev.f[SP_F_OP], ev.begin_ns, ev.end_ns)) {
 			util_err(path, "out of memory");
 			rc = SP_EXIT_INTERNAL;
 			break;
@@ -266,9 +267,9 @@ static int collect_spans(const char *path, struct spans *sp)
 int command_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	int json = 0, c;
 	optind = 1;
@@ -293,7 +294,7 @@ int command_dump(int argc, char **argv)
 		return SP_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	struct spans sp = { 0 };
+	struct spans sp = {0};
 	int rc = collect_spans(path, &sp);
 	if (rc) {
 		free(sp.t);
@@ -309,11 +310,13 @@ int command_dump(int argc, char **argv)
 	struct jsonw w;
 	jw_init(&w, stdout, 0);
 	if (!json)
-		printf("%20s %12s %7s %7s %-15s %-24s %s\n", "begin_ns", "dur_ns", "pid", "tid", "kind", "api", "fields");
+		printf("%20s %12s %7s %7s %-15s %-24s %s\n", "begin_ns", "dur_ns", "pid", "tid", "kind", "api",
+		       "fields");
 	struct sp_event ev;
 	while (sp_reader_next(r, &ev)) {
 		const struct span *gs = NULL;
-		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1))
+		/* op 0 means "no op id" (sp_next_op starts at 1) */
+		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])
 			gs = spans_find(&sp, ev.pid, (uint32_t)ev.f[SP_F_OP]);
 		if (json)
 			record_json(&w, r, &ev, gs);

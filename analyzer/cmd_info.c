@@ -58,7 +58,7 @@ static int info_read(const char *path, struct info *in)
 	return 0;
 }
 
-static const char *const feature_names[] = { "cuda", "libc_io", "bpf" };
+static const char *const feature_names[] = {"cuda", "libc_io", "bpf"};
 
 /* -------------------------------------------------------------- 3. text */
 
@@ -91,7 +91,8 @@ static void info_text(const char *path, const struct info *in)
 		       (unsigned long long)st->end_ns, util_fmt_ns(st->end_ns - st->begin_ns, b1, sizeof(b1)));
 	else
 		printf("  time        no records\n");
-	printf("  exit        %s\n", h->end_mono_ns ? "clean" : "no clean exit recorded (crash, kill or still running)");
+	printf("  exit        %s\n",
+	       h->end_mono_ns ? "clean" : "no clean exit recorded (crash, kill or still running)");
 	printf("  threads     %u\n", st->threads);
 	printf("  records     %llu (strings %llu, lost %llu, overwritten %llu)\n", (unsigned long long)st->records,
 	       (unsigned long long)st->strings, (unsigned long long)st->lost, (unsigned long long)st->overwritten);
@@ -106,14 +107,14 @@ static void info_text(const char *path, const struct info *in)
 	unsigned nd = h->ndevices < SP_MAX_DEVICES ? h->ndevices : SP_MAX_DEVICES;
 	for (unsigned i = 0; i < nd; i++) {
 		const struct sp_device_info *d = &h->devices[i];
-		printf("  device %-4d %s, %s, PCIe gen %u x%u (max gen %u x%u)\n", d->ordinal, d->name[0] ? d->name : "?",
-		       util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)), d->pcie_gen_cur, d->pcie_width_cur, d->pcie_gen_max,
-		       d->pcie_width_max);
+		printf("  device %-4d %s, %s, PCIe gen %u x%u (max gen %u x%u)\n", d->ordinal,
+		       d->name[0] ? d->name : "?", util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)), d->pcie_gen_cur,
+		       d->pcie_width_cur, d->pcie_gen_max, d->pcie_width_max);
 	}
 	if (h->driver_version || h->runtime_version)
 		printf("  cuda        driver %d, runtime %d\n", h->driver_version, h->runtime_version);
-	printf("  status      %s\n", st->truncated ? (st->corrupt ? "truncated, corrupt" : "truncated")
-						   : (st->corrupt ? "corrupt" : "ok"));
+	printf("  status      %s\n",
+	       st->truncated ? (st->corrupt ? "truncated, corrupt" : "truncated") : (st->corrupt ? "corrupt" : "ok"));
 }
 
 /* -------------------------------------------------------------- 4. JSON */
@@ -182,9 +183,9 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 int command_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "json", no_argument, NULL, 'j' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0 },
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	int json = 0, c;
 	optind = 1;

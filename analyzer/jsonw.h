@@ -36,10 +36,10 @@ struct jsonw {
 	FILE *f;
 	int pretty;
 	int depth;
-	int err;                        /* nonzero after misuse or a write error */
-	uint8_t count[JW_MAX_DEPTH];    /* values written at each level (saturating: only 0/1+ matter) */
+	int err;		     /* nonzero after misuse or a write error */
+	uint8_t count[JW_MAX_DEPTH]; /* values written at each level (saturating: only 0/1+ matter) */
 	uint8_t is_obj[JW_MAX_DEPTH];
-	int key_pending;                /* a key was written, its value not yet */
+	int key_pending; /* a key was written, its value not yet */
 };
 
 void jw_init(struct jsonw *w, FILE *f, int pretty);

@@ -27,7 +27,7 @@ struct verb {
 };
 
 static const struct verb verbs[] = {
-#define SP_COMMAND(verb, operands, summary) { #verb, operands, summary, command_##verb },
+#define SP_COMMAND(verb, operands, summary) {#verb, operands, summary, command_##verb},
 #include "commands.def"
 #undef SP_COMMAND
 };
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 	if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
 		if (!strcmp(a, "help") && argc > 2) {
 			/* `stepprof help VERB` is `stepprof VERB --help` */
-			char *sub[] = { argv[2], "--help", NULL };
+			char *sub[] = {argv[2], "--help", NULL};
 			for (size_t i = 0; i < NVERBS; i++)
 				if (!strcmp(verbs[i].name, argv[2]) && verbs[i].fn)
 					return verbs[i].fn(2, sub);

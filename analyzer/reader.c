@@ -32,13 +32,13 @@
 
 /* ------------------------------------------------------------- 1. state */
 
-#define KEEP_BLOCK_SLOTS 2048u          /* keep area read 64 KiB at a time */
-#define MAX_CHUNK_SIZE (64u << 20)      /* a larger chunk_size is corruption */
-#define MAX_HEADER_SIZE (1u << 20)
+#define KEEP_BLOCK_SLOTS 2048u	     /* keep area read 64 KiB at a time */
+#define MAX_CHUNK_SIZE	 (64u << 20) /* a larger chunk_size is corruption */
+#define MAX_HEADER_SIZE	 (1u << 20)
 
 struct str_ent {
 	uint32_t id;
-	uint32_t off; /* into pool */
+	uint32_t off;	/* into pool */
 	uint64_t order; /* keep-area position: the first of duplicate ids wins */
 };
 
@@ -47,17 +47,17 @@ struct chunk_ref {
 	uint64_t pos; /* ring position */
 	int32_t pid, tid;
 	uint32_t nslots; /* record slots to read: min(used, what the file holds) */
-	int cut;         /* nslots < used: the file ends inside this chunk's records */
+	int cut;	 /* nslots < used: the file ends inside this chunk's records */
 };
 
 struct stream {
 	int32_t pid, tid;
 	size_t first, count; /* range of r->chunks, seq order; count 0 for the keep stream */
-	size_t next;         /* next chunk to load */
+	size_t next;	     /* next chunk to load */
 	struct sp_slot *buf; /* current chunk's record slots (or the kept records) */
 	uint32_t nslots, off;
-	int cut;             /* the current chunk was cut short by the end of the file */
-	int keep;            /* the keep area's non-string records */
+	int cut;  /* the current chunk was cut short by the end of the file */
+	int keep; /* the keep area's non-string records */
 	int had_records;
 	struct sp_event cur; /* the record at the head of this stream */
 };
@@ -200,7 +200,7 @@ static void add_string(struct sp_reader *r, uint32_t id, const char *s, unsigned
 	}
 	memcpy(r->pool + r->pool_len, s, len);
 	r->pool[r->pool_len + len] = 0;
-	r->strs[r->nstrs++] = (struct str_ent){ .id = id, .off = (uint32_t)r->pool_len, .order = order };
+	r->strs[r->nstrs++] = (struct str_ent){.id = id, .off = (uint32_t)r->pool_len, .order = order};
 	r->pool_len += len + 1;
 	r->st.strings++;
 }
@@ -235,7 +235,8 @@ static void load_keep(struct sp_reader *r)
 	uint64_t i = 0; /* current slot of the keep area */
 	int after_hole = 0;
 	while (i < n) {
-		uint64_t want = n - i < KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS ? n - i : KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS;
+		uint64_t want =
+		    n - i < KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS ? n - i : KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS;
 		size_t got = pread_full(r->fd, blk, (size_t)want * SP_SLOT_SIZE, h->header_size + i * SP_SLOT_SIZE);
 		uint32_t have = (uint32_t)(got / SP_SLOT_SIZE);
 		if (!have) {
@@ -380,8 +381,8 @@ static int index_ring(struct sp_reader *r)
 			r->chunks = n;
 			cap = nc;
 		}
-		r->chunks[r->nchunks++] =
-			(struct chunk_ref){ .seq = ch.seq, .pos = pos, .pid = ch.pid, .tid = ch.tid, .nslots = used, .cut = cut };
+		r->chunks[r->nchunks++] = (struct chunk_ref){
+		    .seq = ch.seq, .pos = pos, .pid = ch.pid, .tid = ch.tid, .nslots = used, .cut = cut};
 	}
 	if (r->nchunks > 1)
 		qsort(r->chunks, r->nchunks, sizeof(*r->chunks), chunk_cmp);

@@ -96,7 +96,7 @@ static int plist_add(struct plist *l, char *p)
 
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 {
-	struct plist l = { 0 };
+	struct plist l = {0};
 	*rc = SP_EXIT_OK;
 	for (int i = 0; i < nargs; i++) {
 		struct stat st;
@@ -176,7 +176,7 @@ const char *util_fmt_ns(uint64_t ns, char *buf, size_t len)
 
 const char *util_fmt_bytes(uint64_t b, char *buf, size_t len)
 {
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
 	double v = (double)b;
 	unsigned u = 0;
 	while (v >= 1024 && u + 1 < sizeof(unit) / sizeof(unit[0])) {

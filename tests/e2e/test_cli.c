@@ -33,7 +33,7 @@ static int stepprof(struct sp_t_result *r, ...)
 		argv[n++] = (char *)a;
 	va_end(ap);
 	argv[n] = NULL;
-	char *env[] = { "LD_PRELOAD=", NULL };
+	char *env[] = {"LD_PRELOAD=", NULL};
 	int st = sp_t_run(r, argv, env, NULL, 60);
 	free(argv[0]);
 	return st;
@@ -67,30 +67,30 @@ static void assert_one_error_line(const struct sp_t_result *r, const char *what,
 
 static void write_reference(const char *path)
 {
-	struct sp_tg_opts o = { .pid = 4242, .ppid = 4000, .rank = 1, .host = "node1",
-				.cmdline = "python train.py --epochs 1" };
+	struct sp_tg_opts o = {
+	    .pid = 4242, .ppid = 4000, .rank = 1, .host = "node1", .cmdline = "python train.py --epochs 1"};
 	struct sp_tg *g = sp_tg_create_opts(path, &o);
 	uint32_t nm = sp_tg_intern(g, "train_step");
 	uint32_t kn = sp_tg_intern(g, "void gemm<float>(float*, \"q\")");
 	uint32_t pth = sp_tg_intern(g, "/data/shard 0001.bin");
-	SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, T0 + 100, T0 + 100, { SP_F_NAME, nm });
+	SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, T0 + 100, T0 + 100, {SP_F_NAME, nm});
 	for (int i = 0; i < 3; i++)
 		SP_TG_ADD(g, 4242, SP_K_STEP, SP_API_stepprof_step, T0 + 1000 + 1000 * i, T0 + 1000 + 1000 * i,
-			  { SP_F_VALUE, (uint64_t)i });
-	SP_TG_ADD(g, 4242, SP_K_COPY, 0, T0 + 1100, T0 + 1300, { SP_F_STREAM, 0x7f0000001000ull },
-		  { SP_F_PTR, 0x55550000ull }, { SP_F_DPTR, 0x7f1200000000ull }, { SP_F_BYTES, 1048576 }, { SP_F_OP, 17 },
-		  { SP_F_RESULT, 0 }, { SP_F_DEVICE, 0 }, { SP_F_DIRECTION, SP_DIR_H2D },
-		  { SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE });
-	SP_TG_ADD(g, 4242, SP_K_LAUNCH, 0, T0 + 1400, T0 + 1405, { SP_F_NAME, kn }, { SP_F_OP, 18 });
-	SP_TG_ADD(g, 4242, SP_K_SYNC, 0, T0 + 1500, T0 + 1900, { SP_F_STREAM, 0 }, { SP_F_EVENT, 0xabcdefull },
-		  { SP_F_RESULT, 0 });
-	SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, 0, T0 + 1320, T0 + 1480, { SP_F_OP, 17 });
-	SP_TG_ADD(g, 4243, SP_K_OPEN, 0, T0 + 200, T0 + 250, { SP_F_PATH, pth }, { SP_F_FD, 7 },
-		  { SP_F_RESULT, 0 }, { SP_F_SOURCE, SP_SOURCE_LIBC });
-	SP_TG_ADD(g, 4243, SP_K_READ, 0, T0 + 300, T0 + 900, { SP_F_PATH, 0 }, { SP_F_BYTES, 4096 }, { SP_F_FD, -1 },
-		  { SP_F_RESULT, (uint64_t)-11 }, { SP_F_FD_TYPE, SP_FDTYPE_PIPE }, { SP_F_SOURCE, SP_SOURCE_LIBC });
-	SP_TG_ADD(g, 4243, SP_K_MARK, SP_API_stepprof_mark, T0 + 950, T0 + 950, { SP_F_NAME, 999 });
-	SP_TG_ADD(g, 4243, SP_K_LOST, 0, T0 + 5000, T0 + 5000, { SP_F_COUNT, 2 });
+			  {SP_F_VALUE, (uint64_t)i});
+	SP_TG_ADD(g, 4242, SP_K_COPY, 0, T0 + 1100, T0 + 1300, {SP_F_STREAM, 0x7f0000001000ull},
+		  {SP_F_PTR, 0x55550000ull}, {SP_F_DPTR, 0x7f1200000000ull}, {SP_F_BYTES, 1048576}, {SP_F_OP, 17},
+		  {SP_F_RESULT, 0}, {SP_F_DEVICE, 0}, {SP_F_DIRECTION, SP_DIR_H2D},
+		  {SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE});
+	SP_TG_ADD(g, 4242, SP_K_LAUNCH, 0, T0 + 1400, T0 + 1405, {SP_F_NAME, kn}, {SP_F_OP, 18});
+	SP_TG_ADD(g, 4242, SP_K_SYNC, 0, T0 + 1500, T0 + 1900, {SP_F_STREAM, 0}, {SP_F_EVENT, 0xabcdefull},
+		  {SP_F_RESULT, 0});
+	SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, 0, T0 + 1320, T0 + 1480, {SP_F_OP, 17});
+	SP_TG_ADD(g, 4243, SP_K_OPEN, 0, T0 + 200, T0 + 250, {SP_F_PATH, pth}, {SP_F_FD, 7}, {SP_F_RESULT, 0},
+		  {SP_F_SOURCE, SP_SOURCE_LIBC});
+	SP_TG_ADD(g, 4243, SP_K_READ, 0, T0 + 300, T0 + 900, {SP_F_PATH, 0}, {SP_F_BYTES, 4096}, {SP_F_FD, -1},
+		  {SP_F_RESULT, (uint64_t)-11}, {SP_F_FD_TYPE, SP_FDTYPE_PIPE}, {SP_F_SOURCE, SP_SOURCE_LIBC});
+	SP_TG_ADD(g, 4243, SP_K_MARK, SP_API_stepprof_mark, T0 + 950, T0 + 950, {SP_F_NAME, 999});
+	SP_TG_ADD(g, 4243, SP_K_LOST, 0, T0 + 5000, T0 + 5000, {SP_F_COUNT, 2});
 	sp_tg_header(g)->lost_records = 4;
 	sp_tg_header(g)->features = SP_FEAT_CUDA | SP_FEAT_LIBC_IO;
 	cr_assert_eq(sp_tg_finish(g), 0);
@@ -102,7 +102,7 @@ static void write_small(const char *path, int32_t pid, int nmarks)
 	struct sp_tg *g = sp_tg_create(path, pid, 4242, -1);
 	uint32_t nm = sp_tg_intern(g, "m");
 	for (int i = 0; i < nmarks; i++)
-		SP_TG_ADD(g, pid, SP_K_MARK, SP_API_stepprof_mark, T0 + (uint64_t)i, T0 + (uint64_t)i, { SP_F_NAME, nm });
+		SP_TG_ADD(g, pid, SP_K_MARK, SP_API_stepprof_mark, T0 + (uint64_t)i, T0 + (uint64_t)i, {SP_F_NAME, nm});
 	cr_assert_eq(sp_tg_finish(g), 0);
 }
 
@@ -121,7 +121,7 @@ Test(cli, help_version_and_usage_errors)
 	struct sp_t_result r;
 	cr_assert_eq(stepprof(&r, "--help", NULL), 0);
 	cr_assert(strstr(r.out, "usage: stepprof"));
-	const char *verbs[] = { "analyze", "run", "info", "dump" };
+	const char *verbs[] = {"analyze", "run", "info", "dump"};
 	for (int i = 0; i < 4; i++)
 		cr_assert(strstr(r.out, verbs[i]), "--help lists %s", verbs[i]);
 	sp_t_result_free(&r);
@@ -130,7 +130,7 @@ Test(cli, help_version_and_usage_errors)
 	cr_assert(strstr(r.out, "stepprof " STEPPROF_VERSION), "%s", r.out);
 	sp_t_result_free(&r);
 
-	const char *own[] = { "info", "dump" };
+	const char *own[] = {"info", "dump"};
 	for (int i = 0; i < 2; i++) {
 		cr_assert_eq(stepprof(&r, own[i], "--help", NULL), 0);
 		char want[64];
@@ -242,8 +242,8 @@ Test(cli, dump_json_one_object_per_record)
 	size_t n = sp_json_parse_lines(r.out, &v);
 	cr_assert_eq(n, REF_RECORDS);
 	/* Each thread's records in the order it wrote them (the GPU span comes late, as in the recorder). */
-	const char *order4242[] = { "mark", "step", "step", "step", "copy", "launch", "sync", "gpu_span" };
-	const char *order4243[] = { "open", "read", "mark", "lost" };
+	const char *order4242[] = {"mark", "step", "step", "step", "copy", "launch", "sync", "gpu_span"};
+	const char *order4243[] = {"open", "read", "mark", "lost"};
 	size_t k1 = 0, k2 = 0;
 	for (size_t i = 0; i < n; i++) {
 		cr_assert_not_null(v[i], "line %zu is not JSON", i);
@@ -336,14 +336,18 @@ Test(cli, foreign_newer_missing_files_one_line_and_exit_2)
 	char *newer = path_in(dir, "newer.sptrace");
 	char *missing = path_in(dir, "missing");
 	char *empty = path_in(dir, "emptydir");
-	cr_assert_eq(sp_t_write_file(foreign, "\x7f" "ELF and then some bytes", 24), 0);
+	cr_assert_eq(sp_t_write_file(foreign,
+				     "\x7f"
+				     "ELF and then some bytes",
+				     24),
+		     0);
 	struct sp_tg *g = sp_tg_create(newer, 1, 0, -1);
 	sp_tg_header(g)->version_major = SP_VERSION_MAJOR + 1;
 	cr_assert_eq(sp_tg_finish(g), 0);
 	cr_assert_eq(mkdir(empty, 0700), 0);
 
 	struct sp_t_result r;
-	const char *verbs[] = { "info", "dump" };
+	const char *verbs[] = {"info", "dump"};
 	for (int i = 0; i < 2; i++) {
 		cr_assert_eq(stepprof(&r, verbs[i], foreign, NULL), 2);
 		assert_one_error_line(&r, foreign, "not a stepprof trace");

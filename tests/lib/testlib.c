@@ -189,10 +189,10 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 	fcntl(pin[1], F_SETFL, O_NONBLOCK);
 
 	/* Writing to a child that exited early must not kill the test runner. */
-	struct sigaction ign = { .sa_handler = SIG_IGN }, old;
+	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
 	sigaction(SIGPIPE, &ign, &old);
 
-	struct sink out = { 0 }, err = { 0 };
+	struct sink out = {0}, err = {0};
 	sink_add(&out, "", 0);
 	sink_add(&err, "", 0);
 	const char *in = stdin_text ? stdin_text : "";
@@ -211,15 +211,15 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 		int n = 0;
 		int io = -1, ie = -1, ii = -1;
 		if (fo >= 0) {
-			pf[n] = (struct pollfd){ .fd = fo, .events = POLLIN };
+			pf[n] = (struct pollfd){.fd = fo, .events = POLLIN};
 			io = n++;
 		}
 		if (fe >= 0) {
-			pf[n] = (struct pollfd){ .fd = fe, .events = POLLIN };
+			pf[n] = (struct pollfd){.fd = fe, .events = POLLIN};
 			ie = n++;
 		}
 		if (fin >= 0) {
-			pf[n] = (struct pollfd){ .fd = fin, .events = POLLOUT };
+			pf[n] = (struct pollfd){.fd = fin, .events = POLLOUT};
 			ii = n++;
 		}
 		poll(pf, (nfds_t)n, 50);
@@ -299,7 +299,7 @@ char *sp_t_read_file(const char *path, size_t *len)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return NULL;
-	struct sink s = { 0 };
+	struct sink s = {0};
 	sink_add(&s, "", 0);
 	char buf[65536];
 	ssize_t r;
@@ -400,7 +400,7 @@ static char *parse_string(struct jp *s)
 	if (*s->p != '"')
 		return NULL;
 	s->p++;
-	struct sink b = { 0 };
+	struct sink b = {0};
 	sink_add(&b, "", 0);
 	for (;;) {
 		unsigned char c = (unsigned char)*s->p;
@@ -619,7 +619,7 @@ struct sp_json *sp_json_parse(const char *text)
 {
 	if (!text)
 		return NULL;
-	struct jp s = { .p = text };
+	struct jp s = {.p = text};
 	struct sp_json *j = xmalloc(sizeof(*j));
 	memset(j, 0, sizeof(*j));
 	if (parse_value(&s, j)) {

@@ -23,7 +23,7 @@
 /* ---------------------------------------------------------- 1. the state */
 
 struct tg_chunk {
-	uint8_t *mem;     /* chunk_size bytes, NULL while never allocated */
+	uint8_t *mem;	  /* chunk_size bytes, NULL while never allocated */
 	uint64_t records; /* committed records in it */
 };
 
@@ -45,7 +45,7 @@ struct sp_tg {
 	struct sp_slot *keep; /* keep-area slots in order */
 	uint64_t nkeep, capkeep;
 	struct tg_chunk *chunks; /* by ring position */
-	uint64_t nchunks;        /* positions in use (growing ring) or ring_chunks */
+	uint64_t nchunks;	 /* positions in use (growing ring) or ring_chunks */
 	struct tg_thread *thr;
 	size_t nthr, capthr;
 	struct tg_str *hash; /* open addressing, power of two */
@@ -110,7 +110,7 @@ struct sp_tg *sp_tg_create_opts(const char *path, const struct sp_tg_opts *opts)
 
 struct sp_tg *sp_tg_create(const char *path, int32_t pid, int32_t ppid, int32_t rank)
 {
-	struct sp_tg_opts o = { .pid = pid, .ppid = ppid, .rank = rank };
+	struct sp_tg_opts o = {.pid = pid, .ppid = ppid, .rank = rank};
 	return sp_tg_create_opts(path, &o);
 }
 
@@ -186,7 +186,7 @@ uint32_t sp_tg_intern(struct sp_tg *g, const char *s)
 	}
 	char *copy = tg_alloc(len + 1);
 	memcpy(copy, s, len);
-	g->hash[j] = (struct tg_str){ .s = copy, .len = len, .id = g->next_id++ };
+	g->hash[j] = (struct tg_str){.s = copy, .len = len, .id = g->next_id++};
 	g->nhash++;
 	sp_tg_string(g, g->hash[j].id, s, len);
 	return g->hash[j].id;
@@ -202,7 +202,7 @@ static struct tg_thread *thread_of(struct sp_tg *g, int32_t pid, int32_t tid)
 		g->thr = tg_grow(g->thr, g->capthr * sizeof(*g->thr));
 	}
 	struct tg_thread *t = &g->thr[g->nthr++];
-	*t = (struct tg_thread){ .pid = pid, .tid = tid, .cur = -1 };
+	*t = (struct tg_thread){.pid = pid, .tid = tid, .cur = -1};
 	return t;
 }
 
@@ -223,7 +223,7 @@ static void new_chunk(struct sp_tg *g, struct tg_thread *t)
 	} else {
 		pos = seq;
 		g->chunks = tg_grow(g->chunks, (seq + 1) * sizeof(*g->chunks));
-		g->chunks[pos] = (struct tg_chunk){ 0 };
+		g->chunks[pos] = (struct tg_chunk){0};
 		g->nchunks = seq + 1;
 	}
 	struct tg_chunk *c = &g->chunks[pos];
@@ -251,7 +251,7 @@ static void new_chunk(struct sp_tg *g, struct tg_thread *t)
 static void add_ring(struct sp_tg *g, int32_t pid, int32_t tid, unsigned kind, unsigned api, uint64_t begin,
 		     uint64_t end, const uint64_t *f)
 {
-	uint64_t zero[SP_F__COUNT] = { 0 };
+	uint64_t zero[SP_F__COUNT] = {0};
 	if (!f)
 		f = zero;
 	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
@@ -288,7 +288,7 @@ void sp_tg_add_event(struct sp_tg *g, const struct sp_event *ev)
 void sp_tg_addf(struct sp_tg *g, int32_t tid, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
 		const struct sp_tg_field *fields)
 {
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	for (; fields && fields->field != -1; fields++) {
 		if (fields->field == -2)
 			continue;
@@ -299,10 +299,9 @@ void sp_tg_addf(struct sp_tg *g, int32_t tid, unsigned kind, unsigned api, uint6
 	add_ring(g, g->hdr.pid, tid, kind, api, begin_ns, end_ns, f);
 }
 
-void sp_tg_add_keep(struct sp_tg *g, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
-		    const uint64_t *f)
+void sp_tg_add_keep(struct sp_tg *g, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
-	uint64_t zero[SP_F__COUNT] = { 0 };
+	uint64_t zero[SP_F__COUNT] = {0};
 	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
 		abort();
 	struct sp_slot *s = keep_reserve(g, sp_kind_slots(kind));

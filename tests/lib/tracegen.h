@@ -31,14 +31,14 @@
 struct sp_tg;
 
 struct sp_tg_opts {
-	int32_t pid, ppid, rank;  /* rank -1: not set */
-	const char *host;         /* NULL: "testhost" */
-	const char *cmdline;      /* NULL: "python train.py" */
-	uint32_t chunk_size;      /* bytes per ring chunk, multiple of 32, >= 96; 0: 65536 */
-	uint32_t ring_chunks;     /* 0: grow (never overwrite); else a fixed ring that wraps */
-	uint64_t keep_slots;      /* 0: 4096 */
-	uint64_t start_mono_ns;   /* 0: 1000000000 */
-	int leave_active;         /* 1: chunks still current at finish stay ACTIVE (a crash) */
+	int32_t pid, ppid, rank; /* rank -1: not set */
+	const char *host;	 /* NULL: "testhost" */
+	const char *cmdline;	 /* NULL: "python train.py" */
+	uint32_t chunk_size;	 /* bytes per ring chunk, multiple of 32, >= 96; 0: 65536 */
+	uint32_t ring_chunks;	 /* 0: grow (never overwrite); else a fixed ring that wraps */
+	uint64_t keep_slots;	 /* 0: 4096 */
+	uint64_t start_mono_ns;	 /* 0: 1000000000 */
+	int leave_active;	 /* 1: chunks still current at finish stay ACTIVE (a crash) */
 };
 
 /* Defaults as in struct sp_tg_opts. */
@@ -67,8 +67,7 @@ void sp_tg_addf(struct sp_tg *g, int32_t tid, unsigned kind, unsigned api, uint6
 		const struct sp_tg_field *fields);
 /* SP_TG_ADD(g, tid, kind, api, begin, end, {SP_F_X, v}, ...): fields by name, any order. */
 #define SP_TG_ADD(g, tid, kind, api, b, e, ...)                                                                        \
-	sp_tg_addf((g), (tid), (kind), (api), (b), (e),                                                                \
-		   (const struct sp_tg_field[]){ { -2, 0 }, ##__VA_ARGS__, { -1, 0 } })
+	sp_tg_addf((g), (tid), (kind), (api), (b), (e), (const struct sp_tg_field[]){{-2, 0}, ##__VA_ARGS__, {-1, 0}})
 
 /* A non-string record in the keep area (summaries): never overwritten. */
 void sp_tg_add_keep(struct sp_tg *g, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,

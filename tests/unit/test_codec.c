@@ -28,11 +28,11 @@ static unsigned field_values(unsigned field, uint64_t *v)
 	unsigned n = 0;
 	v[n++] = 0;
 	v[n++] = 1;
-	v[n++] = all;                                            /* for I: -1 */
-	v[n++] = (0x0102030405060708ull * (field + 1)) & all;    /* distinct per field */
+	v[n++] = all;					      /* for I: -1 */
+	v[n++] = (0x0102030405060708ull * (field + 1)) & all; /* distinct per field */
 	if (sp_field_type[field] == SP_T_I) {
-		v[n++] = 1ull << (8 * w - 1);          /* most negative */
-		v[n++] = (1ull << (8 * w - 1)) - 1;    /* most positive */
+		v[n++] = 1ull << (8 * w - 1);	    /* most negative */
+		v[n++] = (1ull << (8 * w - 1)) - 1; /* most positive */
 	} else {
 		v[n++] = all - 1;
 		v[n++] = 1ull << (8 * w - 1);
@@ -115,7 +115,8 @@ Test(codec, kind_and_field_tables_are_consistent)
 	for (unsigned kind = 1; kind < SP_K__COUNT; kind++) {
 		cr_assert_not_null(sp_kind_name[kind]);
 		cr_assert(sp_kind_slots(kind) <= SP_MAX_RECORD_SLOTS, "kind %s too long", sp_kind_name[kind]);
-		cr_assert_eq(sp_kind_mask[kind] >> SP_F__COUNT, 0, "kind %s names an unknown field", sp_kind_name[kind]);
+		cr_assert_eq(sp_kind_mask[kind] >> SP_F__COUNT, 0, "kind %s names an unknown field",
+			     sp_kind_name[kind]);
 		for (unsigned k2 = 1; k2 < kind; k2++)
 			cr_assert_str_neq(sp_kind_name[kind], sp_kind_name[k2]);
 	}
@@ -126,8 +127,8 @@ Test(codec, kind_and_field_tables_are_consistent)
 	}
 	cr_assert(SP_K__COUNT < SP_K_CONT);
 	/* The frequent records fit one slot (fields.def's promise). */
-	unsigned one_slot[] = { SP_K_MARK, SP_K_STEP, SP_K_LAUNCH, SP_K_SYNC, SP_K_OPEN, SP_K_STAT, SP_K_READ,
-				SP_K_LOADER_WAIT };
+	unsigned one_slot[] = {SP_K_MARK, SP_K_STEP, SP_K_LAUNCH, SP_K_SYNC,
+			       SP_K_OPEN, SP_K_STAT, SP_K_READ,	  SP_K_LOADER_WAIT};
 	for (unsigned i = 0; i < sizeof(one_slot) / sizeof(one_slot[0]); i++)
 		cr_assert_eq(sp_kind_slots(one_slot[i]), 1, "%s", sp_kind_name[one_slot[i]]);
 	cr_assert_eq(sizeof(struct sp_slot), SP_SLOT_SIZE);
@@ -140,7 +141,7 @@ Test(codec, kind_and_field_tables_are_consistent)
 Test(codec, byte_layout_is_little_endian_in_field_order)
 {
 	/* A copy record: stream(6) ptr(6) dptr(6) bytes(5) ... crosses into continuation slots. */
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	f[SP_F_STREAM] = 0x0000112233445566ull;
 	f[SP_F_PTR] = 0x0000a1a2a3a4a5a6ull;
 	f[SP_F_DPTR] = 0x0000b1b2b3b4b5b6ull;
@@ -182,7 +183,7 @@ Test(codec, byte_layout_is_little_endian_in_field_order)
 
 Test(codec, string_records_round_trip)
 {
-	unsigned lens[] = { 0, 1, 15, 16, 17, 46, 47, 48, 200, SP_MAX_STRING - 1, SP_MAX_STRING };
+	unsigned lens[] = {0, 1, 15, 16, 17, 46, 47, 48, 200, SP_MAX_STRING - 1, SP_MAX_STRING};
 	char text[SP_MAX_STRING + 1];
 	for (unsigned i = 0; i < SP_MAX_STRING; i++)
 		text[i] = (char)(i * 7 + 1); /* includes bytes >= 0x80, never NUL */
@@ -235,7 +236,7 @@ Test(codec, string_decode_refuses_bad_records)
 
 Test(codec, durations_exact_then_microseconds_then_saturated)
 {
-	uint64_t exact[] = { 0, 1, 999, 1000000, 0x7fffffffull };
+	uint64_t exact[] = {0, 1, 999, 1000000, 0x7fffffffull};
 	for (unsigned i = 0; i < sizeof(exact) / sizeof(exact[0]); i++)
 		cr_assert_eq(sp_dur_decode(sp_dur_encode(exact[i])), exact[i]);
 	/* 2^31 ns and above: microsecond resolution. */
@@ -260,7 +261,7 @@ Test(codec, durations_exact_then_microseconds_then_saturated)
 
 Test(codec, decode_refuses_what_is_not_a_whole_valid_record)
 {
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	struct sp_slot s[4];
 	struct sp_event ev;
 	unsigned n = sp_encode(s, SP_K_COPY, 1, 10, 10, f);

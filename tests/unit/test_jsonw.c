@@ -61,8 +61,9 @@ Test(json_parse, big_integers_are_exact)
 
 Test(json_parse, rejects_invalid_documents)
 {
-	const char *bad[] = { "", "{", "[1,]", "{\"a\" 1}", "{\"a\":1,}", "\"unterminated", "01", "1.", "-", "tru",
-			      "[1] [2]", "{'a':1}", "\"ctl\x01\"", "nul", "[\"\\x\"]", "{1:2}" };
+	const char *bad[] = {"",	  "{",	  "[1,]", "{\"a\" 1}", "{\"a\":1,}", "\"unterminated", "01",
+			     "1.",	  "-",	  "tru",  "[1] [2]",   "{'a':1}",    "\"ctl\x01\"",    "nul",
+			     "[\"\\x\"]", "{1:2}"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct sp_json *j = sp_json_parse(bad[i]);
 		cr_expect_null(j, "accepted invalid JSON: %s", bad[i]);
@@ -90,8 +91,8 @@ Test(json_parse, lines_one_object_each)
 Test(testlib, run_captures_output_env_stdin_and_status)
 {
 	struct sp_t_result r;
-	char *argv[] = { "sh", "-c", "echo out:$FOO:${HOME:-unset}; cat; echo err >&2; exit 3", NULL };
-	char *env[] = { "FOO=bar", "HOME=", NULL };
+	char *argv[] = {"sh", "-c", "echo out:$FOO:${HOME:-unset}; cat; echo err >&2; exit 3", NULL};
+	char *env[] = {"FOO=bar", "HOME=", NULL};
 	int st = sp_t_run(&r, argv, env, "from-stdin\n", 10);
 	cr_assert_eq(st, 3);
 	cr_assert_eq(r.status, 3);
@@ -103,7 +104,7 @@ Test(testlib, run_captures_output_env_stdin_and_status)
 Test(testlib, run_timeout_kills)
 {
 	struct sp_t_result r;
-	char *argv[] = { "sleep", "30", NULL };
+	char *argv[] = {"sleep", "30", NULL};
 	sp_t_run(&r, argv, NULL, NULL, 1);
 	cr_assert_eq(r.status, 137);
 	sp_t_result_free(&r);
@@ -213,7 +214,8 @@ Test(jsonw, escaping_exact_text)
 	struct jsonw w;
 	mb_open(&m);
 	jw_init(&w, m.f, 0);
-	jw_str(&w, "a\"b\\c\nd\te\x01" "f/\x7f");
+	jw_str(&w, "a\"b\\c\nd\te\x01"
+		   "f/\x7f");
 	mb_close(&m);
 	cr_assert_str_eq(m.buf, "\"a\\\"b\\\\c\\nd\\te\\u0001f/\x7f\"\n");
 	free(m.buf);
@@ -228,7 +230,8 @@ Test(jsonw, invalid_utf8_becomes_replacement_character)
 	/* valid é, a lone continuation byte, an overlong '/', a truncated 3-byte sequence, valid emoji */
 	jw_str(&w, "\xc3\xa9|\x80|\xc0\xaf|\xe2\x82|\xf0\x9f\x98\x80");
 	mb_close(&m);
-	cr_assert_str_eq(m.buf, "\"\xc3\xa9|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xf0\x9f\x98\x80\"\n");
+	cr_assert_str_eq(
+	    m.buf, "\"\xc3\xa9|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xf0\x9f\x98\x80\"\n");
 	struct sp_json *j = sp_json_parse(m.buf);
 	cr_assert_not_null(j);
 	sp_json_free(j);

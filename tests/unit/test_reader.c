@@ -93,24 +93,25 @@ Test(reader, reads_back_records_strings_and_stats)
 	char *dir = sp_t_tmpdir("rd");
 	char path[512];
 	snprintf(path, sizeof(path), "%s/host.4242.sptrace", dir);
-	struct sp_tg_opts o = { .pid = 4242, .ppid = 77, .rank = 3, .host = "node7", .cmdline = "python train.py --x" };
+	struct sp_tg_opts o = {.pid = 4242, .ppid = 77, .rank = 3, .host = "node7", .cmdline = "python train.py --x"};
 	struct sp_tg *g = sp_tg_create_opts(path, &o);
 	uint32_t a = sp_tg_intern(g, "alpha");
 	uint32_t b = sp_tg_intern(g, "beta/with/a/longer/name/that/needs/continuation/slots");
 	cr_assert_eq(sp_tg_intern(g, "alpha"), a, "interning deduplicates");
-	uint64_t copyf[SP_F__COUNT] = { 0 };
+	uint64_t copyf[SP_F__COUNT] = {0};
 	copyf[SP_F_BYTES] = 1 << 20;
 	copyf[SP_F_DIRECTION] = SP_DIR_H2D;
 	copyf[SP_F_HOST_MEMORY] = SP_HOSTMEM_PAGEABLE;
 	copyf[SP_F_OP] = 9;
 	/* Thread 10: 100..; thread 11: interleaved in time. */
 	for (int i = 0; i < 50; i++) {
-		SP_TG_ADD(g, 10, SP_K_MARK, SP_API_stepprof_mark, 1000 + 20 * i, 1000 + 20 * i, { SP_F_NAME, a });
-		SP_TG_ADD(g, 11, SP_K_STEP, SP_API_stepprof_step, 1010 + 20 * i, 1010 + 20 * i, { SP_F_VALUE, i });
+		SP_TG_ADD(g, 10, SP_K_MARK, SP_API_stepprof_mark, 1000 + 20 * i, 1000 + 20 * i, {SP_F_NAME, a});
+		SP_TG_ADD(g, 11, SP_K_STEP, SP_API_stepprof_step, 1010 + 20 * i, 1010 + 20 * i, {SP_F_VALUE, i});
 	}
 	sp_tg_addv(g, 10, SP_K_COPY, 0, 5000, 7000, copyf);
-	SP_TG_ADD(g, 11, SP_K_LOST, 0, 6000, 6000, { SP_F_COUNT, 5 });
-	SP_TG_ADD(g, 11, SP_K_OPEN, 0, 6100, 6400, { SP_F_PATH, b }, { SP_F_FD, (uint64_t)-1 }, { SP_F_RESULT, (uint64_t)-2 });
+	SP_TG_ADD(g, 11, SP_K_LOST, 0, 6000, 6000, {SP_F_COUNT, 5});
+	SP_TG_ADD(g, 11, SP_K_OPEN, 0, 6100, 6400, {SP_F_PATH, b}, {SP_F_FD, (uint64_t)-1},
+		  {SP_F_RESULT, (uint64_t)-2});
 	sp_tg_header(g)->lost_records = 7;
 	cr_assert_eq(sp_tg_finish(g), 0);
 
@@ -180,13 +181,13 @@ Test(reader, reads_back_records_strings_and_stats)
 /* Many small chunks, allocated alternately by 3 threads: each thread's records come back in its order. */
 Test(reader, threads_span_many_chunks_in_seq_order)
 {
-	struct sp_tg_opts o = { .pid = 1, .chunk_size = 256, .keep_slots = 8 };
+	struct sp_tg_opts o = {.pid = 1, .chunk_size = 256, .keep_slots = 8};
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
 	const int per = 500;
 	for (int i = 0; i < per; i++)
 		for (int t = 0; t < 3; t++)
 			SP_TG_ADD(g, 100 + t, SP_K_STEP, 0, 1000000 + i * 10 + t, 1000000 + i * 10 + t,
-				  { SP_F_VALUE, (uint64_t)(t * 100000 + i) });
+				  {SP_F_VALUE, (uint64_t)(t * 100000 + i)});
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	struct memfile m;
@@ -197,7 +198,7 @@ Test(reader, threads_span_many_chunks_in_seq_order)
 	cr_assert_eq(r.rc, 0, "%s", r.err);
 	cr_assert_eq(r.n, 3 * per);
 	cr_assert_eq(r.st.threads, 3);
-	int next[3] = { 0, 0, 0 };
+	int next[3] = {0, 0, 0};
 	for (size_t i = 0; i < r.n; i++) {
 		int t = r.ev[i].tid - 100;
 		cr_assert(t >= 0 && t < 3);
@@ -212,10 +213,10 @@ Test(reader, threads_span_many_chunks_in_seq_order)
 Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
 {
 	/* 6 record slots per chunk, a ring of 4 chunks: 100 records leave the newest 4 chunks. */
-	struct sp_tg_opts o = { .pid = 2, .chunk_size = 256, .ring_chunks = 4, .keep_slots = 8 };
+	struct sp_tg_opts o = {.pid = 2, .chunk_size = 256, .ring_chunks = 4, .keep_slots = 8};
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
 	for (int i = 0; i < 100; i++)
-		SP_TG_ADD(g, 7, SP_K_STEP, 0, 1000 + i, 1000 + i, { SP_F_VALUE, (uint64_t)i });
+		SP_TG_ADD(g, 7, SP_K_STEP, 0, 1000 + i, 1000 + i, {SP_F_VALUE, (uint64_t)i});
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	struct memfile m;
@@ -238,13 +239,13 @@ Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
 
 Test(reader, active_chunks_kept_records_and_several_pids)
 {
-	struct sp_tg_opts o = { .pid = 50, .chunk_size = 512, .keep_slots = 32, .leave_active = 1 };
+	struct sp_tg_opts o = {.pid = 50, .chunk_size = 512, .keep_slots = 32, .leave_active = 1};
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	f[SP_F_FREE] = 123;
 	f[SP_F_TOTAL] = 456;
 	sp_tg_add_keep(g, SP_K_MEM_INFO, 0, 500, 500, f);
-	struct sp_event ev = { .kind = SP_K_READ, .pid = 51, .tid = 51, .begin_ns = 600, .end_ns = 650 };
+	struct sp_event ev = {.kind = SP_K_READ, .pid = 51, .tid = 51, .begin_ns = 600, .end_ns = 650};
 	ev.f[SP_F_BYTES] = 4096;
 	sp_tg_add_event(g, &ev);
 	ev.pid = 52;
@@ -281,7 +282,7 @@ Test(reader, duplicate_string_ids_first_wins)
 	sp_tg_string(g, 5, "first", 5);
 	sp_tg_string(g, 5, "second", 6);
 	sp_tg_string(g, 3, "three", 5);
-	SP_TG_ADD(g, 1, SP_K_MARK, 0, 10, 10, { SP_F_NAME, 5 });
+	SP_TG_ADD(g, 1, SP_K_MARK, 0, 10, 10, {SP_F_NAME, 5});
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	struct memfile m;
@@ -305,16 +306,16 @@ Test(reader, duplicate_string_ids_first_wins)
  * so the records a cut file must give back are exactly those that end before the cut.
  */
 #define CUT_RECORDS 40u
-#define CUT_CHUNK 256u
-#define CUT_KEEP 16u
+#define CUT_CHUNK   256u
+#define CUT_KEEP    16u
 
 static uint8_t *cut_image(size_t *len, uint64_t *ring_off)
 {
-	struct sp_tg_opts o = { .pid = 9, .chunk_size = CUT_CHUNK, .keep_slots = CUT_KEEP };
+	struct sp_tg_opts o = {.pid = 9, .chunk_size = CUT_CHUNK, .keep_slots = CUT_KEEP};
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
 	sp_tg_intern(g, "a string that takes three slots in the keep area....");
 	for (unsigned k = 0; k < CUT_RECORDS; k++)
-		SP_TG_ADD(g, 9, SP_K_STEP, 0, 5000 + k, 5000 + k, { SP_F_VALUE, k });
+		SP_TG_ADD(g, 9, SP_K_STEP, 0, 5000 + k, 5000 + k, {SP_F_VALUE, k});
 	*ring_off = SP_HEADER_SIZE + CUT_KEEP * SP_SLOT_SIZE;
 	return sp_tg_image(g, len);
 }
@@ -342,7 +343,8 @@ Test(reader, truncated_at_every_byte_offset)
 		cr_assert_eq(r.rc, 0, "cut %zu: %s", cut, r.err);
 		unsigned expect = 0;
 		for (unsigned k = 0; k < CUT_RECORDS; k++) {
-			uint64_t end = ring_off + (k / per_chunk) * CUT_CHUNK + (SP_CHUNK_HDR_SLOTS + k % per_chunk + 1) * SP_SLOT_SIZE;
+			uint64_t end = ring_off + (k / per_chunk) * CUT_CHUNK +
+				       (SP_CHUNK_HDR_SLOTS + k % per_chunk + 1) * SP_SLOT_SIZE;
 			if (end <= cut)
 				expect++;
 		}
@@ -368,21 +370,21 @@ static uint64_t xorshift(uint64_t *s)
 Test(reader, random_byte_flips_never_crash, .timeout = 60)
 {
 	/* Several threads, multi-slot records, strings and a LOST record: every part of the format. */
-	struct sp_tg_opts o = { .pid = 3, .chunk_size = 512, .keep_slots = 64 };
+	struct sp_tg_opts o = {.pid = 3, .chunk_size = 512, .keep_slots = 64};
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
 	uint32_t s1 = sp_tg_intern(g, "/data/train/00001.jpg");
 	uint32_t s2 = sp_tg_intern(g, "kernel_name_of_some_length<float, 128>");
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	for (int i = 0; i < 120; i++) {
 		int tid = 30 + i % 3;
 		f[SP_F_NAME] = s2;
 		f[SP_F_PATH] = s1;
 		f[SP_F_BYTES] = 1000 + (uint64_t)i;
 		f[SP_F_OP] = (uint64_t)i;
-		sp_tg_addv(g, tid, (unsigned[]){ SP_K_COPY, SP_K_LAUNCH, SP_K_READ, SP_K_ALLOC }[i % 4], 0, 100 * i,
+		sp_tg_addv(g, tid, (unsigned[]){SP_K_COPY, SP_K_LAUNCH, SP_K_READ, SP_K_ALLOC}[i % 4], 0, 100 * i,
 			   100 * i + 50, f);
 	}
-	SP_TG_ADD(g, 30, SP_K_LOST, 0, 99999, 99999, { SP_F_COUNT, 2 });
+	SP_TG_ADD(g, 30, SP_K_LOST, 0, 99999, 99999, {SP_F_COUNT, 2});
 	const size_t written = 121;
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
@@ -397,7 +399,7 @@ Test(reader, random_byte_flips_never_crash, .timeout = 60)
 		for (unsigned k = 0; k < flips; k++) {
 			/* Half the flips land in the header and keep area, where fewer bytes matter more. */
 			size_t at = (xorshift(&seed) & 1) ? xorshift(&seed) % (SP_HEADER_SIZE + 64 * SP_SLOT_SIZE)
-							   : xorshift(&seed) % len;
+							  : xorshift(&seed) % len;
 			copy[at] ^= (uint8_t)(1 + xorshift(&seed) % 255);
 		}
 		mf_set(&m, copy, len);
@@ -483,7 +485,7 @@ Test(reader, refuses_foreign_newer_and_odd_files)
 
 	/* Newer major version. */
 	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
-	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, {SP_F_VALUE, 1});
 	sp_tg_header(g)->version_major = SP_VERSION_MAJOR + 1;
 	sp_tg_header(g)->version_minor = 3;
 	size_t len;
@@ -497,7 +499,7 @@ Test(reader, refuses_foreign_newer_and_odd_files)
 
 	/* A newer minor version is read. */
 	g = sp_tg_create(NULL, 1, 0, -1);
-	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, {SP_F_VALUE, 1});
 	sp_tg_header(g)->version_minor = SP_VERSION_MINOR + 1;
 	img = sp_tg_image(g, &len);
 	mf_set(&m, img, len);
@@ -534,7 +536,7 @@ Test(reader, refuses_foreign_newer_and_odd_files)
 Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 {
 	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
-	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, { SP_F_VALUE, 1 });
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, {SP_F_VALUE, 1});
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	struct sp_file_header *h = (struct sp_file_header *)img;
