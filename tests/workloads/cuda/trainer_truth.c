@@ -322,8 +322,9 @@ struct result {
  * The GPU interval of a copy from the stream order: it starts when both the
  * call was made and the previous op on the stream finished; a host-synchronous
  * copy ends when its call returns; an async one ends where the next kernel
- * starts (FIFO), or, when a sync or another copy comes next, no later than that
- * call's return nor than bytes/bandwidth after its start.
+ * starts (FIFO) or the return of the sync or host-synchronous copy that follows,
+ * and no later than bytes/bandwidth after its start (the next kernel may have
+ * been launched much later, e.g. after the fragmentation pattern).
  */
 static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 {
@@ -345,17 +346,14 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			if (o->host_sync) {
 				e = o->ce;
 			} else {
+				uint64_t est = b + (uint64_t)((double)o->bytes / T.pinned_gbps);
 				e = UINT64_MAX;
 				for (size_t m = j + 1; m < T.nops; m++) {
 					struct op *q = &T.ops[m];
 					if (q->iter != i)
 						continue;
-					if (q->type == OP_KERNEL) {
-						e = q->k->begin;
-					} else {
-						uint64_t est = b + (uint64_t)((double)o->bytes / T.pinned_gbps);
-						e = q->ce < est ? q->ce : est;
-					}
+					uint64_t bound = q->type == OP_KERNEL ? q->k->begin : q->ce;
+					e = bound < est ? bound : est;
 					break;
 				}
 				if (e == UINT64_MAX) /* nothing after it: cannot happen, the iteration ends with a sync */
