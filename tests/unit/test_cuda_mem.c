@@ -1,0 +1,150 @@
+/*
+ * test_cuda_mem.c - the memory bookkeeping of the CUDA hooks (preload/cuda_mem.c):
+ *   1. the pinned-range map: bounds, interior pointers, removal, a full map,
+ *      readers racing a writer;
+ *   2. device allocations: live and peak bytes per device, unknown and double
+ *      frees, tombstone reuse over many alloc/free cycles.
+ * Ground truth: the ranges and sizes each test itself chose.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "cuda_mem.h"
+
+/* ------------------------------------------------------------ 1. pinned */
+
+Test(cuda_mem, pinned_bounds_are_half_open)
+{
+	sp_pinned_reset();
+	cr_assert_eq(sp_pinned_add(0x1000, 0x1000), 0);
+	cr_assert_eq(sp_pinned_add(0x5000, 0x4000), 0);
+	cr_expect(sp_pinned_contains(0x1000));
+	cr_expect(sp_pinned_contains(0x1fff));
+	cr_expect(!sp_pinned_contains(0x2000));
+	cr_expect(!sp_pinned_contains(0x0fff));
+	cr_expect(sp_pinned_contains(0x5001));
+	cr_expect(sp_pinned_contains(0x8fff));
+	cr_expect(!sp_pinned_contains(0x9000));
+	cr_expect(!sp_pinned_contains(0x3000));
+}
+
+Test(cuda_mem, pinned_remove_by_start_only)
+{
+	sp_pinned_reset();
+	sp_pinned_add(0x10000, 0x8000);
+	sp_pinned_add(0x40000, 0x100);
+	cr_expect_eq(sp_pinned_remove(0x10800), 0, "an interior pointer is not a registration");
+	cr_expect(sp_pinned_contains(0x10800));
+	cr_expect_eq(sp_pinned_remove(0x10000), 0x8000);
+	cr_expect(!sp_pinned_contains(0x10800));
+	cr_expect(sp_pinned_contains(0x40000));
+	cr_expect_eq(sp_pinned_remove(0x10000), 0, "twice");
+	cr_expect_eq(sp_pinned_remove(0x99999), 0);
+}
+
+Test(cuda_mem, pinned_many_ranges_any_order)
+{
+	sp_pinned_reset();
+	/* 1000 ranges of 100 bytes every 1000 bytes, inserted in a scrambled order */
+	for (unsigned k = 0; k < 1000; k++) {
+		unsigned i = (k * 7919u) % 1000u;
+		cr_assert_eq(sp_pinned_add(1000000 + (uint64_t)i * 1000, 100), 0);
+	}
+	for (unsigned i = 0; i < 1000; i++) {
+		uint64_t b = 1000000 + (uint64_t)i * 1000;
+		cr_expect(sp_pinned_contains(b + 50));
+		cr_expect(!sp_pinned_contains(b + 500));
+	}
+}
+
+Test(cuda_mem, pinned_full_map_refuses)
+{
+	sp_pinned_reset();
+	for (unsigned i = 0; i < SP_PINNED_MAX; i++)
+		cr_assert_eq(sp_pinned_add((uint64_t)(i + 1) * 0x10000, 0x100), 0);
+	cr_expect_eq(sp_pinned_add(0x7fff0000, 0x100), -1);
+	cr_expect(!sp_pinned_contains(0x7fff0000));
+	cr_expect(sp_pinned_contains(0x10000));
+}
+
+static volatile int stop;
+
+static void *churn(void *arg)
+{
+	(void)arg;
+	while (!stop) {
+		sp_pinned_add(0x200000, 0x1000);
+		sp_pinned_add(0x100, 0x10);
+		sp_pinned_remove(0x200000);
+		sp_pinned_remove(0x100);
+	}
+	return NULL;
+}
+
+Test(cuda_mem, pinned_readers_never_miss_a_stable_range_while_a_writer_churns)
+{
+	sp_pinned_reset();
+	sp_pinned_add(0x100000, 0x1000);
+	pthread_t t;
+	stop = 0;
+	pthread_create(&t, NULL, churn, NULL);
+	unsigned miss = 0, false_hit = 0;
+	for (int i = 0; i < 200000; i++) {
+		miss += !sp_pinned_contains(0x100800);
+		false_hit += sp_pinned_contains(0x180000);
+	}
+	stop = 1;
+	pthread_join(t, NULL);
+	cr_expect_eq(miss, 0);
+	cr_expect_eq(false_hit, 0);
+}
+
+/* ----------------------------------------------------------- 2. device */
+
+Test(cuda_mem, live_and_peak_per_device)
+{
+	sp_dalloc_reset();
+	cr_expect_eq(sp_dalloc_add(0xa000000, 1000, 0), 1000);
+	cr_expect_eq(sp_dalloc_add(0xb000000, 500, 0), 1500);
+	cr_expect_eq(sp_dalloc_add(0xc000000, 7, 1), 7);
+	uint64_t size;
+	unsigned dev;
+	cr_expect_eq(sp_dalloc_remove(0xa000000, &size, &dev), 500);
+	cr_expect_eq(size, 1000);
+	cr_expect_eq(dev, 0);
+	cr_expect_eq(sp_dalloc_add(0xd000000, 200, 0), 700);
+	cr_expect_eq(sp_dev_live(0), 700);
+	cr_expect_eq(sp_dev_peak(0), 1500);
+	cr_expect_eq(sp_dev_live(1), 7);
+	cr_expect_eq(sp_dalloc_remove(0xc000000, &size, &dev), 0);
+	cr_expect_eq(dev, 1);
+}
+
+Test(cuda_mem, unknown_and_double_free_change_nothing)
+{
+	sp_dalloc_reset();
+	sp_dalloc_add(0x5000, 64, 0);
+	uint64_t size;
+	unsigned dev;
+	cr_expect_eq(sp_dalloc_remove(0x6000, &size, &dev), UINT64_MAX);
+	cr_expect_eq(size, 0);
+	cr_expect_eq(sp_dalloc_remove(0x5000, &size, &dev), 0);
+	cr_expect_eq(sp_dalloc_remove(0x5000, &size, &dev), UINT64_MAX);
+	cr_expect_eq(sp_dev_live(0), 0);
+}
+
+Test(cuda_mem, many_cycles_reuse_slots)
+{
+	sp_dalloc_reset();
+	uint64_t size;
+	unsigned dev;
+	/* 4x the table: without tombstone reuse the adds would stop being found */
+	for (uint64_t i = 0; i < 4ull * SP_DALLOC_SLOTS; i++) {
+		sp_dalloc_add(0x100000000ull + i * 512, 512, 0);
+		cr_assert_eq(sp_dalloc_remove(0x100000000ull + i * 512, &size, &dev), 0);
+		cr_assert_eq(size, 512);
+	}
+	cr_expect_eq(sp_dev_live(0), 0);
+	cr_expect_eq(sp_dev_peak(0), 512);
+}
