@@ -11,6 +11,7 @@
  *     -n N     marks per thread (default 1000)
  *     -m NAME  mark name (default "mark"); with -P the names are NAME0..NAME<P-1>
  *     -P P     phases: mark i of a thread is named NAME<i*P/N> (to see which survive a ring)
+ *     -L       one more mark per thread at its end, named "last"
  *     -s S     stepprof_step() calls after the marks (main thread)
  *     -f M     then fork: the child writes M marks "child" and exits 0; the parent
  *              waits and writes M marks "after"
@@ -40,6 +41,7 @@ typedef void (*step_fn)(void);
 static mark_fn do_mark;
 static step_fn do_step;
 static long nmarks = 1000, phases, kill_after = -1;
+static int last_mark;
 static const char *base = "mark";
 
 static void no_mark(const char *name)
@@ -71,6 +73,8 @@ static void *writer(void *arg)
 			kill(getpid(), SIGKILL);
 		}
 	}
+	if (last_mark)
+		do_mark("last");
 	return NULL;
 }
 
@@ -120,12 +124,13 @@ int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0;
 	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:s:f:e:x:k:qc:b:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:Ls:f:e:x:k:qc:b:")) != -1) {
 		switch (opt) {
 		case 't': nthreads = atol(optarg); break;
 		case 'n': nmarks = atol(optarg); break;
 		case 'm': base = optarg; break;
 		case 'P': phases = atol(optarg); break;
+		case 'L': last_mark = 1; break;
 		case 's': steps = atol(optarg); break;
 		case 'f': fork_m = atol(optarg); break;
 		case 'e': exec_m = atol(optarg); break;
@@ -163,7 +168,7 @@ int main(int argc, char **argv)
 		for (long i = 0; i < nthreads; i++)
 			pthread_join(th[i], NULL);
 	}
-	total += nthreads * nmarks;
+	total += nthreads * (nmarks + last_mark);
 	for (long i = 0; i < steps; i++)
 		do_step();
 

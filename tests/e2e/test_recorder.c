@@ -1,0 +1,523 @@
+/*
+ * test_recorder.c - the recorder of libstepprof.so, end to end: markgen runs
+ * under LD_PRELOAD and `stepprof info --json` / `stepprof dump --json` read back
+ * what it wrote. Ground truth is what markgen was asked to do (threads x marks,
+ * where it forks, execs, dies).
+ *
+ * Divided into: helpers; volume and exactness; the ring cap; crashes; fork and
+ * exec; the trace directory; degraded conditions (unwritable directory, full
+ * disk, bad configuration); the writer's encoder against trace.h's codec.
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "tracefile.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+static char *env_dir(const char *dir)
+{
+	char *e = malloc(strlen(dir) + 16);
+	sprintf(e, "STEPPROF_DIR=%s", dir);
+	return e;
+}
+
+static char *env_preload(void)
+{
+	const char *so = sp_t_build("lib/libstepprof.so");
+	char *e = malloc(strlen(so) + 16);
+	sprintf(e, "LD_PRELOAD=%s", so);
+	return e;
+}
+
+/* markgen under the preload; extra: NULL-terminated env additions (may be NULL). */
+static int markgen(struct sp_t_result *r, const char *dir, char *const extra[], const char *args)
+{
+	char *env[16];
+	int n = 0;
+	env[n++] = env_preload();
+	if (dir)
+		env[n++] = env_dir(dir);
+	else
+		env[n++] = "STEPPROF_DIR=";
+	for (int i = 0; extra && extra[i] && n < 15; i++)
+		env[n++] = extra[i];
+	env[n] = NULL;
+	/* argv directly, no shell: a preloaded shell would write a trace file of its own */
+	char *argv[32], *copy = strdup(args), *save;
+	int a = 0;
+	argv[a++] = (char *)sp_t_build("bin/markgen");
+	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
+		argv[a++] = w;
+	argv[a] = NULL;
+	int st = sp_t_run(r, argv, env, NULL, 120);
+	free(copy);
+	return st;
+}
+
+/* `stepprof info --json path`, parsed. */
+static struct sp_json *info(const char *path)
+{
+	struct sp_t_result r;
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "info", "--json", (char *)path, NULL };
+	int st = sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(st, 0, "stepprof info %s: status %d: %s", path, st, r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "info --json is not JSON: %.300s", r.out);
+	sp_t_result_free(&r);
+	return j;
+}
+
+/* The "files" entry of pid (the n-th one of that pid when exec'd in place). */
+static struct sp_json *file_of(struct sp_json *j, long pid, int nth)
+{
+	struct sp_json *files = sp_json_get(j, "files");
+	cr_assert(files, "no files[] in info --json");
+	for (size_t i = 0; i < files->n; i++)
+		if (sp_json_i64(&files->kids[i], "pid", -1) == pid && nth-- == 0)
+			return &files->kids[i];
+	return NULL;
+}
+
+static size_t nfiles(struct sp_json *j)
+{
+	struct sp_json *files = sp_json_get(j, "files");
+	return files ? files->n : 0;
+}
+
+/* `stepprof dump --json file`, one object per record. */
+static size_t dump(const char *file, struct sp_json ***lines)
+{
+	struct sp_t_result r;
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)file, NULL };
+	int st = sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(st, 0, "stepprof dump %s: status %d: %s", file, st, r.err);
+	size_t n = sp_json_parse_lines(r.out, lines);
+	sp_t_result_free(&r);
+	return n;
+}
+
+static size_t count_name(struct sp_json **l, size_t n, const char *kind, const char *name)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *k = sp_json_str(l[i], "kind"), *nm = sp_json_str(l[i], "name");
+		if (k && strcmp(k, kind) == 0 && (!name || (nm && strcmp(nm, name) == 0)))
+			c++;
+	}
+	return c;
+}
+
+/* The last "markgen pid=N" line of stdout (the process that printed last). */
+static long out_pid(const char *out)
+{
+	long pid = -1;
+	for (const char *p = out; (p = strstr(p, "markgen pid=")); p++)
+		pid = atol(p + 12);
+	return pid;
+}
+
+static long child_pid(const char *out)
+{
+	const char *p = strstr(out, "child=");
+	return p ? atol(p + 6) : -1;
+}
+
+static int stepprof_lines(const char *err)
+{
+	int n = 0;
+	for (const char *p = err; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+		if (strncmp(p, "stepprof:", 9) == 0)
+			n++;
+	return n;
+}
+
+/* ----------------------------------------------------- volume, exactness */
+
+Test(recorder, eight_threads_million_marks_exact, .timeout = 300)
+{
+	char *dir = sp_t_tmpdir("rec8");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-t 8 -n 1000000"), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 8000000);
+	cr_expect_eq(sp_json_u64(f, "records", 0), 8000000);
+	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
+	cr_expect_eq(sp_json_u64(f, "overwritten", 99), 0);
+	cr_expect_eq(sp_json_u64(f, "threads", 0), 8);
+	cr_expect_gt(sp_json_u64(f, "end_ns", 0), sp_json_u64(f, "begin_ns", 0));
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, steps_are_numbered_per_process)
+{
+	char *dir = sp_t_tmpdir("recstep");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 3 -s 5"), 0, "%s", r.err);
+	long pid = out_pid(r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *f = file_of(j, pid, 0);
+	cr_assert(f);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.step", 0), 5);
+	struct sp_json **l;
+	size_t n = dump(sp_json_str(f, "path"), &l), k = 0;
+	for (size_t i = 0; i < n; i++) {
+		const char *kind = sp_json_str(l[i], "kind");
+		if (kind && strcmp(kind, "step") == 0) {
+			cr_expect_eq(sp_json_u64(l[i], "value", 99), k, "step %zu has value %lu", k,
+				     (unsigned long)sp_json_u64(l[i], "value", 99));
+			k++;
+		}
+	}
+	cr_expect_eq(k, 5);
+	cr_expect_eq(count_name(l, n, "mark", "mark"), 3);
+	sp_json_free_lines(l, n);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* ------------------------------------------------------------- the ring cap */
+
+Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
+{
+	char *dir = sp_t_tmpdir("reccap");
+	struct sp_t_result r;
+	char *extra[] = { "STEPPROF_MAX_MB=4", NULL };
+	const long threads = 8, per = 1000000, total = threads * (per + 1);
+	cr_assert_eq(markgen(&r, dir, extra, "-t 8 -n 1000000 -P 10 -L"), 0, "%s", r.err);
+	sp_t_result_free(&r);
+
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	const char *path = sp_json_str(f, "path");
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0);
+	cr_expect_leq(st.st_size, 4 << 20, "file size %ld over the 4 MiB cap", (long)st.st_size);
+	cr_expect_leq(st.st_blocks * 512, 4 << 20, "disk use %ld over the cap", (long)st.st_blocks * 512);
+
+	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), over = sp_json_u64(f, "overwritten", 0),
+		 lost = sp_json_u64(f, "lost", 0);
+	cr_expect_gt(kept, 50000, "a 4 MiB file keeps more than 50,000 one-slot marks, got %lu", (unsigned long)kept);
+	cr_expect_eq(kept + over + lost, (uint64_t)total, "kept %lu + overwritten %lu + lost %lu != %ld",
+		     (unsigned long)kept, (unsigned long)over, (unsigned long)lost, total);
+
+	/* newest kept: per thread, what remains is a suffix of what it wrote (phases
+	 * never go back, its final "last" mark is there) */
+	struct sp_json **l;
+	size_t n = dump(path, &l);
+	cr_assert_eq(n, kept, "dump has %zu records, info says %lu marks", n, (unsigned long)kept);
+	long tids[64], phase[64], nt = 0, lasts = 0;
+	for (size_t i = 0; i < n; i++) {
+		long tid = sp_json_i64(l[i], "tid", -1), t;
+		const char *name = sp_json_str(l[i], "name");
+		cr_assert(name, "record %zu has no name", i);
+		for (t = 0; t < nt && tids[t] != tid; t++)
+			;
+		if (t == nt) {
+			cr_assert_lt(nt, 64);
+			tids[nt] = tid, phase[nt++] = -1;
+		}
+		cr_expect_neq(phase[t], 100, "thread %ld has records after its last mark", tid);
+		if (strcmp(name, "last") == 0) {
+			phase[t] = 100;
+			lasts++;
+			continue;
+		}
+		long p = atol(name + 4);
+		cr_expect_geq(p, phase[t], "thread %ld goes back from phase %ld to %ld", tid, phase[t], p);
+		phase[t] = p;
+	}
+	for (long t = 0; t < nt; t++)
+		cr_expect_eq(phase[t], 100, "thread %ld kept records but not its last one", tids[t]);
+	cr_expect_geq(lasts, 1);
+	sp_json_free_lines(l, n);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* ---------------------------------------------------------------- crashes */
+
+Test(recorder, sigkill_loses_nothing_written)
+{
+	char *dir = sp_t_tmpdir("reckill");
+	struct sp_t_result r;
+	int st = markgen(&r, dir, NULL, "-n 1000000 -k 100000");
+	cr_assert_eq(st, 128 + 9, "markgen should die of SIGKILL, status %d", st);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 100000);
+	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, exit_without_destructors_loses_nothing)
+{
+	char *dir = sp_t_tmpdir("recquick");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 100000 -q"), 0);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 100000);
+	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* ------------------------------------------------------------ fork, exec */
+
+Test(recorder, fork_gives_each_process_its_own_file)
+{
+	char *dir = sp_t_tmpdir("recfork");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 1000 -f 500"), 0, "%s", r.err);
+	long parent = out_pid(r.out), child = child_pid(r.out);
+	cr_assert(parent > 0 && child > 0, "stdout: %s", r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 2);
+	struct sp_json *pf = file_of(j, parent, 0), *cf = file_of(j, child, 0);
+	cr_assert(pf && cf, "files of parent %ld and child %ld", parent, child);
+	cr_expect_eq(sp_json_i64(cf, "ppid", -1), parent);
+	cr_expect_eq(sp_json_u64(pf, "records_by_kind.mark", 0), 1500);
+	cr_expect_eq(sp_json_u64(cf, "records_by_kind.mark", 0), 500);
+
+	struct sp_json **l;
+	size_t n = dump(sp_json_str(pf, "path"), &l);
+	cr_expect_eq(count_name(l, n, "mark", "mark"), 1000);
+	cr_expect_eq(count_name(l, n, "mark", "after"), 500);
+	cr_expect_eq(count_name(l, n, "mark", "child"), 0);
+	sp_json_free_lines(l, n);
+	n = dump(sp_json_str(cf, "path"), &l);
+	cr_expect_eq(count_name(l, n, "mark", "child"), 500);
+	cr_expect_eq(count_name(l, n, "mark", NULL), 500, "the child's file holds only the child's marks");
+	sp_json_free_lines(l, n);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, exec_child_writes_its_own_file_beside)
+{
+	char *dir = sp_t_tmpdir("recexec");
+	struct sp_t_result r;
+	/* a forked child that execs itself, then the process itself execs in place */
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 100 -e 300 -x 200"), 0, "%s", r.err);
+	long child = child_pid(r.out);
+	/* the exec'd child prints first; the parent's line follows "child=" */
+	const char *p = strstr(r.out, "child=");
+	p = p ? strstr(p, "markgen pid=") : NULL;
+	long parent = p ? atol(p + 12) : -1;
+	cr_assert(child > 0 && parent > 0, "stdout: %s", r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 3, "parent, exec'd child, parent after exec in place");
+	struct sp_json *cf = file_of(j, child, 0);
+	cr_assert(cf);
+	cr_expect_eq(sp_json_i64(cf, "ppid", -1), parent);
+	cr_expect_eq(sp_json_u64(cf, "records_by_kind.mark", 0), 300);
+	struct sp_json *a = file_of(j, parent, 0), *b = file_of(j, parent, 1);
+	cr_assert(a && b, "two files for pid %ld (before and after exec)", parent);
+	uint64_t ma = sp_json_u64(a, "records_by_kind.mark", 0), mb = sp_json_u64(b, "records_by_kind.mark", 0);
+	cr_expect((ma == 100 && mb == 200) || (ma == 200 && mb == 100), "marks %lu and %lu", (unsigned long)ma,
+		  (unsigned long)mb);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* ------------------------------------------------------- trace directory */
+
+Test(recorder, default_directory_is_created_and_shared_with_children)
+{
+	char *cwd = sp_t_tmpdir("reccwd");
+	struct sp_t_result r;
+	char cmd[2048];
+	char so[512], mg[512];
+	/* the directory is chosen in the current directory; only markgen is preloaded, not the shell */
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
+	snprintf(cmd, sizeof(cmd), "cd %s && LD_PRELOAD=%s exec %s -n 10 -f 5 -e 7", cwd, so, mg);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	char *env[] = { "STEPPROF_DIR=", NULL };
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	long parent = out_pid(r.out);
+	sp_t_result_free(&r);
+	DIR *d = opendir(cwd);
+	struct dirent *e;
+	char found[512] = "";
+	int dirs = 0;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, "stepprof-", 9) == 0) {
+			dirs++;
+			snprintf(found, sizeof(found), "%s/%s", cwd, e->d_name);
+			char suffix[32];
+			snprintf(suffix, sizeof(suffix), "-%ld", parent);
+			cr_expect(strlen(e->d_name) == strlen("stepprof-YYYYmmdd-HHMMSS") + strlen(suffix) &&
+					  strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix) == 0,
+				  "directory %s is not stepprof-YYYYmmdd-HHMMSS-%ld", e->d_name, parent);
+		}
+	closedir(d);
+	cr_assert_eq(dirs, 1, "one trace directory in %s", cwd);
+	struct stat st;
+	cr_assert_eq(stat(found, &st), 0);
+	cr_expect_eq(st.st_mode & 0777, 0700);
+	struct sp_json *j = info(found);
+	cr_expect_eq(nfiles(j), 3, "parent, forked child and exec'd child all write into %s", found);
+	sp_json_free(j);
+	sp_t_rmrf(cwd);
+}
+
+Test(recorder, disable_records_nothing)
+{
+	char *dir = sp_t_tmpdir("recoff");
+	char sub[600];
+	snprintf(sub, sizeof(sub), "%s/t", dir);
+	struct sp_t_result r;
+	char *extra[] = { "STEPPROF_DISABLE=1", NULL };
+	cr_assert_eq(markgen(&r, sub, extra, "-n 1000 -f 10"), 0);
+	cr_expect_eq(r.errlen, 0, "stderr: %s", r.err);
+	sp_t_result_free(&r);
+	struct stat st;
+	cr_expect_neq(stat(sub, &st), 0, "STEPPROF_DISABLE=1 must not create %s", sub);
+	sp_t_rmrf(dir);
+}
+
+/* --------------------------------------------------- degraded conditions */
+
+/* Output and status of markgen without the preload, to compare with. */
+static void plain_run(struct sp_t_result *r, const char *args)
+{
+	char *argv[32], *copy = strdup(args), *save;
+	int a = 0;
+	argv[a++] = (char *)sp_t_build("bin/markgen");
+	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
+		argv[a++] = w;
+	argv[a] = NULL;
+	char *env[] = { "LD_PRELOAD=", NULL };
+	sp_t_run(r, argv, env, NULL, 60);
+	free(copy);
+}
+
+/* Same stdout except the pids, same status. */
+static void expect_same_behaviour(struct sp_t_result *a, struct sp_t_result *b)
+{
+	cr_expect_eq(a->status, b->status, "exit status %d vs %d without stepprof", a->status, b->status);
+	const char *pa = strstr(a->out, "marks="), *pb = strstr(b->out, "marks=");
+	cr_expect(pa && pb && strcmp(pa, pb) == 0, "stdout differs: [%s] vs [%s]", a->out, b->out);
+}
+
+Test(recorder, unwritable_dir_one_warning_program_unchanged)
+{
+	char *dir = sp_t_tmpdir("recro");
+	char target[600];
+	/* root ignores permission bits: a read-only mount is unwritable for everyone */
+	if (mount("tmpfs", dir, "tmpfs", MS_RDONLY, "size=64k") == 0) {
+		snprintf(target, sizeof(target), "%s/trace", dir);
+	} else {
+		cr_log_info("mount refused: using a path below a regular file instead");
+		snprintf(target, sizeof(target), "%s/file/trace", dir);
+		char f[600];
+		snprintf(f, sizeof(f), "%s/file", dir);
+		sp_t_write_file(f, "x", 1);
+	}
+	struct sp_t_result r, plain;
+	markgen(&r, target, NULL, "-t 2 -n 1000 -c 3");
+	plain_run(&plain, "-t 2 -n 1000 -c 3");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "nothing else on stderr: %s", r.err);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+	umount(dir);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recfull");
+	if (mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0) {
+		sp_t_rmrf(dir);
+		cr_skip_test("mount -t tmpfs refused (not root?): full-disk test skipped");
+	}
+	char target[600];
+	snprintf(target, sizeof(target), "%s/trace", dir);
+	struct sp_t_result r, plain;
+	markgen(&r, target, NULL, "-t 4 -n 200000 -c 3");
+	plain_run(&plain, "-t 4 -n 200000 -c 3");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(strstr(r.err, "No space left"), "the warning says why: %s", r.err);
+	struct sp_json *j = info(target);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), lost = sp_json_u64(f, "lost", 0);
+	cr_expect_gt(lost, 0);
+	cr_expect_gt(kept, 0);
+	cr_expect_eq(kept + lost, 800000, "kept %lu + lost %lu", (unsigned long)kept, (unsigned long)lost);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+	umount(dir);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, bad_config_value_one_warning_and_default)
+{
+	char *dir = sp_t_tmpdir("recbad");
+	struct sp_t_result r;
+	char *extra[] = { "STEPPROF_MAX_MB=lots", NULL };
+	cr_assert_eq(markgen(&r, dir, extra, "-n 1000"), 0);
+	cr_expect_eq(stepprof_lines(r.err), 1, "stderr: %s", r.err);
+	cr_expect(strstr(r.err, "STEPPROF_MAX_MB"), "the warning names the variable: %s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_assert(f);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 1000);
+	struct stat st;
+	cr_assert_eq(stat(sp_json_str(f, "path"), &st), 0);
+	cr_expect_gt(st.st_size, 1000 << 20, "the default cap (1024 MiB) is used");
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* ------------------------------------------- the writer's encoder vs trace.h */
+
+Test(tracefile, encode_matches_trace_codec_for_every_kind)
+{
+	sp_tf_layout_init();
+	srand(7);
+	for (unsigned k = 1; k < SP_K__COUNT; k++) {
+		if (k == SP_K_STRING)
+			continue;
+		for (int rep = 0; rep < 50; rep++) {
+			uint64_t f[SP_F__COUNT];
+			for (unsigned i = 0; i < SP_F__COUNT; i++)
+				f[i] = ((uint64_t)rand() << 40) ^ ((uint64_t)rand() << 20) ^ (uint64_t)rand();
+			struct sp_slot a[SP_MAX_RECORD_SLOTS], b[SP_MAX_RECORD_SLOTS];
+			memset(a, 0xa5, sizeof(a));
+			memset(b, 0x5a, sizeof(b));
+			unsigned n = sp_encode(a, k, 3, 1000 + rep, 77, f);
+			sp_tf_encode(b, k, 3, 1000 + rep, 77, f);
+			cr_assert_eq(b[0].nslots, n, "kind %s: %u slots vs %u", sp_kind_name[k], b[0].nslots, n);
+			cr_assert_eq(memcmp(a, b, n * sizeof(struct sp_slot)), 0, "kind %s: bytes differ",
+				     sp_kind_name[k]);
+		}
+	}
+}
