@@ -560,14 +560,11 @@ int command_run(int argc, char **argv)
 			run_usage(stdout);
 			return 0;
 		} else {
-			run_usage(stderr);
-			return run_fail(RUN_EXIT_FAIL, "unknown option %s", a);
+			return run_fail(RUN_EXIT_FAIL, "unknown option %s (stepprof run --help)", a);
 		}
 	}
-	if (i >= argc) {
-		run_usage(stderr);
-		return run_fail(RUN_EXIT_FAIL, "no command given");
-	}
+	if (i >= argc)
+		return run_fail(RUN_EXIT_FAIL, "no command given (stepprof run [--bpf|--no-bpf] [-o DIR] -- CMD ARGS...)");
 	char **cmd = argv + i;
 
 	/* Who the job runs as: the invoking user when root came from sudo. */

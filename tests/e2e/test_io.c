@@ -1,0 +1,304 @@
+/*
+ * test_io.c - input capture, end to end: iogen (tests/workloads/iogen.c) does
+ * known numbers of stat/lstat/fstat/fstatat/statx, open/fopen, read/pread/
+ * fread, close/fclose and directory listings on known files from 3 threads;
+ * the trace, read back with `stepprof dump --json`, must hold exactly those
+ * calls, bytes and paths: with the libc wrappers (LD_PRELOAD), and with the
+ * eBPF collector (`stepprof run --bpf`, skipped where BPF is refused) without
+ * counting anything twice. Also: loader waits on a pipe, errno kept, and
+ * STEPPROF_IO=off/bpf silencing the wrappers.
+ *
+ * Ground truth comes from the workload: sizes are 1000 + 97*i bytes by
+ * construction, call counts from its loop structure (computed here) and its
+ * own counters (printed by it).
+ */
+#include "test_io_helpers.h"
+
+#include <errno.h>
+
+#define N_FILES 20
+#define THREADS 3
+#define LOOPS 2
+
+struct io_env {
+	char *tmp, *data, *trace, *iogen, *lib, *stepprof;
+	char prefix[PATH_MAX];
+};
+
+static void env_init(struct io_env *e, const char *tag, int nfiles)
+{
+	e->tmp = sp_t_tmpdir(tag);
+	e->iogen = io_t_abs("bin/iogen");
+	e->lib = io_t_abs("lib/libstepprof.so");
+	e->stepprof = io_t_abs("bin/stepprof");
+	if (asprintf(&e->data, "%s/data", e->tmp) < 0 || asprintf(&e->trace, "%s/trace", e->tmp) < 0)
+		cr_assert_fail("asprintf");
+	snprintf(e->prefix, sizeof(e->prefix), "%s/f", e->data);
+	char n[16];
+	snprintf(n, sizeof(n), "%d", nfiles);
+	char *argv[] = { e->iogen, "setup", e->data, n, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 60), 0, "iogen setup failed: %s", res.err);
+	sp_t_result_free(&res);
+}
+
+static void env_fini(struct io_env *e)
+{
+	sp_t_rmrf(e->tmp);
+	free(e->tmp), free(e->data), free(e->trace), free(e->iogen), free(e->lib), free(e->stepprof);
+}
+
+/* Run iogen with the preload; returns its ground truth. */
+static struct sp_json *run_preloaded(struct io_env *e, char **args, const char *io_mode)
+{
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16], io[64];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	snprintf(io, sizeof(io), "STEPPROF_IO=%s", io_mode);
+	char *env[] = { pre, dir, io, NULL };
+	struct sp_t_result res;
+	int st = sp_t_run(&res, args, env, NULL, 120);
+	cr_assert_eq(st, 0, "iogen under the preload exited %d: %s", st, res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	return t;
+}
+
+static long tnum(const struct sp_json *t, const char *key)
+{
+	return (long)sp_json_i64(t, key, -1);
+}
+
+/* Read calls of iogen's 512-byte loop over one file of `size` bytes: full and partial chunks, then EOF. */
+static long read_calls_for(uint64_t size)
+{
+	return (long)((size + 511) / 512) + 1;
+}
+
+Test(io, libc_wrappers_record_every_call_exactly, .timeout = 180)
+{
+	struct io_env e;
+	env_init(&e, "io-libc", N_FILES);
+	char *args[] = { e.iogen, "run", e.data, "20", "3", "2", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "libc");
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_gt(rs.files, 0, "no trace file in %s", e.trace);
+
+	/* What the workload's structure implies, independently of its counters. */
+	const long per_file = THREADS * LOOPS * N_FILES;
+	uint64_t sum_sizes = 0;
+	long reads_per_round = 0;
+	for (int i = 0; i < N_FILES; i++) {
+		sum_sizes += io_t_iogen_size(i);
+		reads_per_round += read_calls_for(io_t_iogen_size(i));
+	}
+	const char *p = e.prefix;
+	static const char *const stats[] = { "stat", "lstat", "fstat", "fstatat", "statx" };
+	for (size_t k = 0; k < 5; k++) {
+		long n = io_t_count(&rs, (struct io_filter){ .kind = "stat", .api = stats[k], .prefix = p }, NULL);
+		cr_expect_eq(n, per_file, "%s: %ld records, the workload made %ld", stats[k], n, per_file);
+		cr_expect_eq(n, tnum(t, stats[k]), "%s: %ld records, iogen counted %ld", stats[k], n, tnum(t, stats[k]));
+	}
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .api = "open", .prefix = p }, NULL), per_file);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .api = "fopen", .prefix = p }, NULL), per_file);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = p }, NULL), 2 * per_file,
+		     "opens other than open/fopen were recorded (double counting?)");
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .api = "close", .prefix = p }, NULL), per_file);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .api = "fclose", .prefix = p }, NULL),
+		     per_file);
+
+	uint64_t b;
+	long n = io_t_count(&rs, (struct io_filter){ .kind = "read", .api = "read", .prefix = p, .fd_type = "file" }, &b);
+	cr_expect_eq(n, THREADS * LOOPS * reads_per_round);
+	cr_expect_eq(n, tnum(t, "read_calls"));
+	cr_expect_eq(b, THREADS * LOOPS * sum_sizes, "read: %llu bytes recorded, %llu read", (unsigned long long)b,
+		     (unsigned long long)(THREADS * LOOPS * sum_sizes));
+	n = io_t_count(&rs, (struct io_filter){ .kind = "read", .api = "pread", .prefix = p }, &b);
+	cr_expect_eq(n, per_file);
+	cr_expect_eq(b, (uint64_t)per_file * 64);
+	n = io_t_count(&rs, (struct io_filter){ .kind = "read", .api = "fread", .prefix = p }, &b);
+	cr_expect_eq(n, tnum(t, "fread_calls"));
+	cr_expect_eq(b, THREADS * LOOPS * sum_sizes);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = p }, NULL),
+		     tnum(t, "read_calls") + tnum(t, "pread_calls") + tnum(t, "fread_calls"));
+
+	/* Every record: the right pid, source libc, stat bytes = the file's size, a path under the data dir. */
+	int pid = (int)tnum(t, "pid"), tids[8] = { 0 }, ntids = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		struct io_rec *r = &rs.v[i];
+		if (!r->path || strncmp(r->path, p, strlen(p)))
+			continue;
+		cr_expect_eq(r->pid, pid);
+		cr_expect_str_eq(r->source, "libc");
+		if (!strcmp(r->kind, "stat")) {
+			int idx = atoi(r->path + strlen(p));
+			cr_expect_eq(r->bytes, io_t_iogen_size(idx), "%s %s: st_size %llu, file has %llu", r->api, r->path,
+				     (unsigned long long)r->bytes, (unsigned long long)io_t_iogen_size(idx));
+		}
+		if (!strcmp(r->kind, "read") || !strcmp(r->kind, "close"))
+			cr_expect_str_eq(r->fd_type, "file");
+		int seen = 0;
+		for (int k = 0; k < ntids; k++)
+			seen |= tids[k] == r->tid;
+		if (!seen && ntids < 8)
+			tids[ntids++] = r->tid;
+	}
+	cr_expect_eq(ntids, THREADS, "records from %d threads, the workload used %d", ntids, THREADS);
+
+	/* One listing per thread; count = bytes of dirent64 entries: 24 each for names of 1..4 chars. */
+	n = io_t_count(&rs, (struct io_filter){ .kind = "listdir", .prefix = e.data }, NULL);
+	cr_expect_eq(n, tnum(t, "listdir"));
+	for (size_t i = 0; i < rs.n; i++)
+		if (!strcmp(rs.v[i].kind, "listdir") && rs.v[i].path && !strcmp(rs.v[i].path, e.data))
+			cr_expect_eq(rs.v[i].count, (uint64_t)(tnum(t, "dirents") / THREADS) * 24);
+
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+Test(io, plain_stat_calls_bind_to_glibc_2_33_and_are_wrapped)
+{
+	if (access("/usr/bin/objdump", X_OK) != 0)
+		cr_skip_test("objdump not installed");
+	char *iogen = io_t_abs("bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
+	char *a1[] = { "/usr/bin/objdump", "-T", iogen, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, a1, NULL, NULL, 30), 0);
+	/* The workload binds the 2.33 names (so the counting test above exercises them)... */
+	cr_expect_not_null(strstr(res.out, "GLIBC_2.33"), "iogen does not bind stat@GLIBC_2.33: %s", res.out);
+	sp_t_result_free(&res);
+	/* ...and the library defines each of them, plus the pre-2.33 entry points. */
+	char *a2[] = { "/usr/bin/objdump", "-T", lib, NULL };
+	cr_assert_eq(sp_t_run(&res, a2, NULL, NULL, 30), 0);
+	static const char *const names[] = { " stat\n", " lstat\n", " fstat\n", " fstatat\n", " statx\n", " stat64\n",
+					     " __xstat\n", " __fxstat\n", " __lxstat\n", " __fxstatat\n" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		cr_expect_not_null(strstr(res.out, names[i]), "libstepprof.so does not export%.*s", (int)strlen(names[i]) - 1,
+				   names[i]);
+	sp_t_result_free(&res);
+	free(iogen), free(lib);
+}
+
+Test(io, pipe_waits_are_loader_waits, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-pipe", 1);
+	char *args[] = { e.iogen, "pipe", "3", "50", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "auto");
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	long polls = io_t_count(&rs, (struct io_filter){ .kind = "loader_wait", .api = "poll", .pid = pid, .fd_type = "pipe" }, NULL);
+	cr_expect_eq(polls, tnum(t, "polls"));
+	uint64_t b;
+	long reads = io_t_count(&rs, (struct io_filter){ .kind = "loader_wait", .api = "read", .pid = pid, .fd_type = "pipe" }, &b);
+	cr_expect_eq(reads, tnum(t, "reads"));
+	cr_expect_eq(b, (uint64_t)tnum(t, "bytes"));
+	/* A read on a pipe is a wait for a batch, never file input. */
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "read", .fd_type = "pipe" }, NULL), 0);
+	/* The writer sleeps 50 ms before each batch: every poll waited (loose bound for a loaded machine). */
+	for (size_t i = 0; i < rs.n; i++)
+		if (!strcmp(rs.v[i].kind, "loader_wait") && !strcmp(rs.v[i].api, "poll"))
+			cr_expect_geq(rs.v[i].end - rs.v[i].begin, 25000000ull, "a poll of %llu ns",
+				      (unsigned long long)(rs.v[i].end - rs.v[i].begin));
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+Test(io, failed_open_is_recorded_and_errno_kept, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-errno", 1);
+	char missing[PATH_MAX + 16], pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(missing, sizeof(missing), "%s/no-such-file", e.data);
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, NULL };
+	char *args[] = { "/bin/cat", missing, NULL };
+	struct sp_t_result res;
+	cr_expect_eq(sp_t_run(&res, args, env, NULL, 30), 1);
+	/* cat's message comes from errno after the wrapped open: it must still be ENOENT. */
+	cr_expect_not_null(strstr(res.err, strerror(ENOENT)), "cat said: %s", res.err);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int found = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		if (!strcmp(rs.v[i].kind, "open") && rs.v[i].path && !strcmp(rs.v[i].path, missing)) {
+			found++;
+			cr_expect_eq(rs.v[i].result, -ENOENT);
+			cr_expect_eq(rs.v[i].fd, -1);
+		}
+	cr_expect_eq(found, 1, "%d open records of %s", found, missing);
+	io_t_free(&rs);
+	env_fini(&e);
+}
+
+Test(io, stepprof_io_off_and_bpf_silence_the_file_wrappers, .timeout = 120)
+{
+	static const char *const modes[] = { "off", "bpf" };
+	for (int m = 0; m < 2; m++) {
+		struct io_env e;
+		env_init(&e, "io-off", 5);
+		char *args[] = { e.iogen, "run", e.data, "5", "3", "1", NULL };
+		struct sp_json *t = run_preloaded(&e, args, modes[m]);
+		cr_expect_eq(tnum(t, "open"), 15, "the workload itself must run normally");
+		struct io_recs rs;
+		io_t_load_dir(e.trace, &rs);
+		cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = e.data }, NULL), 0,
+			     "STEPPROF_IO=%s: the libc wrappers recorded file I/O", modes[m]);
+		io_t_free(&rs);
+		sp_json_free(t);
+		env_fini(&e);
+	}
+}
+
+Test(io, bpf_collector_records_every_call_once, .timeout = 180)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-bpf", N_FILES);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "run", e.data, "20", "3", "2", NULL };
+	struct sp_t_result res;
+	int st = sp_t_run(&res, args, NULL, NULL, 120);
+	cr_assert_eq(st, 0, "stepprof run --bpf exited %d: %s", st, res.err);
+	if (strstr(res.err, "eBPF collector unavailable")) {
+		cr_log_warn("%s", res.err);
+		sp_t_result_free(&res);
+		env_fini(&e);
+		cr_skip_test("BPF refused here (see the line above)");
+	}
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	const char *p = e.prefix;
+
+	/* No double counting: the libc wrappers stood down for file I/O. */
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = p, .source = "libc" }, NULL), 0);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = p, .source = "bpf" }, NULL),
+		     tnum(t, "open") + tnum(t, "fopen"));
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .prefix = p, .source = "bpf" }, NULL),
+		     tnum(t, "close") + tnum(t, "fclose"));
+	uint64_t b;
+	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = p, .source = "bpf" }, &b);
+	cr_expect_eq(b, (uint64_t)(tnum(t, "read_bytes") + tnum(t, "pread_bytes") + tnum(t, "fread_bytes")),
+		     "bytes read by syscalls %llu", (unsigned long long)b);
+	/* Syscall level: stdio's first fread of each stream adds one fstat (buffer size). */
+	long stats = io_t_count(&rs, (struct io_filter){ .kind = "stat", .prefix = p, .source = "bpf" }, NULL);
+	long calls = tnum(t, "stat") + tnum(t, "lstat") + tnum(t, "fstat") + tnum(t, "fstatat") + tnum(t, "statx");
+	cr_expect(stats >= calls && stats <= calls + tnum(t, "fopen"), "%ld stat syscalls for %ld stat calls", stats,
+		  calls);
+	int pid = (int)tnum(t, "pid");
+	for (size_t i = 0; i < rs.n; i++)
+		if (rs.v[i].path && !strncmp(rs.v[i].path, p, strlen(p)))
+			cr_expect_eq(rs.v[i].pid, pid, "a record of pid %d, the workload is %d", rs.v[i].pid, pid);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
