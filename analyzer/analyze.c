@@ -1152,11 +1152,22 @@ static int pass2(struct state *s)
 		 * An iteration is final once the stream's begin times are well past its end:
 		 * records arrive by begin time except for a bounded lateness (GPU spans read
 		 * back at the next sync, a call written after the calls it made), which is
-		 * measured as we go. Records later than that are counted (late_events).
+		 * measured as we go, and is at most about an iteration (GPU spans are read
+		 * back at the iteration's syncs): the window is the larger of twice the
+		 * iteration's wall time, four times the worst lateness seen and 1 ms.
+		 * Records later than that are counted (late_events).
 		 */
-		uint64_t window = 4 * p.maxlate > 200000000ull ? 4 * p.maxlate : 200000000ull;
-		while (p.first_open < a->nit && a->it[p.first_open].end_ns + window < p.maxbegin)
+		while (p.first_open < a->nit) {
+			const struct an_iter *it = &a->it[p.first_open];
+			uint64_t window = 2 * (it->end_ns - it->start_ns);
+			if (window < 4 * p.maxlate)
+				window = 4 * p.maxlate;
+			if (window < 1000000ull)
+				window = 1000000ull;
+			if (it->end_ns + window >= p.maxbegin)
+				break;
 			finalize(&p, p.first_open++);
+		}
 	}
 	while (p.first_open < a->nit)
 		finalize(&p, p.first_open++);

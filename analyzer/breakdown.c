@@ -18,6 +18,12 @@ int bd_push(struct bd_list *l, uint64_t b, uint64_t e)
 {
 	if (e <= b)
 		return 0;
+	/* back-to-back kernels and copies arrive in order: extend the last span (memory stays small) */
+	if (l->n && b >= l->v[l->n - 1].b && b <= l->v[l->n - 1].e) {
+		if (e > l->v[l->n - 1].e)
+			l->v[l->n - 1].e = e;
+		return 0;
+	}
 	if (l->n == l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 64;
 		struct bd_span *v = realloc(l->v, cap * sizeof(*v));

@@ -56,7 +56,7 @@ int command_analyze(int argc, char **argv)
 	char err[512];
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+hjar:t:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hjar:t:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
