@@ -86,6 +86,7 @@ struct sp_reader {
 	size_t *heap; /* stream indices, min begin_ns on top */
 	size_t nheap;
 	int started;
+	int newer_minor; /* the file's minor version is newer than this reader's */
 
 	struct sp_reader_stats st;
 };
@@ -206,6 +207,31 @@ static void add_string(struct sp_reader *r, uint32_t id, const char *s, unsigned
 }
 
 /*
+ * A record a newer minor version may hold: a kind appended to kinds.def after
+ * this reader was built (skipped whole, not corruption), or a known kind whose
+ * api was appended to apis.def (decoded with api 0). Returns NEWER_KIND for a
+ * record to skip, the slot count for a decoded one, 0 when it is corrupt anyway.
+ */
+#define NEWER_KIND 0xffffu
+static unsigned decode_newer(const struct sp_slot *sl, unsigned avail, struct sp_event *ev)
+{
+	unsigned n = sl->nslots;
+	if (sl->kind == SP_K_NONE || sl->kind == SP_K_CONT || n < 1 || n > SP_MAX_RECORD_SLOTS || n > avail)
+		return 0;
+	for (unsigned i = 1; i < n; i++)
+		if (((const uint8_t *)&sl[i])[0] != SP_K_CONT)
+			return 0;
+	if (sl->kind >= SP_K__COUNT)
+		return NEWER_KIND;
+	if (sl->api < SP_API__COUNT)
+		return 0;
+	struct sp_slot tmp[SP_MAX_RECORD_SLOTS];
+	memcpy(tmp, sl, n * SP_SLOT_SIZE);
+	tmp[0].api = 0;
+	return sp_decode(tmp, n, ev);
+}
+
+/*
  * The keep area: strings into the table, other records kept raw (their bytes are
  * bounded by the keep area, like the strings). Read in blocks that overlap by
  * one record's worth so a record never straddles a block boundary.
@@ -267,6 +293,13 @@ static void load_keep(struct sp_reader *r)
 			} else if (s->kind != SP_K_CONT) {
 				struct sp_event ev;
 				k = sp_decode(s, have - j, &ev);
+				if (!k && r->newer_minor)
+					k = decode_newer(s, have - j, &ev);
+				if (k == NEWER_KIND) {
+					after_hole = 0;
+					j += s->nslots;
+					continue;
+				}
 				if (k) {
 					if (r->nkept + k > kcap) {
 						size_t nc = kcap ? kcap * 2 : 64;
@@ -455,6 +488,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 		return -1;
 	}
 	r->path = strdup(path);
+	r->newer_minor = r->hdr.version_major == SP_VERSION_MAJOR && r->hdr.version_minor > SP_VERSION_MINOR;
 	r->st.lost = r->hdr.lost_records;
 	r->st.overwritten = r->hdr.overwritten_records;
 	if (r->fsize < r->hdr.header_size || r->fsize < r->hdr.file_size)
@@ -526,6 +560,12 @@ static int stream_advance(struct sp_reader *r, struct stream *s)
 				}
 			} else {
 				k = sp_decode(sl, avail, &s->cur);
+				if (!k && r->newer_minor)
+					k = decode_newer(sl, avail, &s->cur);
+				if (k == NEWER_KIND) {
+					s->off += sl->nslots;
+					continue;
+				}
 				if (k) {
 					s->off += k;
 					s->cur.pid = s->pid;

@@ -555,3 +555,37 @@ Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 	free(img);
 	close(m.fd);
 }
+
+/* What a newer minor may add (a kind, an api) is skipped or read, not taken for corruption. */
+Test(reader, newer_minor_unknown_kind_and_api_are_not_corruption)
+{
+	for (int newer = 0; newer <= 1; newer++) {
+		size_t len;
+		uint64_t ring_off;
+		uint8_t *img = cut_image(&len, &ring_off);
+		struct sp_file_header *h = (struct sp_file_header *)img;
+		h->version_minor = (uint16_t)(SP_VERSION_MINOR + newer);
+		/* record 3: a kind this reader does not know; record 4: an api it does not know */
+		img[ring_off + (SP_CHUNK_HDR_SLOTS + 3) * SP_SLOT_SIZE] = SP_K__COUNT + 3;
+		struct sp_slot *s4 = (struct sp_slot *)(img + ring_off + (SP_CHUNK_HDR_SLOTS + 4) * SP_SLOT_SIZE);
+		s4->api = SP_API__COUNT + 7;
+		struct memfile m;
+		mf_open(&m);
+		mf_set(&m, img, len);
+		struct readout r;
+		read_all(m.path, &r);
+		cr_assert_eq(r.rc, 0, "%s", r.err);
+		if (newer) {
+			cr_assert_eq(r.n, CUT_RECORDS - 1);
+			cr_assert_eq(r.st.corrupt, 0);
+			cr_assert_eq(r.ev[3].f[SP_F_VALUE], 4);
+			cr_assert_eq(r.ev[3].api, 0, "an unknown api reads as none");
+		} else {
+			cr_assert_eq(r.n, CUT_RECORDS - 2);
+			cr_assert_eq(r.st.corrupt_slots, 2, "same version: both are corrupt");
+		}
+		readout_free(&r);
+		free(img);
+		close(m.fd);
+	}
+}
