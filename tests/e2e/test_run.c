@@ -1,0 +1,209 @@
+/*
+ * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
+ * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
+ * for a signal), SIGTERM forwarded, the default trace directory, input captured
+ * whether or not BPF is available, and bad input (no command, command not
+ * found, not executable, unusable -o) as one-line errors with documented codes
+ * (125, 127, 126, 125).
+ */
+#include "test_io_helpers.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+extern char **environ;
+
+static int count_lines(const char *s)
+{
+	int n = 0;
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* stepprof run ARGS... with STEPPROF_QUIET=1 (no closing "trace in" line). */
+static int run_stepprof(struct sp_t_result *res, char *const *args)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[32] = { stepprof, "run" };
+	int n = 2;
+	for (; args[n - 2] && n < 31; n++)
+		argv[n] = args[n - 2];
+	argv[n] = NULL;
+	char *env[] = { "STEPPROF_QUIET=1", NULL };
+	int st = sp_t_run(res, argv, env, NULL, 60);
+	free(stepprof);
+	return st;
+}
+
+Test(run, job_gets_preload_dir_and_nvtx_path)
+{
+	char *tmp = sp_t_tmpdir("run-env");
+	char out[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *lib = io_t_abs("lib/libstepprof.so"), *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c",
+			 "echo \"$LD_PRELOAD\"; echo \"$STEPPROF_DIR\"; echo \"$NVTX_INJECTION64_PATH\"", NULL };
+	/* What was in LD_PRELOAD stays, after libstepprof.so. */
+	char *env[] = { "LD_PRELOAD=libm.so.6", "NVTX_INJECTION64_PATH=", "STEPPROF_QUIET=1", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	char want[3 * PATH_MAX];
+	char *abs_out = realpath(out, NULL);
+	cr_assert_not_null(abs_out, "-o %s was not created", out);
+	snprintf(want, sizeof(want), "%s:libm.so.6\n%s\n%s\n", lib, abs_out, lib);
+	cr_expect_str_eq(res.out, want);
+	struct stat st;
+	cr_expect_eq(stat(out, &st), 0);
+	cr_expect(S_ISDIR(st.st_mode));
+	sp_t_result_free(&res);
+	free(abs_out), free(lib), free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(run, exit_status_is_the_jobs)
+{
+	char *tmp = sp_t_tmpdir("run-status");
+	struct sp_t_result res;
+	char *a1[] = { "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", "exit 7", NULL };
+	cr_expect_eq(run_stepprof(&res, a1), 7);
+	sp_t_result_free(&res);
+	char *a2[] = { "--no-bpf", "-o", tmp, "/bin/sh", "-c", "kill -KILL $$", NULL };
+	cr_expect_eq(run_stepprof(&res, a2), 128 + SIGKILL);
+	sp_t_result_free(&res);
+	char *a3[] = { "--no-bpf", "-o", tmp, "--", "/bin/true", NULL };
+	cr_expect_eq(run_stepprof(&res, a3), 0);
+	sp_t_result_free(&res);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-sig");
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sleep", "30", NULL };
+	pid_t pid;
+	setenv("STEPPROF_QUIET", "1", 1); /* this test's own process: no closing line */
+	cr_assert_eq(posix_spawn(&pid, stepprof, NULL, NULL, argv, environ), 0);
+	/* Let it start the job, then signal stepprof run itself, not the job. */
+	struct timespec ts = { 0, 300 * 1000000L };
+	nanosleep(&ts, NULL);
+	time_t t0 = time(NULL);
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st), "stepprof run itself was killed instead of forwarding");
+	cr_expect_eq(WEXITSTATUS(st), 128 + SIGTERM, "status %d", WEXITSTATUS(st));
+	cr_expect_lt(time(NULL) - t0, 20, "the job did not get the signal (it ran its 30 s)");
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(run, default_directory_is_created_in_the_cwd)
+{
+	char *tmp = sp_t_tmpdir("run-default");
+	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("bin/iogen");
+	char cmd[4 * PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' run --no-bpf -- '%s' pipe 1 1", tmp, stepprof, iogen);
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0, "%s", res.err);
+	/* The closing line names it. */
+	cr_expect_not_null(strstr(res.err, "stepprof: trace in "), "%s", res.err);
+	sp_t_result_free(&res);
+	DIR *d = opendir(tmp);
+	cr_assert_not_null(d);
+	struct dirent *e;
+	char found[PATH_MAX] = "";
+	while ((e = readdir(d)))
+		if (!strncmp(e->d_name, "stepprof-", 9))
+			snprintf(found, sizeof(found), "%s/%s", tmp, e->d_name);
+	closedir(d);
+	cr_assert(found[0], "no ./stepprof-YYYYmmdd-HHMMSS-PID directory");
+	/* stepprof-YYYYmmdd-HHMMSS-PID */
+	const char *name = strrchr(found, '/') + 1;
+	cr_expect_eq(strlen(name) > 25 && name[17] == '-' && name[24] == '-', 1, "odd name %s", name);
+	struct io_recs rs;
+	io_t_load_dir(found, &rs);
+	cr_expect_gt(io_t_count(&rs, (struct io_filter){ .kind = "loader_wait" }, NULL), 0,
+		     "the job wrote no trace into %s", found);
+	io_t_free(&rs);
+	free(stepprof), free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(run, input_is_captured_with_or_without_bpf, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-bpf");
+	char data[PATH_MAX], out[PATH_MAX];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *args[] = { "--bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
+	cr_assert_eq(run_stepprof(&res, args), 0, "%s", res.err);
+	/* Where BPF is refused: exactly one line saying why and that libc captures input. */
+	int fallback = strstr(res.err, "eBPF collector unavailable") != NULL;
+	if (fallback) {
+		cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+		cr_expect_not_null(strstr(res.err, "libc wrappers"), "%s", res.err);
+	}
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	char prefix[PATH_MAX + 4];
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix }, NULL), 8,
+		     "4 files opened with open and fopen (%s mode)", fallback ? "libc" : "bpf");
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = prefix, .source = fallback ? "bpf" : "libc" }, NULL), 0,
+		     "records from the source that should have stood down");
+	io_t_free(&rs);
+	free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(run, bad_input_is_a_one_line_error)
+{
+	char *tmp = sp_t_tmpdir("run-bad");
+	char file[PATH_MAX], under[PATH_MAX + 8];
+	snprintf(file, sizeof(file), "%s/plain", tmp);
+	snprintf(under, sizeof(under), "%s/sub", file);
+	cr_assert_eq(sp_t_write_file(file, "x\n", 2), 0);
+	chmod(file, 0644);
+	struct {
+		char *args[8];
+		int code;
+		const char *says;
+	} cases[] = {
+		{ { "--no-bpf", "-o", tmp, NULL }, 125, "no command" },
+		{ { "--no-bpf", "-o", tmp, "--", NULL }, 125, "no command" },
+		{ { "--frobnicate", "--", "/bin/true", NULL }, 125, "unknown option" },
+		{ { "--no-bpf", "-o", tmp, "--", "stepprof-no-such-command-xyz", NULL }, 127, "not found" },
+		{ { "--no-bpf", "-o", tmp, "--", file, NULL }, 126, "cannot execute" },
+		{ { "--no-bpf", "-o", tmp, "--", tmp, NULL }, 126, "cannot execute" },
+		{ { "--no-bpf", "-o", under, "--", "/bin/true", NULL }, 125, "-o" },
+		{ { "--no-bpf", "-o", file, "--", "/bin/true", NULL }, 125, "not a directory" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct sp_t_result res;
+		int st = run_stepprof(&res, cases[i].args);
+		cr_expect_eq(st, cases[i].code, "case %zu: status %d, expected %d (%s)", i, st, cases[i].code, res.err);
+		cr_expect_eq(count_lines(res.err), 1, "case %zu: not one line: %s", i, res.err);
+		cr_expect_not_null(strstr(res.err, cases[i].says), "case %zu: %s", i, res.err);
+		cr_expect_eq(strncmp(res.err, "stepprof: ", 10), 0, "case %zu: %s", i, res.err);
+		sp_t_result_free(&res);
+	}
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
