@@ -83,7 +83,8 @@ static int check_ENUM(const char *v, const char *help, sp_cfg_ENUM *out, char *e
 	snprintf(expect, n, "one of %s", p);
 	for (char *w = strtok(p, "|"); w; w = strtok(NULL, "|")) {
 		long long x;
-		if (strcmp(w, v) == 0 || (strcmp(w, "N") == 0 && parse_ll(v, &x) == 0 && x > 0 && v[0] != '+')) {
+		int number = strcmp(w, "N") == 0;
+		if ((!number && strcmp(w, v) == 0) || (number && parse_ll(v, &x) == 0 && x > 0 && v[0] != '+')) {
 			*out = strdup(v);
 			return *out ? 0 : -1;
 		}

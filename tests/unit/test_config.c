@@ -1,0 +1,112 @@
+/*
+ * test_config.c - the STEPPROF_* parser (preload/config.c) on a fake
+ * environment: defaults, valid values of each type, and bad values (one
+ * warning each, naming the variable, and the default kept).
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "config.h"
+
+static const char *fake[16][2];
+static int nwarn;
+static char lastwarn[512];
+
+static const char *get(const char *name)
+{
+	for (int i = 0; i < 16 && fake[i][0]; i++)
+		if (strcmp(fake[i][0], name) == 0)
+			return fake[i][1];
+	return NULL;
+}
+
+static void warn(const char *var, const char *value, const char *expected)
+{
+	nwarn++;
+	snprintf(lastwarn, sizeof(lastwarn), "%s=%s: %s", var, value, expected);
+}
+
+static int parse(struct sp_config *c, const char *const *kv)
+{
+	memset(fake, 0, sizeof(fake));
+	for (int i = 0; kv && kv[2 * i]; i++) {
+		fake[i][0] = kv[2 * i];
+		fake[i][1] = kv[2 * i + 1];
+	}
+	nwarn = 0;
+	lastwarn[0] = 0;
+	memset(c, 0, sizeof(*c));
+	return sp_config_parse(c, get, warn);
+}
+
+Test(config, defaults_without_environment)
+{
+	struct sp_config c;
+	cr_assert_eq(parse(&c, NULL), 0);
+	cr_expect_eq(nwarn, 0);
+	cr_expect_str_eq(c.DIR, "");
+	cr_expect_eq(c.MAX_MB, 1024);
+	cr_expect_eq(c.DISABLE, 0);
+	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+	cr_expect_str_eq(c.IO, "auto");
+	cr_expect_eq(c.SITES, 1);
+	cr_expect_eq(c.QUIET, 0);
+}
+
+Test(config, valid_values_of_each_type)
+{
+	struct sp_config c;
+	const char *kv[] = { "STEPPROF_DIR", "/tmp/x y", "STEPPROF_MAX_MB", "4", "STEPPROF_DISABLE", "yes",
+			     "STEPPROF_KERNEL_TIMING", "16", "STEPPROF_IO", "bpf", "STEPPROF_SITES", "off",
+			     "STEPPROF_QUIET", "TRUE", NULL };
+	cr_assert_eq(parse(&c, kv), 0, "%s", lastwarn);
+	cr_expect_str_eq(c.DIR, "/tmp/x y");
+	cr_expect_eq(c.MAX_MB, 4);
+	cr_expect_eq(c.DISABLE, 1);
+	cr_expect_str_eq(c.KERNEL_TIMING, "16");
+	cr_expect_str_eq(c.IO, "bpf");
+	cr_expect_eq(c.SITES, 0);
+	cr_expect_eq(c.QUIET, 1);
+	const char *kv2[] = { "STEPPROF_MAX_MB", "1048576", "STEPPROF_KERNEL_TIMING", "off", NULL };
+	cr_assert_eq(parse(&c, kv2), 0, "%s", lastwarn);
+	cr_expect_eq(c.MAX_MB, 1048576);
+	cr_expect_str_eq(c.KERNEL_TIMING, "off");
+}
+
+Test(config, bad_values_warn_once_each_and_keep_defaults)
+{
+	struct sp_config c;
+	const char *kv[] = { "STEPPROF_MAX_MB", "lots", "STEPPROF_DISABLE", "maybe", "STEPPROF_KERNEL_TIMING", "0",
+			     "STEPPROF_IO", "nfs", NULL };
+	cr_expect_eq(parse(&c, kv), 4);
+	cr_expect_eq(nwarn, 4);
+	cr_expect_eq(c.MAX_MB, 1024);
+	cr_expect_eq(c.DISABLE, 0);
+	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+	cr_expect_str_eq(c.IO, "auto");
+	cr_expect(strstr(lastwarn, "STEPPROF_IO=nfs") && strstr(lastwarn, "auto|libc|bpf|off"), "%s", lastwarn);
+}
+
+Test(config, integer_bounds_come_from_the_help_text)
+{
+	struct sp_config c;
+	const char *lo[] = { "STEPPROF_MAX_MB", "3", NULL }, *hi[] = { "STEPPROF_MAX_MB", "1048577", NULL },
+		   *neg[] = { "STEPPROF_MAX_MB", "-5", NULL }, *trail[] = { "STEPPROF_MAX_MB", "64M", NULL };
+	cr_expect_eq(parse(&c, lo), 1);
+	cr_expect(strstr(lastwarn, "4..1048576"), "%s", lastwarn);
+	cr_expect_eq(parse(&c, hi), 1);
+	cr_expect_eq(parse(&c, neg), 1);
+	cr_expect_eq(parse(&c, trail), 1);
+	cr_expect_eq(c.MAX_MB, 1024);
+}
+
+Test(config, enum_number_word_takes_positive_integers_only)
+{
+	struct sp_config c;
+	const char *neg[] = { "STEPPROF_KERNEL_TIMING", "-3", NULL }, *word[] = { "STEPPROF_KERNEL_TIMING", "N", NULL },
+		   *empty[] = { "STEPPROF_KERNEL_TIMING", "", NULL };
+	cr_expect_eq(parse(&c, neg), 1);
+	cr_expect_eq(parse(&c, word), 1, "the letter N itself is not a number");
+	cr_expect_eq(parse(&c, empty), 1);
+	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+}

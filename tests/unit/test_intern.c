@@ -1,0 +1,273 @@
+/*
+ * test_intern.c - the intern table (preload/intern.c) and the trace-file writer
+ * it stores into (preload/tracefile.c), checked through the analyzer's reader:
+ * what the reader finds in the file is the ground truth, not the table.
+ *
+ * Divided into: helpers; ids; concurrency; limits (keep area full, long
+ * strings); the writer's streams (lost records, ring accounting).
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "intern.h"
+#include "reader.h"
+#include "testlib.h"
+#include "tracefile.h"
+
+/* ------------------------------------------------------------------ helpers */
+
+struct fixture {
+	char *dir;
+	struct sp_tf tf;
+	struct sp_intern t;
+};
+
+static int warnings;
+static void count_warn(const char *key, const char *msg)
+{
+	warnings++;
+}
+
+static void open_fixture(struct fixture *x, uint64_t max_bytes)
+{
+	char err[256];
+	x->dir = sp_t_tmpdir("intern");
+	warnings = 0;
+	struct sp_tf_opts o = { .dir = x->dir, .max_bytes = max_bytes, .cmdline = "test", .warn = count_warn };
+	cr_assert_eq(sp_tf_create(&x->tf, &o, err, sizeof(err)), 0, "%s", err);
+	cr_assert_eq(sp_intern_init(&x->t, 16), 0);
+}
+
+static void close_fixture(struct fixture *x)
+{
+	sp_intern_free(&x->t);
+	sp_tf_release(&x->tf);
+	sp_t_rmrf(x->dir);
+}
+
+/* Open the file with the reader and drain it (strings are read at open or while reading). */
+static struct sp_reader *reread(struct fixture *x)
+{
+	struct sp_reader *r;
+	char err[256];
+	cr_assert_eq(sp_reader_open(x->tf.path, &r, err, sizeof(err)), 0, "%s", err);
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev))
+		;
+	return r;
+}
+
+/* ---------------------------------------------------------------------- ids */
+
+Test(intern, same_string_same_id_and_readable)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	const char *words[] = { "a", "ab", "abc", "abcd", "abcde", "abcdefg", "abcdefgh", "abcdefghi", "/data/x.bin",
+				"train_step", "" };
+	uint32_t ids[11];
+	for (int i = 0; i < 11; i++) {
+		ids[i] = sp_intern_get(&x.t, &x.tf, words[i], strlen(words[i]));
+		cr_assert_gt(ids[i], 0, "%s", words[i]);
+		for (int k = 0; k < i; k++)
+			cr_assert_neq(ids[i], ids[k], "%s and %s share an id", words[i], words[k]);
+	}
+	for (int i = 0; i < 11; i++)
+		cr_expect_eq(sp_intern_get(&x.t, &x.tf, words[i], strlen(words[i])), ids[i]);
+	cr_expect_eq(ids[0], 1, "ids start at 1");
+	struct sp_reader *r = reread(&x);
+	cr_expect_eq(sp_reader_stats(r)->strings, 11, "one STRING record per distinct string");
+	for (int i = 0; i < 11; i++) {
+		const char *s = sp_reader_string(r, ids[i]);
+		cr_assert(s, "id %u not in the file", ids[i]);
+		cr_expect_str_eq(s, words[i]);
+	}
+	sp_reader_close(r);
+	close_fixture(&x);
+}
+
+Test(intern, length_counts_not_the_nul)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	uint32_t a = sp_intern_get(&x.t, &x.tf, "step_one", 4), b = sp_intern_get(&x.t, &x.tf, "step", 4);
+	uint32_t c = sp_intern_get(&x.t, &x.tf, "step_one", 8);
+	cr_expect_eq(a, b, "a prefix of the given length is the string");
+	cr_expect_neq(a, c);
+	close_fixture(&x);
+}
+
+static int cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+Test(intern, hash_has_no_collisions_on_near_strings)
+{
+	/* distinct inputs: every 1- and 2-byte string, then zero-padded counters of
+	 * lengths 3..24 (neighbours differ in one or two bytes): no equal hashes */
+	size_t n = 0, cap = 256 + 65536 + 22 * 10000;
+	uint64_t *h = malloc(cap * sizeof(*h));
+	char buf[32];
+	for (unsigned v = 0; v < 256; v++) {
+		buf[0] = (char)v;
+		h[n++] = sp_intern_hash(buf, 1);
+	}
+	for (unsigned v = 0; v < 65536; v++) {
+		buf[0] = (char)(v & 0xff), buf[1] = (char)(v >> 8);
+		h[n++] = sp_intern_hash(buf, 2);
+	}
+	for (int len = 3; len <= 24; len++)
+		for (unsigned v = 0; v < (len == 3 ? 1000u : 10000u); v++) {
+			snprintf(buf, sizeof(buf), "%0*u", len, v);
+			h[n++] = sp_intern_hash(buf, (size_t)len);
+		}
+	qsort(h, n, sizeof(*h), cmp);
+	size_t dups = 0;
+	for (size_t i = 1; i < n; i++)
+		if (h[i] == h[i - 1])
+			dups++;
+	cr_expect_eq(dups, 0, "%zu equal hashes among %zu distinct strings", dups, n);
+	free(h);
+}
+
+Test(intern, reset_restarts_ids)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	sp_intern_get(&x.t, &x.tf, "one", 3);
+	sp_intern_get(&x.t, &x.tf, "two", 3);
+	sp_intern_reset(&x.t);
+	cr_expect_eq(sp_intern_get(&x.t, &x.tf, "two", 3), 1, "after reset the first string gets id 1 again");
+	close_fixture(&x);
+}
+
+/* ------------------------------------------------------------- concurrency */
+
+#define NSTR 2000
+#define NTHR 4
+static struct fixture cx;
+static uint32_t got[NTHR][NSTR];
+
+static void *interner(void *arg)
+{
+	long t = (long)arg;
+	char s[32];
+	for (int k = 0; k < NSTR; k++) {
+		int i = (int)((k * 7 + t * 501) % NSTR); /* each thread in its own order */
+		int n = snprintf(s, sizeof(s), "str-%d", i);
+		got[t][i] = sp_intern_get(&cx.t, &cx.tf, s, (size_t)n);
+	}
+	return NULL;
+}
+
+Test(intern, concurrent_inserts_all_readable)
+{
+	open_fixture(&cx, 4 << 20);
+	pthread_t th[NTHR];
+	for (long t = 0; t < NTHR; t++)
+		pthread_create(&th[t], NULL, interner, (void *)t);
+	for (long t = 0; t < NTHR; t++)
+		pthread_join(th[t], NULL);
+	struct sp_reader *r = reread(&cx);
+	char s[32];
+	for (int i = 0; i < NSTR; i++) {
+		snprintf(s, sizeof(s), "str-%d", i);
+		/* every id any thread got names the right string (a race may give two ids to one string) */
+		for (int t = 0; t < NTHR; t++) {
+			const char *back = sp_reader_string(r, got[t][i]);
+			cr_assert(back, "thread %d's id %u for %s is not in the file", t, got[t][i], s);
+			cr_assert_str_eq(back, s);
+		}
+		/* once settled, the table answers one id */
+		uint32_t a = sp_intern_get(&cx.t, &cx.tf, s, strlen(s)), b = sp_intern_get(&cx.t, &cx.tf, s, strlen(s));
+		cr_assert_eq(a, b);
+	}
+	cr_expect_lt(sp_reader_stats(r)->strings, NSTR + NSTR / 10, "few duplicates: %lu strings for %d",
+		     (unsigned long)sp_reader_stats(r)->strings, NSTR);
+	sp_reader_close(r);
+	close_fixture(&cx);
+}
+
+/* ------------------------------------------------------------------ limits */
+
+Test(intern, keep_area_full_gives_zero_not_a_crash)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	char big[SP_MAX_STRING];
+	uint64_t slots = x.tf.keep_slots, per = sp_string_slots(SP_MAX_STRING), fits = slots / per;
+	uint32_t last = 0;
+	unsigned zeros = 0;
+	for (unsigned i = 0; i < fits + 10; i++) {
+		memset(big, 'a' + (int)(i % 26), sizeof(big));
+		snprintf(big, 16, "%u-", i);
+		uint32_t id = sp_intern_get(&x.t, &x.tf, big, sizeof(big));
+		if (id)
+			last = id;
+		else
+			zeros++;
+	}
+	cr_expect_eq(last, fits, "%lu strings of 1 KiB fit in %lu keep slots", (unsigned long)fits,
+		     (unsigned long)slots);
+	cr_expect_eq(zeros, 10);
+	cr_expect_eq(x.tf.hdr->keep_next_slot, fits * per, "the counter never passes the area");
+	cr_expect_geq(warnings, 1, "the writer says the area is full");
+	close_fixture(&x);
+}
+
+Test(intern, long_string_clipped)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	char big[3000];
+	memset(big, 'z', sizeof(big));
+	uint32_t id = sp_intern_get(&x.t, &x.tf, big, sizeof(big));
+	cr_assert_gt(id, 0);
+	struct sp_reader *r = reread(&x);
+	cr_expect_eq(strlen(sp_reader_string(r, id)), SP_MAX_STRING);
+	sp_reader_close(r);
+	close_fixture(&x);
+}
+
+/* ----------------------------------------------------------- writer streams */
+
+Test(tracefile, stream_records_ring_and_overwritten_exact)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	struct sp_tf_stream s;
+	sp_tf_stream_init(&s, &x.tf, 1234, 1235);
+	uint64_t f[SP_F__COUNT] = { 0 };
+	const unsigned total = 500000; /* 16 MB of one-slot records through a 4 MiB file */
+	for (unsigned i = 0; i < total; i++) {
+		f[SP_F_VALUE] = i;
+		cr_assert_eq(sp_tf_write(&s, SP_K_STEP, 0, 1000 + i, 1000 + i, f), 0);
+	}
+	sp_tf_stream_close(&s);
+	struct sp_reader *r;
+	char err[256];
+	cr_assert_eq(sp_reader_open(x.tf.path, &r, err, sizeof(err)), 0, "%s", err);
+	struct sp_event ev;
+	uint64_t n = 0, prev = 0, first = 0;
+	while (sp_reader_next(r, &ev)) {
+		cr_assert_eq(ev.kind, SP_K_STEP);
+		cr_assert_eq(ev.pid, 1234);
+		cr_assert_eq(ev.tid, 1235);
+		if (n == 0)
+			first = ev.f[SP_F_VALUE];
+		else
+			cr_assert_eq(ev.f[SP_F_VALUE], prev + 1, "records in order, no gap");
+		prev = ev.f[SP_F_VALUE];
+		n++;
+	}
+	cr_expect_eq(prev, total - 1, "the newest record is kept");
+	cr_expect_eq(first + n, total, "what is kept is the newest suffix");
+	cr_expect_eq(sp_reader_stats(r)->overwritten, first, "overwritten counts exactly the older records");
+	sp_reader_close(r);
+	close_fixture(&x);
+}
