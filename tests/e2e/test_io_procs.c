@@ -1,0 +1,154 @@
+/*
+ * test_io_procs.c - nothing already recorded is lost when processes end
+ * abruptly or replace themselves: children that are forked then exec'd each
+ * write a complete trace of their own, and a process that leaves through
+ * _exit / os._exit (no atexit, no destructors, no flush) keeps every record.
+ * Ground truth: iogen's own counters and the files' sizes (1000 + 97*i).
+ */
+#include "test_io_helpers.h"
+
+#define NF 10
+
+struct procs_env {
+	char *tmp, *iogen, *lib;
+	char data[PATH_MAX], trace[PATH_MAX], prefix[PATH_MAX + 4];
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+};
+
+static void penv_init(struct procs_env *e, const char *tag)
+{
+	e->tmp = sp_t_tmpdir(tag);
+	e->iogen = io_t_abs("bin/iogen");
+	e->lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);
+	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
+	snprintf(e->prefix, sizeof(e->prefix), "%s/f", e->data);
+	snprintf(e->pre, sizeof(e->pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(e->dir, sizeof(e->dir), "STEPPROF_DIR=%s", e->trace);
+	char *argv[] = { e->iogen, "setup", e->data, "10", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+}
+
+static void penv_fini(struct procs_env *e)
+{
+	sp_t_rmrf(e->tmp);
+	free(e->tmp), free(e->iogen), free(e->lib);
+}
+
+static uint64_t total_size(void)
+{
+	uint64_t s = 0;
+	for (int i = 0; i < NF; i++)
+		s += io_t_iogen_size(i);
+	return s;
+}
+
+/* One `iogen run DIR 10 1 1` process (pid) is complete in the trace. */
+static void expect_complete_run(const struct io_recs *rs, const char *prefix, int pid)
+{
+	struct io_filter f = { .prefix = prefix, .pid = pid };
+	uint64_t b;
+	f.kind = "open";
+	cr_expect_eq(io_t_count(rs, f, NULL), 2 * NF, "pid %d: opens", pid);
+	f.kind = "close";
+	cr_expect_eq(io_t_count(rs, f, NULL), 2 * NF, "pid %d: closes", pid);
+	f.kind = "stat";
+	cr_expect_eq(io_t_count(rs, f, NULL), 5 * NF, "pid %d: stats", pid);
+	f.kind = "read";
+	f.api = "read";
+	io_t_count(rs, f, &b);
+	cr_expect_eq(b, total_size(), "pid %d: read() bytes", pid);
+	f.api = "fread";
+	io_t_count(rs, f, &b);
+	cr_expect_eq(b, total_size(), "pid %d: fread() bytes", pid);
+	f.api = NULL;
+	f.kind = "listdir";
+	f.prefix = NULL;
+	cr_expect_eq(io_t_count(rs, f, NULL), 1, "pid %d: listing", pid);
+}
+
+Test(io, forked_then_execd_children_lose_nothing, .timeout = 120)
+{
+	struct procs_env e;
+	penv_init(&e, "io-forkexec");
+	char *argv[] = { e.iogen, "forkexec", e.data, "10", "3", NULL };
+	char *env[] = { e.pre, e.dir, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	/* Each exec'd child printed its ground truth line with its pid. */
+	struct sp_json **lines;
+	size_t n = sp_json_parse_lines(res.out, &lines);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int kids = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!lines[i])
+			continue;
+		int pid = (int)sp_json_i64(lines[i], "pid", 0);
+		cr_assert_gt(pid, 0);
+		cr_expect_eq(sp_json_i64(lines[i], "open", -1), NF);
+		expect_complete_run(&rs, e.prefix, pid);
+		kids++;
+	}
+	cr_expect_eq(kids, 3, "%d children reported", kids);
+	sp_json_free_lines(lines, n);
+	io_t_free(&rs);
+	sp_t_result_free(&res);
+	penv_fini(&e);
+}
+
+Test(io, c_process_leaving_by_exit_loses_nothing, .timeout = 60)
+{
+	struct procs_env e;
+	penv_init(&e, "io-exit");
+	char *argv[] = { e.iogen, "exit", e.data, "10", NULL };
+	char *env[] = { e.pre, e.dir, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	expect_complete_run(&rs, e.prefix, (int)sp_json_i64(t, "pid", 0));
+	sp_json_free(t);
+	io_t_free(&rs);
+	sp_t_result_free(&res);
+	penv_fini(&e);
+}
+
+Test(io, python_os_exit_loses_nothing, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct procs_env e;
+	penv_init(&e, "io-osexit");
+	static const char script[] =
+		"import json, os, sys\n"
+		"d = sys.argv[1]; opens = nbytes = 0\n"
+		"for i in range(10):\n"
+		"    with open(os.path.join(d, 'f%03d' % i), 'rb') as f:\n"
+		"        nbytes += len(f.read())\n"
+		"    opens += 1\n"
+		"print(json.dumps({'opens': opens, 'bytes': nbytes, 'pid': os.getpid()}))\n"
+		"sys.stdout.flush()\n"
+		"os._exit(0)\n";
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
+	char *env[] = { e.pre, e.dir, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	int pid = (int)sp_json_i64(t, "pid", 0);
+	cr_assert_eq(sp_json_u64(t, "bytes", 0), total_size());
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = e.prefix, .pid = pid }, NULL), NF);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .prefix = e.prefix, .pid = pid }, NULL), NF);
+	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = e.prefix, .pid = pid }, &b);
+	cr_expect_eq(b, total_size(), "bytes read: %llu recorded", (unsigned long long)b);
+	sp_json_free(t);
+	io_t_free(&rs);
+	sp_t_result_free(&res);
+	penv_fini(&e);
+}
