@@ -1,0 +1,352 @@
+/*
+ * test_analyze_cli.c - `stepprof analyze` as a command on trace files written by
+ * tracegen: a multi-process run (trainer, loader worker, an eBPF collector file
+ * holding a third process) merged onto one timeline, the JSON schema, --help,
+ * and every bad input with its one-line message and exit code
+ * (docs/analysis-json.md: 0 ok, 1 usage, 2 unreadable input, 3 damaged, 4 internal).
+ *
+ * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "tracegen.h"
+
+/* ----------------------------------------------------- 1. writing a run */
+
+#define T0 2000000000ull
+#define ITER_NS 10000000ull /* 10 ms */
+#define NITER 12
+#define TRAINER 4100
+#define WORKER 4200
+#define GRANDCHILD 4300
+
+/*
+ * The trainer marks each iteration with stepprof_step() and waits 4 ms for its
+ * batch, then copies, launches a 5 ms kernel and syncs. The worker opens and
+ * reads 3 files of 64 KiB during each wait; a collector file (SP_FEAT_BPF) holds
+ * a grandchild's 2 stats per iteration. Worker and grandchild start later than the
+ * trainer's first record, so a merge by file order instead of time would show.
+ */
+static void write_run(const char *dir, int truncate_trainer)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/trainer.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, 0);
+	uint32_t kname = sp_tg_intern(g, "gemm");
+	SP_TG_ADD(g, TRAINER, SP_K_FORK, 0, T0 - 1000, T0 - 1000, { SP_F_PID, WORKER });
+	for (int i = 0; i < NITER; i++) {
+		uint64_t t = T0 + (uint64_t)i * ITER_NS;
+		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, { SP_F_VALUE, i });
+		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 4000000, { SP_F_FD_TYPE, SP_FDTYPE_PIPE },
+			  { SP_F_BYTES, 8 });
+		SP_TG_ADD(g, TRAINER, SP_K_COPY, SP_API_cudaMemcpyAsync, t + 4000000, t + 4010000,
+			  { SP_F_DIRECTION, SP_DIR_H2D }, { SP_F_BYTES, 1 << 20 }, { SP_F_OP, 2 * i + 1 },
+			  { SP_F_HOST_MEMORY, SP_HOSTMEM_PINNED });
+		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 4010000, t + 4015000, { SP_F_NAME, kname },
+			  { SP_F_OP, 2 * i + 2 });
+		SP_TG_ADD(g, TRAINER, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 4015000, t + 9500000);
+		/* GPU spans read back at the sync: written after it, begin earlier */
+		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4000000, t + 4500000, { SP_F_OP, 2 * i + 1 });
+		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4500000, t + 9500000, { SP_F_OP, 2 * i + 2 });
+	}
+	if (truncate_trainer) {
+		size_t len;
+		uint8_t *img = sp_tg_image(g, &len);
+		FILE *f = fopen(path, "w");
+		cr_assert(f);
+		/*
+		 * The trainer's one ring chunk is the file's last 64 KiB; keep its header
+		 * and 41 slots: the FORK record and five iterations of 8 slots, the sixth cut.
+		 */
+		size_t keep = len - 65536 + (SP_CHUNK_HDR_SLOTS + 41) * SP_SLOT_SIZE;
+		cr_assert_eq(fwrite(img, 1, keep, f), keep);
+		fclose(f);
+		free(img);
+	} else {
+		cr_assert_eq(sp_tg_finish(g), 0);
+	}
+
+	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
+	g = sp_tg_create(path, WORKER, TRAINER, -1);
+	uint32_t file = sp_tg_intern(g, "/data/set/img.jpg");
+	for (int i = 0; i < NITER; i++) {
+		uint64_t t = T0 + (uint64_t)i * ITER_NS + 100000;
+		for (int k = 0; k < 3; k++, t += 1000000) {
+			SP_TG_ADD(g, WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, { SP_F_PATH, file }, { SP_F_FD, 5 });
+			SP_TG_ADD(g, WORKER, SP_K_READ, SP_API_read, t + 10000, t + 500000, { SP_F_FD, 5 },
+				  { SP_F_BYTES, 65536 }, { SP_F_FD_TYPE, SP_FDTYPE_FILE });
+			SP_TG_ADD(g, WORKER, SP_K_CLOSE, SP_API_close, t + 500000, t + 510000, { SP_F_FD, 5 });
+		}
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	snprintf(path, sizeof(path), "%s/bpf.sptrace", dir);
+	struct sp_tg_opts o = { .pid = 9999, .ppid = 1, .rank = -1 };
+	g = sp_tg_create_opts(path, &o);
+	sp_tg_header(g)->features = SP_FEAT_BPF;
+	for (int i = 0; i < NITER; i++) {
+		uint64_t t = T0 + (uint64_t)i * ITER_NS + 3500000;
+		struct sp_event ev = { .kind = SP_K_STAT, .api = SP_API_stat, .pid = GRANDCHILD, .tid = GRANDCHILD };
+		for (int k = 0; k < 2; k++) {
+			ev.begin_ns = t + (uint64_t)k * 1000;
+			ev.end_ns = ev.begin_ns + 500;
+			ev.f[SP_F_SOURCE] = SP_SOURCE_BPF;
+			sp_tg_add_event(g, &ev);
+		}
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+static struct sp_json *analyze_json(const char *dir, int want_status, struct sp_t_result *r)
+{
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir, "--json", NULL };
+	sp_t_run(r, argv, NULL, NULL, 60);
+	cr_assert_eq(r->status, want_status, "exit %d, stderr: %s", r->status, r->err);
+	struct sp_json *j = sp_json_parse(r->out);
+	cr_assert_not_null(j, "not JSON: %s", r->out);
+	return j;
+}
+
+/* ----------------------------------------------- 2. merging, the schema */
+
+Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
+{
+	char *dir = sp_t_tmpdir("analyze-merge");
+	write_run(dir, 0);
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 0, &r);
+	cr_expect_str_eq(sp_json_str(j, "schema"), "stepprof.analysis/1");
+	cr_expect_str_eq(sp_json_str(j, "iteration_source"), "api");
+	struct sp_json *procs = sp_json_get(j, "processes");
+	cr_assert_not_null(procs);
+	cr_expect_eq(procs->n, 3);
+	int seen = 0;
+	for (size_t i = 0; i < procs->n; i++) {
+		struct sp_json *p = sp_json_at(procs, i);
+		int pid = (int)sp_json_num(p, "pid", 0);
+		const char *role = sp_json_str(p, "role");
+		if (pid == TRAINER) {
+			cr_expect_str_eq(role, "trainer");
+			cr_expect_eq(sp_json_num(p, "rank", -9), 0);
+			cr_expect_eq(sp_json_num(p, "records", 0), 1 + NITER * 7);
+			seen |= 1;
+		} else if (pid == WORKER) {
+			cr_expect_str_eq(role, "worker");
+			cr_expect_eq(sp_json_num(p, "records", 0), NITER * 9);
+			seen |= 2;
+		} else if (pid == GRANDCHILD) {
+			cr_expect_eq(sp_json_num(p, "records", 0), NITER * 2);
+			seen |= 4;
+		}
+	}
+	cr_expect_eq(seen, 7);
+	cr_assert_eq(sp_json_num(j, "summary.iterations", 0), NITER);
+	for (int i = 0; i < NITER; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "iterations.%d", i);
+		struct sp_json *it = sp_json_path(j, key);
+		cr_assert_not_null(it);
+		uint64_t wall = (uint64_t)sp_json_num(it, "wall_ns", 0);
+		cr_expect_eq((uint64_t)sp_json_num(it, "start_ns", 0), T0 + (uint64_t)i * ITER_NS);
+		/* the last iteration ends with the trainer's last sync */
+		cr_expect_eq(wall, i + 1 < NITER ? ITER_NS : 9500000);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.input", 0), 4000000);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.h2d", 0), 500000);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.compute", 0), 5000000);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.sync", 0), 0);
+		double sum = 0;
+		static const char *const cats[] = { "input", "h2d", "compute", "d2h", "sync", "other" };
+		for (int c = 0; c < 6; c++) {
+			char k2[64];
+			snprintf(k2, sizeof(k2), "breakdown_ns.%s", cats[c]);
+			sum += sp_json_num(it, k2, -1e18);
+		}
+		cr_expect_eq((uint64_t)sum, wall);
+		/* the worker's files, attributed by time; the collector's stats too */
+		cr_expect_eq(sp_json_num(it, "files_opened", 0), 3);
+		cr_expect_eq(sp_json_num(it, "metadata_ops", 0), 3 + 2);
+		cr_expect_eq(sp_json_num(it, "bytes_read", 0), 3 * 65536);
+		cr_expect_eq(sp_json_num(it, "h2d_bytes", 0), 1 << 20);
+		cr_expect_eq(sp_json_num(it, "host_blocked_ns.input", 0), 4000000);
+		cr_expect_eq(sp_json_num(it, "host_blocked_ns.sync", 0), 9500000 - 4015000);
+	}
+	cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), "input");
+	struct sp_json *f = sp_json_get(j, "findings");
+	cr_assert_not_null(f);
+	cr_expect_eq(f->type, SPJ_ARR);
+	cr_expect_eq(f->n, 0, "no finding on a run of pinned copies and few files");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	/* the text report names the bottleneck in a sentence */
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_expect_eq(r.status, 0);
+	cr_expect_not_null(strstr(r.out, "Bottleneck: input"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "iterations: 12 (source: api"), "%s", r.out);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(analyze_cli, help_lists_every_threshold_with_its_default)
+{
+	struct sp_t_result r;
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--help", NULL };
+	sp_t_run(&r, argv, NULL, NULL, 30);
+	cr_assert_eq(r.status, 0);
+	static const char *const want[] = { "small_file_storm.min_metadata_ops", "100",
+					    "unpinned_copy.min_copies", "alloc_fragmentation.flush_min_frees",
+					    "memory_growth.min_r2", "0.8", "memory_growth.critical_horizon",
+					    "--step-regex", "ProfilerStep" };
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect_not_null(strstr(r.out, want[i]), "--help lacks %s", want[i]);
+	sp_t_result_free(&r);
+}
+
+Test(analyze_cli, threshold_override_changes_the_verdict)
+{
+	char *dir = sp_t_tmpdir("analyze-thr");
+	write_run(dir, 0);
+	struct sp_t_result r;
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--threshold",
+			 "small_file_storm.min_metadata_ops=5", dir, NULL };
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j);
+	cr_expect_str_eq(sp_json_str(j, "findings.0.kind"), "small_file_storm");
+	cr_expect_eq(sp_json_num(j, "findings.0.first_iteration", -1), 0);
+	cr_expect_eq(sp_json_num(j, "findings.0.last_iteration", -1), NITER - 1);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* --------------------------------------------------------- 3. bad input */
+
+static void expect_error(char *const argv[], int status, const char *needle)
+{
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 30);
+	cr_expect_eq(r.status, status, "exit %d (want %d), stderr: %s", r.status, status, r.err);
+	cr_expect_not_null(strstr(r.err, needle), "stderr lacks '%s': %s", needle, r.err);
+	cr_expect_eq(strncmp(r.err, "stepprof: ", 10), 0, "%s", r.err);
+	/* one line */
+	const char *nl = strchr(r.err, '\n');
+	cr_expect(nl && nl[1] == 0, "not one line: %s", r.err);
+	sp_t_result_free(&r);
+}
+
+Test(analyze_cli, missing_directory)
+{
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "/nonexistent/stepprof-dir", NULL };
+	expect_error(argv, 2, "No such file or directory");
+}
+
+Test(analyze_cli, empty_directory_and_no_trace_files)
+{
+	char *dir = sp_t_tmpdir("analyze-empty");
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	expect_error(argv, 2, "no stepprof trace files");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/notes.txt", dir);
+	FILE *f = fopen(path, "w");
+	cr_assert(f);
+	fputs("not a trace\n", f);
+	fclose(f);
+	expect_error(argv, 2, "no stepprof trace files");
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(analyze_cli, usage_errors)
+{
+	char *a1[] = { (char *)sp_t_build("bin/stepprof"), "analyze", NULL };
+	expect_error(a1, 1, "no trace directory");
+	char *a2[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--bogus", "/tmp", NULL };
+	expect_error(a2, 1, "unknown option");
+	char *a3[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", "x.y=1", "/tmp", NULL };
+	expect_error(a3, 1, "unknown threshold");
+	char *dir = sp_t_tmpdir("analyze-re");
+	write_run(dir, 0);
+	char *a4[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--step-regex", "([", dir, NULL };
+	expect_error(a4, 1, "--step-regex");
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(analyze_cli, truncated_file_is_read_up_to_its_last_whole_record)
+{
+	char *dir = sp_t_tmpdir("analyze-trunc");
+	write_run(dir, 1);
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 3, &r);
+	cr_expect_not_null(strstr(r.err, "truncated"), "%s", r.err);
+	cr_expect_not_null(strstr(r.err, "trainer.sptrace"), "%s", r.err);
+	/* what is whole is analysed: the trainer's iterations up to the cut */
+	double n = sp_json_num(j, "summary.iterations", -1);
+	cr_expect(n >= 5 && n <= 6, "%g iterations", n);
+	cr_expect_eq(sp_json_num(j, "iterations.0.breakdown_ns.compute", -1), 5000000);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(analyze_cli, corrupt_records_are_skipped_with_a_warning)
+{
+	char *dir = sp_t_tmpdir("analyze-corrupt");
+	write_run(dir, 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
+	FILE *f = fopen(path, "r+b");
+	cr_assert(f);
+	/* the ring starts after the header and the keep area: damage a few record heads */
+	struct sp_file_header h;
+	cr_assert_eq(fread(&h, sizeof(h), 1, f), 1);
+	long ring = (long)(SP_HEADER_SIZE + h.keep_slots * SP_SLOT_SIZE);
+	for (int k = 0; k < 5; k++) {
+		fseek(f, ring + (long)(SP_CHUNK_HDR_SLOTS + 3 * k) * SP_SLOT_SIZE, SEEK_SET);
+		fputc(0x7f, f); /* an unknown kind */
+	}
+	fclose(f);
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 3, &r);
+	cr_expect_not_null(strstr(r.err, "corrupt"), "%s", r.err);
+	cr_expect_eq(sp_json_num(j, "summary.iterations", -1), NITER);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(analyze_cli, mixed_format_versions_are_refused)
+{
+	char *dir = sp_t_tmpdir("analyze-mixed");
+	write_run(dir, 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
+	FILE *f = fopen(path, "r+b");
+	cr_assert(f);
+	uint16_t major = SP_VERSION_MAJOR + 1;
+	fseek(f, 8, SEEK_SET);
+	fwrite(&major, 2, 1, f);
+	fclose(f);
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	expect_error(argv, 2, "worker.sptrace");
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 30);
+	cr_expect_not_null(strstr(r.err, "version"), "%s", r.err);
+	cr_expect_eq(r.outlen, 0, "no report on a partial set of files");
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
