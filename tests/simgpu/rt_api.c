@@ -1,0 +1,986 @@
+/*
+ * rt_api.c - the simulated CUDA runtime's work API, each call one (or a few)
+ * driver calls through the pointers cuGetProcAddress handed to rt_core.c.
+ *
+ *   1. device memory, pools, managed memory, mem-get-info
+ *   2. pinned host memory, pointer attributes
+ *   3. copies (1D, 2D, 3D, peer; sync and async; _ptds/_ptsz flavours)
+ *   4. memsets
+ *   5. streams
+ *   6. events
+ *   7. launches and kernel names
+ *   8. stream capture and graphs
+ *
+ * Which driver function each runtime call uses follows NVIDIA's runtime, as far as
+ * its request list shows (e.g. cudaMemcpy2D uses cuMemcpy2DUnaligned, cudaMallocHost
+ * uses cuMemHostAlloc); the _ptds/_ptsz entry points use the pointers requested with
+ * the per-thread-default-stream flag.
+ */
+#include "rt.h"
+
+#include <string.h>
+
+#define DP(p) ((CUdeviceptr)(uintptr_t)(p))
+
+/* ---------------------------------------------------------------- 1. device memory */
+
+cudaError_t cudaMalloc(void **devPtr, size_t size)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!devPtr)
+		return simrt_err(cudaErrorInvalidValue);
+	if (size == 0) {
+		*devPtr = NULL;
+		return cudaSuccess;
+	}
+	r = DRV(cuMemAlloc, 3020)(&p, size);
+	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!devPtr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuMemAllocPitch, 3020)(&p, pitch, width, height, 4);
+	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!devPtr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL);
+	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaFree(void *devPtr)
+{
+	ENTER();
+	if (!devPtr)
+		return cudaSuccess; /* cudaFree(0): the classic way to initialise the context */
+	return simrt_ret(DRV(cuMemFree, 3020)(DP(devPtr)));
+}
+
+cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemGetInfo, 3020)(free, total));
+}
+
+cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!devPtr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuMemAllocAsync, 11020)(&p, size, hStream);
+	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!devPtr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRVP(cuMemAllocAsync, 11020, 11020)(&p, size, hStream);
+	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!ptr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuMemAllocFromPoolAsync, 11020)(&p, size, memPool, stream);
+	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!ptr)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRVP(cuMemAllocFromPoolAsync, 11020, 11020)(&p, size, memPool, stream);
+	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemFreeAsync, 11020)(DP(devPtr), hStream));
+}
+
+cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuMemFreeAsync, 11020, 11020)(DP(devPtr), hStream));
+}
+
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
+{
+	ENTER();
+	return simrt_ret(DRV(cuDeviceGetDefaultMemPool, 11020)(memPool, device));
+}
+
+cudaError_t cudaDeviceGetMemPool(cudaMemPool_t *memPool, int device)
+{
+	ENTER();
+	return simrt_ret(DRV(cuDeviceGetMemPool, 11020)(memPool, device));
+}
+
+cudaError_t cudaDeviceSetMemPool(int device, cudaMemPool_t memPool)
+{
+	ENTER();
+	return simrt_ret(DRV(cuDeviceSetMemPool, 11020)(device, memPool));
+}
+
+/* cudaMemPoolProps and CUmemPoolProps have the same layout. */
+cudaError_t cudaMemPoolCreate(cudaMemPool_t *memPool, const struct cudaMemPoolProps *poolProps)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemPoolCreate, 11020)(memPool, (const CUmemPoolProps *)poolProps));
+}
+
+cudaError_t cudaMemPoolDestroy(cudaMemPool_t memPool)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemPoolDestroy, 11020)(memPool));
+}
+
+cudaError_t cudaMemPoolTrimTo(cudaMemPool_t memPool, size_t minBytesToKeep)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemPoolTrimTo, 11020)(memPool, minBytesToKeep));
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemPoolSetAttribute, 11020)(memPool, (CUmemPool_attribute)attr, value));
+}
+
+cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t memPool, enum cudaMemPoolAttr attr, void *value)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemPoolGetAttribute, 11020)(memPool, (CUmemPool_attribute)attr, value));
+}
+
+/* ---------------------------------------------------------------- 2. pinned host memory */
+
+cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
+{
+	ENTER();
+	if (!pHost)
+		return simrt_err(cudaErrorInvalidValue);
+	/* cudaHostAlloc* flags have the values of CU_MEMHOSTALLOC_*. */
+	return simrt_ret(DRV(cuMemHostAlloc, 2020)(pHost, size, flags));
+}
+
+cudaError_t cudaMallocHost(void **ptr, size_t size)
+{
+	return cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+}
+
+cudaError_t cudaFreeHost(void *ptr)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemFreeHost, 2000)(ptr));
+}
+
+cudaError_t cudaHostRegister(void *ptr, size_t size, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemHostRegister, 6050)(ptr, size, flags));
+}
+
+cudaError_t cudaHostUnregister(void *ptr)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemHostUnregister, 4000)(ptr));
+}
+
+cudaError_t cudaHostGetDevicePointer(void **pDevice, void *pHost, unsigned int flags)
+{
+	CUdeviceptr p = 0;
+	CUresult r;
+
+	ENTER();
+	if (!pDevice)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuMemHostGetDevicePointer, 3020)(&p, pHost, flags);
+	*pDevice = (void *)(uintptr_t)p;
+	return simrt_ret(r);
+}
+
+cudaError_t cudaHostGetFlags(unsigned int *pFlags, void *pHost)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemHostGetFlags, 2030)(pFlags, pHost));
+}
+
+/* As CUDA 11+: memory CUDA does not know is cudaMemoryTypeUnregistered, not an error. */
+cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *attributes, const void *ptr)
+{
+	CUpointer_attribute q[] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+				   CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+				   CU_POINTER_ATTRIBUTE_HOST_POINTER};
+	unsigned int type = 0, managed = 0;
+	int ordinal = -2;
+	CUdeviceptr dptr = 0;
+	void *hptr = NULL;
+	void *data[] = {&type, &managed, &ordinal, &dptr, &hptr};
+	CUresult r;
+
+	ENTER();
+	if (!attributes)
+		return simrt_err(cudaErrorInvalidValue);
+	r = DRV(cuPointerGetAttributes, 7000)(5, q, data, DP(ptr));
+	if (r != CUDA_SUCCESS)
+		return simrt_ret(r);
+	memset(attributes, 0, sizeof(*attributes));
+	if (managed) {
+		attributes->type = cudaMemoryTypeManaged;
+	} else if (type == CU_MEMORYTYPE_DEVICE) {
+		attributes->type = cudaMemoryTypeDevice;
+	} else if (type == CU_MEMORYTYPE_HOST) {
+		attributes->type = cudaMemoryTypeHost;
+	} else {
+		attributes->type = cudaMemoryTypeUnregistered;
+		attributes->device = -2;
+		attributes->hostPointer = (void *)ptr;
+		return cudaSuccess;
+	}
+	attributes->device = ordinal;
+	attributes->devicePointer = (void *)(uintptr_t)dptr;
+	attributes->hostPointer = hptr;
+	return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- 3. copies */
+
+static cudaError_t memcpy_(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, int pt)
+{
+	CUresult r;
+
+	ENTER();
+	if (count == 0)
+		return cudaSuccess;
+	switch (kind) {
+	case cudaMemcpyHostToDevice:
+		r = pt ? DRVP(cuMemcpyHtoD, 7000, 3020)(DP(dst), src, count) : DRV(cuMemcpyHtoD, 3020)(DP(dst), src, count);
+		break;
+	case cudaMemcpyDeviceToHost:
+		r = pt ? DRVP(cuMemcpyDtoH, 7000, 3020)(dst, DP(src), count) : DRV(cuMemcpyDtoH, 3020)(dst, DP(src), count);
+		break;
+	case cudaMemcpyDeviceToDevice:
+		r = pt ? DRVP(cuMemcpyDtoD, 7000, 3020)(DP(dst), DP(src), count)
+		       : DRV(cuMemcpyDtoD, 3020)(DP(dst), DP(src), count);
+		break;
+	case cudaMemcpyHostToHost:
+	case cudaMemcpyDefault:
+		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count) : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
+		break;
+	default:
+		return simrt_err(cudaErrorInvalidMemcpyDirection);
+	}
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_(dst, src, count, kind, 0);
+}
+
+cudaError_t cudaMemcpy_ptds(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind)
+{
+	return memcpy_(dst, src, count, kind, 1);
+}
+
+static cudaError_t memcpy_async(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t s,
+				int pt)
+{
+	CUresult r;
+
+	ENTER();
+	if (count == 0)
+		return cudaSuccess;
+	switch (kind) {
+	case cudaMemcpyHostToDevice:
+		r = pt ? DRVP(cuMemcpyHtoDAsync, 7000, 3020)(DP(dst), src, count, s)
+		       : DRV(cuMemcpyHtoDAsync, 3020)(DP(dst), src, count, s);
+		break;
+	case cudaMemcpyDeviceToHost:
+		r = pt ? DRVP(cuMemcpyDtoHAsync, 7000, 3020)(dst, DP(src), count, s)
+		       : DRV(cuMemcpyDtoHAsync, 3020)(dst, DP(src), count, s);
+		break;
+	case cudaMemcpyDeviceToDevice:
+		r = pt ? DRVP(cuMemcpyDtoDAsync, 7000, 3020)(DP(dst), DP(src), count, s)
+		       : DRV(cuMemcpyDtoDAsync, 3020)(DP(dst), DP(src), count, s);
+		break;
+	case cudaMemcpyHostToHost:
+	case cudaMemcpyDefault:
+		r = pt ? DRVP(cuMemcpyAsync, 7000, 4000)(DP(dst), DP(src), count, s)
+		       : DRV(cuMemcpyAsync, 4000)(DP(dst), DP(src), count, s);
+		break;
+	default:
+		return simrt_err(cudaErrorInvalidMemcpyDirection);
+	}
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return memcpy_async(dst, src, count, kind, stream, 0);
+}
+
+cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
+				 cudaStream_t stream)
+{
+	return memcpy_async(dst, src, count, kind, stream, 1);
+}
+
+/* Memory types of the two sides of a copy of the given kind. */
+static void kind_types(enum cudaMemcpyKind kind, CUmemorytype *dt, CUmemorytype *st)
+{
+	*dt = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice ? CU_MEMORYTYPE_DEVICE
+	      : kind == cudaMemcpyDefault					   ? CU_MEMORYTYPE_UNIFIED
+										   : CU_MEMORYTYPE_HOST;
+	*st = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice ? CU_MEMORYTYPE_DEVICE
+	      : kind == cudaMemcpyDefault					   ? CU_MEMORYTYPE_UNIFIED
+										   : CU_MEMORYTYPE_HOST;
+}
+
+static cudaError_t memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			    enum cudaMemcpyKind kind, cudaStream_t s, int async, int pt)
+{
+	CUDA_MEMCPY2D c;
+	CUresult r;
+
+	ENTER();
+	if (kind > cudaMemcpyDefault)
+		return simrt_err(cudaErrorInvalidMemcpyDirection);
+	memset(&c, 0, sizeof(c));
+	kind_types(kind, &c.dstMemoryType, &c.srcMemoryType);
+	c.dstHost = dst;
+	c.dstDevice = DP(dst);
+	c.dstPitch = dpitch;
+	c.srcHost = src;
+	c.srcDevice = DP(src);
+	c.srcPitch = spitch;
+	c.WidthInBytes = width;
+	c.Height = height;
+	if (async)
+		r = pt ? DRVP(cuMemcpy2DAsync, 7000, 3020)(&c, s) : DRV(cuMemcpy2DAsync, 3020)(&c, s);
+	else
+		r = pt ? DRVP(cuMemcpy2DUnaligned, 7000, 3020)(&c) : DRV(cuMemcpy2DUnaligned, 3020)(&c);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpy2D(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			 enum cudaMemcpyKind kind)
+{
+	return memcpy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 0);
+}
+
+cudaError_t cudaMemcpy2D_ptds(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			      enum cudaMemcpyKind kind)
+{
+	return memcpy2d(dst, dpitch, src, spitch, width, height, kind, NULL, 0, 1);
+}
+
+cudaError_t cudaMemcpy2DAsync(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+			      enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return memcpy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 0);
+}
+
+cudaError_t cudaMemcpy2DAsync_ptsz(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width,
+				   size_t height, enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return memcpy2d(dst, dpitch, src, spitch, width, height, kind, stream, 1, 1);
+}
+
+static cudaError_t memcpy3d(const struct cudaMemcpy3DParms *p, cudaStream_t s, int async, int pt)
+{
+	CUDA_MEMCPY3D c;
+	CUresult r;
+
+	ENTER();
+	if (!p || p->kind > cudaMemcpyDefault)
+		return simrt_err(cudaErrorInvalidValue);
+	if (p->srcArray || p->dstArray)
+		return simrt_err(cudaErrorNotSupported); /* CUDA arrays are not simulated */
+	memset(&c, 0, sizeof(c));
+	kind_types(p->kind, &c.dstMemoryType, &c.srcMemoryType);
+	c.srcXInBytes = p->srcPos.x;
+	c.srcY = p->srcPos.y;
+	c.srcZ = p->srcPos.z;
+	c.srcHost = p->srcPtr.ptr;
+	c.srcDevice = DP(p->srcPtr.ptr);
+	c.srcPitch = p->srcPtr.pitch;
+	c.srcHeight = p->srcPtr.ysize;
+	c.dstXInBytes = p->dstPos.x;
+	c.dstY = p->dstPos.y;
+	c.dstZ = p->dstPos.z;
+	c.dstHost = p->dstPtr.ptr;
+	c.dstDevice = DP(p->dstPtr.ptr);
+	c.dstPitch = p->dstPtr.pitch;
+	c.dstHeight = p->dstPtr.ysize;
+	c.WidthInBytes = p->extent.width;
+	c.Height = p->extent.height;
+	c.Depth = p->extent.depth;
+	if (async)
+		r = pt ? DRVP(cuMemcpy3DAsync, 7000, 3020)(&c, s) : DRV(cuMemcpy3DAsync, 3020)(&c, s);
+	else
+		r = pt ? DRVP(cuMemcpy3D, 7000, 3020)(&c) : DRV(cuMemcpy3D, 3020)(&c);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpy3D(const struct cudaMemcpy3DParms *p)
+{
+	return memcpy3d(p, NULL, 0, 0);
+}
+
+cudaError_t cudaMemcpy3D_ptds(const struct cudaMemcpy3DParms *p)
+{
+	return memcpy3d(p, NULL, 0, 1);
+}
+
+cudaError_t cudaMemcpy3DAsync(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+	return memcpy3d(p, stream, 1, 0);
+}
+
+cudaError_t cudaMemcpy3DAsync_ptsz(const struct cudaMemcpy3DParms *p, cudaStream_t stream)
+{
+	return memcpy3d(p, stream, 1, 1);
+}
+
+static cudaError_t peer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count, cudaStream_t s,
+			int async)
+{
+	CUcontext dc, sc;
+	CUresult r;
+
+	ENTER();
+	if ((r = DRV(cuDevicePrimaryCtxRetain, 7000)(&dc, dstDevice)) != CUDA_SUCCESS ||
+	    (r = DRV(cuDevicePrimaryCtxRetain, 7000)(&sc, srcDevice)) != CUDA_SUCCESS)
+		return simrt_ret(r);
+	if (async)
+		r = DRV(cuMemcpyPeerAsync, 4000)(DP(dst), dc, DP(src), sc, count, s);
+	else
+		r = DRV(cuMemcpyPeer, 4000)(DP(dst), dc, DP(src), sc, count);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpyPeer(void *dst, int dstDevice, const void *src, int srcDevice, size_t count)
+{
+	return peer(dst, dstDevice, src, srcDevice, count, NULL, 0);
+}
+
+cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int srcDevice, size_t count,
+				cudaStream_t stream)
+{
+	return peer(dst, dstDevice, src, srcDevice, count, stream, 1);
+}
+
+/* ---------------------------------------------------------------- 4. memsets */
+
+cudaError_t cudaMemset(void *devPtr, int value, size_t count)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemsetD8, 3020)(DP(devPtr), (unsigned char)value, count));
+}
+
+cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuMemsetD8, 7000, 3020)(DP(devPtr), (unsigned char)value, count));
+}
+
+cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemsetD8Async, 3020)(DP(devPtr), (unsigned char)value, count, stream));
+}
+
+cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuMemsetD8Async, 7000, 3020)(DP(devPtr), (unsigned char)value, count, stream));
+}
+
+cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemsetD2D8, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
+}
+
+cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width, size_t height)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuMemsetD2D8, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
+}
+
+cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+			      cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuMemsetD2D8Async, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
+}
+
+cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width, size_t height,
+				   cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(
+		DRVP(cuMemsetD2D8Async, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
+}
+
+/* ---------------------------------------------------------------- 5. streams */
+
+cudaError_t cudaStreamCreate(cudaStream_t *pStream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamCreate, 2000)(pStream, CU_STREAM_DEFAULT));
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *pStream, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamCreate, 2000)(pStream, flags));
+}
+
+cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int flags, int priority)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamCreateWithPriority, 5050)(pStream, flags, priority));
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamDestroy, 4000)(stream));
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamSynchronize, 2000)(stream));
+}
+
+cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamSynchronize, 7000, 2000)(stream));
+}
+
+/* cudaErrorNotReady is an answer, not an error: it does not become the last error. */
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+	CUresult r;
+
+	ENTER();
+	r = DRV(cuStreamQuery, 2000)(stream);
+	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+}
+
+cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
+{
+	CUresult r;
+
+	ENTER();
+	r = DRVP(cuStreamQuery, 7000, 2000)(stream);
+	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamWaitEvent, 3020)(stream, event, flags));
+}
+
+cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamWaitEvent, 7000, 3020)(stream, event, flags));
+}
+
+cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+				  unsigned int flags)
+{
+	ENTER();
+	/* Same ABI: (stream, status, userData) with enum statuses of equal values. */
+	return simrt_ret(DRV(cuStreamAddCallback, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
+}
+
+cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
+				       unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(
+		DRVP(cuStreamAddCallback, 7000, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
+}
+
+cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	ENTER();
+	return simrt_ret(DRV(cuLaunchHostFunc, 10000)(stream, fn, userData));
+}
+
+cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuLaunchHostFunc, 10000, 10000)(stream, fn, userData));
+}
+
+cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamGetFlags, 5050)(hStream, flags));
+}
+
+cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamGetFlags, 7000, 5050)(hStream, flags));
+}
+
+cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamGetPriority, 5050)(hStream, priority));
+}
+
+cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamGetPriority, 7000, 5050)(hStream, priority));
+}
+
+cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamGetId, 12000)(hStream, streamId));
+}
+
+cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamGetId, 12000, 12000)(hStream, streamId));
+}
+
+cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamGetDevice, 12080)(hStream, device));
+}
+
+cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamGetDevice, 12080, 12080)(hStream, device));
+}
+
+/* ---------------------------------------------------------------- 6. events */
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventCreate, 2000)(event, CU_EVENT_DEFAULT));
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventCreate, 2000)(event, flags));
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventDestroy, 4000)(event));
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventRecord, 2000)(event, stream));
+}
+
+cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuEventRecord, 7000, 2000)(event, stream));
+}
+
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventRecordWithFlags, 11010)(event, stream, flags));
+}
+
+cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuEventRecordWithFlags, 11010, 11010)(event, stream, flags));
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+	CUresult r;
+
+	ENTER();
+	r = DRV(cuEventQuery, 2000)(event);
+	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventSynchronize, 2000)(event));
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+	ENTER();
+	return simrt_ret(DRV(cuEventElapsedTime, 12080)(ms, start, end));
+}
+
+/* ---------------------------------------------------------------- 7. launches */
+
+/* A kernel is its host function: the runtime hands the stub's address to the
+ * driver as the CUfunction, where NVIDIA's would look up the registered module
+ * function. */
+static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s, int coop,
+			  int pt)
+{
+	CUfunction f = (CUfunction)(uintptr_t)func;
+	CUresult r;
+
+	ENTER();
+	if (!func)
+		return simrt_err(cudaErrorInvalidDeviceFunction);
+	if (coop)
+		r = pt ? DRVP(cuLaunchCooperativeKernel, 9000, 9000)(f, g.x, g.y, g.z, b.x, b.y, b.z,
+								      (unsigned int)shmem, s, args)
+		       : DRV(cuLaunchCooperativeKernel, 9000)(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned int)shmem, s,
+							       args);
+	else
+		r = pt ? DRVP(cuLaunchKernel, 7000, 4000)(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned int)shmem, s, args,
+							  NULL)
+		       : DRV(cuLaunchKernel, 4000)(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned int)shmem, s, args, NULL);
+	if (r == CUDA_ERROR_INVALID_VALUE)
+		return simrt_err(cudaErrorInvalidConfiguration);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaLaunchKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+			     cudaStream_t stream)
+{
+	return launch(func, gridDim, blockDim, args, sharedMem, stream, 0, 0);
+}
+
+cudaError_t cudaLaunchKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+				  cudaStream_t stream)
+{
+	return launch(func, gridDim, blockDim, args, sharedMem, stream, 0, 1);
+}
+
+cudaError_t cudaLaunchCooperativeKernel(const void *func, dim3 gridDim, dim3 blockDim, void **args, size_t sharedMem,
+					cudaStream_t stream)
+{
+	return launch(func, gridDim, blockDim, args, sharedMem, stream, 1, 0);
+}
+
+cudaError_t cudaLaunchCooperativeKernel_ptsz(const void *func, dim3 gridDim, dim3 blockDim, void **args,
+					     size_t sharedMem, cudaStream_t stream)
+{
+	return launch(func, gridDim, blockDim, args, sharedMem, stream, 1, 1);
+}
+
+static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func, void **args, int pt)
+{
+	CUlaunchConfig c;
+	CUresult r;
+
+	ENTER();
+	if (!config || !func)
+		return simrt_err(cudaErrorInvalidValue);
+	memset(&c, 0, sizeof(c));
+	c.gridDimX = config->gridDim.x;
+	c.gridDimY = config->gridDim.y;
+	c.gridDimZ = config->gridDim.z;
+	c.blockDimX = config->blockDim.x;
+	c.blockDimY = config->blockDim.y;
+	c.blockDimZ = config->blockDim.z;
+	c.sharedMemBytes = (unsigned int)config->dynamicSmemBytes;
+	c.hStream = config->stream;
+	/* cudaLaunchAttribute and CUlaunchAttribute have the same layout. */
+	c.attrs = (CUlaunchAttribute *)config->attrs;
+	c.numAttrs = config->numAttrs;
+	r = pt ? DRVP(cuLaunchKernelEx, 11060, 11060)(&c, (CUfunction)(uintptr_t)func, args, NULL)
+	       : DRV(cuLaunchKernelEx, 11060)(&c, (CUfunction)(uintptr_t)func, args, NULL);
+	if (r == CUDA_ERROR_INVALID_VALUE)
+		return simrt_err(cudaErrorInvalidConfiguration);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaLaunchKernelExC(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	return launch_ex(config, func, args, 0);
+}
+
+cudaError_t cudaLaunchKernelExC_ptsz(const cudaLaunchConfig_t *config, const void *func, void **args)
+{
+	return launch_ex(config, func, args, 1);
+}
+
+cudaError_t cudaFuncGetName(const char **name, const void *func)
+{
+	ENTER();
+	return simrt_ret(DRV(cuFuncGetName, 12030)(name, (CUfunction)(uintptr_t)func));
+}
+
+/* ---------------------------------------------------------------- 8. capture and graphs */
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamBeginCapture, 10010)(stream, (CUstreamCaptureMode)mode));
+}
+
+cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamBeginCapture, 10010, 10010)(stream, (CUstreamCaptureMode)mode));
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamEndCapture, 10000)(stream, pGraph));
+}
+
+cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamEndCapture, 10000, 10000)(stream, pGraph));
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamIsCapturing, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
+}
+
+cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamIsCapturing, 10000, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
+}
+
+cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+				     unsigned long long *id_out, cudaGraph_t *graph_out,
+				     const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
+				     size_t *numDependencies_out)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamGetCaptureInfo, 12030)(stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out,
+							   graph_out, dependencies_out,
+							   (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
+}
+
+cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
+					  unsigned long long *id_out, cudaGraph_t *graph_out,
+					  const cudaGraphNode_t **dependencies_out,
+					  const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamGetCaptureInfo, 12030, 12030)(
+		stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
+		(const CUgraphEdgeData **)edgeData_out, numDependencies_out));
+}
+
+cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphCreate, 10000)(pGraph, flags));
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphDestroy, 10000)(graph));
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphInstantiateWithFlags, 11040)(pGraphExec, graph, flags));
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t *pGraphExec, cudaGraph_t graph, unsigned long long flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphInstantiateWithFlags, 11040)(pGraphExec, graph, flags));
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphExecDestroy, 10000)(graphExec));
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphLaunch, 10000)(graphExec, stream));
+}
+
+cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuGraphLaunch, 10000, 10000)(graphExec, stream));
+}
+
+cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRV(cuGraphUpload, 11010)(graphExec, stream));
+}
+
+cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuGraphUpload, 11010, 11010)(graphExec, stream));
+}
