@@ -20,7 +20,8 @@
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
- *     -b N     benchmark: ns per call of an empty function and of stepprof_mark,
+ *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
+ *              clock_gettime(CLOCK_MONOTONIC) (the floor of any timestamped record),
  *              each through a function pointer, N calls, best of 5 rounds
  * Prints "markgen pid=<pid> marks=<total written by this process>" (and
  * "child=<pid>" lines) on stdout.
@@ -106,6 +107,13 @@ static __attribute__((noinline)) void empty(const char *name)
 	__asm__ volatile("" : : "r"(name) : "memory");
 }
 
+static __attribute__((noinline)) void clock_only(const char *name)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	__asm__ volatile("" : : "r"(name), "r"(&t) : "memory");
+}
+
 static double per_call(mark_fn fn, long n)
 {
 	double best = 1e9;
@@ -150,9 +158,10 @@ int main(int argc, char **argv)
 		do_step = no_step;
 
 	if (bench > 0) {
-		mark_fn e = empty;
-		double base_ns = per_call(e, bench), mark_ns = per_call(do_mark, bench);
-		printf("empty_ns=%.2f mark_ns=%.2f added_ns=%.2f\n", base_ns, mark_ns, mark_ns - base_ns);
+		mark_fn e = empty, c = clock_only;
+		double base_ns = per_call(e, bench), mark_ns = per_call(do_mark, bench), clock_ns = per_call(c, bench);
+		printf("empty_ns=%.2f mark_ns=%.2f added_ns=%.2f clock_ns=%.2f\n", base_ns, mark_ns, mark_ns - base_ns,
+		       clock_ns - base_ns);
 		return 0;
 	}
 
