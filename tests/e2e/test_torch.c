@@ -1,0 +1,146 @@
+/*
+ * test_torch.c - a real PyTorch input pipeline (Debian's python3-torch, run
+ * with /usr/bin/python3): tests/workloads/py/loader.py reads one of 3,000
+ * small files (2-16 KiB) per item through DataLoader(num_workers=4,
+ * batch_size=32) for two epochs. Every open of those files must be in the
+ * trace, attributed to the worker processes (not the trainer), the bytes read
+ * must add up to the files' sizes, and the trainer's waits for batches must
+ * be loader waits: under LD_PRELOAD (libc wrappers) and under
+ * `stepprof run --bpf` (skipped with a reason where BPF is refused).
+ * Ground truth: the script's own counts and the pids that served the items.
+ */
+#include "test_io_helpers.h"
+
+#define PYTHON "/usr/bin/python3"
+#define NFILES "3000"
+
+struct torch_env {
+	char *tmp, *script, *lib, *stepprof;
+	char data[PATH_MAX], trace[PATH_MAX], prefix[PATH_MAX + 4];
+};
+
+static void torch_init(struct torch_env *e, const char *tag)
+{
+	if (access(PYTHON, X_OK) != 0)
+		cr_skip_test(PYTHON " not installed");
+	struct sp_t_result res;
+	char *probe[] = { PYTHON, "-c", "import torch", NULL };
+	if (sp_t_run(&res, probe, NULL, NULL, 120) != 0) {
+		sp_t_result_free(&res);
+		cr_skip_test("python3-torch not installed (make deps installs it)");
+	}
+	sp_t_result_free(&res);
+	e->tmp = sp_t_tmpdir(tag);
+	e->script = realpath("tests/workloads/py/loader.py", NULL);
+	cr_assert_not_null(e->script, "tests/workloads/py/loader.py not found (run from the repository root)");
+	e->lib = io_t_abs("lib/libstepprof.so");
+	e->stepprof = io_t_abs("bin/stepprof");
+	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);
+	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
+	snprintf(e->prefix, sizeof(e->prefix), "%s/s", e->data);
+	char *make[] = { PYTHON, e->script, "make", e->data, NFILES, NULL };
+	cr_assert_eq(sp_t_run(&res, make, NULL, NULL, 120), 0, "loader.py make: %s", res.err);
+	sp_t_result_free(&res);
+}
+
+static void torch_fini(struct torch_env *e)
+{
+	sp_t_rmrf(e->tmp);
+	free(e->tmp), free(e->script), free(e->lib), free(e->stepprof);
+}
+
+static int in_list(const struct sp_json *arr, int pid)
+{
+	for (size_t i = 0; arr && i < arr->n; i++)
+		if ((int)arr->kids[i].num == pid)
+			return 1;
+	return 0;
+}
+
+static void check_pipeline(struct torch_env *e, const struct sp_json *t, const char *source, struct io_recs *rsp)
+{
+	struct io_recs rs;
+	io_t_load_dir(e->trace, &rs);
+	*rsp = rs;
+	long opens = sp_json_i64(t, "opens", -1);
+	uint64_t nbytes = sp_json_u64(t, "bytes", 0);
+	int main_pid = (int)sp_json_i64(t, "main_pid", 0);
+	const struct sp_json *workers = sp_json_get(t, "worker_pids");
+	cr_assert_eq(opens, 6000, "the script opened %ld files", opens);
+	cr_assert_not_null(workers);
+	cr_assert_geq(workers->n, 4, "%zu worker pids", workers->n);
+
+	uint64_t b;
+	long n = io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = e->prefix, .source = source }, NULL);
+	cr_expect_eq(n, opens, "%s: %ld opens recorded, the Dataset opened %ld files", source, n, opens);
+	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = e->prefix, .source = source }, &b);
+	cr_expect_eq(b, nbytes, "%s: %llu bytes recorded, the Dataset read %llu", source, (unsigned long long)b,
+		     (unsigned long long)nbytes);
+	long bad = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		struct io_rec *r = &rs.v[i];
+		if (strcmp(r->kind, "open") || !r->path || strncmp(r->path, e->prefix, strlen(e->prefix)))
+			continue;
+		bad += !in_list(workers, r->pid) || r->pid == main_pid;
+	}
+	cr_expect_eq(bad, 0, "%ld opens not attributed to a worker process", bad);
+	/* The trainer waits for its batches on the workers' pipes/sockets. */
+	long waits = io_t_count(&rs, (struct io_filter){ .kind = "loader_wait", .pid = main_pid }, NULL);
+	cr_expect_gt(waits, 0, "no loader_wait record in the main process %d", main_pid);
+	uint64_t waited = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		if (!strcmp(rs.v[i].kind, "loader_wait") && rs.v[i].pid == main_pid) {
+			waited += rs.v[i].end - rs.v[i].begin;
+			cr_expect(!strcmp(rs.v[i].fd_type, "pipe") || !strcmp(rs.v[i].fd_type, "socket"), "fd_type %s",
+				  rs.v[i].fd_type);
+		}
+	cr_expect_gt(waited, 0);
+}
+
+Test(torch, dataloader_under_ld_preload, .timeout = 300)
+{
+	struct torch_env e;
+	torch_init(&e, "torch-libc");
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { PYTHON, "-W", "ignore", e.script, "run", e.data, NFILES, "2", "4", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 240), 0, "loader.py run: %s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	check_pipeline(&e, t, "libc", &rs);
+	io_t_free(&rs);
+	sp_json_free(t);
+	torch_fini(&e);
+}
+
+Test(torch, dataloader_under_stepprof_run_bpf, .timeout = 300)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct torch_env e;
+	torch_init(&e, "torch-bpf");
+	char *argv[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", PYTHON, "-W", "ignore", e.script, "run",
+			 e.data, NFILES, "2", "4", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 240), 0, "stepprof run: %s", res.err);
+	if (strstr(res.err, "eBPF collector unavailable")) {
+		cr_log_warn("%s", res.err);
+		sp_t_result_free(&res);
+		torch_fini(&e);
+		cr_skip_test("BPF refused here (see the line above)");
+	}
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	check_pipeline(&e, t, "bpf", &rs);
+	/* And not twice: the libc file wrappers stood down. */
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = e.prefix, .source = "libc" }, NULL), 0);
+	io_t_free(&rs);
+	sp_json_free(t);
+	torch_fini(&e);
+}
