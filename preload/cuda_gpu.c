@@ -496,6 +496,7 @@ void sp_gpu_header_once(void)
 	if (!h)
 		return;
 	int e = errno;
+	sp_hook_depth++; /* our own sysfs reads and driver queries are not the program's */
 	__atomic_or_fetch(&h->features, SP_FEAT_CUDA, __ATOMIC_RELAXED);
 	int v = 0;
 	if (d->DriverGetVersion && d->DriverGetVersion(&v) == CUDA_SUCCESS)
@@ -533,5 +534,6 @@ void sp_gpu_header_once(void)
 		}
 		h->ndevices = (uint32_t)n;
 	}
+	sp_hook_depth--;
 	errno = e;
 }

@@ -15,12 +15,17 @@ $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o: tests/workloads/cuda/door_cuda.c
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -DDOOR_DLSYM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
+$(BUILD)/obj/tests/workloads/cuda/door_static.o: tests/workloads/cuda/door_cuda.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CPPFLAGS_COMMON) -DDOOR_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+
 $(BUILD)/bin/door_plt: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 $(DOOR_LDFLAGS) -ldl -lpthread
 
-$(BUILD)/bin/door_static: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart_static.a
+$(BUILD)/bin/door_static: $(BUILD)/obj/tests/workloads/cuda/door_static.o $(BUILD)/simgpu/libcudart_static.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< $(BUILD)/simgpu/libcudart_static.a $(DOOR_LDFLAGS) -ldl -lpthread -lrt

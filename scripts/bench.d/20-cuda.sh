@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# 20-cuda.sh - host cost the CUDA hooks add per wrapped call (design.md §7:
+# <= 60 ns with STEPPROF_KERNEL_TIMING=off), measured as a difference against
+# the same loop without the preload in the same run, on the simulated GPU:
+#   - cudaStreamQuery on an idle stream (one SYNC record per call),
+#   - launches of an empty kernel, without and with timing events (all).
+# Each figure is the best of 5 runs of N calls (these machines are shared).
+set -u
+B=${STEPPROF_BUILD:-build}
+bin=$B/bin/door_plt
+lib=$PWD/$B/lib/libstepprof.so
+N=${SP_BENCH_CUDA_N:-200000}
+if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then
+	echo "BENCH cuda_wrapper_ns: skipped ($bin or $lib not built)"
+	exit 0
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+# best (lowest) of 5: prints "query_ns launch_ns"
+best() {
+	local q=999999999 l=999999999 out a b
+	for _ in 1 2 3 4 5; do
+		out=$(env "$@" "$bin" --bench "$N" 2>/dev/null) || return 1
+		a=$(echo "$out" | awk '/^query_ns/ {print $2}')
+		b=$(echo "$out" | awk '/^launch_ns/ {print $2}')
+		q=$(awk -v x="$q" -v y="$a" 'BEGIN {print (y < x) ? y : x}')
+		l=$(awk -v x="$l" -v y="$b" 'BEGIN {print (y < x) ? y : x}')
+	done
+	echo "$q $l"
+}
+
+read -r q0 l0 < <(best LD_PRELOAD=)
+read -r q1 l1 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/off" STEPPROF_KERNEL_TIMING=off)
+read -r q2 l2 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/all" STEPPROF_KERNEL_TIMING=all)
+
+report() { # name value budget
+	awk -v n="$1" -v v="$2" -v b="$3" 'BEGIN {
+		if (b == "") { printf "BENCH %s: %.1f ns (budget none) ok\n", n, v; exit }
+		printf "BENCH %s: %.1f ns (budget %s ns) %s\n", n, v, b, (v <= b) ? "ok" : "OVER" }'
+}
+echo "cudaStreamQuery: bare ${q0} ns, preloaded ${q1} ns; empty launch: bare ${l0} ns, timing off ${l1} ns, timing all ${l2} ns"
+report cuda_wrapper_ns "$(awk -v a="$q1" -v b="$q0" 'BEGIN {print a - b}')" 60
+report cuda_launch_added_ns "$(awk -v a="$l1" -v b="$l0" 'BEGIN {print a - b}')" 60
+report cuda_launch_timing_all_added_ns "$(awk -v a="$l2" -v b="$l0" 'BEGIN {print a - b}')" ""
