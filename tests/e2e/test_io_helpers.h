@@ -114,7 +114,7 @@ static IO_T_UNUSED void io_t_load_dir(const char *dir, struct io_recs *rs)
 	if (!d)
 		return;
 	struct dirent *e;
-	char path[PATH_MAX];
+	char path[PATH_MAX + 256];
 	while ((e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
