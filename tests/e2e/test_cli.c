@@ -466,3 +466,43 @@ Test(cli, damaged_copies_never_crash_the_command, .timeout = 120)
 	free(ref);
 	free(dmg);
 }
+
+/* design.md §7: the reader's memory does not depend on the trace's length. */
+static void write_threads(const char *path, int threads, int per_thread)
+{
+	struct sp_tg *g = sp_tg_create(path, 900, 1, 0);
+	uint32_t nm = sp_tg_intern(g, "m");
+	for (int i = 0; i < per_thread; i++)
+		for (int t = 0; t < threads; t++)
+			SP_TG_ADD(g, 900 + t, SP_K_MARK, SP_API_stepprof_mark, T0 + (uint64_t)i * 10 + (uint64_t)t,
+				  T0 + (uint64_t)i * 10 + (uint64_t)t, {SP_F_NAME, nm});
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+Test(cli, info_memory_does_not_grow_with_the_trace, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *small = path_in(dir, "small.sptrace");
+	char *big = path_in(dir, "big.sptrace");
+	write_threads(small, 8, 5000); /* 40,000 records, 1.3 MB */
+	write_threads(big, 8, 150000); /* 1,200,000 records, 38 MB */
+	struct sp_t_result r;
+	cr_assert_eq(stepprof(&r, "info", "--json", small, NULL), 0, "%s", r.err);
+	long rss_small = r.maxrss_kb;
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "info", "--json", big, NULL), 0, "%s", r.err);
+	long rss_big = r.maxrss_kb;
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_eq(sp_json_u64(j, "files.0.records_by_kind.mark", 0), 1200000);
+	cr_assert_eq(sp_json_u64(j, "files.0.threads", 0), 8);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	cr_log_info("info peak RSS: %ld KiB on 40k records, %ld KiB on 1.2M records", rss_small, rss_big);
+	cr_assert(rss_small > 0 && rss_big > 0);
+	/* 30x the records, 36 MB more file: the peak may differ by allocator noise only. */
+	cr_assert(rss_big - rss_small < 2048, "peak RSS grew from %ld to %ld KiB", rss_small, rss_big);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(small);
+	free(big);
+}

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -252,8 +253,10 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 		}
 		if (!reaped) {
 			int st;
-			pid_t w = waitpid(pid, &st, WNOHANG);
+			struct rusage ru;
+			pid_t w = wait4(pid, &st, WNOHANG, &ru);
 			if (w == pid) {
+				res->maxrss_kb = ru.ru_maxrss;
 				reaped = 1;
 				status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 				/* A daemonised grandchild may keep the pipes open: drain briefly only. */

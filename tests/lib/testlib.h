@@ -19,15 +19,16 @@
 
 /* ---- paths and processes ---- */
 const char *sp_t_build(const char *rel); /* static buffer per call site is NOT used: returns a malloc'd string */
-char *sp_t_tmpdir(const char *tag);      /* malloc'd path of a new empty directory */
+char *sp_t_tmpdir(const char *tag);	 /* malloc'd path of a new empty directory */
 void sp_t_rmrf(const char *path);
 
 struct sp_t_result {
-	int status;    /* exit code, or 128+signal when killed */
-	char *out;     /* captured stdout, NUL-terminated (malloc'd) */
+	int status; /* exit code, or 128+signal when killed */
+	char *out;  /* captured stdout, NUL-terminated (malloc'd) */
 	size_t outlen;
-	char *err;     /* captured stderr */
+	char *err; /* captured stderr */
 	size_t errlen;
+	long maxrss_kb; /* peak resident memory of the command (getrusage of the child) */
 };
 
 /*
@@ -47,10 +48,10 @@ enum sp_json_type { SPJ_NULL, SPJ_BOOL, SPJ_NUM, SPJ_STR, SPJ_ARR, SPJ_OBJ };
 
 struct sp_json {
 	enum sp_json_type type;
-	double num;        /* SPJ_NUM, SPJ_BOOL (0/1) */
-	char *str;         /* SPJ_STR: the string; SPJ_NUM: the number's literal text (exact 64-bit values) */
-	char *key;         /* member name when inside an object */
-	size_t n;          /* SPJ_ARR/SPJ_OBJ: number of children */
+	double num; /* SPJ_NUM, SPJ_BOOL (0/1) */
+	char *str;  /* SPJ_STR: the string; SPJ_NUM: the number's literal text (exact 64-bit values) */
+	char *key;  /* member name when inside an object */
+	size_t n;   /* SPJ_ARR/SPJ_OBJ: number of children */
 	struct sp_json *kids;
 };
 
