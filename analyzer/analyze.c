@@ -689,6 +689,7 @@ struct pass2 {
 	struct {
 		uint32_t op;
 		uint8_t cls;
+		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
 	} *ring;
 	struct openfile *files;
 	struct liveblk *live;
@@ -982,6 +983,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			uint32_t op = (uint32_t)ev->f[SP_F_OP];
 			p->ring[op % OP_RING].op = op;
 			p->ring[op % OP_RING].cls = OPC_COMPUTE;
+			p->ring[op % OP_RING].sync_end = 0;
 		}
 		break;
 	case SP_K_COPY: {
@@ -993,6 +995,14 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		uint32_t op = (uint32_t)ev->f[SP_F_OP];
 		p->ring[op % OP_RING].op = op;
 		p->ring[op % OP_RING].cls = cls;
+		/*
+		 * A copy from or to pageable memory, or one without "Async" in its name,
+		 * returns only when the data has moved (CUDA's semantics): its GPU span
+		 * cannot end later than the call, whatever the timing events say.
+		 */
+		int host_sync = ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE ||
+				!strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async");
+		p->ring[op % OP_RING].sync_end = host_sync && (cls == OPC_H2D || cls == OPC_D2H) ? ev->end_ns : 0;
 		if (cls != OPC_H2D && cls != OPC_D2H)
 			break;
 		if (is_t) {
@@ -1026,14 +1036,18 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (!is_p)
 			break;
 		uint32_t op = (uint32_t)ev->f[SP_F_OP];
-		uint8_t cls = p->ring[op % OP_RING].op == op ? p->ring[op % OP_RING].cls : OPC_NONE;
-		add_span(p, BD_GPU, ev->begin_ns, ev->end_ns);
+		int known = p->ring[op % OP_RING].op == op;
+		uint8_t cls = known ? p->ring[op % OP_RING].cls : OPC_NONE;
+		uint64_t gb = ev->begin_ns, ge = ev->end_ns;
+		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
+			ge = p->ring[op % OP_RING].sync_end;
+		add_span(p, BD_GPU, gb, ge);
 		if (cls == OPC_COMPUTE)
-			add_span(p, BD_COMPUTE, ev->begin_ns, ev->end_ns);
+			add_span(p, BD_COMPUTE, gb, ge);
 		else if (cls == OPC_H2D)
-			add_span(p, BD_H2D, ev->begin_ns, ev->end_ns);
+			add_span(p, BD_H2D, gb, ge);
 		else if (cls == OPC_D2H)
-			add_span(p, BD_D2H, ev->begin_ns, ev->end_ns);
+			add_span(p, BD_D2H, gb, ge);
 		break;
 	}
 	case SP_K_SYNC:

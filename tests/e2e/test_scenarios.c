@@ -1,0 +1,315 @@
+/*
+ * test_scenarios.c - the acceptance tests of `stepprof analyze` (issue 5): every
+ * scenario of the synthetic trainer (docs/workloads.md) in every marker mode
+ * (none: automatic detection, nvtx, step), run under LD_PRELOAD=libstepprof.so
+ * on the simulated GPU, analysed, and compared with the ground-truth JSON line the
+ * trainer printed (schema stepprof.trainer/1):
+ *   - the iteration count is exact, and the source is the marker mode's;
+ *   - every category's share of wall time is within ±3 percentage points;
+ *   - each iteration's six categories sum to its wall time (within 0.1%);
+ *   - the scenario's finding fires with the right kind and iterations, and the
+ *     clean scenario has no warning or critical finding;
+ *   - the multi-process run (trainer + 4 loader workers) is merged: the workers are
+ *     in the process list with their role, their reads counted.
+ *
+ * Divided into: 1. running a scenario, 2. the common checks, 3. one test per
+ * scenario and marker mode.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testlib.h"
+
+/* ----------------------------------------------------- 1. running */
+
+struct run {
+	char *dir;
+	struct sp_json *truth, *an;
+	struct sp_t_result tr, ar;
+};
+
+static const char *const cats[] = { "input", "h2d", "compute", "d2h", "sync", "other" };
+
+static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
+{
+	memset(r, 0, sizeof(*r));
+	r->dir = sp_t_tmpdir("scenario");
+	char tdir[512], env_dir[600], env_pre[600];
+	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
+	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
+	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
+	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
+	free(lib);
+	char *env[] = { env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL };
+	char *argv[] = { (char *)sp_t_build("bin/trainer"), "--scenario", (char *)scenario, "--markers",
+			 (char *)markers, (char *)extra, (char *)(extra ? "20" : NULL), NULL };
+	sp_t_run(&r->tr, argv, env, NULL, 120);
+	cr_assert_eq(r->tr.status, 0, "trainer --scenario %s --markers %s: exit %d: %s", scenario, markers,
+		     r->tr.status, r->tr.err);
+	/* the ground truth is the last line of stdout */
+	char *line = r->tr.out, *nl;
+	while ((nl = strchr(line, '\n')) && nl[1])
+		line = nl + 1;
+	r->truth = sp_json_parse(line);
+	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
+	char *aargv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL };
+	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
+	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
+	r->an = sp_json_parse(r->ar.out);
+	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
+}
+
+static void run_free(struct run *r)
+{
+	sp_json_free(r->truth);
+	sp_json_free(r->an);
+	sp_t_result_free(&r->tr);
+	sp_t_result_free(&r->ar);
+	sp_t_rmrf(r->dir);
+	free(r->dir);
+}
+
+/* --------------------------------------------------- 2. common checks */
+
+static void check_common(struct run *r, const char *markers)
+{
+	const char *want_src = !strcmp(markers, "nvtx") ? "nvtx" : !strcmp(markers, "step") ? "api" : "auto";
+	cr_expect_str_eq(sp_json_str(r->an, "iteration_source"), want_src);
+	double n_truth = sp_json_num(r->truth, "totals.iterations", -1);
+	double n = sp_json_num(r->an, "summary.iterations", -2);
+	cr_assert_eq(n, n_truth, "iterations: %g, the trainer ran %g", n, n_truth);
+	for (int c = 0; c < 6; c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		double got = sp_json_num(r->an, key, -1), want = sp_json_num(r->truth, key, -1);
+		cr_expect(fabs(got - want) <= 0.03, "%s share %.4f, ground truth %.4f (±0.03)", cats[c], got, want);
+	}
+	struct sp_json *its = sp_json_get(r->an, "iterations");
+	cr_assert_not_null(its);
+	for (size_t i = 0; i < its->n; i++) {
+		struct sp_json *it = sp_json_at(its, i);
+		double wall = sp_json_num(it, "wall_ns", 0), sum = 0;
+		for (int c = 0; c < 6; c++) {
+			char key[64];
+			snprintf(key, sizeof(key), "breakdown_ns.%s", cats[c]);
+			sum += sp_json_num(it, key, 0);
+		}
+		cr_expect(fabs(sum - wall) <= 0.001 * wall, "iteration %zu: categories sum to %.0f, wall %.0f", i, sum,
+			  wall);
+	}
+	/* the bottleneck, when the ground truth's is clear (not a near tie) */
+	double comp = sp_json_num(r->truth, "summary.breakdown_fraction.compute", 0);
+	double top = 0, second = 0;
+	for (int c = 0; c < 6; c++) {
+		if (c == 2)
+			continue;
+		char key[96];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		double v = sp_json_num(r->truth, key, 0);
+		if (v > top) {
+			second = top;
+			top = v;
+		} else if (v > second) {
+			second = v;
+		}
+	}
+	if (fabs(comp - 0.8) > 0.03 && (comp >= 0.8 || top - second > 0.06))
+		cr_expect_str_eq(sp_json_str(r->an, "summary.bottleneck"), sp_json_str(r->truth, "summary.bottleneck"));
+}
+
+static struct sp_json *finding(struct run *r, const char *kind, const char *signal)
+{
+	struct sp_json *f = sp_json_get(r->an, "findings");
+	for (size_t i = 0; f && i < f->n; i++) {
+		struct sp_json *x = sp_json_at(f, i);
+		if (strcmp(sp_json_str(x, "kind"), kind))
+			continue;
+		if (signal && (!sp_json_str(x, "signal") || strcmp(sp_json_str(x, "signal"), signal)))
+			continue;
+		return x;
+	}
+	return NULL;
+}
+
+static int severity(struct sp_json *f)
+{
+	const char *s = sp_json_str(f, "severity");
+	return !strcmp(s, "critical") ? 2 : !strcmp(s, "warning") ? 1 : 0;
+}
+
+/* --------------------------------------------------- 3. the scenarios */
+
+static void input_bound(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "input-bound", markers, NULL);
+	check_common(&r, markers);
+	struct sp_json *f = finding(&r, "small_file_storm", NULL);
+	cr_assert_not_null(f, "no small_file_storm: %s", r.ar.out);
+	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
+	double n = sp_json_num(r.an, "summary.iterations", 0);
+	cr_expect(sp_json_num(f, "last_iteration", -1) >= n / 2, "the storm lasts while batches are read");
+	cr_expect_geq(severity(f), 1);
+	/* merged: the trainer and its 4 loader workers */
+	struct sp_json *procs = sp_json_get(r.an, "processes"), *wp = sp_json_get(r.truth, "worker_pids");
+	cr_assert_not_null(wp);
+	cr_expect_eq(wp->n, 4);
+	for (size_t k = 0; k < wp->n; k++) {
+		int found = 0;
+		for (size_t i = 0; i < procs->n; i++) {
+			struct sp_json *p = sp_json_at(procs, i);
+			if (sp_json_num(p, "pid", 0) == sp_json_at(wp, k)->num) {
+				found = 1;
+				cr_expect_str_eq(sp_json_str(p, "role"), "worker");
+			}
+		}
+		cr_expect(found, "worker %g missing from processes", sp_json_at(wp, k)->num);
+	}
+	double opened = 0, truth_opened = sp_json_num(r.truth, "totals.files_opened", -1);
+	struct sp_json *its = sp_json_get(r.an, "iterations");
+	for (size_t i = 0; i < its->n; i++)
+		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
+	/* every batch file is read inside some iteration (the first includes the first load) */
+	cr_expect_eq(opened, truth_opened, "files opened inside iterations %g, the trainer read %g", opened,
+		     truth_opened);
+	run_free(&r);
+}
+
+static void pageable(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "pageable-h2d-bound", markers, NULL);
+	check_common(&r, markers);
+	struct sp_json *f = finding(&r, "unpinned_copy", NULL);
+	cr_assert_not_null(f, "no unpinned_copy: %s", r.ar.out);
+	double n = sp_json_num(r.an, "summary.iterations", 0);
+	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
+	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
+	cr_expect_geq(severity(f), 1, "async copies from pageable memory are at least a warning");
+	cr_expect_eq(sp_json_num(r.an, "iterations.3.pageable_copies", -1),
+		     sp_json_num(r.truth, "iterations.3.pageable_copies", -2));
+	run_free(&r);
+}
+
+static void compute_bound(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "compute-bound", markers, NULL);
+	check_common(&r, markers);
+	cr_expect_str_eq(sp_json_str(r.an, "summary.bottleneck"), "compute");
+	run_free(&r);
+}
+
+static void no_warning(struct run *r, const char *except)
+{
+	struct sp_json *f = sp_json_get(r->an, "findings");
+	for (size_t i = 0; f && i < f->n; i++) {
+		struct sp_json *x = sp_json_at(f, i);
+		if (except && !strcmp(sp_json_str(x, "kind"), except))
+			continue;
+		cr_expect_eq(severity(x), 0, "unexpected %s finding %s", sp_json_str(x, "severity"),
+			     sp_json_str(x, "kind"));
+	}
+}
+
+static void clean(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "clean", markers, NULL);
+	check_common(&r, markers);
+	no_warning(&r, NULL);
+	run_free(&r);
+}
+
+static void fragmenting(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "fragmenting", markers, NULL);
+	check_common(&r, markers);
+	double it = sp_json_num(r.truth, "alloc_failures.0.iteration", -1);
+	cr_assert(it >= 0, "the trainer reported no allocation failure");
+	struct sp_json *a = finding(&r, "alloc_fragmentation", "failed_with_free_memory");
+	cr_assert_not_null(a, "no alloc_fragmentation (a): %s", r.ar.out);
+	cr_expect_str_eq(sp_json_str(a, "severity"), "critical");
+	cr_expect_eq(sp_json_num(a, "first_iteration", -1), it);
+	cr_expect_eq(sp_json_num(a, "evidence.request_bytes", -1), sp_json_num(r.truth, "alloc_failures.0.request", -2));
+	struct sp_json *b = finding(&r, "alloc_fragmentation", "allocator_flush");
+	cr_assert_not_null(b, "no alloc_fragmentation (b): %s", r.ar.out);
+	cr_expect_eq(sp_json_num(b, "first_iteration", -1), it);
+	run_free(&r);
+}
+
+static void leaking(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "leaking", markers, NULL);
+	check_common(&r, markers);
+	struct sp_json *f = finding(&r, "memory_growth", NULL);
+	cr_assert_not_null(f, "no memory_growth: %s", r.ar.out);
+	cr_expect_str_eq(sp_json_str(f, "severity"), "critical");
+	double n = sp_json_num(r.an, "summary.iterations", 0);
+	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
+	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
+	double slope = sp_json_num(f, "evidence.slope_bytes_per_iteration", 0);
+	double leak = sp_json_num(r.truth, "config.leak_bytes", 0);
+	cr_expect(fabs(slope - leak) <= 0.05 * leak, "slope %.0f bytes/iteration, the trainer leaks %.0f", slope, leak);
+	run_free(&r);
+}
+
+static void sync_heavy(const char *markers)
+{
+	struct run r;
+	run_scenario(&r, "sync-heavy", markers, NULL);
+	check_common(&r, markers);
+	run_free(&r);
+}
+
+/* Automatic detection with ±20% jitter on every duration (the acceptance's hardest case). */
+static void jittered(const char *scenario)
+{
+	struct run r;
+	run_scenario(&r, scenario, "none", "--jitter");
+	check_common(&r, "none");
+	run_free(&r);
+}
+
+#define MODES(name, fn)                                                                                                \
+	Test(scenarios, name##_auto, .timeout = 180)                                                                   \
+	{                                                                                                              \
+		fn("none");                                                                                            \
+	}                                                                                                              \
+	Test(scenarios, name##_nvtx, .timeout = 180)                                                                   \
+	{                                                                                                              \
+		fn("nvtx");                                                                                            \
+	}                                                                                                              \
+	Test(scenarios, name##_step, .timeout = 180)                                                                   \
+	{                                                                                                              \
+		fn("step");                                                                                            \
+	}
+
+MODES(input_bound, input_bound)
+MODES(pageable_h2d_bound, pageable)
+MODES(compute_bound, compute_bound)
+MODES(clean, clean)
+MODES(fragmenting, fragmenting)
+MODES(leaking, leaking)
+MODES(sync_heavy, sync_heavy)
+
+Test(scenarios, jitter20_input_bound_auto, .timeout = 180)
+{
+	jittered("input-bound");
+}
+
+Test(scenarios, jitter20_sync_heavy_auto, .timeout = 180)
+{
+	jittered("sync-heavy");
+}
+
+Test(scenarios, jitter20_clean_auto, .timeout = 180)
+{
+	jittered("clean");
+}
