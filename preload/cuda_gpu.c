@@ -70,9 +70,14 @@ unsigned sp_gpu_device(void)
 
 /* ------------------------------------------------------------ 2. timing */
 
-#define POOL_MAX 512
-#define POOL_BATCH 32
-#define PEND_MAX 240
+/*
+ * A training step may launch a few thousand kernels between two syncs; ops
+ * beyond PEND_MAX before the next sync are not timed (STEPPROF_KERNEL_TIMING=N
+ * thins them out). 2 events per op, plus anchors.
+ */
+#define POOL_MAX 4160
+#define POOL_BATCH 64
+#define PEND_MAX 2048
 #define ANCHOR_REFRESH_NS 1000000000ull
 
 struct pend {
