@@ -42,7 +42,7 @@ static void usage(FILE *f)
 		   "A profiler for GPU training jobs: capture with LD_PRELOAD=libstepprof.so, then\n"
 		   "ask where each iteration's time went.\n\nverbs:\n");
 	for (size_t i = 0; i < NVERBS; i++)
-		fprintf(f, "  %-8s %-24s %s%s\n", verbs[i].name, verbs[i].operands, verbs[i].summary,
+		fprintf(f, "  %-8s %-27s %s%s\n", verbs[i].name, verbs[i].operands, verbs[i].summary,
 			verbs[i].fn ? "" : " (not built)");
 	fprintf(f, "\nexit status: 0 ok, 1 usage, 2 unreadable input, 3 damaged input (truncated or\n"
 		   "corrupt; what was whole is reported), 4 internal error or verb not built.\n"
