@@ -692,12 +692,35 @@ extern const size_t sim_nprocs;
  * take that variant's _ptds/_ptsz flavour when it has one. The table is sorted by
  * name, then version, so one pass finds both.
  */
+/* SIMGPU_LOG_PROCS=<file>: append every request, one "name ver=V flags=F" line, in
+ * the format of cudart_entry_points.txt, so a test can compare what a runtime asks. */
+static void proc_log(const char *symbol, int version, cuuint64_t flags)
+{
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static FILE *f;
+	static int opened;
+
+	pthread_mutex_lock(&mu);
+	if (!opened) {
+		const char *path = getenv("SIMGPU_LOG_PROCS");
+		opened = 1;
+		f = path && *path ? fopen(path, "ae") : NULL;
+	}
+	if (f) {
+		fprintf(f, "%s ver=%d flags=%llu\n", symbol && *symbol ? symbol : "\"\"", version,
+			(unsigned long long)flags);
+		fflush(f);
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 static CUresult proc_lookup(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
 			    CUdriverProcAddressQueryResult *status)
 {
 	const struct sim_proc *best = NULL, *best_pt = NULL;
 	int known = 0;
 
+	proc_log(symbol, cudaVersion, flags);
 	if (pfn)
 		*pfn = NULL;
 	if (!symbol || !pfn)

@@ -1,0 +1,774 @@
+/*
+ * test_simgpu.c - the simulated GPU's own semantics (tests/simgpu/), checked
+ * against what CUDA documents and what the test itself does (sleeps, bytes,
+ * addresses), never against the simulator's own reports alone.
+ *
+ *   1. loading: the simulator is dlopen'ed from build/simgpu at run time (the test
+ *      binary does not link it); each Criterion test runs in its own process, so
+ *      each gets a fresh simulated GPU configured by the SIMGPU_* set before init
+ *   2. entry points: cuGetProcAddress against cuda.h's own #defines; the runtime's
+ *      start-up requests against NVIDIA's list
+ *   3. streams: FIFO order, legacy default stream ordering, non-blocking streams,
+ *      cross-stream waits, device sync
+ *   4. copies: pageable async is host-synchronous, bandwidths, data movement, 2D
+ *   5. events: timing of a kernel that sleeps
+ *   6. memory: first-fit fragmentation and OOM with free >= request, pointer attributes
+ *   7. capture and graphs; lazy initialisation (no thread before CUDA is used)
+ */
+#include <criterion/criterion.h>
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ---------------------------------------------------------------- 1. loading */
+
+static void *drv, *rt;
+
+#define XSTR(x) STR(x)
+#define STR(x)	#x
+/* A driver or runtime function by the name cuda.h gives it (macros expanded, e.g.
+ * cuMemAlloc -> cuMemAlloc_v2), typed with cuda.h's prototype. */
+#define D(fn) ((__typeof__(&fn))dsym(drv, XSTR(fn)))
+#define R(fn) ((__typeof__(&fn))dsym(rt, XSTR(fn)))
+
+static void *dsym(void *h, const char *name)
+{
+	void *p = dlsym(h, name);
+
+	cr_assert_not_null(p, "simulator lacks %s", name);
+	return p;
+}
+
+static void load_driver(void)
+{
+	const char *path = sp_t_build("simgpu/libcuda.so.1");
+
+	drv = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	cr_assert_not_null(drv, "dlopen %s: %s", path, dlerror());
+}
+
+/* The runtime finds libcuda.so.1 already loaded (same soname), so both share one GPU. */
+static void load_runtime(void)
+{
+	const char *path = sp_t_build("simgpu/libcudart.so.12");
+
+	load_driver();
+	rt = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+	cr_assert_not_null(rt, "dlopen %s: %s", path, dlerror());
+}
+
+/* Driver with a current context on device 0. */
+static CUcontext drv_init(void)
+{
+	CUcontext c;
+
+	load_driver();
+	cr_assert_eq(D(cuInit)(0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuDevicePrimaryCtxRetain)(&c, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxSetCurrent)(c), CUDA_SUCCESS);
+	return c;
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Kernels: host functions run by the stream's worker. Arguments (NULL-terminated,
+ * at most 8 bytes each) are copied at launch, so locals may be passed. */
+static void k_sleep(void **args)
+{
+	int ms = *(int *)args[0];
+	uint64_t *t = *(uint64_t **)args[1]; /* t[0] start, t[1] end */
+
+	t[0] = now_ns();
+	usleep((useconds_t)ms * 1000);
+	t[1] = now_ns();
+}
+
+static void k_append(void **args)
+{
+	int *log = *(int **)args[0];
+	int v = *(int *)args[1];
+
+	log[++log[0]] = v;
+}
+
+static void launch_sleep(CUstream s, int ms, uint64_t *t)
+{
+	void *args[] = {&ms, &t, NULL};
+
+	cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_sleep, 1, 1, 1, 1, 1, 1, 0, s, args, NULL), CUDA_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- 2. entry points */
+
+static void *proc(const char *name, int ver, int flags, CUdriverProcAddressQueryResult *st)
+{
+	void *p = NULL;
+
+	D(cuGetProcAddress)(name, &p, ver, (cuuint64_t)flags, st);
+	return p;
+}
+
+/* cuda.h maps each API name to its current versioned symbol; the driver must hand
+ * out that very symbol for a CUDA 13 request. The expected names come from
+ * cuda.h's macros, expanded by the compiler, not from the simulator. */
+Test(simgpu, proc_address_follows_cuda_h)
+{
+	static const char *const pairs[][2] = {
+		{"cuMemAlloc", XSTR(cuMemAlloc)},
+		{"cuMemFree", XSTR(cuMemFree)},
+		{"cuMemGetInfo", XSTR(cuMemGetInfo)},
+		{"cuMemcpyHtoD", XSTR(cuMemcpyHtoD)},
+		{"cuMemcpyDtoH", XSTR(cuMemcpyDtoH)},
+		{"cuMemcpyHtoDAsync", XSTR(cuMemcpyHtoDAsync)},
+		{"cuMemcpy2DUnaligned", XSTR(cuMemcpy2DUnaligned)},
+		{"cuMemcpy3DAsync", XSTR(cuMemcpy3DAsync)},
+		{"cuMemsetD8", XSTR(cuMemsetD8)},
+		{"cuMemsetD2D32", XSTR(cuMemsetD2D32)},
+		{"cuMemHostRegister", XSTR(cuMemHostRegister)},
+		{"cuMemAllocHost", XSTR(cuMemAllocHost)},
+		{"cuCtxCreate", XSTR(cuCtxCreate)},
+		{"cuCtxDestroy", XSTR(cuCtxDestroy)},
+		{"cuStreamDestroy", XSTR(cuStreamDestroy)},
+		{"cuEventDestroy", XSTR(cuEventDestroy)},
+		{"cuEventElapsedTime", XSTR(cuEventElapsedTime)},
+		{"cuStreamBeginCapture", XSTR(cuStreamBeginCapture)},
+		{"cuStreamGetCaptureInfo", XSTR(cuStreamGetCaptureInfo)},
+		{"cuDevicePrimaryCtxRelease", XSTR(cuDevicePrimaryCtxRelease)},
+		{"cuGetProcAddress", XSTR(cuGetProcAddress)},
+		{"cuDeviceTotalMem", XSTR(cuDeviceTotalMem)},
+		{"cuLaunchKernel", XSTR(cuLaunchKernel)},
+		{"cuStreamSynchronize", XSTR(cuStreamSynchronize)},
+	};
+	CUdriverProcAddressQueryResult st;
+
+	load_driver();
+	for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		void *want = dlsym(drv, pairs[i][1]);
+		cr_assert_not_null(want, "%s not exported", pairs[i][1]);
+		cr_expect_eq(proc(pairs[i][0], 13000, 0, &st), want, "%s -> %s", pairs[i][0], pairs[i][1]);
+		cr_expect_eq(st, CU_GET_PROC_ADDRESS_SUCCESS);
+	}
+}
+
+/* Versions and the per-thread flag select among variants, as NVIDIA's runtime relies on. */
+Test(simgpu, proc_address_versions_and_ptds)
+{
+	CUdriverProcAddressQueryResult st;
+
+	load_driver();
+	cr_expect_eq(proc("cuMemcpyHtoD", 3020, 0, &st), dlsym(drv, "cuMemcpyHtoD_v2"));
+	cr_expect_eq(proc("cuMemcpyHtoD", 7000, 2, &st), dlsym(drv, "cuMemcpyHtoD_v2_ptds"));
+	cr_expect_eq(proc("cuMemcpyHtoDAsync", 7000, 2, &st), dlsym(drv, "cuMemcpyHtoDAsync_v2_ptsz"));
+	cr_expect_eq(proc("cuMemcpyHtoD", 2000, 0, &st), dlsym(drv, "cuMemcpyHtoD"));
+	cr_expect_eq(proc("cuCtxSynchronize", 2000, 0, &st), dlsym(drv, "cuCtxSynchronize"));
+	cr_expect_eq(proc("cuCtxSynchronize", 13000, 0, &st), dlsym(drv, "cuCtxSynchronize_v2"));
+	cr_expect_eq(proc("cuLaunchKernel", 7000, 2, &st), dlsym(drv, "cuLaunchKernel_ptsz"));
+	cr_expect_eq(proc("cuStreamGetCaptureInfo", 11030, 2, &st), dlsym(drv, "cuStreamGetCaptureInfo_v2_ptsz"));
+	cr_expect_eq(proc("cuStreamGetCaptureInfo", 12030, 2, &st), dlsym(drv, "cuStreamGetCaptureInfo_v3_ptsz"));
+	cr_expect_eq(proc("cuMemcpy", 7000, 2, &st), dlsym(drv, "cuMemcpy_ptds"));
+	cr_expect_eq(proc("cuMemsetD8Async", 7000, 2, &st), dlsym(drv, "cuMemsetD8Async_ptsz"));
+	cr_expect_eq(proc("cuMemAlloc", 3020, 2, &st), dlsym(drv, "cuMemAlloc_v2"), "no ptds flavour: plain one");
+
+	cr_expect_null(proc("cuMemAllocAsync", 11000, 0, &st));
+	cr_expect_eq(st, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+	cr_expect_null(proc("cuNoSuchFunction", 13000, 0, &st));
+	cr_expect_eq(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+	cr_expect_null(proc("cuMemAllo", 13000, 0, &st), "exact names, never prefixes");
+	cr_expect_null(proc("", 0, 0, &st));
+}
+
+/* The runtime's start-up asks exactly what NVIDIA's CUDA 13.0 runtime asks, in order
+ * (tests/simgpu/cudart_entry_points.txt, observed from libcudart.so.13). */
+Test(simgpu, runtime_requests_match_reference)
+{
+	char *dir = sp_t_tmpdir("simgpu-procs"), log[512], *got, *ref;
+	int n = -1;
+
+	snprintf(log, sizeof(log), "%s/procs.txt", dir);
+	setenv("SIMGPU_LOG_PROCS", log, 1);
+	load_runtime();
+	cr_assert_eq(R(cudaGetDeviceCount)(&n), cudaSuccess);
+	cr_assert_eq(n, 1);
+	got = sp_t_read_file(log, NULL);
+	ref = sp_t_read_file("tests/simgpu/cudart_entry_points.txt", NULL);
+	cr_assert_not_null(got);
+	cr_assert_not_null(ref);
+	/* Compare line by line, skipping the reference's comment lines. */
+	{
+		char *rs = NULL, *gs = NULL, *rl = strtok_r(ref, "\n", &rs), *gl = strtok_r(got, "\n", &gs);
+		int lines = 0;
+		for (; rl; rl = strtok_r(NULL, "\n", &rs)) {
+			if (rl[0] == '#')
+				continue;
+			cr_assert_not_null(gl, "runtime stopped after %d requests", lines);
+			cr_assert_str_eq(gl, rl, "request %d", lines + 1);
+			lines++;
+			gl = strtok_r(NULL, "\n", &gs);
+		}
+		cr_expect_eq(lines, 440);
+		cr_expect_null(gl, "extra request: %s", gl);
+	}
+	free(got);
+	free(ref);
+	sp_t_rmrf(dir);
+}
+
+Test(simgpu, export_table)
+{
+	static const char id[16] = "simgpu-export-v1";
+	const void *t = NULL;
+	CUuuid u;
+
+	load_driver();
+	memcpy(u.bytes, id, 16);
+	cr_expect_eq(D(cuGetExportTable)(&t, &u), CUDA_SUCCESS);
+	cr_expect_not_null(t);
+	u.bytes[0] = 'X';
+	cr_expect_eq(D(cuGetExportTable)(&t, &u), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* ---------------------------------------------------------------- 3. streams */
+
+Test(simgpu, stream_runs_in_fifo_order)
+{
+	int log[33] = {0};
+	int *lp = log;
+	CUstream s;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, 0), CUDA_SUCCESS);
+	for (int i = 1; i <= 32; i++) {
+		void *args[] = {&lp, &i, NULL};
+		cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_append, 1, 1, 1, 1, 1, 1, 0, s, args, NULL),
+			     CUDA_SUCCESS);
+	}
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	cr_assert_eq(log[0], 32);
+	for (int i = 1; i <= 32; i++)
+		cr_expect_eq(log[i], i);
+}
+
+/* Work on the legacy default stream starts after earlier work of blocking streams,
+ * and later work on a blocking stream waits for it. */
+Test(simgpu, legacy_stream_orders_with_blocking_streams)
+{
+	uint64_t a[2] = {0}, b[2] = {0}, c[2] = {0};
+	CUstream s;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+	launch_sleep(s, 60, a);
+	launch_sleep(NULL, 30, b); /* legacy */
+	launch_sleep(s, 1, c);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_geq(b[0], a[1], "legacy kernel started before the blocking stream's earlier kernel ended");
+	cr_expect_geq(c[0], b[1], "blocking stream's later kernel started before the legacy kernel ended");
+}
+
+Test(simgpu, nonblocking_stream_ignores_legacy)
+{
+	uint64_t a[2] = {0}, b[2] = {0};
+	CUstream s;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	launch_sleep(s, 200, a);
+	launch_sleep(CU_STREAM_LEGACY, 1, b);
+	cr_assert_eq(D(cuStreamSynchronize)(CU_STREAM_LEGACY), CUDA_SUCCESS);
+	cr_expect_neq(b[1], 0, "legacy stream sync returned before its work ended");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_neq(a[1], 0, "context sync returned before all work ended");
+	cr_expect_lt(b[0], a[1], "legacy work waited for a non-blocking stream");
+}
+
+/* The per-thread default stream (the _ptsz entry points with stream 0) is a stream
+ * of its own: it does not wait for a non-blocking stream, and is not the legacy one. */
+Test(simgpu, per_thread_stream_is_distinct)
+{
+	unsigned long long id_legacy = 0, id_pt = 0;
+	uint64_t a[2] = {0}, b[2] = {0};
+	int ms = 1;
+	uint64_t *bp = b;
+	void *args[] = {&ms, &bp, NULL};
+	CUstream s;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamGetId)(CU_STREAM_LEGACY, &id_legacy), CUDA_SUCCESS);
+	cr_assert_eq(((__typeof__(&cuStreamGetId))dsym(drv, "cuStreamGetId_ptsz"))(NULL, &id_pt), CUDA_SUCCESS);
+	cr_expect_neq(id_legacy, id_pt);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	launch_sleep(s, 150, a);
+	cr_assert_eq(((__typeof__(&cuLaunchKernel))dsym(drv, "cuLaunchKernel_ptsz"))(
+			     (CUfunction)(void *)k_sleep, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+		     CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+	cr_expect_neq(b[1], 0);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_lt(b[0], a[1], "the per-thread stream waited for a non-blocking stream");
+}
+
+Test(simgpu, stream_wait_event_orders_streams)
+{
+	uint64_t a[2] = {0}, b[2] = {0};
+	CUstream s1, s2;
+	CUevent e;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	launch_sleep(s1, 60, a);
+	cr_assert_eq(D(cuEventRecord)(e, s1), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventQuery)(e), CUDA_ERROR_NOT_READY);
+	cr_assert_eq(D(cuStreamWaitEvent)(s2, e, 0), CUDA_SUCCESS);
+	launch_sleep(s2, 1, b);
+	cr_assert_eq(D(cuStreamSynchronize)(s2), CUDA_SUCCESS);
+	cr_expect_geq(b[0], a[1]);
+	cr_expect_eq(D(cuEventQuery)(e), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamQuery)(s1), CUDA_SUCCESS);
+}
+
+/* ---------------------------------------------------------------- 4. copies */
+
+/* An Async copy from pageable memory returns only when done (staging), one from
+ * pinned memory returns at once while the stream still works. */
+Test(simgpu, pageable_async_copy_is_host_synchronous)
+{
+	size_t n = 16u << 20; /* 16 MiB at 0.5 GB/s: 33.5 ms */
+	double want_ms = (double)n / 0.5e6;
+	char *host = malloc(n), *pinned;
+	CUdeviceptr d;
+	CUstream s;
+	uint64_t t0, t1;
+
+	setenv("SIMGPU_PAGEABLE_GBPS", "0.5", 1);
+	setenv("SIMGPU_PINNED_GBPS", "0.5", 1);
+	drv_init();
+	memset(host, 7, n);
+	cr_assert_eq(D(cuMemAlloc)(&d, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocHost)((void **)&pinned, n), CUDA_SUCCESS);
+	memset(pinned, 9, n);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+
+	t0 = now_ns();
+	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, host, n, s), CUDA_SUCCESS);
+	t1 = now_ns();
+	cr_expect_geq((double)(t1 - t0) / 1e6, want_ms * 0.95, "pageable async returned after %.1f ms",
+		      (double)(t1 - t0) / 1e6);
+	cr_expect_eq(D(cuStreamQuery)(s), CUDA_SUCCESS, "pageable copy still running after the call returned");
+
+	t0 = now_ns();
+	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, pinned, n, s), CUDA_SUCCESS);
+	t1 = now_ns();
+	cr_expect_lt((double)(t1 - t0) / 1e6, want_ms / 2, "pinned async blocked %.1f ms", (double)(t1 - t0) / 1e6);
+	cr_expect_eq(D(cuStreamQuery)(s), CUDA_ERROR_NOT_READY);
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	free(host);
+}
+
+/* GPU-side duration of a copy, measured with events around it. */
+static double copy_ms(CUstream s, CUdeviceptr d, void *h, size_t n)
+{
+	CUevent a, b;
+	float ms = -1;
+
+	cr_assert_eq(D(cuEventCreate)(&a, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&b, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(a, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, h, n, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(b, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventSynchronize)(b), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_SUCCESS);
+	D(cuEventDestroy)(a);
+	D(cuEventDestroy)(b);
+	return ms;
+}
+
+/* Bandwidths are low enough that the host's own memcpy stays well inside them, and
+ * copies long enough (134 and 268 ms) that a late wake-up on a loaded machine stays
+ * inside the 10%. */
+Test(simgpu, copy_bandwidth_within_10_percent)
+{
+	size_t n = 64u << 20;
+	char *host = malloc(n), *pinned;
+	CUdeviceptr d;
+	CUstream s;
+	double pin_ms, page_ms;
+
+	setenv("SIMGPU_PINNED_GBPS", "0.5", 1);
+	setenv("SIMGPU_PAGEABLE_GBPS", "0.25", 1);
+	drv_init();
+	memset(host, 1, n);
+	cr_assert_eq(D(cuMemAlloc)(&d, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemsetD8)(d, 0, n), CUDA_SUCCESS); /* first touch outside the measure */
+	cr_assert_eq(D(cuMemHostAlloc)((void **)&pinned, n, 0), CUDA_SUCCESS);
+	memset(pinned, 1, n);
+	cr_assert_eq(D(cuStreamCreate)(&s, 0), CUDA_SUCCESS);
+	pin_ms = copy_ms(s, d, pinned, n);
+	page_ms = copy_ms(s, d, host, n);
+	cr_expect(pin_ms > 134.2 * 0.9 && pin_ms < 134.2 * 1.1, "pinned copy took %.2f ms, want 134.2", pin_ms);
+	cr_expect(page_ms > 268.4 * 0.9 && page_ms < 268.4 * 1.1, "pageable copy took %.2f ms, want 268.4", page_ms);
+	free(host);
+}
+
+Test(simgpu, data_moves_through_device)
+{
+	size_t n = 1u << 20;
+	unsigned char *src = malloc(n), *dst = malloc(n);
+	uint32_t *w = malloc(n);
+	CUdeviceptr a, b;
+
+	drv_init();
+	for (size_t i = 0; i < n; i++)
+		src[i] = (unsigned char)(i * 31 + 7);
+	cr_assert_eq(D(cuMemAlloc)(&a, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&b, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyHtoD)(a, src, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoD)(b, a, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(dst, b, n), CUDA_SUCCESS);
+	cr_expect_eq(memcmp(src, dst, n), 0);
+
+	cr_assert_eq(D(cuMemsetD32)(a, 0xdeadbeef, n / 4), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(w, a, n), CUDA_SUCCESS);
+	cr_expect_eq(w[0], 0xdeadbeef);
+	cr_expect_eq(w[n / 4 - 1], 0xdeadbeef);
+
+	/* 2D: a 16x8 window at (4, 2) of a 64-byte-pitch host image into a 16-byte-pitch buffer. */
+	{
+		unsigned char img[64 * 16], out[16 * 8];
+		CUDA_MEMCPY2D c;
+		for (size_t i = 0; i < sizeof(img); i++)
+			img[i] = (unsigned char)i;
+		memset(&c, 0, sizeof(c));
+		c.srcMemoryType = CU_MEMORYTYPE_HOST;
+		c.srcHost = img;
+		c.srcPitch = 64;
+		c.srcXInBytes = 4;
+		c.srcY = 2;
+		c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+		c.dstDevice = b;
+		c.dstPitch = 16;
+		c.WidthInBytes = 16;
+		c.Height = 8;
+		cr_assert_eq(D(cuMemcpy2D)(&c), CUDA_SUCCESS);
+		cr_assert_eq(D(cuMemcpyDtoH)(out, b, sizeof(out)), CUDA_SUCCESS);
+		for (int y = 0; y < 8; y++)
+			for (int x = 0; x < 16; x++)
+				cr_expect_eq(out[y * 16 + x], img[(y + 2) * 64 + x + 4]);
+	}
+	/* A copy outside any allocation is refused, not performed. */
+	cr_expect_eq(D(cuMemcpyHtoD)(a + n - 8, src, 64), CUDA_ERROR_INVALID_VALUE);
+	free(src);
+	free(dst);
+	free(w);
+}
+
+/* ---------------------------------------------------------------- 5. events */
+
+Test(simgpu, event_times_a_sleeping_kernel)
+{
+	uint64_t t[2];
+	CUevent a, b;
+	float ms = 0;
+
+	drv_init();
+	cr_assert_eq(D(cuEventCreate)(&a, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&b, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(a, NULL), CUDA_SUCCESS);
+	launch_sleep(NULL, 50, t);
+	cr_assert_eq(D(cuEventRecord)(b, NULL), CUDA_SUCCESS);
+	cr_expect_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_ERROR_NOT_READY);
+	cr_assert_eq(D(cuEventSynchronize)(b), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_SUCCESS);
+	/* At least the sleep; at most the sleep plus scheduling slack on a loaded machine. */
+	cr_expect(ms >= 50.0f && ms < 50.0f + 50.0f, "elapsed %.3f ms for a 50 ms kernel", ms);
+	cr_expect(ms >= (float)(t[1] - t[0]) / 1e6f, "events narrower than the kernel itself");
+}
+
+Test(simgpu, event_without_timing_refuses_elapsed)
+{
+	CUevent a, b;
+	float ms;
+
+	drv_init();
+	cr_assert_eq(D(cuEventCreate)(&a, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&b, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(a, NULL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(b, NULL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
+}
+
+/* ---------------------------------------------------------------- 6. memory */
+
+/* 16 blocks of 4 MiB fill a 64 MiB device; freeing every other one leaves 32 MiB
+ * free in 4 MiB holes: an 8 MiB request fails although free >= request, and a
+ * 4 MiB one lands in the lowest hole (first fit). */
+Test(simgpu, first_fit_fragmentation_oom_with_free_memory)
+{
+	CUdeviceptr p[16], q;
+	size_t fr = 0, total = 0, blk = 4u << 20;
+
+	setenv("SIMGPU_MEM_BYTES", "67108864", 1);
+	drv_init();
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(D(cuMemAlloc)(&p[i], blk), CUDA_SUCCESS, "block %d", i);
+	cr_expect_eq(D(cuMemAlloc)(&q, 512), CUDA_ERROR_OUT_OF_MEMORY, "device should be full");
+	for (int i = 1; i < 16; i += 2)
+		cr_assert_eq(D(cuMemFree)(p[i]), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr, &total), CUDA_SUCCESS);
+	cr_expect_eq(total, 64u << 20);
+	cr_expect_eq(fr, 32u << 20);
+	cr_expect_eq(D(cuMemAlloc)(&q, 2 * blk), CUDA_ERROR_OUT_OF_MEMORY);
+	cr_assert_eq(D(cuMemGetInfo)(&fr, &total), CUDA_SUCCESS);
+	cr_expect_geq(fr, 2 * blk, "free memory must still cover the failed request");
+	cr_assert_eq(D(cuMemAlloc)(&q, blk), CUDA_SUCCESS);
+	cr_expect_eq(q, p[1], "first fit takes the lowest hole");
+	/* Alignment: every allocation starts on a 512-byte boundary. */
+	cr_assert_eq(D(cuMemFree)(q), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&q, 100), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&p[1], 100), CUDA_SUCCESS);
+	cr_expect_eq(p[1] - q, 512);
+}
+
+Test(simgpu, runtime_oom_is_memory_allocation_error)
+{
+	void *p = NULL;
+	size_t fr = 0, total = 0;
+
+	setenv("SIMGPU_MEM_BYTES", "33554432", 1);
+	load_runtime();
+	cr_expect_eq(R(cudaMalloc)(&p, 64u << 20), cudaErrorMemoryAllocation);
+	cr_expect_eq(R(cudaGetLastError)(), cudaErrorMemoryAllocation);
+	cr_expect_eq(R(cudaGetLastError)(), cudaSuccess);
+	cr_assert_eq(R(cudaMemGetInfo)(&fr, &total), cudaSuccess);
+	cr_expect_eq(fr, 32u << 20);
+}
+
+/* cudaPointerGetAttributes as CUDA 11+ documents it. */
+Test(simgpu, pointer_attributes)
+{
+	struct cudaPointerAttributes a;
+	size_t n = 1u << 20;
+	char *m = malloc(n), *h, *mh, *reg = malloc(n), *d, *man;
+
+	load_runtime();
+	cr_assert_eq(R(cudaHostAlloc)((void **)&h, n, cudaHostAllocDefault), cudaSuccess);
+	cr_assert_eq(R(cudaMallocHost)((void **)&mh, n), cudaSuccess);
+	cr_assert_eq(R(cudaHostRegister)(reg, n, cudaHostRegisterDefault), cudaSuccess);
+	cr_assert_eq(R(cudaMalloc)((void **)&d, n), cudaSuccess);
+	cr_assert_eq(R(cudaMallocManaged)((void **)&man, n, cudaMemAttachGlobal), cudaSuccess);
+
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, m), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeUnregistered);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, h), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeHost);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, mh + 12345), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeHost, "a pointer inside a pinned range is pinned");
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, reg + n - 1), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeHost);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, reg + n), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeUnregistered, "one past the registered range");
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, d + 100), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeDevice);
+	cr_expect_eq(a.device, 0);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, man), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeManaged);
+
+	cr_expect_eq(R(cudaHostRegister)(reg + 4096, 4096, 0), cudaErrorHostMemoryAlreadyRegistered);
+	cr_assert_eq(R(cudaHostUnregister)(reg), cudaSuccess);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, reg), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeUnregistered, "after cudaHostUnregister");
+	cr_expect_eq(R(cudaHostUnregister)(reg), cudaErrorHostMemoryNotRegistered);
+	cr_assert_eq(R(cudaFreeHost)(h), cudaSuccess);
+	cr_assert_eq(R(cudaPointerGetAttributes)(&a, mh), cudaSuccess);
+	cr_expect_eq(a.type, cudaMemoryTypeHost);
+
+	/* The driver's single query refuses memory it does not know. */
+	{
+		unsigned int t;
+		cr_expect_eq(D(cuPointerGetAttribute)(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)m),
+			     CUDA_ERROR_INVALID_VALUE);
+		cr_expect_eq(D(cuPointerGetAttribute)(&t, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)d),
+			     CUDA_SUCCESS);
+		cr_expect_eq(t, CU_MEMORYTYPE_DEVICE);
+	}
+	free(m);
+	free(reg);
+}
+
+Test(simgpu, vmm_maps_memory_that_holds_data)
+{
+	CUmemAllocationProp prop = {0};
+	CUmemAccessDesc acc = {0};
+	CUmemGenericAllocationHandle hdl;
+	CUdeviceptr va;
+	size_t gran = 0, fr0, fr1, total;
+	char buf[64] = "vmm data", out[64] = {0};
+
+	drv_init();
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	cr_assert_eq(D(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+	cr_assert_gt(gran, 0);
+	cr_assert_eq(D(cuMemGetInfo)(&fr0, &total), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemCreate)(&hdl, 2 * gran, &prop, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr0 - fr1, 2 * gran, "physical memory counts against the device");
+	cr_assert_eq(D(cuMemAddressReserve)(&va, 2 * gran, 0, 0, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemMap)(va, 2 * gran, 0, hdl, 0), CUDA_SUCCESS);
+	acc.location = prop.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	cr_assert_eq(D(cuMemSetAccess)(va, 2 * gran, &acc, 1), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyHtoD)(va + gran, buf, sizeof(buf)), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(out, va + gran, sizeof(out)), CUDA_SUCCESS);
+	cr_expect_str_eq(out, "vmm data");
+	cr_assert_eq(D(cuMemUnmap)(va, 2 * gran), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemRelease)(hdl), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAddressFree)(va, 2 * gran), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr1, fr0);
+}
+
+Test(simgpu, stream_ordered_free_happens_in_stream_order)
+{
+	CUdeviceptr p;
+	CUstream s;
+	uint64_t t[2];
+	size_t fr0, fr1, total;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr0, &total), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocAsync)(&p, 1u << 20, s), CUDA_SUCCESS);
+	launch_sleep(s, 80, t);
+	cr_assert_eq(D(cuMemFreeAsync)(p, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr0 - fr1, 1u << 20, "freed before the stream reached the free");
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr1, fr0);
+}
+
+/* ---------------------------------------------------------------- 7. capture, graphs, laziness */
+
+Test(simgpu, capture_records_and_graph_replays)
+{
+	int log[16] = {0};
+	int *lp = log;
+	CUstream s;
+	CUgraph g;
+	CUgraphExec e;
+	CUstreamCaptureStatus st;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamIsCapturing)(s, &st), CUDA_SUCCESS);
+	cr_expect_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	for (int i = 1; i <= 3; i++) {
+		void *args[] = {&lp, &i, NULL};
+		cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_append, 1, 1, 1, 1, 1, 1, 0, s, args, NULL),
+			     CUDA_SUCCESS);
+	}
+	usleep(20000);
+	cr_expect_eq(log[0], 0, "captured work must not run");
+	cr_assert_eq(D(cuStreamEndCapture)(s, &g), CUDA_SUCCESS);
+	cr_assert_eq(D(cuGraphInstantiate)(&e, g, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuGraphDestroy)(g), CUDA_SUCCESS);
+	cr_assert_eq(D(cuGraphLaunch)(e, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuGraphLaunch)(e, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	cr_assert_eq(log[0], 6);
+	for (int i = 0; i < 6; i++)
+		cr_expect_eq(log[1 + i], 1 + i % 3);
+	cr_assert_eq(D(cuGraphExecDestroy)(e), CUDA_SUCCESS);
+}
+
+Test(simgpu, sync_in_capture_is_refused)
+{
+	CUstream s;
+	CUgraph g;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamBeginCapture)(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamSynchronize)(s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(D(cuStreamEndCapture)(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+	cr_expect_null(g);
+}
+
+static int thread_count(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert_not_null(d);
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Loading both libraries and even initialising starts nothing; the first stream work does. */
+Test(simgpu, lazy_until_work)
+{
+	int n0 = thread_count(), n = 0;
+	uint64_t t[2];
+	CUstream s;
+
+	load_runtime();
+	cr_expect_eq(thread_count(), n0, "loading the libraries started a thread");
+	cr_assert_eq(R(cudaGetDeviceCount)(&n), cudaSuccess);
+	cr_assert_eq(R(cudaStreamCreate)(&s), cudaSuccess);
+	cr_expect_eq(thread_count(), n0, "initialising started a thread");
+	launch_sleep(s, 1, t);
+	cr_expect_gt(thread_count(), n0);
+	cr_assert_eq(R(cudaStreamSynchronize)(s), cudaSuccess);
+}
+
+/* The runtime's kernels: cudaLaunchKernel runs the host function with the arguments
+ * copied at launch; registration names it. */
+Test(simgpu, runtime_launch_and_kernel_name)
+{
+	int log[4] = {0};
+	int *lp = log, v = 5;
+	void *args[] = {&lp, &v, NULL};
+	const char *name = NULL;
+	int (*reg)(const void *, const char *, int, const size_t *);
+	size_t sizes[] = {sizeof(int *), sizeof(int)};
+
+	load_runtime();
+	cr_assert_eq(R(cudaLaunchKernel)((const void *)k_append, (dim3){1, 1, 1}, (dim3){32, 1, 1}, args, 0, NULL),
+		     cudaSuccess);
+	v = 99; /* the launch copied the value */
+	cr_assert_eq(R(cudaDeviceSynchronize)(), cudaSuccess);
+	cr_expect_eq(log[0], 1);
+	cr_expect_eq(log[1], 5);
+	cr_expect_eq(R(cudaLaunchKernel)((const void *)k_append, (dim3){1, 1, 1}, (dim3){2048, 1, 1}, args, 0, NULL),
+		     cudaErrorInvalidConfiguration);
+	reg = (__typeof__(reg))dsym(rt, "simgpu_register_kernel");
+	cr_assert_eq(reg((const void *)k_append, "k_append", 2, sizes), 0);
+	cr_assert_eq(D(cuFuncGetName)(&name, (CUfunction)(void *)k_append), CUDA_SUCCESS);
+	cr_expect_str_eq(name, "k_append");
+	cr_expect_eq(D(cuFuncGetName)(&name, (CUfunction)(void *)k_sleep), CUDA_ERROR_NOT_FOUND,
+		     "a static, unregistered kernel has no name");
+}
