@@ -228,6 +228,8 @@ static struct an_proc *proc_get(struct state *s, int32_t pid)
 			p->rank = h->rank;
 			p->local_rank = h->local_rank;
 			p->world_size = h->world_size;
+			p->lost = h->lost_records; /* plus the LOST records read later */
+			a->lost += h->lost_records;
 			snprintf(p->cmdline, sizeof(p->cmdline), "%.*s", (int)sizeof(p->cmdline) - 1, h->cmdline);
 			break;
 		}
