@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -613,6 +614,39 @@ static int on_libbpf_print(enum libbpf_print_level level, const char *fmt, va_li
 	return verbose ? vfprintf(stderr, fmt, ap) : 0;
 }
 
+/*
+ * The trace directory: made (mode 0700) when missing. An existing directory
+ * of another user is accepted when we are root: `sudo stepprof run` makes it
+ * for the invoking user, whose job writes there, and only the collector is root.
+ * A symbolic link is refused either way.
+ */
+static int open_trace_dir(const char *dir, struct stat *st, char *err, size_t errlen)
+{
+	char why[256];
+	int rc = sp_tf_mkdir(dir, why, sizeof(why));
+	if (rc == -EPERM && geteuid() == 0)
+		rc = 0;
+	if (rc == 0 && lstat(dir, st) == 0 && S_ISDIR(st->st_mode))
+		return 0;
+	snprintf(err, errlen, "%s", rc ? why : "not a directory");
+	if (!rc)
+		snprintf(err, errlen, "%s: not a directory", dir);
+	return -1;
+}
+
+/* The file's cap: STEPPROF_MAX_MB as for the preload's files (4..1048576 MiB), default 1 GiB. */
+static uint64_t max_bytes(void)
+{
+	const char *v = getenv("STEPPROF_MAX_MB");
+	char *end;
+	long long mb = v && *v ? strtoll(v, &end, 10) : 1024;
+	if (v && *v && (*end || mb < 4 || mb > 1048576)) {
+		fprintf(stderr, PROG ": warning: STEPPROF_MAX_MB=%s is not a number of MiB in 4..1048576; using 1024\n", v);
+		mb = 1024;
+	}
+	return (uint64_t)mb << 20;
+}
+
 static void usage(FILE *to)
 {
 	fprintf(to, "usage: " PROG " --pid PID -o DIR [--duration SECONDS] [--verbose]\n"
@@ -717,16 +751,21 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
-	if (sp_tf_mkdir(dir, err, sizeof(err))) {
-		fprintf(stderr, PROG ": %s: %s\n", dir, err);
+	struct stat dst;
+	if (open_trace_dir(dir, &dst, err, sizeof(err))) {
+		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
 	}
-	struct sp_tf_opts to = { .dir = dir, .max_bytes = 1024ull << 20, .features = SP_FEAT_BPF };
+	struct sp_tf_opts to = { .dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF };
 	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
-		fprintf(stderr, PROG ": %s: %s\n", dir, err);
+		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
 	}
 	tf_open = true;
+	/* Under sudo the directory is the user's: hand the file to them, so that they can analyze it. */
+	if (dst.st_uid != geteuid() && fchown(c.tf.fd, dst.st_uid, dst.st_gid))
+		fprintf(stderr, PROG ": warning: %s: cannot give the file to uid %u: %s\n", c.tf.path,
+			(unsigned)dst.st_uid, strerror(errno));
 	c.strings.tf = &c.tf;
 	struct proc *root = proc_get(&c, (int32_t)pid, true);
 	proc_scan_fds(&c, root);
