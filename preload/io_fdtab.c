@@ -8,7 +8,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,9 +30,18 @@ unsigned io_type_from_mode(mode_t mode)
 	}
 }
 
-static int has_prefix(const char *s, const char *p)
+/* /dev/, /proc/ or /sys/: compared by hand, this runs at every open. */
+static int special_tree(const char *p)
 {
-	return strncmp(s, p, strlen(p)) == 0;
+	if (p[0] != '/')
+		return 0;
+	if (p[1] == 'd')
+		return p[2] == 'e' && p[3] == 'v' && p[4] == '/';
+	if (p[1] == 'p')
+		return p[2] == 'r' && p[3] == 'o' && p[4] == 'c' && p[5] == '/';
+	if (p[1] == 's')
+		return p[2] == 'y' && p[3] == 's' && p[4] == '/';
+	return 0;
 }
 
 unsigned io_guess_type(const char *path, int flags, int *known)
@@ -43,7 +51,7 @@ unsigned io_guess_type(const char *path, int flags, int *known)
 		return SP_FDTYPE_DIR;
 	/* RATIONALE: a stat per open would cost ~10% of a small-file loop; the
 	 * only non-regular files opened by path in practice live in these trees. */
-	if (path && (has_prefix(path, "/dev/") || has_prefix(path, "/proc/") || has_prefix(path, "/sys/"))) {
+	if (path && special_tree(path)) {
 		*known = 0;
 		return SP_FDTYPE_OTHER;
 	}

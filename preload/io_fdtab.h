@@ -86,12 +86,19 @@ static inline void io_fd_set(int fd, uint32_t path, unsigned type, int known)
 	__atomic_store_n(&io_fdtab[fd].word, io_word_make(path, type, known), __ATOMIC_RELAXED);
 }
 
-/* The descriptor is going away; returns what was known about it. */
+/*
+ * The descriptor is going away; returns what was known about it. A load and a
+ * store, not an exchange: until close returns no other thread can be handed
+ * this number, so nobody else writes the entry meanwhile.
+ */
 static inline uint64_t io_fd_clear(int fd)
 {
 	if (!io_fd_tracked(fd))
 		return 0;
-	return __atomic_exchange_n(&io_fdtab[fd].word, 0, __ATOMIC_RELAXED);
+	uint64_t w = __atomic_load_n(&io_fdtab[fd].word, __ATOMIC_RELAXED);
+	if (w)
+		__atomic_store_n(&io_fdtab[fd].word, 0, __ATOMIC_RELAXED);
+	return w;
 }
 
 /* dup/dup2/dup3: newfd describes what oldfd describes. */

@@ -88,6 +88,19 @@ int io_mode_parse(const char *s)
 	return -1;
 }
 
+/* io_emit (io_hook.h) fills only these fields: every input kind must fit in them. */
+#define F(x) (1ull << SP_F_##x)
+#define IO_FIELDS (F(PATH) | F(BYTES) | F(FD) | F(RESULT) | F(FD_TYPE) | F(SOURCE) | F(COUNT))
+enum {
+#define SP_KIND(id, name, mask) IO_MASK_##id = (int)(mask),
+#include "stepprof/kinds.def"
+#undef SP_KIND
+};
+_Static_assert(!((IO_MASK_OPEN | IO_MASK_STAT | IO_MASK_READ | IO_MASK_CLOSE | IO_MASK_LISTDIR | IO_MASK_LOADER_WAIT) &
+		 ~IO_FIELDS),
+	       "an input record kind carries a field io_emit does not fill");
+#undef F
+
 /* --------------------------------------------------------- 3. feature bit */
 
 int io_feature_marked;

@@ -4,7 +4,8 @@
  * line on stdout (counts of calls it made and bytes it received), so a test can
  * compare a trace with the truth without trusting stepprof.
  *
- *   iogen setup DIR N              create DIR/f000..: file i has 1000 + 97*i bytes
+ *   iogen setup DIR N [SIZE]       create DIR/f000..: file i has 1000 + 97*i bytes
+ *                                  (or SIZE bytes each: the benchmark's 4 KiB files)
  *   iogen run DIR N THREADS LOOPS  per thread, LOOPS x per file: stat, lstat, open,
  *                                  fstat, read (512 B buffer) to EOF, pread 64 B,
  *                                  close, fstatat, statx, fopen + fread to EOF +
@@ -40,10 +41,11 @@
 
 static const char *dir;
 static int nfiles, loops;
+static long fixed_size; /* setup SIZE: every file this size */
 
 static long file_size(int i)
 {
-	return 1000 + 97L * i;
+	return fixed_size > 0 ? fixed_size : 1000 + 97L * i;
 }
 
 static void file_path(char *buf, size_t n, int i)
@@ -302,8 +304,12 @@ int main(int argc, char **argv)
 	if (nfiles < 1 || nfiles > 999)
 		nfiles = 1;
 	loops = 1;
-	if (!strcmp(mode, "setup"))
+	if (!strcmp(mode, "setup")) {
+		fixed_size = argc > 4 ? atol(argv[4]) : 0;
+		if (fixed_size > 8192)
+			fixed_size = 8192;
 		return do_setup();
+	}
 	if (!strcmp(mode, "run")) {
 		loops = argc > 5 ? atoi(argv[5]) : 1;
 		return do_run(argc > 4 ? atoi(argv[4]) : 1);
