@@ -417,8 +417,18 @@ static int index_ring(struct sp_reader *r)
 				r->st.truncated = 1;
 			break;
 		}
-		if (is_zero(&ch, sizeof(ch)))
-			continue; /* never used */
+		if (is_zero(&ch, sizeof(ch))) {
+			/*
+			 * Never used. Chunks are handed out in position order until the ring
+			 * wraps, so past ring_next_seq the rest is unused too: stop there
+			 * rather than read a header per 64 KiB of a mostly sparse file. The
+			 * scan goes on past the counter while headers are non-zero, in case
+			 * the counter itself is damaged.
+			 */
+			if (pos >= handed)
+				break;
+			continue;
+		}
 		if (ch.magic != SP_CHUNK_MAGIC || ch.state > SP_CHUNK_CLOSED) {
 			r->st.corrupt = 1;
 			r->st.corrupt_slots += SP_CHUNK_HDR_SLOTS;

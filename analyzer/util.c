@@ -121,11 +121,13 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 		while ((de = readdir(d))) {
 			if (de->d_name[0] == '.')
 				continue;
-			size_t len = strlen(args[i]) + strlen(de->d_name) + 2;
+			size_t dl = strlen(args[i]);
+			int slash = dl > 0 && args[i][dl - 1] == '/';
+			size_t len = dl + strlen(de->d_name) + 2;
 			char *p = malloc(len);
 			if (!p)
 				break;
-			snprintf(p, len, "%s/%s", args[i], de->d_name);
+			snprintf(p, len, "%s%s%s", args[i], slash ? "" : "/", de->d_name);
 			if (!util_is_trace_file(p)) {
 				free(p);
 				continue;
