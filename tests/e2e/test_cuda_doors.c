@@ -412,3 +412,68 @@ Test(cuda_doors, process_without_cuda_is_unchanged_and_never_maps_it, .timeout =
 	sp_t_rmrf(dir);
 	free(dir);
 }
+
+static int is_cuda_kind(const struct sp_json *r)
+{
+	static const char *k[] = { "copy", "memset", "launch", "sync", "gpu_span", "alloc", "free", "alloc_failed",
+				   "host_alloc", "host_free", "host_register", "host_unregister", "mem_info", NULL };
+	for (int i = 0; k[i]; i++)
+		if (str_eq(r, "kind", k[i]))
+			return 1;
+	return 0;
+}
+
+Test(cuda_doors, forked_child_without_cuda_records_none, .timeout = 120)
+{
+	const char *args[] = { "--fork", NULL };
+	struct door d;
+	door_run(&d, "bin/door_plt", 1, args, NULL);
+	cr_assert(strstr(d.res.out, "child read ok"), "%s", d.res.out);
+	double parent = -1;
+	for (size_t i = 0; i < d.nrec; i++)
+		if (str_eq(d.rec[i], "kind", "alloc"))
+			parent = sp_json_num(d.rec[i], "pid", -1);
+	cr_assert_geq(parent, 0, "the parent's allocation was not recorded");
+	size_t child_cuda = 0, child_any = 0;
+	for (size_t i = 0; i < d.nrec; i++) {
+		if (sp_json_num(d.rec[i], "pid", -1) == parent)
+			continue;
+		child_any++;
+		child_cuda += is_cuda_kind(d.rec[i]);
+	}
+	cr_expect_eq(child_cuda, 0, "the child made no CUDA call but has %zu CUDA records", child_cuda);
+	expect_counts(&d, "PLT --fork");
+	door_free(&d);
+	(void)child_any;
+}
+
+Test(cuda_doors, capture_is_left_alone_and_graph_launch_is_one_timed_unit, .timeout = 120)
+{
+	const char *args[] = { "--graph", NULL };
+	struct door a, d;
+	door_run(&a, "bin/door_plt", 0, args, NULL);
+	door_run(&d, "bin/door_plt", 1, args, NULL);
+	/* an event of ours in the capturing stream would break the capture */
+	cr_expect_str_eq(d.res.out, a.res.out);
+	cr_expect(strstr(d.res.out, "cudaStreamEndCapture                     rc=0"), "%s", d.res.out);
+	expect_counts(&d, "PLT --graph");
+	unsigned graphs = 0;
+	for (size_t i = 0; i < d.nrec; i++) {
+		if (!str_eq(d.rec[i], "kind", "launch") && !str_eq(d.rec[i], "kind", "memset"))
+			continue;
+		int timed = sp_json_get(d.rec[i], "gpu_begin_ns") != NULL;
+		if (str_eq(d.rec[i], "api", "cudaGraphLaunch")) {
+			graphs++;
+			cr_expect(timed, "a graph launch has no GPU time");
+			if (timed) /* the graph holds one 40 ms kernel: at least that long on the GPU */
+				cr_expect_geq(sp_json_num(d.rec[i], "gpu_end_ns", 0) - sp_json_num(d.rec[i], "gpu_begin_ns", 0),
+					      0.95 * 40e6);
+		} else {
+			cr_expect(!timed, "a captured %s has GPU time: something was recorded into the capture",
+				  sp_json_str(d.rec[i], "api"));
+		}
+	}
+	cr_expect_eq(graphs, 2);
+	door_free(&a);
+	door_free(&d);
+}

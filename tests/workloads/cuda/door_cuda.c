@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* ------------------------------------------------------------- 1. API */
@@ -39,7 +40,9 @@
 	X(cudaFreeHost) X(cudaHostRegister) X(cudaHostUnregister) X(cudaMemcpy) X(cudaMemcpyAsync) X(cudaMemcpy2D)    \
 	X(cudaMemset) X(cudaMemsetAsync) X(cudaLaunchKernel) X(cudaStreamSynchronize) X(cudaDeviceSynchronize)        \
 	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
-	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)
+	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)        \
+	X(cudaStreamBeginCapture) X(cudaStreamEndCapture) X(cudaGraphInstantiate) X(cudaGraphLaunch)                  \
+	X(cudaGraphExecDestroy) X(cudaGraphDestroy)
 
 #define DRV_LIST(X)                                                                                                   \
 	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
@@ -339,6 +342,69 @@ static void frag_part(void)
 	}
 }
 
+/*
+ * Stream capture: a kernel and a memset captured into a graph (recorded as the
+ * calls they are, but nothing may be put into the capturing stream), then the
+ * graph launched twice, each launch one unit of GPU work.
+ */
+static void graph_part(long kernel_us)
+{
+	cudaStream_t s;
+	cudaGraph_t g = NULL;
+	cudaGraphExec_t ge = NULL;
+	void *d = NULL;
+	SHOW("cudaMalloc 1MiB", api.cudaMalloc(&d, MiB));
+	truth.allocs++, live_add(MiB);
+	SHOW("cudaStreamCreate", api.cudaStreamCreate(&s));
+	SHOW("cudaStreamBeginCapture", api.cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+	long i = -1, us = kernel_us;
+	void *args[] = { &i, &us, NULL };
+	SHOW("captured cudaLaunchKernel", api.cudaLaunchKernel((const void *)door_kernel, (dim3){ 1, 1, 1 },
+							       (dim3){ 1, 1, 1 }, args, 0, s));
+	truth.launches++;
+	SHOW("captured cudaMemsetAsync", api.cudaMemsetAsync(d, 0, MiB, s));
+	truth.memsets++;
+	SHOW("cudaStreamEndCapture", api.cudaStreamEndCapture(s, &g));
+	SHOW("cudaGraphInstantiate", api.cudaGraphInstantiate(&ge, g, 0));
+	for (int k = 0; k < 2; k++) {
+		SHOW("cudaGraphLaunch", api.cudaGraphLaunch(ge, s));
+		truth.launches++;
+	}
+	SHOW("cudaStreamSynchronize", api.cudaStreamSynchronize(s));
+	SHOW("cudaStreamSynchronize", api.cudaStreamSynchronize(s));
+	truth.syncs += 2;
+	SHOW("cudaGraphExecDestroy", api.cudaGraphExecDestroy(ge));
+	SHOW("cudaGraphDestroy", api.cudaGraphDestroy(g));
+	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
+	SHOW("cudaFree", api.cudaFree(d));
+	truth.frees++, live_add(-(int64_t)MiB);
+}
+
+/* A forked child that never uses CUDA: it reads a file and exits. */
+static void fork_part(void)
+{
+	void *d = NULL;
+	SHOW("cudaMalloc 1MiB", api.cudaMalloc(&d, MiB));
+	truth.allocs++, live_add(MiB);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char buf[256];
+		FILE *f = fopen("/proc/self/status", "r");
+		size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+		if (f)
+			fclose(f);
+		printf("child read %s\n", n > 0 ? "ok" : "nothing");
+		fflush(stdout);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	printf("child pid>0 %d exit %d\n", pid > 0, WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	SHOW("cudaFree", api.cudaFree(d));
+	truth.frees++, live_add(-(int64_t)MiB);
+}
+
 static void write_truth(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -366,7 +432,7 @@ int main(int argc, char **argv)
 {
 	const char *truth_path = NULL;
 	long kernel_us = 40000;
-	int nkernels = 3, frag = 0, bench = 0;
+	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
 			truth_path = argv[++i];
@@ -376,10 +442,14 @@ int main(int argc, char **argv)
 			nkernels = atoi(argv[++i]);
 		else if (!strcmp(argv[i], "--frag"))
 			frag = 1;
+		else if (!strcmp(argv[i], "--graph"))
+			graph = 1;
+		else if (!strcmp(argv[i], "--fork"))
+			forkc = 1;
 		else if (!strcmp(argv[i], "--bench") && i + 1 < argc)
 			bench = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag] [--bench N]\n");
+			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork] [--bench N]\n");
 			return 2;
 		}
 	}
@@ -415,6 +485,10 @@ int main(int argc, char **argv)
 	}
 	if (frag) {
 		frag_part();
+	} else if (graph) {
+		graph_part(kernel_us);
+	} else if (forkc) {
+		fork_part();
 	} else {
 		runtime_part(kernel_us, nkernels);
 		driver_part(kernel_us, nkernels);
