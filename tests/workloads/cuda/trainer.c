@@ -85,8 +85,8 @@ static const struct scenario {
 	{"fragmenting", CLEAN_ARGS " --fragment", "an OOM with enough free memory, then flush-and-retry"},
 	{"leaking", CLEAN_ARGS " --leak-bytes 8M", "8 MiB of device memory leaked per iteration"},
 	{"sync-heavy",
-	 "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 40 --kernel-us 250 "
-	 "--syncs 39 --item-bytes 4 --d2h-bytes 4K --host-us 500",
+	 "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 20 --kernel-us 600 "
+	 "--syncs 19 --item-bytes 4 --d2h-bytes 4K --host-us 500",
 	 "a small D2H copy and a sync after each kernel (.item())"},
 };
 
@@ -618,7 +618,7 @@ static void host_free(void *p)
 	tr_host_free();
 }
 
-static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
+static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, bool pageable)
 {
 	uint64_t cb = tr_now();
 	tr_api(TR_API_cudaMemcpyAsync);
@@ -626,7 +626,7 @@ static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
 	uint64_t ce = tr_now();
 	if (r != cudaSuccess)
 		die_cuda("cudaMemcpyAsync", r);
-	tr_copy(kind == cudaMemcpyHostToDevice ? TR_H2D : TR_D2H, n, !O.pinned, cb, ce);
+	tr_copy(kind == cudaMemcpyHostToDevice ? TR_H2D : TR_D2H, n, pageable, cb, ce);
 }
 
 static void sync_stream(bool device)
@@ -751,7 +751,7 @@ static void iteration(unsigned i)
 	get_batch(i);
 	spin_for(jitter(&rng_state, O.host_us * 1000));
 	if (O.h2d_bytes)
-		copy(d_in, h_in, O.h2d_bytes, cudaMemcpyHostToDevice);
+		copy(d_in, h_in, O.h2d_bytes, cudaMemcpyHostToDevice, !O.pinned);
 
 	if (O.fragment && i == O.fragment_iter)
 		fragment();
@@ -772,13 +772,14 @@ static void iteration(unsigned i)
 			CHECK(cudaLaunchKernel, cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
 		}
 		if (g < O.syncs) {
+			/* .item(): into a Python scalar, i.e. pageable memory, whatever --pinned says */
 			if (O.item_bytes)
-				copy(h_item, d_out, O.item_bytes, cudaMemcpyDeviceToHost);
+				copy(h_item, d_out, O.item_bytes, cudaMemcpyDeviceToHost, true);
 			sync_stream(g % 2 == 1);
 		}
 	}
 	if (O.d2h_bytes)
-		copy(h_out, d_out, O.d2h_bytes, cudaMemcpyDeviceToHost);
+		copy(h_out, d_out, O.d2h_bytes, cudaMemcpyDeviceToHost, !O.pinned);
 	sync_stream(false);
 	marker_end();
 }
@@ -855,7 +856,7 @@ int main(int argc, char **argv)
 	if (O.d2h_bytes)
 		h_out = host_alloc(O.d2h_bytes);
 	if (O.syncs && O.item_bytes)
-		h_item = host_alloc(O.item_bytes);
+		h_item = calloc(1, O.item_bytes);
 	kslots = calloc((size_t)O.iters * O.kernels + 1, sizeof(*kslots));
 	rcap = O.file_size < MiB ? O.file_size : MiB;
 	rbuf = malloc(rcap ? rcap : 1);
@@ -879,8 +880,7 @@ int main(int argc, char **argv)
 		dev_free(d_out, out_bytes);
 	if (h_out)
 		host_free(h_out);
-	if (h_item)
-		host_free(h_item);
+	free(h_item);
 	CHECK(cudaStreamDestroy, cudaStreamDestroy(stream));
 	remove_data();
 

@@ -208,8 +208,11 @@ static struct op *new_op(enum op_type type)
 
 void tr_kernel(struct tr_kslot *k)
 {
-	if (T.cur < T.iters)
-		new_op(OP_KERNEL)->k = k;
+	if (T.cur < T.iters) {
+		struct op *o = new_op(OP_KERNEL);
+		o->k = k;
+		o->cb = tr_now();
+	}
 }
 
 void tr_copy(enum tr_cat dir, uint64_t bytes, bool pageable, uint64_t cb, uint64_t ce)
@@ -321,10 +324,12 @@ struct result {
 /*
  * The GPU interval of a copy from the stream order: it starts when both the
  * call was made and the previous op on the stream finished; a host-synchronous
- * copy ends when its call returns; an async one ends where the next kernel
- * starts (FIFO) or the return of the sync or host-synchronous copy that follows,
- * and no later than bytes/bandwidth after its start (the next kernel may have
- * been launched much later, e.g. after the fragmentation pattern).
+ * copy ends when its call returns. An async copy's end is seen through what
+ * follows it: when the next kernel was launched (or the next sync called) before
+ * the copy could have finished (bytes/bandwidth after its call returned), that op waited
+ * for it, so the copy ended where the kernel began (FIFO) or where the sync
+ * returned; otherwise the stream idled after the copy, which took bytes/bandwidth
+ * (e.g. the kernels launched after the fragmentation pattern).
  */
 static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 {
@@ -346,14 +351,21 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			if (o->host_sync) {
 				e = o->ce;
 			} else {
-				uint64_t est = b + (uint64_t)((double)o->bytes / T.pinned_gbps);
+				uint64_t dur = (uint64_t)((double)o->bytes / T.pinned_gbps);
+				uint64_t est = b + dur;
+				/* the copy was queued at the latest when its call returned */
+				uint64_t latest = (o->ce > prev_end ? o->ce : prev_end) + dur;
 				e = UINT64_MAX;
 				for (size_t m = j + 1; m < T.nops; m++) {
 					struct op *q = &T.ops[m];
 					if (q->iter != i)
 						continue;
+					/* q's kernel start, or the return of the sync or copy call q */
 					uint64_t bound = q->type == OP_KERNEL ? q->k->begin : q->ce;
-					e = bound < est ? bound : est;
+					if (q->cb <= latest)
+						e = bound; /* q was queued behind the copy: it went on when the copy ended */
+					else
+						e = bound < est ? bound : est; /* the stream idled after the copy */
 					break;
 				}
 				if (e == UINT64_MAX) /* nothing after it: cannot happen, the iteration ends with a sync */
