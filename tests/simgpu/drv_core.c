@@ -814,3 +814,13 @@ CUresult cuProfilerStop(void)
 {
 	return CUDA_SUCCESS;
 }
+
+CUresult cuCtxPushCurrent(CUcontext ctx)
+{
+	return cuCtxPushCurrent_v2(ctx);
+}
+
+CUresult cuCtxPopCurrent(CUcontext *pctx)
+{
+	return cuCtxPopCurrent_v2(pctx);
+}

@@ -980,13 +980,14 @@ struct span {
  * one (the host waits, except for device-to-device copies, which CUDA runs
  * asynchronously). Any copy touching pageable memory makes the host wait.
  */
-static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, size_t width, size_t height,
-		     size_t depth, int sync, int need)
+static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync,
+		       int need, struct op **out, int *host_sync)
 {
 	size_t dlen, slen;
-	int dk, sk, ddev = -1, sdev = -1, pageable, host_sync;
+	int dk, sk, ddev = -1, sdev = -1, pageable;
 	struct op *op;
 
+	*out = NULL;
 	if (width == 0 || height == 0 || depth == 0)
 		return CUDA_SUCCESS;
 	if (!dst.p || !src.p)
@@ -1022,7 +1023,25 @@ static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, si
 	op->u.copy.spitch = src.pitch;
 	op->u.copy.dslice = dst.slice;
 	op->u.copy.sslice = src.slice;
-	host_sync = pageable || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	*host_sync = pageable || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	*out = op;
+	return CUDA_SUCCESS;
+}
+
+/*
+ * One copy of depth x height rows of width bytes. sync: the API is a synchronous
+ * one (the host waits, except for device-to-device copies, which CUDA runs
+ * asynchronously). Any copy touching pageable memory makes the host wait.
+ */
+static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, size_t width, size_t height,
+		     size_t depth, int sync, int need)
+{
+	struct op *op;
+	int host_sync = 0;
+	CUresult r = copy_op(dst, src, width, height, depth, sync, need, &op, &host_sync);
+
+	if (r != CUDA_SUCCESS || !op)
+		return r;
 	return enqueue(s, op, host_sync && !s->cgraph);
 }
 
@@ -1133,18 +1152,27 @@ CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream h)
 	return copy2d(c, h, 1, 0);
 }
 
+static CUresult spans3d(const CUDA_MEMCPY3D *c, struct span *d, struct span *s_)
+{
+	CUresult r;
+
+	if (!c)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = span2d(d, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstXInBytes,
+			c->dstY, c->dstHeight, c->dstZ)) ||
+	    (r = span2d(s_, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcXInBytes,
+			c->srcY, c->srcHeight, c->srcZ)))
+		return r;
+	return CUDA_SUCCESS;
+}
+
 static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
 {
 	struct span d, s_;
 	CUresult r;
 	RESOLVE(h, pt, s);
 
-	if (!c)
-		return CUDA_ERROR_INVALID_VALUE;
-	if ((r = span2d(&d, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstXInBytes,
-			c->dstY, c->dstHeight, c->dstZ)) ||
-	    (r = span2d(&s_, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcXInBytes,
-			c->srcY, c->srcHeight, c->srcZ)))
+	if ((r = spans3d(c, &d, &s_)))
 		return r;
 	return copy(s, d, s_, c->WidthInBytes, c->Height, c->Depth, sync, 0);
 }
@@ -2207,5 +2235,142 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 	if (!dynamicSmemSize)
 		return CUDA_ERROR_INVALID_VALUE;
 	*dynamicSmemSize = 49152;
+	return CUDA_SUCCESS;
+}
+
+/* 3D batches: pointer operands only (CUDA arrays are not simulated); sizes in bytes. */
+static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx, CUstream h, int pt)
+{
+	RESOLVE(h, pt, s);
+
+	if (!ops || numOps == 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < numOps; i++) {
+		const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
+		struct span d, s_;
+		size_t w = o->extent.width, hh = o->extent.height, dd = o->extent.depth;
+		CUresult r;
+		if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER) {
+			r = CUDA_ERROR_NOT_SUPPORTED;
+		} else {
+			d.p = PTR(o->dst.op.ptr.ptr);
+			d.pitch = o->dst.op.ptr.rowLength ? o->dst.op.ptr.rowLength : w;
+			d.slice = d.pitch * (o->dst.op.ptr.layerHeight ? o->dst.op.ptr.layerHeight : hh);
+			s_.p = PTR(o->src.op.ptr.ptr);
+			s_.pitch = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : w;
+			s_.slice = s_.pitch * (o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : hh);
+			r = copy(s, d, s_, w, hh, dd, 0, 0);
+		}
+		if (r != CUDA_SUCCESS) {
+			if (failIdx)
+				*failIdx = i;
+			return r;
+		}
+	}
+	if (failIdx)
+		*failIdx = SIZE_MAX;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+			      unsigned long long flags, CUstream h)
+{
+	return batch3d(numOps, opList, failIdx, h, 0);
+}
+CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
+				   unsigned long long flags, CUstream h)
+{
+	return batch3d(numOps, opList, failIdx, h, 1);
+}
+CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream h)
+{
+	return batch3d(numOps, opList, NULL, h, 0);
+}
+CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
+				      CUstream h)
+{
+	return batch3d(numOps, opList, NULL, h, 1);
+}
+
+static CUresult update_deps(CUstream h, int pt)
+{
+	RESOLVE(h, pt, s);
+	return s->cgraph ? CUDA_SUCCESS : CUDA_ERROR_ILLEGAL_STATE;
+}
+
+CUresult cuStreamUpdateCaptureDependencies(CUstream h, CUgraphNode *deps, size_t n, unsigned int flags)
+{
+	return update_deps(h, 0);
+}
+CUresult cuStreamUpdateCaptureDependencies_ptsz(CUstream h, CUgraphNode *deps, size_t n, unsigned int flags)
+{
+	return update_deps(h, 1);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+					      unsigned int flags)
+{
+	return update_deps(h, 0);
+}
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *data,
+						   size_t n, unsigned int flags)
+{
+	return update_deps(h, 1);
+}
+
+CUresult cuStreamGetCtx_v2(CUstream h, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return cuStreamGetCtx(h, pCtx);
+}
+CUresult cuStreamGetCtx_v2_ptsz(CUstream h, CUcontext *pCtx, CUgreenCtx *pGreenCtx)
+{
+	if (pGreenCtx)
+		*pGreenCtx = NULL;
+	return cuStreamGetCtx_ptsz(h, pCtx);
+}
+
+/* Graph nodes built by hand: copies and memsets become the same operations a
+ * stream would run (host-synchronous behaviour does not apply inside a graph). */
+CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_MEMCPY3D *c, CUcontext ctx)
+{
+	struct span d, s_;
+	struct op *op;
+	int hs;
+	CUresult r;
+
+	if (!phGraphNode || !hGraph)
+		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = spans3d(c, &d, &s_)) || (r = copy_op(d, s_, c->WidthInBytes, c->Height, c->Depth, 0, 0, &op, &hs)))
+		return r;
+	if (!op)
+		op = op_new(OP_NOP);
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	graph_append(hGraph, op);
+	*phGraphNode = (CUgraphNode)op;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+			      size_t numDependencies, const CUDA_MEMSET_NODE_PARAMS *p, CUcontext ctx)
+{
+	struct op *op;
+
+	if (!phGraphNode || !hGraph || !p || !p->dst || !p->width || !p->height ||
+	    (p->elementSize != 1 && p->elementSize != 2 && p->elementSize != 4))
+		return CUDA_ERROR_INVALID_VALUE;
+	op = op_new(OP_MEMSET);
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	op->u.set.dst = PTR(p->dst);
+	op->u.set.pitch = p->pitch;
+	op->u.set.width = p->width;
+	op->u.set.height = p->height;
+	op->u.set.elem = p->elementSize;
+	op->u.set.value = p->value;
+	graph_append(hGraph, op);
+	*phGraphNode = (CUgraphNode)op;
 	return CUDA_SUCCESS;
 }

@@ -10,6 +10,7 @@
  *   6. events
  *   7. launches and kernel names
  *   8. stream capture and graphs
+ *   9. symbols (host variables: there is no nvcc)
  *
  * Which driver function each runtime call uses follows NVIDIA's runtime, as far as
  * its request list shows (e.g. cudaMemcpy2D uses cuMemcpy2DUnaligned, cudaMallocHost
@@ -983,4 +984,85 @@ cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
 {
 	ENTER();
 	return simrt_ret(DRVP(cuGraphUpload, 11010, 11010)(graphExec, stream));
+}
+
+/* ---------------------------------------------------------------- 9. symbols */
+
+/*
+ * Without nvcc there are no __device__ variables: a "symbol" is a host variable,
+ * and copies to and from it go through cuMemcpy on unified addresses (so the
+ * driver sees host-to-host copies at the pageable rate). Data still moves, in
+ * stream order.
+ */
+static cudaError_t symbol_copy(void *dst, const void *src, size_t count, cudaStream_t s, int async, int pt)
+{
+	CUresult r;
+
+	ENTER();
+	if (!dst || !src)
+		return simrt_err(cudaErrorInvalidSymbol);
+	if (count == 0)
+		return cudaSuccess;
+	if (async)
+		r = pt ? DRVP(cuMemcpyAsync, 7000, 4000)(DP(dst), DP(src), count, s)
+		       : DRV(cuMemcpyAsync, 4000)(DP(dst), DP(src), count, s);
+	else
+		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count) : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpyToSymbol(const void *symbol, const void *src, size_t count, size_t offset,
+			       enum cudaMemcpyKind kind)
+{
+	return symbol_copy((char *)symbol + offset, src, count, NULL, 0, 0);
+}
+
+cudaError_t cudaMemcpyToSymbol_ptds(const void *symbol, const void *src, size_t count, size_t offset,
+				    enum cudaMemcpyKind kind)
+{
+	return symbol_copy((char *)symbol + offset, src, count, NULL, 0, 1);
+}
+
+cudaError_t cudaMemcpyFromSymbol(void *dst, const void *symbol, size_t count, size_t offset, enum cudaMemcpyKind kind)
+{
+	return symbol_copy(dst, (const char *)symbol + offset, count, NULL, 0, 0);
+}
+
+cudaError_t cudaMemcpyFromSymbol_ptds(void *dst, const void *symbol, size_t count, size_t offset,
+				      enum cudaMemcpyKind kind)
+{
+	return symbol_copy(dst, (const char *)symbol + offset, count, NULL, 0, 1);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync(const void *symbol, const void *src, size_t count, size_t offset,
+				    enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy((char *)symbol + offset, src, count, stream, 1, 0);
+}
+
+cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void *symbol, const void *src, size_t count, size_t offset,
+					 enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy((char *)symbol + offset, src, count, stream, 1, 1);
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync(void *dst, const void *symbol, size_t count, size_t offset,
+				      enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy(dst, (const char *)symbol + offset, count, stream, 1, 0);
+}
+
+cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void *dst, const void *symbol, size_t count, size_t offset,
+					   enum cudaMemcpyKind kind, cudaStream_t stream)
+{
+	return symbol_copy(dst, (const char *)symbol + offset, count, stream, 1, 1);
+}
+
+cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
+{
+	ENTER();
+	if (!devPtr || !symbol)
+		return simrt_err(cudaErrorInvalidSymbol);
+	*devPtr = (void *)symbol;
+	return cudaSuccess;
 }
