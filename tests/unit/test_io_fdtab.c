@@ -1,0 +1,133 @@
+/*
+ * test_io_fdtab.c - the input capture's core pieces, without interposition:
+ * the fd -> (path, type) table, the type of real descriptors (pipe, socket,
+ * file, directory, device) from one fstat, the no-syscall guess at open,
+ * STEPPROF_IO parsing, and the resolution of the real libc functions.
+ */
+#include <criterion/criterion.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "io_fdtab.h"
+#include "io_hook.h"
+
+Test(io_fdtab, real_descriptors_get_their_type_from_one_fstat)
+{
+	int p[2], s[2];
+	cr_assert_eq(pipe(p), 0);
+	cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, s), 0);
+	int file = open("/proc/self/exe", O_RDONLY); /* a regular file */
+	int dir = open("/", O_RDONLY | O_DIRECTORY);
+	int dev = open("/dev/null", O_RDONLY);
+	cr_assert(file >= 0 && dir >= 0 && dev >= 0);
+	struct {
+		int fd;
+		unsigned type;
+	} cases[] = { { p[0], SP_FDTYPE_PIPE },	  { p[1], SP_FDTYPE_PIPE }, { s[0], SP_FDTYPE_SOCKET },
+		      { file, SP_FDTYPE_FILE }, { dir, SP_FDTYPE_DIR }, { dev, SP_FDTYPE_OTHER } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		int fd = cases[i].fd;
+		io_fd_clear(fd);
+		cr_expect_eq(io_fd_word(fd) & IO_W_KNOWN, 0);
+		errno = 1234;
+		cr_expect_eq(io_fd_type(fd), cases[i].type, "fd %d: type %u, expected %u", fd, io_fd_type(fd),
+			     cases[i].type);
+		cr_expect_eq(errno, 1234, "the lookup changed errno");
+		/* Cached: known from now on, whatever happens to the fd. */
+		cr_expect_neq(io_fd_word(fd) & IO_W_KNOWN, 0);
+	}
+	/* A path set at open survives the type resolution. */
+	io_fd_set(file, 77, SP_FDTYPE_OTHER, 0);
+	cr_expect_eq(io_fd_type(file), SP_FDTYPE_FILE);
+	cr_expect_eq(io_word_path(io_fd_word(file)), 77);
+	/* A closed fd has no type. */
+	close(dev);
+	io_fd_clear(dev);
+	cr_expect_eq(io_fd_type(dev), SP_FDTYPE_OTHER);
+	cr_expect_eq(io_fd_word(dev) & IO_W_KNOWN, 0);
+	close(p[0]), close(p[1]), close(s[0]), close(s[1]), close(file), close(dir);
+}
+
+Test(io_fdtab, set_copy_clear_and_untracked_fds)
+{
+	io_fd_set(5, 42, SP_FDTYPE_PIPE, 1);
+	uint64_t w = io_fd_word(5);
+	cr_expect_eq(io_word_path(w), 42);
+	cr_expect_eq(io_word_type(w), SP_FDTYPE_PIPE);
+	io_fd_set_wait_type(5, SP_FDTYPE_SOCKET);
+	cr_expect_eq(io_word_wait_type(io_fd_word(5)), SP_FDTYPE_SOCKET);
+	/* dup: the copy describes the same file but is not an epoll set. */
+	io_fd_copy(5, 9);
+	cr_expect_eq(io_word_path(io_fd_word(9)), 42);
+	cr_expect_eq(io_word_type(io_fd_word(9)), SP_FDTYPE_PIPE);
+	cr_expect_eq(io_word_wait_type(io_fd_word(9)), 0);
+	cr_expect_eq(io_fd_clear(5), io_fd_word(9) | ((uint64_t)SP_FDTYPE_SOCKET << IO_W_WAIT_SHIFT));
+	cr_expect_eq(io_fd_word(5), 0);
+	/* Path ids are 3 bytes in the trace: the table keeps 24 bits. */
+	io_fd_set(6, 0x1abcdef, SP_FDTYPE_FILE, 1);
+	cr_expect_eq(io_word_path(io_fd_word(6)), 0xabcdef);
+	/* Out of range: ignored, never written. */
+	io_fd_set(IO_FD_MAX, 1, SP_FDTYPE_FILE, 1);
+	io_fd_set(-1, 1, SP_FDTYPE_FILE, 1);
+	cr_expect_eq(io_fd_word(IO_FD_MAX), 0);
+	cr_expect_eq(io_fd_word(-1), 0);
+	cr_expect_eq(io_fd_type(IO_FD_MAX + 5), SP_FDTYPE_OTHER);
+}
+
+Test(io_fdtab, guess_at_open_needs_no_syscall)
+{
+	int known;
+	cr_expect_eq(io_guess_type("/data/train/x.jpg", O_RDONLY, &known), SP_FDTYPE_FILE);
+	cr_expect_eq(known, 1);
+	cr_expect_eq(io_guess_type("relative/x", O_RDONLY, &known), SP_FDTYPE_FILE);
+	cr_expect_eq(known, 1);
+	cr_expect_eq(io_guess_type("/data", O_RDONLY | O_DIRECTORY, &known), SP_FDTYPE_DIR);
+	cr_expect_eq(known, 1);
+	static const char *const special[] = { "/dev/nvidia0", "/dev/shm/torch_1", "/proc/self/stat", "/sys/bus/pci" };
+	for (size_t i = 0; i < 4; i++) {
+		io_guess_type(special[i], O_RDONLY, &known);
+		cr_expect_eq(known, 0, "%s: FIFOs, ttys and devices live there: resolve at first use", special[i]);
+	}
+	/* Only whole components. */
+	cr_expect_eq(io_guess_type("/device/x", O_RDONLY, &known), SP_FDTYPE_FILE);
+	cr_expect_eq(known, 1);
+	cr_expect_eq(io_guess_type("/dev", O_RDONLY, &known), SP_FDTYPE_FILE);
+}
+
+Test(io_fdtab, mode_from_mode_bits)
+{
+	cr_expect_eq(io_type_from_mode(S_IFREG | 0644), SP_FDTYPE_FILE);
+	cr_expect_eq(io_type_from_mode(S_IFIFO), SP_FDTYPE_PIPE);
+	cr_expect_eq(io_type_from_mode(S_IFSOCK), SP_FDTYPE_SOCKET);
+	cr_expect_eq(io_type_from_mode(S_IFDIR), SP_FDTYPE_DIR);
+	cr_expect_eq(io_type_from_mode(S_IFCHR), SP_FDTYPE_OTHER);
+	cr_expect_eq(io_type_from_mode(S_IFBLK), SP_FDTYPE_OTHER);
+}
+
+Test(io_mode, stepprof_io_values)
+{
+	cr_expect_eq(io_mode_parse(NULL), IO_MODE_AUTO);
+	cr_expect_eq(io_mode_parse(""), IO_MODE_AUTO);
+	cr_expect_eq(io_mode_parse("auto"), IO_MODE_AUTO);
+	cr_expect_eq(io_mode_parse("libc"), IO_MODE_LIBC);
+	cr_expect_eq(io_mode_parse("bpf"), IO_MODE_BPF);
+	cr_expect_eq(io_mode_parse("off"), IO_MODE_OFF);
+	cr_expect_eq(io_mode_parse("LIBC"), -1);
+	cr_expect_eq(io_mode_parse("ebpf"), -1);
+}
+
+Test(io_real, resolves_the_libc_functions)
+{
+	/* Outside the preload, "next" after the test binary is libc itself. */
+	cr_expect_eq(io_real_get(IO_FN_read), dlsym(RTLD_DEFAULT, "read"));
+	cr_expect_eq(io_real_get(IO_FN_stat), dlsym(RTLD_DEFAULT, "stat"));
+	cr_expect_eq(io_real_get(IO_FN_fopen), dlsym(RTLD_DEFAULT, "fopen"));
+	/* Compat-only since glibc 2.33: found through its version. */
+	void *x = io_real_get(IO_FN___xstat);
+	cr_expect_eq(x, dlvsym(RTLD_DEFAULT, "__xstat", "GLIBC_2.2.5"));
+	cr_expect_not_null(x);
+	/* The table is filled: the second lookup is the cached pointer. */
+	cr_expect_eq(io_real_ptr[IO_FN_read], io_real_get(IO_FN_read));
+}
