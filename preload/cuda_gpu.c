@@ -129,6 +129,12 @@ unsigned sp_gpu_kernel_timing(void)
 	return k;
 }
 
+void sp_gpu_forget_thread(void)
+{
+	ts = NULL; /* the parent's events: left mapped, never touched again */
+	sp_gpu_ctx_changed();
+}
+
 static struct tstate *tstate_get(void)
 {
 	if (ts)

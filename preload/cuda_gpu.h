@@ -20,6 +20,7 @@
 /* ---- 1. device ---- */
 unsigned sp_gpu_device(void);
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
+void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
 
 /* ---- 2. timing ---- */
 enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP_SYNC_QUERY };

@@ -23,6 +23,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <string.h>
 
 /* NOTE: cudaGetDriverEntryPoint[_ptsz] are deprecated in CUDA 13 but still
@@ -127,15 +128,17 @@ static void sp_post(struct sp_call *c, int r)
 		site_and_dev(c, f);
 		sp_emit(SP_K_SYNC, c->api, c->t0, t1, f);
 		sp_gpu_sync_point(c->stream, c->ptds, (enum sp_sync_kind)c->sync, r == 0);
+		sp_gpu_header_once();
 		break;
 	case FAM_ALLOC: {
 		uint64_t p = 0;
 		if (r == 0 && c->out)
 			memcpy(&p, c->out, sizeof(p));
-		if (r == 0 && c->out2) { /* pitched: the real size is pitch * height */
-			size_t pitch;
-			memcpy(&pitch, c->out2, sizeof(pitch));
-			c->bytes = (uint64_t)pitch * c->bytes;
+		if (c->out2) { /* pitched: pitch * height, or what was asked for (width * height) */
+			size_t pitch = 0;
+			if (r == 0)
+				memcpy(&pitch, c->out2, sizeof(pitch));
+			c->bytes = (uint64_t)(r == 0 ? pitch : c->ptr) * c->bytes;
 		}
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
@@ -374,6 +377,7 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		fam(&c, FAM_ALLOC);                                                                                   \
 		c.out = (void *)(outp);                                                                               \
 		c.out2 = (void *)(pitchp);                                                                            \
+		c.ptr = (uint64_t)(w);                                                                                \
 		c.bytes = (uint64_t)(h);                                                                              \
 	} while (0)
 #define SP_SPEC_VMMCREATE(hp, n, prop)                                                                                \
@@ -607,6 +611,21 @@ SP_DOOR_ENTRY(cudaGetDriverEntryPoint, 0)
 SP_DOOR_ENTRY(cudaGetDriverEntryPoint_ptsz, 1)
 SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion, 0)
 SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion_ptsz, 1)
+
+/*
+ * A forked child starts with the forking thread's timing state: events of the
+ * parent's context, which mean nothing in the child. Forget them (the child
+ * leaks nothing it could use), and the cached current device.
+ */
+static void cuda_atfork_child(void)
+{
+	sp_gpu_forget_thread();
+}
+
+__attribute__((constructor)) static void cuda_hooks_init(void)
+{
+	pthread_atfork(NULL, NULL, cuda_atfork_child);
+}
 
 /* ------------------------------------------------------ 5. the tables */
 
