@@ -374,15 +374,17 @@ Test(trainer, same_counts_under_the_preload, .timeout = 180)
 	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s/trace", dir);
 	cr_assert(access(lib, R_OK) == 0, "%s is not built", lib);
 
+	/* loader workers and NVTX; the static runtime, the fragmentation OOM and stepprof_step */
 	static const char *const scen[] = {"input-bound", "fragmenting"};
 	static const char *const marks[] = {"nvtx", "step"};
+	static const char *const bins[] = {"bin/trainer", "bin/trainer-static"};
 	for (size_t k = 0; k < 2; k++) {
 		struct run bare, pro;
 		const char *args[] = {"--scenario", scen[k], "--iters", "6", "--markers", marks[k], NULL};
 		char *env0[] = {NO_PRELOAD, NULL};
 		char *env1[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
-		run_trainer(&bare, "bin/trainer", args, env0);
-		run_trainer(&pro, "bin/trainer", args, env1);
+		run_trainer(&bare, bins[k], args, env0);
+		run_trainer(&pro, bins[k], args, env1);
 		check_invariants(pro.j);
 		assert_same_counts(bare.j, pro.j);
 		cr_assert_eq(sp_json_get(pro.j, "worker_pids")->n, sp_json_get(bare.j, "worker_pids")->n);
