@@ -228,6 +228,8 @@ struct job {
 	uid_t uid; /* run as (SUDO_UID when started through sudo as root) */
 	gid_t gid;
 	int drop;  /* change to uid/gid before exec */
+	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
+	int ngroups;
 	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready) or 'l' */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
 	pid_t pid;
@@ -271,7 +273,8 @@ static void job_child(struct job *j)
 	while (r < 0 && errno == EINTR);
 	if (r != 1)
 		_exit(RUN_EXIT_FAIL); /* the parent went away before releasing us */
-	close(j->go_rd);
+	/* NOTE: go_rd is left to close-on-exec: between release and exec the child
+	 * makes no file syscall the collector would attribute to the job. */
 	/* Restore what the parent changed for itself. */
 	signal(SIGINT, SIG_DFL);
 	signal(SIGTERM, SIG_DFL);
@@ -285,9 +288,7 @@ static void job_child(struct job *j)
 		setenv("STEPPROF_IO", "bpf", 1);
 
 	if (j->drop) {
-		const char *user = getenv("SUDO_USER");
-		if ((user ? initgroups(user, j->gid) : setgroups(1, &j->gid)) != 0 || setgid(j->gid) != 0 ||
-		    setuid(j->uid) != 0)
+		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
 			child_fail(j, errno ? errno : EPERM);
 	}
 	execvp(j->argv[0], j->argv);
@@ -578,6 +579,13 @@ int command_run(int argc, char **argv)
 		j.uid = (uid_t)strtoul(su, NULL, 10);
 		j.gid = (gid_t)strtoul(sg, NULL, 10);
 		j.drop = 1;
+		/* Looked up here (it reads /etc/group), not in the child the collector watches. */
+		const char *user = getenv("SUDO_USER");
+		j.ngroups = 64;
+		if (!user || getgrouplist(user, j.gid, j.groups, &j.ngroups) < 0) {
+			j.groups[0] = j.gid;
+			j.ngroups = 1;
+		}
 	}
 
 	int e = check_command(cmd[0]);

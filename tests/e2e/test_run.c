@@ -207,3 +207,28 @@ Test(run, bad_input_is_a_one_line_error)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+Test(run, through_sudo_the_job_runs_as_the_invoking_user)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: sudo's hand-over cannot be simulated");
+	char *tmp = sp_t_tmpdir("run-sudo");
+	char out[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *stepprof = io_t_abs("bin/stepprof");
+	/* What sudo leaves in the environment of a root process it started for "nobody". */
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c", "id -u; id -g", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	cr_expect_str_eq(res.out, "65534\n65534\n");
+	/* The directory it created belongs to that user, who must write the trace there. */
+	struct stat st;
+	cr_assert_eq(stat(out, &st), 0);
+	cr_expect_eq(st.st_uid, 65534u);
+	cr_expect_eq(st.st_gid, 65534u);
+	sp_t_result_free(&res);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
