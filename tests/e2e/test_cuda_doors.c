@@ -477,3 +477,40 @@ Test(cuda_doors, capture_is_left_alone_and_graph_launch_is_one_timed_unit, .time
 	door_free(&a);
 	door_free(&d);
 }
+
+Test(cuda_doors, trace_header_has_the_device, .timeout = 120)
+{
+	const char *env[] = { "SIMGPU_MEM_BYTES=536870912", NULL };
+	struct door d;
+	door_run(&d, "bin/door_plt", 1, NULL, env);
+	DIR *dir = opendir(d.dir);
+	cr_assert(dir);
+	struct dirent *de;
+	unsigned files = 0;
+	while ((de = readdir(dir))) {
+		if (!strstr(de->d_name, ".sptrace"))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", d.dir, de->d_name);
+		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "info", "--json", path, NULL };
+		struct sp_t_result r;
+		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "%s", r.err);
+		struct sp_json *j = sp_json_parse(r.out);
+		cr_assert(j, "info --json is not JSON");
+		/* the memory the simulated device was given, and the CUDA feature bit */
+		cr_expect_eq(sp_json_u64(j, "files.0.devices.0.mem_bytes", 0), 536870912ull);
+		cr_expect(sp_json_str(j, "files.0.devices.0.name") && *sp_json_str(j, "files.0.devices.0.name"));
+		cr_expect_gt(sp_json_num(j, "files.0.driver_version", 0), 0);
+		struct sp_json *feat = sp_json_path(j, "files.0.features");
+		int cuda = 0;
+		for (size_t i = 0; feat && i < feat->n; i++)
+			cuda |= sp_json_at(feat, i)->str && !strcmp(sp_json_at(feat, i)->str, "cuda");
+		cr_expect(cuda, "no cuda feature in the header");
+		sp_json_free(j);
+		sp_t_result_free(&r);
+		files++;
+	}
+	closedir(dir);
+	cr_expect_eq(files, 1);
+	door_free(&d);
+}
