@@ -48,6 +48,8 @@ include tests/module.mk
 
 build-all: $(ALL_TARGETS)
 .PHONY: build-all
+# Keep objects that only feed a pattern rule (workloads): no rebuild on every make.
+.SECONDARY:
 
 # Generic compile rule: build/obj/<path>.o from <path>.c; per-module flags come
 # from target-specific variables (MODULE_CFLAGS / MODULE_CPPFLAGS).
