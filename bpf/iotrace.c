@@ -187,13 +187,19 @@ struct strtab {
 	struct sp_tf *tf;
 };
 
-static uint64_t fnv1a(const char *s, size_t len, uint64_t seed)
+/* A word-at-a-time hash: paths are hashed once per event, so byte loops show in profiles. */
+static uint64_t strhash(const char *s, size_t len, uint64_t seed)
 {
-	uint64_t h = 0xcbf29ce484222325ull ^ seed;
-	for (size_t i = 0; i < len; i++) {
-		h ^= (uint8_t)s[i];
-		h *= 0x100000001b3ull;
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (seed * 0xff51afd7ed558ccdull) ^ len;
+	size_t i = 0;
+	for (; i + 8 <= len; i += 8) {
+		uint64_t w;
+		memcpy(&w, s + i, 8);
+		h = (h ^ mix64(w)) * 0x9e3779b97f4a7c15ull;
 	}
+	uint64_t w = 0;
+	memcpy(&w, s + i, len - i);
+	h = mix64(h ^ mix64(w ^ 0x5bd1e995));
 	return h ? h : 1;
 }
 
@@ -202,7 +208,7 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 	if (len > SP_MAX_STRING)
 		len = SP_MAX_STRING;
 	for (uint64_t seed = 0;; seed++) {
-		uint64_t h = fnv1a(s, len, seed);
+		uint64_t h = strhash(s, len, seed);
 		void **slot = umap_slot(&t->byhash, h, true);
 		struct interned *e = *slot;
 		if (e && e->len == len && !memcmp(e->s, s, len))
@@ -254,6 +260,8 @@ struct collector {
 	struct strtab strings;
 	struct umap procs;   /* tgid -> struct proc * */
 	struct umap streams; /* (tgid << 32 | tid) -> struct sp_tf_stream * */
+	uint64_t last_key;   /* the stream of the previous record */
+	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
 };
@@ -355,6 +363,7 @@ static void stream_close(struct collector *c, uint64_t key)
 	struct sp_tf_stream *s = umap_get(&c->streams, key);
 	if (!s)
 		return;
+	c->last_stream = NULL;
 	sp_tf_stream_close(s);
 	umap_del(&c->streams, key);
 	free(s);
@@ -383,12 +392,16 @@ static void proc_exited(struct collector *c, struct proc *p)
 static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t tid)
 {
 	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+	if (c->last_stream && key == c->last_key)
+		return c->last_stream; /* a thread's calls come in runs */
 	void **slot = umap_slot(&c->streams, key, true);
 	if (!*slot) {
 		struct sp_tf_stream *s = xcalloc(1, sizeof(*s));
 		sp_tf_stream_init(s, &c->tf, pid, tid);
 		*slot = s;
 	}
+	c->last_key = key;
+	c->last_stream = *slot;
 	return *slot;
 }
 
@@ -452,6 +465,8 @@ static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, const ch
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	if (len == 0)
 		return 0;
+	if (path[0] == '/')
+		return strtab_intern(&c->strings, path, len);
 	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, path, len, buf, sizeof(buf)));
 }
 
@@ -537,6 +552,9 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 	case SP_K_READ:
 		f[SP_F_PATH] = proc_fd_path(p, e->fd);
 		f[SP_F_BYTES] = e->bytes;
+		/* As the libc wrappers do: a read on a pipe or socket is waiting for a loader worker's data. */
+		if (e->fd_type == IOTRACE_FD_PIPE || e->fd_type == IOTRACE_FD_SOCKET)
+			kind = SP_K_LOADER_WAIT;
 		break;
 	case SP_K_LISTDIR:
 		f[SP_F_PATH] = proc_fd_path(p, e->fd);

@@ -427,6 +427,27 @@ Test(bpf, counts_bytes_paths_from_three_threads, .timeout = 120)
 	cr_expect_eq(t.open, 1, "opendir: one open of the directory");
 	cr_expect_eq(t.tid, pid, "listed by the main thread");
 
+	/*
+	 * Reads on pipes are loader waits: bpfgen's 100-byte pipe round trip, and
+	 * at most the 1-byte read of the start gate (not recorded when, as usual,
+	 * it began before the collector attached: a call seen only at its exit is
+	 * dropped).
+	 */
+	int waits = 0, gate = 0, batch = 0;
+	for (size_t i = 0; i < d.n; i++) {
+		const struct sp_json *r = d.recs[i];
+		if (jnum(r, "pid") != pid || strcmp(jstr(r, "kind"), "loader_wait"))
+			continue;
+		waits++;
+		cr_expect_str_eq(jstr(r, "fd_type"), "pipe");
+		cr_expect_str_eq(jstr(r, "api"), "sys_read");
+		gate += jnum(r, "bytes") == 1;
+		batch += jnum(r, "bytes") == 100 && jnum(r, "tid") == pid;
+	}
+	cr_expect_eq(batch, 1, "one loader wait of 100 bytes on the main thread, got %d", batch);
+	cr_expect_eq(waits, batch + gate, "loader waits other than bpfgen's and the gate's: %d", waits);
+	cr_expect_leq(gate, 1);
+
 	/* Nothing about the data files from any other process. */
 	for (size_t i = 0; i < d.n; i++) {
 		const char *p = jstr(d.recs[i], "path");

@@ -10,7 +10,9 @@
  *      BPFGEN_BUF-byte calls (thread 0 read, 1 pread, 2 readv), fstat(fd),
  *      close: per file 1 open, 2 stats, ceil(size/BPFGEN_BUF) + 1 reads (the
  *      last one returns 0), 1 close;
- *   3. with --fork: forks a child that execs `bpfgen DIR N --child`, which
+ *   3. writes BPFGEN_PIPE_BYTES bytes into a pipe and reads them back with one
+ *      read (a loader wait: the way a trainer receives a batch from a worker);
+ *   4. with --fork: forks a child that execs `bpfgen DIR N --child`, which
  *      reads every file the same way from its one thread, and waits for it.
  *
  * Prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
@@ -29,6 +31,7 @@
 
 #define BPFGEN_BUF 1000
 #define BPFGEN_THREADS 3
+#define BPFGEN_PIPE_BYTES 100
 
 static const char *dir;
 static int nfiles;
@@ -123,6 +126,15 @@ int main(int argc, char **argv)
 		pthread_join(th[t], NULL);
 		bytes += jobs[t].bytes;
 	}
+
+	int p[2];
+	char msg[BPFGEN_PIPE_BYTES] = { 0 };
+	if (pipe(p) || write(p[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg) || read(p[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+		fprintf(stderr, "bpfgen: pipe round trip failed\n");
+		return 1;
+	}
+	close(p[0]);
+	close(p[1]);
 
 	pid_t child = 0;
 	if (fork_child) {
