@@ -9,6 +9,9 @@
  * The directory: $STEPPROF_DIR when set, else ./stepprof-YYYYmmdd-HHMMSS-PID
  * (absolute) chosen by the first process and exported as STEPPROF_DIR, so that
  * forked and exec'd children and torchrun's ranks all write beside it.
+ *
+ * NVTX: NVTX_INJECTION64_PATH is pointed at this library when unset, so that
+ * NVTX v3 in the program loads it as its tool (hook_nvtx.c).
  */
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +21,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "nvtx_inject.h"
 #include "recorder.h"
 
 __attribute__((constructor)) static void sp_init(void)
@@ -40,6 +44,7 @@ __attribute__((constructor)) static void sp_init(void)
 		setenv("STEPPROF_DIR", dir, 1);
 	}
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
+	sp_nvtx_setup();
 }
 
 __attribute__((destructor)) static void sp_fini(void)

@@ -1,0 +1,115 @@
+/*
+ * marknvtx.c - a program using NVTX v3 (header-only nvtx3/nvToolsExt.h) the way
+ * a training script does, for the NVTX injection tests. Without a tool NVTX does
+ * nothing; under LD_PRELOAD=libstepprof.so every call below becomes a record.
+ *
+ *   marknvtx [-n N] [-u US] [-f]
+ *     -n N   N iterations of push("step") / sleep US / pop (default 20)
+ *     -u US  microseconds slept inside each "step" (default 2000)
+ *     -f     fork after the loop: the child pushes/pops "child_step" once
+ *
+ * Then, once each: push "outer" { push "inner" { sleep 1 ms } }; nvtxMarkA("hello");
+ * push W "wide"; markW "wmark"; start "async" ended on another thread after
+ * 3 ms; pushEx with an ASCII message "ex_push" and with a registered string
+ * "registered"; in domain "mydomain": pushEx "dpush", markEx "dmark",
+ * startEx "drange"/end; push "open_at_exit" never popped.
+ */
+#include <nvtx3/nvToolsExt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void *ender(void *arg)
+{
+	usleep(3000);
+	nvtxRangeEnd(*(nvtxRangeId_t *)arg);
+	return NULL;
+}
+
+static nvtxEventAttributes_t ascii_attr(const char *msg)
+{
+	nvtxEventAttributes_t a;
+	memset(&a, 0, sizeof(a));
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = msg;
+	return a;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 20, us = 2000, do_fork = 0, opt;
+	while ((opt = getopt(argc, argv, "n:u:f")) != -1) {
+		if (opt == 'n')
+			n = atoi(optarg);
+		else if (opt == 'u')
+			us = atoi(optarg);
+		else if (opt == 'f')
+			do_fork = 1;
+		else
+			return 2;
+	}
+	for (int i = 0; i < n; i++) {
+		nvtxRangePushA("step");
+		usleep(us);
+		nvtxRangePop();
+	}
+
+	nvtxRangePushA("outer");
+	nvtxRangePushA("inner");
+	usleep(1000);
+	nvtxRangePop();
+	nvtxRangePop();
+	nvtxMarkA("hello");
+
+	nvtxRangePushW(L"wide\u00e9");
+	nvtxMarkW(L"wmark");
+	nvtxRangePop();
+
+	nvtxRangeId_t id = nvtxRangeStartA("async");
+	pthread_t th;
+	pthread_create(&th, NULL, ender, &id);
+	pthread_join(th, NULL);
+
+	nvtxEventAttributes_t a = ascii_attr("ex_push");
+	nvtxRangePushEx(&a);
+	nvtxRangePop();
+
+	nvtxDomainHandle_t d = nvtxDomainCreateA("mydomain");
+	nvtxStringHandle_t reg = nvtxDomainRegisterStringA(d, "registered");
+	nvtxEventAttributes_t r;
+	memset(&r, 0, sizeof(r));
+	r.version = NVTX_VERSION;
+	r.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	r.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+	r.message.registered = reg;
+	nvtxRangePushEx(&r);
+	nvtxRangePop();
+
+	nvtxEventAttributes_t dp = ascii_attr("dpush"), dm = ascii_attr("dmark"), dr = ascii_attr("drange");
+	nvtxDomainRangePushEx(d, &dp);
+	nvtxDomainMarkEx(d, &dm);
+	nvtxDomainRangePop(d);
+	nvtxRangeId_t did = nvtxDomainRangeStartEx(d, &dr);
+	usleep(500);
+	nvtxDomainRangeEnd(d, did);
+
+	if (do_fork) {
+		fflush(stdout);
+		pid_t c = fork();
+		if (c == 0) {
+			nvtxRangePushA("child_step");
+			nvtxRangePop();
+			_exit(0);
+		}
+		waitpid(c, NULL, 0);
+		printf("child=%d\n", (int)c);
+	}
+	nvtxRangePushA("open_at_exit");
+	printf("marknvtx pid=%d steps=%d\n", (int)getpid(), n);
+	return 0;
+}
