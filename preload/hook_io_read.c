@@ -149,12 +149,13 @@ PREADV2(preadv64v2, off64_t)
 
 /* ------------------------------------------------------------ 2. stdio fread */
 
-/* bytes = items read x size: what the program received, whatever stdio buffered. */
+/* bytes = items read x size: what the program received, whatever stdio buffered.
+ * A stream without an fd (fmemopen, open_memstream) is memory, not input. */
 #define FREAD(NAME)                                                                     \
 	size_t NAME(void *ptr, size_t size, size_t n, FILE *fp)                         \
 	{                                                                               \
 		size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(NAME);         \
-		if (!fp || !io_enter())                                                 \
+		if (!fp || fp->_fileno < 0 || !io_enter())                              \
 			return real(ptr, size, n, fp);                                  \
 		uint64_t t0 = sp_now();                                                 \
 		size_t r = real(ptr, size, n, fp);                                      \
@@ -179,7 +180,7 @@ size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FIL
 	size_t NAME(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)          \
 	{                                                                               \
 		size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(NAME); \
-		if (!fp || !io_enter())                                                 \
+		if (!fp || fp->_fileno < 0 || !io_enter())                              \
 			return real(ptr, ptrlen, size, n, fp);                          \
 		uint64_t t0 = sp_now();                                                 \
 		size_t r = real(ptr, ptrlen, size, n, fp);                              \
