@@ -298,14 +298,20 @@ static int is_passive_kind(unsigned k)
 static int pass1(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	struct sp_event ev;
+	const struct sp_event *e;
 	int file;
+	struct thr *t = NULL;
+	struct an_proc *p = NULL;
 	a->run_begin_ns = UINT64_MAX;
-	while (s->src->next(s->src->ctx, &ev, &file)) {
-		struct an_proc *p = proc_get(s, ev.pid);
-		struct thr *t = thr_get(s, ev.pid, ev.tid);
-		if (!p || !t)
-			return -1;
+	while ((e = s->src->next(s->src->ctx, &file))) {
+#define ev (*e)
+		/* consecutive records mostly come from the same thread: skip the lookups */
+		if (!t || t->pid != ev.pid || t->tid != ev.tid) {
+			p = proc_get(s, ev.pid);
+			t = thr_get(s, ev.pid, ev.tid);
+			if (!p || !t)
+				return -1;
+		}
 		a->records++;
 		p->records++;
 		t->records++;
@@ -329,11 +335,12 @@ static int pass1(struct state *s)
 				return -1;
 			if (c->ppid < 0)
 				c->ppid = parent;
+			t = NULL; /* the process table may have moved */
 			break;
 		}
 		case SP_K_LAUNCH:
 			t->launches++;
-			proc_find(a, ev.pid)->launches++;
+			p->launches++;
 			break;
 		case SP_K_RANGE:
 			if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
@@ -346,7 +353,7 @@ static int pass1(struct state *s)
 				return -1;
 			break;
 		case SP_K_GPU_SPAN: {
-			size_t pi = (size_t)(proc_find(a, ev.pid) - a->procs);
+			size_t pi = (size_t)(p - a->procs);
 			if (ev.end_ns > s->gpu_end[pi])
 				s->gpu_end[pi] = ev.end_ns;
 			break;
@@ -354,6 +361,7 @@ static int pass1(struct state *s)
 		}
 		if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
 			t->last_sig_end = ev.end_ns;
+#undef ev
 	}
 	if (a->run_begin_ns == UINT64_MAX)
 		a->run_begin_ns = 0;
@@ -590,10 +598,11 @@ static int iterations_auto(struct state *s)
 	int rc = -1;
 	if (!as.sig || !as.flags || !as.cut || s->src->rewind(s->src->ctx))
 		goto out;
-	struct sp_event ev;
+	const struct sp_event *e;
 	int file, in_wait = 0;
 	uint64_t wait_start = 0;
-	while (s->src->next(s->src->ctx, &ev, &file)) {
+	while ((e = s->src->next(s->src->ctx, &file))) {
+		const struct sp_event ev = *e;
 		if (ev.pid != a->trainer_pid || ev.tid != a->training_tid)
 			continue;
 		if (is_input_kind(ev.kind)) {
@@ -686,7 +695,7 @@ struct pass2 {
 	struct state *s;
 	struct an_analysis *a;
 	struct bd_list (*lists)[BD__COUNT]; /* per iteration, freed when finalised */
-	size_t first_open;
+	size_t first_open, hint;
 	uint64_t maxbegin, maxlate;
 	struct {
 		uint32_t op;
@@ -727,6 +736,9 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 	if (e <= b || !a->nit)
 		return;
 	size_t lo = 0, hi = a->nit;
+	/* records mostly arrive in time order: try the iteration of the previous span first */
+	if (p->hint < a->nit && a->it[p->hint].end_ns > b && (p->hint == 0 || a->it[p->hint - 1].end_ns <= b))
+		lo = hi = p->hint;
 	while (lo < hi) { /* first iteration ending after b */
 		size_t mid = (lo + hi) / 2;
 		if (a->it[mid].end_ns <= b)
@@ -734,6 +746,7 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 		else
 			hi = mid;
 	}
+	p->hint = lo;
 	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
 		if (a->it[i].finalized) {
 			a->late_events++;
@@ -1154,14 +1167,14 @@ static int pass2(struct state *s)
 	int rc = -1;
 	if (!p.lists || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
 		goto out;
-	struct sp_event ev;
+	const struct sp_event *ev;
 	int file;
-	while (s->src->next(s->src->ctx, &ev, &file)) {
-		if (ev.begin_ns > p.maxbegin)
-			p.maxbegin = ev.begin_ns;
-		else if (p.maxbegin - ev.begin_ns > p.maxlate)
-			p.maxlate = p.maxbegin - ev.begin_ns;
-		on_event(&p, &ev, file);
+	while ((ev = s->src->next(s->src->ctx, &file))) {
+		if (ev->begin_ns > p.maxbegin)
+			p.maxbegin = ev->begin_ns;
+		else if (p.maxbegin - ev->begin_ns > p.maxlate)
+			p.maxlate = p.maxbegin - ev->begin_ns;
+		on_event(&p, ev, file);
 		if (p.oom)
 			goto out;
 		/*

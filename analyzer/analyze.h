@@ -34,7 +34,8 @@
 struct an_source {
 	void *ctx;
 	size_t nfiles;
-	int (*next)(void *ctx, struct sp_event *ev, int *file); /* 1, 0 at the end */
+	/* The next record (valid until the next call), NULL at the end. */
+	const struct sp_event *(*next)(void *ctx, int *file);
 	int (*rewind)(void *ctx);                              /* 0 or -1 */
 	const char *(*string)(void *ctx, int file, uint32_t id); /* NULL when unknown */
 	const struct sp_file_header *(*header)(void *ctx, int file);

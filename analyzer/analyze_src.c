@@ -89,14 +89,13 @@ void an_memsrc_sort(struct an_memsrc *m)
 	free(tmp);
 }
 
-static int mem_next(void *ctx, struct sp_event *ev, int *file)
+static const struct sp_event *mem_next(void *ctx, int *file)
 {
 	struct an_memsrc *m = ctx;
 	if (m->pos >= m->n)
-		return 0;
-	*ev = m->ev[m->pos++];
+		return NULL;
 	*file = 0;
-	return 1;
+	return &m->ev[m->pos++];
 }
 
 static int mem_rewind(void *ctx)

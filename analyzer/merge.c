@@ -28,6 +28,7 @@ struct mfile {
 struct merge {
 	struct mfile *f;
 	size_t n;
+	size_t *pending; /* the file whose record was returned last: advanced at the next call */
 	size_t *heap; /* file indexes with a pending record, min-heap on cur.begin_ns */
 	size_t nheap;
 };
@@ -60,6 +61,7 @@ static void sift_down(struct merge *m, size_t i)
 static void heap_build(struct merge *m)
 {
 	m->nheap = 0;
+	m->pending = NULL;
 	for (size_t i = 0; i < m->n; i++) {
 		m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
 		if (m->f[i].has)
@@ -119,22 +121,30 @@ struct merge *merge_open(char *const *paths, size_t n)
 	return m;
 }
 
-static int m_next(void *ctx, struct sp_event *ev, int *file)
+/*
+ * The record at the top of the heap is handed out in place (no copy of the wide
+ * struct); its file is advanced at the next call, before the heap is consulted.
+ */
+static const struct sp_event *m_next(void *ctx, int *file)
 {
 	struct merge *m = ctx;
-	if (!m->nheap)
-		return 0;
-	size_t i = m->heap[0];
-	*ev = m->f[i].cur;
-	*file = (int)i;
-	m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
-	if (!m->f[i].has) {
-		m->f[i].st = *sp_reader_stats(m->f[i].r);
-		m->heap[0] = m->heap[--m->nheap];
+	if (m->pending) {
+		size_t i = m->heap[0];
+		m->pending = NULL;
+		m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
+		if (!m->f[i].has) {
+			m->f[i].st = *sp_reader_stats(m->f[i].r);
+			m->heap[0] = m->heap[--m->nheap];
+		}
+		if (m->nheap > 1)
+			sift_down(m, 0);
 	}
-	if (m->nheap)
-		sift_down(m, 0);
-	return 1;
+	if (!m->nheap)
+		return NULL;
+	size_t i = m->heap[0];
+	*file = (int)i;
+	m->pending = &m->heap[0];
+	return &m->f[i].cur;
 }
 
 static int m_rewind(void *ctx)
