@@ -78,23 +78,23 @@ struct {
 
 /* ------------------------------------------------------------ 2. helpers */
 
-#define S_IFMT 00170000
-#define S_IFSOCK 0140000
-#define S_IFREG 0100000
-#define S_IFDIR 0040000
-#define S_IFIFO 0010000
+#define S_IFMT	      00170000
+#define S_IFSOCK      0140000
+#define S_IFREG	      0100000
+#define S_IFDIR	      0040000
+#define S_IFIFO	      0010000
 #define AT_EMPTY_PATH 0x1000
 
 /* The syscall number as sys_exit sees it (the entry's number, kept in pt_regs). */
 #if defined(__TARGET_ARCH_x86)
-#define SYSCALL_NR(regs) ((regs)->orig_ax)
+#define SYSCALL_NR(regs)   ((regs)->orig_ax)
 #define SYSCALL_ARG1(regs) ((regs)->di)
 #define SYSCALL_ARG2(regs) ((regs)->si)
 #define SYSCALL_ARG3(regs) ((regs)->dx)
 #define SYSCALL_ARG4(regs) ((regs)->r10)
 #define SYSCALL_ARG5(regs) ((regs)->r8)
 #elif defined(__TARGET_ARCH_arm64)
-#define SYSCALL_NR(regs) ((regs)->syscallno)
+#define SYSCALL_NR(regs)   ((regs)->syscallno)
 #define SYSCALL_ARG1(regs) ((regs)->orig_x0)
 #define SYSCALL_ARG2(regs) ((regs)->regs[1])
 #define SYSCALL_ARG3(regs) ((regs)->regs[2])

@@ -41,10 +41,10 @@
 #include "iotrace.h"
 #include "iotrace.skel.h"
 
-#define PROG "stepprof-bpf"
-#define POLL_MS 10        /* ring drain period: events wait at most this long in the ring */
-#define LIVENESS_MS 500   /* how often the traced processes are checked for a missed exit */
-#define MAX_FD (1 << 20)  /* fd tables stop growing here (RLIMIT_NOFILE's usual hard cap) */
+#define PROG	    "stepprof-bpf"
+#define POLL_MS	    10	      /* ring drain period: events wait at most this long in the ring */
+#define LIVENESS_MS 500	      /* how often the traced processes are checked for a missed exit */
+#define MAX_FD	    (1 << 20) /* fd tables stop growing here (RLIMIT_NOFILE's usual hard cap) */
 
 #ifndef SYS_dup2
 #define SYS_dup2 -1 /* architectures without it (arm64) have only dup3 */
@@ -112,7 +112,7 @@ static uint64_t mix64(uint64_t k)
 static void **umap_slot(struct umap *m, uint64_t key, bool insert)
 {
 	if (insert && (m->n + 1) * 2 > m->cap) {
-		struct umap g = { .cap = m->cap ? m->cap * 2 : 64 };
+		struct umap g = {.cap = m->cap ? m->cap * 2 : 64};
 		g.keys = xcalloc(g.cap, sizeof(*g.keys));
 		g.vals = xcalloc(g.cap, sizeof(*g.vals));
 		for (size_t i = 0; i < m->cap; i++)
@@ -181,7 +181,7 @@ struct interned {
 };
 
 struct strtab {
-	struct umap byhash;     /* hash -> struct interned * */
+	struct umap byhash;	/* hash -> struct interned * */
 	struct interned **byid; /* id -> string, for joining a path to its directory fd's */
 	uint32_t next_id, cap_id;
 	struct sp_tf *tf;
@@ -250,8 +250,8 @@ struct fdent {
 struct proc {
 	int32_t pid;
 	bool alive;
-	char *cwd;          /* NULL until first needed */
-	struct fdent *fds;  /* indexed by fd */
+	char *cwd;	   /* NULL until first needed */
+	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
 };
 
@@ -516,7 +516,7 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 	struct proc *p = proc_get(c, (int32_t)e->pid, false);
 	if (!p)
 		p = proc_get(c, (int32_t)e->pid, true); /* an event from before a lost fork */
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	unsigned kind = call_kind[e->call];
 	size_t plen = e->pathlen;
 	if (plen > IOTRACE_PATH_MAX || IOTRACE_EVENT_HDR + plen > size)
@@ -659,7 +659,8 @@ static uint64_t max_bytes(void)
 	char *end;
 	long long mb = v && *v ? strtoll(v, &end, 10) : 1024;
 	if (v && *v && (*end || mb < 4 || mb > 1048576)) {
-		fprintf(stderr, PROG ": warning: STEPPROF_MAX_MB=%s is not a number of MiB in 4..1048576; using 1024\n", v);
+		fprintf(stderr, PROG ": warning: STEPPROF_MAX_MB=%s is not a number of MiB in 4..1048576; using 1024\n",
+			v);
 		mb = 1024;
 	}
 	return (uint64_t)mb << 20;
@@ -687,13 +688,13 @@ static const char *load_reason(int err, char *buf, size_t len)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "pid", required_argument, NULL, 'p' },   { "output", required_argument, NULL, 'o' },
-		{ "duration", required_argument, NULL, 'd' }, { "verbose", no_argument, NULL, 'v' },
-		{ "help", no_argument, NULL, 'h' },        { 0 },
+	    {"pid", required_argument, NULL, 'p'},	{"output", required_argument, NULL, 'o'},
+	    {"duration", required_argument, NULL, 'd'}, {"verbose", no_argument, NULL, 'v'},
+	    {"help", no_argument, NULL, 'h'},		{0},
 	};
 	struct iotrace_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
-	struct collector c = { 0 };
+	struct collector c = {0};
 	bool tf_open = false;
 	char *end, reason[512], err[256];
 	long pid = 0;
@@ -774,7 +775,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
 	}
-	struct sp_tf_opts to = { .dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF };
+	struct sp_tf_opts to = {.dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF};
 	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
@@ -801,7 +802,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
-	struct sigaction sa = { .sa_handler = on_signal };
+	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);

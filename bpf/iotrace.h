@@ -36,15 +36,15 @@ enum iotrace_type {
 /* iotrace_event.flags */
 #define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */
 #define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "", i.e. a stat of fd */
-#define IOTRACE_F_PATH_CUT 0x4u   /* the path did not fit IOTRACE_PATH_MAX */
+#define IOTRACE_F_PATH_CUT   0x4u /* the path did not fit IOTRACE_PATH_MAX */
 #define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
 
 /* File types as the kernel sees them (i_mode), the same values as enum sp_fdtype. */
-#define IOTRACE_FD_OTHER 0
-#define IOTRACE_FD_FILE 1
-#define IOTRACE_FD_PIPE 2
+#define IOTRACE_FD_OTHER  0
+#define IOTRACE_FD_FILE	  1
+#define IOTRACE_FD_PIPE	  2
 #define IOTRACE_FD_SOCKET 3
-#define IOTRACE_FD_DIR 4
+#define IOTRACE_FD_DIR	  4
 
 /*
  * One record of the ring buffer. Events of calls that take a path carry
@@ -53,16 +53,16 @@ enum iotrace_type {
 struct iotrace_event {
 	__u64 begin_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 end_ns;
-	__s64 ret;      /* the syscall's return value (-errno on failure) */
-	__u64 bytes;    /* read: bytes read; stat: st_size; listdir: bytes of entries */
-	__u32 pid;      /* tgid */
-	__u32 tid;      /* FORK: the child's pid */
-	__s32 fd;       /* the fd argument (dirfd of *at calls) */
-	__u16 type;     /* enum iotrace_type */
-	__u16 call;     /* enum iotrace_call */
-	__u8 fd_type;   /* IOTRACE_FD_* of fd at entry (reads, close) */
-	__u8 flags;     /* IOTRACE_F_* */
-	__u16 pathlen;  /* bytes in path[], NUL included; 0 = none */
+	__s64 ret;     /* the syscall's return value (-errno on failure) */
+	__u64 bytes;   /* read: bytes read; stat: st_size; listdir: bytes of entries */
+	__u32 pid;     /* tgid */
+	__u32 tid;     /* FORK: the child's pid */
+	__s32 fd;      /* the fd argument (dirfd of *at calls) */
+	__u16 type;    /* enum iotrace_type */
+	__u16 call;    /* enum iotrace_call */
+	__u8 fd_type;  /* IOTRACE_FD_* of fd at entry (reads, close) */
+	__u8 flags;    /* IOTRACE_F_* */
+	__u16 pathlen; /* bytes in path[], NUL included; 0 = none */
 	__u32 pad;
 	char path[IOTRACE_PATH_MAX];
 };
@@ -72,8 +72,8 @@ struct iotrace_event {
 /* What sys_enter keeps for sys_exit, per thread. */
 struct iotrace_start {
 	__u64 begin_ns;
-	__u64 uptr;  /* path argument (user pointer), 0 when none */
-	__u64 ubuf;  /* stat/statx result buffer (user pointer) */
+	__u64 uptr; /* path argument (user pointer), 0 when none */
+	__u64 ubuf; /* stat/statx result buffer (user pointer) */
 	__s32 fd;
 	__u16 call;
 	__u8 fd_type;

@@ -34,12 +34,12 @@
 /* ------------------------------------------------------------ 1. harness */
 
 #define NFILES 12
-#define BUF 1000 /* bpfgen's read size */
+#define BUF    1000 /* bpfgen's read size */
 
 /* Sizes chosen to hit the edges of the read loop: empty, exact multiples, one byte over. */
 static size_t file_size(int i)
 {
-	static const size_t sizes[NFILES] = { 0, 1, 999, 1000, 1001, 2000, 4096, 12345, 100, 3000, 7777, 65536 };
+	static const size_t sizes[NFILES] = {0, 1, 999, 1000, 1001, 2000, 4096, 12345, 100, 3000, 7777, 65536};
 	return sizes[i];
 }
 
@@ -62,12 +62,12 @@ static void make_files(const char *dir)
 }
 
 struct session {
-	char *tmp;      /* everything of the test */
-	char *data;     /* the files bpfgen reads */
-	char *out;      /* the collector's -o */
+	char *tmp;  /* everything of the test */
+	char *data; /* the files bpfgen reads */
+	char *out;  /* the collector's -o */
 	pid_t job, bpf;
 	int release_fd; /* write end of the job's start pipe */
-	int bpf_out;    /* collector's stdout */
+	int bpf_out;	/* collector's stdout */
 	char bpf_err[1024];
 };
 
@@ -158,16 +158,16 @@ static void start(struct session *s, const char *bin, char *const job_argv[])
 
 	char pidstr[16];
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)s->job);
-	char *bargv[] = { (char *)bin, "--pid", pidstr, "-o", s->out, NULL };
+	char *bargv[] = {(char *)bin, "--pid", pidstr, "-o", s->out, NULL};
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s->tmp);
 	s->bpf = spawn(bargv, NULL, errpath, -1, cout[1]);
 	close(cout[1]);
 	s->bpf_out = cout[0];
 
 	/* "ready" within 30 s (loading BPF on a loaded 2-core machine takes a second or two). */
-	char line[64] = { 0 };
+	char line[64] = {0};
 	size_t got = 0;
-	struct pollfd p = { .fd = s->bpf_out, .events = POLLIN };
+	struct pollfd p = {.fd = s->bpf_out, .events = POLLIN};
 	while (got < sizeof(line) - 1 && !strchr(line, '\n') && poll(&p, 1, 30000) > 0) {
 		ssize_t n = read(s->bpf_out, line + got, sizeof(line) - 1 - got);
 		if (n <= 0)
@@ -239,7 +239,7 @@ struct dump {
 static void dump_trace(struct session *s, struct dump *d)
 {
 	char *file = trace_file(s);
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", file, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", file, NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump --json %s failed: %s", file, r.err);
 	d->n = sp_json_parse_lines(r.out, &d->recs);
@@ -320,8 +320,8 @@ static void tally(const struct dump *d, long long pid, const char *path, struct 
 /* Every file of the data directory read exactly as bpfgen does, by process pid; thread_api: read api per file. */
 static void check_files(struct session *s, const struct dump *d, long long pid, int threaded)
 {
-	static const char *const api_of_thread[3] = { "sys_read", "sys_pread64", "sys_readv" };
-	long long tid_of_thread[3] = { 0, 0, 0 };
+	static const char *const api_of_thread[3] = {"sys_read", "sys_pread64", "sys_readv"};
+	long long tid_of_thread[3] = {0, 0, 0};
 	char path[512];
 
 	for (int i = 0; i < NFILES; i++) {
@@ -335,8 +335,8 @@ static void check_files(struct session *s, const struct dump *d, long long pid, 
 			     t.stat_bytes_min, size);
 		cr_expect_eq(t.stat_bytes_max, (long long)size, "%s: stat size %lld, file has %zu", path,
 			     t.stat_bytes_max, size);
-		cr_expect_eq(t.read, (int)expected_reads(size), "pid %lld %s: %d reads, expected %zu", pid, path, t.read,
-			     expected_reads(size));
+		cr_expect_eq(t.read, (int)expected_reads(size), "pid %lld %s: %d reads, expected %zu", pid, path,
+			     t.read, expected_reads(size));
 		cr_expect_eq(t.bytes_read, (long long)size, "pid %lld %s: %lld bytes read, file has %zu", pid, path,
 			     t.bytes_read, size);
 		cr_expect_eq(t.close, 1, "pid %lld %s: %d closes, expected 1", pid, path, t.close);
@@ -346,8 +346,8 @@ static void check_files(struct session *s, const struct dump *d, long long pid, 
 		cr_expect_eq(t.tids, 1, "%s: records from %d threads, one thread read it", path, t.tids);
 		if (threaded) {
 			int th = i % 3;
-			cr_expect_str_eq(t.read_api, api_of_thread[th], "%s: read by thread %d with %s, recorded %s", path,
-					 th, api_of_thread[th], t.read_api);
+			cr_expect_str_eq(t.read_api, api_of_thread[th], "%s: read by thread %d with %s, recorded %s",
+					 path, th, api_of_thread[th], t.read_api);
 			cr_expect_eq(t.mixed_read_api, 0);
 			cr_expect_neq(t.tid, pid, "%s: read by a worker thread, recorded on the main thread", path);
 			if (!tid_of_thread[th])
@@ -357,7 +357,7 @@ static void check_files(struct session *s, const struct dump *d, long long pid, 
 	}
 	if (threaded) {
 		cr_expect(tid_of_thread[0] != tid_of_thread[1] && tid_of_thread[1] != tid_of_thread[2] &&
-				  tid_of_thread[0] != tid_of_thread[2],
+			      tid_of_thread[0] != tid_of_thread[2],
 			  "the 3 threads should have 3 distinct tids");
 	}
 }
@@ -378,7 +378,7 @@ static void run_bpfgen(struct session *s, int fork_child, struct dump *d, struct
 	const char *bin = collector_or_skip();
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = { (char *)sp_t_build("bin/bpfgen"), s->data, n, fork_child ? "--fork" : NULL, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, fork_child ? "--fork" : NULL, NULL};
 	start(s, bin, argv);
 	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen failed");
 	/* The collector ends by itself once the traced tree has exited. */
@@ -387,8 +387,7 @@ static void run_bpfgen(struct session *s, int fork_child, struct dump *d, struct
 		kill(s->bpf, SIGKILL);
 		wait_for(s->bpf, 5000);
 	}
-	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)",
-		     st);
+	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)", st);
 	*res = job_result(s);
 	dump_trace(s, d);
 }
@@ -485,7 +484,7 @@ Test(bpf, exits_on_sigterm_with_a_readable_file, .timeout = 60)
 	const char *bin = collector_or_skip();
 	struct session s;
 	session_init(&s, "bpfterm");
-	char *argv[] = { "/bin/sleep", "30", NULL };
+	char *argv[] = {"/bin/sleep", "30", NULL};
 	start(&s, bin, argv);
 	usleep(200000);
 	kill(s.bpf, SIGTERM);
@@ -509,7 +508,7 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 	const char *bin = sp_t_build("bin/stepprof-bpf");
 	if (access(bin, X_OK))
 		cr_skip_test("eBPF collector not built");
-	char *argv[] = { (char *)bin, "--pid", "2147483000", "-o", "/tmp/stepprof-test-nopid", NULL };
+	char *argv[] = {(char *)bin, "--pid", "2147483000", "-o", "/tmp/stepprof-test-nopid", NULL};
 	struct sp_t_result r;
 	int st = sp_t_run(&r, argv, NULL, NULL, 30);
 	cr_expect_neq(st, 0);
@@ -528,8 +527,17 @@ Test(bpf, not_root_is_a_one_line_error, .timeout = 60)
 		cr_skip_test("needs root and setpriv to drop to an unprivileged user");
 	char pidstr[16];
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)getpid());
-	char *argv[] = { "/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-			 (char *)bin, "--pid", pidstr, "-o", "/tmp/stepprof-test-noroot", NULL };
+	char *argv[] = {"/usr/bin/setpriv",
+			"--reuid=65534",
+			"--regid=65534",
+			"--clear-groups",
+			"--inh-caps=-all",
+			(char *)bin,
+			"--pid",
+			pidstr,
+			"-o",
+			"/tmp/stepprof-test-noroot",
+			NULL};
 	struct sp_t_result r;
 	int st = sp_t_run(&r, argv, NULL, NULL, 30);
 	cr_expect_neq(st, 0, "an unprivileged collector must fail, not pretend");

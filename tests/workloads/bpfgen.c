@@ -29,8 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define BPFGEN_BUF 1000
-#define BPFGEN_THREADS 3
+#define BPFGEN_BUF	  1000
+#define BPFGEN_THREADS	  3
 #define BPFGEN_PIPE_BYTES 100
 
 static const char *dir;
@@ -58,7 +58,7 @@ static long long read_file(const char *path, int how)
 		if (how == 1) {
 			n = pread(fd, buf, sizeof(buf), total);
 		} else if (how == 2) {
-			struct iovec iov[2] = { { buf, BPFGEN_BUF / 2 }, { buf + BPFGEN_BUF / 2, BPFGEN_BUF / 2 } };
+			struct iovec iov[2] = {{buf, BPFGEN_BUF / 2}, {buf + BPFGEN_BUF / 2, BPFGEN_BUF / 2}};
 			n = readv(fd, iov, 2);
 		} else {
 			n = read(fd, buf, sizeof(buf));
@@ -101,7 +101,7 @@ int main(int argc, char **argv)
 	int is_child = argc > 3 && !strcmp(argv[3], "--child");
 
 	if (is_child) {
-		struct job j = { .thread = -1, .how = 0 };
+		struct job j = {.thread = -1, .how = 0};
 		run_job(&j);
 		return 0;
 	}
@@ -118,7 +118,7 @@ int main(int argc, char **argv)
 	pthread_t th[BPFGEN_THREADS];
 	struct job jobs[BPFGEN_THREADS];
 	for (int t = 0; t < BPFGEN_THREADS; t++) {
-		jobs[t] = (struct job){ .thread = t, .how = t };
+		jobs[t] = (struct job){.thread = t, .how = t};
 		pthread_create(&th[t], NULL, run_job, &jobs[t]);
 	}
 	long long bytes = 0;
@@ -128,8 +128,9 @@ int main(int argc, char **argv)
 	}
 
 	int p[2];
-	char msg[BPFGEN_PIPE_BYTES] = { 0 };
-	if (pipe(p) || write(p[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg) || read(p[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
+	char msg[BPFGEN_PIPE_BYTES] = {0};
+	if (pipe(p) || write(p[1], msg, sizeof(msg)) != (ssize_t)sizeof(msg) ||
+	    read(p[0], msg, sizeof(msg)) != (ssize_t)sizeof(msg)) {
 		fprintf(stderr, "bpfgen: pipe round trip failed\n");
 		return 1;
 	}
