@@ -519,9 +519,12 @@ static int wait_job(pid_t job, struct collector *c)
 		if (c->pid > 0) {
 			int cst;
 			if (waitpid(c->pid, &cst, WNOHANG) == c->pid) {
+				c->pid = -1;
+				/* It also leaves on its own once the whole tree has exited: the job is a zombie then. */
+				if (waitpid(job, &st, WNOHANG) == job)
+					return st;
 				fprintf(stderr, "stepprof: run: the eBPF collector exited early (status %d); input from "
 						"then on is not captured\n", exit_code(cst));
-				c->pid = -1;
 			}
 			collector_drain(c, 100);
 		}
