@@ -444,8 +444,12 @@ static void collector_drain(struct collector *c, int timeout_ms)
 /* SIGTERM, then wait (draining) for it to flush; SIGKILL after COLLECTOR_STOP_S. */
 static void collector_stop(struct collector *c)
 {
-	if (c->pid <= 0)
+	if (c->pid <= 0) {
+		/* Already gone: pass on its last words. */
+		while (c->out >= 0 || c->err >= 0)
+			collector_drain(c, 100);
 		return;
+	}
 	kill(c->pid, SIGTERM);
 	time_t deadline = time(NULL) + COLLECTOR_STOP_S;
 	int st;
