@@ -386,6 +386,8 @@ static CUresult stream_of(CUstream h, int per_thread, struct CUstream_st **out)
 	CUresult err = CUDA_SUCCESS;
 	int dev;
 
+	if (!sim_inited) /* also in a forked child: its parent's workers do not exist there */
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (h && h != CU_STREAM_LEGACY && h != CU_STREAM_PER_THREAD) {
 		if (h->dying)
 			return CUDA_ERROR_INVALID_HANDLE;
@@ -584,6 +586,8 @@ CUresult cuStreamCreateWithPriority(CUstream *phStream, unsigned int flags, int 
 /* Like CUDA: returns at once; queued work still completes, then the worker ends. */
 CUresult cuStreamDestroy_v2(CUstream hStream)
 {
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!hStream || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&sim_lock);
@@ -653,6 +657,8 @@ CUresult sim_ctx_sync_dev(int dev)
 	size_t n = 0, i = 0;
 	struct dep *snap;
 
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	pthread_mutex_lock(&sim_lock);
 	for (s = all_streams; s; s = s->next_all)
 		if (s->dev == dev) {
@@ -687,6 +693,8 @@ CUresult cuCtxSynchronize(void)
 
 CUresult cuCtxSynchronize_v2(CUcontext ctx)
 {
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!ctx)
 		return cuCtxSynchronize();
 	if (!sim_inited)
@@ -857,6 +865,8 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 
 CUresult cuEventDestroy_v2(CUevent hEvent)
 {
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!hEvent)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&sim_lock);
@@ -915,6 +925,8 @@ CUresult cuEventQuery(CUevent ev)
 {
 	CUresult r;
 
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&sim_lock);
@@ -930,6 +942,8 @@ CUresult cuEventSynchronize(CUevent ev)
 {
 	CUresult r = CUDA_SUCCESS;
 
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&sim_lock);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -771,4 +772,81 @@ Test(simgpu, runtime_launch_and_kernel_name)
 	cr_expect_str_eq(name, "k_append");
 	cr_expect_eq(D(cuFuncGetName)(&name, (CUfunction)(void *)k_sleep), CUDA_ERROR_NOT_FOUND,
 		     "a static, unregistered kernel has no name");
+}
+
+/* Two simulated devices: separate memories, peer access, data moves between them. */
+Test(simgpu, peer_copy_between_two_devices)
+{
+	CUcontext c0, c1;
+	CUdeviceptr a, b;
+	int can = 0, n = 0;
+	char in[4096], out[4096];
+	CUdevice dev = -1;
+
+	setenv("SIMGPU_DEVICES", "2", 1);
+	c0 = drv_init();
+	cr_assert_eq(D(cuDeviceGetCount)(&n), CUDA_SUCCESS);
+	cr_assert_eq(n, 2);
+	cr_assert_eq(D(cuDeviceCanAccessPeer)(&can, 0, 1), CUDA_SUCCESS);
+	cr_expect_eq(can, 1);
+	cr_assert_eq(D(cuMemAlloc)(&a, sizeof(in)), CUDA_SUCCESS);
+	cr_assert_eq(D(cuDevicePrimaryCtxRetain)(&c1, 1), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxPushCurrent)(c1), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxGetDevice)(&dev), CUDA_SUCCESS);
+	cr_expect_eq(dev, 1);
+	cr_assert_eq(D(cuMemAlloc)(&b, sizeof(in)), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxPopCurrent)(NULL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxEnablePeerAccess)(c1, 0), CUDA_SUCCESS);
+	cr_expect_eq(D(cuCtxEnablePeerAccess)(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+	for (size_t i = 0; i < sizeof(in); i++)
+		in[i] = (char)(i * 7);
+	cr_assert_eq(D(cuMemcpyHtoD)(a, in, sizeof(in)), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyPeer)(b, c1, a, c0, sizeof(in)), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(out, b, sizeof(out)), CUDA_SUCCESS);
+	cr_expect_eq(memcmp(in, out, sizeof(in)), 0);
+	{
+		int ord = -1;
+		cr_assert_eq(D(cuPointerGetAttribute)(&ord, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, b), CUDA_SUCCESS);
+		cr_expect_eq(ord, 1);
+	}
+}
+
+/* A child forked after initialisation cannot use CUDA and fails cleanly (no hang). */
+Test(simgpu, forked_child_gets_errors_not_hangs)
+{
+	CUstream s;
+	pid_t pid;
+	int st = 0;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, 0), CUDA_SUCCESS);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		CUdeviceptr p;
+		int bad = D(cuStreamSynchronize)(s) != CUDA_ERROR_NOT_INITIALIZED ||
+			  D(cuMemAlloc)(&p, 4096) != CUDA_ERROR_NOT_INITIALIZED ||
+			  D(cuCtxSynchronize)() != CUDA_ERROR_NOT_INITIALIZED ||
+			  D(cuInit)(0) != CUDA_ERROR_NOT_INITIALIZED;
+		_exit(bad);
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child status %#x", st);
+	cr_expect_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS, "the parent is unaffected");
+}
+
+/* The runtime's _ptsz entry points take stream 0 as the calling thread's own
+ * stream, the one cudaStreamPerThread names, not the legacy stream. */
+Test(simgpu, runtime_ptsz_uses_per_thread_stream)
+{
+	unsigned long long id_legacy = 0, id_pt = 0;
+	__typeof__(&cudaStreamGetId) get_pt;
+
+	load_runtime();
+	get_pt = (__typeof__(&cudaStreamGetId))dsym(rt, "cudaStreamGetId_ptsz");
+	cr_assert_eq(R(cudaStreamGetId)(NULL, &id_legacy), cudaSuccess);
+	cr_assert_eq(get_pt(NULL, &id_pt), cudaSuccess);
+	cr_expect_neq(id_legacy, id_pt);
+	cr_assert_eq(R(cudaStreamGetId)(cudaStreamPerThread, &id_legacy), cudaSuccess);
+	cr_expect_eq(id_legacy, id_pt, "cudaStreamPerThread is the _ptsz stream 0");
 }
