@@ -373,12 +373,12 @@ static struct sp_json *job_result(struct session *s)
 	return j;
 }
 
-static void run_bpfgen(struct session *s, int fork_child, struct dump *d, struct sp_json **res)
+static void run_bpfgen(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
 {
 	const char *bin = collector_or_skip();
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, fork_child ? "--fork" : NULL, NULL};
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
 	start(s, bin, argv);
 	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen failed");
 	/* The collector ends by itself once the traced tree has exited. */
@@ -407,7 +407,7 @@ Test(bpf, counts_bytes_paths_from_three_threads, .timeout = 120)
 	struct dump d;
 	struct sp_json *res;
 	session_init(&s, "bpf3t");
-	run_bpfgen(&s, 0, &d, &res);
+	run_bpfgen(&s, NULL, &d, &res);
 
 	long long pid = (long long)sp_json_num(res, "pid", -1);
 	cr_assert_eq(pid, (long long)s.job, "the job's pid is the collector's --pid (exec keeps it)");
@@ -465,7 +465,7 @@ Test(bpf, forked_and_execed_child_followed, .timeout = 120)
 	struct dump d;
 	struct sp_json *res;
 	session_init(&s, "bpffork");
-	run_bpfgen(&s, 1, &d, &res);
+	run_bpfgen(&s, "--fork", &d, &res);
 
 	long long pid = (long long)sp_json_num(res, "pid", -1);
 	long long child = (long long)sp_json_num(res, "child_pid", -1);
@@ -474,6 +474,53 @@ Test(bpf, forked_and_execed_child_followed, .timeout = 120)
 	check_files(&s, &d, pid, 1);
 	/* The child forked, exec'd bpfgen --child and read every file again, from one thread. */
 	check_files(&s, &d, child, 0);
+	sp_json_free(res);
+	dump_free(&d);
+	session_free(&s);
+}
+
+/* Records of pid with this kind, api, path (under the data dir when rel) and bytes (-1: any). */
+static int count(const struct dump *d, long long pid, const char *kind, const char *api, const char *path,
+		 long long bytes)
+{
+	int n = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sp_json *r = d->recs[i];
+		n += jnum(r, "pid") == pid && !strcmp(jstr(r, "kind"), kind) && !strcmp(jstr(r, "api"), api) &&
+		     !strcmp(jstr(r, "path"), path) && (bytes < 0 || jnum(r, "bytes") == bytes);
+	}
+	return n;
+}
+
+Test(bpf, every_syscall_relative_paths_dirfd_dup, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	char f4[512], f5[512], f6[512], f7[512];
+	session_init(&s, "bpfextra");
+	run_bpfgen(&s, "--extra", &d, &res);
+	long long pid = (long long)s.job;
+	snprintf(f4, sizeof(f4), "%s/f4", s.data);
+	snprintf(f5, sizeof(f5), "%s/f5", s.data);
+	snprintf(f6, sizeof(f6), "%s/f6", s.data);
+	snprintf(f7, sizeof(f7), "%s/f7", s.data);
+
+	/* chdir(DIR) then openat(AT_FDCWD, "f4"): the path is made absolute with the traced cwd. */
+	cr_expect_eq(count(&d, pid, "open", "sys_openat", f4, -1), 1, "openat of relative f4");
+	cr_expect_eq(count(&d, pid, "read", "sys_preadv", f4, BUF), 1, "preadv of %d bytes", BUF);
+	cr_expect_eq(count(&d, pid, "stat", "sys_newfstat", f4, (long long)file_size(4)), 1, "fstat syscall: size");
+	/* The read through dup(fd) is joined to the path of fd. */
+	cr_expect_eq(count(&d, pid, "read", "sys_read", f4, BUF), 1, "read through the dup'd fd");
+	cr_expect_eq(count(&d, pid, "close", "sys_close", f4, -1), 2, "fd and its dup closed");
+	cr_expect_eq(count(&d, pid, "open", "sys_openat", s.data, -1), 1, "the directory opened");
+	/* statx and openat2 relative to the directory fd. */
+	cr_expect_eq(count(&d, pid, "stat", "sys_statx", f5, (long long)file_size(5)), 1, "statx(dirfd, f5)");
+	cr_expect_eq(count(&d, pid, "open", "sys_openat2", f6, -1), 1, "openat2(dirfd, f6)");
+	cr_expect_eq(count(&d, pid, "close", "sys_close", f6, -1), 1);
+	/* chdir("/") then fchdir(dirfd): stat("f7") is in the directory again. */
+	cr_expect_eq(count(&d, pid, "stat", "sys_newfstatat", f7, (long long)file_size(7)), 1, "stat(f7) after fchdir");
+	cr_expect_eq(count(&d, pid, "close", "sys_close", s.data, -1), 1, "the directory fd closed");
 	sp_json_free(res);
 	dump_free(&d);
 	session_free(&s);

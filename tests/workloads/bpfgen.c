@@ -2,6 +2,7 @@
  * bpfgen.c - a workload with known file input, for the eBPF collector's tests.
  *
  *   bpfgen DIR N [--fork]
+ *   bpfgen DIR N --extra
  *
  * DIR holds files f0 .. f(N-1) (made by the test, any sizes). The program:
  *   1. lists DIR once (opendir/readdir: getdents64) from the main thread;
@@ -15,6 +16,13 @@
  *   4. with --fork: forks a child that execs `bpfgen DIR N --child`, which
  *      reads every file the same way from its one thread, and waits for it.
  *
+ * --extra does only this, from the main thread, with files f4..f7 (N >= 8):
+ * chdir(DIR); openat(AT_FDCWD, "f4"); preadv 1000 bytes at 0; the raw fstat
+ * syscall; dup; read 1000 bytes through the dup; close both; open DIR;
+ * statx(dirfd, "f5"); openat2(dirfd, "f6") and close; chdir("/");
+ * fchdir(dirfd); stat("f7"); close(dirfd). Relative paths, dirfds, dup and
+ * every traced syscall glibc does not use for the plain calls.
+ *
  * Prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
  * where B is the bytes the parent's threads read (the child reads as many).
  */
@@ -25,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +98,42 @@ static void *run_job(void *arg)
 	return NULL;
 }
 
+/* Raw syscalls: the kernel's struct open_how, without needing <linux/openat2.h>. */
+struct bpfgen_open_how {
+	unsigned long long flags, mode, resolve;
+};
+
+static int extra(void)
+{
+	char buf[BPFGEN_BUF];
+	struct stat st;
+	struct statx stx;
+	struct iovec iov[2] = {{buf, BPFGEN_BUF / 2}, {buf + BPFGEN_BUF / 2, BPFGEN_BUF / 2}};
+	struct bpfgen_open_how how = {.flags = O_RDONLY};
+
+	if (chdir(dir))
+		return 1;
+	int fd = openat(AT_FDCWD, "f4", O_RDONLY);
+	if (fd < 0 || preadv(fd, iov, 2, 0) != BPFGEN_BUF || syscall(SYS_fstat, fd, &st))
+		return 1;
+	int nfd = dup(fd);
+	if (nfd < 0 || read(nfd, buf, sizeof(buf)) != BPFGEN_BUF)
+		return 1;
+	close(nfd);
+	close(fd);
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+	if (dfd < 0 || statx(dfd, "f5", 0, STATX_SIZE, &stx))
+		return 1;
+	fd = (int)syscall(SYS_openat2, dfd, "f6", &how, sizeof(how));
+	if (fd < 0)
+		return 1;
+	close(fd);
+	if (chdir("/") || fchdir(dfd) || stat("f7", &st))
+		return 1;
+	close(dfd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -99,6 +144,15 @@ int main(int argc, char **argv)
 	nfiles = atoi(argv[2]);
 	int fork_child = argc > 3 && !strcmp(argv[3], "--fork");
 	int is_child = argc > 3 && !strcmp(argv[3], "--child");
+
+	if (argc > 3 && !strcmp(argv[3], "--extra")) {
+		if (extra()) {
+			perror("bpfgen --extra");
+			return 1;
+		}
+		printf("{\"pid\": %d, \"child_pid\": 0, \"files\": %d, \"bytes\": 0}\n", (int)getpid(), nfiles);
+		return 0;
+	}
 
 	if (is_child) {
 		struct job j = {.thread = -1, .how = 0};
