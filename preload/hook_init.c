@@ -30,8 +30,16 @@ __attribute__((constructor)) static void sp_init(void)
 	if (sp_cfg.DISABLE)
 		return;
 	char dir[PATH_MAX];
-	if (sp_cfg.DIR && sp_cfg.DIR[0]) {
+	if (sp_cfg.DIR && sp_cfg.DIR[0] == '/') {
 		snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
+	} else if (sp_cfg.DIR && sp_cfg.DIR[0]) {
+		/* relative: made absolute and exported, so children that chdir write beside us */
+		char cwd[PATH_MAX - 256];
+		if (getcwd(cwd, sizeof(cwd)))
+			snprintf(dir, sizeof(dir), "%s/%.200s", cwd, sp_cfg.DIR);
+		else
+			snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
+		setenv("STEPPROF_DIR", dir, 1);
 	} else {
 		char cwd[PATH_MAX - 64];
 		time_t t = time(NULL);

@@ -242,6 +242,23 @@ static void geometry(struct sp_tf *tf, uint64_t cap)
 	tf->size = tf->ring_off + ring * SP_TF_CHUNK_SIZE;
 }
 
+/*
+ * Move fd out of the way of the program's own descriptors: code that closes
+ * "all fds from 3" or reuses low numbers is less likely to hit it.
+ */
+static int high_fd(int fd)
+{
+	static const int floors[] = { 1000, 512, 256 };
+	for (unsigned i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
+		long h = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
+		if (h >= 0) {
+			sys_close(fd);
+			return (int)h;
+		}
+	}
+	return fd;
+}
+
 static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
 {
 	for (int k = 0; k < 100; k++) {
@@ -299,7 +316,12 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 		fmt(err, errlen, "cannot create a trace file in %s: %s", o->dir, strerror(errno));
 		goto out;
 	}
-	tf->fd = (int)fd;
+	tf->fd = high_fd((int)fd);
+	struct stat st;
+	if (syscall(SYS_fstat, tf->fd, &st) != 0)
+		goto fail;
+	tf->dev = (uint64_t)st.st_dev;
+	tf->ino = (uint64_t)st.st_ino;
 	if (syscall(SYS_ftruncate, tf->fd, (off_t)tf->size) != 0)
 		goto fail;
 	tf->chunk_info = sys_mmap(NULL, (size_t)tf->ring_chunks * 4, PROT_READ | PROT_WRITE,
@@ -343,7 +365,10 @@ void sp_tf_release(struct sp_tf *tf)
 		syscall(SYS_munmap, tf->base, tf->size);
 	if (tf->chunk_info)
 		syscall(SYS_munmap, tf->chunk_info, (size_t)tf->ring_chunks * 4);
-	if (tf->fd >= 0)
+	struct stat st;
+	/* only if the number still names our file: the program may have reused it */
+	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+	    (uint64_t)st.st_dev == tf->dev)
 		sys_close(tf->fd);
 	tf->base = NULL;
 	tf->hdr = NULL;
@@ -360,16 +385,50 @@ void sp_tf_release(struct sp_tf *tf)
  * SIGBUS, a failed fallocate only costs records. Filesystems without fallocate
  * get the blocks by writing zeros. Returns 0 or -1 (errno set).
  */
+/*
+ * The fd still names our file? A program may close every descriptor (daemons,
+ * close_range in a child) and reuse the number for a file of its own: then
+ * fallocate would grow the user's file. Checked before each reservation (once
+ * per 64 KiB chunk); a lost fd is reopened by path.
+ */
+static int file_fd(struct sp_tf *tf)
+{
+	int fd = __atomic_load_n(&tf->fd, __ATOMIC_ACQUIRE);
+	struct stat st;
+	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+	    (uint64_t)st.st_dev == tf->dev)
+		return fd;
+	long nfd = sys_openat(AT_FDCWD, tf->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (nfd < 0)
+		return -1;
+	if (syscall(SYS_fstat, (int)nfd, &st) != 0 || (uint64_t)st.st_ino != tf->ino ||
+	    (uint64_t)st.st_dev != tf->dev) {
+		sys_close((int)nfd);
+		errno = ESTALE;
+		return -1;
+	}
+	int h = high_fd((int)nfd);
+	/* NOTE: the old number is not ours any more: never close it */
+	if (!__atomic_compare_exchange_n(&tf->fd, &fd, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		sys_close(h); /* another thread reopened first */
+		return fd;
+	}
+	return h;
+}
+
 static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
 {
-	if (syscall(SYS_fallocate, tf->fd, 0, (off_t)off, (off_t)len) == 0)
+	int fd = file_fd(tf);
+	if (fd < 0)
+		return -1;
+	if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
 		return 0;
 	if (errno != EOPNOTSUPP && errno != ENOSYS)
 		return -1;
 	static const char zeros[4096];
 	for (uint64_t done = 0; done < len;) {
 		uint64_t n = len - done < sizeof(zeros) ? len - done : sizeof(zeros);
-		long w = syscall(SYS_pwrite64, tf->fd, zeros, (size_t)n, (off_t)(off + done));
+		long w = syscall(SYS_pwrite64, fd, zeros, (size_t)n, (off_t)(off + done));
 		if (w <= 0) {
 			if (w == 0)
 				errno = ENOSPC;

@@ -37,7 +37,8 @@
 /* ------------------------------------------------------------- 1. the file */
 
 struct sp_tf {
-	int fd;
+	int fd;                      /* moved high (>= 512 when allowed); reopened if the program closes it */
+	uint64_t dev, ino;           /* identity of the file, to notice a closed-and-reused fd */
 	uint8_t *base;               /* the MAP_SHARED mapping of the whole file */
 	struct sp_file_header *hdr;  /* == base */
 	uint64_t size;               /* mapped bytes == hdr->file_size */

@@ -342,6 +342,30 @@ Test(recorder, exec_child_writes_its_own_file_beside)
 	sp_t_rmrf(dir);
 }
 
+Test(recorder, program_reusing_the_trace_fd_is_not_touched)
+{
+	char *dir = sp_t_tmpdir("recfd");
+	char user[700], envf[800];
+	snprintf(user, sizeof(user), "%s/user.dat", dir);
+	snprintf(envf, sizeof(envf), "MARKGEN_FILE=%s", user);
+	char sub[700];
+	snprintf(sub, sizeof(sub), "%s/trace", dir);
+	struct sp_t_result r;
+	char *extra[] = { envf, NULL };
+	/* 10,000 marks after the dup2 storm: several new chunks, each a disk reservation */
+	cr_assert_eq(markgen(&r, sub, extra, "-n 100 -C 10000"), 0, "%s", r.err);
+	cr_expect(strstr(r.out, "user_size=0\n"), "the program's own file must stay empty: %s", r.out);
+	cr_expect_eq(r.errlen, 0, "no warning: %s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(sub);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_assert(f);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 10100);
+	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
 /* ------------------------------------------------------- trace directory */
 
 Test(recorder, default_directory_is_created_and_shared_with_children)

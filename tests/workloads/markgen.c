@@ -17,6 +17,9 @@
  *              waits and writes M marks "after"
  *     -e M     then fork and exec self in the child: it writes M marks "exec"
  *     -x M     then exec self in place (same pid): M marks "exec"
+ *     -C M     then make every fd 3..1023 a copy of a new file $MARKGEN_FILE (as a
+ *              daemon closing and reusing descriptors would), write M marks
+ *              "afterclose" and print "user_size=<bytes of that file>"
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
@@ -27,11 +30,13 @@
  * "child=<pid>" lines) on stdout.
  */
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,9 +135,9 @@ static double per_call(mark_fn fn, long n)
 
 int main(int argc, char **argv)
 {
-	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0;
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:Ls:f:e:x:k:qc:b:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:Ls:f:e:x:C:k:qc:b:")) != -1) {
 		switch (opt) {
 		case 't': nthreads = atol(optarg); break;
 		case 'n': nmarks = atol(optarg); break;
@@ -143,6 +148,7 @@ int main(int argc, char **argv)
 		case 'f': fork_m = atol(optarg); break;
 		case 'e': exec_m = atol(optarg); break;
 		case 'x': inplace_m = atol(optarg); break;
+		case 'C': close_m = atol(optarg); break;
 		case 'k': kill_after = atol(optarg); break;
 		case 'q': quick = 1; break;
 		case 'c': code = atoi(optarg); break;
@@ -181,6 +187,22 @@ int main(int argc, char **argv)
 	for (long i = 0; i < steps; i++)
 		do_step();
 
+	if (close_m >= 0) {
+		const char *path = getenv("MARKGEN_FILE");
+		int fd = path ? open(path, O_RDWR | O_CREAT | O_TRUNC, 0600) : -1;
+		if (fd < 0) {
+			perror("markgen: MARKGEN_FILE");
+			return 2;
+		}
+		for (int i = 3; i < 1024; i++)
+			if (i != fd)
+				dup2(fd, i);
+		marks_named("afterclose", close_m);
+		total += close_m;
+		struct stat st;
+		fstat(fd, &st);
+		printf("user_size=%ld\n", (long)st.st_size);
+	}
 	if (fork_m >= 0) {
 		fflush(stdout);
 		pid_t c = fork();
