@@ -295,74 +295,103 @@ static int is_passive_kind(unsigned k)
 
 /* ---------------------------------------------------------- 3. pass 1 */
 
+struct pass1 {
+	struct state *s;
+	struct thr *t;
+	struct an_proc *p;
+	int err;
+};
+
+static void pass1_record(void *arg, const struct sp_event *e, int file)
+{
+	struct pass1 *c = arg;
+	struct state *s = c->s;
+	struct an_analysis *a = s->a;
+	if (c->err)
+		return;
+#define ev (*e)
+	/* consecutive records mostly come from the same thread: skip the lookups */
+	if (!c->t || c->t->pid != ev.pid || c->t->tid != ev.tid) {
+		c->p = proc_get(s, ev.pid);
+		c->t = thr_get(s, ev.pid, ev.tid);
+		if (!c->p || !c->t) {
+			c->err = 1;
+			return;
+		}
+	}
+	struct thr *t = c->t;
+	struct an_proc *p = c->p;
+	a->records++;
+	p->records++;
+	t->records++;
+	if (ev.begin_ns < p->begin_ns)
+		p->begin_ns = ev.begin_ns;
+	if (ev.end_ns > p->end_ns)
+		p->end_ns = ev.end_ns;
+	if (ev.begin_ns < a->run_begin_ns)
+		a->run_begin_ns = ev.begin_ns;
+	if (ev.end_ns > a->run_end_ns)
+		a->run_end_ns = ev.end_ns;
+	switch (ev.kind) {
+	case SP_K_LOST:
+		p->lost += ev.f[SP_F_COUNT];
+		a->lost += ev.f[SP_F_COUNT];
+		break;
+	case SP_K_FORK: {
+		int32_t parent = ev.pid;
+		struct an_proc *ch = proc_get(s, (int32_t)ev.f[SP_F_PID]);
+		if (!ch) {
+			c->err = 1;
+			return;
+		}
+		if (ch->ppid < 0)
+			ch->ppid = parent;
+		c->t = NULL; /* the process table may have moved */
+		break;
+	}
+	case SP_K_LAUNCH:
+		t->launches++;
+		p->launches++;
+		break;
+	case SP_K_RANGE:
+		if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
+		    push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
+			c->err = 1;
+		break;
+	case SP_K_STEP:
+		t->steps++;
+		if (push_mark(&s->steps, &s->nsteps, &s->capsteps, &ev))
+			c->err = 1;
+		break;
+	case SP_K_GPU_SPAN: {
+		size_t pi = (size_t)(p - a->procs);
+		if (ev.end_ns > s->gpu_end[pi])
+			s->gpu_end[pi] = ev.end_ns;
+		break;
+	}
+	}
+	if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
+		t->last_sig_end = ev.end_ns;
+#undef ev
+}
+
+/* Counts and markers: the unordered scan when the source has one, else the merged stream. */
 static int pass1(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	const struct sp_event *e;
-	int file;
-	struct thr *t = NULL;
-	struct an_proc *p = NULL;
+	struct pass1 c = { .s = s };
 	a->run_begin_ns = UINT64_MAX;
-	while ((e = s->src->next(s->src->ctx, &file))) {
-#define ev (*e)
-		/* consecutive records mostly come from the same thread: skip the lookups */
-		if (!t || t->pid != ev.pid || t->tid != ev.tid) {
-			p = proc_get(s, ev.pid);
-			t = thr_get(s, ev.pid, ev.tid);
-			if (!p || !t)
-				return -1;
-		}
-		a->records++;
-		p->records++;
-		t->records++;
-		if (ev.begin_ns < p->begin_ns)
-			p->begin_ns = ev.begin_ns;
-		if (ev.end_ns > p->end_ns)
-			p->end_ns = ev.end_ns;
-		if (ev.begin_ns < a->run_begin_ns)
-			a->run_begin_ns = ev.begin_ns;
-		if (ev.end_ns > a->run_end_ns)
-			a->run_end_ns = ev.end_ns;
-		switch (ev.kind) {
-		case SP_K_LOST:
-			p->lost += ev.f[SP_F_COUNT];
-			a->lost += ev.f[SP_F_COUNT];
-			break;
-		case SP_K_FORK: {
-			int32_t parent = ev.pid;
-			struct an_proc *c = proc_get(s, (int32_t)ev.f[SP_F_PID]);
-			if (!c)
-				return -1;
-			if (c->ppid < 0)
-				c->ppid = parent;
-			t = NULL; /* the process table may have moved */
-			break;
-		}
-		case SP_K_LAUNCH:
-			t->launches++;
-			p->launches++;
-			break;
-		case SP_K_RANGE:
-			if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
-			    push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
-				return -1;
-			break;
-		case SP_K_STEP:
-			t->steps++;
-			if (push_mark(&s->steps, &s->nsteps, &s->capsteps, &ev))
-				return -1;
-			break;
-		case SP_K_GPU_SPAN: {
-			size_t pi = (size_t)(p - a->procs);
-			if (ev.end_ns > s->gpu_end[pi])
-				s->gpu_end[pi] = ev.end_ns;
-			break;
-		}
-		}
-		if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
-			t->last_sig_end = ev.end_ns;
-#undef ev
+	if (s->src->scan) {
+		if (s->src->scan(s->src->ctx, pass1_record, &c))
+			return -1;
+	} else {
+		const struct sp_event *e;
+		int file;
+		while (!c.err && (e = s->src->next(s->src->ctx, &file)))
+			pass1_record(&c, e, file);
 	}
+	if (c.err)
+		return -1;
 	if (a->run_begin_ns == UINT64_MAX)
 		a->run_begin_ns = 0;
 	return 0;

@@ -26,6 +26,12 @@
 
 /* ------------------------------------------------------------ 1. sources */
 
+/* Receives the records of an unordered scan (only kind, api, pid, tid, times; and
+ * the fields of RANGE, STEP, FORK and LOST records). */
+typedef void (*an_scan_fn)(void *arg, const struct sp_event *ev, int file);
+/* Scan one trace file's ring in file order (analyze_scan.c). 0, or -1 when it cannot be read. */
+int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg);
+
 /*
  * A stream of records from several files, merged by begin time. file indexes
  * which header describes the record's producer and whose string table resolves
@@ -39,6 +45,8 @@ struct an_source {
 	int (*rewind)(void *ctx);                              /* 0 or -1 */
 	const char *(*string)(void *ctx, int file, uint32_t id); /* NULL when unknown */
 	const struct sp_file_header *(*header)(void *ctx, int file);
+	/* Optional: every record once, in any order, fields as an_scan_fn says (NULL: use next). */
+	int (*scan)(void *ctx, an_scan_fn fn, void *arg);
 };
 
 /* An in-memory source (unit tests): events in the order given, one file. */

@@ -123,6 +123,7 @@ void an_memsrc_source(struct an_memsrc *m, struct an_source *src)
 	src->rewind = mem_rewind;
 	src->string = mem_string;
 	src->header = mem_header;
+	src->scan = NULL;
 	m->pos = 0;
 }
 

@@ -168,6 +168,15 @@ static const struct sp_file_header *m_header(void *ctx, int file)
 	return &m->f[file].hdr;
 }
 
+static int m_scan(void *ctx, an_scan_fn fn, void *arg)
+{
+	struct merge *m = ctx;
+	for (size_t i = 0; i < m->n; i++)
+		if (an_scan_file(m->f[i].path, (int)i, fn, arg))
+			return -1;
+	return 0;
+}
+
 void merge_source(struct merge *m, struct an_source *src)
 {
 	src->ctx = m;
@@ -176,6 +185,7 @@ void merge_source(struct merge *m, struct an_source *src)
 	src->rewind = m_rewind;
 	src->string = m_string;
 	src->header = m_header;
+	src->scan = m_scan;
 }
 
 int merge_report_damage(struct merge *m)
