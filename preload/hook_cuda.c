@@ -485,16 +485,21 @@ static inline void *real_of(int i)
 			return real args;                                                                             \
 		struct sp_call c;                                                                                     \
 		SP_SPEC_##spec;                                                                                       \
-		if (c.fam == FAM_NONE)                                                                                \
-			return real args;                                                                             \
+		if (c.fam == FAM_NONE) { /* no record; what it does inside is not the program's */                \
+			sp_hook_depth++;                                                                              \
+			ret r0 = real args;                                                                           \
+			sp_hook_depth--;                                                                              \
+			return r0;                                                                                    \
+		}                                                                                                     \
 		c.api = SP_API_##name;                                                                                \
 		c.ptds = ptds_;                                                                                       \
 		c.caller = __builtin_return_address(0);                                                                  \
-		sp_pre(&c);                                                                                           \
+		/* depth covers our own driver calls too: nothing they do is recorded */                          \
 		sp_hook_depth++;                                                                                      \
+		sp_pre(&c);                                                                                           \
 		ret r = real args;                                                                                    \
-		sp_hook_depth--;                                                                                      \
 		sp_post(&c, (int)r);                                                                                  \
+		sp_hook_depth--;                                                                                      \
 		return r;                                                                                             \
 	}
 

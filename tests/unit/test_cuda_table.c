@@ -40,7 +40,8 @@
 	X(cuMemAllocManaged) X(cuMemFree) X(cuMemAllocAsync) X(cuMemAllocFromPoolAsync) X(cuMemFreeAsync)             \
 	X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister)                     \
 	X(cuMemHostUnregister) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuGetProcAddress)          \
-	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap)
+	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
+	X(cuModuleLoadData)
 
 #ifndef SP_T_BASES_ONLY
 
