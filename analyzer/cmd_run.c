@@ -58,7 +58,7 @@ static void run_usage(FILE *to)
 		"  (default ./stepprof-YYYYmmdd-HHMMSS-PID).\n"
 		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
 		"  --no-bpf   capture input with the libc wrappers only\n"
-		"  -o DIR     trace directory (created when missing)\n"
+		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
 		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
 		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_* passed to the job.\n");
@@ -605,6 +605,9 @@ int command_run(int argc, char **argv)
 	int rc = find_lib(lib, sizeof(lib));
 	if (rc)
 		return rc;
+	/* Without -o, a STEPPROF_DIR the user exported is the directory (as for LD_PRELOAD alone). */
+	if (!outdir && getenv("STEPPROF_DIR") && *getenv("STEPPROF_DIR"))
+		outdir = getenv("STEPPROF_DIR");
 	rc = prepare_dir(outdir, dir, sizeof(dir), j.uid, j.gid);
 	if (rc)
 		return rc;
