@@ -189,6 +189,30 @@ Test(recorder, steps_are_numbered_per_process)
 	sp_t_rmrf(dir);
 }
 
+Test(recorder, python_ctypes_reaches_the_api)
+{
+	char *dir = sp_t_tmpdir("recpy");
+	char pre[600], d[600];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
+	char *env[] = { pre, d, NULL };
+	char *argv[] = { "/usr/bin/python3", "-c",
+			 "import ctypes\nlib = ctypes.CDLL(None)\nfor i in range(7):\n"
+			 "    lib.stepprof_step()\n    lib.stepprof_mark(b'py')\nprint('done')",
+			 NULL };
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	cr_expect_str_eq(r.out, "done\n");
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_assert(f);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.step", 0), 7);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 7);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
 /* ------------------------------------------------------------- the ring cap */
 
 Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
