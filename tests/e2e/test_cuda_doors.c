@@ -514,3 +514,42 @@ Test(cuda_doors, trace_header_has_the_device, .timeout = 120)
 	cr_expect_eq(files, 1);
 	door_free(&d);
 }
+
+static void timed_counts(const struct door *d, const char *kind, unsigned *timed, unsigned *all)
+{
+	*timed = *all = 0;
+	for (size_t i = 0; i < d->nrec; i++) {
+		if (!str_eq(d->rec[i], "kind", kind) || sp_json_num(d->rec[i], "result", 1) != 0)
+			continue;
+		(*all)++;
+		*timed += sp_json_get(d->rec[i], "gpu_begin_ns") != NULL;
+	}
+}
+
+Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
+{
+	unsigned t, n;
+	struct door d;
+	const char *off[] = { "STEPPROF_KERNEL_TIMING=off", NULL };
+	door_run(&d, "bin/door_plt", 1, NULL, off);
+	timed_counts(&d, "launch", &t, &n);
+	cr_expect_eq(n, 6);
+	cr_expect_eq(t, 0, "STEPPROF_KERNEL_TIMING=off, but %u launches were timed", t);
+	timed_counts(&d, "copy", &t, &n);
+	cr_expect_eq(t, n, "copies are always timed: %u of %u", t, n);
+	door_free(&d);
+
+	const char *two[] = { "STEPPROF_KERNEL_TIMING=2", NULL };
+	door_run(&d, "bin/door_plt", 1, NULL, two);
+	timed_counts(&d, "launch", &t, &n);
+	cr_expect_eq(n, 6);
+	cr_expect_eq(t, 3, "STEPPROF_KERNEL_TIMING=2: %u of 6 launches timed", t);
+	door_free(&d);
+
+	const char *bad[] = { "STEPPROF_KERNEL_TIMING=sometimes", NULL };
+	door_run(&d, "bin/door_plt", 1, NULL, bad);
+	timed_counts(&d, "launch", &t, &n);
+	cr_expect_eq(t, n, "a bad value means all");
+	cr_expect(strstr(d.res.err, "STEPPROF_KERNEL_TIMING"), "no warning for a bad value:\n%s", d.res.err);
+	door_free(&d);
+}
