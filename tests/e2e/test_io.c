@@ -302,3 +302,48 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+Test(io, select_epoll_and_recv_on_sockets_are_loader_waits, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct io_env e;
+	env_init(&e, "io-sock", 1);
+	/* A worker thread sends 3 batches of 64 bytes, 30 ms apart; the main thread
+	 * waits for each with select, epoll and poll-free recv in turn. */
+	static const char script[] =
+		"import json, os, select, socket, threading, time\n"
+		"a, b = socket.socketpair()\n"
+		"def worker():\n"
+		"    for i in range(3):\n"
+		"        time.sleep(0.03)\n"
+		"        b.send(b'x' * 64)\n"
+		"threading.Thread(target=worker).start()\n"
+		"got = 0\n"
+		"select.select([a], [], [])\n"
+		"got += len(a.recv(64))\n"
+		"ep = select.epoll()\n"
+		"ep.register(a.fileno(), select.EPOLLIN)\n"
+		"ep.poll()\n"
+		"got += len(a.recv(64))\n"
+		"got += len(a.recv(64))\n"
+		"print(json.dumps({'recv_bytes': got, 'pid': os.getpid()}))\n";
+	char *args[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
+	struct sp_json *t = run_preloaded(&e, args, "auto");
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "recv_bytes"), 192);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .fd_type = "socket" };
+	f.api = "select";
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1);
+	f.api = "epoll_wait";
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "epoll_wait on an epoll fd that watches a socket");
+	uint64_t b;
+	f.api = "recv";
+	cr_expect_eq(io_t_count(&rs, f, &b), 3);
+	cr_expect_eq(b, 192);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
