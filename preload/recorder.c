@@ -184,9 +184,12 @@ struct sp_file_header *sp_trace_header(void)
  * the parent's file), forget its strings and this thread's stream; the child's
  * own file is created at its first record, naming the parent as ppid.
  */
+static void warn_fork_child(void);
+
 static void atfork_child(void)
 {
 	int saved = errno;
+	warn_fork_child();
 	int32_t parent = g_pid;
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = parent;
@@ -235,19 +238,33 @@ void sp_recorder_shutdown(void)
 static char g_warn_keys[WARN_KEYS][64];
 static int g_warn_used[WARN_KEYS]; /* 0 free, 1 being written, 2 set */
 
+/* A key being written by a thread that does not exist in the child: free its slot. */
+static void warn_fork_child(void)
+{
+	for (unsigned i = 0; i < WARN_KEYS; i++)
+		if (g_warn_used[i] == 1)
+			g_warn_used[i] = 0;
+}
+
 /* Claim the key; 0 if it was already warned about (or the table is full of others). */
 static int warn_first(const char *key)
 {
-	for (unsigned i = 0; i < WARN_KEYS; i++) {
+	for (unsigned i = 0; i < WARN_KEYS;) {
 		int u = __atomic_load_n(&g_warn_used[i], __ATOMIC_ACQUIRE);
-		if (u == 2 && strncmp(g_warn_keys[i], key, sizeof(g_warn_keys[i]) - 1) == 0)
-			return 0;
-		if (u == 0 && __atomic_compare_exchange_n(&g_warn_used[i], &u, 1, 0, __ATOMIC_ACQ_REL,
-							  __ATOMIC_ACQUIRE)) {
-			snprintf(g_warn_keys[i], sizeof(g_warn_keys[i]), "%s", key);
-			__atomic_store_n(&g_warn_used[i], 2, __ATOMIC_RELEASE);
-			return 1;
+		if (u == 1)
+			continue; /* another thread is copying its key in (a few ns): it may be ours */
+		/* NOTE: keys differing only after 63 bytes count as the same warning */
+		if (u == 2) {
+			if (strncmp(g_warn_keys[i], key, sizeof(g_warn_keys[i]) - 1) == 0)
+				return 0;
+			i++;
+			continue;
 		}
+		if (!__atomic_compare_exchange_n(&g_warn_used[i], &u, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			continue; /* lost the slot: look at what the winner wrote */
+		snprintf(g_warn_keys[i], sizeof(g_warn_keys[i]), "%s", key);
+		__atomic_store_n(&g_warn_used[i], 2, __ATOMIC_RELEASE);
+		return 1;
 	}
 	return 0;
 }
