@@ -13,7 +13,7 @@
 # Prints: BENCH bpf_small_file_loop: <ratio> x (budget 1.5) ok|OVER
 set -u
 B=${STEPPROF_BUILD:-build}
-ROUNDS=${BPF_BENCH_ROUNDS:-3}
+ROUNDS=${BPF_BENCH_ROUNDS:-5}
 NFILES=256
 OPS=${BPF_BENCH_OPS:-100000}
 
