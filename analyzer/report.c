@@ -10,6 +10,7 @@
 #include "jsonw.h"
 #include "util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -271,7 +272,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * share(a, bc),
 			bottleneck_sentence(bn));
 	}
-	fprintf(f, "\nFindings: %s\n", a->nfnd ? "" : "none");
+	fprintf(f, "\nFindings:%s\n", a->nfnd ? "" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {
 		const struct an_result_finding *x = &a->fnd[i];
 		fprintf(f, "  [%s] %s%s%s%s, iterations %ld-%ld (%ld)\n", an_severity_name[x->severity],
@@ -281,8 +282,10 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		for (int k = 0; k < x->nev; k++) {
 			if (x->ev[k].is_str)
 				fprintf(f, " %s=\"%s\"", x->ev[k].key, x->ev[k].str);
+			else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
+				fprintf(f, " %s=%.0f", x->ev[k].key, x->ev[k].num); /* counts and bytes in full */
 			else
-				fprintf(f, " %s=%.6g", x->ev[k].key, x->ev[k].num);
+				fprintf(f, " %s=%.4g", x->ev[k].key, x->ev[k].num);
 		}
 		fprintf(f, "\n");
 		for (int k = 0; k < x->nsites; k++)
