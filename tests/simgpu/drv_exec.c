@@ -45,6 +45,7 @@ struct op {
 	enum op_type type;
 	struct op *next;
 	uint64_t seq;
+	uint64_t submit_ns; /* host time at which it was queued */
 	struct dep *deps;
 	int ndeps;
 	union {
@@ -101,6 +102,11 @@ struct CUstream_st {
 	int started, dying, exited;
 	struct op *head, *tail;
 	uint64_t submitted, completed;
+	/* the stream's timeline: when its recent operations ended (see worker()) */
+	uint64_t last_end;
+	struct {
+		uint64_t seq, end;
+	} ends[64];
 	/* capture */
 	struct CUgraph_st *cgraph;
 	struct CUstream_st *corigin; /* the stream that began the capture */
@@ -137,7 +143,7 @@ static pthread_key_t ptds_key;
 static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
 
 static void op_free(struct op *op);
-static void op_body(struct op *op, struct CUstream_st *s);
+static uint64_t op_run(struct op *op, uint64_t start);
 static void op_done_locked(struct op *op, struct CUstream_st *s, uint64_t t);
 
 static int deps_met(const struct op *op)
@@ -148,6 +154,21 @@ static int deps_met(const struct op *op)
 	return 1;
 }
 
+/* When operation seq of s ended on its timeline; 0 when too old to be known. */
+static uint64_t end_of(const struct CUstream_st *s, uint64_t seq)
+{
+	return s->ends[seq % 64].seq == seq ? s->ends[seq % 64].end : 0;
+}
+
+/*
+ * RATIONALE: each stream keeps a timeline, as a GPU would. An operation starts when
+ * the stream reaches it: at the latest of its submission, the end of the stream's
+ * previous operation and the ends of what it waits for; it lasts what its body takes
+ * (bytes/bandwidth for a copy, the host function's run time for a kernel). Events
+ * take that start time. So a worker thread woken late by a loaded machine shifts
+ * nothing the program can measure: the timeline is never later than real time, and
+ * the worker catches up by sleeping less.
+ */
 static void *worker(void *arg)
 {
 	struct CUstream_st *s = arg;
@@ -155,7 +176,7 @@ static void *worker(void *arg)
 	pthread_mutex_lock(&sim_lock);
 	for (;;) {
 		struct op *op = s->head;
-		uint64_t t;
+		uint64_t start, end;
 		if (!op) {
 			if (s->dying)
 				break;
@@ -169,11 +190,19 @@ static void *worker(void *arg)
 		s->head = op->next;
 		if (!s->head)
 			s->tail = NULL;
+		start = op->submit_ns > s->last_end ? op->submit_ns : s->last_end;
+		for (int i = 0; i < op->ndeps; i++) {
+			uint64_t e = end_of(op->deps[i].s, op->deps[i].seq);
+			if (e > start)
+				start = e;
+		}
 		pthread_mutex_unlock(&sim_lock);
-		t = sim_now_ns();
-		op_body(op, s);
+		end = op_run(op, start);
 		pthread_mutex_lock(&sim_lock);
-		op_done_locked(op, s, t);
+		op_done_locked(op, s, start);
+		s->last_end = end;
+		s->ends[op->seq % 64].seq = op->seq;
+		s->ends[op->seq % 64].end = end;
 		s->completed = op->seq;
 		pthread_cond_broadcast(&sim_cond);
 		op_free(op);
@@ -301,6 +330,7 @@ static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 	if (!s->started && stream_start_locked(s) != 0)
 		goto oom;
 	op->seq = ++s->submitted;
+	op->submit_ns = sim_now_ns();
 	if (op->type == OP_EVENT) {
 		struct CUevent_st *ev = op->u.event.ev;
 		ev->s = s;
@@ -424,22 +454,27 @@ static void sleep_until(uint64_t t)
 		;
 }
 
-static void body_copy(struct op *op)
+/* Copies and memsets last bytes/bandwidth (1 GB/s is one byte per nanosecond) from
+ * their start on the timeline, or the host's own memcpy time if that is longer. */
+static uint64_t body_copy(struct op *op, uint64_t start)
 {
-	uint64_t t0 = sim_now_ns();
+	uint64_t t0 = sim_now_ns(), end;
 	size_t w = op->u.copy.width, bytes = w * op->u.copy.height * op->u.copy.depth;
 
 	for (size_t z = 0; z < op->u.copy.depth; z++)
 		for (size_t y = 0; y < op->u.copy.height; y++)
 			memmove(op->u.copy.dst + z * op->u.copy.dslice + y * op->u.copy.dpitch,
 				op->u.copy.src + z * op->u.copy.sslice + y * op->u.copy.spitch, w);
-	/* 1 GB/s is one byte per nanosecond. The memcpy's own time counts toward it. */
-	sleep_until(t0 + (uint64_t)((double)bytes / op->u.copy.gbps));
+	end = start + (uint64_t)((double)bytes / op->u.copy.gbps);
+	if (end < start + (sim_now_ns() - t0))
+		end = start + (sim_now_ns() - t0);
+	sleep_until(end);
+	return end;
 }
 
-static void body_memset(struct op *op)
+static uint64_t body_memset(struct op *op, uint64_t start)
 {
-	uint64_t t0 = sim_now_ns();
+	uint64_t t0 = sim_now_ns(), end;
 	size_t bytes = op->u.set.width * op->u.set.elem * op->u.set.height;
 
 	for (size_t y = 0; y < op->u.set.height; y++) {
@@ -456,7 +491,11 @@ static void body_memset(struct op *op)
 				memcpy(row + 4 * i, &v, 4);
 		}
 	}
-	sleep_until(t0 + (uint64_t)((double)bytes / sim_cfg.device_gbps));
+	end = start + (uint64_t)((double)bytes / sim_cfg.device_gbps);
+	if (end < start + (sim_now_ns() - t0))
+		end = start + (sim_now_ns() - t0);
+	sleep_until(end);
+	return end;
 }
 
 static int waitval_ready(struct op *op)
@@ -477,42 +516,45 @@ static int waitval_ready(struct op *op)
 	return 1;
 }
 
-static void op_body(struct op *op, struct CUstream_st *s)
+/* Run op's body; start: its start on the stream's timeline; returns its end there. */
+static uint64_t op_run(struct op *op, uint64_t start)
 {
+	uint64_t t0 = sim_now_ns();
+
 	switch (op->type) {
 	case OP_COPY:
-		body_copy(op);
-		break;
+		return body_copy(op, start);
 	case OP_MEMSET:
-		body_memset(op);
-		break;
+		return body_memset(op, start);
 	case OP_KERNEL:
 		op->u.kern.fn(op->u.kern.args);
-		break;
+		return start + (sim_now_ns() - t0);
 	case OP_HOST:
 		if (op->u.host.cb)
 			op->u.host.cb(op->u.host.cbs, CUDA_SUCCESS, op->u.host.ud);
 		else
 			op->u.host.fn(op->u.host.ud);
-		break;
+		return start + (sim_now_ns() - t0);
 	case OP_GRAPH:
 		for (size_t i = 0; i < op->u.graph.exec->n; i++)
-			op_body(op->u.graph.exec->nodes[i], s);
-		break;
+			start = op_run(op->u.graph.exec->nodes[i], start);
+		return start;
 	case OP_WRITE:
 		if (op->u.val.is64)
 			__atomic_store_n((uint64_t *)op->u.val.addr, op->u.val.value, __ATOMIC_SEQ_CST);
 		else
 			__atomic_store_n((uint32_t *)op->u.val.addr, (uint32_t)op->u.val.value, __ATOMIC_SEQ_CST);
-		break;
+		return start;
 	case OP_WAITVAL:
 		while (!waitval_ready(op)) {
 			struct timespec ts = {0, 50000};
 			nanosleep(&ts, NULL);
 		}
-		break;
+		/* It ended when the value appeared: real time, not before its start. */
+		t0 = sim_now_ns();
+		return t0 > start ? t0 : start;
 	default:
-		break;
+		return start;
 	}
 }
 
