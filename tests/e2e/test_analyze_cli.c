@@ -350,3 +350,64 @@ Test(analyze_cli, mixed_format_versions_are_refused)
 	sp_t_rmrf(dir);
 	free(dir);
 }
+
+/*
+ * Every byte is untrusted: 100 copies of the run with random bytes of the trainer's
+ * file overwritten (fixed seed) never crash or hang the analysis; each gives a
+ * report (0), a damage warning (3) or a refusal of a bad header (2).
+ */
+Test(analyze_cli, random_damage_never_crashes, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("analyze-fuzz");
+	write_run(dir, 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/trainer.sptrace", dir);
+	FILE *f = fopen(path, "rb");
+	cr_assert(f);
+	fseek(f, 0, SEEK_END);
+	long len = ftell(f);
+	uint8_t *orig = malloc((size_t)len);
+	fseek(f, 0, SEEK_SET);
+	cr_assert_eq(fread(orig, 1, (size_t)len, f), (size_t)len);
+	fclose(f);
+	/* the bytes that matter: the header's first fields, the keep area's first strings, the first chunk */
+	long ring = (long)(SP_HEADER_SIZE + ((struct sp_file_header *)orig)->keep_slots * SP_SLOT_SIZE);
+	unsigned seed = 4242;
+	for (int round = 0; round < 100; round++) {
+		uint8_t *img = malloc((size_t)len);
+		memcpy(img, orig, (size_t)len);
+		for (int k = 0; k < 8; k++) {
+			long where;
+			switch (rand_r(&seed) % 3) {
+			case 0:
+				where = rand_r(&seed) % 256;
+				break;
+			case 1:
+				where = SP_HEADER_SIZE + rand_r(&seed) % 256;
+				break;
+			default:
+				where = ring + rand_r(&seed) % 4096;
+			}
+			img[where] = (uint8_t)rand_r(&seed);
+		}
+		f = fopen(path, "wb");
+		cr_assert(f);
+		cr_assert_eq(fwrite(img, 1, (size_t)len, f), (size_t)len);
+		fclose(f);
+		free(img);
+		struct sp_t_result r;
+		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", dir, NULL };
+		sp_t_run(&r, argv, NULL, NULL, 30);
+		cr_expect(r.status == 0 || r.status == 2 || r.status == 3, "round %d: exit %d: %s", round, r.status,
+			  r.err);
+		if (r.status == 0 || r.status == 3) {
+			struct sp_json *j = sp_json_parse(r.out);
+			cr_expect_not_null(j, "round %d: not JSON", round);
+			sp_json_free(j);
+		}
+		sp_t_result_free(&r);
+	}
+	free(orig);
+	sp_t_rmrf(dir);
+	free(dir);
+}
