@@ -114,6 +114,16 @@ static __always_inline int call_of(long nr)
 	return -1;
 }
 
+/* A 32-bit syscall of a 64-bit kernel (int 0x80, or a 32-bit program): other numbers, not traced. */
+static __always_inline int compat_syscall(struct task_struct *task)
+{
+#if defined(__TARGET_ARCH_x86)
+	if (bpf_core_field_exists(task->thread_info.status))
+		return (task->thread_info.status & 0x0002 /* TS_COMPAT */) != 0;
+#endif
+	return 0;
+}
+
 static __always_inline int has_path(int call)
 {
 	return call == IOTRACE_sys_openat || call == IOTRACE_sys_openat2 || call == IOTRACE_sys_newfstatat ||
@@ -166,6 +176,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	int call = call_of(id);
 	__u32 tgid;
+	struct task_struct *task;
 	struct iotrace_task *t;
 
 	if (call < 0)
@@ -173,7 +184,10 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	tgid = bpf_get_current_pid_tgid() >> 32;
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return 0;
-	t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	task = bpf_get_current_task_btf();
+	if (compat_syscall(task))
+		return 0; /* a 32-bit syscall: its numbers mean other calls */
+	t = bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 	if (!t) {
 		count_drop();
 		return 0;

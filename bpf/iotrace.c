@@ -47,7 +47,7 @@
 #define MAX_FD	    (1 << 20) /* fd tables stop growing here (RLIMIT_NOFILE's usual hard cap) */
 
 #ifndef SYS_dup2
-#define SYS_dup2 -1 /* architectures without it (arm64) have only dup3 */
+#define SYS_dup2 (-1000) /* architectures without it (arm64) have only dup3; never a syscall number (nor -1) */
 #endif
 
 static volatile sig_atomic_t stop;
