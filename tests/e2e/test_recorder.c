@@ -213,6 +213,38 @@ Test(recorder, python_ctypes_reaches_the_api)
 	sp_t_rmrf(dir);
 }
 
+/* Every chunk a thread used is closed at its exit (pthread key destructor), the
+ * main thread's at exit; the header says the process ended cleanly. */
+Test(recorder, threads_close_their_chunks_at_exit)
+{
+	char *dir = sp_t_tmpdir("recclose");
+	struct sp_t_result r;
+	char *extra[] = { "STEPPROF_MAX_MB=8", NULL }; /* the test reads the whole file */
+	cr_assert_eq(markgen(&r, dir, extra, "-t 6 -n 5000 -s 3"), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	const char *path = sp_json_str(sp_json_at(sp_json_get(j, "files"), 0), "path");
+	cr_assert(path);
+	size_t len;
+	char *raw = sp_t_read_file(path, &len);
+	cr_assert(raw && len >= SP_HEADER_SIZE);
+	const struct sp_file_header *h = (const struct sp_file_header *)raw;
+	cr_expect_gt(h->end_mono_ns, h->start_mono_ns, "clean exit recorded");
+	uint64_t ring_off = SP_HEADER_SIZE + h->keep_slots * SP_SLOT_SIZE;
+	unsigned used = 0;
+	for (uint32_t i = 0; i < h->ring_chunks; i++) {
+		const struct sp_chunk_header *c = (const void *)(raw + ring_off + (uint64_t)i * h->chunk_size);
+		if (c->magic != SP_CHUNK_MAGIC)
+			continue;
+		used++;
+		cr_expect_eq(c->state, SP_CHUNK_CLOSED, "chunk %u of tid %d left in state %u", i, c->tid, c->state);
+	}
+	cr_expect_geq(used, 7, "six writer threads and the main thread");
+	free(raw);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
 /* ------------------------------------------------------------- the ring cap */
 
 Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)

@@ -4,13 +4,15 @@
  * what the reader finds in the file is the ground truth, not the table.
  *
  * Divided into: helpers; ids; concurrency; limits (keep area full, long
- * strings); the writer's streams (lost records, ring accounting).
+ * strings); the writer's streams (ring accounting, lost records on a full disk).
  */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <unistd.h>
 
 #include "intern.h"
 #include "reader.h"
@@ -270,4 +272,67 @@ Test(tracefile, stream_records_ring_and_overwritten_exact)
 	cr_expect_eq(sp_reader_stats(r)->overwritten, first, "overwritten counts exactly the older records");
 	sp_reader_close(r);
 	close_fixture(&x);
+}
+
+/* A full disk costs records, counted exactly; when space returns a LOST record says how many. */
+Test(tracefile, lost_record_when_space_returns)
+{
+	struct fixture x = { 0 };
+	x.dir = sp_t_tmpdir("full");
+	if (mount("tmpfs", x.dir, "tmpfs", 0, "size=1m") != 0) {
+		sp_t_rmrf(x.dir);
+		cr_skip_test("mount -t tmpfs refused (not root?)");
+	}
+	char filler[600], err[256];
+	snprintf(filler, sizeof(filler), "%s/filler", x.dir);
+	static char blob[700 << 10];
+	cr_assert_eq(sp_t_write_file(filler, blob, sizeof(blob)), 0);
+	warnings = 0;
+	struct sp_tf_opts o = { .dir = x.dir, .max_bytes = 4 << 20, .cmdline = "test", .warn = count_warn };
+	cr_assert_eq(sp_tf_create(&x.tf, &o, err, sizeof(err)), 0, "%s", err);
+
+	struct sp_tf_stream s;
+	sp_tf_stream_init(&s, &x.tf, 7, 8);
+	uint64_t f[SP_F__COUNT] = { 0 }, t = 1000000, ok = 0, lost = 0;
+	/* synthetic clock, 1 ns per record: no retry before space returns */
+	for (unsigned i = 0; i < 100000; i++, t++) {
+		f[SP_F_VALUE] = i;
+		if (sp_tf_write(&s, SP_K_STEP, 0, t, t, f) == 0)
+			ok++;
+		else
+			lost++;
+	}
+	cr_assert_gt(ok, 0);
+	cr_assert_gt(lost, 0, "1 MiB of tmpfs cannot hold 100,000 records");
+	cr_expect_eq(x.tf.hdr->lost_records, lost, "counted in the header at once");
+	cr_expect_geq(warnings, 1);
+
+	unlink(filler);
+	t += 2000000; /* past the retry delay */
+	f[SP_F_VALUE] = 999999;
+	cr_assert_eq(sp_tf_write(&s, SP_K_STEP, 0, t, t, f), 0, "space is back");
+	cr_expect_eq(x.tf.hdr->lost_records, 0, "moved to the LOST record");
+	sp_tf_stream_close(&s);
+
+	struct sp_reader *r;
+	cr_assert_eq(sp_reader_open(x.tf.path, &r, err, sizeof(err)), 0, "%s", err);
+	struct sp_event ev;
+	uint64_t steps = 0, lost_rec = 0, lost_count = 0;
+	while (sp_reader_next(r, &ev)) {
+		if (ev.kind == SP_K_STEP)
+			steps++;
+		if (ev.kind == SP_K_LOST) {
+			lost_rec++;
+			lost_count += ev.f[SP_F_COUNT];
+		}
+	}
+	cr_expect_eq(steps, ok + 1);
+	cr_expect_eq(lost_rec, 1);
+	cr_expect_eq(lost_count, lost);
+	cr_expect_eq(sp_reader_stats(r)->lost, lost, "the reader reports exactly the lost records");
+	sp_reader_close(r);
+	sp_intern_free(&x.t);
+	sp_tf_release(&x.tf);
+	umount(x.dir);
+	sp_t_rmrf(x.dir);
 }
