@@ -27,7 +27,9 @@
 
 static void io_after_fork_child(void)
 {
-	io_feature_marked = 0; /* the child writes a trace file of its own */
+	/* The child writes a trace file of its own, with string ids of its own. */
+	io_feature_marked = 0;
+	io_path_forget();
 }
 
 __attribute__((constructor)) static void io_init(void)

@@ -139,10 +139,18 @@ static inline void io_emit(unsigned kind, unsigned api, uint64_t t0, uint64_t t1
 	sp_emit(kind, api, t0, t1, f);
 }
 
-/* Intern a path given to open/stat; 0 for NULL or "". */
+/*
+ * Intern a path given to open/stat; 0 for NULL or "". A one-entry per-thread
+ * cache skips the intern table for the most common repeat, a stat then an
+ * open of the same file (io_real.c). io_path_forget() empties it (fork: the
+ * child's trace file has ids of its own).
+ */
+SP_HIDDEN uint32_t io_path_intern(const char *path);
+SP_HIDDEN void io_path_forget(void);
+
 static inline uint32_t io_path_id(const char *path)
 {
-	return path && path[0] ? sp_intern_cstr(path) : 0;
+	return path && path[0] ? io_path_intern(path) : 0;
 }
 
 /*

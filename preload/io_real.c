@@ -2,7 +2,7 @@
  * io_real.c - the input capture's plumbing that holds no interposed symbol:
  * resolving the real libc functions, STEPPROF_IO, the trace feature bit.
  *
- * Divided into: 1. real functions, 2. mode, 3. feature bit.
+ * Divided into: 1. real functions, 2. mode, 3. path ids, 4. feature bit.
  */
 #include "io_hook.h"
 
@@ -101,7 +101,37 @@ _Static_assert(!((IO_MASK_OPEN | IO_MASK_STAT | IO_MASK_READ | IO_MASK_CLOSE | I
 	       "an input record kind carries a field io_emit does not fill");
 #undef F
 
-/* --------------------------------------------------------- 3. feature bit */
+/* ---------------------------------------------------------- 3. path ids */
+
+#define IO_PATH_CACHE 240
+
+struct io_path_cache {
+	uint32_t id, len;
+	char s[IO_PATH_CACHE];
+};
+static __thread struct io_path_cache io_last_path __attribute__((tls_model("initial-exec")));
+
+uint32_t io_path_intern(const char *path)
+{
+	struct io_path_cache *c = &io_last_path;
+	size_t len = strlen(path);
+	if (c->id && len == c->len && memcmp(path, c->s, len) == 0)
+		return c->id;
+	uint32_t id = sp_intern(path, len);
+	if (id && len < IO_PATH_CACHE) {
+		memcpy(c->s, path, len);
+		c->len = (uint32_t)len;
+		c->id = id;
+	}
+	return id;
+}
+
+void io_path_forget(void)
+{
+	io_last_path.id = 0;
+}
+
+/* --------------------------------------------------------- 4. feature bit */
 
 int io_feature_marked;
 
