@@ -250,6 +250,7 @@ struct fdent {
 struct proc {
 	int32_t pid;
 	bool alive;
+	bool dead;	   /* found dead by check_liveness, removed after a last drain */
 	char *cwd;	   /* NULL until first needed */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
@@ -597,12 +598,27 @@ static int on_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-/* Processes whose exit event was lost (full ring) or came before we attached. */
-static void check_liveness(struct collector *c)
+/*
+ * Processes whose exit event was lost (full ring) or came before we attached.
+ * The dead are found first and removed only after one more drain of the ring,
+ * so that the records a process submitted before dying still find its tables.
+ */
+static void check_liveness(struct collector *c, struct ring_buffer *rb)
 {
+	int ndead = 0;
 	for (size_t i = 0; i < c->procs.cap; i++) {
 		struct proc *p = c->procs.vals[i];
 		if (p && pid_dead(p->pid)) {
+			p->dead = true;
+			ndead++;
+		}
+	}
+	if (!ndead)
+		return;
+	ring_buffer__consume(rb);
+	for (size_t i = 0; i < c->procs.cap; i++) {
+		struct proc *p = c->procs.vals[i];
+		if (p && p->dead) {
 			proc_exited(c, p);
 			i--; /* deletion may have moved another entry into slot i */
 		}
@@ -821,7 +837,7 @@ int main(int argc, char **argv)
 		if (duration > 0 && t - t0 >= (uint64_t)(duration * 1e9))
 			break;
 		if (t >= next_check) {
-			check_liveness(&c);
+			check_liveness(&c, rb);
 			next_check = t + LIVENESS_MS * 1000000ull;
 		}
 		if (c.nalive == 0)
