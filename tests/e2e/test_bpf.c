@@ -317,7 +317,8 @@ static void tally(const struct dump *d, long long pid, const char *path, struct 
 	}
 }
 
-/* Every file of the data directory read exactly as bpfgen does, by process pid; thread_api: read api per file. */
+/* Every file of the data directory read exactly as bpfgen does, by process pid; threaded: by its 3 threads, each with
+ * its own read call (read, pread, readv). */
 static void check_files(struct session *s, const struct dump *d, long long pid, int threaded)
 {
 	static const char *const api_of_thread[3] = {"sys_read", "sys_pread64", "sys_readv"};
