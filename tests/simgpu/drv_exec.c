@@ -208,7 +208,14 @@ static void *worker(void *arg)
 		pthread_cond_broadcast(&sim_cond);
 		op_free(op);
 	}
+	/* A destroyed stream that has done all its work leaves the list that legacy
+	 * work and context syncs walk; the struct itself stays (events may name it). */
 	s->exited = 1;
+	for (struct CUstream_st **pp = &all_streams; *pp; pp = &(*pp)->next_all)
+		if (*pp == s) {
+			*pp = s->next_all;
+			break;
+		}
 	pthread_mutex_unlock(&sim_lock);
 	return NULL;
 }
