@@ -69,9 +69,63 @@ static void site_and_dev(struct sp_call *c, uint64_t *f)
 	f[SP_F_DEVICE] = c->dev >= 0 ? (unsigned)c->dev : sp_gpu_device();
 }
 
+/*
+ * Query polling: a loop of cudaStreamQuery / cuEventQuery that answers "not
+ * ready" (NCCL's watchdog, PyTorch's event.query()) becomes ONE sync record
+ * from the first poll to the answer, not one record per poll: the thread was
+ * waiting for the GPU all along, and a trace must not fill with polls. A run
+ * of polls ends with the answer, another target, or any other CUDA call.
+ */
+struct sp_poll {
+	int active;
+	uint16_t api;
+	uint64_t stream, event, t_first, t_last;
+	unsigned dev;
+};
+
+static __thread struct sp_poll t_poll;
+
+#define SP_NOT_READY 600 /* CUDA_ERROR_NOT_READY == cudaErrorNotReady */
+
+static void poll_flush(void)
+{
+	uint64_t f[SP_F__COUNT];
+	f[SP_F_STREAM] = t_poll.stream;
+	f[SP_F_EVENT] = t_poll.event;
+	f[SP_F_RESULT] = SP_NOT_READY;
+	f[SP_F_DEVICE] = t_poll.dev;
+	t_poll.active = 0;
+	sp_emit(SP_K_SYNC, t_poll.api, t_poll.t_first, t_poll.t_last, f);
+}
+
+/* A query's record: 1 = emitted by the caller with *begin, 0 = held back. */
+static int poll_step(struct sp_call *c, int r, uint64_t t1, uint64_t *begin)
+{
+	int same = t_poll.active && t_poll.api == c->api && t_poll.stream == c->stream && t_poll.event == c->event;
+	if (t_poll.active && !same)
+		poll_flush();
+	if (r == SP_NOT_READY) {
+		if (!same) {
+			t_poll.active = 1;
+			t_poll.api = c->api;
+			t_poll.stream = c->stream;
+			t_poll.event = c->event;
+			t_poll.t_first = c->t0;
+			t_poll.dev = sp_gpu_device();
+		}
+		t_poll.t_last = t1;
+		return 0;
+	}
+	*begin = same ? t_poll.t_first : c->t0;
+	t_poll.active = 0;
+	return 1;
+}
+
 static void sp_pre(struct sp_call *c)
 {
 	int e = errno;
+	if (__builtin_expect(t_poll.active, 0) && !(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
+		poll_flush();
 	c->t0 = sp_now();
 	switch (c->fam) {
 	case FAM_COPY:
@@ -123,13 +177,17 @@ static void sp_post(struct sp_call *c, int r)
 		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_LAUNCH, c->api, c->t0, t1, f);
 		break;
-	case FAM_SYNC:
-		f[SP_F_EVENT] = c->event;
-		site_and_dev(c, f);
-		sp_emit(SP_K_SYNC, c->api, c->t0, t1, f);
+	case FAM_SYNC: {
+		uint64_t begin = c->t0;
+		if (c->sync != SP_SYNC_QUERY || poll_step(c, r, t1, &begin)) {
+			f[SP_F_EVENT] = c->event;
+			site_and_dev(c, f);
+			sp_emit(SP_K_SYNC, c->api, begin, t1, f);
+		}
 		sp_gpu_sync_point(c->stream, c->ptds, (enum sp_sync_kind)c->sync, r == 0);
 		sp_gpu_header_once();
 		break;
+	}
 	case FAM_ALLOC: {
 		uint64_t p = 0;
 		if (r == 0 && c->out)

@@ -553,3 +553,32 @@ Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
 	cr_expect(strstr(d.res.err, "STEPPROF_KERNEL_TIMING"), "no warning for a bad value:\n%s", d.res.err);
 	door_free(&d);
 }
+
+Test(cuda_doors, a_polling_loop_is_one_sync_record, .timeout = 120)
+{
+	const char *args[] = { "--poll", NULL };
+	struct door d;
+	door_run(&d, "bin/door_plt", 1, args, NULL);
+	long p0 = 0, p1 = 0;
+	const char *pl = strstr(d.res.err, "polls ");
+	cr_assert(pl && sscanf(pl, "polls %ld %ld", &p0, &p1) == 2, "%s", d.res.err);
+	cr_expect_gt(p0, 10, "the kernel was too short to poll: %ld polls", p0);
+	expect_counts(&d, "PLT --poll");
+	struct sp_json *ks = sp_json_get(d.truth, "kernels");
+	cr_assert(ks && ks->n == 2);
+	unsigned k = 0;
+	for (size_t i = 0; i < d.nrec; i++) {
+		if (!str_eq(d.rec[i], "kind", "sync") || str_eq(d.rec[i], "api", "cudaStreamSynchronize"))
+			continue;
+		cr_assert_lt(k, 2u);
+		/* the wait spans the kernel's run: from before its start to after its end */
+		double kend = sp_json_at(sp_json_at(ks, k), 1)->num;
+		cr_expect_leq(sp_json_num(d.rec[i], "begin_ns", 0), sp_json_at(sp_json_at(ks, k), 0)->num + 1e6);
+		cr_expect_geq(sp_json_num(d.rec[i], "end_ns", 0), kend);
+		cr_expect_eq(sp_json_num(d.rec[i], "result", -1), 0);
+		cr_expect(str_eq(d.rec[i], "api", k == 0 ? "cudaStreamQuery" : "cudaEventQuery"));
+		k++;
+	}
+	cr_expect_eq(k, 2u);
+	door_free(&d);
+}

@@ -42,7 +42,7 @@
 	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
 	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)        \
 	X(cudaStreamBeginCapture) X(cudaStreamEndCapture) X(cudaGraphInstantiate) X(cudaGraphLaunch)                  \
-	X(cudaGraphExecDestroy) X(cudaGraphDestroy)
+	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery)
 
 #define DRV_LIST(X)                                                                                                   \
 	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
@@ -380,6 +380,46 @@ static void graph_part(long kernel_us)
 	truth.frees++, live_add(-(int64_t)MiB);
 }
 
+/*
+ * Polling: a kernel, then cudaStreamQuery every 200 us until it is done; a
+ * second kernel, then cudaEventQuery on an event behind it. Each polling
+ * loop is one wait: one sync record each (polls counted on stderr).
+ */
+static void poll_part(long kernel_us)
+{
+	cudaStream_t s;
+	cudaEvent_t ev;
+	SHOW("cudaStreamCreate", api.cudaStreamCreate(&s));
+	SHOW("cudaEventCreate", api.cudaEventCreate(&ev));
+	/* a first record: the preload creates its trace file then, not inside the polling */
+	SHOW("cudaStreamSynchronize", api.cudaStreamSynchronize(s));
+	truth.syncs++;
+	long polls[2] = { 0, 0 };
+	for (int k = 0; k < 2; k++) {
+		long i = kidx++, us = kernel_us;
+		void *args[] = { &i, &us, NULL };
+		SHOW("cudaLaunchKernel", api.cudaLaunchKernel((const void *)door_kernel, (dim3){ 1, 1, 1 },
+							      (dim3){ 1, 1, 1 }, args, 0, s));
+		truth.launches++;
+		if (k == 1)
+			SHOW("cudaEventRecord", api.cudaEventRecord(ev, s));
+		cudaError_t r;
+		do {
+			r = k == 0 ? api.cudaStreamQuery(s) : api.cudaEventQuery(ev);
+			polls[k]++;
+			if (r == cudaErrorNotReady) {
+				struct timespec ts = { 0, 200000 };
+				nanosleep(&ts, NULL);
+			}
+		} while (r == cudaErrorNotReady);
+		printf("%s polled until rc=%d\n", k == 0 ? "cudaStreamQuery" : "cudaEventQuery", (int)r);
+		truth.syncs++;
+	}
+	fprintf(stderr, "polls %ld %ld\n", polls[0], polls[1]);
+	SHOW("cudaEventDestroy", api.cudaEventDestroy(ev));
+	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
+}
+
 /* A forked child that never uses CUDA: it reads a file and exits. */
 static void fork_part(void)
 {
@@ -432,7 +472,7 @@ int main(int argc, char **argv)
 {
 	const char *truth_path = NULL;
 	long kernel_us = 40000;
-	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0;
+	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0, poll = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
 			truth_path = argv[++i];
@@ -446,10 +486,12 @@ int main(int argc, char **argv)
 			graph = 1;
 		else if (!strcmp(argv[i], "--fork"))
 			forkc = 1;
+		else if (!strcmp(argv[i], "--poll"))
+			poll = 1;
 		else if (!strcmp(argv[i], "--bench") && i + 1 < argc)
 			bench = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork] [--bench N]\n");
+			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork|--poll] [--bench N]\n");
 			return 2;
 		}
 	}
@@ -489,6 +531,8 @@ int main(int argc, char **argv)
 		graph_part(kernel_us);
 	} else if (forkc) {
 		fork_part();
+	} else if (poll) {
+		poll_part(kernel_us);
 	} else {
 		runtime_part(kernel_us, nkernels);
 		driver_part(kernel_us, nkernels);
