@@ -1,0 +1,43 @@
+/*
+ * export_perfetto.h - stepprof traces as one Chrome Trace Event Format JSON
+ * document, the format ui.perfetto.dev and chrome://tracing open
+ * (`stepprof export`, docs/export.md).
+ *
+ * One process per traced pid (named by its command line and rank), one thread
+ * track per tid with an X slice for every call, instants for marks and steps,
+ * NVTX ranges as slices, a "GPU <device>" track per process with the GPU-side
+ * span of each op joined to its launch/copy by op id (and a flow arrow from the
+ * call), and a counter of live device bytes.
+ *
+ * Streaming: records are written as the reader returns them; memory is the
+ * reader's, a fixed window of recent GPU ops (EXPORT_OP_WINDOW) and tables whose
+ * size follows the number of processes and threads, never the trace's length.
+ */
+#ifndef STEPPROF_EXPORT_PERFETTO_H
+#define STEPPROF_EXPORT_PERFETTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Ops remembered per file while waiting for their gpu_span (a power of two). */
+#define EXPORT_OP_WINDOW (1u << 17)
+
+struct export_stats {
+	uint64_t files;        /* files read (at least partly) */
+	uint64_t records;      /* records read */
+	uint64_t events;       /* trace events written (metadata included) */
+	uint64_t gpu_spans;    /* GPU slices written */
+	uint64_t gpu_unjoined; /* of which no launch/copy/memset record was found for the op */
+	uint64_t ts_zero_ns;   /* CLOCK_MONOTONIC (of the first host) of ts 0 */
+};
+
+/*
+ * Read the n trace files and write the JSON document to out. Problems of a file
+ * are printed as `stepprof: <file>: <what>` (util.h); the return value is the
+ * worst exit code (SP_EXIT_*). When no file can be opened nothing is written and
+ * SP_EXIT_INPUT is returned. pretty: indent the document (tests, reading by eye).
+ */
+int export_perfetto(char *const *paths, size_t n, FILE *out, int pretty, struct export_stats *st);
+
+#endif /* STEPPROF_EXPORT_PERFETTO_H */
