@@ -290,32 +290,52 @@ Test(cuda_doors, host_memory_kind_of_every_copy, .timeout = 120)
 	door_free(&d);
 }
 
-Test(cuda_doors, kernel_gpu_time_matches_the_kernels_own_clock, .timeout = 120)
+/* Launches whose GPU time is off the kernel's own clock (5% of its duration, 5 ms for the begin). */
+static unsigned kernel_time_misses(const struct door *d, unsigned *checked, char *why, size_t whylen)
 {
-	struct door d;
-	door_run(&d, "bin/door_plt", 1, NULL, NULL);
-	struct sp_json *ks = sp_json_get(d.truth, "kernels");
+	struct sp_json *ks = sp_json_get(d->truth, "kernels");
+	unsigned miss = 0, k = 0;
 	cr_assert(ks && ks->n > 0);
-	size_t k = 0;
-	for (size_t i = 0; i < d.nrec; i++) {
-		if (!str_eq(d.rec[i], "kind", "launch"))
+	for (size_t i = 0; i < d->nrec; i++) {
+		if (!str_eq(d->rec[i], "kind", "launch"))
 			continue;
 		cr_assert_lt(k, ks->n);
 		double ks0 = sp_json_at(sp_json_at(ks, k), 0)->num, ke = sp_json_at(sp_json_at(ks, k), 1)->num;
-		struct sp_json *gb = sp_json_get(d.rec[i], "gpu_begin_ns"), *ge = sp_json_get(d.rec[i], "gpu_end_ns");
-		cr_expect(gb && ge, "launch %zu (%s) has no GPU time", k, sp_json_str(d.rec[i], "api"));
-		if (gb && ge) {
+		struct sp_json *gb = sp_json_get(d->rec[i], "gpu_begin_ns"), *ge = sp_json_get(d->rec[i], "gpu_end_ns");
+		if (!gb || !ge) {
+			snprintf(why, whylen, "launch %u (%s) has no GPU time", k, sp_json_str(d->rec[i], "api"));
+			miss++;
+		} else {
 			double slept = ke - ks0, gpu = ge->num - gb->num;
-			cr_expect(fabs(gpu - slept) <= 0.05 * slept, "launch %zu: GPU %.3f ms, slept %.3f ms", k,
-				  gpu / 1e6, slept / 1e6);
-			/* and on the host clock: the anchor conversion */
-			cr_expect(fabs(gb->num - ks0) < 5e6, "launch %zu: GPU begin %.3f ms from the kernel's start", k,
-				  (gb->num - ks0) / 1e6);
+			if (fabs(gpu - slept) > 0.05 * slept) {
+				snprintf(why, whylen, "launch %u: GPU %.3f ms, slept %.3f ms", k, gpu / 1e6, slept / 1e6);
+				miss++;
+			} else if (fabs(gb->num - ks0) >= 5e6) { /* the anchor conversion to the host clock */
+				snprintf(why, whylen, "launch %u: GPU begin %.3f ms from the kernel's start", k,
+					 (gb->num - ks0) / 1e6);
+				miss++;
+			}
 		}
 		k++;
 	}
+	*checked = k;
 	cr_expect_eq(k, ks->n);
-	door_free(&d);
+	return miss;
+}
+
+Test(cuda_doors, kernel_gpu_time_matches_the_kernels_own_clock, .timeout = 180)
+{
+	/* NOTE: up to three runs, as for copies: a descheduled stream thread delays the kernel, not the hooks */
+	char why[256] = "";
+	unsigned checked = 0, miss = 1;
+	for (int attempt = 0; attempt < 3 && miss; attempt++) {
+		struct door d;
+		door_run(&d, "bin/door_plt", 1, NULL, NULL);
+		miss = kernel_time_misses(&d, &checked, why, sizeof(why));
+		door_free(&d);
+	}
+	cr_expect_eq(checked, 6);
+	cr_expect_eq(miss, 0, "%s", why);
 }
 
 /* Copies of >= 8 MiB whose GPU time is off bytes/bandwidth by more than 10%; *checked gets how many were looked at. */
