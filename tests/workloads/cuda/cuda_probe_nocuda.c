@@ -33,6 +33,12 @@ static void probe(const char *who)
 	printf("%s: dlsym(cuMemAlloc_v2) found=%d\n", who, p != NULL);
 	void *q = dlsym(RTLD_NEXT, "no_such_symbol_stepprof");
 	printf("%s: dlsym(RTLD_NEXT, missing) found=%d\n", who, q != NULL);
+	/*
+	 * RTLD_NEXT from the program finds the first definition after the
+	 * program, which is also what RTLD_DEFAULT finds, whatever is preloaded.
+	 */
+	printf("%s: dlsym(RTLD_NEXT, open) == dlsym(RTLD_DEFAULT, open): %d\n", who,
+	       dlsym(RTLD_NEXT, "open") == dlsym(RTLD_DEFAULT, "open"));
 	fflush(stdout);
 }
 
