@@ -444,12 +444,12 @@ static CUresult stream_of(CUstream h, int per_thread, struct CUstream_st **out)
 	return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-#define RESOLVE(h, pt, s)                                                                                             \
-	struct CUstream_st *s;                                                                                        \
-	do {                                                                                                          \
-		CUresult r_ = stream_of(h, pt, &s);                                                                   \
-		if (r_ != CUDA_SUCCESS)                                                                               \
-			return r_;                                                                                    \
+#define RESOLVE(h, pt, s)                                                                                              \
+	struct CUstream_st *s;                                                                                         \
+	do {                                                                                                           \
+		CUresult r_ = stream_of(h, pt, &s);                                                                    \
+		if (r_ != CUDA_SUCCESS)                                                                                \
+			return r_;                                                                                     \
 	} while (0)
 
 /* ---------------------------------------------------------------- 3. operation bodies */
@@ -775,22 +775,22 @@ CUresult cuCtxSynchronize_v2(CUcontext ctx)
 	return sim_ctx_sync_dev(ctx->device);
 }
 
-#define STREAM_GETTER(name, ptname, type, expr)                                                                       \
-	static CUresult name##_impl(CUstream h, type *out, int pt)                                                    \
-	{                                                                                                             \
-		RESOLVE(h, pt, s);                                                                                    \
-		if (!out)                                                                                             \
-			return CUDA_ERROR_INVALID_VALUE;                                                              \
-		*out = (expr);                                                                                        \
-		return CUDA_SUCCESS;                                                                                  \
-	}                                                                                                             \
-	CUresult name(CUstream h, type *out)                                                                          \
-	{                                                                                                             \
-		return name##_impl(h, out, 0);                                                                        \
-	}                                                                                                             \
-	CUresult ptname(CUstream h, type *out)                                                                        \
-	{                                                                                                             \
-		return name##_impl(h, out, 1);                                                                        \
+#define STREAM_GETTER(name, ptname, type, expr)                                                                        \
+	static CUresult name##_impl(CUstream h, type *out, int pt)                                                     \
+	{                                                                                                              \
+		RESOLVE(h, pt, s);                                                                                     \
+		if (!out)                                                                                              \
+			return CUDA_ERROR_INVALID_VALUE;                                                               \
+		*out = (expr);                                                                                         \
+		return CUDA_SUCCESS;                                                                                   \
+	}                                                                                                              \
+	CUresult name(CUstream h, type *out)                                                                           \
+	{                                                                                                              \
+		return name##_impl(h, out, 0);                                                                         \
+	}                                                                                                              \
+	CUresult ptname(CUstream h, type *out)                                                                         \
+	{                                                                                                              \
+		return name##_impl(h, out, 1);                                                                         \
 	}
 
 STREAM_GETTER(cuStreamGetFlags, cuStreamGetFlags_ptsz, unsigned int, s->flags)
@@ -901,14 +901,14 @@ static CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, int is64, un
 	return enqueue(s, op, 0);
 }
 
-#define MEMOP(name, type, is64, wait)                                                                                 \
-	CUresult name##_v2(CUstream s, CUdeviceptr a, type v, unsigned int f)                                         \
-	{                                                                                                             \
-		return memop(s, a, v, is64, f, wait, 0);                                                              \
-	}                                                                                                             \
-	CUresult name##_v2_ptsz(CUstream s, CUdeviceptr a, type v, unsigned int f)                                    \
-	{                                                                                                             \
-		return memop(s, a, v, is64, f, wait, 1);                                                              \
+#define MEMOP(name, type, is64, wait)                                                                                  \
+	CUresult name##_v2(CUstream s, CUdeviceptr a, type v, unsigned int f)                                          \
+	{                                                                                                              \
+		return memop(s, a, v, is64, f, wait, 0);                                                               \
+	}                                                                                                              \
+	CUresult name##_v2_ptsz(CUstream s, CUdeviceptr a, type v, unsigned int f)                                     \
+	{                                                                                                              \
+		return memop(s, a, v, is64, f, wait, 1);                                                               \
 	}
 MEMOP(cuStreamWriteValue32, cuuint32_t, 0, 0)
 MEMOP(cuStreamWriteValue64, cuuint64_t, 1, 0)
@@ -1067,8 +1067,8 @@ struct span {
  * one (the host waits, except for device-to-device copies, which CUDA runs
  * asynchronously). Any copy touching pageable memory makes the host wait.
  */
-static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync,
-		       int need, struct op **out, int *host_sync)
+static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync, int need,
+			struct op **out, int *host_sync)
 {
 	size_t dlen, slen;
 	int dk, sk, ddev = -1, sdev = -1, pageable;
@@ -1087,7 +1087,8 @@ static CUresult copy_op(struct span dst, struct span src, size_t width, size_t h
 	pthread_mutex_unlock(&sim_lock);
 	if (dk < 0 || sk < 0)
 		return CUDA_ERROR_INVALID_VALUE;
-	if (((need & 1) && dk != MEM_DEVICE && dk != MEM_MANAGED) || ((need & 2) && sk != MEM_DEVICE && sk != MEM_MANAGED))
+	if (((need & 1) && dk != MEM_DEVICE && dk != MEM_MANAGED) ||
+	    ((need & 2) && sk != MEM_DEVICE && sk != MEM_MANAGED))
 		return CUDA_ERROR_INVALID_VALUE;
 	op = op_new(OP_COPY);
 	if (!op)
@@ -1120,8 +1121,8 @@ static CUresult copy_op(struct span dst, struct span src, size_t width, size_t h
  * one (the host waits, except for device-to-device copies, which CUDA runs
  * asynchronously). Any copy touching pageable memory makes the host wait.
  */
-static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, size_t width, size_t height,
-		     size_t depth, int sync, int need)
+static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, size_t width, size_t height, size_t depth,
+		     int sync, int need)
 {
 	struct op *op;
 	int host_sync = 0;
@@ -1141,27 +1142,27 @@ static struct span lin(const void *p)
 
 /* Linear copies: name(+_ptds) synchronous, name(+_ptsz) asynchronous; need: which
  * sides must be device memory (1 dst, 2 src). */
-#define COPY_SYNC(name, ptname, params, dst, src, n, need)                                                            \
-	CUresult name params                                                                                          \
-	{                                                                                                             \
-		RESOLVE(NULL, 0, s);                                                                                  \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                 \
-	}                                                                                                             \
-	CUresult ptname params                                                                                        \
-	{                                                                                                             \
-		RESOLVE(NULL, 1, s);                                                                                  \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                 \
+#define COPY_SYNC(name, ptname, params, dst, src, n, need)                                                             \
+	CUresult name params                                                                                           \
+	{                                                                                                              \
+		RESOLVE(NULL, 0, s);                                                                                   \
+		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
+	}                                                                                                              \
+	CUresult ptname params                                                                                         \
+	{                                                                                                              \
+		RESOLVE(NULL, 1, s);                                                                                   \
+		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
 	}
-#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                        \
-	CUresult name params                                                                                          \
-	{                                                                                                             \
-		RESOLVE(h, 0, s);                                                                                     \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                 \
-	}                                                                                                             \
-	CUresult ptname params                                                                                        \
-	{                                                                                                             \
-		RESOLVE(h, 1, s);                                                                                     \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                 \
+#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                         \
+	CUresult name params                                                                                           \
+	{                                                                                                              \
+		RESOLVE(h, 0, s);                                                                                      \
+		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
+	}                                                                                                              \
+	CUresult ptname params                                                                                         \
+	{                                                                                                              \
+		RESOLVE(h, 1, s);                                                                                      \
+		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
 	}
 
 COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *h, size_t n), PTR(d), h, n, 1)
@@ -1170,20 +1171,20 @@ COPY_SYNC(cuMemcpyDtoD_v2, cuMemcpyDtoD_v2_ptds, (CUdeviceptr d, CUdeviceptr s_,
 COPY_SYNC(cuMemcpy, cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s_, size_t n), PTR(d), PTR(s_), n, 0)
 COPY_ASYNC(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2_ptsz, (CUdeviceptr d, const void *h, size_t n, CUstream st),
 	   PTR(d), h, n, st, 1)
-COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz, (void *h, CUdeviceptr d, size_t n, CUstream st), h,
-	   PTR(d), n, st, 2)
+COPY_ASYNC(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2_ptsz, (void *h, CUdeviceptr d, size_t n, CUstream st), h, PTR(d),
+	   n, st, 2)
 COPY_ASYNC(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2_ptsz, (CUdeviceptr d, CUdeviceptr s_, size_t n, CUstream st),
 	   PTR(d), PTR(s_), n, st, 3)
-COPY_ASYNC(cuMemcpyAsync, cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s_, size_t n, CUstream st), PTR(d),
-	   PTR(s_), n, st, 0)
+COPY_ASYNC(cuMemcpyAsync, cuMemcpyAsync_ptsz, (CUdeviceptr d, CUdeviceptr s_, size_t n, CUstream st), PTR(d), PTR(s_),
+	   n, st, 0)
 COPY_SYNC(cuMemcpyPeer, cuMemcpyPeer_ptds, (CUdeviceptr d, CUcontext dc, CUdeviceptr s_, CUcontext sc, size_t n),
 	  PTR(d), PTR(s_), n, 3)
 COPY_ASYNC(cuMemcpyPeerAsync, cuMemcpyPeerAsync_ptsz,
-	   (CUdeviceptr d, CUcontext dc, CUdeviceptr s_, CUcontext sc, size_t n, CUstream st), PTR(d), PTR(s_), n,
-	   st, 3)
+	   (CUdeviceptr d, CUcontext dc, CUdeviceptr s_, CUcontext sc, size_t n, CUstream st), PTR(d), PTR(s_), n, st,
+	   3)
 
-static CUresult span2d(struct span *sp, CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr,
-		       size_t pitch, size_t x, size_t y, size_t height, size_t z)
+static CUresult span2d(struct span *sp, CUmemorytype t, const void *host, CUdeviceptr dev, CUarray arr, size_t pitch,
+		       size_t x, size_t y, size_t height, size_t z)
 {
 	char *base;
 
@@ -1346,39 +1347,39 @@ static CUresult memset_(CUstream h, int pt, CUdeviceptr dst, size_t pitch, uint3
 	return enqueue(s, op, k == MEM_PINNED && !s->cgraph);
 }
 
-#define MEMSET1(name, type, elem)                                                                                     \
-	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                                           \
-	{                                                                                                             \
-		return memset_(NULL, 0, d, 0, v, elem, n, 1);                                                         \
-	}                                                                                                             \
-	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                                      \
-	{                                                                                                             \
-		return memset_(NULL, 1, d, 0, v, elem, n, 1);                                                         \
-	}                                                                                                             \
-	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream h)                                             \
-	{                                                                                                             \
-		return memset_(h, 0, d, 0, v, elem, n, 1);                                                            \
-	}                                                                                                             \
-	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream h)                                        \
-	{                                                                                                             \
-		return memset_(h, 1, d, 0, v, elem, n, 1);                                                            \
+#define MEMSET1(name, type, elem)                                                                                      \
+	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                                            \
+	{                                                                                                              \
+		return memset_(NULL, 0, d, 0, v, elem, n, 1);                                                          \
+	}                                                                                                              \
+	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                                       \
+	{                                                                                                              \
+		return memset_(NULL, 1, d, 0, v, elem, n, 1);                                                          \
+	}                                                                                                              \
+	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream h)                                              \
+	{                                                                                                              \
+		return memset_(h, 0, d, 0, v, elem, n, 1);                                                             \
+	}                                                                                                              \
+	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream h)                                         \
+	{                                                                                                              \
+		return memset_(h, 1, d, 0, v, elem, n, 1);                                                             \
 	}
-#define MEMSET2(name, type, elem)                                                                                     \
-	CUresult name##_v2(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                      \
-	{                                                                                                             \
-		return memset_(NULL, 0, d, p, v, elem, w, hh);                                                        \
-	}                                                                                                             \
-	CUresult name##_v2_ptds(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                 \
-	{                                                                                                             \
-		return memset_(NULL, 1, d, p, v, elem, w, hh);                                                        \
-	}                                                                                                             \
-	CUresult name##Async(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                        \
-	{                                                                                                             \
-		return memset_(h, 0, d, p, v, elem, w, hh);                                                           \
-	}                                                                                                             \
-	CUresult name##Async_ptsz(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                   \
-	{                                                                                                             \
-		return memset_(h, 1, d, p, v, elem, w, hh);                                                           \
+#define MEMSET2(name, type, elem)                                                                                      \
+	CUresult name##_v2(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                       \
+	{                                                                                                              \
+		return memset_(NULL, 0, d, p, v, elem, w, hh);                                                         \
+	}                                                                                                              \
+	CUresult name##_v2_ptds(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                  \
+	{                                                                                                              \
+		return memset_(NULL, 1, d, p, v, elem, w, hh);                                                         \
+	}                                                                                                              \
+	CUresult name##Async(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                         \
+	{                                                                                                              \
+		return memset_(h, 0, d, p, v, elem, w, hh);                                                            \
+	}                                                                                                              \
+	CUresult name##Async_ptsz(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                    \
+	{                                                                                                              \
+		return memset_(h, 1, d, p, v, elem, w, hh);                                                            \
 	}
 MEMSET1(cuMemsetD8, unsigned char, 1)
 MEMSET1(cuMemsetD16, unsigned short, 2)
@@ -1467,9 +1468,9 @@ CUresult cuFuncGetAttribute(int *pi, CUfunction_attribute attrib, CUfunction hfu
 {
 	if (!pi || !hfunc)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pi = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK ? 1024
+	*pi = attrib == CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK					      ? 1024
 	      : attrib == CU_FUNC_ATTRIBUTE_PTX_VERSION || attrib == CU_FUNC_ATTRIBUTE_BINARY_VERSION ? 80
-												   : 0;
+												      : 0;
 	return CUDA_SUCCESS;
 }
 
@@ -1624,8 +1625,8 @@ CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gx, unsigned int g
 }
 
 CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
-					unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem, CUstream h,
-					void **params)
+					unsigned int bx, unsigned int by, unsigned int bz, unsigned int shmem,
+					CUstream h, void **params)
 {
 	if (!GRID_OK(gx, gy, gz, bx, by, bz))
 		return CUDA_ERROR_INVALID_VALUE;
@@ -1826,7 +1827,7 @@ static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *
 	if (!st)
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
-	*st = !s->cgraph ? CU_STREAM_CAPTURE_STATUS_NONE
+	*st = !s->cgraph    ? CU_STREAM_CAPTURE_STATUS_NONE
 	      : s->cinvalid ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
 			    : CU_STREAM_CAPTURE_STATUS_ACTIVE;
 	if (id && s->cgraph)
@@ -2240,8 +2241,7 @@ CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstD
 {
 	return stream_attr(h, 1);
 }
-CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
-			       CUstream h)
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream h)
 {
 	return stream_attr(h, 0);
 }
@@ -2316,8 +2316,7 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CU
 	return CUDA_SUCCESS;
 }
 
-CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks,
-						 int blockSize)
+CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunction func, int numBlocks, int blockSize)
 {
 	if (!dynamicSmemSize)
 		return CUDA_ERROR_INVALID_VALUE;
@@ -2359,8 +2358,8 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
 	return CUDA_SUCCESS;
 }
 
-CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
-			      unsigned long long flags, CUstream h)
+CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
+			      CUstream h)
 {
 	return batch3d(numOps, opList, failIdx, h, 0);
 }
@@ -2398,8 +2397,8 @@ CUresult cuStreamUpdateCaptureDependencies_v2(CUstream h, CUgraphNode *deps, con
 {
 	return update_deps(h, 0);
 }
-CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *data,
-						   size_t n, unsigned int flags)
+CUresult cuStreamUpdateCaptureDependencies_v2_ptsz(CUstream h, CUgraphNode *deps, const CUgraphEdgeData *data, size_t n,
+						   unsigned int flags)
 {
 	return update_deps(h, 1);
 }

@@ -277,10 +277,10 @@ int sim_classify(const void *ptr, size_t n, int *dev)
 
 /* ---------------------------------------------------------------- 3. allocation API */
 
-#define CUR_DEV(dev)                                                                                                  \
-	CUresult err_ = CUDA_SUCCESS;                                                                                 \
-	int dev = sim_cur_dev(&err_);                                                                                 \
-	if (dev < 0)                                                                                                  \
+#define CUR_DEV(dev)                                                                                                   \
+	CUresult err_ = CUDA_SUCCESS;                                                                                  \
+	int dev = sim_cur_dev(&err_);                                                                                  \
+	if (dev < 0)                                                                                                   \
 	return err_
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -418,7 +418,7 @@ static CUresult attr_one(const struct ptr_info *pi, CUpointer_attribute a, void 
 		break;
 	case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
 		*(unsigned int *)data = pi->kind < 0		 ? 0
-				       : pi->kind == MEM_PINNED ? CU_MEMORYTYPE_HOST
+					: pi->kind == MEM_PINNED ? CU_MEMORYTYPE_HOST
 								 : CU_MEMORYTYPE_DEVICE;
 		break;
 	case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:

@@ -17,11 +17,11 @@
 
 #define SIM_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
 
-#define SIM_PROC(base, ver, ptds, sym)                                                                                \
-	int sym(void) __attribute__((weak));                                                                          \
-	int sym(void)                                                                                                 \
-	{                                                                                                             \
-		return SIM_NOT_SUPPORTED;                                                                             \
+#define SIM_PROC(base, ver, ptds, sym)                                                                                 \
+	int sym(void) __attribute__((weak));                                                                           \
+	int sym(void)                                                                                                  \
+	{                                                                                                              \
+		return SIM_NOT_SUPPORTED;                                                                              \
 	}
 #include "procmap.def"
 #undef SIM_PROC

@@ -42,11 +42,11 @@ cudaError_t simrt_ret(CUresult r);
 cudaError_t simrt_err(cudaError_t e);
 int simrt_device(void);
 
-#define ENTER()                                                                                                       \
-	do {                                                                                                          \
-		cudaError_t e_ = simrt_enter();                                                                       \
-		if (e_ != cudaSuccess)                                                                                \
-			return e_;                                                                                    \
+#define ENTER()                                                                                                        \
+	do {                                                                                                           \
+		cudaError_t e_ = simrt_enter();                                                                        \
+		if (e_ != cudaSuccess)                                                                                 \
+			return e_;                                                                                     \
 	} while (0)
 
 #pragma GCC visibility pop

@@ -297,10 +297,12 @@ static cudaError_t memcpy_(void *dst, const void *src, size_t count, enum cudaMe
 		return cudaSuccess;
 	switch (kind) {
 	case cudaMemcpyHostToDevice:
-		r = pt ? DRVP(cuMemcpyHtoD, 7000, 3020)(DP(dst), src, count) : DRV(cuMemcpyHtoD, 3020)(DP(dst), src, count);
+		r = pt ? DRVP(cuMemcpyHtoD, 7000, 3020)(DP(dst), src, count)
+		       : DRV(cuMemcpyHtoD, 3020)(DP(dst), src, count);
 		break;
 	case cudaMemcpyDeviceToHost:
-		r = pt ? DRVP(cuMemcpyDtoH, 7000, 3020)(dst, DP(src), count) : DRV(cuMemcpyDtoH, 3020)(dst, DP(src), count);
+		r = pt ? DRVP(cuMemcpyDtoH, 7000, 3020)(dst, DP(src), count)
+		       : DRV(cuMemcpyDtoH, 3020)(dst, DP(src), count);
 		break;
 	case cudaMemcpyDeviceToDevice:
 		r = pt ? DRVP(cuMemcpyDtoD, 7000, 3020)(DP(dst), DP(src), count)
@@ -308,7 +310,8 @@ static cudaError_t memcpy_(void *dst, const void *src, size_t count, enum cudaMe
 		break;
 	case cudaMemcpyHostToHost:
 	case cudaMemcpyDefault:
-		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count) : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
+		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count)
+		       : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
 		break;
 	default:
 		return simrt_err(cudaErrorInvalidMemcpyDirection);
@@ -373,11 +376,11 @@ cudaError_t cudaMemcpyAsync_ptsz(void *dst, const void *src, size_t count, enum 
 static void kind_types(enum cudaMemcpyKind kind, CUmemorytype *dt, CUmemorytype *st)
 {
 	*dt = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice ? CU_MEMORYTYPE_DEVICE
-	      : kind == cudaMemcpyDefault					   ? CU_MEMORYTYPE_UNIFIED
-										   : CU_MEMORYTYPE_HOST;
+	      : kind == cudaMemcpyDefault					 ? CU_MEMORYTYPE_UNIFIED
+										 : CU_MEMORYTYPE_HOST;
 	*st = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice ? CU_MEMORYTYPE_DEVICE
-	      : kind == cudaMemcpyDefault					   ? CU_MEMORYTYPE_UNIFIED
-										   : CU_MEMORYTYPE_HOST;
+	      : kind == cudaMemcpyDefault					 ? CU_MEMORYTYPE_UNIFIED
+										 : CU_MEMORYTYPE_HOST;
 }
 
 static cudaError_t memcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
@@ -552,8 +555,7 @@ cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t widt
 	return simrt_ret(DRVP(cuMemsetD2D8, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
 }
 
-cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height,
-			      cudaStream_t stream)
+cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
 {
 	ENTER();
 	return simrt_ret(DRV(cuMemsetD2D8Async, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
@@ -564,7 +566,7 @@ cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t
 {
 	ENTER();
 	return simrt_ret(
-		DRVP(cuMemsetD2D8Async, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
+	    DRVP(cuMemsetD2D8Async, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
 }
 
 /* ---------------------------------------------------------------- 5. streams */
@@ -649,7 +651,7 @@ cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t
 {
 	ENTER();
 	return simrt_ret(
-		DRVP(cuStreamAddCallback, 7000, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
+	    DRVP(cuStreamAddCallback, 7000, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
@@ -782,8 +784,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 /* A kernel is its host function: the runtime hands the stub's address to the
  * driver as the CUfunction, where NVIDIA's would look up the registered module
  * function. */
-static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s, int coop,
-			  int pt)
+static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s, int coop, int pt)
 {
 	CUfunction f = (CUfunction)(uintptr_t)func;
 	CUresult r;
@@ -793,9 +794,9 @@ static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t 
 		return simrt_err(cudaErrorInvalidDeviceFunction);
 	if (coop)
 		r = pt ? DRVP(cuLaunchCooperativeKernel, 9000, 9000)(f, g.x, g.y, g.z, b.x, b.y, b.z,
-								      (unsigned int)shmem, s, args)
+								     (unsigned int)shmem, s, args)
 		       : DRV(cuLaunchCooperativeKernel, 9000)(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned int)shmem, s,
-							       args);
+							      args);
 	else
 		r = pt ? DRVP(cuLaunchKernel, 7000, 4000)(f, g.x, g.y, g.z, b.x, b.y, b.z, (unsigned int)shmem, s, args,
 							  NULL)
@@ -916,9 +917,9 @@ cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCapture
 				     size_t *numDependencies_out)
 {
 	ENTER();
-	return simrt_ret(DRV(cuStreamGetCaptureInfo, 12030)(stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out,
-							   graph_out, dependencies_out,
-							   (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
+	return simrt_ret(DRV(cuStreamGetCaptureInfo,
+			     12030)(stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out,
+				    dependencies_out, (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
 }
 
 cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
@@ -928,8 +929,8 @@ cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCa
 {
 	ENTER();
 	return simrt_ret(DRVP(cuStreamGetCaptureInfo, 12030, 12030)(
-		stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
-		(const CUgraphEdgeData **)edgeData_out, numDependencies_out));
+	    stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
+	    (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
 }
 
 cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
@@ -1007,7 +1008,8 @@ static cudaError_t symbol_copy(void *dst, const void *src, size_t count, cudaStr
 		r = pt ? DRVP(cuMemcpyAsync, 7000, 4000)(DP(dst), DP(src), count, s)
 		       : DRV(cuMemcpyAsync, 4000)(DP(dst), DP(src), count, s);
 	else
-		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count) : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
+		r = pt ? DRVP(cuMemcpy, 7000, 4000)(DP(dst), DP(src), count)
+		       : DRV(cuMemcpy, 4000)(DP(dst), DP(src), count);
 	return simrt_ret(r);
 }
 

@@ -62,8 +62,9 @@ static void rt_init(void)
 		return;
 	}
 	r = DRV(cuInit, 2000)(0);
-	init_err = r == CUDA_SUCCESS ? cudaSuccess : r == CUDA_ERROR_NO_DEVICE ? cudaErrorNoDevice
-									     : cudaErrorInitializationError;
+	init_err = r == CUDA_SUCCESS	       ? cudaSuccess
+		   : r == CUDA_ERROR_NO_DEVICE ? cudaErrorNoDevice
+					       : cudaErrorInitializationError;
 }
 
 /* ---------------------------------------------------------------- 2. per-thread state */
@@ -220,11 +221,11 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
 		return simrt_ret(r);
 	DRV(cuDeviceGetUuid, 9020)((CUuuid *)&prop->uuid, device);
 	DRV(cuDeviceTotalMem, 3020)(&prop->totalGlobalMem, device);
-#define A(field, attr)                                                                                                \
-	do {                                                                                                          \
-		int v_ = 0;                                                                                           \
-		ga(&v_, attr, device);                                                                                \
-		prop->field = v_;                                                                                     \
+#define A(field, attr)                                                                                                 \
+	do {                                                                                                           \
+		int v_ = 0;                                                                                            \
+		ga(&v_, attr, device);                                                                                 \
+		prop->field = v_;                                                                                      \
 	} while (0)
 	A(sharedMemPerBlock, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK);
 	A(regsPerBlock, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK);
@@ -362,41 +363,41 @@ static const struct {
 	cudaError_t code;
 	const char *name, *text;
 } errors[] = {
-	{cudaSuccess, "cudaSuccess", "no error"},
-	{cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
-	{cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
-	{cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
-	{cudaErrorCudartUnloading, "cudaErrorCudartUnloading", "driver shutting down"},
-	{cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
-	{cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
-	{cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
-	 "CUDA driver version is insufficient for CUDA runtime version"},
-	{cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
-	{cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
-	{cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
-	{cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
-	{cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
-	{cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
-	{cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
-	{cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
-	{cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
-	{cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
-	{cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
-	 "part or all of the requested memory range is already mapped"},
-	{cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
-	 "pointer does not correspond to a registered memory region"},
-	{cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted"},
-	{cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
-	{cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
-	 "operation not permitted when stream is capturing"},
-	{cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
-	 "operation failed due to a previous error during capture"},
-	{cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not initiated in this stream"},
-	{cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
-	 "operation would make the legacy stream depend on a capturing blocking stream"},
-	{cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
-	 "operation not permitted on an event last recorded in a capturing stream"},
-	{cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
+    {cudaErrorCudartUnloading, "cudaErrorCudartUnloading", "driver shutting down"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
+    {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
+     "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation is not permitted in this state"},
+    {cudaErrorSymbolNotFound, "cudaErrorSymbolNotFound", "named symbol not found"},
+    {cudaErrorNotReady, "cudaErrorNotReady", "device not ready"},
+    {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+    {cudaErrorPeerAccessAlreadyEnabled, "cudaErrorPeerAccessAlreadyEnabled", "peer access is already enabled"},
+    {cudaErrorPeerAccessNotEnabled, "cudaErrorPeerAccessNotEnabled", "peer access has not been enabled"},
+    {cudaErrorHostMemoryAlreadyRegistered, "cudaErrorHostMemoryAlreadyRegistered",
+     "part or all of the requested memory range is already mapped"},
+    {cudaErrorHostMemoryNotRegistered, "cudaErrorHostMemoryNotRegistered",
+     "pointer does not correspond to a registered memory region"},
+    {cudaErrorNotPermitted, "cudaErrorNotPermitted", "operation not permitted"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported",
+     "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched", "capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureImplicit, "cudaErrorStreamCaptureImplicit",
+     "operation would make the legacy stream depend on a capturing blocking stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent",
+     "operation not permitted on an event last recorded in a capturing stream"},
+    {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
 const char *cudaGetErrorName(cudaError_t error)
@@ -431,7 +432,7 @@ static cudaError_t entry_point(const char *symbol, void **funcPtr, int version, 
 		flags |= cudaEnablePerThreadDefaultStream;
 	r = DRV(cuGetProcAddress, 12000)(symbol, funcPtr, version, flags, &st);
 	if (status)
-		*status = st == CU_GET_PROC_ADDRESS_SUCCESS		  ? cudaDriverEntryPointSuccess
+		*status = st == CU_GET_PROC_ADDRESS_SUCCESS		     ? cudaDriverEntryPointSuccess
 			  : st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT ? cudaDriverEntryPointVersionNotSufficent
 									     : cudaDriverEntryPointSymbolNotFound;
 	/* As NVIDIA's runtime: a symbol that is not found is reported through the
@@ -454,7 +455,8 @@ cudaError_t cudaGetDriverEntryPoint_ptsz(const char *symbol, void **funcPtr, uns
 }
 
 cudaError_t cudaGetDriverEntryPointByVersion(const char *symbol, void **funcPtr, unsigned int cudaVersion,
-					     unsigned long long flags, enum cudaDriverEntryPointQueryResult *driverStatus)
+					     unsigned long long flags,
+					     enum cudaDriverEntryPointQueryResult *driverStatus)
 {
 	return entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus, 0);
 }
@@ -477,8 +479,7 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
 	if (simrt_enter() != cudaSuccess)
 		return -1;
 	memcpy(uuid.bytes, id, sizeof(id));
-	if (DRV(cuGetExportTable, 3000)((const void **)&t, &uuid) != CUDA_SUCCESS || !t ||
-	    t->size < sizeof(*t))
+	if (DRV(cuGetExportTable, 3000)((const void **)&t, &uuid) != CUDA_SUCCESS || !t || t->size < sizeof(*t))
 		return -1;
 	return t->register_kernel(fn, name, nargs, argsizes);
 }

@@ -28,11 +28,11 @@
  * simgpu_register_kernel are exported. */
 #pragma GCC visibility push(hidden)
 
-#define SIM_MAX_DEV	 8
-#define SIM_ALIGN	 512u		    /* first-fit allocation granularity */
-#define SIM_VMM_GRAN	 (2u << 20)	    /* cuMemGetAllocationGranularity */
-#define SIM_VERSION	 13000		    /* cuDriverGetVersion */
-#define SIM_DEVICE_NAME	 "Simulated GPU"
+#define SIM_MAX_DEV	8
+#define SIM_ALIGN	512u	   /* first-fit allocation granularity */
+#define SIM_VMM_GRAN	(2u << 20) /* cuMemGetAllocationGranularity */
+#define SIM_VERSION	13000	   /* cuDriverGetVersion */
+#define SIM_DEVICE_NAME "Simulated GPU"
 
 /* --- configuration, read once at cuInit (drv_core.c) --- */
 struct sim_config {
@@ -47,8 +47,8 @@ struct sim_config {
 enum sim_seg_kind { SEG_FREE, SEG_DEVICE, SEG_MANAGED, SEG_PHYS };
 
 struct sim_seg {
-	size_t off, size;	 /* within the device arena */
-	size_t request;		 /* bytes the caller asked for */
+	size_t off, size; /* within the device arena */
+	size_t request;	  /* bytes the caller asked for */
 	enum sim_seg_kind kind;
 	struct CUmemPoolHandle_st *pool; /* stream-ordered allocations only */
 	struct sim_seg *prev, *next;

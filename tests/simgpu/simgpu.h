@@ -33,9 +33,9 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
 
 /* The id of the driver's export table (cuGetExportTable) that holds the registration:
  * struct simgpu_export_table below. Any other id gives CUDA_ERROR_INVALID_VALUE. */
-#define SIMGPU_EXPORT_TABLE_ID                                                                                        \
-	{                                                                                                             \
-		's', 'i', 'm', 'g', 'p', 'u', '-', 'e', 'x', 'p', 'o', 'r', 't', '-', 'v', '1'                        \
+#define SIMGPU_EXPORT_TABLE_ID                                                                                         \
+	{                                                                                                              \
+		's', 'i', 'm', 'g', 'p', 'u', '-', 'e', 'x', 'p', 'o', 'r', 't', '-', 'v', '1'                         \
 	}
 
 struct simgpu_export_table {

@@ -130,30 +130,30 @@ static void *proc(const char *name, int ver, int flags, CUdriverProcAddressQuery
 Test(simgpu, proc_address_follows_cuda_h)
 {
 	static const char *const pairs[][2] = {
-		{"cuMemAlloc", XSTR(cuMemAlloc)},
-		{"cuMemFree", XSTR(cuMemFree)},
-		{"cuMemGetInfo", XSTR(cuMemGetInfo)},
-		{"cuMemcpyHtoD", XSTR(cuMemcpyHtoD)},
-		{"cuMemcpyDtoH", XSTR(cuMemcpyDtoH)},
-		{"cuMemcpyHtoDAsync", XSTR(cuMemcpyHtoDAsync)},
-		{"cuMemcpy2DUnaligned", XSTR(cuMemcpy2DUnaligned)},
-		{"cuMemcpy3DAsync", XSTR(cuMemcpy3DAsync)},
-		{"cuMemsetD8", XSTR(cuMemsetD8)},
-		{"cuMemsetD2D32", XSTR(cuMemsetD2D32)},
-		{"cuMemHostRegister", XSTR(cuMemHostRegister)},
-		{"cuMemAllocHost", XSTR(cuMemAllocHost)},
-		{"cuCtxCreate", XSTR(cuCtxCreate)},
-		{"cuCtxDestroy", XSTR(cuCtxDestroy)},
-		{"cuStreamDestroy", XSTR(cuStreamDestroy)},
-		{"cuEventDestroy", XSTR(cuEventDestroy)},
-		{"cuEventElapsedTime", XSTR(cuEventElapsedTime)},
-		{"cuStreamBeginCapture", XSTR(cuStreamBeginCapture)},
-		{"cuStreamGetCaptureInfo", XSTR(cuStreamGetCaptureInfo)},
-		{"cuDevicePrimaryCtxRelease", XSTR(cuDevicePrimaryCtxRelease)},
-		{"cuGetProcAddress", XSTR(cuGetProcAddress)},
-		{"cuDeviceTotalMem", XSTR(cuDeviceTotalMem)},
-		{"cuLaunchKernel", XSTR(cuLaunchKernel)},
-		{"cuStreamSynchronize", XSTR(cuStreamSynchronize)},
+	    {"cuMemAlloc", XSTR(cuMemAlloc)},
+	    {"cuMemFree", XSTR(cuMemFree)},
+	    {"cuMemGetInfo", XSTR(cuMemGetInfo)},
+	    {"cuMemcpyHtoD", XSTR(cuMemcpyHtoD)},
+	    {"cuMemcpyDtoH", XSTR(cuMemcpyDtoH)},
+	    {"cuMemcpyHtoDAsync", XSTR(cuMemcpyHtoDAsync)},
+	    {"cuMemcpy2DUnaligned", XSTR(cuMemcpy2DUnaligned)},
+	    {"cuMemcpy3DAsync", XSTR(cuMemcpy3DAsync)},
+	    {"cuMemsetD8", XSTR(cuMemsetD8)},
+	    {"cuMemsetD2D32", XSTR(cuMemsetD2D32)},
+	    {"cuMemHostRegister", XSTR(cuMemHostRegister)},
+	    {"cuMemAllocHost", XSTR(cuMemAllocHost)},
+	    {"cuCtxCreate", XSTR(cuCtxCreate)},
+	    {"cuCtxDestroy", XSTR(cuCtxDestroy)},
+	    {"cuStreamDestroy", XSTR(cuStreamDestroy)},
+	    {"cuEventDestroy", XSTR(cuEventDestroy)},
+	    {"cuEventElapsedTime", XSTR(cuEventElapsedTime)},
+	    {"cuStreamBeginCapture", XSTR(cuStreamBeginCapture)},
+	    {"cuStreamGetCaptureInfo", XSTR(cuStreamGetCaptureInfo)},
+	    {"cuDevicePrimaryCtxRelease", XSTR(cuDevicePrimaryCtxRelease)},
+	    {"cuGetProcAddress", XSTR(cuGetProcAddress)},
+	    {"cuDeviceTotalMem", XSTR(cuDeviceTotalMem)},
+	    {"cuLaunchKernel", XSTR(cuLaunchKernel)},
+	    {"cuStreamSynchronize", XSTR(cuStreamSynchronize)},
 	};
 	CUdriverProcAddressQueryResult st;
 
@@ -314,8 +314,8 @@ Test(simgpu, per_thread_stream_is_distinct)
 	cr_expect_neq(id_legacy, id_pt);
 	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 	launch_sleep(s, 150, a);
-	cr_assert_eq(((__typeof__(&cuLaunchKernel))dsym(drv, "cuLaunchKernel_ptsz"))(
-			     (CUfunction)(void *)k_sleep, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+	cr_assert_eq(((__typeof__(&cuLaunchKernel))dsym(drv, "cuLaunchKernel_ptsz"))((CUfunction)(void *)k_sleep, 1, 1,
+										     1, 1, 1, 1, 0, NULL, args, NULL),
 		     CUDA_SUCCESS);
 	cr_assert_eq(D(cuStreamSynchronize)(CU_STREAM_PER_THREAD), CUDA_SUCCESS);
 	cr_expect_neq(b[1], 0);
