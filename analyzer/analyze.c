@@ -434,11 +434,20 @@ static void choose_trainer(struct state *s)
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
-	/* workers: descendants of a trainer (parent links from headers and FORK records) */
+	/*
+	 * Workers: descendants of a trainer (parent links from headers and FORK
+	 * records). A process seen only in an eBPF collector's file (no file of its
+	 * own, so no header) is a descendant of the job the collector followed: a
+	 * worker when the job has a trainer.
+	 */
 	for (size_t i = 0; i < a->nprocs; i++) {
 		struct an_proc *p = &a->procs[i];
 		if (p->role == AN_ROLE_TRAINER)
 			continue;
+		if (p->file < 0 && p->ppid < 0 && best->launches) {
+			p->role = AN_ROLE_WORKER;
+			continue;
+		}
 		int32_t pp = p->ppid;
 		for (int depth = 0; pp > 0 && depth < 64; depth++) {
 			struct an_proc *q = proc_find(a, pp);

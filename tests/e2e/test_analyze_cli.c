@@ -141,6 +141,8 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 			cr_expect_eq(sp_json_num(p, "records", 0), NITER * 9);
 			seen |= 2;
 		} else if (pid == GRANDCHILD) {
+			/* seen only by the collector, which follows the job's process tree */
+			cr_expect_str_eq(role, "worker");
 			cr_expect_eq(sp_json_num(p, "records", 0), NITER * 2);
 			seen |= 4;
 		}
