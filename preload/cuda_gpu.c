@@ -30,13 +30,13 @@
 
 /* ------------------------------------------------------------ 1. device */
 
-static __thread int t_dev = -1;
+__thread int sp_gpu_tdev __attribute__((tls_model("initial-exec"))) = -1;
 static __thread CUcontext t_ctx;
 static __thread int t_ctx_ok;
 
 void sp_gpu_ctx_changed(void)
 {
-	t_dev = -1;
+	sp_gpu_tdev = -1;
 	t_ctx_ok = 0;
 }
 
@@ -52,20 +52,20 @@ static CUcontext cur_ctx(const struct sp_drv *d)
 	return t_ctx;
 }
 
-unsigned sp_gpu_device(void)
+unsigned sp_gpu_device_slow(void)
 {
-	if (t_dev >= 0)
-		return (unsigned)t_dev;
+	if (sp_gpu_tdev >= 0)
+		return (unsigned)sp_gpu_tdev;
 	const struct sp_drv *d = sp_drv();
 	CUdevice dev = 0;
 	if (!d || !d->CtxGetDevice || !cur_ctx(d))
 		return 0;
 	int e = errno;
 	if (d->CtxGetDevice(&dev) == CUDA_SUCCESS && dev >= 0) {
-		t_dev = dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
+		sp_gpu_tdev = dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
 	}
 	errno = e;
-	return t_dev >= 0 ? (unsigned)t_dev : 0;
+	return sp_gpu_tdev >= 0 ? (unsigned)sp_gpu_tdev : 0;
 }
 
 /* ------------------------------------------------------------ 2. timing */
@@ -491,17 +491,15 @@ static void pcie_info(struct sp_device_info *di, const char *busid)
 	}
 }
 
-static int header_done;
+int sp_gpu_header_done;
 
-void sp_gpu_header_once(void)
+void sp_gpu_header_slow(void)
 {
-	if (__atomic_load_n(&header_done, __ATOMIC_RELAXED))
-		return;
 	const struct sp_drv *d = sp_drv();
 	if (!d || !cur_ctx(d))
 		return; /* later, once the program has a context */
 	int expect = 0;
-	if (!__atomic_compare_exchange_n(&header_done, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+	if (!__atomic_compare_exchange_n(&sp_gpu_header_done, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
 	struct sp_file_header *h = sp_trace_header();
 	if (!h)

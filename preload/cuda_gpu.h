@@ -18,7 +18,14 @@
 #include "cuda_drv.h"
 
 /* ---- 1. device ---- */
-unsigned sp_gpu_device(void);
+#include "recorder.h"
+SP_HIDDEN extern __thread int sp_gpu_tdev __attribute__((tls_model("initial-exec"))); /* -1: ask the driver */
+unsigned sp_gpu_device_slow(void);
+static inline unsigned sp_gpu_device(void)
+{
+	int d = sp_gpu_tdev;
+	return d >= 0 ? (unsigned)d : sp_gpu_device_slow();
+}
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
 
@@ -53,6 +60,12 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device);
 void sp_gpu_ptr_cache_flush(void); /* an allocation went away: cached answers may be stale */
 
 /* ---- 5. trace header ---- */
-void sp_gpu_header_once(void);
+SP_HIDDEN extern int sp_gpu_header_done;
+void sp_gpu_header_slow(void);
+static inline void sp_gpu_header_once(void)
+{
+	if (!__atomic_load_n(&sp_gpu_header_done, __ATOMIC_RELAXED))
+		sp_gpu_header_slow();
+}
 
 #endif /* STEPPROF_CUDA_GPU_H */
