@@ -227,7 +227,8 @@ Test(trainer, clean_has_steady_memory_and_pinned_copies, .timeout = 120)
 	cr_assert_eq(u(r.j, "totals.pageable_copies"), 0);
 	cr_assert_eq(u(r.j, "totals.alloc_failures"), 0);
 	uint64_t live0 = iu(r.j, 0, "device_bytes_live");
-	cr_assert_eq(live0, 8ull * 1048576 + 1048576, "setup buffers: h2d 8 MiB + d2h 1 MiB");
+	cr_assert_eq(live0, u(r.j, "config.h2d_bytes") + u(r.j, "config.d2h_bytes"), "setup buffers: h2d + d2h");
+	cr_assert_eq(live0, 4ull * 1048576 + 1048576, "the clean scenario: 4 MiB h2d + 1 MiB d2h buffers");
 	for (size_t i = 0; i < 8; i++) {
 		cr_assert_eq(iu(r.j, i, "device_bytes_live"), live0);
 		cr_assert_eq(iu(r.j, i, "allocs"), 0);

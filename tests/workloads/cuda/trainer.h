@@ -66,7 +66,8 @@ static inline uint64_t tr_now(void)
 }
 
 /* ---- recording (trainer_truth.c) ---- */
-void tr_truth_init(unsigned iters, double pinned_gbps);
+/* pinned_gbps: the link ($SIMGPU_PINNED_GBPS); memcpy_gbps: the host's memcpy, measured */
+void tr_truth_init(unsigned iters, double pinned_gbps, double memcpy_gbps);
 void tr_iter_begin(unsigned i, uint64_t t); /* also ends the previous iteration at t */
 void tr_iter_finish(uint64_t t);            /* ends the last iteration; later calls count as teardown */
 

@@ -61,7 +61,7 @@ struct failure {
 static struct {
 	unsigned iters, cur; /* cur == iters: outside the loop (setup or teardown) */
 	bool finished;
-	double pinned_gbps;
+	double pinned_gbps, memcpy_gbps;
 	struct iter *it;
 	struct counts total;
 	uint64_t by_api[TR_NAPI];
@@ -105,8 +105,9 @@ static struct counts *cur_counts(void)
 
 /* ---- 2. recording ---- */
 
-void tr_truth_init(unsigned iters, double pinned_gbps)
+void tr_truth_init(unsigned iters, double pinned_gbps, double memcpy_gbps)
 {
+	T.memcpy_gbps = memcpy_gbps;
 	T.iters = iters;
 	T.cur = iters;
 	T.pinned_gbps = pinned_gbps > 0 ? pinned_gbps : 8.0;
@@ -321,6 +322,17 @@ struct result {
 	uint64_t gpu_busy, kernel_ns;
 };
 
+/* Slack of the simulated GPU's copy timer (a sleep) over bytes/bandwidth. */
+#define COPY_MARGIN_NS 100000ull
+
+/* How long an async copy takes: bytes at the link's bandwidth, or the host's own
+ * memcpy speed when that is slower (the simulated GPU really moves the data). */
+static uint64_t copy_ns(uint64_t bytes)
+{
+	double gbps = T.memcpy_gbps > 0 && T.memcpy_gbps < T.pinned_gbps ? T.memcpy_gbps : T.pinned_gbps;
+	return (uint64_t)((double)bytes / gbps);
+}
+
 /*
  * The GPU interval of a copy from the stream order: it starts when both the
  * call was made and the previous op on the stream finished; a host-synchronous
@@ -328,8 +340,10 @@ struct result {
  * follows it: when the next kernel was launched (or the next sync called) before
  * the copy could have finished (bytes/bandwidth after its call returned), that op waited
  * for it, so the copy ended where the kernel began (FIFO) or where the sync
- * returned; otherwise the stream idled after the copy, which took bytes/bandwidth
- * (e.g. the kernels launched after the fragmentation pattern).
+ * returned, but no later than the copy's time after its call returned (on a
+ * loaded machine the stream's worker thread may start the next op late: the GPU
+ * idles meanwhile); otherwise the stream idled after the copy, which took its
+ * time (e.g. the kernels launched after the fragmentation pattern).
  */
 static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 {
@@ -351,10 +365,10 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			if (o->host_sync) {
 				e = o->ce;
 			} else {
-				uint64_t dur = (uint64_t)((double)o->bytes / T.pinned_gbps);
+				uint64_t dur = copy_ns(o->bytes);
 				uint64_t est = b + dur;
-				/* the copy was queued at the latest when its call returned */
-				uint64_t latest = (o->ce > prev_end ? o->ce : prev_end) + dur;
+				/* queued at the latest when its call returned; done by then + dur + margin */
+				uint64_t latest = (o->ce > prev_end ? o->ce : prev_end) + dur + COPY_MARGIN_NS + dur / 5;
 				e = UINT64_MAX;
 				for (size_t m = j + 1; m < T.nops; m++) {
 					struct op *q = &T.ops[m];
@@ -362,8 +376,8 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 						continue;
 					/* q's kernel start, or the return of the sync or copy call q */
 					uint64_t bound = q->type == OP_KERNEL ? q->k->begin : q->ce;
-					if (q->cb <= latest)
-						e = bound; /* q was queued behind the copy: it went on when the copy ended */
+					if (q->cb <= latest) /* q was queued behind the copy: it went on when the copy ended, */
+						e = bound < latest ? bound : latest; /* unless the stream's worker was late */
 					else
 						e = bound < est ? bound : est; /* the stream idled after the copy */
 					break;
