@@ -557,6 +557,22 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 	sp_t_rmrf(dir);
 }
 
+Test(recorder, quiet_silences_every_warning)
+{
+	char *dir = sp_t_tmpdir("recquiet");
+	char target[600], f[600];
+	snprintf(f, sizeof(f), "%s/file", dir);
+	sp_t_write_file(f, "x", 1);
+	snprintf(target, sizeof(target), "%s/trace", f); /* below a regular file: cannot be created */
+	struct sp_t_result r;
+	char *extra[] = { "STEPPROF_QUIET=1", "STEPPROF_MAX_MB=lots", NULL };
+	cr_assert_eq(markgen(&r, target, extra, "-n 100 -c 0"), 0);
+	cr_expect_eq(r.errlen, 0, "stderr: %s", r.err);
+	cr_expect(strstr(r.out, "marks=100"));
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+}
+
 Test(recorder, bad_config_value_one_warning_and_default)
 {
 	char *dir = sp_t_tmpdir("recbad");
