@@ -560,7 +560,7 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 Test(recorder, quiet_silences_every_warning)
 {
 	char *dir = sp_t_tmpdir("recquiet");
-	char target[600], f[600];
+	char target[700], f[600];
 	snprintf(f, sizeof(f), "%s/file", dir);
 	sp_t_write_file(f, "x", 1);
 	snprintf(target, sizeof(target), "%s/trace", f); /* below a regular file: cannot be created */
