@@ -65,7 +65,7 @@ static struct opts {
 /* The scenarios of docs/workloads.md; this table is the source of truth. */
 #define CLEAN_ARGS                                                                                                     \
 	"--iters 24 --workers 2 --files-per-iter 2 --file-size 2M --h2d-bytes 4M --pinned --kernels 10 "              \
-	"--kernel-us 2000 --d2h-bytes 1M --host-us 1000"
+	"--kernel-us 3000 --d2h-bytes 1M --host-us 1000"
 static const struct scenario {
 	const char *name, *args, *what;
 } scenarios[] = {
