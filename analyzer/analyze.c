@@ -1141,6 +1141,14 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (ev->kind == SP_K_LOADER_WAIT)
 			break;
 		ITER();
+		/*
+		 * Loader workers start reading the first batches as soon as they are
+		 * forked, before the training thread first waits: those reads belong to
+		 * the first iteration (the first load), so that every file a loader reads
+		 * counts in some iteration.
+		 */
+		if (i < 0 && pr && pr->role == AN_ROLE_WORKER && a->nit && ev->begin_ns < a->it[0].start_ns)
+			i = 0;
 		struct an_iter *it = i >= 0 ? &a->it[i] : NULL;
 		if (ev->kind == SP_K_OPEN) {
 			if (it) {

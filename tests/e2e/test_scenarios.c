@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
@@ -312,4 +313,58 @@ Test(scenarios, jitter20_sync_heavy_auto, .timeout = 180)
 Test(scenarios, jitter20_clean_auto, .timeout = 180)
 {
 	jittered("clean");
+}
+
+/*
+ * The multi-process run with the eBPF collector (`stepprof run --bpf`, root only):
+ * the libc wrappers stand down, the workers' file I/O is in the collector's file
+ * of many processes, and it is merged with the trainer's file on one timeline.
+ */
+Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
+{
+	if (geteuid() != 0 || access(sp_t_build("bin/stepprof-bpf"), X_OK))
+		cr_skip_test("needs root and build/bin/stepprof-bpf");
+	struct run r;
+	memset(&r, 0, sizeof(r));
+	r.dir = sp_t_tmpdir("scenario-bpf");
+	char tdir[512];
+	snprintf(tdir, sizeof(tdir), "%s/trace", r.dir);
+	char *env[] = { "STEPPROF_MAX_MB=64", NULL };
+	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "run", "--bpf", "-o", tdir, "--",
+			 (char *)sp_t_build("bin/trainer"), "--scenario", "input-bound", NULL };
+	sp_t_run(&r.tr, argv, env, NULL, 120);
+	if (r.tr.status != 0 && strstr(r.tr.err, "bpf"))
+		cr_skip_test("the eBPF collector could not start here: %s", r.tr.err);
+	cr_assert_eq(r.tr.status, 0, "stepprof run --bpf: exit %d: %s", r.tr.status, r.tr.err);
+	char *line = r.tr.out, *nl;
+	while ((nl = strchr(line, '\n')) && nl[1])
+		line = nl + 1;
+	r.truth = sp_json_parse(line);
+	cr_assert_not_null(r.truth, "no ground truth: %s", r.tr.out);
+	char *aargv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL };
+	sp_t_run(&r.ar, aargv, NULL, NULL, 120);
+	cr_assert_eq(r.ar.status, 0, "%s", r.ar.err);
+	r.an = sp_json_parse(r.ar.out);
+	cr_assert_not_null(r.an);
+	check_common(&r, "none");
+	struct sp_json *procs = sp_json_get(r.an, "processes"), *wp = sp_json_get(r.truth, "worker_pids");
+	cr_assert_not_null(wp);
+	for (size_t k = 0; k < wp->n; k++) {
+		int found = 0;
+		for (size_t i = 0; i < procs->n; i++) {
+			struct sp_json *p = sp_json_at(procs, i);
+			if (sp_json_num(p, "pid", 0) == sp_json_at(wp, k)->num) {
+				found = 1;
+				cr_expect_str_eq(sp_json_str(p, "role"), "worker");
+			}
+		}
+		cr_expect(found, "worker %g missing", sp_json_at(wp, k)->num);
+	}
+	double opened = 0;
+	struct sp_json *its = sp_json_get(r.an, "iterations");
+	for (size_t i = 0; i < its->n; i++)
+		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
+	cr_expect_eq(opened, sp_json_num(r.truth, "totals.files_opened", -1));
+	cr_expect_not_null(finding(&r, "small_file_storm", NULL));
+	run_free(&r);
 }
