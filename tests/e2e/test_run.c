@@ -86,13 +86,19 @@ Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("run-sig");
 	char *stepprof = io_t_abs("bin/stepprof");
-	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sleep", "30", NULL };
+	char ready[PATH_MAX + 8], script[2 * PATH_MAX];
+	snprintf(ready, sizeof(ready), "%s/ready", tmp);
+	snprintf(script, sizeof(script), "touch '%s'; exec /bin/sleep 30", ready);
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", script, NULL };
 	pid_t pid;
 	setenv("STEPPROF_QUIET", "1", 1); /* this test's own process: no closing line */
 	cr_assert_eq(posix_spawn(&pid, stepprof, NULL, NULL, argv, environ), 0);
-	/* Let it start the job, then signal stepprof run itself, not the job. */
-	struct timespec ts = { 0, 300 * 1000000L };
-	nanosleep(&ts, NULL);
+	/* Once the job runs, stepprof run forwards (its handlers are set before the fork). */
+	for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_eq(access(ready, F_OK), 0, "the job did not start within 10 s");
 	time_t t0 = time(NULL);
 	cr_assert_eq(kill(pid, SIGTERM), 0);
 	int st = 0;
