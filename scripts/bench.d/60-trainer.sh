@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# 60-trainer.sh - the simulated trainer's step time with all capture on, as a
+# ratio to the same run without the preload (design.md §7: <= 1.02x).
+#
+# The trainer measures its own iterations (ground truth, docs/workloads.md); the
+# figure is its median iteration wall time. Runs alternate bare and profiled, 5
+# of each, and the best (lowest) median of each kind is compared: on a shared
+# machine the neighbours only ever add time. Scenario: compute-bound (20 kernels
+# of 1 ms, a 4 MiB pinned copy, two 1 MiB files per step), 30 iterations.
+set -u
+B=${STEPPROF_BUILD:-build}
+bin=$B/bin/trainer
+lib=$PWD/$B/lib/libstepprof.so
+ITERS=${SP_BENCH_TRAINER_ITERS:-30}
+if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then
+	echo "BENCH trainer_step_ratio: skipped ($bin or $lib not built)"
+	exit 0
+fi
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+
+median() { # env...: the trainer's wall_ns_median, from its ground-truth line
+	env "$@" "$bin" --scenario compute-bound --iters "$ITERS" --data-dir "$dir/data" 2>/dev/null |
+		sed -n 's/.*"wall_ns_median":\([0-9]*\).*/\1/p'
+}
+
+best0=0
+best1=0
+for r in 1 2 3 4 5; do
+	m0=$(median LD_PRELOAD= STEPPROF_DIR=)
+	m1=$(median LD_PRELOAD="$lib" STEPPROF_DIR="$dir/trace$r")
+	if [ -z "$m0" ] || [ -z "$m1" ]; then
+		echo "BENCH trainer_step_ratio: skipped (the trainer failed)"
+		exit 0
+	fi
+	[ "$best0" = 0 ] || [ "$m0" -lt "$best0" ] && best0=$m0
+	[ "$best1" = 0 ] || [ "$m1" -lt "$best1" ] && best1=$m1
+done
+awk -v a="$best0" -v b="$best1" 'BEGIN {
+	r = b / a
+	printf "BENCH trainer_step_ratio: %.3f x (budget 1.02) %s\n", r, (r <= 1.02 ? "ok" : "OVER")
+	printf "  (median step %.2f ms bare, %.2f ms with all capture on; best of 5 each)\n", a / 1e6, b / 1e6
+}'
