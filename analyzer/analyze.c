@@ -29,11 +29,11 @@
 
 /* ------------------------------------------------ 1. names and options */
 
-const char *const an_cat_name[AN_CAT__COUNT] = { "input", "h2d", "compute", "d2h", "sync", "other" };
-const char *const an_blk_name[AN_BLK__COUNT] = { "input", "h2d", "d2h", "sync" };
-const char *const an_role_name[3] = { "trainer", "worker", "other" };
-const char *const an_source_name[4] = { "none", "nvtx", "api", "auto" };
-const char *const an_severity_name[3] = { "info", "warning", "critical" };
+const char *const an_cat_name[AN_CAT__COUNT] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+const char *const an_blk_name[AN_BLK__COUNT] = {"input", "h2d", "d2h", "sync"};
+const char *const an_role_name[3] = {"trainer", "worker", "other"};
+const char *const an_source_name[4] = {"none", "nvtx", "api", "auto"};
+const char *const an_severity_name[3] = {"info", "warning", "critical"};
 
 const char *const an_finding_name[AN_F__COUNT] = {
 #define SP_FINDING(id, name) [AN_F_##id] = name,
@@ -136,7 +136,7 @@ struct state {
 	struct mark {
 		int32_t pid, tid;
 		uint64_t b, e;
-	} *ranges, *steps;
+	} * ranges, *steps;
 	size_t nranges, capranges, nsteps, capsteps;
 	uint64_t *gpu_end; /* per proc index: last GPU span end */
 	struct an_collect col;
@@ -162,7 +162,8 @@ static struct thr *thr_get(struct state *s, int32_t pid, int32_t tid)
 		for (size_t i = 0; i < s->capthr; i++) {
 			if (!s->thr[i].used)
 				continue;
-			size_t h = hash64(((uint64_t)(uint32_t)s->thr[i].pid << 32) | (uint32_t)s->thr[i].tid) & (cap - 1);
+			size_t h =
+			    hash64(((uint64_t)(uint32_t)s->thr[i].pid << 32) | (uint32_t)s->thr[i].tid) & (cap - 1);
 			while (t[h].used)
 				h = (h + 1) & (cap - 1);
 			t[h] = s->thr[i];
@@ -271,7 +272,7 @@ static int push_mark(struct mark **v, size_t *n, size_t *cap, const struct sp_ev
 		*v = m;
 		*cap = c;
 	}
-	(*v)[*n] = (struct mark){ ev->pid, ev->tid, ev->begin_ns, ev->end_ns };
+	(*v)[*n] = (struct mark){ev->pid, ev->tid, ev->begin_ns, ev->end_ns};
 	(*n)++;
 	return 0;
 }
@@ -379,7 +380,7 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 static int pass1(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	struct pass1 c = { .s = s };
+	struct pass1 c = {.s = s};
 	a->run_begin_ns = UINT64_MAX;
 	if (s->src->scan) {
 		if (s->src->scan(s->src->ctx, pass1_record, &c))
@@ -429,8 +430,8 @@ static void choose_trainer(struct state *s)
 		if (!t->used || t->pid != best->pid)
 			continue;
 		if (!bt || t->launches > bt->launches ||
-		    (t->launches == bt->launches && (t->steps > bt->steps ||
-						     (t->steps == bt->steps && t->records > bt->records))))
+		    (t->launches == bt->launches &&
+		     (t->steps > bt->steps || (t->steps == bt->steps && t->records > bt->records))))
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
@@ -550,10 +551,10 @@ static int iterations_steps(struct state *s)
 	size_t k = 0;
 	for (size_t i = 0; i + 1 < n; i++)
 		if (s->steps[i + 1].b > s->steps[i].b)
-			r[k++] = (struct iter_range){ s->steps[i].b, s->steps[i + 1].b };
+			r[k++] = (struct iter_range){s->steps[i].b, s->steps[i + 1].b};
 	uint64_t end = trainer_end(s);
 	if (end > s->steps[n - 1].b)
-		r[k++] = (struct iter_range){ s->steps[n - 1].b, end };
+		r[k++] = (struct iter_range){s->steps[n - 1].b, end};
 	int rc = 0;
 	if (k) {
 		a->source_kind = AN_SRC_API;
@@ -629,7 +630,7 @@ static int auto_detect(struct autostate *as)
 static int iterations_auto(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	struct autostate as = { 0 };
+	struct autostate as = {0};
 	as.sig = malloc(ITER_PREFIX_MAX * sizeof(*as.sig));
 	as.flags = malloc(ITER_PREFIX_MAX);
 	as.cut = malloc(ITER_PREFIX_MAX * sizeof(*as.cut));
@@ -690,7 +691,7 @@ static int iterations_auto(struct state *s)
 		for (size_t i = 0; i < as.nbnd; i++) {
 			uint64_t e = i + 1 < as.nbnd ? as.bnd[i + 1] : end;
 			if (e > as.bnd[i])
-				r[k++] = (struct iter_range){ as.bnd[i], e };
+				r[k++] = (struct iter_range){as.bnd[i], e};
 		}
 		if (k) {
 			a->source_kind = AN_SRC_AUTO;
@@ -739,7 +740,7 @@ struct pass2 {
 		uint32_t op;
 		uint8_t cls;
 		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
-	} *ring;
+	} * ring;
 	struct openfile *files;
 	struct liveblk *live;
 	size_t nlive;
@@ -948,9 +949,9 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 				if (i >= 0)
 					a->it[i].flushes++;
 				if (col->nflush < AN_MAX_EVENTS)
-					col->flush[col->nflush++] = (struct an_flush){ i, ev->begin_ns, p->burst_n,
-										    p->burst_bytes,
-										    p->burst_live_before, after_fail };
+					col->flush[col->nflush++] = (struct an_flush){
+					    i,	       ev->begin_ns, p->burst_n, p->burst_bytes, p->burst_live_before,
+					    after_fail};
 				col->nflush_total++;
 			}
 		}
@@ -1043,8 +1044,10 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (!is_p)
 			break;
 		unsigned dir = (unsigned)ev->f[SP_F_DIRECTION];
-		uint8_t cls = dir == SP_DIR_H2D ? OPC_H2D : dir == SP_DIR_D2H ? OPC_D2H
-						: (dir == SP_DIR_D2D || dir == SP_DIR_PEER) ? OPC_COMPUTE : OPC_NONE;
+		uint8_t cls = dir == SP_DIR_H2D				  ? OPC_H2D
+			      : dir == SP_DIR_D2H			  ? OPC_D2H
+			      : (dir == SP_DIR_D2D || dir == SP_DIR_PEER) ? OPC_COMPUTE
+									  : OPC_NONE;
 		uint32_t op = (uint32_t)ev->f[SP_F_OP];
 		p->ring[op % OP_RING].op = op;
 		p->ring[op % OP_RING].cls = cls;
@@ -1162,7 +1165,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				struct openfile *f = file_slot(p, ev->pid, fd);
 				if (f) {
 					file_done(p, f); /* an fd reused without a recorded close */
-					*f = (struct openfile){ ev->pid, fd, i, 0, 1 };
+					*f = (struct openfile){ev->pid, fd, i, 0, 1};
 				}
 			}
 			if (it) {
@@ -1202,7 +1205,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 static int pass2(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	struct pass2 p = { 0 };
+	struct pass2 p = {0};
 	p.s = s;
 	p.a = a;
 	p.live_iter = -1;
@@ -1288,7 +1291,7 @@ static void link_speed(struct state *s)
 	if (!a->device_capacity)
 		a->device_capacity = d->mem_bytes;
 	/* per-lane GB/s after encoding, PCIe gen 1..6 */
-	static const double lane[] = { 0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877 };
+	static const double lane[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877};
 	unsigned g = d->pcie_gen_cur;
 	if (g >= 1 && g <= 6 && d->pcie_width_cur)
 		s->col.link_gbps = lane[g] * d->pcie_width_cur;
@@ -1296,7 +1299,7 @@ static void link_speed(struct state *s)
 
 int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen)
 {
-	struct state s = { 0 };
+	struct state s = {0};
 	memset(a, 0, sizeof(*a));
 	a->opt = *opt;
 	s.a = a;

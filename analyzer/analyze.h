@@ -42,7 +42,7 @@ struct an_source {
 	size_t nfiles;
 	/* The next record (valid until the next call), NULL at the end. */
 	const struct sp_event *(*next)(void *ctx, int *file);
-	int (*rewind)(void *ctx);                              /* 0 or -1 */
+	int (*rewind)(void *ctx);				 /* 0 or -1 */
 	const char *(*string)(void *ctx, int file, uint32_t id); /* NULL when unknown */
 	const struct sp_file_header *(*header)(void *ctx, int file);
 	/* Optional: every record once, in any order, fields as an_scan_fn says (NULL: use next). */
@@ -116,14 +116,14 @@ extern const char *const an_source_name[4];
 struct an_proc {
 	int32_t pid, ppid, rank, local_rank, world_size;
 	int role;
-	int file;           /* file whose header describes it, -1 for pids seen only in a collector file */
+	int file; /* file whose header describes it, -1 for pids seen only in a collector file */
 	uint64_t records, lost, launches;
 	uint64_t begin_ns, end_ns;
 	char cmdline[128];
 };
 
 #define AN_FSIZE_BUCKETS 41 /* log2 buckets of bytes per opened file: 0, 1, 2-3, ... */
-#define AN_SIZESET 8
+#define AN_SIZESET	 8
 
 struct an_iter {
 	uint64_t start_ns, end_ns;
@@ -142,7 +142,7 @@ struct an_iter {
 	int finalized;
 };
 
-#define AN_MAX_SITES 8
+#define AN_MAX_SITES	8
 #define AN_MAX_EVIDENCE 12
 
 struct an_evidence {
@@ -154,7 +154,8 @@ struct an_evidence {
 
 struct an_result_finding {
 	int kind; /* enum an_finding */
-	const char *signal; /* alloc_fragmentation: "failed_with_free_memory" | "allocator_flush" | "fragmentation_peak" */
+	const char
+	    *signal;  /* alloc_fragmentation: "failed_with_free_memory" | "allocator_flush" | "fragmentation_peak" */
 	int severity; /* 0 info, 1 warning, 2 critical */
 	long first_iteration, last_iteration, iterations;
 	struct an_evidence ev[AN_MAX_EVIDENCE];

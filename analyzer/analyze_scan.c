@@ -116,8 +116,8 @@ int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg)
 		}
 		for (uint64_t j = 0; j < k && j * h.chunk_size < (uint64_t)got; j++) {
 			uint64_t left = (uint64_t)got - j * h.chunk_size;
-			scan_chunk(buf + j * h.chunk_size, left < h.chunk_size ? (uint32_t)left : h.chunk_size, file, fn,
-				   arg);
+			scan_chunk(buf + j * h.chunk_size, left < h.chunk_size ? (uint32_t)left : h.chunk_size, file,
+				   fn, arg);
 		}
 	}
 	free(buf);

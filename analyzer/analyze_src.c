@@ -82,7 +82,8 @@ void an_memsrc_sort(struct an_memsrc *m)
 			size_t mid = lo + w < m->n ? lo + w : m->n, hi = lo + 2 * w < m->n ? lo + 2 * w : m->n;
 			size_t i = lo, j = mid, k = lo;
 			while (i < mid || j < hi)
-				tmp[k++] = (j >= hi || (i < mid && ev_cmp(&m->ev[i], &m->ev[j]) <= 0)) ? m->ev[i++] : m->ev[j++];
+				tmp[k++] = (j >= hi || (i < mid && ev_cmp(&m->ev[i], &m->ev[j]) <= 0)) ? m->ev[i++]
+												       : m->ev[j++];
 		}
 		memcpy(m->ev, tmp, m->n * sizeof(*tmp));
 	}

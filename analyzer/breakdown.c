@@ -114,7 +114,7 @@ static size_t span_union(const struct bd_span *a, size_t na, const struct bd_spa
 int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
 		 uint64_t *gpu_busy)
 {
-	static const int cat_of[BD_GPU] = { AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC };
+	static const int cat_of[BD_GPU] = {AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC};
 	size_t total = 0;
 	memset(out, 0, AN_CAT__COUNT * sizeof(out[0]));
 	if (end < start)

@@ -24,31 +24,37 @@
 
 static void analyze_usage(FILE *f)
 {
-	fprintf(f, "usage: stepprof analyze [--json] [--all] [--step-regex RE] [--threshold NAME=VALUE]... DIR|FILE...\n\n"
-		   "Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
-		   "find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
-		   "sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
-		   "  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
-		   "  --all                every iteration in the text table (default: first and last 10)\n"
-		   "  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
-		   "                       default: %s\n"
-		   "  --threshold N=V      override a finding's threshold (repeatable)\n\n"
-		   "Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
-		   "detected period of the training thread's CUDA calls.\n\n"
-		   "Thresholds (default):\n",
+	fprintf(f,
+		"usage: stepprof analyze [--json] [--all] [--step-regex RE] [--threshold NAME=VALUE]... DIR|FILE...\n\n"
+		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
+		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
+		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
+		"  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
+		"  --all                every iteration in the text table (default: first and last 10)\n"
+		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
+		"                       default: %s\n"
+		"  --threshold N=V      override a finding's threshold (repeatable)\n\n"
+		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
+		"detected period of the training thread's CUDA calls.\n\n"
+		"Thresholds (default):\n",
 		AN_DEFAULT_STEP_REGEX);
 	for (int i = 0; i < AN_T__COUNT; i++)
-		fprintf(f, "  %-42s %-10g %s\n", an_threshold_name[i], an_threshold_default[i], an_threshold_help[i]);
-	fprintf(f, "\nExit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files, not a\n"
-		   "trace or another format version), 3 report made but a file was truncated or corrupt, 4 internal.\n");
+		fprintf(f, "  %-42s %-10.10g %s\n", an_threshold_name[i], an_threshold_default[i],
+			an_threshold_help[i]);
+	fprintf(f,
+		"\nExit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files, not a\n"
+		"trace or another format version), 3 report made but a file was truncated or corrupt, 4 internal.\n");
 }
 
 int command_analyze(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "json", no_argument, NULL, 'j' },	      { "all", no_argument, NULL, 'a' },
-		{ "step-regex", required_argument, NULL, 'r' }, { "threshold", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },	      { NULL, 0, NULL, 0 },
+	    {"json", no_argument, NULL, 'j'},
+	    {"all", no_argument, NULL, 'a'},
+	    {"step-regex", required_argument, NULL, 'r'},
+	    {"threshold", required_argument, NULL, 't'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct an_options opt;
 	an_options_init(&opt);

@@ -175,7 +175,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	uint64_t *per = malloc((a->nit + 1) * sizeof(*per));
 	if (!per)
 		return -1;
-	struct an_result_finding tmp = { .kind = AN_F_SMALL_FILE_STORM, .first_iteration = -1, .last_iteration = -1 };
+	struct an_result_finding tmp = {.kind = AN_F_SMALL_FILE_STORM, .first_iteration = -1, .last_iteration = -1};
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
 		if ((double)(it->opens + it->stats) < th[AN_T_SFS_MIN_META] ||
@@ -238,7 +238,7 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 {
 	const double *th = a->opt.threshold;
 	uint64_t copies = 0, bytes = 0, ns = 0, async = 0, pbytes = 0, pns = 0, wall = 0;
-	struct an_result_finding tmp = { .kind = AN_F_UNPINNED_COPY, .first_iteration = -1, .last_iteration = -1 };
+	struct an_result_finding tmp = {.kind = AN_F_UNPINNED_COPY, .first_iteration = -1, .last_iteration = -1};
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
 		wall += iter_wall(it);
@@ -290,12 +290,12 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 /* --------------------------------------------------- alloc_fragmentation */
 
 static const char frag_advice[] =
-	"Free device memory exists but not in one piece: tensors of varying sizes fragment the allocator's "
-	"segments, so a large request fails (or forces the cache to be released and the allocation retried, which "
-	"stalls the step) although the total free looks sufficient. Prefer constant shapes and batch sizes (pad or "
-	"bucket variable lengths), allocate large long-lived buffers first, use the allocator's controls (PyTorch: "
-	"PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or max_split_size_mb) and watch the per-iteration peak, "
-	"not only whether the model fits in VRAM.";
+    "Free device memory exists but not in one piece: tensors of varying sizes fragment the allocator's "
+    "segments, so a large request fails (or forces the cache to be released and the allocation retried, which "
+    "stalls the step) although the total free looks sufficient. Prefer constant shapes and batch sizes (pad or "
+    "bucket variable lengths), allocate large long-lived buffers first, use the allocator's controls (PyTorch: "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True or max_split_size_mb) and watch the per-iteration peak, "
+    "not only whether the model fits in VRAM.";
 
 static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c)
 {
@@ -354,8 +354,8 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 			peaks[i] = a->it[i].device_bytes_peak;
 		uint64_t steady = an_quantile_u64(peaks, a->nit, 0.5);
 		free(peaks);
-		struct an_result_finding tmp = { .kind = AN_F_ALLOC_FRAGMENTATION, .first_iteration = -1,
-						 .last_iteration = -1 };
+		struct an_result_finding tmp = {
+		    .kind = AN_F_ALLOC_FRAGMENTATION, .first_iteration = -1, .last_iteration = -1};
 		uint64_t worst = 0;
 		uint32_t worst_sizes = 0;
 		for (size_t i = 0; steady && i < a->nit; i++) {

@@ -47,9 +47,9 @@ struct an_flush {
 
 /* Run-level evidence gathered by the streaming pass. */
 struct an_collect {
-	struct an_top dirs;       /* opens by directory, across the process tree */
-	struct an_top copy_sites; /* pageable copies by call site */
-	struct an_top live_sites; /* device bytes still live at the end, by allocation site (trainer) */
+	struct an_top dirs;		       /* opens by directory, across the process tree */
+	struct an_top copy_sites;	       /* pageable copies by call site */
+	struct an_top live_sites;	       /* device bytes still live at the end, by allocation site (trainer) */
 	uint32_t fsize_hist[AN_FSIZE_BUCKETS]; /* bytes per opened file, whole run */
 	struct an_alloc_failure fail[AN_MAX_EVENTS];
 	size_t nfail, nfail_total, nfail_with_free;

@@ -16,8 +16,8 @@
 #include <stdint.h>
 
 /* Signature flags, one byte per signature of the prefix. */
-#define ITER_SIG_H2D 0x1u        /* an H2D copy */
-#define ITER_SIG_SYNC 0x2u       /* a synchronisation */
+#define ITER_SIG_H2D	     0x1u /* an H2D copy */
+#define ITER_SIG_SYNC	     0x2u /* a synchronisation */
 #define ITER_SIG_AFTER_INPUT 0x4u /* the training thread waited for input just before it */
 
 #define ITER_PREFIX_MAX 16384u /* signatures kept for the period search */

@@ -29,7 +29,7 @@ struct merge {
 	struct mfile *f;
 	size_t n;
 	size_t *pending; /* the file whose record was returned last: advanced at the next call */
-	size_t *heap; /* file indexes with a pending record, min-heap on cur.begin_ns */
+	size_t *heap;	 /* file indexes with a pending record, min-heap on cur.begin_ns */
 	size_t nheap;
 };
 

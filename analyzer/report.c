@@ -276,8 +276,8 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	for (size_t i = 0; i < a->nfnd; i++) {
 		const struct an_result_finding *x = &a->fnd[i];
 		fprintf(f, "  [%s] %s%s%s%s, iterations %ld-%ld (%ld)\n", an_severity_name[x->severity],
-			an_finding_name[x->kind], x->signal ? " (" : "", x->signal ? x->signal : "", x->signal ? ")" : "",
-			x->first_iteration, x->last_iteration, x->iterations);
+			an_finding_name[x->kind], x->signal ? " (" : "", x->signal ? x->signal : "",
+			x->signal ? ")" : "", x->first_iteration, x->last_iteration, x->iterations);
 		fprintf(f, "    evidence:");
 		for (int k = 0; k < x->nev; k++) {
 			if (x->ev[k].is_str)

@@ -19,11 +19,11 @@
 
 /* ----------------------------------------------------- 1. writing a run */
 
-#define T0 2000000000ull
-#define ITER_NS 10000000ull /* 10 ms */
-#define NITER 12
-#define TRAINER 4100
-#define WORKER 4200
+#define T0	   2000000000ull
+#define ITER_NS	   10000000ull /* 10 ms */
+#define NITER	   12
+#define TRAINER	   4100
+#define WORKER	   4200
 #define GRANDCHILD 4300
 
 /*
@@ -39,21 +39,21 @@ static void write_run(const char *dir, int truncate_trainer)
 	snprintf(path, sizeof(path), "%s/trainer.sptrace", dir);
 	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, 0);
 	uint32_t kname = sp_tg_intern(g, "gemm");
-	SP_TG_ADD(g, TRAINER, SP_K_FORK, 0, T0 - 1000, T0 - 1000, { SP_F_PID, WORKER });
+	SP_TG_ADD(g, TRAINER, SP_K_FORK, 0, T0 - 1000, T0 - 1000, {SP_F_PID, WORKER});
 	for (int i = 0; i < NITER; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS;
-		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, { SP_F_VALUE, i });
-		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 4000000, { SP_F_FD_TYPE, SP_FDTYPE_PIPE },
-			  { SP_F_BYTES, 8 });
+		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
+		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 4000000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
+			  {SP_F_BYTES, 8});
 		SP_TG_ADD(g, TRAINER, SP_K_COPY, SP_API_cudaMemcpyAsync, t + 4000000, t + 4010000,
-			  { SP_F_DIRECTION, SP_DIR_H2D }, { SP_F_BYTES, 1 << 20 }, { SP_F_OP, 2 * i + 1 },
-			  { SP_F_HOST_MEMORY, SP_HOSTMEM_PINNED });
-		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 4010000, t + 4015000, { SP_F_NAME, kname },
-			  { SP_F_OP, 2 * i + 2 });
+			  {SP_F_DIRECTION, SP_DIR_H2D}, {SP_F_BYTES, 1 << 20}, {SP_F_OP, 2 * i + 1},
+			  {SP_F_HOST_MEMORY, SP_HOSTMEM_PINNED});
+		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 4010000, t + 4015000,
+			  {SP_F_NAME, kname}, {SP_F_OP, 2 * i + 2});
 		SP_TG_ADD(g, TRAINER, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 4015000, t + 9500000);
 		/* GPU spans read back at the sync: written after it, begin earlier */
-		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4000000, t + 4500000, { SP_F_OP, 2 * i + 1 });
-		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4500000, t + 9500000, { SP_F_OP, 2 * i + 2 });
+		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4000000, t + 4500000, {SP_F_OP, 2 * i + 1});
+		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, t + 4500000, t + 9500000, {SP_F_OP, 2 * i + 2});
 	}
 	if (truncate_trainer) {
 		size_t len;
@@ -78,21 +78,21 @@ static void write_run(const char *dir, int truncate_trainer)
 	for (int i = 0; i < NITER; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 100000;
 		for (int k = 0; k < 3; k++, t += 1000000) {
-			SP_TG_ADD(g, WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, { SP_F_PATH, file }, { SP_F_FD, 5 });
-			SP_TG_ADD(g, WORKER, SP_K_READ, SP_API_read, t + 10000, t + 500000, { SP_F_FD, 5 },
-				  { SP_F_BYTES, 65536 }, { SP_F_FD_TYPE, SP_FDTYPE_FILE });
-			SP_TG_ADD(g, WORKER, SP_K_CLOSE, SP_API_close, t + 500000, t + 510000, { SP_F_FD, 5 });
+			SP_TG_ADD(g, WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, {SP_F_PATH, file}, {SP_F_FD, 5});
+			SP_TG_ADD(g, WORKER, SP_K_READ, SP_API_read, t + 10000, t + 500000, {SP_F_FD, 5},
+				  {SP_F_BYTES, 65536}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
+			SP_TG_ADD(g, WORKER, SP_K_CLOSE, SP_API_close, t + 500000, t + 510000, {SP_F_FD, 5});
 		}
 	}
 	cr_assert_eq(sp_tg_finish(g), 0);
 
 	snprintf(path, sizeof(path), "%s/bpf.sptrace", dir);
-	struct sp_tg_opts o = { .pid = 9999, .ppid = 1, .rank = -1 };
+	struct sp_tg_opts o = {.pid = 9999, .ppid = 1, .rank = -1};
 	g = sp_tg_create_opts(path, &o);
 	sp_tg_header(g)->features = SP_FEAT_BPF;
 	for (int i = 0; i < NITER; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 3500000;
-		struct sp_event ev = { .kind = SP_K_STAT, .api = SP_API_stat, .pid = GRANDCHILD, .tid = GRANDCHILD };
+		struct sp_event ev = {.kind = SP_K_STAT, .api = SP_API_stat, .pid = GRANDCHILD, .tid = GRANDCHILD};
 		for (int k = 0; k < 2; k++) {
 			ev.begin_ns = t + (uint64_t)k * 1000;
 			ev.end_ns = ev.begin_ns + 500;
@@ -105,7 +105,7 @@ static void write_run(const char *dir, int truncate_trainer)
 
 static struct sp_json *analyze_json(const char *dir, int want_status, struct sp_t_result *r)
 {
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir, "--json", NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir, "--json", NULL};
 	sp_t_run(r, argv, NULL, NULL, 60);
 	cr_assert_eq(r->status, want_status, "exit %d, stderr: %s", r->status, r->err);
 	struct sp_json *j = sp_json_parse(r->out);
@@ -163,7 +163,7 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 		cr_expect_eq(sp_json_num(it, "breakdown_ns.compute", 0), 5000000);
 		cr_expect_eq(sp_json_num(it, "breakdown_ns.sync", 0), 0);
 		double sum = 0;
-		static const char *const cats[] = { "input", "h2d", "compute", "d2h", "sync", "other" };
+		static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 		for (int c = 0; c < 6; c++) {
 			char k2[64];
 			snprintf(k2, sizeof(k2), "breakdown_ns.%s", cats[c]);
@@ -187,7 +187,7 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 	sp_t_result_free(&r);
 
 	/* the text report names the bottleneck in a sentence */
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
 	sp_t_run(&r, argv, NULL, NULL, 60);
 	cr_expect_eq(r.status, 0);
 	cr_expect_not_null(strstr(r.out, "Bottleneck: input"), "%s", r.out);
@@ -200,13 +200,18 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 Test(analyze_cli, help_lists_every_threshold_with_its_default)
 {
 	struct sp_t_result r;
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--help", NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--help", NULL};
 	sp_t_run(&r, argv, NULL, NULL, 30);
 	cr_assert_eq(r.status, 0);
-	static const char *const want[] = { "small_file_storm.min_metadata_ops", "100",
-					    "unpinned_copy.min_copies", "alloc_fragmentation.flush_min_frees",
-					    "memory_growth.min_r2", "0.8", "memory_growth.critical_horizon",
-					    "--step-regex", "ProfilerStep" };
+	static const char *const want[] = {"small_file_storm.min_metadata_ops",
+					   "100",
+					   "unpinned_copy.min_copies",
+					   "alloc_fragmentation.flush_min_frees",
+					   "memory_growth.min_r2",
+					   "0.8",
+					   "memory_growth.critical_horizon",
+					   "--step-regex",
+					   "ProfilerStep"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		cr_expect_not_null(strstr(r.out, want[i]), "--help lacks %s", want[i]);
 	sp_t_result_free(&r);
@@ -217,8 +222,8 @@ Test(analyze_cli, threshold_override_changes_the_verdict)
 	char *dir = sp_t_tmpdir("analyze-thr");
 	write_run(dir, 0);
 	struct sp_t_result r;
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--threshold",
-			 "small_file_storm.min_metadata_ops=5", dir, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"),    "analyze", "--json", "--threshold",
+			"small_file_storm.min_metadata_ops=5", dir,	  NULL};
 	sp_t_run(&r, argv, NULL, NULL, 60);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	struct sp_json *j = sp_json_parse(r.out);
@@ -249,14 +254,14 @@ static void expect_error(char *const argv[], int status, const char *needle)
 
 Test(analyze_cli, missing_directory)
 {
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "/nonexistent/stepprof-dir", NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "/nonexistent/stepprof-dir", NULL};
 	expect_error(argv, 2, "No such file or directory");
 }
 
 Test(analyze_cli, empty_directory_and_no_trace_files)
 {
 	char *dir = sp_t_tmpdir("analyze-empty");
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
 	expect_error(argv, 2, "no stepprof trace files");
 	char path[512];
 	snprintf(path, sizeof(path), "%s/notes.txt", dir);
@@ -271,15 +276,15 @@ Test(analyze_cli, empty_directory_and_no_trace_files)
 
 Test(analyze_cli, usage_errors)
 {
-	char *a1[] = { (char *)sp_t_build("bin/stepprof"), "analyze", NULL };
+	char *a1[] = {(char *)sp_t_build("bin/stepprof"), "analyze", NULL};
 	expect_error(a1, 1, "no trace directory");
-	char *a2[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--bogus", "/tmp", NULL };
+	char *a2[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--bogus", "/tmp", NULL};
 	expect_error(a2, 1, "unknown option");
-	char *a3[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", "x.y=1", "/tmp", NULL };
+	char *a3[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", "x.y=1", "/tmp", NULL};
 	expect_error(a3, 1, "unknown threshold");
 	char *dir = sp_t_tmpdir("analyze-re");
 	write_run(dir, 0);
-	char *a4[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--step-regex", "([", dir, NULL };
+	char *a4[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--step-regex", "([", dir, NULL};
 	expect_error(a4, 1, "--step-regex");
 	sp_t_rmrf(dir);
 	free(dir);
@@ -342,7 +347,7 @@ Test(analyze_cli, mixed_format_versions_are_refused)
 	fseek(f, 8, SEEK_SET);
 	fwrite(&major, 2, 1, f);
 	fclose(f);
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
 	expect_error(argv, 2, "worker.sptrace");
 	struct sp_t_result r;
 	sp_t_run(&r, argv, NULL, NULL, 30);
@@ -398,7 +403,7 @@ Test(analyze_cli, random_damage_never_crashes, .timeout = 120)
 		fclose(f);
 		free(img);
 		struct sp_t_result r;
-		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", dir, NULL };
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", dir, NULL};
 		sp_t_run(&r, argv, NULL, NULL, 30);
 		cr_expect(r.status == 0 || r.status == 2 || r.status == 3, "round %d: exit %d: %s", round, r.status,
 			  r.err);

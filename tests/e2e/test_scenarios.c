@@ -32,7 +32,7 @@ struct run {
 	struct sp_t_result tr, ar;
 };
 
-static const char *const cats[] = { "input", "h2d", "compute", "d2h", "sync", "other" };
+static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
 static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
 {
@@ -45,9 +45,15 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
 	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
 	free(lib);
-	char *env[] = { env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL };
-	char *argv[] = { (char *)sp_t_build("bin/trainer"), "--scenario", (char *)scenario, "--markers",
-			 (char *)markers, (char *)extra, (char *)(extra ? "20" : NULL), NULL };
+	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
+	char *argv[] = {(char *)sp_t_build("bin/trainer"),
+			"--scenario",
+			(char *)scenario,
+			"--markers",
+			(char *)markers,
+			(char *)extra,
+			(char *)(extra ? "20" : NULL),
+			NULL};
 	sp_t_run(&r->tr, argv, env, NULL, 120);
 	cr_assert_eq(r->tr.status, 0, "trainer --scenario %s --markers %s: exit %d: %s", scenario, markers,
 		     r->tr.status, r->tr.err);
@@ -57,7 +63,7 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 		line = nl + 1;
 	r->truth = sp_json_parse(line);
 	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
-	char *aargv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL };
+	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
 	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
 	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
 	r->an = sp_json_parse(r->ar.out);
@@ -237,7 +243,8 @@ static void fragmenting(const char *markers)
 	cr_assert_not_null(a, "no alloc_fragmentation (a): %s", r.ar.out);
 	cr_expect_str_eq(sp_json_str(a, "severity"), "critical");
 	cr_expect_eq(sp_json_num(a, "first_iteration", -1), it);
-	cr_expect_eq(sp_json_num(a, "evidence.request_bytes", -1), sp_json_num(r.truth, "alloc_failures.0.request", -2));
+	cr_expect_eq(sp_json_num(a, "evidence.request_bytes", -1),
+		     sp_json_num(r.truth, "alloc_failures.0.request", -2));
 	struct sp_json *b = finding(&r, "alloc_fragmentation", "allocator_flush");
 	cr_assert_not_null(b, "no alloc_fragmentation (b): %s", r.ar.out);
 	cr_expect_eq(sp_json_num(b, "first_iteration", -1), it);
@@ -329,9 +336,9 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	r.dir = sp_t_tmpdir("scenario-bpf");
 	char tdir[512];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r.dir);
-	char *env[] = { "STEPPROF_MAX_MB=64", NULL };
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "run", "--bpf", "-o", tdir, "--",
-			 (char *)sp_t_build("bin/trainer"), "--scenario", "input-bound", NULL };
+	char *env[] = {"STEPPROF_MAX_MB=64", NULL};
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "run",	  "--bpf",	 "-o", tdir, "--",
+			(char *)sp_t_build("bin/trainer"),  "--scenario", "input-bound", NULL};
 	sp_t_run(&r.tr, argv, env, NULL, 120);
 	if (r.tr.status != 0 && strstr(r.tr.err, "bpf"))
 		cr_skip_test("the eBPF collector could not start here: %s", r.tr.err);
@@ -341,7 +348,7 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 		line = nl + 1;
 	r.truth = sp_json_parse(line);
 	cr_assert_not_null(r.truth, "no ground truth: %s", r.tr.out);
-	char *aargv[] = { (char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL };
+	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
 	sp_t_run(&r.ar, aargv, NULL, NULL, 120);
 	cr_assert_eq(r.ar.status, 0, "%s", r.ar.err);
 	r.an = sp_json_parse(r.ar.out);

@@ -21,9 +21,9 @@
 
 /* ------------------------------------------------------- 1. simulator */
 
-#define US 1000ull
-#define PID 100
-#define TID 101
+#define US   1000ull
+#define PID  100
+#define TID  101
 #define WPID 200
 
 struct sim {

@@ -25,7 +25,7 @@ static uint64_t sum6(const uint64_t *o)
 
 Test(breakdown, priority_compute_over_h2d_over_input_over_sync)
 {
-	struct bd_list l[BD__COUNT] = { 0 };
+	struct bd_list l[BD__COUNT] = {0};
 	uint64_t o[AN_CAT__COUNT], busy;
 	/* [0,100): input 0-40, h2d 30-50, compute 45-80, sync 60-95, gpu busy = h2d+compute */
 	bd_push(&l[BD_INPUT], 0, 40);
@@ -48,11 +48,11 @@ Test(breakdown, priority_compute_over_h2d_over_input_over_sync)
 
 Test(breakdown, clips_to_the_iteration_and_merges_unsorted_overlaps)
 {
-	struct bd_list l[BD__COUNT] = { 0 };
+	struct bd_list l[BD__COUNT] = {0};
 	uint64_t o[AN_CAT__COUNT];
 	bd_push(&l[BD_D2H], 900, 1200); /* beyond the end */
-	bd_push(&l[BD_D2H], 50, 150);   /* before the start */
-	bd_push(&l[BD_D2H], 120, 130);  /* inside the previous, out of order */
+	bd_push(&l[BD_D2H], 50, 150);	/* before the start */
+	bd_push(&l[BD_D2H], 120, 130);	/* inside the previous, out of order */
 	bd_push(&l[BD_SYNC], 140, 160);
 	cr_assert_eq(bd_partition(l, 100, 1000, o, NULL), 0);
 	cr_expect_eq(o[AN_D2H], 50 + 100);
@@ -64,7 +64,7 @@ Test(breakdown, clips_to_the_iteration_and_merges_unsorted_overlaps)
 
 Test(breakdown, empty_iteration_is_all_other)
 {
-	struct bd_list l[BD__COUNT] = { 0 };
+	struct bd_list l[BD__COUNT] = {0};
 	uint64_t o[AN_CAT__COUNT], busy = 7;
 	cr_assert_eq(bd_partition(l, 5, 5 + 1234567, o, &busy), 0);
 	cr_expect_eq(o[AN_OTHER], 1234567);
@@ -74,10 +74,10 @@ Test(breakdown, empty_iteration_is_all_other)
 /* Random spans: the partition must equal a per-instant walk and sum to the wall exactly. */
 Test(breakdown, random_spans_match_brute_force_and_sum_to_wall)
 {
-	static const int prio[BD_GPU] = { AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC };
+	static const int prio[BD_GPU] = {AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC};
 	srand(12345);
 	for (int round = 0; round < 200; round++) {
-		struct bd_list l[BD__COUNT] = { 0 };
+		struct bd_list l[BD__COUNT] = {0};
 		uint64_t start = 1000 + (uint64_t)(rand() % 50), end = start + 1 + (uint64_t)(rand() % 3000);
 		static uint8_t cover[BD__COUNT][5000];
 		memset(cover, 0, sizeof(cover));
@@ -91,7 +91,7 @@ Test(breakdown, random_spans_match_brute_force_and_sum_to_wall)
 						cover[c][t - 900] = 1;
 			}
 		}
-		uint64_t want[AN_CAT__COUNT] = { 0 }, want_busy = 0;
+		uint64_t want[AN_CAT__COUNT] = {0}, want_busy = 0;
 		for (uint64_t t = start; t < end; t++) {
 			int cat = AN_OTHER;
 			for (int c = 0; c < BD_GPU; c++)

@@ -28,8 +28,8 @@
 
 /* ------------------------------------------------------- 1. the writer */
 
-#define CHUNK 65536u
-#define KEEP_SLOTS 64u
+#define CHUNK	    65536u
+#define KEEP_SLOTS  64u
 #define CHUNK_SLOTS (CHUNK / SP_SLOT_SIZE - SP_CHUNK_HDR_SLOTS)
 
 struct gthread {
@@ -161,11 +161,10 @@ static void gf_close(struct gfile *g, uint64_t end_ns)
 	g->h.keep_next_slot = g->nkeep;
 	g->h.file_size = SP_HEADER_SIZE + KEEP_SLOTS * SP_SLOT_SIZE + g->seq * CHUNK;
 	g->h.end_mono_ns = end_ns;
-	uint8_t page[SP_HEADER_SIZE] = { 0 };
+	uint8_t page[SP_HEADER_SIZE] = {0};
 	memcpy(page, &g->h, sizeof(g->h));
-	if (pwrite_all(g->fd, page, sizeof(page), 0) ||
-	    pwrite_all(g->fd, g->keep, sizeof(g->keep), SP_HEADER_SIZE) || ftruncate(g->fd, (off_t)g->h.file_size) ||
-	    close(g->fd))
+	if (pwrite_all(g->fd, page, sizeof(page), 0) || pwrite_all(g->fd, g->keep, sizeof(g->keep), SP_HEADER_SIZE) ||
+	    ftruncate(g->fd, (off_t)g->h.file_size) || close(g->fd))
 		die("write");
 }
 
@@ -238,7 +237,7 @@ int main(int argc, char **argv)
 		f[SP_F_OP] = ++op;
 		emit(&tr, 0, SP_K_COPY, SP_API_cudaMemcpyAsync, t, t + 5000, f);
 		gpu = gpu > t ? gpu : t;
-		uint64_t sf[SP_F__COUNT] = { 0 };
+		uint64_t sf[SP_F__COUNT] = {0};
 		sf[SP_F_OP] = op;
 		emit(&tr, 1, SP_K_GPU_SPAN, 0, gpu, gpu + 500000, sf);
 		gpu += 500000;
