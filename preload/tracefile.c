@@ -560,6 +560,10 @@ static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
 		__atomic_store_n(&c->magic, SP_CHUNK_MAGIC, __ATOMIC_RELEASE);
 		return c;
 	}
+	char msg[300];
+	fmt(msg, sizeof(msg), "%s: all %u chunks of the ring are held by threads; records are counted as lost "
+	    "(raise STEPPROF_MAX_MB)", tf->path, tf->ring_chunks);
+	tf_warn(tf, "ring", msg);
 	return NULL;
 }
 
