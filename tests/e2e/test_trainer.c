@@ -186,7 +186,8 @@ Test(trainer, input_bound_waits_for_loader_workers, .timeout = 120)
 		bool found = false;
 		for (size_t w = 0; w < pids->n; w++)
 			found |= (uint64_t)sp_json_at(pids, w)->num == reader;
-		cr_assert(found && reader != u(r.j, "pid"), "batch %zu read by pid %llu", i, (unsigned long long)reader);
+		cr_assert(found && reader != u(r.j, "pid"), "batch %zu read by pid %llu", i,
+			  (unsigned long long)reader);
 	}
 	/* 4 workers each taking >= 100 ms per batch: >= 25 ms per batch in the steady state, the trainer
 	 * needs ~6 ms; so it waits for most of each iteration */
@@ -293,14 +294,26 @@ Test(trainer, sync_heavy_syncs_after_each_kernel, .timeout = 120)
 /* Counters that must not depend on how the trainer was linked, marked or profiled. */
 static void assert_same_counts(const struct sp_json *a, const struct sp_json *b)
 {
-	static const char *const fields[] = {"files_opened", "stats", "bytes_read", "h2d_bytes", "d2h_bytes",
-					     "pageable_copies", "copies", "launches", "syncs", "allocs", "frees",
-					     "alloc_failures", "device_bytes_live", "device_bytes_peak"};
+	static const char *const fields[] = {"files_opened",
+					     "stats",
+					     "bytes_read",
+					     "h2d_bytes",
+					     "d2h_bytes",
+					     "pageable_copies",
+					     "copies",
+					     "launches",
+					     "syncs",
+					     "allocs",
+					     "frees",
+					     "alloc_failures",
+					     "device_bytes_live",
+					     "device_bytes_peak"};
 	struct sp_json *ia = sp_json_get(a, "iterations"), *ib = sp_json_get(b, "iterations");
 	cr_assert_eq(ia->n, ib->n);
 	for (size_t i = 0; i < ia->n; i++)
 		for (size_t k = 0; k < sizeof(fields) / sizeof(fields[0]); k++)
-			cr_assert_eq(iu(a, i, fields[k]), iu(b, i, fields[k]), "iteration %zu: %s differs", i, fields[k]);
+			cr_assert_eq(iu(a, i, fields[k]), iu(b, i, fields[k]), "iteration %zu: %s differs", i,
+				     fields[k]);
 	struct sp_json *ta = sp_json_path(a, "totals.by_api"), *tb = sp_json_path(b, "totals.by_api");
 	cr_assert_eq(ta->n, tb->n);
 	for (size_t k = 0; k < ta->n; k++)
@@ -349,8 +362,9 @@ Test(trainer, markers_are_noops_without_the_preload, .timeout = 120)
 Test(trainer, jitter_spreads_durations_within_its_bounds, .timeout = 120)
 {
 	struct run r;
-	const char *args[] = {"--iters", "20", "--kernels", "1", "--kernel-us", "5000", "--h2d-bytes", "0",
-			      "--d2h-bytes", "0", "--host-us", "0", "--jitter", "20", "--seed", "7", NULL};
+	const char *args[] = {"--iters",     "20", "--kernels",	  "1", "--kernel-us", "5000",
+			      "--h2d-bytes", "0",  "--d2h-bytes", "0", "--host-us",   "0",
+			      "--jitter",    "20", "--seed",	  "7", NULL};
 	char *env[] = {NO_PRELOAD, NULL};
 	run_trainer(&r, "bin/trainer", args, env);
 	check_invariants(r.j); /* every kernel slept >= 4 ms (5 ms - 20%) */
@@ -398,8 +412,8 @@ Test(trainer, same_counts_under_the_preload, .timeout = 180)
 
 Test(trainer, bad_options_exit_2_with_a_message)
 {
-	static const char *const bads[][3] = {{"--bogus", NULL}, {"--iters", "x"}, {"--markers", "all"},
-					      {"--scenario", "nope"}, {"--file-size", "3Q"}};
+	static const char *const bads[][3] = {
+	    {"--bogus", NULL}, {"--iters", "x"}, {"--markers", "all"}, {"--scenario", "nope"}, {"--file-size", "3Q"}};
 	const char *path = sp_t_build("bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
 		struct sp_t_result res;
@@ -417,8 +431,8 @@ Test(trainer, lists_every_scenario)
 	struct sp_t_result res;
 	char *argv[] = {(char *)sp_t_build("bin/trainer"), "--list-scenarios", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
-	static const char *const names[] = {"input-bound", "pageable-h2d-bound", "compute-bound", "clean",
-					    "fragmenting", "leaking", "sync-heavy"};
+	static const char *const names[] = {
+	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean", "fragmenting", "leaking", "sync-heavy"};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
 	sp_t_result_free(&res);

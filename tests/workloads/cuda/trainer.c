@@ -49,45 +49,45 @@ static struct opts {
 	uint64_t seed;
 	const char *data_dir;
 } O = {
-	.iters = 20,
-	.file_size = 64 * 1024,
-	.prefetch = 2,
-	.h2d_bytes = MiB,
-	.pinned = true,
-	.kernels = 4,
-	.kernel_us = 1000,
-	.d2h_bytes = 4096,
-	.item_bytes = 4,
-	.seed = 1,
-	.host_us = 500,
+    .iters = 20,
+    .file_size = 64 * 1024,
+    .prefetch = 2,
+    .h2d_bytes = MiB,
+    .pinned = true,
+    .kernels = 4,
+    .kernel_us = 1000,
+    .d2h_bytes = 4096,
+    .item_bytes = 4,
+    .seed = 1,
+    .host_us = 500,
 };
 
 /* The scenarios of docs/workloads.md; this table is the source of truth. */
 #define CLEAN_ARGS                                                                                                     \
-	"--iters 24 --workers 2 --files-per-iter 2 --file-size 2M --h2d-bytes 4M --pinned --kernels 10 "              \
+	"--iters 24 --workers 2 --files-per-iter 2 --file-size 2M --h2d-bytes 4M --pinned --kernels 10 "               \
 	"--kernel-us 3000 --d2h-bytes 1M --host-us 1000"
 static const struct scenario {
 	const char *name, *args, *what;
 } scenarios[] = {
-	{"input-bound",
-	 "--iters 24 --workers 4 --files-per-iter 128 --file-size 16K --worker-us 100000 --h2d-bytes 2M --pinned "
-	 "--kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
-	 "small files through 4 loader workers; the trainer waits for batches"},
-	{"pageable-h2d-bound",
-	 "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 32M --pageable --kernels 4 --kernel-us 1000 "
-	 "--d2h-bytes 4K --host-us 500",
-	 "32 MiB per iteration copied from malloc'd memory"},
-	{"compute-bound",
-	 "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 4M --pinned --kernels 20 --kernel-us 1000 "
-	 "--d2h-bytes 4K --host-us 500",
-	 "kernels fill more than 80% of each iteration"},
-	{"clean", CLEAN_ARGS, "pinned copies, large files, steady memory"},
-	{"fragmenting", CLEAN_ARGS " --fragment", "an OOM with enough free memory, then flush-and-retry"},
-	{"leaking", CLEAN_ARGS " --leak-bytes 8M", "8 MiB of device memory leaked per iteration"},
-	{"sync-heavy",
-	 "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 20 --kernel-us 600 "
-	 "--syncs 19 --item-bytes 4 --d2h-bytes 4K --host-us 500",
-	 "a small D2H copy and a sync after each kernel (.item())"},
+    {"input-bound",
+     "--iters 24 --workers 4 --files-per-iter 128 --file-size 16K --worker-us 100000 --h2d-bytes 2M --pinned "
+     "--kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
+     "small files through 4 loader workers; the trainer waits for batches"},
+    {"pageable-h2d-bound",
+     "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 32M --pageable --kernels 4 --kernel-us 1000 "
+     "--d2h-bytes 4K --host-us 500",
+     "32 MiB per iteration copied from malloc'd memory"},
+    {"compute-bound",
+     "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 4M --pinned --kernels 20 --kernel-us 1000 "
+     "--d2h-bytes 4K --host-us 500",
+     "kernels fill more than 80% of each iteration"},
+    {"clean", CLEAN_ARGS, "pinned copies, large files, steady memory"},
+    {"fragmenting", CLEAN_ARGS " --fragment", "an OOM with enough free memory, then flush-and-retry"},
+    {"leaking", CLEAN_ARGS " --leak-bytes 8M", "8 MiB of device memory leaked per iteration"},
+    {"sync-heavy",
+     "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 20 --kernel-us 600 "
+     "--syncs 19 --item-bytes 4 --d2h-bytes 4K --host-us 500",
+     "a small D2H copy and a sync after each kernel (.item())"},
 };
 
 static void usage(FILE *f)
@@ -117,9 +117,18 @@ static uint64_t parse_size(const char *opt, const char *s)
 	unsigned long long v = strtoull(s, &end, 10);
 	uint64_t mul = 1;
 	switch (*end) {
-	case 'K': case 'k': mul = 1024, end++; break;
-	case 'M': case 'm': mul = MiB, end++; break;
-	case 'G': case 'g': mul = 1024 * MiB, end++; break;
+	case 'K':
+	case 'k':
+		mul = 1024, end++;
+		break;
+	case 'M':
+	case 'm':
+		mul = MiB, end++;
+		break;
+	case 'G':
+	case 'g':
+		mul = 1024 * MiB, end++;
+		break;
 	}
 	if (errno || *end || end == s || v > UINT64_MAX / mul)
 		bad(opt, s);
@@ -161,7 +170,7 @@ static void parse_args(int argc, char **argv)
 		const char *a = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define OPT(name) (!strcmp(a, name))
-#define TAKE() (i++, v)
+#define TAKE()	  (i++, v)
 		if (OPT("--scenario"))
 			apply_scenario(v ? TAKE() : (bad(a, v), ""));
 		else if (OPT("--list-scenarios")) {
@@ -446,8 +455,8 @@ struct batch_msg {
 
 struct worker {
 	pid_t pid;
-	int idx_fd;    /* trainer -> worker: batch indices */
-	int res_fd;    /* worker -> trainer: batch_msg */
+	int idx_fd; /* trainer -> worker: batch indices */
+	int res_fd; /* worker -> trainer: batch_msg */
 };
 
 static struct worker *workers;
@@ -769,7 +778,8 @@ static void iteration(unsigned i)
 			s->args[1] = NULL;
 			s->sleep_ns = jitter(&rng_state, O.kernel_us * 1000);
 			tr_kernel(s);
-			CHECK(cudaLaunchKernel, cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
+			CHECK(cudaLaunchKernel,
+			      cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
 		}
 		if (g < O.syncs) {
 			/* .item(): into a Python scalar, i.e. pageable memory, whatever --pinned says */

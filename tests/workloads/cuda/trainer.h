@@ -41,7 +41,7 @@ enum tr_api {
 #define TR_API_ENUM(n) TR_API_##n,
 	TR_APIS(TR_API_ENUM)
 #undef TR_API_ENUM
-	TR_NAPI
+	    TR_NAPI
 };
 
 /*
@@ -69,13 +69,13 @@ static inline uint64_t tr_now(void)
 /* pinned_gbps: the link ($SIMGPU_PINNED_GBPS); memcpy_gbps: the host's memcpy, measured */
 void tr_truth_init(unsigned iters, double pinned_gbps, double memcpy_gbps);
 void tr_iter_begin(unsigned i, uint64_t t); /* also ends the previous iteration at t */
-void tr_iter_finish(uint64_t t);            /* ends the last iteration; later calls count as teardown */
+void tr_iter_finish(uint64_t t);	    /* ends the last iteration; later calls count as teardown */
 
-void tr_api(enum tr_api api);                   /* one call issued (per-iteration and totals) */
-void tr_input(uint64_t b, uint64_t e);          /* a host input call: stat/open/read/close or pipe read */
+void tr_api(enum tr_api api);	       /* one call issued (per-iteration and totals) */
+void tr_input(uint64_t b, uint64_t e); /* a host input call: stat/open/read/close or pipe read */
 void tr_files(unsigned opened, unsigned stats, uint64_t bytes); /* batch consumed in this iteration */
 void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end);
-void tr_kernel(struct tr_kslot *k);             /* in stream order, before the launch */
+void tr_kernel(struct tr_kslot *k); /* in stream order, before the launch */
 void tr_copy(enum tr_cat dir, uint64_t bytes, bool pageable, uint64_t cb, uint64_t ce);
 void tr_sync(uint64_t cb, uint64_t ce);
 void tr_dev_alloc(uint64_t bytes);

@@ -31,7 +31,7 @@ enum op_type { OP_KERNEL, OP_COPY, OP_SYNC };
 struct op {
 	enum op_type type;
 	enum tr_cat dir; /* OP_COPY: TR_H2D or TR_D2H */
-	bool host_sync;  /* OP_COPY: the call returned only once the copy was done (pageable) */
+	bool host_sync;	 /* OP_COPY: the call returned only once the copy was done (pageable) */
 	uint64_t bytes;
 	uint64_t cb, ce; /* host call begin/return (copies, syncs) */
 	struct tr_kslot *k;
@@ -78,7 +78,7 @@ static struct {
 static const char *const cat_name[TR_NCAT + 1] = {"compute", "h2d", "d2h", "input", "sync", "other"};
 static const char *const api_name[TR_NAPI] = {
 #define TR_API_NAME(n) #n,
-	TR_APIS(TR_API_NAME)
+    TR_APIS(TR_API_NAME)
 #undef TR_API_NAME
 };
 
@@ -275,8 +275,8 @@ void tr_alloc_failure(uint64_t request, uint64_t free, uint64_t total, unsigned 
 	if (c)
 		c->alloc_failures++;
 	T.fails = grow(T.fails, &T.capfails, T.nfails + 1, sizeof(*T.fails));
-	T.fails[T.nfails++] = (struct failure){T.cur < T.iters ? T.cur : 0, request, free, total, flushed_bytes,
-					       flushed, retry_ok};
+	T.fails[T.nfails++] =
+	    (struct failure){T.cur < T.iters ? T.cur : 0, request, free, total, flushed_bytes, flushed, retry_ok};
 }
 
 void tr_host_alloc(void)
@@ -298,8 +298,8 @@ void tr_data_file_created(void)
 
 struct ival {
 	uint64_t b, e;
-	int cat;  /* enum tr_cat */
-	bool gpu; /* a GPU-side interval (counts as GPU busy) */
+	int cat;   /* enum tr_cat */
+	bool gpu;  /* a GPU-side interval (counts as GPU busy) */
 	bool host; /* a host call (counts as host blocked) */
 };
 
@@ -368,7 +368,8 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 				uint64_t dur = copy_ns(o->bytes);
 				uint64_t est = b + dur;
 				/* queued at the latest when its call returned; done by then + dur + margin */
-				uint64_t latest = (o->ce > prev_end ? o->ce : prev_end) + dur + COPY_MARGIN_NS + dur / 5;
+				uint64_t latest =
+				    (o->ce > prev_end ? o->ce : prev_end) + dur + COPY_MARGIN_NS + dur / 5;
 				e = UINT64_MAX;
 				for (size_t m = j + 1; m < T.nops; m++) {
 					struct op *q = &T.ops[m];
@@ -376,13 +377,16 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 						continue;
 					/* q's kernel start, or the return of the sync or copy call q */
 					uint64_t bound = q->type == OP_KERNEL ? q->k->begin : q->ce;
-					if (q->cb <= latest) /* q was queued behind the copy: it went on when the copy ended, */
-						e = bound < latest ? bound : latest; /* unless the stream's worker was late */
+					if (q->cb <=
+					    latest) /* q was queued behind the copy: it went on when the copy ended, */
+						e = bound < latest ? bound
+								   : latest; /* unless the stream's worker was late */
 					else
 						e = bound < est ? bound : est; /* the stream idled after the copy */
 					break;
 				}
-				if (e == UINT64_MAX) /* nothing after it: cannot happen, the iteration ends with a sync */
+				if (e ==
+				    UINT64_MAX) /* nothing after it: cannot happen, the iteration ends with a sync */
 					e = o->ce;
 			}
 			if (e < b)
@@ -505,8 +509,9 @@ void tr_truth_write(FILE *f)
 		fprintf(f, ",\"host_blocked_ns\":{\"input\":%llu,\"h2d\":%llu,\"d2h\":%llu,\"sync\":%llu}",
 			(unsigned long long)r.blocked_ns[TR_INPUT], (unsigned long long)r.blocked_ns[TR_H2D],
 			(unsigned long long)r.blocked_ns[TR_D2H], (unsigned long long)r.blocked_ns[TR_SYNC]);
-		fprintf(f, ",\"gpu_busy_ns\":%llu,\"gpu_idle_ns\":%llu,\"kernel_ns\":%llu,", (unsigned long long)r.gpu_busy,
-			(unsigned long long)(wall - r.gpu_busy), (unsigned long long)r.kernel_ns);
+		fprintf(f, ",\"gpu_busy_ns\":%llu,\"gpu_idle_ns\":%llu,\"kernel_ns\":%llu,",
+			(unsigned long long)r.gpu_busy, (unsigned long long)(wall - r.gpu_busy),
+			(unsigned long long)r.kernel_ns);
 		write_counts(f, &it->c);
 		fprintf(f,
 			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu}"
@@ -540,7 +545,9 @@ void tr_truth_write(FILE *f)
 
 	/* summary: design.md §5's bottleneck rule on the totals */
 	qsort(walls, T.iters, sizeof(*walls), u64_cmp);
-	uint64_t median = !T.iters ? 0 : T.iters % 2 ? walls[T.iters / 2] : (walls[T.iters / 2 - 1] + walls[T.iters / 2]) / 2;
+	uint64_t median = !T.iters	? 0
+			  : T.iters % 2 ? walls[T.iters / 2]
+					: (walls[T.iters / 2 - 1] + walls[T.iters / 2]) / 2;
 	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
 	fprintf(f, ",\"summary\":{\"wall_ns_median\":%llu,\"breakdown_fraction\":{", (unsigned long long)median);
 	for (int k = 0; k < 6; k++)
