@@ -138,13 +138,20 @@ int command_export(int argc, char **argv)
 		return SP_EXIT_INTERNAL;
 	}
 	snprintf(tmp, tl, "%s.tmp.%ld", dest, (long)getpid());
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	/* A device or a pipe (-o /dev/null, a FIFO) is written in place: never renamed over. */
+	struct stat ds;
+	int direct = stat(dest, &ds) == 0 && !S_ISREG(ds.st_mode);
+	if (direct)
+		snprintf(tmp, tl, "%s", dest);
+	int fd = direct ? open(dest, O_WRONLY | O_CLOEXEC)
+			: open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
 	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
 	if (!f) {
 		util_err(dest, "cannot write: %s", strerror(errno));
 		if (fd >= 0) {
 			close(fd);
-			unlink(tmp);
+			if (!direct)
+				unlink(tmp);
 		}
 		free(tmp);
 		free(dest);
@@ -159,9 +166,10 @@ int command_export(int argc, char **argv)
 		util_err(dest, "cannot write: %s", strerror(errno));
 	if (werr || rc == SP_EXIT_INTERNAL || !st.files) {
 		/* nothing whole to show: no half document under the real name */
-		unlink(tmp);
+		if (!direct)
+			unlink(tmp);
 		rc = util_worse(rc, werr ? SP_EXIT_INTERNAL : rc);
-	} else if (rename(tmp, dest)) {
+	} else if (!direct && rename(tmp, dest)) {
 		util_err(dest, "cannot write: %s", strerror(errno));
 		unlink(tmp);
 		rc = SP_EXIT_INTERNAL;

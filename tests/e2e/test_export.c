@@ -1,0 +1,256 @@
+/*
+ * test_export.c - `stepprof export` end to end: a real capture of the synthetic
+ * trainer on the simulated GPU (its own JSON is the ground truth), the output
+ * file and stdout, bad input, damaged input, and memory that does not grow with
+ * the trace.
+ *
+ *   1. helpers: run stepprof export, parse the document, count events
+ *   2. a real capture: launches, copies, steps, GPU spans joined, memory counter
+ *   3. command line: default file, -o FILE, -o -, errors and exit codes
+ *   4. bounded memory (gentrace traces of 20 k and 400 k records)
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ----------------------------------------------------------- 1. helpers */
+
+static int export_run(struct sp_t_result *res, const char *a1, const char *a2, const char *a3, const char *a4)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "export", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
+			NULL};
+	return sp_t_run(res, argv, NULL, NULL, 120);
+}
+
+static size_t lines_of(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+static const char *s_of(const struct sp_json *e, const char *k)
+{
+	const char *s = sp_json_str(e, k);
+	return s ? s : "";
+}
+
+/* Events of phase ph whose key equals val (any when key is NULL). */
+static size_t count(const struct sp_json *doc, const char *ph, const char *key, const char *val)
+{
+	const struct sp_json *ev = sp_json_get(doc, "traceEvents");
+	size_t n = 0;
+	for (size_t i = 0; ev && i < ev->n; i++)
+		if (!strcmp(s_of(&ev->kids[i], "ph"), ph) && (!key || !strcmp(s_of(&ev->kids[i], key), val)))
+			n++;
+	return n;
+}
+
+static struct sp_json *load(const char *path)
+{
+	char *text = sp_t_read_file(path, NULL);
+	cr_assert_not_null(text, "%s was not written", path);
+	struct sp_json *j = sp_json_parse(text);
+	cr_assert_not_null(j, "%s is not JSON", path);
+	free(text);
+	return j;
+}
+
+/* ------------------------------------------------------- 2. real capture */
+
+Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .timeout = 180)
+{
+	const char *lib = sp_t_build("lib/libstepprof.so");
+	cr_assert(access(lib, R_OK) == 0, "%s is not built", lib);
+	char *dir = sp_t_tmpdir("export");
+	char pre[512], sd[600], tdir[512], out[600];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib);
+	snprintf(tdir, sizeof(tdir), "%s/trace", dir);
+	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", tdir);
+	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
+	char *argv[] = {(char *)sp_t_build("bin/trainer"), "--scenario", "clean", "--iters", "3", "--markers", "step",
+			NULL};
+	struct sp_t_result tr;
+	cr_assert_eq(sp_t_run(&tr, argv, env, NULL, 120), 0, "trainer: %s", tr.err);
+	struct sp_json *truth = sp_json_parse(tr.out);
+	cr_assert_not_null(truth, "trainer output: %s", tr.out);
+	uint64_t launches = sp_json_u64(truth, "totals.launches", 0), copies = sp_json_u64(truth, "totals.copies", 0);
+	cr_assert(launches > 0 && copies > 0);
+
+	struct sp_t_result r;
+	cr_assert_eq(export_run(&r, tdir, NULL, NULL, NULL), 0, "export: %s", r.err);
+	snprintf(out, sizeof(out), "%s/trace.perfetto.json", tdir);
+	cr_expect(strstr(r.out, out), "stdout names the file: %s", r.out);
+	cr_expect_eq(r.errlen, 0, "stderr: %s", r.err);
+	struct sp_json *j = load(out);
+
+	/* every call of the trainer is a slice, each step an instant */
+	cr_expect_eq(count(j, "X", "cat", "launch"), launches);
+	cr_expect_eq(count(j, "X", "cat", "copy"), copies);
+	cr_expect_eq(count(j, "i", "cat", "step"), 3);
+	cr_expect_eq(count(j, "i", "name", "step 0") + count(j, "i", "name", "step 1"), 2);
+	cr_expect_geq(count(j, "X", "cat", "read"), 1, "the loader workers' reads");
+	/* the GPU track: kernels by name, all joined to their calls, with their arrows */
+	uint64_t spans = sp_json_u64(j, "otherData.gpu_spans", 0);
+	cr_expect_gt(spans, 0);
+	cr_expect_leq(spans, launches + copies);
+	cr_expect_eq(sp_json_u64(j, "otherData.gpu_spans_unjoined", 1), 0);
+	cr_expect_eq(count(j, "X", "cat", "gpu"), spans);
+	cr_expect_gt(count(j, "X", "name", "trainer_kernel"), 0, "kernel spans are named by the kernel");
+	cr_expect_eq(count(j, "f", NULL, NULL), spans);
+	cr_expect_eq(count(j, "M", "args.name", "GPU 0"), 1);
+	/* live device memory, and the trainer named by its command line */
+	cr_expect_gt(count(j, "C", "name", "GPU 0 memory"), 0);
+	const struct sp_json *ev = sp_json_get(j, "traceEvents");
+	int named = 0;
+	for (size_t i = 0; i < ev->n; i++)
+		named |= !strcmp(s_of(&ev->kids[i], "name"), "process_name") &&
+			 strstr(s_of(&ev->kids[i], "args.name"), "trainer --scenario clean");
+	cr_expect(named, "no process named by the trainer's command line");
+
+	sp_json_free(j);
+	sp_json_free(truth);
+	sp_t_result_free(&r);
+	sp_t_result_free(&tr);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* ------------------------------------------------------- 3. command line */
+
+/* A small trace directory made by gentrace. */
+static char *gen(const char *records)
+{
+	char *dir = sp_t_tmpdir("export");
+	char tdir[512];
+	snprintf(tdir, sizeof(tdir), "%s/t", dir);
+	char *argv[] = {(char *)sp_t_build("bin/gentrace"), tdir, (char *)records, "--iters", "50", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 120), 0, "gentrace: %s", r.err);
+	sp_t_result_free(&r);
+	return dir;
+}
+
+Test(export_cli, output_to_a_file_or_stdout, .timeout = 60)
+{
+	char *dir = gen("2000");
+	char tdir[512], out[600];
+	snprintf(tdir, sizeof(tdir), "%s/t", dir);
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	struct sp_t_result a, b;
+	cr_assert_eq(export_run(&a, "--perfetto", "-o", out, tdir), 0, "%s", a.err);
+	cr_assert_eq(export_run(&b, "-o", "-", tdir, NULL), 0, "%s", b.err);
+	struct sp_json *fj = load(out), *sj = sp_json_parse(b.out);
+	cr_assert_not_null(sj, "stdout is not JSON");
+	cr_expect_eq(b.errlen, 0);
+	cr_expect_eq(sp_json_u64(fj, "otherData.records", 0), 2000);
+	cr_expect_eq(sp_json_get(fj, "traceEvents")->n, sp_json_get(sj, "traceEvents")->n);
+	/* no temporary file left beside it, nothing written into the trace directory */
+	char tmp[700];
+	snprintf(tmp, sizeof(tmp), "%s/trace.perfetto.json", tdir);
+	cr_expect_neq(access(tmp, F_OK), 0);
+	sp_json_free(fj);
+	sp_json_free(sj);
+	sp_t_result_free(&a);
+	sp_t_result_free(&b);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
+{
+	char *dir = sp_t_tmpdir("export");
+	char foreign[512], empty[512], out[600];
+	snprintf(foreign, sizeof(foreign), "%s/notes.txt", dir);
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	cr_assert_eq(sp_t_write_file(foreign, "just some notes\n", 16), 0);
+	cr_assert_eq(mkdir(empty, 0700), 0);
+	struct sp_t_result r;
+
+	cr_expect_eq(export_run(&r, "/nonexistent/stepprof-dir", NULL, NULL, NULL), 2);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	cr_expect(strstr(r.err, "stepprof: /nonexistent/stepprof-dir: "), "%s", r.err);
+	sp_t_result_free(&r);
+
+	cr_expect_eq(export_run(&r, foreign, NULL, NULL, NULL), 2);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	cr_expect(strstr(r.err, "notes.txt: not a stepprof trace"), "%s", r.err);
+	snprintf(out, sizeof(out), "%s.perfetto.json", foreign);
+	cr_expect_neq(access(out, F_OK), 0, "nothing is written for nothing readable");
+	sp_t_result_free(&r);
+
+	cr_expect_eq(export_run(&r, empty, NULL, NULL, NULL), 2);
+	cr_expect(strstr(r.err, "no stepprof trace files"), "%s", r.err);
+	sp_t_result_free(&r);
+
+	cr_expect_eq(export_run(&r, NULL, NULL, NULL, NULL), 1);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	sp_t_result_free(&r);
+	cr_expect_eq(export_run(&r, "--bogus", dir, NULL, NULL), 1);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	sp_t_result_free(&r);
+
+	sp_t_rmrf(dir);
+	free(dir);
+
+	/* an output that cannot be written: exit 4, one line */
+	char *g = gen("1000");
+	char tdir[512];
+	snprintf(tdir, sizeof(tdir), "%s/t", g);
+	cr_expect_eq(export_run(&r, "-o", "/nonexistent/dir/out.json", tdir, NULL), 4);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	cr_expect(strstr(r.err, "stepprof: /nonexistent/dir/out.json: cannot write"), "%s", r.err);
+	sp_t_result_free(&r);
+	sp_t_rmrf(g);
+	free(g);
+}
+
+Test(export_cli, a_truncated_file_exports_what_is_whole_with_exit_3, .timeout = 60)
+{
+	char *dir = gen("5000");
+	char file[600], out[600];
+	snprintf(file, sizeof(file), "%s/t/trainer.sptrace", dir);
+	snprintf(out, sizeof(out), "%s/cut.json", dir);
+	struct stat st;
+	cr_assert_eq(stat(file, &st), 0);
+	cr_assert_eq(truncate(file, st.st_size - 40000), 0);
+	struct sp_t_result r;
+	cr_expect_eq(export_run(&r, "-o", out, file, NULL), 3);
+	cr_expect(strstr(r.err, "truncated"), "%s", r.err);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	struct sp_json *j = load(out);
+	uint64_t rec = sp_json_u64(j, "otherData.records", 0);
+	cr_expect(rec > 0 && rec < 5000, "records %llu", (unsigned long long)rec);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* ------------------------------------------------------ 4. bounded memory */
+
+Test(export_cli, memory_does_not_grow_with_the_trace, .timeout = 180)
+{
+	char *small = gen("20000"), *big = gen("400000");
+	char ts[512], tb[512];
+	snprintf(ts, sizeof(ts), "%s/t", small);
+	snprintf(tb, sizeof(tb), "%s/t", big);
+	struct sp_t_result a, b;
+	cr_assert_eq(export_run(&a, "-o", "/dev/null", ts, NULL), 0, "%s", a.err);
+	cr_assert_eq(export_run(&b, "-o", "/dev/null", tb, NULL), 0, "%s", b.err);
+	/* 20 times the records (and about 20 times the GPU spans): same memory, within 4 MiB */
+	cr_expect_leq(b.maxrss_kb, a.maxrss_kb + 4096, "20k records: %ld KiB, 400k records: %ld KiB", a.maxrss_kb,
+		      b.maxrss_kb);
+	sp_t_result_free(&a);
+	sp_t_result_free(&b);
+	sp_t_rmrf(small);
+	sp_t_rmrf(big);
+	free(small);
+	free(big);
+}
