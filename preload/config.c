@@ -65,7 +65,7 @@ static int check_INT(const char *v, const char *help, sp_cfg_INT *out, char *exp
 
 static int check_BOOL(const char *v, const char *help, sp_cfg_BOOL *out, char *expect, size_t n)
 {
-	static const char *const yes[] = { "1", "yes", "on", "true" }, *const no[] = { "0", "no", "off", "false" };
+	static const char *const yes[] = {"1", "yes", "on", "true"}, *const no[] = {"0", "no", "off", "false"};
 	snprintf(expect, n, "0/1, yes/no, on/off or true/false");
 	for (unsigned i = 0; i < 4; i++) {
 		if (strcasecmp(v, yes[i]) == 0)
@@ -105,14 +105,14 @@ int sp_config_parse(struct sp_config *c, const char *(*get)(const char *name), s
 	int bad = 0;
 	char expect[160];
 	const char *v;
-#define SP_CONFIG(name, type, dflt, help)                                                   \
-	check_##type(dflt, help, &c->name, expect, sizeof(expect));                         \
-	v = get("STEPPROF_" #name);                                                         \
-	if (v && check_##type(v, help, &c->name, expect, sizeof(expect)) != 0) {            \
-		check_##type(dflt, help, &c->name, expect, sizeof(expect));                 \
-		bad++;                                                                      \
-		if (warn)                                                                   \
-			warn("STEPPROF_" #name, v, expect);                                 \
+#define SP_CONFIG(name, type, dflt, help)                                                                              \
+	check_##type(dflt, help, &c->name, expect, sizeof(expect));                                                    \
+	v = get("STEPPROF_" #name);                                                                                    \
+	if (v && check_##type(v, help, &c->name, expect, sizeof(expect)) != 0) {                                       \
+		check_##type(dflt, help, &c->name, expect, sizeof(expect));                                            \
+		bad++;                                                                                                 \
+		if (warn)                                                                                              \
+			warn("STEPPROF_" #name, v, expect);                                                            \
 	}
 #include "config.def"
 #undef SP_CONFIG
@@ -133,8 +133,8 @@ static int nbad;
 static void collect(const char *var, const char *value, const char *expected)
 {
 	if (nbad < MAX_BAD)
-		snprintf(bad_msgs[nbad++], sizeof(bad_msgs[0]), "%s=\"%.80s\" is not valid (expected %s); using the default",
-			 var, value, expected);
+		snprintf(bad_msgs[nbad++], sizeof(bad_msgs[0]),
+			 "%s=\"%.80s\" is not valid (expected %s); using the default", var, value, expected);
 }
 
 void sp_config_load(void)

@@ -155,8 +155,8 @@ struct range_open {
 };
 
 struct range_stack {
-	int depth;      /* may exceed STACK_MAX: those levels are counted, not recorded */
-	uint32_t gen;   /* fork generation of the entries */
+	int depth;    /* may exceed STACK_MAX: those levels are counted, not recorded */
+	uint32_t gen; /* fork generation of the entries */
 	struct range_open r[STACK_MAX];
 };
 
@@ -233,7 +233,7 @@ static int NVTX_API domain_pop(nvtxDomainHandle_t d)
 #define OPEN_SLOTS 4096u /* ranges open at once across threads; more are not recorded */
 
 struct range_slot {
-	uint64_t seq;   /* the id's upper part; 0 = free */
+	uint64_t seq; /* the id's upper part; 0 = free */
 	uint64_t begin_ns;
 	uint32_t name, domain, gen;
 };
@@ -413,7 +413,7 @@ void sp_nvtx_setup(void)
 	const char *cur = getenv("NVTX_INJECTION64_PATH");
 	if (cur && *cur)
 		return; /* another tool (Nsight Systems...) was asked for: leave it */
-	Dl_info info = { 0 };
+	Dl_info info = {0};
 	if (!dladdr((void *)InitializeInjectionNvtx2, &info) || !info.dli_fname)
 		return;
 	/* absolute, so that children that chdir still find it */

@@ -28,7 +28,7 @@ struct sp_intern_ent {
 
 struct sp_intern {
 	struct sp_intern_ent *ent;
-	uint32_t mask;    /* entries - 1 */
+	uint32_t mask;	  /* entries - 1 */
 	uint32_t next_id; /* last id handed out (atomic) */
 };
 

@@ -34,10 +34,10 @@ __thread int sp_hook_depth __attribute__((tls_model("initial-exec")));
 
 enum { FILE_NONE, FILE_CREATING, FILE_READY, FILE_FAILED };
 
-static struct sp_tf g_tf = { .fd = -1 };
+static struct sp_tf g_tf = {.fd = -1};
 static struct sp_intern g_intern;
-static int g_state;           /* FILE_*, atomic */
-static int32_t g_creator;     /* tid creating the file (a signal handler on it must not wait for itself) */
+static int g_state;	  /* FILE_*, atomic */
+static int32_t g_creator; /* tid creating the file (a signal handler on it must not wait for itself) */
 static char g_dir[SP_TF_PATH_MAX];
 static uint64_t g_max_bytes;
 static int32_t g_pid, g_ppid; /* g_ppid: the forking parent in a child, else 0 (getppid at creation) */
@@ -56,11 +56,11 @@ static void create_file(void)
 {
 	char err[512];
 	struct sp_tf_opts o = {
-		.dir = g_dir,
-		.max_bytes = g_max_bytes,
-		.pid = g_pid,
-		.ppid = g_ppid,
-		.warn = tf_warn,
+	    .dir = g_dir,
+	    .max_bytes = g_max_bytes,
+	    .pid = g_pid,
+	    .ppid = g_ppid,
+	    .warn = tf_warn,
 	};
 	int state = FILE_FAILED;
 	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0)
@@ -84,8 +84,8 @@ static int file_ready(void)
 		return 0;
 	int saved = errno;
 	int32_t me = gettid_raw();
-	if (s == FILE_NONE && __atomic_compare_exchange_n(&g_state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL,
-							  __ATOMIC_ACQUIRE)) {
+	if (s == FILE_NONE &&
+	    __atomic_compare_exchange_n(&g_state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&g_creator, me, __ATOMIC_RELEASE);
 		create_file();
 	} else if (__atomic_load_n(&g_creator, __ATOMIC_ACQUIRE) != me) {
@@ -100,7 +100,7 @@ static int file_ready(void)
 
 struct rec_thread {
 	struct sp_tf_stream st; /* st.tf == NULL: not attached yet */
-	int registered;         /* the pthread key's destructor will run for this thread */
+	int registered;		/* the pthread key's destructor will run for this thread */
 };
 
 static __thread struct rec_thread t_rec __attribute__((tls_model("initial-exec")));

@@ -76,7 +76,8 @@ static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
 			return;
 		if (!k) {
 			const char *expect = NULL;
-			if (!__atomic_compare_exchange_n(&seen[i], &expect, key, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			if (!__atomic_compare_exchange_n(&seen[i], &expect, key, 0, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE)) {
 				if (strcmp(expect, key) == 0)
 					return;
 				continue;
@@ -248,7 +249,7 @@ static void geometry(struct sp_tf *tf, uint64_t cap)
  */
 static int high_fd(int fd)
 {
-	static const int floors[] = { 1000, 512, 256 };
+	static const int floors[] = {1000, 512, 256};
 	for (unsigned i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
 		long h = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
 		if (h >= 0) {
@@ -442,8 +443,8 @@ static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
 static void warn_space(struct sp_tf *tf, const char *what)
 {
 	char msg[400];
-	fmt(msg, sizeof(msg), "%s: cannot reserve disk space for the %s (%s); records are counted as lost",
-	    tf->path, what, strerror(errno));
+	fmt(msg, sizeof(msg), "%s: cannot reserve disk space for the %s (%s); records are counted as lost", tf->path,
+	    what, strerror(errno));
 	tf_warn(tf, "disk", msg);
 }
 
@@ -537,12 +538,14 @@ static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
 			/* RATIONALE: one call maps the chunk's 16 pages instead of 16 page faults on the hot path */
 			syscall(SYS_madvise, c, tf->chunk_size, SP_MADV_POPULATE_WRITE);
 			uint32_t zero = 0;
-			__atomic_compare_exchange_n(&tf->chunk_info[idx], &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+			__atomic_compare_exchange_n(&tf->chunk_info[idx], &zero, 1, 0, __ATOMIC_ACQ_REL,
+						    __ATOMIC_ACQUIRE);
 		}
 		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
 		if (st == SP_CHUNK_ACTIVE)
 			continue;
-		if (!__atomic_compare_exchange_n(&c->state, &st, SP_CHUNK_ACTIVE, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if (!__atomic_compare_exchange_n(&c->state, &st, SP_CHUNK_ACTIVE, 0, __ATOMIC_ACQ_REL,
+						 __ATOMIC_ACQUIRE))
 			continue;
 		if (c->magic == SP_CHUNK_MAGIC) {
 			/* the count its last stream stored before its release of the state */
@@ -561,8 +564,10 @@ static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
 		return c;
 	}
 	char msg[300];
-	fmt(msg, sizeof(msg), "%s: all %u chunks of the ring are held by threads; records are counted as lost "
-	    "(raise STEPPROF_MAX_MB)", tf->path, tf->ring_chunks);
+	fmt(msg, sizeof(msg),
+	    "%s: all %u chunks of the ring are held by threads; records are counted as lost "
+	    "(raise STEPPROF_MAX_MB)",
+	    tf->path, tf->ring_chunks);
 	tf_warn(tf, "ring", msg);
 	return NULL;
 }
@@ -621,7 +626,7 @@ struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t n
 	s->cur = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
 	s->end = (struct sp_slot *)((uint8_t *)c + tf->chunk_size);
 	if (s->lost) {
-		uint64_t f[SP_F__COUNT] = { 0 };
+		uint64_t f[SP_F__COUNT] = {0};
 		f[SP_F_COUNT] = s->lost;
 		struct sp_slot *slot = s->cur;
 		sp_tf_encode(slot, SP_K_LOST, SP_API_NONE, now_ns, 0, f);

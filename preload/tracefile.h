@@ -29,23 +29,23 @@
 
 /* Trace files are named <host>.<pid>.sptrace, or <host>.<pid>.<n>.sptrace when
  * that exists (an exec'd image keeps its pid). Readers go by the magic, not the name. */
-#define SP_TF_SUFFIX ".sptrace"
+#define SP_TF_SUFFIX	 ".sptrace"
 #define SP_TF_CHUNK_SIZE 65536u
-#define SP_TF_MIN_BYTES (4ull << 20)
-#define SP_TF_PATH_MAX 1024
+#define SP_TF_MIN_BYTES	 (4ull << 20)
+#define SP_TF_PATH_MAX	 1024
 
 /* ------------------------------------------------------------- 1. the file */
 
 struct sp_tf {
-	int fd;                      /* moved high (>= 512 when allowed); reopened if the program closes it */
-	uint64_t dev, ino;           /* identity of the file, to notice a closed-and-reused fd */
-	uint8_t *base;               /* the MAP_SHARED mapping of the whole file */
+	int fd;			     /* moved high (>= 512 when allowed); reopened if the program closes it */
+	uint64_t dev, ino;	     /* identity of the file, to notice a closed-and-reused fd */
+	uint8_t *base;		     /* the MAP_SHARED mapping of the whole file */
 	struct sp_file_header *hdr;  /* == base */
-	uint64_t size;               /* mapped bytes == hdr->file_size */
+	uint64_t size;		     /* mapped bytes == hdr->file_size */
 	uint64_t keep_off, ring_off; /* byte offsets of the keep area and the ring */
 	uint64_t keep_slots;
 	uint32_t chunk_size, ring_chunks;
-	uint64_t keep_reserved;      /* bytes [0, keep_reserved) have disk space (atomic) */
+	uint64_t keep_reserved; /* bytes [0, keep_reserved) have disk space (atomic) */
 	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, else 1 + the records
 	 * it held when last closed, so that reuse counts overwritten records without a walk. */
 	uint32_t *chunk_info;
@@ -55,11 +55,11 @@ struct sp_tf {
 };
 
 struct sp_tf_opts {
-	const char *dir;       /* existing directory owned by the caller's euid */
-	uint64_t max_bytes;    /* cap of the file (>= SP_TF_MIN_BYTES; smaller values are raised) */
-	int32_t pid, ppid;     /* 0: getpid() / getppid() */
-	uint32_t features;     /* SP_FEAT_* */
-	const char *cmdline;   /* NULL: /proc/self/cmdline */
+	const char *dir;     /* existing directory owned by the caller's euid */
+	uint64_t max_bytes;  /* cap of the file (>= SP_TF_MIN_BYTES; smaller values are raised) */
+	int32_t pid, ppid;   /* 0: getpid() / getppid() */
+	uint32_t features;   /* SP_FEAT_* */
+	const char *cmdline; /* NULL: /proc/self/cmdline */
 	void (*warn)(const char *key, const char *msg);
 };
 
@@ -100,13 +100,13 @@ int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len
 /* ------------------------------------------------------------ 3. streams */
 
 struct sp_tf_stream {
-	struct sp_slot *cur, *end;      /* free slots of the current chunk (both NULL when none) */
-	struct sp_chunk_header *chunk;  /* current chunk, NULL when none */
+	struct sp_slot *cur, *end;     /* free slots of the current chunk (both NULL when none) */
+	struct sp_chunk_header *chunk; /* current chunk, NULL when none */
 	struct sp_tf *tf;
 	int32_t pid, tid;
-	uint32_t lost;                  /* dropped records not yet reported by a LOST record */
-	uint32_t nrec;                  /* records committed in the current chunk */
-	uint64_t retry_ns;              /* after a failed claim: no new attempt before this time */
+	uint32_t lost;	   /* dropped records not yet reported by a LOST record */
+	uint32_t nrec;	   /* records committed in the current chunk */
+	uint64_t retry_ns; /* after a failed claim: no new attempt before this time */
 };
 
 void sp_tf_stream_init(struct sp_tf_stream *s, struct sp_tf *tf, int32_t pid, int32_t tid);

@@ -25,7 +25,7 @@ static void run_marknvtx(struct run *r, const char *args, char *const extra_env)
 	char pre[600], dir[600];
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
 	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", r->dir);
-	char *env[] = { pre, dir, extra_env ? extra_env : "NVTX_INJECTION64_PATH=", NULL };
+	char *env[] = {pre, dir, extra_env ? extra_env : "NVTX_INJECTION64_PATH=", NULL};
 	char *argv[16], *copy = strdup(args), *save;
 	int a = 0;
 	argv[a++] = (char *)sp_t_build("bin/marknvtx");
@@ -40,7 +40,7 @@ static void run_marknvtx(struct run *r, const char *args, char *const extra_env)
 	sp_t_result_free(&res);
 
 	struct sp_t_result ir;
-	char *iargv[] = { (char *)sp_t_build("bin/stepprof"), "info", "--json", r->dir, NULL };
+	char *iargv[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", r->dir, NULL};
 	/* no file at all is a valid outcome when nothing was recorded: file_of() then finds none */
 	r->info = sp_t_run(&ir, iargv, NULL, NULL, 60) == 0 ? sp_json_parse(ir.out) : NULL;
 	sp_t_result_free(&ir);
@@ -60,7 +60,7 @@ static struct sp_json *file_of(struct run *r, long pid)
 static size_t dump(const char *path, struct sp_json ***l)
 {
 	struct sp_t_result d;
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)path, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)path, NULL};
 	cr_assert_eq(sp_t_run(&d, argv, NULL, NULL, 60), 0, "dump: %s", d.err);
 	size_t n = sp_json_parse_lines(d.out, l);
 	sp_t_result_free(&d);
@@ -209,8 +209,8 @@ Test(nvtx, user_injection_path_is_left_alone)
 Test(nvtx, runs_unchanged_without_the_preload)
 {
 	struct sp_t_result res;
-	char *argv[] = { (char *)sp_t_build("bin/marknvtx"), "-n", "2", "-u", "100", NULL };
-	char *env[] = { "LD_PRELOAD=", "NVTX_INJECTION64_PATH=", NULL };
+	char *argv[] = {(char *)sp_t_build("bin/marknvtx"), "-n", "2", "-u", "100", NULL};
+	char *env[] = {"LD_PRELOAD=", "NVTX_INJECTION64_PATH=", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0);
 	cr_expect(strstr(res.out, "steps=2"));
 	cr_expect_eq(res.errlen, 0, "%s", res.err);

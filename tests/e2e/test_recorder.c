@@ -67,7 +67,7 @@ static int markgen(struct sp_t_result *r, const char *dir, char *const extra[], 
 static struct sp_json *info(const char *path)
 {
 	struct sp_t_result r;
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "info", "--json", (char *)path, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", (char *)path, NULL};
 	int st = sp_t_run(&r, argv, NULL, NULL, 120);
 	cr_assert_eq(st, 0, "stepprof info %s: status %d: %s", path, st, r.err);
 	struct sp_json *j = sp_json_parse(r.out);
@@ -97,7 +97,7 @@ static size_t nfiles(struct sp_json *j)
 static size_t dump(const char *file, struct sp_json ***lines)
 {
 	struct sp_t_result r;
-	char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)file, NULL };
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)file, NULL};
 	int st = sp_t_run(&r, argv, NULL, NULL, 120);
 	cr_assert_eq(st, 0, "stepprof dump %s: status %d: %s", file, st, r.err);
 	size_t n = sp_json_parse_lines(r.out, lines);
@@ -195,11 +195,11 @@ Test(recorder, python_ctypes_reaches_the_api)
 	char pre[600], d[600];
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
 	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
-	char *env[] = { pre, d, NULL };
-	char *argv[] = { "/usr/bin/python3", "-c",
-			 "import ctypes\nlib = ctypes.CDLL(None)\nfor i in range(7):\n"
-			 "    lib.stepprof_step()\n    lib.stepprof_mark(b'py')\nprint('done')",
-			 NULL };
+	char *env[] = {pre, d, NULL};
+	char *argv[] = {"/usr/bin/python3", "-c",
+			"import ctypes\nlib = ctypes.CDLL(None)\nfor i in range(7):\n"
+			"    lib.stepprof_step()\n    lib.stepprof_mark(b'py')\nprint('done')",
+			NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
 	cr_expect_str_eq(r.out, "done\n");
@@ -219,7 +219,7 @@ Test(recorder, threads_close_their_chunks_at_exit)
 {
 	char *dir = sp_t_tmpdir("recclose");
 	struct sp_t_result r;
-	char *extra[] = { "STEPPROF_MAX_MB=8", NULL }; /* the test reads the whole file */
+	char *extra[] = {"STEPPROF_MAX_MB=8", NULL}; /* the test reads the whole file */
 	cr_assert_eq(markgen(&r, dir, extra, "-t 6 -n 5000 -s 3"), 0, "%s", r.err);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
@@ -251,7 +251,7 @@ Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
 {
 	char *dir = sp_t_tmpdir("reccap");
 	struct sp_t_result r;
-	char *extra[] = { "STEPPROF_MAX_MB=4", NULL };
+	char *extra[] = {"STEPPROF_MAX_MB=4", NULL};
 	const long threads = 8, per = 1000000, total = threads * (per + 1);
 	cr_assert_eq(markgen(&r, dir, extra, "-t 8 -n 1000000 -P 10 -L"), 0, "%s", r.err);
 	sp_t_result_free(&r);
@@ -407,7 +407,7 @@ Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 	char sub[700];
 	snprintf(sub, sizeof(sub), "%s/trace", dir);
 	struct sp_t_result r;
-	char *extra[] = { envf, NULL };
+	char *extra[] = {envf, NULL};
 	/* 10,000 marks after the dup2 storm: several new chunks, each a disk reservation */
 	cr_assert_eq(markgen(&r, sub, extra, "-n 100 -C 10000"), 0, "%s", r.err);
 	cr_expect(strstr(r.out, "user_size=0\n"), "the program's own file must stay empty: %s", r.out);
@@ -433,8 +433,8 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 	/* the directory is chosen in the current directory; only markgen is preloaded, not the shell */
 	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
 	snprintf(cmd, sizeof(cmd), "cd %s && LD_PRELOAD=%s exec %s -n 10 -f 5 -e 7", cwd, so, mg);
-	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	char *env[] = { "STEPPROF_DIR=", NULL };
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	char *env[] = {"STEPPROF_DIR=", NULL};
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
 	long parent = out_pid(r.out);
 	sp_t_result_free(&r);
@@ -449,7 +449,7 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 			char suffix[32];
 			snprintf(suffix, sizeof(suffix), "-%ld", parent);
 			cr_expect(strlen(e->d_name) == strlen("stepprof-YYYYmmdd-HHMMSS") + strlen(suffix) &&
-					  strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix) == 0,
+				      strcmp(e->d_name + strlen(e->d_name) - strlen(suffix), suffix) == 0,
 				  "directory %s is not stepprof-YYYYmmdd-HHMMSS-%ld", e->d_name, parent);
 		}
 	closedir(d);
@@ -469,7 +469,7 @@ Test(recorder, disable_records_nothing)
 	char sub[600];
 	snprintf(sub, sizeof(sub), "%s/t", dir);
 	struct sp_t_result r;
-	char *extra[] = { "STEPPROF_DISABLE=1", NULL };
+	char *extra[] = {"STEPPROF_DISABLE=1", NULL};
 	cr_assert_eq(markgen(&r, sub, extra, "-n 1000 -f 10"), 0);
 	cr_expect_eq(r.errlen, 0, "stderr: %s", r.err);
 	sp_t_result_free(&r);
@@ -489,7 +489,7 @@ static void plain_run(struct sp_t_result *r, const char *args)
 	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
 		argv[a++] = w;
 	argv[a] = NULL;
-	char *env[] = { "LD_PRELOAD=", NULL };
+	char *env[] = {"LD_PRELOAD=", NULL};
 	sp_t_run(r, argv, env, NULL, 60);
 	free(copy);
 }
@@ -565,7 +565,7 @@ Test(recorder, quiet_silences_every_warning)
 	sp_t_write_file(f, "x", 1);
 	snprintf(target, sizeof(target), "%s/trace", f); /* below a regular file: cannot be created */
 	struct sp_t_result r;
-	char *extra[] = { "STEPPROF_QUIET=1", "STEPPROF_MAX_MB=lots", NULL };
+	char *extra[] = {"STEPPROF_QUIET=1", "STEPPROF_MAX_MB=lots", NULL};
 	cr_assert_eq(markgen(&r, target, extra, "-n 100 -c 0"), 0);
 	cr_expect_eq(r.errlen, 0, "stderr: %s", r.err);
 	cr_expect(strstr(r.out, "marks=100"));
@@ -577,7 +577,7 @@ Test(recorder, bad_config_value_one_warning_and_default)
 {
 	char *dir = sp_t_tmpdir("recbad");
 	struct sp_t_result r;
-	char *extra[] = { "STEPPROF_MAX_MB=lots", NULL };
+	char *extra[] = {"STEPPROF_MAX_MB=lots", NULL};
 	cr_assert_eq(markgen(&r, dir, extra, "-n 1000"), 0);
 	cr_expect_eq(stepprof_lines(r.err), 1, "stderr: %s", r.err);
 	cr_expect(strstr(r.err, "STEPPROF_MAX_MB"), "the warning names the variable: %s", r.err);

@@ -56,9 +56,21 @@ Test(config, defaults_without_environment)
 Test(config, valid_values_of_each_type)
 {
 	struct sp_config c;
-	const char *kv[] = { "STEPPROF_DIR", "/tmp/x y", "STEPPROF_MAX_MB", "4", "STEPPROF_DISABLE", "yes",
-			     "STEPPROF_KERNEL_TIMING", "16", "STEPPROF_IO", "bpf", "STEPPROF_SITES", "off",
-			     "STEPPROF_QUIET", "TRUE", NULL };
+	const char *kv[] = {"STEPPROF_DIR",
+			    "/tmp/x y",
+			    "STEPPROF_MAX_MB",
+			    "4",
+			    "STEPPROF_DISABLE",
+			    "yes",
+			    "STEPPROF_KERNEL_TIMING",
+			    "16",
+			    "STEPPROF_IO",
+			    "bpf",
+			    "STEPPROF_SITES",
+			    "off",
+			    "STEPPROF_QUIET",
+			    "TRUE",
+			    NULL};
 	cr_assert_eq(parse(&c, kv), 0, "%s", lastwarn);
 	cr_expect_str_eq(c.DIR, "/tmp/x y");
 	cr_expect_eq(c.MAX_MB, 4);
@@ -67,7 +79,7 @@ Test(config, valid_values_of_each_type)
 	cr_expect_str_eq(c.IO, "bpf");
 	cr_expect_eq(c.SITES, 0);
 	cr_expect_eq(c.QUIET, 1);
-	const char *kv2[] = { "STEPPROF_MAX_MB", "1048576", "STEPPROF_KERNEL_TIMING", "off", NULL };
+	const char *kv2[] = {"STEPPROF_MAX_MB", "1048576", "STEPPROF_KERNEL_TIMING", "off", NULL};
 	cr_assert_eq(parse(&c, kv2), 0, "%s", lastwarn);
 	cr_expect_eq(c.MAX_MB, 1048576);
 	cr_expect_str_eq(c.KERNEL_TIMING, "off");
@@ -76,8 +88,15 @@ Test(config, valid_values_of_each_type)
 Test(config, bad_values_warn_once_each_and_keep_defaults)
 {
 	struct sp_config c;
-	const char *kv[] = { "STEPPROF_MAX_MB", "lots", "STEPPROF_DISABLE", "maybe", "STEPPROF_KERNEL_TIMING", "0",
-			     "STEPPROF_IO", "nfs", NULL };
+	const char *kv[] = {"STEPPROF_MAX_MB",
+			    "lots",
+			    "STEPPROF_DISABLE",
+			    "maybe",
+			    "STEPPROF_KERNEL_TIMING",
+			    "0",
+			    "STEPPROF_IO",
+			    "nfs",
+			    NULL};
 	cr_expect_eq(parse(&c, kv), 4);
 	cr_expect_eq(nwarn, 4);
 	cr_expect_eq(c.MAX_MB, 1024);
@@ -90,8 +109,8 @@ Test(config, bad_values_warn_once_each_and_keep_defaults)
 Test(config, integer_bounds_come_from_the_help_text)
 {
 	struct sp_config c;
-	const char *lo[] = { "STEPPROF_MAX_MB", "3", NULL }, *hi[] = { "STEPPROF_MAX_MB", "1048577", NULL },
-		   *neg[] = { "STEPPROF_MAX_MB", "-5", NULL }, *trail[] = { "STEPPROF_MAX_MB", "64M", NULL };
+	const char *lo[] = {"STEPPROF_MAX_MB", "3", NULL}, *hi[] = {"STEPPROF_MAX_MB", "1048577", NULL},
+		   *neg[] = {"STEPPROF_MAX_MB", "-5", NULL}, *trail[] = {"STEPPROF_MAX_MB", "64M", NULL};
 	cr_expect_eq(parse(&c, lo), 1);
 	cr_expect(strstr(lastwarn, "4..1048576"), "%s", lastwarn);
 	cr_expect_eq(parse(&c, hi), 1);
@@ -103,8 +122,8 @@ Test(config, integer_bounds_come_from_the_help_text)
 Test(config, enum_number_word_takes_positive_integers_only)
 {
 	struct sp_config c;
-	const char *neg[] = { "STEPPROF_KERNEL_TIMING", "-3", NULL }, *word[] = { "STEPPROF_KERNEL_TIMING", "N", NULL },
-		   *empty[] = { "STEPPROF_KERNEL_TIMING", "", NULL };
+	const char *neg[] = {"STEPPROF_KERNEL_TIMING", "-3", NULL}, *word[] = {"STEPPROF_KERNEL_TIMING", "N", NULL},
+		   *empty[] = {"STEPPROF_KERNEL_TIMING", "", NULL};
 	cr_expect_eq(parse(&c, neg), 1);
 	cr_expect_eq(parse(&c, word), 1, "the letter N itself is not a number");
 	cr_expect_eq(parse(&c, empty), 1);

@@ -38,7 +38,7 @@ static void open_fixture(struct fixture *x, uint64_t max_bytes)
 	char err[256];
 	x->dir = sp_t_tmpdir("intern");
 	warnings = 0;
-	struct sp_tf_opts o = { .dir = x->dir, .max_bytes = max_bytes, .cmdline = "test", .warn = count_warn };
+	struct sp_tf_opts o = {.dir = x->dir, .max_bytes = max_bytes, .cmdline = "test", .warn = count_warn};
 	cr_assert_eq(sp_tf_create(&x->tf, &o, err, sizeof(err)), 0, "%s", err);
 	cr_assert_eq(sp_intern_init(&x->t, 16), 0);
 }
@@ -68,8 +68,8 @@ Test(intern, same_string_same_id_and_readable)
 {
 	struct fixture x;
 	open_fixture(&x, 4 << 20);
-	const char *words[] = { "a", "ab", "abc", "abcd", "abcde", "abcdefg", "abcdefgh", "abcdefghi", "/data/x.bin",
-				"train_step", "" };
+	const char *words[] = {"a",	   "ab",	"abc",	       "abcd",	     "abcde", "abcdefg",
+			       "abcdefgh", "abcdefghi", "/data/x.bin", "train_step", ""};
 	uint32_t ids[11];
 	for (int i = 0; i < 11; i++) {
 		ids[i] = sp_intern_get(&x.t, &x.tf, words[i], strlen(words[i]));
@@ -244,7 +244,7 @@ Test(tracefile, stream_records_ring_and_overwritten_exact)
 	open_fixture(&x, 4 << 20);
 	struct sp_tf_stream s;
 	sp_tf_stream_init(&s, &x.tf, 1234, 1235);
-	uint64_t f[SP_F__COUNT] = { 0 };
+	uint64_t f[SP_F__COUNT] = {0};
 	const unsigned total = 500000; /* 16 MB of one-slot records through a 4 MiB file */
 	for (unsigned i = 0; i < total; i++) {
 		f[SP_F_VALUE] = i;
@@ -277,7 +277,7 @@ Test(tracefile, stream_records_ring_and_overwritten_exact)
 /* A full disk costs records, counted exactly; when space returns a LOST record says how many. */
 Test(tracefile, lost_record_when_space_returns)
 {
-	struct fixture x = { 0 };
+	struct fixture x = {0};
 	x.dir = sp_t_tmpdir("full");
 	if (mount("tmpfs", x.dir, "tmpfs", 0, "size=1m") != 0) {
 		sp_t_rmrf(x.dir);
@@ -288,12 +288,12 @@ Test(tracefile, lost_record_when_space_returns)
 	static char blob[700 << 10];
 	cr_assert_eq(sp_t_write_file(filler, blob, sizeof(blob)), 0);
 	warnings = 0;
-	struct sp_tf_opts o = { .dir = x.dir, .max_bytes = 4 << 20, .cmdline = "test", .warn = count_warn };
+	struct sp_tf_opts o = {.dir = x.dir, .max_bytes = 4 << 20, .cmdline = "test", .warn = count_warn};
 	cr_assert_eq(sp_tf_create(&x.tf, &o, err, sizeof(err)), 0, "%s", err);
 
 	struct sp_tf_stream s;
 	sp_tf_stream_init(&s, &x.tf, 7, 8);
-	uint64_t f[SP_F__COUNT] = { 0 }, t = 1000000, ok = 0, lost = 0;
+	uint64_t f[SP_F__COUNT] = {0}, t = 1000000, ok = 0, lost = 0;
 	/* synthetic clock, 1 ns per record: no retry before space returns */
 	for (unsigned i = 0; i < 100000; i++, t++) {
 		f[SP_F_VALUE] = i;

@@ -94,7 +94,7 @@ static void exec_self(long m)
 {
 	char arg[32];
 	snprintf(arg, sizeof(arg), "%ld", m);
-	char *argv[] = { "markgen", "-n", arg, "-m", "exec", NULL };
+	char *argv[] = {"markgen", "-n", arg, "-m", "exec", NULL};
 	execv("/proc/self/exe", argv);
 	perror("markgen: exec");
 	_exit(127);
@@ -139,21 +139,51 @@ int main(int argc, char **argv)
 	int quick = 0, code = 0, opt;
 	while ((opt = getopt(argc, argv, "t:n:m:P:Ls:f:e:x:C:k:qc:b:")) != -1) {
 		switch (opt) {
-		case 't': nthreads = atol(optarg); break;
-		case 'n': nmarks = atol(optarg); break;
-		case 'm': base = optarg; break;
-		case 'P': phases = atol(optarg); break;
-		case 'L': last_mark = 1; break;
-		case 's': steps = atol(optarg); break;
-		case 'f': fork_m = atol(optarg); break;
-		case 'e': exec_m = atol(optarg); break;
-		case 'x': inplace_m = atol(optarg); break;
-		case 'C': close_m = atol(optarg); break;
-		case 'k': kill_after = atol(optarg); break;
-		case 'q': quick = 1; break;
-		case 'c': code = atoi(optarg); break;
-		case 'b': bench = atol(optarg); break;
-		default: fprintf(stderr, "markgen: bad option (see the source)\n"); return 2;
+		case 't':
+			nthreads = atol(optarg);
+			break;
+		case 'n':
+			nmarks = atol(optarg);
+			break;
+		case 'm':
+			base = optarg;
+			break;
+		case 'P':
+			phases = atol(optarg);
+			break;
+		case 'L':
+			last_mark = 1;
+			break;
+		case 's':
+			steps = atol(optarg);
+			break;
+		case 'f':
+			fork_m = atol(optarg);
+			break;
+		case 'e':
+			exec_m = atol(optarg);
+			break;
+		case 'x':
+			inplace_m = atol(optarg);
+			break;
+		case 'C':
+			close_m = atol(optarg);
+			break;
+		case 'k':
+			kill_after = atol(optarg);
+			break;
+		case 'q':
+			quick = 1;
+			break;
+		case 'c':
+			code = atoi(optarg);
+			break;
+		case 'b':
+			bench = atol(optarg);
+			break;
+		default:
+			fprintf(stderr, "markgen: bad option (see the source)\n");
+			return 2;
 		}
 	}
 	do_mark = (mark_fn)dlsym(RTLD_DEFAULT, "stepprof_mark");
