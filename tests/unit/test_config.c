@@ -4,6 +4,7 @@
  * warning each, naming the variable, and the default kept).
  */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "config.h"
