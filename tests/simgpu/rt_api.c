@@ -11,6 +11,7 @@
  *   7. launches and kernel names
  *   8. stream capture and graphs
  *   9. symbols (host variables: there is no nvcc)
+ *  10. small calls programs expect (attributes, occupancy, prefetch, profiler)
  *
  * Which driver function each runtime call uses follows NVIDIA's runtime, as far as
  * its request list shows (e.g. cudaMemcpy2D uses cuMemcpy2DUnaligned, cudaMallocHost
@@ -1067,4 +1068,123 @@ cudaError_t cudaGetSymbolAddress(void **devPtr, const void *symbol)
 		return simrt_err(cudaErrorInvalidSymbol);
 	*devPtr = (void *)symbol;
 	return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- 10. small calls programs expect */
+
+cudaError_t cudaFuncGetAttributes(struct cudaFuncAttributes *attr, const void *func)
+{
+	ENTER();
+	if (!attr || !func)
+		return simrt_err(cudaErrorInvalidValue);
+	memset(attr, 0, sizeof(*attr));
+	attr->maxThreadsPerBlock = 1024;
+	attr->ptxVersion = 80;
+	attr->binaryVersion = 80;
+	return cudaSuccess;
+}
+
+cudaError_t cudaFuncSetAttribute(const void *func, enum cudaFuncAttribute attr, int value)
+{
+	ENTER();
+	return simrt_ret(DRV(cuFuncSetAttribute, 9000)((CUfunction)(uintptr_t)func, (CUfunction_attribute)attr, value));
+}
+
+cudaError_t cudaFuncSetCacheConfig(const void *func, enum cudaFuncCache cacheConfig)
+{
+	ENTER();
+	return simrt_ret(DRV(cuFuncSetCacheConfig, 3000)((CUfunction)(uintptr_t)func, (CUfunc_cache)cacheConfig));
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, const void *func, int blockSize,
+								   size_t dynamicSMemSize, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000)(
+		numBlocks, (CUfunction)(uintptr_t)func, blockSize, dynamicSMemSize, flags));
+}
+
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, const void *func, int blockSize,
+							  size_t dynamicSMemSize)
+{
+	return cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(numBlocks, func, blockSize, dynamicSMemSize, 0);
+}
+
+cudaError_t cudaDeviceGetCacheConfig(enum cudaFuncCache *pCacheConfig)
+{
+	ENTER();
+	return simrt_ret(DRV(cuCtxGetCacheConfig, 3020)((CUfunc_cache *)pCacheConfig));
+}
+
+cudaError_t cudaDeviceSetCacheConfig(enum cudaFuncCache cacheConfig)
+{
+	ENTER();
+	return simrt_ret(DRV(cuCtxSetCacheConfig, 3020)((CUfunc_cache)cacheConfig));
+}
+
+cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode)
+{
+	ENTER();
+	return simrt_ret(DRV(cuThreadExchangeStreamCaptureMode, 10010)((CUstreamCaptureMode *)mode));
+}
+
+cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRV(cuStreamAttachMemAsync, 6000)(stream, DP(devPtr), length, flags));
+}
+
+cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
+{
+	ENTER();
+	return simrt_ret(DRVP(cuStreamAttachMemAsync, 7000, 6000)(stream, DP(devPtr), length, flags));
+}
+
+/* cudaMemLocation and CUmemLocation have the same layout. */
+cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
+				 unsigned int flags, cudaStream_t stream)
+{
+	CUmemLocation l;
+
+	ENTER();
+	memcpy(&l, &location, sizeof(l));
+	return simrt_ret(DRV(cuMemPrefetchAsync, 12020)(DP(devPtr), count, l, flags, stream));
+}
+
+cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
+				      unsigned int flags, cudaStream_t stream)
+{
+	CUmemLocation l;
+
+	ENTER();
+	memcpy(&l, &location, sizeof(l));
+	return simrt_ret(DRVP(cuMemPrefetchAsync, 12020, 12020)(DP(devPtr), count, l, flags, stream));
+}
+
+cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
+			  struct cudaMemLocation location)
+{
+	CUmemLocation l;
+
+	ENTER();
+	memcpy(&l, &location, sizeof(l));
+	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, l));
+}
+
+cudaError_t cudaProfilerStart(void)
+{
+	return cudaSuccess;
+}
+
+cudaError_t cudaProfilerStop(void)
+{
+	return cudaSuccess;
+}
+
+/* CUDA 12 headers #define cudaGetDeviceProperties to this name: programs built with
+ * them (PyTorch wheels) call it. */
+cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device);
+cudaError_t cudaGetDeviceProperties_v2(struct cudaDeviceProp *prop, int device)
+{
+	return cudaGetDeviceProperties(prop, device);
 }
