@@ -147,6 +147,7 @@ Test(recorder, eight_threads_million_marks_exact, .timeout = 300)
 	char *dir = sp_t_tmpdir("rec8");
 	struct sp_t_result r;
 	cr_assert_eq(markgen(&r, dir, NULL, "-t 8 -n 1000000"), 0, "%s", r.err);
+	cr_expect_null(strstr(r.out, "errno_changed"), "stepprof_mark changed errno: %s", r.out);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
 	cr_assert_eq(nfiles(j), 1);
@@ -543,6 +544,7 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 	expect_same_behaviour(&r, &plain);
 	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
 	cr_expect(strstr(r.err, "No space left"), "the warning says why: %s", r.err);
+	cr_expect_null(strstr(r.out, "errno_changed"), "errno changed on a full disk: %s", r.out);
 	struct sp_json *j = info(target);
 	cr_assert_eq(nfiles(j), 1);
 	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);

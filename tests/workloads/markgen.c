@@ -27,9 +27,10 @@
  *              clock_gettime(CLOCK_MONOTONIC) (the floor of any timestamped record),
  *              each through a function pointer, N calls, best of 5 rounds
  * Prints "markgen pid=<pid> marks=<total written by this process>" (and
- * "child=<pid>" lines) on stdout.
+ * "child=<pid>" lines) on stdout, and "errno_changed=N" if N marks changed errno.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -48,6 +49,7 @@ static mark_fn do_mark;
 static step_fn do_step;
 static long nmarks = 1000, phases, kill_after = -1;
 static int last_mark;
+static long errno_changed; /* marks after which errno was not what it was before */
 static const char *base = "mark";
 
 static void no_mark(const char *name)
@@ -73,7 +75,10 @@ static void *writer(void *arg)
 			snprintf(names[k], sizeof(names[k]), "%s", base);
 	}
 	for (long i = 0; i < nmarks; i++) {
+		errno = 77; /* the recorder must leave errno alone, slow paths included */
 		do_mark(names[phases > 0 ? i * p / nmarks : 0]);
+		if (errno != 77)
+			__atomic_add_fetch(&errno_changed, 1, __ATOMIC_RELAXED);
 		if (i + 1 == kill_after) {
 			fflush(stdout);
 			kill(getpid(), SIGKILL);
@@ -258,6 +263,8 @@ int main(int argc, char **argv)
 		printf("child=%d\n", (int)c);
 	}
 	printf("markgen pid=%d marks=%ld\n", (int)getpid(), total);
+	if (errno_changed)
+		printf("errno_changed=%ld\n", errno_changed);
 	fflush(stdout);
 	if (inplace_m >= 0)
 		exec_self(inplace_m);
