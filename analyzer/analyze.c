@@ -733,7 +733,12 @@ struct liveblk {
 struct pass2 {
 	struct state *s;
 	struct an_analysis *a;
-	struct bd_list (*lists)[BD__COUNT]; /* per iteration, freed when finalised */
+	/*
+	 * Span lists of the open iterations, a ring indexed by iteration % wcap that
+	 * covers [first_open, first_open + wcap): memory follows the window, not the run.
+	 */
+	struct bd_list (*lists)[BD__COUNT];
+	size_t wcap;
 	size_t first_open, hint;
 	uint64_t maxbegin, maxlate;
 	struct {
@@ -768,6 +773,25 @@ static long iter_at(const struct an_analysis *a, uint64_t t)
 	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
 }
 
+/* The span lists of open iteration i (>= first_open), growing the ring when needed; NULL when out of memory. */
+static struct bd_list *win_lists(struct pass2 *p, size_t i)
+{
+	if (i - p->first_open >= p->wcap) {
+		size_t cap = p->wcap ? p->wcap : 16;
+		while (i - p->first_open >= cap)
+			cap *= 2;
+		struct bd_list(*n)[BD__COUNT] = calloc(cap, sizeof(*n));
+		if (!n)
+			return NULL;
+		for (size_t k = p->first_open; k < p->first_open + p->wcap; k++)
+			memcpy(n[k % cap], p->lists[k % p->wcap], sizeof(n[0]));
+		free(p->lists);
+		p->lists = n;
+		p->wcap = cap;
+	}
+	return p->lists[i % p->wcap];
+}
+
 /* Add [b, e) to condition c of every iteration it overlaps. */
 static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 {
@@ -793,7 +817,8 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 		}
 		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
 		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
-		if (bd_push(&p->lists[i][c], cb, ce))
+		struct bd_list *l = win_lists(p, i);
+		if (!l || bd_push(&l[c], cb, ce))
 			p->oom = 1;
 	}
 }
@@ -814,11 +839,12 @@ static void finalize(struct pass2 *p, size_t i)
 {
 	struct an_iter *it = &p->a->it[i];
 	uint64_t busy = 0;
-	if (bd_partition(p->lists[i], it->start_ns, it->end_ns, it->bd, &busy))
+	struct bd_list *l = win_lists(p, i);
+	if (!l || bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy))
 		p->oom = 1;
 	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
-	for (int c = 0; c < BD__COUNT; c++)
-		bd_list_free(&p->lists[i][c]);
+	for (int c = 0; l && c < BD__COUNT; c++)
+		bd_list_free(&l[c]);
 	it->finalized = 1;
 }
 
@@ -1209,7 +1235,8 @@ static int pass2(struct state *s)
 	p.s = s;
 	p.a = a;
 	p.live_iter = -1;
-	p.lists = calloc(a->nit ? a->nit : 1, sizeof(*p.lists));
+	p.wcap = 16;
+	p.lists = calloc(p.wcap, sizeof(*p.lists));
 	p.ring = calloc(OP_RING, sizeof(*p.ring));
 	p.files = calloc(OPENFILES, sizeof(*p.files));
 	p.live = calloc(LIVEBLKS, sizeof(*p.live));
@@ -1244,11 +1271,14 @@ static int pass2(struct state *s)
 				window = 1000000ull;
 			if (it->end_ns + window >= p.maxbegin)
 				break;
-			finalize(&p, p.first_open++);
+			finalize(&p, p.first_open);
+			p.first_open++;
 		}
 	}
-	while (p.first_open < a->nit)
-		finalize(&p, p.first_open++);
+	while (p.first_open < a->nit) {
+		finalize(&p, p.first_open);
+		p.first_open++;
+	}
 	if (p.oom)
 		goto out;
 	/* iterations after the last memory event keep its level */
@@ -1266,7 +1296,7 @@ static int pass2(struct state *s)
 	rc = 0;
 out:
 	if (p.lists)
-		for (size_t k = 0; k < a->nit; k++)
+		for (size_t k = 0; k < p.wcap; k++)
 			for (int c = 0; c < BD__COUNT; c++)
 				bd_list_free(&p.lists[k][c]);
 	free(p.lists);
