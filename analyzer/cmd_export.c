@@ -75,9 +75,11 @@ static void fast_stream(FILE *f)
 int command_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "perfetto", no_argument, NULL, 'p' },	  { "output", required_argument, NULL, 'o' },
-		{ "pretty", no_argument, NULL, 'P' },	  { "help", no_argument, NULL, 'h' },
-		{ NULL, 0, NULL, 0 },
+	    {"perfetto", no_argument, NULL, 'p'},
+	    {"output", required_argument, NULL, 'o'},
+	    {"pretty", no_argument, NULL, 'P'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
 	int pretty = 0, c;
@@ -174,8 +176,8 @@ int command_export(int argc, char **argv)
 		unlink(tmp);
 		rc = SP_EXIT_INTERNAL;
 	} else {
-		printf("wrote %s: %" PRIu64 " events from %" PRIu64 " records of %" PRIu64
-		       " files (%" PRIu64 " GPU spans); open it at https://ui.perfetto.dev\n",
+		printf("wrote %s: %" PRIu64 " events from %" PRIu64 " records of %" PRIu64 " files (%" PRIu64
+		       " GPU spans); open it at https://ui.perfetto.dev\n",
 		       dest, st.events, st.records, st.files, st.gpu_spans);
 	}
 	free(tmp);

@@ -37,10 +37,10 @@
 
 /* ------------------------------------------------------------- 1. state */
 
-#define HOST_SHIFT 22
-#define MAX_HOSTS 512 /* (MAX_HOSTS << HOST_SHIFT) stays below the pseudo tids */
+#define HOST_SHIFT	22
+#define MAX_HOSTS	512 /* (MAX_HOSTS << HOST_SHIFT) stays below the pseudo tids */
 #define PSEUDO_TID_BASE 0x80000000u
-#define MAX_LANES 16
+#define MAX_LANES	16
 
 struct file_info {
 	const char *path;
@@ -381,6 +381,12 @@ static const char *call_name(const struct ex *x, const struct sp_event *ev, char
 	case SP_K_LOST:
 		snprintf(buf, len, "lost %" PRIu64 " records", ev->f[SP_F_COUNT]);
 		return buf;
+	case SP_K_ALLOC_FAILED: {
+		/* the one call a user looks for after an OOM: it must stand out by name */
+		char b[32];
+		snprintf(buf, len, "%s failed (%s)", base, util_fmt_bytes(ev->f[SP_F_BYTES], b, sizeof(b)));
+		return buf;
+	}
 	default:
 		break;
 	}
@@ -600,8 +606,8 @@ static void gpu_span(struct ex *x, const struct sp_event *ev)
 	if (s->state == OP_SPAN)
 		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL);
 	/* Its call may come later (another thread's record merged after it): wait in the window. */
-	*s = (struct op){.op = op, .pid = ev->pid, .state = OP_SPAN, .device = (uint8_t)dev, .b = ev->begin_ns,
-			 .e = ev->end_ns};
+	*s = (struct op){
+	    .op = op, .pid = ev->pid, .state = OP_SPAN, .device = (uint8_t)dev, .b = ev->begin_ns, .e = ev->end_ns};
 }
 
 /* End of a file: spans whose call never came are shown unnamed; the window is cleared. */

@@ -24,7 +24,7 @@
 #define EXPORT_OP_WINDOW (1u << 17)
 
 struct export_stats {
-	uint64_t files;        /* files read (at least partly) */
+	uint64_t files;	       /* files read (at least partly) */
 	uint64_t records;      /* records read */
 	uint64_t events;       /* trace events written (metadata included) */
 	uint64_t gpu_spans;    /* GPU slices written */

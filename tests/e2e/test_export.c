@@ -22,8 +22,8 @@
 
 static int export_run(struct sp_t_result *res, const char *a1, const char *a2, const char *a3, const char *a4)
 {
-	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "export", (char *)a1, (char *)a2, (char *)a3, (char *)a4,
-			NULL};
+	char *argv[] = {
+	    (char *)sp_t_build("bin/stepprof"), "export", (char *)a1, (char *)a2, (char *)a3, (char *)a4, NULL};
 	return sp_t_run(res, argv, NULL, NULL, 120);
 }
 
@@ -74,8 +74,8 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 	snprintf(tdir, sizeof(tdir), "%s/trace", dir);
 	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", tdir);
 	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
-	char *argv[] = {(char *)sp_t_build("bin/trainer"), "--scenario", "clean", "--iters", "3", "--markers", "step",
-			NULL};
+	char *argv[] = {
+	    (char *)sp_t_build("bin/trainer"), "--scenario", "clean", "--iters", "3", "--markers", "step", NULL};
 	struct sp_t_result tr;
 	cr_assert_eq(sp_t_run(&tr, argv, env, NULL, 120), 0, "trainer: %s", tr.err);
 	struct sp_json *truth = sp_json_parse(tr.out);

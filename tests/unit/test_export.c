@@ -137,14 +137,15 @@ static char *one_process(const char *dir)
 	uint32_t gemm = sp_tg_intern(g, "gemm_kernel"), relu = sp_tg_intern(g, "relu_kernel");
 	uint32_t wname = sp_tg_intern(g, "pt_data_worker"), epoch = sp_tg_intern(g, "epoch");
 
-	SP_TG_ADD(g, 4242, SP_K_ALLOC, SP_API_cudaMalloc, T0 + 50000, T0 + 51000, {SP_F_DPTR, 0x7000}, {SP_F_BYTES, 1 << 20},
-		  {SP_F_LIVE, 1 << 20});
+	SP_TG_ADD(g, 4242, SP_K_ALLOC, SP_API_cudaMalloc, T0 + 50000, T0 + 51000, {SP_F_DPTR, 0x7000},
+		  {SP_F_BYTES, 1 << 20}, {SP_F_LIVE, 1 << 20});
 	SP_TG_ADD(g, 4242, SP_K_STEP, SP_API_stepprof_step, T0 + 100000, T0 + 100000, {SP_F_VALUE, 7});
 	SP_TG_ADD(g, 4242, SP_K_OPEN, SP_API_open, T0 + 200000, T0 + 201500, {SP_F_PATH, file}, {SP_F_FD, 3});
 	SP_TG_ADD(g, 4242, SP_K_READ, SP_API_read, T0 + 202000, T0 + 212345, {SP_F_PATH, file}, {SP_F_BYTES, 4096},
 		  {SP_F_FD, 3}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
 	SP_TG_ADD(g, 4242, SP_K_COPY, SP_API_cudaMemcpyAsync, T0 + 300000, T0 + 300800, {SP_F_STREAM, 0x10},
-		  {SP_F_BYTES, 1 << 20}, {SP_F_OP, 1}, {SP_F_DIRECTION, SP_DIR_H2D}, {SP_F_HOST_MEMORY, SP_HOSTMEM_PINNED});
+		  {SP_F_BYTES, 1 << 20}, {SP_F_OP, 1}, {SP_F_DIRECTION, SP_DIR_H2D},
+		  {SP_F_HOST_MEMORY, SP_HOSTMEM_PINNED});
 	SP_TG_ADD(g, 4242, SP_K_LAUNCH, SP_API_cudaLaunchKernel, T0 + 301000, T0 + 301500, {SP_F_STREAM, 0x10},
 		  {SP_F_NAME, gemm}, {SP_F_OP, 2});
 	SP_TG_ADD(g, 4242, SP_K_LAUNCH, SP_API_cudaLaunchKernel, T0 + 302000, T0 + 302400, {SP_F_STREAM, 0x10},
@@ -234,7 +235,8 @@ Test(export, every_record_becomes_its_event)
 		cr_expect_eq(sp_json_u64(f, "tid", 0), gtid);
 		cr_expect_str_eq(s_of(f, "bp"), "e");
 		const char *sts = num_text(s, "ts"), *fts = num_text(f, "ts");
-		cr_expect((!strcmp(sts, "301.25") && !strcmp(fts, "450.05")) || (!strcmp(sts, "302.2") && !strcmp(fts, "525")),
+		cr_expect((!strcmp(sts, "301.25") && !strcmp(fts, "450.05")) ||
+			      (!strcmp(sts, "302.2") && !strcmp(fts, "525")),
 			  "flow %s -> %s", sts, fts);
 	}
 
@@ -246,8 +248,8 @@ Test(export, every_record_becomes_its_event)
 			continue;
 		const char *ts = num_text(c, "ts");
 		uint64_t live = sp_json_u64(c, "args.live_bytes", 7);
-		cr_expect((!strcmp(ts, "51") && live == 1 << 20) || (!strcmp(ts, "950.25") && live == 0), "counter %s = %" PRIu64,
-			  ts, live);
+		cr_expect((!strcmp(ts, "51") && live == 1 << 20) || (!strcmp(ts, "950.25") && live == 0),
+			  "counter %s = %" PRIu64, ts, live);
 	}
 
 	/* metadata: the process by its command line and rank, threads by tid, the training thread */
@@ -287,6 +289,9 @@ Test(export, overlapping_spans_take_another_lane_and_late_calls_still_join)
 	SP_TG_ADD(g, 501, SP_K_GPU_SPAN, 0, T0 + 160000, T0 + 170000, {SP_F_OP, 3});
 	SP_TG_ADD(g, 500, SP_K_MEMSET, SP_API_cuMemsetD8_v2, T0 + 160500, T0 + 161000, {SP_F_OP, 3},
 		  {SP_F_BYTES, 2048});
+	/* an allocation failure stands out by its name */
+	SP_TG_ADD(g, 500, SP_K_ALLOC_FAILED, SP_API_cuMemAlloc_v2, T0 + 180000, T0 + 181000, {SP_F_BYTES, 3 << 20},
+		  {SP_F_FREE, 8 << 20}, {SP_F_RESULT, 2});
 	/* a span whose call the trace does not have (lost to the ring) */
 	SP_TG_ADD(g, 501, SP_K_GPU_SPAN, 0, T0 + 200000, T0 + 201000, {SP_F_OP, 99});
 	cr_assert_eq(sp_tg_finish(g), 0);
@@ -304,6 +309,9 @@ Test(export, overlapping_spans_take_another_lane_and_late_calls_still_join)
 	expect_x(b, 500, 0, "50", "100");
 	expect_x(c, 500, 0, "160", "10");
 	expect_x(o, 500, 0, "200", "1");
+	const struct sp_json *af = one(&d, "X", "cuMemAlloc_v2 failed (3 MiB)");
+	expect_x(af, 500, 500, "180", "1");
+	cr_expect_eq(sp_json_u64(af, "args.free", 0), 8 << 20);
 	cr_expect_str_eq(meta_name(&d, "thread_name", 500, ta), "GPU 0");
 	cr_expect_str_eq(meta_name(&d, "thread_name", 500, tb), "GPU 0 (2)");
 	cr_expect_eq(d.st.gpu_spans, 4);
@@ -326,8 +334,8 @@ Test(export, hosts_keep_their_pids_apart_and_share_one_clock)
 	/* the same pid on two hosts; host B's monotonic clock is 2 s ahead and it started 1 ms later */
 	struct sp_tg_opts oa = {.pid = 77, .rank = 0, .host = "nodeA", .cmdline = "train"};
 	struct sp_tg_opts ob = {.pid = 77, .rank = 1, .host = "nodeB", .cmdline = "train", .start_mono_ns = 3 * T0};
-	struct sp_tg_opts oc = {.pid = 78, .ppid = 77, .rank = -1, .host = "nodeA", .cmdline = "worker",
-				.start_mono_ns = T0 + 5000};
+	struct sp_tg_opts oc = {
+	    .pid = 78, .ppid = 77, .rank = -1, .host = "nodeA", .cmdline = "worker", .start_mono_ns = T0 + 5000};
 	struct sp_tg *g = sp_tg_create_opts(pa, &oa);
 	sp_tg_header(g)->start_real_ns = 1700000000000000000ull;
 	SP_TG_ADD(g, 77, SP_K_SYNC, SP_API_cudaDeviceSynchronize, T0 + 1000, T0 + 2000);
