@@ -918,3 +918,126 @@ Test(simgpu, runtime_ptsz_uses_per_thread_stream)
 	cr_assert_eq(R(cudaStreamGetId)(cudaStreamPerThread, &id_legacy), cudaSuccess);
 	cr_expect_eq(id_legacy, id_pt, "cudaStreamPerThread is the _ptsz stream 0");
 }
+
+static void k_add(void **args)
+{
+	int *p = *(int **)args[0];
+	int n = *(int *)args[1], v = *(int *)args[2];
+
+	for (int i = 0; i < n; i++)
+		p[i] += v;
+}
+
+static void CUDART_CB host_inc(void *ud)
+{
+	(*(int *)ud)++;
+}
+
+static void CUDART_CB cb_inc(cudaStream_t s, cudaError_t st, void *ud)
+{
+	if (st == cudaSuccess)
+		(*(int *)ud) += 10;
+}
+
+/* Every family of the runtime does what CUDA says, checked on the data it moves. */
+Test(simgpu, runtime_families_move_the_data)
+{
+	enum { N = 1024 };
+	int h[N], out[N], *d, *d2, *pin, n = N, one = 1, hostcount = 0;
+	cudaStream_t s;
+	cudaEvent_t e;
+	cudaGraph_t g;
+	cudaGraphExec_t ge;
+
+	load_runtime();
+	for (int i = 0; i < N; i++)
+		h[i] = i;
+	cr_assert_eq(R(cudaStreamCreateWithFlags)(&s, cudaStreamNonBlocking), cudaSuccess);
+	cr_assert_eq(R(cudaEventCreateWithFlags)(&e, cudaEventDisableTiming), cudaSuccess);
+	cr_assert_eq(R(cudaMallocAsync)((void **)&d, sizeof(h), s), cudaSuccess);
+	cr_assert_eq(R(cudaMalloc)((void **)&d2, sizeof(h)), cudaSuccess);
+	cr_assert_eq(R(cudaHostAlloc)((void **)&pin, sizeof(h), cudaHostAllocMapped), cudaSuccess);
+
+	/* async copy, kernel, host function, callback, event, copy back */
+	memcpy(pin, h, sizeof(h));
+	cr_assert_eq(R(cudaMemcpyAsync)(d, pin, sizeof(h), cudaMemcpyHostToDevice, s), cudaSuccess);
+	{
+		void *args[] = {&d, &n, &one, NULL};
+		cudaLaunchConfig_t cfg = {.gridDim = {1, 1, 1}, .blockDim = {1, 1, 1}, .stream = s};
+		cr_assert_eq(R(cudaLaunchKernelExC)(&cfg, (const void *)k_add, args), cudaSuccess);
+		cr_assert_eq(R(cudaLaunchCooperativeKernel)((const void *)k_add, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args,
+							    0, s),
+			     cudaSuccess);
+	}
+	cr_assert_eq(R(cudaLaunchHostFunc)(s, host_inc, &hostcount), cudaSuccess);
+	cr_assert_eq(R(cudaStreamAddCallback)(s, cb_inc, &hostcount, 0), cudaSuccess);
+	cr_assert_eq(R(cudaEventRecord)(e, s), cudaSuccess);
+	cr_assert_eq(R(cudaStreamWaitEvent)(NULL, e, 0), cudaSuccess);
+	cr_assert_eq(R(cudaMemcpy)(out, d, sizeof(out), cudaMemcpyDeviceToHost), cudaSuccess);
+	for (int i = 0; i < N; i++)
+		cr_assert_eq(out[i], i + 2, "element %d", i);
+	cr_expect_eq(hostcount, 11);
+
+	/* memset, D2D, 2D and 3D copies */
+	cr_assert_eq(R(cudaMemset)(d2, 0x01, sizeof(h)), cudaSuccess);
+	cr_assert_eq(R(cudaMemcpy)(out, d2, sizeof(out), cudaMemcpyDeviceToHost), cudaSuccess);
+	cr_expect_eq(out[5], 0x01010101);
+	cr_assert_eq(R(cudaMemcpy)(d2, d, sizeof(h), cudaMemcpyDeviceToDevice), cudaSuccess);
+	cr_assert_eq(R(cudaMemset2D)(d2, 64, 0, 16, 4), cudaSuccess); /* zero 16 bytes of 4 rows of 64 */
+	cr_assert_eq(R(cudaMemcpy2D)(out, 64, d2, 64, 64, 8, cudaMemcpyDeviceToHost), cudaSuccess);
+	cr_expect_eq(out[0], 0);
+	cr_expect_eq(out[3], 0);
+	cr_expect_eq(out[4], 6, "past the 16 zeroed bytes of row 0");
+	cr_expect_eq(out[16 * 3 + 3], 0);
+	cr_expect_eq(out[16 * 4], 16 * 4 + 2, "row 4 untouched");
+	{
+		struct cudaMemcpy3DParms p = {0};
+		memset(out, 0, sizeof(out));
+		p.srcPtr = (struct cudaPitchedPtr){d, 64, 16, 4};
+		p.dstPtr = (struct cudaPitchedPtr){out, 64, 16, 4};
+		p.extent = (struct cudaExtent){64, 4, 2};
+		p.kind = cudaMemcpyDeviceToHost;
+		cr_assert_eq(R(cudaMemcpy3D)(&p), cudaSuccess);
+		cr_expect_eq(out[16 * 4 * 2 - 1], 16 * 4 * 2 - 1 + 2);
+		cr_expect_eq(out[16 * 4 * 2], 0, "beyond the extent");
+	}
+	/* a captured graph launched twice adds twice */
+	cr_assert_eq(R(cudaStreamBeginCapture)(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+	{
+		void *args[] = {&d, &n, &one, NULL};
+		cr_assert_eq(R(cudaLaunchKernel)((const void *)k_add, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0, s),
+			     cudaSuccess);
+	}
+	cr_assert_eq(R(cudaStreamEndCapture)(s, &g), cudaSuccess);
+	cr_assert_eq(R(cudaGraphInstantiate)(&ge, g, 0), cudaSuccess);
+	cr_assert_eq(R(cudaGraphLaunch)(ge, s), cudaSuccess);
+	cr_assert_eq(R(cudaGraphLaunch)(ge, s), cudaSuccess);
+	cr_assert_eq(R(cudaFreeAsync)(d2, s), cudaSuccess);
+	cr_assert_eq(R(cudaStreamSynchronize)(s), cudaSuccess);
+	cr_assert_eq(R(cudaMemcpy)(out, d, sizeof(out), cudaMemcpyDeviceToHost), cudaSuccess);
+	cr_expect_eq(out[100], 104);
+	cr_assert_eq(R(cudaFree)(d), cudaSuccess);
+	cr_assert_eq(R(cudaFreeHost)(pin), cudaSuccess);
+	cr_expect_eq(R(cudaGetLastError)(), cudaSuccess);
+}
+
+/* cudaGetDriverEntryPoint[ByVersion] answer through the driver's cuGetProcAddress. */
+Test(simgpu, runtime_driver_entry_points)
+{
+	enum cudaDriverEntryPointQueryResult st;
+	void *fn = NULL;
+
+	load_runtime();
+	cr_assert_eq(R(cudaGetDriverEntryPointByVersion)("cuMemAlloc", &fn, 12000, cudaEnableDefault, &st),
+		     cudaSuccess);
+	cr_expect_eq(st, cudaDriverEntryPointSuccess);
+	cr_expect_eq(fn, dlsym(drv, "cuMemAlloc_v2"));
+	cr_assert_eq(R(cudaGetDriverEntryPointByVersion)("cuLaunchKernel", &fn, 12000,
+							 cudaEnablePerThreadDefaultStream, &st),
+		     cudaSuccess);
+	cr_expect_eq(fn, dlsym(drv, "cuLaunchKernel_ptsz"));
+	cr_assert_eq(R(cudaGetDriverEntryPointByVersion)("cuNoSuchThing", &fn, 12000, cudaEnableDefault, &st),
+		     cudaSuccess);
+	cr_expect_eq(st, cudaDriverEntryPointSymbolNotFound);
+	cr_expect_null(fn);
+}
