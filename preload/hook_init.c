@@ -51,8 +51,11 @@ __attribute__((constructor)) static void sp_init(void)
 			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
 		setenv("STEPPROF_DIR", dir, 1);
 	}
+	/* our own look-ups (getcwd, realpath of this library) are not the program's input */
+	sp_hook_depth++;
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
+	sp_hook_depth--;
 }
 
 __attribute__((destructor)) static void sp_fini(void)
