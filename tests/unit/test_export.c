@@ -407,3 +407,57 @@ Test(export, a_foreign_file_is_reported_and_the_others_exported)
 	sp_t_rmrf(dir);
 	free(dir);
 }
+
+Test(export, collector_records_join_their_processes)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *pa = tmpfile_path(dir, "app.sptrace"), *pc = tmpfile_path(dir, "collector.sptrace");
+	struct sp_tg_opts oa = {.pid = 600, .rank = -1, .cmdline = "python train.py"};
+	struct sp_tg *g = sp_tg_create_opts(pa, &oa);
+	SP_TG_ADD(g, 600, SP_K_SYNC, SP_API_cudaDeviceSynchronize, T0 + 1000, T0 + 2000);
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	/* the eBPF collector: its own pid (900) has no records; it saw the app and a worker */
+	struct sp_tg_opts oc = {.pid = 900, .rank = -1, .cmdline = "stepprof-bpf"};
+	g = sp_tg_create_opts(pc, &oc);
+	sp_tg_header(g)->features = SP_FEAT_BPF;
+	uint32_t p = sp_tg_intern(g, "/data/x");
+	struct sp_event ev = {.kind = SP_K_OPEN, .api = SP_API_openat, .pid = 600, .tid = 600};
+	ev.begin_ns = T0 + 3000;
+	ev.end_ns = T0 + 4000;
+	ev.f[SP_F_PATH] = p;
+	ev.f[SP_F_SOURCE] = SP_SOURCE_BPF;
+	sp_tg_add_event(g, &ev);
+	ev.pid = 601;
+	ev.tid = 602;
+	ev.begin_ns = T0 + 5000;
+	ev.end_ns = T0 + 7000;
+	sp_tg_add_event(g, &ev);
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	char *paths[] = {pa, pc};
+	struct doc d;
+	export_to(&d, paths, 2);
+	cr_assert_eq(d.rc, SP_EXIT_OK);
+	cr_expect_eq(count(&d, "X", "openat /data/x"), 2);
+	for (size_t i = 0; i < d.ev->n; i++) {
+		const struct sp_json *e = &d.ev->kids[i];
+		if (strcmp(s_of(e, "name"), "openat /data/x"))
+			continue;
+		if (sp_json_u64(e, "pid", 0) == 600)
+			expect_x(e, 600, 600, "3", "1");
+		else
+			expect_x(e, 601, 602, "5", "2");
+		cr_expect_str_eq(s_of(e, "args.source"), "bpf");
+	}
+	cr_expect_str_eq(meta_name(&d, "process_name", 600, 600), "python train.py");
+	cr_expect_str_eq(meta_name(&d, "process_name", 601, 601), "pid 601");
+	cr_expect_str_eq(meta_name(&d, "thread_name", 601, 602), "tid 602");
+	cr_expect_null(meta_name(&d, "process_name", 900, 900), "the collector itself is not a process of the job");
+	cr_expect_eq(count(&d, "M", "process_name"), 2);
+	doc_free(&d);
+	free(pa);
+	free(pc);
+	sp_t_rmrf(dir);
+	free(dir);
+}
