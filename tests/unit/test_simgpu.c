@@ -1041,3 +1041,20 @@ Test(simgpu, runtime_driver_entry_points)
 	cr_expect_eq(st, cudaDriverEntryPointSymbolNotFound);
 	cr_expect_null(fn);
 }
+
+/* An argument array that is not NULL-terminated where the simulator expects it (a
+ * program written for a real GPU) must not crash the launch: an entry that points
+ * nowhere is copied as zeros, the real arguments still arrive. */
+Test(simgpu, unreadable_guessed_argument_does_not_crash)
+{
+	int log[4] = {0};
+	int *lp = log, v = 7;
+	void *args[] = {&lp, &v, (void *)16, NULL};
+
+	drv_init();
+	cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_append, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+		     CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_eq(log[0], 1);
+	cr_expect_eq(log[1], 7);
+}
