@@ -464,6 +464,29 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 	sp_t_rmrf(cwd);
 }
 
+Test(recorder, process_recording_nothing_leaves_nothing)
+{
+	char *cwd = sp_t_tmpdir("recnone");
+	char so[512], mg[512], cmd[2048];
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
+	/* STEPPROF_IO=off: only the recorder is under test, not what the libc hooks see */
+	snprintf(cmd, sizeof(cmd), "cd %s && STEPPROF_IO=off LD_PRELOAD=%s exec %s -n 0", cwd, so, mg);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	char *env[] = {"STEPPROF_DIR=", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 30), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	DIR *d = opendir(cwd);
+	struct dirent *e;
+	int n = 0;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	cr_expect_eq(n, 0, "no trace directory for a process without records");
+	sp_t_rmrf(cwd);
+}
+
 Test(recorder, disable_records_nothing)
 {
 	char *dir = sp_t_tmpdir("recoff");
