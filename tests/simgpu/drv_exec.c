@@ -140,7 +140,6 @@ struct CUgraphExec_st {
 
 static struct CUstream_st *all_streams; /* every stream ever made, newest first */
 static unsigned long long next_stream_id = 16, next_capture_id = 1;
-static int ncapturing; /* streams in capture, for the legacy stream's implicit-sync check */
 static __thread struct CUstream_st *ptds[SIM_MAX_DEV];
 static pthread_key_t ptds_key;
 static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
@@ -816,7 +815,6 @@ static CUresult stream_wait_event(CUstream h, CUevent ev, unsigned int flags, in
 			s->corigin = ev->s->corigin;
 			s->cmode = ev->s->cmode;
 			s->cid = ev->s->cid;
-			ncapturing++;
 		}
 		pthread_mutex_unlock(&sim_lock);
 		return CUDA_SUCCESS;
@@ -1767,7 +1765,6 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
 		s->cmode = mode;
 		s->cinvalid = 0;
 		s->cid = next_capture_id++;
-		ncapturing++;
 	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
@@ -1823,7 +1820,6 @@ static CUresult end_capture(CUstream h, CUgraph *phGraph, int pt)
 			o->cgraph = NULL;
 			o->corigin = NULL;
 			o->cinvalid = 0;
-			ncapturing--;
 		}
 	pthread_mutex_unlock(&sim_lock);
 	if (invalid) {
@@ -1848,6 +1844,7 @@ CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
 
 static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *id, CUgraph *g, int pt)
 {
+	CUresult r = CUDA_SUCCESS;
 	RESOLVE(h, pt, s);
 
 	if (!st)
@@ -1860,11 +1857,14 @@ static CUresult is_capturing(CUstream h, CUstreamCaptureStatus *st, cuuint64_t *
 		*id = s->cid;
 	if (g)
 		*g = s->cgraph;
+	/* The legacy stream cannot be asked while a blocking stream of its device captures
+	 * in a mode other than relaxed (CUDA's documented rule). */
+	if (s->kind == ST_LEGACY)
+		for (struct CUstream_st *o = all_streams; o; o = o->next_all)
+			if (o->dev == s->dev && blocking(o) && o->cgraph && o->cmode != CU_STREAM_CAPTURE_MODE_RELAXED)
+				r = CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
 	pthread_mutex_unlock(&sim_lock);
-	/* The legacy stream cannot be queried while a blocking stream captures (CUDA 11+ rule). */
-	if (s->kind == ST_LEGACY && ncapturing)
-		return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
-	return CUDA_SUCCESS;
+	return r;
 }
 
 CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)

@@ -1058,3 +1058,26 @@ Test(simgpu, unreadable_guessed_argument_does_not_crash)
 	cr_expect_eq(log[0], 1);
 	cr_expect_eq(log[1], 7);
 }
+
+/* Asking the legacy stream while a blocking stream captures is an error (the legacy
+ * stream would depend on the capture); a non-blocking stream's capture does not matter. */
+Test(simgpu, legacy_stream_query_during_capture)
+{
+	CUstream nb, bl;
+	CUgraph g;
+	CUstreamCaptureStatus st;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&nb, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&bl, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamBeginCapture)(nb, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
+	cr_expect_eq(st, CU_STREAM_CAPTURE_STATUS_NONE);
+	cr_assert_eq(D(cuStreamEndCapture)(nb, &g), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamBeginCapture)(bl, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_ERROR_STREAM_CAPTURE_IMPLICIT);
+	cr_expect_eq(D(cuStreamIsCapturing)(bl, &st), CUDA_SUCCESS);
+	cr_expect_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+	cr_assert_eq(D(cuStreamEndCapture)(bl, &g), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
+}
