@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdio_ext.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@
 
 static void export_usage(FILE *f)
 {
-	fprintf(f, "usage: stepprof export [--perfetto] [-o FILE] [--pretty] DIR|FILE...\n\n"
+	fprintf(f, "usage: stepprof export [--perfetto] [-o FILE] [--from S] [--to S] [--pretty] DIR|FILE...\n\n"
 		   "Write every trace file of the directories as one Chrome Trace Event Format JSON\n"
 		   "document: open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing.\n"
 		   "One process per traced pid, one track per thread with every call as a slice,\n"
@@ -38,6 +39,8 @@ static void export_usage(FILE *f)
 		   "  -o FILE         where to write it; '-' is stdout\n"
 		   "                  default: DIR/" EXPORT_DEFAULT_NAME " for a DIR operand,\n"
 		   "                  FILE.perfetto.json for a FILE operand (the first operand decides)\n"
+		   "  --from S, --to S  only what overlaps this window: seconds on the document's\n"
+		   "                  timeline (0 = the earliest file's start; decimals allowed)\n"
 		   "  --pretty        indent the JSON (larger; for reading by eye)\n"
 		   "  -h, --help\n\n"
 		   "Exit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files,\n"
@@ -72,17 +75,32 @@ static void fast_stream(FILE *f)
 	__fsetlocking(f, FSETLOCKING_BYCALLER);
 }
 
+/* "12.5" seconds into nanoseconds (negative allowed: before ts 0); 0 or -1. */
+static int parse_seconds(const char *s, int64_t *ns)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || *end || !isfinite(v) || v > 9e9 || v < -9e9)
+		return -1;
+	*ns = (int64_t)llround(v * 1e9);
+	return 0;
+}
+
 int command_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"perfetto", no_argument, NULL, 'p'},
 	    {"output", required_argument, NULL, 'o'},
 	    {"pretty", no_argument, NULL, 'P'},
+	    {"from", required_argument, NULL, 'f'},
+	    {"to", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
-	int pretty = 0, c;
+	struct export_opts opts = {.pretty = 0, .from_ns = INT64_MIN, .to_ns = INT64_MAX};
+	int c;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
@@ -93,7 +111,15 @@ int command_export(int argc, char **argv)
 			output = optarg;
 			break;
 		case 'P':
-			pretty = 1;
+			opts.pretty = 1;
+			break;
+		case 'f':
+		case 't':
+			if (parse_seconds(optarg, c == 'f' ? &opts.from_ns : &opts.to_ns)) {
+				util_err("export", "--%s %s: not a number of seconds", c == 'f' ? "from" : "to",
+					 optarg);
+				return SP_EXIT_USAGE;
+			}
 			break;
 		case 'h':
 			export_usage(stdout);
@@ -106,6 +132,10 @@ int command_export(int argc, char **argv)
 	}
 	if (optind >= argc) {
 		util_err("export", "no trace directory given (stepprof export --help)");
+		return SP_EXIT_USAGE;
+	}
+	if (opts.from_ns > opts.to_ns) {
+		util_err("export", "--from is after --to: an empty window");
 		return SP_EXIT_USAGE;
 	}
 	if (output && !*output) {
@@ -125,7 +155,7 @@ int command_export(int argc, char **argv)
 	struct export_stats st;
 	if (output && !strcmp(output, "-")) {
 		fast_stream(stdout);
-		rc = export_perfetto(paths, n, stdout, pretty, &st);
+		rc = export_perfetto(paths, n, stdout, &opts, &st);
 		util_free_paths(paths);
 		return rc;
 	}
@@ -161,7 +191,7 @@ int command_export(int argc, char **argv)
 		return SP_EXIT_INTERNAL;
 	}
 	fast_stream(f);
-	rc = export_perfetto(paths, n, f, pretty, &st);
+	rc = export_perfetto(paths, n, f, &opts, &st);
 	util_free_paths(paths);
 	int werr = fclose(f) != 0;
 	if (werr)

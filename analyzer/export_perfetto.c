@@ -99,7 +99,8 @@ struct ex {
 	size_t nfiles;
 	struct host hosts[MAX_HOSTS];
 	unsigned nhosts;
-	int64_t zero; /* first-host CLOCK_MONOTONIC of ts 0 */
+	int64_t zero;	  /* first-host CLOCK_MONOTONIC of ts 0 */
+	int64_t from, to; /* the window, relative to zero */
 
 	/* the file being read */
 	struct sp_reader *r;
@@ -273,6 +274,12 @@ static void header_pass(struct ex *x, int *rc)
 static int64_t rel(const struct ex *x, uint64_t ns)
 {
 	return (int64_t)ns + x->hosts[x->fi->host].offset_ns - x->zero;
+}
+
+/* Does [b, e] (document time) overlap the window? */
+static int in_window(const struct ex *x, int64_t b, int64_t e)
+{
+	return e >= x->from && b <= x->to;
 }
 
 /* Microseconds with exact nanoseconds: ns / 1000 has at most 15 digits below 11 days from ts 0. */
@@ -519,6 +526,8 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 	const struct op *o = call ? call : &anon;
 	uint32_t opid = out_id(x, pid);
 	int64_t b = rel(x, sb), e = rel(x, se);
+	if (!in_window(x, b, e))
+		return;
 	uint32_t tid = gpu_lane(x, opid, device, b, e);
 
 	ev_open(x, "X", gpu_name(x, o, buf, sizeof(buf)), "gpu", opid, tid, b);
@@ -547,6 +556,8 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 		x->st->gpu_unjoined++;
 		return;
 	}
+	if (!in_window(x, rel(x, o->b), rel(x, o->e)))
+		return; /* its call is not in the document: no arrow from nowhere */
 	const char *fname = sp_kind_name[o->kind];
 	uint64_t id = ++x->next_flow;
 	ev_open(x, "s", fname, "flow", opid, out_id(x, o->tid), rel(x, o->b + (o->e - o->b) / 2));
@@ -751,7 +762,8 @@ static int export_file(struct ex *x, struct file_info *fi)
 		default:
 			break;
 		}
-		host_record(x, &ev, opid, otid ? otid : opid);
+		if (in_window(x, rel(x, ev.begin_ns), rel(x, ev.end_ns)))
+			host_record(x, &ev, opid, otid ? otid : opid);
 	}
 	gpu_flush(x);
 	int rc = util_report_damage(fi->path, sp_reader_stats(x->r));
@@ -760,7 +772,7 @@ static int export_file(struct ex *x, struct file_info *fi)
 	return rc;
 }
 
-int export_perfetto(char *const *paths, size_t n, FILE *out, int pretty, struct export_stats *st)
+int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export_opts *opts, struct export_stats *st)
 {
 	struct export_stats dummy;
 	struct ex *x = xcalloc(1, sizeof(*x));
@@ -772,6 +784,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, int pretty, struct 
 	for (size_t i = 0; i < n; i++)
 		x->files[i].path = paths[i];
 	x->next_pseudo = PSEUDO_TID_BASE;
+	x->from = opts ? opts->from_ns : INT64_MIN;
+	x->to = opts ? opts->to_ns : INT64_MAX;
 
 	header_pass(x, &rc);
 	size_t ok = 0;
@@ -780,7 +794,7 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, int pretty, struct 
 	if (ok) {
 		x->ops = xcalloc(EXPORT_OP_WINDOW, sizeof(*x->ops));
 		struct jsonw *w = &x->w;
-		jw_init(w, out, pretty);
+		jw_init(w, out, opts ? opts->pretty : 0);
 		jw_obj_begin(w);
 		/* Perfetto reads displayTimeUnit only before the events (and stops at a key it does not know) */
 		jw_kstr(w, "displayTimeUnit", "ns");

@@ -33,11 +33,20 @@ struct export_stats {
 };
 
 /*
+ * What to export. A window keeps the records that overlap [from_ns, to_ns], in
+ * nanoseconds of the document's own timeline (ts 0 = the earliest file's start).
+ */
+struct export_opts {
+	int pretty;		/* indent the document (tests, reading by eye) */
+	int64_t from_ns, to_ns; /* INT64_MIN / INT64_MAX: no bound */
+};
+
+/*
  * Read the n trace files and write the JSON document to out. Problems of a file
  * are printed as `stepprof: <file>: <what>` (util.h); the return value is the
  * worst exit code (SP_EXIT_*). When no file can be opened nothing is written and
- * SP_EXIT_INPUT is returned. pretty: indent the document (tests, reading by eye).
+ * SP_EXIT_INPUT is returned. opts NULL: everything, compact; st may be NULL.
  */
-int export_perfetto(char *const *paths, size_t n, FILE *out, int pretty, struct export_stats *st);
+int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export_opts *opts, struct export_stats *st);
 
 #endif /* STEPPROF_EXPORT_PERFETTO_H */

@@ -195,6 +195,12 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	cr_expect_eq(export_run(&r, "--bogus", dir, NULL, NULL), 1);
 	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
 	sp_t_result_free(&r);
+	cr_expect_eq(export_run(&r, "--from", "1s", dir, NULL), 1);
+	cr_expect(strstr(r.err, "--from 1s: not a number of seconds"), "%s", r.err);
+	sp_t_result_free(&r);
+	cr_expect_eq(export_run(&r, "--from=2", "--to=1.5", dir, NULL), 1);
+	cr_expect(strstr(r.err, "empty window"), "%s", r.err);
+	sp_t_result_free(&r);
 
 	sp_t_rmrf(dir);
 	free(dir);

@@ -33,17 +33,22 @@ struct doc {
 	struct sp_json *j, *ev; /* the document, its traceEvents */
 };
 
-static void export_to(struct doc *d, char *const *paths, size_t n)
+static void export_opts_to(struct doc *d, char *const *paths, size_t n, const struct export_opts *o)
 {
 	memset(d, 0, sizeof(*d));
 	FILE *f = open_memstream(&d->text, &d->len);
 	cr_assert_not_null(f);
-	d->rc = export_perfetto(paths, n, f, 0, &d->st);
+	d->rc = export_perfetto(paths, n, f, o, &d->st);
 	fclose(f);
 	d->j = sp_json_parse(d->text);
 	cr_assert_not_null(d->j, "the export is not JSON:\n%.2000s", d->text);
 	d->ev = sp_json_get(d->j, "traceEvents");
 	cr_assert(d->ev && d->ev->type == SPJ_ARR, "no traceEvents array");
+}
+
+static void export_to(struct doc *d, char *const *paths, size_t n)
+{
+	export_opts_to(d, paths, n, NULL);
 }
 
 static void doc_free(struct doc *d)
@@ -271,6 +276,31 @@ Test(export, every_record_becomes_its_event)
 	free(dir);
 }
 
+Test(export, a_window_keeps_what_overlaps_it)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *path = one_process(dir);
+	struct export_opts o = {.from_ns = 300000, .to_ns = 450000};
+	struct doc d;
+	export_opts_to(&d, &path, 1, &o);
+	cr_assert_eq(d.rc, SP_EXIT_OK);
+	/* the copy, both launches, the sync and the range overlap [300, 450] us; the H2D and gemm spans too */
+	cr_expect_eq(count(&d, "X", NULL), 7);
+	cr_expect_eq(count(&d, "X", "cudaLaunchKernel"), 2);
+	expect_x(one(&d, "X", "train_step"), 4242, 4242, "100", "800");
+	expect_x(one(&d, "X", "cudaStreamSynchronize"), 4242, 4242, "400", "200");
+	cr_expect_eq(count(&d, "X", "H2D 1 MiB") + count(&d, "X", "gemm_kernel"), 2);
+	cr_expect_eq(count(&d, "X", "relu_kernel") + count(&d, "X", "read /data/a.bin"), 0);
+	cr_expect_eq(count(&d, "i", NULL) + count(&d, "C", NULL), 0);
+	cr_expect_eq(count(&d, "f", NULL), 2);
+	/* the times are those of the whole document: ts 0 does not move */
+	expect_x(one(&d, "X", "gemm_kernel"), 4242, 0, "400.1", "99.9");
+	doc_free(&d);
+	free(path);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* ------------------------------------------- 3. lanes, early and orphan spans */
 
 Test(export, overlapping_spans_take_another_lane_and_late_calls_still_join)
@@ -398,7 +428,7 @@ Test(export, a_foreign_file_is_reported_and_the_others_exported)
 	char *text = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&text, &len);
-	cr_assert_eq(export_perfetto(paths, 1, f, 0, NULL), SP_EXIT_INPUT);
+	cr_assert_eq(export_perfetto(paths, 1, f, NULL, NULL), SP_EXIT_INPUT);
 	fclose(f);
 	cr_expect_eq(len, 0);
 	free(text);
