@@ -1687,6 +1687,8 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytes, struct CUmemPoolHan
 		pool = sim_devs[s->dev].cur_pool;
 	r = sim_pool_alloc_locked(pool, bytes, dptr);
 	pthread_mutex_unlock(&sim_lock);
+	if (r == CUDA_SUCCESS)
+		sim_commit((void *)(uintptr_t)*dptr, bytes);
 	return r;
 }
 

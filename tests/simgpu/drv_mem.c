@@ -116,8 +116,9 @@ static struct sim_seg *arena_alloc(struct sim_dev *d, size_t bytes, size_t align
 static void arena_release(struct sim_dev *d, struct sim_seg *s)
 {
 	d->used -= s->size;
-	/* Give large blocks' pages back, as freed device memory costs the host nothing. */
-	if (s->size >= (4u << 20) && s->kind != SEG_PHYS)
+	/* Give very large blocks' pages back; smaller ones stay committed for the next
+	 * allocation that reuses the address (see sim_commit). */
+	if (s->size > SIM_COMMIT_MAX && s->kind != SEG_PHYS)
 		madvise(d->base + s->off, s->size, MADV_DONTNEED);
 	s->kind = SEG_FREE;
 	s->pool = NULL;
@@ -155,6 +156,20 @@ static struct sim_seg *seg_find(uintptr_t p, int *dev)
 			}
 	}
 	return NULL;
+}
+
+/*
+ * Like a GPU's, allocated memory is backed at once: blocks up to SIM_COMMIT_MAX are
+ * faulted in when allocated (outside sim_lock), so that copies into them are not
+ * slowed by first-touch page faults that a real device would not have. Larger ones
+ * are committed as they are touched, keeping a test's footprint bounded.
+ */
+void sim_commit(const void *p, size_t n)
+{
+	uintptr_t pg = 4096, a = (uintptr_t)p & ~(pg - 1), b = ((uintptr_t)p + n + pg - 1) & ~(pg - 1);
+
+	if (n && n <= SIM_COMMIT_MAX)
+		madvise((void *)a, b - a, MADV_POPULATE_WRITE);
 }
 
 CUresult sim_alloc_locked(int dev, size_t bytes, enum sim_seg_kind kind, CUdeviceptr *out)
@@ -293,6 +308,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_DEVICE, dptr);
 	pthread_mutex_unlock(&sim_lock);
+	if (r == CUDA_SUCCESS)
+		sim_commit((void *)(uintptr_t)*dptr, bytesize);
 	return r;
 }
 
@@ -318,6 +335,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_MANAGED, dptr);
 	pthread_mutex_unlock(&sim_lock);
+	if (r == CUDA_SUCCESS)
+		sim_commit((void *)(uintptr_t)*dptr, bytesize);
 	return r;
 }
 
@@ -514,6 +533,7 @@ CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
 	if (p == MAP_FAILED)
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	madvise(p, bytesize, MADV_HUGEPAGE);
+	sim_commit(p, bytesize); /* page-locked memory is resident */
 	pthread_mutex_lock(&sim_lock);
 	r = pin_add((uintptr_t)p, bytesize, Flags, 1);
 	pthread_mutex_unlock(&sim_lock);
@@ -565,6 +585,9 @@ CUresult cuMemHostRegister_v2(void *p, size_t bytesize, unsigned int Flags)
 	pthread_mutex_lock(&sim_lock);
 	r = pin_add((uintptr_t)p, bytesize, Flags, 0);
 	pthread_mutex_unlock(&sim_lock);
+	/* Registering pins the pages, so they are resident afterwards, as with CUDA. */
+	if (r == CUDA_SUCCESS && !(Flags & CU_MEMHOSTREGISTER_READ_ONLY))
+		sim_commit(p, bytesize);
 	return r;
 }
 

@@ -29,9 +29,10 @@
 #pragma GCC visibility push(hidden)
 
 #define SIM_MAX_DEV	8
-#define SIM_ALIGN	512u	   /* first-fit allocation granularity */
-#define SIM_VMM_GRAN	(2u << 20) /* cuMemGetAllocationGranularity */
-#define SIM_VERSION	13000	   /* cuDriverGetVersion */
+#define SIM_ALIGN	512u	    /* first-fit allocation granularity */
+#define SIM_VMM_GRAN	(2u << 20)  /* cuMemGetAllocationGranularity */
+#define SIM_COMMIT_MAX	(64u << 20) /* allocations up to this are backed at once */
+#define SIM_VERSION	13000	    /* cuDriverGetVersion */
 #define SIM_DEVICE_NAME "Simulated GPU"
 
 /* --- configuration, read once at cuInit (drv_core.c) --- */
@@ -103,6 +104,7 @@ int sim_mem_init_dev(struct sim_dev *d);
 /* Allocate/free in the arena; caller holds sim_lock. */
 CUresult sim_alloc_locked(int dev, size_t bytes, enum sim_seg_kind kind, CUdeviceptr *out);
 CUresult sim_free_locked(CUdeviceptr p, size_t *freed);
+void sim_commit(const void *p, size_t n);
 CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CUdeviceptr *out);
 
 /* --- execution (drv_exec.c) --- */
