@@ -32,12 +32,26 @@ struct run {
 	struct sp_t_result tr, ar;
 };
 
+/* The test's directory, removed by the suite's fini even when an assertion stopped the test. */
+static char *cur_dir;
+
+static void remove_dir(void)
+{
+	if (cur_dir) {
+		sp_t_rmrf(cur_dir);
+		free(cur_dir);
+		cur_dir = NULL;
+	}
+}
+
+TestSuite(scenarios, .fini = remove_dir);
+
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
 static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
 {
 	memset(r, 0, sizeof(*r));
-	r->dir = sp_t_tmpdir("scenario");
+	cur_dir = r->dir = sp_t_tmpdir("scenario");
 	char tdir[512], env_dir[600], env_pre[600];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
@@ -76,8 +90,7 @@ static void run_free(struct run *r)
 	sp_json_free(r->an);
 	sp_t_result_free(&r->tr);
 	sp_t_result_free(&r->ar);
-	sp_t_rmrf(r->dir);
-	free(r->dir);
+	remove_dir();
 }
 
 /* --------------------------------------------------- 2. common checks */
@@ -333,7 +346,7 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 		cr_skip_test("needs root and build/bin/stepprof-bpf");
 	struct run r;
 	memset(&r, 0, sizeof(r));
-	r.dir = sp_t_tmpdir("scenario-bpf");
+	cur_dir = r.dir = sp_t_tmpdir("scenario-bpf");
 	char tdir[512];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r.dir);
 	char *env[] = {"STEPPROF_MAX_MB=64", NULL};
