@@ -59,6 +59,9 @@ struct sp_call {
 	struct sp_gtim tim;
 };
 
+/* 1 for the *Async* functions of the table (filled at load). */
+static uint8_t sp_api_async[SP_API__COUNT];
+
 static inline int sp_should_record(void)
 {
 	return sp_active && !sp_hook_depth;
@@ -159,6 +162,9 @@ static void sp_post(struct sp_call *c, int r)
 		site_and_dev(c, f);
 		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
+		/* a synchronous copy waited for its stream: finished ops can be read back */
+		if (!sp_api_async[c->api])
+			sp_gpu_sync_point(c->stream, c->ptds, SP_SYNC_EVENT, r == 0);
 		break;
 	case FAM_MEMSET:
 		c->op = sp_next_op();
@@ -687,6 +693,8 @@ static void cuda_atfork_child(void)
 
 __attribute__((constructor)) static void cuda_hooks_init(void)
 {
+	for (int i = 0; i < SP_CUDA__COUNT; i++)
+		sp_api_async[sp_cuda_table[i].api] = strstr(sp_cuda_table[i].name, "Async") != NULL;
 	pthread_atfork(NULL, NULL, cuda_atfork_child);
 }
 

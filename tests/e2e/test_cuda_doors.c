@@ -89,11 +89,11 @@ static void door_run(struct door *d, const char *bin, int preload, const char *c
 	envv[m++] = "STEPPROF_QUIET=0";
 	/*
 	 * A slow simulated link: data really moves in the simulator, and a loaded
-	 * 2-core machine copies 64 MiB slower than the default 8 GB/s; at 1 GB/s
+	 * 2-core machine copies 64 MiB slower than the default 8 GB/s; at 0.5 GB/s
 	 * the link, not memcpy, sets the copy time.
 	 */
-	envv[m++] = "SIMGPU_PINNED_GBPS=1";
-	envv[m++] = "SIMGPU_PAGEABLE_GBPS=0.25";
+	envv[m++] = "SIMGPU_PINNED_GBPS=0.5";
+	envv[m++] = "SIMGPU_PAGEABLE_GBPS=0.125";
 	for (; env && *env && m < 30; env++)
 		envv[m++] = (char *)*env;
 	envv[m] = NULL;
@@ -346,8 +346,8 @@ static unsigned copy_time_misses(const struct door *d, unsigned *checked, char *
 	for (size_t i = 0; i < d->nrec; i++) {
 		if (!str_eq(d->rec[i], "kind", "copy") || sp_json_u64(d->rec[i], "bytes", 0) < (8u << 20))
 			continue;
-		/* simulated link as door_run sets it: 1 GB/s pinned, 0.25 GB/s pageable (1e9 bytes/s) */
-		double gbps = str_eq(d->rec[i], "host_memory", "pinned") ? 1 : 0.25;
+		/* simulated link as door_run sets it: 0.5 GB/s pinned, 0.125 GB/s pageable (1e9 bytes/s) */
+		double gbps = str_eq(d->rec[i], "host_memory", "pinned") ? 0.5 : 0.125;
 		double want = (double)sp_json_u64(d->rec[i], "bytes", 0) / gbps;
 		struct sp_json *gb = sp_json_get(d->rec[i], "gpu_begin_ns"), *ge = sp_json_get(d->rec[i], "gpu_end_ns");
 		double gpu = gb && ge ? ge->num - gb->num : -1;
