@@ -386,11 +386,15 @@ CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *acti
 	return CUDA_SUCCESS;
 }
 
+/* As CUDA: once the device's work is done, every allocation made in it is gone. */
 CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
 {
 	CHECK_INIT();
 	CHECK_DEV(dev);
 	sim_ctx_sync_dev(dev);
+	pthread_mutex_lock(&sim_lock);
+	sim_mem_reset_locked(dev);
+	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
 }
 

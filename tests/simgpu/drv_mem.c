@@ -198,6 +198,23 @@ CUresult sim_free_locked(CUdeviceptr p, size_t *freed)
 	return CUDA_SUCCESS;
 }
 
+/* Free every allocation of dev (device reset). VMM handles stay: they are process
+ * objects the program releases itself. */
+void sim_mem_reset_locked(int dev)
+{
+	struct sim_dev *d = &sim_devs[dev];
+	struct sim_seg *s;
+
+again:
+	for (s = d->segs; s; s = s->next)
+		if (s->kind == SEG_DEVICE || s->kind == SEG_MANAGED) {
+			if (s->pool)
+				s->pool->used -= s->size;
+			arena_release(d, s); /* may merge and free neighbours: walk again */
+			goto again;
+		}
+}
+
 /* ---------------------------------------------------------------- 2. pinned ranges, classification */
 
 struct pin {

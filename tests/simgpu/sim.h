@@ -105,6 +105,7 @@ int sim_mem_init_dev(struct sim_dev *d);
 CUresult sim_alloc_locked(int dev, size_t bytes, enum sim_seg_kind kind, CUdeviceptr *out);
 CUresult sim_free_locked(CUdeviceptr p, size_t *freed);
 void sim_commit(const void *p, size_t n);
+void sim_mem_reset_locked(int dev);
 CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CUdeviceptr *out);
 
 /* --- execution (drv_exec.c) --- */

@@ -1081,3 +1081,20 @@ Test(simgpu, legacy_stream_query_during_capture)
 	cr_assert_eq(D(cuStreamEndCapture)(bl, &g), CUDA_SUCCESS);
 	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
 }
+
+/* cudaDeviceReset frees everything allocated on the device. */
+Test(simgpu, device_reset_frees_allocations)
+{
+	void *a, *b;
+	size_t fr0, fr1, total;
+
+	load_runtime();
+	cr_assert_eq(R(cudaMemGetInfo)(&fr0, &total), cudaSuccess);
+	cr_assert_eq(R(cudaMalloc)(&a, 3u << 20), cudaSuccess);
+	cr_assert_eq(R(cudaMallocManaged)(&b, 1u << 20, cudaMemAttachGlobal), cudaSuccess);
+	cr_assert_eq(R(cudaMemGetInfo)(&fr1, &total), cudaSuccess);
+	cr_expect_eq(fr0 - fr1, 4u << 20);
+	cr_assert_eq(R(cudaDeviceReset)(), cudaSuccess);
+	cr_assert_eq(R(cudaMemGetInfo)(&fr1, &total), cudaSuccess);
+	cr_expect_eq(fr1, fr0);
+}
