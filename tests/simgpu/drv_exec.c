@@ -348,12 +348,13 @@ static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 		ev->captured = 0;
 	}
 	op->next = NULL;
-	if (s->tail)
-		s->tail->next = op;
-	else
+	if (s->tail) {
+		s->tail->next = op; /* the worker is busy with the queue: no need to wake anyone */
+	} else {
 		s->head = op;
+		pthread_cond_broadcast(&sim_cond);
+	}
 	s->tail = op;
-	pthread_cond_broadcast(&sim_cond);
 	if (host_sync)
 		wait_seq_locked(s, op->seq);
 	pthread_mutex_unlock(&sim_lock);
