@@ -34,6 +34,8 @@ best() {
 read -r q0 l0 < <(best LD_PRELOAD=)
 read -r q1 l1 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/off" STEPPROF_KERNEL_TIMING=off)
 read -r q2 l2 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/all" STEPPROF_KERNEL_TIMING=all)
+# the wrappers' dispatch alone (loaded, recording nothing): what is left is the record itself
+read -r q3 l3 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/dis" STEPPROF_DISABLE=1)
 
 report() { # name value budget
 	awk -v n="$1" -v v="$2" -v b="$3" 'BEGIN {
@@ -42,6 +44,7 @@ report() { # name value budget
 }
 echo "cudaStreamQuery: bare ${q0} ns, preloaded ${q1} ns; empty launch: bare ${l0} ns, timing off ${l1} ns, timing all ${l2} ns"
 report cuda_wrapper_ns "$(awk -v a="$q1" -v b="$q0" 'BEGIN {print a - b}')" 60
+report cuda_wrapper_disabled_ns "$(awk -v a="$q3" -v b="$q0" 'BEGIN {print a - b}')" ""
 # NOTE: a simulated launch hands work to the stream's worker thread; on 2 shared
 # cores its cost is mostly futex hand-offs, so launch figures are informational.
 report cuda_launch_added_ns "$(awk -v a="$l1" -v b="$l0" 'BEGIN {print a - b}')" ""
