@@ -550,7 +550,18 @@ static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
 		if (c->magic == SP_CHUNK_MAGIC) {
 			/* the count its last stream stored before its release of the state */
 			uint32_t info = __atomic_load_n(&tf->chunk_info[idx], __ATOMIC_ACQUIRE);
-			__atomic_fetch_add(&h->overwritten_records, info - 1, __ATOMIC_RELAXED);
+			uint64_t gone = info - 1;
+			/*
+			 * A LOST record opens the chunk when c->lost is set: its count goes
+			 * back to the header (the loss stays counted) and the LOST record
+			 * itself is no overwritten event.
+			 */
+			uint32_t lost = c->lost;
+			if (lost && gone) {
+				__atomic_fetch_add(&h->lost_records, lost, __ATOMIC_RELAXED);
+				gone--;
+			}
+			__atomic_fetch_add(&h->overwritten_records, gone, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&h->overwritten_chunks, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&tf->chunk_info[idx], 1, __ATOMIC_RELAXED);
 		}

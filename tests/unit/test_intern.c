@@ -336,3 +336,60 @@ Test(tracefile, lost_record_when_space_returns)
 	umount(x.dir);
 	sp_t_rmrf(x.dir);
 }
+
+/*
+ * Records lost while every chunk was held, then the chunk holding their LOST
+ * record overwritten by the ring: the loss must still be counted, and the LOST
+ * record itself is not an overwritten event. Ground truth: what each stream was
+ * asked to write and what sp_tf_write refused.
+ */
+Test(tracefile, losses_survive_the_ring_reusing_their_chunk)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	const uint32_t nch = x.tf.ring_chunks;
+	cr_assert_lt(nch, 200u);
+	static struct sp_tf_stream s[201];
+	uint64_t f[SP_F__COUNT] = {0}, t = 1000000, written = 0, refused = 0;
+	/* one record per stream holds every chunk; the extra stream finds none */
+	for (uint32_t i = 0; i <= nch; i++) {
+		sp_tf_stream_init(&s[i], &x.tf, 1, (int32_t)(100 + i));
+		f[SP_F_VALUE] = i;
+		if (sp_tf_write(&s[i], SP_K_STEP, 0, t, t, f) == 0)
+			written++;
+		else
+			refused++;
+		t++;
+	}
+	cr_assert_eq(refused, 1, "%u chunks, %u streams", nch, nch + 1);
+	cr_expect_geq(warnings, 1, "the full ring is warned about");
+	/* still refused within the retry delay */
+	cr_assert_neq(sp_tf_write(&s[nch], SP_K_STEP, 0, t, t, f), 0);
+	refused++;
+	/* a chunk is freed; past the delay the extra stream gets it, its LOST record first */
+	sp_tf_stream_close(&s[0]);
+	t += 2000000;
+	cr_assert_eq(sp_tf_write(&s[nch], SP_K_STEP, 0, t, t, f), 0);
+	written++;
+	sp_tf_stream_close(&s[nch]);
+	for (uint32_t i = 1; i < nch; i++)
+		sp_tf_stream_close(&s[i]);
+	/* one stream wraps the ring twice: every chunk, the LOST record's included, is reused */
+	struct sp_tf_stream w;
+	sp_tf_stream_init(&w, &x.tf, 1, 99);
+	const uint64_t many = 2ull * nch * (SP_TF_CHUNK_SIZE / SP_SLOT_SIZE);
+	for (uint64_t i = 0; i < many; i++, t++)
+		cr_assert_eq(sp_tf_write(&w, SP_K_STEP, 0, t, t, f), 0);
+	written += many;
+	sp_tf_stream_close(&w);
+
+	struct sp_reader *r = reread(&x);
+	const struct sp_reader_stats *st = sp_reader_stats(r);
+	cr_expect_eq(st->by_kind[SP_K_LOST], 0, "the LOST record was overwritten");
+	cr_expect_eq(st->lost, refused, "lost %lu, refused %lu", (unsigned long)st->lost, (unsigned long)refused);
+	cr_expect_eq(st->by_kind[SP_K_STEP] + st->overwritten, written,
+		     "kept %lu + overwritten %lu != written %lu", (unsigned long)st->by_kind[SP_K_STEP],
+		     (unsigned long)st->overwritten, (unsigned long)written);
+	sp_reader_close(r);
+	close_fixture(&x);
+}
