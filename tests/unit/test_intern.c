@@ -387,9 +387,8 @@ Test(tracefile, losses_survive_the_ring_reusing_their_chunk)
 	const struct sp_reader_stats *st = sp_reader_stats(r);
 	cr_expect_eq(st->by_kind[SP_K_LOST], 0, "the LOST record was overwritten");
 	cr_expect_eq(st->lost, refused, "lost %lu, refused %lu", (unsigned long)st->lost, (unsigned long)refused);
-	cr_expect_eq(st->by_kind[SP_K_STEP] + st->overwritten, written,
-		     "kept %lu + overwritten %lu != written %lu", (unsigned long)st->by_kind[SP_K_STEP],
-		     (unsigned long)st->overwritten, (unsigned long)written);
+	cr_expect_eq(st->by_kind[SP_K_STEP] + st->overwritten, written, "kept %lu + overwritten %lu != written %lu",
+		     (unsigned long)st->by_kind[SP_K_STEP], (unsigned long)st->overwritten, (unsigned long)written);
 	sp_reader_close(r);
 	close_fixture(&x);
 }
