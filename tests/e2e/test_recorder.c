@@ -618,6 +618,60 @@ Test(recorder, bad_config_value_one_warning_and_default)
 	sp_t_rmrf(dir);
 }
 
+/* ------------------------------------------------------- exported symbols */
+
+/* The names libstepprof.so may export: the public API, the NVTX injection entry,
+ * dlsym, and the hook lists (the same .def files the version script comes from). */
+static const char *const exportable[] = {
+    "stepprof_step",
+    "stepprof_mark",
+    "InitializeInjectionNvtx2",
+    "dlsym",
+#define SP_API_CUDA(name, ...) #name,
+#define SP_API_IO(name, ...)   #name,
+#include "stepprof/api_cuda.def"
+#include "stepprof/api_io.def"
+#undef SP_API_CUDA
+#undef SP_API_IO
+};
+
+/* design.md §3 / issue 2: the public API is exported, everything else is hidden. */
+Test(recorder, exports_only_the_api_and_the_hooked_names)
+{
+	char *argv[] = {"nm", "-D", "--defined-only", (char *)sp_t_build("lib/libstepprof.so"), NULL};
+	struct sp_t_result r;
+	int st = sp_t_run(&r, argv, NULL, NULL, 60);
+	if (st == 127 || (st != 0 && strstr(r.err, "No such file"))) {
+		sp_t_result_free(&r);
+		cr_skip_test("nm (binutils) not found: exported symbols not checked");
+	}
+	cr_assert_eq(st, 0, "nm: %s", r.err);
+	const size_t n = sizeof(exportable) / sizeof(exportable[0]);
+	char *seen = calloc(n, 1);
+	size_t exported = 0;
+	char *save;
+	for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char addr[64], type[8], name[256];
+		if (sscanf(line, "%63s %7s %255s", addr, type, name) != 3)
+			continue;
+		char *at = strchr(name, '@');
+		if (at)
+			*at = 0;
+		size_t i;
+		for (i = 0; i < n && strcmp(exportable[i], name) != 0; i++)
+			;
+		cr_expect_lt(i, n, "libstepprof.so exports %s, which is neither the API nor a hooked name", name);
+		if (i < n)
+			seen[i] = 1;
+		exported++;
+	}
+	for (size_t i = 0; i < n; i++)
+		cr_expect(seen[i], "%s is not exported", exportable[i]);
+	cr_expect_geq(exported, n);
+	free(seen);
+	sp_t_result_free(&r);
+}
+
 /* ------------------------------------------- the writer's encoder vs trace.h */
 
 Test(tracefile, encode_matches_trace_codec_for_every_kind)
