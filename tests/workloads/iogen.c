@@ -18,8 +18,18 @@
  *                                  CPU ns per file
  *   iogen forkexec DIR N KIDS      KIDS children: fork, then exec "iogen run DIR N 1 1"
  *   iogen exit DIR N               run DIR N 1 1, then _exit(0) without any clean-up
+ *   iogen each DIR N               every other wrapped entry point once (N >= 2):
+ *                                  the *64 and fortify names, readv/preadv*, stat
+ *                                  by fd and AT_EMPTY_PATH, the pre-2.33 __xstat
+ *                                  family bound by symbol version as an old binary
+ *                                  binds it, creat, freopen, getdents64, readdir64,
+ *                                  fdopendir, a listing stopped early, and waits on
+ *                                  a pipe and a socket (ppoll, pselect, epoll_pwait,
+ *                                  __poll_chk, recvfrom, recvmsg, __recv_chk...)
+ *   iogen forkio DIR N KIDS        KIDS children: fork, read every file (run DIR N 1 1
+ *                                  in the child), then exec "iogen run DIR N 1 1"
  *
- * Divided into: helpers, the modes, main.
+ * Divided into: helpers, the modes (each and forkio last), main.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -33,7 +43,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -294,12 +308,285 @@ static int do_forkexec(const char *self, int kids)
 	return bad ? 1 : 0;
 }
 
+/*
+ * each: every wrapped entry point the `run` mode does not reach, once, on
+ * known files (f000: 1000 bytes, f001: 1097 bytes) and on a pipe and a socket.
+ * The bytes each call returned are printed by api name; the test knows them
+ * too (sizes by construction), so both sides are checked.
+ */
+
+/* Fortify entry points: declared by glibc's headers only under _FORTIFY_SOURCE. */
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen);
+size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
+size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
+int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen);
+ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
+
+/*
+ * The pre-2.33 stat entry points, bound by symbol version the way a program
+ * built against an old glibc binds them (glibc >= 2.33 keeps them as compat
+ * symbols only and no longer declares them).
+ */
+int old_xstat(int ver, const char *path, struct stat *st);
+int old_xstat64(int ver, const char *path, struct stat64 *st);
+int old_lxstat(int ver, const char *path, struct stat *st);
+int old_lxstat64(int ver, const char *path, struct stat64 *st);
+int old_fxstat(int ver, int fd, struct stat *st);
+int old_fxstat64(int ver, int fd, struct stat64 *st);
+int old_fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+int old_fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+#if defined(__x86_64__)
+__asm__(".symver old_xstat, __xstat@GLIBC_2.2.5");
+__asm__(".symver old_xstat64, __xstat64@GLIBC_2.2.5");
+__asm__(".symver old_lxstat, __lxstat@GLIBC_2.2.5");
+__asm__(".symver old_lxstat64, __lxstat64@GLIBC_2.2.5");
+__asm__(".symver old_fxstat, __fxstat@GLIBC_2.2.5");
+__asm__(".symver old_fxstat64, __fxstat64@GLIBC_2.2.5");
+__asm__(".symver old_fxstatat, __fxstatat@GLIBC_2.4");
+__asm__(".symver old_fxstatat64, __fxstatat64@GLIBC_2.4");
+#define HAVE_OLD_XSTAT 1
+#else
+#define HAVE_OLD_XSTAT 0
+#endif
+
+static char each_out[4096];
+static size_t each_len;
+
+/* One "api":value pair of the ground truth line. */
+static void put(const char *api, long v)
+{
+	each_len += (size_t)snprintf(each_out + each_len, sizeof(each_out) - each_len, "%s\"%s\":%ld",
+				     each_len ? "," : "", api, v);
+}
+
+static long must(const char *what, long r)
+{
+	if (r < 0)
+		die(what);
+	return r;
+}
+
+/* A listing's bytes as the getdents64 syscall counts them: the sum of d_reclen. */
+static long list_all(DIR *d, int use64)
+{
+	long bytes = 0;
+	if (use64) {
+		struct dirent64 *e;
+		while ((e = readdir64(d)))
+			bytes += e->d_reclen;
+	} else {
+		struct dirent *e;
+		while ((e = readdir(d)))
+			bytes += e->d_reclen;
+	}
+	return bytes;
+}
+
+static int do_each(void)
+{
+	char p0[4096], p1[4096], pn[4096], buf[2048], dents[65536];
+	struct stat st;
+	struct stat64 st64;
+	struct statx stx;
+	file_path(p0, sizeof(p0), 0);
+	file_path(p1, sizeof(p1), 1);
+
+	/* f000 by fd: vectored and positioned reads, fortify reads, stats of the fd. */
+	int fd = (int)must("open64", open64(p0, O_RDONLY));
+	struct iovec iov[2] = { { buf, 300 }, { buf + 300, 300 } };
+	put("readv", must("readv", readv(fd, iov, 2)));
+	struct iovec one = { buf, 100 };
+	put("preadv", must("preadv", preadv(fd, &one, 1, 0)));
+	put("preadv2", must("preadv2", preadv2(fd, &one, 1, 0, 0)));
+	put("preadv64", must("preadv64", preadv64(fd, &one, 1, 0)));
+	put("preadv64v2", must("preadv64v2", preadv64v2(fd, &one, 1, 0, 0)));
+	put("pread64", must("pread64", pread64(fd, buf, 50, 0)));
+	put("__read_chk", must("__read_chk", __read_chk(fd, buf, 10, sizeof(buf))));
+	put("__pread_chk", must("__pread_chk", __pread_chk(fd, buf, 20, 0, sizeof(buf))));
+	put("__pread64_chk", must("__pread64_chk", __pread64_chk(fd, buf, 30, 0, sizeof(buf))));
+	must("fstat64", fstat64(fd, &st64));
+	put("fstat64", (long)st64.st_size);
+	must("fstatat", fstatat(fd, "", &st, AT_EMPTY_PATH));
+	put("fstatat", (long)st.st_size);
+	must("statx", statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx));
+	put("statx", (long)stx.stx_size);
+#if HAVE_OLD_XSTAT
+	must("__fxstat", old_fxstat(1, fd, &st));
+	put("__fxstat", (long)st.st_size);
+	must("__fxstat64", old_fxstat64(1, fd, &st64));
+	put("__fxstat64", (long)st64.st_size);
+#endif
+	close(fd);
+
+	/* f000 by path: the *64 and pre-2.33 names. */
+	must("stat64", stat64(p0, &st64));
+	put("stat64", (long)st64.st_size);
+	must("lstat64", lstat64(p0, &st64));
+	put("lstat64", (long)st64.st_size);
+	must("fstatat64", fstatat64(AT_FDCWD, p0, &st64, 0));
+	put("fstatat64", (long)st64.st_size);
+#if HAVE_OLD_XSTAT
+	must("__xstat", old_xstat(1, p0, &st));
+	put("__xstat", (long)st.st_size);
+	must("__xstat64", old_xstat64(1, p0, &st64));
+	put("__xstat64", (long)st64.st_size);
+	must("__lxstat", old_lxstat(1, p0, &st));
+	put("__lxstat", (long)st.st_size);
+	must("__lxstat64", old_lxstat64(1, p0, &st64));
+	put("__lxstat64", (long)st64.st_size);
+	must("__fxstatat", old_fxstatat(1, AT_FDCWD, p0, &st, 0));
+	put("__fxstatat", (long)st.st_size);
+	must("__fxstatat64", old_fxstatat64(1, AT_FDCWD, p0, &st64, 0));
+	put("__fxstatat64", (long)st64.st_size);
+#endif
+
+	/* f001: the other opens, each read to the end once through the fd it made. */
+	int fds[6];
+	fds[0] = (int)must("openat", openat(AT_FDCWD, p1, O_RDONLY));
+	fds[1] = (int)must("openat64", openat64(AT_FDCWD, p1, O_RDONLY));
+	fds[2] = (int)must("__open_2", __open_2(p1, O_RDONLY));
+	fds[3] = (int)must("__open64_2", __open64_2(p1, O_RDONLY));
+	fds[4] = (int)must("__openat_2", __openat_2(AT_FDCWD, p1, O_RDONLY));
+	fds[5] = (int)must("__openat64_2", __openat64_2(AT_FDCWD, p1, O_RDONLY));
+	long got = 0;
+	for (int i = 0; i < 6; i++) {
+		got += must("read", read(fds[i], buf, sizeof(buf)));
+		close(fds[i]);
+	}
+	put("read", got);
+	snprintf(pn, sizeof(pn), "%s/new0", dir);
+	close((int)must("creat", creat(pn, 0644)));
+	snprintf(pn, sizeof(pn), "%s/new1", dir);
+	close((int)must("creat64", creat64(pn, 0644)));
+
+	/* stdio: fopen64 of f000, freopen onto f001, freopen64 back onto f000. */
+	FILE *fp = fopen64(p0, "r");
+	if (!fp)
+		die("fopen64");
+	put("fread_unlocked", (long)(fread_unlocked)(buf, 1, 100, fp));
+	put("__fread_chk", (long)__fread_chk(buf, sizeof(buf), 1, 100, fp));
+	put("__fread_unlocked_chk", (long)__fread_unlocked_chk(buf, sizeof(buf), 1, 100, fp));
+	fp = freopen(p1, "r", fp);
+	if (!fp)
+		die("freopen");
+	put("fread", (long)fread(buf, 1, sizeof(buf), fp));
+	fp = freopen64(p0, "r", fp);
+	if (!fp)
+		die("freopen64");
+	fclose(fp);
+
+	/* Listings: getdents64 to the end, readdir64, fdopendir + readdir, one stopped early. */
+	int dfd = (int)must("open dir", open(dir, O_RDONLY | O_DIRECTORY));
+	long r, dbytes = 0, calls = 0;
+	do {
+		r = must("getdents64", getdents64(dfd, dents, sizeof(dents)));
+		dbytes += r;
+		calls++;
+	} while (r > 0);
+	close(dfd);
+	put("getdents64", dbytes);
+	put("getdents64_calls", calls);
+	DIR *d = opendir(dir);
+	if (!d)
+		die("opendir");
+	put("readdir64", list_all(d, 1));
+	closedir(d);
+	dfd = (int)must("open dir", open(dir, O_RDONLY | O_DIRECTORY));
+	d = fdopendir(dfd);
+	if (!d)
+		die("fdopendir");
+	put("readdir", list_all(d, 0));
+	closedir(d);
+	d = opendir(dir);
+	if (!d)
+		die("opendir");
+	struct dirent *first = readdir(d);
+	put("closedir", first ? first->d_reclen : 0);
+	closedir(d);
+
+	/* Waits on a pipe: each wait, then a read of the 10 bytes that ended it. */
+	int p[2];
+	must("pipe", pipe(p));
+	struct pollfd pfd = { p[0], POLLIN, 0 };
+	struct timespec ts = { 5, 0 };
+	must("write", write(p[1], "0123456789", 10));
+	put("ppoll", must("ppoll", ppoll(&pfd, 1, &ts, NULL)));
+	struct iovec piov = { buf, 10 };
+	put("readv_pipe", must("readv", readv(p[0], &piov, 1)));
+	must("write", write(p[1], "0123456789", 10));
+	fd_set rd;
+	FD_ZERO(&rd);
+	FD_SET(p[0], &rd);
+	put("pselect", must("pselect", pselect(p[0] + 1, &rd, NULL, NULL, &ts, NULL)));
+	must("read", read(p[0], buf, 10));
+	must("write", write(p[1], "0123456789", 10));
+	put("__poll_chk", must("__poll_chk", __poll_chk(&pfd, 1, 5000, sizeof(pfd))));
+	must("read", read(p[0], buf, 10));
+	int ep = (int)must("epoll_create1", epoll_create1(0));
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = p[0] };
+	must("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev));
+	must("write", write(p[1], "0123456789", 10));
+	put("epoll_pwait", must("epoll_pwait", epoll_pwait(ep, &ev, 1, 5000, NULL)));
+	must("read", read(p[0], buf, 10));
+	close(ep);
+	close(p[0]);
+	close(p[1]);
+
+	/* A socket pair: recvfrom, recvmsg, __recv_chk of 20, 30, 40 bytes. */
+	int s[2];
+	must("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, s));
+	memset(buf, 's', 40);
+	must("send", send(s[1], buf, 20, 0));
+	put("recvfrom", must("recvfrom", recvfrom(s[0], buf, sizeof(buf), 0, NULL, NULL)));
+	must("send", send(s[1], buf, 30, 0));
+	struct iovec siov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &siov, .msg_iovlen = 1 };
+	put("recvmsg", must("recvmsg", recvmsg(s[0], &mh, 0)));
+	must("send", send(s[1], buf, 40, 0));
+	put("__recv_chk", must("__recv_chk", __recv_chk(s[0], buf, sizeof(buf), sizeof(buf), 0)));
+	close(s[0]);
+	close(s[1]);
+
+	put("old_xstat", HAVE_OLD_XSTAT);
+	put("pid", (long)getpid());
+	printf("{%s}\n", each_out);
+	fflush(stdout);
+	return 0;
+}
+
+/* forkio: children that read files after fork and before exec, then read them again after. */
+static int do_forkio(const char *self, int kids)
+{
+	char nbuf[16];
+	snprintf(nbuf, sizeof(nbuf), "%d", nfiles);
+	for (int k = 0; k < kids; k++) {
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			do_run(1); /* prints its ground truth: the same pid as after the exec */
+			execl(self, "iogen", "run", dir, nbuf, "1", "1", (char *)NULL);
+			_exit(127);
+		}
+	}
+	int bad = 0, st;
+	while (wait(&st) > 0)
+		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
+	return bad ? 1 : 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|exit ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -328,6 +615,10 @@ int main(int argc, char **argv)
 		return do_bench(argc > 4 ? atol(argv[4]) : 100);
 	if (!strcmp(mode, "forkexec"))
 		return do_forkexec("/proc/self/exe", argc > 4 ? atoi(argv[4]) : 2);
+	if (!strcmp(mode, "each"))
+		return nfiles < 2 ? 2 : do_each();
+	if (!strcmp(mode, "forkio"))
+		return do_forkio("/proc/self/exe", argc > 4 ? atoi(argv[4]) : 2);
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
