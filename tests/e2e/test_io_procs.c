@@ -1,7 +1,8 @@
 /*
  * test_io_procs.c - nothing already recorded is lost when processes end
  * abruptly or replace themselves: children that are forked then exec'd each
- * write a complete trace of their own, and a process that leaves through
+ * write a complete trace of their own (also when they did I/O between the
+ * fork and the exec), and a process that leaves through
  * _exit / os._exit (no atexit, no destructors, no flush) keeps every record.
  * Ground truth: iogen's own counters and the files' sizes (1000 + 97*i).
  */
@@ -45,28 +46,33 @@ static uint64_t total_size(void)
 	return s;
 }
 
-/* One `iogen run DIR 10 1 1` process (pid) is complete in the trace. */
-static void expect_complete_run(const struct io_recs *rs, const char *prefix, int pid)
+/* `runs` passes of `iogen run DIR 10 1 1` by process pid are complete in the trace. */
+static void expect_complete_runs(const struct io_recs *rs, const char *prefix, int pid, int runs)
 {
 	struct io_filter f = { .prefix = prefix, .pid = pid };
 	uint64_t b;
 	f.kind = "open";
-	cr_expect_eq(io_t_count(rs, f, NULL), 2 * NF, "pid %d: opens", pid);
+	cr_expect_eq(io_t_count(rs, f, NULL), runs * 2 * NF, "pid %d: opens", pid);
 	f.kind = "close";
-	cr_expect_eq(io_t_count(rs, f, NULL), 2 * NF, "pid %d: closes", pid);
+	cr_expect_eq(io_t_count(rs, f, NULL), runs * 2 * NF, "pid %d: closes", pid);
 	f.kind = "stat";
-	cr_expect_eq(io_t_count(rs, f, NULL), 5 * NF, "pid %d: stats", pid);
+	cr_expect_eq(io_t_count(rs, f, NULL), runs * 5 * NF, "pid %d: stats", pid);
 	f.kind = "read";
 	f.api = "read";
 	io_t_count(rs, f, &b);
-	cr_expect_eq(b, total_size(), "pid %d: read() bytes", pid);
+	cr_expect_eq(b, runs * total_size(), "pid %d: read() bytes", pid);
 	f.api = "fread";
 	io_t_count(rs, f, &b);
-	cr_expect_eq(b, total_size(), "pid %d: fread() bytes", pid);
+	cr_expect_eq(b, runs * total_size(), "pid %d: fread() bytes", pid);
 	f.api = NULL;
 	f.kind = "listdir";
 	f.prefix = NULL;
-	cr_expect_eq(io_t_count(rs, f, NULL), 1, "pid %d: listing", pid);
+	cr_expect_eq(io_t_count(rs, f, NULL), runs, "pid %d: listing", pid);
+}
+
+static void expect_complete_run(const struct io_recs *rs, const char *prefix, int pid)
+{
+	expect_complete_runs(rs, prefix, pid, 1);
 }
 
 Test(io, forked_then_execd_children_lose_nothing, .timeout = 120)
@@ -93,6 +99,55 @@ Test(io, forked_then_execd_children_lose_nothing, .timeout = 120)
 		kids++;
 	}
 	cr_expect_eq(kids, 3, "%d children reported", kids);
+	sp_json_free_lines(lines, n);
+	io_t_free(&rs);
+	sp_t_result_free(&res);
+	penv_fini(&e);
+}
+
+/*
+ * Workers that do I/O between fork and exec: what they recorded before the
+ * exec (in the trace file the fork gave them) survives it, and what they do
+ * after it goes to a file of its own, the pid being the same.
+ */
+Test(io, forked_workers_keep_what_they_recorded_before_exec, .timeout = 120)
+{
+	struct procs_env e;
+	penv_init(&e, "io-forkio");
+	char *argv[] = { e.iogen, "forkio", e.data, "10", "3", NULL };
+	char *env[] = { e.pre, e.dir, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	/* Each child printed two ground-truth lines with its pid: before and after its exec. */
+	struct sp_json **lines;
+	size_t n = sp_json_parse_lines(res.out, &lines);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pids[8] = { 0 }, runs[8] = { 0 }, np = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!lines[i])
+			continue;
+		int pid = (int)sp_json_i64(lines[i], "pid", 0);
+		cr_assert_gt(pid, 0);
+		cr_expect_eq(sp_json_i64(lines[i], "open", -1), NF);
+		int k = 0;
+		while (k < np && pids[k] != pid)
+			k++;
+		if (k == np && np < 8)
+			pids[np++] = pid;
+		if (k < 8)
+			runs[k]++;
+	}
+	cr_expect_eq(np, 3, "%d children reported", np);
+	for (int k = 0; k < np; k++) {
+		cr_expect_eq(runs[k], 2, "pid %d reported %d passes (one before exec, one after)", pids[k], runs[k]);
+		expect_complete_runs(&rs, e.prefix, pids[k], 2);
+	}
+	/* The parent read nothing: every record of the data files is a child's. */
+	long all = io_t_count(&rs, (struct io_filter){ .prefix = e.prefix }, NULL), kids = 0;
+	for (int k = 0; k < np; k++)
+		kids += io_t_count(&rs, (struct io_filter){ .prefix = e.prefix, .pid = pids[k] }, NULL);
+	cr_expect_eq(all, kids, "%ld records of the data files, %ld of them the children's", all, kids);
 	sp_json_free_lines(lines, n);
 	io_t_free(&rs);
 	sp_t_result_free(&res);
@@ -147,6 +202,58 @@ Test(io, python_os_exit_loses_nothing, .timeout = 60)
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .prefix = e.prefix, .pid = pid }, NULL), NF);
 	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = e.prefix, .pid = pid }, &b);
 	cr_expect_eq(b, total_size(), "bytes read: %llu recorded", (unsigned long long)b);
+	sp_json_free(t);
+	io_t_free(&rs);
+	sp_t_result_free(&res);
+	penv_fini(&e);
+}
+
+/*
+ * A forked child opening the very file its parent opened last: the path in the
+ * child's own trace file is that file's (the preload's per-thread "last path"
+ * cache holds an id of the parent's file and must not survive the fork).
+ */
+Test(io, forked_child_records_the_path_its_parent_opened_last, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct procs_env e;
+	penv_init(&e, "io-forkpath");
+	static const char script[] =
+		"import json, os, sys\n"
+		"p = os.path.join(sys.argv[1], 'f003')\n"
+		"fd = os.open(p, os.O_RDONLY); os.read(fd, 100000); os.close(fd)\n"
+		"pid = os.fork()\n"
+		"if pid == 0:\n"
+		"    fd = os.open(p, os.O_RDONLY); n = len(os.read(fd, 100000)); os.close(fd)\n"
+		"    print(json.dumps({'child': os.getpid(), 'bytes': n})); sys.stdout.flush(); os._exit(0)\n"
+		"os.waitpid(pid, 0)\n";
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
+	char *env[] = { e.pre, e.dir, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	int child = (int)sp_json_i64(t, "child", 0);
+	cr_assert_eq(sp_json_u64(t, "bytes", 0), io_t_iogen_size(3));
+	char path[PATH_MAX + 8];
+	snprintf(path, sizeof(path), "%s/f003", e.data);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	long opens = 0, others = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != child || strcmp(r->kind, "open"))
+			continue;
+		if (r->path && !strcmp(r->path, path))
+			opens++;
+		else if (!r->path || !strncmp(r->path, e.data, strlen(e.data)))
+			others++;
+	}
+	cr_expect_eq(opens, 1, "the child's open of %s: %ld records with that path", path, opens);
+	cr_expect_eq(others, 0, "%ld opens in the child recorded with another or no path", others);
+	uint64_t b;
+	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = path, .pid = child }, &b);
+	cr_expect_eq(b, io_t_iogen_size(3), "child's read of %s: %llu bytes recorded", path, (unsigned long long)b);
 	sp_json_free(t);
 	io_t_free(&rs);
 	sp_t_result_free(&res);
