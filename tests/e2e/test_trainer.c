@@ -13,6 +13,7 @@
  */
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -436,4 +437,63 @@ Test(trainer, lists_every_scenario)
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
 	sp_t_result_free(&res);
+}
+
+Test(trainer, data_dir_is_reused_and_kept, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("trainer-data");
+	char data[512];
+	snprintf(data, sizeof(data), "%s/d", dir);
+	const char *args[] = {"--iters", "2", "--files-per-iter", "3", "--file-size", "5000", "--data-dir", data, NULL};
+	char *env[] = {NO_PRELOAD, NULL};
+	struct run a, b;
+
+	run_trainer(&a, "bin/trainer", args, env);
+	cr_assert_eq(u(a.j, "totals.data_files_created"), 6, "2 x files-per-iter distinct files by default");
+	cr_assert_str_eq(sp_json_str(a.j, "config.data_dir"), data);
+	check_invariants(a.j);
+	char f[600];
+	snprintf(f, sizeof(f), "%s/f000005.bin", data);
+	cr_assert(access(f, R_OK) == 0, "a --data-dir is kept after the run");
+	run_trainer(&b, "bin/trainer", args, env);
+	cr_assert_eq(u(b.j, "totals.data_files_created"), 0, "files of the right size are reused");
+	cr_assert_eq(u(b.j, "totals.bytes_read"), 2 * 3 * 5000);
+	run_free(&a);
+	run_free(&b);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* make demo: the first thing a new user sees runs, says where the trace is, and the trace holds the
+ * trainer and its 4 loader workers. */
+Test(trainer, demo_profiles_the_input_bound_scenario, .timeout = 180)
+{
+	char *dir = sp_t_tmpdir("demo");
+	char dd[512], sb[512];
+	snprintf(dd, sizeof(dd), "DEMO_DIR=%s", dir);
+	const char *b = getenv("STEPPROF_BUILD");
+	snprintf(sb, sizeof(sb), "STEPPROF_BUILD=%s", b && *b ? b : "build");
+	char *argv[] = {"scripts/demo.sh", NULL};
+	char *env[] = {NO_PRELOAD, dd, sb, "DEMO_SIMULATED=1", NULL};
+	struct sp_t_result res;
+	int st = sp_t_run(&res, argv, env, NULL, 150);
+	cr_assert_eq(st, 0, "demo exited %d:\n%s\n%s", st, res.out, res.err);
+	cr_assert(strstr(res.out, "input-bound"), "%s", res.out);
+	char *t = strstr(res.out, "trace: ");
+	cr_assert(t, "the demo must say where the trace is:\n%s", res.out);
+	char trace[512];
+	cr_assert_eq(sscanf(t, "trace: %511s", trace), 1);
+	/* one file per process: the trainer and its 4 loader workers */
+	DIR *d = opendir(trace);
+	cr_assert(d, "no trace directory %s", trace);
+	int files = 0;
+	for (struct dirent *e; (e = readdir(d));)
+		files += e->d_name[0] != '.';
+	closedir(d);
+	cr_assert_eq(files, 5, "%d files in %s", files, trace);
+	cr_assert(strstr(t + 7 + strlen(trace), trace), "the report must be about that directory:\n%s", res.out);
+	cr_assert(strstr(res.out, "ground truth measured by the trainer itself: input "), "%s", res.out);
+	sp_t_result_free(&res);
+	sp_t_rmrf(dir);
+	free(dir);
 }
