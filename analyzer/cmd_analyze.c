@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "merge.h"
 #include "report.h"
+#include "report_html.h"
 #include "util.h"
 
 #include <getopt.h>
@@ -25,12 +26,14 @@
 static void analyze_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stepprof analyze [--json] [--all] [--step-regex RE] [--threshold NAME=VALUE]... DIR|FILE...\n\n"
+		"usage: stepprof analyze [--json] [--all] [--html FILE] [--step-regex RE] [--threshold NAME=VALUE]...\n"
+		"                        DIR|FILE...\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
 		"  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
 		"  --all                every iteration in the text table (default: first and last 10)\n"
+		"  --html FILE          also write a self-contained HTML report to FILE ('-': stdout, instead of text)\n"
 		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
 		"                       default: %s\n"
 		"  --threshold N=V      override a finding's threshold (repeatable)\n\n"
@@ -51,6 +54,7 @@ int command_analyze(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, 'j'},
 	    {"all", no_argument, NULL, 'a'},
+	    {"html", required_argument, NULL, 'H'},
 	    {"step-regex", required_argument, NULL, 'r'},
 	    {"threshold", required_argument, NULL, 't'},
 	    {"help", no_argument, NULL, 'h'},
@@ -59,16 +63,20 @@ int command_analyze(int argc, char **argv)
 	struct an_options opt;
 	an_options_init(&opt);
 	int json = 0, all = 0, c;
+	const char *html = NULL;
 	char err[512];
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hjar:t:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hjar:t:H:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
 			break;
 		case 'a':
 			all = 1;
+			break;
+		case 'H':
+			html = optarg;
 			break;
 		case 'r':
 			opt.step_regex = optarg;
@@ -114,7 +122,10 @@ int command_analyze(int argc, char **argv)
 		return strstr(err, "--step-regex") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
 	}
 	rc = merge_report_damage(m);
-	int wr = json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	int wr = html && !strcmp(html, "-") ? 0 : json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	struct report_html_opts ho = {(const char *const *)argv + optind, (size_t)(argc - optind), all};
+	if (html && report_html_file(html, &a, &ho))
+		rc = SP_EXIT_INTERNAL;
 	if (fflush(stdout) || wr) {
 		util_err("analyze", "cannot write the report");
 		rc = SP_EXIT_INTERNAL;
