@@ -618,6 +618,53 @@ Test(recorder, bad_config_value_one_warning_and_default)
 	sp_t_rmrf(dir);
 }
 
+/* ---------------------------------------------------------------- the bench */
+
+static double field_after(const char *s, const char *key)
+{
+	const char *p = s ? strstr(s, key) : NULL;
+	return p ? atof(p + strlen(key)) : -1e9;
+}
+
+/*
+ * `make bench`'s 10-mark.sh prints the cost of stepprof_mark against an empty
+ * call of the same run, in the BENCH line format. The number itself is not
+ * judged here (a loaded machine), only that it measures a real mark: the same
+ * program without the preload (stepprof_mark absent, a no-op called) adds less.
+ */
+Test(recorder, bench_prints_mark_cost_against_an_empty_call, .timeout = 120)
+{
+	const char *script = "scripts/bench.d/10-mark.sh";
+	if (access(script, R_OK) != 0)
+		cr_skip_test("%s not found (tests run from the repository root)", script);
+	char *argv[] = {"/bin/bash", (char *)script, NULL};
+	char *env[] = {"MARK_BENCH_CALLS=300000", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 100), 0, "%s", r.err);
+	int lines = 0;
+	for (const char *p = r.out; (p = strstr(p, "BENCH stepprof_mark ")); p++) {
+		lines++;
+		const char *eol = strchr(p, '\n');
+		cr_assert(eol, "%s", r.out);
+		char line[300];
+		snprintf(line, sizeof(line), "%.*s", (int)(eol - p), p);
+		cr_expect(strstr(line, " ns added per call (budget 30) ok") ||
+			      strstr(line, " ns added per call (budget 30) OVER"),
+			  "BENCH line format: %s", line);
+	}
+	cr_expect_eq(lines, 2, "warm ring and fresh file: %s", r.out);
+	double added = field_after(r.out, "added_ns=");
+	sp_t_result_free(&r);
+
+	char *bare[] = {(char *)sp_t_build("bin/markgen"), "-b", "300000", NULL};
+	char *noenv[] = {"LD_PRELOAD=", NULL};
+	cr_assert_eq(sp_t_run(&r, bare, noenv, NULL, 60), 0, "%s", r.err);
+	double none = field_after(r.out, "added_ns=");
+	cr_log_info("stepprof_mark adds %.1f ns; a no-op through the same pointer %.1f ns", added, none);
+	cr_expect_gt(added, none + 3, "a mark (%.1f ns) must cost more than a no-op (%.1f ns)", added, none);
+	sp_t_result_free(&r);
+}
+
 /* ------------------------------------------------------- exported symbols */
 
 /* The names libstepprof.so may export: the public API, the NVTX injection entry,
