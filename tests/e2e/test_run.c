@@ -1,7 +1,7 @@
 /*
  * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
  * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
- * for a signal), SIGTERM forwarded, the default trace directory, input captured
+ * for a signal), SIGTERM and SIGINT forwarded, the default trace directory, input captured
  * whether or not BPF is available, and bad input (no command, command not
  * found, not executable, unusable -o) as one-line errors with documented codes
  * (125, 127, 126, 125).
@@ -82,7 +82,8 @@ Test(run, exit_status_is_the_jobs)
 	free(tmp);
 }
 
-Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
+/* stepprof run passes sig on to the job, which dies of it: status 128 + sig, long before its 30 s. */
+static void expect_forwarded(int sig)
 {
 	char *tmp = sp_t_tmpdir("run-sig");
 	char *stepprof = io_t_abs("bin/stepprof");
@@ -100,15 +101,26 @@ Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
 	}
 	cr_assert_eq(access(ready, F_OK), 0, "the job did not start within 10 s");
 	time_t t0 = time(NULL);
-	cr_assert_eq(kill(pid, SIGTERM), 0);
+	cr_assert_eq(kill(pid, sig), 0);
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	cr_expect(WIFEXITED(st), "stepprof run itself was killed instead of forwarding");
-	cr_expect_eq(WEXITSTATUS(st), 128 + SIGTERM, "status %d", WEXITSTATUS(st));
+	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "signal %d: status %d", sig, WEXITSTATUS(st));
 	cr_expect_lt(time(NULL) - t0, 20, "the job did not get the signal (it ran its 30 s)");
 	free(stepprof);
 	sp_t_rmrf(tmp);
 	free(tmp);
+}
+
+Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
+{
+	expect_forwarded(SIGTERM);
+}
+
+/* kill -INT from another process (a scheduler, a script): not the terminal's Ctrl-C, which reaches the job itself. */
+Test(run, sigint_is_forwarded_to_the_job, .timeout = 60)
+{
+	expect_forwarded(SIGINT);
 }
 
 Test(run, default_directory_is_created_in_the_cwd)
@@ -174,6 +186,44 @@ Test(run, input_is_captured_with_or_without_bpf, .timeout = 60)
 		     "4 files opened with open and fopen (%s mode)", fallback ? "libc" : "bpf");
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = prefix, .source = fallback ? "bpf" : "libc" }, NULL), 0,
 		     "records from the source that should have stood down");
+	io_t_free(&rs);
+	free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* Without --bpf or --no-bpf, root gets the collector (or one line saying why not), and input is counted once. */
+Test(run, as_root_the_collector_is_the_default, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("the default is the libc wrappers here: %s", why);
+	char *tmp = sp_t_tmpdir("run-default-bpf");
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *args[] = { "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
+	cr_assert_eq(run_stepprof(&res, args), 0, "%s", res.err);
+	int fallback = strstr(res.err, "eBPF collector unavailable") != NULL;
+	sp_t_result_free(&res);
+	if (fallback) {
+		free(iogen);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here: the default fell back to the libc wrappers");
+	}
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "bpf" }, NULL), 8,
+		     "4 files opened with open and fopen, seen by the collector");
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = prefix, .source = "libc" }, NULL), 0,
+		     "the libc wrappers should have stood down");
 	io_t_free(&rs);
 	free(iogen);
 	sp_t_rmrf(tmp);
