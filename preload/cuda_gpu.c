@@ -88,6 +88,7 @@ struct pend {
 };
 
 struct tstate {
+	int busy;      /* taken (never waited for) by whoever touches the pool or the pending ops */
 	CUcontext ctx; /* the context of every event below */
 	unsigned nfree, created;
 	CUevent freev[POOL_MAX];
@@ -100,6 +101,26 @@ struct tstate {
 
 static __thread struct tstate *ts;
 static unsigned kernel_timing = ~0u;
+
+/*
+ * Every thread's timing state, so that one thread's sync point reads back
+ * the ops other threads issued: PyTorch's backward kernels are launched by
+ * autograd threads that never synchronise themselves. Append-only.
+ */
+#define MAX_THREADS 512
+static struct tstate *registry[MAX_THREADS];
+static unsigned nregistry;
+
+static int try_take(struct tstate *S)
+{
+	int z = 0;
+	return __atomic_compare_exchange_n(&S->busy, &z, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED);
+}
+
+static void give_back(struct tstate *S)
+{
+	__atomic_store_n(&S->busy, 0, __ATOMIC_RELEASE);
+}
 
 unsigned sp_gpu_kernel_timing(void)
 {
@@ -131,7 +152,12 @@ unsigned sp_gpu_kernel_timing(void)
 
 void sp_gpu_forget_thread(void)
 {
-	ts = NULL; /* the parent's events: left mapped, never touched again */
+	/*
+	 * The parent's events are left mapped and never touched again; the
+	 * registry forgets every thread (the child has only this one).
+	 */
+	ts = NULL;
+	__atomic_store_n(&nregistry, 0, __ATOMIC_RELEASE);
 	sp_gpu_ctx_changed();
 }
 
@@ -143,6 +169,9 @@ static struct tstate *tstate_get(void)
 	if (p == MAP_FAILED)
 		return NULL;
 	ts = p; /* mmap'd memory is zero */
+	unsigned i = __atomic_fetch_add(&nregistry, 1, __ATOMIC_ACQ_REL);
+	if (i < MAX_THREADS)
+		__atomic_store_n(&registry[i], ts, __ATOMIC_RELEASE);
 	return ts;
 }
 
@@ -210,25 +239,29 @@ void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	int e = errno;
 	struct tstate *S = tstate_get();
 	CUcontext c = S ? cur_ctx(d) : NULL;
-	if (!c || (S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
+	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
+	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
+		goto out_give;
 	S->ctx = c;
 	CUstream st = map_stream(s, ptds);
 	if (capturing(d, st))
-		goto out;
+		goto out_give;
 	CUevent b = pool_get(S, d);
 	if (!b)
-		goto out;
+		goto out_give;
 	if (S->nfree == 0 && S->created >= POOL_MAX) { /* no end event would be left */
 		pool_put(S, b);
-		goto out;
+		goto out_give;
 	}
 	if (d->EventRecord(b, st) != CUDA_SUCCESS) {
 		pool_put(S, b);
-		goto out;
+		goto out_give;
 	}
 	t->b = b;
 	t->s = st;
+out_give:
+	give_back(S);
 out:
 	errno = e;
 }
@@ -240,8 +273,14 @@ void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned d
 	struct tstate *S = ts;
 	const struct sp_drv *d = sp_drv();
 	int e = errno;
+	/*
+	 * The begin event is ours until it is queued: wait for a reader to
+	 * finish with the pending list (it never blocks, so this is short).
+	 */
+	while (!try_take(S))
+		sched_yield();
 	CUevent en = ok ? pool_get(S, d) : NULL;
-	if (!en || d->EventRecord(en, t->s) != CUDA_SUCCESS) {
+	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, t->s) != CUDA_SUCCESS) {
 		pool_put(S, en);
 		pool_put(S, t->b);
 	} else {
@@ -252,6 +291,7 @@ void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned d
 		p->b = t->b;
 		p->e = en;
 	}
+	give_back(S);
 	errno = e;
 }
 
@@ -265,19 +305,52 @@ static void promote_candidate(struct tstate *S, const struct sp_drv *d)
 	}
 }
 
+/* Emit the GPU spans of T's finished ops against the anchor A (same context). */
+static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns)
+{
+	unsigned keep = 0;
+	for (unsigned i = 0; i < T->npend; i++) {
+		struct pend *p = &T->pend[i];
+		float ms0 = 0, ms1 = 0;
+		if (d->EventQuery(p->e) != CUDA_SUCCESS || d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
+		    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
+			T->pend[keep++] = *p;
+			continue;
+		}
+		double gb = (double)A_ns + (double)ms0 * 1e6;
+		double dur = (double)ms1 * 1e6;
+		if (gb < 0)
+			gb = 0;
+		if (dur < 0)
+			dur = 0;
+		uint64_t f[SP_F__COUNT];
+		f[SP_F_OP] = p->op;
+		f[SP_F_DEVICE] = p->dev;
+		sp_emit(SP_K_GPU_SPAN, p->api, (uint64_t)gb, (uint64_t)gb + (uint64_t)dur, f);
+		pool_put(T, p->b);
+		pool_put(T, p->e);
+	}
+	T->npend = keep;
+}
+
 void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 {
-	struct tstate *S = ts;
-	if (!S || !S->ctx)
-		return; /* this thread never timed anything */
+	if (!__atomic_load_n(&nregistry, __ATOMIC_ACQUIRE))
+		return; /* nothing was ever timed in this process */
 	const struct sp_drv *d = timing_drv();
 	if (!d)
 		return;
 	int e = errno;
+	struct tstate *S = tstate_get();
+	CUcontext c = S ? cur_ctx(d) : NULL;
+	if (!c || !try_take(S))
+		goto out;
+	if (!S->ctx)
+		S->ctx = c; /* a thread that only synchronises: its anchors serve the others */
 	promote_candidate(S, d);
 	uint64_t now = sp_now();
 	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM) &&
-	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && cur_ctx(d) == S->ctx) {
+	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && c == S->ctx) {
 		/*
 		 * The stream (every stream for a device sync) has just drained: an
 		 * event recorded now is reached by the GPU at once, so its GPU time
@@ -308,31 +381,26 @@ void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 			}
 		}
 	}
-	if (S->anchor && S->npend) {
-		unsigned keep = 0;
-		for (unsigned i = 0; i < S->npend; i++) {
-			struct pend *p = &S->pend[i];
-			float ms0 = 0, ms1 = 0;
-			if (d->EventQuery(p->e) != CUDA_SUCCESS || d->EventElapsedTime(&ms0, S->anchor, p->b) != CUDA_SUCCESS ||
-			    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
-				S->pend[keep++] = *p;
-				continue;
-			}
-			double gb = (double)S->anchor_ns + (double)ms0 * 1e6;
-			double dur = (double)ms1 * 1e6;
-			if (gb < 0)
-				gb = 0;
-			if (dur < 0)
-				dur = 0;
-			uint64_t f[SP_F__COUNT];
-			f[SP_F_OP] = p->op;
-			f[SP_F_DEVICE] = p->dev;
-			sp_emit(SP_K_GPU_SPAN, p->api, (uint64_t)gb, (uint64_t)gb + (uint64_t)dur, f);
-			pool_put(S, p->b);
-			pool_put(S, p->e);
-		}
-		S->npend = keep;
+	CUevent A = S->anchor;
+	uint64_t A_ns = S->anchor_ns;
+	CUcontext actx = S->ctx;
+	if (A && S->npend)
+		read_back(S, d, A, A_ns);
+	give_back(S);
+	if (!A)
+		goto out;
+	/* the other threads' finished ops in the same context, if nobody holds them */
+	unsigned n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	for (unsigned i = 0; i < n; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		if (!T || T == S || T->ctx != actx || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
+			continue;
+		read_back(T, d, A, A_ns);
+		give_back(T);
 	}
+out:
 	errno = e;
 }
 

@@ -602,3 +602,20 @@ Test(cuda_doors, a_polling_loop_is_one_sync_record, .timeout = 120)
 	cr_expect_eq(k, 2u);
 	door_free(&d);
 }
+
+Test(cuda_doors, launches_of_a_thread_that_never_syncs_are_timed, .timeout = 120)
+{
+	const char *args[] = { "--thread", NULL };
+	struct door d;
+	door_run(&d, "bin/door_plt", 1, args, NULL);
+	expect_counts(&d, "PLT --thread");
+	unsigned timed, all;
+	timed_counts(&d, "launch", &timed, &all);
+	cr_expect_eq(all, 2);
+	cr_expect_eq(timed, 2, "the main thread's sync read back %u of the other thread's 2 launches", timed);
+	/* and right: the kernels' own clocks */
+	unsigned checked = 0;
+	char why[256] = "";
+	cr_expect_eq(kernel_time_misses(&d, &checked, why, sizeof(why)), 0, "%s", why);
+	door_free(&d);
+}

@@ -25,6 +25,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +43,7 @@
 	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
 	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)        \
 	X(cudaStreamBeginCapture) X(cudaStreamEndCapture) X(cudaGraphInstantiate) X(cudaGraphLaunch)                  \
-	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery)
+	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery) X(cudaSetDevice)
 
 #define DRV_LIST(X)                                                                                                   \
 	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
@@ -420,6 +421,42 @@ static void poll_part(long kernel_us)
 	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
 }
 
+/*
+ * Another thread launches (as PyTorch's autograd threads do) and never
+ * synchronises; the main thread does. The launches are still timed.
+ */
+static long thread_kernel_us;
+
+static void *launcher(void *arg)
+{
+	cudaStream_t s = arg;
+	/* as PyTorch's autograd threads do: the device first, which makes the context current */
+	SHOW("thread cudaSetDevice", api.cudaSetDevice(0));
+	for (int k = 0; k < 2; k++) {
+		long i = kidx++, us = thread_kernel_us;
+		void *args[] = { &i, &us, NULL };
+		SHOW("thread cudaLaunchKernel", api.cudaLaunchKernel((const void *)door_kernel, (dim3){ 1, 1, 1 },
+								     (dim3){ 1, 1, 1 }, args, 0, s));
+		truth.launches++;
+	}
+	return NULL;
+}
+
+static void thread_part(long kernel_us)
+{
+	cudaStream_t s;
+	pthread_t t;
+	SHOW("cudaStreamCreate", api.cudaStreamCreate(&s));
+	SHOW("cudaDeviceSynchronize", api.cudaDeviceSynchronize());
+	truth.syncs++;
+	thread_kernel_us = kernel_us;
+	pthread_create(&t, NULL, launcher, s);
+	pthread_join(t, NULL);
+	SHOW("cudaDeviceSynchronize", api.cudaDeviceSynchronize());
+	truth.syncs++;
+	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
+}
+
 /* A forked child that never uses CUDA: it reads a file and exits. */
 static void fork_part(void)
 {
@@ -472,7 +509,7 @@ int main(int argc, char **argv)
 {
 	const char *truth_path = NULL;
 	long kernel_us = 40000;
-	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0, poll = 0;
+	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0, poll = 0, threads = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
 			truth_path = argv[++i];
@@ -488,10 +525,12 @@ int main(int argc, char **argv)
 			forkc = 1;
 		else if (!strcmp(argv[i], "--poll"))
 			poll = 1;
+		else if (!strcmp(argv[i], "--thread"))
+			threads = 1;
 		else if (!strcmp(argv[i], "--bench") && i + 1 < argc)
 			bench = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork|--poll] [--bench N]\n");
+			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork|--poll|--thread] [--bench N]\n");
 			return 2;
 		}
 	}
@@ -533,6 +572,8 @@ int main(int argc, char **argv)
 		fork_part();
 	} else if (poll) {
 		poll_part(kernel_us);
+	} else if (threads) {
+		thread_part(kernel_us);
 	} else {
 		runtime_part(kernel_us, nkernels);
 		driver_part(kernel_us, nkernels);
