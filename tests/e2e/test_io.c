@@ -123,6 +123,27 @@ Test(io, libc_wrappers_record_every_call_exactly, .timeout = 180)
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = p }, NULL),
 		     tnum(t, "read_calls") + tnum(t, "pread_calls") + tnum(t, "fread_calls"));
 
+	/* Each file by name (the fd -> path join of read, fstat and close): its own counts and bytes. */
+	for (int i = 0; i < N_FILES; i++) {
+		char f[PATH_MAX + 8];
+		snprintf(f, sizeof(f), "%s%03d", p, i);
+		struct io_filter ff = { .prefix = f };
+		ff.kind = "open";
+		cr_expect_eq(io_t_count(&rs, ff, NULL), 2 * THREADS * LOOPS, "%s: opens", f);
+		ff.kind = "close";
+		cr_expect_eq(io_t_count(&rs, ff, NULL), 2 * THREADS * LOOPS, "%s: closes", f);
+		ff.kind = "stat";
+		cr_expect_eq(io_t_count(&rs, ff, NULL), 5 * THREADS * LOOPS, "%s: stats", f);
+		ff.kind = "read";
+		ff.api = "read";
+		n = io_t_count(&rs, ff, &b);
+		cr_expect_eq(n, THREADS * LOOPS * read_calls_for(io_t_iogen_size(i)), "%s: read calls", f);
+		cr_expect_eq(b, THREADS * LOOPS * io_t_iogen_size(i), "%s: read bytes", f);
+		ff.api = "fread";
+		io_t_count(&rs, ff, &b);
+		cr_expect_eq(b, THREADS * LOOPS * io_t_iogen_size(i), "%s: fread bytes", f);
+	}
+
 	/* Every record: the right pid, source libc, stat bytes = the file's size, a path under the data dir. */
 	int pid = (int)tnum(t, "pid"), tids[8] = { 0 }, ntids = 0;
 	for (size_t i = 0; i < rs.n; i++) {
@@ -292,11 +313,28 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
 	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = p, .source = "bpf" }, &b);
 	cr_expect_eq(b, (uint64_t)(tnum(t, "read_bytes") + tnum(t, "pread_bytes") + tnum(t, "fread_bytes")),
 		     "bytes read by syscalls %llu", (unsigned long long)b);
-	/* Syscall level: stdio's first fread of each stream adds one fstat (buffer size). */
+	/* Syscall level: stdio's first fread of each stream adds exactly one fstat (to size its buffer). */
 	long stats = io_t_count(&rs, (struct io_filter){ .kind = "stat", .prefix = p, .source = "bpf" }, NULL);
 	long calls = tnum(t, "stat") + tnum(t, "lstat") + tnum(t, "fstat") + tnum(t, "fstatat") + tnum(t, "statx");
-	cr_expect(stats >= calls && stats <= calls + tnum(t, "fopen"), "%ld stat syscalls for %ld stat calls", stats,
-		  calls);
+	cr_expect_eq(stats, calls + tnum(t, "fopen"), "%ld stat syscalls for %ld stat calls and %ld streams", stats,
+		     calls, tnum(t, "fopen"));
+	/* Each file by name: its stats carry its size; read() and pread() are one syscall each. */
+	for (int i = 0; i < N_FILES; i++) {
+		char f[PATH_MAX + 8];
+		snprintf(f, sizeof(f), "%s%03d", p, i);
+		for (size_t k = 0; k < rs.n; k++)
+			if (rs.v[k].path && !strcmp(rs.v[k].path, f) && !strcmp(rs.v[k].kind, "stat"))
+				cr_expect_eq(rs.v[k].bytes, io_t_iogen_size(i), "%s: %s says size %llu", f, rs.v[k].api,
+					     (unsigned long long)rs.v[k].bytes);
+		cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = f, .source = "bpf" }, NULL),
+			     2 * THREADS * LOOPS, "%s: opens", f);
+		uint64_t fb;
+		io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = f, .source = "bpf" }, &fb);
+		cr_expect_eq(fb, (uint64_t)THREADS * LOOPS * (2 * io_t_iogen_size(i) + 64), "%s: bytes read", f);
+	}
+	long n = io_t_count(&rs, (struct io_filter){ .kind = "read", .api = "sys_pread64", .prefix = p, .source = "bpf" }, &b);
+	cr_expect_eq(n, tnum(t, "pread_calls"));
+	cr_expect_eq(b, (uint64_t)tnum(t, "pread_bytes"));
 	int pid = (int)tnum(t, "pid");
 	for (size_t i = 0; i < rs.n; i++)
 		if (rs.v[i].path && !strncmp(rs.v[i].path, p, strlen(p)))
