@@ -5,7 +5,7 @@
  * on stderr and a documented non-zero exit (docs/cli.md).
  *
  * Divided into: 1. helpers, 2. help/version/usage, 3. info, 4. dump, 5. damaged
- * and foreign inputs.
+ * and foreign inputs; 6. `make deps` (scripts/install-deps.sh, suite `deps`).
  */
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -505,4 +505,93 @@ Test(cli, info_memory_does_not_grow_with_the_trace, .timeout = 120)
 	free(dir);
 	free(small);
 	free(big);
+}
+
+/* ------------------------------------------------ 6. make deps (install-deps.sh) */
+
+/*
+ * scripts/install-deps.sh with stand-ins for dpkg-query (says which packages are
+ * missing), id (root or not) and apt-get (logs its arguments) first in PATH:
+ * what the script does is checked without touching the machine's packages.
+ */
+struct deps_run {
+	struct sp_t_result r;
+	char *log; /* what the stand-in apt-get was asked, "" when never called */
+};
+
+static void deps_run(struct deps_run *d, const char *missing, int uid, const char *cuda_home)
+{
+	if (access("scripts/install-deps.sh", X_OK) != 0)
+		cr_skip_test("scripts/install-deps.sh not found (tests run from the repository root)");
+	char *dir = sp_t_tmpdir("deps");
+	char p[700], body[600];
+	snprintf(p, sizeof(p), "%s/dpkg-query", dir);
+	snprintf(body, sizeof(body),
+		 "#!/bin/sh\nfor m in %s; do [ \"$3\" = \"$m\" ] && exit 1; done\nprintf 'install ok installed'\n",
+		 missing);
+	cr_assert_eq(sp_t_write_file(p, body, strlen(body)), 0);
+	chmod(p, 0755);
+	snprintf(p, sizeof(p), "%s/id", dir);
+	snprintf(body, sizeof(body), "#!/bin/sh\necho %d\n", uid);
+	cr_assert_eq(sp_t_write_file(p, body, strlen(body)), 0);
+	chmod(p, 0755);
+	snprintf(p, sizeof(p), "%s/apt-get", dir);
+	snprintf(body, sizeof(body), "#!/bin/sh\necho \"$*\" >> %s/apt.log\n", dir);
+	cr_assert_eq(sp_t_write_file(p, body, strlen(body)), 0);
+	chmod(p, 0755);
+	char path[1200], cuda[700];
+	snprintf(path, sizeof(path), "PATH=%s:%s", dir, getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	snprintf(cuda, sizeof(cuda), "CUDA_HOME=%s", cuda_home);
+	char *env[] = {path, cuda, NULL};
+	char *argv[] = {"/bin/bash", "scripts/install-deps.sh", NULL};
+	sp_t_run(&d->r, argv, env, NULL, 60);
+	snprintf(p, sizeof(p), "%s/apt.log", dir);
+	size_t len;
+	d->log = sp_t_read_file(p, &len);
+	if (!d->log)
+		d->log = strdup("");
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+static void deps_free(struct deps_run *d)
+{
+	sp_t_result_free(&d->r);
+	free(d->log);
+}
+
+Test(deps, as_root_installs_exactly_what_is_missing)
+{
+	struct deps_run d;
+	deps_run(&d, "libbpf-dev libcriterion-dev", 0, "/usr/local/cuda");
+	cr_expect(strstr(d.log, "update"), "apt-get update first: [%s]", d.log);
+	cr_expect(strstr(d.log, "install -y -q --no-install-recommends libbpf-dev libcriterion-dev\n"),
+		  "apt-get install of the two missing packages: [%s]", d.log);
+	if (access("/usr/local/cuda/include/cuda.h", R_OK) == 0)
+		cr_expect_eq(d.r.status, 0, "%s", d.r.err);
+	deps_free(&d);
+
+	deps_run(&d, "none-missing", 0, "/usr/local/cuda");
+	cr_expect_str_eq(d.log, "", "nothing missing: apt-get is not called");
+	deps_free(&d);
+}
+
+Test(deps, not_root_prints_the_apt_get_line_and_fails)
+{
+	struct deps_run d;
+	deps_run(&d, "clang bpftool", 1000, "/usr/local/cuda");
+	cr_expect_eq(d.r.status, 1);
+	cr_expect_str_eq(d.log, "", "apt-get is not run without root");
+	cr_expect(strstr(d.r.err, "apt-get install -y clang bpftool\n"), "the exact line: %s", d.r.err);
+	deps_free(&d);
+}
+
+Test(deps, no_cuda_headers_says_what_to_do)
+{
+	struct deps_run d;
+	deps_run(&d, "none-missing", 0, "/nonexistent/cuda");
+	cr_expect_eq(d.r.status, 1);
+	cr_expect(strstr(d.r.err, "no CUDA headers in /nonexistent/cuda/include"), "%s", d.r.err);
+	cr_expect(strstr(d.r.err, "CUDA_HOME"), "says to set CUDA_HOME: %s", d.r.err);
+	deps_free(&d);
 }
