@@ -549,10 +549,6 @@ static void start_workers(void)
 		close(rp[1]);
 		workers[w] = (struct worker){pid, ip[1], rp[0]};
 	}
-	/* PyTorch's DataLoader keeps prefetch_factor batches outstanding per worker. */
-	unsigned first = O.prefetch * O.workers;
-	for (unsigned b = 0; b < O.iters && b < first; b++)
-		send_index(b);
 }
 
 static void stop_workers(void)
@@ -669,6 +665,14 @@ static void get_batch(unsigned i)
 			fprintf(stderr, "trainer: batch %u: %s\n", i, strerror(bs.err));
 		return;
 	}
+	/*
+	 * PyTorch's DataLoader keeps prefetch_factor batches outstanding per worker; the first
+	 * ones are sent by iter(loader), just before the first wait: inside the first
+	 * iteration, so that every file a worker reads falls inside some iteration.
+	 */
+	if (i == 0)
+		for (unsigned b = 0; b < O.iters && b < O.prefetch * O.workers; b++)
+			send_index(b);
 	struct batch_msg m;
 	if (!read_full(workers[i % O.workers].res_fd, &m, sizeof(m), true)) {
 		fprintf(stderr, "trainer: loader worker %u died\n", i % O.workers);
