@@ -450,14 +450,18 @@ Test(simgpu, pageable_async_copy_is_host_synchronous)
 	free(host);
 }
 
-/* GPU-side duration of a copy, measured with events around it. */
+/* GPU-side duration of a copy, measured with events around it. A kernel queued first
+ * keeps the stream busy while the host records the events and queues the copy, so a
+ * host thread preempted in between (a loaded machine) does not widen the measure. */
 static double copy_ms(CUstream s, CUdeviceptr d, void *h, size_t n)
 {
 	CUevent a, b;
 	float ms = -1;
+	uint64_t t[2];
 
 	cr_assert_eq(D(cuEventCreate)(&a, 0), CUDA_SUCCESS);
 	cr_assert_eq(D(cuEventCreate)(&b, 0), CUDA_SUCCESS);
+	launch_sleep(s, 50, t);
 	cr_assert_eq(D(cuEventRecord)(a, s), CUDA_SUCCESS);
 	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, h, n, s), CUDA_SUCCESS);
 	cr_assert_eq(D(cuEventRecord)(b, s), CUDA_SUCCESS);
