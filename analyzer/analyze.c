@@ -933,10 +933,23 @@ static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live
 {
 	struct an_analysis *a = p->a;
 	long i = iter_at(a, t);
+	/*
+	 * The iterations before t that saw no memory event held the level until now.
+	 * NOTE: also when t is in no iteration (the frees of a teardown after the last
+	 * one): otherwise those iterations would take the level after the teardown.
+	 */
+	long before = i;
+	if (i < 0) {
+		before = p->live_iter + 1; /* the iterations up to live_iter are done: O(1) after the first */
+		while ((size_t)before < a->nit && a->it[before].end_ns <= t)
+			before++;
+	}
+	for (long k = p->live_iter + 1; k < before; k++)
+		if (a->it[k].device_bytes_peak < p->live_total)
+			a->it[k].device_bytes_peak = p->live_total;
+	if (before - 1 > p->live_iter)
+		p->live_iter = before - 1;
 	if (i >= 0) {
-		for (long k = p->live_iter + 1; k < i; k++)
-			if (a->it[k].device_bytes_peak < p->live_total)
-				a->it[k].device_bytes_peak = p->live_total;
 		if (i > p->live_iter)
 			p->live_iter = i;
 		if (a->it[i].device_bytes_peak < p->live_total)

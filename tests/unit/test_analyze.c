@@ -592,6 +592,35 @@ Test(findings, fragmentation_peak_silent_just_under)
 	an_analysis_free(&a);
 }
 
+/*
+ * Memory allocated before the first iteration and freed after the last (a
+ * teardown): every iteration held it, although none saw a memory event.
+ */
+Test(analyze, device_peak_of_iterations_without_memory_events)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 200 * MiB, &live);
+	alloc_ev(&s, SP_K_ALLOC, 0x20, 4096, &live);
+	for (int i = 0; i < 12; i++)
+		sim_iteration(&s, 2);
+	s.t += 1000 * US;
+	alloc_ev(&s, SP_K_FREE, 0x10, 200 * MiB, &live);
+	alloc_ev(&s, SP_K_FREE, 0x20, 4096, &live);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++)
+		cr_expect_eq(a.it[i].device_bytes_peak, 200 * MiB + 4096, "iteration %zu: peak %lu", i,
+			     (unsigned long)a.it[i].device_bytes_peak);
+	cr_expect_eq(a.device_bytes_peak, 200 * MiB + 4096);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
 /* `iters` iterations each leaking `leak` bytes above a 200 MiB base, on a device of `capacity` bytes. */
 static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t capacity)
 {
