@@ -16,6 +16,7 @@
 
 struct torch_env {
 	char *tmp, *script, *lib, *stepprof;
+	uint64_t total; /* the files' total size, as loader.py make wrote them */
 	char data[PATH_MAX], trace[PATH_MAX], prefix[PATH_MAX + 4];
 };
 
@@ -40,6 +41,10 @@ static void torch_init(struct torch_env *e, const char *tag)
 	snprintf(e->prefix, sizeof(e->prefix), "%s/s", e->data);
 	char *make[] = { PYTHON, e->script, "make", e->data, NFILES, NULL };
 	cr_assert_eq(sp_t_run(&res, make, NULL, NULL, 120), 0, "loader.py make: %s", res.err);
+	struct sp_json *made = io_t_truth(res.out);
+	e->total = sp_json_u64(made, "bytes", 0);
+	cr_assert_gt(e->total, 0, "loader.py make: %s", res.out);
+	sp_json_free(made);
 	sp_t_result_free(&res);
 }
 
@@ -76,6 +81,22 @@ static void check_pipeline(struct torch_env *e, const struct sp_json *t, const c
 	io_t_count(&rs, (struct io_filter){ .kind = "read", .prefix = e->prefix, .source = source }, &b);
 	cr_expect_eq(b, nbytes, "%s: %llu bytes recorded, the Dataset read %llu", source, (unsigned long long)b,
 		     (unsigned long long)nbytes);
+	/* Two epochs read every file once each: twice the files' total size. */
+	cr_expect_eq(nbytes, 2 * e->total, "the Dataset read %llu bytes of files totalling %llu",
+		     (unsigned long long)nbytes, (unsigned long long)e->total);
+	/* Every one of the 3,000 files, by name (not 6,000 opens of fewer files). */
+	static unsigned char seen[3000];
+	memset(seen, 0, sizeof(seen));
+	long distinct = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		struct io_rec *r = &rs.v[i];
+		if (strcmp(r->kind, "open") || !r->path || strncmp(r->path, e->prefix, strlen(e->prefix)))
+			continue;
+		long k = strtol(r->path + strlen(e->prefix), NULL, 10);
+		if (k >= 0 && k < 3000 && !seen[k]++)
+			distinct++;
+	}
+	cr_expect_eq(distinct, 3000, "%s: %ld distinct files opened, the Dataset has 3000", source, distinct);
 	long bad = 0;
 	for (size_t i = 0; i < rs.n; i++) {
 		struct io_rec *r = &rs.v[i];
