@@ -582,6 +582,51 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 	sp_t_rmrf(dir);
 }
 
+/* design.md §8: trace files are mode 0600, and a directory the user does not own is not written into. */
+Test(recorder, files_private_and_foreign_owned_dir_refused)
+{
+	char *dir = sp_t_tmpdir("recown");
+	char mine[600], theirs[600];
+	snprintf(mine, sizeof(mine), "%s/mine", dir);
+	snprintf(theirs, sizeof(theirs), "%s/theirs", dir);
+	struct sp_t_result r, plain;
+	cr_assert_eq(markgen(&r, mine, NULL, "-n 100 -f 10"), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(mine);
+	cr_assert_eq(nfiles(j), 2);
+	for (size_t i = 0; i < 2; i++) {
+		struct stat st;
+		const char *path = sp_json_str(sp_json_at(sp_json_get(j, "files"), i), "path");
+		cr_assert_eq(lstat(path, &st), 0);
+		cr_expect(S_ISREG(st.st_mode) && (st.st_mode & 0777) == 0600, "%s has mode %o", path,
+			  (unsigned)st.st_mode & 0777);
+	}
+	sp_json_free(j);
+
+	cr_assert_eq(mkdir(theirs, 0777), 0);
+	uid_t other = geteuid() == 65534 ? 65533 : 65534;
+	if (chown(theirs, other, other) != 0) {
+		sp_t_rmrf(dir);
+		cr_skip_test("chown refused (not root?): foreign-owned directory not checked");
+	}
+	markgen(&r, theirs, NULL, "-n 100 -c 5");
+	plain_run(&plain, "-n 100 -c 5");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(strstr(r.err, "not owned"), "the warning says why: %s", r.err);
+	DIR *d = opendir(theirs);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	cr_expect_eq(n, 0, "nothing written into a directory owned by uid %d", (int)other);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+	sp_t_rmrf(dir);
+}
+
 Test(recorder, quiet_silences_every_warning)
 {
 	char *dir = sp_t_tmpdir("recquiet");
