@@ -389,18 +389,45 @@ Test(reader, random_byte_flips_never_crash, .timeout = 60)
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	uint8_t *copy = malloc(len);
+	/*
+	 * "Reads what is whole": the records of every ring chunk that no flip
+	 * touched, found by walking the undamaged image with trace.h's structs
+	 * (their begin times are unique: 100 * i, and 99999 for the LOST record).
+	 */
+	const uint64_t ring_off = SP_HEADER_SIZE + 64 * SP_SLOT_SIZE;
+	const size_t nchunks = (len - ring_off) / 512;
+	cr_assert(nchunks >= 3 && nchunks <= 64);
+	uint64_t chunk_ts[64][16];
+	unsigned chunk_n[64] = {0}, in_chunks = 0;
+	for (size_t c = 0; c < nchunks; c++) {
+		const struct sp_chunk_header *ch = (const void *)(img + ring_off + c * 512);
+		cr_assert_eq(ch->magic, SP_CHUNK_MAGIC);
+		const struct sp_slot *sl = (const void *)(ch + 1);
+		for (uint32_t k = 0; k < ch->used; k += sl[k].nslots) {
+			cr_assert(sl[k].nslots >= 1 && chunk_n[c] < 16);
+			chunk_ts[c][chunk_n[c]++] = sl[k].ts;
+		}
+		in_chunks += chunk_n[c];
+	}
+	cr_assert_eq(in_chunks, written, "the walk finds every record written");
 	struct memfile m;
 	mf_open(&m);
 	uint64_t seed = 0x5eed5eed12345678ull;
-	unsigned refused = 0, flagged = 0, clean = 0;
+	unsigned refused = 0, flagged = 0, clean = 0, whole_checked = 0;
 	for (int c = 0; c < 1000; c++) {
 		memcpy(copy, img, len);
 		unsigned flips = 1 + (unsigned)(xorshift(&seed) % 8);
+		int header_hit = 0;
+		char hit[64] = {0};
 		for (unsigned k = 0; k < flips; k++) {
 			/* Half the flips land in the header and keep area, where fewer bytes matter more. */
 			size_t at = (xorshift(&seed) & 1) ? xorshift(&seed) % (SP_HEADER_SIZE + 64 * SP_SLOT_SIZE)
 							  : xorshift(&seed) % len;
 			copy[at] ^= (uint8_t)(1 + xorshift(&seed) % 255);
+			if (at < SP_HEADER_SIZE)
+				header_hit = 1;
+			else if (at >= ring_off)
+				hit[(at - ring_off) / 512] = 1;
 		}
 		mf_set(&m, copy, len);
 		struct readout r;
@@ -417,13 +444,30 @@ Test(reader, random_byte_flips_never_crash, .timeout = 60)
 		cr_assert_eq(r.st.records, r.n);
 		/* Never more records than slots were written (a flip cannot create data). */
 		cr_assert(r.n <= 4 * written, "copy %d: %zu records", c, r.n);
+		/* With the file header intact, every untouched chunk is read back whole. */
+		if (!header_hit) {
+			whole_checked++;
+			for (size_t ck = 0; ck < nchunks; ck++) {
+				if (hit[ck])
+					continue;
+				for (unsigned k = 0; k < chunk_n[ck]; k++) {
+					size_t i;
+					for (i = 0; i < r.n && r.ev[i].begin_ns != chunk_ts[ck][k]; i++)
+						;
+					cr_assert_lt(i, r.n, "copy %d: record at %lu of untouched chunk %zu not read",
+						     c, (unsigned long)chunk_ts[ck][k], ck);
+				}
+			}
+		}
 		if (r.st.corrupt || r.st.truncated)
 			flagged++;
 		else
 			clean++;
 		readout_free(&r);
 	}
-	cr_log_info("byte flips: %u refused, %u flagged corrupt/truncated, %u read clean", refused, flagged, clean);
+	cr_log_info("byte flips: %u refused, %u flagged corrupt/truncated, %u read clean; %u checked whole", refused,
+		    flagged, clean, whole_checked);
+	cr_assert_gt(whole_checked, 100);
 	cr_assert(refused > 0 && flagged > 0, "flips must be noticed (%u refused, %u flagged)", refused, flagged);
 	free(copy);
 	free(img);
