@@ -6,7 +6,7 @@
 # figure is its median iteration wall time. Runs alternate bare and profiled, 5
 # of each, and the best (lowest) median of each kind is compared: on a shared
 # machine the neighbours only ever add time. Scenario: compute-bound (20 kernels
-# of 1 ms, a 4 MiB pinned copy, two 1 MiB files per step), 30 iterations.
+# of 2 ms, a 4 MiB pinned copy, two 1 MiB files per step), 30 iterations.
 set -u
 B=${STEPPROF_BUILD:-build}
 bin=$B/bin/trainer

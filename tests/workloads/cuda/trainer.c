@@ -65,7 +65,7 @@ static struct opts {
 /* The scenarios of docs/workloads.md; this table is the source of truth. */
 #define CLEAN_ARGS                                                                                                     \
 	"--iters 24 --workers 2 --files-per-iter 2 --file-size 2M --h2d-bytes 4M --pinned --kernels 10 "               \
-	"--kernel-us 3000 --d2h-bytes 1M --host-us 1000"
+	"--kernel-us 3000 --d2h-bytes 1M --host-us 500"
 static const struct scenario {
 	const char *name, *args, *what;
 } scenarios[] = {
@@ -78,7 +78,7 @@ static const struct scenario {
      "--d2h-bytes 4K --host-us 500",
      "32 MiB per iteration copied from malloc'd memory"},
     {"compute-bound",
-     "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 4M --pinned --kernels 20 --kernel-us 1000 "
+     "--iters 24 --files-per-iter 2 --file-size 1M --h2d-bytes 4M --pinned --kernels 20 --kernel-us 2000 "
      "--d2h-bytes 4K --host-us 500",
      "kernels fill more than 80% of each iteration"},
     {"clean", CLEAN_ARGS, "pinned copies, large files, steady memory"},
