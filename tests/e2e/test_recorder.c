@@ -371,6 +371,27 @@ Test(recorder, fork_gives_each_process_its_own_file)
 	sp_t_rmrf(dir);
 }
 
+/* The child's strings are its own: a name the parent interned (and cached per
+ * thread) before the fork is interned again in the child's file. */
+Test(recorder, forked_child_resolves_names_the_parent_used)
+{
+	char *dir = sp_t_tmpdir("recfork2");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 50 -m shared -f 20 -S"), 0, "%s", r.err);
+	long child = child_pid(r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *cf = file_of(j, child, 0);
+	cr_assert(cf, "file of child %ld", child);
+	struct sp_json **l;
+	size_t n = dump(sp_json_str(cf, "path"), &l);
+	cr_expect_eq(count_name(l, n, "mark", NULL), 20);
+	cr_expect_eq(count_name(l, n, "mark", "shared"), 20, "every mark of the child is named in its own file");
+	sp_json_free_lines(l, n);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
 Test(recorder, exec_child_writes_its_own_file_beside)
 {
 	char *dir = sp_t_tmpdir("recexec");

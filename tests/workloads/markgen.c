@@ -15,6 +15,8 @@
  *     -s S     stepprof_step() calls after the marks (main thread)
  *     -f M     then fork: the child writes M marks "child" and exits 0; the parent
  *              waits and writes M marks "after"
+ *     -S       with -f: the child's marks take the threads' name (-m) instead of
+ *              "child" (a name the parent already interned before the fork)
  *     -e M     then fork and exec self in the child: it writes M marks "exec"
  *     -x M     then exec self in place (same pid): M marks "exec"
  *     -C M     then make every fd 3..1023 a copy of a new file $MARKGEN_FILE (as a
@@ -48,7 +50,7 @@ typedef void (*step_fn)(void);
 static mark_fn do_mark;
 static step_fn do_step;
 static long nmarks = 1000, phases, kill_after = -1;
-static int last_mark;
+static int last_mark, child_same_name;
 static long errno_changed; /* marks after which errno was not what it was before */
 static const char *base = "mark";
 
@@ -151,7 +153,7 @@ int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:Ls:f:e:x:C:k:qc:b:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSs:f:e:x:C:k:qc:b:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -167,6 +169,9 @@ int main(int argc, char **argv)
 			break;
 		case 'L':
 			last_mark = 1;
+			break;
+		case 'S':
+			child_same_name = 1;
 			break;
 		case 's':
 			steps = atol(optarg);
@@ -251,7 +256,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		pid_t c = fork();
 		if (c == 0) {
-			marks_named("child", fork_m);
+			marks_named(child_same_name ? base : "child", fork_m);
 			printf("markgen pid=%d marks=%ld\n", (int)getpid(), fork_m);
 			fflush(stdout);
 			_exit(0);
