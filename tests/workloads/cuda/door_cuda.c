@@ -43,7 +43,7 @@
 	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
 	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)        \
 	X(cudaStreamBeginCapture) X(cudaStreamEndCapture) X(cudaGraphInstantiate) X(cudaGraphLaunch)                  \
-	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery) X(cudaSetDevice)
+	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery) X(cudaSetDevice) X(cudaMallocManaged)
 
 #define DRV_LIST(X)                                                                                                   \
 	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
@@ -219,6 +219,18 @@ static int runtime_part(long kernel_us, int nkernels)
 	SHOW("d2d 1MiB (device)", api.cudaMemcpy(d2, d1, MiB, cudaMemcpyDeviceToDevice));
 	SHOW("h2d 2D 1MiB (pageable)", api.cudaMemcpy2D(d1, 1024, pageable, 1024, 1024, 1024, cudaMemcpyHostToDevice));
 	truth.copies += 9;
+	/* cudaMemcpyDefault: the direction is the pointers' business */
+	void *man = NULL;
+	SHOW("cudaMallocManaged 1MiB", api.cudaMallocManaged(&man, MiB, cudaMemAttachGlobal));
+	truth.allocs++, live_add(MiB);
+	SHOW("default hostalloc->dev 1MiB (pinned)", api.cudaMemcpy(d1, hp, MiB, cudaMemcpyDefault));
+	SHOW("default malloc->dev 1MiB (pageable)", api.cudaMemcpy(d1, pageable, MiB, cudaMemcpyDefault));
+	SHOW("default dev->malloc 1MiB (pageable)", api.cudaMemcpy(pageable, d2, MiB, cudaMemcpyDefault));
+	SHOW("default dev->dev 1MiB (device)", api.cudaMemcpy(d2, d1, MiB, cudaMemcpyDefault));
+	SHOW("default managed->dev 1MiB (managed)", api.cudaMemcpy(d1, man, MiB, cudaMemcpyDefault));
+	truth.copies += 5;
+	SHOW("cudaFree managed", api.cudaFree(man));
+	truth.frees++, live_add(-(int64_t)MiB);
 
 	SHOW("cudaMemset 1MiB", api.cudaMemset(d1, 0, MiB));
 	SHOW("cudaMemsetAsync 1MiB", api.cudaMemsetAsync(d2, 0, MiB, s));
