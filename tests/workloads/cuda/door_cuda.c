@@ -50,7 +50,8 @@
 	X(cuMemFreeHost, cuMemFreeHost) X(cuMemcpyHtoD, cuMemcpyHtoD_v2) X(cuMemcpyDtoH, cuMemcpyDtoH_v2)             \
 	X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2) X(cuMemsetD8, cuMemsetD8_v2) X(cuLaunchKernel, cuLaunchKernel)     \
 	X(cuCtxSynchronize, cuCtxSynchronize) X(cuStreamSynchronize, cuStreamSynchronize)                             \
-	X(cuMemGetInfo, cuMemGetInfo_v2) X(cuMemAllocAsync, cuMemAllocAsync) X(cuMemFreeAsync, cuMemFreeAsync)
+	X(cuMemGetInfo, cuMemGetInfo_v2) X(cuMemAllocAsync, cuMemAllocAsync) X(cuMemFreeAsync, cuMemFreeAsync)      \
+	X(cuMemCreate, cuMemCreate) X(cuMemRelease, cuMemRelease)
 
 static struct {
 #define F(n) __typeof__(&n) n;
@@ -318,6 +319,17 @@ static int driver_part(long kernel_us, int nkernels)
 	truth.frees++, live_add(-(int64_t)(8 * MiB));
 	SHOW("cuMemFreeHost", api.cuMemFreeHost(h));
 	truth.host_frees++;
+	/* VMM: physical memory is allocated at create and given back at release */
+	CUmemGenericAllocationHandle vh = 0;
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	SHOW("cuMemCreate 4MiB", api.cuMemCreate(&vh, 4 * MiB, &prop, 0));
+	truth.allocs++, live_add(4 * MiB);
+	SHOW("cuMemRelease", api.cuMemRelease(vh));
+	truth.frees++, live_add(-(int64_t)(4 * MiB));
 	SHOW("cuCtxSynchronize", api.cuCtxSynchronize());
 	truth.syncs++;
 	return 0;
