@@ -34,8 +34,7 @@
 #include <string.h>
 
 /* Category colours (colour-blind friendly Tableau 10), in enum an_cat order. */
-static const char *const cat_color[AN_CAT__COUNT] = {"#e15759", "#f28e2b", "#4e79a7", "#edc948", "#b07aa1",
-						     "#bab0ac"};
+static const char *const cat_color[AN_CAT__COUNT] = {"#e15759", "#f28e2b", "#4e79a7", "#edc948", "#b07aa1", "#bab0ac"};
 static const char *const sev_color[3] = {"#4e79a7", "#f28e2b", "#e15759"};
 
 /* ----------------------------------------------------- 1. output helpers */
@@ -102,6 +101,12 @@ static uint64_t cat_quantile(const struct an_analysis *a, int c, double q)
 	uint64_t r = an_quantile_u64(v, a->nit, q);
 	free(v);
 	return r;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+	double a = *(const double *)x, b = *(const double *)y;
+	return a < b ? -1 : a > b;
 }
 
 /* An axis step of 1, 2 or 5 times a power of ten that divides max into at most about 5 intervals. */
@@ -276,14 +281,16 @@ static void html_categories(FILE *f, const struct an_analysis *a)
 	fputs("<section id=\"categories\">\n<h2>Where the time went</h2>\n", f);
 	/* one bar of the whole run's wall time, split by share; labels where they fit */
 	const double W = 960, H = 36;
-	fprintf(f, "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"share of wall time\">\n", W,
-		H);
+	fprintf(f, "<svg class=\"chart\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" aria-label=\"share of wall time\">\n",
+		W, H);
 	double x = 0;
 	for (int c = 0; c < AN_CAT__COUNT; c++) {
 		double w = share(a, c) * W;
 		if (w <= 0)
 			continue;
-		fprintf(f, "<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"><title>%s %.1f%%</title></rect>\n",
+		fprintf(f,
+			"<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"><title>%s "
+			"%.1f%%</title></rect>\n",
 			x, w, H, cat_color[c], an_cat_name[c], 100.0 * share(a, c));
 		if (w >= 70)
 			fprintf(f, "<text x=\"%.2f\" y=\"23\" class=\"on\">%s %.1f%%</text>\n", x + 6, an_cat_name[c],
@@ -310,8 +317,8 @@ static void html_categories(FILE *f, const struct an_analysis *a)
 			"<td>%s</td><td>%s</td><td class=\"share\" data-cat=\"%s\" data-value=\"%.17g\">%.1f%%</td>"
 			"<td>%s</td><td class=\"l note\">%s</td></tr>\n",
 			cat_color[c], an_cat_name[c], fns(cat_quantile(a, c, 0.5), b1, sizeof(b1)),
-			fns(cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], share(a, c),
-			100.0 * share(a, c), fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
+			fns(cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], share(a, c), 100.0 * share(a, c),
+			fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
 	fputs("</tbody></table>\n<p class=\"note\">Every instant of an iteration goes to the first category that "
 	      "holds, in the table's priority order compute, h2d, d2h, input, sync, other; the six sum to the wall "
 	      "time. Median and p95 are over iterations; share is the category's total over the total wall time.</p>\n"
@@ -364,7 +371,7 @@ static void bar_get(const struct an_analysis *a, size_t nbars, size_t b, struct 
 
 /* Plot geometry shared by both charts. */
 #define CH_W   960.0
-#define CH_L   72.0 /* left margin: y labels */
+#define CH_L   104.0 /* left margin: y labels, the findings' names */
 #define CH_R   12.0
 #define CH_T   10.0
 #define CH_PW  (CH_W - CH_L - CH_R)
@@ -380,8 +387,8 @@ static void x_axis(FILE *f, const struct an_analysis *a, size_t nbars, double y0
 	for (double v = 0; v < (double)a->nit; v += step) {
 		size_t b = bar_of(a->nit, nbars, (size_t)v);
 		double x = CH_L + (b + 0.5) * BAR_PX;
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%.0f</text>\n", x, y0 + 14,
-			v);
+		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%.0f</text>\n", x,
+			y0 + 14, v);
 	}
 	fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">iteration</text>\n", CH_W - CH_R,
 		y0 + 28);
@@ -393,24 +400,42 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 	size_t nbars = a->nit < REPORT_HTML_MAX_BARS ? a->nit : REPORT_HTML_MAX_BARS;
 	int bucketed = nbars < a->nit;
 	fputs("<section id=\"iterations-chart\">\n<h2>Each iteration</h2>\n", f);
-	if (bucketed)
-		fprintf(f,
-			"<p class=\"note\">%zu iterations in %zu bars of %zu&ndash;%zu consecutive iterations: each bar "
-			"stacks the mean of its iterations; the black line is the longest iteration in the bar.</p>\n",
-			a->nit, nbars, a->nit / nbars, (a->nit + nbars - 1) / nbars);
-	/* y scale: the tallest bar or bucket maximum */
-	double ymax = 0;
+	if (bucketed) {
+		fprintf(f, "<p class=\"note\">%zu iterations in %zu bars of ", a->nit, nbars);
+		if (a->nit % nbars)
+			fprintf(f, "%zu&ndash;%zu", a->nit / nbars, a->nit / nbars + 1);
+		else
+			fprintf(f, "%zu", a->nit / nbars);
+		fputs(" consecutive iterations: each bar stacks the mean of its iterations; the thin grey line is the "
+		      "longest iteration in the bar.</p>\n",
+		      f);
+	}
+	/*
+	 * y scale: the tallest bar, unless a few bars (the first iteration with its
+	 * set-up, a stall) tower over the rest and would flatten every other bar to a
+	 * line: then the scale stops at 1.25 x the 98th percentile of the bars, and the
+	 * taller ones are cut at the top and marked (their numbers stay in the tooltip).
+	 */
 	struct bar br;
+	double ymax = 0, robust = 0;
+	double *tot = malloc(nbars * sizeof(*tot));
 	for (size_t b = 0; b < nbars; b++) {
 		bar_get(a, nbars, b, &br);
 		double s = 0;
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			s += br.bd[c];
+		if (tot)
+			tot[b] = s;
 		if (s > ymax)
 			ymax = s;
-		if (bucketed && (double)br.wall_max > ymax)
-			ymax = (double)br.wall_max;
 	}
+	if (tot && nbars >= 10) {
+		qsort(tot, nbars, sizeof(*tot), cmp_double);
+		robust = 1.25 * tot[(size_t)(0.98 * (double)(nbars - 1))];
+		if (robust > 0 && ymax > robust)
+			ymax = robust;
+	}
+	free(tot);
 	double step = nice_step(ymax);
 	double top = ceil(ymax / step) * step;
 	if (top <= 0)
@@ -441,7 +466,9 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 			double base = 0;
 			for (int k = 0; k < c; k++)
 				base += br.bd[k];
-			double h = br.bd[c] / top * PH;
+			if (base >= top)
+				continue;
+			double h = (base + br.bd[c] > top ? top - base : br.bd[c]) / top * PH;
 			if (h < 0.01)
 				continue;
 			double x = CH_L + b * BAR_PX + gap * BAR_PX / 2, w = BAR_PX * (1 - gap);
@@ -454,10 +481,26 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 		fputs("<polyline class=\"maxline\" points=\"", f);
 		for (size_t b = 0; b < nbars; b++) {
 			bar_get(a, nbars, b, &br);
-			fprintf(f, "%.2f,%.2f ", CH_L + (b + 0.5) * BAR_PX, y0 - (double)br.wall_max / top * PH);
+			double v = (double)br.wall_max < top ? (double)br.wall_max : top;
+			fprintf(f, "%.2f,%.2f ", CH_L + (b + 0.5) * BAR_PX, y0 - v / top * PH);
 		}
 		fputs("\"/>\n", f);
 	}
+	/* bars cut at the top of the scale: a small triangle above each */
+	size_t ncut = 0;
+	for (size_t b = 0; b < nbars; b++) {
+		bar_get(a, nbars, b, &br);
+		double s = 0;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			s += br.bd[c];
+		if (s <= top)
+			continue;
+		double xc = CH_L + (b + 0.5) * BAR_PX, hw = BAR_PX / 2 < 4 ? (BAR_PX / 2 > 1.5 ? BAR_PX / 2 : 1.5) : 4;
+		fprintf(f, "%s M%.2f %.2fl%.2f %.2fh%.2fz", ncut++ ? "" : "<path class=\"cut\" d=\"", xc, CH_T - 8, hw,
+			7.0, -2 * hw);
+	}
+	if (ncut)
+		fputs("\"/>\n", f);
 	/* hover targets: a transparent full-height column per bar whose title holds the numbers */
 	for (size_t b = 0; b < nbars; b++) {
 		size_t lo, hi;
@@ -474,7 +517,8 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 			fprintf(f, "iterations %zu-%zu: mean wall %s, max %s", lo, hi - 1,
 				fns((uint64_t)llround(wall), b1, sizeof(b1)), fns(br.wall_max, b2, sizeof(b2)));
 		for (int c = 0; c < AN_CAT__COUNT; c++)
-			fprintf(f, "&#10;%s %s (%.0f%%)", an_cat_name[c], fns((uint64_t)llround(br.bd[c]), b1, sizeof(b1)),
+			fprintf(f, "&#10;%s %s (%.0f%%)", an_cat_name[c],
+				fns((uint64_t)llround(br.bd[c]), b1, sizeof(b1)),
 				wall > 0 ? 100.0 * br.bd[c] / wall : 0.0);
 		fputs("</title></rect>\n", f);
 	}
@@ -485,21 +529,30 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 		const struct an_result_finding *x = &a->fnd[k];
 		if (x->first_iteration < 0 || (size_t)x->first_iteration >= a->nit)
 			continue;
-		size_t last = x->last_iteration >= x->first_iteration ? (size_t)x->last_iteration : (size_t)x->first_iteration;
+		size_t last =
+		    x->last_iteration >= x->first_iteration ? (size_t)x->last_iteration : (size_t)x->first_iteration;
 		if (last >= a->nit)
 			last = a->nit - 1;
 		size_t b0 = bar_of(a->nit, nbars, (size_t)x->first_iteration), b1i = bar_of(a->nit, nbars, last);
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
-		fprintf(f,
-			"<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\"><title>%s (%s): iterations "
-			"%ld-%ld</title></rect>\n",
-			CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], an_finding_name[x->kind],
-			an_severity_name[sev], x->first_iteration, x->last_iteration);
-		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n", CH_L - 6, yb + 7,
-			an_finding_name[x->kind]);
+		fprintf(
+		    f,
+		    "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\"><title>%s (%s): iterations "
+		    "%ld-%ld</title></rect>\n",
+		    CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], an_finding_name[x->kind],
+		    an_severity_name[sev], x->first_iteration, x->last_iteration);
+		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"end\">%s</text>\n", CH_L - 4,
+			yb + 7, an_finding_name[x->kind]);
 		yb += 10;
 	}
-	fputs("</svg>\n<p class=\"legend\">", f);
+	fputs("</svg>\n", f);
+	if (ncut)
+		fprintf(f,
+			"<p class=\"note\">%zu bar%s taller than %s %s cut at the top of the scale (marked &#9650;); "
+			"hover a bar for its numbers.</p>\n",
+			ncut, ncut == 1 ? "" : "s", fns((uint64_t)llround(top), b1, sizeof(b1)),
+			ncut == 1 ? "is" : "are");
+	fputs("<p class=\"legend\">", f);
 	for (int c = 0; c < AN_CAT__COUNT; c++)
 		fprintf(f, "<span><span class=\"swatch\" style=\"background:%s\"></span>%s</span> ", cat_color[c],
 			an_cat_name[c]);
@@ -521,9 +574,10 @@ static void html_mem_chart(FILE *f, const struct an_analysis *a)
 	}
 	fputs("<section id=\"memory\">\n<h2>Device memory peak per iteration</h2>\n", f);
 	if (!ymax) {
-		fputs("<p class=\"note\">No device memory was live during the iterations (no allocation recorded).</p>\n"
-		      "</section>\n",
-		      f);
+		fputs(
+		    "<p class=\"note\">No device memory was live during the iterations (no allocation recorded).</p>\n"
+		    "</section>\n",
+		    f);
 		return;
 	}
 	/* show the capacity line only when the peak comes near it: otherwise it flattens the curve */
@@ -542,10 +596,11 @@ static void html_mem_chart(FILE *f, const struct an_analysis *a)
 	}
 	if (show_cap) {
 		double y = y0 - (double)a->device_capacity / top * PH;
-		fprintf(f,
-			"<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" class=\"cap\"/><text x=\"%.0f\" y=\"%.1f\" "
-			"class=\"tick\" text-anchor=\"end\">capacity %s</text>\n",
-			CH_L, y, CH_W - CH_R, y, CH_W - CH_R, y - 4, fbytes(a->device_capacity, b1, sizeof(b1)));
+		fprintf(
+		    f,
+		    "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" class=\"cap\"/><text x=\"%.0f\" y=\"%.1f\" "
+		    "class=\"tick\" text-anchor=\"end\">capacity %s</text>\n",
+		    CH_L, y, CH_W - CH_R, y, CH_W - CH_R, y - 4, fbytes(a->device_capacity, b1, sizeof(b1)));
 	}
 	fputs("<polyline class=\"memline\" points=\"", f);
 	for (size_t b = 0; b < nbars; b++) {
@@ -620,7 +675,8 @@ static void html_findings(FILE *f, const struct an_analysis *a)
 		const struct an_result_finding *x = &a->fnd[i];
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
 		const char *kind = x->kind >= 0 && x->kind < AN_F__COUNT ? an_finding_name[x->kind] : "?";
-		fprintf(f, "<article class=\"finding sev-%s\" data-kind=\"%s\">\n<h3><span class=\"badge\">%s</span> %s",
+		fprintf(f,
+			"<article class=\"finding sev-%s\" data-kind=\"%s\">\n<h3><span class=\"badge\">%s</span> %s",
 			an_severity_name[sev], kind, an_severity_name[sev], kind);
 		if (x->signal) {
 			fputs(" <small>(", f);
@@ -735,10 +791,11 @@ static const char css[] =
     ".swatch{display:inline-block;width:11px;height:11px;border-radius:2px;margin-right:5px;"
     "vertical-align:-1px}"
     ".bottleneck{background:#fff8e6;border-left:5px solid #f28e2b;padding:6px 14px;margin:16px 0;font-size:15px}"
-    ".chart{width:100%;height:auto;display:block}.chart .tick{font-size:11px;fill:#555}"
+    ".chart{width:100%;height:auto;display:block}.chart .tick{font-size:11px;fill:#555}.chart "
+    ".small{font-size:10px}.chart .cut{fill:#222}"
     ".chart .on{font-size:12px;fill:#fff;font-weight:600}.chart .axis{stroke:#888}"
     ".chart .grid{stroke:#e4e4e4}.chart .hover{fill:transparent}.chart .hover:hover{fill:rgba(0,0,0,.08)}"
-    ".chart .maxline{fill:none;stroke:#222;stroke-width:1}.chart .memline{fill:none;stroke:#4e79a7;"
+    ".chart .maxline{fill:none;stroke:#777;stroke-width:.5;stroke-opacity:.45}.chart .memline{fill:none;stroke:#4e79a7;"
     "stroke-width:2}.chart .mempt{fill:#4e79a7}.chart .cap{stroke:#e15759;stroke-dasharray:6 4}"
     ".legend span{margin-right:12px;white-space:nowrap}"
     ".finding{border:1px solid #ddd;border-left:5px solid #888;border-radius:3px;padding:8px 14px;"

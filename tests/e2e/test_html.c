@@ -1,0 +1,260 @@
+/*
+ * test_html.c - end-to-end tests of `stepprof analyze --html FILE` on real
+ * captures: the synthetic trainer (docs/workloads.md) runs under
+ * LD_PRELOAD=libstepprof.so on the simulated GPU, then the analyzer writes the
+ * HTML report, which python3's html.parser (an independent parser) reads back:
+ *   - every tag the report opens is closed, in order; there is no <script>;
+ *   - each category's share is the JSON's of the same analysis, shown to 0.1%;
+ *   - the findings' kinds are the JSON's, in order;
+ *   - a path containing "<script>" (data directory, trace directory) is escaped:
+ *     the parser gets it back as text, the raw file has no "<script";
+ *   - the device memory line of a leaking run rises every iteration (the trainer
+ *     leaks 8 MiB per iteration);
+ *   - "--html -" writes the HTML, and only the HTML, to stdout; an unwritable
+ *     FILE is exit status 4 with one error line.
+ *
+ * Divided into: 1. capture and parse helpers, 2. the tests.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testlib.h"
+
+/* ---------------------------------------------- 1. capture and parse */
+
+static char *cur_dir; /* removed by the suite's fini, also after a failed assertion */
+
+static void remove_dir(void)
+{
+	if (cur_dir) {
+		sp_t_rmrf(cur_dir);
+		free(cur_dir);
+		cur_dir = NULL;
+	}
+}
+
+TestSuite(html_e2e, .fini = remove_dir, .timeout = 300);
+
+static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+
+/*
+ * Reads an HTML document on stdin; prints one JSON line: the tag-nesting errors,
+ * the count of each start tag, the shares (data-value of class="share"), the
+ * findings' kinds (data-kind), the bars of the iteration chart, the memory line's
+ * points, and the document's text with entities decoded.
+ */
+static const char checker_py[] =
+    "import sys, json\n"
+    "from html.parser import HTMLParser\n"
+    "VOID = {'area','base','br','col','embed','hr','img','input','link','meta','source','track','wbr'}\n"
+    "class P(HTMLParser):\n"
+    "    def __init__(s):\n"
+    "        super().__init__(convert_charrefs=True)\n"
+    "        s.stack=[]; s.errors=[]; s.tags={}; s.shares={}; s.pct={}; s.kinds=[]; s.text=[]; s.bars=-1\n"
+    "        s.mem=''; s.cur=None\n"
+    "    def handle_starttag(s, t, attrs):\n"
+    "        a=dict(attrs); s.tags[t]=s.tags.get(t,0)+1\n"
+    "        if t not in VOID: s.stack.append(t)\n"
+    "        s.cur=None\n"
+    "        if a.get('class')=='share': s.shares[a.get('data-cat')]=a.get('data-value'); s.cur=a.get('data-cat')\n"
+    "        if 'data-kind' in a: s.kinds.append(a['data-kind'])\n"
+    "        if t=='svg' and 'data-bars' in a: s.bars=int(a['data-bars'])\n"
+    "        if t=='polyline' and a.get('class')=='memline': s.mem=a.get('points','')\n"
+    "    def handle_startendtag(s, t, attrs):\n"
+    "        s.handle_starttag(t, attrs)\n"
+    "        if t not in VOID: s.stack.pop()\n"
+    "    def handle_endtag(s, t):\n"
+    "        s.cur=None\n"
+    "        if t in VOID: return\n"
+    "        if not s.stack or s.stack[-1]!=t:\n"
+    "            s.errors.append('</%s> closes <%s> at %s' % (t, s.stack[-1] if s.stack else '', s.getpos()))\n"
+    "            return\n"
+    "        s.stack.pop()\n"
+    "    def handle_data(s, d):\n"
+    "        s.text.append(d)\n"
+    "        if s.cur: s.pct[s.cur]=d\n"
+    "p=P(); p.feed(sys.stdin.read()); p.close()\n"
+    "if p.stack: p.errors.append('unclosed: ' + ' '.join(p.stack))\n"
+    "print(json.dumps({'errors':p.errors,'tags':p.tags,'shares':p.shares,'pct':p.pct,'kinds':p.kinds,\n"
+    "    'bars':p.bars,'mem':p.mem,'text':''.join(p.text)}))\n";
+
+static struct sp_json *parse_html(const char *html)
+{
+	char *argv[] = {"/usr/bin/python3", "-c", (char *)checker_py, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, html, 60);
+	cr_assert_eq(r.status, 0, "python3 html.parser: exit %d: %s", r.status, r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "checker output is not JSON: %s", r.out);
+	sp_t_result_free(&r);
+	return j;
+}
+
+/* The HTML is well formed enough: balanced tags, no script, the structure we promise. */
+static void check_structure(const struct sp_json *h)
+{
+	struct sp_json *errs = sp_json_get(h, "errors");
+	cr_assert_not_null(errs);
+	cr_expect_eq(errs->n, 0, "tag nesting: %zu errors, first: %s", errs->n, errs->n ? errs->kids[0].str : "");
+	cr_expect_eq(sp_json_num(h, "tags.script", 0), 0, "the report must not contain a <script> element");
+	cr_expect_eq(sp_json_num(h, "tags.html", 0), 1);
+	cr_expect_eq(sp_json_num(h, "tags.body", 0), 1);
+	cr_expect_geq(sp_json_num(h, "tags.svg", 0), 2, "charts are inline SVG");
+	cr_expect_geq(sp_json_num(h, "tags.details", 0), 1, "the per-iteration table is behind a <details>");
+	cr_expect_eq(sp_json_num(h, "tags.link", 0) + sp_json_num(h, "tags.img", 0) + sp_json_num(h, "tags.iframe", 0),
+		     0, "self-contained: no link, img or iframe");
+}
+
+/* Run the trainer under the preload into <cur_dir>/t<script> (cur_dir made when unset); the trace directory's path. */
+static char *capture(const char *scenario, const char *data_dir)
+{
+	if (!cur_dir)
+		cur_dir = sp_t_tmpdir("html");
+	char tdir[512], env_dir[600], env_pre[600];
+	snprintf(tdir, sizeof(tdir), "%s/t<script>", cur_dir);
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
+	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
+	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
+	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
+	free(lib);
+	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
+	char *argv[] = {(char *)sp_t_build("bin/trainer"),
+			"--scenario",
+			(char *)scenario,
+			"--iters",
+			"12",
+			data_dir ? "--data-dir" : NULL,
+			(char *)data_dir,
+			NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, env, NULL, 120);
+	cr_assert_eq(r.status, 0, "trainer --scenario %s: exit %d: %s", scenario, r.status, r.err);
+	sp_t_result_free(&r);
+	return strdup(tdir);
+}
+
+/* ------------------------------------------------------------ 2. tests */
+
+Test(html_e2e, report_matches_the_json_and_escapes_paths)
+{
+	char data[600];
+	/* the data directory's path reaches the report twice: in the command lines and in
+	 * small_file_storm's top_directories evidence */
+	cur_dir = sp_t_tmpdir("html");
+	snprintf(data, sizeof(data), "%s/d<script>alert('x')&\"", cur_dir);
+	cr_assert_eq(mkdir(data, 0700), 0);
+	char *tdir = capture("input-bound", data);
+
+	char out[700];
+	snprintf(out, sizeof(out), "%s/report.html", cur_dir);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--html", out, tdir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "stepprof analyze --json --html: exit %d: %s", r.status, r.err);
+	struct sp_json *an = sp_json_parse(r.out);
+	cr_assert_not_null(an, "with --html FILE, stdout is still the JSON: %s", r.out);
+	size_t len = 0;
+	char *html = sp_t_read_file(out, &len);
+	cr_assert_not_null(html, "no HTML file written");
+	cr_assert(len > 1000 && !strncmp(html, "<!DOCTYPE html>", 15), "not an HTML document");
+
+	struct sp_json *h = parse_html(html);
+	check_structure(h);
+	/* same analysis, same numbers: the exact double, and the percent shown */
+	for (int c = 0; c < 6; c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		double want = sp_json_num(an, key, -1);
+		snprintf(key, sizeof(key), "shares.%s", cats[c]);
+		const char *got = sp_json_str(h, key);
+		cr_assert_not_null(got, "no share of %s in the HTML", cats[c]);
+		cr_expect_eq(strtod(got, NULL), want, "%s share: HTML %s, JSON %.17g", cats[c], got, want);
+		char pct[32];
+		snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * want);
+		snprintf(key, sizeof(key), "pct.%s", cats[c]);
+		cr_expect_str_eq(sp_json_str(h, key), pct, "%s share shown", cats[c]);
+	}
+	/* the findings, in the JSON's order; input-bound has a small-file storm */
+	struct sp_json *fj = sp_json_get(an, "findings"), *fh = sp_json_get(h, "kinds");
+	cr_assert(fj && fh);
+	cr_expect_eq(fh->n, fj->n, "findings: HTML %zu, JSON %zu", fh->n, fj->n);
+	for (size_t i = 0; i < fj->n && i < fh->n; i++)
+		cr_expect_str_eq(fh->kids[i].str, sp_json_str(sp_json_at(fj, i), "kind"));
+	int storm = 0;
+	for (size_t i = 0; i < fh->n; i++)
+		storm |= !strcmp(fh->kids[i].str, "small_file_storm");
+	cr_expect(storm, "input-bound: small_file_storm expected among the findings");
+	/* every iteration has its bar (12 < REPORT_HTML_MAX_BARS) */
+	cr_expect_eq(sp_json_num(h, "bars", -1), sp_json_num(an, "summary.iterations", -2));
+	/* escaping: the parser reads the paths back as text; the raw file has no tag of them */
+	const char *text = sp_json_str(h, "text");
+	cr_assert_not_null(text);
+	cr_expect(strstr(text, "d<script>alert('x')&\"") != NULL, "the data directory's path is not in the text");
+	cr_expect(strstr(text, "/t<script>") != NULL, "the trace directory's path is not in the text");
+	cr_expect(strstr(html, "<script") == NULL, "raw <script in the HTML");
+	cr_expect(strstr(html, "d&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;") != NULL, "escaped path not found");
+
+	/* an unwritable FILE: one error line, exit 4, the JSON still on stdout */
+	sp_t_result_free(&r);
+	char bad[700];
+	snprintf(bad, sizeof(bad), "%s/no/such/dir/r.html", cur_dir);
+	char *argv2[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", bad, tdir, NULL};
+	sp_t_run(&r, argv2, NULL, NULL, 120);
+	cr_expect_eq(r.status, 4, "unwritable --html FILE: exit %d", r.status);
+	cr_expect(strstr(r.err, "stepprof: ") && strstr(r.err, "r.html"), "error line: %s", r.err);
+	cr_expect(strstr(r.out, "Bottleneck") != NULL, "the text report is still written: %s", r.out);
+
+	sp_t_result_free(&r);
+	sp_json_free(h);
+	sp_json_free(an);
+	free(html);
+	free(tdir);
+	remove_dir();
+}
+
+Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
+{
+	char *tdir = capture("leaking", NULL);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", tdir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "stepprof analyze --html -: exit %d: %s", r.status, r.err);
+	cr_assert(!strncmp(r.out, "<!DOCTYPE html>", 15), "--html - writes the HTML to stdout: %.200s", r.out);
+	/* only the HTML: the text report's first line is not there */
+	cr_expect(strstr(r.out, "stepprof analyze: ") == NULL, "text report mixed into the HTML");
+	struct sp_json *h = parse_html(r.out);
+	check_structure(h);
+	int growth = 0;
+	struct sp_json *fh = sp_json_get(h, "kinds");
+	for (size_t i = 0; fh && i < fh->n; i++)
+		growth |= !strcmp(fh->kids[i].str, "memory_growth");
+	cr_expect(growth, "leaking: memory_growth expected among the findings");
+	/* 8 MiB leaked per iteration: each point of the peak line is higher (SVG y smaller) than the last */
+	const char *pts = sp_json_str(h, "mem");
+	cr_assert(pts && *pts, "no device memory line");
+	int n = 0;
+	double prev_y = INFINITY;
+	for (const char *p = pts; *p;) {
+		char *end;
+		strtod(p, &end);
+		if (end == p || *end != ',')
+			break;
+		double y = strtod(end + 1, &end);
+		cr_expect_lt(y, prev_y, "memory point %d at y=%.2f, the previous at %.2f: the leak must rise", n, y,
+			     prev_y);
+		prev_y = y;
+		n++;
+		p = end;
+		while (*p == ' ')
+			p++;
+	}
+	cr_expect_eq(n, 12, "one memory point per iteration: %d", n);
+	sp_json_free(h);
+	sp_t_result_free(&r);
+	free(tdir);
+	remove_dir();
+}
