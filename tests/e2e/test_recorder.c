@@ -16,6 +16,8 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testlib.h"
@@ -158,6 +160,41 @@ Test(recorder, eight_threads_million_marks_exact, .timeout = 300)
 	cr_expect_eq(sp_json_u64(f, "overwritten", 99), 0);
 	cr_expect_eq(sp_json_u64(f, "threads", 0), 8);
 	cr_expect_gt(sp_json_u64(f, "end_ns", 0), sp_json_u64(f, "begin_ns", 0));
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+/* The header says who wrote the file: host, pid, ppid (this test), rank, command line; records lie in the run. */
+Test(recorder, header_names_the_process_and_its_rank)
+{
+	char *dir = sp_t_tmpdir("rechdr");
+	struct sp_t_result r;
+	char *extra[] = {"RANK=3", "LOCAL_RANK=1", "WORLD_SIZE=4", NULL};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(markgen(&r, dir, extra, "-n 10 -m hdr"), 0, "%s", r.err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	long pid = out_pid(r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *f = file_of(j, pid, 0);
+	cr_assert(f, "a file for pid %ld", pid);
+	struct utsname u;
+	cr_assert_eq(uname(&u), 0);
+	cr_expect_str_eq(sp_json_str(f, "host"), u.nodename);
+	cr_expect_eq(sp_json_i64(f, "ppid", -1), (long)getpid(), "markgen's parent is this test");
+	cr_expect_eq(sp_json_i64(f, "rank", -9), 3);
+	cr_expect_eq(sp_json_i64(f, "local_rank", -9), 1);
+	cr_expect_eq(sp_json_i64(f, "world_size", -9), 4);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "%s -n 10 -m hdr", sp_t_build("bin/markgen"));
+	cr_expect_str_eq(sp_json_str(f, "cmdline"), cmd);
+	uint64_t b = sp_json_u64(f, "begin_ns", 0), e = sp_json_u64(f, "end_ns", 0);
+	uint64_t lo = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec,
+		 hi = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+	cr_expect(lo <= b && b <= e && e <= hi, "records [%lu, %lu] outside the run [%lu, %lu] (CLOCK_MONOTONIC)",
+		  (unsigned long)b, (unsigned long)e, (unsigned long)lo, (unsigned long)hi);
+	cr_expect(sp_json_path(f, "clean_exit") && sp_json_path(f, "clean_exit")->num == 1, "clean exit recorded");
 	sp_json_free(j);
 	sp_t_rmrf(dir);
 }
