@@ -414,16 +414,17 @@ Test(simgpu, stream_wait_event_orders_streams)
 
 /* ---------------------------------------------------------------- 4. copies */
 
-/* An Async copy from pageable memory returns only when done (staging), one from
- * pinned memory returns at once while the stream still works. */
+/* An Async copy from pageable memory returns only when done (staging), after the
+ * work queued before it; one from pinned memory returns at once while the stream
+ * still works. A kernel queued first makes both facts independent of host timing. */
 Test(simgpu, pageable_async_copy_is_host_synchronous)
 {
 	size_t n = 16u << 20; /* 16 MiB at 0.5 GB/s: 33.5 ms */
-	double want_ms = (double)n / 0.5e6;
+	double want_ns = (double)n / 0.5;
 	char *host = malloc(n), *pinned;
 	CUdeviceptr d;
 	CUstream s;
-	uint64_t t0, t1;
+	uint64_t k[2] = {0, 0}, t1;
 
 	setenv("SIMGPU_PAGEABLE_GBPS", "0.5", 1);
 	setenv("SIMGPU_PINNED_GBPS", "0.5", 1);
@@ -434,17 +435,18 @@ Test(simgpu, pageable_async_copy_is_host_synchronous)
 	memset(pinned, 9, n);
 	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
 
-	t0 = now_ns();
+	launch_sleep(s, 100, k);
 	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, host, n, s), CUDA_SUCCESS);
 	t1 = now_ns();
-	cr_expect_geq((double)(t1 - t0) / 1e6, want_ms * 0.95, "pageable async returned after %.1f ms",
-		      (double)(t1 - t0) / 1e6);
+	cr_assert_neq(k[1], 0, "pageable async returned before the kernel queued ahead of it ended");
+	cr_expect_geq((double)(t1 - k[1]), want_ns * 0.95, "pageable async returned %.1f ms after the kernel, want %.1f",
+		      (double)(t1 - k[1]) / 1e6, want_ns / 1e6);
 	cr_expect_eq(D(cuStreamQuery)(s), CUDA_SUCCESS, "pageable copy still running after the call returned");
 
-	t0 = now_ns();
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
 	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, pinned, n, s), CUDA_SUCCESS);
-	t1 = now_ns();
-	cr_expect_lt((double)(t1 - t0) / 1e6, want_ms / 2, "pinned async blocked %.1f ms", (double)(t1 - t0) / 1e6);
+	cr_expect_eq(k[1], 0, "pinned async waited for the kernel queued ahead of it");
 	cr_expect_eq(D(cuStreamQuery)(s), CUDA_ERROR_NOT_READY);
 	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
 	free(host);
