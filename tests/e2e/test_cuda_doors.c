@@ -634,3 +634,21 @@ Test(cuda_doors, launches_of_a_thread_that_never_syncs_are_timed, .timeout = 120
 	cr_expect_eq(kernel_time_misses(&d, &checked, why, sizeof(why)), 0, "%s", why);
 	door_free(&d);
 }
+
+Test(cuda_doors, per_thread_default_stream_variants_counted_and_timed, .timeout = 120)
+{
+	struct door d;
+	door_run(&d, "bin/door_ptds", 1, NULL, NULL);
+	expect_counts(&d, "ptds");
+	/* compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM: every copy and launch is a _ptds/_ptsz variant */
+	for (size_t i = 0; i < d.nrec; i++) {
+		if (!str_eq(d.rec[i], "kind", "copy") && !str_eq(d.rec[i], "kind", "launch"))
+			continue;
+		const char *a = sp_json_str(d.rec[i], "api");
+		cr_expect(a && (strstr(a, "_ptds") || strstr(a, "_ptsz")), "%s is not a per-thread variant", a);
+		if (sp_json_num(d.rec[i], "result", 1) == 0)
+			cr_expect(sp_json_get(d.rec[i], "gpu_begin_ns"), "%s on the per-thread stream has no GPU time", a);
+	}
+	door_free(&d);
+	expect_same_output("bin/door_ptds");
+}

@@ -8,6 +8,8 @@
  *                the driver doors (dlsym + cuGetProcAddress) can see anything
  *   door_dlsym   links no CUDA (-DDOOR_DLSYM): dlopens libcudart.so.12 and
  *                libcuda.so.1 itself and looks every function up by handle
+ *   door_ptds    door_plt compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM: the
+ *                _ptds/_ptsz runtime names, and per-thread driver entry points
  *
  * Divided into: 1. the API table and its loading, 2. kernels, 3. the
  * scenario (runtime part, driver part, fragmentation), 4. main.
@@ -57,7 +59,8 @@ static struct {
 #define F(n) __typeof__(&n) n;
 	RT_LIST(F)
 #undef F
-#define G(base, exact) __typeof__(&exact) base;
+/* cuda.h's macro names the variant of this build (cuMemcpyHtoD -> _v2, or _v2_ptds) */
+#define G(base, exact) __typeof__(&base) base;
 	DRV_LIST(G)
 #undef G
 } api;
@@ -74,7 +77,7 @@ static int load_api(void)
 #define F(n) api.n = (__typeof__(&n))dlsym(rt, #n);
 	RT_LIST(F)
 #undef F
-#define G(base, exact) api.base = (__typeof__(&exact))dlsym(drv, #exact);
+#define G(base, exact) api.base = (__typeof__(&base))dlsym(drv, #exact);
 	DRV_LIST(G)
 #undef G
 #else
@@ -88,9 +91,13 @@ static int load_api(void)
 	 */
 	api.cudaFree(NULL);
 	enum cudaDriverEntryPointQueryResult st;
+#ifdef CUDA_API_PER_THREAD_DEFAULT_STREAM
+	const unsigned long long epflags = cudaEnablePerThreadDefaultStream;
+#else
+	const unsigned long long epflags = cudaEnableDefault;
+#endif
 #define G(base, exact)                                                                                                \
-	if (api.cudaGetDriverEntryPointByVersion(#base, (void **)&api.base, 12000, cudaEnableDefault, &st) !=       \
-	    cudaSuccess)                                                                                              \
+	if (api.cudaGetDriverEntryPointByVersion(#base, (void **)&api.base, 12000, epflags, &st) != cudaSuccess)    \
 		api.base = NULL;
 	DRV_LIST(G)
 #undef G

@@ -4,6 +4,7 @@
 #   build/bin/door_plt      door_cuda.c linked to build/simgpu/libcudart.so.12
 #   build/bin/door_static   the same with build/simgpu/libcudart_static.a
 #   build/bin/door_dlsym    no CUDA linked: dlopen + dlsym by handle
+#   build/bin/door_ptds     door_plt built with CUDA_API_PER_THREAD_DEFAULT_STREAM
 #   build/bin/cuda_probe_nocuda   a program that never touches CUDA (fork, errno, /proc/self/maps)
 #
 # RUNPATH $ORIGIN/../simgpu as for the trainer; -rdynamic so dladdr names the kernels.
@@ -19,6 +20,16 @@ $(BUILD)/obj/tests/workloads/cuda/door_static.o: tests/workloads/cuda/door_cuda.
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -DDOOR_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/obj/tests/workloads/cuda/door_ptds.o: tests/workloads/cuda/door_cuda.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CPPFLAGS_COMMON) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/bin/door_ptds: $(BUILD)/obj/tests/workloads/cuda/door_ptds.o $(BUILD)/simgpu/libcudart.so.12
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 $(DOOR_LDFLAGS) -ldl -lpthread
 
 $(BUILD)/bin/door_plt: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)
@@ -42,5 +53,5 @@ $(BUILD)/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_noc
 
 ALL_TARGETS += $(BUILD)/bin/cuda_probe_nocuda
 ifneq ($(wildcard tests/simgpu/module.mk),)
-ALL_TARGETS += $(BUILD)/bin/door_plt $(BUILD)/bin/door_static $(BUILD)/bin/door_dlsym
+ALL_TARGETS += $(BUILD)/bin/door_plt $(BUILD)/bin/door_static $(BUILD)/bin/door_dlsym $(BUILD)/bin/door_ptds
 endif
