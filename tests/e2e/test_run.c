@@ -289,3 +289,46 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/* Through sudo with the collector: its file, written by root, belongs to the user who must analyze it. */
+Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("no collector here: %s", why);
+	char *tmp = sp_t_tmpdir("run-sudo-bpf");
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	char out[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--bpf", "-o", out, "--", "/bin/cat", "/etc/hostname", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	int fallback = strstr(res.err, "eBPF collector unavailable") != NULL;
+	sp_t_result_free(&res);
+	if (fallback) {
+		free(stepprof);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here");
+	}
+	DIR *d = opendir(out);
+	cr_assert_not_null(d);
+	int files = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (e->d_name[0] == '.')
+			continue;
+		char f[2 * PATH_MAX];
+		snprintf(f, sizeof(f), "%s/%s", out, e->d_name);
+		struct stat st;
+		cr_assert_eq(stat(f, &st), 0);
+		cr_expect_eq(st.st_uid, 65534u, "%s belongs to uid %u", f, (unsigned)st.st_uid);
+		files++;
+	}
+	closedir(d);
+	cr_expect_geq(files, 1, "the collector wrote no file in %s", out);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
