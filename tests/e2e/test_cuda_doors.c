@@ -172,6 +172,11 @@ Test(cuda_doors, plt_every_family_counted_exactly, .timeout = 120)
 	/* the driver half was reached through cudaGetDriverEntryPointByVersion */
 	cr_expect_eq(count_api_prefix(&d, "launch", "cuLaunchKernel"), truth_u(&d, "launches") / 2);
 	cr_expect_eq(count_api_prefix(&d, "launch", "cudaLaunchKernel"), truth_u(&d, "launches") / 2);
+	/* kernel names: dladdr of the runtime stub, cuFuncGetName (or dladdr) for the driver */
+	for (size_t i = 0; i < d.nrec; i++)
+		if (str_eq(d.rec[i], "kind", "launch"))
+			cr_expect(str_eq(d.rec[i], "name", "door_kernel"), "%s launched %s", sp_json_str(d.rec[i], "api"),
+				  sp_json_str(d.rec[i], "name"));
 	door_free(&d);
 }
 
