@@ -94,7 +94,12 @@ int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg)
 		return -1;
 	}
 	uint64_t fsize = (uint64_t)st.st_size, ring = h.header_size + h.keep_slots * SP_SLOT_SIZE;
-	uint64_t nchunks = h.ring_chunks;
+	/*
+	 * Chunks are handed out in position order until the ring wraps: past
+	 * ring_next_seq the file is unused (and usually sparse: a 1 GiB cap holding
+	 * 1 MB of records). Reading it would cost a read of the whole cap.
+	 */
+	uint64_t nchunks = h.ring_next_seq < h.ring_chunks ? h.ring_next_seq : h.ring_chunks;
 	if (ring >= fsize)
 		nchunks = 0;
 	else if (nchunks > (fsize - ring + h.chunk_size - 1) / h.chunk_size)
