@@ -118,13 +118,16 @@ static double nice_step(double max)
 	return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
 }
 
-/* The same in binary units (KiB, MiB, GiB...), so that memory ticks read "256 MiB", not "244 MiB". */
+/*
+ * Memory ticks: a power-of-two step of bytes (so they read "256 MiB", never
+ * "244 MiB" or "1e+03 MiB"), the smallest that divides max into at most 5 intervals.
+ */
 static double nice_step_bytes(double max)
 {
-	double unit = 1;
-	while (max / unit >= 1024 * 5 && unit < 0x1p60)
-		unit *= 1024;
-	return nice_step(max / unit) * unit;
+	double step = 1;
+	while (max / step > 5)
+		step *= 2;
+	return step;
 }
 
 /* ----------------------------------------------------------- 2. the run */
@@ -373,7 +376,7 @@ static void bar_get(const struct an_analysis *a, size_t nbars, size_t b, struct 
 #define CH_W   960.0
 #define CH_L   104.0 /* left margin: y labels, the findings' names */
 #define CH_R   12.0
-#define CH_T   10.0
+#define CH_T   24.0 /* top margin: marks and values of bars cut at the top */
 #define CH_PW  (CH_W - CH_L - CH_R)
 #define BAR_PX (CH_PW / (double)nbars)
 
@@ -501,6 +504,17 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 	}
 	if (ncut)
 		fputs("\"/>\n", f);
+	/* and their height in words above them, while there are few enough to be read */
+	for (size_t b = 0; ncut && ncut <= 12 && b < nbars; b++) {
+		bar_get(a, nbars, b, &br);
+		double s = 0;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			s += br.bd[c];
+		if (s > top)
+			fprintf(f,
+				"<text x=\"%.2f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"middle\">%s</text>\n",
+				CH_L + (b + 0.5) * BAR_PX, CH_T - 11, fns((uint64_t)llround(s), b1, sizeof(b1)));
+	}
 	/* hover targets: a transparent full-height column per bar whose title holds the numbers */
 	for (size_t b = 0; b < nbars; b++) {
 		size_t lo, hi;
@@ -535,12 +549,11 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 			last = a->nit - 1;
 		size_t b0 = bar_of(a->nit, nbars, (size_t)x->first_iteration), b1i = bar_of(a->nit, nbars, last);
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
-		fprintf(
-		    f,
-		    "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\"><title>%s (%s): iterations "
-		    "%ld-%ld</title></rect>\n",
-		    CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], an_finding_name[x->kind],
-		    an_severity_name[sev], x->first_iteration, x->last_iteration);
+		fprintf(f,
+			"<a href=\"#finding-%zu\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\">"
+			"<title>%s (%s): iterations %ld-%ld</title></rect></a>\n",
+			k, CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], an_finding_name[x->kind],
+			an_severity_name[sev], x->first_iteration, x->last_iteration);
 		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"end\">%s</text>\n", CH_L - 4,
 			yb + 7, an_finding_name[x->kind]);
 		yb += 10;
@@ -647,13 +660,14 @@ static void evidence_value(FILE *f, const struct an_evidence *e)
 		fputs("-", f);
 		return;
 	}
-	if (v == floor(v) && fabs(v) < 1e15)
+	/* counts and bytes in full; large measures rounded rather than in e-notation */
+	if ((v == floor(v) || fabs(v) >= 1000) && fabs(v) < 1e15)
 		fprintf(f, "%.0f", v);
 	else
 		fprintf(f, "%.4g", v);
 	const char *k = e->key ? e->key : "";
 	size_t n = strlen(k);
-	int ends_ns = n >= 3 && !strcmp(k + n - 3, "_ns");
+	int ends_ns = (n >= 3 && !strcmp(k + n - 3, "_ns")) || !strncmp(k, "ns_", 3);
 	if (v >= 1024 && strstr(k, "bytes"))
 		fprintf(f, " <span class=\"note\">(%s)</span>", fbytes((uint64_t)v, b, sizeof(b)));
 	else if (v >= 1000 && ends_ns)
@@ -676,8 +690,9 @@ static void html_findings(FILE *f, const struct an_analysis *a)
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
 		const char *kind = x->kind >= 0 && x->kind < AN_F__COUNT ? an_finding_name[x->kind] : "?";
 		fprintf(f,
-			"<article class=\"finding sev-%s\" data-kind=\"%s\">\n<h3><span class=\"badge\">%s</span> %s",
-			an_severity_name[sev], kind, an_severity_name[sev], kind);
+			"<article id=\"finding-%zu\" class=\"finding sev-%s\" data-kind=\"%s\">\n<h3><span "
+			"class=\"badge\">%s</span> %s",
+			i, an_severity_name[sev], kind, an_severity_name[sev], kind);
 		if (x->signal) {
 			fputs(" <small>(", f);
 			esc(f, x->signal);
