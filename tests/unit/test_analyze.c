@@ -413,6 +413,70 @@ Test(findings, small_file_storm_silent_for_256k_files)
 	an_analysis_free(&a);
 }
 
+/*
+ * Severity by the exposed input share: 12 iterations of a storm (100 metadata
+ * ops of 16 KiB files by a worker) where the training thread waits `wait_us`,
+ * launches (5 us) and syncs on a kernel of `kernel_us`; the GPU is idle while it
+ * waits, so the input share is wait / (wait + 5 + kernel), known exactly here.
+ */
+static void storm_share_run(struct an_analysis *a, uint64_t wait_us, uint64_t kernel_us, double warn, double crit)
+{
+	struct sim s;
+	sim_init(&s);
+	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
+	e->f[SP_F_PID] = WPID;
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		uint64_t t = s.t + 1;
+		for (int k = 0; k < 50; k++, t += 4) {
+			e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
+			e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t + 1, t + 2);
+			e->f[SP_F_FD] = 5;
+			e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + 2, t + 3);
+			e->f[SP_F_FD] = 5;
+			e->f[SP_F_BYTES] = 16384;
+			e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+			e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 3, t + 4);
+			e->f[SP_F_FD] = 5;
+		}
+		sim_input(&s, wait_us * US);
+		sim_kernel(&s, s.kname, kernel_us * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	o.threshold[AN_T_SFS_WARN] = warn;
+	o.threshold[AN_T_SFS_CRIT] = crit;
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+}
+
+static int storm_severity(uint64_t wait_us, uint64_t kernel_us, double warn, double crit)
+{
+	struct an_analysis a;
+	storm_share_run(&a, wait_us, kernel_us, warn, crit);
+	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	cr_assert_not_null(f, "the storm is there whatever its share");
+	cr_expect_eq(f->first_iteration, 0);
+	cr_expect_eq(f->last_iteration, 11);
+	int sev = f->severity;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, small_file_storm_severity_follows_the_exposed_input_share)
+{
+	/* the defaults: < 10% info, >= 10% warning, >= 30% critical */
+	cr_expect_eq(storm_severity(500, 9495, 0.10, 0.30), 0);  /* 5% */
+	cr_expect_eq(storm_severity(2000, 7995, 0.10, 0.30), 1); /* 20% */
+	cr_expect_eq(storm_severity(4000, 5995, 0.10, 0.30), 2); /* 40% */
+	/* each bound, just above and just below the share this timeline has: 2000 / 10000 */
+	cr_expect_eq(storm_severity(2000, 7995, 0.2001, 0.9), 0);
+	cr_expect_eq(storm_severity(2000, 7995, 0.1999, 0.9), 1);
+	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.2001), 1);
+	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.1999), 2);
+}
+
 static void copy_run(struct an_analysis *a, int pageable_iter)
 {
 	struct sim s;
@@ -450,6 +514,51 @@ Test(findings, unpinned_copy_silent_with_pinned_copies)
 	copy_run(&a, -1);
 	cr_expect_null(find(&a, AN_F_UNPINNED_COPY, NULL));
 	an_analysis_free(&a);
+}
+
+/*
+ * Severity of unpinned_copy: 12 iterations (input 1 ms, H2D of 32 MiB on the GPU
+ * for `copy_us`, a 4 ms kernel, sync); the iterations in [from, to] copy from
+ * pageable memory with `api` (a pageable copy returns when it is done).
+ */
+static int upc_severity(unsigned api, int from, int to, uint64_t copy_us)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		int pageable = i >= from && i <= to;
+		sim_copy(&s, SP_DIR_H2D, 32 << 20, copy_us * US, pageable);
+		s.m.ev[s.m.n - 2].api = api; /* the COPY record just added, before its GPU span */
+		sim_kernel(&s, s.kname, 4000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	an_memsrc_free(&s.m);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f);
+	cr_expect_eq(f->first_iteration, from);
+	cr_expect_eq(f->last_iteration, to);
+	cr_expect_eq(f->iterations, to - from + 1);
+	int sev = f->severity;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, unpinned_copy_severity_by_time_share_and_async)
+{
+	/* one 1 ms pageable copy in a run of ~72 ms: under 5% of wall time */
+	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 5, 5, 1000), 0, "a rare synchronous pageable copy is info");
+	cr_expect_eq(upc_severity(SP_API_cudaMemcpyAsync, 5, 5, 1000), 1,
+		     "an async copy from pageable memory silently serialises: at least a warning");
+	/* 16 ms of copy in iterations of 21 ms: 76% of wall time */
+	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 0, 11, 16000), 2);
+	/* 4 of 12 iterations of 6 ms with a 1 ms copy: 4 / 72 = 5.6% >= 5% */
+	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 2, 5, 1000), 1);
 }
 
 #define MiB (1024ull * 1024)
