@@ -549,13 +549,14 @@ static void html_iter_chart(FILE *f, const struct an_analysis *a)
 			last = a->nit - 1;
 		size_t b0 = bar_of(a->nit, nbars, (size_t)x->first_iteration), b1i = bar_of(a->nit, nbars, last);
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
+		const char *kind = x->kind >= 0 && x->kind < AN_F__COUNT ? an_finding_name[x->kind] : "?";
 		fprintf(f,
 			"<a href=\"#finding-%zu\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\">"
 			"<title>%s (%s): iterations %ld-%ld</title></rect></a>\n",
-			k, CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], an_finding_name[x->kind],
-			an_severity_name[sev], x->first_iteration, x->last_iteration);
+			k, CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], kind, an_severity_name[sev],
+			x->first_iteration, x->last_iteration);
 		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"end\">%s</text>\n", CH_L - 4,
-			yb + 7, an_finding_name[x->kind]);
+			yb + 7, kind);
 		yb += 10;
 	}
 	fputs("</svg>\n", f);
