@@ -14,6 +14,7 @@
  * microseconds below), never a number the analyzer computed.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -730,15 +731,21 @@ Test(analyze, device_peak_of_iterations_without_memory_events)
 	an_memsrc_free(&s.m);
 }
 
-/* `iters` iterations each leaking `leak` bytes above a 200 MiB base, on a device of `capacity` bytes. */
-static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t capacity)
+/*
+ * `iters` iterations each leaking `leak` bytes above a `base` allocated before
+ * them, on a device of `capacity` bytes; odd iterations also hold a temporary
+ * block of `wobble` bytes, freed within the iteration (noise on the peak).
+ * Per-iteration peak: base + (i + 1) * leak + (i odd ? wobble : 0).
+ */
+static void growth_run(struct an_analysis *a, const struct an_options *o, int iters, uint64_t base, uint64_t leak,
+		       uint64_t wobble, uint64_t capacity)
 {
 	struct sim s;
 	sim_init(&s);
 	s.m.hdr.ndevices = 1;
 	s.m.hdr.devices[0].mem_bytes = capacity;
 	uint64_t live = 0;
-	alloc_ev(&s, SP_K_ALLOC, 0x10, 200 * MiB, &live);
+	alloc_ev(&s, SP_K_ALLOC, 0x10, base, &live);
 	uint32_t site = an_memsrc_string(&s.m, "trainer!leak+0x10");
 	for (int i = 0; i < iters; i++) {
 		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
@@ -750,13 +757,41 @@ static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t c
 		e->f[SP_F_LIVE] = live;
 		e->f[SP_F_SITE] = site;
 		s.t += 2 * US;
+		if (i % 2 && wobble) {
+			alloc_ev(&s, SP_K_ALLOC, 0x100000 + (uint64_t)i, wobble, &live);
+			alloc_ev(&s, SP_K_FREE, 0x100000 + (uint64_t)i, wobble, &live);
+		}
 		sim_kernel(&s, s.kname, 2000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	struct an_options dflt;
+	an_options_init(&dflt);
+	run(&s, o ? (struct an_options *)o : &dflt, a);
 	an_memsrc_free(&s.m);
+}
+
+static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t capacity)
+{
+	growth_run(a, NULL, iters, 200 * MiB, leak, 0, capacity);
+}
+
+/* R^2 of the least-squares line through growth_run's peaks, computed here from their formula. */
+static double growth_r2(int n, uint64_t base, uint64_t leak, uint64_t wobble)
+{
+	double y[64], mx = 0, my = 0, sxx = 0, sxy = 0, syy = 0;
+	for (int i = 0; i < n; i++) {
+		y[i] = (double)(base + (uint64_t)(i + 1) * leak + (i % 2 ? wobble : 0));
+		mx += i;
+		my += y[i];
+	}
+	mx /= n;
+	my /= n;
+	for (int i = 0; i < n; i++) {
+		sxx += (i - mx) * (i - mx);
+		sxy += (i - mx) * (y[i] - my);
+		syy += (y[i] - my) * (y[i] - my);
+	}
+	return sxy * sxy / (sxx * syy);
 }
 
 Test(findings, memory_growth_fires_and_is_critical_near_capacity)
@@ -782,6 +817,45 @@ Test(findings, memory_growth_silent_just_under)
 	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
 	an_analysis_free(&a);
 	leak_run(&a, 10, 16 * MiB / 9 - 4096, 1024 * MiB); /* growth just under 16 MiB */
+	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
+	an_analysis_free(&a);
+}
+
+/* A noisy rise: silent when R^2 is under min_r2, on each side of the R^2 this data has. */
+Test(findings, memory_growth_silent_when_r2_is_just_under)
+{
+	struct an_analysis a;
+	double r2 = growth_r2(20, 200 * MiB, 2 * MiB, 13 * MiB);
+	cr_assert(r2 > 0.7 && r2 < 0.8, "the test's data: R^2 %.4f", r2);
+	growth_run(&a, NULL, 20, 200 * MiB, 2 * MiB, 13 * MiB, 1024 * MiB); /* default min_r2 0.8 */
+	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL), "R^2 %.4f < 0.8", r2);
+	an_analysis_free(&a);
+	struct an_options o;
+	an_options_init(&o);
+	o.threshold[AN_T_MG_MIN_R2] = r2 - 0.001;
+	growth_run(&a, &o, 20, 200 * MiB, 2 * MiB, 13 * MiB, 1024 * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	cr_assert_not_null(f, "R^2 %.4f >= %.4f", r2, r2 - 0.001);
+	for (int k = 0; k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "r2"))
+			cr_expect(fabs(f->ev[k].num - r2) < 1e-6, "evidence r2 %.6f, the data's %.6f", f->ev[k].num, r2);
+	an_analysis_free(&a);
+	o.threshold[AN_T_MG_MIN_R2] = r2 + 0.001;
+	growth_run(&a, &o, 20, 200 * MiB, 2 * MiB, 13 * MiB, 1024 * MiB);
+	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
+	an_analysis_free(&a);
+}
+
+/* Growth of 18 MiB (>= 16 MiB) over 10 iterations: it must also be >= 5% of where it started. */
+Test(findings, memory_growth_silent_under_5_percent_of_the_start)
+{
+	struct an_analysis a;
+	/* starts at 300 + 2 MiB: 5% is 15.1 MiB */
+	growth_run(&a, NULL, 10, 300 * MiB, 2 * MiB, 0, 65536 * MiB);
+	cr_expect_not_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
+	an_analysis_free(&a);
+	/* starts at 400 + 2 MiB: 5% is 20.1 MiB */
+	growth_run(&a, NULL, 10, 400 * MiB, 2 * MiB, 0, 65536 * MiB);
 	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
 	an_analysis_free(&a);
 }
