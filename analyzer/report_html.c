@@ -824,7 +824,12 @@ static const char css[] =
     ".evidence caption,.sites-h{text-align:left;color:#555;font-weight:600;margin:6px 0 2px}"
     ".sites{margin:0;padding-left:24px}"
     "details>summary{cursor:pointer;font-weight:600;margin:6px 0}"
-    "@media print{details{display:block}.chart .hover{display:none}}";
+    "@media print{.chart .hover{display:none}}"
+    "@media (prefers-color-scheme:dark){body{color:#ddd;background:#1b1b1b}.sub,.note,.kv th,.finding .iters,"
+    ".evidence caption,.sites-h{color:#aaa}h2{border-color:#444}.grid thead th{border-color:#555}"
+    ".grid tbody tr:nth-child(even){background:#262626}.bottleneck{background:#3a2e16}.finding{border-color:#444}"
+    ".chart .tick{fill:#bbb}.chart .grid{stroke:#333}.chart .cut{fill:#ddd}.chart .maxline{stroke:#bbb}"
+    ".chart .hover:hover{fill:rgba(255,255,255,.1)}.warn{color:#f0a060}}";
 
 int report_html(FILE *f, const struct an_analysis *a, const struct report_html_opts *o)
 {
