@@ -648,6 +648,50 @@ Test(findings, alloc_fragmentation_flush_fires_at_8_frees)
 	an_analysis_free(&a);
 }
 
+/*
+ * (b) without a failed allocation: in iteration 6 the allocator releases 8 of its
+ * `segments` cached 24 MiB segments at once and allocates again. A flush when
+ * the burst releases >= half the live bytes (flush_min_fraction).
+ */
+static const struct an_result_finding *flush_run(struct an_analysis *a, int segments)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	for (int k = 0; k < segments; k++)
+		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		if (i == 6) {
+			for (int k = 0; k < 8; k++)
+				alloc_ev(&s, SP_K_FREE, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+			for (int k = 0; k < 8; k++)
+				alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+		}
+		sim_kernel(&s, s.kname, 2000 * US);
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	run(&s, &o, a);
+	an_memsrc_free(&s.m);
+	return find(a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush");
+}
+
+Test(findings, alloc_fragmentation_flush_without_failure_needs_half_the_live_bytes)
+{
+	struct an_analysis a;
+	const struct an_result_finding *f = flush_run(&a, 16); /* 8 of 16: 50% */
+	cr_assert_not_null(f);
+	cr_expect_eq(f->first_iteration, 6);
+	cr_expect_eq(f->last_iteration, 6);
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "failed_with_free_memory"));
+	an_analysis_free(&a);
+	cr_expect_null(flush_run(&a, 17), "8 of 17 segments: 47%"); /* just under */
+	an_analysis_free(&a);
+}
+
 /* Iteration 5 allocates `extra` bytes in `sizes` distinct sizes above a steady 64 MiB and frees them. */
 static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
 {
