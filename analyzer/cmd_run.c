@@ -230,7 +230,7 @@ struct job {
 	int drop;  /* change to uid/gid before exec */
 	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
 	int ngroups;
-	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready) or 'l' */
+	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
 	pid_t pid;
 };
@@ -284,8 +284,15 @@ static void job_child(struct job *j)
 	set_preload(j->lib);
 	setenv("STEPPROF_DIR", j->dir, 1);
 	setenv("NVTX_INJECTION64_PATH", j->lib, 0);
-	if (go == 'b')
+	if (go == 'b') {
 		setenv("STEPPROF_IO", "bpf", 1);
+	} else if (go == 'f') {
+		/* The collector was wanted but is not there: an inherited STEPPROF_IO=bpf would
+		 * leave file input uncaptured, while the line we printed says the wrappers have it. */
+		const char *io = getenv("STEPPROF_IO");
+		if (io && !strcmp(io, "bpf"))
+			setenv("STEPPROF_IO", "libc", 1);
+	}
 
 	if (j->drop) {
 		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
@@ -637,14 +644,17 @@ int command_run(int argc, char **argv)
 	if (want) {
 		char why[600];
 		int have = find_collector(coll_path, sizeof(coll_path)) == 0;
-		if (!have && bpf == BPF_ON)
+		if (!have && bpf == BPF_ON) {
 			fprintf(stderr, "stepprof: eBPF collector unavailable: %s not found (not built?); input is "
 					"captured by the libc wrappers instead\n", coll_path);
-		else if (have && collector_start(&c, coll_path, j.pid, dir, why, sizeof(why)) == 0)
+			go_byte = 'f';
+		} else if (have && collector_start(&c, coll_path, j.pid, dir, why, sizeof(why)) == 0) {
 			go_byte = 'b';
-		else if (have)
+		} else if (have) {
 			fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the libc "
 					"wrappers instead\n", why);
+			go_byte = 'f';
+		}
 	}
 
 	ssize_t w;

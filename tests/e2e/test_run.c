@@ -332,3 +332,49 @@ Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/*
+ * When the collector cannot run, the line says the libc wrappers capture input:
+ * they must, even when the job's environment already said STEPPROF_IO=bpf
+ * (exported by hand, or left over from another launcher). A copy of stepprof
+ * with no stepprof-bpf beside it stands for a machine without the collector.
+ */
+Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-nobpf");
+	char data[PATH_MAX], out[PATH_MAX], bin[PATH_MAX], copy[PATH_MAX + 16], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(bin, sizeof(bin), "%s/bin", tmp);
+	snprintf(copy, sizeof(copy), "%s/stepprof", bin);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof"), *lib = io_t_abs("lib/libstepprof.so");
+	cr_assert_eq(mkdir(bin, 0755), 0);
+	size_t len;
+	char *exe = sp_t_read_file(stepprof, &len);
+	cr_assert_not_null(exe);
+	cr_assert_eq(sp_t_write_file(copy, exe, len), 0);
+	free(exe);
+	cr_assert_eq(chmod(copy, 0755), 0);
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+
+	char libenv[PATH_MAX + 16];
+	snprintf(libenv, sizeof(libenv), "STEPPROF_LIB=%s", lib);
+	char *env[] = { libenv, "STEPPROF_IO=bpf", "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	cr_expect_not_null(strstr(res.err, "eBPF collector unavailable"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "libc" }, NULL), 8,
+		     "4 files opened with open and fopen, captured by the libc wrappers as the line says");
+	io_t_free(&rs);
+	free(iogen), free(stepprof), free(lib);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
