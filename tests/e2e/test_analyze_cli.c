@@ -8,6 +8,7 @@
  * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,9 @@
  * a grandchild's 2 stats per iteration. Worker and grandchild start later than the
  * trainer's first record, so a merge by file order instead of time would show.
  */
+/* Iterations write_run writes (NITER unless a test asks for more). */
+static int run_iters = NITER;
+
 static void write_run(const char *dir, int truncate_trainer)
 {
 	char path[512];
@@ -40,7 +44,7 @@ static void write_run(const char *dir, int truncate_trainer)
 	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, 0);
 	uint32_t kname = sp_tg_intern(g, "gemm");
 	SP_TG_ADD(g, TRAINER, SP_K_FORK, 0, T0 - 1000, T0 - 1000, {SP_F_PID, WORKER});
-	for (int i = 0; i < NITER; i++) {
+	for (int i = 0; i < run_iters; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS;
 		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
 		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 4000000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
@@ -75,7 +79,7 @@ static void write_run(const char *dir, int truncate_trainer)
 	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
 	g = sp_tg_create(path, WORKER, TRAINER, -1);
 	uint32_t file = sp_tg_intern(g, "/data/set/img.jpg");
-	for (int i = 0; i < NITER; i++) {
+	for (int i = 0; i < run_iters; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 100000;
 		for (int k = 0; k < 3; k++, t += 1000000) {
 			SP_TG_ADD(g, WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, {SP_F_PATH, file}, {SP_F_FD, 5});
@@ -90,7 +94,7 @@ static void write_run(const char *dir, int truncate_trainer)
 	struct sp_tg_opts o = {.pid = 9999, .ppid = 1, .rank = -1};
 	g = sp_tg_create_opts(path, &o);
 	sp_tg_header(g)->features = SP_FEAT_BPF;
-	for (int i = 0; i < NITER; i++) {
+	for (int i = 0; i < run_iters; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 3500000;
 		struct sp_event ev = {.kind = SP_K_STAT, .api = SP_API_stat, .pid = GRANDCHILD, .tid = GRANDCHILD};
 		for (int k = 0; k < 2; k++) {
@@ -232,6 +236,95 @@ Test(analyze_cli, threshold_override_changes_the_verdict)
 	cr_expect_eq(sp_json_num(j, "findings.0.first_iteration", -1), 0);
 	cr_expect_eq(sp_json_num(j, "findings.0.last_iteration", -1), NITER - 1);
 	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* Milliseconds per unit of the text report's durations. */
+static double unit_ms(const char *u)
+{
+	return !strcmp(u, "s") ? 1e3 : !strcmp(u, "ms") ? 1 : !strcmp(u, "us") ? 1e-3 : 1e-6;
+}
+
+/*
+ * The text report (issue 5): the run, the six categories with median, p95 and
+ * share, the bottleneck sentence, and the per-iteration table: the first and last
+ * 10 iterations of a longer run, every one with --all. 25 iterations of 10 ms:
+ * input 4 ms, h2d 0.5 ms, compute 5 ms, other 0.5 ms (the last ends at its sync).
+ */
+Test(analyze_cli, text_report_categories_and_iteration_table)
+{
+	char *dir = sp_t_tmpdir("analyze-text");
+	run_iters = 25;
+	write_run(dir, 0);
+	run_iters = NITER;
+	struct sp_t_result r;
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_not_null(strstr(r.out, "3 processes (1 trainer, 2 workers, 0 other)"), "%s", r.out);
+	cr_expect_not_null(strstr(r.out, "iterations: 25 (source: api"), "%s", r.out);
+	/* category lines: name, median, p95, share of the whole wall time (25 x 10 ms - 0.5 ms) */
+	static const struct {
+		const char *name;
+		double ms, share;
+	} want[] = {{"input", 4, 100.0 * 25 * 4 / 249.5},
+		    {"h2d", 0.5, 100.0 * 25 * 0.5 / 249.5},
+		    {"compute", 5, 100.0 * 25 * 5 / 249.5},
+		    {"d2h", 0, 0},
+		    {"sync", 0, 0}};
+	for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
+		char key[32];
+		snprintf(key, sizeof(key), "\n  %s ", want[k].name);
+		const char *line = strstr(r.out, key);
+		cr_assert_not_null(line, "no line for %s: %s", want[k].name, r.out);
+		char name[16], mu[8], pu[8];
+		double med, p95, share = -1;
+		cr_assert_eq(sscanf(line, " %15s %lf %7s %lf %7s %lf%%", name, &med, mu, &p95, pu, &share), 6, "%.80s",
+			     line);
+		cr_expect(fabs(share - want[k].share) < 0.06, "%s share %.1f%%, want %.1f%%", name, share, want[k].share);
+		/* every iteration is alike: median = p95 = the timeline's duration */
+		cr_expect(fabs(med * unit_ms(mu) - want[k].ms) < 1e-9 && fabs(p95 * unit_ms(pu) - want[k].ms) < 1e-9,
+			  "%s: median %g %s, p95 %g %s, want %g ms", name, med, mu, p95, pu, want[k].ms);
+	}
+	cr_expect_not_null(strstr(r.out, "Bottleneck: input"), "%s", r.out);
+	/* the table: rows 0-9 and 15-24, "..." between, then the same with --all */
+	int rows = 0, seen[25] = {0};
+	const char *t = strstr(r.out, "\nIterations");
+	cr_assert_not_null(t);
+	cr_expect_not_null(strstr(t, "first and last 10"));
+	for (const char *l = strchr(t + 1, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		int idx;
+		char unit[8];
+		if (sscanf(l + 1, " %d %*s%7s", &idx, unit) >= 1 && idx >= 0 && idx < 25) {
+			seen[idx]++;
+			rows++;
+		}
+	}
+	cr_expect_eq(rows, 20, "%s", t);
+	for (int i = 0; i < 25; i++)
+		cr_expect_eq(seen[i], i < 10 || i >= 15, "row %d", i);
+	cr_expect_not_null(strstr(t, "..."));
+	sp_t_result_free(&r);
+
+	char *all[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--all", dir, NULL};
+	sp_t_run(&r, all, NULL, NULL, 60);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	t = strstr(r.out, "\nIterations");
+	cr_assert_not_null(t);
+	memset(seen, 0, sizeof(seen));
+	rows = 0;
+	for (const char *l = strchr(t + 1, '\n'); l && l[1]; l = strchr(l + 1, '\n')) {
+		int idx;
+		if (sscanf(l + 1, " %d", &idx) == 1 && idx >= 0 && idx < 25) {
+			seen[idx]++;
+			rows++;
+		}
+	}
+	cr_expect_eq(rows, 25, "%s", t);
+	for (int i = 0; i < 25; i++)
+		cr_expect_eq(seen[i], 1, "row %d with --all", i);
 	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);

@@ -325,6 +325,26 @@ Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
 	an_memsrc_free(&s.m);
 }
 
+/* The report's median and p95: nearest rank, input unsorted and left alone. */
+Test(analyze, quantiles_are_nearest_rank)
+{
+	uint64_t v[100];
+	for (int i = 0; i < 100; i++)
+		v[i] = (uint64_t)((i * 37) % 100 + 1); /* 1..100, shuffled */
+	uint64_t first = v[0];
+	cr_expect_eq(an_quantile_u64(v, 100, 0.5), 50);
+	cr_expect_eq(an_quantile_u64(v, 100, 0.95), 95);
+	cr_expect_eq(an_quantile_u64(v, 100, 1.0), 100);
+	cr_expect_eq(an_quantile_u64(v, 100, 0.0), 1);
+	cr_expect_eq(v[0], first);
+	uint64_t w[20];
+	for (int i = 0; i < 20; i++)
+		w[i] = (uint64_t)(200 - 10 * i); /* 200, 190, ..., 10 */
+	cr_expect_eq(an_quantile_u64(w, 20, 0.5), 100);
+	cr_expect_eq(an_quantile_u64(w, 20, 0.95), 190);
+	cr_expect_eq(an_quantile_u64(w, 0, 0.5), 0);
+}
+
 /* ---------------------------------------------------------- 3. findings */
 
 static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
