@@ -35,16 +35,11 @@ void sp_api_fork_child(void)
 	t_cache.id = 0; /* the child's file has its own ids */
 }
 
-static uint32_t mark_id(const char *name)
+/* A name other than the cached one: hash and probe, then cache it. Out of line,
+ * so that the cached case keeps stepprof_mark's frame small. */
+static __attribute__((noinline)) uint32_t mark_id_slow(const char *name)
 {
 	struct mark_cache *c = &t_cache;
-	if (c->id) {
-		unsigned i = 0;
-		while (i < c->len && name[i] == c->name[i])
-			i++;
-		if (i == c->len && name[i] == 0)
-			return c->id;
-	}
 	size_t len = strlen(name);
 	uint32_t id = sp_intern(name, len);
 	if (id && len < sizeof(c->name)) {
@@ -53,6 +48,19 @@ static uint32_t mark_id(const char *name)
 		c->id = id;
 	}
 	return id;
+}
+
+static inline uint32_t mark_id(const char *name)
+{
+	const struct mark_cache *c = &t_cache;
+	if (c->id) {
+		unsigned i = 0;
+		while (i < c->len && name[i] == c->name[i])
+			i++;
+		if (i == c->len && name[i] == 0)
+			return c->id;
+	}
+	return mark_id_slow(name);
 }
 
 SP_EXPORT void stepprof_step(void)

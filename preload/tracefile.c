@@ -293,6 +293,20 @@ void sp_tf_layout_init(void)
 	}
 }
 
+void sp_tf_encode_payload(struct sp_slot *s, unsigned kind, const uint64_t *f)
+{
+	const struct sp_tf_layout *l = &sp_tf_layout[kind];
+	uint8_t buf[SP_HEAD_PAYLOAD + 4 * SP_CONT_PAYLOAD + 16];
+	unsigned off = 0;
+	/* full 8-byte little-endian stores: the next field overwrites the excess */
+	for (unsigned i = 0; i < l->nfields; i++) {
+		memcpy(buf + off, &f[l->field[i]], 8);
+		off += sp_field_width[l->field[i]];
+	}
+	memset(buf + off, 0, 16);
+	sp_put_payload(s, l->nslots, buf, l->len);
+}
+
 int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen)
 {
 	int saved = errno, rc;

@@ -143,27 +143,40 @@ struct sp_tf_layout {
 extern struct sp_tf_layout sp_tf_layout[SP_K__COUNT];
 void sp_tf_layout_init(void);
 
+/* The payload of a record of two slots or more (out of line: its buffer would
+ * weigh on the frame of every caller of the one-slot path). */
+void sp_tf_encode_payload(struct sp_slot *s, unsigned kind, const uint64_t *f);
+
 static inline void sp_tf_encode(struct sp_slot *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t dur_ns,
 				const uint64_t *f)
 {
 	const struct sp_tf_layout *l = &sp_tf_layout[kind];
-	uint8_t buf[SP_HEAD_PAYLOAD + 4 * SP_CONT_PAYLOAD + 16];
-	unsigned off = 0;
-	/* full 8-byte little-endian stores: the next field overwrites the excess */
-	for (unsigned i = 0; i < l->nfields; i++) {
-		memcpy(buf + off, &f[l->field[i]], 8);
-		off += sp_field_width[l->field[i]];
-	}
-	memset(buf + off, 0, 16);
 	s->kind = 0;
 	s->nslots = l->nslots;
 	s->api = (uint16_t)api;
 	s->dur = sp_dur_encode(dur_ns);
 	s->ts = begin_ns;
-	if (l->nslots == 1)
-		memcpy(s->p, buf, SP_HEAD_PAYLOAD);
-	else
-		sp_put_payload(s, l->nslots, buf, l->len);
+	if (l->nslots == 1) {
+		/*
+		 * RATIONALE: the payload (<= 16 bytes) is assembled in registers and
+		 * stored once. Building it in a stack buffer of overlapping 8-byte
+		 * stores and copying that out costs a failed store-to-load forward
+		 * (several ns) on every record.
+		 */
+		unsigned __int128 v = 0;
+		unsigned off = 0;
+		for (unsigned i = 0; i < l->nfields; i++) {
+			unsigned w = sp_field_width[l->field[i]];
+			uint64_t x = f[l->field[i]];
+			if (w < 8)
+				x &= (1ull << (8 * w)) - 1;
+			v |= (unsigned __int128)x << (8 * off);
+			off += w;
+		}
+		memcpy(s->p, &v, SP_HEAD_PAYLOAD); /* little-endian host, as the format */
+		return;
+	}
+	sp_tf_encode_payload(s, kind, f);
 }
 
 /* Commit the record encoded at slot (its kind byte still 0): kind stored last with
