@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # 10-mark.sh - cost of one stepprof_mark() against an empty function call, in
-# the same run (markgen -b: best of 5 rounds of N calls through a function
-# pointer). Two cases: a warm ring (STEPPROF_MAX_MB=4: the file wraps, its pages
+# the same run (markgen -b: N calls of each through a function pointer, in
+# short interleaved rounds, the best round of each). Two cases: a warm ring (STEPPROF_MAX_MB=4: the file wraps, its pages
 # are mapped) and a fresh file at the default cap (each new 64 KiB chunk costs a
 # fallocate and the mapping of its pages). clock_gettime(CLOCK_MONOTONIC) alone
 # is printed as the floor of any timestamped record on this machine.

@@ -27,7 +27,8 @@
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
  *              clock_gettime(CLOCK_MONOTONIC) (the floor of any timestamped record),
- *              each through a function pointer, best of 9 interleaved rounds of N/3 calls
+ *              each through a function pointer, N calls each in interleaved rounds of
+ *              at most 30,000 calls (at least 9 rounds); the best round of each counts
  * Prints "markgen pid=<pid> marks=<total written by this process>" (and
  * "child=<pid>" lines) on stdout, and "errno_changed=N" if N marks changed errno.
  */
@@ -134,15 +135,24 @@ static double one_round(mark_fn fn, long n)
 	return (now_s() - t0) / (double)n * 1e9;
 }
 
-/* Rounds interleaved (empty, mark, clock, empty, ...) so that a load change on the
- * machine hits the three alike; the best round of each is kept. */
+/*
+ * Rounds interleaved (empty, mark, clock, empty, ...) so that a load change on the
+ * machine hits the three alike; the best round of each is kept. RATIONALE: short
+ * rounds (about 1 ms) so that on a loaded machine some rounds run without being
+ * preempted; each still spans several 64 KiB chunks of the trace, so the cost of
+ * starting a chunk is in the figure.
+ */
 static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_ns)
 {
 	mark_fn fns[3] = {empty, do_mark, clock_only};
 	double best[3] = {1e9, 1e9, 1e9};
-	for (int r = 0; r < 9; r++)
+	long per = n / 9 + 1;
+	if (per > 30000)
+		per = 30000;
+	long rounds = n / per > 9 ? n / per : 9;
+	for (long r = 0; r < rounds; r++)
 		for (int k = 0; k < 3; k++) {
-			double t = one_round(fns[k], n / 3 + 1);
+			double t = one_round(fns[k], per);
 			if (t < best[k])
 				best[k] = t;
 		}
