@@ -6,8 +6,9 @@
  * version as an old binary binds it, creat, freopen, getdents64, readdir64,
  * fdopendir, a listing stopped early, and the waits on a pipe and a socket)
  * on files of known size; the trace must hold exactly one record of the right
- * kind, path and bytes per call. A wrapper that is missing, not exported, or
- * records the wrong thing fails here by name.
+ * kind, path and bytes per call, and each call must leave errno as it does
+ * without the preload. A wrapper that is missing, not exported, records the
+ * wrong thing or touches errno fails here by name.
  *
  * Ground truth: the sizes (f000 1000 bytes, f001 1097) and the byte counts
  * are fixed by the workload's construction; the workload also prints what
@@ -142,6 +143,35 @@ Test(io, every_wrapped_entry_point_records_once, .timeout = 60)
 	sp_t_result_free(&res);
 	int pid = (int)sp_json_i64(t, "pid", 0);
 	cr_assert_gt(pid, 0);
+
+	/*
+	 * errno as each call left it, under the preload and without: the same (hot-path
+	 * rule). Also with a trace directory that cannot be made: the first record's
+	 * failed file creation must not leak its errno into the program, which runs on.
+	 */
+	char *plain_argv[] = { iogen, "each", data, "3", NULL };
+	cr_assert_eq(sp_t_run(&res, plain_argv, NULL, NULL, 60), 0, "iogen each (plain): %s", res.err);
+	struct sp_json *plain = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	char *bad_env[] = { pre, "STEPPROF_DIR=/proc/stepprof-cannot-be-made", "STEPPROF_IO=libc", NULL };
+	cr_assert_eq(sp_t_run(&res, argv, bad_env, NULL, 60), 0, "iogen each (unwritable dir): %s", res.err);
+	struct sp_json *unwritable = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	size_t compared = 0;
+	for (size_t i = 0; i < plain->n; i++) {
+		const struct sp_json *k = &plain->kids[i];
+		if (!k->key || strncmp(k->key, "errno_", 6))
+			continue;
+		long want = (long)k->num, got = (long)sp_json_i64(t, k->key, -1);
+		cr_expect_eq(got, want, "%s: errno %ld under the preload, %ld without", k->key + 6, got, want);
+		got = (long)sp_json_i64(unwritable, k->key, -1);
+		cr_expect_eq(got, want, "%s: errno %ld with an unwritable trace directory, %ld without", k->key + 6, got,
+			     want);
+		compared++;
+	}
+	cr_expect_geq(compared, sizeof(each) / sizeof(each[0]) - 8, "only %zu errno figures", compared);
+	sp_json_free(plain);
+	sp_json_free(unwritable);
 
 	struct io_recs rs;
 	io_t_load_dir(trace, &rs);

@@ -369,14 +369,21 @@ __asm__(".symver old_fxstatat64, __fxstatat64@GLIBC_2.4");
 #define HAVE_OLD_XSTAT 0
 #endif
 
-static char each_out[4096];
+static char each_out[8192];
 static size_t each_len;
 
-/* One "api":value pair of the ground truth line. */
+/*
+ * One "api":value pair of the ground truth line, and "errno_api": errno as
+ * the call left it. errno is set to 4242 after each pair, so the next call
+ * starts from a known value; a test compares the errno figures of a run under
+ * the preload with those of a plain run (a wrapper must leave errno alone).
+ */
 static void put(const char *api, long v)
 {
-	each_len += (size_t)snprintf(each_out + each_len, sizeof(each_out) - each_len, "%s\"%s\":%ld",
-				     each_len ? "," : "", api, v);
+	int e = errno;
+	each_len += (size_t)snprintf(each_out + each_len, sizeof(each_out) - each_len,
+				     "%s\"%s\":%ld,\"errno_%s\":%d", each_len ? "," : "", api, v, api, e);
+	errno = 4242;
 }
 
 static long must(const char *what, long r)
@@ -410,6 +417,7 @@ static int do_each(void)
 	struct statx stx;
 	file_path(p0, sizeof(p0), 0);
 	file_path(p1, sizeof(p1), 1);
+	errno = 4242;
 
 	/* f000 by fd: vectored and positioned reads, fortify reads, stats of the fd. */
 	int fd = (int)must("open64", open64(p0, O_RDONLY));
