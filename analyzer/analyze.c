@@ -745,6 +745,8 @@ struct pass2 {
 		uint32_t op;
 		uint8_t cls;
 		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
+		long pg_iter;	   /* a pageable copy: its iteration (-1: none), */
+		uint64_t pg_ns;	   /* and the call's duration counted in its pageable_ns */
 	} * ring;
 	struct openfile *files;
 	struct liveblk *live;
@@ -771,6 +773,20 @@ static long iter_at(const struct an_analysis *a, uint64_t t)
 	if (!lo)
 		return -1;
 	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
+}
+
+/* The first iteration that starts after t, -1 when none. */
+static long iter_after(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = 0, hi = a->nit;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a->it[mid].start_ns <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < a->nit ? (long)lo : -1;
 }
 
 /* The span lists of open iteration i (>= first_open), growing the ring when needed; NULL when out of memory. */
@@ -1077,6 +1093,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			p->ring[op % OP_RING].op = op;
 			p->ring[op % OP_RING].cls = OPC_COMPUTE;
 			p->ring[op % OP_RING].sync_end = 0;
+			p->ring[op % OP_RING].pg_iter = -1;
 		}
 		break;
 	case SP_K_COPY: {
@@ -1098,6 +1115,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		int host_sync = ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE ||
 				!strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async");
 		p->ring[op % OP_RING].sync_end = host_sync && (cls == OPC_H2D || cls == OPC_D2H) ? ev->end_ns : 0;
+		p->ring[op % OP_RING].pg_iter = -1;
 		if (cls != OPC_H2D && cls != OPC_D2H)
 			break;
 		if (is_t) {
@@ -1115,6 +1133,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			it->pageable_copies++;
 			it->pageable_bytes += ev->f[SP_F_BYTES];
 			it->pageable_ns += dur;
+			p->ring[op % OP_RING].pg_iter = i;
+			p->ring[op % OP_RING].pg_ns = dur;
 			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async"))
 				it->pageable_async++;
 			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
@@ -1136,6 +1156,15 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		uint64_t gb = ev->begin_ns, ge = ev->end_ns;
 		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
 			ge = p->ring[op % OP_RING].sync_end;
+		/*
+		 * A pageable copy's time is the copy's own, on the GPU, once known: its call
+		 * also waits for the work queued before it (a 4-byte .item() copy behind a
+		 * kernel), which is not the copy's cost and would make its GB/s absurd.
+		 */
+		if (known && p->ring[op % OP_RING].pg_iter >= 0 && ge >= gb && ge - gb < p->ring[op % OP_RING].pg_ns) {
+			a->it[p->ring[op % OP_RING].pg_iter].pageable_ns -= p->ring[op % OP_RING].pg_ns - (ge - gb);
+			p->ring[op % OP_RING].pg_iter = -1;
+		}
 		add_span(p, BD_GPU, gb, ge);
 		if (cls == OPC_COMPUTE)
 			add_span(p, BD_COMPUTE, gb, ge);
@@ -1186,11 +1215,12 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		/*
 		 * Loader workers start reading the first batches as soon as they are
 		 * forked, before the training thread first waits: those reads belong to
-		 * the first iteration (the first load), so that every file a loader reads
-		 * counts in some iteration.
+		 * the first iteration (the first load). Likewise a read between two
+		 * iterations (NVTX ranges leave a gap between a pop and the next push)
+		 * feeds the next one: every file a loader reads counts in some iteration.
 		 */
-		if (i < 0 && pr && pr->role == AN_ROLE_WORKER && a->nit && ev->begin_ns < a->it[0].start_ns)
-			i = 0;
+		if (i < 0 && pr && pr->role == AN_ROLE_WORKER)
+			i = iter_after(a, ev->begin_ns);
 		struct an_iter *it = i >= 0 ? &a->it[i] : NULL;
 		if (ev->kind == SP_K_OPEN) {
 			if (it) {

@@ -498,6 +498,46 @@ Test(findings, small_file_storm_severity_follows_the_exposed_input_share)
 	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.1999), 2);
 }
 
+/*
+ * NVTX ranges leave gaps (a pop, then the next push): a loader worker's file read
+ * in the gap before an iteration feeds that iteration and is counted in it.
+ */
+Test(findings, worker_reads_between_nvtx_ranges_count_in_the_next_iteration)
+{
+	struct sim s;
+	sim_init(&s);
+	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
+	e->f[SP_F_PID] = WPID;
+	uint32_t path = an_memsrc_string(&s.m, "/data/a.bin");
+	for (int i = 0; i < 12; i++) {
+		uint64_t t = s.t + 10 * US;
+		e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t, t + US);
+		e->f[SP_F_PATH] = path;
+		e->f[SP_F_FD] = 7;
+		e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + US, t + 2 * US);
+		e->f[SP_F_FD] = 7;
+		e->f[SP_F_BYTES] = 1000 + (uint64_t)i;
+		e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+		e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 2 * US, t + 3 * US);
+		e->f[SP_F_FD] = 7;
+		s.t += 100 * US; /* the gap */
+		sim_iteration(&s, 1);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	an_memsrc_free(&s.m);
+	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].files_opened, 1, "iteration %zu", i);
+		cr_expect_eq(a.it[i].bytes_read, 1000 + i, "iteration %zu", i);
+		cr_expect_eq(a.it[i].end_ns - a.it[i].start_ns, 11100 * US, "the range, not the gap");
+	}
+	an_analysis_free(&a);
+}
+
 static void copy_run(struct an_analysis *a, int pageable_iter)
 {
 	struct sim s;
@@ -580,6 +620,45 @@ Test(findings, unpinned_copy_severity_by_time_share_and_async)
 	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 0, 11, 16000), 2);
 	/* 4 of 12 iterations of 6 ms with a 1 ms copy: 4 / 72 = 5.6% >= 5% */
 	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 2, 5, 1000), 1);
+}
+
+/*
+ * A 4-byte pageable D2H copy behind a 4 ms kernel (PyTorch's .item()): the call
+ * lasts the kernel plus the copy's 10 us, but the copy costs 10 us; the kernel's
+ * time is not the copy's (its time share and GB/s would be absurd, its severity
+ * critical).
+ */
+Test(findings, unpinned_copy_time_is_the_copy_not_the_wait_before_it)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_input(&s, 1000 * US);
+		sim_kernel(&s, s.kname, 4000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
+		s.m.ev[s.m.n - 2].api = SP_API_cudaMemcpy;
+		cr_assert_geq(s.m.ev[s.m.n - 2].end_ns - s.m.ev[s.m.n - 2].begin_ns, 4000 * US, "the call waits");
+		sim_sync(&s);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	an_memsrc_free(&s.m);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].pageable_copies, 1);
+		cr_expect_eq(a.it[i].pageable_ns, 10 * US, "iteration %zu: %lu ns", i, (unsigned long)a.it[i].pageable_ns);
+		cr_expect_geq(a.it[i].blocked[AN_BLK_D2H], 4000 * US, "the host was blocked in the call all along");
+	}
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f);
+	cr_expect_eq(f->severity, 0, "10 us in 5 ms iterations, synchronous: info");
+	for (int k = 0; k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "achieved_gbps"))
+			cr_expect(fabs(f->ev[k].num - 4.0 / 10000) < 1e-9, "achieved %g GB/s", f->ev[k].num);
+	an_analysis_free(&a);
 }
 
 #define MiB (1024ull * 1024)
