@@ -343,6 +343,35 @@ Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
 	sp_t_rmrf(dir);
 }
 
+/*
+ * More threads than ring chunks: some records find no free chunk (lost), and the
+ * ring wraps over chunks that hold LOST records. Whatever the interleaving, every
+ * mark written is kept, overwritten or counted lost, exactly once.
+ */
+Test(recorder, more_threads_than_chunks_every_mark_accounted, .timeout = 300)
+{
+	char *dir = sp_t_tmpdir("recmany");
+	struct sp_t_result r;
+	char *extra[] = {"STEPPROF_MAX_MB=4", NULL}; /* 55 chunks of 64 KiB */
+	const long threads = 120, per = 20000;
+	/* -B: every thread holds a chunk at once, so 65 of them find none at first */
+	cr_assert_eq(markgen(&r, dir, extra, "-t 120 -n 20000 -B"), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 1);
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), over = sp_json_u64(f, "overwritten", 0),
+		 lost = sp_json_u64(f, "lost", 0);
+	cr_log_info("%ld threads x %ld marks: kept %lu, overwritten %lu, lost %lu", threads, per, (unsigned long)kept,
+		    (unsigned long)over, (unsigned long)lost);
+	cr_expect_gt(over, 0, "2.4 M marks through a 4 MiB ring");
+	cr_expect_geq(lost, 65, "120 threads holding a chunk each, 55 chunks");
+	cr_expect_eq(kept + over + lost, (uint64_t)(threads * per), "kept %lu + overwritten %lu + lost %lu != %ld",
+		     (unsigned long)kept, (unsigned long)over, (unsigned long)lost, threads * per);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
 /* ---------------------------------------------------------------- crashes */
 
 Test(recorder, sigkill_loses_nothing_written)

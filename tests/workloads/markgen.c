@@ -12,6 +12,8 @@
  *     -m NAME  mark name (default "mark"); with -P the names are NAME0..NAME<P-1>
  *     -P P     phases: mark i of a thread is named NAME<i*P/N> (to see which survive a ring)
  *     -L       one more mark per thread at its end, named "last"
+ *     -B       with -t: each thread writes its first mark, then waits for all the
+ *              others to have written theirs before the rest (all hold a chunk at once)
  *     -s S     stepprof_step() calls after the marks (main thread)
  *     -f M     then fork: the child writes M marks "child" and exits 0; the parent
  *              waits and writes M marks "after"
@@ -51,7 +53,8 @@ typedef void (*step_fn)(void);
 static mark_fn do_mark;
 static step_fn do_step;
 static long nmarks = 1000, phases, kill_after = -1;
-static int last_mark, child_same_name;
+static int last_mark, child_same_name, use_barrier;
+static pthread_barrier_t start_barrier;
 static long errno_changed; /* marks after which errno was not what it was before */
 static const char *base = "mark";
 
@@ -82,6 +85,8 @@ static void *writer(void *arg)
 		do_mark(names[phases > 0 ? i * p / nmarks : 0]);
 		if (errno != 77)
 			__atomic_add_fetch(&errno_changed, 1, __ATOMIC_RELAXED);
+		if (i == 0 && use_barrier)
+			pthread_barrier_wait(&start_barrier);
 		if (i + 1 == kill_after) {
 			fflush(stdout);
 			kill(getpid(), SIGKILL);
@@ -163,7 +168,7 @@ int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSs:f:e:x:C:k:qc:b:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -182,6 +187,9 @@ int main(int argc, char **argv)
 			break;
 		case 'S':
 			child_same_name = 1;
+			break;
+		case 'B':
+			use_barrier = 1;
 			break;
 		case 's':
 			steps = atol(optarg);
@@ -232,11 +240,16 @@ int main(int argc, char **argv)
 
 	long total = 0;
 	if (nthreads <= 1) {
+		use_barrier = 0; /* nobody to wait for */
 		writer(NULL);
 	} else {
 		pthread_t th[256];
 		if (nthreads > 256)
 			nthreads = 256;
+		if (use_barrier && nmarks > 0)
+			pthread_barrier_init(&start_barrier, NULL, (unsigned)nthreads);
+		else
+			use_barrier = 0;
 		for (long i = 0; i < nthreads; i++)
 			pthread_create(&th[i], NULL, writer, NULL);
 		for (long i = 0; i < nthreads; i++)
