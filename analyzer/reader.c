@@ -504,7 +504,8 @@ static int make_streams(struct sp_reader *r)
 int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t errlen)
 {
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: opening a FIFO nobody writes to must not hang (regular files ignore it) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0) {
 		set_err(err, errlen, "%s", strerror(errno));
 		return -1;
@@ -517,6 +518,12 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 	}
 	if (S_ISDIR(sb.st_mode)) {
 		set_err(err, errlen, "is a directory, not a trace file");
+		close(fd);
+		return -1;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		/* a trace is read with pread at offsets: a pipe, socket or device cannot be one */
+		set_err(err, errlen, "not a regular file (a trace is read at offsets: copy it to a file first)");
 		close(fd);
 		return -1;
 	}

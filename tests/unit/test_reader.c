@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "reader.h"
@@ -684,4 +685,22 @@ Test(reader, every_kind_reads_back_field_by_field)
 	readout_free(&r);
 	free(img);
 	close(m.fd);
+}
+
+/* A FIFO, a device: refused at once with one line, never a hang on open or read. */
+Test(reader, refuses_what_is_not_a_regular_file, .timeout = 20)
+{
+	char *dir = sp_t_tmpdir("rdfifo");
+	char fifo[600];
+	snprintf(fifo, sizeof(fifo), "%s/trace.sptrace", dir);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	const char *paths[] = {fifo, "/dev/zero", "/dev/null"};
+	for (int i = 0; i < 3; i++) {
+		struct readout r;
+		read_all(paths[i], &r);
+		cr_expect_eq(r.rc, -1, "%s opened", paths[i]);
+		cr_expect(strstr(r.err, "not a regular file") && !strchr(r.err, '\n'), "%s: %s", paths[i], r.err);
+	}
+	sp_t_rmrf(dir);
+	free(dir);
 }
