@@ -208,6 +208,7 @@ static void expect_live(const struct door *d)
 	struct sp_json *live = sp_json_get(d->truth, "live");
 	cr_assert(live && live->type == SPJ_ARR);
 	size_t k = 0;
+	uint64_t peak = 0;
 	for (size_t i = 0; i < d->nrec; i++) {
 		if (!str_eq(d->rec[i], "kind", "alloc") && !str_eq(d->rec[i], "kind", "free"))
 			continue;
@@ -218,9 +219,13 @@ static void expect_live(const struct door *d)
 			     "record %zu (%s): live_bytes %llu, the workload holds %llu", k, sp_json_str(d->rec[i], "api"),
 			     (unsigned long long)sp_json_u64(d->rec[i], "live_bytes", 0),
 			     (unsigned long long)sp_json_at(live, k)->num);
+		if (sp_json_u64(d->rec[i], "live_bytes", 0) > peak)
+			peak = sp_json_u64(d->rec[i], "live_bytes", 0);
 		k++;
 	}
 	cr_expect_eq(k, live->n);
+	cr_expect_eq(peak, truth_u(d, "peak"), "peak %llu, the workload's %llu", (unsigned long long)peak,
+		     (unsigned long long)truth_u(d, "peak"));
 }
 
 Test(cuda_doors, live_bytes_follow_the_workload, .timeout = 120)
