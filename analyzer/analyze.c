@@ -745,8 +745,9 @@ struct pass2 {
 		uint32_t op;
 		uint8_t cls;
 		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
-		long pg_iter;	   /* a pageable copy: its iteration (-1: none), */
-		uint64_t pg_ns;	   /* and the call's duration counted in its pageable_ns */
+		long pg_iter;	   /* an H2D/D2H copy: its iteration (-1: none), */
+		uint64_t pg_ns;	   /* the call's duration counted in its pageable_ns or pinned_ns, */
+		uint8_t pg_pinned; /* and which */
 	} * ring;
 	struct openfile *files;
 	struct liveblk *live;
@@ -1135,6 +1136,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			it->pageable_ns += dur;
 			p->ring[op % OP_RING].pg_iter = i;
 			p->ring[op % OP_RING].pg_ns = dur;
+			p->ring[op % OP_RING].pg_pinned = 0;
 			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async"))
 				it->pageable_async++;
 			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
@@ -1144,6 +1146,9 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			it->pinned_copies++;
 			it->pinned_bytes += ev->f[SP_F_BYTES];
 			it->pinned_ns += dur;
+			p->ring[op % OP_RING].pg_iter = i;
+			p->ring[op % OP_RING].pg_ns = dur;
+			p->ring[op % OP_RING].pg_pinned = 1;
 		}
 		break;
 	}
@@ -1157,12 +1162,15 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
 			ge = p->ring[op % OP_RING].sync_end;
 		/*
-		 * A pageable copy's time is the copy's own, on the GPU, once known: its call
-		 * also waits for the work queued before it (a 4-byte .item() copy behind a
-		 * kernel), which is not the copy's cost and would make its GB/s absurd.
+		 * A copy's time is the copy's own, on the GPU, once known: a pageable copy's
+		 * call also waits for the work queued before it (a 4-byte .item() copy behind
+		 * a kernel) and a pinned Async call returns before the copy ran; either way
+		 * the call's duration is not the copy's cost and its GB/s would be absurd.
 		 */
-		if (known && p->ring[op % OP_RING].pg_iter >= 0 && ge >= gb && ge - gb < p->ring[op % OP_RING].pg_ns) {
-			a->it[p->ring[op % OP_RING].pg_iter].pageable_ns -= p->ring[op % OP_RING].pg_ns - (ge - gb);
+		if (known && p->ring[op % OP_RING].pg_iter >= 0 && ge >= gb) {
+			struct an_iter *cit = &a->it[p->ring[op % OP_RING].pg_iter];
+			uint64_t *ns = p->ring[op % OP_RING].pg_pinned ? &cit->pinned_ns : &cit->pageable_ns;
+			*ns = *ns - p->ring[op % OP_RING].pg_ns + (ge - gb);
 			p->ring[op % OP_RING].pg_iter = -1;
 		}
 		add_span(p, BD_GPU, gb, ge);
