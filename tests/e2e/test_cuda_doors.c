@@ -474,6 +474,8 @@ Test(cuda_doors, forked_child_without_cuda_records_none, .timeout = 120)
 	struct door d;
 	door_run(&d, "bin/door_plt", 1, args, NULL);
 	cr_assert(strstr(d.res.out, "child read ok"), "%s", d.res.out);
+	cr_expect(strstr(d.res.out, "child read ok, threads 1\n"), "the child has more than its own thread:\n%s",
+		  d.res.out);
 	double parent = -1;
 	for (size_t i = 0; i < d.nrec; i++)
 		if (str_eq(d.rec[i], "kind", "alloc"))

@@ -497,12 +497,16 @@ static void fork_part(void)
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char buf[256];
+		/* the child's own threads: a CUDA initialised behind its back would add stream workers */
+		char line[256];
+		int threads = -1;
 		FILE *f = fopen("/proc/self/status", "r");
-		size_t n = f ? fread(buf, 1, sizeof(buf), f) : 0;
+		while (f && fgets(line, sizeof(line), f))
+			if (!strncmp(line, "Threads:", 8))
+				threads = atoi(line + 8);
 		if (f)
 			fclose(f);
-		printf("child read %s\n", n > 0 ? "ok" : "nothing");
+		printf("child read %s, threads %d\n", threads > 0 ? "ok" : "nothing", threads);
 		fflush(stdout);
 		_exit(0);
 	}
