@@ -330,6 +330,64 @@ Test(analyze_cli, text_report_categories_and_iteration_table)
 	free(dir);
 }
 
+/*
+ * `make bench`'s analyzer figures (scripts/bench.d/50-analyzer.sh) on a small
+ * trace: each printed with its budget and a verdict. The rates of such a short run
+ * on a loaded machine are not judged here (make bench does that). What the bench
+ * analyses must be a real analysis: gentrace's 1000 iterations are found, in each
+ * marker mode, and every record it wrote is read.
+ */
+Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout = 120)
+{
+	if (access("scripts/bench.d/50-analyzer.sh", R_OK) || access(sp_t_build("bin/gentrace"), X_OK) ||
+	    access("/usr/bin/time", X_OK))
+		cr_skip_test("needs scripts/bench.d/50-analyzer.sh (run from the repository root), build/bin/gentrace "
+			     "and /usr/bin/time");
+	char *argv[] = {"/bin/bash", "scripts/bench.d/50-analyzer.sh", NULL};
+	char *env[] = {"ANALYZER_BENCH_RECORDS=1000000", NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, env, NULL, 100);
+	cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+	static const char *const figs[][2] = {{"BENCH analyzer_throughput: ", "(budget >= 10)"},
+					      {"BENCH analyzer_rss_ratio: ", "(budget <= 1.2)"}};
+	for (int k = 0; k < 2; k++) {
+		const char *l = strstr(r.out, figs[k][0]);
+		cr_assert_not_null(l, "no %s in: %s", figs[k][0], r.out);
+		char line[256];
+		snprintf(line, sizeof(line), "%.*s", (int)strcspn(l, "\n"), l);
+		cr_expect_gt(strtod(l + strlen(figs[k][0]), NULL), 0, "%s", line);
+		cr_expect_not_null(strstr(line, figs[k][1]), "%s", line);
+		cr_expect(strstr(line, " ok") || strstr(line, " OVER"), "%s", line);
+	}
+	sp_t_result_free(&r);
+
+	static const char *const modes[][2] = {{"none", "auto"}, {"step", "api"}, {"nvtx", "nvtx"}};
+	for (int m = 0; m < 3; m++) {
+		char *dir = sp_t_tmpdir("analyze-gen");
+		char tdir[512];
+		snprintf(tdir, sizeof(tdir), "%s/t", dir);
+		char *gargv[] = {(char *)sp_t_build("bin/gentrace"), tdir, "200000", "--markers", (char *)modes[m][0],
+				 NULL};
+		sp_t_run(&r, gargv, NULL, NULL, 60);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		unsigned long long recs = 0, iters = 0;
+		cr_assert_eq(sscanf(r.out, "gentrace: %llu records, %llu iterations", &recs, &iters), 2, "%s", r.out);
+		sp_t_result_free(&r);
+		struct sp_json *j = analyze_json(tdir, 0, &r);
+		cr_expect_str_eq(sp_json_str(j, "iteration_source"), modes[m][1]);
+		cr_expect_eq(sp_json_num(j, "summary.iterations", -1), (double)iters, "--markers %s", modes[m][0]);
+		double read = 0;
+		struct sp_json *procs = sp_json_get(j, "processes");
+		for (size_t i = 0; procs && i < procs->n; i++)
+			read += sp_json_num(sp_json_at(procs, i), "records", 0);
+		cr_expect_eq(read, (double)recs, "--markers %s: %.0f records read of %llu", modes[m][0], read, recs);
+		sp_json_free(j);
+		sp_t_result_free(&r);
+		sp_t_rmrf(dir);
+		free(dir);
+	}
+}
+
 /* --------------------------------------------------------- 3. bad input */
 
 static void expect_error(char *const argv[], int status, const char *needle)
