@@ -355,6 +355,20 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 		line = nl + 1;
 	r.truth = sp_json_parse(line);
 	cr_assert_not_null(r.truth, "no ground truth: %s", r.tr.out);
+	/* the collector's file is there: the workers' records can only come from it */
+	struct sp_t_result ir;
+	char *iargv[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", tdir, NULL};
+	sp_t_run(&ir, iargv, NULL, NULL, 60);
+	struct sp_json *info = sp_json_parse(ir.out), *files = info ? sp_json_get(info, "files") : NULL;
+	int bpf_files = 0;
+	for (size_t i = 0; files && i < files->n; i++) {
+		struct sp_json *fe = sp_json_get(sp_json_at(files, i), "features");
+		for (size_t k = 0; fe && k < fe->n; k++)
+			bpf_files += sp_json_at(fe, k)->type == SPJ_STR && !strcmp(sp_json_at(fe, k)->str, "bpf");
+	}
+	cr_expect_eq(bpf_files, 1, "one collector file: %s", ir.out);
+	sp_json_free(info);
+	sp_t_result_free(&ir);
 	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
 	sp_t_run(&r.ar, aargv, NULL, NULL, 120);
 	cr_assert_eq(r.ar.status, 0, "%s", r.ar.err);
