@@ -891,6 +891,7 @@ static void file_done(struct pass2 *p, struct openfile *f)
 		return;
 	unsigned b = an_fsize_bucket(f->bytes);
 	p->s->col.fsize_hist[b]++;
+	p->s->col.fsize_sum[b] += f->bytes;
 	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
 		p->a->it[f->iter].fsize_hist[b]++;
 		p->a->it[f->iter].files_sized++;

@@ -167,6 +167,24 @@ static uint64_t iter_file_median(const struct an_iter *it)
 	return it->files_opened ? it->bytes_read / it->files_opened : 0;
 }
 
+/*
+ * The evidence's median file size: the mean of the median's bucket, exact when
+ * the files there have one size (a data set of 16 KiB samples reports 16384, not
+ * the bucket's bound 32767). 0 when no file was sized.
+ */
+static uint64_t run_file_median(const struct an_collect *c)
+{
+	uint64_t total = 0, acc = 0;
+	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
+		total += c->fsize_hist[b];
+	for (unsigned b = 0; total && b < AN_FSIZE_BUCKETS; b++) {
+		acc += c->fsize_hist[b];
+		if (acc * 2 >= total)
+			return c->fsize_hist[b] ? c->fsize_sum[b] / c->fsize_hist[b] : 0;
+	}
+	return 0;
+}
+
 static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 {
 	const double *th = a->opt.threshold;
@@ -205,7 +223,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
 	ev_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
 	ev_num(f, "metadata_ops_per_s", wall ? (double)meta / ((double)wall / 1e9) : 0);
-	uint64_t med = an_fsize_median(c->fsize_hist);
+	uint64_t med = run_file_median(c);
 	ev_num(f, "median_file_bytes", (double)(med ? med : files ? bytes / files : 0));
 	ev_num(f, "metadata_ns", (double)meta_ns);
 	ev_num(f, "data_ns", (double)data_ns);

@@ -51,6 +51,7 @@ struct an_collect {
 	struct an_top copy_sites;	       /* pageable copies by call site */
 	struct an_top live_sites;	       /* device bytes still live at the end, by allocation site (trainer) */
 	uint32_t fsize_hist[AN_FSIZE_BUCKETS]; /* bytes per opened file, whole run */
+	uint64_t fsize_sum[AN_FSIZE_BUCKETS];  /* their bytes, per bucket (the evidence's median) */
 	struct an_alloc_failure fail[AN_MAX_EVENTS];
 	size_t nfail, nfail_total, nfail_with_free;
 	struct an_flush flush[AN_MAX_EVENTS];

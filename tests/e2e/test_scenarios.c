@@ -183,6 +183,7 @@ static void input_bound(const char *markers, const char *extra)
 	double n = sp_json_num(r.an, "summary.iterations", 0);
 	cr_expect(sp_json_num(f, "last_iteration", -1) >= n / 2, "the storm lasts while batches are read");
 	cr_expect_geq(severity(f), 1);
+	cr_expect_eq(sp_json_num(f, "evidence.median_file_bytes", -1), sp_json_num(r.truth, "config.file_size", -2));
 	/* merged: the trainer and its 4 loader workers */
 	struct sp_json *procs = sp_json_get(r.an, "processes"), *wp = sp_json_get(r.truth, "worker_pids");
 	cr_assert_not_null(wp);

@@ -411,6 +411,13 @@ Test(findings, small_file_storm_fires_at_100_metadata_ops)
 		if (f->ev[i].is_str && strstr(f->ev[i].str, "/data/train/shard"))
 			dirs = 1;
 	cr_expect(dirs, "top directory in the evidence");
+	int med = 0;
+	for (int i = 0; i < f->nev; i++)
+		if (!strcmp(f->ev[i].key, "median_file_bytes")) {
+			med = 1;
+			cr_expect_eq(f->ev[i].num, 16384, "median file %g bytes, the files have 16384", f->ev[i].num);
+		}
+	cr_expect(med);
 	cr_expect_eq(a.procs[1].role == AN_ROLE_WORKER || a.procs[0].role == AN_ROLE_WORKER, 1);
 	an_analysis_free(&a);
 }
