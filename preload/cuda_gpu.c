@@ -96,6 +96,7 @@ struct tstate {
 	struct pend pend[PEND_MAX];
 	CUevent anchor, cand; /* anchor: finished, its GPU time is anchor_ns */
 	uint64_t anchor_ns, cand_ns;
+	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
 	uint32_t launches;
 };
 
@@ -298,9 +299,13 @@ void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned d
 static void promote_candidate(struct tstate *S, const struct sp_drv *d)
 {
 	if (S->cand && d->EventQuery(S->cand) == CUDA_SUCCESS) {
-		pool_put(S, S->anchor);
-		S->anchor = S->cand;
-		S->anchor_ns = S->cand_ns;
+		if (S->cand_late) {
+			pool_put(S, S->cand);
+		} else {
+			pool_put(S, S->anchor);
+			S->anchor = S->cand;
+			S->anchor_ns = S->cand_ns;
+		}
 		S->cand = NULL;
 	}
 }
@@ -353,28 +358,37 @@ void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && c == S->ctx) {
 		/*
 		 * The stream (every stream for a device sync) has just drained: an
-		 * event recorded now is reached by the GPU at once, so its GPU time
-		 * is the host time of the record.
+		 * event recorded now should be reached by the GPU at once, its GPU
+		 * time being the host time of the record. "Should": a stream that
+		 * waits for others (the legacy stream, a blocking stream behind
+		 * legacy work) may hold it back. So the candidate is polled for a
+		 * short while (2 ms for a thread's first anchor, 0.5 ms to refresh
+		 * one, once a second at most) and used only if it was reached
+		 * within that bound, which is then its accuracy.
 		 */
 		CUstream st = kind == SP_SYNC_ALL ? NULL : map_stream(s, ptds);
 		CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
 		if (a) {
 			uint64_t h0 = sp_now();
 			if (d->EventRecord(a, st) == CUDA_SUCCESS) {
-				uint64_t h1 = sp_now();
+				uint64_t h1 = sp_now(), limit = S->anchor ? 500000 : 2000000;
 				S->cand = a;
 				S->cand_ns = h0 + (h1 - h0) / 2;
-				/*
-				 * NOTE: the very first anchor of a thread is waited for
-				 * (up to 2 ms, yielding): without it nothing can be
-				 * converted. Later anchors are picked up lazily.
-				 */
-				for (int i = 0; !S->anchor && i < 2000 && S->cand; i++) {
-					promote_candidate(S, d);
-					if (S->cand) {
-						struct timespec ts1 = { 0, 1000 };
-						nanosleep(&ts1, NULL);
+				S->cand_late = 0;
+				while (S->cand) {
+					int done = d->EventQuery(a) == CUDA_SUCCESS;
+					if (sp_now() - h0 > limit) {
+						S->cand_late = 1; /* reached too late (or not yet): unusable */
+						if (done)
+							promote_candidate(S, d);
+						break;
 					}
+					if (done) {
+						promote_candidate(S, d);
+						break;
+					}
+					struct timespec ts1 = { 0, 1000 };
+					nanosleep(&ts1, NULL);
 				}
 			} else {
 				pool_put(S, a);

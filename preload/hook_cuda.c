@@ -162,9 +162,18 @@ static void sp_post(struct sp_call *c, int r)
 		site_and_dev(c, f);
 		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
-		/* a synchronous copy waited for its stream: finished ops can be read back */
+		/*
+		 * A synchronous copy is one of the program's sync points: finished ops
+		 * can be read back. Its stream is drained when it returns (an anchor
+		 * can be taken) for device-to-host and pinned host-to-device copies
+		 * only: a pageable H2D returns once staged, a D2D does not wait.
+		 */
 		if (!sp_api_async[c->api])
-			sp_gpu_sync_point(c->stream, c->ptds, SP_SYNC_EVENT, r == 0);
+			sp_gpu_sync_point(c->stream, c->ptds,
+					  c->dir == SP_DIR_D2H || (c->dir == SP_DIR_H2D && c->hostmem == SP_HOSTMEM_PINNED) ?
+						  SP_SYNC_STREAM :
+						  SP_SYNC_EVENT,
+					  r == 0);
 		break;
 	case FAM_MEMSET:
 		c->op = sp_next_op();
