@@ -170,6 +170,17 @@ static int severity(struct sp_json *f)
 	return !strcmp(s, "critical") ? 2 : !strcmp(s, "warning") ? 1 : 0;
 }
 
+/* The finding names where it happened: at least one call site, in the trainer's code. */
+static void expect_trainer_site(struct sp_json *f)
+{
+	struct sp_json *sites = sp_json_get(f, "sites");
+	cr_assert_not_null(sites);
+	cr_expect_geq(sites->n, 1, "%s: no call site", sp_json_str(f, "kind"));
+	if (sites->n)
+		cr_expect_not_null(strstr(sp_json_at(sites, 0)->str, "trainer!"), "%s: site %s",
+				   sp_json_str(f, "kind"), sp_json_at(sites, 0)->str);
+}
+
 /* --------------------------------------------------- 3. the scenarios */
 
 static void input_bound(const char *markers, const char *extra)
@@ -220,6 +231,7 @@ static void pageable(const char *markers, const char *extra)
 	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
 	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
 	cr_expect_geq(severity(f), 1, "async copies from pageable memory are at least a warning");
+	expect_trainer_site(f);
 	cr_expect_eq(sp_json_num(r.an, "iterations.3.pageable_copies", -1),
 		     sp_json_num(r.truth, "iterations.3.pageable_copies", -2));
 	run_free(&r);
@@ -268,6 +280,9 @@ static void fragmenting(const char *markers, const char *extra)
 	cr_expect_eq(sp_json_num(a, "first_iteration", -1), it);
 	cr_expect_eq(sp_json_num(a, "evidence.request_bytes", -1),
 		     sp_json_num(r.truth, "alloc_failures.0.request", -2));
+	cr_expect_eq(sp_json_num(a, "evidence.free_bytes_at_failure", -1),
+		     sp_json_num(r.truth, "alloc_failures.0.free", -2));
+	expect_trainer_site(a);
 	struct sp_json *b = finding(&r, "alloc_fragmentation", "allocator_flush");
 	cr_assert_not_null(b, "no alloc_fragmentation (b): %s", r.ar.out);
 	cr_expect_eq(sp_json_num(b, "first_iteration", -1), it);
@@ -288,6 +303,7 @@ static void leaking(const char *markers, const char *extra)
 	double slope = sp_json_num(f, "evidence.slope_bytes_per_iteration", 0);
 	double leak = sp_json_num(r.truth, "config.leak_bytes", 0);
 	cr_expect(fabs(slope - leak) <= 0.05 * leak, "slope %.0f bytes/iteration, the trainer leaks %.0f", slope, leak);
+	expect_trainer_site(f);
 	run_free(&r);
 }
 
