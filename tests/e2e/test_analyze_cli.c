@@ -283,7 +283,8 @@ Test(analyze_cli, text_report_categories_and_iteration_table)
 		double med, p95, share = -1;
 		cr_assert_eq(sscanf(line, " %15s %lf %7s %lf %7s %lf%%", name, &med, mu, &p95, pu, &share), 6, "%.80s",
 			     line);
-		cr_expect(fabs(share - want[k].share) < 0.06, "%s share %.1f%%, want %.1f%%", name, share, want[k].share);
+		cr_expect(fabs(share - want[k].share) < 0.06, "%s share %.1f%%, want %.1f%%", name, share,
+			  want[k].share);
 		/* every iteration is alike: median = p95 = the timeline's duration */
 		cr_expect(fabs(med * unit_ms(mu) - want[k].ms) < 1e-9 && fabs(p95 * unit_ms(pu) - want[k].ms) < 1e-9,
 			  "%s: median %g %s, p95 %g %s, want %g ms", name, med, mu, p95, pu, want[k].ms);
@@ -366,8 +367,8 @@ Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout =
 		char *dir = sp_t_tmpdir("analyze-gen");
 		char tdir[512];
 		snprintf(tdir, sizeof(tdir), "%s/t", dir);
-		char *gargv[] = {(char *)sp_t_build("bin/gentrace"), tdir, "200000", "--markers", (char *)modes[m][0],
-				 NULL};
+		char *gargv[] = {
+		    (char *)sp_t_build("bin/gentrace"), tdir, "200000", "--markers", (char *)modes[m][0], NULL};
 		sp_t_run(&r, gargv, NULL, NULL, 60);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		unsigned long long recs = 0, iters = 0;
@@ -386,6 +387,93 @@ Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout =
 		sp_t_rmrf(dir);
 		free(dir);
 	}
+}
+
+/* Every member of design.md §5's schema stepprof.analysis/1 is there, with its type. */
+static void expect_member(struct sp_json *j, const char *path, int type)
+{
+	struct sp_json *m = sp_json_path(j, path);
+	cr_expect_not_null(m, "no %s", path);
+	if (m)
+		cr_expect_eq(m->type, type, "%s: type %d, want %d", path, m->type, type);
+}
+
+Test(analyze_cli, json_has_every_member_of_the_schema)
+{
+	char *dir = sp_t_tmpdir("analyze-schema");
+	write_run(dir, 0);
+	struct sp_t_result r;
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"),    "analyze", "--json", "--threshold",
+			"small_file_storm.min_metadata_ops=5", dir,	  NULL};
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j);
+	static const char *const top_str[] = {"schema", "iteration_source", "summary.bottleneck"};
+	for (size_t k = 0; k < sizeof(top_str) / sizeof(top_str[0]); k++)
+		expect_member(j, top_str[k], SPJ_STR);
+	static const char *const arrs[] = {"processes", "iterations", "findings", "findings.0.sites"};
+	for (size_t k = 0; k < sizeof(arrs) / sizeof(arrs[0]); k++)
+		expect_member(j, arrs[k], SPJ_ARR);
+	static const char *const nums[] = {"processes.0.pid",
+					   "processes.0.rank",
+					   "processes.0.records",
+					   "processes.0.lost",
+					   "iterations.0.index",
+					   "iterations.0.start_ns",
+					   "iterations.0.end_ns",
+					   "iterations.0.wall_ns",
+					   "iterations.0.breakdown_ns.input",
+					   "iterations.0.breakdown_ns.h2d",
+					   "iterations.0.breakdown_ns.compute",
+					   "iterations.0.breakdown_ns.d2h",
+					   "iterations.0.breakdown_ns.sync",
+					   "iterations.0.breakdown_ns.other",
+					   "iterations.0.host_blocked_ns.input",
+					   "iterations.0.host_blocked_ns.h2d",
+					   "iterations.0.host_blocked_ns.d2h",
+					   "iterations.0.host_blocked_ns.sync",
+					   "iterations.0.gpu_idle_ns",
+					   "iterations.0.files_opened",
+					   "iterations.0.metadata_ops",
+					   "iterations.0.bytes_read",
+					   "iterations.0.h2d_bytes",
+					   "iterations.0.d2h_bytes",
+					   "iterations.0.pageable_copies",
+					   "iterations.0.device_bytes_peak",
+					   "summary.iterations",
+					   "summary.wall_ns_median",
+					   "summary.breakdown_fraction.input",
+					   "summary.breakdown_fraction.h2d",
+					   "summary.breakdown_fraction.compute",
+					   "summary.breakdown_fraction.d2h",
+					   "summary.breakdown_fraction.sync",
+					   "summary.breakdown_fraction.other",
+					   "summary.device_bytes_peak",
+					   "findings.0.first_iteration",
+					   "findings.0.last_iteration"};
+	for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
+		expect_member(j, nums[k], SPJ_NUM);
+	expect_member(j, "processes.0.role", SPJ_STR);
+	expect_member(j, "findings.0.kind", SPJ_STR);
+	expect_member(j, "findings.0.severity", SPJ_STR);
+	expect_member(j, "findings.0.advice", SPJ_STR);
+	expect_member(j, "findings.0.evidence", SPJ_OBJ);
+	/* the fractions are a partition of the run's wall time */
+	double sum = 0;
+	static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+	for (int c = 0; c < 6; c++) {
+		char key[64];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		sum += sp_json_num(j, key, -10);
+	}
+	cr_expect(fabs(sum - 1) < 1e-6, "fractions sum to %.9f", sum);
+	/* wall_ns_median of 11 iterations of 10 ms and one of 9.5 ms */
+	cr_expect_eq(sp_json_num(j, "summary.wall_ns_median", -1), ITER_NS);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
 }
 
 /* --------------------------------------------------------- 3. bad input */

@@ -127,8 +127,8 @@ static void check_common(struct run *r, const char *markers)
 		cr_assert_not_null(ti, "no ground truth for iteration %zu", i);
 		for (size_t k = 0; k < sizeof(exact) / sizeof(exact[0]); k++)
 			cr_expect_eq(sp_json_num(it, exact[k], -1), sp_json_num(ti, exact[k], -2),
-				     "iteration %zu: %s %.0f, the trainer's %.0f", i, exact[k], sp_json_num(it, exact[k], -1),
-				     sp_json_num(ti, exact[k], -2));
+				     "iteration %zu: %s %.0f, the trainer's %.0f", i, exact[k],
+				     sp_json_num(it, exact[k], -1), sp_json_num(ti, exact[k], -2));
 	}
 	/* the bottleneck, when the ground truth's is clear (not a near tie) */
 	double comp = sp_json_num(r->truth, "summary.breakdown_fraction.compute", 0);
@@ -177,8 +177,8 @@ static void expect_trainer_site(struct sp_json *f)
 	cr_assert_not_null(sites);
 	cr_expect_geq(sites->n, 1, "%s: no call site", sp_json_str(f, "kind"));
 	if (sites->n)
-		cr_expect_not_null(strstr(sp_json_at(sites, 0)->str, "trainer!"), "%s: site %s",
-				   sp_json_str(f, "kind"), sp_json_at(sites, 0)->str);
+		cr_expect_not_null(strstr(sp_json_at(sites, 0)->str, "trainer!"), "%s: site %s", sp_json_str(f, "kind"),
+				   sp_json_at(sites, 0)->str);
 }
 
 /* --------------------------------------------------- 3. the scenarios */

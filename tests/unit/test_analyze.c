@@ -495,7 +495,7 @@ static int storm_severity(uint64_t wait_us, uint64_t kernel_us, double warn, dou
 Test(findings, small_file_storm_severity_follows_the_exposed_input_share)
 {
 	/* the defaults: < 10% info, >= 10% warning, >= 30% critical */
-	cr_expect_eq(storm_severity(500, 9495, 0.10, 0.30), 0);  /* 5% */
+	cr_expect_eq(storm_severity(500, 9495, 0.10, 0.30), 0);	 /* 5% */
 	cr_expect_eq(storm_severity(2000, 7995, 0.10, 0.30), 1); /* 20% */
 	cr_expect_eq(storm_severity(4000, 5995, 0.10, 0.30), 2); /* 40% */
 	/* each bound, just above and just below the share this timeline has: 2000 / 10000 */
@@ -666,7 +666,8 @@ Test(findings, unpinned_copy_time_is_the_copy_not_the_wait_before_it)
 	cr_assert_eq(a.nit, 12);
 	for (size_t i = 0; i < a.nit; i++) {
 		cr_expect_eq(a.it[i].pageable_copies, 1);
-		cr_expect_eq(a.it[i].pageable_ns, 10 * US, "iteration %zu: %lu ns", i, (unsigned long)a.it[i].pageable_ns);
+		cr_expect_eq(a.it[i].pageable_ns, 10 * US, "iteration %zu: %lu ns", i,
+			     (unsigned long)a.it[i].pageable_ns);
 		cr_expect_geq(a.it[i].blocked[AN_BLK_D2H], 4000 * US, "the host was blocked in the call all along");
 	}
 	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
@@ -998,7 +999,8 @@ Test(findings, memory_growth_silent_when_r2_is_just_under)
 	cr_assert_not_null(f, "R^2 %.4f >= %.4f", r2, r2 - 0.001);
 	for (int k = 0; k < f->nev; k++)
 		if (!strcmp(f->ev[k].key, "r2"))
-			cr_expect(fabs(f->ev[k].num - r2) < 1e-6, "evidence r2 %.6f, the data's %.6f", f->ev[k].num, r2);
+			cr_expect(fabs(f->ev[k].num - r2) < 1e-6, "evidence r2 %.6f, the data's %.6f", f->ev[k].num,
+				  r2);
 	an_analysis_free(&a);
 	o.threshold[AN_T_MG_MIN_R2] = r2 + 0.001;
 	growth_run(&a, &o, 20, 200 * MiB, 2 * MiB, 13 * MiB, 1024 * MiB);
