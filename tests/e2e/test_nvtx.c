@@ -2,7 +2,8 @@
  * test_nvtx.c - NVTX v3 through injection, end to end: marknvtx (header-only
  * NVTX, no stepprof code) runs under LD_PRELOAD=libstepprof.so alone, and
  * `stepprof dump --json` must show exactly the ranges and marks it made, with
- * their names, domains, levels and durations (at least what it slept).
+ * their names, domains, levels and durations (at least what it slept); and
+ * every NVTX call leaves errno as it was.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -37,6 +38,8 @@ static void run_marknvtx(struct run *r, const char *args, char *const extra_env)
 	const char *p = strstr(res.out, "marknvtx pid="), *c = strstr(res.out, "child=");
 	r->pid = p ? atol(p + 13) : -1;
 	r->child = c ? atol(c + 6) : -1;
+	/* the hooks leave errno alone (marknvtx counts every call that changed it) */
+	cr_expect_not_null(strstr(res.out, "errno_changed=0\n"), "%s", res.out);
 	sp_t_result_free(&res);
 
 	struct sp_t_result ir;

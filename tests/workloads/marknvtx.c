@@ -13,7 +13,11 @@
  * 3 ms; pushEx with an ASCII message "ex_push" and with a registered string
  * "registered"; in domain "mydomain": pushEx "dpush", markEx "dmark",
  * startEx "drange"/end; push "open_at_exit" never popped.
+ *
+ * Every NVTX call after the first (whose lazy initialisation is NVTX's own code)
+ * must leave errno alone: the last line says how many did not ("errno_changed=N").
  */
+#include <errno.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -22,10 +26,21 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+static int errno_changed;
+
+/* Run the NVTX call `call` with a sentinel errno and count a change. */
+#define KEEP(call)                                                                                                     \
+	do {                                                                                                           \
+		errno = EDOM;                                                                                          \
+		call;                                                                                                  \
+		if (errno != EDOM)                                                                                     \
+			__atomic_add_fetch(&errno_changed, 1, __ATOMIC_RELAXED);                                       \
+	} while (0)
+
 static void *ender(void *arg)
 {
 	usleep(3000);
-	nvtxRangeEnd(*(nvtxRangeId_t *)arg);
+	KEEP(nvtxRangeEnd(*(nvtxRangeId_t *)arg));
 	return NULL;
 }
 
@@ -54,49 +69,56 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	for (int i = 0; i < n; i++) {
-		nvtxRangePushA("step");
+		if (i)
+			KEEP(nvtxRangePushA("step"));
+		else
+			nvtxRangePushA("step"); /* NVTX initialises itself here */
 		usleep(us);
-		nvtxRangePop();
+		KEEP(nvtxRangePop());
 	}
 
-	nvtxRangePushA("outer");
-	nvtxRangePushA("inner");
+	KEEP(nvtxRangePushA("outer"));
+	KEEP(nvtxRangePushA("inner"));
 	usleep(1000);
-	nvtxRangePop();
-	nvtxRangePop();
-	nvtxMarkA("hello");
+	KEEP(nvtxRangePop());
+	KEEP(nvtxRangePop());
+	KEEP(nvtxMarkA("hello"));
 
-	nvtxRangePushW(L"wide\u00e9");
-	nvtxMarkW(L"wmark");
-	nvtxRangePop();
+	KEEP(nvtxRangePushW(L"wide\u00e9"));
+	KEEP(nvtxMarkW(L"wmark"));
+	KEEP(nvtxRangePop());
 
-	nvtxRangeId_t id = nvtxRangeStartA("async");
+	nvtxRangeId_t id;
+	KEEP(id = nvtxRangeStartA("async"));
 	pthread_t th;
 	pthread_create(&th, NULL, ender, &id);
 	pthread_join(th, NULL);
 
 	nvtxEventAttributes_t a = ascii_attr("ex_push");
-	nvtxRangePushEx(&a);
-	nvtxRangePop();
+	KEEP(nvtxRangePushEx(&a));
+	KEEP(nvtxRangePop());
 
-	nvtxDomainHandle_t d = nvtxDomainCreateA("mydomain");
-	nvtxStringHandle_t reg = nvtxDomainRegisterStringA(d, "registered");
+	nvtxDomainHandle_t d;
+	KEEP(d = nvtxDomainCreateA("mydomain"));
+	nvtxStringHandle_t reg;
+	KEEP(reg = nvtxDomainRegisterStringA(d, "registered"));
 	nvtxEventAttributes_t r;
 	memset(&r, 0, sizeof(r));
 	r.version = NVTX_VERSION;
 	r.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
 	r.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
 	r.message.registered = reg;
-	nvtxRangePushEx(&r);
-	nvtxRangePop();
+	KEEP(nvtxRangePushEx(&r));
+	KEEP(nvtxRangePop());
 
 	nvtxEventAttributes_t dp = ascii_attr("dpush"), dm = ascii_attr("dmark"), dr = ascii_attr("drange");
-	nvtxDomainRangePushEx(d, &dp);
-	nvtxDomainMarkEx(d, &dm);
-	nvtxDomainRangePop(d);
-	nvtxRangeId_t did = nvtxDomainRangeStartEx(d, &dr);
+	KEEP(nvtxDomainRangePushEx(d, &dp));
+	KEEP(nvtxDomainMarkEx(d, &dm));
+	KEEP(nvtxDomainRangePop(d));
+	nvtxRangeId_t did;
+	KEEP(did = nvtxDomainRangeStartEx(d, &dr));
 	usleep(500);
-	nvtxDomainRangeEnd(d, did);
+	KEEP(nvtxDomainRangeEnd(d, did));
 
 	if (do_fork) {
 		fflush(stdout);
@@ -109,7 +131,7 @@ int main(int argc, char **argv)
 		waitpid(c, NULL, 0);
 		printf("child=%d\n", (int)c);
 	}
-	nvtxRangePushA("open_at_exit");
-	printf("marknvtx pid=%d steps=%d\n", (int)getpid(), n);
+	KEEP(nvtxRangePushA("open_at_exit"));
+	printf("marknvtx pid=%d steps=%d errno_changed=%d\n", (int)getpid(), n, errno_changed);
 	return 0;
 }
