@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "analyze.h"
 #include "testlib.h"
 #include "tracegen.h"
 
@@ -218,6 +219,14 @@ Test(analyze_cli, help_lists_every_threshold_with_its_default)
 					   "ProfilerStep"};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		cr_expect_not_null(strstr(r.out, want[i]), "--help lacks %s", want[i]);
+	/* every threshold of findings.def, on a line with its default */
+	for (int i = 0; i < AN_T__COUNT; i++) {
+		const char *l = strstr(r.out, an_threshold_name[i]);
+		cr_expect_not_null(l, "--help lacks %s", an_threshold_name[i]);
+		if (l)
+			cr_expect_eq(strtod(l + strlen(an_threshold_name[i]), NULL), an_threshold_default[i],
+				     "%s: default %.40s", an_threshold_name[i], l + strlen(an_threshold_name[i]));
+	}
 	sp_t_result_free(&r);
 }
 
