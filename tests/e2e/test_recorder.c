@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <sched.h>
 #include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -591,6 +592,17 @@ Test(recorder, disable_records_nothing)
 
 /* --------------------------------------------------- degraded conditions */
 
+/*
+ * The test's mounts in a mount namespace of its own (Criterion runs each test in
+ * its own process): a test killed by its timeout leaves no tmpfs mounted behind.
+ * Without the privilege the mounts are made as before (and then refused anyway).
+ */
+static void private_mounts(void)
+{
+	if (unshare(CLONE_NEWNS) == 0)
+		mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL);
+}
+
 /* Output and status of markgen without the preload, to compare with. */
 static void plain_run(struct sp_t_result *r, const char *args)
 {
@@ -618,6 +630,7 @@ Test(recorder, unwritable_dir_one_warning_program_unchanged)
 	char *dir = sp_t_tmpdir("recro");
 	char target[600];
 	/* root ignores permission bits: a read-only mount is unwritable for everyone */
+	private_mounts();
 	if (mount("tmpfs", dir, "tmpfs", MS_RDONLY, "size=64k") == 0) {
 		snprintf(target, sizeof(target), "%s/trace", dir);
 	} else {
@@ -642,6 +655,7 @@ Test(recorder, unwritable_dir_one_warning_program_unchanged)
 Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 120)
 {
 	char *dir = sp_t_tmpdir("recfull");
+	private_mounts();
 	if (mount("tmpfs", dir, "tmpfs", 0, "size=1m") != 0) {
 		sp_t_rmrf(dir);
 		cr_skip_test("mount -t tmpfs refused (not root?): full-disk test skipped");
