@@ -244,6 +244,31 @@ Test(analyze, step_regex_is_case_insensitive_and_overridable)
 	an_memsrc_free(&s.m);
 }
 
+/* Both markers: NVTX ranges win over stepprof_step() marks, which win over detection. */
+Test(analyze, source_order_nvtx_then_step_marks_then_auto)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		if (i % 3 == 0) /* a step mark every third iteration: 4 api iterations */
+			add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		sim_iteration(&s, 1);
+	}
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
+	cr_expect_eq(a.nit, 12);
+	an_analysis_free(&a);
+	o.step_regex = "^nomatch$";
+	run(&s, &o, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_API);
+	cr_expect_eq(a.nit, 4);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
 /* ±20% jitter on every duration, 25 iterations: the count and the starts are exact. */
 Test(analyze, automatic_detection_is_exact_under_jitter)
 {
