@@ -8,6 +8,8 @@
  *   - the iteration count is exact, and the source is the marker mode's;
  *   - every category's share of wall time is within ±3 percentage points;
  *   - each iteration's six categories sum to its wall time (within 0.1%);
+ *   - per iteration, bytes, pageable copies and device peak are exact; the
+ *     host-blocked shares are within ±3 points;
  *   - the scenario's finding fires with the right kind and iterations, and the
  *     clean scenario has no warning or critical finding;
  *   - the multi-process run (trainer + 4 loader workers) is merged: the workers are
@@ -129,6 +131,25 @@ static void check_common(struct run *r, const char *markers)
 			cr_expect_eq(sp_json_num(it, exact[k], -1), sp_json_num(ti, exact[k], -2),
 				     "iteration %zu: %s %.0f, the trainer's %.0f", i, exact[k],
 				     sp_json_num(it, exact[k], -1), sp_json_num(ti, exact[k], -2));
+	}
+	/* host-blocked time (host clock on both sides), as shares of the run's wall time: ±3 points */
+	static const char *const blk[] = {"input", "h2d", "d2h", "sync"};
+	struct sp_json *tits = sp_json_get(r->truth, "iterations");
+	for (int k = 0; k < 4; k++) {
+		char key[64];
+		snprintf(key, sizeof(key), "host_blocked_ns.%s", blk[k]);
+		double got = 0, want = 0, wall_a = 0, wall_t = 0;
+		for (size_t i = 0; i < its->n; i++) {
+			got += sp_json_num(sp_json_at(its, i), key, 0);
+			wall_a += sp_json_num(sp_json_at(its, i), "wall_ns", 0);
+		}
+		for (size_t i = 0; tits && i < tits->n; i++) {
+			want += sp_json_num(sp_json_at(tits, i), key, 0);
+			wall_t += sp_json_num(sp_json_at(tits, i), "wall_ns", 0);
+		}
+		cr_expect(wall_a > 0 && wall_t > 0 && fabs(got / wall_a - want / wall_t) <= 0.03,
+			  "host blocked in %s: %.4f of wall, ground truth %.4f (±0.03)", blk[k], got / wall_a,
+			  want / wall_t);
 	}
 	/* the bottleneck, when the ground truth's is clear (not a near tie) */
 	double comp = sp_json_num(r->truth, "summary.breakdown_fraction.compute", 0);
