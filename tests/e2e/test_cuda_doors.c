@@ -214,6 +214,8 @@ static void expect_live(const struct door *d)
 			continue;
 		if (sp_json_num(d->rec[i], "result", 0) != 0)
 			continue;
+		if (sp_json_u64(d->rec[i], "device", 0) != 0)
+			continue; /* the workload's books are device 0's (--every puts one buffer on device 1) */
 		cr_assert_lt(k, live->n, "more alloc/free records than the workload's allocations");
 		cr_expect_eq(sp_json_u64(d->rec[i], "live_bytes", 0), (uint64_t)sp_json_at(live, k)->num,
 			     "record %zu (%s): live_bytes %llu, the workload holds %llu", k, sp_json_str(d->rec[i], "api"),
@@ -663,4 +665,124 @@ Test(cuda_doors, per_thread_default_stream_variants_counted_and_timed, .timeout 
 	}
 	door_free(&d);
 	expect_same_output("bin/door_ptds");
+}
+
+/*
+ * --every: one call of each wrapped entry point the default scenario leaves
+ * out (3D, unaligned 2D, peer copies, every memset, cuLaunchKernelEx,
+ * cudaLaunchKernelExC, cooperative launches, the driver's syncs, pitched,
+ * managed, pool and driver pinned allocations). Ground truth: what the
+ * program calls, in order, with the bytes, direction and host memory of each
+ * (door_cuda.c's every_part), through every door.
+ */
+static const struct every_op {
+	const char *kind, *api; /* api: as called through the PLT door */
+	uint64_t bytes;
+	const char *dir, *mem;
+} every_ops[] = {
+	{ "copy", "cudaMemcpy2DAsync", 65536, "d2h", "pageable" },
+	{ "copy", "cudaMemcpy3D", 16384, "h2d", "pageable" },
+	{ "copy", "cudaMemcpy3DAsync", 16384, "h2d", "pageable" },
+	{ "memset", "cudaMemset2D", 32768, NULL, NULL },
+	{ "memset", "cudaMemset2DAsync", 32768, NULL, NULL },
+	{ "copy", "cudaMemcpyPeer", 1 << 20, "peer", NULL },
+	{ "copy", "cudaMemcpyPeerAsync", 1 << 20, "peer", NULL },
+	{ "copy", "cuMemcpyPeer", 1 << 20, "peer", NULL },
+	{ "copy", "cuMemcpy", 1 << 20, "d2d", "device" },
+	{ "copy", "cuMemcpyAsync", 1 << 20, "d2d", "device" },
+	{ "copy", "cuMemcpyDtoD_v2", 1 << 20, "d2d", "device" },
+	{ "copy", "cuMemcpyDtoDAsync_v2", 1 << 20, "d2d", "device" },
+	{ "copy", "cuMemcpyDtoHAsync_v2", 1 << 20, "d2h", "pageable" },
+	{ "copy", "cuMemcpy2D_v2", 32768, "h2d", "pageable" },
+	{ "copy", "cuMemcpy2DUnaligned_v2", 32768, "h2d", "pageable" },
+	{ "copy", "cuMemcpy2DAsync_v2", 32768, "h2d", "pageable" },
+	{ "copy", "cuMemcpy3D_v2", 16384, "d2h", "pageable" },
+	{ "copy", "cuMemcpy3DAsync_v2", 16384, "d2h", "pageable" },
+	{ "memset", "cuMemsetD16_v2", 1 << 20, NULL, NULL },
+	{ "memset", "cuMemsetD32_v2", 1 << 20, NULL, NULL },
+	{ "memset", "cuMemsetD2D8_v2", 32768, NULL, NULL },
+	{ "memset", "cuMemsetD2D16_v2", 32768, NULL, NULL },
+	{ "memset", "cuMemsetD2D32_v2", 32768, NULL, NULL },
+	{ "memset", "cuMemsetD8Async", 1 << 20, NULL, NULL },
+	{ "memset", "cuMemsetD16Async", 1 << 20, NULL, NULL },
+	{ "memset", "cuMemsetD32Async", 1 << 20, NULL, NULL },
+	{ "memset", "cuMemsetD2D8Async", 32768, NULL, NULL },
+	{ "memset", "cuMemsetD2D16Async", 32768, NULL, NULL },
+	{ "memset", "cuMemsetD2D32Async", 32768, NULL, NULL },
+	{ "launch", "cudaLaunchKernelExC", 0, NULL, NULL },
+	{ "launch", "cudaLaunchCooperativeKernel", 0, NULL, NULL },
+	{ "launch", "cuLaunchKernelEx", 0, NULL, NULL },
+	{ "launch", "cuLaunchCooperativeKernel", 0, NULL, NULL },
+	{ "sync", "cuStreamWaitEvent", 0, NULL, NULL },
+	{ "sync", "cuEventSynchronize", 0, NULL, NULL },
+	{ "sync", "cuEventQuery", 0, NULL, NULL },
+	{ "sync", "cuStreamSynchronize", 0, NULL, NULL },
+	{ "sync", "cuStreamQuery", 0, NULL, NULL },
+	{ "copy", "cuMemcpyHtoD_v2", 1 << 20, "h2d", "pinned" },
+	{ "copy", "cuMemcpyDtoHAsync_v2", 1 << 20, "d2h", "pinned" },
+	{ "copy", "cuMemcpyHtoD_v2", 1 << 20, "h2d", "pageable" },
+	{ "sync", "cuStreamSynchronize", 0, NULL, NULL },
+};
+
+static void expect_every(const char *bin, const char *door)
+{
+	static const char *const args[] = { "--every", NULL }, *const env[] = { "SIMGPU_DEVICES=2", NULL };
+	struct door d, bare;
+	door_run(&d, bin, 1, args, env);
+	expect_counts(&d, door);
+	expect_live(&d);
+	size_t k = 0, n = sizeof(every_ops) / sizeof(every_ops[0]);
+	for (size_t i = 0; i < d.nrec; i++) {
+		const char *kind = sp_json_str(d.rec[i], "kind"), *api = sp_json_str(d.rec[i], "api");
+		if (!kind || (strcmp(kind, "copy") && strcmp(kind, "memset") && strcmp(kind, "launch") && strcmp(kind, "sync")))
+			continue;
+		cr_assert_lt(k, n, "%s door: more records than calls (%s %s)", door, kind, api);
+		const struct every_op *o = &every_ops[k++];
+		cr_expect_str_eq(kind, o->kind, "%s door, call %zu (%s): %s record for %s", door, k, o->api, kind, api);
+		if (!strcmp(door, "PLT"))
+			cr_expect_str_eq(api, o->api, "PLT door, call %zu: recorded as %s", k, api);
+		else if (!strcmp(door, "ptds") && strcmp(o->kind, "sync") && strncmp(o->api, "cudaMemcpyPeer", 14))
+			cr_expect(strstr(api, "_ptds") || strstr(api, "_ptsz"), "ptds door: %s is not a per-thread variant",
+				  api);
+		cr_expect_eq(sp_json_num(d.rec[i], "result", -1), 0, "%s door: %s failed", door, api);
+		if (o->bytes)
+			cr_expect_eq(sp_json_u64(d.rec[i], "bytes", 0), o->bytes, "%s door, %s: %llu bytes, the program's %llu",
+				     door, api, (unsigned long long)sp_json_u64(d.rec[i], "bytes", 0),
+				     (unsigned long long)o->bytes);
+		if (o->dir)
+			cr_expect(str_eq(d.rec[i], "direction", o->dir), "%s door, %s: direction %s, not %s", door, api,
+				  sp_json_str(d.rec[i], "direction"), o->dir);
+		if (o->mem)
+			cr_expect(str_eq(d.rec[i], "host_memory", o->mem), "%s door, %s: host memory %s, not %s", door, api,
+				  sp_json_str(d.rec[i], "host_memory"), o->mem);
+		if (!strcmp(kind, "launch"))
+			cr_expect(str_eq(d.rec[i], "name", "door_kernel"), "%s door, %s launched %s", door, api,
+				  sp_json_str(d.rec[i], "name"));
+	}
+	cr_expect_eq(k, n, "%s door: %zu records of %zu calls", door, k, n);
+	/* and the program saw the same thing */
+	door_run(&bare, bin, 0, args, env);
+	cr_expect_str_eq(d.res.out, bare.res.out, "%s door: stdout differs under the preload", door);
+	door_free(&bare);
+	door_free(&d);
+}
+
+Test(cuda_doors, every_entry_point_plt, .timeout = 120)
+{
+	expect_every("bin/door_plt", "PLT");
+}
+
+Test(cuda_doors, every_entry_point_dlsym, .timeout = 120)
+{
+	expect_every("bin/door_dlsym", "dlsym");
+}
+
+Test(cuda_doors, every_entry_point_static, .timeout = 120)
+{
+	expect_every("bin/door_static", "static");
+}
+
+Test(cuda_doors, every_entry_point_ptds, .timeout = 120)
+{
+	expect_every("bin/door_ptds", "ptds");
 }

@@ -45,7 +45,9 @@
 	X(cudaStreamQuery) X(cudaEventSynchronize) X(cudaStreamWaitEvent) X(cudaStreamCreate) X(cudaStreamDestroy)    \
 	X(cudaEventCreate) X(cudaEventRecord) X(cudaEventDestroy) X(cudaMemGetInfo) X(cudaGetDriverEntryPointByVersion)        \
 	X(cudaStreamBeginCapture) X(cudaStreamEndCapture) X(cudaGraphInstantiate) X(cudaGraphLaunch)                  \
-	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery) X(cudaSetDevice) X(cudaMallocManaged)
+	X(cudaGraphExecDestroy) X(cudaGraphDestroy) X(cudaEventQuery) X(cudaSetDevice) X(cudaMallocManaged)          \
+	X(cudaMemcpy2DAsync) X(cudaMemcpy3D) X(cudaMemcpy3DAsync) X(cudaMemcpyPeer) X(cudaMemcpyPeerAsync)           \
+	X(cudaMemset2D) X(cudaMemset2DAsync) X(cudaLaunchKernelExC) X(cudaLaunchCooperativeKernel) X(cudaMallocPitch)
 
 #define DRV_LIST(X)                                                                                                   \
 	X(cuMemAlloc, cuMemAlloc_v2) X(cuMemFree, cuMemFree_v2) X(cuMemHostAlloc, cuMemHostAlloc)                     \
@@ -53,7 +55,23 @@
 	X(cuMemcpyHtoDAsync, cuMemcpyHtoDAsync_v2) X(cuMemsetD8, cuMemsetD8_v2) X(cuLaunchKernel, cuLaunchKernel)     \
 	X(cuCtxSynchronize, cuCtxSynchronize) X(cuStreamSynchronize, cuStreamSynchronize)                             \
 	X(cuMemGetInfo, cuMemGetInfo_v2) X(cuMemAllocAsync, cuMemAllocAsync) X(cuMemFreeAsync, cuMemFreeAsync)      \
-	X(cuMemCreate, cuMemCreate) X(cuMemRelease, cuMemRelease)
+	X(cuMemCreate, cuMemCreate) X(cuMemRelease, cuMemRelease)                                                   \
+	X(cuMemcpy, cuMemcpy) X(cuMemcpyAsync, cuMemcpyAsync) X(cuMemcpyDtoD, cuMemcpyDtoD_v2)                       \
+	X(cuMemcpyDtoDAsync, cuMemcpyDtoDAsync_v2) X(cuMemcpyDtoHAsync, cuMemcpyDtoHAsync_v2)                        \
+	X(cuMemcpy2D, cuMemcpy2D_v2) X(cuMemcpy2DUnaligned, cuMemcpy2DUnaligned_v2)                                  \
+	X(cuMemcpy2DAsync, cuMemcpy2DAsync_v2) X(cuMemcpy3D, cuMemcpy3D_v2) X(cuMemcpy3DAsync, cuMemcpy3DAsync_v2)   \
+	X(cuMemcpyPeer, cuMemcpyPeer) X(cuMemsetD16, cuMemsetD16_v2) X(cuMemsetD32, cuMemsetD32_v2)                  \
+	X(cuMemsetD2D8, cuMemsetD2D8_v2) X(cuMemsetD2D16, cuMemsetD2D16_v2) X(cuMemsetD2D32, cuMemsetD2D32_v2)       \
+	X(cuMemsetD8Async, cuMemsetD8Async) X(cuMemsetD16Async, cuMemsetD16Async)                                    \
+	X(cuMemsetD32Async, cuMemsetD32Async) X(cuMemsetD2D8Async, cuMemsetD2D8Async)                                \
+	X(cuMemsetD2D16Async, cuMemsetD2D16Async) X(cuMemsetD2D32Async, cuMemsetD2D32Async)                          \
+	X(cuLaunchKernelEx, cuLaunchKernelEx) X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)                \
+	X(cuEventSynchronize, cuEventSynchronize) X(cuStreamWaitEvent, cuStreamWaitEvent)                            \
+	X(cuStreamQuery, cuStreamQuery) X(cuEventQuery, cuEventQuery) X(cuMemAllocPitch, cuMemAllocPitch_v2)         \
+	X(cuMemAllocManaged, cuMemAllocManaged) X(cuMemAllocHost, cuMemAllocHost_v2)                                 \
+	X(cuMemHostRegister, cuMemHostRegister_v2) X(cuMemHostUnregister, cuMemHostUnregister)                       \
+	X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain) X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool) \
+	X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)
 
 static struct {
 #define F(n) __typeof__(&n) n;
@@ -517,6 +535,189 @@ static void fork_part(void)
 	truth.frees++, live_add(-(int64_t)MiB);
 }
 
+/*
+ * --every: one call of each wrapped entry point the default scenario leaves
+ * out (3D, unaligned 2D and peer copies, every memset width and shape,
+ * cuLaunchKernelEx / cudaLaunchKernelExC, cooperative launches, the driver's
+ * event and query syncs, pitched, managed, pool and driver pinned
+ * allocations), each counted in the truth. Needs SIMGPU_DEVICES=2 (peer).
+ * The labels say the memory kind as the program knows it, as above.
+ */
+static int every_part(void)
+{
+	const size_t n = MiB;
+	void *a = NULL, *b = NULL, *p1 = NULL, *pd = NULL;
+	size_t pitch = 0;
+	cudaStream_t s;
+	cudaEvent_t ev;
+	SHOW("cudaStreamCreate", api.cudaStreamCreate(&s));
+	SHOW("cudaEventCreate", api.cudaEventCreate(&ev));
+	SHOW("cudaMalloc 1MiB", api.cudaMalloc(&a, n));
+	truth.allocs++, live_add((int64_t)n);
+	SHOW("cudaMalloc 1MiB", api.cudaMalloc(&b, n));
+	truth.allocs++, live_add((int64_t)n);
+	SHOW("cudaMallocPitch 1000x256", api.cudaMallocPitch(&pd, &pitch, 1000, 256));
+	truth.allocs++, live_add((int64_t)(pitch * 256));
+	printf("pitch=%zu\n", pitch);
+	char *hst = aligned_alloc(4096, n);
+	memset(hst, 5, n);
+	CUstream cs = (CUstream)s;
+	CUdeviceptr da = (CUdeviceptr)(uintptr_t)a, db = (CUdeviceptr)(uintptr_t)b;
+
+	/* runtime copies and memsets */
+	SHOW("cudaMemcpy2DAsync d2h 64KiB (pageable)",
+	     api.cudaMemcpy2DAsync(hst, 256, a, 256, 256, 256, cudaMemcpyDeviceToHost, s));
+	struct cudaMemcpy3DParms p3 = { 0 };
+	p3.srcPtr = (struct cudaPitchedPtr){ .ptr = hst, .pitch = 256, .xsize = 256, .ysize = 16 };
+	p3.dstPtr = (struct cudaPitchedPtr){ .ptr = a, .pitch = 256, .xsize = 256, .ysize = 16 };
+	p3.extent = (struct cudaExtent){ .width = 256, .height = 16, .depth = 4 };
+	p3.kind = cudaMemcpyHostToDevice;
+	SHOW("cudaMemcpy3D h2d 16KiB (pageable)", api.cudaMemcpy3D(&p3));
+	SHOW("cudaMemcpy3DAsync h2d 16KiB (pageable)", api.cudaMemcpy3DAsync(&p3, s));
+	truth.copies += 3;
+	SHOW("cudaMemset2D", api.cudaMemset2D(a, 512, 0, 512, 64));
+	SHOW("cudaMemset2DAsync", api.cudaMemset2DAsync(a, 512, 0, 512, 64, s));
+	truth.memsets += 2;
+
+	/* peer copies: device 1 holds the destination */
+	SHOW("cudaSetDevice 1", api.cudaSetDevice(1));
+	SHOW("cudaMalloc dev1 1MiB", api.cudaMalloc(&p1, n));
+	truth.allocs++;
+	SHOW("cudaSetDevice 0", api.cudaSetDevice(0));
+	SHOW("cudaMemcpyPeer 1MiB", api.cudaMemcpyPeer(p1, 1, a, 0, n));
+	SHOW("cudaMemcpyPeerAsync 1MiB", api.cudaMemcpyPeerAsync(p1, 1, a, 0, n, s));
+	CUcontext c0 = NULL, c1 = NULL;
+	SHOW("cuDevicePrimaryCtxRetain 0", api.cuDevicePrimaryCtxRetain(&c0, 0));
+	SHOW("cuDevicePrimaryCtxRetain 1", api.cuDevicePrimaryCtxRetain(&c1, 1));
+	SHOW("cuMemcpyPeer 1MiB", api.cuMemcpyPeer((CUdeviceptr)(uintptr_t)p1, c1, da, c0, n));
+	truth.copies += 3;
+
+	/* driver copies */
+	SHOW("cuMemcpy d2d 1MiB (device)", api.cuMemcpy(db, da, n));
+	SHOW("cuMemcpyAsync d2d 1MiB (device)", api.cuMemcpyAsync(db, da, n, cs));
+	SHOW("cuMemcpyDtoD 1MiB (device)", api.cuMemcpyDtoD(db, da, n));
+	SHOW("cuMemcpyDtoDAsync 1MiB (device)", api.cuMemcpyDtoDAsync(db, da, n, cs));
+	SHOW("cuMemcpyDtoHAsync 1MiB (pageable)", api.cuMemcpyDtoHAsync(hst, da, n, cs));
+	truth.copies += 5;
+	CUDA_MEMCPY2D c2 = { 0 };
+	c2.srcMemoryType = CU_MEMORYTYPE_HOST;
+	c2.srcHost = hst;
+	c2.srcPitch = 512;
+	c2.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	c2.dstDevice = da;
+	c2.dstPitch = 512;
+	c2.WidthInBytes = 512;
+	c2.Height = 64;
+	SHOW("cuMemcpy2D h2d 32KiB (pageable)", api.cuMemcpy2D(&c2));
+	SHOW("cuMemcpy2DUnaligned h2d 32KiB (pageable)", api.cuMemcpy2DUnaligned(&c2));
+	SHOW("cuMemcpy2DAsync h2d 32KiB (pageable)", api.cuMemcpy2DAsync(&c2, cs));
+	CUDA_MEMCPY3D c3 = { 0 };
+	c3.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+	c3.srcDevice = da;
+	c3.srcPitch = 256;
+	c3.srcHeight = 16;
+	c3.dstMemoryType = CU_MEMORYTYPE_HOST;
+	c3.dstHost = hst;
+	c3.dstPitch = 256;
+	c3.dstHeight = 16;
+	c3.WidthInBytes = 256;
+	c3.Height = 16;
+	c3.Depth = 4;
+	SHOW("cuMemcpy3D d2h 16KiB (pageable)", api.cuMemcpy3D(&c3));
+	SHOW("cuMemcpy3DAsync d2h 16KiB (pageable)", api.cuMemcpy3DAsync(&c3, cs));
+	truth.copies += 5;
+
+	/* driver memsets: every width, 1D and 2D, sync and async */
+	SHOW("cuMemsetD16", api.cuMemsetD16(da, 1, n / 2));
+	SHOW("cuMemsetD32", api.cuMemsetD32(da, 1, n / 4));
+	SHOW("cuMemsetD2D8", api.cuMemsetD2D8(da, 512, 1, 512, 64));
+	SHOW("cuMemsetD2D16", api.cuMemsetD2D16(da, 512, 1, 256, 64));
+	SHOW("cuMemsetD2D32", api.cuMemsetD2D32(da, 512, 1, 128, 64));
+	SHOW("cuMemsetD8Async", api.cuMemsetD8Async(da, 1, n, cs));
+	SHOW("cuMemsetD16Async", api.cuMemsetD16Async(da, 1, n / 2, cs));
+	SHOW("cuMemsetD32Async", api.cuMemsetD32Async(da, 1, n / 4, cs));
+	SHOW("cuMemsetD2D8Async", api.cuMemsetD2D8Async(da, 512, 1, 512, 64, cs));
+	SHOW("cuMemsetD2D16Async", api.cuMemsetD2D16Async(da, 512, 1, 256, 64, cs));
+	SHOW("cuMemsetD2D32Async", api.cuMemsetD2D32Async(da, 512, 1, 128, 64, cs));
+	truth.memsets += 11;
+
+	/* launches through every door of the family */
+	long i = -1, us = 1000;
+	void *args[] = { &i, &us, NULL };
+	cudaLaunchConfig_t rc = { 0 };
+	rc.gridDim = (dim3){ 1, 1, 1 };
+	rc.blockDim = (dim3){ 1, 1, 1 };
+	rc.stream = s;
+	SHOW("cudaLaunchKernelExC", api.cudaLaunchKernelExC(&rc, (const void *)door_kernel, args));
+	SHOW("cudaLaunchCooperativeKernel", api.cudaLaunchCooperativeKernel((const void *)door_kernel, (dim3){ 1, 1, 1 },
+									   (dim3){ 1, 1, 1 }, args, 0, s));
+	CUlaunchConfig dc = { 0 };
+	dc.gridDimX = dc.gridDimY = dc.gridDimZ = dc.blockDimX = dc.blockDimY = dc.blockDimZ = 1;
+	dc.hStream = cs;
+	SHOW("cuLaunchKernelEx", api.cuLaunchKernelEx(&dc, (CUfunction)(void *)door_kernel, args, NULL));
+	SHOW("cuLaunchCooperativeKernel",
+	     api.cuLaunchCooperativeKernel((CUfunction)(void *)door_kernel, 1, 1, 1, 1, 1, 1, 0, cs, args));
+	truth.launches += 4;
+
+	/* driver syncs: everything above is done after the event's sync */
+	SHOW("cudaEventRecord", api.cudaEventRecord(ev, s));
+	SHOW("cuStreamWaitEvent", api.cuStreamWaitEvent(NULL, (CUevent)ev, 0));
+	SHOW("cuEventSynchronize", api.cuEventSynchronize((CUevent)ev));
+	SHOW("cuEventQuery", api.cuEventQuery((CUevent)ev));
+	SHOW("cuStreamSynchronize", api.cuStreamSynchronize(cs));
+	SHOW("cuStreamQuery", api.cuStreamQuery(cs));
+	truth.syncs += 5;
+
+	/* allocations: pitched, managed, from the default pool; driver pinned memory */
+	CUdeviceptr dp = 0, dm = 0, dq = 0;
+	size_t dpitch = 0;
+	SHOW("cuMemAllocPitch 1000x128", api.cuMemAllocPitch(&dp, &dpitch, 1000, 128, 4));
+	truth.allocs++, live_add((int64_t)(dpitch * 128));
+	printf("driver pitch=%zu\n", dpitch);
+	SHOW("cuMemAllocManaged 1MiB", api.cuMemAllocManaged(&dm, n, CU_MEM_ATTACH_GLOBAL));
+	truth.allocs++, live_add((int64_t)n);
+	CUmemoryPool pool = NULL;
+	SHOW("cuDeviceGetDefaultMemPool", api.cuDeviceGetDefaultMemPool(&pool, 0));
+	SHOW("cuMemAllocFromPoolAsync 1MiB", api.cuMemAllocFromPoolAsync(&dq, n, pool, cs));
+	truth.allocs++, live_add((int64_t)n);
+	void *ph = NULL;
+	SHOW("cuMemAllocHost 1MiB", api.cuMemAllocHost(&ph, n));
+	truth.host_allocs++;
+	SHOW("cuMemHostRegister 1MiB", api.cuMemHostRegister(hst, n, 0));
+	truth.host_registers++;
+	SHOW("cuMemcpyHtoD registered 1MiB (pinned)", api.cuMemcpyHtoD(da, hst, n));
+	SHOW("cuMemcpyDtoHAsync allochost 1MiB (pinned)", api.cuMemcpyDtoHAsync(ph, da, n, cs));
+	SHOW("cuMemHostUnregister", api.cuMemHostUnregister(hst));
+	truth.host_unregisters++;
+	SHOW("cuMemcpyHtoD unregistered 1MiB (pageable)", api.cuMemcpyHtoD(da, hst, n));
+	truth.copies += 3;
+	SHOW("cuStreamSynchronize", api.cuStreamSynchronize(cs));
+	truth.syncs++;
+
+	SHOW("cuMemFreeHost", api.cuMemFreeHost(ph));
+	truth.host_frees++;
+	SHOW("cuMemFreeAsync pool", api.cuMemFreeAsync(dq, cs));
+	truth.frees++, live_add(-(int64_t)n);
+	SHOW("cuMemFree managed", api.cuMemFree(dm));
+	truth.frees++, live_add(-(int64_t)n);
+	SHOW("cuMemFree pitched", api.cuMemFree(dp));
+	truth.frees++, live_add(-(int64_t)(dpitch * 128));
+	SHOW("cudaFree pitched", api.cudaFree(pd));
+	truth.frees++, live_add(-(int64_t)(pitch * 256));
+	SHOW("cudaSetDevice 1", api.cudaSetDevice(1));
+	SHOW("cudaFree dev1", api.cudaFree(p1));
+	truth.frees++;
+	SHOW("cudaSetDevice 0", api.cudaSetDevice(0));
+	SHOW("cudaFree", api.cudaFree(b));
+	truth.frees++, live_add(-(int64_t)n);
+	SHOW("cudaFree", api.cudaFree(a));
+	truth.frees++, live_add(-(int64_t)n);
+	SHOW("cudaEventDestroy", api.cudaEventDestroy(ev));
+	SHOW("cudaStreamDestroy", api.cudaStreamDestroy(s));
+	free(hst);
+	return 0;
+}
+
 static void write_truth(const char *path)
 {
 	FILE *f = fopen(path, "w");
@@ -544,7 +745,7 @@ int main(int argc, char **argv)
 {
 	const char *truth_path = NULL;
 	long kernel_us = 40000;
-	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0, poll = 0, threads = 0;
+	int nkernels = 3, frag = 0, bench = 0, graph = 0, forkc = 0, poll = 0, threads = 0, every = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
 			truth_path = argv[++i];
@@ -562,10 +763,12 @@ int main(int argc, char **argv)
 			poll = 1;
 		else if (!strcmp(argv[i], "--thread"))
 			threads = 1;
+		else if (!strcmp(argv[i], "--every"))
+			every = 1;
 		else if (!strcmp(argv[i], "--bench") && i + 1 < argc)
 			bench = atoi(argv[++i]);
 		else {
-			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork|--poll|--thread] [--bench N]\n");
+			fprintf(stderr, "usage: door [--truth FILE] [--kernel-us N] [--kernels N] [--frag|--graph|--fork|--poll|--thread|--every] [--bench N]\n");
 			return 2;
 		}
 	}
@@ -609,6 +812,8 @@ int main(int argc, char **argv)
 		poll_part(kernel_us);
 	} else if (threads) {
 		thread_part(kernel_us);
+	} else if (every) {
+		every_part();
 	} else {
 		runtime_part(kernel_us, nkernels);
 		driver_part(kernel_us, nkernels);
