@@ -1,7 +1,8 @@
 /*
- * cmd_dump.c - `stepprof dump [--json] FILE`: every record of one trace file, one
- * per line, in the reader's order (each thread in the order it wrote, threads
- * merged by begin time).
+ * cmd_dump.c - `stepprof dump [--json] [--summaries] FILE`: every record of one
+ * trace file, one per line, in the reader's order (each thread in the order it
+ * wrote, threads merged by begin time); with --summaries, the per-window summary
+ * records of the keep area instead (in the order written).
  *
  * Divided into:
  *   1. options,
@@ -28,10 +29,12 @@
 
 static void dump_usage(FILE *f)
 {
-	fprintf(f, "usage: stepprof dump [--json] FILE\n\n"
+	fprintf(f, "usage: stepprof dump [--json] [--summaries] FILE\n\n"
 		   "Every record of one trace file, one per line: begin time, duration, pid/tid,\n"
 		   "kind, api and the kind's fields (string ids resolved, pointers in hex).\n\n"
-		   "  --json    one JSON object per line (fields in docs/cli.md)\n"
+		   "  --json       one JSON object per line (fields in docs/cli.md)\n"
+		   "  --summaries  the per-window summary and summary_device records instead\n"
+		   "               (docs/trace-format.md), in the order the process wrote them\n"
 		   "  -h, --help\n");
 }
 
@@ -268,16 +271,20 @@ int command_dump(int argc, char **argv)
 {
 	static const struct option opts[] = {
 	    {"json", no_argument, NULL, 'j'},
+	    {"summaries", no_argument, NULL, 's'},
 	    {"help", no_argument, NULL, 'h'},
 	    {0},
 	};
-	int json = 0, c;
+	int json = 0, sums = 0, c;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+jsh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
+			break;
+		case 's':
+			sums = 1;
 			break;
 		case 'h':
 			dump_usage(stdout);
@@ -313,7 +320,14 @@ int command_dump(int argc, char **argv)
 		printf("%20s %12s %7s %7s %-15s %-24s %s\n", "begin_ns", "dur_ns", "pid", "tid", "kind", "api",
 		       "fields");
 	struct sp_event ev;
-	while (sp_reader_next(r, &ev)) {
+	size_t pos = 0;
+	while (sums && sp_reader_summary(r, &pos, &ev)) {
+		if (json)
+			record_json(&w, r, &ev, NULL);
+		else
+			record_text(r, &ev, NULL);
+	}
+	while (!sums && sp_reader_next(r, &ev)) {
 		const struct span *gs = NULL;
 		/* op 0 means "no op id" (sp_next_op starts at 1) */
 		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])

@@ -23,7 +23,8 @@ static void info_usage(FILE *f)
 	fprintf(f, "usage: stepprof info [--json] DIR|FILE...\n\n"
 		   "For each trace file (a DIR means every trace file directly in it): host, pid,\n"
 		   "ppid, rank, command line, time span, threads, records in total and per kind,\n"
-		   "lost and overwritten records, truncated/corrupt flags.\n\n"
+		   "lost and overwritten records, per-window summaries (count and time span),\n"
+		   "truncated/corrupt flags.\n\n"
 		   "  --json    one JSON object {\"files\": [...]} (fields in docs/cli.md)\n"
 		   "  -h, --help\n");
 }
@@ -33,6 +34,7 @@ static void info_usage(FILE *f)
 struct info {
 	struct sp_file_header hdr;
 	struct sp_reader_stats st;
+	uint64_t sum_begin, sum_end; /* span of the SUMMARY records (st.summaries of them) */
 };
 
 /* Read the whole file; 0 ok, else the exit code (the error is printed). */
@@ -47,6 +49,15 @@ static int info_read(const char *path, struct info *in)
 	struct sp_event ev;
 	while (sp_reader_next(r, &ev))
 		;
+	in->sum_begin = in->sum_end = 0;
+	size_t pos = 0;
+	while (sp_reader_summary(r, &pos, &ev))
+		if (ev.kind == SP_K_SUMMARY) {
+			if (!in->sum_begin || ev.begin_ns < in->sum_begin)
+				in->sum_begin = ev.begin_ns;
+			if (ev.end_ns > in->sum_end)
+				in->sum_end = ev.end_ns;
+		}
 	in->hdr = *sp_reader_header(r);
 	in->st = *sp_reader_stats(r);
 	sp_reader_close(r);
@@ -96,6 +107,12 @@ static void info_text(const char *path, const struct info *in)
 	printf("  threads     %u\n", st->threads);
 	printf("  records     %llu (strings %llu, lost %llu, overwritten %llu)\n", (unsigned long long)st->records,
 	       (unsigned long long)st->strings, (unsigned long long)st->lost, (unsigned long long)st->overwritten);
+	if (st->summaries)
+		printf("  summaries   %llu windows, %llu .. %llu ns, span %s\n", (unsigned long long)st->summaries,
+		       (unsigned long long)in->sum_begin, (unsigned long long)in->sum_end,
+		       util_fmt_ns(in->sum_end - in->sum_begin, b1, sizeof(b1)));
+	else
+		printf("  summaries   none\n");
 	printf("  by kind    ");
 	any = 0;
 	for (unsigned k = 1; k < SP_K__COUNT; k++)
@@ -150,9 +167,12 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 	jw_ku64(w, "strings", st->strings);
 	jw_ku64(w, "lost", st->lost);
 	jw_ku64(w, "overwritten", st->overwritten);
+	jw_ku64(w, "summaries", st->summaries);
+	jw_ku64(w, "summaries_begin_ns", in->sum_begin);
+	jw_ku64(w, "summaries_end_ns", in->sum_end);
 	jw_kobj_begin(w, "records_by_kind");
 	for (unsigned k = 1; k < SP_K__COUNT; k++)
-		if (k != SP_K_STRING)
+		if (k != SP_K_STRING && k != SP_K_SUMMARY && k != SP_K_SUMMARY_DEVICE) /* those: "summaries" */
 			jw_ku64(w, sp_kind_name[k], st->by_kind[k]);
 	jw_obj_end(w);
 	jw_kbool(w, "truncated", st->truncated);

@@ -90,6 +90,8 @@ struct sp_reader {
 
 	struct sp_slot *kept; /* non-string records of the keep area */
 	uint32_t nkept;
+	struct sp_slot *sums; /* SUMMARY and SUMMARY_DEVICE records of the keep area, file order */
+	size_t nsums;
 
 	struct chunk_ref *chunks;
 	size_t nchunks;
@@ -267,7 +269,7 @@ static void load_keep(struct sp_reader *r)
 	}
 	if (!n)
 		return;
-	size_t scap = 0, pcap = 0, kcap = 0;
+	size_t scap = 0, pcap = 0, kcap = 0, scap2 = 0;
 	struct sp_slot *blk = malloc((KEEP_BLOCK_SLOTS + SP_MAX_RECORD_SLOTS) * SP_SLOT_SIZE);
 	if (!blk)
 		return;
@@ -312,6 +314,25 @@ static void load_keep(struct sp_reader *r)
 				if (k == NEWER_KIND) {
 					after_hole = 0;
 					j += s->nslots;
+					continue;
+				}
+				if (k && (s->kind == SP_K_SUMMARY || s->kind == SP_K_SUMMARY_DEVICE)) {
+					/* summaries are read apart (sp_reader_summary), not merged as events */
+					if (r->nsums + k > scap2) {
+						size_t nc = scap2 ? scap2 * 2 : 64;
+						struct sp_slot *ns = realloc(r->sums, nc * sizeof(*ns));
+						if (ns) {
+							r->sums = ns;
+							scap2 = nc;
+						}
+					}
+					if (r->nsums + k <= scap2) {
+						memcpy(&r->sums[r->nsums], s, k * SP_SLOT_SIZE);
+						r->nsums += k;
+						r->st.summaries += s->kind == SP_K_SUMMARY;
+					}
+					after_hole = 0;
+					j += k;
 					continue;
 				}
 				if (k) {
@@ -802,6 +823,21 @@ const char *sp_reader_string(const struct sp_reader *r, uint32_t id)
 	return lo < r->nstrs && r->strs[lo].id == id ? r->pool + r->strs[lo].off : NULL;
 }
 
+int sp_reader_summary(const struct sp_reader *r, size_t *pos, struct sp_event *ev)
+{
+	while (*pos < r->nsums) {
+		const struct sp_slot *sl = &r->sums[*pos];
+		unsigned k = sp_decode(sl, (unsigned)(r->nsums - *pos), ev);
+		*pos += k ? k : 1;
+		if (k) {
+			ev->pid = r->hdr.pid;
+			ev->tid = 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r)
 {
 	return &r->st;
@@ -818,6 +854,7 @@ void sp_reader_close(struct sp_reader *r)
 	free(r->heap);
 	free(r->chunks);
 	free(r->kept);
+	free(r->sums);
 	free(r->strs);
 	free(r->pool);
 	free(r->path);

@@ -34,6 +34,7 @@ struct sp_reader_stats {
 	int truncated;                /* the file is shorter than its header says */
 	int corrupt;                  /* something did not decode (see corrupt_slots) */
 	uint64_t begin_ns, end_ns;    /* first begin and last end among records */
+	uint64_t summaries;           /* SUMMARY records of the keep area (known at open) */
 };
 
 /* Open path. On failure returns -1 and writes a one-line reason (no file name) to err. */
@@ -50,6 +51,15 @@ const char *sp_reader_string(const struct sp_reader *r, uint32_t id);
 
 /* Statistics; complete once sp_reader_next has returned 0. */
 const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r);
+
+/*
+ * The per-window summaries of the keep area (format 1.1), which sp_reader_next
+ * does not return: each SUMMARY record followed by the SUMMARY_DEVICE records of
+ * its window, in the order the process wrote them (window begin order). *pos
+ * starts at 0; 1 and *ev filled (pid from the header, tid 0), 0 at the end.
+ * Available right after open, independent of sp_reader_next.
+ */
+int sp_reader_summary(const struct sp_reader *r, size_t *pos, struct sp_event *ev);
 
 void sp_reader_close(struct sp_reader *r);
 

@@ -7,11 +7,15 @@
  *   2. thread state: a writer stream in initial-exec TLS, closed at thread exit,
  *   3. the record path (sp_emit, sp_intern, sp_next_op),
  *   4. fork, start-up and shutdown,
- *   5. warnings.
+ *   5. warnings,
+ *   6. per-window summaries (SUMMARY, SUMMARY_DEVICE in the keep area).
  *
  * The hot path is sp_emit on a thread that already has a chunk: a TLS load, a
  * bounds check, the encode of the kind's own fields (sp_tf_encode: the bytes of
- * trace.h's sp_encode) and two release stores into the MAP_SHARED file.
+ * trace.h's sp_encode) and two release stores into the MAP_SHARED file. The
+ * summaries add one relaxed load and compare (has the record crossed the
+ * window's end?) and one bit test of the kind (STEP, ALLOC, FREE update the
+ * summary's running values).
  */
 #include "recorder.h"
 
@@ -139,6 +143,12 @@ void sp_recorder_thread_exit(void)
 
 /* ------------------------------------------------------- 3. record path */
 
+/* Section 6: the summary window's end (UINT64_MAX: off) and the slow path. */
+static uint64_t g_sum_next = UINT64_MAX;
+static void summary_tick(uint64_t now, int final);
+static void summary_note(unsigned kind, const uint64_t *f);
+#define SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
+
 void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
 	if (__builtin_expect(!sp_active, 0) || kind >= SP_K__COUNT)
@@ -146,6 +156,11 @@ void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, co
 	struct sp_tf_stream *st = &t_rec.st;
 	if (__builtin_expect(!st->tf, 0) && !thread_attach())
 		return;
+	/* before this record counts: a summary describes the records that ended before its window's end */
+	if (__builtin_expect(end_ns >= __atomic_load_n(&g_sum_next, __ATOMIC_RELAXED), 0))
+		summary_tick(end_ns, 0);
+	if (__builtin_expect((SUM_KINDS >> kind) & 1, 0))
+		summary_note(kind, f);
 	struct sp_slot *slot = sp_tf_reserve(st, sp_tf_layout[kind].nslots, end_ns);
 	if (__builtin_expect(!slot, 0))
 		return;
@@ -185,6 +200,8 @@ struct sp_file_header *sp_trace_header(void)
  * own file is created at its first record, naming the parent as ppid.
  */
 static void warn_fork_child(void);
+static void summary_fork_child(void);
+static void summary_init(void);
 
 static void atfork_child(void)
 {
@@ -198,6 +215,7 @@ static void atfork_child(void)
 	g_tf.fd = -1;
 	sp_intern_reset(&g_intern);
 	memset(&t_rec.st, 0, sizeof(t_rec.st));
+	summary_fork_child();
 	g_creator = 0;
 	__atomic_store_n(&g_state, FILE_NONE, __ATOMIC_RELEASE);
 	sp_api_fork_child();
@@ -217,6 +235,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	}
 	g_key_ok = pthread_key_create(&g_key, thread_dtor) == 0;
 	pthread_atfork(NULL, NULL, atfork_child);
+	summary_init();
 	__atomic_store_n(&sp_active, 1, __ATOMIC_RELEASE);
 }
 
@@ -228,8 +247,10 @@ void sp_recorder_shutdown(void)
 {
 	if (!sp_active || __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
 		return;
-	sp_recorder_thread_exit();
-	sp_tf_finish(&g_tf, sp_now());
+	uint64_t now = sp_now();
+	sp_recorder_thread_exit(); /* first: its records count in the last summary */
+	summary_tick(now, 1);
+	sp_tf_finish(&g_tf, now);
 }
 
 /* ------------------------------------------------------------ 5. warnings */
@@ -284,5 +305,158 @@ void sp_warn_once(const char *key, const char *fmt, ...)
 		line[n++] = '\n';
 		syscall(SYS_write, 2, line, (size_t)n);
 	}
+	errno = saved;
+}
+
+/* ----------------------------------------------------- 6. summaries */
+
+/*
+ * Every STEPPROF_SUMMARY_MS the process writes a SUMMARY record (steps, records
+ * in closed chunks, lost records) and one SUMMARY_DEVICE per device that ever
+ * held memory (live bytes at the window's end, peak within the window) into the
+ * keep area, which the ring never overwrites: a job whose ring wrapped keeps its
+ * whole step and memory history.
+ *
+ * Who writes: the thread whose record ends at or after the window's end (one
+ * relaxed load and compare in sp_emit). It takes g_sum_busy with a CAS (others
+ * skip, nobody waits), writes the summary for [begin, the last window boundary
+ * before its record] (several windows without any record make one summary) and
+ * moves the end on. The clean exit writes the last, shorter window.
+ *
+ * Running values come from the records themselves, noted in sp_emit after the
+ * window check: the last STEP's index + 1, the last ALLOC/FREE's live bytes per
+ * device, the highest live bytes since the last summary. So a summary is exact
+ * for the records that were emitted before the one that crossed its end (a
+ * record of another thread, racing with the crossing, may count in the next
+ * window).
+ *
+ * Size: summaries may use half of the keep area (strings the rest). Each time
+ * they have used 1/2, 3/4, 7/8, ... of that budget the window doubles, so at a
+ * steady rate each window length lasts as long as the first; when the budget is
+ * used up, summaries stop (one warning). At the default 1 s window, 1 GiB cap
+ * (64 MiB keep area) and one device: ~2.9 days per window length.
+ */
+#define SUM_DEVS SP_MAX_DEVICES
+
+static uint64_t g_sum_t0;	  /* process start: windows are [t0 + k*W, t0 + (k+1)*W) */
+static uint64_t g_sum_win;	  /* current window length, ns (doubles) */
+static uint64_t g_sum_begin;	  /* begin of the window being summed */
+static int g_sum_busy;		  /* a thread is writing a summary */
+static unsigned g_sum_doublings;  /* times the window doubled */
+static uint64_t g_sum_slots_used; /* keep slots taken by summaries */
+static uint64_t g_sum_steps;	  /* stepprof_step() calls seen */
+static uint32_t g_sum_devmask;	  /* devices that ever held memory */
+static uint64_t g_sum_live[SUM_DEVS], g_sum_peak[SUM_DEVS];
+
+static void summary_reset(uint64_t t0)
+{
+	g_sum_t0 = g_sum_begin = t0;
+	g_sum_win = (uint64_t)sp_cfg.SUMMARY_MS * 1000000ull;
+	g_sum_busy = 0;
+	g_sum_doublings = 0;
+	g_sum_slots_used = 0;
+	g_sum_steps = 0;
+	g_sum_devmask = 0;
+	memset(g_sum_live, 0, sizeof(g_sum_live));
+	memset(g_sum_peak, 0, sizeof(g_sum_peak));
+	__atomic_store_n(&g_sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
+}
+
+static void summary_init(void)
+{
+	summary_reset(sp_now());
+}
+
+/* The child's file starts now, with its own steps; its memory is the parent's (not its own). */
+static void summary_fork_child(void)
+{
+	summary_reset(sp_now());
+}
+
+static void summary_note(unsigned kind, const uint64_t *f)
+{
+	if (kind == SP_K_STEP) {
+		__atomic_store_n(&g_sum_steps, f[SP_F_VALUE] + 1, __ATOMIC_RELAXED);
+		return;
+	}
+	uint64_t dev = f[SP_F_DEVICE], live = f[SP_F_LIVE];
+	if (dev >= SUM_DEVS)
+		return; /* NOTE: devices past SP_MAX_DEVICES have no summary */
+	__atomic_store_n(&g_sum_live[dev], live, __ATOMIC_RELAXED);
+	uint64_t p = __atomic_load_n(&g_sum_peak[dev], __ATOMIC_RELAXED);
+	while (live > p &&
+	       !__atomic_compare_exchange_n(&g_sum_peak[dev], &p, live, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+	if (!(__atomic_load_n(&g_sum_devmask, __ATOMIC_RELAXED) & (1u << dev)))
+		__atomic_fetch_or(&g_sum_devmask, 1u << dev, __ATOMIC_RELAXED);
+}
+
+/* Write the summary of [begin, end) into the keep area; 0, or -1 when there is no room. */
+static int summary_write(uint64_t begin, uint64_t end)
+{
+	uint32_t mask = __atomic_load_n(&g_sum_devmask, __ATOMIC_RELAXED);
+	unsigned n = 1 + (unsigned)__builtin_popcount(mask);
+	uint64_t budget = g_tf.keep_slots / 2;
+	if (g_sum_slots_used + n > budget) {
+		sp_warn_once("summary", "the summaries' half of the trace's keep area is full (%llu windows); "
+					"later windows have no summary (raise STEPPROF_MAX_MB or STEPPROF_SUMMARY_MS)",
+			     (unsigned long long)g_sum_slots_used);
+		return -1;
+	}
+	struct sp_slot *slot = sp_tf_keep_reserve(&g_tf, n);
+	if (!slot)
+		return -1;
+	g_sum_slots_used += n;
+	uint64_t f[SP_F__COUNT] = {0};
+	f[SP_F_STEPS] = __atomic_load_n(&g_sum_steps, __ATOMIC_RELAXED);
+	f[SP_F_RECORDS] = __atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED) + t_rec.st.nrec;
+	f[SP_F_LOST] = __atomic_load_n(&g_tf.hdr->lost_records, __ATOMIC_RELAXED);
+	/* the devices first, the SUMMARY head last: a reader that sees it sees its devices */
+	unsigned i = 1;
+	for (unsigned d = 0; d < SUM_DEVS; d++) {
+		if (!(mask & (1u << d)))
+			continue;
+		uint64_t live = __atomic_load_n(&g_sum_live[d], __ATOMIC_RELAXED);
+		/* the next window starts at the live bytes of this one's end */
+		uint64_t peak = __atomic_exchange_n(&g_sum_peak[d], live, __ATOMIC_RELAXED);
+		uint64_t g[SP_F__COUNT] = {0};
+		g[SP_F_DEVICE] = d;
+		g[SP_F_LIVE] = live;
+		g[SP_F_PEAK] = peak > live ? peak : live;
+		sp_tf_encode(&slot[i], SP_K_SUMMARY_DEVICE, SP_API_NONE, begin, end - begin, g);
+		sp_tf_publish(&slot[i], SP_K_SUMMARY_DEVICE);
+		i++;
+	}
+	sp_tf_encode(slot, SP_K_SUMMARY, SP_API_NONE, begin, end - begin, f);
+	sp_tf_publish(slot, SP_K_SUMMARY);
+	return 0;
+}
+
+/* Slow path: `now` reached the window's end (or the process ends: final). */
+static void summary_tick(uint64_t now, int final)
+{
+	int idle = 0;
+	if (!g_sum_win || !__atomic_compare_exchange_n(&g_sum_busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	int saved = errno;
+	uint64_t next = __atomic_load_n(&g_sum_next, __ATOMIC_RELAXED);
+	if (next == UINT64_MAX || (!final && now < next) || now < g_sum_t0 ||
+	    __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
+		goto out;
+	uint64_t end = final ? now : g_sum_t0 + (now - g_sum_t0) / g_sum_win * g_sum_win;
+	int full = 0;
+	if (end > g_sum_begin) {
+		full = summary_write(g_sum_begin, end) != 0;
+		g_sum_begin = end;
+	}
+	uint64_t budget = g_tf.keep_slots / 2;
+	while (g_sum_doublings < 40 && g_sum_slots_used >= budget - (budget >> (g_sum_doublings + 1))) {
+		g_sum_win *= 2;
+		g_sum_doublings++;
+	}
+	next = final || full ? UINT64_MAX : g_sum_t0 + ((end - g_sum_t0) / g_sum_win + 1) * g_sum_win;
+	__atomic_store_n(&g_sum_next, next, __ATOMIC_RELAXED);
+out:
+	__atomic_store_n(&g_sum_busy, 0, __ATOMIC_RELEASE);
 	errno = saved;
 }

@@ -611,6 +611,7 @@ static void close_chunk(struct sp_tf_stream *s)
 		struct sp_tf *tf = s->tf;
 		uint32_t idx = (uint32_t)(((uint8_t *)s->chunk - tf->base - tf->ring_off) / tf->chunk_size);
 		__atomic_store_n(&tf->chunk_info[idx], 1 + s->nrec, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&tf->closed_records, s->nrec, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->chunk->state, SP_CHUNK_CLOSED, __ATOMIC_RELEASE);
 	}
 	s->nrec = 0;

@@ -49,6 +49,7 @@ struct sp_tf {
 	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, else 1 + the records
 	 * it held when last closed, so that reuse counts overwritten records without a walk. */
 	uint32_t *chunk_info;
+	uint64_t closed_records; /* records of chunks closed so far (atomic; summaries report it) */
 	/* One warning per kind of trouble (disk full, keep area full); NULL: stderr. */
 	void (*warn)(const char *key, const char *msg);
 	char path[SP_TF_PATH_MAX];
