@@ -128,7 +128,14 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 			if (!p)
 				break;
 			snprintf(p, len, "%s%s%s", args[i], slash ? "" : "/", de->d_name);
-			if (!util_is_trace_file(p)) {
+			/*
+			 * Files named like the recorder's (*.sptrace) are kept even when their
+			 * magic is damaged, so that the reader reports them instead of a
+			 * silent skip; other names must carry the magic.
+			 */
+			size_t nl = strlen(de->d_name);
+			int named = nl > 8 && strcmp(de->d_name + nl - 8, ".sptrace") == 0;
+			if (!named && !util_is_trace_file(p)) {
 				free(p);
 				continue;
 			}

@@ -43,7 +43,8 @@ int util_is_trace_file(const char *path);
 /*
  * Expand command-line operands into trace file paths: a FILE is taken as given
  * (the reader says later if it is not a trace), a DIR gives every trace file
- * directly inside it, sorted by name, whatever the file names' extension. Errors
+ * directly inside it, sorted by name, whatever the file names' extension, plus
+ * every *.sptrace file even with a damaged magic (the reader reports it). Errors
  * (missing operand, directory without traces) are printed with util_err; *rc gets
  * the worst exit code. Returns the malloc'd array (NULL-terminated, free with
  * util_free_paths) and its length in *n.

@@ -370,6 +370,45 @@ Test(cli, foreign_newer_missing_files_one_line_and_exit_2)
 	free(empty);
 }
 
+/*
+ * In a directory, a file named like the recorder's (*.sptrace) whose magic is
+ * damaged is reported, not skipped in silence; the whole files are still read.
+ */
+Test(cli, damaged_magic_in_a_directory_is_reported)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *good = path_in(dir, "host.1.sptrace");
+	char *bad = path_in(dir, "host.2.sptrace");
+	char *other = path_in(dir, "notes.txt");
+	write_small(good, 1, 5);
+	write_small(bad, 2, 5);
+	size_t len;
+	char *bytes = sp_t_read_file(bad, &len);
+	cr_assert_not_null(bytes);
+	memcpy(bytes, "XTEPPROF", 8);
+	cr_assert_eq(sp_t_write_file(bad, bytes, len), 0);
+	free(bytes);
+	cr_assert_eq(sp_t_write_file(other, "not a trace\n", 12), 0);
+
+	struct sp_t_result r;
+	const char *verbs[] = {"info", "analyze", "export"};
+	for (int i = 0; i < 3; i++) {
+		int st = i == 2 ? stepprof(&r, verbs[i], "-o", "/dev/null", dir, NULL) : stepprof(&r, verbs[i], dir, NULL);
+		cr_assert_eq(st, 2, "%s: exit %d, stderr: %s", verbs[i], st, r.err);
+		cr_assert(strstr(r.err, bad) && strstr(r.err, "not a stepprof trace"), "%s: stderr: %s", verbs[i], r.err);
+		cr_assert_null(strstr(r.err, "notes.txt"), "%s: stderr: %s", verbs[i], r.err);
+		sp_t_result_free(&r);
+	}
+	cr_assert_eq(stepprof(&r, "info", "--json", dir, NULL), 2);
+	cr_assert(strstr(r.out, "host.1.sptrace"), "the whole file is still reported: %s", r.out);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+	free(good);
+	free(bad);
+	free(other);
+}
+
 Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
 {
 	char *dir = sp_t_tmpdir("cli");
