@@ -67,7 +67,7 @@ check-cuda:
 # The README's test command. The last lines are Criterion's summary.
 # One job: the end-to-end tests measure time shares and must not compete for the
 # two cores of a CI machine; every test has a time limit.
-TEST_ARGS ?= --jobs 1 --timeout 600 --ascii
+TEST_ARGS ?= --jobs 1 --timeout 600
 test: deps
 	$(Q)$(MAKE) --no-print-directory WERROR=$(WERROR) build-all $(TEST_BIN)
 	$(Q)STEPPROF_BUILD=$(BUILD) $(TEST_BIN) $(TEST_ARGS)
