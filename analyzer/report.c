@@ -32,13 +32,12 @@ const char *report_bottleneck(const struct an_analysis *a)
 	return an_cat_name[best];
 }
 
-static double share(const struct an_analysis *a, int c)
+double report_share(const struct an_analysis *a, int c)
 {
 	return a->wall_total ? (double)a->bd_total[c] / (double)a->wall_total : 0.0;
 }
 
-/* Quantile q of category c (AN_CAT__COUNT: the wall time) over the iterations. */
-static uint64_t cat_quantile(const struct an_analysis *a, int c, double q)
+uint64_t report_cat_quantile(const struct an_analysis *a, int c, double q)
 {
 	if (!a->nit)
 		return 0;
@@ -139,10 +138,10 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_arr_end(&w);
 	jw_kobj_begin(&w, "summary");
 	jw_ku64(&w, "iterations", a->nit);
-	jw_ku64(&w, "wall_ns_median", cat_quantile(a, AN_CAT__COUNT, 0.5));
+	jw_ku64(&w, "wall_ns_median", report_cat_quantile(a, AN_CAT__COUNT, 0.5));
 	jw_kobj_begin(&w, "breakdown_fraction");
 	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_kdouble(&w, an_cat_name[c], share(a, c));
+		jw_kdouble(&w, an_cat_name[c], report_share(a, c));
 	jw_obj_end(&w);
 	jw_kstr(&w, "bottleneck", report_bottleneck(a));
 	jw_ku64(&w, "device_bytes_peak", a->device_bytes_peak);
@@ -173,7 +172,7 @@ int report_json(FILE *f, const struct an_analysis *a)
 
 /* ----------------------------------------------------------------- text */
 
-static const char *bottleneck_sentence(const char *b)
+const char *report_bottleneck_sentence(const char *b)
 {
 	if (!strcmp(b, "input"))
 		return "the training thread waits for input (file I/O or batches from loader workers)";
@@ -254,7 +253,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		fprintf(f, ", %u calls per iteration", a->auto_period);
 	if (a->trainer_pid)
 		fprintf(f, "; training thread %d of pid %d", a->training_tid, a->trainer_pid);
-	fprintf(f, "), median wall %s\n", util_fmt_ns(cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)));
+	fprintf(f, "), median wall %s\n", util_fmt_ns(report_cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)));
 	if (!a->nit) {
 		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
 			   "repeating CUDA call sequence was found.\n");
@@ -262,15 +261,15 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		fprintf(f, "\n  %-8s %10s %10s %7s\n", "category", "median", "p95", "share");
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			fprintf(f, "  %-8s %10s %10s %6.1f%%\n", an_cat_name[c],
-				util_fmt_ns(cat_quantile(a, c, 0.5), b1, sizeof(b1)),
-				util_fmt_ns(cat_quantile(a, c, 0.95), b2, sizeof(b2)), 100.0 * share(a, c));
+				util_fmt_ns(report_cat_quantile(a, c, 0.5), b1, sizeof(b1)),
+				util_fmt_ns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), 100.0 * report_share(a, c));
 		const char *bn = report_bottleneck(a);
 		int bc = 0;
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			if (!strcmp(an_cat_name[c], bn))
 				bc = c;
-		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * share(a, bc),
-			bottleneck_sentence(bn));
+		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
+			report_bottleneck_sentence(bn));
 	}
 	fprintf(f, "\nFindings:%s\n", a->nfnd ? "" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {

@@ -5,12 +5,19 @@
 #ifndef STEPPROF_REPORT_H
 #define STEPPROF_REPORT_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "analyze.h"
 
 /* The bottleneck of the run (design.md §5), "none" without iterations. */
 const char *report_bottleneck(const struct an_analysis *a);
+/* One clause saying what the bottleneck `b` (report_bottleneck's word) means. */
+const char *report_bottleneck_sentence(const char *b);
+/* Share of the run's wall time in category c. */
+double report_share(const struct an_analysis *a, int c);
+/* Quantile q over the iterations of category c (AN_CAT__COUNT: the wall time). */
+uint64_t report_cat_quantile(const struct an_analysis *a, int c, double q);
 
 /* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
 int report_text(FILE *f, const struct an_analysis *a, int all);

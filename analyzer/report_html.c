@@ -4,8 +4,8 @@
  * One self-contained file: inline CSS and inline SVG drawn here, no script, no
  * font or image fetched, so it can be mailed, attached to a ticket or opened on
  * an air-gapped cluster. Every number comes from the analysis results that the
- * text and JSON reports print (struct an_analysis; quantiles through the same
- * an_quantile_u64, shares as bd_total / wall_total), so the three outputs agree.
+ * text and JSON reports print (struct an_analysis; quantiles, shares and the
+ * bottleneck sentence from report.h), so the three outputs agree.
  * Every string that comes from a trace (command lines, paths in evidence, call
  * sites) or from the command line is escaped: a trace is untrusted input.
  *
@@ -81,26 +81,6 @@ static const char *fns(uint64_t ns, char *buf, size_t len)
 static const char *fbytes(uint64_t b, char *buf, size_t len)
 {
 	return util_fmt_bytes(b, buf, len);
-}
-
-static double share(const struct an_analysis *a, int c)
-{
-	return a->wall_total ? (double)a->bd_total[c] / (double)a->wall_total : 0.0;
-}
-
-/* Quantile q of category c (AN_CAT__COUNT: the wall time), as report.c computes it. */
-static uint64_t cat_quantile(const struct an_analysis *a, int c, double q)
-{
-	if (!a->nit)
-		return 0;
-	uint64_t *v = malloc(a->nit * sizeof(*v));
-	if (!v)
-		return 0;
-	for (size_t i = 0; i < a->nit; i++)
-		v[i] = c < AN_CAT__COUNT ? a->it[i].bd[c] : a->it[i].end_ns - a->it[i].start_ns;
-	uint64_t r = an_quantile_u64(v, a->nit, q);
-	free(v);
-	return r;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -190,7 +170,7 @@ static void html_run(FILE *f, const struct an_analysis *a)
 	fputs("</td></tr>\n", f);
 	if (a->nit)
 		fprintf(f, "<tr><th>wall time</th><td>median %s per iteration, %s in all iterations</td></tr>\n",
-			fns(cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)), fns(a->wall_total, b2, sizeof(b2)));
+			fns(report_cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)), fns(a->wall_total, b2, sizeof(b2)));
 	if (a->trainer_pid)
 		fprintf(f, "<tr><th>training thread</th><td>tid %d of pid %d</td></tr>\n", a->training_tid,
 			a->trainer_pid);
@@ -239,23 +219,6 @@ static void html_run(FILE *f, const struct an_analysis *a)
 
 /* ------------------------------------------- 3. bottleneck and categories */
 
-static const char *bottleneck_words(const char *b)
-{
-	if (!strcmp(b, "input"))
-		return "the training thread waits for input (file I/O or batches from loader workers)";
-	if (!strcmp(b, "h2d"))
-		return "host-to-device copies hold the step";
-	if (!strcmp(b, "d2h"))
-		return "device-to-host copies hold the step";
-	if (!strcmp(b, "sync"))
-		return "the training thread waits in synchronisation calls while the GPU is idle";
-	if (!strcmp(b, "other"))
-		return "host time outside CUDA and I/O (Python, framework, launch overhead) leaves the GPU idle";
-	if (!strcmp(b, "compute"))
-		return "the GPU computes at least 80% of the time: optimise the kernels, not the pipeline";
-	return "no iterations were found";
-}
-
 static void html_bottleneck(FILE *f, const struct an_analysis *a)
 {
 	const char *bn = report_bottleneck(a);
@@ -273,7 +236,7 @@ static void html_bottleneck(FILE *f, const struct an_analysis *a)
 		fprintf(f,
 			"<p><span class=\"swatch\" style=\"background:%s\"></span><strong>Bottleneck: %s</strong> "
 			"(%.1f%% of wall time): %s.</p>\n",
-			cat_color[bc], bn, 100.0 * share(a, bc), bottleneck_words(bn));
+			cat_color[bc], bn, 100.0 * report_share(a, bc), report_bottleneck_sentence(bn));
 	}
 	fputs("</section>\n", f);
 }
@@ -288,16 +251,16 @@ static void html_categories(FILE *f, const struct an_analysis *a)
 		W, H);
 	double x = 0;
 	for (int c = 0; c < AN_CAT__COUNT; c++) {
-		double w = share(a, c) * W;
+		double w = report_share(a, c) * W;
 		if (w <= 0)
 			continue;
 		fprintf(f,
 			"<rect x=\"%.2f\" y=\"0\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"><title>%s "
 			"%.1f%%</title></rect>\n",
-			x, w, H, cat_color[c], an_cat_name[c], 100.0 * share(a, c));
+			x, w, H, cat_color[c], an_cat_name[c], 100.0 * report_share(a, c));
 		if (w >= 70)
 			fprintf(f, "<text x=\"%.2f\" y=\"23\" class=\"on\">%s %.1f%%</text>\n", x + 6, an_cat_name[c],
-				100.0 * share(a, c));
+				100.0 * report_share(a, c));
 		x += w;
 	}
 	if (!a->wall_total)
@@ -319,8 +282,8 @@ static void html_categories(FILE *f, const struct an_analysis *a)
 			"<tr><td class=\"l\"><span class=\"swatch\" style=\"background:%s\"></span>%s</td>"
 			"<td>%s</td><td>%s</td><td class=\"share\" data-cat=\"%s\" data-value=\"%.17g\">%.1f%%</td>"
 			"<td>%s</td><td class=\"l note\">%s</td></tr>\n",
-			cat_color[c], an_cat_name[c], fns(cat_quantile(a, c, 0.5), b1, sizeof(b1)),
-			fns(cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], share(a, c), 100.0 * share(a, c),
+			cat_color[c], an_cat_name[c], fns(report_cat_quantile(a, c, 0.5), b1, sizeof(b1)),
+			fns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], report_share(a, c), 100.0 * report_share(a, c),
 			fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
 	fputs("</tbody></table>\n<p class=\"note\">Every instant of an iteration goes to the first category that "
 	      "holds, in the table's priority order compute, h2d, d2h, input, sync, other; the six sum to the wall "
