@@ -60,101 +60,76 @@ static inline int needs_mode(int flags)
 	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE;
 }
 
-#define VA_MODE(flags, mode)                          \
-	do {                                          \
-		if (needs_mode(flags)) {              \
-			va_list ap;                   \
-			va_start(ap, flags);          \
-			mode = (mode_t)va_arg(ap, int); \
-			va_end(ap);                   \
-		}                                     \
+#define VA_MODE(flags, mode)                                                                                           \
+	do {                                                                                                           \
+		if (needs_mode(flags)) {                                                                               \
+			va_list ap;                                                                                    \
+			va_start(ap, flags);                                                                           \
+			mode = (mode_t)va_arg(ap, int);                                                                \
+			va_end(ap);                                                                                    \
+		}                                                                                                      \
 	} while (0)
-
-static int do_openat(unsigned api, int (*real)(int, const char *, int, ...), int dirfd, const char *path, int flags,
-		     mode_t mode)
-{
-	if (!io_enter())
-		return real(dirfd, path, flags, mode);
-	uint64_t t0 = sp_now();
-	int r = real(dirfd, path, flags, mode);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(api, path, flags, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
-}
-
-static int do_open(unsigned api, int (*real)(const char *, int, ...), const char *path, int flags, mode_t mode)
-{
-	if (!io_enter())
-		return real(path, flags, mode);
-	uint64_t t0 = sp_now();
-	int r = real(path, flags, mode);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(api, path, flags, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
-}
 
 int open(const char *path, int flags, ...)
 {
+	int (*real)(const char *, int, ...) = IO_REAL(open);
 	mode_t mode = 0;
 	VA_MODE(flags, mode);
-	return do_open(SP_API_open, IO_REAL(open), path, flags, mode);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, flags, mode);
+	return io_end_open(&c, SP_API_open, path, flags, real(path, flags, mode));
 }
 
 int open64(const char *path, int flags, ...)
 {
+	int (*real)(const char *, int, ...) = IO_REAL(open64);
 	mode_t mode = 0;
 	VA_MODE(flags, mode);
-	return do_open(SP_API_open64, IO_REAL(open64), path, flags, mode);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, flags, mode);
+	return io_end_open(&c, SP_API_open64, path, flags, real(path, flags, mode));
 }
 
 int openat(int dirfd, const char *path, int flags, ...)
 {
+	int (*real)(int, const char *, int, ...) = IO_REAL(openat);
 	mode_t mode = 0;
 	VA_MODE(flags, mode);
-	return do_openat(SP_API_openat, IO_REAL(openat), dirfd, path, flags, mode);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(dirfd, path, flags, mode);
+	return io_end_open(&c, SP_API_openat, path, flags, real(dirfd, path, flags, mode));
 }
 
 int openat64(int dirfd, const char *path, int flags, ...)
 {
+	int (*real)(int, const char *, int, ...) = IO_REAL(openat64);
 	mode_t mode = 0;
 	VA_MODE(flags, mode);
-	return do_openat(SP_API_openat64, IO_REAL(openat64), dirfd, path, flags, mode);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(dirfd, path, flags, mode);
+	return io_end_open(&c, SP_API_openat64, path, flags, real(dirfd, path, flags, mode));
 }
 
 int creat(const char *path, mode_t mode)
 {
 	int (*real)(const char *, mode_t) = IO_REAL(creat);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(path, mode);
-	uint64_t t0 = sp_now();
-	int r = real(path, mode);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(SP_API_creat, path, O_CREAT | O_WRONLY | O_TRUNC, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	return io_end_open(&c, SP_API_creat, path, O_CREAT | O_WRONLY | O_TRUNC, real(path, mode));
 }
 
 int creat64(const char *path, mode_t mode)
 {
 	int (*real)(const char *, mode_t) = IO_REAL(creat64);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(path, mode);
-	uint64_t t0 = sp_now();
-	int r = real(path, mode);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(SP_API_creat64, path, O_CREAT | O_WRONLY | O_TRUNC, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	return io_end_open(&c, SP_API_creat64, path, O_CREAT | O_WRONLY | O_TRUNC, real(path, mode));
 }
 
 /* _FORTIFY_SOURCE entry points: open(path, flags) without a mode. */
@@ -163,52 +138,40 @@ int __open64_2(const char *path, int flags);
 int __openat_2(int dirfd, const char *path, int flags);
 int __openat64_2(int dirfd, const char *path, int flags);
 
-static int do_open_2(unsigned api, int (*real)(const char *, int), const char *path, int flags)
-{
-	if (!io_enter())
-		return real(path, flags);
-	uint64_t t0 = sp_now();
-	int r = real(path, flags);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(api, path, flags, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
-}
-
-static int do_openat_2(unsigned api, int (*real)(int, const char *, int), int dirfd, const char *path, int flags)
-{
-	if (!io_enter())
-		return real(dirfd, path, flags);
-	uint64_t t0 = sp_now();
-	int r = real(dirfd, path, flags);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(api, path, flags, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
-}
-
 int __open_2(const char *path, int flags)
 {
-	return do_open_2(SP_API___open_2, IO_REAL(__open_2), path, flags);
+	int (*real)(const char *, int) = IO_REAL(__open_2);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, flags);
+	return io_end_open(&c, SP_API___open_2, path, flags, real(path, flags));
 }
 
 int __open64_2(const char *path, int flags)
 {
-	return do_open_2(SP_API___open64_2, IO_REAL(__open64_2), path, flags);
+	int (*real)(const char *, int) = IO_REAL(__open64_2);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, flags);
+	return io_end_open(&c, SP_API___open64_2, path, flags, real(path, flags));
 }
 
 int __openat_2(int dirfd, const char *path, int flags)
 {
-	return do_openat_2(SP_API___openat_2, IO_REAL(__openat_2), dirfd, path, flags);
+	int (*real)(int, const char *, int) = IO_REAL(__openat_2);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(dirfd, path, flags);
+	return io_end_open(&c, SP_API___openat_2, path, flags, real(dirfd, path, flags));
 }
 
 int __openat64_2(int dirfd, const char *path, int flags)
 {
-	return do_openat_2(SP_API___openat64_2, IO_REAL(__openat64_2), dirfd, path, flags);
+	int (*real)(int, const char *, int) = IO_REAL(__openat64_2);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(dirfd, path, flags);
+	return io_end_open(&c, SP_API___openat64_2, path, flags, real(dirfd, path, flags));
 }
 
 /* ------------------------------------------------------- 3. stdio open */
@@ -219,48 +182,51 @@ static int fmode_flags(const char *mode)
 	return mode && mode[0] == 'r' ? O_RDONLY : O_WRONLY | O_CREAT;
 }
 
-static FILE *do_fopen(unsigned api, FILE *(*real)(const char *, const char *), const char *path, const char *mode)
+/* A stream was opened (or not: NULL): OPEN of its fd. */
+static inline FILE *fopen_end(struct io_call *c, unsigned api, const char *path, const char *mode, FILE *r)
 {
-	if (!io_enter())
-		return real(path, mode);
-	uint64_t t0 = sp_now();
-	FILE *r = real(path, mode);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_open(api, path, fmode_flags(mode), r ? r->_fileno : -1, e, t0, t1);
-	io_leave();
-	errno = e;
+	io_end(c);
+	io_rec_open(c, api, path, fmode_flags(mode), r ? r->_fileno : -1);
 	return r;
 }
 
 FILE *fopen(const char *path, const char *mode)
 {
-	return do_fopen(SP_API_fopen, IO_REAL(fopen), path, mode);
+	FILE *(*real)(const char *, const char *) = IO_REAL(fopen);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, mode);
+	return fopen_end(&c, SP_API_fopen, path, mode, real(path, mode));
 }
 
 FILE *fopen64(const char *path, const char *mode)
 {
-	return do_fopen(SP_API_fopen64, IO_REAL(fopen64), path, mode);
+	FILE *(*real)(const char *, const char *) = IO_REAL(fopen64);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(path, mode);
+	return fopen_end(&c, SP_API_fopen64, path, mode, real(path, mode));
 }
 
+/*
+ * freopen(path, ...) closes the stream's old fd (when it has one) and opens
+ * path: OPEN. freopen(NULL, ...) only changes the mode of the same file: no
+ * record, but the depth stays raised over libc's own work.
+ */
 static FILE *do_freopen(unsigned api, FILE *(*real)(const char *, const char *, FILE *), const char *path,
 			const char *mode, FILE *fp)
 {
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(path, mode, fp);
-	/* freopen closes the old stream's fd (when it has one) before opening. */
-	int oldfd = fp ? fp->_fileno : -1;
-	if (path)
-		io_fd_clear(oldfd);
-	uint64_t t0 = sp_now();
-	FILE *r = real(path, mode, fp);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	if (path)
-		io_rec_open(api, path, fmode_flags(mode), r ? r->_fileno : -1, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	if (!path) {
+		FILE *r = real(path, mode, fp);
+		io_end(&c);
+		io_finish(&c);
+		return r;
+	}
+	io_fd_clear(fp ? fp->_fileno : -1);
+	return fopen_end(&c, api, path, mode, real(path, mode, fp));
 }
 
 FILE *freopen(const char *path, const char *mode, FILE *fp)
@@ -275,10 +241,14 @@ FILE *freopen64(const char *path, const char *mode, FILE *fp)
 
 /* ---------------------------------------------------------------- 4. close */
 
-static inline void rec_close(unsigned api, int fd, uint64_t w, int r, int e, uint64_t t0, uint64_t t1)
+/* What close records of fd: what the table knew (w), type "other" if it was never resolved. */
+static inline int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
 {
+	io_end(c);
 	unsigned type = (w & IO_W_KNOWN) ? io_word_type(w) : SP_FDTYPE_OTHER;
-	io_emit(SP_K_CLOSE, api, t0, t1, io_word_path(w), 0, fd, io_result(r, e), type, 0);
+	io_emit(SP_K_CLOSE, api, c->t0, c->t1, io_word_path(w), 0, fd, io_result(r, c->err), type, 0);
+	io_finish(c);
+	return r;
 }
 
 int close(int fd)
@@ -286,16 +256,10 @@ int close(int fd)
 	int (*real)(int) = IO_REAL(close);
 	/* Cleared before the real close: once it returns the number may be reused. */
 	uint64_t w = io_fd_clear(fd);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd);
-	uint64_t t0 = sp_now();
-	int r = real(fd);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	rec_close(SP_API_close, fd, w, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	return close_end(&c, SP_API_close, fd, w, real(fd));
 }
 
 int fclose(FILE *fp)
@@ -303,17 +267,16 @@ int fclose(FILE *fp)
 	int (*real)(FILE *) = IO_REAL(fclose);
 	int fd = fp ? fp->_fileno : -1;
 	uint64_t w = io_fd_clear(fd);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fp);
-	uint64_t t0 = sp_now();
-	int r = real(fp);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	if (fd >= 0)
-		rec_close(SP_API_fclose, fd, w, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	if (fd < 0) { /* a memory stream: no fd to record, the depth raised over its clean-up all the same */
+		int r = real(fp);
+		io_end(&c);
+		io_finish(&c);
+		return r;
+	}
+	return close_end(&c, SP_API_fclose, fd, w, real(fp));
 }
 
 /* ------------------------------------------------------ 5. fd table upkeep */

@@ -24,16 +24,10 @@
 ssize_t read(int fd, void *buf, size_t n)
 {
 	ssize_t (*real)(int, void *, size_t) = IO_REAL(read);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd, buf, n);
-	uint64_t t0 = sp_now();
-	ssize_t r = real(fd, buf, n);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_read(SP_API_read, fd, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	return io_end_read(&c, SP_API_read, fd, real(fd, buf, n));
 }
 
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
@@ -43,105 +37,72 @@ ssize_t __pread64_chk(int fd, void *buf, size_t n, off64_t off, size_t buflen);
 ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
 	ssize_t (*real)(int, void *, size_t, size_t) = IO_REAL(__read_chk);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd, buf, n, buflen);
-	uint64_t t0 = sp_now();
-	ssize_t r = real(fd, buf, n, buflen);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_read(SP_API___read_chk, fd, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
+	return io_end_read(&c, SP_API___read_chk, fd, real(fd, buf, n, buflen));
 }
 
-#define PREAD(NAME, OFF_T)                                                      \
-	ssize_t NAME(int fd, void *buf, size_t n, OFF_T off)                    \
-	{                                                                       \
-		ssize_t (*real)(int, void *, size_t, OFF_T) = IO_REAL(NAME);    \
-		if (!io_enter())                                                \
-			return real(fd, buf, n, off);                           \
-		uint64_t t0 = sp_now();                                         \
-		ssize_t r = real(fd, buf, n, off);                              \
-		int e = errno;                                                  \
-		uint64_t t1 = sp_now();                                         \
-		io_rec_read(SP_API_##NAME, fd, r, e, t0, t1);                   \
-		io_leave();                                                     \
-		errno = e;                                                      \
-		return r;                                                       \
+ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	ssize_t (*real)(int, const struct iovec *, int) = IO_REAL(readv);
+	struct io_call c;
+	if (!io_begin(&c))
+		return real(fd, iov, iovcnt);
+	return io_end_read(&c, SP_API_readv, fd, real(fd, iov, iovcnt));
+}
+
+/*
+ * RATIONALE: function-defining macros (not statement macros): each pair below
+ * differs only in its name and the offset's type.
+ */
+#define PREAD(NAME, OFF_T)                                                                                             \
+	ssize_t NAME(int fd, void *buf, size_t n, OFF_T off)                                                           \
+	{                                                                                                              \
+		ssize_t (*real)(int, void *, size_t, OFF_T) = IO_REAL(NAME);                                           \
+		struct io_call c;                                                                                      \
+		if (!io_begin(&c))                                                                                     \
+			return real(fd, buf, n, off);                                                                  \
+		return io_end_read(&c, SP_API_##NAME, fd, real(fd, buf, n, off));                                      \
 	}
 
-/* RATIONALE: function-defining macros: the variants differ in name and types only. */
 PREAD(pread, off_t)
 PREAD(pread64, off64_t)
 
-#define PREAD_CHK(NAME, OFF_T)                                                          \
-	ssize_t NAME(int fd, void *buf, size_t n, OFF_T off, size_t buflen)             \
-	{                                                                               \
-		ssize_t (*real)(int, void *, size_t, OFF_T, size_t) = IO_REAL(NAME);    \
-		if (!io_enter())                                                        \
-			return real(fd, buf, n, off, buflen);                           \
-		uint64_t t0 = sp_now();                                                 \
-		ssize_t r = real(fd, buf, n, off, buflen);                              \
-		int e = errno;                                                          \
-		uint64_t t1 = sp_now();                                                 \
-		io_rec_read(SP_API_##NAME, fd, r, e, t0, t1);                           \
-		io_leave();                                                             \
-		errno = e;                                                              \
-		return r;                                                               \
+#define PREAD_CHK(NAME, OFF_T)                                                                                         \
+	ssize_t NAME(int fd, void *buf, size_t n, OFF_T off, size_t buflen)                                            \
+	{                                                                                                              \
+		ssize_t (*real)(int, void *, size_t, OFF_T, size_t) = IO_REAL(NAME);                                   \
+		struct io_call c;                                                                                      \
+		if (!io_begin(&c))                                                                                     \
+			return real(fd, buf, n, off, buflen);                                                          \
+		return io_end_read(&c, SP_API_##NAME, fd, real(fd, buf, n, off, buflen));                              \
 	}
 
 PREAD_CHK(__pread_chk, off_t)
 PREAD_CHK(__pread64_chk, off64_t)
 
-ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
-{
-	ssize_t (*real)(int, const struct iovec *, int) = IO_REAL(readv);
-	if (!io_enter())
-		return real(fd, iov, iovcnt);
-	uint64_t t0 = sp_now();
-	ssize_t r = real(fd, iov, iovcnt);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	io_rec_read(SP_API_readv, fd, r, e, t0, t1);
-	io_leave();
-	errno = e;
-	return r;
-}
-
-#define PREADV(NAME, OFF_T)                                                                     \
-	ssize_t NAME(int fd, const struct iovec *iov, int iovcnt, OFF_T off)                    \
-	{                                                                                       \
-		ssize_t (*real)(int, const struct iovec *, int, OFF_T) = IO_REAL(NAME);         \
-		if (!io_enter())                                                                \
-			return real(fd, iov, iovcnt, off);                                      \
-		uint64_t t0 = sp_now();                                                         \
-		ssize_t r = real(fd, iov, iovcnt, off);                                         \
-		int e = errno;                                                                  \
-		uint64_t t1 = sp_now();                                                         \
-		io_rec_read(SP_API_##NAME, fd, r, e, t0, t1);                                   \
-		io_leave();                                                                     \
-		errno = e;                                                                      \
-		return r;                                                                       \
+#define PREADV(NAME, OFF_T)                                                                                            \
+	ssize_t NAME(int fd, const struct iovec *iov, int iovcnt, OFF_T off)                                           \
+	{                                                                                                              \
+		ssize_t (*real)(int, const struct iovec *, int, OFF_T) = IO_REAL(NAME);                                \
+		struct io_call c;                                                                                      \
+		if (!io_begin(&c))                                                                                     \
+			return real(fd, iov, iovcnt, off);                                                             \
+		return io_end_read(&c, SP_API_##NAME, fd, real(fd, iov, iovcnt, off));                                 \
 	}
 
 PREADV(preadv, off_t)
 PREADV(preadv64, off64_t)
 
-#define PREADV2(NAME, OFF_T)                                                                    \
-	ssize_t NAME(int fd, const struct iovec *iov, int iovcnt, OFF_T off, int flags)         \
-	{                                                                                       \
-		ssize_t (*real)(int, const struct iovec *, int, OFF_T, int) = IO_REAL(NAME);    \
-		if (!io_enter())                                                                \
-			return real(fd, iov, iovcnt, off, flags);                               \
-		uint64_t t0 = sp_now();                                                         \
-		ssize_t r = real(fd, iov, iovcnt, off, flags);                                  \
-		int e = errno;                                                                  \
-		uint64_t t1 = sp_now();                                                         \
-		io_rec_read(SP_API_##NAME, fd, r, e, t0, t1);                                   \
-		io_leave();                                                                     \
-		errno = e;                                                                      \
-		return r;                                                                       \
+#define PREADV2(NAME, OFF_T)                                                                                           \
+	ssize_t NAME(int fd, const struct iovec *iov, int iovcnt, OFF_T off, int flags)                                \
+	{                                                                                                              \
+		ssize_t (*real)(int, const struct iovec *, int, OFF_T, int) = IO_REAL(NAME);                           \
+		struct io_call c;                                                                                      \
+		if (!io_begin(&c))                                                                                     \
+			return real(fd, iov, iovcnt, off, flags);                                                      \
+		return io_end_read(&c, SP_API_##NAME, fd, real(fd, iov, iovcnt, off, flags));                          \
 	}
 
 PREADV2(preadv2, off_t)
@@ -149,52 +110,65 @@ PREADV2(preadv64v2, off64_t)
 
 /* ------------------------------------------------------------ 2. stdio fread */
 
-/* bytes = items read x size: what the program received, whatever stdio buffered.
- * A stream without an fd (fmemopen, open_memstream) is memory, not input. */
-#define FREAD(NAME)                                                                     \
-	size_t NAME(void *ptr, size_t size, size_t n, FILE *fp)                         \
-	{                                                                               \
-		size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(NAME);         \
-		if (!fp || fp->_fileno < 0 || !io_enter())                              \
-			return real(ptr, size, n, fp);                                  \
-		uint64_t t0 = sp_now();                                                 \
-		size_t r = real(ptr, size, n, fp);                                      \
-		int e = errno;                                                          \
-		uint64_t t1 = sp_now();                                                 \
-		long got = (long)(r * size);                                            \
-		io_rec_read(SP_API_##NAME, fp->_fileno, r == 0 && ferror_unlocked(fp) ? -1 : got, e, t0, t1); \
-		io_leave();                                                             \
-		errno = e;                                                              \
-		return r;                                                               \
-	}
+/*
+ * bytes = items read x size: what the program received, whatever stdio
+ * buffered; -1 when nothing was read because of a stream error.
+ * A stream without an fd (fmemopen, open_memstream) is memory, not input:
+ * fread_recorded says whether to record at all.
+ */
+static inline int fread_recorded(FILE *fp, struct io_call *c)
+{
+	return fp && fp->_fileno >= 0 && io_begin(c);
+}
+
+static inline size_t fread_end(struct io_call *c, unsigned api, FILE *fp, size_t size, size_t r)
+{
+	io_end(c);
+	io_rec_read(c, api, fp->_fileno, r == 0 && ferror_unlocked(fp) ? -1 : (long)(r * size));
+	return r;
+}
 
 /* NOTE: <stdio.h> may define fread_unlocked as a macro when optimising. */
 #undef fread_unlocked
-FREAD(fread)
-FREAD(fread_unlocked)
+
+size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
+{
+	size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(fread);
+	struct io_call c;
+	if (!fread_recorded(fp, &c))
+		return real(ptr, size, n, fp);
+	return fread_end(&c, SP_API_fread, fp, size, real(ptr, size, n, fp));
+}
+
+size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
+{
+	size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(fread_unlocked);
+	struct io_call c;
+	if (!fread_recorded(fp, &c))
+		return real(ptr, size, n, fp);
+	return fread_end(&c, SP_API_fread_unlocked, fp, size, real(ptr, size, n, fp));
+}
 
 size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
 size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
 
-#define FREAD_CHK(NAME)                                                                 \
-	size_t NAME(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)          \
-	{                                                                               \
-		size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(NAME); \
-		if (!fp || fp->_fileno < 0 || !io_enter())                              \
-			return real(ptr, ptrlen, size, n, fp);                          \
-		uint64_t t0 = sp_now();                                                 \
-		size_t r = real(ptr, ptrlen, size, n, fp);                              \
-		int e = errno;                                                          \
-		uint64_t t1 = sp_now();                                                 \
-		long got = (long)(r * size);                                            \
-		io_rec_read(SP_API_##NAME, fp->_fileno, r == 0 && ferror_unlocked(fp) ? -1 : got, e, t0, t1); \
-		io_leave();                                                             \
-		errno = e;                                                              \
-		return r;                                                               \
-	}
+size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)
+{
+	size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(__fread_chk);
+	struct io_call c;
+	if (!fread_recorded(fp, &c))
+		return real(ptr, ptrlen, size, n, fp);
+	return fread_end(&c, SP_API___fread_chk, fp, size, real(ptr, ptrlen, size, n, fp));
+}
 
-FREAD_CHK(__fread_chk)
-FREAD_CHK(__fread_unlocked_chk)
+size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)
+{
+	size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(__fread_unlocked_chk);
+	struct io_call c;
+	if (!fread_recorded(fp, &c))
+		return real(ptr, ptrlen, size, n, fp);
+	return fread_end(&c, SP_API___fread_unlocked_chk, fp, size, real(ptr, ptrlen, size, n, fp));
+}
 
 /* ------------------------------------------------------ 3. directory listing */
 
@@ -229,72 +203,85 @@ static void flush_listdir(unsigned api, int fd)
 DIR *opendir(const char *path)
 {
 	DIR *(*real)(const char *) = IO_REAL(opendir);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(path);
-	uint64_t t0 = sp_now();
 	DIR *d = real(path);
-	int e = errno;
-	uint64_t t1 = sp_now();
+	io_end(&c);
 	if (d) {
 		int fd = dirfd(d);
 		io_fd_set(fd, io_path_id(path), SP_FDTYPE_DIR, 1);
-		io_dir_start(fd, t0);
+		io_dir_start(fd, c.t0);
 	} else {
-		io_emit(SP_K_LISTDIR, SP_API_opendir, t0, t1, io_path_id(path), 0, -1, io_result(-1, e), 0, 0);
+		io_emit(SP_K_LISTDIR, SP_API_opendir, c.t0, c.t1, io_path_id(path), 0, -1, io_result(-1, c.err), 0, 0);
 	}
-	io_leave();
-	errno = e;
+	io_finish(&c);
 	return d;
 }
 
 DIR *fdopendir(int fd)
 {
 	DIR *(*real)(int) = IO_REAL(fdopendir);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd);
-	uint64_t t0 = sp_now();
 	DIR *d = real(fd);
-	int e = errno;
+	io_end(&c);
 	if (d && io_fd_tracked(fd)) {
 		io_fd_set(fd, io_word_path(io_fd_word(fd)), SP_FDTYPE_DIR, 1);
-		io_dir_start(fd, t0);
+		io_dir_start(fd, c.t0);
 	}
-	io_leave();
-	errno = e;
+	io_finish(&c);
 	return d;
 }
 
-#define READDIR(NAME, DIRENT)                                                              \
-	struct DIRENT *NAME(DIR *dirp)                                                     \
-	{                                                                                  \
-		struct DIRENT *(*real)(DIR *) = IO_REAL(NAME);                             \
-		if (io_null(dirp) || !io_enter())                                                  \
-			return real(dirp);                                                 \
-		int fd = dirfd(dirp);                                                      \
-		int e0 = errno;                                                            \
-		uint64_t t0 = sp_now();                                                    \
-		struct DIRENT *d = real(dirp);                                             \
-		int e = errno;                                                             \
-		uint64_t t1 = sp_now();                                                    \
-		if (io_fd_tracked(fd)) {                                                   \
-			struct io_fd *s = &io_fdtab[fd];                                   \
-			if (!__atomic_load_n(&s->dir_begin, __ATOMIC_RELAXED))             \
-				io_dir_start(fd, t0);                                      \
-			if (d) {                                                           \
-				s->dir_bytes += d->d_reclen;                               \
-				s->dir_end = t1;                                           \
-			} else {                                                           \
-				uint64_t b = __atomic_exchange_n(&s->dir_begin, 0, __ATOMIC_RELAXED); \
-				emit_listdir(SP_API_##NAME, fd, b, t1, s->dir_bytes, e != e0 ? io_result(-1, e) : 0); \
-			}                                                                  \
-		}                                                                          \
-		io_leave();                                                                \
-		errno = e;                                                                 \
-		return d;                                                                  \
+/*
+ * A readdir call on fd returned an entry of reclen bytes (got) or NULL (the
+ * end, or an error when errno changed from e0): the listing goes on, or its
+ * LISTDIR record is written.
+ */
+static void readdir_rec(struct io_call *c, unsigned api, int fd, int e0, int got, unsigned reclen)
+{
+	if (io_fd_tracked(fd)) {
+		struct io_fd *s = &io_fdtab[fd];
+		if (!__atomic_load_n(&s->dir_begin, __ATOMIC_RELAXED))
+			io_dir_start(fd, c->t0);
+		if (got) {
+			s->dir_bytes += reclen;
+			s->dir_end = c->t1;
+		} else {
+			uint64_t b = __atomic_exchange_n(&s->dir_begin, 0, __ATOMIC_RELAXED);
+			emit_listdir(api, fd, b, c->t1, s->dir_bytes, c->err != e0 ? io_result(-1, c->err) : 0);
+		}
 	}
+	io_finish(c);
+}
 
-READDIR(readdir, dirent)
-READDIR(readdir64, dirent64)
+struct dirent *readdir(DIR *dirp)
+{
+	struct dirent *(*real)(DIR *) = IO_REAL(readdir);
+	struct io_call c;
+	if (io_null(dirp) || !io_begin(&c))
+		return real(dirp);
+	int fd = dirfd(dirp), e0 = errno;
+	struct dirent *d = real(dirp);
+	io_end(&c);
+	readdir_rec(&c, SP_API_readdir, fd, e0, d != NULL, d ? d->d_reclen : 0);
+	return d;
+}
+
+struct dirent64 *readdir64(DIR *dirp)
+{
+	struct dirent64 *(*real)(DIR *) = IO_REAL(readdir64);
+	struct io_call c;
+	if (io_null(dirp) || !io_begin(&c))
+		return real(dirp);
+	int fd = dirfd(dirp), e0 = errno;
+	struct dirent64 *d = real(dirp);
+	io_end(&c);
+	readdir_rec(&c, SP_API_readdir64, fd, e0, d != NULL, d ? d->d_reclen : 0);
+	return d;
+}
 
 int closedir(DIR *dirp)
 {
@@ -315,14 +302,12 @@ int closedir(DIR *dirp)
 ssize_t getdents64(int fd, void *buf, size_t n)
 {
 	ssize_t (*real)(int, void *, size_t) = IO_REAL(getdents64);
-	if (!io_enter())
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd, buf, n);
-	uint64_t t0 = sp_now();
 	ssize_t r = real(fd, buf, n);
-	int e = errno;
-	uint64_t t1 = sp_now();
-	emit_listdir(SP_API_getdents64, fd, t0, t1, r > 0 ? (uint64_t)r : 0, io_result(r, e));
-	io_leave();
-	errno = e;
+	io_end(&c);
+	emit_listdir(SP_API_getdents64, fd, c.t0, c.t1, r > 0 ? (uint64_t)r : 0, io_result(r, c.err));
+	io_finish(&c);
 	return r;
 }

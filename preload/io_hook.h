@@ -1,28 +1,35 @@
 /*
  * io_hook.h - what the libc input wrappers (hook_io_*.c) share: the table of
- * real functions, the on/off switch (STEPPROF_IO), the enter/leave pair and
+ * real functions, the on/off switch (STEPPROF_IO), the begin/end pair and
  * the record helpers.
  *
  * Every wrapper has one shape:
  *
  *	real = IO_REAL(read);
- *	if (!io_enter())                    // not capturing, or nested: just forward
+ *	struct io_call c;
+ *	if (!io_begin(&c))                  // not capturing, or nested: just forward
  *		return real(fd, buf, n);
- *	t0 = sp_now(); r = real(...); e = errno; t1 = sp_now();
- *	io_rec_...(...);                    // one fixed-size record
- *	io_leave(); errno = e; return r;
+ *	return io_end_read(&c, SP_API_read, fd, real(fd, buf, n));
  *
- * io_enter raises sp_hook_depth for the call and the record, so that libc
+ * io_end_<what>() is called with the real call's result, so it runs right
+ * after the real call: it keeps the call's errno and takes the end time
+ * (io_end), writes one fixed-size record of its kind, and finishes the call
+ * (io_finish: depth back, errno as the real call left it), then returns the
+ * result. A wrapper whose record needs something the call filled in (stat's
+ * st_size, fread's stream error) calls io_end() itself, then io_rec_<what>().
+ *
+ * io_begin raises sp_hook_depth for the call and the record, so that libc
  * calling itself through the PLT, or the recorder creating its trace file,
  * is not recorded.
  *
- * Divided into: 1. real functions, 2. mode, 3. enter/leave, 4. records.
+ * Divided into: 1. real functions, 2. mode, 3. begin/end, 4. records.
  */
 #ifndef STEPPROF_IO_HOOK_H
 #define STEPPROF_IO_HOOK_H
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -83,29 +90,68 @@ SP_HIDDEN int io_mode_parse(const char *s);
 #define IO_CAP_WAITS 2
 SP_HIDDEN extern volatile int io_capture;
 
-/* ------------------------------------------------------- 3. enter / leave */
+/* ------------------------------------------------------- 3. begin / end */
 
-/* File-I/O wrappers: 1 = record this call (depth raised), 0 = just forward. */
-static inline int io_enter(void)
+/* 1 = capture `cap` on this call (depth raised: io_leave after), 0 = not capturing, or nested. */
+static inline int io_enter_cap(int cap)
 {
-	if (__builtin_expect(!sp_active || !(io_capture & IO_CAP_FILES) || sp_hook_depth, 0))
+	if (__builtin_expect(!sp_active || !(io_capture & cap) || sp_hook_depth, 0))
 		return 0;
 	sp_hook_depth++;
 	return 1;
 }
 
-/* The same for the wait wrappers (hook_io_wait.c). */
+/* File I/O; waits (hook_io_wait.c). Used as such by the calls that record nothing themselves. */
+static inline int io_enter(void)
+{
+	return io_enter_cap(IO_CAP_FILES);
+}
+
 static inline int io_enter_wait(void)
 {
-	if (__builtin_expect(!sp_active || !(io_capture & IO_CAP_WAITS) || sp_hook_depth, 0))
-		return 0;
-	sp_hook_depth++;
-	return 1;
+	return io_enter_cap(IO_CAP_WAITS);
 }
 
 static inline void io_leave(void)
 {
 	sp_hook_depth--;
+}
+
+/* One recorded call: the clock around the real call and the errno it left. */
+struct io_call {
+	uint64_t t0, t1;
+	int err;
+};
+
+/* 1 = record this call (entered, start time taken), 0 = just forward. */
+static inline int io_begin(struct io_call *c)
+{
+	if (!io_enter())
+		return 0;
+	c->t0 = sp_now();
+	return 1;
+}
+
+static inline int io_begin_wait(struct io_call *c)
+{
+	if (!io_enter_wait())
+		return 0;
+	c->t0 = sp_now();
+	return 1;
+}
+
+/* Right after the real call: its errno, then the end time. */
+static inline void io_end(struct io_call *c)
+{
+	c->err = errno;
+	c->t1 = sp_now();
+}
+
+/* After the record: leave, and give the caller the real call's errno. */
+static inline void io_finish(const struct io_call *c)
+{
+	io_leave();
+	errno = c->err;
 }
 
 /* ------------------------------------------------------------- 4. records */
@@ -154,34 +200,78 @@ static inline uint32_t io_path_id(const char *path)
 }
 
 /*
- * A read-like call on fd returned r bytes (or -1, errno err): READ on a file,
- * LOADER_WAIT on a pipe or a socket (the trainer receiving a batch).
+ * The record helpers: io_rec_<what>(c, ...) writes the record of a call that
+ * io_end() ended and finishes it (io_finish); io_end_<what>(c, ...) is io_end
+ * + io_rec_<what>, called with the real call's result, which it returns.
  */
-static inline void io_rec_read(unsigned api, int fd, long r, int err, uint64_t t0, uint64_t t1)
+
+/*
+ * A read-like call on fd returned r bytes (or -1): READ on a file, LOADER_WAIT
+ * on a pipe or a socket (the trainer receiving a batch).
+ */
+static inline void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
 {
 	uint64_t w = io_fd_word_typed(fd);
 	unsigned type = io_word_type(w);
 	unsigned kind = io_type_is_wait(type) ? SP_K_LOADER_WAIT : SP_K_READ;
-	io_emit(kind, api, t0, t1, io_word_path(w), r > 0 ? (uint64_t)r : 0, fd, io_result(r, err), type, 0);
+	io_emit(kind, api, c->t0, c->t1, io_word_path(w), r > 0 ? (uint64_t)r : 0, fd, io_result(r, c->err), type, 0);
+	io_finish(c);
 }
 
-/* An open-like call returned fd r (or -1, errno err). */
-static inline void io_rec_open(unsigned api, const char *path, int flags, long r, int err, uint64_t t0, uint64_t t1)
+static inline long io_end_read(struct io_call *c, unsigned api, int fd, long r)
+{
+	io_end(c);
+	io_rec_read(c, api, fd, r);
+	return r;
+}
+
+/* An open-like call of path with flags returned fd r (or -1): OPEN; the fd table learns the fd. */
+static inline void io_rec_open(struct io_call *c, unsigned api, const char *path, int flags, int r)
 {
 	uint32_t id = io_path_id(path);
 	if (r >= 0) {
 		int known;
 		unsigned type = io_guess_type(path, flags, &known);
-		io_fd_set((int)r, id, type, known);
+		io_fd_set(r, id, type, known);
 	}
-	io_emit(SP_K_OPEN, api, t0, t1, id, 0, r >= 0 ? (int)r : -1, io_result(r, err), 0, 0);
+	io_emit(SP_K_OPEN, api, c->t0, c->t1, id, 0, r >= 0 ? r : -1, io_result(r, c->err), 0, 0);
+	io_finish(c);
 }
 
-/* A stat-like call: path id (or the fd's), fd (-1 for a path), size on success. */
-static inline void io_rec_stat(unsigned api, uint32_t path, int fd, long r, int err, uint64_t size, uint64_t t0,
-			       uint64_t t1)
+static inline int io_end_open(struct io_call *c, unsigned api, const char *path, int flags, int r)
 {
-	io_emit(SP_K_STAT, api, t0, t1, path, r == 0 ? size : 0, fd, io_result(r, err), 0, 0);
+	io_end(c);
+	io_rec_open(c, api, path, flags, r);
+	return r;
+}
+
+/*
+ * A stat-like call returned r, with size = st_size on success: STAT. Every
+ * variant is described as fstatat describes it: (AT_FDCWD, path, 0) for a
+ * path, (fd, "", AT_EMPTY_PATH) for an fd, whose path comes from the fd table.
+ */
+static inline void io_rec_stat(struct io_call *c, unsigned api, int dirfd, const char *path, int flags, int r,
+			       uint64_t size)
+{
+	int fd = -1;
+	uint32_t id;
+	if ((flags & AT_EMPTY_PATH) && path && !path[0]) {
+		fd = dirfd;
+		id = io_word_path(io_fd_word(dirfd));
+	} else {
+		id = io_path_id(path);
+	}
+	io_emit(SP_K_STAT, api, c->t0, c->t1, id, r == 0 ? size : 0, fd, io_result(r, c->err), 0, 0);
+	io_finish(c);
+}
+
+/* st_size: &st->st_size of the caller's struct (NULL when st is), read only on success. */
+static inline int io_end_stat(struct io_call *c, unsigned api, int dirfd, const char *path, int flags, int r,
+			      const off_t *st_size)
+{
+	io_end(c);
+	io_rec_stat(c, api, dirfd, path, flags, r, r == 0 && st_size ? (uint64_t)*st_size : 0);
+	return r;
 }
 
 #endif /* STEPPROF_IO_HOOK_H */
