@@ -115,7 +115,8 @@ uint32_t io_path_intern(const char *path)
 {
 	struct io_path_cache *c = &io_last_path;
 	size_t len = strlen(path);
-	if (c->id && len == c->len && memcmp(path, c->s, len) == 0)
+	/* The last byte first: paths met one after the other (f001, f002...) mostly differ there. */
+	if (c->id && len && len == c->len && path[len - 1] == c->s[len - 1] && memcmp(path, c->s, len) == 0)
 		return c->id;
 	uint32_t id = sp_intern(path, len);
 	if (id && len < IO_PATH_CACHE) {
