@@ -10,6 +10,13 @@
 # process itself spends), not wall time: on a shared 2-core machine wall time
 # measures the neighbours. The wall-time ratio is printed beside it. The eBPF figure is in the eBPF
 # collector's own script.
+# A load-independent figure comes from valgrind's callgrind, when installed:
+# user-space instructions per file of the loop, plain and under the wrappers,
+# from the difference of two runs of different lengths (start-up cancels out).
+# It counts only what runs in user space (the syscalls themselves are not in
+# it, nor, under valgrind, the vDSO clock's work), so its ratio is larger than
+# the CPU-time one; the instructions the wrappers add per file are what to
+# compare from one version to the next.
 # A second libc figure writes the trace to /dev/shm (tmpfs), informative only:
 # the difference between the two is what the trace file's file system costs
 # (on ext4 each new page of the shared mapping is a page-cache page to
@@ -82,4 +89,31 @@ if ((${#strace_ns[@]})); then
 	awk -v p="$mpw" -v s="$ms" 'BEGIN {printf "BENCH io_small_file_loop_strace: %.1f x (budget n/a, comparison) ok\n", s / p}'
 else
 	echo "30-io: strace not installed: no comparison figure"
+fi
+
+# callgrind: instructions per file, (I(long) - I(short)) / files in between.
+CG_SHORT=${IO_BENCH_CG_SHORT:-5}
+CG_LONG=${IO_BENCH_CG_LONG:-25}
+cg_instr() { # iterations, then env assignments
+	local it=$1
+	shift
+	env "$@" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$iogen" bench "$tmp/data" $NFILES "$it" \
+		2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1
+}
+if command -v valgrind >/dev/null && ((CG_LONG > CG_SHORT)); then
+	rm -rf "$tmp/cgtrace"
+	ps=$(cg_instr "$CG_SHORT") pl=$(cg_instr "$CG_LONG")
+	ls=$(cg_instr "$CG_SHORT" STEPPROF_DIR="$tmp/cgtrace" STEPPROF_IO=libc LD_PRELOAD="$lib")
+	ll=$(cg_instr "$CG_LONG" STEPPROF_DIR="$tmp/cgtrace" STEPPROF_IO=libc LD_PRELOAD="$lib")
+	cgrec=$(ls "$tmp/cgtrace" 2>/dev/null | wc -l)
+	if [ -n "$ps" ] && [ -n "$pl" ] && [ -n "$ls" ] && [ -n "$ll" ] && ((cgrec > 0)); then
+		awk -v ps="$ps" -v pl="$pl" -v ls="$ls" -v ll="$ll" -v n=$(((CG_LONG - CG_SHORT) * NFILES)) 'BEGIN {
+			p = (pl - ps) / n; l = (ll - ls) / n
+			printf "BENCH io_small_file_loop_libc_instructions: %.3f x (budget n/a, callgrind, user space: %.0f -> %.0f instructions per file, %.0f added) ok\n", l / p, p, l, l - p
+		}'
+	else
+		echo "30-io: callgrind gave no instruction count (or the libc run recorded nothing): no instruction figure"
+	fi
+else
+	echo "30-io: valgrind not installed: no instruction figure"
 fi

@@ -1,7 +1,8 @@
 /*
  * test_io_bench.c - `make bench` reports the small-file loop of design.md §7
- * plain, under the libc wrappers (budget 1.15x), under the eBPF collector
- * (budget 1.5x) and under strace -f: scripts/bench.d/30-io.sh and 40-bpf.sh
+ * plain, under the libc wrappers (budget 1.15x; and callgrind's instructions
+ * per file, plain and wrapped), under the eBPF collector (budget 1.5x) and
+ * under strace -f: scripts/bench.d/30-io.sh and 40-bpf.sh
  * run here with tiny loops, and each figure must be printed in the BENCH
  * format, from a run that really recorded. The ratios of such short runs on a
  * loaded machine mean nothing, so their values are not judged here (make
@@ -36,7 +37,8 @@ Test(io_bench, small_file_loop_plain_libc_and_strace, .timeout = 120)
 	if (access("scripts/bench.d/30-io.sh", R_OK) != 0)
 		cr_skip_test("run from the repository root");
 	char *argv[] = {"/bin/bash", "scripts/bench.d/30-io.sh", NULL};
-	char *env[] = {"IO_BENCH_ITERS=3", "IO_BENCH_ROUNDS=1", "IO_BENCH_STRACE_ITERS=1", NULL};
+	char *env[] = {"IO_BENCH_ITERS=3", "IO_BENCH_ROUNDS=1", "IO_BENCH_STRACE_ITERS=1", "IO_BENCH_CG_SHORT=1",
+		       "IO_BENCH_CG_LONG=3", NULL};
 	struct sp_t_result res;
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 100), 0, "30-io.sh: %s", res.err);
 	cr_expect_null(strstr(res.out, "wrote no trace file"), "the libc run recorded nothing: %s", res.out);
@@ -46,6 +48,15 @@ Test(io_bench, small_file_loop_plain_libc_and_strace, .timeout = 120)
 		expect_figure(res.out, "io_small_file_loop_strace", NULL);
 	else
 		cr_log_warn("strace not installed: no comparison figure");
+	if (access("/usr/bin/valgrind", X_OK) == 0) {
+		/* Instructions per file: the wrappers add some, whatever the load. */
+		char line[512] = "";
+		double x = bench_value(res.out, "io_small_file_loop_libc_instructions", line, sizeof(line));
+		cr_expect_gt(x, 1.0, "the wrappers add no instructions? \"%s\" in:\n%s", line, res.out);
+		cr_expect_not_null(strstr(line, "instructions per file"), "%s", line);
+	} else {
+		cr_log_warn("valgrind not installed: no instruction figure");
+	}
 	sp_t_result_free(&res);
 }
 
