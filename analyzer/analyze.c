@@ -21,6 +21,7 @@
 #include "breakdown.h"
 #include "findings.h"
 #include "iter.h"
+#include "summary.h"
 
 #include <math.h>
 #include <regex.h>
@@ -1416,6 +1417,9 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 			a->bd_total[c] += a->it[i].bd[c];
 	}
 	if (an_findings_eval(a, &s.col))
+		goto oom;
+	/* a ring that lost the run's beginning: memory_growth and the peak from the summaries */
+	if (sm_apply(src, a, &s.col))
 		goto oom;
 	rc = 0;
 	goto out;

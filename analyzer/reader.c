@@ -522,6 +522,47 @@ static int make_streams(struct sp_reader *r)
 	return 0;
 }
 
+/*
+ * The open readers, for sp_reader_find: the analysis holds copies of the headers,
+ * not the readers. NOTE: not thread-safe; the analyzer opens and closes readers
+ * from one thread.
+ */
+static struct sp_reader **g_open;
+static size_t g_nopen, g_capopen;
+
+static void registry_add(struct sp_reader *r)
+{
+	if (g_nopen == g_capopen) {
+		size_t nc = g_capopen ? g_capopen * 2 : 16;
+		struct sp_reader **v = realloc(g_open, nc * sizeof(*v));
+		if (!v)
+			return; /* not findable: its summaries are not used, nothing else changes */
+		g_open = v;
+		g_capopen = nc;
+	}
+	g_open[g_nopen++] = r;
+}
+
+static void registry_remove(struct sp_reader *r)
+{
+	for (size_t i = 0; i < g_nopen; i++)
+		if (g_open[i] == r) {
+			g_open[i] = g_open[--g_nopen];
+			return;
+		}
+}
+
+const struct sp_reader *sp_reader_find(const struct sp_file_header *h)
+{
+	for (size_t i = 0; i < g_nopen; i++) {
+		const struct sp_file_header *x = &g_open[i]->hdr;
+		if (x->pid == h->pid && x->start_mono_ns == h->start_mono_ns && x->start_real_ns == h->start_real_ns &&
+		    !memcmp(x->host, h->host, sizeof(x->host)))
+			return g_open[i];
+	}
+	return NULL;
+}
+
 int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t errlen)
 {
 	*out = NULL;
@@ -574,6 +615,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 		sp_reader_close(r);
 		return -1;
 	}
+	registry_add(r);
 	*out = r;
 	return 0;
 }
@@ -847,6 +889,7 @@ void sp_reader_close(struct sp_reader *r)
 {
 	if (!r)
 		return;
+	registry_remove(r);
 	for (size_t i = 0; i < r->nstreams; i++)
 		if (!r->streams[i].keep)
 			free(r->streams[i].buf);

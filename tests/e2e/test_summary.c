@@ -190,7 +190,7 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 			if (s < B) {
 				started++;
 				cur = (long)i;
-				near |= B - s < 5000000;
+				near |= B - s < 1000000;
 			}
 		}
 		if (near) {
@@ -222,7 +222,7 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 		if (w[k].peak > max_peak)
 			max_peak = w[k].peak;
 	}
-	cr_assert_gt(exact, n / 2, "too few windows checked exactly (%zu of %zu)", exact, n);
+	cr_assert_gt(exact, n / 4, "too few windows checked exactly (%zu of %zu)", exact, n);
 	/* the whole run's peak and its last step survive the ring */
 	cr_assert_eq(max_peak, sp_json_u64(t, "summary.device_bytes_peak", 0), "peak of the windows %llu, trainer %llu",
 		     (unsigned long long)max_peak, (unsigned long long)sp_json_u64(t, "summary.device_bytes_peak", 0));
@@ -235,6 +235,35 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 	for (size_t k = 1; k < n; k++)
 		cr_assert_geq(w[k].records, w[k - 1].records);
 	cr_assert_eq(w[n - 1].lost, 0);
+
+	/* the analysis: memory_growth over the whole run, though the ring holds only its end */
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", trace, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 120), 0, "stepprof analyze: %s", r.err);
+	struct sp_json *an = sp_json_parse(r.out);
+	sp_t_result_free(&r);
+	cr_assert(an);
+	size_t nit = sp_json_get(an, "iterations")->n;
+	cr_assert_lt(nit, ITERS * 8 / 10, "the raw ring still holds %zu of %u iterations: the test proves nothing", nit,
+		     ITERS);
+	struct sp_json *fs = sp_json_get(an, "findings"), *mg = NULL;
+	for (size_t i = 0; fs && i < fs->n; i++)
+		if (!strcmp(sp_json_str(sp_json_at(fs, i), "kind"), "memory_growth"))
+			mg = sp_json_at(fs, i);
+	cr_assert(mg, "no memory_growth finding");
+	cr_assert_str_eq(sp_json_str(mg, "evidence.history"), "summaries");
+	double slope = sp_json_num(mg, "evidence.slope_bytes_per_iteration", 0);
+	double growth = sp_json_num(mg, "evidence.growth_bytes", 0);
+	cr_assert(slope > 0.95 * LEAK && slope < 1.05 * LEAK, "slope %.0f bytes/iteration, the trainer leaks %u", slope,
+		  LEAK);
+	/* the raw iterations alone could show at most (nit - 1) leaks */
+	cr_assert_gt(growth, 0.9 * (ITERS - 1) * LEAK, "growth %.0f bytes: not the whole run's %u leaks", growth,
+		     ITERS);
+	cr_assert_lt(growth, 1.1 * (ITERS - 1) * LEAK, "growth %.0f bytes for %u leaks", growth, ITERS);
+	cr_assert_geq(sp_json_num(mg, "evidence.history_span_ns", 0), (double)(end_last - start0));
+	cr_assert_eq(sp_json_u64(an, "summary.device_bytes_peak", 0), sp_json_u64(t, "summary.device_bytes_peak", 1),
+		     "the run's peak is not the trainer's");
+	sp_json_free(an);
 
 	free(w);
 	sp_json_free(all);
