@@ -162,14 +162,19 @@ void sp_gpu_forget_thread(void)
 	sp_gpu_ctx_changed();
 }
 
+static void read_back_at_exit(void);
+
 static struct tstate *tstate_get(void)
 {
+	static int exit_hooked;
 	if (ts)
 		return ts;
 	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return NULL;
 	ts = p; /* mmap'd memory is zero */
+	if (!__atomic_exchange_n(&exit_hooked, 1, __ATOMIC_ACQ_REL))
+		atexit(read_back_at_exit); /* inherited by a forked child, whose registry starts empty */
 	unsigned i = __atomic_fetch_add(&nregistry, 1, __ATOMIC_ACQ_REL);
 	if (i < MAX_THREADS)
 		__atomic_store_n(&registry[i], ts, __ATOMIC_RELEASE);
@@ -415,6 +420,49 @@ void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 		give_back(T);
 	}
 out:
+	errno = e;
+}
+
+/*
+ * At exit: the ops that finished after the program's last sync point (the
+ * last copy of a run, kernels nobody waited for) would be lost with their
+ * events. Read back what the GPU has finished, with cuEventQuery only (not a
+ * sync: what is still running stays unknown), against the thread's own
+ * anchor or one of another thread of the same context. An atexit handler
+ * runs before the libraries' destructors, while the driver is still there;
+ * _exit, a signal or an OOM kill skip it (those ops stay without GPU time).
+ */
+static void read_back_at_exit(void)
+{
+	unsigned n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	if (!n)
+		return;
+	const struct sp_drv *d = timing_drv();
+	if (!d)
+		return;
+	int e = errno;
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	for (unsigned i = 0; i < n; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		if (!T || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
+			continue;
+		promote_candidate(T, d);
+		if (T->anchor) {
+			read_back(T, d, T->anchor, T->anchor_ns);
+		} else {
+			for (unsigned j = 0; j < n && T->npend; j++) {
+				struct tstate *U = __atomic_load_n(&registry[j], __ATOMIC_ACQUIRE);
+				if (!U || U == T || U->ctx != T->ctx || !try_take(U))
+					continue;
+				promote_candidate(U, d);
+				if (U->anchor)
+					read_back(T, d, U->anchor, U->anchor_ns);
+				give_back(U);
+			}
+		}
+		give_back(T);
+	}
 	errno = e;
 }
 

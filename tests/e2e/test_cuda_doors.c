@@ -758,6 +758,11 @@ static void expect_every(const char *bin, const char *door)
 		if (!strcmp(kind, "launch"))
 			cr_expect(str_eq(d.rec[i], "name", "door_kernel"), "%s door, %s launched %s", door, api,
 				  sp_json_str(d.rec[i], "name"));
+		/* every op is timed, the last copy too: its span is read back at exit, after the last sync */
+		if (strcmp(kind, "sync")) {
+			struct sp_json *gb = sp_json_get(d.rec[i], "gpu_begin_ns"), *ge = sp_json_get(d.rec[i], "gpu_end_ns");
+			cr_expect(gb && ge && ge->num >= gb->num, "%s door, call %zu (%s) has no GPU time", door, k, api);
+		}
 	}
 	cr_expect_eq(k, n, "%s door: %zu records of %zu calls", door, k, n);
 	/* and the program saw the same thing */
