@@ -43,3 +43,4 @@ endif
 
 
 -include tests/workloads/cuda/doors.mk
+-include tests/workloads/cuda/real.mk
