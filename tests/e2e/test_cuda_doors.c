@@ -317,7 +317,12 @@ Test(cuda_doors, host_memory_kind_static_runtime, .timeout = 120)
 	expect_host_kinds("bin/door_static", 1);
 }
 
-/* Launches whose GPU time is off the kernel's own clock (5% of its duration, 5 ms for the begin). */
+/*
+ * Launches whose GPU time is off the kernel's own clock: 5% of its duration;
+ * 2.5 ms for the begin, the anchor's bound (2 ms, cuda_gpu.c) plus the
+ * event-to-kernel gap (measured under 1 ms here; a 3 ms shift went unnoticed
+ * with the former 5 ms).
+ */
 static unsigned kernel_time_misses(const struct door *d, unsigned *checked, char *why, size_t whylen)
 {
 	struct sp_json *ks = sp_json_get(d->truth, "kernels");
@@ -337,7 +342,7 @@ static unsigned kernel_time_misses(const struct door *d, unsigned *checked, char
 			if (fabs(gpu - slept) > 0.05 * slept) {
 				snprintf(why, whylen, "launch %u: GPU %.3f ms, slept %.3f ms", k, gpu / 1e6, slept / 1e6);
 				miss++;
-			} else if (fabs(gb->num - ks0) >= 5e6) { /* the anchor conversion to the host clock */
+			} else if (fabs(gb->num - ks0) >= 2.5e6) { /* the anchor conversion to the host clock */
 				snprintf(why, whylen, "launch %u: GPU begin %.3f ms from the kernel's start", k,
 					 (gb->num - ks0) / 1e6);
 				miss++;
