@@ -20,6 +20,8 @@
 size_t sp_cuda_format_frame(const void *pc, char *buf, size_t len)
 {
 	Dl_info di;
+	if (!len)
+		return 0; /* nothing fits (len - 1 below would wrap) */
 	memset(&di, 0, sizeof(di));
 	if (!dladdr(pc, &di) || !di.dli_fname) {
 		int n = snprintf(buf, len, "?!%p", pc);
