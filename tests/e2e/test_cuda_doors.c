@@ -796,3 +796,62 @@ Test(cuda_doors, every_entry_point_ptds, .timeout = 120)
 {
 	expect_every("bin/door_ptds", "ptds");
 }
+
+/*
+ * make bench's CUDA figures (scripts/bench.d/20-cuda.sh) on a short loop:
+ * the per-call cost with timing off (budget 60 ns) and the cost with event
+ * timing on are printed with budget and verdict. Values on a loaded machine
+ * are not judged here (make bench does that); what the preloaded loop does is:
+ * N queries are N sync records and N launches are N launch records, each
+ * launch timed when timing is on.
+ */
+static double bench_figure(const char *out, const char *name, char *line, size_t len)
+{
+	char key[128];
+	snprintf(key, sizeof(key), "BENCH %s: ", name);
+	const char *p = strstr(out, key);
+	cr_assert_not_null(p, "no %s figure in:\n%s", name, out);
+	const char *e = strchr(p, '\n');
+	size_t n = e ? (size_t)(e - p) : strlen(p);
+	snprintf(line, len, "%.*s", (int)n, p);
+	return strtod(p + strlen(key), NULL);
+}
+
+Test(cuda_doors, bench_reports_the_per_call_cost_off_and_on, .timeout = 120)
+{
+	if (access("scripts/bench.d/20-cuda.sh", R_OK) != 0)
+		cr_skip_test("run from the repository root");
+	char *argv[] = { "/bin/bash", "scripts/bench.d/20-cuda.sh", NULL };
+	char *env[] = { "SP_BENCH_CUDA_N=2000", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 100), 0, "20-cuda.sh: %s", res.err);
+	cr_assert_null(strstr(res.out, "skipped"), "%s", res.out);
+	char line[512];
+	bench_figure(res.out, "cuda_wrapper_ns", line, sizeof(line));
+	cr_expect_not_null(strstr(line, "(budget 60 ns)"), "%s", line);
+	cr_expect(strstr(line, " ok") || strstr(line, " OVER"), "no verdict: %s", line);
+	bench_figure(res.out, "cuda_launch_timing_all_added_ns", line, sizeof(line));
+	cr_expect_not_null(strstr(line, " ns "), "%s", line);
+	sp_t_result_free(&res);
+
+	/* what the preloaded loops record: every call, timing off then on */
+	static const char *const off[] = { "STEPPROF_KERNEL_TIMING=off", NULL }, *const all[] = { "STEPPROF_KERNEL_TIMING=all", NULL };
+	const char *const args[] = { "--bench", "3000", NULL };
+	for (int k = 0; k < 2; k++) {
+		struct door d;
+		door_run(&d, "bin/door_plt", 1, args, k ? all : off);
+		size_t q = 0, l = 0, timed = 0;
+		for (size_t i = 0; i < d.nrec; i++) {
+			const char *a = sp_json_str(d.rec[i], "api");
+			q += str_eq(d.rec[i], "kind", "sync") && a && !strcmp(a, "cudaStreamQuery");
+			if (str_eq(d.rec[i], "kind", "launch")) {
+				l++;
+				timed += sp_json_get(d.rec[i], "gpu_begin_ns") != NULL;
+			}
+		}
+		cr_expect_eq(q, 3000, "%zu query records for 3000 queries", q);
+		cr_expect_eq(l, 3000, "%zu launch records for 3000 launches", l);
+		cr_expect_eq(timed, k ? 3000 : 0, "timing %s: %zu of 3000 launches timed", k ? "all" : "off", timed);
+		door_free(&d);
+	}
+}
