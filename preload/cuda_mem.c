@@ -119,9 +119,10 @@ void sp_pinned_reset(void)
 
 #define KEY_EMPTY 0ull
 #define KEY_TOMB 1ull
+#define KEY_BUSY 2ull /* claimed by an add that is filling it in */
 
 struct dslot {
-	uint64_t key; /* device address; 0 empty, 1 tombstone */
+	uint64_t key; /* device address; 0 empty, 1 tombstone, 2 being filled */
 	uint64_t size;
 	uint32_t dev;
 };
@@ -139,8 +140,8 @@ static unsigned hash64(uint64_t k)
 
 static uint64_t norm_key(uint64_t k)
 {
-	/* 0 and 1 are reserved: a (never valid) allocation there gets a stand-in. */
-	return k <= KEY_TOMB ? k + 2 : k;
+	/* 0, 1 and 2 are reserved: a (never valid) allocation there gets a stand-in. */
+	return k <= KEY_BUSY ? k + 3 : k;
 }
 
 uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
@@ -154,8 +155,12 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
 		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur != KEY_EMPTY && cur != KEY_TOMB)
 			continue;
-		/* size/dev are written before the key is published. */
-		if (__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+		/*
+		 * Claimed as BUSY, not TOMB: two adds that both saw this tombstone
+		 * would both succeed a TOMB -> TOMB exchange and share the slot (one
+		 * allocation lost). size/dev are written before the key is published.
+		 */
+		if (__atomic_compare_exchange_n(&s->key, &cur, KEY_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			s->size = size;
 			s->dev = dev;
 			__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);

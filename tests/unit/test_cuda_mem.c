@@ -148,3 +148,51 @@ Test(cuda_mem, many_cycles_reuse_slots)
 	cr_expect_eq(sp_dev_live(0), 0);
 	cr_expect_eq(sp_dev_peak(0), 512);
 }
+
+/*
+ * Two threads allocating at once, their addresses hashing to the same slot,
+ * which a former free left as a tombstone: each must claim a slot of its own
+ * (a tombstone taken by both lost one allocation: its free was not found and
+ * its bytes stayed live). NOTE: the addresses are chosen with a copy of
+ * cuda_mem.c's hash so that they collide; the checks do not use it.
+ */
+static unsigned same_hash(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	return (unsigned)k & (SP_DALLOC_SLOTS - 1);
+}
+
+struct churn {
+	uint64_t key;
+	unsigned lost;
+};
+
+static void *churn_thread(void *arg)
+{
+	struct churn *c = arg;
+	uint64_t size;
+	unsigned dev;
+	for (int i = 0; i < 200000; i++) {
+		sp_dalloc_add(c->key, 512, 0);
+		c->lost += sp_dalloc_remove(c->key, &size, &dev) == UINT64_MAX;
+	}
+	return NULL;
+}
+
+Test(cuda_mem, concurrent_allocations_never_share_a_slot, .timeout = 60)
+{
+	sp_dalloc_reset();
+	struct churn c[2] = { { 0x200000000ull, 0 }, { 0, 0 } };
+	for (uint64_t k = c[0].key + 512; !c[1].key; k += 512)
+		if (same_hash(k) == same_hash(c[0].key))
+			c[1].key = k;
+	pthread_t t[2];
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, churn_thread, &c[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	cr_expect_eq(c[0].lost + c[1].lost, 0, "%u frees of a recorded allocation were not found", c[0].lost + c[1].lost);
+	cr_expect_eq(sp_dev_live(0), 0, "%llu bytes left live", (unsigned long long)sp_dev_live(0));
+}
