@@ -5,7 +5,8 @@
 #   strace -f (for comparison; not a budget).
 # Rounds alternate between the modes and each mode keeps its best round (the
 # least disturbed by other processes on a shared machine), so that a noisy
-# neighbour hurts all of them alike.
+# neighbour hurts all of them alike; the median of the per-round ratios is
+# printed beside it.
 # RATIONALE: the ratio is of the loop's CPU time (user + system, what the
 # process itself spends), not wall time: on a shared 2-core machine wall time
 # measures the neighbours. The wall-time ratio is printed beside it. The eBPF figure is in the eBPF
@@ -80,6 +81,12 @@ awk -v p="$mp" -v l="$ml" -v rec="$recorded" 'BEGIN {
 	printf "BENCH io_small_file_loop_libc: %.3f x (budget 1.15) %s\n", x, (x <= 1.15 && rec > 0) ? "ok" : "OVER"
 	if (rec == 0) print "30-io: the libc run wrote no trace file: the ratio measured nothing"
 }'
+# Informative: the median of each round's own ratio (libc round / the plain
+# round just before it), which a slow moment spoils for one round only.
+paired=$(for ((r = 0; r < ${#plain[@]}; r++)); do echo "${libc[r]} ${plain[r]}"; done | awk '{print $1 / $2}' | sort -g |
+	awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}')
+[ -n "$paired" ] && awk -v x="$paired" -v n=${#plain[@]} \
+	'BEGIN {printf "BENCH io_small_file_loop_libc_paired: %.3f x (budget n/a, median of %d paired rounds) ok\n", x, n}'
 if ((${#libc_shm[@]})); then
 	ms=$(best "${libc_shm[@]}")
 	awk -v p="$mp" -v l="$ms" 'BEGIN {printf "BENCH io_small_file_loop_libc_tmpfs: %.3f x (budget n/a, trace on /dev/shm) ok\n", l / p}'

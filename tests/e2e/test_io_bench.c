@@ -44,6 +44,7 @@ Test(io_bench, small_file_loop_plain_libc_and_strace, .timeout = 120)
 	cr_expect_null(strstr(res.out, "wrote no trace file"), "the libc run recorded nothing: %s", res.out);
 	expect_figure(res.out, "io_small_file_loop_plain", NULL);
 	expect_figure(res.out, "io_small_file_loop_libc", "(budget 1.15)");
+	expect_figure(res.out, "io_small_file_loop_libc_paired", NULL);
 	if (access("/usr/bin/strace", X_OK) == 0)
 		expect_figure(res.out, "io_small_file_loop_strace", NULL);
 	else
