@@ -89,7 +89,7 @@ int io_mode_parse(const char *s)
 }
 
 /* io_emit (io_hook.h) fills only these fields: every input kind must fit in them. */
-#define F(x) (1ull << SP_F_##x)
+#define F(x)	  (1ull << SP_F_##x)
 #define IO_FIELDS (F(PATH) | F(BYTES) | F(FD) | F(RESULT) | F(FD_TYPE) | F(SOURCE) | F(COUNT))
 enum {
 #define SP_KIND(id, name, mask) IO_MASK_##id = (int)(mask),

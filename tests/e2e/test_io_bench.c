@@ -37,8 +37,8 @@ Test(io_bench, small_file_loop_plain_libc_and_strace, .timeout = 120)
 	if (access("scripts/bench.d/30-io.sh", R_OK) != 0)
 		cr_skip_test("run from the repository root");
 	char *argv[] = {"/bin/bash", "scripts/bench.d/30-io.sh", NULL};
-	char *env[] = {"IO_BENCH_ITERS=3", "IO_BENCH_ROUNDS=1", "IO_BENCH_STRACE_ITERS=1", "IO_BENCH_CG_SHORT=1",
-		       "IO_BENCH_CG_LONG=3", NULL};
+	char *env[] = {"IO_BENCH_ITERS=3",    "IO_BENCH_ROUNDS=1",  "IO_BENCH_STRACE_ITERS=1",
+		       "IO_BENCH_CG_SHORT=1", "IO_BENCH_CG_LONG=3", NULL};
 	struct sp_t_result res;
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 100), 0, "30-io.sh: %s", res.err);
 	cr_expect_null(strstr(res.out, "wrote no trace file"), "the libc run recorded nothing: %s", res.out);
