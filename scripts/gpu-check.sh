@@ -1,0 +1,296 @@
+#!/bin/bash
+# scripts/gpu-check.sh - the one-command check of stepprof on a real GPU (issue 3),
+# for a session lent the device machine (docs/gpu-check.md). Runs in the
+# repository root; everything it keeps goes to $OUT (default ./gpu-check-out).
+#
+#   scripts/gpu-check.sh            on a GPU machine: build, check, measure
+#   scripts/gpu-check.sh --dry-run  without a GPU: the nvcc compile, then the same
+#                                   steps on the simulated GPU (build/simgpu) and
+#                                   the PyTorch loop on the CPU
+#   scripts/gpu-check.sh --pack     here, before a device call: build libstepprof.so
+#                                   and stepprof into .gpucheck/ (with libunwind),
+#                                   for a machine that cannot build them
+#
+# Steps (each prints "== step"; the first broken one stops the script with
+# "gpu-check: FAILED at <step>: <why>"):
+#   1. prerequisites   2. build stepprof   3. build tests/gpu/gpucheck.cu (nvcc:
+#   -cudart shared and static)   4. each gpucheck variant without and with the
+#   preload: same output, then compare.py cuda (counts, kernel and copy GPU
+#   times against the program's own events)   5. per-call overhead (a loop of
+#   small calls, best of 3, without/with the preload)   6. tests/gpu/torch_loop.py
+#   pinned and pageable: bare, under LD_PRELOAD, under `stepprof run`; compare.py
+#   torch   7. summary.txt + summary.json in $OUT.
+# A check that disagrees (a count, a time) is a "FAIL" line, not a stop: one GPU
+# run must bring back every figure; the exit status is then 1.
+#
+# Files in $OUT (at most 8 come back from the device tool): summary.txt,
+# summary.json, log.txt (every command's output), traces.tar.gz (the analyses).
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+MODE=gpu
+case "${1:-}" in
+--dry-run) MODE=dry ;;
+--pack) MODE=pack ;;
+"") ;;
+-h | --help)
+	sed -n '2,/^set -u/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+	exit 0
+	;;
+*)
+	echo "usage: scripts/gpu-check.sh [--dry-run|--pack]" >&2
+	exit 2
+	;;
+esac
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+NVCC=${NVCC:-$CUDA_HOME/bin/nvcc}
+PY=${PYTHON:-python3}
+JOBS=$(nproc 2>/dev/null || echo 2)
+[ "$MODE" = dry ] && JOBS=2
+
+# ---------------------------------------------------------------- --pack
+if [ "$MODE" = pack ]; then
+	make -j"$JOBS" build/lib/libstepprof.so build/bin/stepprof || exit 1
+	rm -rf .gpucheck && mkdir -p .gpucheck/lib || exit 1
+	cp build/lib/libstepprof.so build/bin/stepprof .gpucheck/ || exit 1
+	for l in $(ldd build/lib/libstepprof.so | awk '/libunwind|liblzma/ {print $3}'); do cp -L "$l" .gpucheck/lib/; done
+	grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null || echo '/.gpucheck/' >>.git/info/exclude
+	echo "packed: $(ls .gpucheck .gpucheck/lib | tr '\n' ' ')"
+	echo "carry [\".gpucheck\"] in the device call; the script uses it when the machine cannot build"
+	exit 0
+fi
+
+if [ -z "${OUT:-}" ]; then
+	OUT=$ROOT/gpu-check-out
+	[ -d .git/info ] && ! grep -qx '/gpu-check-out/' .git/info/exclude 2>/dev/null && echo '/gpu-check-out/' >>.git/info/exclude
+fi
+mkdir -p "$OUT" || exit 2
+rm -f "$OUT"/summary.txt "$OUT"/summary.json "$OUT"/log.txt "$OUT"/traces.tar.gz
+WORK=$(mktemp -d /tmp/gpu-check.XXXXXX) || exit 2
+LOG=$OUT/log.txt
+SUM=$OUT/summary.txt
+STEP=start
+FAILS=0
+T0=$(date +%s)
+trap 'rm -rf "$WORK"' EXIT
+
+say() { echo "$*" | tee -a "$SUM"; }
+step() {
+	STEP=$1
+	echo "== $STEP ($(($(date +%s) - T0)) s)" | tee -a "$LOG"
+}
+# The device tool brings back files of up to 16 MiB: keep the log's end.
+cap_log() {
+	if [ "$(stat -c %s "$LOG" 2>/dev/null || echo 0)" -gt $((8 << 20)) ]; then
+		tail -c $((8 << 20)) "$LOG" >"$LOG.tmp" && mv "$LOG.tmp" "$LOG"
+	fi
+}
+die() {
+	cap_log
+	say "gpu-check: FAILED at $STEP: $*"
+	[ -s "$LOG" ] && {
+		echo "--- last lines of log.txt:"
+		tail -n 25 "$LOG"
+	}
+	exit 1
+}
+# run LIMIT CMD...: its output into the log; non-zero exit and timeouts are the caller's to judge.
+run() {
+	local lim=$1
+	shift
+	echo "\$ $*" >>"$LOG"
+	timeout -k 5 "$lim" "$@" >>"$LOG" 2>&1
+}
+now_ns() { date +%s%N; }
+
+say "gpu-check $MODE  $(date -u +%FT%TZ)  $(uname -n)  git $(git rev-parse --short HEAD 2>/dev/null || echo '?')"
+
+# ----------------------------------------------------- 1. prerequisites
+step prerequisites
+for t in cc make "$PY" timeout tar; do
+	command -v "$t" >/dev/null || die "'$t' is not installed"
+done
+[ -f "$CUDA_HOME/include/cuda.h" ] || die "no $CUDA_HOME/include/cuda.h (set CUDA_HOME)"
+HAVE_NVCC=0
+[ -x "$NVCC" ] && HAVE_NVCC=1
+if [ "$MODE" = gpu ]; then
+	[ "$HAVE_NVCC" = 1 ] || die "no nvcc at $NVCC (set NVCC or CUDA_HOME)"
+	case ":${LD_LIBRARY_PATH:-}:" in *simgpu*) die "LD_LIBRARY_PATH names the simulated GPU: $LD_LIBRARY_PATH" ;; esac
+	command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>"$SUM" 2>&1
+	"$PY" -c 'import torch,sys; sys.exit(0 if torch.cuda.is_available() else 1)' >>"$LOG" 2>&1 ||
+		die "PyTorch sees no GPU ($PY: $("$PY" -c 'import torch; print(torch.__version__)' 2>&1 | tail -1))"
+else
+	# A venv's python3 may come first on PATH: Debian's python3-torch is /usr/bin/python3's.
+	[ -z "${PYTHON:-}" ] && ! "$PY" -c 'import torch' >/dev/null 2>&1 && [ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+	"$PY" -c 'import torch' >/dev/null 2>&1 || die "$PY cannot import torch (the dry run's loop runs on the CPU)"
+fi
+
+# ---------------------------------------------------- 2. build stepprof
+step "build stepprof"
+SPLIB=$ROOT/build/lib/libstepprof.so
+SP=$ROOT/build/bin/stepprof
+TARGETS="build/lib/libstepprof.so build/bin/stepprof"
+[ "$MODE" = dry ] && TARGETS="$TARGETS build/simgpu/libcuda.so.1 build/simgpu/libcudart.so.12 build/simgpu/libcudart_static.a"
+PRELOAD_ENV=()
+if ! run 300 make -j"$JOBS" $TARGETS; then
+	# The device machine may lack libunwind's headers: use what --pack prepared.
+	[ -x .gpucheck/stepprof ] && [ -f .gpucheck/libstepprof.so ] && [ "$MODE" = gpu ] ||
+		die "make $TARGETS failed (see log.txt; libunwind-dev missing? run scripts/gpu-check.sh --pack here and carry .gpucheck)"
+	SPLIB=$ROOT/.gpucheck/libstepprof.so
+	SP=$ROOT/.gpucheck/stepprof
+	say "note: make failed, using the prebuilt .gpucheck/ (from --pack)"
+fi
+case "$(ldd "$SPLIB")" in *"not found"*) MISSING=1 ;; *) MISSING=0 ;; esac
+if [ $MISSING = 1 ]; then
+	[ -d "$ROOT/.gpucheck/lib" ] || die "libstepprof.so misses libraries: $(ldd "$SPLIB" | grep 'not found' | tr -s ' \t' ' ')"
+	PRELOAD_ENV=("LD_LIBRARY_PATH=$ROOT/.gpucheck/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+	say "note: libstepprof.so's libraries from .gpucheck/lib"
+fi
+"$SP" --version >>"$LOG" 2>&1 || die "$SP does not run"
+
+# -------------------------------------------- 3. build the CUDA program
+step "build gpucheck"
+SRC=tests/gpu/gpucheck.cu
+VARIANTS=()
+if [ "$HAVE_NVCC" = 1 ]; then
+	ARCH="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90"
+	run 300 "$NVCC" -O2 $ARCH -cudart shared -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64" "$SRC" -o "$WORK/gc_shared" ||
+		die "nvcc -cudart shared $SRC"
+	run 300 "$NVCC" -O2 $ARCH "$SRC" -o "$WORK/gc_static" || die "nvcc (static cudart) $SRC"
+	case "$(ldd "$WORK/gc_shared")" in *libcudart.so.13*) ;; *) die "gc_shared is not linked to libcudart.so.13" ;; esac
+	case "$(ldd "$WORK/gc_static")" in *libcudart*) die "gc_static links a shared libcudart" ;; esac
+	say "nvcc: $("$NVCC" --version | tail -1)  -> gc_shared (libcudart.so.13), gc_static (libcudart_static.a)"
+	[ "$MODE" = gpu ] && VARIANTS=(gc_shared gc_static)
+else
+	say "note: no nvcc at $NVCC: the nvcc compile is skipped"
+fi
+SIMENV=()
+if [ "$MODE" = dry ]; then
+	SIM=$ROOT/build/simgpu
+	run 120 cc -std=gnu11 -O2 -Wall -Wextra -Werror -x c -I"$CUDA_HOME/include" "$SRC" -x none -o "$WORK/sim_shared" \
+		-L"$SIM" -l:libcudart.so.12 -Wl,-rpath,"$SIM" -ldl -lpthread || die "cc $SRC (simulated runtime)"
+	run 120 cc -std=gnu11 -O2 -Wall -Wextra -Werror -x c -I"$CUDA_HOME/include" "$SRC" -x none -o "$WORK/sim_static" \
+		"$SIM/libcudart_static.a" -ldl -lpthread -lrt || die "cc $SRC (simulated static runtime)"
+	SIMENV=("LD_LIBRARY_PATH=$SIM")
+	VARIANTS=(sim_shared sim_static)
+fi
+
+# ----------------------------------------- 4. gpucheck, counts and times
+ITERS=20
+BYTES=$((8 << 20))
+SPIN_US=2000
+declare -A FIG
+for v in "${VARIANTS[@]}"; do
+	step "gpucheck $v"
+	exe=$WORK/$v
+	env "${SIMENV[@]}" "$exe" $ITERS $BYTES $SPIN_US >"$WORK/$v.bare" 2>>"$LOG" || die "$v failed without the preload (exit $?)"
+	env "${SIMENV[@]}" "${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_$v" \
+		"$exe" $ITERS $BYTES $SPIN_US >"$WORK/$v.pre" 2>>"$LOG" || die "$v failed under the preload (exit $?)"
+	cat "$WORK/$v.pre" >>"$LOG"
+	[ "$(head -1 "$WORK/$v.bare")" = "$(head -1 "$WORK/$v.pre")" ] ||
+		die "$v prints '$(head -1 "$WORK/$v.pre")' under the preload, '$(head -1 "$WORK/$v.bare")' without"
+	n=$(ls "$WORK/tr_$v"/*.sptrace 2>/dev/null | wc -l)
+	[ "$n" = 1 ] || die "$v: $n trace files in $WORK/tr_$v (1 expected)"
+	"$SP" dump --json "$WORK/tr_$v"/*.sptrace >"$WORK/$v.dump" 2>>"$LOG" || die "stepprof dump of $v"
+	"$SP" info "$WORK/tr_$v" >"$WORK/$v.info" 2>>"$LOG" || die "stepprof info of $v"
+	"$SP" analyze --json "$WORK/tr_$v" >"$WORK/$v.analyze.json" 2>>"$LOG" || die "stepprof analyze of $v"
+	"$PY" tests/gpu/compare.py cuda "$WORK/$v.pre" "$WORK/$v.dump" "$v" >"$WORK/$v.cmp"
+	rc=$?
+	cat "$WORK/$v.cmp" >>"$LOG"
+	[ $rc -ge 2 ] && die "compare.py cuda $v: unreadable input (see log.txt)"
+	grep -E '^CHECK .* FAIL$|^APIS ' "$WORK/$v.cmp" | tee -a "$SUM"
+	[ $rc = 1 ] && FAILS=$((FAILS + 1))
+	say "$v: $(grep -c ' ok$' "$WORK/$v.cmp") checks ok, $(grep -c ' FAIL$' "$WORK/$v.cmp") failed; $(grep '^FIGURES' "$WORK/$v.cmp" | cut -d' ' -f3-)"
+	FIG[$v]=$(grep '^FIGURES' "$WORK/$v.cmp" | cut -d' ' -f3-)
+done
+
+# -------------------------------------------------- 5. per-call overhead
+# Small calls (4 KiB copies, 5 us kernels): 9 recorded calls per iteration; the
+# best of 3 wall times without and with the preload (event timing on: default).
+if [ ${#VARIANTS[@]} -gt 0 ]; then
+	v=${VARIANTS[0]}
+	step "per-call overhead ($v)"
+	OV_IT=2000
+	best() {
+		local b=0 t
+		for _ in 1 2 3; do
+			local t0
+			t0=$(now_ns)
+			env "$@" >/dev/null 2>>"$LOG" || return 1
+			t=$(($(now_ns) - t0))
+			{ [ $b = 0 ] || [ $t -lt $b ]; } && b=$t
+		done
+		echo $b
+	}
+	tb=$(best "${SIMENV[@]}" "$WORK/$v" $OV_IT 4096 5) || die "$v (overhead loop) failed"
+	tp=$(best "${SIMENV[@]}" "${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_ov" "$WORK/$v" $OV_IT 4096 5) ||
+		die "$v (overhead loop) failed under the preload"
+	OVERHEAD_NS=$(((tp - tb) / (OV_IT * 9)))
+	say "per-call overhead ($v, $OV_IT iterations x 9 calls, best of 3): bare $((tb / 1000000)) ms, preload $((tp / 1000000)) ms, $OVERHEAD_NS ns per call"
+fi
+
+# ------------------------------------------------------ 6. PyTorch loop
+if [ "$MODE" = gpu ]; then
+	T_DEV=cuda T_ITERS=30 T_FILES=2000 PINS="1 0"
+else
+	T_DEV=cpu T_ITERS=10 T_FILES=700 PINS="0"
+fi
+DATA=$WORK/data
+TORCH_FIGS=()
+for pin in $PINS; do
+	lbl=torch_$([ "$pin" = 1 ] && echo pinned || echo pageable)
+	targs=(tests/gpu/torch_loop.py --data "$DATA" --device $T_DEV --pin "$pin" --iters $T_ITERS --files $T_FILES --workers 4)
+	step "$lbl bare"
+	run 240 "$PY" "${targs[@]}" || die "torch_loop.py failed without the preload"
+	# The second bare run is the one timed (the first made the files and warmed the caches).
+	env PYTHONUNBUFFERED=1 timeout 240 "$PY" "${targs[@]}" >"$WORK/$lbl.bare" 2>>"$LOG" || die "torch_loop.py failed without the preload"
+	step "$lbl under LD_PRELOAD"
+	env "${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_$lbl" timeout 240 "$PY" "${targs[@]}" \
+		>"$WORK/$lbl.pre" 2>>"$LOG" || die "torch_loop.py failed under LD_PRELOAD (exit $?)"
+	step "$lbl under stepprof run"
+	env "${PRELOAD_ENV[@]}" STEPPROF_LIB="$SPLIB" timeout 300 "$SP" run --no-bpf -o "$WORK/tr_${lbl}_run" -- \
+		"$PY" "${targs[@]}" >"$WORK/$lbl.run" 2>>"$LOG" || die "stepprof run torch_loop.py failed (exit $?)"
+	for k in pre run; do
+		d=$WORK/tr_$lbl$([ $k = run ] && echo _run)
+		"$SP" analyze --json "$d" >"$WORK/$lbl.$k.analyze.json" 2>>"$LOG" || die "stepprof analyze --json $d"
+		"$SP" analyze "$d" >"$WORK/$lbl.$k.analyze.txt" 2>>"$LOG" || die "stepprof analyze $d"
+		truth=$WORK/$lbl.$k
+		[ $k = run ] && { grep '^{' "$WORK/$lbl.run" | grep '"iters"' | tail -1 >"$WORK/$lbl.run.truth"; truth=$WORK/$lbl.run.truth; }
+		"$PY" tests/gpu/compare.py torch "$truth" "$WORK/$lbl.$k.analyze.json" "$lbl.$k" >"$WORK/$lbl.$k.cmp"
+		rc=$?
+		cat "$WORK/$lbl.$k.cmp" >>"$LOG"
+		[ $rc -ge 2 ] && die "compare.py torch $lbl.$k: unreadable input (see log.txt)"
+		[ $rc = 1 ] && FAILS=$((FAILS + 1))
+		grep -E '^CHECK .* FAIL$' "$WORK/$lbl.$k.cmp" | tee -a "$SUM"
+		FIG[$lbl.$k]=$(grep '^FIGURES' "$WORK/$lbl.$k.cmp" | cut -d' ' -f3-)
+	done
+	sb=$("$PY" -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["step_ms_median"])' "$WORK/$lbl.bare")
+	sp=$("$PY" -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["step_ms_median"])' "$WORK/$lbl.pre")
+	say "$lbl: step median bare $sb ms, LD_PRELOAD $sp ms (x$("$PY" -c "print('%.3f' % ($sp / $sb))"))"
+	say "$lbl: $(echo "${FIG[$lbl.pre]}" | "$PY" -c 'import json,sys; f=json.load(sys.stdin); print("iterations %d (%s) of %d, files %d/%d, bottleneck %s, breakdown %s, findings %s" % (f["iterations"], f["iteration_source"], f["iters_program"], f["files_opened"], f["files_program"], f["bottleneck"], {k: round(v, 3) for k, v in (f["breakdown_fraction"] or {}).items()}, f["findings"]))')"
+	FIG[$lbl.step_ms_bare]=$sb
+	FIG[$lbl.step_ms_preload]=$sp
+done
+
+# ----------------------------------------------------------- 7. summary
+step summary
+{
+	echo "{"
+	echo "  \"mode\": \"$MODE\", \"failed_checks\": $FAILS, \"seconds\": $(($(date +%s) - T0)),"
+	[ -n "${OVERHEAD_NS:-}" ] && echo "  \"overhead_ns_per_call\": $OVERHEAD_NS,"
+	first=1
+	for k in "${!FIG[@]}"; do
+		[ $first = 1 ] || echo ","
+		first=0
+		printf '  "%s": %s' "$k" "${FIG[$k]}"
+	done
+	echo
+	echo "}"
+} >"$OUT/summary.json"
+"$PY" -m json.tool "$OUT/summary.json" >/dev/null 2>&1 || say "note: summary.json is not valid JSON"
+(cd "$WORK" && tar czf "$OUT/traces.tar.gz" --exclude=data --exclude='tr_*' --exclude='gc_*' --exclude='sim_*' . 2>/dev/null)
+cap_log
+say "gpu-check $MODE: $FAILS check group(s) failed, $(($(date +%s) - T0)) s; files in $OUT"
+[ $FAILS = 0 ]
