@@ -639,19 +639,27 @@ Test(cuda_doors, a_polling_loop_is_one_sync_record, .timeout = 120)
 
 Test(cuda_doors, launches_of_a_thread_that_never_syncs_are_timed, .timeout = 120)
 {
+	/*
+	 * NOTE: up to three runs. The main thread's one sync after the launches
+	 * is also its first chance of an anchor, used only if the GPU reaches it
+	 * within 2 ms (cuda_gpu.c); on a loaded machine it may not, and then
+	 * nothing can be converted (seen once in a few runs of the suite).
+	 */
 	const char *args[] = { "--thread", NULL };
-	struct door d;
-	door_run(&d, "bin/door_plt", 1, args, NULL);
-	expect_counts(&d, "PLT --thread");
-	unsigned timed, all;
-	timed_counts(&d, "launch", &timed, &all);
+	unsigned timed = 0, all = 0, miss = 1, checked = 0;
+	char why[256] = "";
+	for (int attempt = 0; attempt < 3 && (timed != 2 || miss); attempt++) {
+		struct door d;
+		door_run(&d, "bin/door_plt", 1, args, NULL);
+		expect_counts(&d, "PLT --thread");
+		timed_counts(&d, "launch", &timed, &all);
+		/* and right: the kernels' own clocks */
+		miss = kernel_time_misses(&d, &checked, why, sizeof(why));
+		door_free(&d);
+	}
 	cr_expect_eq(all, 2);
 	cr_expect_eq(timed, 2, "the main thread's sync read back %u of the other thread's 2 launches", timed);
-	/* and right: the kernels' own clocks */
-	unsigned checked = 0;
-	char why[256] = "";
-	cr_expect_eq(kernel_time_misses(&d, &checked, why, sizeof(why)), 0, "%s", why);
-	door_free(&d);
+	cr_expect_eq(miss, 0, "%s", why);
 }
 
 Test(cuda_doors, per_thread_default_stream_variants_counted_and_timed, .timeout = 120)
@@ -729,8 +737,24 @@ static const struct every_op {
 	{ "sync", "cuStreamSynchronize", 0, NULL, NULL },
 };
 
+/* Successful copies, memsets and launches without a GPU span; why: the first. */
+static unsigned untimed(const struct door *d, char *why, size_t len)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < d->nrec; i++) {
+		if (!str_eq(d->rec[i], "kind", "copy") && !str_eq(d->rec[i], "kind", "memset") &&
+		    !str_eq(d->rec[i], "kind", "launch"))
+			continue;
+		struct sp_json *gb = sp_json_get(d->rec[i], "gpu_begin_ns"), *ge = sp_json_get(d->rec[i], "gpu_end_ns");
+		if (sp_json_num(d->rec[i], "result", 1) == 0 && !(gb && ge && ge->num >= gb->num) && !n++)
+			snprintf(why, len, "%s has no GPU time", sp_json_str(d->rec[i], "api"));
+	}
+	return n;
+}
+
 static void expect_every(const char *bin, const char *door)
 {
+	char why[256] = "";
 	static const char *const args[] = { "--every", NULL }, *const env[] = { "SIMGPU_DEVICES=2", NULL };
 	struct door d, bare;
 	door_run(&d, bin, 1, args, env);
@@ -763,13 +787,19 @@ static void expect_every(const char *bin, const char *door)
 		if (!strcmp(kind, "launch"))
 			cr_expect(str_eq(d.rec[i], "name", "door_kernel"), "%s door, %s launched %s", door, api,
 				  sp_json_str(d.rec[i], "name"));
-		/* every op is timed, the last copy too: its span is read back at exit, after the last sync */
-		if (strcmp(kind, "sync")) {
-			struct sp_json *gb = sp_json_get(d.rec[i], "gpu_begin_ns"), *ge = sp_json_get(d.rec[i], "gpu_end_ns");
-			cr_expect(gb && ge && ge->num >= gb->num, "%s door, call %zu (%s) has no GPU time", door, k, api);
-		}
 	}
 	cr_expect_eq(k, n, "%s door: %zu records of %zu calls", door, k, n);
+	/*
+	 * Every op is timed, the last copy too (read back at exit, after the
+	 * last sync). NOTE: up to three runs: an anchor is used only if the GPU
+	 * reached it within 2 ms (cuda_gpu.c), which a loaded machine may deny
+	 * at every sync point of one run.
+	 */
+	for (int attempt = 0; attempt < 2 && untimed(&d, why, sizeof(why)); attempt++) {
+		door_free(&d);
+		door_run(&d, bin, 1, args, env);
+	}
+	cr_expect_eq(untimed(&d, why, sizeof(why)), 0, "%s door: %s", door, why);
 	/* and the program saw the same thing */
 	door_run(&bare, bin, 0, args, env);
 	cr_expect_str_eq(d.res.out, bare.res.out, "%s door: stdout differs under the preload", door);
