@@ -441,6 +441,15 @@ static void read_back_at_exit(void)
 	if (!d)
 		return;
 	int e = errno;
+	/*
+	 * First as a device-wide sync point of the exiting thread: where it has
+	 * no anchor yet (its syncs' candidates came too late on a loaded machine,
+	 * or it never synchronised), one is tried now, under the same bound: an
+	 * event on the legacy stream is reached at once only if the device is
+	 * idle, else it is not used. This reads back its context's ops too.
+	 */
+	sp_gpu_sync_point(0, 0, SP_SYNC_ALL, 1);
+	n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
 	for (unsigned i = 0; i < n; i++) {
