@@ -21,11 +21,14 @@ static uint64_t g_step; /* next step index of this process */
 /*
  * The calling thread's last mark name and its id: a loop marking the same name
  * skips the hash and the table probe. Compared by content (the caller's buffer
- * may have changed), names up to 47 bytes.
+ * may have changed), names up to 47 bytes. The cached name is stored with its
+ * NUL and zero padding, so that the compare is 8 bytes at a time.
  */
+#define MARK_CACHE_NAME 48
 struct mark_cache {
-	uint32_t id, len;
-	char name[48];
+	uint32_t id, nw;		 /* nw: words holding the name and its NUL */
+	uint64_t w[MARK_CACHE_NAME / 8]; /* the name, NUL, zeros */
+	uint64_t m[MARK_CACHE_NAME / 8]; /* per word: the bytes that belong to the name and its NUL */
 };
 static __thread struct mark_cache t_cache __attribute__((tls_model("initial-exec")));
 
@@ -42,24 +45,59 @@ static __attribute__((noinline)) uint32_t mark_id_slow(const char *name)
 	struct mark_cache *c = &t_cache;
 	size_t len = strlen(name);
 	uint32_t id = sp_intern(name, len);
-	if (id && len < sizeof(c->name)) {
-		memcpy(c->name, name, len);
-		c->len = (uint32_t)len;
-		c->id = id;
+	if (id && len < MARK_CACHE_NAME) {
+		c->id = 0; /* a signal handler marking meanwhile sees no half-written entry */
+		memset(c->w, 0, sizeof(c->w));
+		memcpy(c->w, name, len);
+		unsigned n = (unsigned)len + 1; /* bytes compared: the NUL too */
+		for (unsigned i = 0; i < MARK_CACHE_NAME / 8; i++)
+			c->m[i] = n >= 8 * (i + 1) ? ~0ull : n > 8 * i ? (1ull << (8 * (n - 8 * i))) - 1 : 0;
+		c->nw = (n + 7) / 8;
+		__atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
 	}
 	return id;
+}
+
+/*
+ * Is `name` the cached name? Its bytes and its NUL against the cache, a word
+ * at a time under the cached byte masks (little-endian: a word's first bytes
+ * are its low bytes).
+ *
+ * RATIONALE: the word loads may read past the end of a shorter name. That is
+ * safe only within the page holding name[0] (mapped, since the caller's string
+ * starts there), so the word compare runs when the 48 bytes from name do not
+ * cross a page boundary (4 KiB: the smallest page size of x86-64 and arm64
+ * Linux); otherwise, bytes one by one, stopping at the first difference. The
+ * bytes past a shorter name's NUL never decide: that NUL differs from the
+ * cached name's byte at its place already.
+ */
+static inline int mark_cached(const struct mark_cache *c, const char *name)
+{
+	unsigned nw = c->nw;
+	if (__builtin_expect(((uintptr_t)name & 4095) <= 4096 - MARK_CACHE_NAME, 1)) {
+		for (unsigned i = 0; i < nw; i++) {
+			uint64_t x;
+			memcpy(&x, name + 8 * i, 8);
+			if ((x ^ c->w[i]) & c->m[i])
+				return 0;
+		}
+		return 1;
+	}
+	const char *cn = (const char *)c->w;
+	for (unsigned i = 0; i < 8 * nw; i++) {
+		if (name[i] != cn[i])
+			return 0;
+		if (!cn[i])
+			return 1;
+	}
+	return 0;
 }
 
 static inline uint32_t mark_id(const char *name)
 {
 	const struct mark_cache *c = &t_cache;
-	if (c->id) {
-		unsigned i = 0;
-		while (i < c->len && name[i] == c->name[i])
-			i++;
-		if (i == c->len && name[i] == 0)
-			return c->id;
-	}
+	if (c->id && mark_cached(c, name))
+		return c->id;
 	return mark_id_slow(name);
 }
 

@@ -10,12 +10,14 @@
  *   5. warnings,
  *   6. per-window summaries (SUMMARY, SUMMARY_DEVICE in the keep area).
  *
- * The hot path is sp_emit on a thread that already has a chunk: a TLS load, a
- * bounds check, the encode of the kind's own fields (sp_tf_encode: the bytes of
- * trace.h's sp_encode) and two release stores into the MAP_SHARED file. The
- * summaries add one relaxed load and compare (has the record crossed the
- * window's end?) and one bit test of the kind (STEP, ALLOC, FREE update the
- * summary's running values).
+ * The hot path is recorder.h's inline sp_emit (a one-slot kind named by a
+ * constant) on a thread that already has a chunk: a TLS load, a bounds check,
+ * one relaxed load and compare (has the record crossed the summary window's
+ * end?), the kind's own fields encoded by code folded for that kind
+ * (sp_tf_encode_k: the bytes of trace.h's sp_encode) and two release stores
+ * into the MAP_SHARED file. Everything else comes here (sp_emit_slow): a first
+ * record, a full chunk, a window's end, a multi-slot or variable kind, and
+ * STEP, ALLOC, FREE (they update the summary's running values).
  */
 #include "recorder.h"
 
@@ -102,19 +104,17 @@ static int file_ready(void)
 
 /* -------------------------------------------------------- 2. thread state */
 
-struct rec_thread {
-	struct sp_tf_stream st; /* st.tf == NULL: not attached yet */
-	int registered;		/* the pthread key's destructor will run for this thread */
-};
-
-static __thread struct rec_thread t_rec __attribute__((tls_model("initial-exec")));
+/* the thread's stream (st.tf == NULL: not attached yet); recorder.h's inline sp_emit reads it */
+__thread struct sp_tf_stream sp_rec_stream __attribute__((tls_model("initial-exec")));
+/* the pthread key's destructor will run for this thread */
+static __thread int t_registered __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_key;
 static int g_key_ok;
 
 static void thread_dtor(void *p)
 {
 	(void)p;
-	t_rec.registered = 0;
+	t_registered = 0;
 	sp_recorder_thread_exit();
 }
 
@@ -124,11 +124,11 @@ static int thread_attach(void)
 	if (!file_ready())
 		return 0;
 	int saved = errno;
-	sp_tf_stream_init(&t_rec.st, &g_tf, g_tf.hdr->pid, gettid_raw());
-	if (g_key_ok && !t_rec.registered) {
+	sp_tf_stream_init(&sp_rec_stream, &g_tf, g_tf.hdr->pid, gettid_raw());
+	if (g_key_ok && !t_registered) {
 		/* NOTE: a low key index: glibc stores it in the thread descriptor, no malloc */
-		pthread_setspecific(g_key, &t_rec);
-		t_rec.registered = 1;
+		pthread_setspecific(g_key, &sp_rec_stream);
+		t_registered = 1;
 	}
 	errno = saved;
 	return 1;
@@ -136,35 +136,41 @@ static int thread_attach(void)
 
 void sp_recorder_thread_exit(void)
 {
-	if (t_rec.st.tf)
-		sp_tf_stream_close(&t_rec.st);
-	t_rec.st.tf = NULL;
+	if (sp_rec_stream.tf)
+		sp_tf_stream_close(&sp_rec_stream);
+	sp_rec_stream.tf = NULL;
 }
 
 /* ------------------------------------------------------- 3. record path */
 
 /* Section 6: the summary window's end (UINT64_MAX: off) and the slow path. */
-static uint64_t g_sum_next = UINT64_MAX;
+uint64_t sp_sum_next = UINT64_MAX;
 static void summary_tick(uint64_t now, int final);
 static void summary_note(unsigned kind, const uint64_t *f);
-#define SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
 
-void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
+/*
+ * The whole record path (recorder.h's inline sp_emit handles the common case
+ * and comes here for the rest): attach the thread, write a summary when the
+ * window's end is crossed, note STEP/ALLOC/FREE for the summaries, claim a new
+ * chunk when this one is full. The encoder is still specialised per kind
+ * (sp_tf_encode_any: a switch over sp_tf_encode_k).
+ */
+void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
-	if (__builtin_expect(!sp_active, 0) || kind >= SP_K__COUNT)
+	if (__builtin_expect(!sp_active, 0) || kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
 		return;
-	struct sp_tf_stream *st = &t_rec.st;
+	struct sp_tf_stream *st = &sp_rec_stream;
 	if (__builtin_expect(!st->tf, 0) && !thread_attach())
 		return;
 	/* before this record counts: a summary describes the records that ended before its window's end */
-	if (__builtin_expect(end_ns >= __atomic_load_n(&g_sum_next, __ATOMIC_RELAXED), 0))
+	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED), 0))
 		summary_tick(end_ns, 0);
-	if (__builtin_expect((SUM_KINDS >> kind) & 1, 0))
+	if (__builtin_expect((SP_SUM_KINDS >> kind) & 1, 0))
 		summary_note(kind, f);
 	struct sp_slot *slot = sp_tf_reserve(st, sp_tf_layout[kind].nslots, end_ns);
 	if (__builtin_expect(!slot, 0))
 		return;
-	sp_tf_encode(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_encode_any(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
 	sp_tf_commit(st, slot, kind);
 }
 
@@ -214,7 +220,7 @@ static void atfork_child(void)
 	memset(&g_tf, 0, sizeof(g_tf));
 	g_tf.fd = -1;
 	sp_intern_reset(&g_intern);
-	memset(&t_rec.st, 0, sizeof(t_rec.st));
+	memset(&sp_rec_stream, 0, sizeof(sp_rec_stream));
 	summary_fork_child();
 	g_creator = 0;
 	__atomic_store_n(&g_state, FILE_NONE, __ATOMIC_RELEASE);
@@ -359,7 +365,7 @@ static void summary_reset(uint64_t t0)
 	g_sum_devmask = 0;
 	memset(g_sum_live, 0, sizeof(g_sum_live));
 	memset(g_sum_peak, 0, sizeof(g_sum_peak));
-	__atomic_store_n(&g_sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
 }
 
 static void summary_init(void)
@@ -398,8 +404,9 @@ static int summary_write(uint64_t begin, uint64_t end)
 	unsigned n = 1 + (unsigned)__builtin_popcount(mask);
 	uint64_t budget = g_tf.keep_slots / 2;
 	if (g_sum_slots_used + n > budget) {
-		sp_warn_once("summary", "the summaries' half of the trace's keep area is full (%llu windows); "
-					"later windows have no summary (raise STEPPROF_MAX_MB or STEPPROF_SUMMARY_MS)",
+		sp_warn_once("summary",
+			     "the summaries' half of the trace's keep area is full (%llu windows); "
+			     "later windows have no summary (raise STEPPROF_MAX_MB or STEPPROF_SUMMARY_MS)",
 			     (unsigned long long)g_sum_slots_used);
 		return -1;
 	}
@@ -409,7 +416,7 @@ static int summary_write(uint64_t begin, uint64_t end)
 	g_sum_slots_used += n;
 	uint64_t f[SP_F__COUNT] = {0};
 	f[SP_F_STEPS] = __atomic_load_n(&g_sum_steps, __ATOMIC_RELAXED);
-	f[SP_F_RECORDS] = __atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED) + t_rec.st.nrec;
+	f[SP_F_RECORDS] = __atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED) + sp_rec_stream.nrec;
 	f[SP_F_LOST] = __atomic_load_n(&g_tf.hdr->lost_records, __ATOMIC_RELAXED);
 	/* the devices first, the SUMMARY head last: a reader that sees it sees its devices */
 	unsigned i = 1;
@@ -439,7 +446,7 @@ static void summary_tick(uint64_t now, int final)
 	if (!g_sum_win || !__atomic_compare_exchange_n(&g_sum_busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	int saved = errno;
-	uint64_t next = __atomic_load_n(&g_sum_next, __ATOMIC_RELAXED);
+	uint64_t next = __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED);
 	if (next == UINT64_MAX || (!final && now < next) || now < g_sum_t0 ||
 	    __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
 		goto out;
@@ -455,7 +462,7 @@ static void summary_tick(uint64_t now, int final)
 		g_sum_doublings++;
 	}
 	next = final || full ? UINT64_MAX : g_sum_t0 + ((end - g_sum_t0) / g_sum_win + 1) * g_sum_win;
-	__atomic_store_n(&g_sum_next, next, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_sum_next, next, __ATOMIC_RELAXED);
 out:
 	__atomic_store_n(&g_sum_busy, 0, __ATOMIC_RELEASE);
 	errno = saved;

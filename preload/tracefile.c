@@ -307,6 +307,22 @@ void sp_tf_encode_payload(struct sp_slot *s, unsigned kind, const uint64_t *f)
 	sp_put_payload(s, l->nslots, buf, l->len);
 }
 
+void sp_tf_encode_any(struct sp_slot *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t dur_ns,
+		      const uint64_t *f)
+{
+	switch (kind) {
+#define SP_KIND(id, name, mask)                                                                                        \
+	case SP_K_##id:                                                                                                \
+		if (SP_K_##id != SP_K_STRING)                                                                          \
+			sp_tf_encode_k(s, SP_K_##id, api, begin_ns, dur_ns, f);                                        \
+		break;
+#include "stepprof/kinds.def"
+#undef SP_KIND
+	default:
+		break;
+	}
+}
+
 int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen)
 {
 	int saved = errno, rc;

@@ -180,9 +180,110 @@ static inline void sp_tf_encode(struct sp_slot *s, unsigned kind, unsigned api, 
 	sp_tf_encode_payload(s, kind, f);
 }
 
-/* Commit the record encoded at slot (its kind byte still 0): kind stored last with
- * release, then the chunk's `used` count, so a reader never sees half a record. */
-static inline void sp_tf_commit(struct sp_tf_stream *s, struct sp_slot *slot, unsigned kind)
+/*
+ * The same encoder for a kind known at compile time: sp_kind_mask[kind] folds to
+ * a constant, so the field list, the offsets and the masks fold away and a
+ * one-slot record becomes a few shifts and ors of the caller's f[] values (no
+ * loop, no layout table, and the caller's f[] array itself usually vanishes
+ * into registers). The kind MUST be a compile-time constant at every use (after
+ * inlining): sp_tf_encode_any dispatches a variable kind to it through a switch.
+ * Same bytes as sp_encode (tested for every kind); the kind byte is left 0.
+ */
+#define SP_TF_INLINE static inline __attribute__((always_inline))
+
+/* One 8-byte head word: kind 0, nslots, api, dur (little-endian, as struct sp_slot). */
+SP_TF_INLINE uint64_t sp_tf_head_word(unsigned nslots, unsigned api, uint64_t dur_ns)
+{
+	return (uint64_t)nslots << 8 | (uint64_t)(uint16_t)api << 16 | (uint64_t)sp_dur_encode(dur_ns) << 32;
+}
+
+/* The payload of a kind whose fields fit the head slot's 16 bytes, in one 128-bit value. */
+SP_TF_INLINE unsigned __int128 sp_tf_payload1(unsigned kind, const uint64_t *f)
+{
+	const uint64_t m = sp_kind_mask[kind];
+	unsigned __int128 v = 0;
+	unsigned off = 0;
+#define SP_FIELD(id, name, width, type)                                                                                \
+	if ((m >> SP_F_##id) & 1) {                                                                                    \
+		uint64_t x = f[SP_F_##id];                                                                             \
+		if ((width) < 8)                                                                                       \
+			x &= (1ull << (8 * ((width)&7))) - 1;                                                          \
+		v |= (unsigned __int128)x << (8 * off);                                                                \
+		off += (width);                                                                                        \
+	}
+#include "stepprof/fields.def"
+#undef SP_FIELD
+	return v;
+}
+
+/*
+ * A field of a multi-slot record, stored straight into its slots: payload byte
+ * `off` is head byte 16 + off below 16, else byte 1 + (off - 16) % 31 of
+ * continuation slot 1 + (off - 16) / 31. A field crossing a slot boundary is
+ * stored in two pieces. All arguments are constants after inlining.
+ */
+SP_TF_INLINE void sp_tf_put_field(uint8_t *rec, unsigned off, unsigned w, uint64_t x)
+{
+	while (w) {
+		unsigned pos, room;
+		if (off < SP_HEAD_PAYLOAD) {
+			pos = 16 + off;
+			room = SP_HEAD_PAYLOAD - off;
+		} else {
+			unsigned c = (off - SP_HEAD_PAYLOAD) / SP_CONT_PAYLOAD,
+				 b = (off - SP_HEAD_PAYLOAD) % SP_CONT_PAYLOAD;
+			pos = SP_SLOT_SIZE * (1 + c) + 1 + b;
+			room = SP_CONT_PAYLOAD - b;
+		}
+		unsigned n = w < room ? w : room;
+		memcpy(rec + pos, &x, n); /* little-endian: the low bytes first */
+		x = n < 8 ? x >> (8 * (n & 7)) : 0;
+		off += n;
+		w -= n;
+	}
+}
+
+SP_TF_INLINE void sp_tf_encode_k(struct sp_slot *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t dur_ns,
+				 const uint64_t *f)
+{
+	const uint64_t m = sp_kind_mask[kind];
+	const unsigned len = sp_payload_bytes(m), n = sp_slots_for_payload(len);
+	uint64_t head = sp_tf_head_word(n, api, dur_ns);
+	memcpy(s, &head, 8);
+	s->ts = begin_ns;
+	if (n == 1) {
+		unsigned __int128 v = sp_tf_payload1(kind, f);
+		memcpy(s->p, &v, SP_HEAD_PAYLOAD);
+		return;
+	}
+	/* continuation slots: their kind byte, zero padding; the fields overwrite the rest */
+	uint8_t *rec = (uint8_t *)s;
+	memset(s->p, 0, SP_HEAD_PAYLOAD);
+	for (unsigned i = 1; i < n; i++) {
+		uint64_t w0 = SP_K_CONT, z = 0;
+		memcpy(rec + SP_SLOT_SIZE * i, &w0, 8);
+		memcpy(rec + SP_SLOT_SIZE * i + 8, &z, 8);
+		memcpy(rec + SP_SLOT_SIZE * i + 16, &z, 8);
+		memcpy(rec + SP_SLOT_SIZE * i + 24, &z, 8);
+	}
+	unsigned off = 0;
+#define SP_FIELD(id, name, width, type)                                                                                \
+	if ((m >> SP_F_##id) & 1) {                                                                                    \
+		sp_tf_put_field(rec, off, (width), f[SP_F_##id]);                                                      \
+		off += (width);                                                                                        \
+	}
+#include "stepprof/fields.def"
+#undef SP_FIELD
+}
+
+/* Any kind but STRING, through a switch on sp_tf_encode_k (one specialised encoder per kind). */
+void sp_tf_encode_any(struct sp_slot *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t dur_ns,
+		      const uint64_t *f);
+
+/* Commit the record of nslots slots encoded at slot (its kind byte still 0): kind
+ * stored last with release, then the chunk's `used` count, so a reader never sees
+ * half a record. */
+static inline void sp_tf_commit_n(struct sp_tf_stream *s, struct sp_slot *slot, unsigned kind, unsigned nslots)
 {
 	struct sp_chunk_header *c = s->chunk;
 	struct sp_slot *first = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
@@ -190,10 +291,16 @@ static inline void sp_tf_commit(struct sp_tf_stream *s, struct sp_slot *slot, un
 		c->first_ns = slot->ts;
 	__atomic_store_n(&slot->kind, (uint8_t)kind, __ATOMIC_RELEASE);
 	s->nrec++;
-	s->cur = slot + slot->nslots;
+	s->cur = slot + nslots;
 	/* the line a few records ahead: its read-for-ownership overlaps the caller's work */
 	__builtin_prefetch(s->cur + 8, 1, 3);
 	__atomic_store_n(&c->used, (uint32_t)(s->cur - first), __ATOMIC_RELEASE);
+}
+
+/* The same, nslots read back from the encoded head (a variable kind). */
+static inline void sp_tf_commit(struct sp_tf_stream *s, struct sp_slot *slot, unsigned kind)
+{
+	sp_tf_commit_n(s, slot, kind, slot->nslots);
 }
 
 /* Encode (sp_tf_encode) and commit in one call; 0 or -1 when lost. */

@@ -889,3 +889,133 @@ Test(tracefile, encode_matches_trace_codec_for_every_kind)
 		}
 	}
 }
+
+/*
+ * The constant-kind encoder (sp_tf_encode_k, reached through sp_tf_encode_any's
+ * switch: what sp_emit uses) against trace.h's codec, for every kind: random
+ * field values (high bits beyond each field's width included, so a missing mask
+ * shows), slots pre-filled with garbage (so a byte it forgets to write shows).
+ */
+Test(tracefile, constant_kind_encoder_matches_trace_codec_for_every_kind)
+{
+	srand(11);
+	for (unsigned k = 1; k < SP_K__COUNT; k++) {
+		if (k == SP_K_STRING)
+			continue;
+		for (int rep = 0; rep < 50; rep++) {
+			uint64_t f[SP_F__COUNT];
+			for (unsigned i = 0; i < SP_F__COUNT; i++)
+				f[i] = ((uint64_t)rand() << 40) ^ ((uint64_t)rand() << 20) ^ (uint64_t)rand();
+			uint64_t dur = rep % 3 == 0 ? 77 : rep % 3 == 1 ? 5000000000ull : ((uint64_t)rand() << 20);
+			struct sp_slot a[SP_MAX_RECORD_SLOTS], b[SP_MAX_RECORD_SLOTS];
+			memset(a, 0xa5, sizeof(a));
+			memset(b, 0x5a, sizeof(b));
+			unsigned n = sp_encode(a, k, 1 + (unsigned)rep, 1000 + (uint64_t)rep, dur, f);
+			sp_tf_encode_any(b, k, 1 + (unsigned)rep, 1000 + (uint64_t)rep, dur, f);
+			cr_assert_eq(b[0].nslots, n, "kind %s: %u slots vs %u", sp_kind_name[k], b[0].nslots, n);
+			cr_assert_eq(memcmp(a, b, n * sizeof(struct sp_slot)), 0, "kind %s: bytes differ",
+				     sp_kind_name[k]);
+			/* and nothing past the record */
+			cr_assert_eq(((uint8_t *)b)[n * sizeof(struct sp_slot)], 0x5a, "kind %s: wrote past its slots",
+				     sp_kind_name[k]);
+		}
+	}
+}
+
+/* ------------------------------- the mark name cache (api.c), in process */
+
+#include <sys/mman.h>
+
+#include "config.h"
+#include "stepprof/stepprof.h"
+
+/*
+ * stepprof_mark keeps the thread's last name and its id and compares a new
+ * name with it 8 bytes at a time. Names that share the first 8 bytes, a
+ * prefix of the cached name, a longer name starting with it, a buffer changed
+ * in place, and a name ending right before an unreadable page (the word loads
+ * must not cross into it: this test would die of SIGSEGV) must each be
+ * recorded under its own name, in order.
+ */
+Test(recorder, mark_name_cache_tells_every_name_apart)
+{
+	char *dir = sp_t_tmpdir("markcache");
+	sp_recorder_init(dir, 0);
+	long pg = sysconf(_SC_PAGESIZE);
+	/* pages: readable, unreadable, readable, unreadable */
+	uint8_t *map = mmap(NULL, (size_t)pg * 4, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(map, MAP_FAILED);
+	cr_assert_eq(mprotect(map + pg, (size_t)pg, PROT_NONE), 0);
+	cr_assert_eq(mprotect(map + 3 * pg, (size_t)pg, PROT_NONE), 0);
+	char *edge = (char *)map + pg - 5; /* "edge" and its NUL end the first readable page */
+	memcpy(edge, "edge", 5);
+	char *edge2 = (char *)map + 3 * pg - 12; /* 11 bytes + NUL end the second */
+	memcpy(edge2, "edge-longer", 12);
+	char buf[64];
+	strcpy(buf, "inplace");
+
+	const char *want[] = {"abcdefgh1",
+			      "abcdefgh1",
+			      "abcdefgh2",
+			      "abcdefgh",
+			      "abcdefgh",
+			      "abcdefgh12",
+			      "abcdefgh12",
+			      "mark",
+			      "mar",
+			      "mark",
+			      "edge",
+			      "edge",
+			      "edge-longer",
+			      "edge-longer",
+			      "edge",
+			      "inplace",
+			      "inplacf",
+			      "inplace",
+			      "a-name-of-forty-seven-bytes-long-to-fill-cache!",
+			      "a-name-of-forty-seven-bytes-long-to-fill-cache?",
+			      "a-name-longer-than-the-cache-of-forty-eight-bytes-is-never-cached",
+			      "a-name-longer-than-the-cache-of-forty-eight-bytes-is-never-cached",
+			      ""};
+	size_t n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < n; i++) {
+		const char *name = want[i];
+		if (strcmp(name, "edge") == 0)
+			name = edge;
+		else if (strcmp(name, "edge-longer") == 0)
+			name = edge2;
+		else if (strncmp(name, "inplac", 6) == 0) {
+			strcpy(buf, name); /* the same buffer, its content changed */
+			name = buf;
+		}
+		stepprof_mark(name);
+	}
+	sp_recorder_shutdown();
+
+	DIR *d = opendir(dir);
+	cr_assert(d);
+	char file[PATH_MAX] = "";
+	for (struct dirent *e; (e = readdir(d));)
+		if (strstr(e->d_name, ".sptrace"))
+			snprintf(file, sizeof(file), "%s/%s", dir, e->d_name);
+	closedir(d);
+	cr_assert(file[0], "no trace file in %s", dir);
+	struct sp_json **l;
+	size_t nl = dump(file, &l), k = 0;
+	for (size_t i = 0; i < nl; i++) {
+		const char *kind = sp_json_str(l[i], "kind");
+		if (!kind || strcmp(kind, "mark") != 0)
+			continue;
+		const char *nm = sp_json_str(l[i], "name");
+		cr_assert_lt(k, n, "more marks than written");
+		if (want[k][0])
+			cr_expect_str_eq(nm ? nm : "(none)", want[k], "mark %zu: %s, not %s", k, nm ? nm : "(none)",
+					 want[k]);
+		k++;
+	}
+	cr_assert_eq(k, n, "%zu marks read back, %zu written", k, n);
+	sp_json_free_lines(l, nl);
+	munmap(map, (size_t)pg * 4);
+	sp_t_rmrf(dir);
+	free(dir);
+}
