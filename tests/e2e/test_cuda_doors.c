@@ -319,9 +319,12 @@ Test(cuda_doors, host_memory_kind_static_runtime, .timeout = 120)
 
 /*
  * Launches whose GPU time is off the kernel's own clock: 5% of its duration;
- * 2.5 ms for the begin, the anchor's bound (2 ms, cuda_gpu.c) plus the
- * event-to-kernel gap (measured under 1 ms here; a 3 ms shift went unnoticed
- * with the former 5 ms).
+ * for the begin, from 5 ms before the kernel's own start to 1 ms after. The
+ * errors are one-sided: the begin event is recorded before the launch and
+ * the kernel starts when the stream's worker wakes (late on a loaded
+ * machine: up to 4.3 ms seen), and an anchor reached late (up to its 2 ms
+ * bound, cuda_gpu.c) makes converted times early, never late. A 3 ms late
+ * shift of every span passed the former symmetric 5 ms.
  */
 static unsigned kernel_time_misses(const struct door *d, unsigned *checked, char *why, size_t whylen)
 {
@@ -342,7 +345,7 @@ static unsigned kernel_time_misses(const struct door *d, unsigned *checked, char
 			if (fabs(gpu - slept) > 0.05 * slept) {
 				snprintf(why, whylen, "launch %u: GPU %.3f ms, slept %.3f ms", k, gpu / 1e6, slept / 1e6);
 				miss++;
-			} else if (fabs(gb->num - ks0) >= 2.5e6) { /* the anchor conversion to the host clock */
+			} else if (gb->num - ks0 > 1e6 || gb->num - ks0 < -5e6) { /* the anchor conversion to host time */
 				snprintf(why, whylen, "launch %u: GPU begin %.3f ms from the kernel's start", k,
 					 (gb->num - ks0) / 1e6);
 				miss++;
