@@ -40,6 +40,14 @@ static void *next_after(const void *caller, const char *name, sp_dlsym_fn rd)
 		if (p && dladdr1(p, &pi, (void **)&def, RTLD_DL_LINKMAP) && def == l)
 			return p;
 	}
+	/*
+	 * Not found: glibc leaves a message for dlerror(), which the dlclose
+	 * calls above cleared (a program printing dlerror() after a failed
+	 * RTLD_NEXT lookup got NULL). Our own RTLD_NEXT lookup of the name fails
+	 * the same way and sets it (the objects after us are a subset of those
+	 * searched, except those between us and a caller loaded after us).
+	 */
+	rd(RTLD_NEXT, name);
 	return NULL;
 }
 

@@ -29,10 +29,14 @@ static void probe(const char *who)
 	int fd = open("/nonexistent/stepprof/probe", O_RDONLY);
 	printf("%s: open rc=%d errno=%d\n", who, fd, errno);
 	errno = 0;
+	dlerror();
 	void *p = dlsym(RTLD_DEFAULT, "cuMemAlloc_v2");
-	printf("%s: dlsym(cuMemAlloc_v2) found=%d\n", who, p != NULL);
+	/* a failed lookup leaves a message for dlerror (programs print it), a found one none */
+	printf("%s: dlsym(cuMemAlloc_v2) found=%d dlerror=%d\n", who, p != NULL, dlerror() != NULL);
 	void *q = dlsym(RTLD_NEXT, "no_such_symbol_stepprof");
-	printf("%s: dlsym(RTLD_NEXT, missing) found=%d\n", who, q != NULL);
+	printf("%s: dlsym(RTLD_NEXT, missing) found=%d dlerror=%d\n", who, q != NULL, dlerror() != NULL);
+	q = dlsym(RTLD_NEXT, "open");
+	printf("%s: dlsym(RTLD_NEXT, open) found=%d dlerror=%d\n", who, q != NULL, dlerror() != NULL);
 	/*
 	 * RTLD_NEXT from the program finds the first definition after the
 	 * program, which is also what RTLD_DEFAULT finds, whatever is preloaded.
