@@ -148,16 +148,27 @@ uint64_t sp_sum_next = UINT64_MAX;
 static void summary_tick(uint64_t now, int final);
 static void summary_note(unsigned kind, const uint64_t *f);
 
-/*
- * The whole record path (recorder.h's inline sp_emit handles the common case
- * and comes here for the rest): attach the thread, write a summary when the
- * window's end is crossed, note STEP/ALLOC/FREE for the summaries, claim a new
- * chunk when this one is full. The encoder is still specialised per kind
- * (sp_tf_encode_any: a switch over sp_tf_encode_k).
- */
-void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
+/* Reserve, encode and commit a record of a kind known at compile time. */
+static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st, unsigned kind, unsigned api,
+							 uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
-	if (__builtin_expect(!sp_active, 0) || kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
+	const unsigned n = sp_tf_kind_slots(kind);
+	struct sp_slot *slot = sp_tf_reserve(st, n, end_ns);
+	if (__builtin_expect(!slot, 0))
+		return;
+	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_commit_n(st, slot, kind, n);
+}
+
+/*
+ * The whole record path, for what recorder.h's sp_emit_k leaves to it: attach
+ * the thread, write a summary when the window's end is crossed, note
+ * STEP/ALLOC/FREE for the summaries, claim a new chunk when this one is full.
+ * The encoder is still the one folded for the kind (a switch).
+ */
+void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
+{
+	if (__builtin_expect(!sp_active, 0))
 		return;
 	struct sp_tf_stream *st = &sp_rec_stream;
 	if (__builtin_expect(!st->tf, 0) && !thread_attach())
@@ -165,13 +176,46 @@ void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 	/* before this record counts: a summary describes the records that ended before its window's end */
 	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED), 0))
 		summary_tick(end_ns, 0);
-	if (__builtin_expect((SP_SUM_KINDS >> kind) & 1, 0))
+	switch (kind) {
+	case SP_K_STEP:
+	case SP_K_ALLOC:
+	case SP_K_FREE:
 		summary_note(kind, f);
-	struct sp_slot *slot = sp_tf_reserve(st, sp_tf_layout[kind].nslots, end_ns);
-	if (__builtin_expect(!slot, 0))
-		return;
-	sp_tf_encode_any(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
-	sp_tf_commit(st, slot, kind);
+		break;
+	default:
+		break;
+	}
+	switch (kind) {
+#define SP_KIND(id, name, mask)                                                                                        \
+	case SP_K_##id:                                                                                                \
+		if (SP_K_##id != SP_K_STRING)                                                                          \
+			emit_k(st, SP_K_##id, api, begin_ns, end_ns, f);                                               \
+		break;
+#include "stepprof/kinds.def"
+#undef SP_KIND
+	default:
+		break; /* SP_K_NONE or out of range: nothing */
+	}
+}
+
+/*
+ * A kind not known at compile time, or one of several slots: the switch makes
+ * it known, each case is that kind's inline path (its rare cases go on to
+ * sp_emit_rare).
+ */
+void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
+{
+	switch (kind) {
+#define SP_KIND(id, name, mask)                                                                                        \
+	case SP_K_##id:                                                                                                \
+		if (SP_K_##id != SP_K_STRING)                                                                          \
+			sp_emit_k(SP_K_##id, api, begin_ns, end_ns, f);                                                \
+		break;
+#include "stepprof/kinds.def"
+#undef SP_KIND
+	default:
+		break; /* SP_K_NONE or out of range: nothing */
+	}
 }
 
 uint32_t sp_intern(const char *s, size_t len)

@@ -49,48 +49,61 @@ SP_HIDDEN extern __thread int sp_hook_depth __attribute__((tls_model("initial-ex
  * by enum sp_field; only the kind's fields are read (kinds.def). Never fails
  * visibly: a record that cannot be stored is counted as lost.
  *
- * sp_emit_slow is the whole path, for any kind. sp_emit (below) is its inline
- * front for the common case: a one-slot kind named by a compile-time constant,
- * on a thread that has room in its chunk, before the summary window's end.
+ * Three layers, all with the same effect:
+ *   sp_emit       inline; a one-slot kind named by a compile-time constant is
+ *                 recorded right there (sp_emit_k), any other goes to sp_emit_slow;
+ *   sp_emit_slow  any kind: a switch whose every case is that kind's sp_emit_k;
+ *   sp_emit_rare  the whole path, for what sp_emit_k does not do itself: the
+ *                 thread's first record, a full chunk, a summary window's end,
+ *                 the kinds that feed the summaries (STEP, ALLOC, FREE).
  */
 SP_HIDDEN void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f);
+SP_HIDDEN void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f);
 
 /* The calling thread's writer stream (recorder.c; cur == end == NULL: no chunk yet). */
 SP_HIDDEN extern __thread struct sp_tf_stream sp_rec_stream __attribute__((tls_model("initial-exec")));
 
 /* End of the current summary window (UINT64_MAX: summaries off); a record ending
- * at or after it takes the slow path, which writes the summary. */
+ * at or after it takes the rare path, which writes the summary. */
 SP_HIDDEN extern uint64_t sp_sum_next;
 
-/* Kinds whose records update the summaries' running values (slow path only). */
+/* Kinds whose records update the summaries' running values (rare path only). */
 #define SP_SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
 
 /*
- * RATIONALE: with the kind constant, the encoder folds to straight-line shifts
- * and stores of the caller's f[] values (sp_tf_encode_k), the caller's f[]
- * array stays in registers, and there is no call: about 30 instructions from
- * the TLS load to the commit, against ~130 through the generic path. A variable
- * kind, a multi-slot kind or a summary kind costs one call more: sp_emit_slow
- * (its encoder is specialised per kind through a switch).
+ * A record of a kind known at compile time (a valid kind other than STRING).
+ * RATIONALE: with the kind constant the encoder folds to straight-line shifts
+ * and stores of the caller's f[] values (sp_tf_encode_k), with no field loop
+ * and no layout table: about 30 instructions from the TLS load to the commit,
+ * against ~130 through a generic encoder.
  */
-static inline __attribute__((always_inline)) void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns,
-							  uint64_t end_ns, const uint64_t *f)
+static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsigned api, uint64_t begin_ns,
+							    uint64_t end_ns, const uint64_t *f)
 {
-	if (!__builtin_constant_p(kind) || kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING ||
-	    ((SP_SUM_KINDS >> kind) & 1) || sp_kind_slots(kind) != 1) {
-		sp_emit_slow(kind, api, begin_ns, end_ns, f);
-		return;
-	}
 	if (__builtin_expect(!sp_active, 0))
 		return;
+	const unsigned n = sp_tf_kind_slots(kind);
 	struct sp_tf_stream *st = &sp_rec_stream;
 	struct sp_slot *slot = st->cur;
-	if (__builtin_expect(st->end == slot || end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED), 0)) {
-		sp_emit_slow(kind, api, begin_ns, end_ns, f);
+	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || st->end - slot < (long)n ||
+				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
+			     0)) {
+		sp_emit_rare(kind, api, begin_ns, end_ns, f);
 		return;
 	}
 	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
-	sp_tf_commit_n(st, slot, kind, 1);
+	sp_tf_commit_n(st, slot, kind, n);
+}
+
+/* A variable kind, or a multi-slot one, costs one call more: sp_emit_slow. */
+static inline __attribute__((always_inline)) void sp_emit(unsigned kind, unsigned api, uint64_t begin_ns,
+							  uint64_t end_ns, const uint64_t *f)
+{
+	if (__builtin_constant_p(kind) && kind != SP_K_NONE && kind < SP_K__COUNT && kind != SP_K_STRING &&
+	    !((SP_SUM_KINDS >> kind) & 1) && sp_tf_kind_slots(kind) == 1)
+		sp_emit_k(kind, api, begin_ns, end_ns, f);
+	else
+		sp_emit_slow(kind, api, begin_ns, end_ns, f);
 }
 
 /*
