@@ -5,6 +5,11 @@
 # are mapped) and a fresh file at the default cap (each new 64 KiB chunk costs a
 # fallocate and the mapping of its pages). clock_gettime(CLOCK_MONOTONIC) alone
 # is printed as the floor of any timestamped record on this machine.
+# A load-independent figure comes from valgrind's callgrind, when installed:
+# user-space instructions per stepprof_mark() call (inclusive: the clock's glibc
+# wrapper, the name cache, the record, the amortised chunk changes; under
+# valgrind the clock is a plain syscall, so the vDSO's own work is not in it) and
+# per empty call, from one markgen -b run of CG_CALLS calls of each.
 set -u
 B=${STEPPROF_BUILD:-build}
 N=${MARK_BENCH_CALLS:-3000000}
@@ -30,3 +35,25 @@ run() { # $1 = label, $2 = cap in MiB
 }
 run "warm ring" 4
 run "fresh file" 1024
+
+# callgrind: instructions inside stepprof_mark (callees included) and inside the
+# empty function, counted with --toggle-collect (by symbol: independent of how
+# the debug info names files), divided by their calls: CG_CALLS = 9 rounds of
+# 30,000, markgen's round size, so exactly CG_CALLS calls of each.
+CG_CALLS=270000
+cg_count() { # function name
+	STEPPROF_DIR="$tmp/cg" STEPPROF_MAX_MB=4 LD_PRELOAD="$so" valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+		--toggle-collect="$1" "$mg" -b $CG_CALLS 2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1
+}
+if command -v valgrind >/dev/null; then
+	mark=$(cg_count stepprof_mark)
+	empty=$(cg_count empty)
+	if [ -n "$mark" ] && [ -n "$empty" ] && ((mark > 0)); then
+		awk -v m="$mark" -v e="$empty" -v n=$CG_CALLS 'BEGIN {
+			printf "BENCH stepprof_mark_instructions: %.1f instructions per call (budget n/a, callgrind, user space; empty call %.1f) ok\n", m / n, e / n
+		}'
+	else
+		echo "10-mark: callgrind gave no count for stepprof_mark or the empty call: no instruction figure"
+	fi
+	rm -rf "${tmp:?}/cg"
+fi
