@@ -199,22 +199,34 @@ void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 }
 
 /*
- * A kind not known at compile time, or one of several slots: the switch makes
- * it known, each case is that kind's inline path (its rare cases go on to
- * sp_emit_rare).
+ * A kind not known at compile time, or one of several slots: one function per
+ * kind, each that kind's inline path (its rare cases go on to sp_emit_rare),
+ * reached through a switch of tail calls.
+ * RATIONALE: one switch holding every kind's inlined path needs callee-saved
+ * registers, so every record paid their saving and restoring; small separate
+ * functions need none.
  */
+#define SP_KIND(id, name, mask)                                                                                        \
+	static __attribute__((noinline)) void emit_##id(unsigned api, uint64_t begin_ns, uint64_t end_ns,              \
+							const uint64_t *f)                                             \
+	{                                                                                                              \
+		if (SP_K_##id != SP_K_STRING)                                                                          \
+			sp_emit_k(SP_K_##id, api, begin_ns, end_ns, f);                                                \
+	}
+#include "stepprof/kinds.def"
+#undef SP_KIND
+
 void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
 	switch (kind) {
 #define SP_KIND(id, name, mask)                                                                                        \
 	case SP_K_##id:                                                                                                \
-		if (SP_K_##id != SP_K_STRING)                                                                          \
-			sp_emit_k(SP_K_##id, api, begin_ns, end_ns, f);                                                \
-		break;
+		emit_##id(api, begin_ns, end_ns, f);                                                                   \
+		return;
 #include "stepprof/kinds.def"
 #undef SP_KIND
 	default:
-		break; /* SP_K_NONE or out of range: nothing */
+		return; /* SP_K_NONE or out of range: nothing */
 	}
 }
 
