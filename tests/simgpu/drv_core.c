@@ -105,6 +105,7 @@ static void do_init(void)
 	sim_cfg.device_gbps = env_double("SIMGPU_DEVICE_GBPS", 100);
 	sim_cfg.mem_bytes = env_size("SIMGPU_MEM_BYTES", (size_t)1 << 30);
 	sim_cfg.devices = (int)env_size("SIMGPU_DEVICES", 1);
+	sim_cfg.capture_no_events = (int)env_size("SIMGPU_CAPTURE_NO_EVENTS", 0) != 0;
 	if (sim_cfg.devices > SIM_MAX_DEV)
 		sim_cfg.devices = SIM_MAX_DEV;
 	for (int i = 0; i < sim_cfg.devices; i++) {

@@ -958,6 +958,17 @@ static CUresult event_record(CUevent ev, CUstream h, int pt)
 		return CUDA_ERROR_INVALID_HANDLE;
 	pthread_mutex_lock(&sim_lock);
 	if (s->cgraph) {
+		/*
+		 * SIMGPU_CAPTURE_NO_EVENTS (tests of a program that records no event
+		 * while capturing): any event record into the capture is someone
+		 * else's, the profiler's; it invalidates the capture, so that the
+		 * program sees it (its cuStreamEndCapture fails).
+		 */
+		if (sim_cfg.capture_no_events) {
+			s->corigin->cinvalid = s->cinvalid = 1;
+			pthread_mutex_unlock(&sim_lock);
+			return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+		}
 		/* Recorded into a capture: marks a fork/join point, runs nothing. */
 		ev->s = s;
 		ev->captured = 1;

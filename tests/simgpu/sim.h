@@ -42,6 +42,7 @@ struct sim_config {
 	double device_gbps;   /* SIMGPU_DEVICE_GBPS, D2D copies and memsets */
 	size_t mem_bytes;     /* SIMGPU_MEM_BYTES per device */
 	int devices;	      /* SIMGPU_DEVICES */
+	int capture_no_events; /* SIMGPU_CAPTURE_NO_EVENTS: an event record invalidates a capture */
 };
 
 /* --- device memory segments: one doubly linked list per device, in address order --- */
