@@ -27,6 +27,7 @@ static uint64_t g_step; /* next step index of this process */
 #define MARK_CACHE_NAME 48
 struct mark_cache {
 	uint32_t id, nw;		 /* nw: words holding the name and its NUL */
+	uint32_t busy;			 /* being rewritten (a signal handler marking meanwhile leaves it alone) */
 	uint64_t w[MARK_CACHE_NAME / 8]; /* the name, NUL, zeros */
 	uint64_t m[MARK_CACHE_NAME / 8]; /* per word: the bytes that belong to the name and its NUL */
 };
@@ -36,6 +37,7 @@ void sp_api_fork_child(void)
 {
 	g_step = 0;
 	t_cache.id = 0; /* the child's file has its own ids */
+	t_cache.busy = 0;
 }
 
 /* A name other than the cached one: hash and probe, then cache it. Out of line,
@@ -45,15 +47,21 @@ static __attribute__((noinline)) uint32_t mark_id_slow(const char *name)
 	struct mark_cache *c = &t_cache;
 	size_t len = strlen(name);
 	uint32_t id = sp_intern(name, len);
-	if (id && len < MARK_CACHE_NAME) {
-		c->id = 0; /* a signal handler marking meanwhile sees no half-written entry */
+	if (id && len < MARK_CACHE_NAME && !c->busy) {
+		/* id 0 first: a signal handler marking meanwhile neither uses nor rewrites a half-written entry */
+		c->busy = 1;
+		c->id = 0;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		memset(c->w, 0, sizeof(c->w));
 		memcpy(c->w, name, len);
 		unsigned n = (unsigned)len + 1; /* bytes compared: the NUL too */
 		for (unsigned i = 0; i < MARK_CACHE_NAME / 8; i++)
 			c->m[i] = n >= 8 * (i + 1) ? ~0ull : n > 8 * i ? (1ull << (8 * (n - 8 * i))) - 1 : 0;
 		c->nw = (n + 7) / 8;
-		__atomic_store_n(&c->id, id, __ATOMIC_RELEASE);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		c->id = id;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		c->busy = 0;
 	}
 	return id;
 }
