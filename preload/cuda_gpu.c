@@ -538,9 +538,15 @@ uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
 
 #define PTR_CACHE 1024u
 
+/*
+ * One word per slot, (page << 16 | generation) << 8 | kind, stored and loaded
+ * whole: with the kind beside the key, a reader that saw one thread's key
+ * could read another thread's kind for another page of the same slot.
+ * NOTE: 48-bit user addresses (36-bit pages) fit; above that the top page
+ * bits are lost, so two pages 2^52 bytes apart could share an answer.
+ */
 struct ptr_slot {
-	uint64_t page_gen; /* page << 16 | generation, 0 empty */
-	uint8_t kind;
+	uint64_t word; /* 0 empty */
 };
 
 static struct ptr_slot ptr_cache[PTR_CACHE];
@@ -561,8 +567,9 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 		return SP_HOSTMEM_PAGEABLE;
 	uint64_t key = ((p >> 12) << 16) | (__atomic_load_n(&ptr_gen, __ATOMIC_RELAXED) & 0xffff);
 	struct ptr_slot *s = &ptr_cache[(p >> 12) & (PTR_CACHE - 1)];
-	if (__atomic_load_n(&s->page_gen, __ATOMIC_ACQUIRE) == key)
-		return s->kind;
+	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
+	if (w >> 8 == (key & (UINT64_MAX >> 8)))
+		return (unsigned)(w & 0xff);
 	const struct sp_drv *d = sp_drv();
 	/* Only where a context exists: never initialise CUDA ourselves. */
 	if (!d || !d->PointerGetAttribute || !cur_ctx(d))
@@ -577,8 +584,7 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 		       mtype == CU_MEMORYTYPE_HOST   ? SP_HOSTMEM_PINNED :
 						       SP_HOSTMEM_PAGEABLE;
 	errno = e;
-	s->kind = (uint8_t)kind;
-	__atomic_store_n(&s->page_gen, key, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->word, key << 8 | (kind & 0xff), __ATOMIC_RELAXED);
 	return kind;
 }
 
