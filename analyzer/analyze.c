@@ -10,7 +10,8 @@
  *      period, the anchor and the iteration boundaries;
  *   5. pass 2: per-iteration spans (a time window of open iterations), counters
  *      and the evidence of the findings;
- *   6. the summary and an_analyze().
+ *   6. the summary, the per-rank table (one more analysis per other trainer
+ *      process, with that process forced) and an_analyze().
  *
  * RATIONALE: several passes over the files instead of buffering records: the
  * training thread and the iteration boundaries must be known before a record can
@@ -399,31 +400,73 @@ static int pass1(struct state *s)
 	return 0;
 }
 
-/* The trainer process and its training thread; roles of every process. */
-static void choose_trainer(struct state *s)
+/*
+ * The process analysed (analyze.h, an_options): NULL with a reason in err when
+ * --rank names a rank no process has.
+ */
+static struct an_proc *select_trainer(struct state *s, char *err, size_t errlen)
 {
 	struct an_analysis *a = s->a;
+	const struct an_options *o = &a->opt;
 	struct an_proc *best = NULL;
+	if (o->rank_given) {
+		/* loader workers inherit RANK: the process of that rank that launched the most */
+		for (size_t i = 0; i < a->nprocs; i++) {
+			struct an_proc *p = &a->procs[i];
+			if (p->rank == o->rank && (!best || p->launches > best->launches ||
+						   (p->launches == best->launches && p->records > best->records)))
+				best = p;
+		}
+		if (!best) {
+			int n = snprintf(err, errlen, "--rank %d: no process has this rank (ranks:", o->rank);
+			int any = 0;
+			for (size_t i = 0; i < a->nprocs && n > 0 && (size_t)n < errlen; i++)
+				if (a->procs[i].launches && a->procs[i].rank >= 0) {
+					n += snprintf(err + n, errlen - (size_t)n, " %d", a->procs[i].rank);
+					any = 1;
+				}
+			if (n > 0 && (size_t)n < errlen)
+				snprintf(err + n, errlen - (size_t)n, "%s)", any ? "" : " none");
+		}
+		return best;
+	}
+	if (o->pid)
+		return proc_find(a, o->pid);
+	/* default: the lowest rank among the processes that launched kernels */
 	for (size_t i = 0; i < a->nprocs; i++) {
 		struct an_proc *p = &a->procs[i];
-		if (p->launches)
-			p->role = AN_ROLE_TRAINER;
-		if (!best)
+		if (p->launches && p->rank >= 0 &&
+		    (!best || p->rank < best->rank || (p->rank == best->rank && p->launches > best->launches)))
 			best = p;
-		else if (p->launches != best->launches) {
-			if (p->launches > best->launches)
-				best = p;
-		} else if (!p->launches && p->records > best->records) {
-			best = p;
-		} else if (p->launches && p->rank >= 0 && (best->rank < 0 || p->rank < best->rank)) {
-			best = p;
-		}
 	}
-	if (!best)
-		return;
+	if (best)
+		return best;
+	/* no ranks: the most launches; without any launch, the most records */
+	for (size_t i = 0; i < a->nprocs; i++) {
+		struct an_proc *p = &a->procs[i];
+		if (!best || p->launches > best->launches ||
+		    (!p->launches && !best->launches && p->records > best->records))
+			best = p;
+	}
 	/* without launches, the process that marked steps, if any */
-	if (!best->launches && s->nsteps)
+	if (best && !best->launches && s->nsteps)
 		best = proc_find(a, s->steps[0].pid);
+	return best;
+}
+
+/* The trainer process and its training thread; roles of every process. 0, or -1 (err). */
+static int choose_trainer(struct state *s, char *err, size_t errlen)
+{
+	struct an_analysis *a = s->a;
+	int any_launches = 0;
+	for (size_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].launches) {
+			a->procs[i].role = AN_ROLE_TRAINER;
+			any_launches = 1;
+		}
+	struct an_proc *best = select_trainer(s, err, errlen);
+	if (!best)
+		return a->opt.rank_given ? -1 : 0;
 	a->trainer_pid = best->pid;
 	struct thr *bt = NULL;
 	for (size_t i = 0; i < s->capthr; i++) {
@@ -438,15 +481,16 @@ static void choose_trainer(struct state *s)
 	a->training_tid = bt ? bt->tid : best->pid;
 	/*
 	 * Workers: descendants of a trainer (parent links from headers and FORK
-	 * records). A process seen only in an eBPF collector's file (no file of its
-	 * own, so no header) is a descendant of the job the collector followed: a
-	 * worker when the job has a trainer.
+	 * records), each tied to the trainer it descends from (its rank). A process
+	 * seen only in an eBPF collector's file (no file of its own, so no header) is
+	 * a descendant of the job the collector followed: a worker when the job has a
+	 * trainer, of no known rank.
 	 */
 	for (size_t i = 0; i < a->nprocs; i++) {
 		struct an_proc *p = &a->procs[i];
 		if (p->role == AN_ROLE_TRAINER)
 			continue;
-		if (p->file < 0 && p->ppid < 0 && best->launches) {
+		if (p->file < 0 && p->ppid < 0 && any_launches) {
 			p->role = AN_ROLE_WORKER;
 			continue;
 		}
@@ -457,11 +501,13 @@ static void choose_trainer(struct state *s)
 				break;
 			if (q->launches) {
 				p->role = AN_ROLE_WORKER;
+				p->trainer = q->pid;
 				break;
 			}
 			pp = q->ppid;
 		}
 	}
+	return 0;
 }
 
 static int set_iterations(struct an_analysis *a, const struct iter_range *r, size_t n)
@@ -1207,9 +1253,11 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			add_span(p, BD_INPUT, ev->begin_ns, ev->end_ns);
 			add_blocked(p, AN_BLK_INPUT, ev->begin_ns, ev->end_ns);
 		}
-		/* counters across the process tree; other trainers (ranks) count for themselves */
+		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
 		struct an_proc *pr = proc_find(a, ev->pid);
-		if (!is_p && pr && pr->role == AN_ROLE_TRAINER)
+		if (!is_p && pr &&
+		    (pr->role == AN_ROLE_TRAINER ||
+		     (pr->role == AN_ROLE_WORKER && pr->trainer && pr->trainer != a->trainer_pid)))
 			break;
 		int32_t fd = (int32_t)ev->f[SP_F_FD];
 		int ok = (int64_t)ev->f[SP_F_RESULT] >= 0;
@@ -1359,7 +1407,7 @@ out:
 	return rc;
 }
 
-/* ------------------------------------------------- 6. summary, entry */
+/* ---------------------------------------- 6. summary, ranks, entry */
 
 static void link_speed(struct state *s)
 {
@@ -1378,6 +1426,78 @@ static void link_speed(struct state *s)
 	unsigned g = d->pcie_gen_cur;
 	if (g >= 1 && g <= 6 && d->pcie_width_cur)
 		s->col.link_gbps = lane[g] * d->pcie_width_cur;
+}
+
+static void rank_fill(struct an_rank *r, const struct an_analysis *x, const struct an_proc *p)
+{
+	memset(r, 0, sizeof(*r));
+	r->pid = p->pid;
+	r->rank = p->rank;
+	r->local_rank = p->local_rank;
+	r->world_size = p->world_size;
+	r->launches = p->launches;
+	r->source_kind = x->source_kind;
+	r->nit = x->nit;
+	r->wall_total = x->wall_total;
+	memcpy(r->bd_total, x->bd_total, sizeof(r->bd_total));
+	uint64_t *w = x->nit ? malloc(x->nit * sizeof(*w)) : NULL;
+	if (w) {
+		for (size_t i = 0; i < x->nit; i++)
+			w[i] = x->it[i].end_ns - x->it[i].start_ns;
+		r->wall_median = an_quantile_u64(w, x->nit, 0.5);
+		free(w);
+	}
+}
+
+static int cmp_rank(const void *x, const void *y)
+{
+	const struct an_rank *a = x, *b = y;
+	/* ranks in order, processes without one after them, by pid */
+	if ((a->rank < 0) != (b->rank < 0))
+		return a->rank < 0 ? 1 : -1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	return a->pid < b->pid ? -1 : a->pid > b->pid;
+}
+
+/*
+ * ranks[]: the selected process from this analysis, every other trainer
+ * process from an analysis of its own (the same options, the process forced),
+ * run and freed one at a time.
+ */
+static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, size_t errlen)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < a->nprocs; i++)
+		n += a->procs[i].role == AN_ROLE_TRAINER || a->procs[i].pid == a->trainer_pid;
+	if (!n)
+		return 0;
+	a->ranks = calloc(n, sizeof(*a->ranks));
+	if (!a->ranks) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < a->nprocs; i++) {
+		const struct an_proc *p = &a->procs[i];
+		if (p->pid == a->trainer_pid) {
+			rank_fill(&a->ranks[a->nranks], a, p);
+			a->ranks[a->nranks++].selected = 1;
+			continue;
+		}
+		if (p->role != AN_ROLE_TRAINER)
+			continue;
+		struct an_options o = a->opt;
+		o.rank_given = 0;
+		o.pid = p->pid;
+		o.no_ranks = 1;
+		struct an_analysis x;
+		if (an_analyze(src, &o, &x, err, errlen))
+			return -1;
+		rank_fill(&a->ranks[a->nranks++], &x, p);
+		an_analysis_free(&x);
+	}
+	qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank);
+	return 0;
 }
 
 int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen)
@@ -1403,7 +1523,8 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 		goto oom;
 	if (pass1(&s))
 		goto oom;
-	choose_trainer(&s);
+	if (choose_trainer(&s, err, errlen))
+		goto out;
 	link_speed(&s);
 	if (a->trainer_pid) {
 		if (iterations_nvtx(&s) || (!a->nit && iterations_steps(&s)) || (!a->nit && iterations_auto(&s)))
@@ -1435,6 +1556,9 @@ out:
 	free(s.ranges);
 	free(s.steps);
 	free(s.gpu_end);
+	/* after this analysis's tables are freed: one analysis's memory at a time */
+	if (!rc && !opt->no_ranks && an_ranks(src, a, err, errlen))
+		rc = -1;
 	if (rc)
 		an_analysis_free(a);
 	return rc;
@@ -1442,6 +1566,9 @@ out:
 
 void an_analysis_free(struct an_analysis *a)
 {
+	free(a->ranks);
+	a->ranks = NULL;
+	a->nranks = 0;
 	free(a->procs);
 	free(a->it);
 	free(a->fnd);

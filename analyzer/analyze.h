@@ -93,6 +93,16 @@ extern const double an_threshold_default[AN_T__COUNT];
 struct an_options {
 	const char *step_regex; /* NULL: AN_DEFAULT_STEP_REGEX */
 	double threshold[AN_T__COUNT];
+	/*
+	 * The trainer analysed. rank_given: the process whose header has RANK == rank
+	 * (--rank); else pid when not 0 (the per-rank passes); else the default: the
+	 * lowest rank among the processes that launched kernels, or the one with the
+	 * most launches when none has a rank.
+	 */
+	int rank_given, rank;
+	int32_t pid;
+	/* Set by the per-rank passes: do not compute the ranks[] of a sub-analysis. */
+	int no_ranks;
 };
 void an_options_init(struct an_options *o);
 /* "name=value": 0, or -1 with a one-line reason in err. */
@@ -117,6 +127,7 @@ struct an_proc {
 	int32_t pid, ppid, rank, local_rank, world_size;
 	int role;
 	int file; /* file whose header describes it, -1 for pids seen only in a collector file */
+	int32_t trainer; /* a worker: the trainer it descends from (0 unknown: a collector-only process) */
 	uint64_t records, lost, launches;
 	uint64_t begin_ns, end_ns;
 	char cmdline[128];
@@ -166,6 +177,19 @@ struct an_result_finding {
 };
 extern const char *const an_severity_name[3];
 
+/*
+ * One trainer process (a rank of a torchrun/DDP job) summarised by its own
+ * analysis: the numbers of the per-rank table and of the JSON's ranks[].
+ */
+struct an_rank {
+	int32_t pid, rank, local_rank, world_size; /* -1: unset */
+	int selected;				   /* the process the rest of the analysis describes */
+	int source_kind;
+	uint64_t launches;
+	uint64_t nit, wall_median, wall_total;
+	uint64_t bd_total[AN_CAT__COUNT];
+};
+
 struct an_analysis {
 	struct an_options opt;
 	int source_kind;
@@ -184,11 +208,21 @@ struct an_analysis {
 	uint64_t bd_total[AN_CAT__COUNT];
 	uint64_t device_bytes_peak;
 	uint32_t auto_period; /* signatures per iteration (auto) */
+	/*
+	 * Every trainer process (it launched kernels) and the selected one, by rank
+	 * then pid: one analysis each (the selected one's is this one), so memory
+	 * stays that of one analysis and time is linear in the ranks.
+	 */
+	struct an_rank *ranks;
+	size_t nranks;
 };
 
 /* ------------------------------------------------------- 4. entry point */
 
-/* Run the analysis; 0, or -1 with a one-line reason in err (bad regex, out of memory, rewind failed). */
+/*
+ * Run the analysis; 0, or -1 with a one-line reason in err (bad regex, --rank
+ * that no process has: both start with the option's name; out of memory, rewind failed).
+ */
 int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen);
 void an_analysis_free(struct an_analysis *a);
 

@@ -1,5 +1,5 @@
 /*
- * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json] [--all] [--step-regex RE]
+ * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json] [--all] [--rank N] [--step-regex RE]
  * [--threshold NAME=VALUE]...`: the per-iteration breakdown and the findings of a
  * run (design.md §5; docs/definitions.md and docs/analysis-json.md for users).
  *
@@ -7,7 +7,7 @@
  * option parsing, and the run: trace files → merged stream → analysis → report.
  *
  * Exit codes (util.h, docs/analysis-json.md): 0 ok; 1 bad command line (option,
- * regex, threshold); 2 input unreadable (missing directory, no trace files, a
+ * regex, threshold, a --rank no process has); 2 input unreadable (missing directory, no trace files, a
  * file that is not a trace or has another major version); 3 the report was made
  * but a file was truncated or corrupt (read up to its last whole record, one
  * warning line per file on stderr); 4 internal (out of memory, output not written).
@@ -26,14 +26,17 @@
 static void analyze_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stepprof analyze [--json] [--all] [--html FILE] [--step-regex RE] [--threshold NAME=VALUE]...\n"
-		"                        DIR|FILE...\n\n"
+		"usage: stepprof analyze [--json] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
+		"                        [--threshold NAME=VALUE]... DIR|FILE...\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
 		"  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
 		"  --all                every iteration in the text table (default: first and last 10)\n"
 		"  --html FILE          also write a self-contained HTML report to FILE ('-': stdout, instead of text)\n"
+		"  --rank N             break down the trainer process of rank N (RANK); default: the lowest\n"
+		"                       rank, or the process with the most launches. With several trainer\n"
+		"                       processes the report also has a per-rank table\n"
 		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
 		"                       default: %s\n"
 		"  --threshold N=V      override a finding's threshold (repeatable)\n\n"
@@ -57,6 +60,7 @@ int command_analyze(int argc, char **argv)
 	    {"html", required_argument, NULL, 'H'},
 	    {"step-regex", required_argument, NULL, 'r'},
 	    {"threshold", required_argument, NULL, 't'},
+	    {"rank", required_argument, NULL, 'R'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -67,7 +71,7 @@ int command_analyze(int argc, char **argv)
 	char err[512];
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hjar:t:H:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hjar:t:H:R:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -87,6 +91,17 @@ int command_analyze(int argc, char **argv)
 				return SP_EXIT_USAGE;
 			}
 			break;
+		case 'R': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 0 || v > INT32_MAX) {
+				util_err("analyze", "--rank %s: not a non-negative integer", optarg);
+				return SP_EXIT_USAGE;
+			}
+			opt.rank_given = 1;
+			opt.rank = (int)v;
+			break;
+		}
 		case 'h':
 			analyze_usage(stdout);
 			return SP_EXIT_OK;
@@ -119,7 +134,7 @@ int command_analyze(int argc, char **argv)
 	if (an_analyze(&src, &opt, &a, err, sizeof(err))) {
 		util_err("analyze", "%s", err);
 		merge_close(m);
-		return strstr(err, "--step-regex") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
+		return strstr(err, "--step-regex") || strstr(err, "--rank") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
 	}
 	rc = merge_report_damage(m);
 	int wr = html && !strcmp(html, "-") ? 0 : json ? report_json(stdout, &a) : report_text(stdout, &a, all);

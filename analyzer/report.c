@@ -3,7 +3,8 @@
  *
  * Divided into: the summary numbers both share (bottleneck, per-category median
  * and p95), the JSON writer (schema stepprof.analysis/1 of design.md §5, fields
- * only added, never renamed) and the text report (the run, the six categories,
+ * only added, never renamed) and the text report (the run, the per-rank table
+ * when there are several trainer processes, the six categories,
  * the bottleneck sentence, the findings, the per-iteration table).
  */
 #include "report.h"
@@ -16,20 +17,25 @@
 
 /* ------------------------------------------------------------- summary */
 
-const char *report_bottleneck(const struct an_analysis *a)
+const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total)
 {
-	if (!a->nit || !a->wall_total)
+	if (!nit || !wall_total)
 		return "none";
-	if ((double)a->bd_total[AN_COMPUTE] >= 0.8 * (double)a->wall_total)
+	if ((double)bd_total[AN_COMPUTE] >= 0.8 * (double)wall_total)
 		return an_cat_name[AN_COMPUTE];
 	int best = -1;
 	for (int c = 0; c < AN_CAT__COUNT; c++) {
 		if (c == AN_COMPUTE)
 			continue;
-		if (best < 0 || a->bd_total[c] > a->bd_total[best])
+		if (best < 0 || bd_total[c] > bd_total[best])
 			best = c;
 	}
 	return an_cat_name[best];
+}
+
+const char *report_bottleneck(const struct an_analysis *a)
+{
+	return report_bottleneck_of(a->nit, a->wall_total, a->bd_total);
 }
 
 double report_share(const struct an_analysis *a, int c)
@@ -110,6 +116,31 @@ static void json_finding(struct jsonw *w, const struct an_result_finding *f)
 	jw_obj_end(w);
 }
 
+static void json_rank(struct jsonw *w, const struct an_rank *r)
+{
+	jw_obj_begin(w);
+	jw_ki64(w, "rank", r->rank);
+	jw_ki64(w, "local_rank", r->local_rank);
+	jw_ki64(w, "world_size", r->world_size);
+	jw_ki64(w, "pid", r->pid);
+	jw_kbool(w, "selected", r->selected);
+	jw_ku64(w, "launches", r->launches);
+	jw_kstr(w, "iteration_source", an_source_name[r->source_kind]);
+	jw_ku64(w, "iterations", r->nit);
+	jw_ku64(w, "wall_ns_median", r->wall_median);
+	jw_ku64(w, "wall_ns_total", r->wall_total);
+	jw_kobj_begin(w, "breakdown_fraction");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_kdouble(w, an_cat_name[c], r->wall_total ? (double)r->bd_total[c] / (double)r->wall_total : 0.0);
+	jw_obj_end(w);
+	jw_kobj_begin(w, "breakdown_ns");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_ku64(w, an_cat_name[c], r->bd_total[c]);
+	jw_obj_end(w);
+	jw_kstr(w, "bottleneck", report_bottleneck_of(r->nit, r->wall_total, r->bd_total));
+	jw_obj_end(w);
+}
+
 int report_json(FILE *f, const struct an_analysis *a)
 {
 	struct jsonw w;
@@ -165,6 +196,11 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_karr_begin(&w, "findings");
 	for (size_t i = 0; i < a->nfnd; i++)
 		json_finding(&w, &a->fnd[i]);
+	jw_arr_end(&w);
+	/* added: every trainer process (rank), each from its own analysis */
+	jw_karr_begin(&w, "ranks");
+	for (size_t i = 0; i < a->nranks; i++)
+		json_rank(&w, &a->ranks[i]);
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	return jw_error(&w);
@@ -227,6 +263,58 @@ static void text_iteration(FILE *f, const struct an_analysis *a, size_t i)
 		util_fmt_bytes(it->device_bytes_peak, x[2], sizeof(x[2])));
 }
 
+/*
+ * Several trainer processes (ranks): one line each, then which one the rest of
+ * the report describes, and the spread of the median iteration times (in a
+ * synchronous job the slowest rank holds the others at their collectives).
+ */
+static void text_ranks(FILE *f, const struct an_analysis *a)
+{
+	char b[32], r[32];
+	const struct an_rank *sel = NULL, *slow = NULL, *fast = NULL;
+	fprintf(f, "\nRanks: %zu trainer processes, each analysed on its own (shares of its wall time):\n", a->nranks);
+	fprintf(f, "    %5s %-8s %6s %10s", "rank", "pid", "iters", "med wall");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		fprintf(f, " %7s", an_cat_name[c]);
+	fprintf(f, "  %s\n", "bottleneck");
+	for (size_t i = 0; i < a->nranks; i++) {
+		const struct an_rank *x = &a->ranks[i];
+		if (x->rank >= 0)
+			snprintf(r, sizeof(r), "%d", x->rank);
+		else
+			snprintf(r, sizeof(r), "-");
+		fprintf(f, "  %s %5s %-8d %6llu %10s", x->selected ? "*" : " ", r, x->pid, (unsigned long long)x->nit,
+			util_fmt_ns(x->wall_median, b, sizeof(b)));
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, " %6.1f%%",
+				x->wall_total ? 100.0 * (double)x->bd_total[c] / (double)x->wall_total : 0.0);
+		fprintf(f, "  %s\n", report_bottleneck_of(x->nit, x->wall_total, x->bd_total));
+		if (x->selected)
+			sel = x;
+		if (x->nit && (!slow || x->wall_median > slow->wall_median))
+			slow = x;
+		if (x->nit && (!fast || x->wall_median < fast->wall_median))
+			fast = x;
+	}
+	if (slow && fast && slow != fast && fast->wall_median) {
+		char b2[32];
+		fprintf(f, "  slowest median wall: pid %d%s%s (%s), %.0f%% above the fastest, pid %d (%s)\n", slow->pid,
+			slow->rank >= 0 ? " rank " : "",
+			slow->rank >= 0 ? (snprintf(r, sizeof(r), "%d", slow->rank), r) : "",
+			util_fmt_ns(slow->wall_median, b, sizeof(b)),
+			100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0), fast->pid,
+			util_fmt_ns(fast->wall_median, b2, sizeof(b2)));
+	}
+	if (sel) {
+		if (sel->rank >= 0)
+			snprintf(r, sizeof(r), "rank %d, ", sel->rank);
+		else
+			r[0] = 0;
+		fprintf(f, "  Below: the selected process (*: %spid %d) only; --rank N selects another.\n\n", r,
+			sel->pid);
+	}
+}
+
 int report_text(FILE *f, const struct an_analysis *a, int all)
 {
 	char b1[32], b2[32];
@@ -248,6 +336,8 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 			p->rank >= 0 ? (snprintf(b1, sizeof(b1), "%d", p->rank), b1) : "-",
 			(unsigned long long)p->records, p->cmdline);
 	}
+	if (a->nranks > 1)
+		text_ranks(f, a);
 	fprintf(f, "iterations: %zu (source: %s", a->nit, an_source_name[a->source_kind]);
 	if (a->source_kind == AN_SRC_AUTO)
 		fprintf(f, ", %u calls per iteration", a->auto_period);

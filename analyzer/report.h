@@ -11,6 +11,7 @@
 #include "analyze.h"
 
 /* The bottleneck of the run (design.md §5), "none" without iterations. */
+const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total);
 const char *report_bottleneck(const struct an_analysis *a);
 /* One clause saying what the bottleneck `b` (report_bottleneck's word) means. */
 const char *report_bottleneck_sentence(const char *b);
