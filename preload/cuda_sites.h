@@ -1,7 +1,10 @@
 /*
  * cuda_sites.h - call sites of allocations and pageable copies: the program's
  * frames above the CUDA call, unwound with libunwind once per distinct return
- * address and kept as an interned string "module!symbol+0xoff <- ...".
+ * address and kept as an interned string "module!symbol+0xoff <- ...". When
+ * that address is the CUDA runtime's own (a statically linked cudart calling
+ * the driver wrapper), the site is the program's first frame above the
+ * runtime, found by a short unwind on each such call.
  */
 #ifndef STEPPROF_CUDA_SITES_H
 #define STEPPROF_CUDA_SITES_H
@@ -16,6 +19,13 @@
  * calls are one lock-free table probe.
  */
 uint32_t sp_cuda_site(const void *ret);
+
+/*
+ * 1 when `name` (a symbol, mangled or not) is the CUDA runtime's: "cuda" then a
+ * capital letter (the API), "__cuda..." (registration, static cudart's internal
+ * __cudartNNN), "cudart...", cudart:: C++ names.
+ */
+int sp_cuda_runtime_name(const char *name);
 
 /* Format one frame as "module!symbol+0xoff" (module basename); returns length. */
 size_t sp_cuda_format_frame(const void *pc, char *buf, size_t len);

@@ -4,32 +4,99 @@
  *   1. one frame: "module!symbol+0xoff" for a named function of a library,
  *      "module!+0xoff" from the module's base for an unnamed one, "?!0x..."
  *      for an address in no module, truncation to the buffer;
- *   2. sp_cuda_site: STEPPROF_SITES=0 turns sites off.
- * Ground truth: the offsets each test adds to an address, and the module base
- * read from /proc/self/maps (not from dladdr, which the code itself uses).
+ *   2. sp_cuda_site: STEPPROF_SITES=0 turns sites off;
+ *   3. whose frame: the runtime's symbol names;
+ *   4. the site of a stack given by a scripted unwinder: a wrapper called by
+ *      the program (dynamic runtime) is the program's frame; one called from
+ *      inside a static runtime is the program's first frame above it, per
+ *      program call site, and the runtime path is cached (no naming again).
+ * Ground truth: the offsets each test adds to an address, the module base
+ * read from /proc/self/maps (not from dladdr, which the code itself uses), and
+ * the stacks the tests script.
  */
+#define UNW_LOCAL_ONLY
 #include <criterion/criterion.h>
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <execinfo.h>
+#include <libunwind.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "cuda_sites.h"
+#include "reader.h"
+#include "testlib.h"
 
 /*
- * NOTE: the test binary is not linked with libunwind (tests/module.mk is not
- * this part's); cuda_sites.o needs unw_backtrace for its slow path, which
- * these tests do not reach. A weak stand-in with the same contract (glibc's
- * backtrace) satisfies the link and yields to libunwind if it is ever linked.
+ * A scripted unwinder. NOTE: the test binary is not linked with libunwind
+ * (tests/module.mk is not this part's); cuda_sites.o needs its local cursor
+ * functions and unw_backtrace. These stand-ins satisfy the link and walk a
+ * stack the test writes (fake_ip[0] innermost), with names for the frames
+ * (NULL: no name); 0 frames: unwinding fails, as without unwind tables.
  */
+#define FAKE_MAX 16
+static uintptr_t fake_ip[FAKE_MAX];
+static const char *fake_name[FAKE_MAX];
+static int fake_n, fake_walks, fake_namings;
+
+static void fake_stack(int n, const uintptr_t *ip, const char *const *name)
+{
+	fake_n = n;
+	for (int i = 0; i < n; i++) {
+		fake_ip[i] = ip[i];
+		fake_name[i] = name[i];
+	}
+}
+
 __attribute__((weak)) int unw_backtrace(void **buf, int size)
 {
-	return backtrace(buf, size);
+	int n = fake_n < size ? fake_n : size;
+	for (int i = 0; i < n; i++)
+		buf[i] = (void *)fake_ip[i];
+	return n;
+}
+
+__attribute__((weak)) int unw_tdep_getcontext(unw_tdep_context_t *uc)
+{
+	(void)uc;
+	return 0;
+}
+
+__attribute__((weak)) int unw_init_local(unw_cursor_t *c, unw_context_t *uc)
+{
+	(void)uc;
+	fake_walks++;
+	c->opaque[0] = 0;
+	return fake_n ? 0 : -UNW_EUNSPEC;
+}
+
+__attribute__((weak)) int unw_step(unw_cursor_t *c)
+{
+	return ++c->opaque[0] < (unw_word_t)fake_n ? 1 : 0;
+}
+
+__attribute__((weak)) int unw_get_reg(unw_cursor_t *c, unw_regnum_t reg, unw_word_t *v)
+{
+	if (reg != UNW_REG_IP || c->opaque[0] >= (unw_word_t)fake_n)
+		return -UNW_EBADREG;
+	*v = fake_ip[c->opaque[0]];
+	return 0;
+}
+
+__attribute__((weak)) int unw_get_proc_name(unw_cursor_t *c, char *buf, size_t len, unw_word_t *off)
+{
+	fake_namings++;
+	const char *n = c->opaque[0] < (unw_word_t)fake_n ? fake_name[c->opaque[0]] : NULL;
+	if (!n)
+		return -UNW_ENOINFO;
+	snprintf(buf, len, "%s", n);
+	*off = 4;
+	return 0;
 }
 
 /* ---------------------------------------------------------- 1. one frame */
@@ -125,4 +192,157 @@ Test(cuda_sites, sites_off_gives_no_site)
 	setenv("STEPPROF_SITES", "0", 1);
 	cr_expect_eq(sp_cuda_site(__builtin_return_address(0)), 0);
 	cr_expect_eq(sp_cuda_site(NULL), 0);
+}
+
+/* ------------------------------------------------------- 3. whose frame */
+
+Test(cuda_sites, runtime_names)
+{
+	static const char *const rt[] = {
+		"cudaMalloc", "cudaMemcpyAsync", "__cudaRegisterFatBinary", "__cudart1052", "cudart_internal",
+		"_ZN6cudart13cudaApiMallocEPPvm", "_ZNK6cudart9configData3getEv",
+	};
+	static const char *const prog[] = {
+		"cuda_alloc_helper", "cudamalloc", "cuda", "alloc_a", "main", "cuMemAlloc_v2", "_ZN5torch4cuda6mallocEm", "",
+	};
+	for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
+		cr_expect(sp_cuda_runtime_name(rt[i]), "%s is the runtime's", rt[i]);
+	for (size_t i = 0; i < sizeof(prog) / sizeof(prog[0]); i++)
+		cr_expect(!sp_cuda_runtime_name(prog[i]), "%s is not the runtime's", prog[i]);
+	cr_expect(!sp_cuda_runtime_name(NULL));
+}
+
+/* ------------------------------------------------- 4. scripted stacks */
+
+/*
+ * Frames of the scripted stacks: functions of this program, which has no
+ * dynamic symbols for them (dladdr names none, so the unwinder's name for the
+ * frame decides). Each return address is the function's start + 4.
+ */
+#define FRAME(fn)                                                   \
+	static __attribute__((noinline)) int fn(int x)              \
+	{                                                           \
+		__asm__ volatile("" : "+r"(x));                     \
+		return x * 7 + __LINE__;                            \
+	}
+FRAME(fr_wrapper)
+FRAME(fr_rt_inner)
+FRAME(fr_rt_api)
+FRAME(fr_user_a)
+FRAME(fr_user_b)
+FRAME(fr_main)
+
+#define RA(fn) ((uintptr_t)&fn + 4)
+
+struct site_fx {
+	char *dir;
+	char name[256];
+	uintptr_t base;
+};
+
+static void site_start(struct site_fx *x)
+{
+	x->dir = sp_t_tmpdir("cudasites");
+	x->base = exe_base(x->name, sizeof(x->name));
+	sp_recorder_init(x->dir, 8u << 20);
+	cr_assert_eq(fr_wrapper(1) + fr_rt_inner(1) + fr_rt_api(1) + fr_user_a(1) + fr_user_b(1) + fr_main(1) > 0, 1);
+}
+
+/* The interned string `id`, read back from the trace file by the analyzer's reader. */
+static char *site_text(struct site_fx *x, uint32_t id)
+{
+	DIR *d = opendir(x->dir);
+	struct dirent *de;
+	char path[1024] = "", err[256];
+	cr_assert(d);
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".sptrace"))
+			snprintf(path, sizeof(path), "%s/%s", x->dir, de->d_name);
+	closedir(d);
+	cr_assert(path[0], "no trace in %s", x->dir);
+	struct sp_reader *r;
+	cr_assert_eq(sp_reader_open(path, &r, err, sizeof(err)), 0, "%s", err);
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev) > 0)
+		;
+	const char *s = sp_reader_string(r, id);
+	char *copy = s ? strdup(s) : NULL;
+	sp_reader_close(r);
+	cr_assert(copy, "string %u not in the trace", id);
+	return copy;
+}
+
+/* The site's first frame is the call inside fn (its return address - 1), as "!+0xoff" from the module base. */
+static void expect_first_frame(struct site_fx *x, uint32_t id, uintptr_t ra, const char *what)
+{
+	char want[64];
+	cr_assert_neq(id, 0, "%s: no site", what);
+	char *s = site_text(x, id);
+	snprintf(want, sizeof(want), "!+0x%lx", (unsigned long)(ra - 1 - x->base));
+	const char *bang = strchr(s, '!'), *arrow = strstr(s, " <- ");
+	cr_assert(bang, "%s: %s", what, s);
+	size_t n = arrow ? (size_t)(arrow - bang) : strlen(bang);
+	cr_expect(n == strlen(want) && !strncmp(bang, want, n), "%s: site %s, its first frame should end %s", what,
+		  s, want);
+	free(s);
+}
+
+Test(cuda_sites, program_caller_is_its_own_site)
+{
+	/* a runtime wrapper behind the PLT: the caller is the program's frame */
+	struct site_fx x;
+	site_start(&x);
+	uintptr_t a[] = { RA(fr_wrapper), RA(fr_user_a), RA(fr_main) };
+	const char *an[] = { NULL, "alloc_a", "main" };
+	fake_stack(3, a, an);
+	uint32_t id = sp_cuda_site((const void *)RA(fr_user_a));
+	expect_first_frame(&x, id, RA(fr_user_a), "program's caller");
+	char *s = site_text(&x, id);
+	cr_expect(strstr(s, " <- "), "the site has the caller's caller too: %s", s);
+	free(s);
+	/* cached by the return address: no unwinding the second time */
+	int walks = fake_walks;
+	fake_stack(2, a, an);
+	cr_expect_eq(sp_cuda_site((const void *)RA(fr_user_a)), id);
+	cr_expect_eq(fake_walks, walks);
+	sp_t_rmrf(x.dir);
+}
+
+Test(cuda_sites, static_runtime_caller_is_the_program_frame_above_it)
+{
+	struct site_fx x;
+	site_start(&x);
+	/* cudaMalloc -> cudart's internal function -> driver wrapper, from two program functions */
+	uintptr_t a[] = { RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_a), RA(fr_main) };
+	uintptr_t b[] = { RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_b), RA(fr_main) };
+	const char *names[] = { NULL, "__cudart512", "cudaMalloc", NULL, "main" };
+	const void *ret = (const void *)RA(fr_rt_inner);
+
+	fake_stack(5, a, names);
+	uint32_t ida = sp_cuda_site(ret);
+	expect_first_frame(&x, ida, RA(fr_user_a), "first site");
+	fake_stack(5, b, names);
+	uint32_t idb = sp_cuda_site(ret);
+	expect_first_frame(&x, idb, RA(fr_user_b), "second site");
+	cr_expect_neq(ida, idb);
+
+	/* again, both: the runtime path, one short unwind and probes, no walk and no naming */
+	int walks = fake_walks, namings = fake_namings;
+	fake_stack(5, a, names);
+	cr_expect_eq(sp_cuda_site(ret), ida);
+	fake_stack(5, b, names);
+	cr_expect_eq(sp_cuda_site(ret), idb);
+	cr_expect_eq(fake_walks, walks);
+	cr_expect_eq(fake_namings, namings);
+	sp_t_rmrf(x.dir);
+}
+
+Test(cuda_sites, no_unwinding_gives_the_immediate_caller)
+{
+	struct site_fx x;
+	site_start(&x);
+	fake_stack(0, NULL, NULL);
+	uint32_t id = sp_cuda_site((const void *)RA(fr_user_b));
+	expect_first_frame(&x, id, RA(fr_user_b), "no unwind tables");
+	sp_t_rmrf(x.dir);
 }
