@@ -388,8 +388,11 @@ static int pass1(struct state *s)
 		if (s->src->scan(s->src->ctx, pass1_record, &c))
 			return -1;
 	} else {
+		/* from the start: a per-rank pass follows a finished analysis of the same source */
 		const struct sp_event *e;
 		int file;
+		if (s->src->rewind(s->src->ctx))
+			return -1;
 		while (!c.err && (e = s->src->next(s->src->ctx, &file)))
 			pass1_record(&c, e, file);
 	}

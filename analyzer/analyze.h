@@ -126,7 +126,7 @@ extern const char *const an_source_name[4];
 struct an_proc {
 	int32_t pid, ppid, rank, local_rank, world_size;
 	int role;
-	int file; /* file whose header describes it, -1 for pids seen only in a collector file */
+	int file;	 /* file whose header describes it, -1 for pids seen only in a collector file */
 	int32_t trainer; /* a worker: the trainer it descends from (0 unknown: a collector-only process) */
 	uint64_t records, lost, launches;
 	uint64_t begin_ns, end_ns;

@@ -8,7 +8,8 @@
  *      copies, syncs, input waits), its records and GPU spans;
  *   2. iterations and breakdown: NVTX, step marks, automatic (with ±20% jitter),
  *      hand-computed breakdowns;
- *   3. findings: each fires at its threshold and stays silent just under it.
+ *   3. findings: each fires at its threshold and stays silent just under it;
+ *   4. several trainers (ranks): the default and --rank selection, ranks[].
  *
  * Ground truth is the timeline the simulator was told to produce (durations in
  * microseconds below), never a number the analyzer computed.
@@ -1070,4 +1071,154 @@ Test(findings, thresholds_are_overridable_and_validated)
 	cr_expect(strstr(err, "unknown threshold"));
 	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2=abc", err, sizeof(err)), -1);
 	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2", err, sizeof(err)), -1);
+}
+
+/* ------------------------------------------------ 4. several trainers (ranks) */
+
+#define RPID 300 /* a second trainer, no header of its own in a memsrc: no rank */
+#define RTID 301
+
+/*
+ * Beside the reference trainer (PID, header RANK=3, 20 iterations with step marks,
+ * 4 launches each), a second trainer RPID with more launches: 20 iterations of
+ * 10000 us from step marks (and a closing one), each 5 launches of 5 us at +0..+25
+ * whose kernels run back to back on the GPU from +5 to +8005, a sync from +25 to
+ * +8005: compute 8000 and other 2000 per iteration.
+ */
+static void two_trainers(struct sim *s)
+{
+	sim_init(s);
+	s->m.hdr.rank = 3;
+	s->m.hdr.local_rank = 3;
+	s->m.hdr.world_size = 4;
+	uint64_t t0 = s->t;
+	for (int i = 0; i < 20; i++)
+		sim_iteration(s, 2);
+	uint32_t op = 1000000;
+	for (int i = 0; i <= 20; i++) {
+		uint64_t t = t0 + (uint64_t)i * 10000 * US;
+		an_memsrc_add(&s->m, SP_K_STEP, SP_API_stepprof_step, RPID, RTID, t, t);
+		if (i == 20)
+			break;
+		for (int k = 0; k < 5; k++) {
+			struct sp_event *e = an_memsrc_add(&s->m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, RPID, RTID,
+							   t + k * 5 * US, t + (k + 1) * 5 * US);
+			e->f[SP_F_NAME] = s->kname;
+			e->f[SP_F_OP] = ++op;
+			uint64_t gb = t + 5 * US + k * 1600 * US;
+			e = an_memsrc_add(&s->m, SP_K_GPU_SPAN, 0, RPID, RTID, gb, gb + 1600 * US);
+			e->f[SP_F_OP] = op;
+		}
+		an_memsrc_add(&s->m, SP_K_SYNC, SP_API_cudaStreamSynchronize, RPID, RTID, t + 25 * US, t + 8005 * US);
+	}
+}
+
+static void expect_rank_entries(const struct an_analysis *a)
+{
+	cr_assert_eq(a->nranks, 2);
+	/* by rank, processes without one last */
+	const struct an_rank *r = &a->ranks[0], *q = &a->ranks[1];
+	cr_expect_eq(r->pid, PID);
+	cr_expect_eq(r->rank, 3);
+	cr_expect_eq(r->local_rank, 3);
+	cr_expect_eq(r->world_size, 4);
+	cr_expect_eq(r->launches, 80);
+	cr_expect_eq(r->nit, 20);
+	cr_expect_eq(r->wall_median, 11100 * US);
+	cr_expect_eq(r->bd_total[AN_INPUT], 20 * 4000 * US);
+	cr_expect_eq(r->bd_total[AN_COMPUTE], 20 * 4000 * US);
+	cr_expect_eq(r->bd_total[AN_H2D], 20 * 2000 * US);
+	cr_expect_eq(q->pid, RPID);
+	cr_expect_eq(q->rank, -1);
+	cr_expect_eq(q->launches, 100);
+	cr_expect_eq(q->source_kind, AN_SRC_API);
+	cr_expect_eq(q->nit, 20);
+	cr_expect_eq(q->wall_median, 10000 * US);
+	cr_expect_eq(q->wall_total, 20 * 10000 * US);
+	cr_expect_eq(q->bd_total[AN_COMPUTE], 20 * 8000 * US);
+	cr_expect_eq(q->bd_total[AN_OTHER], 20 * 2000 * US, "other %llu", (unsigned long long)q->bd_total[AN_OTHER]);
+	cr_expect_eq(q->bd_total[AN_SYNC], 0);
+	cr_expect_eq(q->bd_total[AN_INPUT], 0);
+}
+
+Test(analyze, the_ranked_trainer_is_selected_and_every_trainer_has_a_rank_entry)
+{
+	struct sim s;
+	two_trainers(&s);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	/* the lowest rank wins over the most launches (RPID has none) */
+	cr_expect_eq(a.trainer_pid, PID);
+	cr_expect_eq(a.training_tid, TID);
+	expect_reference(&a, 20);
+	expect_rank_entries(&a);
+	cr_expect(a.ranks[0].selected);
+	cr_expect(!a.ranks[1].selected);
+	an_analysis_free(&a);
+	cr_expect_null(a.ranks);
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, rank_option_selects_and_an_unknown_rank_is_refused)
+{
+	struct sim s;
+	two_trainers(&s);
+	struct an_options o;
+	an_options_init(&o);
+	o.rank_given = 1;
+	o.rank = 3;
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_expect_eq(a.trainer_pid, PID);
+	expect_rank_entries(&a);
+	an_analysis_free(&a);
+
+	/* the per-rank passes' forced pid: the other trainer's own analysis */
+	an_options_init(&o);
+	o.pid = RPID;
+	run(&s, &o, &a);
+	cr_expect_eq(a.trainer_pid, RPID);
+	cr_expect_eq(a.training_tid, RTID);
+	cr_expect_eq(a.nit, 20);
+	cr_expect_eq(a.bd_total[AN_COMPUTE], 20 * 8000 * US);
+	expect_rank_entries(&a);
+	cr_expect(!a.ranks[0].selected);
+	cr_expect(a.ranks[1].selected);
+	an_analysis_free(&a);
+
+	an_options_init(&o);
+	o.rank_given = 1;
+	o.rank = 5;
+	struct an_source src;
+	char err[256] = "";
+	an_memsrc_source(&s.m, &src);
+	cr_expect_eq(an_analyze(&src, &o, &a, err, sizeof(err)), -1);
+	cr_expect_str_eq(err, "--rank 5: no process has this rank (ranks: 3)");
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, a_single_trainer_has_one_rank_entry)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 20; i++)
+		sim_iteration(&s, 1);
+	struct an_options o;
+	an_options_init(&o);
+	struct an_analysis a;
+	run(&s, &o, &a);
+	cr_assert_eq(a.nranks, 1);
+	cr_expect(a.ranks[0].selected);
+	cr_expect_eq(a.ranks[0].pid, PID);
+	cr_expect_eq(a.ranks[0].rank, -1);
+	cr_expect_eq(a.ranks[0].nit, 20);
+	cr_expect_eq(a.ranks[0].wall_total, 20 * 11100 * US);
+	/* the reference iteration's partition (sim_iteration) */
+	static const uint64_t want[AN_CAT__COUNT] = {4000, 2000, 4000, 100, 0, 1000};
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		cr_expect_eq(a.ranks[0].bd_total[c], 20 * want[c] * US, "%s", an_cat_name[c]);
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
 }
