@@ -138,21 +138,32 @@ static __always_inline void count_drop(void)
 		*n += 1;
 }
 
-/* The type of the current task's open file fd, from its inode's mode (CO-RE reads). */
-static __always_inline __u8 fd_type_of(int fd)
+/*
+ * The current task's open file on fd, as a kernel address: the identity of
+ * the open file (the loader compares it, never dereferences it); 0 when fd is
+ * not open. BTF pointers are loaded directly; an array element at a variable
+ * index needs a probe read.
+ */
+static __always_inline struct file *file_of(int fd)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
 	struct file *file = NULL;
+
+	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
+		return NULL;
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]))
+		return NULL;
+	return file;
+}
+
+/* The type of an open file, from its inode's mode (CO-RE reads). */
+static __always_inline __u8 type_of(struct file *file)
+{
 	struct inode *inode = NULL;
 	umode_t mode = 0;
 
-	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
-		return IOTRACE_FD_OTHER;
-	/* BTF pointers are loaded directly; an array element at a variable index needs a probe read. */
-	if (bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]) || !file)
-		return IOTRACE_FD_OTHER;
-	if (bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) || !inode ||
+	if (!file || bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) || !inode ||
 	    bpf_probe_read_kernel(&mode, sizeof(mode), &inode->i_mode))
 		return IOTRACE_FD_OTHER;
 	switch (mode & S_IFMT) {
@@ -200,6 +211,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	t->st.flags = 0;
 	t->st.ubuf = 0;
 	t->st.uptr = 0;
+	t->st.file = 0;
 	switch (call) {
 	case IOTRACE_sys_newfstatat:
 		t->st.ubuf = SYSCALL_ARG3(regs);
@@ -221,9 +233,18 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_getdents64:
 	case IOTRACE_sys_close:
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
-		t->st.fd_type = fd_type_of(t->st.fd);
+		t->st.file = (__u64)file_of(t->st.fd);
+		t->st.fd_type = type_of((struct file *)t->st.file);
 		break;
 	}
+	/*
+	 * The open file behind the fd argument (the dirfd of the *at calls, the
+	 * fd of fstat, fchdir, dup): its identity lets the loader join fd -> path
+	 * even when the fd number was closed and reused by another thread while
+	 * this call ran (see iotrace.h). AT_FDCWD and other negative values give 0.
+	 */
+	if (!t->st.file && call != IOTRACE_sys_chdir)
+		t->st.file = (__u64)file_of(t->st.fd);
 
 	if (has_path(call))
 		t->st.uptr = call == IOTRACE_sys_chdir ? SYSCALL_ARG1(regs) : SYSCALL_ARG2(regs);
@@ -274,6 +295,8 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	e->flags = t->st.flags;
 	e->pathlen = 0;
 	e->pad = 0;
+	e->file = t->st.file;
+	e->nfile = 0;
 
 	switch (call) {
 	case IOTRACE_sys_read:
@@ -293,6 +316,15 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		if (ret == 0)
 			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
 					    (void *)(t->st.ubuf + __builtin_offsetof(struct statx, stx_size)));
+		break;
+	case IOTRACE_sys_openat:
+	case IOTRACE_sys_openat2:
+	case IOTRACE_sys_dup:
+	case IOTRACE_sys_dup2:
+	case IOTRACE_sys_dup3:
+		/* The new fd's open file, installed just before the return: what later calls on the fd will show. */
+		if (ret >= 0)
+			e->nfile = (__u64)file_of((int)ret);
 		break;
 	}
 

@@ -245,6 +245,21 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 
 struct fdent {
 	uint32_t path; /* interned path id, 0 = unknown */
+	uint64_t file; /* identity of the open file (kernel address), 0 = unknown (fds found in /proc) */
+};
+
+/*
+ * An fd whose close is still in flight when an open of another thread has
+ * already been given the same number (events come in the order calls return,
+ * see iotrace.h): the closed file's entry waits here for its close event (and
+ * for reads that began before that close). A few suffice: each one needs a
+ * close overtaken by an open, and leaves with the close.
+ */
+#define NDISPLACED 8
+struct displaced {
+	int32_t fd;
+	uint32_t path;
+	uint64_t file; /* never 0 */
 };
 
 struct proc {
@@ -254,6 +269,8 @@ struct proc {
 	char *cwd;	   /* NULL until first needed */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
+	struct displaced displaced[NDISPLACED]; /* file == 0: free */
+	unsigned next_displaced;		/* round robin: a lost close's entry is reused in time */
 };
 
 struct collector {
@@ -280,7 +297,7 @@ static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
 	return p;
 }
 
-static void proc_set_fd(struct proc *p, int fd, uint32_t path)
+static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 {
 	if (fd < 0 || fd >= MAX_FD)
 		return;
@@ -296,11 +313,69 @@ static void proc_set_fd(struct proc *p, int fd, uint32_t path)
 		p->nfds = n;
 	}
 	p->fds[fd].path = path;
+	p->fds[fd].file = file;
 }
 
-static uint32_t proc_fd_path(const struct proc *p, int fd)
+/*
+ * A call that returns the lowest free fd (open, dup) got fd. When our table
+ * still holds another open file there, that file's close freed the number but
+ * has not returned yet: keep its entry aside for its close (and late reads).
+ */
+static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 {
-	return p && fd >= 0 && (uint32_t)fd < p->nfds ? p->fds[fd].path : 0;
+	if (fd >= 0 && (uint32_t)fd < p->nfds) {
+		struct fdent *old = &p->fds[fd];
+		if (old->path && old->file && file && old->file != file) {
+			p->displaced[p->next_displaced] =
+			    (struct displaced){.fd = fd, .path = old->path, .file = old->file};
+			p->next_displaced = (p->next_displaced + 1) % NDISPLACED;
+		}
+	}
+	proc_set_fd(p, fd, path, file);
+}
+
+static struct displaced *proc_displaced(struct proc *p, int fd, uint64_t file)
+{
+	for (int i = 0; file && i < NDISPLACED; i++)
+		if (p->displaced[i].file == file && p->displaced[i].fd == fd)
+			return &p->displaced[i];
+	return NULL;
+}
+
+/*
+ * The path of fd as a call that saw open file `file` on it (0: not known)
+ * means it. The table's entry when it is that file, or either identity is
+ * unknown; a displaced entry when the number was reused meanwhile; else 0.
+ */
+static uint32_t fd_path(struct proc *p, int fd, uint64_t file)
+{
+	struct fdent *ent = p && fd >= 0 && (uint32_t)fd < p->nfds ? &p->fds[fd] : NULL;
+	struct displaced *d;
+	if (!p || fd < 0)
+		return 0;
+	if (ent && ent->path && file && ent->file == file)
+		return ent->path;
+	if ((d = proc_displaced(p, fd, file)))
+		return d->path;
+	if (ent && ent->path && (!file || !ent->file)) {
+		if (file)
+			ent->file = file; /* an fd from /proc: learn its identity */
+		return ent->path;
+	}
+	return 0;
+}
+
+/* fd was closed, and it held open file `file`: forget that file, never a newer one on the same number. */
+static void fd_closed(struct proc *p, int fd, uint64_t file)
+{
+	struct fdent *ent = fd >= 0 && (uint32_t)fd < p->nfds ? &p->fds[fd] : NULL;
+	struct displaced *d;
+	if (ent && file && ent->file == file)
+		*ent = (struct fdent){0};
+	else if ((d = proc_displaced(p, fd, file)))
+		*d = (struct displaced){0};
+	else if (ent && (!file || !ent->file))
+		*ent = (struct fdent){0};
 }
 
 /* The fds a process already has when tracing starts, from /proc (best effort). */
@@ -319,7 +394,7 @@ static void proc_scan_fds(struct collector *c, struct proc *p)
 		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
 		if (n > 0 && target[0] == '/')
-			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n));
+			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n), 0);
 	}
 	closedir(d);
 }
@@ -435,8 +510,8 @@ static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
  * The absolute form of a path given relative to dirfd (AT_FDCWD or a directory
  * fd) into out; the path as given when its base is unknown. Returns the length.
  */
-static size_t abs_path(struct collector *c, struct proc *p, int dirfd, const char *path, size_t len, char *out,
-		       size_t outlen)
+static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len,
+		       char *out, size_t outlen)
 {
 	const char *base = NULL;
 	size_t blen = 0;
@@ -445,7 +520,7 @@ static size_t abs_path(struct collector *c, struct proc *p, int dirfd, const cha
 			base = proc_cwd(p);
 			blen = base ? strlen(base) : 0;
 		} else {
-			const struct interned *e = strtab_get(&c->strings, proc_fd_path(p, dirfd));
+			const struct interned *e = strtab_get(&c->strings, fd_path(p, dirfd, dirfile));
 			if (e) {
 				base = e->s;
 				blen = e->len;
@@ -461,14 +536,14 @@ static size_t abs_path(struct collector *c, struct proc *p, int dirfd, const cha
 	return n < 0 ? 0 : (size_t)n < outlen ? (size_t)n : outlen - 1;
 }
 
-static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, const char *path, size_t len)
+static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len)
 {
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	if (len == 0)
 		return 0;
 	if (path[0] == '/')
 		return strtab_intern(&c->strings, path, len);
-	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, path, len, buf, sizeof(buf)));
+	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf)));
 }
 
 /* chdir, fchdir and the dup family: no record, but the tables must follow them. */
@@ -483,24 +558,27 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 	case IOTRACE_sys_chdir:
 		if (!plen)
 			return;
-		abs_path(c, p, AT_FDCWD, e->path, plen, buf, sizeof(buf));
+		abs_path(c, p, AT_FDCWD, 0, e->path, plen, buf, sizeof(buf));
 		if (buf[0] == '/') {
 			free(p->cwd);
 			p->cwd = strdup(buf);
 		}
 		break;
 	case IOTRACE_sys_fchdir:
-		s = strtab_get(&c->strings, proc_fd_path(p, e->fd));
+		s = strtab_get(&c->strings, fd_path(p, e->fd, e->file));
 		if (s) {
 			free(p->cwd);
 			p->cwd = strndup(s->s, s->len);
 		}
 		break;
 	case IOTRACE_sys_dup:
+		/* Every dup returns the new descriptor; dup's is the lowest free one, as an open's. */
+		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
+		break;
 	case IOTRACE_sys_dup2:
 	case IOTRACE_sys_dup3:
-		/* Every dup returns the new descriptor. */
-		proc_set_fd(p, (int)e->ret, proc_fd_path(p, e->fd));
+		/* The kernel closes what newfd held: overwritten, not displaced. */
+		proc_set_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
 		break;
 	}
 }
@@ -536,35 +614,36 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 
 	switch (kind) {
 	case SP_K_OPEN:
-		f[SP_F_PATH] = path_id(c, p, e->fd, e->path, plen);
+		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 		f[SP_F_FD] = (uint64_t)(int64_t)(e->ret >= 0 ? e->ret : -1);
 		if (e->ret >= 0)
-			proc_set_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH]);
+			proc_new_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH], e->nfile);
 		break;
 	case SP_K_STAT:
 		if (e->call == IOTRACE_sys_newfstat || (e->flags & IOTRACE_F_EMPTY_PATH)) {
-			f[SP_F_PATH] = proc_fd_path(p, e->fd);
+			f[SP_F_PATH] = fd_path(p, e->fd, e->file);
 		} else {
-			f[SP_F_PATH] = path_id(c, p, e->fd, e->path, plen);
+			f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 			f[SP_F_FD] = (uint64_t)-1;
 		}
 		f[SP_F_BYTES] = e->bytes;
 		break;
 	case SP_K_READ:
-		f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
 		f[SP_F_BYTES] = e->bytes;
 		/* As the libc wrappers do: a read on a pipe or socket is waiting for a loader worker's data. */
 		if (e->fd_type == IOTRACE_FD_PIPE || e->fd_type == IOTRACE_FD_SOCKET)
 			kind = SP_K_LOADER_WAIT;
 		break;
 	case SP_K_LISTDIR:
-		f[SP_F_PATH] = proc_fd_path(p, e->fd);
+		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
 		f[SP_F_COUNT] = e->bytes;
 		break;
 	case SP_K_CLOSE:
-		f[SP_F_PATH] = proc_fd_path(p, e->fd);
-		if (e->ret == 0)
-			proc_set_fd(p, e->fd, 0);
+		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
+		/* Even a failed close frees the fd (Linux), unless it was not open (EBADF: e->file is 0 then). */
+		if (e->ret == 0 || e->file)
+			fd_closed(p, e->fd, e->file);
 		break;
 	}
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);

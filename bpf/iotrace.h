@@ -49,6 +49,14 @@ enum iotrace_type {
 /*
  * One record of the ring buffer. Events of calls that take a path carry
  * `pathlen` bytes of it after the fixed part (NUL included); others end at path.
+ *
+ * RATIONALE for file/nfile: events reach the loader in the order the calls
+ * RETURNED, but a close frees its fd number in the middle of the call. So
+ * thread A's close(3) can free fd 3, thread B's open can get fd 3 and return,
+ * and only then A's close return: the loader would see "open -> 3" before
+ * "close 3" and forget B's file. The address of the open file (struct file)
+ * tells the two apart: the loader joins an fd to a path only when the
+ * identities agree (see fd_path() in iotrace.c).
  */
 struct iotrace_event {
 	__u64 begin_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
@@ -64,6 +72,8 @@ struct iotrace_event {
 	__u8 flags;    /* IOTRACE_F_* */
 	__u16 pathlen; /* bytes in path[], NUL included; 0 = none */
 	__u32 pad;
+	__u64 file;  /* identity (struct file address) of fd's open file at entry; 0 = none */
+	__u64 nfile; /* open, dup*: identity of the returned fd's open file at exit; 0 = none */
 	char path[IOTRACE_PATH_MAX];
 };
 
@@ -74,6 +84,7 @@ struct iotrace_start {
 	__u64 begin_ns;
 	__u64 uptr; /* path argument (user pointer), 0 when none */
 	__u64 ubuf; /* stat/statx result buffer (user pointer) */
+	__u64 file; /* the fd argument's open file at entry (identity only, never dereferenced by the loader) */
 	__s32 fd;
 	__u16 call;
 	__u8 fd_type;

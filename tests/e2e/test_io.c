@@ -5,8 +5,9 @@
  * the trace, read back with `stepprof dump --json`, must hold exactly those
  * calls, bytes and paths: with the libc wrappers (LD_PRELOAD), and with the
  * eBPF collector (`stepprof run --bpf`, skipped where BPF is refused) without
- * counting anything twice. Also: loader waits on a pipe, errno kept, and
- * STEPPROF_IO=off/bpf silencing the wrappers.
+ * counting anything twice. Also: loader waits on a pipe, errno kept,
+ * STEPPROF_IO=off/bpf silencing the wrappers, and the collector's fd -> path
+ * join when an fd number is reused while its close is still in flight.
  *
  * Ground truth comes from the workload: sizes are 1000 + 97*i bytes by
  * construction, call counts from its loop structure (computed here) and its
@@ -339,6 +340,79 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
 	for (size_t i = 0; i < rs.n; i++)
 		if (rs.v[i].path && !strncmp(rs.v[i].path, p, strlen(p)))
 			cr_expect_eq(rs.v[i].pid, pid, "a record of pid %d, the workload is %d", rs.v[i].pid, pid);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * The flake of the test above, made certain: a close frees its fd number in the
+ * middle of the call, so another thread's open can get the number and return
+ * before the close does. The collector sees the calls in the order they return
+ * and used to let the late close erase the new file's fd -> path entry (and
+ * name the closed socket with the new file's path): every later read of the
+ * file had no path. iogen reuse holds the close for ~1 s (a lingering socket).
+ */
+Test(io, bpf_fd_reused_while_its_close_is_in_flight, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-reuse", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "reuse", e.data, "1", NULL };
+	struct sp_t_result res;
+	int st = sp_t_run(&res, args, NULL, NULL, 30);
+	cr_assert_eq(st, 0, "stepprof run --bpf exited %d: %s", st, res.err);
+	if (strstr(res.err, "eBPF collector unavailable")) {
+		cr_log_warn("%s", res.err);
+		sp_t_result_free(&res);
+		env_fini(&e);
+		cr_skip_test("BPF refused here (see the line above)");
+	}
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	/* The workload made the race: same number, the open returned while the close was still in the kernel. */
+	cr_assert_eq(tnum(t, "fd"), tnum(t, "socket_fd"), "the open did not reuse the socket's fd");
+	cr_assert_eq(tnum(t, "overlapped"), 1, "the open returned after the close: no race to test");
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	int pid = (int)tnum(t, "pid");
+	long fd = tnum(t, "fd");
+
+	/* Every call on the file after the close returned still carries its path. */
+	struct io_filter ff = { .prefix = f, .source = "bpf", .pid = pid };
+	ff.kind = "open";
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 1, "opens of %s", f);
+	uint64_t b;
+	ff.kind = "stat";
+	cr_expect_eq(io_t_count(&rs, ff, &b), tnum(t, "fstat"), "fstat of the reused fd: no path");
+	cr_expect_eq(b, io_t_iogen_size(0), "fstat says size %llu", (unsigned long long)b);
+	ff.kind = "read";
+	ff.api = "sys_read";
+	cr_expect_eq(io_t_count(&rs, ff, &b), tnum(t, "read_calls"), "reads of the reused fd: no path");
+	cr_expect_eq(b, (uint64_t)tnum(t, "read_bytes"));
+	cr_expect_eq(b, io_t_iogen_size(0));
+	ff.api = "sys_pread64";
+	cr_expect_eq(io_t_count(&rs, ff, &b), tnum(t, "pread_calls"));
+	cr_expect_eq(b, (uint64_t)tnum(t, "pread_bytes"));
+	ff.api = NULL;
+	ff.kind = "close";
+	ff.fd_type = "file";
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 1, "the file's own close");
+
+	/* The socket's close is the socket's: never named after the file that took its number. */
+	long sock_closes = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || strcmp(r->kind, "close") || strcmp(r->fd_type, "socket") || r->fd != fd)
+			continue;
+		sock_closes++;
+		cr_expect(!r->path || strcmp(r->path, f), "the socket's close is recorded with the path %s", r->path);
+	}
+	cr_expect_eq(sock_closes, 1, "%ld closes of the socket recorded", sock_closes);
 	io_t_free(&rs);
 	sp_json_free(t);
 	env_fini(&e);

@@ -28,6 +28,12 @@
  *                                  __poll_chk, recvfrom, recvmsg, __recv_chk...)
  *   iogen forkio DIR N KIDS        KIDS children: fork, read every file (run DIR N 1 1
  *                                  in the child), then exec "iogen run DIR N 1 1"
+ *   iogen reuse DIR N              an fd number reused while its close is in flight:
+ *                                  the main thread closes a lingering TCP socket
+ *                                  (close blocks ~1 s after freeing the fd); a
+ *                                  second thread opens DIR/f000 meanwhile, gets the
+ *                                  same number, waits for the close to return, then
+ *                                  fstats, reads (512 B) to EOF, preads 64 B, closes
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -43,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -603,12 +610,118 @@ static int do_forkio(const char *self, int kids)
 	return bad ? 1 : 0;
 }
 
+/*
+ * reuse: the close of a TCP socket with SO_LINGER and unsent data (the peer
+ * never reads) frees the fd number first, then waits up to the linger time
+ * inside the syscall (Linux >= 6.6 releases the file synchronously in close).
+ * An open of another thread in that second gets the same number and returns
+ * long before the close does: a tracer that orders calls by their return sees
+ * "open -> fd" before "close fd".
+ */
+struct reuse {
+	int fd;			     /* the socket's number */
+	volatile int closing, closed; /* set by the main thread around its close */
+	int got_fd, overlapped, read_calls, pread_calls, fstat_calls;
+	long read_bytes, pread_bytes, st_size;
+};
+
+static void sleep_us(long us)
+{
+	struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+	nanosleep(&ts, NULL);
+}
+
+static void *reuse_reader(void *arg)
+{
+	struct reuse *r = arg;
+	char path[4096], buf[512];
+	while (!__atomic_load_n(&r->closing, __ATOMIC_ACQUIRE))
+		sleep_us(200);
+	/* F_GETFD is not a traced call: wait until the close has freed the number. */
+	for (int i = 0; i < 20000 && fcntl(r->fd, F_GETFD) != -1; i++)
+		sleep_us(50);
+	file_path(path, sizeof(path), 0);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	r->got_fd = fd;
+	r->overlapped = !__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE);
+	/* Everything else after the close has returned: its record comes before these. */
+	while (!__atomic_load_n(&r->closed, __ATOMIC_ACQUIRE))
+		sleep_us(200);
+	struct stat st;
+	if (fstat(fd, &st))
+		die("fstat");
+	r->fstat_calls++;
+	r->st_size = st.st_size;
+	for (ssize_t n;; r->read_bytes += n) {
+		n = read(fd, buf, sizeof(buf));
+		r->read_calls++;
+		if (n < 0)
+			die("read");
+		if (n == 0)
+			break;
+	}
+	ssize_t n = pread(fd, buf, 64, 0);
+	if (n < 0)
+		die("pread");
+	r->pread_calls++;
+	r->pread_bytes = n;
+	close(fd);
+	return NULL;
+}
+
+static int do_reuse(void)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t alen = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+	if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &alen))
+		die("listen");
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	if (c < 0 || connect(c, (struct sockaddr *)&a, sizeof(a)))
+		die("connect");
+	int peer = accept(l, NULL, NULL);
+	if (peer < 0)
+		die("accept");
+	/* Fill the send queue and the peer's window: the FIN cannot go out, so close lingers. */
+	static char junk[65536];
+	int fl = fcntl(c, F_GETFL);
+	fcntl(c, F_SETFL, fl | O_NONBLOCK);
+	while (send(c, junk, sizeof(junk), 0) > 0)
+		;
+	fcntl(c, F_SETFL, fl);
+	struct linger lg = {.l_onoff = 1, .l_linger = 1};
+	if (setsockopt(c, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg)))
+		die("SO_LINGER");
+
+	/* c is the lowest free number once closed: 0-2, l before it; peer after. */
+	struct reuse r = {.fd = c, .got_fd = -1};
+	pthread_t t;
+	if (pthread_create(&t, NULL, reuse_reader, &r))
+		die("pthread_create");
+	uint64_t t0 = now_ns();
+	__atomic_store_n(&r.closing, 1, __ATOMIC_RELEASE);
+	close(c);
+	uint64_t close_ns = now_ns() - t0;
+	__atomic_store_n(&r.closed, 1, __ATOMIC_RELEASE);
+	pthread_join(t, NULL);
+	close(peer);
+	close(l);
+	printf("{\"pid\":%d,\"socket_fd\":%d,\"fd\":%d,\"overlapped\":%d,\"close_ns\":%llu,\"fstat\":%d,"
+	       "\"st_size\":%ld,\"read_calls\":%d,\"read_bytes\":%ld,\"pread_calls\":%d,\"pread_bytes\":%ld}\n",
+	       (int)getpid(), c, r.got_fd, r.overlapped, (unsigned long long)close_ns, r.fstat_calls, r.st_size,
+	       r.read_calls, r.read_bytes, r.pread_calls, r.pread_bytes);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -641,6 +754,8 @@ int main(int argc, char **argv)
 		return nfiles < 2 ? 2 : do_each();
 	if (!strcmp(mode, "forkio"))
 		return do_forkio("/proc/self/exe", argc > 4 ? atoi(argv[4]) : 2);
+	if (!strcmp(mode, "reuse"))
+		return do_reuse();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
