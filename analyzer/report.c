@@ -268,9 +268,17 @@ static void text_iteration(FILE *f, const struct an_analysis *a, size_t i)
  * the report describes, and the spread of the median iteration times (in a
  * synchronous job the slowest rank holds the others at their collectives).
  */
+static void rank_label(char *buf, size_t len, const struct an_rank *x)
+{
+	if (x->rank >= 0)
+		snprintf(buf, len, "rank %d (pid %d)", x->rank, x->pid);
+	else
+		snprintf(buf, len, "pid %d", x->pid);
+}
+
 static void text_ranks(FILE *f, const struct an_analysis *a)
 {
-	char b[32], r[32];
+	char b[32], r[48];
 	const struct an_rank *sel = NULL, *slow = NULL, *fast = NULL;
 	fprintf(f, "\nRanks: %zu trainer processes, each analysed on its own (shares of its wall time):\n", a->nranks);
 	fprintf(f, "    %5s %-8s %6s %10s", "rank", "pid", "iters", "med wall");
@@ -297,13 +305,18 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 			fast = x;
 	}
 	if (slow && fast && slow != fast && fast->wall_median) {
-		char b2[32];
-		fprintf(f, "  slowest median wall: pid %d%s%s (%s), %.0f%% above the fastest, pid %d (%s)\n", slow->pid,
-			slow->rank >= 0 ? " rank " : "",
-			slow->rank >= 0 ? (snprintf(r, sizeof(r), "%d", slow->rank), r) : "",
-			util_fmt_ns(slow->wall_median, b, sizeof(b)),
-			100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0), fast->pid,
-			util_fmt_ns(fast->wall_median, b2, sizeof(b2)));
+		/* below 10% apart, the spread of one rank's own iterations: no rank stands out */
+		double over = 100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0);
+		char b2[32], r2[48];
+		rank_label(r, sizeof(r), slow);
+		rank_label(r2, sizeof(r2), fast);
+		util_fmt_ns(slow->wall_median, b, sizeof(b));
+		util_fmt_ns(fast->wall_median, b2, sizeof(b2));
+		if (over >= 10.0)
+			fprintf(f, "  slowest median wall: %s at %s, %.0f%% above the fastest, %s at %s\n", r, b, over, r2,
+				b2);
+		else
+			fprintf(f, "  median walls within 10%%: from %s at %s to %s at %s\n", r2, b2, r, b);
 	}
 	if (sel) {
 		if (sel->rank >= 0)

@@ -9,7 +9,8 @@
  *   - by default the main report is rank 0's (the lowest), with --rank 1 rank 1's:
  *     trainer_pid, shares, bottleneck, and files opened counted only for that rank
  *     (rank 1's loader workers do not count in rank 0's iterations);
- *   - the text report has the per-rank table and says which rank is broken down;
+ *   - the text report has the per-rank table, names the slower rank and says which
+ *     rank is broken down;
  *   - --rank 5 (no such rank) is a usage error (exit 1) naming the ranks present;
  *   - a single-process run has a one-element ranks[] equal to its summary, and no
  *     per-rank table in the text.
@@ -255,6 +256,13 @@ Test(analyze_ranks, two_ranks_each_with_its_own_breakdown, .timeout = 240)
 	snprintf(tline, sizeof(tline), "training thread %.0f of pid %.0f", sp_json_num(truth[1], "pid", -1),
 		 sp_json_num(truth[1], "pid", -1));
 	cr_expect_not_null(strstr(out, tline), "--rank 1: %s", out);
+	/* the slower rank by the trainers' own medians (44 ms compute-bound vs 5.5 ms) is named */
+	int slow =
+	    sp_json_num(truth[1], "summary.wall_ns_median", 0) > sp_json_num(truth[0], "summary.wall_ns_median", 0);
+	char sline[96];
+	snprintf(sline, sizeof(sline), "slowest median wall: rank %d (pid %.0f)", slow,
+		 sp_json_num(truth[slow], "pid", -1));
+	cr_expect_not_null(strstr(out, sline), "no '%s': %s", sline, out);
 	free(out);
 
 	char *err;
