@@ -318,7 +318,7 @@ static uint32_t walk_site(const void *ret, enum frame_class *ret_class)
  * fast trace) to `ret`, then on through frames cached as runtime to the first
  * one cached as the program's; a frame not cached yet falls back to the walk.
  */
-static uint32_t runtime_site(const void *ret)
+static __attribute__((noinline)) uint32_t runtime_site(const void *ret)
 {
 	void *pcs[FAST_FRAMES];
 	int n = unw_backtrace(pcs, FAST_FRAMES);
@@ -336,19 +336,38 @@ static uint32_t runtime_site(const void *ret)
 	return walk_site(ret, &c);
 }
 
-uint32_t sp_cuda_site(const void *ret)
+/* First call from `ret` (or a crowded neighbourhood): claim its slot, walk, fill. */
+static __attribute__((noinline)) uint32_t new_site(const void *ret)
 {
-	if (!ret || !sites_enabled())
-		return 0;
 	uintptr_t k = (uintptr_t)ret;
 	uint32_t id;
 	int found;
 	struct site_slot *s = cache_claim(k, &id, &found);
-	if (found) /* the common case: one probe */
-		return __builtin_expect(id != SITE_RUNTIME, 1) ? id : runtime_site(ret);
+	if (found) /* another thread filled it meanwhile */
+		return id != SITE_RUNTIME ? id : runtime_site(ret);
 	enum frame_class c;
 	id = walk_site(ret, &c);
 	if (s)
 		cache_fill(s, k, c == FR_RUNTIME ? SITE_RUNTIME : id);
 	return id;
+}
+
+uint32_t sp_cuda_site(const void *ret)
+{
+	if (!ret || !sites_enabled())
+		return 0;
+	/* the common case, kept to one probe and two compares: the address is cached, not the runtime's */
+	uintptr_t k = (uintptr_t)ret;
+	unsigned h = site_hash(k);
+	for (unsigned n = 0; n < SITE_PROBES; n++) {
+		struct site_slot *s = &sites[(h + n) & (SITE_SLOTS - 1)];
+		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur == k) {
+			uint32_t id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
+			return __builtin_expect(id != SITE_RUNTIME, 1) ? id : runtime_site(ret);
+		}
+		if (cur == 0)
+			break;
+	}
+	return new_site(ret);
 }
