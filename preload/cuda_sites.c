@@ -49,7 +49,8 @@ size_t sp_cuda_format_frame(const void *pc, char *buf, size_t len)
 		n = snprintf(buf, len, "%s!%s+0x%lx", mod, di.dli_sname,
 			     (unsigned long)((const char *)pc - (const char *)di.dli_saddr));
 	else
-		n = snprintf(buf, len, "%s!+0x%lx", mod, (unsigned long)((const char *)pc - (const char *)di.dli_fbase));
+		n = snprintf(buf, len, "%s!+0x%lx", mod,
+			     (unsigned long)((const char *)pc - (const char *)di.dli_fbase));
 	return n < 0 ? 0 : (size_t)n < len ? (size_t)n : len - 1;
 }
 
@@ -82,8 +83,7 @@ static const void *self_module(void)
 		Dl_info me, exe;
 		const void *phdr = (const void *)getauxval(AT_PHDR);
 		b = (const void *)1;
-		if (dladdr((void *)self_module, &me) &&
-		    !(phdr && dladdr(phdr, &exe) && exe.dli_fbase == me.dli_fbase))
+		if (dladdr((void *)self_module, &me) && !(phdr && dladdr(phdr, &exe) && exe.dli_fbase == me.dli_fbase))
 			b = me.dli_fbase;
 		__atomic_store_n(&self_base, b, __ATOMIC_RELAXED);
 	}
@@ -153,8 +153,8 @@ static uint32_t site_string(void *const *pcs, int n)
 
 /* ------------------------------------------------------------- 4. cache */
 
-#define SITE_SLOTS 4096u
-#define SITE_PROBES 64u
+#define SITE_SLOTS   4096u
+#define SITE_PROBES  64u
 #define SITE_RUNTIME UINT32_MAX /* id of a runtime frame: look further out */
 
 struct site_slot {
@@ -170,8 +170,8 @@ static int sites_enabled(void)
 	int on = __atomic_load_n(&sites_on, __ATOMIC_RELAXED);
 	if (on < 0) {
 		const char *v = getenv("STEPPROF_SITES");
-		on = !(v && (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") ||
-			     !strcasecmp(v, "false")));
+		on = !(v &&
+		       (!strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off") || !strcasecmp(v, "false")));
 		__atomic_store_n(&sites_on, on, __ATOMIC_RELAXED);
 	}
 	return on;
@@ -248,7 +248,7 @@ static void cache_put(uintptr_t k, uint32_t id)
 
 /* ------------------------------------------------------- 5. the lookups */
 
-#define WALK_FRAMES 64
+#define WALK_FRAMES  64
 #define SITE_CALLERS 8 /* K and its callers as unwound; site_string keeps 3 of the program's */
 
 /*

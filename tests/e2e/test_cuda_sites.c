@@ -35,36 +35,36 @@
  * The order changes between rounds so that no site can be right by order alone.
  */
 static const char prog[] =
-	"#include <cuda_runtime_api.h>\n"
-	"#include <stdio.h>\n"
-	"#include <stdlib.h>\n"
-	"void *alloc_a(void) { void *p = 0; if (cudaMalloc(&p, 4096)) return 0; return p; }\n"
-	"void *alloc_b(void) { void *p = 0; if (cudaMalloc(&p, 8192)) return 0; return p; }\n"
-	"int copy_a(void *d, const void *h) { return cudaMemcpy(d, h, 1024, cudaMemcpyHostToDevice); }\n"
-	"int copy_b(void *d, const void *h) { return cudaMemcpy(d, h, 2048, cudaMemcpyHostToDevice); }\n"
-	"int main(void) {\n"
-	"  char *h = calloc(1, 4096);\n"
-	"  for (int i = 0; i < 3; i++) {\n"
-	"    void *a, *b;\n"
-	"    if (i == 1) { b = alloc_b(); a = alloc_a(); } else { a = alloc_a(); b = alloc_b(); }\n"
-	"    if (!a || !b) return 2;\n"
-	"    if (i == 1 ? copy_b(b, h) || copy_a(a, h) : copy_a(a, h) || copy_b(b, h)) return 3;\n"
-	"    cudaFree(a); cudaFree(b);\n"
-	"  }\n"
-	"  printf(\"ok\\n\"); free(h); return 0; }\n";
+    "#include <cuda_runtime_api.h>\n"
+    "#include <stdio.h>\n"
+    "#include <stdlib.h>\n"
+    "void *alloc_a(void) { void *p = 0; if (cudaMalloc(&p, 4096)) return 0; return p; }\n"
+    "void *alloc_b(void) { void *p = 0; if (cudaMalloc(&p, 8192)) return 0; return p; }\n"
+    "int copy_a(void *d, const void *h) { return cudaMemcpy(d, h, 1024, cudaMemcpyHostToDevice); }\n"
+    "int copy_b(void *d, const void *h) { return cudaMemcpy(d, h, 2048, cudaMemcpyHostToDevice); }\n"
+    "int main(void) {\n"
+    "  char *h = calloc(1, 4096);\n"
+    "  for (int i = 0; i < 3; i++) {\n"
+    "    void *a, *b;\n"
+    "    if (i == 1) { b = alloc_b(); a = alloc_a(); } else { a = alloc_a(); b = alloc_b(); }\n"
+    "    if (!a || !b) return 2;\n"
+    "    if (i == 1 ? copy_b(b, h) || copy_a(a, h) : copy_a(a, h) || copy_b(b, h)) return 3;\n"
+    "    cudaFree(a); cudaFree(b);\n"
+    "  }\n"
+    "  printf(\"ok\\n\"); free(h); return 0; }\n";
 
 struct fn_range {
 	const char *name;
 	unsigned long lo, hi; /* [lo, hi): offsets in the executable, from nm -S */
-	uint64_t bytes;       /* what its call asks for */
+	uint64_t bytes;	      /* what its call asks for */
 	const char *kind;     /* its record: alloc or copy */
 };
 
 static struct fn_range fns[] = {
-	{ "alloc_a", 0, 0, 4096, "alloc" },
-	{ "alloc_b", 0, 0, 8192, "alloc" },
-	{ "copy_a", 0, 0, 1024, "copy" },
-	{ "copy_b", 0, 0, 2048, "copy" },
+    {"alloc_a", 0, 0, 4096, "alloc"},
+    {"alloc_b", 0, 0, 8192, "alloc"},
+    {"copy_a", 0, 0, 1024, "copy"},
+    {"copy_b", 0, 0, 2048, "copy"},
 };
 #define NFNS (sizeof(fns) / sizeof(fns[0]))
 
@@ -83,9 +83,19 @@ static char *build_prog(const char *dir, int static_rt, int rdynamic)
 		snprintf(lib, sizeof(lib), "%s/libcudart_static.a", simgpu);
 	else
 		snprintf(lib, sizeof(lib), "-L%s", simgpu);
-	char *argv[] = { "cc", "-O0", "-I/usr/local/cuda/include", "-o", exe, src, lib,
-			 static_rt ? "-lrt" : "-l:libcudart.so.12", rp, "-ldl", "-lpthread",
-			 rdynamic ? "-rdynamic" : NULL, NULL };
+	char *argv[] = {"cc",
+			"-O0",
+			"-I/usr/local/cuda/include",
+			"-o",
+			exe,
+			src,
+			lib,
+			static_rt ? "-lrt" : "-l:libcudart.so.12",
+			rp,
+			"-ldl",
+			"-lpthread",
+			rdynamic ? "-rdynamic" : NULL,
+			NULL};
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "cc failed: %s", r.err);
 	sp_t_result_free(&r);
 	return exe;
@@ -95,7 +105,7 @@ static char *build_prog(const char *dir, int static_rt, int rdynamic)
 static void read_nm(const char *exe)
 {
 	struct sp_t_result r;
-	char *argv[] = { "nm", "-S", "--defined-only", (char *)exe, NULL };
+	char *argv[] = {"nm", "-S", "--defined-only", (char *)exe, NULL};
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 30), 0, "nm: %s", r.err);
 	for (size_t i = 0; i < NFNS; i++)
 		fns[i].lo = fns[i].hi = 0;
@@ -130,7 +140,7 @@ static struct sp_json **dump_all(const char *dir, size_t *n)
 			continue;
 		char path[1024];
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL };
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL};
 		struct sp_t_result r;
 		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump %s: %s", path, r.err);
 		struct sp_json **lines = NULL;
@@ -174,8 +184,8 @@ static int first_frame_is(const char *site, const struct fn_range *fn, int rdyna
 
 static void check_build(int static_rt, int rdynamic)
 {
-	const char *what = static_rt ? (rdynamic ? "static runtime, -rdynamic" : "static runtime") :
-				       (rdynamic ? "shared runtime, -rdynamic" : "shared runtime");
+	const char *what = static_rt ? (rdynamic ? "static runtime, -rdynamic" : "static runtime")
+				     : (rdynamic ? "shared runtime, -rdynamic" : "shared runtime");
 	char *dir = sp_t_tmpdir("cudasites"), tdir[600], env_dir[700], env_pre[PATH_MAX + 16], pre[PATH_MAX];
 	char *exe = build_prog(dir, static_rt, rdynamic);
 	read_nm(exe);
@@ -183,8 +193,8 @@ static void check_build(int static_rt, int rdynamic)
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
 	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), pre), "libstepprof.so is not built");
 	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", pre);
-	char *argv[] = { exe, NULL };
-	char *env[] = { env_pre, env_dir, "STEPPROF_SITES=1", NULL };
+	char *argv[] = {exe, NULL};
+	char *env[] = {env_pre, env_dir, "STEPPROF_SITES=1", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s: the program failed: %s%s", what, r.out, r.err);
 	cr_expect_str_eq(r.out, "ok\n");
@@ -192,7 +202,7 @@ static void check_build(int static_rt, int rdynamic)
 
 	size_t n;
 	struct sp_json **rec = dump_all(tdir, &n);
-	size_t seen[NFNS] = { 0 };
+	size_t seen[NFNS] = {0};
 	for (size_t i = 0; i < n; i++) {
 		const char *kind = sp_json_str(rec[i], "kind");
 		if (!kind || (strcmp(kind, "alloc") && strcmp(kind, "copy")))

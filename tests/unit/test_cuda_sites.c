@@ -157,7 +157,7 @@ Test(cuda_sites, unnamed_function_is_module_and_offset_from_base)
 	cr_expect_str_eq(bang, want);
 	size_t m = (size_t)(bang - buf);
 	cr_expect((m == strlen(name) && !strncmp(buf, name, m)) ||
-			  (m == strlen(program_invocation_short_name) && !strncmp(buf, program_invocation_short_name, m)),
+		      (m == strlen(program_invocation_short_name) && !strncmp(buf, program_invocation_short_name, m)),
 		  "%s: the module is neither %s nor %s", buf, name, program_invocation_short_name);
 }
 
@@ -199,11 +199,17 @@ Test(cuda_sites, sites_off_gives_no_site)
 Test(cuda_sites, runtime_names)
 {
 	static const char *const rt[] = {
-		"cudaMalloc", "cudaMemcpyAsync", "__cudaRegisterFatBinary", "__cudart1052", "cudart_internal",
-		"_ZN6cudart13cudaApiMallocEPPvm", "_ZNK6cudart9configData3getEv",
+	    "cudaMalloc",
+	    "cudaMemcpyAsync",
+	    "__cudaRegisterFatBinary",
+	    "__cudart1052",
+	    "cudart_internal",
+	    "_ZN6cudart13cudaApiMallocEPPvm",
+	    "_ZNK6cudart9configData3getEv",
 	};
 	static const char *const prog[] = {
-		"cuda_alloc_helper", "cudamalloc", "cuda", "alloc_a", "main", "cuMemAlloc_v2", "_ZN5torch4cuda6mallocEm", "",
+	    "cuda_alloc_helper",       "cudamalloc", "cuda", "alloc_a", "main", "cuMemAlloc_v2",
+	    "_ZN5torch4cuda6mallocEm", "",
 	};
 	for (size_t i = 0; i < sizeof(rt) / sizeof(rt[0]); i++)
 		cr_expect(sp_cuda_runtime_name(rt[i]), "%s is the runtime's", rt[i]);
@@ -219,11 +225,11 @@ Test(cuda_sites, runtime_names)
  * dynamic symbols for them (dladdr names none, so the unwinder's name for the
  * frame decides). Each return address is the function's start + 4.
  */
-#define FRAME(fn)                                                   \
-	static __attribute__((noinline)) int fn(int x)              \
-	{                                                           \
-		__asm__ volatile("" : "+r"(x));                     \
-		return x * 7 + __LINE__;                            \
+#define FRAME(fn)                                                                                                      \
+	static __attribute__((noinline)) int fn(int x)                                                                 \
+	{                                                                                                              \
+		__asm__ volatile("" : "+r"(x));                                                                        \
+		return x * 7 + __LINE__;                                                                               \
 	}
 FRAME(fr_wrapper)
 FRAME(fr_rt_inner)
@@ -282,8 +288,8 @@ static void expect_first_frame(struct site_fx *x, uint32_t id, uintptr_t ra, con
 	const char *bang = strchr(s, '!'), *arrow = strstr(s, " <- ");
 	cr_assert(bang, "%s: %s", what, s);
 	size_t n = arrow ? (size_t)(arrow - bang) : strlen(bang);
-	cr_expect(n == strlen(want) && !strncmp(bang, want, n), "%s: site %s, its first frame should end %s", what,
-		  s, want);
+	cr_expect(n == strlen(want) && !strncmp(bang, want, n), "%s: site %s, its first frame should end %s", what, s,
+		  want);
 	free(s);
 }
 
@@ -292,8 +298,8 @@ Test(cuda_sites, program_caller_is_its_own_site)
 	/* a runtime wrapper behind the PLT: the caller is the program's frame */
 	struct site_fx x;
 	site_start(&x);
-	uintptr_t a[] = { RA(fr_wrapper), RA(fr_user_a), RA(fr_main) };
-	const char *an[] = { NULL, "alloc_a", "main" };
+	uintptr_t a[] = {RA(fr_wrapper), RA(fr_user_a), RA(fr_main)};
+	const char *an[] = {NULL, "alloc_a", "main"};
 	fake_stack(3, a, an);
 	uint32_t id = sp_cuda_site((const void *)RA(fr_user_a));
 	expect_first_frame(&x, id, RA(fr_user_a), "program's caller");
@@ -313,9 +319,9 @@ Test(cuda_sites, static_runtime_caller_is_the_program_frame_above_it)
 	struct site_fx x;
 	site_start(&x);
 	/* cudaMalloc -> cudart's internal function -> driver wrapper, from two program functions */
-	uintptr_t a[] = { RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_a), RA(fr_main) };
-	uintptr_t b[] = { RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_b), RA(fr_main) };
-	const char *names[] = { NULL, "__cudart512", "cudaMalloc", NULL, "main" };
+	uintptr_t a[] = {RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_a), RA(fr_main)};
+	uintptr_t b[] = {RA(fr_wrapper), RA(fr_rt_inner), RA(fr_rt_api), RA(fr_user_b), RA(fr_main)};
+	const char *names[] = {NULL, "__cudart512", "cudaMalloc", NULL, "main"};
 	const void *ret = (const void *)RA(fr_rt_inner);
 
 	fake_stack(5, a, names);
