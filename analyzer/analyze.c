@@ -1480,7 +1480,9 @@ static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, siz
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < a->nprocs; i++) {
+	uint8_t *keep = src->restrict_files ? malloc(src->nfiles + 1) : NULL;
+	int rc = 0;
+	for (size_t i = 0; i < a->nprocs && !rc; i++) {
 		const struct an_proc *p = &a->procs[i];
 		if (p->pid == a->trainer_pid) {
 			rank_fill(&a->ranks[a->nranks], a, p);
@@ -1489,18 +1491,37 @@ static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, siz
 		}
 		if (p->role != AN_ROLE_TRAINER)
 			continue;
+		/*
+		 * Its analysis ignores the other trainers and their workers but for their
+		 * presence: leave their files out (time ~ its own records, not the job's).
+		 */
+		if (keep) {
+			for (size_t f = 0; f < src->nfiles; f++) {
+				const struct sp_file_header *h = src->header(src->ctx, (int)f);
+				const struct an_proc *q = h && !(h->features & SP_FEAT_BPF) ? proc_find(a, h->pid) : NULL;
+				keep[f] = !q || q->pid == p->pid ||
+					  (q->role == AN_ROLE_WORKER && (!q->trainer || q->trainer == p->pid)) ||
+					  q->role == AN_ROLE_OTHER;
+			}
+			src->restrict_files(src->ctx, keep);
+		}
 		struct an_options o = a->opt;
 		o.rank_given = 0;
 		o.pid = p->pid;
 		o.no_ranks = 1;
 		struct an_analysis x;
-		if (an_analyze(src, &o, &x, err, errlen))
-			return -1;
+		if (an_analyze(src, &o, &x, err, errlen)) {
+			rc = -1;
+			break;
+		}
 		rank_fill(&a->ranks[a->nranks++], &x, p);
 		an_analysis_free(&x);
 	}
+	if (keep)
+		src->restrict_files(src->ctx, NULL);
+	free(keep);
 	qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank);
-	return 0;
+	return rc;
 }
 
 int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen)

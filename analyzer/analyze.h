@@ -47,6 +47,12 @@ struct an_source {
 	const struct sp_file_header *(*header)(void *ctx, int file);
 	/* Optional: every record once, in any order, fields as an_scan_fn says (NULL: use next). */
 	int (*scan)(void *ctx, an_scan_fn fn, void *arg);
+	/*
+	 * Optional: from the next rewind or scan on, read only the files f with
+	 * keep[f] (NULL: every file again); headers and strings of all stay available.
+	 * The per-rank passes leave out the other ranks' files.
+	 */
+	void (*restrict_files)(void *ctx, const uint8_t *keep);
 };
 
 /* An in-memory source (unit tests): events in the order given, one file. */

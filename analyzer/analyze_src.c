@@ -125,6 +125,7 @@ void an_memsrc_source(struct an_memsrc *m, struct an_source *src)
 	src->string = mem_string;
 	src->header = mem_header;
 	src->scan = NULL;
+	src->restrict_files = NULL; /* one file */
 	m->pos = 0;
 }
 

@@ -22,6 +22,7 @@ struct mfile {
 	struct sp_event cur;
 	int has;
 	int reported;
+	int off;		   /* left out of the passes (restrict_files) */
 	struct sp_reader_stats st; /* of the last complete pass */
 };
 
@@ -63,10 +64,10 @@ static void heap_build(struct merge *m)
 	m->nheap = 0;
 	m->pending = NULL;
 	for (size_t i = 0; i < m->n; i++) {
-		m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
+		m->f[i].has = !m->f[i].off && sp_reader_next(m->f[i].r, &m->f[i].cur);
 		if (m->f[i].has)
 			m->heap[m->nheap++] = i;
-		else
+		else if (!m->f[i].off)
 			m->f[i].st = *sp_reader_stats(m->f[i].r);
 	}
 	for (size_t i = m->nheap / 2; i-- > 0;)
@@ -172,9 +173,17 @@ static int m_scan(void *ctx, an_scan_fn fn, void *arg)
 {
 	struct merge *m = ctx;
 	for (size_t i = 0; i < m->n; i++)
-		if (an_scan_file(m->f[i].path, (int)i, fn, arg))
+		if (!m->f[i].off && an_scan_file(m->f[i].path, (int)i, fn, arg))
 			return -1;
 	return 0;
+}
+
+/* A file left out keeps the damage statistics of its last complete pass. */
+static void m_restrict(void *ctx, const uint8_t *keep)
+{
+	struct merge *m = ctx;
+	for (size_t i = 0; i < m->n; i++)
+		m->f[i].off = keep && !keep[i];
 }
 
 void merge_source(struct merge *m, struct an_source *src)
@@ -186,6 +195,7 @@ void merge_source(struct merge *m, struct an_source *src)
 	src->string = m_string;
 	src->header = m_header;
 	src->scan = m_scan;
+	src->restrict_files = m_restrict;
 }
 
 int merge_report_damage(struct merge *m)
