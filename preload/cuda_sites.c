@@ -63,9 +63,12 @@ int sp_cuda_runtime_name(const char *s)
 	/* the runtime API (cudaMalloc...): "cuda" then a capital, not a program's cuda_helper */
 	if (!strncmp(s, "cuda", 4) && s[4] >= 'A' && s[4] <= 'Z')
 		return 1;
-	/* __cudaRegisterFatBinary..., static cudart's internal __cudart123, cudart::... mangled or not */
-	return !strncmp(s, "__cuda", 6) || !strncmp(s, "cudart", 6) || !strncmp(s, "_ZN6cudart", 10) ||
-	       !strncmp(s, "_ZNK6cudart", 11);
+	/*
+	 * __cudaRegisterFatBinary..., static cudart's internal functions (CUDA 13:
+	 * libcudart_static_<sha1>; older ones: __cudart123, cudart::...).
+	 */
+	return !strncmp(s, "__cuda", 6) || !strncmp(s, "cudart", 6) || !strncmp(s, "libcudart", 9) ||
+	       !strncmp(s, "_ZN6cudart", 10) || !strncmp(s, "_ZNK6cudart", 11);
 }
 
 enum frame_class { FR_PROGRAM, FR_RUNTIME, FR_SELF };

@@ -22,8 +22,9 @@ uint32_t sp_cuda_site(const void *ret);
 
 /*
  * 1 when `name` (a symbol, mangled or not) is the CUDA runtime's: "cuda" then a
- * capital letter (the API), "__cuda..." (registration, static cudart's internal
- * __cudartNNN), "cudart...", cudart:: C++ names.
+ * capital letter (the API), "__cuda..." (registration, older static cudarts'
+ * internal __cudartNNN), "libcudart..." (CUDA 13's static cudart names its
+ * internal functions libcudart_static_<sha1>), "cudart...", cudart:: C++ names.
  */
 int sp_cuda_runtime_name(const char *name);
 

@@ -5,7 +5,8 @@
  *      "module!+0xoff" from the module's base for an unnamed one, "?!0x..."
  *      for an address in no module, truncation to the buffer;
  *   2. sp_cuda_site: STEPPROF_SITES=0 turns sites off;
- *   3. whose frame: the runtime's symbol names;
+ *   3. whose frame: the runtime's symbol names, every function of NVIDIA's
+ *      static runtime where it is installed;
  *   4. the site of a stack given by a scripted unwinder: a wrapper called by
  *      the program (dynamic runtime) is the program's frame; one called from
  *      inside a static runtime is the program's first frame above it, per
@@ -203,6 +204,7 @@ Test(cuda_sites, runtime_names)
 	    "cudaMemcpyAsync",
 	    "__cudaRegisterFatBinary",
 	    "__cudart1052",
+	    "libcudart_static_0053c1d33059ebe986009dc8a76c61eb6412a2c3",
 	    "cudart_internal",
 	    "_ZN6cudart13cudaApiMallocEPPvm",
 	    "_ZNK6cudart9configData3getEv",
@@ -216,6 +218,34 @@ Test(cuda_sites, runtime_names)
 	for (size_t i = 0; i < sizeof(prog) / sizeof(prog[0]); i++)
 		cr_expect(!sp_cuda_runtime_name(prog[i]), "%s is not the runtime's", prog[i]);
 	cr_expect(!sp_cuda_runtime_name(NULL));
+}
+
+/*
+ * NVIDIA's own static runtime, where installed: every function it defines
+ * must be taken for the runtime's, or a static-cudart program's sites would
+ * name one of them. Ground truth: nm of the archive.
+ */
+Test(cuda_sites, every_function_of_the_real_static_runtime)
+{
+	const char *a = "/usr/local/cuda/lib64/libcudart_static.a";
+	if (access(a, R_OK) != 0)
+		cr_skip_test("no %s", a);
+	struct sp_t_result r;
+	char *argv[] = {"nm", "--defined-only", (char *)a, NULL};
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "nm: %s", r.err);
+	size_t fns = 0, missed = 0;
+	char *save = NULL;
+	for (char *line = strtok_r(r.out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char type, name[512];
+		if (sscanf(line, "%*x %c %511s", &type, name) != 2 || (type != 'T' && type != 't'))
+			continue;
+		fns++;
+		if (!sp_cuda_runtime_name(name) && missed++ < 5)
+			cr_expect_fail("%s is cudart's own function", name);
+	}
+	sp_t_result_free(&r);
+	cr_expect_gt(fns, 100, "only %zu functions in %s", fns, a);
+	cr_expect_eq(missed, 0, "%zu of %zu functions not taken for the runtime's", missed, fns);
 }
 
 /* ------------------------------------------------- 4. scripted stacks */
