@@ -11,7 +11,7 @@
  *
  * Ground truth: the program's own functions, told apart by the bytes each one
  * asks for, and their address ranges from `nm -S` (the site of a program that
- * is not -rdynamic is "module!+0xoffset").
+ * is not -rdynamic is "module!+0xoffset", from the load address of a PIE).
  *
  *   1. the program and its build; nm
  *   2. run, dump, check every record
@@ -85,6 +85,8 @@ static char *build_prog(const char *dir, int static_rt, int rdynamic)
 		snprintf(lib, sizeof(lib), "-L%s", simgpu);
 	char *argv[] = {"cc",
 			"-O0",
+			"-fPIE",
+			"-pie",
 			"-I/usr/local/cuda/include",
 			"-o",
 			exe,
