@@ -127,13 +127,61 @@ static void sim_iteration(struct sim *s, int markers)
 	}
 }
 
-static void run(struct sim *s, struct an_options *o, struct an_analysis *a)
+/* Analyze what the simulator recorded with options o (NULL: the defaults); it must succeed. */
+static void run(struct sim *s, const struct an_options *o, struct an_analysis *a)
 {
+	struct an_options dflt;
 	struct an_source src;
 	char err[256] = "";
+	if (!o) {
+		an_options_init(&dflt);
+		o = &dflt;
+	}
 	an_memsrc_sort(&s->m);
 	an_memsrc_source(&s->m, &src);
 	cr_assert_eq(an_analyze(&src, o, a, err, sizeof(err)), 0, "%s", err);
+}
+
+/* Analyze with options o, which must fail: the error message, for the caller to check. */
+static const char *run_fails(struct sim *s, const struct an_options *o)
+{
+	static char err[256];
+	struct an_source src;
+	struct an_analysis a;
+	err[0] = 0;
+	an_memsrc_source(&s->m, &src);
+	cr_expect_eq(an_analyze(&src, o, &a, err, sizeof(err)), -1);
+	return err;
+}
+
+/* A fresh simulator with n reference iterations (markers as sim_iteration takes them). */
+static void sim_reference(struct sim *s, int n, int markers)
+{
+	sim_init(s);
+	for (int i = 0; i < n; i++)
+		sim_iteration(s, markers);
+}
+
+/* The trainer forks a loader worker (WPID) just before the first record. */
+static void sim_fork_worker(struct sim *s)
+{
+	struct sp_event *e = add(s, SP_K_FORK, 0, s->t - 10, s->t - 10);
+	e->f[SP_F_PID] = WPID;
+}
+
+/* The worker opens path as fd, reads bytes from the file and closes it: [t0, t1), [t1, t2), [t2, t3). */
+static void worker_read_file(struct sim *s, uint32_t path, int fd, uint64_t bytes, uint64_t t0, uint64_t t1,
+			     uint64_t t2, uint64_t t3)
+{
+	struct sp_event *e = an_memsrc_add(&s->m, SP_K_OPEN, SP_API_open, WPID, WPID, t0, t1);
+	e->f[SP_F_PATH] = path;
+	e->f[SP_F_FD] = (uint64_t)fd;
+	e = an_memsrc_add(&s->m, SP_K_READ, SP_API_read, WPID, WPID, t1, t2);
+	e->f[SP_F_FD] = (uint64_t)fd;
+	e->f[SP_F_BYTES] = bytes;
+	e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+	e = an_memsrc_add(&s->m, SP_K_CLOSE, SP_API_close, WPID, WPID, t2, t3);
+	e->f[SP_F_FD] = (uint64_t)fd;
 }
 
 static void expect_reference(const struct an_analysis *a, size_t n)
@@ -164,13 +212,9 @@ static void expect_reference(const struct an_analysis *a, size_t n)
 Test(analyze, nvtx_ranges_give_iterations_and_exact_breakdown)
 {
 	struct sim s;
-	sim_init(&s);
-	for (int i = 0; i < 20; i++)
-		sim_iteration(&s, 1);
-	struct an_options o;
-	an_options_init(&o);
+	sim_reference(&s, 20, 1);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
 	cr_expect_eq(a.trainer_pid, PID);
 	cr_expect_eq(a.training_tid, TID);
@@ -182,13 +226,9 @@ Test(analyze, nvtx_ranges_give_iterations_and_exact_breakdown)
 Test(analyze, step_marks_give_iterations)
 {
 	struct sim s;
-	sim_init(&s);
-	for (int i = 0; i < 20; i++)
-		sim_iteration(&s, 2);
-	struct an_options o;
-	an_options_init(&o);
+	sim_reference(&s, 20, 2);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_expect_eq(a.source_kind, AN_SRC_API);
 	expect_reference(&a, 20);
 	an_memsrc_free(&s.m);
@@ -198,13 +238,9 @@ Test(analyze, step_marks_give_iterations)
 Test(analyze, automatic_detection_without_markers)
 {
 	struct sim s;
-	sim_init(&s);
-	for (int i = 0; i < 20; i++)
-		sim_iteration(&s, 0);
-	struct an_options o;
-	an_options_init(&o);
+	sim_reference(&s, 20, 0);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
 	cr_expect_eq(a.auto_period, 7); /* H2D, 4 launches, D2H, sync */
 	expect_reference(&a, 20);
@@ -237,10 +273,7 @@ Test(analyze, step_regex_is_case_insensitive_and_overridable)
 	cr_expect_eq(a.nit, 12);
 	an_analysis_free(&a);
 	o.step_regex = "([";
-	struct an_source src;
-	char err[256] = "";
-	an_memsrc_source(&s.m, &src);
-	cr_expect_eq(an_analyze(&src, &o, &a, err, sizeof(err)), -1);
+	const char *err = run_fails(&s, &o);
 	cr_expect(strstr(err, "--step-regex") != NULL, "%s", err);
 	an_memsrc_free(&s.m);
 }
@@ -323,10 +356,8 @@ Test(analyze, automatic_detection_prefers_the_iteration_over_a_sub_pattern)
 		sim_copy(&s, SP_DIR_D2H, 4096, J(&s, 3 * US), 0);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
 	cr_expect_eq(a.nit, 22);
 	cr_expect_eq(a.auto_period, 1 + 39 * 3 + 3);
@@ -340,10 +371,8 @@ Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
 	sim_init(&s);
 	for (int i = 0; i < 10; i++)
 		sim_input(&s, 1000 * US);
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_expect_eq(a.source_kind, AN_SRC_NONE);
 	cr_expect_eq(a.nit, 0);
 	cr_expect_eq(a.nfnd, 0);
@@ -389,32 +418,20 @@ static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size
 {
 	struct sim s;
 	sim_init(&s);
-	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
-	e->f[SP_F_PID] = WPID;
+	sim_fork_worker(&s);
 	uint32_t path = an_memsrc_string(&s.m, "/data/train/shard/sample.jpg");
 	for (int i = 0; i < 12; i++) {
 		uint64_t t = s.t + 10 * US;
 		for (int k = 0; k < stats; k++, t += 5 * US) {
-			e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 3 * US);
+			struct sp_event *e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 3 * US);
 			e->f[SP_F_PATH] = path;
 			e->f[SP_F_BYTES] = size;
 		}
-		for (int k = 0; k < opens; k++, t += 6 * US) {
-			e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t, t + 2 * US);
-			e->f[SP_F_PATH] = path;
-			e->f[SP_F_FD] = 5;
-			e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + 2 * US, t + 4 * US);
-			e->f[SP_F_FD] = 5;
-			e->f[SP_F_BYTES] = size;
-			e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
-			e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 4 * US, t + 5 * US);
-			e->f[SP_F_FD] = 5;
-		}
+		for (int k = 0; k < opens; k++, t += 6 * US)
+			worker_read_file(&s, path, 5, size, t, t + 2 * US, t + 4 * US, t + 5 * US);
 		sim_iteration(&s, 2);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	run(&s, NULL, a);
 	an_memsrc_free(&s.m);
 }
 
@@ -477,21 +494,13 @@ static void storm_share_run(struct an_analysis *a, uint64_t wait_us, uint64_t ke
 {
 	struct sim s;
 	sim_init(&s);
-	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
-	e->f[SP_F_PID] = WPID;
+	sim_fork_worker(&s);
 	for (int i = 0; i < 12; i++) {
 		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
 		uint64_t t = s.t + 1;
 		for (int k = 0; k < 50; k++, t += 4) {
-			e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
-			e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t + 1, t + 2);
-			e->f[SP_F_FD] = 5;
-			e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + 2, t + 3);
-			e->f[SP_F_FD] = 5;
-			e->f[SP_F_BYTES] = 16384;
-			e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
-			e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 3, t + 4);
-			e->f[SP_F_FD] = 5;
+			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
+			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
 		}
 		sim_input(&s, wait_us * US);
 		sim_kernel(&s, s.kname, kernel_us * US);
@@ -539,27 +548,16 @@ Test(findings, worker_reads_between_nvtx_ranges_count_in_the_next_iteration)
 {
 	struct sim s;
 	sim_init(&s);
-	struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
-	e->f[SP_F_PID] = WPID;
+	sim_fork_worker(&s);
 	uint32_t path = an_memsrc_string(&s.m, "/data/a.bin");
 	for (int i = 0; i < 12; i++) {
 		uint64_t t = s.t + 10 * US;
-		e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, WPID, WPID, t, t + US);
-		e->f[SP_F_PATH] = path;
-		e->f[SP_F_FD] = 7;
-		e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, WPID, WPID, t + US, t + 2 * US);
-		e->f[SP_F_FD] = 7;
-		e->f[SP_F_BYTES] = 1000 + (uint64_t)i;
-		e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
-		e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, WPID, WPID, t + 2 * US, t + 3 * US);
-		e->f[SP_F_FD] = 7;
+		worker_read_file(&s, path, 7, 1000 + (uint64_t)i, t, t + US, t + 2 * US, t + 3 * US);
 		s.t += 100 * US; /* the gap */
 		sim_iteration(&s, 1);
 	}
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	an_memsrc_free(&s.m);
 	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
 	cr_assert_eq(a.nit, 12);
@@ -582,9 +580,7 @@ static void copy_run(struct an_analysis *a, int pageable_iter)
 		sim_kernel(&s, s.kname, 4000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	run(&s, NULL, a);
 	an_memsrc_free(&s.m);
 }
 
@@ -638,10 +634,8 @@ static int upc_severity(unsigned api, int from, int to, uint64_t copy_us)
 		sim_kernel(&s, s.kname, 4000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	an_memsrc_free(&s.m);
 	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
 	cr_assert_not_null(f);
@@ -684,10 +678,8 @@ Test(findings, unpinned_copy_time_is_the_copy_not_the_wait_before_it)
 		cr_assert_geq(s.m.ev[s.m.n - 2].end_ns - s.m.ev[s.m.n - 2].begin_ns, 4000 * US, "the call waits");
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	an_memsrc_free(&s.m);
 	cr_assert_eq(a.nit, 12);
 	for (size_t i = 0; i < a.nit; i++) {
@@ -749,9 +741,7 @@ static void frag_run(struct an_analysis *a, uint64_t request, uint64_t free_at_f
 		sim_kernel(&s, s.kname, 2000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	run(&s, NULL, a);
 	an_memsrc_free(&s.m);
 }
 
@@ -815,9 +805,7 @@ static const struct an_result_finding *flush_run(struct an_analysis *a, int segm
 		sim_kernel(&s, s.kname, 2000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	run(&s, NULL, a);
 	an_memsrc_free(&s.m);
 	return find(a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush");
 }
@@ -858,9 +846,7 @@ static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
 		sim_kernel(&s, s.kname, 2000 * US);
 		sim_sync(&s);
 	}
-	struct an_options o;
-	an_options_init(&o);
-	run(&s, &o, a);
+	run(&s, NULL, a);
 	an_memsrc_free(&s.m);
 }
 
@@ -905,10 +891,8 @@ Test(analyze, device_peak_of_iterations_without_memory_events)
 	s.t += 1000 * US;
 	alloc_ev(&s, SP_K_FREE, 0x10, 200 * MiB, &live);
 	alloc_ev(&s, SP_K_FREE, 0x20, 4096, &live);
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_assert_eq(a.nit, 12);
 	for (size_t i = 0; i < a.nit; i++)
 		cr_expect_eq(a.it[i].device_bytes_peak, 200 * MiB + 4096, "iteration %zu: peak %lu", i,
@@ -951,9 +935,7 @@ static void growth_run(struct an_analysis *a, const struct an_options *o, int it
 		sim_kernel(&s, s.kname, 2000 * US);
 		sim_sync(&s);
 	}
-	struct an_options dflt;
-	an_options_init(&dflt);
-	run(&s, o ? (struct an_options *)o : &dflt, a);
+	run(&s, o, a);
 	an_memsrc_free(&s.m);
 }
 
@@ -1145,10 +1127,8 @@ Test(analyze, the_ranked_trainer_is_selected_and_every_trainer_has_a_rank_entry)
 {
 	struct sim s;
 	two_trainers(&s);
-	struct an_options o;
-	an_options_init(&o);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	/* the lowest rank wins over the most launches (RPID has none) */
 	cr_expect_eq(a.trainer_pid, PID);
 	cr_expect_eq(a.training_tid, TID);
@@ -1191,24 +1171,16 @@ Test(analyze, rank_option_selects_and_an_unknown_rank_is_refused)
 	an_options_init(&o);
 	o.rank_given = 1;
 	o.rank = 5;
-	struct an_source src;
-	char err[256] = "";
-	an_memsrc_source(&s.m, &src);
-	cr_expect_eq(an_analyze(&src, &o, &a, err, sizeof(err)), -1);
-	cr_expect_str_eq(err, "--rank 5: no process has this rank (ranks: 3)");
+	cr_expect_str_eq(run_fails(&s, &o), "--rank 5: no process has this rank (ranks: 3)");
 	an_memsrc_free(&s.m);
 }
 
 Test(analyze, a_single_trainer_has_one_rank_entry)
 {
 	struct sim s;
-	sim_init(&s);
-	for (int i = 0; i < 20; i++)
-		sim_iteration(&s, 1);
-	struct an_options o;
-	an_options_init(&o);
+	sim_reference(&s, 20, 1);
 	struct an_analysis a;
-	run(&s, &o, &a);
+	run(&s, NULL, &a);
 	cr_assert_eq(a.nranks, 1);
 	cr_expect(a.ranks[0].selected);
 	cr_expect_eq(a.ranks[0].pid, PID);
