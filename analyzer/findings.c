@@ -128,6 +128,15 @@ static void add_site(struct an_result_finding *f, const char *site)
 	snprintf(f->sites[f->nsites++], sizeof(f->sites[0]), "%s", site);
 }
 
+/* The sites of a table, most bytes first; a copy is sorted, the table stays as collected. */
+static void add_top_sites(struct an_result_finding *f, const struct an_top *t)
+{
+	struct an_top sites = *t;
+	an_top_sort(&sites, 1);
+	for (size_t i = 0; i < sites.n; i++)
+		add_site(f, sites.e[i].key);
+}
+
 static struct an_result_finding *new_finding(struct an_analysis *a, int kind)
 {
 	struct an_result_finding *v = realloc(a->fnd, (a->nfnd + 1) * sizeof(*v));
@@ -291,10 +300,7 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 		ev_num(f, "pinned_gbps", (double)pbytes / (double)pns);
 	if (c->link_gbps > 0)
 		ev_num(f, "link_gbps", c->link_gbps);
-	struct an_top sites = c->copy_sites;
-	an_top_sort(&sites, 1);
-	for (size_t i = 0; i < sites.n; i++)
-		add_site(f, sites.e[i].key);
+	add_top_sites(f, &c->copy_sites);
 	snprintf(f->advice, sizeof(f->advice),
 		 "Host-to-device and device-to-host copies use pageable host memory: the driver stages them through "
 		 "a bounce buffer, they run at a fraction of the link's bandwidth and an Async copy from pageable "
@@ -457,10 +463,7 @@ static int memory_growth(struct an_analysis *a, const struct an_collect *c)
 	ev_num(f, "end_bytes", end);
 	ev_num(f, "device_capacity_bytes", (double)a->device_capacity);
 	ev_num(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
-	struct an_top sites = c->live_sites;
-	an_top_sort(&sites, 1);
-	for (size_t i = 0; i < sites.n; i++)
-		add_site(f, sites.e[i].key);
+	add_top_sites(f, &c->live_sites);
 	snprintf(f->advice, sizeof(f->advice),
 		 "Peak device memory rises with every iteration: something keeps tensors alive, such as a Python list "
 		 "of losses that holds their graphs (append loss.item(), not loss), gradients accumulated without "
