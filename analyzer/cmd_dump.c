@@ -249,11 +249,8 @@ static void record_text(struct sp_reader *r, const struct sp_event *ev, const st
 static int collect_spans(const char *path, struct spans *sp)
 {
 	struct sp_reader *r;
-	char err[256];
-	if (sp_reader_open(path, &r, err, sizeof(err))) {
-		util_err(path, "%s", err);
+	if (util_reader_open(path, &r))
 		return SP_EXIT_INPUT;
-	}
 	struct sp_event ev;
 	int rc = 0;
 	while (sp_reader_next(r, &ev))
@@ -308,9 +305,7 @@ int command_dump(int argc, char **argv)
 		return rc;
 	}
 	struct sp_reader *r;
-	char err[256];
-	if (sp_reader_open(path, &r, err, sizeof(err))) {
-		util_err(path, "%s", err);
+	if (util_reader_open(path, &r)) {
 		free(sp.t);
 		return SP_EXIT_INPUT;
 	}

@@ -41,11 +41,8 @@ struct info {
 static int info_read(const char *path, struct info *in)
 {
 	struct sp_reader *r;
-	char err[256];
-	if (sp_reader_open(path, &r, err, sizeof(err))) {
-		util_err(path, "%s", err);
+	if (util_reader_open(path, &r))
 		return SP_EXIT_INPUT;
-	}
 	struct sp_event ev;
 	while (sp_reader_next(r, &ev))
 		;

@@ -218,9 +218,7 @@ static void header_pass(struct ex *x, int *rc)
 	for (size_t i = 0; i < x->nfiles; i++) {
 		struct file_info *fi = &x->files[i];
 		struct sp_reader *r;
-		char err[256];
-		if (sp_reader_open(fi->path, &r, err, sizeof(err))) {
-			util_err(fi->path, "%s", err);
+		if (util_reader_open(fi->path, &r)) {
 			*rc = util_worse(*rc, SP_EXIT_INPUT);
 			continue;
 		}
@@ -714,12 +712,8 @@ static void write_metadata(struct ex *x)
 
 static int export_file(struct ex *x, struct file_info *fi)
 {
-	char err[256];
-	if (sp_reader_open(fi->path, &x->r, err, sizeof(err))) {
-		/* it opened at the header pass: changed under us */
-		util_err(fi->path, "%s", err);
-		return SP_EXIT_INPUT;
-	}
+	if (util_reader_open(fi->path, &x->r))
+		return SP_EXIT_INPUT; /* it opened at the header pass: changed under us */
 	x->fi = fi;
 	x->st->files++;
 	if (!fi->bpf) {

@@ -168,6 +168,16 @@ void util_free_paths(char **paths)
 	free(paths);
 }
 
+int util_reader_open(const char *path, struct sp_reader **r)
+{
+	char err[256];
+	if (sp_reader_open(path, r, err, sizeof(err))) {
+		util_err(path, "%s", err);
+		return SP_EXIT_INPUT;
+	}
+	return 0;
+}
+
 /* ----------------------------------------------------------- 3. numbers */
 
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len)

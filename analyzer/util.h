@@ -52,6 +52,12 @@ int util_is_trace_file(const char *path);
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc);
 void util_free_paths(char **paths);
 
+/*
+ * sp_reader_open, printing the reader's reason as "stepprof: <path>: <reason>":
+ * 0 with *r open, or SP_EXIT_INPUT.
+ */
+int util_reader_open(const char *path, struct sp_reader **r);
+
 /* "12.3 ms", "4.56 s", "870 ns"... into buf. */
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len);
 /* "1.5 GiB", "312 KiB", "17 B" into buf. */
