@@ -117,13 +117,9 @@ int command_analyze(int argc, char **argv)
 	}
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
-	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);
-	if (rc != SP_EXIT_OK || !n) {
-		if (rc == SP_EXIT_OK)
-			util_err("analyze", "no trace files");
-		util_free_paths(paths);
-		return rc != SP_EXIT_OK ? rc : SP_EXIT_INPUT;
-	}
+	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);
+	if (!paths)
+		return rc;
 	struct merge *m = merge_open(paths, n);
 	util_free_paths(paths);
 	if (!m)

@@ -144,13 +144,9 @@ int command_export(int argc, char **argv)
 	}
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
-	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);
-	if (rc != SP_EXIT_OK || !n) {
-		if (rc == SP_EXIT_OK)
-			util_err("export", "no trace files");
-		util_free_paths(paths);
-		return rc != SP_EXIT_OK ? rc : SP_EXIT_INPUT;
-	}
+	char **paths = util_verb_trace_paths("export", argv + optind, argc - optind, &n, &rc);
+	if (!paths)
+		return rc;
 
 	struct export_stats st;
 	if (output && !strcmp(output, "-")) {

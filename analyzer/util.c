@@ -168,6 +168,19 @@ void util_free_paths(char **paths)
 	free(paths);
 }
 
+char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, size_t *n, int *rc)
+{
+	char **paths = util_trace_paths(args, nargs, n, rc);
+	if (*rc == SP_EXIT_OK && *n)
+		return paths;
+	if (*rc == SP_EXIT_OK) {
+		util_err(verb, "no trace files");
+		*rc = SP_EXIT_INPUT;
+	}
+	util_free_paths(paths);
+	return NULL;
+}
+
 int util_reader_open(const char *path, struct sp_reader **r)
 {
 	char err[256];

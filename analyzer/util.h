@@ -53,6 +53,13 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc);
 void util_free_paths(char **paths);
 
 /*
+ * util_trace_paths for a verb that needs every operand readable and at least one
+ * trace: the paths, or NULL (nothing to free) once the problem is printed, with *rc
+ * the exit code to return ("<verb>: no trace files" when no operand named one).
+ */
+char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, size_t *n, int *rc);
+
+/*
  * sp_reader_open, printing the reader's reason as "stepprof: <path>: <reason>":
  * 0 with *r open, or SP_EXIT_INPUT.
  */
