@@ -96,6 +96,30 @@ static size_t nfiles(struct sp_json *j)
 	return files ? files->n : 0;
 }
 
+/* info's first file (asserted present), and the same when it must be the only one. */
+static struct sp_json *file0(struct sp_json *j)
+{
+	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	cr_assert(f, "no file in the trace directory");
+	return f;
+}
+
+static struct sp_json *only_file(struct sp_json *j)
+{
+	cr_assert_eq(nfiles(j), 1);
+	return file0(j);
+}
+
+/* The trace in dir (its only file when only) holds exactly `marks` marks and lost none. */
+static void expect_marks_kept(const char *dir, int only, uint64_t marks)
+{
+	struct sp_json *j = info(dir);
+	struct sp_json *f = only ? only_file(j) : file0(j);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), marks);
+	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
+	sp_json_free(j);
+}
+
 /* `stepprof dump --json file`, one object per record. */
 static size_t dump(const char *file, struct sp_json ***lines)
 {
@@ -153,8 +177,7 @@ Test(recorder, eight_threads_million_marks_exact, .timeout = 300)
 	cr_expect_null(strstr(r.out, "errno_changed"), "stepprof_mark changed errno: %s", r.out);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	struct sp_json *f = only_file(j);
 	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 8000000);
 	cr_expect_eq(sp_json_u64(f, "records", 0), 8000000);
 	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
@@ -244,8 +267,7 @@ Test(recorder, python_ctypes_reaches_the_api)
 	cr_expect_str_eq(r.out, "done\n");
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
-	cr_assert(f);
+	struct sp_json *f = file0(j);
 	cr_expect_eq(sp_json_u64(f, "records_by_kind.step", 0), 7);
 	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 7);
 	sp_json_free(j);
@@ -262,7 +284,7 @@ Test(recorder, threads_close_their_chunks_at_exit)
 	cr_assert_eq(markgen(&r, dir, extra, "-t 6 -n 5000 -s 3"), 0, "%s", r.err);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
-	const char *path = sp_json_str(sp_json_at(sp_json_get(j, "files"), 0), "path");
+	const char *path = sp_json_str(file0(j), "path");
 	cr_assert(path);
 	size_t len;
 	char *raw = sp_t_read_file(path, &len);
@@ -296,8 +318,7 @@ Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
 	sp_t_result_free(&r);
 
 	struct sp_json *j = info(dir);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	struct sp_json *f = only_file(j);
 	const char *path = sp_json_str(f, "path");
 	struct stat st;
 	cr_assert_eq(stat(path, &st), 0);
@@ -359,8 +380,7 @@ Test(recorder, more_threads_than_chunks_every_mark_accounted, .timeout = 300)
 	cr_assert_eq(markgen(&r, dir, extra, "-t 120 -n 20000 -B"), 0, "%s", r.err);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	struct sp_json *f = only_file(j);
 	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), over = sp_json_u64(f, "overwritten", 0),
 		 lost = sp_json_u64(f, "lost", 0);
 	cr_log_info("%ld threads x %ld marks: kept %lu, overwritten %lu, lost %lu", threads, per, (unsigned long)kept,
@@ -382,12 +402,7 @@ Test(recorder, sigkill_loses_nothing_written)
 	int st = markgen(&r, dir, NULL, "-n 1000000 -k 100000");
 	cr_assert_eq(st, 128 + 9, "markgen should die of SIGKILL, status %d", st);
 	sp_t_result_free(&r);
-	struct sp_json *j = info(dir);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
-	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 100000);
-	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
-	sp_json_free(j);
+	expect_marks_kept(dir, 1, 100000);
 	sp_t_rmrf(dir);
 }
 
@@ -397,12 +412,7 @@ Test(recorder, exit_without_destructors_loses_nothing)
 	struct sp_t_result r;
 	cr_assert_eq(markgen(&r, dir, NULL, "-n 100000 -q"), 0);
 	sp_t_result_free(&r);
-	struct sp_json *j = info(dir);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
-	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 100000);
-	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
-	sp_json_free(j);
+	expect_marks_kept(dir, 1, 100000);
 	sp_t_rmrf(dir);
 }
 
@@ -502,12 +512,7 @@ Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 	cr_expect(strstr(r.out, "user_size=0\n"), "the program's own file must stay empty: %s", r.out);
 	cr_expect_eq(r.errlen, 0, "no warning: %s", r.err);
 	sp_t_result_free(&r);
-	struct sp_json *j = info(sub);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
-	cr_assert(f);
-	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 10100);
-	cr_expect_eq(sp_json_u64(f, "lost", 99), 0);
-	sp_json_free(j);
+	expect_marks_kept(sub, 0, 10100);
 	sp_t_rmrf(dir);
 }
 
@@ -670,8 +675,7 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 	cr_expect(strstr(r.err, "No space left"), "the warning says why: %s", r.err);
 	cr_expect_null(strstr(r.out, "errno_changed"), "errno changed on a full disk: %s", r.out);
 	struct sp_json *j = info(target);
-	cr_assert_eq(nfiles(j), 1);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
+	struct sp_json *f = only_file(j);
 	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), lost = sp_json_u64(f, "lost", 0);
 	cr_expect_gt(lost, 0);
 	cr_expect_gt(kept, 0);
@@ -754,8 +758,7 @@ Test(recorder, bad_config_value_one_warning_and_default)
 	cr_expect(strstr(r.err, "STEPPROF_MAX_MB"), "the warning names the variable: %s", r.err);
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
-	struct sp_json *f = sp_json_at(sp_json_get(j, "files"), 0);
-	cr_assert(f);
+	struct sp_json *f = file0(j);
 	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 1000);
 	struct stat st;
 	cr_assert_eq(stat(sp_json_str(f, "path"), &st), 0);
