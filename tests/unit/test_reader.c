@@ -81,6 +81,20 @@ static void read_all(const char *path, struct readout *o)
 	sp_reader_close(r);
 }
 
+/* The image of g in a memfd, read whole (asserted readable). */
+static void read_tg(struct sp_tg *g, struct readout *r)
+{
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct memfile m;
+	mf_open(&m);
+	mf_set(&m, img, len);
+	read_all(m.path, r);
+	cr_assert_eq(r->rc, 0, "%s", r->err);
+	free(img);
+	close(m.fd);
+}
+
 static void readout_free(struct readout *o)
 {
 	free(o->ev);
@@ -189,14 +203,8 @@ Test(reader, threads_span_many_chunks_in_seq_order)
 		for (int t = 0; t < 3; t++)
 			SP_TG_ADD(g, 100 + t, SP_K_STEP, 0, 1000000 + i * 10 + t, 1000000 + i * 10 + t,
 				  {SP_F_VALUE, (uint64_t)(t * 100000 + i)});
-	size_t len;
-	uint8_t *img = sp_tg_image(g, &len);
-	struct memfile m;
-	mf_open(&m);
-	mf_set(&m, img, len);
 	struct readout r;
-	read_all(m.path, &r);
-	cr_assert_eq(r.rc, 0, "%s", r.err);
+	read_tg(g, &r);
 	cr_assert_eq(r.n, 3 * per);
 	cr_assert_eq(r.st.threads, 3);
 	int next[3] = {0, 0, 0};
@@ -207,8 +215,6 @@ Test(reader, threads_span_many_chunks_in_seq_order)
 		next[t]++;
 	}
 	readout_free(&r);
-	free(img);
-	close(m.fd);
 }
 
 Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
@@ -218,14 +224,8 @@ Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
 	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
 	for (int i = 0; i < 100; i++)
 		SP_TG_ADD(g, 7, SP_K_STEP, 0, 1000 + i, 1000 + i, {SP_F_VALUE, (uint64_t)i});
-	size_t len;
-	uint8_t *img = sp_tg_image(g, &len);
-	struct memfile m;
-	mf_open(&m);
-	mf_set(&m, img, len);
 	struct readout r;
-	read_all(m.path, &r);
-	cr_assert_eq(r.rc, 0, "%s", r.err);
+	read_tg(g, &r);
 	/* 100 = 16 full chunks of 6 + 4: the last 4 chunks hold 6+6+6+4 = 22 records (78..99). */
 	cr_assert_eq(r.n, 22);
 	cr_assert_eq(r.st.overwritten, 78);
@@ -234,8 +234,6 @@ Test(reader, ring_wrap_keeps_newest_and_counts_overwritten)
 	cr_assert_eq(r.st.truncated, 0);
 	cr_assert_eq(r.st.corrupt, 0);
 	readout_free(&r);
-	free(img);
-	close(m.fd);
 }
 
 Test(reader, active_chunks_kept_records_and_several_pids)
@@ -254,14 +252,8 @@ Test(reader, active_chunks_kept_records_and_several_pids)
 	ev.begin_ns = 700;
 	ev.end_ns = 800;
 	sp_tg_add_event(g, &ev);
-	size_t len;
-	uint8_t *img = sp_tg_image(g, &len);
-	struct memfile m;
-	mf_open(&m);
-	mf_set(&m, img, len);
 	struct readout r;
-	read_all(m.path, &r);
-	cr_assert_eq(r.rc, 0, "%s", r.err);
+	read_tg(g, &r);
 	cr_assert_eq(r.n, 3);
 	cr_assert_eq(r.ev[0].kind, SP_K_MEM_INFO);
 	cr_assert_eq(r.ev[0].pid, 50);
@@ -273,8 +265,6 @@ Test(reader, active_chunks_kept_records_and_several_pids)
 	cr_assert_eq(r.ev[2].end_ns, 800);
 	cr_assert_eq(r.st.threads, 2);
 	readout_free(&r);
-	free(img);
-	close(m.fd);
 }
 
 Test(reader, duplicate_string_ids_first_wins)
@@ -662,14 +652,8 @@ Test(reader, every_kind_reads_back_field_by_field)
 			sp_tg_addv(g, 5, kind, (unsigned)(n % SP_API__COUNT), 1000 + n, 1000 + n + i, f);
 		}
 	}
-	size_t len;
-	uint8_t *img = sp_tg_image(g, &len);
-	struct memfile m;
-	mf_open(&m);
-	mf_set(&m, img, len);
 	struct readout r;
-	read_all(m.path, &r);
-	cr_assert_eq(r.rc, 0, "%s", r.err);
+	read_tg(g, &r);
 	cr_assert_eq(r.n, n);
 	cr_assert_eq(r.st.corrupt, 0);
 	for (size_t i = 0; i < n; i++) {
@@ -683,8 +667,6 @@ Test(reader, every_kind_reads_back_field_by_field)
 				     sp_field_name[fld]);
 	}
 	readout_free(&r);
-	free(img);
-	close(m.fd);
 }
 
 /* A FIFO, a device: refused at once with one line, never a hang on open or read. */
