@@ -12,6 +12,7 @@
  * Nothing here runs before cuInit: a process that links libcuda.so.1 but never
  * initialises CUDA starts no thread and maps no memory.
  */
+#include "procs.h"
 #include "sim.h"
 #include "simgpu.h"
 
@@ -685,19 +686,6 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
 }
 
 /* ---------------------------------------------------------------- 5. entry points */
-
-/* The generated table (drv_procs.c): every versioned symbol the CUDA 13 headers know,
- * sorted by base name then version. */
-struct sim_proc {
-	const char *base;
-	int version;
-	int ptds;
-	void *fn;
-};
-#pragma GCC visibility push(hidden)
-extern const struct sim_proc sim_procs[];
-extern const size_t sim_nprocs;
-#pragma GCC visibility pop
 
 /*
  * The rule of NVIDIA's driver: among the variants of `symbol`, take the newest one

@@ -13,7 +13,7 @@
  * prototypes (only their addresses and a return code matter), which would clash
  * with the header's declarations.
  */
-#include <stddef.h>
+#include "procs.h"
 
 #define SIM_NOT_SUPPORTED 801 /* CUDA_ERROR_NOT_SUPPORTED */
 
@@ -25,18 +25,6 @@
 	}
 #include "procmap.def"
 #undef SIM_PROC
-
-struct sim_proc {
-	const char *base;
-	int version;
-	int ptds;
-	void *fn;
-};
-
-#pragma GCC visibility push(hidden)
-extern const struct sim_proc sim_procs[];
-extern const size_t sim_nprocs;
-#pragma GCC visibility pop
 
 const struct sim_proc sim_procs[] = {
 #define SIM_PROC(base, ver, ptds, sym) {#base, ver, ptds, (void *)sym},
