@@ -622,7 +622,7 @@ CUresult cuCtxDisablePeerAccess(CUcontext peerContext)
 
 /* ---------------------------------------------------------------- 4. errors */
 
-static const struct {
+static const struct sim_error {
 	CUresult code;
 	const char *name, *text;
 } errors[] = {
@@ -659,30 +659,31 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* The row of a code, or NULL for a code the driver does not know. */
+static const struct sim_error *find_error(CUresult error)
+{
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+		if (errors[i].code == error)
+			return &errors[i];
+	return NULL;
+}
+
 CUresult cuGetErrorString(CUresult error, const char **pStr)
 {
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-		if (errors[i].code == error) {
-			*pStr = errors[i].text;
-			return CUDA_SUCCESS;
-		}
-	*pStr = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
+	const struct sim_error *e = find_error(error);
+	*pStr = e ? e->text : NULL;
+	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 CUresult cuGetErrorName(CUresult error, const char **pStr)
 {
 	if (!pStr)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-		if (errors[i].code == error) {
-			*pStr = errors[i].name;
-			return CUDA_SUCCESS;
-		}
-	*pStr = NULL;
-	return CUDA_ERROR_INVALID_VALUE;
+	const struct sim_error *e = find_error(error);
+	*pStr = e ? e->name : NULL;
+	return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---------------------------------------------------------------- 5. entry points */
