@@ -38,6 +38,14 @@ static void penv_fini(struct procs_env *e)
 	free(e->tmp), free(e->iogen), free(e->lib);
 }
 
+/* argv under the preload into e's trace directory (it must succeed), then that directory's records. */
+static void penv_run(struct procs_env *e, char *const argv[], struct sp_t_result *res, struct io_recs *rs)
+{
+	char *env[] = { e->pre, e->dir, NULL };
+	cr_assert_eq(sp_t_run(res, argv, env, NULL, 60), 0, "%s", res->err);
+	io_t_load_dir(e->trace, rs);
+}
+
 static uint64_t total_size(void)
 {
 	uint64_t s = 0;
@@ -80,14 +88,12 @@ Test(io, forked_then_execd_children_lose_nothing, .timeout = 120)
 	struct procs_env e;
 	penv_init(&e, "io-forkexec");
 	char *argv[] = { e.iogen, "forkexec", e.data, "10", "3", NULL };
-	char *env[] = { e.pre, e.dir, NULL };
 	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct io_recs rs;
+	penv_run(&e, argv, &res, &rs);
 	/* Each exec'd child printed its ground truth line with its pid. */
 	struct sp_json **lines;
 	size_t n = sp_json_parse_lines(res.out, &lines);
-	struct io_recs rs;
-	io_t_load_dir(e.trace, &rs);
 	int kids = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!lines[i])
@@ -115,14 +121,12 @@ Test(io, forked_workers_keep_what_they_recorded_before_exec, .timeout = 120)
 	struct procs_env e;
 	penv_init(&e, "io-forkio");
 	char *argv[] = { e.iogen, "forkio", e.data, "10", "3", NULL };
-	char *env[] = { e.pre, e.dir, NULL };
 	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct io_recs rs;
+	penv_run(&e, argv, &res, &rs);
 	/* Each child printed two ground-truth lines with its pid: before and after its exec. */
 	struct sp_json **lines;
 	size_t n = sp_json_parse_lines(res.out, &lines);
-	struct io_recs rs;
-	io_t_load_dir(e.trace, &rs);
 	int pids[8] = { 0 }, runs[8] = { 0 }, np = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!lines[i])
@@ -159,12 +163,10 @@ Test(io, c_process_leaving_by_exit_loses_nothing, .timeout = 60)
 	struct procs_env e;
 	penv_init(&e, "io-exit");
 	char *argv[] = { e.iogen, "exit", e.data, "10", NULL };
-	char *env[] = { e.pre, e.dir, NULL };
 	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
-	struct sp_json *t = io_t_truth(res.out);
 	struct io_recs rs;
-	io_t_load_dir(e.trace, &rs);
+	penv_run(&e, argv, &res, &rs);
+	struct sp_json *t = io_t_truth(res.out);
 	expect_complete_run(&rs, e.prefix, (int)sp_json_i64(t, "pid", 0));
 	sp_json_free(t);
 	io_t_free(&rs);
@@ -189,14 +191,12 @@ Test(io, python_os_exit_loses_nothing, .timeout = 60)
 		"sys.stdout.flush()\n"
 		"os._exit(0)\n";
 	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
-	char *env[] = { e.pre, e.dir, NULL };
 	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct io_recs rs;
+	penv_run(&e, argv, &res, &rs);
 	struct sp_json *t = io_t_truth(res.out);
 	int pid = (int)sp_json_i64(t, "pid", 0);
 	cr_assert_eq(sp_json_u64(t, "bytes", 0), total_size());
-	struct io_recs rs;
-	io_t_load_dir(e.trace, &rs);
 	uint64_t b;
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = e.prefix, .pid = pid }, NULL), NF);
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "close", .prefix = e.prefix, .pid = pid }, NULL), NF);
@@ -229,16 +229,14 @@ Test(io, forked_child_records_the_path_its_parent_opened_last, .timeout = 60)
 		"    print(json.dumps({'child': os.getpid(), 'bytes': n})); sys.stdout.flush(); os._exit(0)\n"
 		"os.waitpid(pid, 0)\n";
 	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
-	char *env[] = { e.pre, e.dir, NULL };
 	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct io_recs rs;
+	penv_run(&e, argv, &res, &rs);
 	struct sp_json *t = io_t_truth(res.out);
 	int child = (int)sp_json_i64(t, "child", 0);
 	cr_assert_eq(sp_json_u64(t, "bytes", 0), io_t_iogen_size(3));
 	char path[PATH_MAX + 8];
 	snprintf(path, sizeof(path), "%s/f003", e.data);
-	struct io_recs rs;
-	io_t_load_dir(e.trace, &rs);
 	long opens = 0, others = 0;
 	for (size_t i = 0; i < rs.n; i++) {
 		const struct io_rec *r = &rs.v[i];
