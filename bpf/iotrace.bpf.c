@@ -357,6 +357,23 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 
 /* ------------------------------------------------ 5. the process tree */
 
+/* A zeroed header-only event of the process tree, stamped now; NULL (counted) when the ring is full. */
+static __always_inline struct iotrace_event *tree_event(__u32 pid, __u32 tid, __u16 type)
+{
+	struct iotrace_event *e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
+
+	if (!e) {
+		count_drop();
+		return NULL;
+	}
+	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = pid;
+	e->tid = tid;
+	e->type = type;
+	return e;
+}
+
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct *child)
 {
@@ -371,16 +388,9 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 		count_drop();
 		return 0;
 	}
-	e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
-	if (!e) {
-		count_drop();
+	e = tree_event(ptgid, ctgid, IOTRACE_EV_FORK);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
-	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
-	e->pid = ptgid;
-	e->tid = ctgid;
-	e->type = IOTRACE_EV_FORK;
 	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 	return 0;
 }
@@ -400,16 +410,9 @@ int BPF_PROG(sched_process_exit, struct task_struct *task)
 	if (group_dead)
 		bpf_map_delete_elem(&traced, &tgid);
 
-	e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
-	if (!e) {
-		count_drop();
+	e = tree_event(tgid, tid, IOTRACE_EV_EXIT);
+	if (!e)
 		return 0;
-	}
-	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
-	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
-	e->pid = tgid;
-	e->tid = tid;
-	e->type = IOTRACE_EV_EXIT;
 	e->flags = group_dead ? IOTRACE_F_GROUP_DEAD : 0;
 	/* Process exits are rare and end the run: wake the loader for them. */
 	bpf_ringbuf_submit(e, group_dead ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
