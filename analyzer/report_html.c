@@ -16,7 +16,8 @@
  *
  * Divided into:
  *   1. output helpers: escaping, numbers, nice axis steps;
- *   2. the run (processes, ranks, duration, iterations and their source);
+ *   2. the run (processes, ranks, duration, iterations and their source) and,
+ *      with several trainer processes, the per-rank table;
  *   3. the bottleneck sentence and the six categories (stacked bar + table);
  *   4. the per-iteration chart (stacked bars, buckets, findings' iterations);
  *   5. the per-iteration device memory peak (line);
@@ -170,7 +171,8 @@ static void html_run(FILE *f, const struct an_analysis *a)
 	fputs("</td></tr>\n", f);
 	if (a->nit)
 		fprintf(f, "<tr><th>wall time</th><td>median %s per iteration, %s in all iterations</td></tr>\n",
-			fns(report_cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)), fns(a->wall_total, b2, sizeof(b2)));
+			fns(report_cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)),
+			fns(a->wall_total, b2, sizeof(b2)));
 	if (a->trainer_pid)
 		fprintf(f, "<tr><th>training thread</th><td>tid %d of pid %d</td></tr>\n", a->training_tid,
 			a->trainer_pid);
@@ -215,6 +217,114 @@ static void html_run(FILE *f, const struct an_analysis *a)
 		fputs("</code></td></tr>\n", f);
 	}
 	fputs("</tbody></table>\n</details>\n</section>\n", f);
+}
+
+/*
+ * Several trainer processes (the ranks of a job): one row each from its own
+ * analysis (struct an_rank: the numbers of the text report's per-rank table and
+ * of the JSON's ranks[]), the six shares as a small stacked bar, the selected
+ * rank marked (the rest of the report describes it), then the text report's
+ * one-line comparison of the slowest and fastest median iteration: in a
+ * synchronous job the slowest rank holds the others at their collectives.
+ */
+static double rank_share(const struct an_rank *x, int c)
+{
+	/* the JSON's expression (report.c json_rank), so data-value is its exact double */
+	return x->wall_total ? (double)x->bd_total[c] / (double)x->wall_total : 0.0;
+}
+
+static void rank_label(FILE *f, const struct an_rank *x)
+{
+	if (x->rank >= 0)
+		fprintf(f, "rank %d (pid %d)", x->rank, x->pid);
+	else
+		fprintf(f, "pid %d", x->pid);
+}
+
+static void html_ranks(FILE *f, const struct an_analysis *a)
+{
+	char b1[32], b2[32];
+	const struct an_rank *sel = NULL, *slow = NULL, *fast = NULL;
+	const double BW = 200, BH = 12;
+	fprintf(f, "<section id=\"ranks\">\n<h2>Ranks: %zu trainer processes</h2>\n", a->nranks);
+	fputs("<p class=\"note\">Each trainer process analysed on its own; shares of its own wall time. The rest of "
+	      "the report describes the selected one (&#9664;); <code>--rank N</code> selects another.</p>\n",
+	      f);
+	fputs("<table class=\"grid ranks\"><thead><tr><th></th><th>rank</th><th>pid</th><th>iterations</th>"
+	      "<th>median wall</th><th class=\"l\">shares</th><th class=\"l\">bottleneck</th></tr></thead><tbody>\n",
+	      f);
+	for (size_t i = 0; i < a->nranks; i++) {
+		const struct an_rank *x = &a->ranks[i];
+		const char *bn = report_bottleneck_of(x->nit, x->wall_total, x->bd_total);
+		fprintf(f, "<tr class=\"rank%s\" data-rank=\"%d\" data-pid=\"%d\" data-selected=\"%d\">",
+			x->selected ? " selected" : "", x->rank, x->pid, x->selected ? 1 : 0);
+		fprintf(f, "<td class=\"mark\">%s</td><td>", x->selected ? "&#9664; selected" : "");
+		if (x->rank >= 0)
+			fprintf(f, "%d", x->rank);
+		else
+			fputs("-", f);
+		fprintf(f, "</td><td>%d</td><td>%llu</td><td>%s</td>", x->pid, (unsigned long long)x->nit,
+			fns(x->wall_median, b1, sizeof(b1)));
+		/* every category has its rect (width 0 when absent) so each share is there to read */
+		fprintf(f,
+			"<td class=\"l\"><svg class=\"rankbar\" viewBox=\"0 0 %.0f %.0f\" role=\"img\" "
+			"aria-label=\"shares of rank wall time\">",
+			BW, BH);
+		double bx = 0;
+		for (int c = 0; c < AN_CAT__COUNT; c++) {
+			double s = rank_share(x, c), w = s * BW;
+			fprintf(f,
+				"<rect class=\"rshare\" data-cat=\"%s\" data-value=\"%.17g\" x=\"%.2f\" y=\"0\" "
+				"width=\"%.2f\" height=\"%.0f\" fill=\"%s\"><title>%s %.1f%%</title></rect>",
+				an_cat_name[c], s, bx, w, BH, cat_color[c], an_cat_name[c], 100.0 * s);
+			bx += w;
+		}
+		if (!x->wall_total)
+			fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#eee\"/>", BW, BH);
+		fputs("</svg></td><td class=\"l\">", f);
+		esc(f, bn);
+		fputs("</td></tr>\n", f);
+		if (x->selected)
+			sel = x;
+		/* the text report's choice, on the same numbers */
+		if (x->nit && (!slow || x->wall_median > slow->wall_median))
+			slow = x;
+		if (x->nit && (!fast || x->wall_median < fast->wall_median))
+			fast = x;
+	}
+	fputs("</tbody></table>\n<p class=\"legend\">", f);
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		fprintf(f, "<span><span class=\"swatch\" style=\"background:%s\"></span>%s</span> ", cat_color[c],
+			an_cat_name[c]);
+	fputs("</p>\n", f);
+	if (slow && fast && slow != fast && fast->wall_median) {
+		/* below 10% apart, the spread of one rank's own iterations: no rank stands out */
+		double over = 100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0);
+		fns(slow->wall_median, b1, sizeof(b1));
+		fns(fast->wall_median, b2, sizeof(b2));
+		fputs("<p class=\"rank-spread\">", f);
+		if (over >= 10.0) {
+			fputs("Slowest median wall: <strong>", f);
+			rank_label(f, slow);
+			fprintf(f, "</strong> at %s, %.0f%% above the fastest, ", b1, over);
+			rank_label(f, fast);
+			fprintf(f, " at %s.", b2);
+		} else {
+			fputs("Median walls within 10%: from ", f);
+			rank_label(f, fast);
+			fprintf(f, " at %s to ", b2);
+			rank_label(f, slow);
+			fprintf(f, " at %s.", b1);
+		}
+		fputs("</p>\n", f);
+	}
+	if (sel) {
+		fputs("<p>Below: the selected process (&#9664;: ", f);
+		if (sel->rank >= 0)
+			fprintf(f, "rank %d, ", sel->rank);
+		fprintf(f, "pid %d) only.</p>\n", sel->pid);
+	}
+	fputs("</section>\n", f);
 }
 
 /* ------------------------------------------- 3. bottleneck and categories */
@@ -283,8 +393,8 @@ static void html_categories(FILE *f, const struct an_analysis *a)
 			"<td>%s</td><td>%s</td><td class=\"share\" data-cat=\"%s\" data-value=\"%.17g\">%.1f%%</td>"
 			"<td>%s</td><td class=\"l note\">%s</td></tr>\n",
 			cat_color[c], an_cat_name[c], fns(report_cat_quantile(a, c, 0.5), b1, sizeof(b1)),
-			fns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], report_share(a, c), 100.0 * report_share(a, c),
-			fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
+			fns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], report_share(a, c),
+			100.0 * report_share(a, c), fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
 	fputs("</tbody></table>\n<p class=\"note\">Every instant of an iteration goes to the first category that "
 	      "holds, in the table's priority order compute, h2d, d2h, input, sync, other; the six sum to the wall "
 	      "time. Median and p95 are over iterations; share is the category's total over the total wall time.</p>\n"
@@ -787,6 +897,8 @@ static const char css[] =
     ".evidence caption,.sites-h{text-align:left;color:#555;font-weight:600;margin:6px 0 2px}"
     ".sites{margin:0;padding-left:24px}"
     "details>summary{cursor:pointer;font-weight:600;margin:6px 0}"
+    ".rankbar{width:200px;height:12px;display:block;margin-top:3px}.ranks .mark{color:#f28e2b;font-weight:600}"
+    ".ranks tr.selected td{font-weight:600}.rank-spread{margin:6px 0}"
     "@media print{.chart .hover{display:none}}"
     "@media (prefers-color-scheme:dark){body{color:#ddd;background:#1b1b1b}.sub,.note,.kv th,.finding .iters,"
     ".evidence caption,.sites-h{color:#aaa}h2{border-color:#444}.grid thead th{border-color:#555}"
@@ -818,6 +930,8 @@ int report_html(FILE *f, const struct an_analysis *a, const struct report_html_o
 	fputs("</header>\n<main>\n", f);
 	html_bottleneck(f, a);
 	html_run(f, a);
+	if (a->nranks > 1)
+		html_ranks(f, a);
 	if (a->nit) {
 		html_categories(f, a);
 		html_iter_chart(f, a);

@@ -11,9 +11,15 @@
  *   - the device memory line of a leaking run rises every iteration (the trainer
  *     leaks 8 MiB per iteration);
  *   - "--html -" writes the HTML, and only the HTML, to stdout; an unwritable
- *     FILE is exit status 4 with one error line.
+ *     FILE is exit status 4 with one error line;
+ *   - a two-rank job (two trainers at once, RANK=0/1, compute-bound and
+ *     input-bound, as torchrun starts them): one per-rank row each whose six
+ *     shares are the JSON's ranks[] doubles, whose pid and bottleneck are the
+ *     trainers' own, rank 0 marked as selected (--rank 1: rank 1), and the line
+ *     that names the slower rank (by the trainers' own medians) with the JSON's
+ *     medians' ratio; a single-process run has no rank table.
  *
- * Divided into: 1. capture and parse helpers, 2. the tests.
+ * Divided into: 1. capture and parse helpers, 2. the tests, 3. the multi-rank job.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -55,7 +61,7 @@ static const char checker_py[] =
     "    def __init__(s):\n"
     "        super().__init__(convert_charrefs=True)\n"
     "        s.stack=[]; s.errors=[]; s.tags={}; s.shares={}; s.pct={}; s.kinds=[]; s.text=[]; s.bars=-1\n"
-    "        s.mem=''; s.cur=None\n"
+    "        s.mem=''; s.cur=None; s.ranks=[]; s.inrow=False\n"
     "    def handle_starttag(s, t, attrs):\n"
     "        a=dict(attrs); s.tags[t]=s.tags.get(t,0)+1\n"
     "        if t not in VOID: s.stack.append(t)\n"
@@ -64,11 +70,18 @@ static const char checker_py[] =
     "        if 'data-kind' in a: s.kinds.append(a['data-kind'])\n"
     "        if t=='svg' and 'data-bars' in a: s.bars=int(a['data-bars'])\n"
     "        if t=='polyline' and a.get('class')=='memline': s.mem=a.get('points','')\n"
+    "        if t=='tr' and 'data-rank' in a:\n"
+    "            s.inrow=True; s.ranks.append({'rank':int(a['data-rank']),'pid':int(a['data-pid']),\n"
+    "                'selected':int(a['data-selected']),'cls':a.get('class',''),'shares':{},'cells':[]})\n"
+    "        if s.inrow and t=='td': s.ranks[-1]['cells'].append('')\n"
+    "        if s.inrow and t=='rect' and a.get('class')=='rshare': "
+    "s.ranks[-1]['shares'][a['data-cat']]=a['data-value']\n"
     "    def handle_startendtag(s, t, attrs):\n"
     "        s.handle_starttag(t, attrs)\n"
     "        if t not in VOID: s.stack.pop()\n"
     "    def handle_endtag(s, t):\n"
     "        s.cur=None\n"
+    "        if t=='tr': s.inrow=False\n"
     "        if t in VOID: return\n"
     "        if not s.stack or s.stack[-1]!=t:\n"
     "            s.errors.append('</%s> closes <%s> at %s' % (t, s.stack[-1] if s.stack else '', s.getpos()))\n"
@@ -77,10 +90,11 @@ static const char checker_py[] =
     "    def handle_data(s, d):\n"
     "        s.text.append(d)\n"
     "        if s.cur: s.pct[s.cur]=d\n"
+    "        if s.inrow and s.ranks[-1]['cells']: s.ranks[-1]['cells'][-1]+=d\n"
     "p=P(); p.feed(sys.stdin.read()); p.close()\n"
     "if p.stack: p.errors.append('unclosed: ' + ' '.join(p.stack))\n"
     "print(json.dumps({'errors':p.errors,'tags':p.tags,'shares':p.shares,'pct':p.pct,'kinds':p.kinds,\n"
-    "    'bars':p.bars,'mem':p.mem,'text':''.join(p.text)}))\n";
+    "    'bars':p.bars,'mem':p.mem,'ranks':p.ranks,'text':''.join(p.text)}))\n";
 
 static struct sp_json *parse_html(const char *html)
 {
@@ -190,11 +204,17 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	cr_expect(storm, "input-bound: small_file_storm expected among the findings");
 	/* every iteration has its bar (12 < REPORT_HTML_MAX_BARS) */
 	cr_expect_eq(sp_json_num(h, "bars", -1), sp_json_num(an, "summary.iterations", -2));
+	/* one process: no per-rank table (the JSON's ranks[] has its one entry) */
+	struct sp_json *hr = sp_json_get(h, "ranks");
+	cr_assert_not_null(hr);
+	cr_expect_eq(hr->n, 0, "a single-process run shows %zu rank rows", hr->n);
+	cr_expect_eq(sp_json_get(an, "ranks") ? sp_json_get(an, "ranks")->n : 0, 1);
 	/* escaping: the parser reads the paths back as text; the raw file has no tag of them */
 	const char *text = sp_json_str(h, "text");
 	cr_assert_not_null(text);
 	cr_expect(strstr(text, "d<script>alert('x')&\"") != NULL, "the data directory's path is not in the text");
 	cr_expect(strstr(text, "/t<script>") != NULL, "the trace directory's path is not in the text");
+	cr_expect(strstr(text, "Ranks:") == NULL, "a single-process run has a rank section");
 	cr_expect(strstr(html, "<script") == NULL, "raw <script in the HTML");
 	cr_expect(strstr(html, "d&lt;script&gt;alert(&#39;x&#39;)&amp;&quot;") != NULL, "escaped path not found");
 
@@ -255,6 +275,201 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 	cr_expect_eq(n, 12, "one memory point per iteration: %d", n);
 	sp_json_free(h);
 	sp_t_result_free(&r);
+	free(tdir);
+	remove_dir();
+}
+
+/* ------------------------------------------------- 3. the multi-rank job */
+
+/* The trainer's ground truth: the last line of its stdout file. */
+static struct sp_json *truth_of(const char *path)
+{
+	char *text = sp_t_read_file(path, NULL);
+	cr_assert_not_null(text, "%s: no trainer output", path);
+	char *line = text, *nl;
+	while ((nl = strchr(line, '\n')) && nl[1])
+		line = nl + 1;
+	struct sp_json *j = sp_json_parse(line);
+	cr_assert_not_null(j, "%s: no ground-truth JSON line: %s", path, text);
+	free(text);
+	return j;
+}
+
+/*
+ * Two trainers at the same time into <cur_dir>/t<script>, as torchrun starts the
+ * ranks of a node: rank 0 compute-bound, rank 1 input-bound. truth[k]: rank k's
+ * own JSON line. Returns the trace directory.
+ */
+static char *capture_two_ranks(struct sp_json **truth)
+{
+	static const char *const sc[2] = {"compute-bound", "input-bound"};
+	cur_dir = sp_t_tmpdir("html");
+	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
+	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
+	char script[4096], env_pre[600], env_dir[600];
+	int len = 0;
+	for (int k = 0; k < 2; k++)
+		len += snprintf(script + len, sizeof(script) - (size_t)len,
+				"RANK=%d LOCAL_RANK=%d WORLD_SIZE=2 %s --scenario %s --iters 12 > %s/truth%d.json "
+				"2> %s/err%d.txt & p%d=$!; ",
+				k, k, sp_t_build("bin/trainer"), sc[k], cur_dir, k, cur_dir, k, k);
+	snprintf(script + len, sizeof(script) - (size_t)len, "rc=0; wait $p0 || rc=1; wait $p1 || rc=1; exit $rc");
+	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s/t<script>", cur_dir);
+	free(lib);
+	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", NULL};
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, env, NULL, 120);
+	int status = r.status;
+	sp_t_result_free(&r);
+	for (int k = 0; k < 2; k++) {
+		char p[600];
+		snprintf(p, sizeof(p), "%s/err%d.txt", cur_dir, k);
+		char *e = sp_t_read_file(p, NULL);
+		cr_assert_eq(status, 0, "trainers: exit %d; rank %d stderr: %s", status, k, e ? e : "");
+		free(e);
+		snprintf(p, sizeof(p), "%s/truth%d.json", cur_dir, k);
+		truth[k] = truth_of(p);
+	}
+	char *tdir = malloc(strlen(cur_dir) + 16);
+	cr_assert_not_null(tdir);
+	sprintf(tdir, "%s/t<script>", cur_dir);
+	return tdir;
+}
+
+/* stepprof analyze --json --html FILE [--rank R] DIR: the JSON document and the parsed HTML. */
+static void analyze_both(const char *tdir, const char *rank, struct sp_json **an, struct sp_json **h)
+{
+	char out[700];
+	snprintf(out, sizeof(out), "%s/ranks.html", cur_dir);
+	/* options before the directory */
+	char *argv[9] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--html", out};
+	int k = 5;
+	if (rank) {
+		argv[k++] = "--rank";
+		argv[k++] = (char *)rank;
+	}
+	argv[k++] = (char *)tdir;
+	argv[k] = NULL;
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "stepprof analyze --json --html%s%s: exit %d: %s", rank ? " --rank " : "",
+		     rank ? rank : "", r.status, r.err);
+	*an = sp_json_parse(r.out);
+	cr_assert_not_null(*an, "not JSON: %s", r.out);
+	sp_t_result_free(&r);
+	char *html = sp_t_read_file(out, NULL);
+	cr_assert_not_null(html, "no HTML file written");
+	cr_expect(strstr(html, "<script") == NULL, "raw <script in the HTML");
+	*h = parse_html(html);
+	free(html);
+	check_structure(*h);
+}
+
+/* Each HTML rank row against the JSON's ranks[] (same order) and the trainers' ground truth. */
+static void expect_rank_rows(struct sp_json *an, struct sp_json *h, struct sp_json **truth, int selected_rank)
+{
+	struct sp_json *rj = sp_json_get(an, "ranks"), *rh = sp_json_get(h, "ranks");
+	cr_assert(rj && rh);
+	cr_assert_eq(rj->n, 2, "JSON ranks[]: %zu entries", rj->n);
+	cr_assert_eq(rh->n, rj->n, "HTML rank rows: %zu, JSON ranks[]: %zu", rh->n, rj->n);
+	int nsel = 0;
+	for (size_t i = 0; i < rj->n; i++) {
+		struct sp_json *x = sp_json_at(rj, i), *y = sp_json_at(rh, i);
+		int rank = (int)sp_json_num(x, "rank", -2);
+		cr_assert(rank == 0 || rank == 1, "JSON rank %d", rank);
+		cr_expect_eq(sp_json_num(y, "rank", -3), rank, "row %zu", i);
+		/* pid: the trainer's own, in the HTML and the JSON */
+		cr_expect_eq(sp_json_num(y, "pid", -1), sp_json_num(truth[rank], "pid", -2), "rank %d: HTML pid", rank);
+		cr_expect_eq(sp_json_num(x, "pid", -1), sp_json_num(truth[rank], "pid", -2), "rank %d: JSON pid", rank);
+		/* the six shares: the JSON's exact doubles */
+		for (int c = 0; c < 6; c++) {
+			char key[96];
+			snprintf(key, sizeof(key), "breakdown_fraction.%s", cats[c]);
+			double want = sp_json_num(x, key, -1);
+			snprintf(key, sizeof(key), "shares.%s", cats[c]);
+			const char *got = sp_json_str(y, key);
+			cr_assert_not_null(got, "rank %d: no %s share in the HTML row", rank, cats[c]);
+			cr_expect_eq(strtod(got, NULL), want, "rank %d %s share: HTML %s, JSON %.17g", rank, cats[c],
+				     got, want);
+		}
+		/* cells: mark, rank, pid, iterations, median wall, shares, bottleneck */
+		struct sp_json *cells = sp_json_get(y, "cells");
+		cr_assert(cells && cells->n == 7, "rank %d: %zu cells", rank, cells ? cells->n : 0);
+		cr_expect_eq(strtod(cells->kids[3].str, NULL), sp_json_num(x, "iterations", -1), "rank %d iterations",
+			     rank);
+		cr_expect_eq(strtod(cells->kids[3].str, NULL), sp_json_num(truth[rank], "totals.iterations", -1),
+			     "rank %d: iterations %s, the trainer made %g", rank, cells->kids[3].str,
+			     sp_json_num(truth[rank], "totals.iterations", -1));
+		cr_expect_str_eq(cells->kids[6].str, sp_json_str(x, "bottleneck"), "rank %d bottleneck", rank);
+		cr_expect_str_eq(cells->kids[6].str, sp_json_str(truth[rank], "summary.bottleneck"),
+				 "rank %d bottleneck against the trainer's own", rank);
+		/* the selected rank: marked in the attribute, the class and the visible text */
+		int sel = rank == selected_rank;
+		cr_expect_eq(sp_json_num(y, "selected", -1), sel, "rank %d data-selected", rank);
+		cr_expect_eq(strstr(sp_json_str(y, "cls"), "selected") != NULL, sel, "rank %d class", rank);
+		cr_expect_eq(strstr(cells->kids[0].str, "selected") != NULL, sel, "rank %d mark: '%s'", rank,
+			     cells->kids[0].str);
+		nsel += sel;
+	}
+	cr_expect_eq(nsel, 1, "rank %d is not among the rows", selected_rank);
+	/* the slower rank by the trainers' own medians (44 ms compute-bound against 5.5 ms), named with
+	 * the JSON's medians' ratio */
+	int slow =
+	    sp_json_num(truth[1], "summary.wall_ns_median", 0) > sp_json_num(truth[0], "summary.wall_ns_median", 0);
+	double ms = 0, mf = 0;
+	for (size_t i = 0; i < rj->n; i++) {
+		struct sp_json *x = sp_json_at(rj, i);
+		if (sp_json_num(x, "rank", -1) == slow)
+			ms = sp_json_num(x, "wall_ns_median", 0);
+		else
+			mf = sp_json_num(x, "wall_ns_median", 0);
+	}
+	cr_assert(mf > 0 && ms >= 1.1 * mf, "JSON medians: slower %g, faster %g", ms, mf);
+	char line[160];
+	snprintf(line, sizeof(line), "Slowest median wall: rank %d (pid %.0f) at ", slow,
+		 sp_json_num(truth[slow], "pid", -1));
+	const char *text = sp_json_str(h, "text");
+	cr_assert_not_null(text);
+	const char *at = strstr(text, line);
+	cr_expect_not_null(at, "no '%s' in the text", line);
+	snprintf(line, sizeof(line), "%.0f%% above the fastest, rank %d (pid %.0f)", 100.0 * (ms / mf - 1.0), !slow,
+		 sp_json_num(truth[!slow], "pid", -1));
+	cr_expect(at && strstr(at, line), "no '%s' after the slowest rank", line);
+	cr_expect_not_null(strstr(text, "Ranks: 2 trainer processes"));
+}
+
+Test(html_e2e, two_ranks_table_matches_the_json, .timeout = 300)
+{
+	struct sp_json *truth[2], *an, *h;
+	char *tdir = capture_two_ranks(truth);
+	cr_assert_str_eq(sp_json_str(truth[0], "summary.bottleneck"), "compute");
+	cr_assert_str_eq(sp_json_str(truth[1], "summary.bottleneck"), "input");
+
+	analyze_both(tdir, NULL, &an, &h);
+	expect_rank_rows(an, h, truth, 0); /* default: the lowest rank */
+	sp_json_free(an);
+	sp_json_free(h);
+
+	analyze_both(tdir, "1", &an, &h);
+	expect_rank_rows(an, h, truth, 1);
+	/* the rest of the report is rank 1's: its shares are those of its row */
+	struct sp_json *rh = sp_json_get(h, "ranks");
+	for (size_t i = 0; rh && i < rh->n; i++) {
+		struct sp_json *y = sp_json_at(rh, i);
+		if (sp_json_num(y, "rank", -1) != 1)
+			continue;
+		for (int c = 0; c < 6; c++) {
+			char key[64];
+			snprintf(key, sizeof(key), "shares.%s", cats[c]);
+			cr_expect_str_eq(sp_json_str(y, key), sp_json_str(h, key), "--rank 1: %s", cats[c]);
+		}
+	}
+	sp_json_free(an);
+	sp_json_free(h);
+	for (int k = 0; k < 2; k++)
+		sp_json_free(truth[k]);
 	free(tdir);
 	remove_dir();
 }

@@ -10,7 +10,10 @@
  *     the output stays bounded; an outlier stays visible in its bucket's numbers;
  *   - no iterations: a report without charts; the table holds the first and last
  *     10 iterations, or all of them;
- *   - an unwritable file is an error.
+ *   - an unwritable file is an error;
+ *   - with 2 or more trainer processes, a per-rank table of the ranks' own numbers
+ *     (shares as the exact doubles, the selected rank marked) and the text
+ *     report's slowest/fastest line; none for one process.
  *
  * Divided into: 1. building results and checking tags, 2. the tests.
  */
@@ -303,5 +306,99 @@ Test(html, unwritable_file_is_an_error)
 	struct an_analysis a;
 	build(&a, 3, NULL);
 	cr_expect_eq(report_html_file("/nonexistent-stepprof-dir/r.html", &a, NULL), -1);
+	unbuild(&a);
+}
+
+/* Rank k of three: median wall med_ms[k] ms, bd_total in ms as given (wall_total their sum). */
+static void set_rank(struct an_rank *r, int32_t rank, int32_t pid, uint64_t nit, uint64_t med_ms, const uint64_t *bd_ms,
+		     int selected)
+{
+	memset(r, 0, sizeof(*r));
+	r->rank = rank;
+	r->pid = pid;
+	r->local_rank = rank;
+	r->world_size = 3;
+	r->selected = selected;
+	r->nit = nit;
+	r->wall_median = med_ms * MS;
+	for (int c = 0; c < AN_CAT__COUNT; c++) {
+		r->bd_total[c] = bd_ms[c] * MS;
+		r->wall_total += r->bd_total[c];
+	}
+}
+
+Test(html, rank_table_of_the_ranks_numbers)
+{
+	struct an_analysis a;
+	build(&a, 5, NULL);
+	a.ranks = calloc(3, sizeof(*a.ranks));
+	cr_assert_not_null(a.ranks);
+	a.nranks = 3;
+	/* input, h2d, compute, d2h, sync, other (ms) */
+	static const uint64_t b0[6] = {25, 0, 50, 0, 25, 0}, b1[6] = {0, 0, 90, 0, 0, 10},
+			      b2[6] = {60, 0, 30, 0, 0, 10};
+	set_rank(&a.ranks[0], 0, 1000, 10, 10, b0, 0);
+	set_rank(&a.ranks[1], 1, 1001, 10, 12, b1, 1);
+	set_rank(&a.ranks[2], -1, 1002, 20, 30, b2, 0);
+	char *h = render(&a, NULL, NULL);
+	expect_balanced(h);
+	cr_expect_eq(count(h, "<tr class=\"rank"), 3, "one row per rank");
+	cr_expect(strstr(h, "Ranks: 3 trainer processes"));
+	/* shares: the exact fractions, each category present (0 included) */
+	cr_expect(strstr(h, "data-cat=\"input\" data-value=\"0.25\""), "rank 0 input 25%");
+	cr_expect(strstr(h, "data-cat=\"sync\" data-value=\"0.25\""), "rank 0 sync 25%");
+	cr_expect(strstr(h, "data-cat=\"compute\" data-value=\"0.90000000000000002\""), "rank 1 compute 90%");
+	cr_expect(strstr(h, "data-cat=\"input\" data-value=\"0.59999999999999998\""), "rank 2 input 60%");
+	cr_expect_eq(count(h, "class=\"rshare\""), 18, "six shares per row");
+	/* rows: rank, pid, iterations, median wall; the bottleneck by report_bottleneck_of */
+	cr_expect(strstr(h, "data-rank=\"0\" data-pid=\"1000\" data-selected=\"0\"><td class=\"mark\"></td><td>0</td>"
+			    "<td>1000</td><td>10</td><td>10 ms</td>"),
+		  "rank 0 row");
+	cr_expect(strstr(h, "<tr class=\"rank selected\" data-rank=\"1\" data-pid=\"1001\" data-selected=\"1\"><td "
+			    "class=\"mark\">&#9664; selected</td><td>1</td><td>1001</td><td>10</td><td>12 ms</td>"),
+		  "rank 1 row, selected");
+	cr_expect(
+	    strstr(h, "data-rank=\"-1\" data-pid=\"1002\" data-selected=\"0\"><td class=\"mark\"></td><td>-</td>"),
+	    "a process without RANK");
+	cr_expect_eq(count(h, "&#9664; selected"), 1, "one rank marked");
+	/* rank 0: input and sync tie at 25%, the first wins as in the text; rank 1 compute >= 80% */
+	cr_expect(strstr(h, "</svg></td><td class=\"l\">input</td></tr>\n<tr class=\"rank selected\""), "rank 0");
+	cr_expect(strstr(h, "</svg></td><td class=\"l\">compute</td></tr>\n<tr class=\"rank\" data-rank=\"-1\""),
+		  "rank 1");
+	/* 30 ms against 10 ms: 200% above */
+	cr_expect(strstr(h, "Slowest median wall: <strong>pid 1002</strong> at 30 ms, 200% above the fastest, "
+			    "rank 0 (pid 1000) at 10 ms."),
+		  "the slowest/fastest line");
+	cr_expect(strstr(h, "Below: the selected process (&#9664;: rank 1, pid 1001) only."));
+	/* the same line in the text report, from the same numbers */
+	char *t = NULL;
+	size_t tn = 0;
+	FILE *f = open_memstream(&t, &tn);
+	cr_assert_eq(report_text(f, &a, 0), 0);
+	fclose(f);
+	cr_expect(strstr(t, "slowest median wall: pid 1002 at 30 ms, 200% above the fastest, rank 0 (pid 1000) at "
+			    "10 ms"),
+		  "text: %s", t);
+	free(t);
+	free(h);
+
+	/* within 10%: no rank stands out; a rank without iterations is left out of the comparison */
+	a.ranks[2].wall_median = 11 * MS;
+	a.ranks[0].nit = 0;
+	h = render(&a, NULL, NULL);
+	expect_balanced(h);
+	cr_expect(strstr(h, "Median walls within 10%: from pid 1002 at 11 ms to rank 1 (pid 1001) at 12 ms."),
+		  "within 10%%");
+	cr_expect_null(strstr(h, "Slowest median wall"));
+	free(h);
+
+	/* one trainer: no rank table */
+	a.nranks = 1;
+	a.ranks[0].selected = 1;
+	h = render(&a, NULL, NULL);
+	cr_expect_null(strstr(h, "id=\"ranks\""), "a rank section for one process");
+	cr_expect_null(strstr(h, "<tr class=\"rank"));
+	free(h);
+	free(a.ranks);
 	unbuild(&a);
 }
