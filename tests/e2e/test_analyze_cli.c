@@ -108,14 +108,22 @@ static void write_run(const char *dir, int truncate_trainer)
 	cr_assert_eq(sp_tg_finish(g), 0);
 }
 
-static struct sp_json *analyze_json(const char *dir, int want_status, struct sp_t_result *r)
+/* `stepprof analyze DIR --json [--threshold T]`, which must exit want_status: its JSON, parsed. */
+static struct sp_json *analyze_json_thr(const char *dir, const char *threshold, int want_status,
+					struct sp_t_result *r)
 {
-	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir, "--json", NULL};
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir, "--json",
+			threshold ? "--threshold" : NULL, (char *)threshold, NULL};
 	sp_t_run(r, argv, NULL, NULL, 60);
 	cr_assert_eq(r->status, want_status, "exit %d, stderr: %s", r->status, r->err);
 	struct sp_json *j = sp_json_parse(r->out);
 	cr_assert_not_null(j, "not JSON: %s", r->out);
 	return j;
+}
+
+static struct sp_json *analyze_json(const char *dir, int want_status, struct sp_t_result *r)
+{
+	return analyze_json_thr(dir, NULL, want_status, r);
 }
 
 /* ----------------------------------------------- 2. merging, the schema */
@@ -235,12 +243,7 @@ Test(analyze_cli, threshold_override_changes_the_verdict)
 	char *dir = sp_t_tmpdir("analyze-thr");
 	write_run(dir, 0);
 	struct sp_t_result r;
-	char *argv[] = {(char *)sp_t_build("bin/stepprof"),    "analyze", "--json", "--threshold",
-			"small_file_storm.min_metadata_ops=5", dir,	  NULL};
-	sp_t_run(&r, argv, NULL, NULL, 60);
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	struct sp_json *j = sp_json_parse(r.out);
-	cr_assert_not_null(j);
+	struct sp_json *j = analyze_json_thr(dir, "small_file_storm.min_metadata_ops=5", 0, &r);
 	cr_expect_str_eq(sp_json_str(j, "findings.0.kind"), "small_file_storm");
 	cr_expect_eq(sp_json_num(j, "findings.0.first_iteration", -1), 0);
 	cr_expect_eq(sp_json_num(j, "findings.0.last_iteration", -1), NITER - 1);
@@ -412,12 +415,7 @@ Test(analyze_cli, json_has_every_member_of_the_schema)
 	char *dir = sp_t_tmpdir("analyze-schema");
 	write_run(dir, 0);
 	struct sp_t_result r;
-	char *argv[] = {(char *)sp_t_build("bin/stepprof"),    "analyze", "--json", "--threshold",
-			"small_file_storm.min_metadata_ops=5", dir,	  NULL};
-	sp_t_run(&r, argv, NULL, NULL, 60);
-	cr_assert_eq(r.status, 0, "%s", r.err);
-	struct sp_json *j = sp_json_parse(r.out);
-	cr_assert_not_null(j);
+	struct sp_json *j = analyze_json_thr(dir, "small_file_storm.min_metadata_ops=5", 0, &r);
 	static const char *const top_str[] = {"schema", "iteration_source", "summary.bottleneck"};
 	for (size_t k = 0; k < sizeof(top_str) / sizeof(top_str[0]); k++)
 		expect_member(j, top_str[k], SPJ_STR);
