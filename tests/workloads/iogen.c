@@ -310,7 +310,11 @@ static int do_bench(long iters)
 	return 0;
 }
 
-static int do_forkexec(const char *self, int kids)
+/*
+ * kids children that exec `self run` once each (after a run of their own, before the
+ * exec, when read_first); 0 when every one exited 0.
+ */
+static int fork_and_exec_runs(const char *self, int kids, int read_first)
 {
 	char nbuf[16];
 	snprintf(nbuf, sizeof(nbuf), "%d", nfiles);
@@ -319,6 +323,8 @@ static int do_forkexec(const char *self, int kids)
 		if (pid < 0)
 			die("fork");
 		if (pid == 0) {
+			if (read_first)
+				do_run(1); /* prints its ground truth: the same pid as after the exec */
 			execl(self, "iogen", "run", dir, nbuf, "1", "1", (char *)NULL);
 			_exit(127);
 		}
@@ -327,6 +333,11 @@ static int do_forkexec(const char *self, int kids)
 	while (wait(&st) > 0)
 		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
 	return bad ? 1 : 0;
+}
+
+static int do_forkexec(const char *self, int kids)
+{
+	return fork_and_exec_runs(self, kids, 0);
 }
 
 /*
@@ -592,22 +603,7 @@ static int do_each(void)
 /* forkio: children that read files after fork and before exec, then read them again after. */
 static int do_forkio(const char *self, int kids)
 {
-	char nbuf[16];
-	snprintf(nbuf, sizeof(nbuf), "%d", nfiles);
-	for (int k = 0; k < kids; k++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			die("fork");
-		if (pid == 0) {
-			do_run(1); /* prints its ground truth: the same pid as after the exec */
-			execl(self, "iogen", "run", dir, nbuf, "1", "1", (char *)NULL);
-			_exit(127);
-		}
-	}
-	int bad = 0, st;
-	while (wait(&st) > 0)
-		bad += !WIFEXITED(st) || WEXITSTATUS(st) != 0;
-	return bad ? 1 : 0;
+	return fork_and_exec_runs(self, kids, 1);
 }
 
 /*
