@@ -65,6 +65,26 @@ static struct sp_json *run_preloaded(struct io_env *e, char **args, const char *
 	return t;
 }
 
+/*
+ * `stepprof run --bpf ... -- iogen ...` (args), which must succeed: iogen's ground truth. Where the
+ * collector is refused here (no BPF rights, old kernel) the test is skipped, saying why.
+ */
+static struct sp_json *bpf_run(struct io_env *e, char **args, int timeout_s)
+{
+	struct sp_t_result res;
+	int st = sp_t_run(&res, args, NULL, NULL, timeout_s);
+	cr_assert_eq(st, 0, "stepprof run --bpf exited %d: %s", st, res.err);
+	if (strstr(res.err, "eBPF collector unavailable")) {
+		cr_log_warn("%s", res.err);
+		sp_t_result_free(&res);
+		env_fini(e);
+		cr_skip_test("BPF refused here (see the line above)");
+	}
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	return t;
+}
+
 static long tnum(const struct sp_json *t, const char *key)
 {
 	return (long)sp_json_i64(t, key, -1);
@@ -289,17 +309,7 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
 	struct io_env e;
 	env_init(&e, "io-bpf", N_FILES);
 	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "run", e.data, "20", "3", "2", NULL };
-	struct sp_t_result res;
-	int st = sp_t_run(&res, args, NULL, NULL, 120);
-	cr_assert_eq(st, 0, "stepprof run --bpf exited %d: %s", st, res.err);
-	if (strstr(res.err, "eBPF collector unavailable")) {
-		cr_log_warn("%s", res.err);
-		sp_t_result_free(&res);
-		env_fini(&e);
-		cr_skip_test("BPF refused here (see the line above)");
-	}
-	struct sp_json *t = io_t_truth(res.out);
-	sp_t_result_free(&res);
+	struct sp_json *t = bpf_run(&e, args, 120);
 	struct io_recs rs;
 	io_t_load_dir(e.trace, &rs);
 	const char *p = e.prefix;
@@ -361,17 +371,7 @@ Test(io, bpf_fd_reused_while_its_close_is_in_flight, .timeout = 60)
 	struct io_env e;
 	env_init(&e, "io-reuse", 1);
 	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "reuse", e.data, "1", NULL };
-	struct sp_t_result res;
-	int st = sp_t_run(&res, args, NULL, NULL, 30);
-	cr_assert_eq(st, 0, "stepprof run --bpf exited %d: %s", st, res.err);
-	if (strstr(res.err, "eBPF collector unavailable")) {
-		cr_log_warn("%s", res.err);
-		sp_t_result_free(&res);
-		env_fini(&e);
-		cr_skip_test("BPF refused here (see the line above)");
-	}
-	struct sp_json *t = io_t_truth(res.out);
-	sp_t_result_free(&res);
+	struct sp_json *t = bpf_run(&e, args, 30);
 	/* The workload made the race: same number, the open returned while the close was still in the kernel. */
 	cr_assert_eq(tnum(t, "fd"), tnum(t, "socket_fd"), "the open did not reuse the socket's fd");
 	cr_assert_eq(tnum(t, "overlapped"), 1, "the open returned after the close: no race to test");
