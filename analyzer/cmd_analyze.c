@@ -106,15 +106,11 @@ int command_analyze(int argc, char **argv)
 			analyze_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("analyze", "%s: unknown option or missing value (stepprof analyze --help)",
-				 argv[optind - 1]);
-			return SP_EXIT_USAGE;
+			return util_bad_option("analyze", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc) {
-		util_err("analyze", "no trace directory given (stepprof analyze --help)");
-		return SP_EXIT_USAGE;
-	}
+	if (optind >= argc)
+		return util_no_operand("analyze");
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
 	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);

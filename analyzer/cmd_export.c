@@ -125,15 +125,11 @@ int command_export(int argc, char **argv)
 			export_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("export", "%s: unknown option or missing value (stepprof export --help)",
-				 argv[optind - 1]);
-			return SP_EXIT_USAGE;
+			return util_bad_option("export", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc) {
-		util_err("export", "no trace directory given (stepprof export --help)");
-		return SP_EXIT_USAGE;
-	}
+	if (optind >= argc)
+		return util_no_operand("export");
 	if (opts.from_ns > opts.to_ns) {
 		util_err("export", "--from is after --to: an empty window");
 		return SP_EXIT_USAGE;

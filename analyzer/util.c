@@ -35,6 +35,18 @@ void util_err(const char *what, const char *fmt, ...)
 		fprintf(stderr, "stepprof: %s\n", msg);
 }
 
+int util_bad_option(const char *verb, const char *arg)
+{
+	util_err(verb, "%s: unknown option or missing value (stepprof %s --help)", arg, verb);
+	return SP_EXIT_USAGE;
+}
+
+int util_no_operand(const char *verb)
+{
+	util_err(verb, "no trace directory given (stepprof %s --help)", verb);
+	return SP_EXIT_USAGE;
+}
+
 int util_report_damage(const char *path, const struct sp_reader_stats *st)
 {
 	if (st->truncated && st->corrupt)

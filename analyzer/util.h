@@ -24,6 +24,15 @@
 /* "stepprof: <what>: <message>\n" on stderr (what may be NULL: "stepprof: <message>"). */
 void util_err(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/*
+ * The two command-line errors of the verbs that take trace operands, in one wording:
+ * "stepprof: <verb>: <arg>: unknown option or missing value (stepprof <verb> --help)" and
+ * "stepprof: <verb>: no trace directory given (stepprof <verb> --help)". Both return
+ * SP_EXIT_USAGE.
+ */
+int util_bad_option(const char *verb, const char *arg);
+int util_no_operand(const char *verb);
+
 /* The worse (larger) of two exit codes. */
 static inline int util_worse(int a, int b)
 {
