@@ -51,6 +51,16 @@ TestSuite(scenarios, .fini = remove_dir);
 
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
+/* `stepprof analyze --json tdir`, which must succeed, into r->ar and r->an. */
+static void analyze_into(struct run *r, const char *tdir)
+{
+	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", (char *)tdir, NULL};
+	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
+	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
+	r->an = sp_json_parse(r->ar.out);
+	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
+}
+
 static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
 {
 	memset(r, 0, sizeof(*r));
@@ -80,11 +90,7 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 		line = nl + 1;
 	r->truth = sp_json_parse(line);
 	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
-	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
-	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
-	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
-	r->an = sp_json_parse(r->ar.out);
-	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
+	analyze_into(r, tdir);
 }
 
 static void run_free(struct run *r)
@@ -202,6 +208,35 @@ static void expect_trainer_site(struct sp_json *f)
 				   sp_json_at(sites, 0)->str);
 }
 
+/* Every loader worker of the ground truth is among the processes, as a worker; returns how many there are. */
+static size_t expect_workers(struct run *r)
+{
+	struct sp_json *procs = sp_json_get(r->an, "processes"), *wp = sp_json_get(r->truth, "worker_pids");
+	cr_assert_not_null(wp);
+	for (size_t k = 0; k < wp->n; k++) {
+		int found = 0;
+		for (size_t i = 0; i < procs->n; i++) {
+			struct sp_json *p = sp_json_at(procs, i);
+			if (sp_json_num(p, "pid", 0) == sp_json_at(wp, k)->num) {
+				found = 1;
+				cr_expect_str_eq(sp_json_str(p, "role"), "worker");
+			}
+		}
+		cr_expect(found, "worker %g missing from processes", sp_json_at(wp, k)->num);
+	}
+	return wp->n;
+}
+
+/* The files opened, summed over the analysis' iterations. */
+static double files_opened_in_iterations(struct run *r)
+{
+	double opened = 0;
+	struct sp_json *its = sp_json_get(r->an, "iterations");
+	for (size_t i = 0; i < its->n; i++)
+		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
+	return opened;
+}
+
 /* --------------------------------------------------- 3. the scenarios */
 
 static void input_bound(const char *markers, const char *extra)
@@ -217,24 +252,8 @@ static void input_bound(const char *markers, const char *extra)
 	cr_expect_geq(severity(f), 1);
 	cr_expect_eq(sp_json_num(f, "evidence.median_file_bytes", -1), sp_json_num(r.truth, "config.file_size", -2));
 	/* merged: the trainer and its 4 loader workers */
-	struct sp_json *procs = sp_json_get(r.an, "processes"), *wp = sp_json_get(r.truth, "worker_pids");
-	cr_assert_not_null(wp);
-	cr_expect_eq(wp->n, 4);
-	for (size_t k = 0; k < wp->n; k++) {
-		int found = 0;
-		for (size_t i = 0; i < procs->n; i++) {
-			struct sp_json *p = sp_json_at(procs, i);
-			if (sp_json_num(p, "pid", 0) == sp_json_at(wp, k)->num) {
-				found = 1;
-				cr_expect_str_eq(sp_json_str(p, "role"), "worker");
-			}
-		}
-		cr_expect(found, "worker %g missing from processes", sp_json_at(wp, k)->num);
-	}
-	double opened = 0, truth_opened = sp_json_num(r.truth, "totals.files_opened", -1);
-	struct sp_json *its = sp_json_get(r.an, "iterations");
-	for (size_t i = 0; i < its->n; i++)
-		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
+	cr_expect_eq(expect_workers(&r), 4);
+	double opened = files_opened_in_iterations(&r), truth_opened = sp_json_num(r.truth, "totals.files_opened", -1);
 	/* every batch file is read inside some iteration (the first includes the first load) */
 	cr_expect_eq(opened, truth_opened, "files opened inside iterations %g, the trainer read %g", opened,
 		     truth_opened);
@@ -407,30 +426,10 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	cr_expect_eq(bpf_files, 1, "one collector file: %s", ir.out);
 	sp_json_free(info);
 	sp_t_result_free(&ir);
-	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
-	sp_t_run(&r.ar, aargv, NULL, NULL, 120);
-	cr_assert_eq(r.ar.status, 0, "%s", r.ar.err);
-	r.an = sp_json_parse(r.ar.out);
-	cr_assert_not_null(r.an);
+	analyze_into(&r, tdir);
 	check_common(&r, "none");
-	struct sp_json *procs = sp_json_get(r.an, "processes"), *wp = sp_json_get(r.truth, "worker_pids");
-	cr_assert_not_null(wp);
-	for (size_t k = 0; k < wp->n; k++) {
-		int found = 0;
-		for (size_t i = 0; i < procs->n; i++) {
-			struct sp_json *p = sp_json_at(procs, i);
-			if (sp_json_num(p, "pid", 0) == sp_json_at(wp, k)->num) {
-				found = 1;
-				cr_expect_str_eq(sp_json_str(p, "role"), "worker");
-			}
-		}
-		cr_expect(found, "worker %g missing", sp_json_at(wp, k)->num);
-	}
-	double opened = 0;
-	struct sp_json *its = sp_json_get(r.an, "iterations");
-	for (size_t i = 0; i < its->n; i++)
-		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
-	cr_expect_eq(opened, sp_json_num(r.truth, "totals.files_opened", -1));
+	expect_workers(&r);
+	cr_expect_eq(files_opened_in_iterations(&r), sp_json_num(r.truth, "totals.files_opened", -1));
 	cr_expect_not_null(finding(&r, "small_file_storm", NULL));
 	run_free(&r);
 }
