@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "trainerlib.h"
 
 /* ----------------------------------------------------- 1. running */
 
@@ -43,65 +44,12 @@ TestSuite(analyze_ranks, .fini = remove_dir);
 
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
-/* The trainer's ground truth: the last line of the file. */
-static struct sp_json *truth_of(const char *path)
-{
-	char *text = sp_t_read_file(path, NULL);
-	cr_assert_not_null(text, "%s: no trainer output", path);
-	char *line = text, *nl;
-	while ((nl = strchr(line, '\n')) && nl[1])
-		line = nl + 1;
-	struct sp_json *j = sp_json_parse(line);
-	cr_assert_not_null(j, "%s: no ground-truth JSON line: %s", path, text);
-	free(text);
-	return j;
-}
-
-/*
- * Run `scenarios[k]` as rank k (k < n; n == 1: no RANK variables at all) at the
- * same time into <dir>/trace; truth[k] gets each trainer's JSON line.
- */
+/* Run `scenarios[k]` as rank k (k < n; n == 1: no RANK variables at all) at the
+ * same time into <dir>/trace; truth[k] gets each trainer's JSON line. */
 static char *run_job(int n, const char *const *scenarios, struct sp_json **truth)
 {
 	cur_dir = sp_t_tmpdir("ranks");
-	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
-	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
-	char script[4096], env_pre[600], env_dir[600];
-	int len = 0;
-	for (int k = 0; k < n; k++)
-		len += snprintf(script + len, sizeof(script) - (size_t)len,
-				"%s %s --scenario %s --iters 20 > %s/truth%d.json 2> %s/err%d.txt & p%d=$!; ",
-				n == 1 ? ""
-				       : (k ? "RANK=1 LOCAL_RANK=1 WORLD_SIZE=2" : "RANK=0 LOCAL_RANK=0 WORLD_SIZE=2"),
-				sp_t_build("bin/trainer"), scenarios[k], cur_dir, k, cur_dir, k, k);
-	/* every rank's exit status: a failed trainer fails the test */
-	len += snprintf(script + len, sizeof(script) - (size_t)len, "rc=0; ");
-	for (int k = 0; k < n; k++)
-		len += snprintf(script + len, sizeof(script) - (size_t)len, "wait $p%d || rc=1; ", k);
-	snprintf(script + len, sizeof(script) - (size_t)len, "exit $rc");
-	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
-	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s/trace", cur_dir);
-	free(lib);
-	/* the test's own RANK variables, if any, unset: only the script sets them */
-	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", NULL};
-	char *argv[] = {"/bin/sh", "-c", script, NULL};
-	struct sp_t_result tr;
-	sp_t_run(&tr, argv, env, NULL, 120);
-	int status = tr.status;
-	sp_t_result_free(&tr);
-	for (int k = 0; k < n; k++) {
-		char p[600];
-		snprintf(p, sizeof(p), "%s/err%d.txt", cur_dir, k);
-		char *e = sp_t_read_file(p, NULL);
-		cr_assert_eq(status, 0, "trainers: exit %d; rank %d stderr: %s", status, k, e ? e : "");
-		free(e);
-		snprintf(p, sizeof(p), "%s/truth%d.json", cur_dir, k);
-		truth[k] = truth_of(p);
-	}
-	char *tdir = malloc(strlen(cur_dir) + 8);
-	cr_assert_not_null(tdir);
-	sprintf(tdir, "%s/trace", cur_dir);
-	return tdir;
+	return sp_t_run_ranks(cur_dir, "trace", n, scenarios, 20, truth);
 }
 
 /* stepprof analyze [--json] [extra] DIR: stdout, exit status in *status. */

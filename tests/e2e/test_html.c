@@ -29,6 +29,7 @@
 #include <sys/stat.h>
 
 #include "testlib.h"
+#include "trainerlib.h"
 
 /* ---------------------------------------------- 1. capture and parse */
 
@@ -128,13 +129,10 @@ static char *capture(const char *scenario, const char *data_dir)
 {
 	if (!cur_dir)
 		cur_dir = sp_t_tmpdir("html");
-	char tdir[512], env_dir[600], env_pre[600];
+	char tdir[512], env_dir[600];
 	snprintf(tdir, sizeof(tdir), "%s/t<script>", cur_dir);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
-	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
-	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
-	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
-	free(lib);
+	char *env_pre = sp_t_preload_env();
 	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
 	char *argv[] = {(char *)sp_t_build("bin/trainer"),
 			"--scenario",
@@ -146,6 +144,7 @@ static char *capture(const char *scenario, const char *data_dir)
 			NULL};
 	struct sp_t_result r;
 	sp_t_run(&r, argv, env, NULL, 120);
+	free(env_pre);
 	cr_assert_eq(r.status, 0, "trainer --scenario %s: exit %d: %s", scenario, r.status, r.err);
 	sp_t_result_free(&r);
 	return strdup(tdir);
@@ -281,20 +280,6 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 
 /* ------------------------------------------------- 3. the multi-rank job */
 
-/* The trainer's ground truth: the last line of its stdout file. */
-static struct sp_json *truth_of(const char *path)
-{
-	char *text = sp_t_read_file(path, NULL);
-	cr_assert_not_null(text, "%s: no trainer output", path);
-	char *line = text, *nl;
-	while ((nl = strchr(line, '\n')) && nl[1])
-		line = nl + 1;
-	struct sp_json *j = sp_json_parse(line);
-	cr_assert_not_null(j, "%s: no ground-truth JSON line: %s", path, text);
-	free(text);
-	return j;
-}
-
 /*
  * Two trainers at the same time into <cur_dir>/t<script>, as torchrun starts the
  * ranks of a node: rank 0 compute-bound, rank 1 input-bound. truth[k]: rank k's
@@ -304,38 +289,7 @@ static char *capture_two_ranks(struct sp_json **truth)
 {
 	static const char *const sc[2] = {"compute-bound", "input-bound"};
 	cur_dir = sp_t_tmpdir("html");
-	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
-	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
-	char script[4096], env_pre[600], env_dir[600];
-	int len = 0;
-	for (int k = 0; k < 2; k++)
-		len += snprintf(script + len, sizeof(script) - (size_t)len,
-				"RANK=%d LOCAL_RANK=%d WORLD_SIZE=2 %s --scenario %s --iters 12 > %s/truth%d.json "
-				"2> %s/err%d.txt & p%d=$!; ",
-				k, k, sp_t_build("bin/trainer"), sc[k], cur_dir, k, cur_dir, k, k);
-	snprintf(script + len, sizeof(script) - (size_t)len, "rc=0; wait $p0 || rc=1; wait $p1 || rc=1; exit $rc");
-	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
-	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s/t<script>", cur_dir);
-	free(lib);
-	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", NULL};
-	char *argv[] = {"/bin/sh", "-c", script, NULL};
-	struct sp_t_result r;
-	sp_t_run(&r, argv, env, NULL, 120);
-	int status = r.status;
-	sp_t_result_free(&r);
-	for (int k = 0; k < 2; k++) {
-		char p[600];
-		snprintf(p, sizeof(p), "%s/err%d.txt", cur_dir, k);
-		char *e = sp_t_read_file(p, NULL);
-		cr_assert_eq(status, 0, "trainers: exit %d; rank %d stderr: %s", status, k, e ? e : "");
-		free(e);
-		snprintf(p, sizeof(p), "%s/truth%d.json", cur_dir, k);
-		truth[k] = truth_of(p);
-	}
-	char *tdir = malloc(strlen(cur_dir) + 16);
-	cr_assert_not_null(tdir);
-	sprintf(tdir, "%s/t<script>", cur_dir);
-	return tdir;
+	return sp_t_run_ranks(cur_dir, "t<script>", 2, sc, 12, truth);
 }
 
 /* stepprof analyze --json --html FILE [--rank R] DIR: the JSON document and the parsed HTML. */

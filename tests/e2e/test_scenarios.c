@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "trainerlib.h"
 
 /* ----------------------------------------------------- 1. running */
 
@@ -65,13 +66,10 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 {
 	memset(r, 0, sizeof(*r));
 	cur_dir = r->dir = sp_t_tmpdir("scenario");
-	char tdir[512], env_dir[600], env_pre[600];
+	char tdir[512], env_dir[600];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
-	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
-	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
-	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
-	free(lib);
+	char *env_pre = sp_t_preload_env();
 	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
 	char *argv[] = {(char *)sp_t_build("bin/trainer"),
 			"--scenario",
@@ -82,13 +80,10 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 			(char *)(extra ? "20" : NULL),
 			NULL};
 	sp_t_run(&r->tr, argv, env, NULL, 120);
+	free(env_pre);
 	cr_assert_eq(r->tr.status, 0, "trainer --scenario %s --markers %s: exit %d: %s", scenario, markers,
 		     r->tr.status, r->tr.err);
-	/* the ground truth is the last line of stdout */
-	char *line = r->tr.out, *nl;
-	while ((nl = strchr(line, '\n')) && nl[1])
-		line = nl + 1;
-	r->truth = sp_json_parse(line);
+	r->truth = sp_t_parse_last_line(r->tr.out); /* the ground truth is the last line of stdout */
 	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
 	analyze_into(r, tdir);
 }

@@ -1,0 +1,84 @@
+/*
+ * trainerlib.c - running the trainer workload under the preload for the e2e
+ * tests (see trainerlib.h): the environment entry, its ground truth, a job of
+ * several ranks. Failures are Criterion assertions: they end the calling test.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainerlib.h"
+
+char *sp_t_preload_env(void)
+{
+	char *lib = realpath(sp_t_build("lib/libstepprof.so"), NULL);
+	cr_assert_not_null(lib, "build/lib/libstepprof.so is not built");
+	char *e = malloc(strlen(lib) + 16);
+	cr_assert_not_null(e);
+	sprintf(e, "LD_PRELOAD=%s", lib);
+	free(lib);
+	return e;
+}
+
+struct sp_json *sp_t_parse_last_line(const char *text)
+{
+	const char *line = text, *nl;
+	while ((nl = strchr(line, '\n')) && nl[1])
+		line = nl + 1;
+	return sp_json_parse(line);
+}
+
+struct sp_json *sp_t_truth_file(const char *path)
+{
+	char *text = sp_t_read_file(path, NULL);
+	cr_assert_not_null(text, "%s: no trainer output", path);
+	struct sp_json *j = sp_t_parse_last_line(text);
+	cr_assert_not_null(j, "%s: no ground-truth JSON line: %s", path, text);
+	free(text);
+	return j;
+}
+
+char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const *scenarios, int iters,
+		     struct sp_json **truth)
+{
+	char script[4096], env_dir[PATH_MAX + 16];
+	int len = 0;
+	for (int k = 0; k < n; k++) {
+		if (n > 1)
+			len += snprintf(script + len, sizeof(script) - (size_t)len,
+					"RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d ", k, k, n);
+		len += snprintf(script + len, sizeof(script) - (size_t)len,
+				"%s --scenario %s --iters %d > %s/truth%d.json 2> %s/err%d.txt & p%d=$!; ",
+				sp_t_build("bin/trainer"), scenarios[k], iters, dir, k, dir, k, k);
+	}
+	/* every rank's exit status: a failed trainer fails the test */
+	len += snprintf(script + len, sizeof(script) - (size_t)len, "rc=0; ");
+	for (int k = 0; k < n; k++)
+		len += snprintf(script + len, sizeof(script) - (size_t)len, "wait $p%d || rc=1; ", k);
+	snprintf(script + len, sizeof(script) - (size_t)len, "exit $rc");
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s/%s", dir, sub);
+	char *env_pre = sp_t_preload_env();
+	/* the test's own RANK variables, if any, unset: only the script sets them */
+	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", NULL};
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, env, NULL, 120);
+	int status = r.status;
+	sp_t_result_free(&r);
+	free(env_pre);
+	for (int k = 0; k < n; k++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/err%d.txt", dir, k);
+		char *e = sp_t_read_file(p, NULL);
+		cr_assert_eq(status, 0, "trainers: exit %d; rank %d stderr: %s", status, k, e ? e : "");
+		free(e);
+		snprintf(p, sizeof(p), "%s/truth%d.json", dir, k);
+		truth[k] = sp_t_truth_file(p);
+	}
+	char *tdir = malloc(strlen(dir) + strlen(sub) + 2);
+	cr_assert_not_null(tdir);
+	sprintf(tdir, "%s/%s", dir, sub);
+	return tdir;
+}

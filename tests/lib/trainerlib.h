@@ -1,0 +1,30 @@
+/*
+ * trainerlib.h - helpers shared by the end-to-end tests that run the trainer
+ * workload (build/bin/trainer) under the preload: the LD_PRELOAD entry, the
+ * trainer's ground truth (its last line of output, JSON) and a job of several
+ * ranks started at the same time, as torchrun starts a node's ranks.
+ */
+#ifndef STEPPROF_TRAINERLIB_H
+#define STEPPROF_TRAINERLIB_H
+
+#include "testlib.h"
+
+/* "LD_PRELOAD=<absolute path of build/lib/libstepprof.so>" (malloc'd); asserts it is built. */
+char *sp_t_preload_env(void);
+
+/* The last line of text parsed as JSON (the trainer prints its ground truth last); NULL when it is not. */
+struct sp_json *sp_t_parse_last_line(const char *text);
+
+/* The ground truth in the trainer's stdout file path (asserted present and JSON). */
+struct sp_json *sp_t_truth_file(const char *path);
+
+/*
+ * Start scenarios[k] as rank k (k < n; n == 1: no RANK variables at all), all at
+ * the same time, `trainer --scenario S --iters ITERS` under the preload into
+ * <dir>/<sub>; every trainer must succeed. truth[k] gets rank k's ground truth.
+ * Returns the trace directory <dir>/<sub> (malloc'd).
+ */
+char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const *scenarios, int iters,
+		     struct sp_json **truth);
+
+#endif /* STEPPROF_TRAINERLIB_H */
