@@ -29,18 +29,7 @@
 
 /* ----------------------------------------------------- 1. running */
 
-static char *cur_dir;
-
-static void remove_dir(void)
-{
-	if (cur_dir) {
-		sp_t_rmrf(cur_dir);
-		free(cur_dir);
-		cur_dir = NULL;
-	}
-}
-
-TestSuite(analyze_ranks, .fini = remove_dir);
+TestSuite(analyze_ranks, .fini = sp_t_remove_cur_dir);
 
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
@@ -48,8 +37,8 @@ static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "ot
  * same time into <dir>/trace; truth[k] gets each trainer's JSON line. */
 static char *run_job(int n, const char *const *scenarios, struct sp_json **truth)
 {
-	cur_dir = sp_t_tmpdir("ranks");
-	return sp_t_run_ranks(cur_dir, "trace", n, scenarios, 20, truth);
+	sp_t_cur_dir = sp_t_tmpdir("ranks");
+	return sp_t_run_ranks(sp_t_cur_dir, "trace", n, scenarios, 20, truth);
 }
 
 /* stepprof analyze [--json] [extra] DIR: stdout, exit status in *status. */
@@ -223,7 +212,7 @@ Test(analyze_ranks, two_ranks_each_with_its_own_breakdown, .timeout = 240)
 	for (int k = 0; k < 2; k++)
 		sp_json_free(truth[k]);
 	free(tdir);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }
 
 Test(analyze_ranks, single_process_one_rank_entry_no_table, .timeout = 120)
@@ -257,5 +246,5 @@ Test(analyze_ranks, single_process_one_rank_entry_no_table, .timeout = 120)
 	free(err);
 	sp_json_free(truth[0]);
 	free(tdir);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }

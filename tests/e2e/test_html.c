@@ -33,18 +33,7 @@
 
 /* ---------------------------------------------- 1. capture and parse */
 
-static char *cur_dir; /* removed by the suite's fini, also after a failed assertion */
-
-static void remove_dir(void)
-{
-	if (cur_dir) {
-		sp_t_rmrf(cur_dir);
-		free(cur_dir);
-		cur_dir = NULL;
-	}
-}
-
-TestSuite(html_e2e, .fini = remove_dir, .timeout = 300);
+TestSuite(html_e2e, .fini = sp_t_remove_cur_dir, .timeout = 300);
 
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
@@ -124,13 +113,13 @@ static void check_structure(const struct sp_json *h)
 		     0, "self-contained: no link, img or iframe");
 }
 
-/* Run the trainer under the preload into <cur_dir>/t<script> (cur_dir made when unset); the trace directory's path. */
+/* Run the trainer under the preload into <sp_t_cur_dir>/t<script> (made when unset); the trace directory's path. */
 static char *capture(const char *scenario, const char *data_dir)
 {
-	if (!cur_dir)
-		cur_dir = sp_t_tmpdir("html");
+	if (!sp_t_cur_dir)
+		sp_t_cur_dir = sp_t_tmpdir("html");
 	char tdir[512], env_dir[600];
-	snprintf(tdir, sizeof(tdir), "%s/t<script>", cur_dir);
+	snprintf(tdir, sizeof(tdir), "%s/t<script>", sp_t_cur_dir);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
 	char *env_pre = sp_t_preload_env();
 	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
@@ -157,13 +146,13 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	char data[600];
 	/* the data directory's path reaches the report twice: in the command lines and in
 	 * small_file_storm's top_directories evidence */
-	cur_dir = sp_t_tmpdir("html");
-	snprintf(data, sizeof(data), "%s/d<script>alert('x')&\"", cur_dir);
+	sp_t_cur_dir = sp_t_tmpdir("html");
+	snprintf(data, sizeof(data), "%s/d<script>alert('x')&\"", sp_t_cur_dir);
 	cr_assert_eq(mkdir(data, 0700), 0);
 	char *tdir = capture("input-bound", data);
 
 	char out[700];
-	snprintf(out, sizeof(out), "%s/report.html", cur_dir);
+	snprintf(out, sizeof(out), "%s/report.html", sp_t_cur_dir);
 	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--html", out, tdir, NULL};
 	struct sp_t_result r;
 	sp_t_run(&r, argv, NULL, NULL, 120);
@@ -220,7 +209,7 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	/* an unwritable FILE: one error line, exit 4, the JSON still on stdout */
 	sp_t_result_free(&r);
 	char bad[700];
-	snprintf(bad, sizeof(bad), "%s/no/such/dir/r.html", cur_dir);
+	snprintf(bad, sizeof(bad), "%s/no/such/dir/r.html", sp_t_cur_dir);
 	char *argv2[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", bad, tdir, NULL};
 	sp_t_run(&r, argv2, NULL, NULL, 120);
 	cr_expect_eq(r.status, 4, "unwritable --html FILE: exit %d", r.status);
@@ -232,7 +221,7 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	sp_json_free(an);
 	free(html);
 	free(tdir);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }
 
 Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
@@ -275,28 +264,28 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 	sp_json_free(h);
 	sp_t_result_free(&r);
 	free(tdir);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }
 
 /* ------------------------------------------------- 3. the multi-rank job */
 
 /*
- * Two trainers at the same time into <cur_dir>/t<script>, as torchrun starts the
+ * Two trainers at the same time into <sp_t_cur_dir>/t<script>, as torchrun starts the
  * ranks of a node: rank 0 compute-bound, rank 1 input-bound. truth[k]: rank k's
  * own JSON line. Returns the trace directory.
  */
 static char *capture_two_ranks(struct sp_json **truth)
 {
 	static const char *const sc[2] = {"compute-bound", "input-bound"};
-	cur_dir = sp_t_tmpdir("html");
-	return sp_t_run_ranks(cur_dir, "t<script>", 2, sc, 12, truth);
+	sp_t_cur_dir = sp_t_tmpdir("html");
+	return sp_t_run_ranks(sp_t_cur_dir, "t<script>", 2, sc, 12, truth);
 }
 
 /* stepprof analyze --json --html FILE [--rank R] DIR: the JSON document and the parsed HTML. */
 static void analyze_both(const char *tdir, const char *rank, struct sp_json **an, struct sp_json **h)
 {
 	char out[700];
-	snprintf(out, sizeof(out), "%s/ranks.html", cur_dir);
+	snprintf(out, sizeof(out), "%s/ranks.html", sp_t_cur_dir);
 	/* options before the directory */
 	char *argv[9] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", "--html", out};
 	int k = 5;
@@ -425,5 +414,5 @@ Test(html_e2e, two_ranks_table_matches_the_json, .timeout = 300)
 	for (int k = 0; k < 2; k++)
 		sp_json_free(truth[k]);
 	free(tdir);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }

@@ -36,19 +36,7 @@ struct run {
 	struct sp_t_result tr, ar;
 };
 
-/* The test's directory, removed by the suite's fini even when an assertion stopped the test. */
-static char *cur_dir;
-
-static void remove_dir(void)
-{
-	if (cur_dir) {
-		sp_t_rmrf(cur_dir);
-		free(cur_dir);
-		cur_dir = NULL;
-	}
-}
-
-TestSuite(scenarios, .fini = remove_dir);
+TestSuite(scenarios, .fini = sp_t_remove_cur_dir);
 
 static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
 
@@ -65,7 +53,7 @@ static void analyze_into(struct run *r, const char *tdir)
 static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
 {
 	memset(r, 0, sizeof(*r));
-	cur_dir = r->dir = sp_t_tmpdir("scenario");
+	sp_t_cur_dir = r->dir = sp_t_tmpdir("scenario");
 	char tdir[512], env_dir[600];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
@@ -94,7 +82,7 @@ static void run_free(struct run *r)
 	sp_json_free(r->an);
 	sp_t_result_free(&r->tr);
 	sp_t_result_free(&r->ar);
-	remove_dir();
+	sp_t_remove_cur_dir();
 }
 
 /* --------------------------------------------------- 2. common checks */
@@ -392,7 +380,7 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 		cr_skip_test("needs root and build/bin/stepprof-bpf");
 	struct run r;
 	memset(&r, 0, sizeof(r));
-	cur_dir = r.dir = sp_t_tmpdir("scenario-bpf");
+	sp_t_cur_dir = r.dir = sp_t_tmpdir("scenario-bpf");
 	char tdir[512];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r.dir);
 	char *env[] = {"STEPPROF_MAX_MB=64", NULL};

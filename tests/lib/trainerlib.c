@@ -1,7 +1,8 @@
 /*
  * trainerlib.c - running the trainer workload under the preload for the e2e
- * tests (see trainerlib.h): the environment entry, its ground truth, a job of
- * several ranks. Failures are Criterion assertions: they end the calling test.
+ * tests (see trainerlib.h): the test's directory, the environment entry, its
+ * ground truth, a job of several ranks. Failures are Criterion assertions:
+ * they end the calling test.
  */
 #include <criterion/criterion.h>
 #include <limits.h>
@@ -10,6 +11,17 @@
 #include <string.h>
 
 #include "trainerlib.h"
+
+char *sp_t_cur_dir;
+
+void sp_t_remove_cur_dir(void)
+{
+	if (sp_t_cur_dir) {
+		sp_t_rmrf(sp_t_cur_dir);
+		free(sp_t_cur_dir);
+		sp_t_cur_dir = NULL;
+	}
+}
 
 char *sp_t_preload_env(void)
 {

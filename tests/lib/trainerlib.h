@@ -1,13 +1,21 @@
 /*
  * trainerlib.h - helpers shared by the end-to-end tests that run the trainer
- * workload (build/bin/trainer) under the preload: the LD_PRELOAD entry, the
- * trainer's ground truth (its last line of output, JSON) and a job of several
- * ranks started at the same time, as torchrun starts a node's ranks.
+ * workload (build/bin/trainer) under the preload: the test's directory, the
+ * LD_PRELOAD entry, the trainer's ground truth (its last line of output, JSON)
+ * and a job of several ranks started at the same time, as torchrun starts a
+ * node's ranks.
  */
 #ifndef STEPPROF_TRAINERLIB_H
 #define STEPPROF_TRAINERLIB_H
 
 #include "testlib.h"
+
+/*
+ * The running test's directory (malloc'd, e.g. by sp_t_tmpdir): removed by
+ * sp_t_remove_cur_dir, the suite's .fini, also when an assertion stopped the test.
+ */
+extern char *sp_t_cur_dir;
+void sp_t_remove_cur_dir(void);
 
 /* "LD_PRELOAD=<absolute path of build/lib/libstepprof.so>" (malloc'd); asserts it is built. */
 char *sp_t_preload_env(void);
