@@ -142,6 +142,16 @@ static void run(struct sim *s, const struct an_options *o, struct an_analysis *a
 	cr_assert_eq(an_analyze(&src, o, a, err, sizeof(err)), 0, "%s", err);
 }
 
+/* Analyze with options o (NULL: the defaults): the iterations' source and their count. */
+static void expect_source(struct sim *s, const struct an_options *o, int kind, size_t nit)
+{
+	struct an_analysis a;
+	run(s, o, &a);
+	cr_expect_eq(a.source_kind, kind, "iteration source %d, want %d", (int)a.source_kind, kind);
+	cr_expect_eq(a.nit, nit, "%zu iterations, want %zu", a.nit, nit);
+	an_analysis_free(&a);
+}
+
 /* Analyze with options o, which must fail: the error message, for the caller to check. */
 static const char *run_fails(struct sim *s, const struct an_options *o)
 {
@@ -262,16 +272,9 @@ Test(analyze, step_regex_is_case_insensitive_and_overridable)
 	}
 	struct an_options o;
 	an_options_init(&o);
-	struct an_analysis a;
-	run(&s, &o, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
-	cr_expect_eq(a.nit, 12);
-	an_analysis_free(&a);
+	expect_source(&s, &o, AN_SRC_NVTX, 12);
 	o.step_regex = "^nomatch$";
-	run(&s, &o, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
-	cr_expect_eq(a.nit, 12);
-	an_analysis_free(&a);
+	expect_source(&s, &o, AN_SRC_AUTO, 12);
 	o.step_regex = "([";
 	const char *err = run_fails(&s, &o);
 	cr_expect(strstr(err, "--step-regex") != NULL, "%s", err);
@@ -290,16 +293,9 @@ Test(analyze, source_order_nvtx_then_step_marks_then_auto)
 	}
 	struct an_options o;
 	an_options_init(&o);
-	struct an_analysis a;
-	run(&s, &o, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_NVTX);
-	cr_expect_eq(a.nit, 12);
-	an_analysis_free(&a);
+	expect_source(&s, &o, AN_SRC_NVTX, 12);
 	o.step_regex = "^nomatch$";
-	run(&s, &o, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_API);
-	cr_expect_eq(a.nit, 4);
-	an_analysis_free(&a);
+	expect_source(&s, &o, AN_SRC_API, 4);
 	an_memsrc_free(&s.m);
 }
 
