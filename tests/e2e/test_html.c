@@ -118,23 +118,12 @@ static char *capture(const char *scenario, const char *data_dir)
 {
 	if (!sp_t_cur_dir)
 		sp_t_cur_dir = sp_t_tmpdir("html");
-	char tdir[512], env_dir[600];
+	char tdir[512];
 	snprintf(tdir, sizeof(tdir), "%s/t<script>", sp_t_cur_dir);
-	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
-	char *env_pre = sp_t_preload_env();
-	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
-	char *argv[] = {(char *)sp_t_build("bin/trainer"),
-			"--scenario",
-			(char *)scenario,
-			"--iters",
-			"12",
-			data_dir ? "--data-dir" : NULL,
-			(char *)data_dir,
-			NULL};
+	char *args[] = {"--scenario", (char *)scenario, "--iters", "12", data_dir ? "--data-dir" : NULL,
+			(char *)data_dir, NULL};
 	struct sp_t_result r;
-	sp_t_run(&r, argv, env, NULL, 120);
-	free(env_pre);
-	cr_assert_eq(r.status, 0, "trainer --scenario %s: exit %d: %s", scenario, r.status, r.err);
+	sp_t_run_trainer(&r, tdir, args);
 	sp_t_result_free(&r);
 	return strdup(tdir);
 }

@@ -54,23 +54,11 @@ static void run_scenario(struct run *r, const char *scenario, const char *marker
 {
 	memset(r, 0, sizeof(*r));
 	sp_t_cur_dir = r->dir = sp_t_tmpdir("scenario");
-	char tdir[512], env_dir[600];
+	char tdir[512];
 	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
-	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
-	char *env_pre = sp_t_preload_env();
-	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
-	char *argv[] = {(char *)sp_t_build("bin/trainer"),
-			"--scenario",
-			(char *)scenario,
-			"--markers",
-			(char *)markers,
-			(char *)extra,
-			(char *)(extra ? "20" : NULL),
-			NULL};
-	sp_t_run(&r->tr, argv, env, NULL, 120);
-	free(env_pre);
-	cr_assert_eq(r->tr.status, 0, "trainer --scenario %s --markers %s: exit %d: %s", scenario, markers,
-		     r->tr.status, r->tr.err);
+	char *args[] = {"--scenario", (char *)scenario, "--markers", (char *)markers, (char *)extra,
+			(char *)(extra ? "20" : NULL), NULL};
+	sp_t_run_trainer(&r->tr, tdir, args);
 	r->truth = sp_t_parse_last_line(r->tr.out); /* the ground truth is the last line of stdout */
 	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
 	analyze_into(r, tdir);

@@ -34,6 +34,26 @@ char *sp_t_preload_env(void)
 	return e;
 }
 
+void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[])
+{
+	char *argv[32], cmd[1024], env_dir[PATH_MAX + 16];
+	int n = 0, len = snprintf(cmd, sizeof(cmd), "trainer");
+	argv[n++] = (char *)sp_t_build("bin/trainer");
+	for (; args[n - 1] && n < 31; n++) {
+		argv[n] = args[n - 1];
+		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " %s", args[n - 1]);
+		if (len >= (int)sizeof(cmd))
+			len = (int)sizeof(cmd) - 1;
+	}
+	argv[n] = NULL;
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
+	char *env_pre = sp_t_preload_env();
+	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
+	sp_t_run(r, argv, env, NULL, 120);
+	free(env_pre);
+	cr_assert_eq(r->status, 0, "%s: exit %d: %s", cmd, r->status, r->err);
+}
+
 struct sp_json *sp_t_parse_last_line(const char *text)
 {
 	const char *line = text, *nl;

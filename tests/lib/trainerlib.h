@@ -20,6 +20,12 @@ void sp_t_remove_cur_dir(void);
 /* "LD_PRELOAD=<absolute path of build/lib/libstepprof.so>" (malloc'd); asserts it is built. */
 char *sp_t_preload_env(void);
 
+/*
+ * build/bin/trainer args... (NULL-terminated) under the preload into the trace
+ * directory tdir (STEPPROF_MAX_MB=64), which must exit 0; its output in *r.
+ */
+void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[]);
+
 /* The last line of text parsed as JSON (the trainer prints its ground truth last); NULL when it is not. */
 struct sp_json *sp_t_parse_last_line(const char *text);
 
