@@ -81,18 +81,24 @@ static void read_all(const char *path, struct readout *o)
 	sp_reader_close(r);
 }
 
-/* The image of g in a memfd, read whole (asserted readable). */
-static void read_tg(struct sp_tg *g, struct readout *r)
+/* img[0..len) in a memfd, read whole (asserted readable). */
+static void read_image(const uint8_t *img, size_t len, struct readout *r)
 {
-	size_t len;
-	uint8_t *img = sp_tg_image(g, &len);
 	struct memfile m;
 	mf_open(&m);
 	mf_set(&m, img, len);
 	read_all(m.path, r);
 	cr_assert_eq(r->rc, 0, "%s", r->err);
-	free(img);
 	close(m.fd);
+}
+
+/* The image of g, read whole (asserted readable). */
+static void read_tg(struct sp_tg *g, struct readout *r)
+{
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	read_image(img, len, r);
+	free(img);
 }
 
 static void readout_free(struct readout *o)
@@ -575,20 +581,15 @@ Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 	size_t len;
 	uint8_t *img = sp_tg_image(g, &len);
 	struct sp_file_header *h = (struct sp_file_header *)img;
-	struct memfile m;
-	mf_open(&m);
 	h->ring_chunks = 0xffffffffu;
 	h->ring_next_seq = ~0ull;
 	h->keep_next_slot = ~0ull;
-	mf_set(&m, img, len);
 	struct readout r;
-	read_all(m.path, &r);
-	cr_assert_eq(r.rc, 0, "%s", r.err);
+	read_image(img, len, &r);
 	cr_assert_eq(r.n, 1);
 	cr_assert(r.st.truncated || r.st.corrupt);
 	readout_free(&r);
 	free(img);
-	close(m.fd);
 }
 
 /* What a newer minor may add (a kind, an api) is skipped or read, not taken for corruption. */
@@ -604,12 +605,8 @@ Test(reader, newer_minor_unknown_kind_and_api_are_not_corruption)
 		img[ring_off + (SP_CHUNK_HDR_SLOTS + 3) * SP_SLOT_SIZE] = SP_K__COUNT + 3;
 		struct sp_slot *s4 = (struct sp_slot *)(img + ring_off + (SP_CHUNK_HDR_SLOTS + 4) * SP_SLOT_SIZE);
 		s4->api = SP_API__COUNT + 7;
-		struct memfile m;
-		mf_open(&m);
-		mf_set(&m, img, len);
 		struct readout r;
-		read_all(m.path, &r);
-		cr_assert_eq(r.rc, 0, "%s", r.err);
+		read_image(img, len, &r);
 		if (newer) {
 			cr_assert_eq(r.n, CUT_RECORDS - 1);
 			cr_assert_eq(r.st.corrupt, 0);
@@ -621,7 +618,6 @@ Test(reader, newer_minor_unknown_kind_and_api_are_not_corruption)
 		}
 		readout_free(&r);
 		free(img);
-		close(m.fd);
 	}
 }
 
