@@ -46,6 +46,23 @@ static void penv_run(struct procs_env *e, char *const argv[], struct sp_t_result
 	io_t_load_dir(e->trace, rs);
 }
 
+/* argv as penv_run does, for a workload that prints its ground truth: that truth. */
+static struct sp_json *penv_truth(struct procs_env *e, char *const argv[], struct io_recs *rs)
+{
+	struct sp_t_result res;
+	penv_run(e, argv, &res, rs);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	return t;
+}
+
+/* A python3 -c script given e's data directory as its argument, as penv_truth runs it. */
+static struct sp_json *penv_python(struct procs_env *e, const char *script, struct io_recs *rs)
+{
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e->data, NULL };
+	return penv_truth(e, argv, rs);
+}
+
 static uint64_t total_size(void)
 {
 	uint64_t s = 0;
@@ -163,14 +180,11 @@ Test(io, c_process_leaving_by_exit_loses_nothing, .timeout = 60)
 	struct procs_env e;
 	penv_init(&e, "io-exit");
 	char *argv[] = { e.iogen, "exit", e.data, "10", NULL };
-	struct sp_t_result res;
 	struct io_recs rs;
-	penv_run(&e, argv, &res, &rs);
-	struct sp_json *t = io_t_truth(res.out);
+	struct sp_json *t = penv_truth(&e, argv, &rs);
 	expect_complete_run(&rs, e.prefix, (int)sp_json_i64(t, "pid", 0));
 	sp_json_free(t);
 	io_t_free(&rs);
-	sp_t_result_free(&res);
 	penv_fini(&e);
 }
 
@@ -190,11 +204,8 @@ Test(io, python_os_exit_loses_nothing, .timeout = 60)
 		"print(json.dumps({'opens': opens, 'bytes': nbytes, 'pid': os.getpid()}))\n"
 		"sys.stdout.flush()\n"
 		"os._exit(0)\n";
-	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
-	struct sp_t_result res;
 	struct io_recs rs;
-	penv_run(&e, argv, &res, &rs);
-	struct sp_json *t = io_t_truth(res.out);
+	struct sp_json *t = penv_python(&e, script, &rs);
 	int pid = (int)sp_json_i64(t, "pid", 0);
 	cr_assert_eq(sp_json_u64(t, "bytes", 0), total_size());
 	uint64_t b;
@@ -204,7 +215,6 @@ Test(io, python_os_exit_loses_nothing, .timeout = 60)
 	cr_expect_eq(b, total_size(), "bytes read: %llu recorded", (unsigned long long)b);
 	sp_json_free(t);
 	io_t_free(&rs);
-	sp_t_result_free(&res);
 	penv_fini(&e);
 }
 
@@ -228,11 +238,8 @@ Test(io, forked_child_records_the_path_its_parent_opened_last, .timeout = 60)
 		"    fd = os.open(p, os.O_RDONLY); n = len(os.read(fd, 100000)); os.close(fd)\n"
 		"    print(json.dumps({'child': os.getpid(), 'bytes': n})); sys.stdout.flush(); os._exit(0)\n"
 		"os.waitpid(pid, 0)\n";
-	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.data, NULL };
-	struct sp_t_result res;
 	struct io_recs rs;
-	penv_run(&e, argv, &res, &rs);
-	struct sp_json *t = io_t_truth(res.out);
+	struct sp_json *t = penv_python(&e, script, &rs);
 	int child = (int)sp_json_i64(t, "child", 0);
 	cr_assert_eq(sp_json_u64(t, "bytes", 0), io_t_iogen_size(3));
 	char path[PATH_MAX + 8];
@@ -254,6 +261,5 @@ Test(io, forked_child_records_the_path_its_parent_opened_last, .timeout = 60)
 	cr_expect_eq(b, io_t_iogen_size(3), "child's read of %s: %llu bytes recorded", path, (unsigned long long)b);
 	sp_json_free(t);
 	io_t_free(&rs);
-	sp_t_result_free(&res);
 	penv_fini(&e);
 }
