@@ -1,0 +1,58 @@
+/*
+ * fuzz_reader.c - libFuzzer target: the input bytes are one trace file, read the
+ * way `stepprof info` and `dump` read it: open, every record, the strings each
+ * record names, the keep area's summaries, the statistics.
+ *
+ * The reader promises (reader.h) that every byte is untrusted: a bad file is
+ * refused at open with a one-line reason, or read with bad slots skipped and
+ * counted. Anything the sanitizers report here breaks that promise.
+ */
+#include "fuzz_common.h"
+
+#include <string.h>
+
+#include "reader.h"
+
+/* Touch every byte of a string the reader hands out, so ASan sees a bad one. */
+static size_t touch(const char *s)
+{
+	return s ? strlen(s) : 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char path[64], err[256];
+	int fd = fuzz_memfd(data, size, path, sizeof(path));
+	if (fd < 0)
+		return 0;
+	struct sp_reader *r = NULL;
+	if (sp_reader_open(path, &r, err, sizeof(err))) {
+		/* The refusal must be one line. */
+		if (!err[0] || strchr(err, '\n'))
+			abort();
+		close(fd);
+		return 0;
+	}
+	volatile size_t sink = 0;
+	const struct sp_file_header *h = sp_reader_header(r);
+	sink += h->pid;
+	sink += touch(sp_reader_path(r));
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev) == 1) {
+		sink += ev.kind + ev.api;
+		/* Any field may be a string id: resolve each as one. */
+		for (int f = 0; f < SP_F__COUNT; f++)
+			sink += touch(sp_reader_string(r, (uint32_t)ev.f[f]));
+	}
+	size_t pos = 0;
+	while (sp_reader_summary(r, &pos, &ev) == 1)
+		sink += ev.kind;
+	const struct sp_reader_stats *st = sp_reader_stats(r);
+	sink += st->records + st->strings + st->corrupt_slots;
+	if (sp_reader_find(h) != r)
+		abort();
+	(void)sink;
+	sp_reader_close(r);
+	close(fd);
+	return 0;
+}
