@@ -44,6 +44,7 @@ include analyzer/module.mk
 -include bpf/module.mk
 -include tests/simgpu/module.mk
 -include tests/workloads/module.mk
+-include tests/fuzz/module.mk
 include tests/module.mk
 
 build-all: $(ALL_TARGETS)
