@@ -1347,6 +1347,13 @@ static int pass2(struct state *s)
 	int rc = -1;
 	if (!p.lists || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
 		goto out;
+	/*
+	 * An unused slot (op 0, zeroed) must not read as a copy of iteration 0: a GPU
+	 * span of an op nothing launched (a damaged trace) would move copy time into
+	 * iteration 0, or index a->it when there are no iterations (found by make fuzz).
+	 */
+	for (size_t k = 0; k < OP_RING; k++)
+		p.ring[k].pg_iter = -1;
 	const struct sp_event *ev;
 	int file;
 	while ((ev = s->src->next(s->src->ctx, &file))) {
