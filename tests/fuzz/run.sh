@@ -16,12 +16,14 @@ fail=0
 for t in "$@"; do
 	mkdir -p "$dir/corpus/$t"
 	log="$dir/$t.log"
+	start=$(date +%s)
 	# -close_fd_mask=2: the analyzer's own one-line errors for bad inputs go to the
 	# target's stderr and would flood the log; sanitizer reports still come through.
 	"$dir/$t" -max_len=262144 -timeout=10 -rss_limit_mb=2048 -max_total_time="$secs" \
 		-close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" \
 		"$dir/corpus/$t" "$dir/corpus/seeds" >"$log" 2>&1
 	rc=$?
+	took=$(($(date +%s) - start))
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
 	rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
 	last=$(grep -E '^#[0-9]+.*cov:' "$log" | tail -1)
@@ -34,6 +36,6 @@ for t in "$@"; do
 		verdict="FAIL (exit $rc; see $log and $dir/artifacts/)"
 		fail=1
 	fi
-	echo "FUZZ $t: ${runs:-?} runs in ${secs}s, ${rate:-?} exec/s, cov ${cov:-?} ft ${ft:-?}, corpus ${corp:-?}: $verdict"
+	echo "FUZZ $t: ${runs:-?} runs in ${took}s, ${rate:-?} exec/s, cov ${cov:-?} ft ${ft:-?}, corpus ${corp:-?}: $verdict"
 done
 exit $fail
