@@ -66,7 +66,7 @@ static int info_read(const char *path, struct info *in)
 	return 0;
 }
 
-static const char *const feature_names[] = {"cuda", "libc_io", "bpf"};
+static const char *const feature_names[] = {"cuda", "libc_io", "bpf", "tsc_clock"};
 
 /* -------------------------------------------------------------- 3. text */
 

@@ -53,6 +53,9 @@ __attribute__((constructor)) static void sp_init(void)
 	}
 	/* our own look-ups (getcwd, realpath of this library) are not the program's input */
 	sp_hook_depth++;
+	const char *why = NULL;
+	if (sp_clock_init(sp_cfg.CLOCK, &why) != SP_CLK_TSC && sp_cfg.CLOCK && strcmp(sp_cfg.CLOCK, "tsc") == 0)
+		sp_warn_once("clock", "STEPPROF_CLOCK=tsc: %s; using clock_gettime", why ? why : "refused");
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;

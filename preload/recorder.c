@@ -67,6 +67,7 @@ static void create_file(void)
 	    .pid = g_pid,
 	    .ppid = g_ppid,
 	    .warn = tf_warn,
+	    .features = __atomic_load_n(&sp_clk.mode, __ATOMIC_RELAXED) == SP_CLK_TSC ? SP_FEAT_TSC : 0,
 	};
 	int state = FILE_FAILED;
 	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0)
@@ -269,6 +270,7 @@ static void atfork_child(void)
 {
 	int saved = errno;
 	warn_fork_child();
+	sp_clock_fork_child();
 	int32_t parent = g_pid;
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = parent;

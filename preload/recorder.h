@@ -2,7 +2,8 @@
  * recorder.h - the in-process recorder of libstepprof.so: what every hook calls.
  *
  * The record path (sp_emit, sp_intern on a known string, sp_now) takes no lock,
- * calls no malloc, no stdio and no syscall other than the vDSO clock; it writes a
+ * calls no malloc, no stdio and no syscall other than the vDSO clock (sp_now,
+ * clock.h: the TSC scaled to CLOCK_MONOTONIC where that is safe); it writes a
  * fixed-size record into the calling thread's chunk of the file-backed MAP_SHARED
  * trace, so what is written survives _exit, SIGKILL and the OOM killer. When a
  * record cannot be written it is counted (a LOST record follows as soon as space
@@ -21,17 +22,10 @@
 #include <time.h>
 
 #include "stepprof/trace.h"
+#include "clock.h"
 #include "tracefile.h"
 
 #define SP_HIDDEN __attribute__((visibility("hidden")))
-
-/* CLOCK_MONOTONIC in ns through the vDSO: the one clock of every record. */
-static inline uint64_t sp_now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Nonzero once the recorder is initialised and not disabled (STEPPROF_DISABLE). */
 SP_HIDDEN extern volatile int sp_active;

@@ -39,6 +39,7 @@
 #define SP_FEAT_CUDA 0x1u  /* CUDA hooks were active */
 #define SP_FEAT_LIBC_IO 0x2u /* libc I/O wrappers were active */
 #define SP_FEAT_BPF 0x4u   /* written by the eBPF collector (records of many pids) */
+#define SP_FEAT_TSC 0x8u   /* timestamps from the TSC, scaled to CLOCK_MONOTONIC by the recorder (STEPPROF_CLOCK) */
 
 /* Chunk states. */
 #define SP_CHUNK_FREE 0u

@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "testlib.h"
 #include "tracefile.h"
 
@@ -221,6 +222,54 @@ Test(recorder, header_names_the_process_and_its_rank)
 	cr_expect(sp_json_path(f, "clean_exit") && sp_json_path(f, "clean_exit")->num == 1, "clean exit recorded");
 	sp_json_free(j);
 	sp_t_rmrf(dir);
+}
+
+/*
+ * Both clocks of sp_now() (clock.h) give CLOCK_MONOTONIC: a run long enough
+ * for the TSC clock to be calibrated and to go through several segments (4
+ * threads, then a fork whose child writes too) lies inside the test's own
+ * clock_gettime bracket, and the header says which clock wrote it.
+ */
+static void clock_run(const char *clock, int want_tsc)
+{
+	char *dir = sp_t_tmpdir("recclock");
+	struct sp_t_result r;
+	char env[64];
+	snprintf(env, sizeof(env), "STEPPROF_CLOCK=%s", clock);
+	char *extra[] = {env, NULL};
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(markgen(&r, dir, extra, "-t 4 -n 300000 -f 200000"), 0, "%s", r.err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert_eq(r.errlen, 0, "no warning expected: %s", r.err);
+	sp_t_result_free(&r);
+	uint64_t lo = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec,
+		 hi = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 2, "parent and forked child");
+	for (size_t i = 0; i < 2; i++) {
+		struct sp_json *f = sp_json_at(sp_json_get(j, "files"), i);
+		uint64_t b = sp_json_u64(f, "begin_ns", 0), e = sp_json_u64(f, "end_ns", 0);
+		cr_expect(lo <= b && b <= e && e <= hi, "STEPPROF_CLOCK=%s: records [%lu, %lu] outside the run [%lu, %lu]",
+			  clock, (unsigned long)b, (unsigned long)e, (unsigned long)lo, (unsigned long)hi);
+		int tsc = 0;
+		struct sp_json *feats = sp_json_get(f, "features");
+		for (size_t k = 0; feats && k < feats->n; k++)
+			tsc |= feats->kids[k].str && strcmp(feats->kids[k].str, "tsc_clock") == 0;
+		cr_expect_eq(tsc, want_tsc, "STEPPROF_CLOCK=%s: tsc_clock feature %d, expected %d", clock, tsc, want_tsc);
+	}
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
+
+Test(recorder, both_clocks_give_clock_monotonic, .timeout = 300)
+{
+	clock_run("vdso", 0);
+	const char *why = NULL;
+	int tsc = sp_clock_init("auto", &why) == SP_CLK_TSC;
+	if (!tsc)
+		cr_log_info("auto picks clock_gettime here (%s): checked as such", why ? why : "?");
+	clock_run("auto", tsc);
 }
 
 Test(recorder, steps_are_numbered_per_process)
