@@ -113,6 +113,29 @@ static void expect_shares(struct sp_json *x, const char *prefix, struct sp_json 
 	}
 }
 
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* The nearest-rank median of the trainer's iterations[].wall_ns (0 if none). */
+static double truth_median(struct sp_json *truth)
+{
+	struct sp_json *its = sp_json_get(truth, "iterations");
+	size_t n = its ? its->n : 0;
+	if (!n)
+		return 0;
+	double *w = calloc(n, sizeof(*w));
+	cr_assert_not_null(w);
+	for (size_t i = 0; i < n; i++)
+		w[i] = sp_json_num(sp_json_at(its, i), "wall_ns", 0);
+	qsort(w, n, sizeof(*w), cmp_dbl);
+	double m = w[(n + 1) / 2 - 1]; /* the smallest value with at least half at or below it */
+	free(w);
+	return m;
+}
+
 /* The main report is that of the trainer `truth` describes. */
 static void expect_main(struct sp_json *an, struct sp_json *truth, const char *what)
 {
@@ -159,10 +182,15 @@ Test(analyze_ranks, two_ranks_each_with_its_own_breakdown, .timeout = 240)
 			     what);
 		cr_expect_str_eq(sp_json_str(r, "bottleneck"), sp_json_str(truth[k], "summary.bottleneck"), "%s", what);
 		expect_shares(r, "", truth[k], what);
-		/* the median iteration time, ±10% (a load-independent bound would hide a wrong rank) */
-		double wm = sp_json_num(r, "wall_ns_median", -1),
-		       tm = sp_json_num(truth[k], "summary.wall_ns_median", -1);
-		cr_expect(fabs(wm - tm) <= 0.1 * tm, "%s: median wall %.0f, ground truth %.0f", what, wm, tm);
+		/*
+		 * The median iteration time by the analyzer's definition (nearest rank,
+		 * docs/analysis-json.md) over the trainer's own per-iteration walls, ±2%.
+		 * NOTE: not the trainer's summary.wall_ns_median (the mean of the two middle
+		 * values of 20): under load the 11th iteration can be 10% slower than the
+		 * 10th, and the two definitions then differ by more than any bound worth keeping.
+		 */
+		double wm = sp_json_num(r, "wall_ns_median", -1), tm = truth_median(truth[k]);
+		cr_expect(tm > 0 && fabs(wm - tm) <= 0.02 * tm, "%s: median wall %.0f, ground truth %.0f", what, wm, tm);
 		cr_expect(is_bool(r, "selected", k == 0), "%s: selected should be %s", what, k == 0 ? "true" : "false");
 	}
 	/* default: the lowest rank is broken down */
