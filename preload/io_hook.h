@@ -32,6 +32,7 @@
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 
 #include "recorder.h"
@@ -185,32 +186,65 @@ static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigne
 							  unsigned fdtype, uint32_t count)
 {
 	/* NOTE: not zeroed (192 bytes per call): these seven fields are a superset of
-	 * every input kind's mask (kinds.def), and the codec reads only the mask. */
+	 * every input kind's mask (kinds.def, io_real.c checks), and the codec reads
+	 * only the mask. */
 	uint64_t f[SP_F__COUNT];
 	if (__builtin_expect(!io_feature_marked, 0))
 		io_mark_feature();
-	f[SP_F_PATH] = path;
-	f[SP_F_BYTES] = bytes;
-	f[SP_F_FD] = (uint64_t)(int64_t)fd;
-	f[SP_F_RESULT] = (uint64_t)(int64_t)result;
-	f[SP_F_FD_TYPE] = fdtype;
-	f[SP_F_SOURCE] = SP_SOURCE_LIBC;
-	f[SP_F_COUNT] = count;
+	/* Only the kind's own fields (a constant mask): the array's address goes to
+	 * the recorder's rare path, so every store here is a real store. */
+	const uint64_t m = sp_kind_mask[kind];
+	if (m & (1ull << SP_F_PATH))
+		f[SP_F_PATH] = path;
+	if (m & (1ull << SP_F_BYTES))
+		f[SP_F_BYTES] = bytes;
+	if (m & (1ull << SP_F_FD))
+		f[SP_F_FD] = (uint64_t)(int64_t)fd;
+	if (m & (1ull << SP_F_RESULT))
+		f[SP_F_RESULT] = (uint64_t)(int64_t)result;
+	if (m & (1ull << SP_F_FD_TYPE))
+		f[SP_F_FD_TYPE] = fdtype;
+	if (m & (1ull << SP_F_SOURCE))
+		f[SP_F_SOURCE] = SP_SOURCE_LIBC;
+	if (m & (1ull << SP_F_COUNT))
+		f[SP_F_COUNT] = count;
 	sp_emit(kind, api, t0, t1, f);
 }
 
 /*
  * Intern a path given to open/stat; 0 for NULL or "". A one-entry per-thread
- * cache skips the intern table for the most common repeat, a stat then an
- * open of the same file (io_real.c). io_path_forget() empties it (fork: the
- * child's trace file has ids of its own).
+ * cache, the last path interned and its id, skips the intern table for the
+ * most common repeat, a stat then an open of the same file: the path is
+ * compared in full with the cached copy (never trusted by its pointer: the
+ * program's buffer may hold a new string). io_path_forget() empties it (fork:
+ * the child's trace file has ids of its own).
+ *
+ * RATIONALE: the hit is inline (a strlen and a memcmp, no call of ours);
+ * io_path_intern, out of line, interns a new path and keeps it. The cache is
+ * only touched with sp_hook_depth raised, so a signal handler's open cannot
+ * see it half-written: its calls are not recorded.
  */
-SP_HIDDEN uint32_t io_path_intern(const char *path);
+#define IO_PATH_CACHE 240
+
+struct io_path_cache {
+	uint32_t id, len; /* len 0: empty */
+	char s[IO_PATH_CACHE];
+};
+SP_HIDDEN extern __thread struct io_path_cache io_last_path __attribute__((tls_model("initial-exec")));
+
+SP_HIDDEN uint32_t io_path_intern(const char *path, size_t len);
 SP_HIDDEN void io_path_forget(void);
 
 static inline uint32_t io_path_id(const char *path)
 {
-	return path && path[0] ? io_path_intern(path) : 0;
+	if (!path || !path[0])
+		return 0;
+	struct io_path_cache *c = &io_last_path;
+	size_t len = strlen(path);
+	/* The last byte first: paths met one after the other (f001, f002...) mostly differ there. */
+	if (len == c->len && path[len - 1] == c->s[len - 1] && memcmp(path, c->s, len) == 0)
+		return c->id;
+	return io_path_intern(path, len);
 }
 
 /*
