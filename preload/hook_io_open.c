@@ -183,7 +183,7 @@ static int fmode_flags(const char *mode)
 }
 
 /* A stream was opened (or not: NULL): OPEN of its fd. */
-static inline FILE *fopen_end(struct io_call *c, unsigned api, const char *path, const char *mode, FILE *r)
+IO_INLINE FILE *fopen_end(struct io_call *c, unsigned api, const char *path, const char *mode, FILE *r)
 {
 	io_end(c);
 	io_rec_open(c, api, path, fmode_flags(mode), r ? r->_fileno : -1);
@@ -242,7 +242,7 @@ FILE *freopen64(const char *path, const char *mode, FILE *fp)
 /* ---------------------------------------------------------------- 4. close */
 
 /* What close records of fd: what the table knew (w), type "other" if it was never resolved. */
-static inline int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
+IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
 {
 	io_end(c);
 	unsigned type = (w & IO_W_KNOWN) ? io_word_type(w) : SP_FDTYPE_OTHER;

@@ -30,34 +30,6 @@ unsigned io_type_from_mode(mode_t mode)
 	}
 }
 
-/* /dev/, /proc/ or /sys/: compared by hand, this runs at every open. */
-static int special_tree(const char *p)
-{
-	if (p[0] != '/')
-		return 0;
-	if (p[1] == 'd')
-		return p[2] == 'e' && p[3] == 'v' && p[4] == '/';
-	if (p[1] == 'p')
-		return p[2] == 'r' && p[3] == 'o' && p[4] == 'c' && p[5] == '/';
-	if (p[1] == 's')
-		return p[2] == 'y' && p[3] == 's' && p[4] == '/';
-	return 0;
-}
-
-unsigned io_guess_type(const char *path, int flags, int *known)
-{
-	*known = 1;
-	if (flags & O_DIRECTORY)
-		return SP_FDTYPE_DIR;
-	/* RATIONALE: a stat per open would cost ~10% of a small-file loop; the
-	 * only non-regular files opened by path in practice live in these trees. */
-	if (path && special_tree(path)) {
-		*known = 0;
-		return SP_FDTYPE_OTHER;
-	}
-	return SP_FDTYPE_FILE;
-}
-
 uint64_t io_fd_resolve(int fd)
 {
 	struct stat st;

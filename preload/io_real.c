@@ -103,21 +103,12 @@ _Static_assert(!((IO_MASK_OPEN | IO_MASK_STAT | IO_MASK_READ | IO_MASK_CLOSE | I
 
 /* ---------------------------------------------------------- 3. path ids */
 
-#define IO_PATH_CACHE 240
+__thread struct io_path_cache io_last_path __attribute__((tls_model("initial-exec")));
 
-struct io_path_cache {
-	uint32_t id, len;
-	char s[IO_PATH_CACHE];
-};
-static __thread struct io_path_cache io_last_path __attribute__((tls_model("initial-exec")));
-
-uint32_t io_path_intern(const char *path)
+/* A path not in the cache (io_path_id): intern it, and cache it when it fits. */
+uint32_t io_path_intern(const char *path, size_t len)
 {
 	struct io_path_cache *c = &io_last_path;
-	size_t len = strlen(path);
-	/* The last byte first: paths met one after the other (f001, f002...) mostly differ there. */
-	if (c->id && len && len == c->len && path[len - 1] == c->s[len - 1] && memcmp(path, c->s, len) == 0)
-		return c->id;
 	uint32_t id = sp_intern(path, len);
 	if (id && len < IO_PATH_CACHE) {
 		memcpy(c->s, path, len);
@@ -129,6 +120,7 @@ uint32_t io_path_intern(const char *path)
 
 void io_path_forget(void)
 {
+	io_last_path.len = 0;
 	io_last_path.id = 0;
 }
 

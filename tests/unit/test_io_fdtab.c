@@ -2,16 +2,24 @@
  * test_io_fdtab.c - the input capture's core pieces, without interposition:
  * the fd -> (path, type) table, the type of real descriptors (pipe, socket,
  * file, directory, device) from one fstat, the no-syscall guess at open,
- * STEPPROF_IO parsing, and the resolution of the real libc functions.
+ * STEPPROF_IO parsing, the resolution of the real libc functions, and the
+ * path ids of open/stat (io_path_id and its one-entry per-thread cache),
+ * checked against the strings the trace file holds.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "io_fdtab.h"
 #include "io_hook.h"
+#include "reader.h"
+#include "testlib.h"
 
 Test(io_fdtab, real_descriptors_get_their_type_from_one_fstat)
 {
@@ -130,4 +138,86 @@ Test(io_real, resolves_the_libc_functions)
 	cr_expect_not_null(x);
 	/* The table is filled: the second lookup is the cached pointer. */
 	cr_expect_eq(io_real_ptr[IO_FN_read], io_real_get(IO_FN_read));
+}
+
+/* ------------------------------------------------------------- path ids */
+
+/* The string of each id in the trace file of dir (the ground truth), into out[id] (malloc'd, or NULL). */
+static void trace_strings(const char *dir, char **out, uint32_t nids)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char path[1024] = "", err[256];
+	cr_assert(d);
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".sptrace"))
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+	closedir(d);
+	cr_assert(path[0], "no trace in %s", dir);
+	struct sp_reader *r;
+	cr_assert_eq(sp_reader_open(path, &r, err, sizeof(err)), 0, "%s", err);
+	struct sp_event ev;
+	while (sp_reader_next(r, &ev) > 0)
+		;
+	for (uint32_t id = 0; id < nids; id++) {
+		const char *t = id ? sp_reader_string(r, id) : NULL;
+		out[id] = t ? strdup(t) : NULL;
+	}
+	sp_reader_close(r);
+}
+
+Test(io_path, cache_compares_the_whole_string_never_the_pointer)
+{
+	char *dir = sp_t_tmpdir("iopath");
+	sp_recorder_init(dir, 8u << 20);
+	io_path_forget();
+	/* One buffer, as a loader reuses it: each new string must get its own id,
+	 * however much of it matches the cached one (length, last byte, prefix). */
+	static const char *const seq[] = {
+		"/data/a/x0",  "/data/a/x0",   /* a repeat: the cache */
+		"/data/b/x0",		       /* same length and last byte, differs inside */
+		"/data/a/x1",		       /* differs in the last byte */
+		"/data/a/x",   "/data/a/x0/y", /* a prefix of the cached one, and one that extends it */
+		"/data/a/x0",		       /* back to the first: the table's id */
+		"/data/A/x0",		       /* differs in case only */
+	};
+	enum { N = sizeof(seq) / sizeof(seq[0]), MAXID = 64 };
+	char buf[300];
+	uint32_t id[N];
+	for (int i = 0; i < N; i++) {
+		strcpy(buf, seq[i]);
+		id[i] = io_path_id(buf);
+		cr_assert_neq(id[i], 0, "%s: no id", seq[i]);
+		cr_assert_lt(id[i], MAXID);
+		memset(buf, 'z', sizeof(buf)); /* the caller's buffer changes after the call */
+	}
+	/* A path longer than the cache holds: interned each time, same id. */
+	memset(buf, 'p', sizeof(buf) - 1);
+	buf[0] = '/', buf[sizeof(buf) - 1] = 0;
+	uint32_t lid = io_path_id(buf), lid2 = io_path_id(buf);
+	cr_expect_eq(lid, lid2, "a long path has one id");
+	cr_expect_eq(io_path_id(""), 0);
+	cr_expect_eq(io_path_id(NULL), 0);
+	/* After a fork's forget, the same path: no stale entry, the table's id. */
+	io_path_forget();
+	strcpy(buf, seq[2]);
+	cr_expect_eq(io_path_id(buf), id[2]);
+
+	char *str[MAXID];
+	trace_strings(dir, str, MAXID);
+	for (int i = 0; i < N; i++) {
+		cr_expect(str[id[i]] && !strcmp(str[id[i]], seq[i]), "call %d (%s) got id %u, which is \"%s\"", i, seq[i],
+			  id[i], str[id[i]] ? str[id[i]] : "(none)");
+		for (int j = 0; j < i; j++)
+			if (strcmp(seq[i], seq[j]) != 0)
+				cr_expect_neq(id[i], id[j], "%s and %s share id %u", seq[i], seq[j], id[i]);
+	}
+	cr_expect_eq(id[1], id[0], "a repeat of the cached path keeps its id");
+	cr_expect_eq(id[6], id[0], "the same string gets the same id again");
+	cr_expect(lid < MAXID && str[lid] && strlen(str[lid]) == sizeof(buf) - 1, "the long path in the trace");
+	for (int i = 0; i < MAXID; i++)
+		free(str[i]);
+	sp_recorder_shutdown();
+	sp_t_rmrf(dir);
+	free(dir);
 }
