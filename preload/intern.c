@@ -94,39 +94,79 @@ uint64_t sp_intern_hash(const char *s, size_t len)
 
 /* ----------------------------------------------------------- set-up, reset */
 
+static size_t table_bytes(const struct sp_intern *t, unsigned k)
+{
+	return ((size_t)t->mask[k] + 1) * sizeof(struct sp_intern_ent);
+}
+
+static struct sp_intern_ent *map_table(size_t entries)
+{
+	void *p = (void *)syscall(SYS_mmap, NULL, entries * sizeof(struct sp_intern_ent), PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 int sp_intern_init(struct sp_intern *t, unsigned bits)
 {
+	memset(t, 0, sizeof(*t));
 	size_t n = (size_t)1 << bits;
-	void *p = (void *)syscall(SYS_mmap, NULL, n * sizeof(struct sp_intern_ent), PROT_READ | PROT_WRITE,
-				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED) {
-		int e = errno;
-		t->ent = NULL;
-		return -e;
-	}
-	t->ent = p;
-	t->mask = (uint32_t)(n - 1);
-	t->next_id = 0;
+	t->tab[0] = map_table(n);
+	if (!t->tab[0])
+		return -errno;
+	t->mask[0] = (uint32_t)(n - 1);
+	t->bits0 = bits;
+	t->ntab = 1;
 	return 0;
 }
 
 void sp_intern_reset(struct sp_intern *t)
 {
-	if (t->ent) {
-		int saved = errno;
-		/* private anonymous pages read back as zeros after MADV_DONTNEED: no memset of untouched pages */
-		if (madvise(t->ent, ((size_t)t->mask + 1) * sizeof(*t->ent), MADV_DONTNEED) != 0)
-			memset(t->ent, 0, ((size_t)t->mask + 1) * sizeof(*t->ent));
-		errno = saved;
+	int saved = errno;
+	unsigned n = __atomic_load_n(&t->ntab, __ATOMIC_ACQUIRE);
+	for (unsigned k = 1; k < n && k < SP_INTERN_TABLES; k++) {
+		if (t->tab[k])
+			syscall(SYS_munmap, t->tab[k], table_bytes(t, k));
+		t->tab[k] = NULL;
 	}
+	if (t->tab[0]) {
+		/* private anonymous pages read back as zeros after MADV_DONTNEED: no memset of untouched pages */
+		if (madvise(t->tab[0], table_bytes(t, 0), MADV_DONTNEED) != 0)
+			memset(t->tab[0], 0, table_bytes(t, 0));
+	}
+	__atomic_store_n(&t->used, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&t->growing, 0, __ATOMIC_RELAXED); /* a parent's thread may have been growing it */
+	__atomic_store_n(&t->ntab, t->tab[0] ? 1 : 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&t->next_id, 0, __ATOMIC_RELEASE);
+	errno = saved;
 }
 
 void sp_intern_free(struct sp_intern *t)
 {
-	if (t->ent)
-		syscall(SYS_munmap, t->ent, ((size_t)t->mask + 1) * sizeof(*t->ent));
-	t->ent = NULL;
+	for (unsigned k = 0; k < SP_INTERN_TABLES; k++)
+		if (t->tab[k])
+			syscall(SYS_munmap, t->tab[k], table_bytes(t, k));
+	memset(t, 0, sizeof(*t));
+}
+
+/* The newest table is half full: one thread maps the next, 4x larger. */
+static void grow(struct sp_intern *t, unsigned n)
+{
+	uint32_t z = 0;
+	if (n >= SP_INTERN_TABLES || !__atomic_compare_exchange_n(&t->growing, &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_load_n(&t->ntab, __ATOMIC_ACQUIRE) == n) {
+		int saved = errno;
+		size_t entries = (size_t)1 << (t->bits0 + 2 * n);
+		struct sp_intern_ent *p = map_table(entries);
+		errno = saved;
+		if (p) {
+			t->mask[n] = (uint32_t)(entries - 1);
+			__atomic_store_n(&t->tab[n], p, __ATOMIC_RELEASE);
+			__atomic_store_n(&t->used, 0, __ATOMIC_RELAXED);
+			__atomic_store_n(&t->ntab, n + 1, __ATOMIC_RELEASE);
+		}
+	}
+	__atomic_store_n(&t->growing, 0, __ATOMIC_RELEASE);
 }
 
 /* --------------------------------------------------------- lookup, insert */
@@ -145,38 +185,69 @@ static uint32_t store(struct sp_intern *t, struct sp_tf *tf, const char *s, size
 	return id;
 }
 
+/* The entry of hash h in table k, or NULL when it is not there (an empty entry ends the probe). */
+static struct sp_intern_ent *find(struct sp_intern_ent *tab, uint32_t mask, uint64_t h)
+{
+	for (uint32_t i = 0; i < MAX_PROBE; i++) {
+		struct sp_intern_ent *e = &tab[(h + i) & mask];
+		uint64_t eh = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
+		if (eh == h)
+			return e;
+		if (eh == 0)
+			return NULL;
+	}
+	return NULL;
+}
+
+/* An entry found: its id, or a copy of the string while its first writer is not done. */
+static uint32_t found(struct sp_intern *t, struct sp_tf *tf, struct sp_intern_ent *e, const char *s, size_t len)
+{
+	uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+	if (id == SP_INTERN_FAILED)
+		return 0;
+	return id ? id : store(t, tf, s, len);
+}
+
 uint32_t sp_intern_get(struct sp_intern *t, struct sp_tf *tf, const char *s, size_t len)
 {
-	if (!t->ent || !tf)
+	unsigned n = __atomic_load_n(&t->ntab, __ATOMIC_ACQUIRE);
+	if (!n || !tf)
 		return 0;
 	if (!s)
 		s = "", len = 0;
 	if (len > SP_MAX_STRING)
 		len = SP_MAX_STRING;
 	uint64_t h = hash_inline(s, len);
-	for (uint32_t i = 0; i < MAX_PROBE; i++) {
-		struct sp_intern_ent *e = &t->ent[(h + i) & t->mask];
-		uint64_t eh = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
-		if (eh == h) {
-			uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
-			if (id == SP_INTERN_FAILED)
-				return 0;
-			return id ? id : store(t, tf, s, len);
+	struct sp_intern_ent *tab = __atomic_load_n(&t->tab[n - 1], __ATOMIC_ACQUIRE);
+	uint32_t mask = t->mask[n - 1];
+	if (n > 1) {
+		/* newest to oldest: the newest holds most of the strings (each table is 4x the last) */
+		for (unsigned k = n; k-- > 0;) {
+			struct sp_intern_ent *e = find(__atomic_load_n(&t->tab[k], __ATOMIC_ACQUIRE), t->mask[k], h);
+			if (e)
+				return found(t, tf, e, s, len);
 		}
+	}
+	/* lookup-or-insert in the newest (with one table, the only lookup) */
+	for (uint32_t i = 0; i < MAX_PROBE; i++) {
+		struct sp_intern_ent *e = &tab[(h + i) & mask];
+		uint64_t eh = __atomic_load_n(&e->hash, __ATOMIC_ACQUIRE);
+		if (eh == h)
+			return found(t, tf, e, s, len);
 		if (eh != 0)
 			continue;
 		if (!__atomic_compare_exchange_n(&e->hash, &eh, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 			if (eh != h)
 				continue; /* another string took it: keep probing */
-			uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
-			if (id == SP_INTERN_FAILED)
-				return 0;
-			return id ? id : store(t, tf, s, len);
+			return found(t, tf, e, s, len);
 		}
 		uint32_t id = store(t, tf, s, len);
 		__atomic_store_n(&e->id, id ? id : SP_INTERN_FAILED, __ATOMIC_RELEASE);
+		if (__atomic_add_fetch(&t->used, 1, __ATOMIC_RELAXED) > (mask >> 1))
+			grow(t, n);
 		return id;
 	}
-	/* a long probe chain: the table is nearly full; the string is stored without dedup */
+	/* a long probe chain: the newest table is crowded; the string is stored without dedup */
+	grow(t, n);
 	return store(t, tf, s, len);
 }

@@ -4,9 +4,8 @@
  * record goes to the file's keep area (never overwritten).
  *
  * Usable outside the preload (the eBPF collector links intern.c and
- * tracefile.c). The table is an anonymous mapping of fixed size, probed
- * linearly; an entry is claimed with a CAS on its hash, so lookups and inserts
- * never block. Two strings with the same 64-bit hash would share an id: with
+ * tracefile.c). The tables are anonymous mappings, probed linearly; an entry
+ * is claimed with a CAS on its hash, so lookups and inserts never block. Two strings with the same 64-bit hash would share an id: with
  * a good hash and < 10^6 strings the odds are below 10^-7.
  */
 #ifndef STEPPROF_INTERN_H
@@ -26,13 +25,27 @@ struct sp_intern_ent {
 #define SP_INTERN_FAILED 0xffffffffu
 #define SP_INTERN_MAX_ID 0xffffffu /* ids are 24-bit fields in records */
 
+#define SP_INTERN_TABLES 5 /* 2^b, 2^(b+2), ... 2^(b+8) entries: 2^16 start -> 2^24 (the id limit) */
+
+/*
+ * Tables are added, never resized: when the newest is half full a table four
+ * times larger is mapped beside it and new strings go there; a lookup probes
+ * the newest first, then the older ones (where the process's first strings,
+ * its kernel names and first paths, stay). A process with a few hundred
+ * strings touches a few pages of a 1 MiB table; one that opens an ImageNet
+ * (1.28 M paths) grows to 2^22 entries instead of storing every path again.
+ */
 struct sp_intern {
-	struct sp_intern_ent *ent;
-	uint32_t mask;	  /* entries - 1 */
-	uint32_t next_id; /* last id handed out (atomic) */
+	struct sp_intern_ent *tab[SP_INTERN_TABLES]; /* tab[0 .. ntab-1] mapped */
+	uint32_t mask[SP_INTERN_TABLES];	      /* entries - 1 */
+	uint32_t ntab;				      /* tables in use (atomic) */
+	uint32_t used;				      /* entries claimed in the newest table (atomic) */
+	uint32_t growing;			      /* a thread is mapping the next table (atomic) */
+	uint32_t next_id;			      /* last id handed out (atomic) */
+	unsigned bits0;				      /* log2 of the first table's entries */
 };
 
-/* A table of 2^bits entries (anonymous mapping, pages touched as used). 0 or -errno. */
+/* A first table of 2^bits entries (anonymous mapping, pages touched as used). 0 or -errno. */
 int sp_intern_init(struct sp_intern *t, unsigned bits);
 /* Forget everything (a forked child starts a new file): ids restart at 1. */
 void sp_intern_reset(struct sp_intern *t);

@@ -70,10 +70,13 @@ static void create_file(void)
 	    .features = __atomic_load_n(&sp_clk.mode, __ATOMIC_RELAXED) == SP_CLK_TSC ? SP_FEAT_TSC : 0,
 	};
 	int state = FILE_FAILED;
-	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0)
+	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0) {
 		sp_warn_once("create", "%s; this process is not recorded", err);
-	else
+	} else {
+		/* strings (paths, names) never take the summaries' half of the keep area */
+		g_tf.keep_string_max = g_tf.keep_slots - g_tf.keep_slots / 2;
 		state = FILE_READY;
+	}
 	__atomic_store_n(&g_state, state, __ATOMIC_RELEASE);
 }
 
@@ -293,7 +296,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = 0;
 	sp_tf_layout_init();
-	if (sp_intern_init(&g_intern, 18) != 0) {
+	if (sp_intern_init(&g_intern, 16) != 0) {
 		sp_warn_once("intern", "cannot map the string table; this process is not recorded");
 		return;
 	}

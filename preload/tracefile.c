@@ -531,7 +531,19 @@ int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len
 {
 	if (len > SP_MAX_STRING)
 		len = SP_MAX_STRING;
-	struct sp_slot *slot = sp_tf_keep_reserve(tf, sp_string_slots(len));
+	unsigned n = sp_string_slots(len);
+	if (tf->keep_string_max &&
+	    __atomic_add_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED) > tf->keep_string_max) {
+		__atomic_sub_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED);
+		char msg[300];
+		fmt(msg, sizeof(msg),
+		    "%s: the strings' half of the keep area is full (%llu slots); later names and paths are "
+		    "missing (raise STEPPROF_MAX_MB)",
+		    tf->path, (unsigned long long)tf->keep_string_max);
+		tf_warn(tf, "keep", msg);
+		return -1;
+	}
+	struct sp_slot *slot = sp_tf_keep_reserve(tf, n);
 	if (!slot)
 		return -1;
 	sp_string_encode(slot, id, s, len);

@@ -46,6 +46,10 @@ struct sp_tf {
 	uint64_t keep_slots;
 	uint32_t chunk_size, ring_chunks;
 	uint64_t keep_reserved; /* bytes [0, keep_reserved) have disk space (atomic) */
+	/* Keep slots strings may take (0: all of them); the recorder leaves the other
+	 * half to the summaries, whose windows double to fit in it. */
+	uint64_t keep_string_max;
+	uint64_t keep_string_used; /* (atomic) */
 	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, else 1 + the records
 	 * it held when last closed, so that reuse counts overwritten records without a walk. */
 	uint32_t *chunk_info;

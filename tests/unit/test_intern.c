@@ -149,6 +149,73 @@ Test(intern, reset_restarts_ids)
 	close_fixture(&x);
 }
 
+/*
+ * A dataset of many files (ImageNet: 1.28 M paths) in one process: the table
+ * grows by adding tables instead of storing every path again on each sight.
+ * Here from a first table of 2^10 entries: 200,000 strings take 4 more tables,
+ * every string is written once to the keep area, and a second pass finds
+ * every one of them (in whichever table it went) without writing anything.
+ */
+#define NGROW 200000
+static uint32_t grow_ids[NGROW];
+
+Test(intern, grows_by_tables_each_string_stored_once, .timeout = 120)
+{
+	struct fixture x;
+	open_fixture(&x, 256ull << 20);
+	sp_intern_free(&x.t);
+	cr_assert_eq(sp_intern_init(&x.t, 10), 0);
+	char s[32];
+	for (int i = 0; i < NGROW; i++) {
+		int n = snprintf(s, sizeof(s), "d%03d/f%07d", i % 1000, i); /* 13 bytes: one slot */
+		grow_ids[i] = sp_intern_get(&x.t, &x.tf, s, (size_t)n);
+		cr_assert_eq(grow_ids[i], (uint32_t)i + 1, "string %d got id %u", i, grow_ids[i]);
+	}
+	cr_expect_eq(x.t.ntab, SP_INTERN_TABLES, "2^10 + 2^12 + 2^14 + 2^16 half full: the fifth table holds the rest");
+	uint64_t slots = x.tf.hdr->keep_next_slot;
+	cr_expect_eq(slots, NGROW, "one STRING record per string: %lu slots", (unsigned long)slots);
+	for (int i = NGROW - 1; i >= 0; i--) {
+		int n = snprintf(s, sizeof(s), "d%03d/f%07d", i % 1000, i);
+		uint32_t id = sp_intern_get(&x.t, &x.tf, s, (size_t)n);
+		cr_assert_eq(id, grow_ids[i], "second sight of string %d: id %u, first %u", i, id, grow_ids[i]);
+	}
+	cr_expect_eq(x.tf.hdr->keep_next_slot, slots, "the second pass wrote nothing");
+	struct sp_reader *r = reread(&x);
+	for (int i = 0; i < NGROW; i += 997) {
+		snprintf(s, sizeof(s), "d%03d/f%07d", i % 1000, i);
+		cr_assert_str_eq(sp_reader_string(r, grow_ids[i]), s);
+	}
+	sp_reader_close(r);
+	/* a forked child's reset drops the added tables: ids restart at 1 */
+	sp_intern_reset(&x.t);
+	cr_expect_eq(x.t.ntab, 1);
+	cr_expect_eq(sp_intern_get(&x.t, &x.tf, "d000/f0000000", 13), 1);
+	close_fixture(&x);
+}
+
+/* The recorder's strings stop at their half of the keep area; the other half stays for the summaries. */
+Test(intern, strings_leave_the_summaries_half_of_the_keep_area)
+{
+	struct fixture x;
+	open_fixture(&x, 4 << 20);
+	x.tf.keep_string_max = x.tf.keep_slots - x.tf.keep_slots / 2;
+	char s[32];
+	unsigned ok = 0, zeros = 0;
+	for (unsigned i = 0; i < x.tf.keep_slots; i++) {
+		int n = snprintf(s, sizeof(s), "s%u", i);
+		if (sp_intern_get(&x.t, &x.tf, s, (size_t)n))
+			ok++;
+		else
+			zeros++;
+	}
+	cr_expect_eq(ok, x.tf.keep_string_max, "one-slot strings: exactly the strings' half fits");
+	cr_expect_eq(zeros, x.tf.keep_slots - ok);
+	cr_expect_geq(warnings, 1, "the writer says the strings' half is full");
+	cr_expect_not_null(sp_tf_keep_reserve(&x.tf, (unsigned)(x.tf.keep_slots / 2)),
+			   "the summaries' half is still free");
+	close_fixture(&x);
+}
+
 /* ------------------------------------------------------------- concurrency */
 
 #define NSTR 2000
