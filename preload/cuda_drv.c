@@ -7,6 +7,7 @@
 #include "cuda_drv.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -42,10 +43,20 @@ static void *resolve(void *h, getproc_fn gp, const char *exact, const char *base
 	return p;
 }
 
+static const struct sp_drv *drv_load(void);
+
 const struct sp_drv *sp_drv(void)
 {
 	if (__atomic_load_n(&drv_state, __ATOMIC_ACQUIRE) == 1)
 		return &drv;
+	int e = errno; /* errno-neutral, as every helper a wrapper calls */
+	const struct sp_drv *r = drv_load();
+	errno = e;
+	return r;
+}
+
+static const struct sp_drv *drv_load(void)
+{
 	/* RTLD_NOLOAD: only a libcuda the program loaded itself. */
 	void *h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_LAZY);
 	if (!h)

@@ -56,14 +56,11 @@ unsigned sp_gpu_device_slow(void)
 {
 	if (sp_gpu_tdev >= 0)
 		return (unsigned)sp_gpu_tdev;
+	int e = errno; /* sp_drv's dlopen, the driver's calls */
 	const struct sp_drv *d = sp_drv();
 	CUdevice dev = 0;
-	if (!d || !d->CtxGetDevice || !cur_ctx(d))
-		return 0;
-	int e = errno;
-	if (d->CtxGetDevice(&dev) == CUDA_SUCCESS && dev >= 0) {
+	if (d && d->CtxGetDevice && cur_ctx(d) && d->CtxGetDevice(&dev) == CUDA_SUCCESS && dev >= 0)
 		sp_gpu_tdev = dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
-	}
 	errno = e;
 	return sp_gpu_tdev >= 0 ? (unsigned)sp_gpu_tdev : 0;
 }
@@ -101,7 +98,7 @@ struct tstate {
 };
 
 static __thread struct tstate *ts;
-static unsigned kernel_timing = ~0u;
+unsigned sp_gpu_ktiming = ~0u;
 
 /*
  * Every thread's timing state, so that one thread's sync point reads back
@@ -110,7 +107,7 @@ static unsigned kernel_timing = ~0u;
  */
 #define MAX_THREADS 512
 static struct tstate *registry[MAX_THREADS];
-static unsigned nregistry;
+unsigned sp_gpu_nregistry;
 
 static int try_take(struct tstate *S)
 {
@@ -125,9 +122,10 @@ static void give_back(struct tstate *S)
 
 unsigned sp_gpu_kernel_timing(void)
 {
-	unsigned k = __atomic_load_n(&kernel_timing, __ATOMIC_RELAXED);
+	unsigned k = __atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED);
 	if (k != ~0u)
 		return k;
+	int e = errno; /* strtoul, the warning */
 	const char *v = getenv("STEPPROF_KERNEL_TIMING");
 	k = 1;
 	if (v && *v) {
@@ -147,7 +145,8 @@ unsigned sp_gpu_kernel_timing(void)
 			}
 		}
 	}
-	__atomic_store_n(&kernel_timing, k, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_gpu_ktiming, k, __ATOMIC_RELAXED);
+	errno = e;
 	return k;
 }
 
@@ -158,7 +157,7 @@ void sp_gpu_forget_thread(void)
 	 * registry forgets every thread (the child has only this one).
 	 */
 	ts = NULL;
-	__atomic_store_n(&nregistry, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_gpu_nregistry, 0, __ATOMIC_RELEASE);
 	sp_gpu_ctx_changed();
 }
 
@@ -169,13 +168,16 @@ static struct tstate *tstate_get(void)
 	static int exit_hooked;
 	if (ts)
 		return ts;
+	int e = errno;
 	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	errno = e;
 	if (p == MAP_FAILED)
 		return NULL;
 	ts = p; /* mmap'd memory is zero */
 	if (!__atomic_exchange_n(&exit_hooked, 1, __ATOMIC_ACQ_REL))
 		atexit(read_back_at_exit); /* inherited by a forked child, whose registry starts empty */
-	unsigned i = __atomic_fetch_add(&nregistry, 1, __ATOMIC_ACQ_REL);
+	errno = e;
+	unsigned i = __atomic_fetch_add(&sp_gpu_nregistry, 1, __ATOMIC_ACQ_REL);
 	if (i < MAX_THREADS)
 		__atomic_store_n(&registry[i], ts, __ATOMIC_RELEASE);
 	return ts;
@@ -226,7 +228,7 @@ static const struct sp_drv *timing_drv(void)
 	return d;
 }
 
-void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
+void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 {
 	t->b = NULL;
 	if (launch) {
@@ -239,11 +241,9 @@ void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 				return;
 		}
 	}
-	const struct sp_drv *d = timing_drv();
-	if (!d)
-		return;
 	int e = errno;
-	struct tstate *S = tstate_get();
+	const struct sp_drv *d = timing_drv();
+	struct tstate *S = d ? tstate_get() : NULL;
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
@@ -272,13 +272,13 @@ out:
 	errno = e;
 }
 
-void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
 {
 	if (!t->b)
 		return;
+	int e = errno;
 	struct tstate *S = ts;
 	const struct sp_drv *d = sp_drv();
-	int e = errno;
 	/*
 	 * The begin event is ours until it is queued: wait for a reader to
 	 * finish with the pending list (it never blocks, so this is short).
@@ -343,15 +343,13 @@ static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint6
 	T->npend = keep;
 }
 
-void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
+void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 {
-	if (!__atomic_load_n(&nregistry, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE))
 		return; /* nothing was ever timed in this process */
-	const struct sp_drv *d = timing_drv();
-	if (!d)
-		return;
 	int e = errno;
-	struct tstate *S = tstate_get();
+	const struct sp_drv *d = timing_drv();
+	struct tstate *S = d ? tstate_get() : NULL;
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S))
 		goto out;
@@ -409,7 +407,7 @@ void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 	if (!A)
 		goto out;
 	/* the other threads' finished ops in the same context, if nobody holds them */
-	unsigned n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
 	for (unsigned i = 0; i < n; i++) {
@@ -434,7 +432,7 @@ out:
  */
 static void read_back_at_exit(void)
 {
-	unsigned n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
 	if (!n)
 		return;
 	const struct sp_drv *d = timing_drv();
@@ -449,7 +447,7 @@ static void read_back_at_exit(void)
 	 * idle, else it is not used. This reads back its context's ops too.
 	 */
 	sp_gpu_sync_point(0, 0, SP_SYNC_ALL, 1);
-	n = __atomic_load_n(&nregistry, __ATOMIC_ACQUIRE);
+	n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
 	for (unsigned i = 0; i < n; i++) {
@@ -570,11 +568,13 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
 	if (w >> 8 == (key & (UINT64_MAX >> 8)))
 		return (unsigned)(w & 0xff);
+	int e = errno;
 	const struct sp_drv *d = sp_drv();
 	/* Only where a context exists: never initialise CUDA ourselves. */
-	if (!d || !d->PointerGetAttribute || !cur_ctx(d))
+	if (!d || !d->PointerGetAttribute || !cur_ctx(d)) {
+		errno = e;
 		return SP_HOSTMEM_UNKNOWN;
-	int e = errno;
+	}
 	unsigned kind = SP_HOSTMEM_PAGEABLE;
 	unsigned int managed = 0, mtype = 0;
 	if (d->PointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, (CUdeviceptr)p) == CUDA_SUCCESS && managed)
@@ -640,16 +640,16 @@ int sp_gpu_header_done;
 
 void sp_gpu_header_slow(void)
 {
-	const struct sp_drv *d = sp_drv();
-	if (!d || !cur_ctx(d))
-		return; /* later, once the program has a context */
-	int expect = 0;
-	if (!__atomic_compare_exchange_n(&sp_gpu_header_done, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-		return;
-	struct sp_file_header *h = sp_trace_header();
-	if (!h)
-		return;
 	int e = errno;
+	const struct sp_drv *d = sp_drv();
+	int expect = 0;
+	struct sp_file_header *h;
+	if (!d || !cur_ctx(d) || /* else later, once the program has a context */
+	    !__atomic_compare_exchange_n(&sp_gpu_header_done, &expect, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ||
+	    !(h = sp_trace_header())) {
+		errno = e;
+		return;
+	}
 	sp_hook_depth++; /* our own sysfs reads and driver queries are not the program's */
 	__atomic_or_fetch(&h->features, SP_FEAT_CUDA, __ATOMIC_RELAXED);
 	int v = 0;

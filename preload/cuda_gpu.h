@@ -9,6 +9,8 @@
  *      cuPointerGetAttribute),
  *   5. the trace header's device and driver info, once.
  * Every driver call here goes to the real driver (cuda_drv.h), never to a wrapper.
+ * Every function here leaves errno as it found it (the slow paths save it
+ * themselves), so that a wrapper's fast path needs no errno of its own.
  */
 #ifndef STEPPROF_CUDA_GPU_H
 #define STEPPROF_CUDA_GPU_H
@@ -39,18 +41,42 @@ struct sp_gtim {
 
 /* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */
 unsigned sp_gpu_kernel_timing(void);
+/* Its value once read (~0u: not read yet), for the inline test below. */
+SP_HIDDEN extern unsigned sp_gpu_ktiming;
+/* How many threads ever timed an op (0: no sync point has anything to read back). */
+SP_HIDDEN extern unsigned sp_gpu_nregistry;
 
 /*
  * Before an op on stream s (ptds: the per-thread-default-stream variant, for
  * which stream 0 means CU_STREAM_PER_THREAD). Records the begin event unless
  * the stream is capturing, no context is current or the pool is exhausted;
  * launch: apply the kernel timing policy.
+ * RATIONALE for the inline parts: a launch with STEPPROF_KERNEL_TIMING=off and
+ * a sync in a process that never timed an op are the common calls of the hot
+ * path; their test costs a load, not a call.
  */
-void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch);
+void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch);
+static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
+{
+	t->b = NULL;
+	if (launch && !__atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED))
+		return;
+	sp_gpu_begin_slow(t, s, ptds, launch);
+}
 /* After it: ok = the op was accepted; records the end event and queues the op. */
-void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev);
+void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev);
+static inline void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+{
+	if (t->b)
+		sp_gpu_end_slow(t, ok, op, api, dev);
+}
 /* After a sync call returned (ok = success): anchor, then emit the finished ops' GPU_SPANs. */
-void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok);
+void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok);
+static inline void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
+{
+	if (__atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE)) /* else nothing was ever timed here */
+		sp_gpu_sync_point_slow(s, ptds, kind, ok);
+}
 
 /* ---- 3. kernel names ---- */
 uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f);

@@ -20,6 +20,7 @@
 #include "cuda_sites.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <libunwind.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,6 +356,15 @@ static __attribute__((noinline)) uint32_t new_site(const void *ret)
 	return id;
 }
 
+/* The slow paths (libunwind, dladdr, interning) leave errno as they found it. */
+static __attribute__((noinline)) uint32_t site_slow(const void *ret, int runtime)
+{
+	int e = errno;
+	uint32_t id = runtime ? runtime_site(ret) : new_site(ret);
+	errno = e;
+	return id;
+}
+
 uint32_t sp_cuda_site(const void *ret)
 {
 	if (!ret || !sites_enabled())
@@ -367,10 +377,10 @@ uint32_t sp_cuda_site(const void *ret)
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur == k) {
 			uint32_t id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
-			return __builtin_expect(id != SITE_RUNTIME, 1) ? id : runtime_site(ret);
+			return __builtin_expect(id != SITE_RUNTIME, 1) ? id : site_slow(ret, 1);
 		}
 		if (cur == 0)
 			break;
 	}
-	return new_site(ret);
+	return site_slow(ret, 0);
 }
