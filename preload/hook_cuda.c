@@ -102,33 +102,78 @@ static void poll_flush(void)
 }
 
 /* A query's record: 1 = emitted by the caller with *begin, 0 = held back. */
-static int poll_step(struct sp_call *c, int r, uint64_t t1, uint64_t *begin)
+static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint64_t t0, int r, uint64_t t1,
+			    uint64_t *begin)
 {
-	int same = t_poll.active && t_poll.api == c->api && t_poll.stream == c->stream && t_poll.event == c->event;
+	int same = t_poll.active && t_poll.api == api && t_poll.stream == stream && t_poll.event == event;
 	if (t_poll.active && !same)
 		poll_flush();
 	if (r == SP_NOT_READY) {
 		if (!same) {
 			t_poll.active = 1;
-			t_poll.api = c->api;
-			t_poll.stream = c->stream;
-			t_poll.event = c->event;
-			t_poll.t_first = c->t0;
+			t_poll.api = (uint16_t)api;
+			t_poll.stream = stream;
+			t_poll.event = event;
+			t_poll.t_first = t0;
 			t_poll.dev = sp_gpu_device();
 		}
 		t_poll.t_last = t1;
 		return 0;
 	}
-	*begin = same ? t_poll.t_first : c->t0;
+	*begin = same ? t_poll.t_first : t0;
 	t_poll.active = 0;
 	return 1;
 }
 
+/*
+ * errno: nothing on the record path sets it (the clock is the vDSO's, the
+ * recorder and the cuda_*.c helpers save it on their own slow paths), so the
+ * wrappers neither save nor restore it: the program sees the errno it set
+ * before the call, or the one the real function left.
+ * RATIONALE: saving and restoring it around sp_pre and sp_post cost four
+ * __errno_location calls per wrapped call.
+ */
+
+/* Any other CUDA call ends a run of polls (before the call: its record is first). */
+static inline void poll_end(void)
+{
+	if (__builtin_expect(t_poll.active, 0))
+		poll_flush();
+}
+
+/*
+ * The SYNC family (device/context/stream/event syncs, stream-wait-event,
+ * queries), inlined into its wrappers with the kind a constant: no descriptor,
+ * no family switch, the record's fields straight from the arguments.
+ */
+static inline __attribute__((always_inline)) uint64_t sync_pre(unsigned kind)
+{
+	if (kind != SP_SYNC_QUERY)
+		poll_end();
+	return sp_now();
+}
+
+static inline __attribute__((always_inline)) void sync_post(unsigned api, int ptds, unsigned kind, uint64_t stream,
+							    uint64_t event, uint64_t t0, int r)
+{
+	uint64_t t1 = sp_now();
+	uint64_t begin = t0;
+	if (kind != SP_SYNC_QUERY || poll_step(api, stream, event, t0, r, t1, &begin)) {
+		uint64_t f[SP_F__COUNT];
+		f[SP_F_RESULT] = (uint64_t)(int64_t)r;
+		f[SP_F_STREAM] = stream;
+		f[SP_F_EVENT] = event;
+		f[SP_F_DEVICE] = sp_gpu_device();
+		sp_emit(SP_K_SYNC, api, begin, t1, f);
+	}
+	sp_gpu_sync_point(stream, ptds, (enum sp_sync_kind)kind, r == 0);
+	sp_gpu_header_once();
+}
+
 static void sp_pre(struct sp_call *c)
 {
-	int e = errno;
-	if (__builtin_expect(t_poll.active, 0) && !(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
-		poll_flush();
+	if (!(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
+		poll_end();
 	c->t0 = sp_now();
 	switch (c->fam) {
 	case FAM_COPY:
@@ -139,12 +184,10 @@ static void sp_pre(struct sp_call *c)
 	default:
 		break;
 	}
-	errno = e;
 }
 
 static void sp_post(struct sp_call *c, int r)
 {
-	int e = errno;
 	uint64_t t1 = sp_now();
 	uint64_t f[SP_F__COUNT];
 	f[SP_F_RESULT] = (uint64_t)(int64_t)r;
@@ -192,17 +235,8 @@ static void sp_post(struct sp_call *c, int r)
 		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_LAUNCH, c->api, c->t0, t1, f);
 		break;
-	case FAM_SYNC: {
-		uint64_t begin = c->t0;
-		if (c->sync != SP_SYNC_QUERY || poll_step(c, r, t1, &begin)) {
-			f[SP_F_EVENT] = c->event;
-			site_and_dev(c, f);
-			sp_emit(SP_K_SYNC, c->api, begin, t1, f);
-		}
-		sp_gpu_sync_point(c->stream, c->ptds, (enum sp_sync_kind)c->sync, r == 0);
-		sp_gpu_header_once();
+	case FAM_SYNC: /* the wrappers take sync_pre/sync_post instead */
 		break;
-	}
 	case FAM_ALLOC: {
 		uint64_t p = 0;
 		if (r == 0 && c->out)
@@ -217,10 +251,12 @@ static void sp_post(struct sp_call *c, int r)
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_SITE] = sp_cuda_site(c->caller);
 		if (r != 0) {
+			int e = errno; /* the real function's, kept from the driver call below */
 			const struct sp_drv *d = sp_drv();
 			size_t fr = 0, to = 0;
 			if (!d || !d->MemGetInfo || d->MemGetInfo(&fr, &to) != CUDA_SUCCESS)
 				fr = to = 0;
+			errno = e;
 			f[SP_F_FREE] = fr;
 			f[SP_F_TOTAL] = to;
 			sp_emit(SP_K_ALLOC_FAILED, c->api, c->t0, t1, f);
@@ -296,7 +332,6 @@ static void sp_post(struct sp_call *c, int r)
 	default:
 		break;
 	}
-	errno = e;
 }
 
 /* ------------------------------------------------------ 2. the specs */
@@ -563,6 +598,14 @@ static inline void *real_of(int i)
 			ret r0 = real args;                                                                           \
 			sp_hook_depth--;                                                                              \
 			return r0;                                                                                    \
+		}                                                                                                     \
+		if (c.fam == FAM_SYNC) { /* known at compile time: the inlined path */                             \
+			sp_hook_depth++;                                                                              \
+			uint64_t t0_ = sync_pre(c.sync);                                                              \
+			ret r1 = real args;                                                                           \
+			sync_post(SP_API_##name, ptds_, c.sync, c.stream, c.event, t0_, (int)r1);                     \
+			sp_hook_depth--;                                                                              \
+			return r1;                                                                                    \
 		}                                                                                                     \
 		c.api = SP_API_##name;                                                                                \
 		c.ptds = ptds_;                                                                                       \
