@@ -504,12 +504,21 @@ static uint32_t name_of(const void *stub, CUfunction f)
 	return sp_intern_cstr(buf);
 }
 
-uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
+static inline uintptr_t name_key(const void *stub, CUfunction f)
 {
 	uintptr_t k = f ? (uintptr_t)f : (uintptr_t)stub;
-	if (k <= 1)
-		k = 2; /* graph launches share one name */
-	unsigned h = (unsigned)((k >> 4) ^ (k >> 16)) & (NAME_SLOTS - 1);
+	return k <= 1 ? 2 : k; /* graph launches share one name */
+}
+
+static inline unsigned name_hash(uintptr_t k)
+{
+	return (unsigned)((k >> 4) ^ (k >> 16)) & (NAME_SLOTS - 1);
+}
+
+/* Not at its first slot: probe on, or name it and fill a slot. */
+static __attribute__((noinline)) uint32_t name_slow(const void *stub, CUfunction f, uintptr_t k)
+{
+	unsigned h = name_hash(k);
 	for (unsigned n = 0; n < 32; n++) {
 		struct name_slot *s = &names[(h + n) & (NAME_SLOTS - 1)];
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
@@ -530,6 +539,17 @@ uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
 	uint32_t id = name_of(stub, f);
 	errno = e;
 	return id;
+}
+
+/* RATIONALE: the common case, a kernel met before at its first slot, is one
+ * load and one compare, with no frame: the rest lives in name_slow. */
+uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
+{
+	uintptr_t k = name_key(stub, f);
+	struct name_slot *s = &names[name_hash(k)];
+	if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == k, 1))
+		return __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
+	return name_slow(stub, f, k);
 }
 
 /* ------------------------------------------------------ 4. host kinds */
