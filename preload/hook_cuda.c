@@ -105,9 +105,12 @@ static void poll_flush(void)
 static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint64_t t0, int r, uint64_t t1,
 			    uint64_t *begin)
 {
-	int same = t_poll.active && t_poll.api == api && t_poll.stream == stream && t_poll.event == event;
-	if (t_poll.active && !same)
-		poll_flush();
+	int same = 0;
+	if (__builtin_expect(t_poll.active, 0)) {
+		same = t_poll.api == api && t_poll.stream == stream && t_poll.event == event;
+		if (!same)
+			poll_flush();
+	}
 	if (r == SP_NOT_READY) {
 		if (!same) {
 			t_poll.active = 1;
@@ -120,8 +123,10 @@ static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint6
 		t_poll.t_last = t1;
 		return 0;
 	}
-	*begin = same ? t_poll.t_first : t0;
-	t_poll.active = 0;
+	if (same) { /* the answer ends the run: one record from its first poll */
+		*begin = t_poll.t_first;
+		t_poll.active = 0;
+	}
 	return 1;
 }
 
@@ -170,6 +175,34 @@ static inline __attribute__((always_inline)) void sync_post(unsigned api, int pt
 	sp_gpu_header_once();
 }
 
+/*
+ * The LAUNCH family, inlined into its wrappers as SYNC is: no descriptor, no
+ * family switch. Same steps as sp_pre/sp_post would take, in the same order.
+ */
+static inline __attribute__((always_inline)) uint64_t launch_pre(struct sp_gtim *tim, uint64_t stream, int ptds)
+{
+	poll_end();
+	uint64_t t0 = sp_now();
+	sp_gpu_begin(tim, stream, ptds, 1);
+	return t0;
+}
+
+static inline __attribute__((always_inline)) void launch_post(unsigned api, struct sp_gtim *tim, uint64_t stream,
+							      const void *stub, CUfunction func, uint64_t t0, int r)
+{
+	uint64_t t1 = sp_now();
+	uint32_t op = sp_next_op();
+	uint64_t f[SP_F__COUNT];
+	f[SP_F_RESULT] = (uint64_t)(int64_t)r;
+	f[SP_F_STREAM] = stream;
+	f[SP_F_NAME] = sp_gpu_kernel_name(stub, func);
+	f[SP_F_OP] = op;
+	unsigned dev = sp_gpu_device();
+	f[SP_F_DEVICE] = dev;
+	sp_gpu_end(tim, r == 0, op, api, dev);
+	sp_emit(SP_K_LAUNCH, api, t0, t1, f);
+}
+
 static void sp_pre(struct sp_call *c)
 {
 	if (!(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
@@ -178,8 +211,7 @@ static void sp_pre(struct sp_call *c)
 	switch (c->fam) {
 	case FAM_COPY:
 	case FAM_MEMSET:
-	case FAM_LAUNCH:
-		sp_gpu_begin(&c->tim, c->stream, c->ptds, c->fam == FAM_LAUNCH);
+		sp_gpu_begin(&c->tim, c->stream, c->ptds, 0);
 		break;
 	default:
 		break;
@@ -227,15 +259,8 @@ static void sp_post(struct sp_call *c, int r)
 		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_MEMSET, c->api, c->t0, t1, f);
 		break;
-	case FAM_LAUNCH:
-		c->op = sp_next_op();
-		f[SP_F_NAME] = sp_gpu_kernel_name(c->stub, c->func);
-		f[SP_F_OP] = c->op;
-		site_and_dev(c, f);
-		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
-		sp_emit(SP_K_LAUNCH, c->api, c->t0, t1, f);
-		break;
-	case FAM_SYNC: /* the wrappers take sync_pre/sync_post instead */
+	case FAM_LAUNCH: /* the wrappers take launch_pre/launch_post instead */
+	case FAM_SYNC:   /* and sync_pre/sync_post */
 		break;
 	case FAM_ALLOC: {
 		uint64_t p = 0;
@@ -658,6 +683,15 @@ static __thread const void *t_caller;
 			sync_post(SP_API_##name, ptds_, c.sync, c.stream, c.event, t0_, (int)r1);                     \
 			sp_hook_depth--;                                                                              \
 			return r1;                                                                                    \
+		}                                                                                                     \
+		if (c.fam == FAM_LAUNCH) {                                                                            \
+			sp_hook_depth++;                                                                              \
+			struct sp_gtim tim_;                                                                          \
+			uint64_t t0_ = launch_pre(&tim_, c.stream, ptds_);                                            \
+			ret r2 = real args;                                                                           \
+			launch_post(SP_API_##name, &tim_, c.stream, c.stub, c.func, t0_, (int)r2);                    \
+			sp_hook_depth--;                                                                              \
+			return r2;                                                                                    \
 		}                                                                                                     \
 		c.api = SP_API_##name;                                                                                \
 		c.ptds = ptds_;                                                                                       \
