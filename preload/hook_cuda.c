@@ -4,9 +4,12 @@
  * Divided into:
  *   1. the call descriptor and the family handlers (what a COPY, LAUNCH,
  *      ALLOC... records): sp_pre runs before the real call, sp_post after;
+ *      SYNC and LAUNCH, the families of the hot loops, have their own inlined
+ *      handlers (sync_pre/post, launch_pre/post) instead;
  *   2. the SP_SPEC_* macros: the last column of api_cuda.def, turning a
  *      function's arguments into a descriptor;
- *   3. the generated wrappers, one per GEN line of api_cuda.def;
+ *   3. the generated wrappers, one per GEN line of api_cuda.def, each an
+ *      exported front (pass through, or tail-call) and a name__rec that records;
  *   4. the doors written by hand: cuGetProcAddress[_v2] and
  *      cudaGetDriverEntryPoint[ByVersion][_ptsz];
  *   5. the wrapper and real-function tables (shared with hook_dlsym.c).
@@ -15,7 +18,8 @@
  * the program made and raise sp_hook_depth, so the driver calls the runtime
  * makes underneath are passed through unrecorded. With a statically linked
  * runtime only the driver wrappers are reached, and they record.
- * Hot path: no lock, no malloc, no syscall but the vDSO clock; errno is kept.
+ * Hot path: no lock, no malloc, no syscall but the clock; errno is kept (by
+ * touching it nowhere on the fast path: see poll_end).
  */
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
@@ -131,8 +135,9 @@ static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint6
 }
 
 /*
- * errno: nothing on the record path sets it (the clock is the vDSO's, the
- * recorder and the cuda_*.c helpers save it on their own slow paths), so the
+ * errno: nothing on the record path sets it (sp_now reads the TSC or a
+ * clock_gettime(CLOCK_MONOTONIC) that cannot fail; the recorder and the
+ * cuda_*.c helpers save it on their own slow paths), so the
  * wrappers neither save nor restore it: the program sees the errno it set
  * before the call, or the one the real function left.
  * RATIONALE: saving and restoring it around sp_pre and sp_post cost four
