@@ -85,10 +85,17 @@ static void create_file(void)
  * the creation (a few syscalls, once per process) wait for it rather than lose
  * records; a signal handler interrupting the creator gives up instead.
  */
-static int file_ready(void)
+static __attribute__((noinline)) int file_ready_slow(void);
+
+static inline int file_ready(void)
+{
+	return __builtin_expect(__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_READY, 1) || file_ready_slow();
+}
+
+static __attribute__((noinline)) int file_ready_slow(void)
 {
 	int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(s == FILE_READY, 1))
+	if (s == FILE_READY)
 		return 1;
 	if (s == FILE_FAILED)
 		return 0;
@@ -246,10 +253,13 @@ uint32_t sp_intern_cstr(const char *s)
 	return s ? sp_intern(s, strlen(s)) : 0;
 }
 
-uint32_t sp_next_op(void)
+uint64_t *sp_op_counter;
+
+uint32_t sp_next_op_slow(void)
 {
 	if (!sp_active || !file_ready())
 		return 0;
+	__atomic_store_n(&sp_op_counter, &g_tf.hdr->next_op, __ATOMIC_RELEASE);
 	return (uint32_t)__atomic_add_fetch(&g_tf.hdr->next_op, 1, __ATOMIC_RELAXED);
 }
 
@@ -277,6 +287,7 @@ static void atfork_child(void)
 	int32_t parent = g_pid;
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = parent;
+	__atomic_store_n(&sp_op_counter, NULL, __ATOMIC_RELAXED); /* the parent's header */
 	sp_tf_release(&g_tf);
 	memset(&g_tf, 0, sizeof(g_tf));
 	g_tf.fd = -1;

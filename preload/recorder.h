@@ -108,8 +108,21 @@ static inline __attribute__((always_inline)) void sp_emit(unsigned kind, unsigne
 SP_HIDDEN uint32_t sp_intern(const char *s, size_t len);
 SP_HIDDEN uint32_t sp_intern_cstr(const char *s);
 
-/* The next per-process GPU op id (joins an op's record with its gpu_span). */
-SP_HIDDEN uint32_t sp_next_op(void);
+/*
+ * The next per-process GPU op id (joins an op's record with its gpu_span); 0
+ * when there is no trace. Inline: one atomic add on the file header's counter
+ * once the file exists (sp_op_counter, NULL before and in a forked child
+ * until its own file), the slow path otherwise.
+ */
+SP_HIDDEN extern uint64_t *sp_op_counter;
+SP_HIDDEN uint32_t sp_next_op_slow(void);
+static inline uint32_t sp_next_op(void)
+{
+	uint64_t *c = __atomic_load_n(&sp_op_counter, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(c != NULL, 1))
+		return (uint32_t)__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
+	return sp_next_op_slow();
+}
 
 /*
  * The mapped file header of this process's trace, creating the file if needed,
