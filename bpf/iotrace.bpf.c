@@ -29,8 +29,12 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* ------------------------------------------------- 1. maps, configuration */
 
-/* The syscall number of each traced call on this architecture (from <sys/syscall.h> in the loader). */
-const volatile long targ_nr[IOTRACE_CALL__COUNT] = {};
+/*
+ * Syscall number -> traced call + 1 (0: not traced) on this architecture, from
+ * <sys/syscall.h> in the loader: one bounded load per syscall of the machine
+ * rather than a compare with each traced number.
+ */
+const volatile __u8 targ_call[IOTRACE_NR_MAX] = {};
 /* Follow children created by fork/clone of a traced process. */
 const volatile bool targ_follow = true;
 
@@ -54,6 +58,12 @@ struct iotrace_task {
 	struct iotrace_start st;
 	__u32 busy; /* st holds a call that has not returned yet */
 	__u32 pad;
+	/*
+	 * Where sys_exit builds an event with a path, to copy into the ring at
+	 * its actual size (see sys_exit). Per thread: nothing else writes it,
+	 * even if the thread is preempted while building it.
+	 */
+	struct iotrace_event ev;
 };
 
 struct {
@@ -106,12 +116,9 @@ struct {
 
 static __always_inline int call_of(long nr)
 {
-	/* Unrolled compares against constants frozen at load: no map access for the many untraced syscalls. */
-#pragma unroll
-	for (int i = 0; i < IOTRACE_CALL__COUNT; i++)
-		if (targ_nr[i] == nr)
-			return i;
-	return -1;
+	if ((unsigned long)nr >= IOTRACE_NR_MAX)
+		return -1; /* also -1, a syscall the tracer skipped */
+	return (int)targ_call[nr] - 1;
 }
 
 /* A 32-bit syscall of a 64-bit kernel (int 0x80, or a 32-bit program): other numbers, not traced. */
@@ -139,33 +146,57 @@ static __always_inline void count_drop(void)
 }
 
 /*
+ * A kernel address read as a typed pointer (kernel >= 6.2): the verifier turns
+ * the call into a move, and reads through the result are plain loads guarded
+ * by the exception table, instead of a bpf_probe_read_kernel() call each
+ * (measured: ~20 ns a probe read, 7 of them a round of the bench's loop).
+ * Weak: on older kernels it is NULL and the probe reads below are used.
+ */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
+/*
  * The current task's open file on fd, as a kernel address: the identity of
  * the open file (the loader compares it, never dereferences it); 0 when fd is
- * not open. BTF pointers are loaded directly; an array element at a variable
- * index needs a probe read.
+ * not open. BTF pointers are loaded directly; the fd array's element, at a
+ * variable index, through bpf_rdonly_cast or a probe read.
  */
-static __always_inline struct file *file_of(int fd)
+static __always_inline __u64 file_of(struct task_struct *task, int fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct fdtable *fdt = task->files->fdt;
-	struct file *file = NULL;
+	__u64 file = 0;
 
 	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
-		return NULL;
+		return 0;
+	if (bpf_rdonly_cast) {
+		/*
+		 * NOTE: the slot is read as the first member of a struct list_head:
+		 * any struct with a pointer at offset 0 would do, the verifier
+		 * needs a struct type to cast to.
+		 */
+		struct list_head *slot = bpf_rdonly_cast((void *)((__u64)fdt->fd + (__u64)fd * sizeof(file)),
+							 bpf_core_type_id_kernel(struct list_head));
+		return (__u64)slot->next;
+	}
 	if (bpf_probe_read_kernel(&file, sizeof(file), &fdt->fd[fd]))
-		return NULL;
+		return 0;
 	return file;
 }
 
 /* The type of an open file, from its inode's mode (CO-RE reads). */
-static __always_inline __u8 type_of(struct file *file)
+static __always_inline __u8 type_of(__u64 file)
 {
 	struct inode *inode = NULL;
 	umode_t mode = 0;
 
-	if (!file || bpf_probe_read_kernel(&inode, sizeof(inode), &file->f_inode) || !inode ||
-	    bpf_probe_read_kernel(&mode, sizeof(mode), &inode->i_mode))
+	if (!file)
 		return IOTRACE_FD_OTHER;
+	if (bpf_rdonly_cast) {
+		struct file *f = bpf_rdonly_cast((void *)file, bpf_core_type_id_kernel(struct file));
+		mode = f->f_inode->i_mode; /* a NULL f_inode reads as 0 */
+	} else if (bpf_probe_read_kernel(&inode, sizeof(inode), &((struct file *)file)->f_inode) || !inode ||
+		   bpf_probe_read_kernel(&mode, sizeof(mode), &inode->i_mode)) {
+		return IOTRACE_FD_OTHER;
+	}
 	switch (mode & S_IFMT) {
 	case S_IFREG:
 		return IOTRACE_FD_FILE;
@@ -192,17 +223,26 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 
 	if (call < 0)
 		return 0;
-	tgid = bpf_get_current_pid_tgid() >> 32;
-	if (!bpf_map_lookup_elem(&traced, &tgid))
-		return 0;
 	task = bpf_get_current_task_btf();
+	/*
+	 * A thread that has our storage is traced (it is made only below, for a
+	 * traced tgid, and dies with the thread): one storage lookup, which the
+	 * call needs anyway, instead of the hash lookup of the tgid on every call
+	 * (measured: the hash lookup was ~100 ns a round of the bench's loop).
+	 */
+	t = bpf_task_storage_get(&tasks, task, NULL, 0);
+	if (!t) {
+		tgid = task->tgid;
+		if (!bpf_map_lookup_elem(&traced, &tgid))
+			return 0;
+		t = bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+		if (!t) {
+			count_drop();
+			return 0;
+		}
+	}
 	if (compat_syscall(task))
 		return 0; /* a 32-bit syscall: its numbers mean other calls */
-	t = bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-	if (!t) {
-		count_drop();
-		return 0;
-	}
 
 	t->st.begin_ns = bpf_ktime_get_ns();
 	t->st.call = call;
@@ -233,8 +273,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_getdents64:
 	case IOTRACE_sys_close:
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
-		t->st.file = (__u64)file_of(t->st.fd);
-		t->st.fd_type = type_of((struct file *)t->st.file);
+		t->st.file = file_of(task, t->st.fd);
+		t->st.fd_type = type_of(t->st.file);
 		break;
 	}
 	/*
@@ -244,7 +284,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	 * this call ran (see iotrace.h). AT_FDCWD and other negative values give 0.
 	 */
 	if (!t->st.file && call != IOTRACE_sys_chdir)
-		t->st.file = (__u64)file_of(t->st.fd);
+		t->st.file = file_of(task, t->st.fd);
 
 	if (has_path(call))
 		t->st.uptr = call == IOTRACE_sys_chdir ? SYSCALL_ARG1(regs) : SYSCALL_ARG2(regs);
@@ -254,49 +294,22 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 
 /* ---------------------------------------------------------- 4. sys_exit */
 
-SEC("tp_btf/sys_exit")
-int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+/* Everything of a call's event but its path, into e (a ring record or the thread's ev). */
+static __always_inline void fill_call(struct iotrace_event *e, struct task_struct *task, const struct iotrace_start *st,
+				      int call, long ret)
 {
-	int call = call_of(SYSCALL_NR(regs));
-	struct iotrace_task *t;
-	struct iotrace_event *e;
-	long len = 0;
-
-	if (call < 0)
-		return 0;
-	/* No entry: not traced (or storage refused); busy == 0: we did not see the entry. */
-	t = bpf_task_storage_get(&tasks, bpf_get_current_task_btf(), NULL, 0);
-	if (!t || !t->busy)
-		return 0;
-	t->busy = 0;
-	if (t->st.call != call)
-		return 0; /* a stale entry: the thread left a call we never saw end (exec, signal) */
-
-	if (has_path(call))
-		e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
-	else
-		e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
-	if (!e) {
-		count_drop();
-		return 0;
-	}
-
-	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	e->begin_ns = t->st.begin_ns;
+	e->begin_ns = st->begin_ns;
 	e->end_ns = bpf_ktime_get_ns();
 	e->ret = ret;
 	e->bytes = 0;
-	e->pid = pid_tgid >> 32;
-	e->tid = (__u32)pid_tgid;
-	e->fd = t->st.fd;
+	e->file = st->file;
+	e->pid = task->tgid; /* BTF loads: no helper call */
+	e->tid = task->pid;
+	e->fd = st->fd;
 	e->type = IOTRACE_EV_CALL;
 	e->call = call;
-	e->fd_type = t->st.fd_type;
-	e->flags = t->st.flags;
-	e->pathlen = 0;
-	e->pad = 0;
-	e->file = t->st.file;
-	e->nfile = 0;
+	e->fd_type = st->fd_type;
+	e->flags = st->flags;
 
 	switch (call) {
 	case IOTRACE_sys_read:
@@ -310,12 +323,12 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	case IOTRACE_sys_newfstat:
 		if (ret == 0)
 			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
-					    (void *)(t->st.ubuf + __builtin_offsetof(struct stat, st_size)));
+					    (void *)(st->ubuf + __builtin_offsetof(struct stat, st_size)));
 		break;
 	case IOTRACE_sys_statx:
 		if (ret == 0)
 			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
-					    (void *)(t->st.ubuf + __builtin_offsetof(struct statx, stx_size)));
+					    (void *)(st->ubuf + __builtin_offsetof(struct statx, stx_size)));
 		break;
 	case IOTRACE_sys_openat:
 	case IOTRACE_sys_openat2:
@@ -324,41 +337,74 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	case IOTRACE_sys_dup3:
 		/* The new fd's open file, installed just before the return: what later calls on the fd will show. */
 		if (ret >= 0)
-			e->nfile = (__u64)file_of((int)ret);
+			e->nfile = file_of(task, (int)ret);
 		break;
 	}
+}
 
-	if (has_path(call)) {
-		/*
-		 * RATIONALE: the path is read at exit, straight into the event: the
-		 * kernel has just copied it, so its page is resident (a read at
-		 * entry fails on a page not yet faulted in, and BPF cannot fault),
-		 * and there is no second copy through a per-thread buffer (measured:
-		 * ~20% of the per-call cost). The price: a program that rewrites
-		 * the path buffer from another thread during the call is recorded
-		 * with the new bytes.
-		 */
-		len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)t->st.uptr);
-		if (len <= 0) {
-			e->flags |= IOTRACE_F_PATH_FAULT;
-			len = 0;
-		} else if (len == IOTRACE_PATH_MAX) {
-			e->flags |= IOTRACE_F_PATH_CUT;
+SEC("tp_btf/sys_exit")
+int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
+{
+	int call = call_of(SYSCALL_NR(regs));
+	struct task_struct *task;
+	struct iotrace_task *t;
+	struct iotrace_event *e;
+	long len;
+
+	if (call < 0)
+		return 0;
+	/* No entry: not traced (or storage refused); busy == 0: we did not see the entry. */
+	task = bpf_get_current_task_btf();
+	t = bpf_task_storage_get(&tasks, task, NULL, 0);
+	if (!t || !t->busy)
+		return 0;
+	t->busy = 0;
+	if (t->st.call != call)
+		return 0; /* a stale entry: the thread left a call we never saw end (exec, signal) */
+
+	if (!has_path(call)) {
+		e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
+		if (!e) {
+			count_drop();
+			return 0;
 		}
-		if (len != 1)
-			e->flags &= ~IOTRACE_F_EMPTY_PATH; /* AT_EMPTY_PATH means "stat the fd" only with "" */
-		e->pathlen = len;
+		fill_call(e, task, &t->st, call, ret);
+		/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
+		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+		return 0;
 	}
 
-	/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
-	bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
+	/*
+	 * RATIONALE: the path is read at exit: the kernel has just copied it, so
+	 * its page is resident (a read at entry fails on a page not yet faulted
+	 * in, and BPF cannot fault). The price: a program that rewrites the path
+	 * buffer from another thread during the call is recorded with the new
+	 * bytes. It is read into the thread's ev, then the event is copied into
+	 * the ring at its actual size, a few dozen bytes for most paths, rather
+	 * than reserved at its largest (measured: reserving 576 bytes for every
+	 * path event cost more than this copy; see docs/bpf.md).
+	 */
+	e = &t->ev;
+	fill_call(e, task, &t->st, call, ret);
+	len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)t->st.uptr);
+	if (len <= 0) {
+		e->flags |= IOTRACE_F_PATH_FAULT;
+		len = 0;
+	} else if (len >= IOTRACE_PATH_MAX) {
+		e->flags |= IOTRACE_F_PATH_CUT;
+		len = IOTRACE_PATH_MAX;
+	}
+	if (len != 1)
+		e->flags &= ~IOTRACE_F_EMPTY_PATH; /* AT_EMPTY_PATH means "stat the fd" only with "" */
+	if (bpf_ringbuf_output(&events, e, IOTRACE_EVENT_HDR + len, BPF_RB_NO_WAKEUP))
+		count_drop();
 	return 0;
 }
 
 /* ------------------------------------------------ 5. the process tree */
 
 /* A zeroed header-only event of the process tree, stamped now; NULL (counted) when the ring is full. */
-static __always_inline struct iotrace_event *tree_event(__u32 pid, __u32 tid, __u16 type)
+static __always_inline struct iotrace_event *tree_event(__u32 pid, __u32 tid, __u8 type)
 {
 	struct iotrace_event *e = bpf_ringbuf_reserve(&events, IOTRACE_EVENT_HDR, 0);
 

@@ -597,8 +597,8 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		p = proc_get(c, (int32_t)e->pid, true); /* an event from before a lost fork */
 	uint64_t f[SP_F__COUNT] = {0};
 	unsigned kind = call_kind[e->call];
-	size_t plen = e->pathlen;
-	if (plen > IOTRACE_PATH_MAX || IOTRACE_EVENT_HDR + plen > size)
+	size_t plen = size - IOTRACE_EVENT_HDR; /* the path's bytes, NUL included (see iotrace.h) */
+	if (plen > IOTRACE_PATH_MAX || (plen && e->path[plen - 1]))
 		plen = 0;
 	if (plen)
 		plen--; /* the NUL */
@@ -849,8 +849,15 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": cannot open the BPF object: %s\n", load_reason(-errno, reason, sizeof(reason)));
 		goto cleanup;
 	}
-	for (int i = 0; i < IOTRACE_CALL__COUNT; i++)
-		skel->rodata->targ_nr[i] = call_nr[i];
+	for (int i = 0; i < IOTRACE_CALL__COUNT; i++) {
+		if (call_nr[i] < 0)
+			continue; /* not on this architecture (SYS_dup2 on arm64) */
+		if (call_nr[i] >= IOTRACE_NR_MAX) {
+			fprintf(stderr, PROG ": cannot load BPF: syscall number %ld out of range\n", call_nr[i]);
+			goto cleanup;
+		}
+		skel->rodata->targ_call[call_nr[i]] = (uint8_t)(i + 1);
+	}
 	skel->rodata->targ_follow = true;
 
 	int e = iotrace_bpf__load(skel);

@@ -19,6 +19,9 @@ enum iotrace_call {
 	IOTRACE_CALL__COUNT
 };
 
+/* Syscall numbers the kernel side maps to calls are below this (x86-64 and arm64 stay under 512). */
+#define IOTRACE_NR_MAX 512
+
 /* ------------------------------------------------------------- 2. events */
 
 /*
@@ -47,8 +50,9 @@ enum iotrace_type {
 #define IOTRACE_FD_DIR	  4
 
 /*
- * One record of the ring buffer. Events of calls that take a path carry
- * `pathlen` bytes of it after the fixed part (NUL included); others end at path.
+ * One record of the ring buffer. Events of calls that take a path carry the
+ * path after the fixed part (NUL included): its length is the record's size
+ * minus IOTRACE_EVENT_HDR, so a record takes only the ring space it uses.
  *
  * RATIONALE for file/nfile: events reach the loader in the order the calls
  * RETURNED, but a close frees its fd number in the middle of the call. So
@@ -57,23 +61,28 @@ enum iotrace_type {
  * "close 3" and forget B's file. The address of the open file (struct file)
  * tells the two apart: the loader joins an fd to a path only when the
  * identities agree (see fd_path() in iotrace.c).
+ *
+ * RATIONALE for the size (56 bytes, 64 with the ring's own header): every
+ * traced call writes one, and ring-buffer space is cache lines the producer
+ * has to own (measured in docs/bpf.md, "Overhead"); fields no call uses
+ * together share a slot.
  */
 struct iotrace_event {
 	__u64 begin_ns; /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u64 end_ns;
-	__s64 ret;     /* the syscall's return value (-errno on failure) */
-	__u64 bytes;   /* read: bytes read; stat: st_size; listdir: bytes of entries */
-	__u32 pid;     /* tgid */
-	__u32 tid;     /* FORK: the child's pid */
-	__s32 fd;      /* the fd argument (dirfd of *at calls) */
-	__u16 type;    /* enum iotrace_type */
-	__u16 call;    /* enum iotrace_call */
-	__u8 fd_type;  /* IOTRACE_FD_* of fd at entry (reads, close) */
-	__u8 flags;    /* IOTRACE_F_* */
-	__u16 pathlen; /* bytes in path[], NUL included; 0 = none */
-	__u32 pad;
-	__u64 file;  /* identity (struct file address) of fd's open file at entry; 0 = none */
-	__u64 nfile; /* open, dup*: identity of the returned fd's open file at exit; 0 = none */
+	__s64 ret; /* the syscall's return value (-errno on failure) */
+	union {
+		__u64 bytes; /* read: bytes read; stat: st_size; listdir: bytes of entries */
+		__u64 nfile; /* open, dup*: identity of the returned fd's open file at exit; 0 = none */
+	};
+	__u64 file;   /* identity (struct file address) of fd's open file at entry; 0 = none */
+	__u32 pid;    /* tgid */
+	__u32 tid;    /* FORK: the child's pid */
+	__s32 fd;     /* the fd argument (dirfd of *at calls) */
+	__u8 type;    /* enum iotrace_type */
+	__u8 call;    /* enum iotrace_call */
+	__u8 fd_type; /* IOTRACE_FD_* of fd at entry (reads, close) */
+	__u8 flags;   /* IOTRACE_F_* */
 	char path[IOTRACE_PATH_MAX];
 };
 
