@@ -5,8 +5,9 @@
  *
  *   1. maps and configuration (targ_* globals, set by the loader before load)
  *   2. helpers: syscall number -> traced call, the fd's file type from its inode
- *   3. raw_tp/sys_enter: remember arguments (and read the path) per thread
- *   4. raw_tp/sys_exit: complete the event, submit it without a wakeup
+ *   3. raw_tp/sys_enter: remember the call's arguments in the CPU's state;
+ *      raw_tp/sched_switch: move a call in flight to its thread's storage
+ *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
  *   5. raw_tp/sched_process_fork and sched_process_exit: follow the process tree
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
@@ -49,21 +50,24 @@ struct {
 } traced SEC(".maps");
 
 /*
- * Per thread: the call in flight from sys_enter to sys_exit. Task-local
- * storage rather than a hash keyed by tid: no bucket lock and no insert/delete
- * per call (measured: a hash update + delete costs twice what the rest of
- * sys_enter does), and the kernel frees it with the thread.
+ * The call in flight from sys_enter to sys_exit lives in the state of the CPU
+ * that runs its thread, and moves to the thread's task-local storage only when
+ * the thread is switched out in the middle of the call (sched_switch below).
+ *
+ * RATIONALE: a traced call that does not sleep (a cached stat, open, read,
+ * close: the small-file storm this tool looks for) enters and returns on one
+ * CPU without a switch. Per-CPU state is a few loads; a task storage lookup
+ * at entry and at exit was ~30 ns each (measured: 4 calls a round of the
+ * bench's loop, ~240 ns of ~1100 ns of tracing). Safe because the programs
+ * run with preemption disabled (tracepoints guarantee it, the syscall ones too
+ * since they may fault, 6.13), so nothing else runs on the CPU between a
+ * program's first and last instruction, and sched_switch sees every switch.
+ * Invariant: cpu->busy implies the call belongs to cpu->tid, the task running.
  */
 struct iotrace_task {
 	struct iotrace_start st;
-	__u32 busy; /* st holds a call that has not returned yet */
+	__u32 busy; /* st holds a call that has not returned yet (its thread was switched out during it) */
 	__u32 pad;
-	/*
-	 * Where sys_exit builds an event with a path, to copy into the ring at
-	 * its actual size (see sys_exit). Per thread: nothing else writes it,
-	 * even if the thread is preempted while building it.
-	 */
-	struct iotrace_event ev;
 };
 
 struct {
@@ -72,6 +76,22 @@ struct {
 	__type(key, int);
 	__type(value, struct iotrace_task);
 } tasks SEC(".maps");
+
+struct iotrace_cpu {
+	__u32 tid;   /* the running task st and traced are about; 0: not known since the last switch */
+	__u8 traced; /* tid's process is traced */
+	__u8 busy;   /* st holds tid's call in flight */
+	__u16 pad;
+	struct iotrace_start st;
+	struct iotrace_event ev; /* where sys_exit builds an event with a path, to copy into the ring at its size */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iotrace_cpu);
+} cpus SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -213,58 +233,84 @@ static __always_inline __u8 type_of(__u64 file)
 
 /* --------------------------------------------------------- 3. sys_enter */
 
+/* The state of this CPU (never NULL: a one-entry array). */
+static __always_inline struct iotrace_cpu *this_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpus, &zero);
+}
+
+/*
+ * Is task's process traced? A thread that has our storage is (it is made
+ * only here, for a traced tgid, and dies with the thread); else the tgid's
+ * entry in traced decides, and the storage is made for the thread's calls
+ * that will be switched out.
+ */
+static __always_inline bool task_traced(struct task_struct *task)
+{
+	__u32 tgid;
+
+	if (bpf_task_storage_get(&tasks, task, NULL, 0))
+		return true;
+	tgid = task->tgid;
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return false;
+	if (!bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
+		count_drop();
+		return false;
+	}
+	return true;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
 	int call = call_of(id);
-	__u32 tgid;
 	struct task_struct *task;
-	struct iotrace_task *t;
+	struct iotrace_start *st;
+	struct iotrace_cpu *c;
+	__u32 tid;
 
 	if (call < 0)
 		return 0;
+	c = this_cpu();
+	if (!c)
+		return 0;
 	task = bpf_get_current_task_btf();
-	/*
-	 * A thread that has our storage is traced (it is made only below, for a
-	 * traced tgid, and dies with the thread): one storage lookup, which the
-	 * call needs anyway, instead of the hash lookup of the tgid on every call
-	 * (measured: the hash lookup was ~100 ns a round of the bench's loop).
-	 */
-	t = bpf_task_storage_get(&tasks, task, NULL, 0);
-	if (!t) {
-		tgid = task->tgid;
-		if (!bpf_map_lookup_elem(&traced, &tgid))
-			return 0;
-		t = bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
-		if (!t) {
-			count_drop();
-			return 0;
-		}
+	tid = task->pid;
+	if (c->tid != tid) {
+		/* The first traced-number call since the task was switched in: is it traced? */
+		c->tid = tid;
+		c->busy = 0;
+		c->traced = task_traced(task);
 	}
+	if (!c->traced)
+		return 0;
 	if (compat_syscall(task))
 		return 0; /* a 32-bit syscall: its numbers mean other calls */
 
-	t->st.begin_ns = bpf_ktime_get_ns();
-	t->st.call = call;
-	t->st.fd = (int)SYSCALL_ARG1(regs);
-	t->st.fd_type = IOTRACE_FD_OTHER;
-	t->st.flags = 0;
-	t->st.ubuf = 0;
-	t->st.uptr = 0;
-	t->st.file = 0;
+	st = &c->st;
+	st->begin_ns = bpf_ktime_get_ns();
+	st->call = call;
+	st->fd = (int)SYSCALL_ARG1(regs);
+	st->fd_type = IOTRACE_FD_OTHER;
+	st->flags = 0;
+	st->ubuf = 0;
+	st->uptr = 0;
+	st->file = 0;
 	switch (call) {
 	case IOTRACE_sys_newfstatat:
-		t->st.ubuf = SYSCALL_ARG3(regs);
+		st->ubuf = SYSCALL_ARG3(regs);
 		if (SYSCALL_ARG4(regs) & AT_EMPTY_PATH)
-			t->st.flags |= IOTRACE_F_EMPTY_PATH;
+			st->flags |= IOTRACE_F_EMPTY_PATH;
 		break;
 	case IOTRACE_sys_statx:
-		t->st.ubuf = SYSCALL_ARG5(regs);
+		st->ubuf = SYSCALL_ARG5(regs);
 		if (SYSCALL_ARG3(regs) & AT_EMPTY_PATH)
-			t->st.flags |= IOTRACE_F_EMPTY_PATH;
+			st->flags |= IOTRACE_F_EMPTY_PATH;
 		break;
 	case IOTRACE_sys_newfstat:
-		t->st.ubuf = SYSCALL_ARG2(regs);
+		st->ubuf = SYSCALL_ARG2(regs);
 		break;
 	case IOTRACE_sys_read:
 	case IOTRACE_sys_pread64:
@@ -273,8 +319,8 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_getdents64:
 	case IOTRACE_sys_close:
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
-		t->st.file = file_of(task, t->st.fd);
-		t->st.fd_type = type_of(t->st.file);
+		st->file = file_of(task, st->fd);
+		st->fd_type = type_of(st->file);
 		break;
 	}
 	/*
@@ -283,12 +329,34 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	 * even when the fd number was closed and reused by another thread while
 	 * this call ran (see iotrace.h). AT_FDCWD and other negative values give 0.
 	 */
-	if (!t->st.file && call != IOTRACE_sys_chdir)
-		t->st.file = file_of(task, t->st.fd);
+	if (!st->file && call != IOTRACE_sys_chdir)
+		st->file = file_of(task, st->fd);
 
 	if (has_path(call))
-		t->st.uptr = call == IOTRACE_sys_chdir ? SYSCALL_ARG1(regs) : SYSCALL_ARG2(regs);
-	t->busy = 1;
+		st->uptr = call == IOTRACE_sys_chdir ? SYSCALL_ARG1(regs) : SYSCALL_ARG2(regs);
+	c->busy = 1;
+	return 0;
+}
+
+/* A thread leaves the CPU: a call of it in flight moves to its storage, and the CPU's state is forgotten. */
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	struct iotrace_cpu *c = this_cpu();
+	struct iotrace_task *t;
+
+	if (!c || !c->tid)
+		return 0;
+	if (c->busy && c->tid == prev->pid) {
+		/* prev is traced, so task_traced() made its storage (unless refused: counted there). */
+		t = bpf_task_storage_get(&tasks, prev, NULL, 0);
+		if (t) {
+			t->st = c->st;
+			t->busy = 1;
+		}
+	}
+	c->tid = 0;
+	c->busy = 0;
 	return 0;
 }
 
@@ -347,19 +415,34 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
 	int call = call_of(SYSCALL_NR(regs));
 	struct task_struct *task;
+	struct iotrace_start *st;
 	struct iotrace_task *t;
+	struct iotrace_cpu *c;
 	struct iotrace_event *e;
 	long len;
+	__u32 tid;
 
 	if (call < 0)
 		return 0;
-	/* No entry: not traced (or storage refused); busy == 0: we did not see the entry. */
-	task = bpf_get_current_task_btf();
-	t = bpf_task_storage_get(&tasks, task, NULL, 0);
-	if (!t || !t->busy)
+	c = this_cpu();
+	if (!c)
 		return 0;
-	t->busy = 0;
-	if (t->st.call != call)
+	task = bpf_get_current_task_btf();
+	tid = task->pid;
+	if (c->busy && c->tid == tid) {
+		st = &c->st; /* the call did not leave the CPU */
+		c->busy = 0;
+	} else {
+		if (c->tid == tid && !c->traced)
+			return 0; /* not traced: known since the task came on this CPU */
+		/* The call was switched out (or its entry not seen: no storage, or busy == 0). */
+		t = bpf_task_storage_get(&tasks, task, NULL, 0);
+		if (!t || !t->busy)
+			return 0;
+		t->busy = 0;
+		st = &t->st;
+	}
+	if (st->call != call)
 		return 0; /* a stale entry: the thread left a call we never saw end (exec, signal) */
 
 	if (!has_path(call)) {
@@ -368,7 +451,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 			count_drop();
 			return 0;
 		}
-		fill_call(e, task, &t->st, call, ret);
+		fill_call(e, task, st, call, ret);
 		/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
 		bpf_ringbuf_submit(e, BPF_RB_NO_WAKEUP);
 		return 0;
@@ -379,14 +462,14 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	 * its page is resident (a read at entry fails on a page not yet faulted
 	 * in, and BPF cannot fault). The price: a program that rewrites the path
 	 * buffer from another thread during the call is recorded with the new
-	 * bytes. It is read into the thread's ev, then the event is copied into
+	 * bytes. It is read into the CPU's ev, then the event is copied into
 	 * the ring at its actual size, a few dozen bytes for most paths, rather
 	 * than reserved at its largest (measured: reserving 576 bytes for every
 	 * path event cost more than this copy; see docs/bpf.md).
 	 */
-	e = &t->ev;
-	fill_call(e, task, &t->st, call, ret);
-	len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)t->st.uptr);
+	e = &c->ev;
+	fill_call(e, task, st, call, ret);
+	len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)st->uptr);
 	if (len <= 0) {
 		e->flags |= IOTRACE_F_PATH_FAULT;
 		len = 0;
