@@ -15,9 +15,14 @@
  * program pair covers every call, and a raw tracepoint skips the perf-event
  * layer that each classic tracepoint hit goes through. Every syscall of the
  * machine runs the first lines, so the filter is ordered by cost: the syscall
- * number against constants first (a few compares), the traced-process hash
- * lookup second. fentry/fexit would be cheaper still but need the BPF tracing
- * program type, which not every kernel this runs on offers.
+ * number in a table frozen at load first (one load), then whether the running
+ * task is traced, known per CPU since the task came on it (a task storage and
+ * a hash lookup once per switch-in, not per call).
+ *
+ * NOTE: fentry/fexit on the __x64_sys_* entry points would spare untraced
+ * syscalls the tracepoint slow path, but need BPF trampolines: the development
+ * VM (kernel 6.18) refuses them (EPERM at load, fentry, fexit and lsm alike),
+ * so they could be neither measured nor tested there; see docs/bpf.md.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
