@@ -651,12 +651,11 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		c->records++;
 }
 
-static int on_event(void *ctx, void *data, size_t size)
+static void on_event(struct collector *c, const void *data, size_t size)
 {
-	struct collector *c = ctx;
 	const struct iotrace_event *e = data;
 	if (size < IOTRACE_EVENT_HDR)
-		return 0;
+		return;
 	switch (e->type) {
 	case IOTRACE_EV_CALL:
 		on_call(c, e, size);
@@ -674,7 +673,49 @@ static int on_event(void *ctx, void *data, size_t size)
 		}
 		break;
 	}
+}
+
+/* A ring record: one or more framed events (see iotrace.h). */
+static void on_record(struct collector *c, const uint8_t *p, size_t size)
+{
+	while (size >= sizeof(struct iotrace_frame)) {
+		const struct iotrace_frame *f = (const void *)p;
+		size_t n = (sizeof(*f) + (size_t)f->size + 7) & ~(size_t)7;
+		if (f->size > sizeof(struct iotrace_event) || sizeof(*f) + f->size > size)
+			return;
+		on_event(c, p + sizeof(*f), f->size);
+		if (n >= size)
+			return;
+		p += n;
+		size -= n;
+	}
+}
+
+static int on_ring(void *ctx, void *data, size_t size)
+{
+	on_record(ctx, data, size);
 	return 0;
+}
+
+/*
+ * The batches still in the CPUs' state once the programs are detached (their
+ * processes still running: nothing flushed them), after the ring's records.
+ */
+static void drain_batches(struct collector *c, struct iotrace_bpf *skel)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	size_t vsz = (sizeof(struct iotrace_cpu) + 7) & ~(size_t)7;
+	uint32_t zero = 0;
+	uint8_t *v;
+
+	if (ncpu <= 0 || !(v = calloc((size_t)ncpu, vsz)))
+		return;
+	if (!bpf_map__lookup_elem(skel->maps.cpus, &zero, sizeof(zero), v, (size_t)ncpu * vsz, 0))
+		for (int i = 0; i < ncpu; i++) {
+			const struct iotrace_cpu *s = (const void *)(v + (size_t)i * vsz);
+			on_record(c, s->batch, s->batch_len < sizeof(s->batch) ? s->batch_len : sizeof(s->batch));
+		}
+	free(v);
 }
 
 /*
@@ -892,7 +933,7 @@ int main(int argc, char **argv)
 	proc_scan_fds(&c, root);
 	proc_cwd(root); /* now, while it is alive: its children inherit it */
 
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_event, &c, NULL);
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_ring, &c, NULL);
 	if (!rb) {
 		fprintf(stderr, PROG ": cannot open the ring buffer: %s\n", strerror(errno));
 		goto cleanup;
@@ -929,7 +970,10 @@ int main(int argc, char **argv)
 		if (c.nalive == 0)
 			break;
 	}
+	/* Detached first, so that no program touches the ring or the batches while they are read. */
+	iotrace_bpf__detach(skel);
 	ring_buffer__consume(rb);
+	drain_batches(&c, skel);
 	ret = 0;
 
 cleanup:

@@ -88,6 +88,20 @@ struct iotrace_event {
 
 #define IOTRACE_EVENT_HDR ((unsigned long)&((struct iotrace_event *)0)->path)
 
+/*
+ * A ring-buffer record holds one or more events back to back, each behind a
+ * frame giving its size and padded to 8 bytes. Several: a batch of one
+ * single-threaded process's calls (see iotrace.bpf.c, "batches").
+ */
+struct iotrace_frame {
+	__u32 size; /* of the event that follows, path included */
+	__u32 pad;
+};
+
+/* Batches go to the ring once they hold this many bytes (a power of two). */
+#define IOTRACE_BATCH_BYTES 4096
+#define IOTRACE_ENTRY_MAX   (sizeof(struct iotrace_frame) + sizeof(struct iotrace_event))
+
 /* What sys_enter keeps for sys_exit, per thread. */
 struct iotrace_start {
 	__u64 begin_ns;
@@ -98,6 +112,19 @@ struct iotrace_start {
 	__u16 call;
 	__u8 fd_type;
 	__u8 flags;
+};
+
+/* A CPU's state (iotrace.bpf.c, per-CPU map cpus); the loader reads the batches left in it at the end. */
+struct iotrace_cpu {
+	__u32 tid;   /* the running task st and traced are about; 0: not known since the last switch */
+	__u8 traced; /* tid's process is traced */
+	__u8 busy;   /* st holds tid's call in flight */
+	__u16 pad;
+	__u32 batch_len; /* bytes in batch: < IOTRACE_BATCH_BYTES between programs */
+	__u32 batch_n;	 /* events in batch */
+	struct iotrace_start st;
+	/* + 16: the verifier's bound on an entry's padded size is a few bytes loose */
+	__u8 batch[IOTRACE_BATCH_BYTES + IOTRACE_ENTRY_MAX + 16];
 };
 
 #endif /* STEPPROF_IOTRACE_H */

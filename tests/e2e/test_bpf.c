@@ -527,6 +527,40 @@ Test(bpf, every_syscall_relative_paths_dirfd_dup, .timeout = 120)
 	session_free(&s);
 }
 
+/*
+ * The kernel side batches the calls of a single-threaded process and hands
+ * them over when the process leaves the CPU, forks or exits: the collector,
+ * stopped while such a process still runs, reads what is left in the
+ * batches once it has detached, and loses nothing.
+ */
+Test(bpf, sigterm_while_the_job_runs_loses_no_call, .timeout = 90)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	struct dump d;
+	char n[8], path[512], buf[1024] = {0};
+	session_init(&s, "bpfspin");
+	snprintf(n, sizeof(n), "%d", NFILES);
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--spin", NULL};
+	start(&s, bin, argv);
+	/* bpfgen prints its line once it has read every file, then spins (read_file_into keeps the first line). */
+	snprintf(path, sizeof(path), "%s/job.out", s.tmp);
+	for (int i = 0; i < 600 && buf[0] != '{'; i++) {
+		usleep(50000);
+		read_file_into(path, buf, sizeof(buf));
+	}
+	cr_assert(buf[0] == '{', "bpfgen --spin did not read its files within 30 s");
+	kill(s.bpf, SIGTERM);
+	int st = wait_for(s.bpf, 10000);
+	kill(-s.job, SIGKILL);
+	wait_for(s.job, 5000);
+	cr_assert_eq(st, 0, "SIGTERM: the collector should flush and exit 0 (status %d)", st);
+	dump_trace(&s, &d);
+	check_files(&s, &d, (long long)s.job, 0);
+	dump_free(&d);
+	session_free(&s);
+}
+
 Test(bpf, exits_on_sigterm_with_a_readable_file, .timeout = 60)
 {
 	const char *bin = collector_or_skip();

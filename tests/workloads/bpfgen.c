@@ -2,6 +2,7 @@
  * bpfgen.c - a workload with known file input, for the eBPF collector's tests.
  *
  *   bpfgen DIR N [--fork]
+ *   bpfgen DIR N --spin
  *   bpfgen DIR N --extra
  *
  * DIR holds files f0 .. f(N-1) (made by the test, any sizes). The program:
@@ -16,6 +17,11 @@
  *   4. with --fork: forks a child that execs `bpfgen DIR N --child`, which
  *      reads every file the same way from its one thread, and waits for it.
  *
+ * --spin reads every file as the child does, from its one thread, prints its
+ * JSON line, then spins on its CPU without a syscall until killed (5 s at
+ * most): a traced process that is still running, its last calls not yet
+ * handed over, when the collector is stopped.
+ *
  * --extra does only this, from the main thread, with files f4..f7 (N >= 8):
  * chdir(DIR); openat(AT_FDCWD, "f4"); preadv 1000 bytes at 0; the raw fstat
  * syscall; dup; read 1000 bytes through the dup; close both; open DIR;
@@ -29,6 +35,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +43,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define BPFGEN_BUF	  1000
@@ -157,6 +165,32 @@ int main(int argc, char **argv)
 	if (is_child) {
 		struct job j = {.thread = -1, .how = 0};
 		run_job(&j);
+		return 0;
+	}
+
+	if (argc > 3 && !strcmp(argv[3], "--spin")) {
+		/*
+		 * Kept on its CPU from now on (best effort: real-time class, root
+		 * only): a switch would hand the calls over, the very thing the
+		 * test wants not to happen before the collector stops.
+		 */
+		cpu_set_t set;
+		struct sched_param sp = {.sched_priority = 1};
+		CPU_ZERO(&set);
+		CPU_SET(sched_getcpu(), &set);
+		sched_setaffinity(0, sizeof(set), &set);
+		sched_setscheduler(0, SCHED_FIFO, &sp);
+		struct job j = {.thread = -1, .how = 0};
+		run_job(&j);
+		printf("{\"pid\": %d, \"child_pid\": 0, \"files\": %d, \"bytes\": %lld}\n", (int)getpid(), nfiles,
+		       (long long)j.bytes);
+		fflush(stdout);
+		/* No syscall (the clock is the vDSO's) until killed, or 5 s at most. */
+		struct timespec t0, t;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		do
+			clock_gettime(CLOCK_MONOTONIC, &t);
+		while (t.tv_sec - t0.tv_sec < 5);
 		return 0;
 	}
 
