@@ -549,7 +549,13 @@ Test(bpf, sigterm_while_the_job_runs_loses_no_call, .timeout = 90)
 		usleep(50000);
 		read_file_into(path, buf, sizeof(buf));
 	}
-	cr_assert(buf[0] == '{', "bpfgen --spin did not read its files within 30 s");
+	if (buf[0] != '{') {
+		kill(-s.job, SIGKILL);
+		wait_for(s.job, 5000);
+		kill(s.bpf, SIGKILL);
+		wait_for(s.bpf, 5000);
+		cr_assert_fail("bpfgen --spin did not read its files within 30 s");
+	}
 	kill(s.bpf, SIGTERM);
 	int st = wait_for(s.bpf, 10000);
 	kill(-s.job, SIGKILL);
