@@ -200,7 +200,7 @@ static struct sp_intern_ent *find(struct sp_intern_ent *tab, uint32_t mask, uint
 }
 
 /* An entry found: its id, or a copy of the string while its first writer is not done. */
-static uint32_t found(struct sp_intern *t, struct sp_tf *tf, struct sp_intern_ent *e, const char *s, size_t len)
+static inline __attribute__((always_inline)) uint32_t found(struct sp_intern *t, struct sp_tf *tf, struct sp_intern_ent *e, const char *s, size_t len)
 {
 	uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
 	if (id == SP_INTERN_FAILED)
