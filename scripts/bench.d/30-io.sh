@@ -107,7 +107,9 @@ cg_instr() { # iterations, then env assignments
 	env "$@" valgrind --tool=callgrind --callgrind-out-file=/dev/null "$iogen" bench "$tmp/data" $NFILES "$it" \
 		2>&1 >/dev/null | sed -n 's/.*Collected : \([0-9]*\).*/\1/p' | tail -1
 }
-if command -v valgrind >/dev/null && ((CG_LONG > CG_SHORT)); then
+if ((CG_LONG <= CG_SHORT)); then
+	echo "30-io: IO_BENCH_CG_LONG <= IO_BENCH_CG_SHORT: no instruction figure"
+elif command -v valgrind >/dev/null; then
 	rm -rf "$tmp/cgtrace"
 	ps=$(cg_instr "$CG_SHORT") pl=$(cg_instr "$CG_LONG")
 	ls=$(cg_instr "$CG_SHORT" STEPPROF_DIR="$tmp/cgtrace" STEPPROF_IO=libc LD_PRELOAD="$lib")
