@@ -45,6 +45,7 @@ Test(io_bench, small_file_loop_plain_libc_and_strace, .timeout = 120)
 	expect_figure(res.out, "io_small_file_loop_plain", NULL);
 	expect_figure(res.out, "io_small_file_loop_libc", "(budget 1.15)");
 	expect_figure(res.out, "io_small_file_loop_libc_paired", NULL);
+	expect_figure(res.out, "io_small_file_loop_libc_ring", "(budget n/a, 4 MiB ring reused");
 	if (access("/usr/bin/strace", X_OK) == 0)
 		expect_figure(res.out, "io_small_file_loop_strace", NULL);
 	else
