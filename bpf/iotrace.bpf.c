@@ -297,22 +297,38 @@ static __always_inline bool task_traced(struct task_struct *task)
 	return true;
 }
 
+/*
+ * Both syscall programs start alike: the call (by syscall number, -1 for one
+ * not traced), this CPU's state, the current task and its thread id. NULL:
+ * nothing to do for this syscall.
+ */
+static __always_inline struct iotrace_cpu *cpu_call(long nr, int *call, struct task_struct **task, __u32 *tid)
+{
+	struct iotrace_cpu *c;
+
+	*call = call_of(nr);
+	if (*call < 0)
+		return NULL;
+	c = this_cpu();
+	if (!c)
+		return NULL;
+	*task = bpf_get_current_task_btf();
+	*tid = (*task)->pid;
+	return c;
+}
+
 SEC("tp_btf/sys_enter")
 int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 {
-	int call = call_of(id);
 	struct task_struct *task;
 	struct iotrace_start *st;
 	struct iotrace_cpu *c;
 	__u32 tid;
+	int call;
 
-	if (call < 0)
-		return 0;
-	c = this_cpu();
+	c = cpu_call(id, &call, &task, &tid);
 	if (!c)
 		return 0;
-	task = bpf_get_current_task_btf();
-	tid = task->pid;
 	if (c->tid != tid) {
 		/* The first traced-number call since the task was switched in: is it traced? */
 		c->tid = tid;
@@ -454,7 +470,6 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 SEC("tp_btf/sys_exit")
 int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 {
-	int call = call_of(SYSCALL_NR(regs));
 	struct task_struct *task;
 	struct iotrace_start *st;
 	struct iotrace_task *t;
@@ -464,14 +479,11 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u32 off, size;
 	long len;
 	__u32 tid;
+	int call;
 
-	if (call < 0)
-		return 0;
-	c = this_cpu();
+	c = cpu_call(SYSCALL_NR(regs), &call, &task, &tid);
 	if (!c)
 		return 0;
-	task = bpf_get_current_task_btf();
-	tid = task->pid;
 	if (c->busy && c->tid == tid) {
 		st = &c->st; /* the call did not leave the CPU */
 		c->busy = 0;
