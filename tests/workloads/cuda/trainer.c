@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -143,6 +144,66 @@ static unsigned parse_uint(const char *opt, const char *s, unsigned max)
 	return (unsigned)v;
 }
 
+/*
+ * The options that set one field of O: a count (at most max), a size or a
+ * duration or a seed (K/M/G suffixes), or a flag set to a fixed value.
+ */
+enum field_kind { F_UINT, F_SIZE, F_TRUE, F_FALSE };
+static const struct field_opt {
+	const char *name;
+	enum field_kind kind;
+	size_t off;
+	unsigned max;
+} field_opts[] = {
+    {"--iters", F_UINT, offsetof(struct opts, iters), 1000000},
+    {"--files-per-iter", F_UINT, offsetof(struct opts, files_per_iter), 100000},
+    {"--file-size", F_SIZE, offsetof(struct opts, file_size), 0},
+    {"--dataset-files", F_UINT, offsetof(struct opts, dataset_files), 1000000},
+    {"--workers", F_UINT, offsetof(struct opts, workers), 64},
+    {"--prefetch", F_UINT, offsetof(struct opts, prefetch), 64},
+    {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
+    {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
+    {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
+    {"--pageable", F_FALSE, offsetof(struct opts, pinned), 0},
+    {"--kernels", F_UINT, offsetof(struct opts, kernels), 100000},
+    {"--kernel-us", F_SIZE, offsetof(struct opts, kernel_us), 0},
+    {"--d2h-bytes", F_SIZE, offsetof(struct opts, d2h_bytes), 0},
+    {"--syncs", F_UINT, offsetof(struct opts, syncs), 100000},
+    {"--item-bytes", F_SIZE, offsetof(struct opts, item_bytes), 0},
+    {"--leak-bytes", F_SIZE, offsetof(struct opts, leak_bytes), 0},
+    {"--fragment", F_TRUE, offsetof(struct opts, fragment), 0},
+    {"--seed", F_SIZE, offsetof(struct opts, seed), 0},
+    {"--host-us", F_SIZE, offsetof(struct opts, host_us), 0},
+    {"--static", F_TRUE, offsetof(struct opts, run_static), 0},
+};
+
+/* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
+static bool set_field(const char *a, const char *v, int *i)
+{
+	for (size_t k = 0; k < sizeof(field_opts) / sizeof(field_opts[0]); k++) {
+		const struct field_opt *f = &field_opts[k];
+		if (strcmp(a, f->name))
+			continue;
+		char *field = (char *)&O + f->off;
+		switch (f->kind) {
+		case F_UINT:
+			++*i;
+			*(unsigned *)field = parse_uint(a, v, f->max);
+			break;
+		case F_SIZE:
+			++*i;
+			*(uint64_t *)field = parse_size(a, v);
+			break;
+		case F_TRUE:
+		case F_FALSE:
+			*(bool *)field = f->kind == F_TRUE;
+			break;
+		}
+		return true;
+	}
+	return false;
+}
+
 static void parse_args(int argc, char **argv);
 
 static void apply_scenario(const char *name)
@@ -181,42 +242,8 @@ static void parse_args(int argc, char **argv)
 		} else if (OPT("--help") || OPT("-h")) {
 			usage(stdout);
 			exit(0);
-		} else if (OPT("--iters"))
-			O.iters = parse_uint(a, TAKE(), 1000000);
-		else if (OPT("--files-per-iter"))
-			O.files_per_iter = parse_uint(a, TAKE(), 100000);
-		else if (OPT("--file-size"))
-			O.file_size = parse_size(a, TAKE());
-		else if (OPT("--dataset-files"))
-			O.dataset_files = parse_uint(a, TAKE(), 1000000);
-		else if (OPT("--data-dir"))
+		} else if (OPT("--data-dir"))
 			O.data_dir = v ? TAKE() : (bad(a, v), "");
-		else if (OPT("--workers"))
-			O.workers = parse_uint(a, TAKE(), 64);
-		else if (OPT("--prefetch"))
-			O.prefetch = parse_uint(a, TAKE(), 64);
-		else if (OPT("--worker-us"))
-			O.worker_us = parse_size(a, TAKE());
-		else if (OPT("--h2d-bytes"))
-			O.h2d_bytes = parse_size(a, TAKE());
-		else if (OPT("--pinned"))
-			O.pinned = true;
-		else if (OPT("--pageable"))
-			O.pinned = false;
-		else if (OPT("--kernels"))
-			O.kernels = parse_uint(a, TAKE(), 100000);
-		else if (OPT("--kernel-us"))
-			O.kernel_us = parse_size(a, TAKE());
-		else if (OPT("--d2h-bytes"))
-			O.d2h_bytes = parse_size(a, TAKE());
-		else if (OPT("--syncs"))
-			O.syncs = parse_uint(a, TAKE(), 100000);
-		else if (OPT("--item-bytes"))
-			O.item_bytes = parse_size(a, TAKE());
-		else if (OPT("--leak-bytes"))
-			O.leak_bytes = parse_size(a, TAKE());
-		else if (OPT("--fragment"))
-			O.fragment = true;
 		else if (OPT("--fragment-iter")) {
 			O.fragment_iter = parse_uint(a, TAKE(), 1000000);
 			O.fragment_iter_set = true;
@@ -232,13 +259,7 @@ static void parse_args(int argc, char **argv)
 				bad(a, v);
 		} else if (OPT("--jitter")) {
 			O.jitter_pct = parse_uint(a, TAKE(), 99);
-		} else if (OPT("--seed"))
-			O.seed = parse_size(a, TAKE());
-		else if (OPT("--host-us"))
-			O.host_us = parse_size(a, TAKE());
-		else if (OPT("--static"))
-			O.run_static = true;
-		else
+		} else if (!set_field(a, v, &i))
 			bad("option", a);
 #undef OPT
 #undef TAKE
