@@ -38,9 +38,14 @@ const char *report_bottleneck(const struct an_analysis *a)
 	return report_bottleneck_of(a->nit, a->wall_total, a->bd_total);
 }
 
+double report_fraction(uint64_t part, uint64_t whole)
+{
+	return whole ? (double)part / (double)whole : 0.0;
+}
+
 double report_share(const struct an_analysis *a, int c)
 {
-	return a->wall_total ? (double)a->bd_total[c] / (double)a->wall_total : 0.0;
+	return report_fraction(a->bd_total[c], a->wall_total);
 }
 
 uint64_t report_cat_quantile(const struct an_analysis *a, int c, double q)
@@ -57,7 +62,42 @@ uint64_t report_cat_quantile(const struct an_analysis *a, int c, double q)
 	return r;
 }
 
+void report_rank_pick(const struct an_analysis *a, struct report_rank_pick *p)
+{
+	*p = (struct report_rank_pick){0};
+	for (size_t i = 0; i < a->nranks; i++) {
+		const struct an_rank *x = &a->ranks[i];
+		if (x->selected)
+			p->sel = x;
+		if (x->nit && (!p->slow || x->wall_median > p->slow->wall_median))
+			p->slow = x;
+		if (x->nit && (!p->fast || x->wall_median < p->fast->wall_median))
+			p->fast = x;
+	}
+	p->spread = p->slow && p->fast && p->slow != p->fast && p->fast->wall_median;
+	if (p->spread)
+		p->over = 100.0 * ((double)p->slow->wall_median / (double)p->fast->wall_median - 1.0);
+}
+
 /* ----------------------------------------------------------------- JSON */
+
+/* An object of n counters named by names[]: the breakdown's categories, the kinds of blocking. */
+static void json_counts(struct jsonw *w, const char *key, const char *const *names, const uint64_t *v, int n)
+{
+	jw_kobj_begin(w, key);
+	for (int i = 0; i < n; i++)
+		jw_ku64(w, names[i], v[i]);
+	jw_obj_end(w);
+}
+
+/* The categories' shares of a wall time. */
+static void json_fractions(struct jsonw *w, const uint64_t *bd_total, uint64_t wall_total)
+{
+	jw_kobj_begin(w, "breakdown_fraction");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		jw_kdouble(w, an_cat_name[c], report_fraction(bd_total[c], wall_total));
+	jw_obj_end(w);
+}
 
 static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 {
@@ -66,14 +106,8 @@ static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 	jw_ku64(w, "start_ns", it->start_ns);
 	jw_ku64(w, "end_ns", it->end_ns);
 	jw_ku64(w, "wall_ns", it->end_ns - it->start_ns);
-	jw_kobj_begin(w, "breakdown_ns");
-	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_ku64(w, an_cat_name[c], it->bd[c]);
-	jw_obj_end(w);
-	jw_kobj_begin(w, "host_blocked_ns");
-	for (int k = 0; k < AN_BLK__COUNT; k++)
-		jw_ku64(w, an_blk_name[k], it->blocked[k]);
-	jw_obj_end(w);
+	json_counts(w, "breakdown_ns", an_cat_name, it->bd, AN_CAT__COUNT);
+	json_counts(w, "host_blocked_ns", an_blk_name, it->blocked, AN_BLK__COUNT);
 	jw_ku64(w, "gpu_idle_ns", it->gpu_idle_ns);
 	jw_ku64(w, "files_opened", it->files_opened);
 	jw_ku64(w, "metadata_ops", it->metadata_ops);
@@ -129,14 +163,8 @@ static void json_rank(struct jsonw *w, const struct an_rank *r)
 	jw_ku64(w, "iterations", r->nit);
 	jw_ku64(w, "wall_ns_median", r->wall_median);
 	jw_ku64(w, "wall_ns_total", r->wall_total);
-	jw_kobj_begin(w, "breakdown_fraction");
-	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_kdouble(w, an_cat_name[c], r->wall_total ? (double)r->bd_total[c] / (double)r->wall_total : 0.0);
-	jw_obj_end(w);
-	jw_kobj_begin(w, "breakdown_ns");
-	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_ku64(w, an_cat_name[c], r->bd_total[c]);
-	jw_obj_end(w);
+	json_fractions(w, r->bd_total, r->wall_total);
+	json_counts(w, "breakdown_ns", an_cat_name, r->bd_total, AN_CAT__COUNT);
 	jw_kstr(w, "bottleneck", report_bottleneck_of(r->nit, r->wall_total, r->bd_total));
 	jw_obj_end(w);
 }
@@ -170,18 +198,12 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_kobj_begin(&w, "summary");
 	jw_ku64(&w, "iterations", a->nit);
 	jw_ku64(&w, "wall_ns_median", report_cat_quantile(a, AN_CAT__COUNT, 0.5));
-	jw_kobj_begin(&w, "breakdown_fraction");
-	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_kdouble(&w, an_cat_name[c], report_share(a, c));
-	jw_obj_end(&w);
+	json_fractions(&w, a->bd_total, a->wall_total);
 	jw_kstr(&w, "bottleneck", report_bottleneck(a));
 	jw_ku64(&w, "device_bytes_peak", a->device_bytes_peak);
 	/* added fields */
 	jw_ku64(&w, "wall_ns_total", a->wall_total);
-	jw_kobj_begin(&w, "breakdown_ns");
-	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_ku64(&w, an_cat_name[c], a->bd_total[c]);
-	jw_obj_end(&w);
+	json_counts(&w, "breakdown_ns", an_cat_name, a->bd_total, AN_CAT__COUNT);
 	jw_ki64(&w, "trainer_pid", a->trainer_pid);
 	jw_ki64(&w, "training_tid", a->training_tid);
 	jw_ku64(&w, "run_begin_ns", a->run_begin_ns);
@@ -279,7 +301,8 @@ static void rank_label(char *buf, size_t len, const struct an_rank *x)
 static void text_ranks(FILE *f, const struct an_analysis *a)
 {
 	char b[32], r[48];
-	const struct an_rank *sel = NULL, *slow = NULL, *fast = NULL;
+	struct report_rank_pick p;
+	report_rank_pick(a, &p);
 	fprintf(f, "\nRanks: %zu trainer processes, each analysed on its own (shares of its wall time):\n", a->nranks);
 	fprintf(f, "    %5s %-8s %6s %10s", "rank", "pid", "iters", "med wall");
 	for (int c = 0; c < AN_CAT__COUNT; c++)
@@ -297,34 +320,26 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 			fprintf(f, " %6.1f%%",
 				x->wall_total ? 100.0 * (double)x->bd_total[c] / (double)x->wall_total : 0.0);
 		fprintf(f, "  %s\n", report_bottleneck_of(x->nit, x->wall_total, x->bd_total));
-		if (x->selected)
-			sel = x;
-		if (x->nit && (!slow || x->wall_median > slow->wall_median))
-			slow = x;
-		if (x->nit && (!fast || x->wall_median < fast->wall_median))
-			fast = x;
 	}
-	if (slow && fast && slow != fast && fast->wall_median) {
-		/* below 10% apart, the spread of one rank's own iterations: no rank stands out */
-		double over = 100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0);
+	if (p.spread) {
 		char b2[32], r2[48];
-		rank_label(r, sizeof(r), slow);
-		rank_label(r2, sizeof(r2), fast);
-		util_fmt_ns(slow->wall_median, b, sizeof(b));
-		util_fmt_ns(fast->wall_median, b2, sizeof(b2));
-		if (over >= 10.0)
-			fprintf(f, "  slowest median wall: %s at %s, %.0f%% above the fastest, %s at %s\n", r, b, over, r2,
-				b2);
+		rank_label(r, sizeof(r), p.slow);
+		rank_label(r2, sizeof(r2), p.fast);
+		util_fmt_ns(p.slow->wall_median, b, sizeof(b));
+		util_fmt_ns(p.fast->wall_median, b2, sizeof(b2));
+		if (p.over >= 10.0)
+			fprintf(f, "  slowest median wall: %s at %s, %.0f%% above the fastest, %s at %s\n", r, b,
+				p.over, r2, b2);
 		else
 			fprintf(f, "  median walls within 10%%: from %s at %s to %s at %s\n", r2, b2, r, b);
 	}
-	if (sel) {
-		if (sel->rank >= 0)
-			snprintf(r, sizeof(r), "rank %d, ", sel->rank);
+	if (p.sel) {
+		if (p.sel->rank >= 0)
+			snprintf(r, sizeof(r), "rank %d, ", p.sel->rank);
 		else
 			r[0] = 0;
 		fprintf(f, "  Below: the selected process (*: %spid %d) only; --rank N selects another.\n\n", r,
-			sel->pid);
+			p.sel->pid);
 	}
 }
 

@@ -15,10 +15,26 @@ const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64
 const char *report_bottleneck(const struct an_analysis *a);
 /* One clause saying what the bottleneck `b` (report_bottleneck's word) means. */
 const char *report_bottleneck_sentence(const char *b);
+/* part / whole, 0 when whole is 0: a category's share of a wall time. */
+double report_fraction(uint64_t part, uint64_t whole);
 /* Share of the run's wall time in category c. */
 double report_share(const struct an_analysis *a, int c);
 /* Quantile q over the iterations of category c (AN_CAT__COUNT: the wall time). */
 uint64_t report_cat_quantile(const struct an_analysis *a, int c, double q);
+
+/*
+ * The ranks that the per-rank table of both reports names: the selected one,
+ * and the slowest and fastest by median wall among those with iterations (NULL
+ * where none). spread: there are two to compare, the slowest `over` percent
+ * above the fastest (below 10%, the spread of one rank's own iterations: no
+ * rank stands out).
+ */
+struct report_rank_pick {
+	const struct an_rank *sel, *slow, *fast;
+	int spread;
+	double over;
+};
+void report_rank_pick(const struct an_analysis *a, struct report_rank_pick *p);
 
 /* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
 int report_text(FILE *f, const struct an_analysis *a, int all);

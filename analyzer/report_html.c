@@ -230,7 +230,7 @@ static void html_run(FILE *f, const struct an_analysis *a)
 static double rank_share(const struct an_rank *x, int c)
 {
 	/* the JSON's expression (report.c json_rank), so data-value is its exact double */
-	return x->wall_total ? (double)x->bd_total[c] / (double)x->wall_total : 0.0;
+	return report_fraction(x->bd_total[c], x->wall_total);
 }
 
 static void rank_label(FILE *f, const struct an_rank *x)
@@ -244,7 +244,8 @@ static void rank_label(FILE *f, const struct an_rank *x)
 static void html_ranks(FILE *f, const struct an_analysis *a)
 {
 	char b1[32], b2[32];
-	const struct an_rank *sel = NULL, *slow = NULL, *fast = NULL;
+	struct report_rank_pick p;
+	report_rank_pick(a, &p);
 	const double BW = 200, BH = 12;
 	fprintf(f, "<section id=\"ranks\">\n<h2>Ranks: %zu trainer processes</h2>\n", a->nranks);
 	fputs("<p class=\"note\">Each trainer process analysed on its own; shares of its own wall time. The rest of "
@@ -284,45 +285,37 @@ static void html_ranks(FILE *f, const struct an_analysis *a)
 		fputs("</svg></td><td class=\"l\">", f);
 		esc(f, bn);
 		fputs("</td></tr>\n", f);
-		if (x->selected)
-			sel = x;
-		/* the text report's choice, on the same numbers */
-		if (x->nit && (!slow || x->wall_median > slow->wall_median))
-			slow = x;
-		if (x->nit && (!fast || x->wall_median < fast->wall_median))
-			fast = x;
 	}
 	fputs("</tbody></table>\n<p class=\"legend\">", f);
 	for (int c = 0; c < AN_CAT__COUNT; c++)
 		fprintf(f, "<span><span class=\"swatch\" style=\"background:%s\"></span>%s</span> ", cat_color[c],
 			an_cat_name[c]);
 	fputs("</p>\n", f);
-	if (slow && fast && slow != fast && fast->wall_median) {
-		/* below 10% apart, the spread of one rank's own iterations: no rank stands out */
-		double over = 100.0 * ((double)slow->wall_median / (double)fast->wall_median - 1.0);
-		fns(slow->wall_median, b1, sizeof(b1));
-		fns(fast->wall_median, b2, sizeof(b2));
+	if (p.spread) {
+		/* the text report's comparison, on the same numbers */
+		fns(p.slow->wall_median, b1, sizeof(b1));
+		fns(p.fast->wall_median, b2, sizeof(b2));
 		fputs("<p class=\"rank-spread\">", f);
-		if (over >= 10.0) {
+		if (p.over >= 10.0) {
 			fputs("Slowest median wall: <strong>", f);
-			rank_label(f, slow);
-			fprintf(f, "</strong> at %s, %.0f%% above the fastest, ", b1, over);
-			rank_label(f, fast);
+			rank_label(f, p.slow);
+			fprintf(f, "</strong> at %s, %.0f%% above the fastest, ", b1, p.over);
+			rank_label(f, p.fast);
 			fprintf(f, " at %s.", b2);
 		} else {
 			fputs("Median walls within 10%: from ", f);
-			rank_label(f, fast);
+			rank_label(f, p.fast);
 			fprintf(f, " at %s to ", b2);
-			rank_label(f, slow);
+			rank_label(f, p.slow);
 			fprintf(f, " at %s.", b1);
 		}
 		fputs("</p>\n", f);
 	}
-	if (sel) {
+	if (p.sel) {
 		fputs("<p>Below: the selected process (&#9664;: ", f);
-		if (sel->rank >= 0)
-			fprintf(f, "rank %d, ", sel->rank);
-		fprintf(f, "pid %d) only.</p>\n", sel->pid);
+		if (p.sel->rank >= 0)
+			fprintf(f, "rank %d, ", p.sel->rank);
+		fprintf(f, "pid %d) only.</p>\n", p.sel->pid);
 	}
 	fputs("</section>\n", f);
 }
