@@ -98,7 +98,7 @@ uint64_t an_fsize_median(const uint32_t *hist)
 	return 0;
 }
 
-static void ev_num(struct an_result_finding *f, const char *key, double v)
+void an_evidence_num(struct an_result_finding *f, const char *key, double v)
 {
 	if (f->nev >= AN_MAX_EVIDENCE)
 		return;
@@ -108,7 +108,7 @@ static void ev_num(struct an_result_finding *f, const char *key, double v)
 	f->nev++;
 }
 
-static void ev_str(struct an_result_finding *f, const char *key, const char *v)
+void an_evidence_str(struct an_result_finding *f, const char *key, const char *v)
 {
 	if (f->nev >= AN_MAX_EVIDENCE)
 		return;
@@ -230,13 +230,13 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	*f = tmp;
 	double share = wall ? (double)input / (double)wall : 0;
 	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
-	ev_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
-	ev_num(f, "metadata_ops_per_s", wall ? (double)meta / ((double)wall / 1e9) : 0);
+	an_evidence_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
+	an_evidence_num(f, "metadata_ops_per_s", wall ? (double)meta / ((double)wall / 1e9) : 0);
 	uint64_t med = run_file_median(c);
-	ev_num(f, "median_file_bytes", (double)(med ? med : files ? bytes / files : 0));
-	ev_num(f, "metadata_ns", (double)meta_ns);
-	ev_num(f, "data_ns", (double)data_ns);
-	ev_num(f, "input_share", share);
+	an_evidence_num(f, "median_file_bytes", (double)(med ? med : files ? bytes / files : 0));
+	an_evidence_num(f, "metadata_ns", (double)meta_ns);
+	an_evidence_num(f, "data_ns", (double)data_ns);
+	an_evidence_num(f, "input_share", share);
 	struct an_top dirs = c->dirs;
 	an_top_sort(&dirs, 0);
 	char top[256] = "";
@@ -248,7 +248,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 			break;
 		used += (size_t)w;
 	}
-	ev_str(f, "top_directories", top);
+	an_evidence_str(f, "top_directories", top);
 	snprintf(f->advice, sizeof(f->advice),
 		 "The training thread waits for input while the loaders spend their time opening and stat-ing many "
 		 "small files (a metadata storm) rather than reading bytes: the GPU is starved, not slow. Pack the "
@@ -288,18 +288,18 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 	double share = wall ? (double)ns / (double)wall : 0;
 	f->severity = share >= th[AN_T_UPC_CRIT] ? 2 : (share >= th[AN_T_UPC_WARN] || async) ? 1 : 0;
 	double n = a->nit ? (double)a->nit : 1;
-	ev_num(f, "copies", (double)copies);
-	ev_num(f, "bytes", (double)bytes);
-	ev_num(f, "copies_per_iteration", (double)copies / n);
-	ev_num(f, "bytes_per_iteration", (double)bytes / n);
-	ev_num(f, "ns_per_iteration", (double)ns / n);
-	ev_num(f, "time_share", share);
-	ev_num(f, "async_copies", (double)async);
-	ev_num(f, "achieved_gbps", ns ? (double)bytes / (double)ns : 0);
+	an_evidence_num(f, "copies", (double)copies);
+	an_evidence_num(f, "bytes", (double)bytes);
+	an_evidence_num(f, "copies_per_iteration", (double)copies / n);
+	an_evidence_num(f, "bytes_per_iteration", (double)bytes / n);
+	an_evidence_num(f, "ns_per_iteration", (double)ns / n);
+	an_evidence_num(f, "time_share", share);
+	an_evidence_num(f, "async_copies", (double)async);
+	an_evidence_num(f, "achieved_gbps", ns ? (double)bytes / (double)ns : 0);
 	if (pns)
-		ev_num(f, "pinned_gbps", (double)pbytes / (double)pns);
+		an_evidence_num(f, "pinned_gbps", (double)pbytes / (double)pns);
 	if (c->link_gbps > 0)
-		ev_num(f, "link_gbps", c->link_gbps);
+		an_evidence_num(f, "link_gbps", c->link_gbps);
 	add_top_sites(f, &c->copy_sites);
 	snprintf(f->advice, sizeof(f->advice),
 		 "Host-to-device and device-to-host copies use pageable host memory: the driver stages them through "
@@ -341,12 +341,12 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 			flag_iteration(f, x->iteration);
 			add_site(f, x->site);
 		}
-		ev_num(f, "failures", (double)c->nfail_with_free);
+		an_evidence_num(f, "failures", (double)c->nfail_with_free);
 		if (first) {
-			ev_num(f, "iteration", (double)first->iteration);
-			ev_num(f, "request_bytes", (double)first->request);
-			ev_num(f, "free_bytes_at_failure", (double)first->free);
-			ev_num(f, "total_bytes", (double)first->total);
+			an_evidence_num(f, "iteration", (double)first->iteration);
+			an_evidence_num(f, "request_bytes", (double)first->request);
+			an_evidence_num(f, "free_bytes_at_failure", (double)first->free);
+			an_evidence_num(f, "total_bytes", (double)first->total);
 		}
 		snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
 	}
@@ -359,13 +359,13 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 		f->severity = 1;
 		for (size_t i = 0; i < c->nflush; i++)
 			flag_iteration(f, c->flush[i].iteration);
-		ev_num(f, "flushes", (double)c->nflush_total);
+		an_evidence_num(f, "flushes", (double)c->nflush_total);
 		if (c->nflush) {
-			ev_num(f, "iteration", (double)c->flush[0].iteration);
-			ev_num(f, "frees", (double)c->flush[0].frees);
-			ev_num(f, "freed_bytes", (double)c->flush[0].freed_bytes);
-			ev_num(f, "live_bytes_before", (double)c->flush[0].live_before);
-			ev_num(f, "after_failed_allocation", c->flush[0].after_failure);
+			an_evidence_num(f, "iteration", (double)c->flush[0].iteration);
+			an_evidence_num(f, "frees", (double)c->flush[0].frees);
+			an_evidence_num(f, "freed_bytes", (double)c->flush[0].freed_bytes);
+			an_evidence_num(f, "live_bytes_before", (double)c->flush[0].live_before);
+			an_evidence_num(f, "after_failed_allocation", c->flush[0].after_failure);
 		}
 		snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
 	}
@@ -400,10 +400,10 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 			*f = tmp;
 			f->signal = "fragmentation_peak";
 			f->severity = 1;
-			ev_num(f, "steady_peak_bytes", (double)steady);
-			ev_num(f, "peak_bytes", (double)worst);
-			ev_num(f, "ratio", (double)worst / (double)steady);
-			ev_num(f, "distinct_sizes", worst_sizes > AN_SIZESET ? AN_SIZESET + 1 : worst_sizes);
+			an_evidence_num(f, "steady_peak_bytes", (double)steady);
+			an_evidence_num(f, "peak_bytes", (double)worst);
+			an_evidence_num(f, "ratio", (double)worst / (double)steady);
+			an_evidence_num(f, "distinct_sizes", worst_sizes > AN_SIZESET ? AN_SIZESET + 1 : worst_sizes);
 			snprintf(f->advice, sizeof(f->advice), "%s", frag_advice);
 		}
 	}
@@ -411,6 +411,22 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 }
 
 /* --------------------------------------------------------- memory_growth */
+
+void an_growth_evidence(struct an_result_finding *f, const double *th, double slope, double r2, double growth,
+			double start, double end, double x_last, uint64_t capacity)
+{
+	double exhaust = -1;
+	if (capacity)
+		exhaust = (double)capacity > end ? x_last + ((double)capacity - end) / slope : x_last;
+	f->severity = exhaust >= 0 && exhaust - x_last <= th[AN_T_MG_HORIZON] ? 2 : 1;
+	an_evidence_num(f, "slope_bytes_per_iteration", slope);
+	an_evidence_num(f, "r2", r2);
+	an_evidence_num(f, "growth_bytes", growth);
+	an_evidence_num(f, "start_bytes", start);
+	an_evidence_num(f, "end_bytes", end);
+	an_evidence_num(f, "device_capacity_bytes", (double)capacity);
+	an_evidence_num(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
+}
 
 static int memory_growth(struct an_analysis *a, const struct an_collect *c)
 {
@@ -449,20 +465,7 @@ static int memory_growth(struct an_analysis *a, const struct an_collect *c)
 	f->first_iteration = 0;
 	f->last_iteration = (long)n - 1;
 	f->iterations = (long)n;
-	double end = icpt + slope * (dn - 1);
-	double exhaust = -1;
-	if (a->device_capacity && (double)a->device_capacity > end)
-		exhaust = (dn - 1) + ((double)a->device_capacity - end) / slope;
-	else if (a->device_capacity)
-		exhaust = dn - 1;
-	f->severity = exhaust >= 0 && exhaust - (dn - 1) <= th[AN_T_MG_HORIZON] ? 2 : 1;
-	ev_num(f, "slope_bytes_per_iteration", slope);
-	ev_num(f, "r2", r2);
-	ev_num(f, "growth_bytes", growth);
-	ev_num(f, "start_bytes", start);
-	ev_num(f, "end_bytes", end);
-	ev_num(f, "device_capacity_bytes", (double)a->device_capacity);
-	ev_num(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
+	an_growth_evidence(f, th, slope, r2, growth, start, icpt + slope * (dn - 1), dn - 1, a->device_capacity);
 	add_top_sites(f, &c->live_sites);
 	snprintf(f->advice, sizeof(f->advice),
 		 "Peak device memory rises with every iteration: something keeps tensors alive, such as a Python list "

@@ -65,6 +65,19 @@ uint64_t an_fsize_bucket_hi(unsigned b);
 /* Median of a bucket histogram: the upper bound of the median's bucket (0 when empty). */
 uint64_t an_fsize_median(const uint32_t *hist);
 
+/* Add a number or a string to a finding's evidence (ignored when it is full). */
+void an_evidence_num(struct an_result_finding *f, const char *key, double v);
+void an_evidence_str(struct an_result_finding *f, const char *key, const char *v);
+
+/*
+ * memory_growth's severity and its evidence from the line fitted to the device
+ * peaks (slope, r2, growth, fitted start and end bytes): where the line meets the
+ * device's capacity after x_last, the last point's iteration, sets the severity.
+ * Shared by the raw iterations' fit and the summaries' (summary.c).
+ */
+void an_growth_evidence(struct an_result_finding *f, const double *th, double slope, double r2, double growth,
+			double start, double end, double x_last, uint64_t capacity);
+
 /* Evaluate every finding; fills a->fnd / a->nfnd. 0, or -1 when out of memory. */
 int an_findings_eval(struct an_analysis *a, const struct an_collect *c);
 

@@ -84,13 +84,6 @@ static int ring_lost_iterations(const struct an_analysis *a, const struct sm_win
 
 /* ------------------------------------------------------------- 3. the fit */
 
-static void evn(struct an_result_finding *f, const char *key, double v)
-{
-	if (f->nev >= AN_MAX_EVIDENCE)
-		return;
-	f->ev[f->nev++] = (struct an_evidence){.key = key, .num = v};
-}
-
 int sm_apply(struct an_source *src, struct an_analysis *a, const struct an_collect *c)
 {
 	if (!a->trainer_pid || !a->nit)
@@ -183,26 +176,11 @@ int sm_apply(struct an_source *src, struct an_analysis *a, const struct an_colle
 	f->first_iteration = 0;
 	f->last_iteration = (long)a->nit - 1;
 	f->iterations = (long)a->nit;
-	double exhaust = -1;
-	if (a->device_capacity)
-		exhaust = (double)a->device_capacity > end ? x1 + ((double)a->device_capacity - end) / slope : x1;
-	f->severity = exhaust >= 0 && exhaust - x1 <= th[AN_T_MG_HORIZON] ? 2 : 1;
-	evn(f, "slope_bytes_per_iteration", slope);
-	evn(f, "r2", r2);
-	evn(f, "growth_bytes", growth);
-	evn(f, "start_bytes", start);
-	evn(f, "end_bytes", end);
-	evn(f, "device_capacity_bytes", (double)a->device_capacity);
-	evn(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
-	if (f->nev < AN_MAX_EVIDENCE) {
-		struct an_evidence *e = &f->ev[f->nev++];
-		e->key = "history";
-		e->is_str = 1;
-		strcpy(e->str, "summaries");
-	}
-	evn(f, "summary_windows", (double)np);
-	evn(f, "history_iterations", x1 - x0);
-	evn(f, "history_span_ns", (double)(w[n - 1].end_ns - w[0].begin_ns));
+	an_growth_evidence(f, th, slope, r2, growth, start, end, x1, a->device_capacity);
+	an_evidence_str(f, "history", "summaries");
+	an_evidence_num(f, "summary_windows", (double)np);
+	an_evidence_num(f, "history_iterations", x1 - x0);
+	an_evidence_num(f, "history_span_ns", (double)(w[n - 1].end_ns - w[0].begin_ns));
 	if (keep.kind == AN_F_MEMORY_GROWTH) {
 		memcpy(f->sites, keep.sites, sizeof(f->sites));
 		f->nsites = keep.nsites;
