@@ -365,6 +365,36 @@ static void set(NvtxFunctionTable t, unsigned size, unsigned id, NvtxFunctionPoi
 
 #define FN(f) ((NvtxFunctionPointer)(f))
 
+/* What NVTX calls in our place: the callback id in its module's table, and our function. */
+static const struct nvtx_hook {
+	NvtxCallbackModule module;
+	unsigned id;
+	NvtxFunctionPointer fn;
+} nvtx_hooks[] = {
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_MarkEx, FN(mark_ex)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_MarkA, FN(mark_a)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_MarkW, FN(mark_w)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangeStartEx, FN(start_ex)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangeStartA, FN(start_a)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangeStartW, FN(start_w)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangeEnd, FN(end_core)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangePushEx, FN(push_ex)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangePushA, FN(push_a)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangePushW, FN(push_w)},
+    {NVTX_CB_MODULE_CORE, NVTX_CBID_CORE_RangePop, FN(pop_core)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainMarkEx, FN(domain_mark_ex)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRangeStartEx, FN(domain_start_ex)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_end)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRangePushEx, FN(domain_push_ex)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainCreateA, FN(domain_create_a)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainCreateW, FN(domain_create_w)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_DomainDestroy, FN(domain_destroy)},
+    {NVTX_CB_MODULE_CORE2, NVTX_CBID_CORE2_Initialize, FN(initialize)},
+};
+
 /*
  * Called by each module that uses NVTX (every library compiled with the
  * header-only NVTX has its own tables), once, at its first NVTX call.
@@ -375,34 +405,15 @@ SP_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_table)
 	const NvtxExportTableCallbacks *cb = get_table ? get_table(NVTX_ETID_CALLBACKS) : NULL;
 	if (!cb || cb->struct_size < sizeof(*cb) || !cb->GetModuleFunctionTable)
 		return 0;
-	NvtxFunctionTable t = NULL;
-	unsigned size = 0;
-	if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE, &t, &size)) {
-		set(t, size, NVTX_CBID_CORE_MarkEx, FN(mark_ex));
-		set(t, size, NVTX_CBID_CORE_MarkA, FN(mark_a));
-		set(t, size, NVTX_CBID_CORE_MarkW, FN(mark_w));
-		set(t, size, NVTX_CBID_CORE_RangeStartEx, FN(start_ex));
-		set(t, size, NVTX_CBID_CORE_RangeStartA, FN(start_a));
-		set(t, size, NVTX_CBID_CORE_RangeStartW, FN(start_w));
-		set(t, size, NVTX_CBID_CORE_RangeEnd, FN(end_core));
-		set(t, size, NVTX_CBID_CORE_RangePushEx, FN(push_ex));
-		set(t, size, NVTX_CBID_CORE_RangePushA, FN(push_a));
-		set(t, size, NVTX_CBID_CORE_RangePushW, FN(push_w));
-		set(t, size, NVTX_CBID_CORE_RangePop, FN(pop_core));
-	}
-	t = NULL, size = 0;
-	if (cb->GetModuleFunctionTable(NVTX_CB_MODULE_CORE2, &t, &size)) {
-		set(t, size, NVTX_CBID_CORE2_DomainMarkEx, FN(domain_mark_ex));
-		set(t, size, NVTX_CBID_CORE2_DomainRangeStartEx, FN(domain_start_ex));
-		set(t, size, NVTX_CBID_CORE2_DomainRangeEnd, FN(domain_end));
-		set(t, size, NVTX_CBID_CORE2_DomainRangePushEx, FN(domain_push_ex));
-		set(t, size, NVTX_CBID_CORE2_DomainRangePop, FN(domain_pop));
-		set(t, size, NVTX_CBID_CORE2_DomainRegisterStringA, FN(register_string_a));
-		set(t, size, NVTX_CBID_CORE2_DomainRegisterStringW, FN(register_string_w));
-		set(t, size, NVTX_CBID_CORE2_DomainCreateA, FN(domain_create_a));
-		set(t, size, NVTX_CBID_CORE2_DomainCreateW, FN(domain_create_w));
-		set(t, size, NVTX_CBID_CORE2_DomainDestroy, FN(domain_destroy));
-		set(t, size, NVTX_CBID_CORE2_Initialize, FN(initialize));
+	static const NvtxCallbackModule modules[] = {NVTX_CB_MODULE_CORE, NVTX_CB_MODULE_CORE2};
+	for (size_t m = 0; m < sizeof(modules) / sizeof(modules[0]); m++) {
+		NvtxFunctionTable t = NULL;
+		unsigned size = 0;
+		if (!cb->GetModuleFunctionTable(modules[m], &t, &size))
+			continue;
+		for (size_t k = 0; k < sizeof(nvtx_hooks) / sizeof(nvtx_hooks[0]); k++)
+			if (nvtx_hooks[k].module == modules[m])
+				set(t, size, nvtx_hooks[k].id, nvtx_hooks[k].fn);
 	}
 	return 1;
 }
