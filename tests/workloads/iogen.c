@@ -411,6 +411,13 @@ static long must(const char *what, long r)
 	return r;
 }
 
+/*
+ * A stat-like call that must succeed, then the size it filled in under its name.
+ * NOTE: a macro because the size fields differ in type (off_t, off64_t, __u64);
+ * the comma operator reads the size after the call.
+ */
+#define MUST_PUT_SIZE(api, call, size) (must(api, call), put(api, (long)(size)))
+
 /* A listing's bytes as the getdents64 syscall counts them: the sum of d_reclen. */
 static long list_all(DIR *d, int use64)
 {
@@ -450,40 +457,26 @@ static int do_each(void)
 	put("__read_chk", must("__read_chk", __read_chk(fd, buf, 10, sizeof(buf))));
 	put("__pread_chk", must("__pread_chk", __pread_chk(fd, buf, 20, 0, sizeof(buf))));
 	put("__pread64_chk", must("__pread64_chk", __pread64_chk(fd, buf, 30, 0, sizeof(buf))));
-	must("fstat64", fstat64(fd, &st64));
-	put("fstat64", (long)st64.st_size);
-	must("fstatat", fstatat(fd, "", &st, AT_EMPTY_PATH));
-	put("fstatat", (long)st.st_size);
-	must("statx", statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx));
-	put("statx", (long)stx.stx_size);
+	MUST_PUT_SIZE("fstat64", fstat64(fd, &st64), st64.st_size);
+	MUST_PUT_SIZE("fstatat", fstatat(fd, "", &st, AT_EMPTY_PATH), st.st_size);
+	MUST_PUT_SIZE("statx", statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &stx), stx.stx_size);
 #if HAVE_OLD_XSTAT
-	must("__fxstat", old_fxstat(1, fd, &st));
-	put("__fxstat", (long)st.st_size);
-	must("__fxstat64", old_fxstat64(1, fd, &st64));
-	put("__fxstat64", (long)st64.st_size);
+	MUST_PUT_SIZE("__fxstat", old_fxstat(1, fd, &st), st.st_size);
+	MUST_PUT_SIZE("__fxstat64", old_fxstat64(1, fd, &st64), st64.st_size);
 #endif
 	close(fd);
 
 	/* f000 by path: the *64 and pre-2.33 names. */
-	must("stat64", stat64(p0, &st64));
-	put("stat64", (long)st64.st_size);
-	must("lstat64", lstat64(p0, &st64));
-	put("lstat64", (long)st64.st_size);
-	must("fstatat64", fstatat64(AT_FDCWD, p0, &st64, 0));
-	put("fstatat64", (long)st64.st_size);
+	MUST_PUT_SIZE("stat64", stat64(p0, &st64), st64.st_size);
+	MUST_PUT_SIZE("lstat64", lstat64(p0, &st64), st64.st_size);
+	MUST_PUT_SIZE("fstatat64", fstatat64(AT_FDCWD, p0, &st64, 0), st64.st_size);
 #if HAVE_OLD_XSTAT
-	must("__xstat", old_xstat(1, p0, &st));
-	put("__xstat", (long)st.st_size);
-	must("__xstat64", old_xstat64(1, p0, &st64));
-	put("__xstat64", (long)st64.st_size);
-	must("__lxstat", old_lxstat(1, p0, &st));
-	put("__lxstat", (long)st.st_size);
-	must("__lxstat64", old_lxstat64(1, p0, &st64));
-	put("__lxstat64", (long)st64.st_size);
-	must("__fxstatat", old_fxstatat(1, AT_FDCWD, p0, &st, 0));
-	put("__fxstatat", (long)st.st_size);
-	must("__fxstatat64", old_fxstatat64(1, AT_FDCWD, p0, &st64, 0));
-	put("__fxstatat64", (long)st64.st_size);
+	MUST_PUT_SIZE("__xstat", old_xstat(1, p0, &st), st.st_size);
+	MUST_PUT_SIZE("__xstat64", old_xstat64(1, p0, &st64), st64.st_size);
+	MUST_PUT_SIZE("__lxstat", old_lxstat(1, p0, &st), st.st_size);
+	MUST_PUT_SIZE("__lxstat64", old_lxstat64(1, p0, &st64), st64.st_size);
+	MUST_PUT_SIZE("__fxstatat", old_fxstatat(1, AT_FDCWD, p0, &st, 0), st.st_size);
+	MUST_PUT_SIZE("__fxstatat64", old_fxstatat64(1, AT_FDCWD, p0, &st64, 0), st64.st_size);
 #endif
 
 	/* f001: the other opens, each read to the end once through the fd it made. */
