@@ -44,13 +44,20 @@ static void *ender(void *arg)
 	return NULL;
 }
 
-static nvtxEventAttributes_t ascii_attr(const char *msg)
+/* Event attributes with a message of the given type, the message itself left for the caller. */
+static nvtxEventAttributes_t attr_of(nvtxMessageType_t type)
 {
 	nvtxEventAttributes_t a;
 	memset(&a, 0, sizeof(a));
 	a.version = NVTX_VERSION;
 	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.messageType = type;
+	return a;
+}
+
+static nvtxEventAttributes_t ascii_attr(const char *msg)
+{
+	nvtxEventAttributes_t a = attr_of(NVTX_MESSAGE_TYPE_ASCII);
 	a.message.ascii = msg;
 	return a;
 }
@@ -102,11 +109,7 @@ int main(int argc, char **argv)
 	KEEP(d = nvtxDomainCreateA("mydomain"));
 	nvtxStringHandle_t reg;
 	KEEP(reg = nvtxDomainRegisterStringA(d, "registered"));
-	nvtxEventAttributes_t r;
-	memset(&r, 0, sizeof(r));
-	r.version = NVTX_VERSION;
-	r.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-	r.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
+	nvtxEventAttributes_t r = attr_of(NVTX_MESSAGE_TYPE_REGISTERED);
 	r.message.registered = reg;
 	KEEP(nvtxRangePushEx(&r));
 	KEEP(nvtxRangePop());
