@@ -552,6 +552,18 @@ static int parse_container(struct jp *s, struct sp_json *out, int obj)
 	}
 }
 
+/* The word (true, false, null) at s->p, into out as type with value num (out is zeroed); -1 when it is not there. */
+static int parse_literal(struct jp *s, struct sp_json *out, const char *word, enum sp_json_type type, double num)
+{
+	size_t len = strlen(word);
+	if (strncmp(s->p, word, len) != 0)
+		return -1;
+	out->type = type;
+	out->num = num;
+	s->p += len;
+	return 0;
+}
+
 static int parse_value(struct jp *s, struct sp_json *out)
 {
 	skip_ws(s);
@@ -571,27 +583,13 @@ static int parse_value(struct jp *s, struct sp_json *out)
 		rc = out->str ? 0 : -1;
 		break;
 	case 't':
-		if (strncmp(s->p, "true", 4) == 0) {
-			out->type = SPJ_BOOL;
-			out->num = 1;
-			s->p += 4;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "true", SPJ_BOOL, 1);
 		break;
 	case 'f':
-		if (strncmp(s->p, "false", 5) == 0) {
-			out->type = SPJ_BOOL;
-			out->num = 0;
-			s->p += 5;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "false", SPJ_BOOL, 0);
 		break;
 	case 'n':
-		if (strncmp(s->p, "null", 4) == 0) {
-			out->type = SPJ_NULL;
-			s->p += 4;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "null", SPJ_NULL, 0);
 		break;
 	default:
 		rc = parse_number(s, out);
