@@ -8,6 +8,7 @@
  * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -554,14 +555,21 @@ Test(analyze_cli, truncated_file_is_read_up_to_its_last_whole_record)
 	free(dir);
 }
 
+/* A whole run written into dir, and its file name opened with mode (to damage it in place). */
+static FILE *write_run_open(const char *dir, const char *name, const char *mode)
+{
+	write_run(dir, 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, mode);
+	cr_assert(f, "%s: %s", path, strerror(errno));
+	return f;
+}
+
 Test(analyze_cli, corrupt_records_are_skipped_with_a_warning)
 {
 	char *dir = sp_t_tmpdir("analyze-corrupt");
-	write_run(dir, 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
-	FILE *f = fopen(path, "r+b");
-	cr_assert(f);
+	FILE *f = write_run_open(dir, "worker.sptrace", "r+b");
 	/* the ring starts after the header and the keep area: damage a few record heads */
 	struct sp_file_header h;
 	cr_assert_eq(fread(&h, sizeof(h), 1, f), 1);
@@ -584,11 +592,7 @@ Test(analyze_cli, corrupt_records_are_skipped_with_a_warning)
 Test(analyze_cli, mixed_format_versions_are_refused)
 {
 	char *dir = sp_t_tmpdir("analyze-mixed");
-	write_run(dir, 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
-	FILE *f = fopen(path, "r+b");
-	cr_assert(f);
+	FILE *f = write_run_open(dir, "worker.sptrace", "r+b");
 	uint16_t major = SP_VERSION_MAJOR + 1;
 	fseek(f, 8, SEEK_SET);
 	fwrite(&major, 2, 1, f);
