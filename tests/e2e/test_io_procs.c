@@ -101,14 +101,17 @@ static void expect_complete_run(const struct io_recs *rs, const char *prefix, in
 }
 
 /*
- * The ground-truth lines the children printed in out, each with its pid and
- * its NF opens: their pids in order into pids[] (at most max); returns how
- * many lines there were.
+ * `iogen mode DATA 10 3` as penv_run runs it: its three children each print
+ * ground-truth lines with their pid and NF opens. The pids of those lines in
+ * order into pids[] (at most max); returns how many lines there were.
  */
-static int truth_pids(const char *out, int pids[], int max)
+static int penv_children(struct procs_env *e, const char *mode, struct io_recs *rs, int pids[], int max)
 {
+	char *argv[] = { e->iogen, (char *)mode, e->data, "10", "3", NULL };
+	struct sp_t_result res;
+	penv_run(e, argv, &res, rs);
 	struct sp_json **lines;
-	size_t n = sp_json_parse_lines(out, &lines);
+	size_t n = sp_json_parse_lines(res.out, &lines);
 	int np = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (!lines[i])
@@ -121,6 +124,7 @@ static int truth_pids(const char *out, int pids[], int max)
 		np++;
 	}
 	sp_json_free_lines(lines, n);
+	sp_t_result_free(&res);
 	return np;
 }
 
@@ -128,17 +132,13 @@ Test(io, forked_then_execd_children_lose_nothing, .timeout = 120)
 {
 	struct procs_env e;
 	penv_init(&e, "io-forkexec");
-	char *argv[] = { e.iogen, "forkexec", e.data, "10", "3", NULL };
-	struct sp_t_result res;
 	struct io_recs rs;
-	penv_run(&e, argv, &res, &rs);
 	/* Each exec'd child printed its ground truth line with its pid. */
-	int pids[8], kids = truth_pids(res.out, pids, 8);
+	int pids[8], kids = penv_children(&e, "forkexec", &rs, pids, 8);
 	for (int k = 0; k < kids && k < 8; k++)
 		expect_complete_run(&rs, e.prefix, pids[k]);
 	cr_expect_eq(kids, 3, "%d children reported", kids);
 	io_t_free(&rs);
-	sp_t_result_free(&res);
 	penv_fini(&e);
 }
 
@@ -151,12 +151,9 @@ Test(io, forked_workers_keep_what_they_recorded_before_exec, .timeout = 120)
 {
 	struct procs_env e;
 	penv_init(&e, "io-forkio");
-	char *argv[] = { e.iogen, "forkio", e.data, "10", "3", NULL };
-	struct sp_t_result res;
 	struct io_recs rs;
-	penv_run(&e, argv, &res, &rs);
 	/* Each child printed two ground-truth lines with its pid: before and after its exec. */
-	int line_pid[32], nl = truth_pids(res.out, line_pid, 32);
+	int line_pid[32], nl = penv_children(&e, "forkio", &rs, line_pid, 32);
 	int pids[8] = { 0 }, runs[8] = { 0 }, np = 0;
 	for (int i = 0; i < nl && i < 32; i++) {
 		int k = 0;
@@ -178,7 +175,6 @@ Test(io, forked_workers_keep_what_they_recorded_before_exec, .timeout = 120)
 		kids += io_t_count(&rs, (struct io_filter){ .prefix = e.prefix, .pid = pids[k] }, NULL);
 	cr_expect_eq(all, kids, "%ld records of the data files, %ld of them the children's", all, kids);
 	io_t_free(&rs);
-	sp_t_result_free(&res);
 	penv_fini(&e);
 }
 
