@@ -8,6 +8,7 @@
  * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,19 @@
  */
 /* Iterations write_run writes (NITER unless a test asks for more). */
 static int run_iters = NITER;
+
+/* The six categories' numbers at <prefix><category> in j, summed (dflt for one that is missing). */
+static double sum_of_cats(const struct sp_json *j, const char *prefix, double dflt)
+{
+	static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+	double sum = 0;
+	for (int c = 0; c < 6; c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "%s%s", prefix, cats[c]);
+		sum += sp_json_num(j, key, dflt);
+	}
+	return sum;
+}
 
 static void write_run(const char *dir, int truncate_trainer)
 {
@@ -175,14 +189,7 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 		cr_expect_eq(sp_json_num(it, "breakdown_ns.h2d", 0), 500000);
 		cr_expect_eq(sp_json_num(it, "breakdown_ns.compute", 0), 5000000);
 		cr_expect_eq(sp_json_num(it, "breakdown_ns.sync", 0), 0);
-		double sum = 0;
-		static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
-		for (int c = 0; c < 6; c++) {
-			char k2[64];
-			snprintf(k2, sizeof(k2), "breakdown_ns.%s", cats[c]);
-			sum += sp_json_num(it, k2, -1e18);
-		}
-		cr_expect_eq((uint64_t)sum, wall);
+		cr_expect_eq((uint64_t)sum_of_cats(it, "breakdown_ns.", -1e18), wall);
 		/* the worker's files, attributed by time; the collector's stats too */
 		cr_expect_eq(sp_json_num(it, "files_opened", 0), 3);
 		cr_expect_eq(sp_json_num(it, "metadata_ops", 0), 3 + 2);
@@ -467,13 +474,7 @@ Test(analyze_cli, json_has_every_member_of_the_schema)
 	expect_member(j, "findings.0.advice", SPJ_STR);
 	expect_member(j, "findings.0.evidence", SPJ_OBJ);
 	/* the fractions are a partition of the run's wall time */
-	double sum = 0;
-	static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
-	for (int c = 0; c < 6; c++) {
-		char key[64];
-		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
-		sum += sp_json_num(j, key, -10);
-	}
+	double sum = sum_of_cats(j, "summary.breakdown_fraction.", -10);
 	cr_expect(fabs(sum - 1) < 1e-6, "fractions sum to %.9f", sum);
 	/* wall_ns_median of 11 iterations of 10 ms and one of 9.5 ms */
 	cr_expect_eq(sp_json_num(j, "summary.wall_ns_median", -1), ITER_NS);
@@ -554,14 +555,21 @@ Test(analyze_cli, truncated_file_is_read_up_to_its_last_whole_record)
 	free(dir);
 }
 
+/* A whole run written into dir, and its file name opened with mode (to damage it in place). */
+static FILE *write_run_open(const char *dir, const char *name, const char *mode)
+{
+	write_run(dir, 0);
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	FILE *f = fopen(path, mode);
+	cr_assert(f, "%s: %s", path, strerror(errno));
+	return f;
+}
+
 Test(analyze_cli, corrupt_records_are_skipped_with_a_warning)
 {
 	char *dir = sp_t_tmpdir("analyze-corrupt");
-	write_run(dir, 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
-	FILE *f = fopen(path, "r+b");
-	cr_assert(f);
+	FILE *f = write_run_open(dir, "worker.sptrace", "r+b");
 	/* the ring starts after the header and the keep area: damage a few record heads */
 	struct sp_file_header h;
 	cr_assert_eq(fread(&h, sizeof(h), 1, f), 1);
@@ -584,11 +592,7 @@ Test(analyze_cli, corrupt_records_are_skipped_with_a_warning)
 Test(analyze_cli, mixed_format_versions_are_refused)
 {
 	char *dir = sp_t_tmpdir("analyze-mixed");
-	write_run(dir, 0);
-	char path[512];
-	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
-	FILE *f = fopen(path, "r+b");
-	cr_assert(f);
+	FILE *f = write_run_open(dir, "worker.sptrace", "r+b");
 	uint16_t major = SP_VERSION_MAJOR + 1;
 	fseek(f, 8, SEEK_SET);
 	fwrite(&major, 2, 1, f);

@@ -114,6 +114,18 @@ static char *path_in(const char *dir, const char *name)
 	return p;
 }
 
+/* The test's directory removed, then it and the paths made in it (a NULL-terminated list) freed. */
+static void rmrf_and_free(char *dir, ...)
+{
+	sp_t_rmrf(dir);
+	free(dir);
+	va_list ap;
+	va_start(ap, dir);
+	for (char *p; (p = va_arg(ap, char *));)
+		free(p);
+	va_end(ap);
+}
+
 /* ------------------------------------------------ 2. help, version, usage */
 
 Test(cli, help_version_and_usage_errors)
@@ -214,11 +226,7 @@ Test(cli, info_json_reports_what_was_written)
 	cr_assert(strstr(r.out, "status      ok"), "%s", r.out);
 	sp_t_result_free(&r);
 
-	sp_t_rmrf(dir);
-	free(dir);
-	free(ref);
-	free(other);
-	free(notes);
+	rmrf_and_free(dir, ref, other, notes, NULL);
 }
 
 /* ------------------------------------------------------------------ 4. dump */
@@ -322,9 +330,7 @@ Test(cli, dump_json_one_object_per_record)
 	cr_assert(strstr(r.out, "direction=h2d"));
 	cr_assert(strstr(r.out, "gpu=1000000001320+160"), "%s", r.out);
 	sp_t_result_free(&r);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(ref);
+	rmrf_and_free(dir, ref, NULL);
 }
 
 /* ------------------------------------------------- 5. damaged and foreign */
@@ -362,12 +368,7 @@ Test(cli, foreign_newer_missing_files_one_line_and_exit_2)
 	cr_assert_eq(stepprof(&r, "info", empty, NULL), 2);
 	assert_one_error_line(&r, empty, "no stepprof trace files");
 	sp_t_result_free(&r);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(foreign);
-	free(newer);
-	free(missing);
-	free(empty);
+	rmrf_and_free(dir, foreign, newer, missing, empty, NULL);
 }
 
 /*
@@ -402,11 +403,7 @@ Test(cli, damaged_magic_in_a_directory_is_reported)
 	cr_assert_eq(stepprof(&r, "info", "--json", dir, NULL), 2);
 	cr_assert(strstr(r.out, "host.1.sptrace"), "the whole file is still reported: %s", r.out);
 	sp_t_result_free(&r);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(good);
-	free(bad);
-	free(other);
+	rmrf_and_free(dir, good, bad, other, NULL);
 }
 
 Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
@@ -459,11 +456,7 @@ Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
 	cr_assert_eq(sp_json_u64(j, "files.0.records", 0), 1000);
 	sp_json_free(j);
 	sp_t_result_free(&r);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(full);
-	free(cut);
-	free(bad);
+	rmrf_and_free(dir, full, cut, bad, NULL);
 }
 
 /* The command on a sample of cut points and byte flips: never killed by a signal, never silent. */
@@ -500,10 +493,7 @@ Test(cli, damaged_copies_never_crash_the_command, .timeout = 120)
 	}
 	free(copy);
 	free(img);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(ref);
-	free(dmg);
+	rmrf_and_free(dir, ref, dmg, NULL);
 }
 
 /* design.md §7: the reader's memory does not depend on the trace's length. */
@@ -540,10 +530,7 @@ Test(cli, info_memory_does_not_grow_with_the_trace, .timeout = 120)
 	cr_assert(rss_small > 0 && rss_big > 0);
 	/* 30x the records, 36 MB more file: the peak may differ by allocator noise only. */
 	cr_assert(rss_big - rss_small < 2048, "peak RSS grew from %ld to %ld KiB", rss_small, rss_big);
-	sp_t_rmrf(dir);
-	free(dir);
-	free(small);
-	free(big);
+	rmrf_and_free(dir, small, big, NULL);
 }
 
 /* ------------------------------------------------ 6. make deps (install-deps.sh) */

@@ -124,12 +124,14 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 
 /* ------------------------------------------------------- 3. command line */
 
-/* A small trace directory made by gentrace. */
-static char *gen(const char *records)
+/* A fresh directory (returned) holding a trace directory made by gentrace: its path into tdir unless NULL. */
+static char *gen(const char *records, char tdir[512])
 {
 	char *dir = sp_t_tmpdir("export");
-	char tdir[512];
-	snprintf(tdir, sizeof(tdir), "%s/t", dir);
+	char t[512];
+	if (!tdir)
+		tdir = t;
+	snprintf(tdir, 512, "%s/t", dir);
 	char *argv[] = {(char *)sp_t_build("bin/gentrace"), tdir, (char *)records, "--iters", "50", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 120), 0, "gentrace: %s", r.err);
@@ -139,9 +141,8 @@ static char *gen(const char *records)
 
 Test(export_cli, output_to_a_file_or_stdout, .timeout = 60)
 {
-	char *dir = gen("2000");
 	char tdir[512], out[600];
-	snprintf(tdir, sizeof(tdir), "%s/t", dir);
+	char *dir = gen("2000", tdir);
 	snprintf(out, sizeof(out), "%s/x.json", dir);
 	struct sp_t_result a, b;
 	cr_assert_eq(export_run(&a, "--perfetto", "-o", out, tdir), 0, "%s", a.err);
@@ -206,9 +207,8 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	free(dir);
 
 	/* an output that cannot be written: exit 4, one line */
-	char *g = gen("1000");
 	char tdir[512];
-	snprintf(tdir, sizeof(tdir), "%s/t", g);
+	char *g = gen("1000", tdir);
 	cr_expect_eq(export_run(&r, "-o", "/nonexistent/dir/out.json", tdir, NULL), 4);
 	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
 	cr_expect(strstr(r.err, "stepprof: /nonexistent/dir/out.json: cannot write"), "%s", r.err);
@@ -219,7 +219,7 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 
 Test(export_cli, a_truncated_file_exports_what_is_whole_with_exit_3, .timeout = 60)
 {
-	char *dir = gen("5000");
+	char *dir = gen("5000", NULL);
 	char file[600], out[600];
 	snprintf(file, sizeof(file), "%s/t/trainer.sptrace", dir);
 	snprintf(out, sizeof(out), "%s/cut.json", dir);
@@ -243,10 +243,8 @@ Test(export_cli, a_truncated_file_exports_what_is_whole_with_exit_3, .timeout = 
 
 Test(export_cli, memory_does_not_grow_with_the_trace, .timeout = 180)
 {
-	char *small = gen("20000"), *big = gen("400000");
 	char ts[512], tb[512];
-	snprintf(ts, sizeof(ts), "%s/t", small);
-	snprintf(tb, sizeof(tb), "%s/t", big);
+	char *small = gen("20000", ts), *big = gen("400000", tb);
 	struct sp_t_result a, b;
 	cr_assert_eq(export_run(&a, "-o", "/dev/null", ts, NULL), 0, "%s", a.err);
 	cr_assert_eq(export_run(&b, "-o", "/dev/null", tb, NULL), 0, "%s", b.err);

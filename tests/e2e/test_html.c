@@ -130,6 +130,20 @@ static char *capture(const char *scenario, const char *data_dir)
 
 /* ------------------------------------------------------------ 2. tests */
 
+/* The six shares of the HTML (h's shares.<cat>) are the JSON's exact doubles (j's <prefix><cat>); who: for messages. */
+static void expect_same_shares(const struct sp_json *j, const char *prefix, const struct sp_json *h, const char *who)
+{
+	for (int c = 0; c < 6; c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "%s%s", prefix, cats[c]);
+		double want = sp_json_num(j, key, -1);
+		snprintf(key, sizeof(key), "shares.%s", cats[c]);
+		const char *got = sp_json_str(h, key);
+		cr_assert_not_null(got, "%s: no %s share in the HTML", who, cats[c]);
+		cr_expect_eq(strtod(got, NULL), want, "%s %s share: HTML %s, JSON %.17g", who, cats[c], got, want);
+	}
+}
+
 Test(html_e2e, report_matches_the_json_and_escapes_paths)
 {
 	char data[600];
@@ -156,16 +170,11 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	struct sp_json *h = parse_html(html);
 	check_structure(h);
 	/* same analysis, same numbers: the exact double, and the percent shown */
+	expect_same_shares(an, "summary.breakdown_fraction.", h, "summary");
 	for (int c = 0; c < 6; c++) {
-		char key[96];
+		char key[96], pct[32];
 		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
-		double want = sp_json_num(an, key, -1);
-		snprintf(key, sizeof(key), "shares.%s", cats[c]);
-		const char *got = sp_json_str(h, key);
-		cr_assert_not_null(got, "no share of %s in the HTML", cats[c]);
-		cr_expect_eq(strtod(got, NULL), want, "%s share: HTML %s, JSON %.17g", cats[c], got, want);
-		char pct[32];
-		snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * want);
+		snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * sp_json_num(an, key, -1));
 		snprintf(key, sizeof(key), "pct.%s", cats[c]);
 		cr_expect_str_eq(sp_json_str(h, key), pct, "%s share shown", cats[c]);
 	}
@@ -316,16 +325,9 @@ static void expect_rank_rows(struct sp_json *an, struct sp_json *h, struct sp_js
 		cr_expect_eq(sp_json_num(y, "pid", -1), sp_json_num(truth[rank], "pid", -2), "rank %d: HTML pid", rank);
 		cr_expect_eq(sp_json_num(x, "pid", -1), sp_json_num(truth[rank], "pid", -2), "rank %d: JSON pid", rank);
 		/* the six shares: the JSON's exact doubles */
-		for (int c = 0; c < 6; c++) {
-			char key[96];
-			snprintf(key, sizeof(key), "breakdown_fraction.%s", cats[c]);
-			double want = sp_json_num(x, key, -1);
-			snprintf(key, sizeof(key), "shares.%s", cats[c]);
-			const char *got = sp_json_str(y, key);
-			cr_assert_not_null(got, "rank %d: no %s share in the HTML row", rank, cats[c]);
-			cr_expect_eq(strtod(got, NULL), want, "rank %d %s share: HTML %s, JSON %.17g", rank, cats[c],
-				     got, want);
-		}
+		char who[32];
+		snprintf(who, sizeof(who), "rank %d", rank);
+		expect_same_shares(x, "breakdown_fraction.", y, who);
 		/* cells: mark, rank, pid, iterations, median wall, shares, bottleneck */
 		struct sp_json *cells = sp_json_get(y, "cells");
 		cr_assert(cells && cells->n == 7, "rank %d: %zu cells", rank, cells ? cells->n : 0);

@@ -42,6 +42,18 @@ static char *env_preload(void)
 	return e;
 }
 
+/* argv[] of build/bin/markgen with args split at spaces (at most 30 words); free the returned copy they point into. */
+static char *markgen_argv(char *argv[32], const char *args)
+{
+	char *copy = strdup(args), *save;
+	int a = 0;
+	argv[a++] = (char *)sp_t_build("bin/markgen");
+	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
+		argv[a++] = w;
+	argv[a] = NULL;
+	return copy;
+}
+
 /* markgen under the preload; extra: NULL-terminated env additions (may be NULL). */
 static int markgen(struct sp_t_result *r, const char *dir, char *const extra[], const char *args)
 {
@@ -56,12 +68,7 @@ static int markgen(struct sp_t_result *r, const char *dir, char *const extra[], 
 		env[n++] = extra[i];
 	env[n] = NULL;
 	/* argv directly, no shell: a preloaded shell would write a trace file of its own */
-	char *argv[32], *copy = strdup(args), *save;
-	int a = 0;
-	argv[a++] = (char *)sp_t_build("bin/markgen");
-	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
-		argv[a++] = w;
-	argv[a] = NULL;
+	char *argv[32], *copy = markgen_argv(argv, args);
 	int st = sp_t_run(r, argv, env, NULL, 120);
 	free(copy);
 	return st;
@@ -121,6 +128,20 @@ static void expect_marks_kept(const char *dir, int only, uint64_t marks)
 	sp_json_free(j);
 }
 
+/* What became of the marks written into file f: each one is kept, overwritten or counted lost, exactly once. */
+struct marks_fate {
+	uint64_t kept, over, lost;
+};
+
+static struct marks_fate expect_marks_accounted(struct sp_json *f, long written)
+{
+	struct marks_fate m = {sp_json_u64(f, "records_by_kind.mark", 0), sp_json_u64(f, "overwritten", 0),
+			       sp_json_u64(f, "lost", 0)};
+	cr_expect_eq(m.kept + m.over + m.lost, (uint64_t)written, "kept %lu + overwritten %lu + lost %lu != %ld",
+		     (unsigned long)m.kept, (unsigned long)m.over, (unsigned long)m.lost, written);
+	return m;
+}
+
 /* `stepprof dump --json file`, one object per record. */
 static size_t dump(const char *file, struct sp_json ***lines)
 {
@@ -157,6 +178,11 @@ static long child_pid(const char *out)
 {
 	const char *p = strstr(out, "child=");
 	return p ? atol(p + 6) : -1;
+}
+
+static uint64_t ts_ns(const struct timespec *t)
+{
+	return (uint64_t)t->tv_sec * 1000000000ull + (uint64_t)t->tv_nsec;
 }
 
 static int stepprof_lines(const char *err)
@@ -215,8 +241,7 @@ Test(recorder, header_names_the_process_and_its_rank)
 	snprintf(cmd, sizeof(cmd), "%s -n 10 -m hdr", sp_t_build("bin/markgen"));
 	cr_expect_str_eq(sp_json_str(f, "cmdline"), cmd);
 	uint64_t b = sp_json_u64(f, "begin_ns", 0), e = sp_json_u64(f, "end_ns", 0);
-	uint64_t lo = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec,
-		 hi = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+	uint64_t lo = ts_ns(&t0), hi = ts_ns(&t1);
 	cr_expect(lo <= b && b <= e && e <= hi, "records [%lu, %lu] outside the run [%lu, %lu] (CLOCK_MONOTONIC)",
 		  (unsigned long)b, (unsigned long)e, (unsigned long)lo, (unsigned long)hi);
 	cr_expect(sp_json_path(f, "clean_exit") && sp_json_path(f, "clean_exit")->num == 1, "clean exit recorded");
@@ -243,8 +268,7 @@ static void clock_run(const char *clock, int want_tsc)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	cr_assert_eq(r.errlen, 0, "no warning expected: %s", r.err);
 	sp_t_result_free(&r);
-	uint64_t lo = (uint64_t)t0.tv_sec * 1000000000ull + (uint64_t)t0.tv_nsec,
-		 hi = (uint64_t)t1.tv_sec * 1000000000ull + (uint64_t)t1.tv_nsec;
+	uint64_t lo = ts_ns(&t0), hi = ts_ns(&t1);
 	struct sp_json *j = info(dir);
 	cr_assert_eq(nfiles(j), 2, "parent and forked child");
 	for (size_t i = 0; i < 2; i++) {
@@ -374,11 +398,8 @@ Test(recorder, small_cap_keeps_newest_and_counts_overwritten, .timeout = 300)
 	cr_expect_leq(st.st_size, 4 << 20, "file size %ld over the 4 MiB cap", (long)st.st_size);
 	cr_expect_leq(st.st_blocks * 512, 4 << 20, "disk use %ld over the cap", (long)st.st_blocks * 512);
 
-	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), over = sp_json_u64(f, "overwritten", 0),
-		 lost = sp_json_u64(f, "lost", 0);
+	uint64_t kept = expect_marks_accounted(f, total).kept;
 	cr_expect_gt(kept, 50000, "a 4 MiB file keeps more than 50,000 one-slot marks, got %lu", (unsigned long)kept);
-	cr_expect_eq(kept + over + lost, (uint64_t)total, "kept %lu + overwritten %lu + lost %lu != %ld",
-		     (unsigned long)kept, (unsigned long)over, (unsigned long)lost, total);
 
 	/* newest kept: per thread, what remains is a suffix of what it wrote (phases
 	 * never go back, its final "last" mark is there) */
@@ -430,14 +451,11 @@ Test(recorder, more_threads_than_chunks_every_mark_accounted, .timeout = 300)
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
 	struct sp_json *f = only_file(j);
-	uint64_t kept = sp_json_u64(f, "records_by_kind.mark", 0), over = sp_json_u64(f, "overwritten", 0),
-		 lost = sp_json_u64(f, "lost", 0);
-	cr_log_info("%ld threads x %ld marks: kept %lu, overwritten %lu, lost %lu", threads, per, (unsigned long)kept,
-		    (unsigned long)over, (unsigned long)lost);
-	cr_expect_gt(over, 0, "2.4 M marks through a 4 MiB ring");
-	cr_expect_geq(lost, 65, "120 threads holding a chunk each, 55 chunks");
-	cr_expect_eq(kept + over + lost, (uint64_t)(threads * per), "kept %lu + overwritten %lu + lost %lu != %ld",
-		     (unsigned long)kept, (unsigned long)over, (unsigned long)lost, threads * per);
+	struct marks_fate m = expect_marks_accounted(f, threads * per);
+	cr_log_info("%ld threads x %ld marks: kept %lu, overwritten %lu, lost %lu", threads, per, (unsigned long)m.kept,
+		    (unsigned long)m.over, (unsigned long)m.lost);
+	cr_expect_gt(m.over, 0, "2.4 M marks through a 4 MiB ring");
+	cr_expect_geq(m.lost, 65, "120 threads holding a chunk each, 55 chunks");
 	sp_json_free(j);
 	sp_t_rmrf(dir);
 }
@@ -567,18 +585,27 @@ Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 
 /* ------------------------------------------------------- trace directory */
 
+/*
+ * markgen args, run by a shell in directory cwd with STEPPROF_DIR unset and the
+ * assignments vars ("" or "NAME=value ") before it; it must succeed. Only
+ * markgen is preloaded, not the shell.
+ */
+static void markgen_in(struct sp_t_result *r, const char *cwd, const char *vars, const char *args, int timeout_s)
+{
+	char so[512], mg[512], cmd[2048];
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
+	snprintf(cmd, sizeof(cmd), "cd %s && %sLD_PRELOAD=%s exec %s %s", cwd, vars, so, mg, args);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	char *env[] = {"STEPPROF_DIR=", NULL};
+	cr_assert_eq(sp_t_run(r, argv, env, NULL, timeout_s), 0, "%s", r->err);
+}
+
 Test(recorder, default_directory_is_created_and_shared_with_children)
 {
 	char *cwd = sp_t_tmpdir("reccwd");
 	struct sp_t_result r;
-	char cmd[2048];
-	char so[512], mg[512];
-	/* the directory is chosen in the current directory; only markgen is preloaded, not the shell */
-	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
-	snprintf(cmd, sizeof(cmd), "cd %s && LD_PRELOAD=%s exec %s -n 10 -f 5 -e 7", cwd, so, mg);
-	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	char *env[] = {"STEPPROF_DIR=", NULL};
-	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	/* the directory is chosen in the current directory */
+	markgen_in(&r, cwd, "", "-n 10 -f 5 -e 7", 60);
 	long parent = out_pid(r.out);
 	sp_t_result_free(&r);
 	DIR *d = opendir(cwd);
@@ -609,14 +636,9 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 Test(recorder, process_recording_nothing_leaves_nothing)
 {
 	char *cwd = sp_t_tmpdir("recnone");
-	char so[512], mg[512], cmd[2048];
-	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
-	/* STEPPROF_IO=off: only the recorder is under test, not what the libc hooks see */
-	snprintf(cmd, sizeof(cmd), "cd %s && STEPPROF_IO=off LD_PRELOAD=%s exec %s -n 0", cwd, so, mg);
-	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
-	char *env[] = {"STEPPROF_DIR=", NULL};
 	struct sp_t_result r;
-	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 30), 0, "%s", r.err);
+	/* STEPPROF_IO=off: only the recorder is under test, not what the libc hooks see */
+	markgen_in(&r, cwd, "STEPPROF_IO=off ", "-n 0", 30);
 	sp_t_result_free(&r);
 	DIR *d = opendir(cwd);
 	struct dirent *e;
@@ -660,12 +682,7 @@ static void private_mounts(void)
 /* Output and status of markgen without the preload, to compare with. */
 static void plain_run(struct sp_t_result *r, const char *args)
 {
-	char *argv[32], *copy = strdup(args), *save;
-	int a = 0;
-	argv[a++] = (char *)sp_t_build("bin/markgen");
-	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
-		argv[a++] = w;
-	argv[a] = NULL;
+	char *argv[32], *copy = markgen_argv(argv, args);
 	char *env[] = {"LD_PRELOAD=", NULL};
 	sp_t_run(r, argv, env, NULL, 60);
 	free(copy);

@@ -210,13 +210,34 @@ static double files_opened_in_iterations(struct run *r)
 
 /* --------------------------------------------------- 3. the scenarios */
 
+/* The trainer in scenario and marker mode, analysed; the checks every scenario shares. */
+static void scenario(struct run *r, const char *name, const char *markers, const char *extra)
+{
+	run_scenario(r, name, markers, extra);
+	check_common(r, markers);
+}
+
+/* The finding of kind (and signal, unless NULL), which must be there. */
+static struct sp_json *must_find(struct run *r, const char *kind, const char *signal)
+{
+	struct sp_json *f = finding(r, kind, signal);
+	cr_assert_not_null(f, "no %s%s%s: %s", kind, signal ? " " : "", signal ? signal : "", r->ar.out);
+	return f;
+}
+
+/* Finding f covers the whole run: from the first iteration to the last. */
+static void expect_every_iteration(struct run *r, struct sp_json *f)
+{
+	double n = sp_json_num(r->an, "summary.iterations", 0);
+	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
+	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
+}
+
 static void input_bound(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "input-bound", markers, extra);
-	check_common(&r, markers);
-	struct sp_json *f = finding(&r, "small_file_storm", NULL);
-	cr_assert_not_null(f, "no small_file_storm: %s", r.ar.out);
+	scenario(&r, "input-bound", markers, extra);
+	struct sp_json *f = must_find(&r, "small_file_storm", NULL);
 	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
 	double n = sp_json_num(r.an, "summary.iterations", 0);
 	cr_expect(sp_json_num(f, "last_iteration", -1) >= n / 2, "the storm lasts while batches are read");
@@ -234,13 +255,9 @@ static void input_bound(const char *markers, const char *extra)
 static void pageable(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "pageable-h2d-bound", markers, extra);
-	check_common(&r, markers);
-	struct sp_json *f = finding(&r, "unpinned_copy", NULL);
-	cr_assert_not_null(f, "no unpinned_copy: %s", r.ar.out);
-	double n = sp_json_num(r.an, "summary.iterations", 0);
-	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
-	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
+	scenario(&r, "pageable-h2d-bound", markers, extra);
+	struct sp_json *f = must_find(&r, "unpinned_copy", NULL);
+	expect_every_iteration(&r, f);
 	cr_expect_geq(severity(f), 1, "async copies from pageable memory are at least a warning");
 	expect_trainer_site(f);
 	cr_expect_eq(sp_json_num(r.an, "iterations.3.pageable_copies", -1),
@@ -251,8 +268,7 @@ static void pageable(const char *markers, const char *extra)
 static void compute_bound(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "compute-bound", markers, extra);
-	check_common(&r, markers);
+	scenario(&r, "compute-bound", markers, extra);
 	cr_expect_str_eq(sp_json_str(r.an, "summary.bottleneck"), "compute");
 	run_free(&r);
 }
@@ -272,8 +288,7 @@ static void no_warning(struct run *r, const char *except)
 static void clean(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "clean", markers, extra);
-	check_common(&r, markers);
+	scenario(&r, "clean", markers, extra);
 	no_warning(&r, NULL);
 	run_free(&r);
 }
@@ -281,12 +296,10 @@ static void clean(const char *markers, const char *extra)
 static void fragmenting(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "fragmenting", markers, extra);
-	check_common(&r, markers);
+	scenario(&r, "fragmenting", markers, extra);
 	double it = sp_json_num(r.truth, "alloc_failures.0.iteration", -1);
 	cr_assert(it >= 0, "the trainer reported no allocation failure");
-	struct sp_json *a = finding(&r, "alloc_fragmentation", "failed_with_free_memory");
-	cr_assert_not_null(a, "no alloc_fragmentation (a): %s", r.ar.out);
+	struct sp_json *a = must_find(&r, "alloc_fragmentation", "failed_with_free_memory");
 	cr_expect_str_eq(sp_json_str(a, "severity"), "critical");
 	cr_expect_eq(sp_json_num(a, "first_iteration", -1), it);
 	cr_expect_eq(sp_json_num(a, "evidence.request_bytes", -1),
@@ -294,8 +307,7 @@ static void fragmenting(const char *markers, const char *extra)
 	cr_expect_eq(sp_json_num(a, "evidence.free_bytes_at_failure", -1),
 		     sp_json_num(r.truth, "alloc_failures.0.free", -2));
 	expect_trainer_site(a);
-	struct sp_json *b = finding(&r, "alloc_fragmentation", "allocator_flush");
-	cr_assert_not_null(b, "no alloc_fragmentation (b): %s", r.ar.out);
+	struct sp_json *b = must_find(&r, "alloc_fragmentation", "allocator_flush");
 	cr_expect_eq(sp_json_num(b, "first_iteration", -1), it);
 	run_free(&r);
 }
@@ -303,14 +315,10 @@ static void fragmenting(const char *markers, const char *extra)
 static void leaking(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "leaking", markers, extra);
-	check_common(&r, markers);
-	struct sp_json *f = finding(&r, "memory_growth", NULL);
-	cr_assert_not_null(f, "no memory_growth: %s", r.ar.out);
+	scenario(&r, "leaking", markers, extra);
+	struct sp_json *f = must_find(&r, "memory_growth", NULL);
 	cr_expect_str_eq(sp_json_str(f, "severity"), "critical");
-	double n = sp_json_num(r.an, "summary.iterations", 0);
-	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
-	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
+	expect_every_iteration(&r, f);
 	double slope = sp_json_num(f, "evidence.slope_bytes_per_iteration", 0);
 	double leak = sp_json_num(r.truth, "config.leak_bytes", 0);
 	cr_expect(fabs(slope - leak) <= 0.05 * leak, "slope %.0f bytes/iteration, the trainer leaks %.0f", slope, leak);
@@ -321,8 +329,7 @@ static void leaking(const char *markers, const char *extra)
 static void sync_heavy(const char *markers, const char *extra)
 {
 	struct run r;
-	run_scenario(&r, "sync-heavy", markers, extra);
-	check_common(&r, markers);
+	scenario(&r, "sync-heavy", markers, extra);
 	run_free(&r);
 }
 

@@ -155,6 +155,27 @@ static void sink_add(struct sink *s, const char *p, size_t n)
 	s->buf[s->len] = 0;
 }
 
+/* What is ready on *fd, into s; at its end or on an error, *fd is closed and set to -1. */
+static void sink_read(struct sink *s, int *fd, char *buf, size_t size)
+{
+	ssize_t r = read(*fd, buf, size);
+	if (r > 0)
+		sink_add(s, buf, (size_t)r);
+	else if (r == 0 || errno != EINTR) {
+		close(*fd);
+		*fd = -1;
+	}
+}
+
+/* fd (unless closed: -1) added to the n entries of pf, to poll for events: its index, or -1. */
+static int poll_add(struct pollfd *pf, int *n, int fd, short events)
+{
+	if (fd < 0)
+		return -1;
+	pf[*n] = (struct pollfd){.fd = fd, .events = events};
+	return (*n)++;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -210,38 +231,13 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 	while (fo >= 0 || fe >= 0 || !reaped) {
 		struct pollfd pf[3];
 		int n = 0;
-		int io = -1, ie = -1, ii = -1;
-		if (fo >= 0) {
-			pf[n] = (struct pollfd){.fd = fo, .events = POLLIN};
-			io = n++;
-		}
-		if (fe >= 0) {
-			pf[n] = (struct pollfd){.fd = fe, .events = POLLIN};
-			ie = n++;
-		}
-		if (fin >= 0) {
-			pf[n] = (struct pollfd){.fd = fin, .events = POLLOUT};
-			ii = n++;
-		}
+		int io = poll_add(pf, &n, fo, POLLIN), ie = poll_add(pf, &n, fe, POLLIN),
+		    ii = poll_add(pf, &n, fin, POLLOUT);
 		poll(pf, (nfds_t)n, 50);
-		if (io >= 0 && pf[io].revents) {
-			ssize_t r = read(fo, buf, sizeof(buf));
-			if (r > 0)
-				sink_add(&out, buf, (size_t)r);
-			else if (r == 0 || errno != EINTR) {
-				close(fo);
-				fo = -1;
-			}
-		}
-		if (ie >= 0 && pf[ie].revents) {
-			ssize_t r = read(fe, buf, sizeof(buf));
-			if (r > 0)
-				sink_add(&err, buf, (size_t)r);
-			else if (r == 0 || errno != EINTR) {
-				close(fe);
-				fe = -1;
-			}
-		}
+		if (io >= 0 && pf[io].revents)
+			sink_read(&out, &fo, buf, sizeof(buf));
+		if (ie >= 0 && pf[ie].revents)
+			sink_read(&err, &fe, buf, sizeof(buf));
 		if (ii >= 0 && pf[ii].revents) {
 			ssize_t w = write(fin, in + inoff, inlen - inoff);
 			if (w > 0)
@@ -552,6 +548,18 @@ static int parse_container(struct jp *s, struct sp_json *out, int obj)
 	}
 }
 
+/* The word (true, false, null) at s->p, into out as type with value num (out is zeroed); -1 when it is not there. */
+static int parse_literal(struct jp *s, struct sp_json *out, const char *word, enum sp_json_type type, double num)
+{
+	size_t len = strlen(word);
+	if (strncmp(s->p, word, len) != 0)
+		return -1;
+	out->type = type;
+	out->num = num;
+	s->p += len;
+	return 0;
+}
+
 static int parse_value(struct jp *s, struct sp_json *out)
 {
 	skip_ws(s);
@@ -571,27 +579,13 @@ static int parse_value(struct jp *s, struct sp_json *out)
 		rc = out->str ? 0 : -1;
 		break;
 	case 't':
-		if (strncmp(s->p, "true", 4) == 0) {
-			out->type = SPJ_BOOL;
-			out->num = 1;
-			s->p += 4;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "true", SPJ_BOOL, 1);
 		break;
 	case 'f':
-		if (strncmp(s->p, "false", 5) == 0) {
-			out->type = SPJ_BOOL;
-			out->num = 0;
-			s->p += 5;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "false", SPJ_BOOL, 0);
 		break;
 	case 'n':
-		if (strncmp(s->p, "null", 4) == 0) {
-			out->type = SPJ_NULL;
-			s->p += 4;
-			rc = 0;
-		}
+		rc = parse_literal(s, out, "null", SPJ_NULL, 0);
 		break;
 	default:
 		rc = parse_number(s, out);

@@ -103,6 +103,20 @@ static void sim_sync(struct sim *s)
 	s->t = e;
 }
 
+/* An iteration's start as most findings' tests make it: a step mark, then dur of input wait. */
+static void sim_step(struct sim *s, uint64_t dur)
+{
+	add(s, SP_K_STEP, SP_API_stepprof_step, s->t, s->t);
+	sim_input(s, dur);
+}
+
+/* An iteration's end: one kernel of dur, then the sync that waits for it. */
+static void sim_compute(struct sim *s, uint64_t dur)
+{
+	sim_kernel(s, s->kname, dur);
+	sim_sync(s);
+}
+
 /*
  * The reference iteration (no jitter): input 4000, host 1000, H2D 2 MiB pinned
  * (GPU 2000), 4 kernels of 1000, D2H 4 KiB (GPU 100), sync. Timeline from its
@@ -140,6 +154,13 @@ static void run(struct sim *s, const struct an_options *o, struct an_analysis *a
 	an_memsrc_sort(&s->m);
 	an_memsrc_source(&s->m, &src);
 	cr_assert_eq(an_analyze(&src, o, a, err, sizeof(err)), 0, "%s", err);
+}
+
+/* run(), then the simulator is freed: how a scenario that needs nothing more of it ends. */
+static void run_free(struct sim *s, const struct an_options *o, struct an_analysis *a)
+{
+	run(s, o, a);
+	an_memsrc_free(&s->m);
 }
 
 /* Analyze with options o (NULL: the defaults): the iterations' source and their count. */
@@ -427,8 +448,7 @@ static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size
 			worker_read_file(&s, path, 5, size, t, t + 2 * US, t + 4 * US, t + 5 * US);
 		sim_iteration(&s, 2);
 	}
-	run(&s, NULL, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, a);
 }
 
 Test(findings, small_file_storm_fires_at_100_metadata_ops)
@@ -499,15 +519,13 @@ static void storm_share_run(struct an_analysis *a, uint64_t wait_us, uint64_t ke
 			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
 		}
 		sim_input(&s, wait_us * US);
-		sim_kernel(&s, s.kname, kernel_us * US);
-		sim_sync(&s);
+		sim_compute(&s, kernel_us * US);
 	}
 	struct an_options o;
 	an_options_init(&o);
 	o.threshold[AN_T_SFS_WARN] = warn;
 	o.threshold[AN_T_SFS_CRIT] = crit;
-	run(&s, &o, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, &o, a);
 }
 
 static int storm_severity(uint64_t wait_us, uint64_t kernel_us, double warn, double crit)
@@ -553,8 +571,7 @@ Test(findings, worker_reads_between_nvtx_ranges_count_in_the_next_iteration)
 		sim_iteration(&s, 1);
 	}
 	struct an_analysis a;
-	run(&s, NULL, &a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, &a);
 	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
 	cr_assert_eq(a.nit, 12);
 	for (size_t i = 0; i < a.nit; i++) {
@@ -570,14 +587,11 @@ static void copy_run(struct an_analysis *a, int pageable_iter)
 	struct sim s;
 	sim_init(&s);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		sim_copy(&s, SP_DIR_H2D, 32 << 20, 16000 * US, i == pageable_iter);
-		sim_kernel(&s, s.kname, 4000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 4000 * US);
 	}
-	run(&s, NULL, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, a);
 }
 
 Test(findings, unpinned_copy_fires_on_one_pageable_async_copy)
@@ -622,17 +636,14 @@ static int upc_severity(unsigned api, int from, int to, uint64_t copy_us)
 	struct sim s;
 	sim_init(&s);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		int pageable = i >= from && i <= to;
 		sim_copy(&s, SP_DIR_H2D, 32 << 20, copy_us * US, pageable);
 		s.m.ev[s.m.n - 2].api = api; /* the COPY record just added, before its GPU span */
-		sim_kernel(&s, s.kname, 4000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 4000 * US);
 	}
 	struct an_analysis a;
-	run(&s, NULL, &a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, &a);
 	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
 	cr_assert_not_null(f);
 	cr_expect_eq(f->first_iteration, from);
@@ -666,8 +677,7 @@ Test(findings, unpinned_copy_time_is_the_copy_not_the_wait_before_it)
 	struct sim s;
 	sim_init(&s);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		sim_kernel(&s, s.kname, 4000 * US);
 		sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
 		s.m.ev[s.m.n - 2].api = SP_API_cudaMemcpy;
@@ -675,8 +685,7 @@ Test(findings, unpinned_copy_time_is_the_copy_not_the_wait_before_it)
 		sim_sync(&s);
 	}
 	struct an_analysis a;
-	run(&s, NULL, &a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, &a);
 	cr_assert_eq(a.nit, 12);
 	for (size_t i = 0; i < a.nit; i++) {
 		cr_expect_eq(a.it[i].pageable_copies, 1);
@@ -717,8 +726,7 @@ static void frag_run(struct an_analysis *a, uint64_t request, uint64_t free_at_f
 	for (int k = 0; k < 16; k++)
 		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		if (i == 6) {
 			struct sp_event *e = add(&s, SP_K_ALLOC_FAILED, SP_API_cudaMalloc, s.t, s.t + US);
 			e->f[SP_F_BYTES] = request;
@@ -734,11 +742,9 @@ static void frag_run(struct an_analysis *a, uint64_t request, uint64_t free_at_f
 				alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
 		}
 		sim_copy(&s, SP_DIR_H2D, 1 << 20, 500 * US, 0);
-		sim_kernel(&s, s.kname, 2000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 2000 * US);
 	}
-	run(&s, NULL, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, a);
 }
 
 Test(findings, alloc_fragmentation_failure_with_free_memory_is_critical)
@@ -790,19 +796,16 @@ static const struct an_result_finding *flush_run(struct an_analysis *a, int segm
 	for (int k = 0; k < segments; k++)
 		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		if (i == 6) {
 			for (int k = 0; k < 8; k++)
 				alloc_ev(&s, SP_K_FREE, 0x1000 + (uint64_t)k, 24 * MiB, &live);
 			for (int k = 0; k < 8; k++)
 				alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
 		}
-		sim_kernel(&s, s.kname, 2000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 2000 * US);
 	}
-	run(&s, NULL, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, a);
 	return find(a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush");
 }
 
@@ -827,8 +830,7 @@ static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
 	uint64_t live = 0;
 	alloc_ev(&s, SP_K_ALLOC, 0x10, 64 * MiB, &live);
 	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		if (i == 5) {
 			uint64_t left = extra, b[8];
 			for (int k = 0; k < sizes; k++) {
@@ -839,11 +841,9 @@ static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
 			for (int k = 0; k < sizes; k++)
 				alloc_ev(&s, SP_K_FREE, 0x100 + (uint64_t)k, b[k], &live);
 		}
-		sim_kernel(&s, s.kname, 2000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 2000 * US);
 	}
-	run(&s, NULL, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, NULL, a);
 }
 
 Test(findings, fragmentation_peak_fires_at_1_5x_with_churn)
@@ -915,8 +915,7 @@ static void growth_run(struct an_analysis *a, const struct an_options *o, int it
 	alloc_ev(&s, SP_K_ALLOC, 0x10, base, &live);
 	uint32_t site = an_memsrc_string(&s.m, "trainer!leak+0x10");
 	for (int i = 0; i < iters; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		sim_input(&s, 1000 * US);
+		sim_step(&s, 1000 * US);
 		live += leak;
 		struct sp_event *e = add(&s, SP_K_ALLOC, SP_API_cudaMalloc, s.t, s.t + US);
 		e->f[SP_F_DPTR] = 0x1000 + (uint64_t)i;
@@ -928,11 +927,9 @@ static void growth_run(struct an_analysis *a, const struct an_options *o, int it
 			alloc_ev(&s, SP_K_ALLOC, 0x100000 + (uint64_t)i, wobble, &live);
 			alloc_ev(&s, SP_K_FREE, 0x100000 + (uint64_t)i, wobble, &live);
 		}
-		sim_kernel(&s, s.kname, 2000 * US);
-		sim_sync(&s);
+		sim_compute(&s, 2000 * US);
 	}
-	run(&s, o, a);
-	an_memsrc_free(&s.m);
+	run_free(&s, o, a);
 }
 
 static void leak_run(struct an_analysis *a, int iters, uint64_t leak, uint64_t capacity)
