@@ -673,18 +673,25 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 	return CUDA_SUCCESS;
 }
 
+/* Synchronising or querying a capturing stream is refused and invalidates the
+ * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
+static CUresult refuse_capture_locked(struct CUstream_st *s)
+{
+	if (!s->cgraph)
+		return CUDA_SUCCESS;
+	s->corigin->cinvalid = s->cinvalid = 1;
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 static CUresult stream_sync(CUstream h, int pt)
 {
-	CUresult r = CUDA_SUCCESS;
+	CUresult r;
 	RESOLVE(h, pt, s);
 
 	pthread_mutex_lock(&sim_lock);
-	if (s->cgraph) {
-		s->corigin->cinvalid = s->cinvalid = 1;
-		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	} else {
+	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
 		wait_seq_locked(s, s->submitted);
-	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }
@@ -705,12 +712,9 @@ static CUresult stream_query(CUstream h, int pt)
 	RESOLVE(h, pt, s);
 
 	pthread_mutex_lock(&sim_lock);
-	if (s->cgraph) {
-		s->corigin->cinvalid = s->cinvalid = 1;
-		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	} else {
+	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
 		r = s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }
@@ -1165,28 +1169,20 @@ static struct span lin(const void *p)
 
 /* Linear copies: name(+_ptds) synchronous, name(+_ptsz) asynchronous; need: which
  * sides must be device memory (1 dst, 2 src). */
-#define COPY_SYNC(name, ptname, params, dst, src, n, need)                                                             \
-	CUresult name params                                                                                           \
-	{                                                                                                              \
-		RESOLVE(NULL, 0, s);                                                                                   \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
-	}                                                                                                              \
-	CUresult ptname params                                                                                         \
-	{                                                                                                              \
-		RESOLVE(NULL, 1, s);                                                                                   \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
-	}
-#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                         \
+#define COPY_LINEAR(name, ptname, params, dst, src, n, h, sync, need)                                                  \
 	CUresult name params                                                                                           \
 	{                                                                                                              \
 		RESOLVE(h, 0, s);                                                                                      \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
+		return copy(s, lin(dst), lin(src), n, 1, 1, sync, need);                                               \
 	}                                                                                                              \
 	CUresult ptname params                                                                                         \
 	{                                                                                                              \
 		RESOLVE(h, 1, s);                                                                                      \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
+		return copy(s, lin(dst), lin(src), n, 1, 1, sync, need);                                               \
 	}
+#define COPY_SYNC(name, ptname, params, dst, src, n, need) COPY_LINEAR(name, ptname, params, dst, src, n, NULL, 1, need)
+#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                         \
+	COPY_LINEAR(name, ptname, params, dst, src, n, h, 0, need)
 
 COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *h, size_t n), PTR(d), h, n, 1)
 COPY_SYNC(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds, (void *h, CUdeviceptr d, size_t n), h, PTR(d), n, 2)
@@ -1951,7 +1947,17 @@ CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 }
 
 /* Manually built graphs run their nodes in the order they were added, which is
- * always a valid order since a node's dependencies must exist before it. */
+ * always a valid order since a node's dependencies must exist before it. op is
+ * NULL when it could not be allocated. */
+static CUresult graph_add(CUgraph g, struct op *op, CUgraphNode *node)
+{
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	graph_append(g, op);
+	*node = (CUgraphNode)op;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				 size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -1969,24 +1975,15 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const
 		free(op);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }
 
 CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 			     size_t numDependencies)
 {
-	struct op *op;
-
 	if (!phGraphNode || !hGraph)
 		return CUDA_ERROR_INVALID_VALUE;
-	op = op_new(OP_NOP);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op_new(OP_NOP), phGraphNode);
 }
 
 CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -2001,9 +1998,7 @@ CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgr
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	op->u.host.fn = p->fn;
 	op->u.host.ud = p->userData;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }
 
 /* A deep copy of a graph's node, so an executable graph outlives its graph. */
@@ -2412,13 +2407,7 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((r = spans3d(c, &d, &s_)) || (r = copy_op(d, s_, c->WidthInBytes, c->Height, c->Depth, 0, 0, &op, &hs)))
 		return r;
-	if (!op)
-		op = op_new(OP_NOP);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op ? op : op_new(OP_NOP), phGraphNode);
 }
 
 CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -2438,7 +2427,5 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 	op->u.set.height = p->height;
 	op->u.set.elem = p->elementSize;
 	op->u.set.value = p->value;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }
