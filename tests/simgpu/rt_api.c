@@ -24,6 +24,25 @@
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/*
+ * A runtime call that is one driver call, and its per-thread twin name_pt (pt:
+ * ptds or ptsz), which calls the pointer requested with the per-thread flag at
+ * version ptver (typed like the plain one). params and args are the parenthesised
+ * parameter and driver argument lists.
+ * NOTE: a macro, as C has no other way to give one body two names.
+ */
+#define RT_CALL_PT(name, pt, params, drv, ver, ptver, args)                                                            \
+	cudaError_t name params                                                                                        \
+	{                                                                                                              \
+		ENTER();                                                                                               \
+		return simrt_ret(DRV(drv, ver) args);                                                                  \
+	}                                                                                                              \
+	cudaError_t name##_##pt params                                                                                 \
+	{                                                                                                              \
+		ENTER();                                                                                               \
+		return simrt_ret(DRVP(drv, ptver, ver) args);                                                          \
+	}
+
 /* ---------------------------------------------------------------- 1. device memory */
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -135,17 +154,8 @@ cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t 
 	return simrt_ret(r);
 }
 
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemFreeAsync, 11020)(DP(devPtr), hStream));
-}
-
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemFreeAsync, 11020, 11020)(DP(devPtr), hStream));
-}
+RT_CALL_PT(cudaFreeAsync, ptsz, (void *devPtr, cudaStream_t hStream), cuMemFreeAsync, 11020, 11020,
+	   (DP(devPtr), hStream))
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
@@ -520,55 +530,18 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int s
 
 /* ---------------------------------------------------------------- 4. memsets */
 
-cudaError_t cudaMemset(void *devPtr, int value, size_t count)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD8, 3020)(DP(devPtr), (unsigned char)value, count));
-}
+RT_CALL_PT(cudaMemset, ptds, (void *devPtr, int value, size_t count), cuMemsetD8, 3020, 7000,
+	   (DP(devPtr), (unsigned char)value, count))
 
-cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD8, 7000, 3020)(DP(devPtr), (unsigned char)value, count));
-}
+RT_CALL_PT(cudaMemsetAsync, ptsz, (void *devPtr, int value, size_t count, cudaStream_t stream), cuMemsetD8Async, 3020,
+	   7000, (DP(devPtr), (unsigned char)value, count, stream))
 
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD8Async, 3020)(DP(devPtr), (unsigned char)value, count, stream));
-}
+RT_CALL_PT(cudaMemset2D, ptds, (void *devPtr, size_t pitch, int value, size_t width, size_t height), cuMemsetD2D8, 3020,
+	   7000, (DP(devPtr), pitch, (unsigned char)value, width, height))
 
-cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD8Async, 7000, 3020)(DP(devPtr), (unsigned char)value, count, stream));
-}
-
-cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD2D8, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
-}
-
-cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width, size_t height)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD2D8, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
-}
-
-cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD2D8Async, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
-}
-
-cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width, size_t height,
-				   cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(
-	    DRVP(cuMemsetD2D8Async, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
-}
+RT_CALL_PT(cudaMemset2DAsync, ptsz,
+	   (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream), cuMemsetD2D8Async,
+	   3020, 7000, (DP(devPtr), pitch, (unsigned char)value, width, height, stream))
 
 /* ---------------------------------------------------------------- 5. streams */
 
@@ -596,17 +569,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	return simrt_ret(DRV(cuStreamDestroy, 4000)(stream));
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamSynchronize, 2000)(stream));
-}
-
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamSynchronize, 7000, 2000)(stream));
-}
+RT_CALL_PT(cudaStreamSynchronize, ptsz, (cudaStream_t stream), cuStreamSynchronize, 2000, 7000, (stream))
 
 /* cudaErrorNotReady is an answer, not an error: it does not become the last error. */
 cudaError_t cudaStreamQuery(cudaStream_t stream)
@@ -627,93 +590,28 @@ cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamWaitEvent, 3020)(stream, event, flags));
-}
+RT_CALL_PT(cudaStreamWaitEvent, ptsz, (cudaStream_t stream, cudaEvent_t event, unsigned int flags), cuStreamWaitEvent,
+	   3020, 7000, (stream, event, flags))
 
-cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamWaitEvent, 7000, 3020)(stream, event, flags));
-}
+/* Same ABI: (stream, status, userData) with enum statuses of equal values. */
+RT_CALL_PT(cudaStreamAddCallback, ptsz,
+	   (cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags),
+	   cuStreamAddCallback, 5000, 7000, (stream, (CUstreamCallback)(void *)callback, userData, flags))
 
-cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
-				  unsigned int flags)
-{
-	ENTER();
-	/* Same ABI: (stream, status, userData) with enum statuses of equal values. */
-	return simrt_ret(DRV(cuStreamAddCallback, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
-}
+RT_CALL_PT(cudaLaunchHostFunc, ptsz, (cudaStream_t stream, cudaHostFn_t fn, void *userData), cuLaunchHostFunc, 10000,
+	   10000, (stream, fn, userData))
 
-cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
-				       unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(
-	    DRVP(cuStreamAddCallback, 7000, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
-}
+RT_CALL_PT(cudaStreamGetFlags, ptsz, (cudaStream_t hStream, unsigned int *flags), cuStreamGetFlags, 5050, 7000,
+	   (hStream, flags))
 
-cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
-{
-	ENTER();
-	return simrt_ret(DRV(cuLaunchHostFunc, 10000)(stream, fn, userData));
-}
+RT_CALL_PT(cudaStreamGetPriority, ptsz, (cudaStream_t hStream, int *priority), cuStreamGetPriority, 5050, 7000,
+	   (hStream, priority))
 
-cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuLaunchHostFunc, 10000, 10000)(stream, fn, userData));
-}
+RT_CALL_PT(cudaStreamGetId, ptsz, (cudaStream_t hStream, unsigned long long *streamId), cuStreamGetId, 12000, 12000,
+	   (hStream, streamId))
 
-cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetFlags, 5050)(hStream, flags));
-}
-
-cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetFlags, 7000, 5050)(hStream, flags));
-}
-
-cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetPriority, 5050)(hStream, priority));
-}
-
-cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetPriority, 7000, 5050)(hStream, priority));
-}
-
-cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetId, 12000)(hStream, streamId));
-}
-
-cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetId, 12000, 12000)(hStream, streamId));
-}
-
-cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetDevice, 12080)(hStream, device));
-}
-
-cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetDevice, 12080, 12080)(hStream, device));
-}
+RT_CALL_PT(cudaStreamGetDevice, ptsz, (cudaStream_t hStream, int *device), cuStreamGetDevice, 12080, 12080,
+	   (hStream, device))
 
 /* ---------------------------------------------------------------- 6. events */
 
@@ -735,29 +633,10 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 	return simrt_ret(DRV(cuEventDestroy, 4000)(event));
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuEventRecord, 2000)(event, stream));
-}
+RT_CALL_PT(cudaEventRecord, ptsz, (cudaEvent_t event, cudaStream_t stream), cuEventRecord, 2000, 7000, (event, stream))
 
-cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuEventRecord, 7000, 2000)(event, stream));
-}
-
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuEventRecordWithFlags, 11010)(event, stream, flags));
-}
-
-cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuEventRecordWithFlags, 11010, 11010)(event, stream, flags));
-}
+RT_CALL_PT(cudaEventRecordWithFlags, ptsz, (cudaEvent_t event, cudaStream_t stream, unsigned int flags),
+	   cuEventRecordWithFlags, 11010, 11010, (event, stream, flags))
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
@@ -876,63 +755,22 @@ cudaError_t cudaFuncGetName(const char **name, const void *func)
 
 /* ---------------------------------------------------------------- 8. capture and graphs */
 
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamBeginCapture, 10010)(stream, (CUstreamCaptureMode)mode));
-}
+RT_CALL_PT(cudaStreamBeginCapture, ptsz, (cudaStream_t stream, enum cudaStreamCaptureMode mode), cuStreamBeginCapture,
+	   10010, 10010, (stream, (CUstreamCaptureMode)mode))
 
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamBeginCapture, 10010, 10010)(stream, (CUstreamCaptureMode)mode));
-}
+RT_CALL_PT(cudaStreamEndCapture, ptsz, (cudaStream_t stream, cudaGraph_t *pGraph), cuStreamEndCapture, 10000, 10000,
+	   (stream, pGraph))
 
-cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamEndCapture, 10000)(stream, pGraph));
-}
+RT_CALL_PT(cudaStreamIsCapturing, ptsz, (cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus),
+	   cuStreamIsCapturing, 10000, 10000, (stream, (CUstreamCaptureStatus *)pCaptureStatus))
 
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamEndCapture, 10000, 10000)(stream, pGraph));
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamIsCapturing, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
-}
-
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamIsCapturing, 10000, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
-}
-
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
-				     unsigned long long *id_out, cudaGraph_t *graph_out,
-				     const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
-				     size_t *numDependencies_out)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetCaptureInfo,
-			     12030)(stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out,
-				    dependencies_out, (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
-}
-
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
-					  unsigned long long *id_out, cudaGraph_t *graph_out,
-					  const cudaGraphNode_t **dependencies_out,
-					  const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetCaptureInfo, 12030, 12030)(
-	    stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
-	    (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
-}
+RT_CALL_PT(cudaStreamGetCaptureInfo, ptsz,
+	   (cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
+	    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
+	    size_t *numDependencies_out),
+	   cuStreamGetCaptureInfo, 12030, 12030,
+	   (stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
+	    (const CUgraphEdgeData **)edgeData_out, numDependencies_out))
 
 cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
 {
@@ -964,29 +802,11 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	return simrt_ret(DRV(cuGraphExecDestroy, 10000)(graphExec));
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuGraphLaunch, 10000)(graphExec, stream));
-}
+RT_CALL_PT(cudaGraphLaunch, ptsz, (cudaGraphExec_t graphExec, cudaStream_t stream), cuGraphLaunch, 10000, 10000,
+	   (graphExec, stream))
 
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuGraphLaunch, 10000, 10000)(graphExec, stream));
-}
-
-cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuGraphUpload, 11010)(graphExec, stream));
-}
-
-cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuGraphUpload, 11010, 11010)(graphExec, stream));
-}
+RT_CALL_PT(cudaGraphUpload, ptsz, (cudaGraphExec_t graphExec, cudaStream_t stream), cuGraphUpload, 11010, 11010,
+	   (graphExec, stream))
 
 /* ---------------------------------------------------------------- 9. symbols */
 
@@ -1128,17 +948,8 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 	return simrt_ret(DRV(cuThreadExchangeStreamCaptureMode, 10010)((CUstreamCaptureMode *)mode));
 }
 
-cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamAttachMemAsync, 6000)(stream, DP(devPtr), length, flags));
-}
-
-cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamAttachMemAsync, 7000, 6000)(stream, DP(devPtr), length, flags));
-}
+RT_CALL_PT(cudaStreamAttachMemAsync, ptsz, (cudaStream_t stream, void *devPtr, size_t length, unsigned int flags),
+	   cuStreamAttachMemAsync, 6000, 7000, (stream, DP(devPtr), length, flags))
 
 /* cudaMemLocation and CUmemLocation have the same layout. */
 cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
