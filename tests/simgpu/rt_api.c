@@ -45,10 +45,16 @@
 
 /* ---------------------------------------------------------------- 1. device memory */
 
+/* Hands the driver's allocation to the caller: *p, or NULL when it failed. */
+static cudaError_t give_ptr(void **out, const CUdeviceptr *p, CUresult r)
+{
+	*out = r == CUDA_SUCCESS ? (void *)(uintptr_t)*p : NULL;
+	return simrt_ret(r);
+}
+
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
@@ -57,35 +63,27 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 		*devPtr = NULL;
 		return cudaSuccess;
 	}
-	r = DRV(cuMemAlloc, 3020)(&p, size);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAlloc, 3020)(&p, size));
 }
 
 cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocPitch, 3020)(&p, pitch, width, height, 4);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocPitch, 3020)(&p, pitch, width, height, 4));
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL));
 }
 
 cudaError_t cudaFree(void *devPtr)
@@ -105,53 +103,41 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocAsync, 11020)(&p, size, hStream);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocAsync, 11020)(&p, size, hStream));
 }
 
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRVP(cuMemAllocAsync, 11020, 11020)(&p, size, hStream);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRVP(cuMemAllocAsync, 11020, 11020)(&p, size, hStream));
 }
 
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!ptr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocFromPoolAsync, 11020)(&p, size, memPool, stream);
-	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(ptr, &p, DRV(cuMemAllocFromPoolAsync, 11020)(&p, size, memPool, stream));
 }
 
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!ptr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRVP(cuMemAllocFromPoolAsync, 11020, 11020)(&p, size, memPool, stream);
-	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(ptr, &p, DRVP(cuMemAllocFromPoolAsync, 11020, 11020)(&p, size, memPool, stream));
 }
 
 RT_CALL_PT(cudaFreeAsync, ptsz, (void *devPtr, cudaStream_t hStream), cuMemFreeAsync, 11020, 11020,
@@ -572,22 +558,21 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 RT_CALL_PT(cudaStreamSynchronize, ptsz, (cudaStream_t stream), cuStreamSynchronize, 2000, 7000, (stream))
 
 /* cudaErrorNotReady is an answer, not an error: it does not become the last error. */
+static cudaError_t query_ret(CUresult r)
+{
+	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRV(cuStreamQuery, 2000)(stream);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRV(cuStreamQuery, 2000)(stream));
 }
 
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRVP(cuStreamQuery, 7000, 2000)(stream);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRVP(cuStreamQuery, 7000, 2000)(stream));
 }
 
 RT_CALL_PT(cudaStreamWaitEvent, ptsz, (cudaStream_t stream, cudaEvent_t event, unsigned int flags), cuStreamWaitEvent,
@@ -640,11 +625,8 @@ RT_CALL_PT(cudaEventRecordWithFlags, ptsz, (cudaEvent_t event, cudaStream_t stre
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRV(cuEventQuery, 2000)(event);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRV(cuEventQuery, 2000)(event));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
@@ -952,34 +934,23 @@ RT_CALL_PT(cudaStreamAttachMemAsync, ptsz, (cudaStream_t stream, void *devPtr, s
 	   cuStreamAttachMemAsync, 6000, 7000, (stream, DP(devPtr), length, flags))
 
 /* cudaMemLocation and CUmemLocation have the same layout. */
-cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
-				 unsigned int flags, cudaStream_t stream)
+static CUmemLocation mem_location(struct cudaMemLocation location)
 {
 	CUmemLocation l;
 
-	ENTER();
 	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRV(cuMemPrefetchAsync, 12020)(DP(devPtr), count, l, flags, stream));
+	return l;
 }
 
-cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
-				      unsigned int flags, cudaStream_t stream)
-{
-	CUmemLocation l;
-
-	ENTER();
-	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRVP(cuMemPrefetchAsync, 12020, 12020)(DP(devPtr), count, l, flags, stream));
-}
+RT_CALL_PT(cudaMemPrefetchAsync, ptsz,
+	   (const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream),
+	   cuMemPrefetchAsync, 12020, 12020, (DP(devPtr), count, mem_location(location), flags, stream))
 
 cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
 			  struct cudaMemLocation location)
 {
-	CUmemLocation l;
-
 	ENTER();
-	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, l));
+	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, mem_location(location)));
 }
 
 cudaError_t cudaProfilerStart(void)
