@@ -673,18 +673,25 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 	return CUDA_SUCCESS;
 }
 
+/* Synchronising or querying a capturing stream is refused and invalidates the
+ * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
+static CUresult refuse_capture_locked(struct CUstream_st *s)
+{
+	if (!s->cgraph)
+		return CUDA_SUCCESS;
+	s->corigin->cinvalid = s->cinvalid = 1;
+	return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
 static CUresult stream_sync(CUstream h, int pt)
 {
-	CUresult r = CUDA_SUCCESS;
+	CUresult r;
 	RESOLVE(h, pt, s);
 
 	pthread_mutex_lock(&sim_lock);
-	if (s->cgraph) {
-		s->corigin->cinvalid = s->cinvalid = 1;
-		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	} else {
+	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
 		wait_seq_locked(s, s->submitted);
-	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }
@@ -705,12 +712,9 @@ static CUresult stream_query(CUstream h, int pt)
 	RESOLVE(h, pt, s);
 
 	pthread_mutex_lock(&sim_lock);
-	if (s->cgraph) {
-		s->corigin->cinvalid = s->cinvalid = 1;
-		r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-	} else {
+	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
 		r = s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
-	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }
@@ -902,7 +906,18 @@ static CUresult memop(CUstream h, CUdeviceptr addr, uint64_t value, int is64, un
 	return enqueue(s, op, 0);
 }
 
+/* Each stream memory operation under its CUDA 13 name (_v2) and its older one,
+ * which the CUDA 13 runtime still requests (cudart_entry_points.txt asks for the
+ * 8000 versions). */
 #define MEMOP(name, type, is64, wait)                                                                                  \
+	CUresult name(CUstream s, CUdeviceptr a, type v, unsigned int f)                                               \
+	{                                                                                                              \
+		return memop(s, a, v, is64, f, wait, 0);                                                               \
+	}                                                                                                              \
+	CUresult name##_ptsz(CUstream s, CUdeviceptr a, type v, unsigned int f)                                        \
+	{                                                                                                              \
+		return memop(s, a, v, is64, f, wait, 1);                                                               \
+	}                                                                                                              \
 	CUresult name##_v2(CUstream s, CUdeviceptr a, type v, unsigned int f)                                          \
 	{                                                                                                              \
 		return memop(s, a, v, is64, f, wait, 0);                                                               \
@@ -1154,28 +1169,20 @@ static struct span lin(const void *p)
 
 /* Linear copies: name(+_ptds) synchronous, name(+_ptsz) asynchronous; need: which
  * sides must be device memory (1 dst, 2 src). */
-#define COPY_SYNC(name, ptname, params, dst, src, n, need)                                                             \
-	CUresult name params                                                                                           \
-	{                                                                                                              \
-		RESOLVE(NULL, 0, s);                                                                                   \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
-	}                                                                                                              \
-	CUresult ptname params                                                                                         \
-	{                                                                                                              \
-		RESOLVE(NULL, 1, s);                                                                                   \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 1, need);                                                  \
-	}
-#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                         \
+#define COPY_LINEAR(name, ptname, params, dst, src, n, h, sync, need)                                                  \
 	CUresult name params                                                                                           \
 	{                                                                                                              \
 		RESOLVE(h, 0, s);                                                                                      \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
+		return copy(s, lin(dst), lin(src), n, 1, 1, sync, need);                                               \
 	}                                                                                                              \
 	CUresult ptname params                                                                                         \
 	{                                                                                                              \
 		RESOLVE(h, 1, s);                                                                                      \
-		return copy(s, lin(dst), lin(src), n, 1, 1, 0, need);                                                  \
+		return copy(s, lin(dst), lin(src), n, 1, 1, sync, need);                                               \
 	}
+#define COPY_SYNC(name, ptname, params, dst, src, n, need) COPY_LINEAR(name, ptname, params, dst, src, n, NULL, 1, need)
+#define COPY_ASYNC(name, ptname, params, dst, src, n, h, need)                                                         \
+	COPY_LINEAR(name, ptname, params, dst, src, n, h, 0, need)
 
 COPY_SYNC(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2_ptds, (CUdeviceptr d, const void *h, size_t n), PTR(d), h, n, 1)
 COPY_SYNC(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2_ptds, (void *h, CUdeviceptr d, size_t n), h, PTR(d), n, 2)
@@ -1227,14 +1234,27 @@ static CUresult copy2d(const CUDA_MEMCPY2D *c, CUstream h, int pt, int sync)
 	return copy(s, d, s_, c->WidthInBytes, c->Height, 1, sync, 0);
 }
 
-CUresult cuMemcpy2D_v2(const CUDA_MEMCPY2D *c)
-{
-	return copy2d(c, NULL, 0, 1);
-}
-CUresult cuMemcpy2D_v2_ptds(const CUDA_MEMCPY2D *c)
-{
-	return copy2d(c, NULL, 1, 1);
-}
+/* The four entry points of a copy described by a struct: synchronous (and its
+ * _ptds flavour) and asynchronous (and its _ptsz flavour). */
+#define COPY_ENTRIES(fn, type, name, ptname, aname, aptname)                                                           \
+	CUresult name(const type *c)                                                                                   \
+	{                                                                                                              \
+		return fn(c, NULL, 0, 1);                                                                              \
+	}                                                                                                              \
+	CUresult ptname(const type *c)                                                                                 \
+	{                                                                                                              \
+		return fn(c, NULL, 1, 1);                                                                              \
+	}                                                                                                              \
+	CUresult aname(const type *c, CUstream h)                                                                      \
+	{                                                                                                              \
+		return fn(c, h, 0, 0);                                                                                 \
+	}                                                                                                              \
+	CUresult aptname(const type *c, CUstream h)                                                                    \
+	{                                                                                                              \
+		return fn(c, h, 1, 0);                                                                                 \
+	}
+
+COPY_ENTRIES(copy2d, CUDA_MEMCPY2D, cuMemcpy2D_v2, cuMemcpy2D_v2_ptds, cuMemcpy2DAsync_v2, cuMemcpy2DAsync_v2_ptsz)
 CUresult cuMemcpy2DUnaligned_v2(const CUDA_MEMCPY2D *c)
 {
 	return copy2d(c, NULL, 0, 1);
@@ -1243,89 +1263,42 @@ CUresult cuMemcpy2DUnaligned_v2_ptds(const CUDA_MEMCPY2D *c)
 {
 	return copy2d(c, NULL, 1, 1);
 }
-CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D *c, CUstream h)
-{
-	return copy2d(c, h, 0, 0);
-}
-CUresult cuMemcpy2DAsync_v2_ptsz(const CUDA_MEMCPY2D *c, CUstream h)
-{
-	return copy2d(c, h, 1, 0);
-}
 
-static CUresult spans3d(const CUDA_MEMCPY3D *c, struct span *d, struct span *s_)
-{
-	CUresult r;
+/*
+ * CUDA_MEMCPY3D and CUDA_MEMCPY3D_PEER name their fields alike, and a peer copy's
+ * contexts change nothing under unified addressing: one body serves both.
+ * NOTE: a macro, as C has no other way to write one body for two struct types.
+ */
+#define COPY3D(type, spans, copy3)                                                                                     \
+	static CUresult spans(const type *c, struct span *d, struct span *s_)                                          \
+	{                                                                                                              \
+		CUresult r;                                                                                            \
+                                                                                                                       \
+		if (!c)                                                                                                \
+			return CUDA_ERROR_INVALID_VALUE;                                                               \
+		if ((r = span2d(d, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch,               \
+				c->dstXInBytes, c->dstY, c->dstHeight, c->dstZ)) ||                                    \
+		    (r = span2d(s_, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch,              \
+				c->srcXInBytes, c->srcY, c->srcHeight, c->srcZ)))                                      \
+			return r;                                                                                      \
+		return CUDA_SUCCESS;                                                                                   \
+	}                                                                                                              \
+	static CUresult copy3(const type *c, CUstream h, int pt, int sync)                                             \
+	{                                                                                                              \
+		struct span d, s_;                                                                                     \
+		CUresult r;                                                                                            \
+		RESOLVE(h, pt, s);                                                                                     \
+                                                                                                                       \
+		if ((r = spans(c, &d, &s_)))                                                                           \
+			return r;                                                                                      \
+		return copy(s, d, s_, c->WidthInBytes, c->Height, c->Depth, sync, 0);                                  \
+	}
 
-	if (!c)
-		return CUDA_ERROR_INVALID_VALUE;
-	if ((r = span2d(d, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstXInBytes,
-			c->dstY, c->dstHeight, c->dstZ)) ||
-	    (r = span2d(s_, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcXInBytes,
-			c->srcY, c->srcHeight, c->srcZ)))
-		return r;
-	return CUDA_SUCCESS;
-}
-
-static CUresult copy3d(const CUDA_MEMCPY3D *c, CUstream h, int pt, int sync)
-{
-	struct span d, s_;
-	CUresult r;
-	RESOLVE(h, pt, s);
-
-	if ((r = spans3d(c, &d, &s_)))
-		return r;
-	return copy(s, d, s_, c->WidthInBytes, c->Height, c->Depth, sync, 0);
-}
-
-CUresult cuMemcpy3D_v2(const CUDA_MEMCPY3D *c)
-{
-	return copy3d(c, NULL, 0, 1);
-}
-CUresult cuMemcpy3D_v2_ptds(const CUDA_MEMCPY3D *c)
-{
-	return copy3d(c, NULL, 1, 1);
-}
-CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D *c, CUstream h)
-{
-	return copy3d(c, h, 0, 0);
-}
-CUresult cuMemcpy3DAsync_v2_ptsz(const CUDA_MEMCPY3D *c, CUstream h)
-{
-	return copy3d(c, h, 1, 0);
-}
-
-static CUresult copy3dpeer(const CUDA_MEMCPY3D_PEER *c, CUstream h, int pt, int sync)
-{
-	struct span d, s_;
-	CUresult r;
-	RESOLVE(h, pt, s);
-
-	if (!c)
-		return CUDA_ERROR_INVALID_VALUE;
-	if ((r = span2d(&d, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstPitch, c->dstXInBytes,
-			c->dstY, c->dstHeight, c->dstZ)) ||
-	    (r = span2d(&s_, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcPitch, c->srcXInBytes,
-			c->srcY, c->srcHeight, c->srcZ)))
-		return r;
-	return copy(s, d, s_, c->WidthInBytes, c->Height, c->Depth, sync, 0);
-}
-
-CUresult cuMemcpy3DPeer(const CUDA_MEMCPY3D_PEER *c)
-{
-	return copy3dpeer(c, NULL, 0, 1);
-}
-CUresult cuMemcpy3DPeer_ptds(const CUDA_MEMCPY3D_PEER *c)
-{
-	return copy3dpeer(c, NULL, 1, 1);
-}
-CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER *c, CUstream h)
-{
-	return copy3dpeer(c, h, 0, 0);
-}
-CUresult cuMemcpy3DPeerAsync_ptsz(const CUDA_MEMCPY3D_PEER *c, CUstream h)
-{
-	return copy3dpeer(c, h, 1, 0);
-}
+COPY3D(CUDA_MEMCPY3D, spans3d, copy3d)
+COPY3D(CUDA_MEMCPY3D_PEER, spans3dpeer, copy3dpeer)
+COPY_ENTRIES(copy3d, CUDA_MEMCPY3D, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds, cuMemcpy3DAsync_v2, cuMemcpy3DAsync_v2_ptsz)
+COPY_ENTRIES(copy3dpeer, CUDA_MEMCPY3D_PEER, cuMemcpy3DPeer, cuMemcpy3DPeer_ptds, cuMemcpy3DPeerAsync,
+	     cuMemcpy3DPeerAsync_ptsz)
 
 /* Memsets are asynchronous for the host, even the "synchronous" ones, unless the
  * target is pinned host memory (CUDA's documented behaviour). */
@@ -1974,7 +1947,17 @@ CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
 }
 
 /* Manually built graphs run their nodes in the order they were added, which is
- * always a valid order since a node's dependencies must exist before it. */
+ * always a valid order since a node's dependencies must exist before it. op is
+ * NULL when it could not be allocated. */
+static CUresult graph_add(CUgraph g, struct op *op, CUgraphNode *node)
+{
+	if (!op)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	graph_append(g, op);
+	*node = (CUgraphNode)op;
+	return CUDA_SUCCESS;
+}
+
 CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 				 size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *p)
 {
@@ -1992,24 +1975,15 @@ CUresult cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const
 		free(op);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }
 
 CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
 			     size_t numDependencies)
 {
-	struct op *op;
-
 	if (!phGraphNode || !hGraph)
 		return CUDA_ERROR_INVALID_VALUE;
-	op = op_new(OP_NOP);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op_new(OP_NOP), phGraphNode);
 }
 
 CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -2024,9 +1998,7 @@ CUresult cuGraphAddHostNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgr
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	op->u.host.fn = p->fn;
 	op->u.host.ud = p->userData;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }
 
 /* A deep copy of a graph's node, so an executable graph outlives its graph. */
@@ -2181,41 +2153,6 @@ CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 }
 
 /* ---------------------------------------------------------------- 10. the rest of the stream API */
-
-/* Older names the CUDA 13 runtime still requests (cudart_entry_points.txt asks for
- * the 8000 versions of the stream memory operations). */
-CUresult cuStreamWriteValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f)
-{
-	return memop(s, a, v, 0, f, 0, 0);
-}
-CUresult cuStreamWriteValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f)
-{
-	return memop(s, a, v, 0, f, 0, 1);
-}
-CUresult cuStreamWaitValue32(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f)
-{
-	return memop(s, a, v, 0, f, 1, 0);
-}
-CUresult cuStreamWaitValue32_ptsz(CUstream s, CUdeviceptr a, cuuint32_t v, unsigned int f)
-{
-	return memop(s, a, v, 0, f, 1, 1);
-}
-CUresult cuStreamWriteValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f)
-{
-	return memop(s, a, v, 1, f, 0, 0);
-}
-CUresult cuStreamWriteValue64_ptsz(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f)
-{
-	return memop(s, a, v, 1, f, 0, 1);
-}
-CUresult cuStreamWaitValue64(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f)
-{
-	return memop(s, a, v, 1, f, 1, 0);
-}
-CUresult cuStreamWaitValue64_ptsz(CUstream s, CUdeviceptr a, cuuint64_t v, unsigned int f)
-{
-	return memop(s, a, v, 1, f, 1, 1);
-}
 
 static CUresult stream_attr(CUstream h, int pt)
 {
@@ -2470,13 +2407,7 @@ CUresult cuGraphAddMemcpyNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 		return CUDA_ERROR_INVALID_VALUE;
 	if ((r = spans3d(c, &d, &s_)) || (r = copy_op(d, s_, c->WidthInBytes, c->Height, c->Depth, 0, 0, &op, &hs)))
 		return r;
-	if (!op)
-		op = op_new(OP_NOP);
-	if (!op)
-		return CUDA_ERROR_OUT_OF_MEMORY;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op ? op : op_new(OP_NOP), phGraphNode);
 }
 
 CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
@@ -2496,7 +2427,5 @@ CUresult cuGraphAddMemsetNode(CUgraphNode *phGraphNode, CUgraph hGraph, const CU
 	op->u.set.height = p->height;
 	op->u.set.elem = p->elementSize;
 	op->u.set.value = p->value;
-	graph_append(hGraph, op);
-	*phGraphNode = (CUgraphNode)op;
-	return CUDA_SUCCESS;
+	return graph_add(hGraph, op, phGraphNode);
 }

@@ -24,12 +24,37 @@
 
 #define DP(p) ((CUdeviceptr)(uintptr_t)(p))
 
+/*
+ * A runtime call that is one driver call, and its per-thread twin name_pt (pt:
+ * ptds or ptsz), which calls the pointer requested with the per-thread flag at
+ * version ptver (typed like the plain one). params and args are the parenthesised
+ * parameter and driver argument lists.
+ * NOTE: a macro, as C has no other way to give one body two names.
+ */
+#define RT_CALL_PT(name, pt, params, drv, ver, ptver, args)                                                            \
+	cudaError_t name params                                                                                        \
+	{                                                                                                              \
+		ENTER();                                                                                               \
+		return simrt_ret(DRV(drv, ver) args);                                                                  \
+	}                                                                                                              \
+	cudaError_t name##_##pt params                                                                                 \
+	{                                                                                                              \
+		ENTER();                                                                                               \
+		return simrt_ret(DRVP(drv, ptver, ver) args);                                                          \
+	}
+
 /* ---------------------------------------------------------------- 1. device memory */
+
+/* Hands the driver's allocation to the caller: *p, or NULL when it failed. */
+static cudaError_t give_ptr(void **out, const CUdeviceptr *p, CUresult r)
+{
+	*out = r == CUDA_SUCCESS ? (void *)(uintptr_t)*p : NULL;
+	return simrt_ret(r);
+}
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
@@ -38,35 +63,27 @@ cudaError_t cudaMalloc(void **devPtr, size_t size)
 		*devPtr = NULL;
 		return cudaSuccess;
 	}
-	r = DRV(cuMemAlloc, 3020)(&p, size);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAlloc, 3020)(&p, size));
 }
 
 cudaError_t cudaMallocPitch(void **devPtr, size_t *pitch, size_t width, size_t height)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocPitch, 3020)(&p, pitch, width, height, 4);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocPitch, 3020)(&p, pitch, width, height, 4));
 }
 
 cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL));
 }
 
 cudaError_t cudaFree(void *devPtr)
@@ -86,66 +103,45 @@ cudaError_t cudaMemGetInfo(size_t *free, size_t *total)
 cudaError_t cudaMallocAsync(void **devPtr, size_t size, cudaStream_t hStream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocAsync, 11020)(&p, size, hStream);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRV(cuMemAllocAsync, 11020)(&p, size, hStream));
 }
 
 cudaError_t cudaMallocAsync_ptsz(void **devPtr, size_t size, cudaStream_t hStream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRVP(cuMemAllocAsync, 11020, 11020)(&p, size, hStream);
-	*devPtr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(devPtr, &p, DRVP(cuMemAllocAsync, 11020, 11020)(&p, size, hStream));
 }
 
 cudaError_t cudaMallocFromPoolAsync(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!ptr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRV(cuMemAllocFromPoolAsync, 11020)(&p, size, memPool, stream);
-	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(ptr, &p, DRV(cuMemAllocFromPoolAsync, 11020)(&p, size, memPool, stream));
 }
 
 cudaError_t cudaMallocFromPoolAsync_ptsz(void **ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream)
 {
 	CUdeviceptr p = 0;
-	CUresult r;
 
 	ENTER();
 	if (!ptr)
 		return simrt_err(cudaErrorInvalidValue);
-	r = DRVP(cuMemAllocFromPoolAsync, 11020, 11020)(&p, size, memPool, stream);
-	*ptr = r == CUDA_SUCCESS ? (void *)(uintptr_t)p : NULL;
-	return simrt_ret(r);
+	return give_ptr(ptr, &p, DRVP(cuMemAllocFromPoolAsync, 11020, 11020)(&p, size, memPool, stream));
 }
 
-cudaError_t cudaFreeAsync(void *devPtr, cudaStream_t hStream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemFreeAsync, 11020)(DP(devPtr), hStream));
-}
-
-cudaError_t cudaFreeAsync_ptsz(void *devPtr, cudaStream_t hStream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemFreeAsync, 11020, 11020)(DP(devPtr), hStream));
-}
+RT_CALL_PT(cudaFreeAsync, ptsz, (void *devPtr, cudaStream_t hStream), cuMemFreeAsync, 11020, 11020,
+	   (DP(devPtr), hStream))
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *memPool, int device)
 {
@@ -520,55 +516,18 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int s
 
 /* ---------------------------------------------------------------- 4. memsets */
 
-cudaError_t cudaMemset(void *devPtr, int value, size_t count)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD8, 3020)(DP(devPtr), (unsigned char)value, count));
-}
+RT_CALL_PT(cudaMemset, ptds, (void *devPtr, int value, size_t count), cuMemsetD8, 3020, 7000,
+	   (DP(devPtr), (unsigned char)value, count))
 
-cudaError_t cudaMemset_ptds(void *devPtr, int value, size_t count)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD8, 7000, 3020)(DP(devPtr), (unsigned char)value, count));
-}
+RT_CALL_PT(cudaMemsetAsync, ptsz, (void *devPtr, int value, size_t count, cudaStream_t stream), cuMemsetD8Async, 3020,
+	   7000, (DP(devPtr), (unsigned char)value, count, stream))
 
-cudaError_t cudaMemsetAsync(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD8Async, 3020)(DP(devPtr), (unsigned char)value, count, stream));
-}
+RT_CALL_PT(cudaMemset2D, ptds, (void *devPtr, size_t pitch, int value, size_t width, size_t height), cuMemsetD2D8, 3020,
+	   7000, (DP(devPtr), pitch, (unsigned char)value, width, height))
 
-cudaError_t cudaMemsetAsync_ptsz(void *devPtr, int value, size_t count, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD8Async, 7000, 3020)(DP(devPtr), (unsigned char)value, count, stream));
-}
-
-cudaError_t cudaMemset2D(void *devPtr, size_t pitch, int value, size_t width, size_t height)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD2D8, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
-}
-
-cudaError_t cudaMemset2D_ptds(void *devPtr, size_t pitch, int value, size_t width, size_t height)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuMemsetD2D8, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height));
-}
-
-cudaError_t cudaMemset2DAsync(void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuMemsetD2D8Async, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
-}
-
-cudaError_t cudaMemset2DAsync_ptsz(void *devPtr, size_t pitch, int value, size_t width, size_t height,
-				   cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(
-	    DRVP(cuMemsetD2D8Async, 7000, 3020)(DP(devPtr), pitch, (unsigned char)value, width, height, stream));
-}
+RT_CALL_PT(cudaMemset2DAsync, ptsz,
+	   (void *devPtr, size_t pitch, int value, size_t width, size_t height, cudaStream_t stream), cuMemsetD2D8Async,
+	   3020, 7000, (DP(devPtr), pitch, (unsigned char)value, width, height, stream))
 
 /* ---------------------------------------------------------------- 5. streams */
 
@@ -596,124 +555,48 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 	return simrt_ret(DRV(cuStreamDestroy, 4000)(stream));
 }
 
-cudaError_t cudaStreamSynchronize(cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamSynchronize, 2000)(stream));
-}
-
-cudaError_t cudaStreamSynchronize_ptsz(cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamSynchronize, 7000, 2000)(stream));
-}
+RT_CALL_PT(cudaStreamSynchronize, ptsz, (cudaStream_t stream), cuStreamSynchronize, 2000, 7000, (stream))
 
 /* cudaErrorNotReady is an answer, not an error: it does not become the last error. */
+static cudaError_t query_ret(CUresult r)
+{
+	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+}
+
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRV(cuStreamQuery, 2000)(stream);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRV(cuStreamQuery, 2000)(stream));
 }
 
 cudaError_t cudaStreamQuery_ptsz(cudaStream_t stream)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRVP(cuStreamQuery, 7000, 2000)(stream);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRVP(cuStreamQuery, 7000, 2000)(stream));
 }
 
-cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamWaitEvent, 3020)(stream, event, flags));
-}
+RT_CALL_PT(cudaStreamWaitEvent, ptsz, (cudaStream_t stream, cudaEvent_t event, unsigned int flags), cuStreamWaitEvent,
+	   3020, 7000, (stream, event, flags))
 
-cudaError_t cudaStreamWaitEvent_ptsz(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamWaitEvent, 7000, 3020)(stream, event, flags));
-}
+/* Same ABI: (stream, status, userData) with enum statuses of equal values. */
+RT_CALL_PT(cudaStreamAddCallback, ptsz,
+	   (cudaStream_t stream, cudaStreamCallback_t callback, void *userData, unsigned int flags),
+	   cuStreamAddCallback, 5000, 7000, (stream, (CUstreamCallback)(void *)callback, userData, flags))
 
-cudaError_t cudaStreamAddCallback(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
-				  unsigned int flags)
-{
-	ENTER();
-	/* Same ABI: (stream, status, userData) with enum statuses of equal values. */
-	return simrt_ret(DRV(cuStreamAddCallback, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
-}
+RT_CALL_PT(cudaLaunchHostFunc, ptsz, (cudaStream_t stream, cudaHostFn_t fn, void *userData), cuLaunchHostFunc, 10000,
+	   10000, (stream, fn, userData))
 
-cudaError_t cudaStreamAddCallback_ptsz(cudaStream_t stream, cudaStreamCallback_t callback, void *userData,
-				       unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(
-	    DRVP(cuStreamAddCallback, 7000, 5000)(stream, (CUstreamCallback)(void *)callback, userData, flags));
-}
+RT_CALL_PT(cudaStreamGetFlags, ptsz, (cudaStream_t hStream, unsigned int *flags), cuStreamGetFlags, 5050, 7000,
+	   (hStream, flags))
 
-cudaError_t cudaLaunchHostFunc(cudaStream_t stream, cudaHostFn_t fn, void *userData)
-{
-	ENTER();
-	return simrt_ret(DRV(cuLaunchHostFunc, 10000)(stream, fn, userData));
-}
+RT_CALL_PT(cudaStreamGetPriority, ptsz, (cudaStream_t hStream, int *priority), cuStreamGetPriority, 5050, 7000,
+	   (hStream, priority))
 
-cudaError_t cudaLaunchHostFunc_ptsz(cudaStream_t stream, cudaHostFn_t fn, void *userData)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuLaunchHostFunc, 10000, 10000)(stream, fn, userData));
-}
+RT_CALL_PT(cudaStreamGetId, ptsz, (cudaStream_t hStream, unsigned long long *streamId), cuStreamGetId, 12000, 12000,
+	   (hStream, streamId))
 
-cudaError_t cudaStreamGetFlags(cudaStream_t hStream, unsigned int *flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetFlags, 5050)(hStream, flags));
-}
-
-cudaError_t cudaStreamGetFlags_ptsz(cudaStream_t hStream, unsigned int *flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetFlags, 7000, 5050)(hStream, flags));
-}
-
-cudaError_t cudaStreamGetPriority(cudaStream_t hStream, int *priority)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetPriority, 5050)(hStream, priority));
-}
-
-cudaError_t cudaStreamGetPriority_ptsz(cudaStream_t hStream, int *priority)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetPriority, 7000, 5050)(hStream, priority));
-}
-
-cudaError_t cudaStreamGetId(cudaStream_t hStream, unsigned long long *streamId)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetId, 12000)(hStream, streamId));
-}
-
-cudaError_t cudaStreamGetId_ptsz(cudaStream_t hStream, unsigned long long *streamId)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetId, 12000, 12000)(hStream, streamId));
-}
-
-cudaError_t cudaStreamGetDevice(cudaStream_t hStream, int *device)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetDevice, 12080)(hStream, device));
-}
-
-cudaError_t cudaStreamGetDevice_ptsz(cudaStream_t hStream, int *device)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetDevice, 12080, 12080)(hStream, device));
-}
+RT_CALL_PT(cudaStreamGetDevice, ptsz, (cudaStream_t hStream, int *device), cuStreamGetDevice, 12080, 12080,
+	   (hStream, device))
 
 /* ---------------------------------------------------------------- 6. events */
 
@@ -735,37 +618,15 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 	return simrt_ret(DRV(cuEventDestroy, 4000)(event));
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuEventRecord, 2000)(event, stream));
-}
+RT_CALL_PT(cudaEventRecord, ptsz, (cudaEvent_t event, cudaStream_t stream), cuEventRecord, 2000, 7000, (event, stream))
 
-cudaError_t cudaEventRecord_ptsz(cudaEvent_t event, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuEventRecord, 7000, 2000)(event, stream));
-}
-
-cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuEventRecordWithFlags, 11010)(event, stream, flags));
-}
-
-cudaError_t cudaEventRecordWithFlags_ptsz(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuEventRecordWithFlags, 11010, 11010)(event, stream, flags));
-}
+RT_CALL_PT(cudaEventRecordWithFlags, ptsz, (cudaEvent_t event, cudaStream_t stream, unsigned int flags),
+	   cuEventRecordWithFlags, 11010, 11010, (event, stream, flags))
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
-	CUresult r;
-
 	ENTER();
-	r = DRV(cuEventQuery, 2000)(event);
-	return r == CUDA_ERROR_NOT_READY ? cudaErrorNotReady : simrt_ret(r);
+	return query_ret(DRV(cuEventQuery, 2000)(event));
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
@@ -876,63 +737,22 @@ cudaError_t cudaFuncGetName(const char **name, const void *func)
 
 /* ---------------------------------------------------------------- 8. capture and graphs */
 
-cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamBeginCapture, 10010)(stream, (CUstreamCaptureMode)mode));
-}
+RT_CALL_PT(cudaStreamBeginCapture, ptsz, (cudaStream_t stream, enum cudaStreamCaptureMode mode), cuStreamBeginCapture,
+	   10010, 10010, (stream, (CUstreamCaptureMode)mode))
 
-cudaError_t cudaStreamBeginCapture_ptsz(cudaStream_t stream, enum cudaStreamCaptureMode mode)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamBeginCapture, 10010, 10010)(stream, (CUstreamCaptureMode)mode));
-}
+RT_CALL_PT(cudaStreamEndCapture, ptsz, (cudaStream_t stream, cudaGraph_t *pGraph), cuStreamEndCapture, 10000, 10000,
+	   (stream, pGraph))
 
-cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamEndCapture, 10000)(stream, pGraph));
-}
+RT_CALL_PT(cudaStreamIsCapturing, ptsz, (cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus),
+	   cuStreamIsCapturing, 10000, 10000, (stream, (CUstreamCaptureStatus *)pCaptureStatus))
 
-cudaError_t cudaStreamEndCapture_ptsz(cudaStream_t stream, cudaGraph_t *pGraph)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamEndCapture, 10000, 10000)(stream, pGraph));
-}
-
-cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamIsCapturing, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
-}
-
-cudaError_t cudaStreamIsCapturing_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *pCaptureStatus)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamIsCapturing, 10000, 10000)(stream, (CUstreamCaptureStatus *)pCaptureStatus));
-}
-
-cudaError_t cudaStreamGetCaptureInfo(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
-				     unsigned long long *id_out, cudaGraph_t *graph_out,
-				     const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
-				     size_t *numDependencies_out)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamGetCaptureInfo,
-			     12030)(stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out,
-				    dependencies_out, (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
-}
-
-cudaError_t cudaStreamGetCaptureInfo_ptsz(cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out,
-					  unsigned long long *id_out, cudaGraph_t *graph_out,
-					  const cudaGraphNode_t **dependencies_out,
-					  const cudaGraphEdgeData **edgeData_out, size_t *numDependencies_out)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamGetCaptureInfo, 12030, 12030)(
-	    stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
-	    (const CUgraphEdgeData **)edgeData_out, numDependencies_out));
-}
+RT_CALL_PT(cudaStreamGetCaptureInfo, ptsz,
+	   (cudaStream_t stream, enum cudaStreamCaptureStatus *captureStatus_out, unsigned long long *id_out,
+	    cudaGraph_t *graph_out, const cudaGraphNode_t **dependencies_out, const cudaGraphEdgeData **edgeData_out,
+	    size_t *numDependencies_out),
+	   cuStreamGetCaptureInfo, 12030, 12030,
+	   (stream, (CUstreamCaptureStatus *)captureStatus_out, (cuuint64_t *)id_out, graph_out, dependencies_out,
+	    (const CUgraphEdgeData **)edgeData_out, numDependencies_out))
 
 cudaError_t cudaGraphCreate(cudaGraph_t *pGraph, unsigned int flags)
 {
@@ -964,29 +784,11 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t graphExec)
 	return simrt_ret(DRV(cuGraphExecDestroy, 10000)(graphExec));
 }
 
-cudaError_t cudaGraphLaunch(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuGraphLaunch, 10000)(graphExec, stream));
-}
+RT_CALL_PT(cudaGraphLaunch, ptsz, (cudaGraphExec_t graphExec, cudaStream_t stream), cuGraphLaunch, 10000, 10000,
+	   (graphExec, stream))
 
-cudaError_t cudaGraphLaunch_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuGraphLaunch, 10000, 10000)(graphExec, stream));
-}
-
-cudaError_t cudaGraphUpload(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRV(cuGraphUpload, 11010)(graphExec, stream));
-}
-
-cudaError_t cudaGraphUpload_ptsz(cudaGraphExec_t graphExec, cudaStream_t stream)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuGraphUpload, 11010, 11010)(graphExec, stream));
-}
+RT_CALL_PT(cudaGraphUpload, ptsz, (cudaGraphExec_t graphExec, cudaStream_t stream), cuGraphUpload, 11010, 11010,
+	   (graphExec, stream))
 
 /* ---------------------------------------------------------------- 9. symbols */
 
@@ -1128,47 +930,27 @@ cudaError_t cudaThreadExchangeStreamCaptureMode(enum cudaStreamCaptureMode *mode
 	return simrt_ret(DRV(cuThreadExchangeStreamCaptureMode, 10010)((CUstreamCaptureMode *)mode));
 }
 
-cudaError_t cudaStreamAttachMemAsync(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRV(cuStreamAttachMemAsync, 6000)(stream, DP(devPtr), length, flags));
-}
-
-cudaError_t cudaStreamAttachMemAsync_ptsz(cudaStream_t stream, void *devPtr, size_t length, unsigned int flags)
-{
-	ENTER();
-	return simrt_ret(DRVP(cuStreamAttachMemAsync, 7000, 6000)(stream, DP(devPtr), length, flags));
-}
+RT_CALL_PT(cudaStreamAttachMemAsync, ptsz, (cudaStream_t stream, void *devPtr, size_t length, unsigned int flags),
+	   cuStreamAttachMemAsync, 6000, 7000, (stream, DP(devPtr), length, flags))
 
 /* cudaMemLocation and CUmemLocation have the same layout. */
-cudaError_t cudaMemPrefetchAsync(const void *devPtr, size_t count, struct cudaMemLocation location,
-				 unsigned int flags, cudaStream_t stream)
+static CUmemLocation mem_location(struct cudaMemLocation location)
 {
 	CUmemLocation l;
 
-	ENTER();
 	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRV(cuMemPrefetchAsync, 12020)(DP(devPtr), count, l, flags, stream));
+	return l;
 }
 
-cudaError_t cudaMemPrefetchAsync_ptsz(const void *devPtr, size_t count, struct cudaMemLocation location,
-				      unsigned int flags, cudaStream_t stream)
-{
-	CUmemLocation l;
-
-	ENTER();
-	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRVP(cuMemPrefetchAsync, 12020, 12020)(DP(devPtr), count, l, flags, stream));
-}
+RT_CALL_PT(cudaMemPrefetchAsync, ptsz,
+	   (const void *devPtr, size_t count, struct cudaMemLocation location, unsigned int flags, cudaStream_t stream),
+	   cuMemPrefetchAsync, 12020, 12020, (DP(devPtr), count, mem_location(location), flags, stream))
 
 cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvise advice,
 			  struct cudaMemLocation location)
 {
-	CUmemLocation l;
-
 	ENTER();
-	memcpy(&l, &location, sizeof(l));
-	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, l));
+	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, mem_location(location)));
 }
 
 cudaError_t cudaProfilerStart(void)

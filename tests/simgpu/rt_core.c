@@ -311,7 +311,9 @@ cudaError_t cudaDeviceCanAccessPeer(int *canAccessPeer, int device, int peerDevi
 	return simrt_ret(DRV(cuDeviceCanAccessPeer, 4000)(canAccessPeer, device, peerDevice));
 }
 
-cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+/* Peer access is set on the peer device's primary context, retained for it;
+ * enabling keeps the retain (the access lasts), disabling gives it back. */
+static cudaError_t peer_access(int peerDevice, unsigned int flags, int enable)
 {
 	CUcontext peer;
 	CUresult r;
@@ -320,21 +322,21 @@ cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
 	r = DRV(cuDevicePrimaryCtxRetain, 7000)(&peer, peerDevice);
 	if (r != CUDA_SUCCESS)
 		return simrt_ret(r);
-	return simrt_ret(DRV(cuCtxEnablePeerAccess, 4000)(peer, flags));
+	if (enable)
+		return simrt_ret(DRV(cuCtxEnablePeerAccess, 4000)(peer, flags));
+	r = DRV(cuCtxDisablePeerAccess, 4000)(peer);
+	DRV(cuDevicePrimaryCtxRelease, 7000)(peerDevice);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaDeviceEnablePeerAccess(int peerDevice, unsigned int flags)
+{
+	return peer_access(peerDevice, flags, 1);
 }
 
 cudaError_t cudaDeviceDisablePeerAccess(int peerDevice)
 {
-	CUcontext peer;
-	CUresult r;
-
-	ENTER();
-	r = DRV(cuDevicePrimaryCtxRetain, 7000)(&peer, peerDevice);
-	if (r != CUDA_SUCCESS)
-		return simrt_ret(r);
-	r = DRV(cuCtxDisablePeerAccess, 4000)(peer);
-	DRV(cuDevicePrimaryCtxRelease, 7000)(peerDevice);
-	return simrt_ret(r);
+	return peer_access(peerDevice, 0, 0);
 }
 
 cudaError_t cudaDriverGetVersion(int *driverVersion)
@@ -400,20 +402,25 @@ static const struct {
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
+/* The entry of error, or the last one (cudaErrorUnknown) for a code not listed. */
+static size_t error_index(cudaError_t error)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(errors) / sizeof(errors[0]) - 1; i++)
+		if (errors[i].code == error)
+			break;
+	return i;
+}
+
 const char *cudaGetErrorName(cudaError_t error)
 {
-	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-		if (errors[i].code == error)
-			return errors[i].name;
-	return "cudaErrorUnknown";
+	return errors[error_index(error)].name;
 }
 
 const char *cudaGetErrorString(cudaError_t error)
 {
-	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
-		if (errors[i].code == error)
-			return errors[i].text;
-	return "unknown error";
+	return errors[error_index(error)].text;
 }
 
 /* ---------------------------------------------------------------- 5. entry points, registration */
