@@ -66,19 +66,19 @@ for ((r = 0; r < ROUNDS; r++)); do
 		strace_ns+=("$w")
 	fi
 done
-# Informative: the same loop with a 4 MiB trace (STEPPROF_MAX_MB=4) and five
+# Informative: the same loop with a 4 MiB trace (STEPPROF_MAX_MB=4) and ten
 # times the files, so that most records go to ring chunks used before: no new
 # page-cache page to allocate and zero. On a VM whose memory the host backs at
 # first touch, a fresh trace page costs several microseconds of the kernel's
 # zeroing (perf: __pi_memset, ~8% of the libc run's samples); on bare metal
 # ~0.2 us. The budget's figure above is the fresh file's.
 plain_ring=() libc_ring=()
-for ((r = 0; r < 3; r++)); do
-	read -r c w < <("$iogen" bench "$tmp/data" $NFILES $((ITERS * 5)) | ns_per_file)
+for ((r = 0; r < 5; r++)); do
+	read -r c w < <("$iogen" bench "$tmp/data" $NFILES $((ITERS * 10)) | ns_per_file)
 	plain_ring+=("$c")
 	rm -rf "$tmp/ring"
 	read -r c w < <(STEPPROF_MAX_MB=4 STEPPROF_DIR="$tmp/ring" STEPPROF_IO=libc LD_PRELOAD="$lib" "$iogen" bench \
-		"$tmp/data" $NFILES $((ITERS * 5)) | ns_per_file)
+		"$tmp/data" $NFILES $((ITERS * 10)) | ns_per_file)
 	libc_ring+=("$c")
 done
 rm -rf "$tmp/ring"
