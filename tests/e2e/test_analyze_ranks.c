@@ -44,7 +44,8 @@ static char *run_job(int n, const char *const *scenarios, struct sp_json **truth
 /* stepprof analyze [--json] [extra] DIR: stdout, exit status in *status. */
 static char *analyze(const char *tdir, int json, const char *extra, int *status, char **err)
 {
-	char *argv[6];
+	/* stepprof analyze [--json] [a1 a2] tdir NULL: seven at most */
+	char *argv[7];
 	int k = 0;
 	argv[k++] = (char *)sp_t_build("bin/stepprof");
 	argv[k++] = "analyze";

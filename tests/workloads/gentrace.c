@@ -34,7 +34,8 @@
 
 struct gthread {
 	int32_t tid;
-	uint8_t buf[CHUNK];
+	/* a chunk image: its header is read and written as struct sp_chunk_header */
+	uint8_t buf[CHUNK] __attribute__((aligned(64)));
 	uint32_t used;
 	int open;
 };
