@@ -71,7 +71,7 @@ check-cuda:
 TEST_ARGS ?= --jobs 1 --timeout 600
 test: deps
 	$(Q)$(MAKE) --no-print-directory WERROR=$(WERROR) build-all $(TEST_BIN)
-	$(Q)STEPPROF_BUILD=$(BUILD) $(TEST_BIN) $(TEST_ARGS)
+	$(Q)CUDA_HOME=$(CUDA_HOME) STEPPROF_BUILD=$(BUILD) $(TEST_BIN) $(TEST_ARGS)
 
 demo: deps
 	$(Q)$(MAKE) --no-print-directory build-all

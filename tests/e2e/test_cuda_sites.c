@@ -70,9 +70,11 @@ static struct fn_range fns[] = {
 
 static char *build_prog(const char *dir, int static_rt, int rdynamic)
 {
-	char src[512], lib[PATH_MAX + 32], rp[PATH_MAX + 32], simgpu[PATH_MAX];
+	char src[512], lib[PATH_MAX + 32], rp[PATH_MAX + 32], simgpu[PATH_MAX], inc[PATH_MAX + 8];
 	char *exe = malloc(512);
 	struct sp_t_result r;
+
+	snprintf(inc, sizeof(inc), "-I%s", sp_t_cuda("include"));
 
 	snprintf(src, sizeof(src), "%s/prog.c", dir);
 	snprintf(exe, 512, "%s/prog", dir);
@@ -87,7 +89,7 @@ static char *build_prog(const char *dir, int static_rt, int rdynamic)
 			"-O0",
 			"-fPIE",
 			"-pie",
-			"-I/usr/local/cuda/include",
+			inc,
 			"-o",
 			exe,
 			src,

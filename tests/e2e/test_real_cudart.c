@@ -34,9 +34,9 @@
 
 static const char *cuda_lib(void)
 {
-	static char path[PATH_MAX];
-	const char *home = getenv("CUDA_HOME");
-	snprintf(path, sizeof(path), "%s/lib64/libcudart.so.13", home && *home ? home : "/usr/local/cuda");
+	static const char *path;
+	if (!path)
+		path = sp_t_cuda("lib64/libcudart.so.13");
 	return path;
 }
 

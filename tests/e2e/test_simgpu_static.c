@@ -34,19 +34,21 @@ static const char prog[] = "#include <cuda_runtime_api.h>\n"
 /* Build prog in dir as dir/prog, statically or dynamically linked; returns its path. */
 static char *build_prog(const char *dir, int static_rt)
 {
-	char src[512], *exe = malloc(512), lib[512];
+	char src[512], *exe = malloc(512), lib[512], inc[512];
 	struct sp_t_result r;
+
+	snprintf(inc, sizeof(inc), "-I%s", sp_t_cuda("include"));
 
 	snprintf(src, sizeof(src), "%s/prog.c", dir);
 	snprintf(exe, 512, "%s/prog", dir);
 	cr_assert_eq(sp_t_write_file(src, prog, strlen(prog)), 0);
 	if (static_rt) {
 		snprintf(lib, sizeof(lib), "%s", sp_t_build("simgpu/libcudart_static.a"));
-		char *argv[] = {"cc", "-I/usr/local/cuda/include", "-o", exe, src, lib, "-ldl", "-lpthread", NULL};
+		char *argv[] = {"cc", inc, "-o", exe, src, lib, "-ldl", "-lpthread", NULL};
 		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "cc failed: %s", r.err);
 	} else {
 		snprintf(lib, sizeof(lib), "-L%s", sp_t_build("simgpu"));
-		char *argv[] = {"cc", "-I/usr/local/cuda/include", "-o", exe, src, lib, "-l:libcudart.so.12", NULL};
+		char *argv[] = {"cc", inc, "-o", exe, src, lib, "-l:libcudart.so.12", NULL};
 		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "cc failed: %s", r.err);
 	}
 	sp_t_result_free(&r);

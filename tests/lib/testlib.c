@@ -73,6 +73,17 @@ const char *sp_t_build(const char *rel)
 	return p;
 }
 
+const char *sp_t_cuda(const char *rel)
+{
+	const char *h = getenv("CUDA_HOME");
+	if (!h || !*h)
+		h = "/usr/local/cuda";
+	size_t n = strlen(h) + strlen(rel) + 2;
+	char *p = xmalloc(n);
+	snprintf(p, n, "%s/%s", h, rel);
+	return p;
+}
+
 char *sp_t_tmpdir(const char *tag)
 {
 	char tmpl[256];

@@ -19,6 +19,7 @@
 
 /* ---- paths and processes ---- */
 const char *sp_t_build(const char *rel); /* static buffer per call site is NOT used: returns a malloc'd string */
+const char *sp_t_cuda(const char *rel);  /* malloc'd $CUDA_HOME/rel (default /usr/local/cuda), as the Makefile's */
 char *sp_t_tmpdir(const char *tag);	 /* malloc'd path of a new empty directory */
 void sp_t_rmrf(const char *path);
 
