@@ -81,7 +81,9 @@ static int check_ENUM(const char *v, const char *help, sp_cfg_ENUM *out, char *e
 	char p[128];
 	paren(help, p, sizeof(p));
 	snprintf(expect, n, "one of %s", p);
-	for (char *w = strtok(p, "|"); w; w = strtok(NULL, "|")) {
+	/* strtok_r: strtok's hidden state is the program's, and this runs in its process */
+	char *save = NULL;
+	for (char *w = strtok_r(p, "|", &save); w; w = strtok_r(NULL, "|", &save)) {
 		long long x;
 		int number = strcmp(w, "N") == 0;
 		if ((!number && strcmp(w, v) == 0) || (number && parse_ll(v, &x) == 0 && x > 0 && v[0] != '+')) {
