@@ -8,6 +8,7 @@
 #   make test       install missing packages (as root), build, run the whole test suite
 #   make demo       profile the bundled input-bound workload and print the report
 #   make bench      measure the performance budgets of design.md §7 as ratios
+#   make sanitize   the test suite under UBSan and AddressSanitizer (not in CI: ~12 min)
 #   make install PREFIX=/usr/local
 #   make V=1        show full commands;  make WERROR=1  warnings are errors (CI)
 
@@ -36,7 +37,7 @@ TEST_LIBS :=
 TEST_DEPS :=
 CLEAN_EXTRA :=
 
-.PHONY: all test demo bench install clean deps check-cuda
+.PHONY: all test demo bench sanitize install clean deps check-cuda
 all: build-all
 
 include preload/module.mk
@@ -80,6 +81,10 @@ demo: deps
 bench: build-all
 	$(Q)scripts/bench.sh
 
+# The suite under UBSan and ASan (build-san/, build-asan/; scripts/sanitize.sh).
+sanitize: build-all
+	$(Q)scripts/sanitize.sh
+
 install: build-all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/stepprof
 	install -m 755 $(BUILD)/bin/stepprof $(DESTDIR)$(PREFIX)/bin/stepprof
@@ -88,6 +93,6 @@ install: build-all
 	$(if $(wildcard $(BUILD)/bin/stepprof-bpf),install -m 755 $(BUILD)/bin/stepprof-bpf $(DESTDIR)$(PREFIX)/bin/stepprof-bpf)
 
 clean:
-	rm -rf $(BUILD) $(CLEAN_EXTRA)
+	rm -rf $(BUILD) build-san build-asan $(CLEAN_EXTRA)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
