@@ -31,6 +31,7 @@
  * that exists (an exec'd image keeps its pid). Readers go by the magic, not the name. */
 #define SP_TF_SUFFIX	 ".sptrace"
 #define SP_TF_CHUNK_SIZE 65536u
+#define SP_TF_RESERVING 0xffffffffu /* chunk_info: disk space being reserved by one thread */
 #define SP_TF_MIN_BYTES	 (4ull << 20)
 #define SP_TF_PATH_MAX	 1024
 
@@ -50,8 +51,9 @@ struct sp_tf {
 	 * half to the summaries, whose windows double to fit in it. */
 	uint64_t keep_string_max;
 	uint64_t keep_string_used; /* (atomic) */
-	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, else 1 + the records
-	 * it held when last closed, so that reuse counts overwritten records without a walk. */
+	/* Per chunk (anonymous mmap): 0 = no disk space reserved yet, SP_TF_RESERVING = a
+	 * thread reserves it now, else 1 + the records it held when last closed, so that
+	 * reuse counts overwritten records without a walk. */
 	uint32_t *chunk_info;
 	uint64_t closed_records; /* records of chunks closed so far (atomic; summaries report it) */
 	/* One warning per kind of trouble (disk full, keep area full); NULL: stderr. */
