@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -224,6 +225,29 @@ static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
 	memcpy(h->magic, SP_MAGIC, 8);
 }
 
+/*
+ * The process's file size limit (RLIMIT_FSIZE, `ulimit -f`) as it is now; UINT64_MAX
+ * when there is none. A write or a truncate that reaches past it is answered with
+ * SIGXFSZ, whose default action kills the program: the trace file is made no
+ * larger than the limit (sp_tf_create) and every reservation checks it first (the
+ * program may lower it while it runs), so that stepprof's own writes never raise it.
+ */
+static uint64_t fsize_limit(void)
+{
+	struct rlimit r;
+	if (getrlimit(RLIMIT_FSIZE, &r) != 0 || r.rlim_cur == RLIM_INFINITY)
+		return UINT64_MAX;
+	return (uint64_t)r.rlim_cur;
+}
+
+static int under_fsize_limit(uint64_t off, uint64_t len)
+{
+	if (off + len <= fsize_limit())
+		return 1;
+	errno = EFBIG;
+	return 0;
+}
+
 static void geometry(struct sp_tf *tf, uint64_t cap)
 {
 	if (cap < SP_TF_MIN_BYTES)
@@ -331,7 +355,15 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 	memset(tf, 0, sizeof(*tf));
 	tf->fd = -1;
 	tf->warn = o->warn;
-	geometry(tf, o->max_bytes);
+	uint64_t limit = fsize_limit();
+	if (limit < SP_TF_MIN_BYTES) {
+		fmt(err, errlen,
+		    "the file size limit (ulimit -f) is %llu bytes, below the %llu bytes of the smallest trace file",
+		    (unsigned long long)limit, (unsigned long long)SP_TF_MIN_BYTES);
+		errno = saved;
+		return -EFBIG;
+	}
+	geometry(tf, o->max_bytes < limit ? o->max_bytes : limit);
 
 	struct utsname u;
 	char host[65] = "localhost";
@@ -481,6 +513,8 @@ static int write_zeros(int fd, uint64_t off, uint64_t len)
 
 static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
 {
+	if (!under_fsize_limit(off, len))
+		return -1;
 	int fd = file_fd(tf);
 	if (fd < 0)
 		return -1;
@@ -511,6 +545,8 @@ static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
  */
 static int reserve_chunk(struct sp_tf *tf, uint64_t off, uint64_t len)
 {
+	if (!under_fsize_limit(off, len))
+		return -1;
 	int fd = file_fd(tf);
 	if (fd < 0)
 		return -1;

@@ -753,6 +753,73 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 	sp_t_rmrf(dir);
 }
 
+/*
+ * design.md §8 and `ulimit -f`: a write or truncate past RLIMIT_FSIZE gets SIGXFSZ,
+ * which kills the program. The trace file stays under the limit set before it is
+ * created, none is made when the limit is below the smallest file, and a limit
+ * lowered while the program runs costs records, never the program.
+ */
+Test(recorder, file_size_limit_never_kills_the_program, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recfsize");
+	char capped[600], tiny[600], lowered[600];
+	snprintf(capped, sizeof(capped), "%s/capped", dir);
+	snprintf(tiny, sizeof(tiny), "%s/tiny", dir);
+	snprintf(lowered, sizeof(lowered), "%s/lowered", dir);
+	struct sp_t_result r, plain;
+
+	/* 10 MiB limit, ~19 MiB of marks: the file is sized under it and its ring wraps */
+	markgen(&r, capped, NULL, "-F 10485760 -n 600000 -c 3");
+	plain_run(&plain, "-F 10485760 -n 600000 -c 3");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 0, "no warning: %s", r.err);
+	struct sp_json *j = info(capped);
+	struct sp_json *f = only_file(j);
+	struct stat st;
+	cr_assert_eq(stat(sp_json_str(f, "path"), &st), 0);
+	cr_expect_leq(st.st_size, 10485760, "file of %ld bytes past the limit", (long)st.st_size);
+	cr_expect_geq(st.st_size, 8 << 20, "file of %ld bytes: the limit's space unused", (long)st.st_size);
+	struct marks_fate m = expect_marks_accounted(f, 600000);
+	cr_expect_gt(m.kept, 0);
+	cr_expect_gt(m.over, 0, "the ring wrapped");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+
+	/* 1 MiB: below the smallest trace file (4 MiB): one warning, no file */
+	markgen(&r, tiny, NULL, "-F 1048576 -n 1000 -c 3");
+	plain_run(&plain, "-F 1048576 -n 1000 -c 3");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(strstr(r.err, "ulimit -f"), "the warning says why: %s", r.err);
+	DIR *d = opendir(tiny);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	cr_expect_eq(n, 0, "no trace file under a 1 MiB limit");
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+
+	/* lowered to 1 MiB after 200,000 marks (a 1 GiB file, its ring past 64 MiB): the rest is lost, counted */
+	markgen(&r, lowered, NULL, "-G 1048576 -n 200000 -c 3");
+	plain_run(&plain, "-G 1048576 -n 200000 -c 3");
+	expect_same_behaviour(&r, &plain);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(strstr(r.err, "File too large"), "the warning says why: %s", r.err);
+	j = info(lowered);
+	f = only_file(j);
+	m = expect_marks_accounted(f, 400000);
+	cr_expect_geq(m.kept, 200000, "the marks before the limit are kept");
+	cr_expect_gt(m.lost, 0);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+	sp_t_rmrf(dir);
+}
+
 /* design.md §8: trace files are mode 0600, and a directory the user does not own is not written into. */
 Test(recorder, files_private_and_foreign_owned_dir_refused)
 {
