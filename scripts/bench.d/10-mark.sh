@@ -38,7 +38,7 @@ run() { # $1 = label, $2 = cap in MiB, $3 = STEPPROF_CLOCK (default auto)
 		verdict=$(awk -v a="$added" -v b=$BUDGET 'BEGIN { print (a <= b) ? "ok" : "OVER" }')
 		echo "BENCH stepprof_mark $1: $added ns added per call (budget $BUDGET) $verdict"
 	fi
-	[ -n "$whole" ] && echo "BENCH stepprof_mark $1, whole run: $whole ns added per call (budget n/a, CPU time of $N calls in one loop, every chunk start included) ok"
+	[ -n "$whole" ] && echo "BENCH stepprof_mark_whole_run $1: $whole ns added per call (budget n/a, CPU time of $N calls in one loop, every chunk start included) ok"
 	echo "      ($out; clock_gettime alone adds $clock ns here)"
 	rm -rf "${tmp:?}/$2"
 }

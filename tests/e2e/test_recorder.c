@@ -939,6 +939,15 @@ Test(recorder, bench_prints_mark_cost_against_an_empty_call, .timeout = 120)
 				  "BENCH line format: %s", line);
 	}
 	cr_expect_eq(lines, 3, "warm ring, fresh file, and warm ring with clock_gettime: %s", r.out);
+	/* and each one's whole-run figure (CPU time of one loop, chunk starts included) */
+	lines = 0;
+	for (const char *p = r.out; (p = strstr(p, "BENCH stepprof_mark_whole_run ")); p++) {
+		lines++;
+		cr_expect(strstr(p, " ns added per call (budget n/a, CPU time of ") < strchr(p, '\n') &&
+			      strstr(p, " ns added per call (budget n/a, CPU time of "),
+			  "BENCH line format: %.200s", p);
+	}
+	cr_expect_eq(lines, 3, "three whole-run figures: %s", r.out);
 	double added = field_after(r.out, "added_ns=");
 	sp_t_result_free(&r);
 
