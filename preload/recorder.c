@@ -381,7 +381,7 @@ void sp_warn_once(const char *key, const char *fmt, ...)
 		if (n > (int)sizeof(line) - 2)
 			n = (int)sizeof(line) - 2;
 		line[n++] = '\n';
-		syscall(SYS_write, 2, line, (size_t)n);
+		sp_tf_write_stderr(line, (size_t)n);
 	}
 	errno = saved;
 }

@@ -17,6 +17,7 @@
 #include "tracefile.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -64,6 +65,44 @@ static void fmt(char *buf, size_t n, const char *f, ...)
 	va_end(ap);
 }
 
+/*
+ * Write a warning line to stderr without the signals such a write can raise in
+ * the program: SIGPIPE when stderr is a pipe nobody reads any more (`job 2>&1 |
+ * head`, a log collector that died), SIGXFSZ when it is a file at the file size
+ * limit. Both kill by default; the program's own writes would meet the same, but
+ * a program that writes nothing more must not die of stepprof's warning. The two
+ * are blocked in this thread around the write, and one the write raised (it is
+ * sent to this thread) is taken back unless it was pending already. Rare: one
+ * write per warning.
+ */
+void sp_tf_write_stderr(const char *line, size_t len)
+{
+	int saved = errno;
+	sigset_t block, old, before;
+	sigemptyset(&block);
+	sigaddset(&block, SIGPIPE);
+	sigaddset(&block, SIGXFSZ);
+	if (pthread_sigmask(SIG_BLOCK, &block, &old) != 0) {
+		syscall(SYS_write, 2, line, len);
+		errno = saved;
+		return;
+	}
+	sigpending(&before);
+	long w = syscall(SYS_write, 2, line, len);
+	if (w < 0 && (errno == EPIPE || errno == EFBIG)) {
+		int sig = errno == EPIPE ? SIGPIPE : SIGXFSZ;
+		if (!sigismember(&before, sig)) {
+			sigset_t one;
+			sigemptyset(&one);
+			sigaddset(&one, sig);
+			static const struct timespec zero;
+			sigtimedwait(&one, NULL, &zero);
+		}
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	errno = saved;
+}
+
 /* Default warning sink when the producer gave none: once per key, raw write to stderr. */
 static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
 {
@@ -92,7 +131,7 @@ static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
 	if (len > (int)sizeof(line) - 1)
 		len = sizeof(line) - 1;
 	if (len > 0)
-		syscall(SYS_write, 2, line, (size_t)len);
+		sp_tf_write_stderr(line, (size_t)len);
 }
 
 static int32_t env_int(const char *name)

@@ -76,6 +76,9 @@ struct sp_tf_opts {
  */
 int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen);
 
+/* A warning line to stderr, never raising SIGPIPE or SIGXFSZ in the program (tracefile.c). */
+void sp_tf_write_stderr(const char *line, size_t len);
+
 /* Make `dir` (and missing parents, mode 0700) and check that it is a directory
  * owned by the effective user. Returns 0 or -errno with a reason in err. */
 int sp_tf_mkdir(const char *dir, char *err, size_t errlen);

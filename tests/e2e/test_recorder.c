@@ -10,6 +10,8 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <stdio.h>
 #include <limits.h>
@@ -18,6 +20,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -817,6 +820,62 @@ Test(recorder, file_size_limit_never_kills_the_program, .timeout = 120)
 	sp_json_free(j);
 	sp_t_result_free(&r);
 	sp_t_result_free(&plain);
+	sp_t_rmrf(dir);
+}
+
+/*
+ * markgen ARGS under the preload with fd 2 = err_fd (stdout to /dev/null) and
+ * SIGPIPE/SIGXFSZ at their default action, as a shell starts a job; its wait status.
+ */
+static int markgen_stderr_to(int err_fd, const char *dir, const char *args)
+{
+	char *argv[32], *copy = markgen_argv(argv, args);
+	char *env[] = {env_preload(), env_dir(dir), "STEPPROF_MAX_MB=lots", NULL};
+	pid_t pid = fork();
+	if (pid == 0) {
+		signal(SIGPIPE, SIG_DFL);
+		signal(SIGXFSZ, SIG_DFL);
+		sigset_t none;
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 1);
+		dup2(err_fd, 2);
+		execve(argv[0], argv, env);
+		_exit(127);
+	}
+	int status = -1;
+	waitpid(pid, &status, 0);
+	free(copy);
+	return status;
+}
+
+/*
+ * A warning is written to stderr: when that is a pipe nobody reads (`job 2>&1 |
+ * head` after head left) the write raises SIGPIPE, when it is a file at the file
+ * size limit SIGXFSZ; either kills a program by default. The warning here: a bad
+ * STEPPROF_MAX_MB, at start-up.
+ */
+Test(recorder, a_warning_never_raises_sigpipe_or_sigxfsz)
+{
+	char *dir = sp_t_tmpdir("recsig");
+	int p[2];
+	cr_assert_eq(pipe(p), 0);
+	close(p[0]); /* nobody will read */
+	int st = markgen_stderr_to(p[1], dir, "-n 10 -c 3");
+	close(p[1]);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3, "stderr a broken pipe: wait status 0x%x (signal %d)", st,
+		  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+
+	/* -F 0: a limit of 0 bytes, so the warnings' write to the empty stderr file is past it */
+	char errfile[600];
+	snprintf(errfile, sizeof(errfile), "%s/stderr.txt", dir);
+	int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	cr_assert_geq(fd, 0);
+	st = markgen_stderr_to(fd, dir, "-F 0 -n 10 -c 3");
+	close(fd);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 3, "stderr a file at the size limit: wait status 0x%x (signal %d)",
+		  st, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
 	sp_t_rmrf(dir);
 }
 
