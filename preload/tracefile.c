@@ -402,7 +402,35 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 		errno = saved;
 		return -EFBIG;
 	}
-	geometry(tf, o->max_bytes < limit ? o->max_bytes : limit);
+	uint64_t cap = o->max_bytes < limit ? o->max_bytes : limit;
+	/*
+	 * The whole file is mapped, and a mapping counts against the address space
+	 * limit (ulimit -v, RLIMIT_AS): a 1 GiB trace under a 1.4 GB limit left the
+	 * program a MemoryError for 500 MB it could allocate without stepprof. Under
+	 * such a limit the trace takes at most a sixteenth of it.
+	 */
+	struct rlimit as;
+	if (getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+		uint64_t share = (uint64_t)as.rlim_cur / SP_TF_AS_SHARE;
+		if (share < SP_TF_MIN_BYTES) {
+			fmt(err, errlen,
+			    "the address space limit (ulimit -v) is %llu bytes: a trace file (at least %llu bytes, "
+			    "mapped whole) may take a 16th of it, too little",
+			    (unsigned long long)as.rlim_cur, (unsigned long long)SP_TF_MIN_BYTES);
+			errno = saved;
+			return -ENOMEM;
+		}
+		if (share < cap) {
+			cap = share;
+			char msg[300];
+			fmt(msg, sizeof(msg),
+			    "the address space limit (ulimit -v) is %llu bytes: the trace file is capped at a 16th "
+			    "of it, %llu MiB",
+			    (unsigned long long)as.rlim_cur, (unsigned long long)(cap >> 20));
+			tf_warn(tf, "aslimit", msg);
+		}
+	}
+	geometry(tf, cap);
 
 	struct utsname u;
 	char host[65] = "localhost";

@@ -31,6 +31,7 @@
  * that exists (an exec'd image keeps its pid). Readers go by the magic, not the name. */
 #define SP_TF_SUFFIX	 ".sptrace"
 #define SP_TF_CHUNK_SIZE 65536u
+#define SP_TF_AS_SHARE 16 /* under an address space limit, the trace maps at most 1/16 of it */
 #define SP_TF_RESERVING 0xffffffffu /* chunk_info: disk space being reserved by one thread */
 #define SP_TF_MIN_BYTES	 (4ull << 20)
 #define SP_TF_PATH_MAX	 1024

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
@@ -818,6 +819,72 @@ Test(recorder, file_size_limit_never_kills_the_program, .timeout = 120)
 	cr_expect_geq(m.kept, 200000, "the marks before the limit are kept");
 	cr_expect_gt(m.lost, 0);
 	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+	sp_t_rmrf(dir);
+}
+
+/* markgen ARGS run with the soft address space limit (RLIMIT_AS) at `bytes`, inherited through fork. */
+static int markgen_under_as_limit(struct sp_t_result *r, const char *dir, uint64_t bytes, const char *args, int preload)
+{
+	struct rlimit old, lim;
+	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)bytes;
+	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	int st;
+	if (preload) {
+		st = markgen(r, dir, NULL, args);
+	} else {
+		char *argv[32], *copy = markgen_argv(argv, args);
+		char *env[] = {"LD_PRELOAD=", NULL};
+		st = sp_t_run(r, argv, env, NULL, 60);
+		free(copy);
+	}
+	setrlimit(RLIMIT_AS, &old);
+	return st;
+}
+
+/*
+ * The trace file is mapped whole, and a mapping counts against the address space
+ * limit (ulimit -v): a 1 GiB trace would leave a program under a 1.4 GB limit
+ * without the 600 MiB it allocates fine without stepprof. Under a limit the file
+ * takes at most a 16th of it (one warning); under a limit too small for that, no
+ * file.
+ */
+Test(recorder, address_space_limit_leaves_the_program_its_memory, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recas");
+	char capped[600], tiny[600];
+	snprintf(capped, sizeof(capped), "%s/capped", dir);
+	snprintf(tiny, sizeof(tiny), "%s/tiny", dir);
+	uint64_t limit = 1400ull << 20;
+	struct sp_t_result r, plain;
+
+	markgen_under_as_limit(&plain, NULL, limit, "-n 1000 -M 600 -c 3", 0);
+	cr_assert(strstr(plain.out, "alloc=ok"), "600 MiB under 1.4 GB without stepprof: %s", plain.out);
+	markgen_under_as_limit(&r, capped, limit, "-n 1000 -M 600 -c 3", 1);
+	expect_same_behaviour(&r, &plain);
+	cr_expect(strstr(r.out, "alloc=ok"), "the program's 600 MiB under the preload: %s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one stepprof: warning, stderr: %s", r.err);
+	cr_expect(strstr(r.err, "ulimit -v"), "the warning says why: %s", r.err);
+	struct sp_json *j = info(capped);
+	struct sp_json *f = only_file(j);
+	struct stat st;
+	cr_assert_eq(stat(sp_json_str(f, "path"), &st), 0);
+	cr_expect_leq((uint64_t)st.st_size, limit / 16, "a file of %ld bytes", (long)st.st_size);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 1000);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_result_free(&plain);
+
+	/* 48 MiB: a 16th is 3 MiB, under the smallest trace file: no file, the program unchanged */
+	markgen_under_as_limit(&plain, NULL, 48ull << 20, "-n 1000 -c 3", 0);
+	markgen_under_as_limit(&r, tiny, 48ull << 20, "-n 1000 -c 3", 1);
+	expect_same_behaviour(&r, &plain);
+	cr_expect(strstr(r.err, "ulimit -v"), "the warning says why: %s", r.err);
+	struct stat d;
+	cr_expect(stat(tiny, &d) != 0 || d.st_nlink == 2, "no trace file under a 48 MiB limit");
 	sp_t_result_free(&r);
 	sp_t_result_free(&plain);
 	sp_t_rmrf(dir);

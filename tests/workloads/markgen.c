@@ -26,6 +26,8 @@
  *              "afterclose" and print "user_size=<bytes of that file>"
  *     -F B     before anything, set the soft file size limit (RLIMIT_FSIZE) to B bytes
  *     -G B     after the threads' marks, set it to B bytes and write N marks "after_limit"
+ *     -M MiB   after the marks, map and touch MiB of anonymous memory; print "alloc=ok"
+ *              or "alloc=failed" (what an address space limit leaves the program)
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
@@ -45,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -184,8 +187,9 @@ int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
+	long alloc_mib = -1;
 	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -240,6 +244,9 @@ int main(int argc, char **argv)
 			break;
 		case 'G':
 			fsize_after = atoll(optarg);
+			break;
+		case 'M':
+			alloc_mib = atol(optarg);
 			break;
 		default:
 			fprintf(stderr, "markgen: bad option (see the source)\n");
@@ -296,6 +303,15 @@ int main(int argc, char **argv)
 	total += nthreads * (nmarks + last_mark);
 	for (long i = 0; i < steps; i++)
 		do_step();
+	if (alloc_mib >= 0) {
+		size_t len = (size_t)alloc_mib << 20;
+		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p != MAP_FAILED) {
+			memset(p, 1, len);
+			munmap(p, len);
+		}
+		printf("alloc=%s\n", p != MAP_FAILED ? "ok" : "failed");
+	}
 	if (fsize_after >= 0) {
 		set_fsize(fsize_after);
 		marks_named("after_limit", nmarks);
