@@ -17,6 +17,7 @@
 #include "tracefile.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -585,10 +586,14 @@ static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
 	int fd = file_fd(tf);
 	if (fd < 0)
 		return -1;
-	if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
-		return 0;
-	if (errno != EOPNOTSUPP && errno != ENOSYS)
-		return -1;
+	if (!__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED)) {
+		if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
+			return 0;
+		if (errno != EOPNOTSUPP && errno != ENOSYS)
+			return -1;
+		/* known at the file's creation (its header is reserved here first, one thread) */
+		__atomic_store_n(&tf->no_fallocate, 1, __ATOMIC_RELAXED);
+	}
 	return write_zeros(fd, off, len);
 }
 
@@ -634,6 +639,51 @@ static void warn_space(struct sp_tf *tf, const char *what)
 
 /* ------------------------------------------------------------- 4. keep area */
 
+/*
+ * keep_space on a file system without fallocate: the zeros that reserve a range
+ * would erase a string another thread wrote there after its own reservation, so
+ * one thread at a time writes them (keep_busy), and the others wait for it
+ * (a write of at most 64 KiB; once per 64 KiB of strings). The wait is bounded
+ * (~1 ms): a signal handler that records while its own thread holds the flag
+ * gets -1 (its string is missing) rather than waiting forever.
+ */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+static int keep_space_zeros(struct sp_tf *tf, uint64_t end, uint64_t want)
+{
+	for (unsigned spins = 0;; spins++) {
+		int idle = 0;
+		if (__atomic_compare_exchange_n(&tf->keep_busy, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		if (end <= __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE))
+			return 0;
+		if (spins >= 1000) {
+			errno = EBUSY;
+			return -1;
+		}
+		if (spins >= 16)
+			sched_yield();
+		else
+			cpu_relax();
+	}
+	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
+	int rc = 0;
+	if (end > have) {
+		rc = reserve_range(tf, have, want - have);
+		if (rc == 0)
+			__atomic_store_n(&tf->keep_reserved, want, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&tf->keep_busy, 0, __ATOMIC_RELEASE);
+	return rc;
+}
+
 /* Disk space up to byte `end` of the file, ahead in 64 KiB steps. */
 static int keep_space(struct sp_tf *tf, uint64_t end)
 {
@@ -643,9 +693,11 @@ static int keep_space(struct sp_tf *tf, uint64_t end)
 	uint64_t want = (end + SP_TF_CHUNK_SIZE - 1) & ~(uint64_t)(SP_TF_CHUNK_SIZE - 1);
 	if (want > tf->ring_off)
 		want = tf->ring_off;
+	if (__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED))
+		return keep_space_zeros(tf, end, want);
 	if (reserve_range(tf, have, want - have) != 0)
 		return -1;
-	/* several threads may have reserved overlapping ranges: keep the maximum */
+	/* several threads may have reserved overlapping ranges (fallocate changes no data): keep the maximum */
 	while (have < want &&
 	       !__atomic_compare_exchange_n(&tf->keep_reserved, &have, want, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 		;
@@ -668,7 +720,8 @@ struct sp_slot *sp_tf_keep_reserve(struct sp_tf *tf, unsigned nslots)
 		}
 		/* space first, then the counter: the area never has a hole without blocks */
 		if (keep_space(tf, tf->keep_off + (at + nslots) * SP_SLOT_SIZE) != 0) {
-			warn_space(tf, "string area");
+			if (errno != EBUSY) /* EBUSY: keep_space_zeros' bounded wait, not the disk */
+				warn_space(tf, "string area");
 			break;
 		}
 		if (__atomic_compare_exchange_n(&tf->hdr->keep_next_slot, &at, at + nslots, 0, __ATOMIC_ACQ_REL,

@@ -48,6 +48,8 @@ struct sp_tf {
 	uint64_t keep_slots;
 	uint32_t chunk_size, ring_chunks;
 	uint64_t keep_reserved; /* bytes [0, keep_reserved) have disk space (atomic) */
+	int no_fallocate;	/* the file system has no fallocate: space is reserved by writing zeros */
+	int keep_busy;		/* with no_fallocate: a thread writes the keep area's zeros (atomic) */
 	/* Keep slots strings may take (0: all of them); the recorder leaves the other
 	 * half to the summaries, whose windows double to fit in it. */
 	uint64_t keep_string_max;

@@ -62,26 +62,26 @@ static char *xstrndup(const char *s, size_t n)
 
 /* ------------------------------------------------ 1. paths and directories */
 
-const char *sp_t_build(const char *rel)
+/* malloc'd "$var/rel", with dflt for an unset or empty var */
+static const char *under_env_dir(const char *var, const char *dflt, const char *rel)
 {
-	const char *b = getenv("STEPPROF_BUILD");
+	const char *b = getenv(var);
 	if (!b || !*b)
-		b = "build";
+		b = dflt;
 	size_t n = strlen(b) + strlen(rel) + 2;
 	char *p = xmalloc(n);
 	snprintf(p, n, "%s/%s", b, rel);
 	return p;
 }
 
+const char *sp_t_build(const char *rel)
+{
+	return under_env_dir("STEPPROF_BUILD", "build", rel);
+}
+
 const char *sp_t_cuda(const char *rel)
 {
-	const char *h = getenv("CUDA_HOME");
-	if (!h || !*h)
-		h = "/usr/local/cuda";
-	size_t n = strlen(h) + strlen(rel) + 2;
-	char *p = xmalloc(n);
-	snprintf(p, n, "%s/%s", h, rel);
-	return p;
+	return under_env_dir("CUDA_HOME", "/usr/local/cuda", rel);
 }
 
 char *sp_t_tmpdir(const char *tag)
