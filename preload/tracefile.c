@@ -601,8 +601,9 @@ static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
  * A new ring chunk's disk space: zeros written through the page cache, by the
  * one thread that reserves the chunk (claim(): chunk_info RESERVING). Zeros
  * written over a range that another thread already fills would erase its
- * records, hence fallocate, which never changes data, for the keep area, whose
- * ranges threads may reserve twice.
+ * records: the keep area, whose ranges threads may reserve twice, gets
+ * fallocate, which never changes data, or, without it, zeros written one
+ * thread at a time (keep_space_zeros).
  *
  * RATIONALE: measured on ext4 (Linux 6.18, the development VM), per 64 KiB
  * chunk, reserving it, mapping its pages (MADV_POPULATE_WRITE) and then
@@ -639,14 +640,7 @@ static void warn_space(struct sp_tf *tf, const char *what)
 
 /* ------------------------------------------------------------- 4. keep area */
 
-/*
- * keep_space on a file system without fallocate: the zeros that reserve a range
- * would erase a string another thread wrote there after its own reservation, so
- * one thread at a time writes them (keep_busy), and the others wait for it
- * (a write of at most 64 KiB; once per 64 KiB of strings). The wait is bounded
- * (~1 ms): a signal handler that records while its own thread holds the flag
- * gets -1 (its string is missing) rather than waiting forever.
- */
+/* A spinning thread's hint to the CPU. */
 static inline void cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -656,6 +650,14 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/*
+ * keep_space on a file system without fallocate: the zeros that reserve a range
+ * would erase a string another thread wrote there after its own reservation, so
+ * one thread at a time writes them (keep_busy), and the others wait for it
+ * (a write of at most 64 KiB; once per 64 KiB of strings). The wait is bounded
+ * (~1 ms): a signal handler that records while its own thread holds the flag
+ * gets -1 (its string is missing) rather than waiting forever.
+ */
 static int keep_space_zeros(struct sp_tf *tf, uint64_t end, uint64_t want)
 {
 	for (unsigned spins = 0;; spins++) {
