@@ -314,8 +314,14 @@ static void geometry(struct sp_tf *tf, uint64_t cap)
  */
 static int high_fd(int fd)
 {
-	static const int floors[] = {1000, 512, 256};
+	/* under a descriptor limit below 256 (ulimit -n), the top of the program's table */
+	struct rlimit r;
+	int top = getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < 256 ?
+			  (int)r.rlim_cur - 8 : 0;
+	const int floors[] = {1000, 512, 256, top};
 	for (unsigned i = 0; i < sizeof(floors) / sizeof(floors[0]); i++) {
+		if (floors[i] <= fd)
+			continue;
 		long h = syscall(SYS_fcntl, fd, F_DUPFD_CLOEXEC, floors[i]);
 		if (h >= 0) {
 			sys_close(fd);

@@ -836,14 +836,21 @@ Test(recorder, file_size_limit_never_kills_the_program, .timeout = 120)
 	sp_t_rmrf(dir);
 }
 
-/* markgen ARGS run with the soft address space limit (RLIMIT_AS) at `bytes`, inherited through fork. */
-static int markgen_under_as_limit(struct sp_t_result *r, const char *dir, uint64_t bytes, const char *args, int preload)
+/* Set the soft limit of `resource` (inherited through fork) to value; returns the old one to give back. */
+static struct rlimit limit_soft(int resource, uint64_t value)
 {
 	struct rlimit old, lim;
-	cr_assert_eq(getrlimit(RLIMIT_AS, &old), 0);
+	cr_assert_eq(getrlimit(resource, &old), 0);
 	lim = old;
-	lim.rlim_cur = (rlim_t)bytes;
-	cr_assert_eq(setrlimit(RLIMIT_AS, &lim), 0);
+	lim.rlim_cur = (rlim_t)value;
+	cr_assert_eq(setrlimit(resource, &lim), 0);
+	return old;
+}
+
+/* markgen ARGS run with the soft address space limit (RLIMIT_AS) at `bytes`. */
+static int markgen_under_as_limit(struct sp_t_result *r, const char *dir, uint64_t bytes, const char *args, int preload)
+{
+	struct rlimit old = limit_soft(RLIMIT_AS, bytes);
 	int st;
 	if (preload) {
 		st = markgen(r, dir, NULL, args);
@@ -855,6 +862,40 @@ static int markgen_under_as_limit(struct sp_t_result *r, const char *dir, uint64
 	}
 	setrlimit(RLIMIT_AS, &old);
 	return st;
+}
+
+/*
+ * Under a descriptor limit below 256 (ulimit -n 64) the trace's descriptor goes
+ * to the top of the program's table, not to 3: a program's first open gets the
+ * number it gets without stepprof. (Python: it records its start-up reads, so its
+ * trace file exists before the script's first open.)
+ */
+Test(recorder, low_descriptor_limit_keeps_the_programs_numbers)
+{
+	char *dir = sp_t_tmpdir("recnofile");
+	const char *py = "/usr/bin/python3";
+	if (access(py, X_OK) != 0)
+		cr_skip_test("%s missing", py);
+	char *argv[] = {(char *)py, "-c",
+			"import os\nfds = []\ntry:\n    while True: fds.append(os.open('/dev/null', os.O_RDONLY))\n"
+			"except OSError:\n    print('first', fds[0], 'count', len(fds))",
+			NULL};
+	char *env_plain[] = {"LD_PRELOAD=", NULL};
+	char *env_pre[] = {env_preload(), env_dir(dir), "STEPPROF_IO=libc", NULL};
+	struct sp_t_result plain, r;
+	struct rlimit old = limit_soft(RLIMIT_NOFILE, 64);
+	sp_t_run(&plain, argv, env_plain, NULL, 60);
+	sp_t_run(&r, argv, env_pre, NULL, 60);
+	setrlimit(RLIMIT_NOFILE, &old);
+	int pf = -1, pc = -1, rf = -1, rc = -1;
+	cr_assert_eq(sscanf(plain.out, "first %d count %d", &pf, &pc), 2, "%s%s", plain.out, plain.err);
+	cr_assert_eq(sscanf(r.out, "first %d count %d", &rf, &rc), 2, "%s%s", r.out, r.err);
+	cr_expect_eq(rf, pf, "first descriptor %d under stepprof, %d without", rf, pf);
+	cr_expect_eq(rc, pc - 1, "the trace holds one descriptor: %d opens against %d", rc, pc);
+	cr_expect_eq(entries(dir), 1, "the python process was recorded");
+	sp_t_result_free(&plain);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
 }
 
 /*
