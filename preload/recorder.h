@@ -8,7 +8,8 @@
  * trace, so what is written survives _exit, SIGKILL and the OOM killer. When a
  * record cannot be written it is counted (a LOST record follows as soon as space
  * is available again) instead of blocking. Opening a new chunk (once per ~2000
- * records) may reserve disk space with one fallocate: the amortised slow path.
+ * records) may reserve its disk space (one write of 64 KiB of zeros): the
+ * amortised slow path.
  *
  * The trace file is created lazily, at the process's first record, so a process
  * that records nothing leaves no file. After fork() the child gets its own file

@@ -16,8 +16,10 @@
  *
  * File I/O goes through raw syscall(SYS_...) only, so that the libc I/O hooks of
  * the preload never see stepprof's own I/O; errno is preserved by every function.
- * Disk space is reserved with fallocate before a page of the mapping is first
- * written, so a full disk gives lost records and one warning, never SIGBUS.
+ * Disk space is reserved before a page of the mapping is first written (a ring
+ * chunk: its zeros written; the keep area: fallocate), so a full disk gives lost
+ * records and one warning, never SIGBUS; and the file stays under the program's
+ * file size and address space limits (SIGXFSZ, ENOMEM in the program otherwise).
  */
 #ifndef STEPPROF_TRACEFILE_H
 #define STEPPROF_TRACEFILE_H
