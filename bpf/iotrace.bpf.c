@@ -201,10 +201,13 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
  */
 static __always_inline __u64 file_of(struct task_struct *task, int fd)
 {
-	struct fdtable *fdt = task->files->fdt;
+	struct fdtable *fdt;
 	__u64 file = 0;
 
-	if (fd < 0 || (unsigned int)fd >= fdt->max_fds)
+	if (fd < 0)
+		return 0; /* AT_FDCWD, the dirfd of most *at calls: no table to read */
+	fdt = task->files->fdt;
+	if ((unsigned int)fd >= fdt->max_fds)
 		return 0;
 	if (bpf_rdonly_cast) {
 		/*
