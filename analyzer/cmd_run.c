@@ -517,7 +517,42 @@ static int exit_code(int st)
 	return RUN_EXIT_FAIL;
 }
 
-/* Wait for the job; with a collector, keep its pipes drained and notice if it dies early. */
+/*
+ * Is pid (our unreaped child) leaving: a zombie, or in the kernel's exit path
+ * (PF_EXITING, 0x4, in the flags field of /proc/PID/stat, proc(5))? 1 also when
+ * it cannot be read: then there is nothing left to warn about.
+ */
+static int job_exiting(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	/* the command name may hold anything, ')' included: the fields start after the last one */
+	const char *p = strrchr(buf, ')');
+	char state;
+	unsigned long flags;
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+		return 1;
+	return state == 'Z' || state == 'X' || (flags & 0x4);
+}
+
+/*
+ * Wait for the job; with a collector, keep its pipes drained and notice if it dies early.
+ *
+ * The collector also leaves on its own, status 0, once the whole traced tree
+ * has exited: it sees the last thread's sched_process_exit, and the job is a
+ * zombie only later, after its exit has unmapped its memory and closed its files
+ * (measured here: 7.6 ms for 256 MiB touched, 132 ms for 4 GiB; before this
+ * test, every `stepprof run` of a PyTorch job warned). So a collector gone
+ * before the job is only "early" when the job is not leaving.
+ */
 static int wait_job(pid_t job, struct collector *c)
 {
 	int st = 0;
@@ -531,7 +566,8 @@ static int wait_job(pid_t job, struct collector *c)
 			int cst;
 			if (waitpid(c->pid, &cst, WNOHANG) == c->pid) {
 				c->pid = -1;
-				/* It also leaves on its own once the whole tree has exited: the job is a zombie then. */
+				if (WIFEXITED(cst) && WEXITSTATUS(cst) == 0 && job_exiting(job))
+					continue; /* the tree's end: the blocking wait above reaps the job */
 				if (waitpid(job, &st, WNOHANG) == job)
 					return st;
 				fprintf(stderr, "stepprof: run: the eBPF collector exited early (status %d); input from "

@@ -28,6 +28,8 @@
  *     -G B     after the threads' marks, set it to B bytes and write N marks "after_limit"
  *     -M MiB   after the marks, map and touch MiB of anonymous memory; print "alloc=ok"
  *              or "alloc=failed" (what an address space limit leaves the program)
+ *     -K       with -M: keep that memory mapped, so that the exit unmaps it (a process
+ *              whose exit takes a while after its last thread has left)
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
@@ -188,8 +190,8 @@ int main(int argc, char **argv)
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1;
-	int quick = 0, code = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:")) != -1) {
+	int quick = 0, code = 0, keep_alloc = 0, opt;
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:K")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -247,6 +249,9 @@ int main(int argc, char **argv)
 			break;
 		case 'M':
 			alloc_mib = atol(optarg);
+			break;
+		case 'K':
+			keep_alloc = 1;
 			break;
 		default:
 			fprintf(stderr, "markgen: bad option (see the source)\n");
@@ -308,7 +313,8 @@ int main(int argc, char **argv)
 		void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p != MAP_FAILED) {
 			memset(p, 1, len);
-			munmap(p, len);
+			if (!keep_alloc)
+				munmap(p, len);
 		}
 		printf("alloc=%s\n", p != MAP_FAILED ? "ok" : "failed");
 	}
