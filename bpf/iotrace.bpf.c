@@ -305,13 +305,21 @@ static __always_inline bool task_traced(struct task_struct *task)
  * not traced), this CPU's state, the current task and its thread id. NULL:
  * nothing to do for this syscall.
  */
-static __always_inline struct iotrace_cpu *cpu_call(long nr, int *call, struct task_struct **task, __u32 *tid)
+static __always_inline struct iotrace_cpu *cpu_call(struct pt_regs *regs, long nr, int *call, struct task_struct **task,
+						   __u32 *tid)
 {
 	struct iotrace_cpu *c;
+	long cmd;
 
 	*call = call_of(nr);
 	if (*call < 0)
 		return NULL;
+	if (*call == IOTRACE_sys_fcntl) {
+		/* Only its dups change the fd table (the command is still in its register at exit). */
+		cmd = SYSCALL_ARG2(regs);
+		if (cmd != IOTRACE_F_DUPFD && cmd != IOTRACE_F_DUPFD_CLOEXEC)
+			return NULL;
+	}
 	c = this_cpu();
 	if (!c)
 		return NULL;
@@ -329,7 +337,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	__u32 tid;
 	int call;
 
-	c = cpu_call(id, &call, &task, &tid);
+	c = cpu_call(regs, id, &call, &task, &tid);
 	if (!c)
 		return 0;
 	if (c->tid != tid) {
@@ -463,6 +471,7 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 	case IOTRACE_sys_dup:
 	case IOTRACE_sys_dup2:
 	case IOTRACE_sys_dup3:
+	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC only (cpu_call) */
 		/* The new fd's open file, installed just before the return: what later calls on the fd will show. */
 		if (ret >= 0)
 			e->nfile = file_of(task, (int)ret);
@@ -484,7 +493,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	__u32 tid;
 	int call;
 
-	c = cpu_call(SYSCALL_NR(regs), &call, &task, &tid);
+	c = cpu_call(regs, SYSCALL_NR(regs), &call, &task, &tid);
 	if (!c)
 		return 0;
 	if (c->busy && c->tid == tid) {

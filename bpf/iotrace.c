@@ -50,6 +50,8 @@
 #define SYS_dup2 (-1000) /* architectures without it (arm64) have only dup3; never a syscall number (nor -1) */
 #endif
 
+_Static_assert(IOTRACE_F_DUPFD == F_DUPFD && IOTRACE_F_DUPFD_CLOEXEC == F_DUPFD_CLOEXEC, "fcntl's dup commands");
+
 static volatile sig_atomic_t stop;
 static bool verbose;
 static char libbpf_last[256]; /* libbpf's last warning: the reason of a failed load */
@@ -572,7 +574,9 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 		}
 		break;
 	case IOTRACE_sys_dup:
-		/* Every dup returns the new descriptor; dup's is the lowest free one, as an open's. */
+	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC: the kernel side traces no other command */
+		/* Every dup returns the new descriptor; dup's (and F_DUPFD's, from its floor up) is the
+		 * lowest free one, as an open's. */
 		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
 		break;
 	case IOTRACE_sys_dup2:

@@ -42,6 +42,10 @@ enum iotrace_type {
 #define IOTRACE_F_PATH_CUT   0x4u /* the path did not fit IOTRACE_PATH_MAX */
 #define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
 
+/* fcntl's dup commands (the same on every Linux architecture): the only fcntl calls traced. */
+#define IOTRACE_F_DUPFD		0
+#define IOTRACE_F_DUPFD_CLOEXEC 1030
+
 /* File types as the kernel sees them (i_mode), the same values as enum sp_fdtype. */
 #define IOTRACE_FD_OTHER  0
 #define IOTRACE_FD_FILE	  1

@@ -1,6 +1,7 @@
 /*
  * hook_io_open.c - libc wrappers: the open family, close, and the calls that
- * only keep the fd table right (pipe, socket, accept, dup, epoll_ctl); plus
+ * only keep the fd table right (pipe, socket, accept, dup, fcntl's F_DUPFD,
+ * epoll_ctl); plus
  * the input capture's constructor (STEPPROF_IO).
  *
  * Divided into: 1. set-up, 2. open family (OPEN), 3. stdio open (OPEN),
@@ -376,6 +377,29 @@ int dup3(int oldfd, int newfd, int flags)
 		__atomic_store_n(&io_fdtab[newfd].word, w, __ATOMIC_RELAXED);
 	return r;
 }
+
+/*
+ * fcntl's F_DUPFD and F_DUPFD_CLOEXEC are dups (Python's os.dup is one): the
+ * copy describes what fd describes. Every other command is passed through.
+ * RATIONALE: the third argument is read as one word whatever the command, as
+ * glibc's own fcntl reads it: each command takes an int, a pointer or nothing,
+ * all passed in the same register.
+ */
+#define IO_FCNTL(NAME)                                                                                                 \
+	int NAME(int fd, int cmd, ...)                                                                                 \
+	{                                                                                                              \
+		va_list ap;                                                                                            \
+		va_start(ap, cmd);                                                                                     \
+		void *arg = va_arg(ap, void *);                                                                        \
+		va_end(ap);                                                                                            \
+		int r = IO_REAL(NAME)(fd, cmd, arg);                                                                   \
+		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))                                              \
+			io_fd_copy(fd, r);                                                                             \
+		return r;                                                                                              \
+	}
+
+IO_FCNTL(fcntl)
+IO_FCNTL(fcntl64)
 
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {

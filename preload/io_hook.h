@@ -43,6 +43,7 @@
 enum io_fn {
 #define SP_API_IO(name, version) IO_FN_##name,
 #include "stepprof/api_io.def"
+#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 	IO_FN__COUNT
 };

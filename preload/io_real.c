@@ -16,12 +16,14 @@ void *io_real_ptr[IO_FN__COUNT];
 static const char *const io_fn_name[IO_FN__COUNT] = {
 #define SP_API_IO(name, version) [IO_FN_##name] = #name,
 #include "stepprof/api_io.def"
+#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 };
 
 static const char *const io_fn_version[IO_FN__COUNT] = {
 #define SP_API_IO(name, version) [IO_FN_##name] = version,
 #include "stepprof/api_io.def"
+#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 };
 

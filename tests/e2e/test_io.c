@@ -462,3 +462,65 @@ Test(io, select_epoll_and_recv_on_sockets_are_loader_waits, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * fcntl(F_DUPFD_CLOEXEC) is how Python's os.dup copies an fd, fcntl64(F_DUPFD, n)
+ * the name and command a program built with _FILE_OFFSET_BITS=64 may use: the
+ * copies describe the file too. Before they were followed, every read, fstat and
+ * close through such a copy had no path, with the libc wrappers and the collector
+ * alike (reads of os.dup'ed fds in a Python script: "path": null).
+ */
+static void check_dupfd(struct io_env *e, const struct sp_json *t, const char *source)
+{
+	struct io_recs rs;
+	io_t_load_dir(e->trace, &rs);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e->prefix);
+	int pid = (int)tnum(t, "pid");
+	uint64_t b;
+	struct io_filter ff = { .prefix = f, .source = source, .pid = pid, .kind = "read" };
+	/* the reads of the first copy (to EOF) and the pread of the second */
+	cr_expect_eq(io_t_count(&rs, ff, &b), tnum(t, "read_calls") + 1, "%s: reads through the copies named %s",
+		     source, f);
+	cr_expect_eq(b, (uint64_t)(tnum(t, "read_bytes") + tnum(t, "pread_bytes")));
+	ff.kind = "stat";
+	cr_expect_eq(io_t_count(&rs, ff, &b), 1, "%s: the fstat of the F_DUPFD copy", source);
+	cr_expect_eq(b, io_t_iogen_size(0));
+	ff.kind = "close";
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 3, "%s: the closes of the fd and its two copies", source);
+	/* and nothing of that process on those fds went unnamed */
+	long unnamed = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid == pid && !r->path && !strcmp(r->source, source) &&
+		    (r->fd == tnum(t, "fd_cloexec") || r->fd == tnum(t, "fd_20")))
+			unnamed++;
+	}
+	cr_expect_eq(unnamed, 0, "%s: %ld records on the copies without a path", source, unnamed);
+	io_t_free(&rs);
+}
+
+Test(io, fd_copies_made_by_fcntl_keep_their_path_libc, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-dupfd", 1);
+	char *args[] = { e.iogen, "dupfd", e.data, "1", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "libc");
+	check_dupfd(&e, t, "libc");
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+Test(io, fd_copies_made_by_fcntl_keep_their_path_bpf, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-dupfd-bpf", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "dupfd", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	check_dupfd(&e, t, "bpf");
+	sp_json_free(t);
+	env_fini(&e);
+}

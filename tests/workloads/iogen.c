@@ -34,6 +34,10 @@
  *                                  second thread opens DIR/f000 meanwhile, gets the
  *                                  same number, waits for the close to return, then
  *                                  fstats, reads (512 B) to EOF, preads 64 B, closes
+ *   iogen dupfd DIR N              copies of an fd of DIR/f000 made with fcntl(F_DUPFD_CLOEXEC)
+ *                                  (as Python's os.dup) and fcntl64(F_DUPFD, 20), the
+ *                                  original closed first: read (512 B) to EOF on the
+ *                                  first, fstat and pread 64 B on the second, close both
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -705,12 +709,47 @@ static int do_reuse(void)
 	return 0;
 }
 
+static int do_dupfd(void)
+{
+	char path[4096], buf[512];
+	file_path(path, sizeof(path), 0);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	int a = fcntl(fd, F_DUPFD_CLOEXEC, 0), b = fcntl64(fd, F_DUPFD, 20);
+	if (a < 0 || b < 20)
+		die("fcntl");
+	close(fd);
+	long read_bytes = 0;
+	int read_calls = 0;
+	for (ssize_t n;; read_bytes += n) {
+		n = read(a, buf, sizeof(buf));
+		read_calls++;
+		if (n < 0)
+			die("read");
+		if (n == 0)
+			break;
+	}
+	struct stat st;
+	if (fstat(b, &st))
+		die("fstat");
+	ssize_t p = pread(b, buf, 64, 0);
+	if (p < 0)
+		die("pread");
+	close(a);
+	close(b);
+	printf("{\"pid\":%d,\"fd\":%d,\"fd_cloexec\":%d,\"fd_20\":%d,\"read_calls\":%d,\"read_bytes\":%ld,"
+	       "\"st_size\":%ld,\"pread_bytes\":%ld}\n",
+	       (int)getpid(), fd, a, b, read_calls, read_bytes, (long)st.st_size, (long)p);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -745,6 +784,8 @@ int main(int argc, char **argv)
 		return do_forkio("/proc/self/exe", argc > 4 ? atoi(argv[4]) : 2);
 	if (!strcmp(mode, "reuse"))
 		return do_reuse();
+	if (!strcmp(mode, "dupfd"))
+		return do_dupfd();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
