@@ -213,7 +213,8 @@ DIR *opendir(const char *path)
 		io_fd_set(fd, io_path_id(path), SP_FDTYPE_DIR, 1);
 		io_dir_start(fd, c.t0);
 	} else {
-		io_emit(SP_K_LISTDIR, SP_API_opendir, c.t0, c.t1, io_path_id(path), 0, -1, io_result(-1, c.err), 0, 0);
+		io_emit(SP_K_LISTDIR, SP_API_opendir, c.t0, c.t1, io_path_id(io_path_after(path, -1, c.err)), 0, -1,
+			io_result(-1, c.err), 0, 0);
 	}
 	io_finish(&c);
 	return d;

@@ -72,12 +72,17 @@ static int poll_wait_fd(const struct pollfd *fds, nfds_t n, unsigned *type)
 	return -1;
 }
 
-/* Scanned after the call: poll leaves fds[].fd as they were. */
+/*
+ * Scanned after the call: poll leaves fds[].fd as they were. Only when the
+ * kernel has read the whole array (a result, or EINTR): on EFAULT it is not
+ * readable, on EINVAL (n over the fd limit) not n entries long, and reading it
+ * would crash a program that got an error without us.
+ */
 static inline int poll_end(struct io_call *c, unsigned api, const struct pollfd *fds, nfds_t n, int r)
 {
 	unsigned type = 0;
 	io_end(c);
-	int fd = poll_wait_fd(fds, n, &type);
+	int fd = r >= 0 || c->err == EINTR ? poll_wait_fd(fds, n, &type) : -1;
 	wait_rec(c, api, fd, type, r);
 	return r;
 }
@@ -121,12 +126,18 @@ int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts, const s
 /* ---------------------------------------------------------------- 2. select */
 
 /*
- * Scanned before the call: select overwrites the set with the ready fds. The
- * start time is taken again after the scan, which is not part of the wait.
+ * Scanned after the call, in the set the kernel has read (and, with a result,
+ * written): the ready descriptors (r > 0), or the set as given (EINTR leaves it
+ * unchanged). On any other error it may not be readable (EFAULT) and reading it
+ * would crash a program that got an error without us.
+ * NOTE: a select that times out (r == 0, the sets cleared) names no descriptor
+ * and is not recorded; poll and epoll, which loaders use (Python's
+ * multiprocessing waits with poll), do not lose it.
  */
-static int select_wait_fd(struct io_call *c, int nfds, const fd_set *rd, unsigned *type)
+static int select_wait_fd(const struct io_call *c, int nfds, const fd_set *rd, int r, unsigned *type)
 {
-	int found = -1;
+	if (!(r > 0 || (r < 0 && c->err == EINTR)))
+		return -1;
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
 	for (int fd = 0; rd && fd < nfds; fd++) {
@@ -135,12 +146,19 @@ static int select_wait_fd(struct io_call *c, int nfds, const fd_set *rd, unsigne
 		unsigned t = io_fd_type(fd);
 		if (io_type_is_wait(t)) {
 			*type = t;
-			found = fd;
-			break;
+			return fd;
 		}
 	}
-	c->t0 = sp_now();
-	return found;
+	return -1;
+}
+
+static inline int select_end(struct io_call *c, unsigned api, int nfds, const fd_set *rd, int r)
+{
+	unsigned type = 0;
+	io_end(c);
+	int fd = select_wait_fd(c, nfds, rd, r, &type);
+	wait_rec(c, api, fd, type, r);
+	return r;
 }
 
 int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
@@ -149,9 +167,7 @@ int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(nfds, rd, wr, ex, tv);
-	unsigned type = 0;
-	int fd = select_wait_fd(&c, nfds, rd, &type);
-	return wait_end(&c, SP_API_select, fd, type, real(nfds, rd, wr, ex, tv));
+	return select_end(&c, SP_API_select, nfds, rd, real(nfds, rd, wr, ex, tv));
 }
 
 int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts, const sigset_t *mask)
@@ -160,9 +176,7 @@ int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec 
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(nfds, rd, wr, ex, ts, mask);
-	unsigned type = 0;
-	int fd = select_wait_fd(&c, nfds, rd, &type);
-	return wait_end(&c, SP_API_pselect, fd, type, real(nfds, rd, wr, ex, ts, mask));
+	return select_end(&c, SP_API_pselect, nfds, rd, real(nfds, rd, wr, ex, ts, mask));
 }
 
 /* ----------------------------------------------------------------- 3. epoll */

@@ -30,6 +30,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -236,12 +237,32 @@ SP_HIDDEN extern __thread struct io_path_cache io_last_path __attribute__((tls_m
 SP_HIDDEN uint32_t io_path_intern(const char *path, size_t len);
 SP_HIDDEN void io_path_forget(void);
 
+/*
+ * A path argument as it may be read after the call: NULL when the kernel said
+ * EFAULT (the pointer is not readable: reading it would crash a program that
+ * got an error without us). Laundered through an empty asm: glibc declares most
+ * path arguments nonnull, and GCC would otherwise drop our NULL tests, while
+ * fstatat(fd, NULL, st, AT_EMPTY_PATH) is valid (Linux >= 6.11) and a NULL
+ * elsewhere is an EFAULT the program must get back, not a crash.
+ */
+static inline const char *io_path_after(const char *path, long r, int err)
+{
+	__asm__("" : "+r"(path));
+	return r < 0 && err == EFAULT ? NULL : path;
+}
+
+/*
+ * RATIONALE: strnlen to PATH_MAX: the kernel reads a path up to its NUL or
+ * PATH_MAX bytes (ENAMETOOLONG), so that much is readable; a longer buffer with
+ * no NUL may end in an unmapped page.
+ */
 static inline uint32_t io_path_id(const char *path)
 {
+	__asm__("" : "+r"(path));
 	if (!path || !path[0])
 		return 0;
 	struct io_path_cache *c = &io_last_path;
-	size_t len = strlen(path);
+	size_t len = strnlen(path, PATH_MAX);
 	/* The last byte first: paths met one after the other (f001, f002...) mostly differ there. */
 	if (len == c->len && path[len - 1] == c->s[len - 1] && memcmp(path, c->s, len) == 0)
 		return c->id;
@@ -287,6 +308,7 @@ IO_INLINE long io_end_read(struct io_call *c, unsigned api, int fd, long r)
 /* An open-like call of path with flags returned fd r (or -1): OPEN; the fd table learns the fd. */
 IO_INLINE void io_rec_open(struct io_call *c, unsigned api, const char *path, int flags, int r)
 {
+	path = io_path_after(path, r, c->err);
 	uint32_t id = io_path_id(path);
 	if (r >= 0) {
 		int known;
@@ -314,7 +336,9 @@ IO_INLINE void io_rec_stat(struct io_call *c, unsigned api, int dirfd, const cha
 {
 	int fd = -1;
 	uint32_t id;
-	if ((flags & AT_EMPTY_PATH) && path && !path[0]) {
+	path = io_path_after(path, r, c->err);
+	/* AT_EMPTY_PATH with "" or, since Linux 6.11, NULL (a successful call): the fd itself */
+	if ((flags & AT_EMPTY_PATH) && (path ? !path[0] : r == 0)) {
 		fd = dirfd;
 		id = io_word_path(io_fd_word(dirfd));
 	} else {

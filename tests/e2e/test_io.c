@@ -524,3 +524,57 @@ Test(io, fd_copies_made_by_fcntl_keep_their_path_bpf, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * A bad or NULL path, poll array or select set: the program gets its EFAULT back,
+ * as without the preload. The wrappers read a path or an array only once the
+ * kernel has read it (and not at all after EFAULT): before, open((char *)1), stat
+ * (NULL) and eleven more crashed the program (SIGSEGV, status 139). And
+ * fstatat/statx(fd, NULL, AT_EMPTY_PATH), valid since Linux 6.11, are stats of fd.
+ */
+Test(io, bad_pointers_get_their_error_not_a_crash, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-badptr", 1);
+	char *args[] = { e.iogen, "badptr", e.data, "1", NULL };
+	struct sp_t_result plain;
+	cr_assert_eq(sp_t_run(&plain, args, NULL, NULL, 30), 0, "iogen badptr without the preload: %s", plain.err);
+	struct sp_json *t = run_preloaded(&e, args, "libc"); /* asserts exit status 0 */
+	struct sp_json *p = io_t_truth(plain.out);
+	cr_assert(p && t);
+	static const char *const calls[] = { "open_bad", "open_null", "openat_bad", "creat_bad", "fopen_bad",
+					     "stat_bad", "stat_null", "lstat_bad", "fstatat_bad", "statx_bad",
+					     "fstatat_fd_null", "statx_fd_null", "poll_bad", "select_bad" };
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++) {
+		char k[64];
+		for (int j = 0; j < 2; j++) {
+			snprintf(k, sizeof(k), "%s.%d", calls[i], j);
+			struct sp_json *a = sp_json_path(p, k), *b = sp_json_path(t, k);
+			cr_assert(a && b, "%s missing", k);
+			cr_expect_eq(sp_json_i64(p, k, 99), sp_json_i64(t, k, 98), "%s: %lld without the preload, %lld with",
+				     k, (long long)sp_json_i64(p, k, 99), (long long)sp_json_i64(t, k, 98));
+		}
+	}
+	cr_expect_eq(sp_json_i64(p, "open_bad.1", 0), EFAULT, "the workload did not pass a bad pointer");
+	/* the stats of fd with a NULL path name the fd's file */
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	static const char *const fdstats[][2] = { { "fstatat", "fstatat_fd_null" }, { "statx", "statx_fd_null" } };
+	for (int i = 0; i < 2; i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "%s.0", fdstats[i][1]);
+		if (sp_json_i64(t, k, -1) != 0)
+			continue; /* a kernel before 6.11: EFAULT, nothing to name */
+		uint64_t b;
+		struct io_filter ff = { .kind = "stat", .api = fdstats[i][0], .prefix = f, .source = "libc" };
+		cr_expect_eq(io_t_count(&rs, ff, &b), 1, "%s(fd, NULL, AT_EMPTY_PATH) is a stat of %s", fdstats[i][0], f);
+		cr_expect_eq(b, io_t_iogen_size(0));
+	}
+	io_t_free(&rs);
+	sp_json_free(p);
+	sp_json_free(t);
+	sp_t_result_free(&plain);
+	env_fini(&e);
+}

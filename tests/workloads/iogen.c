@@ -38,6 +38,10 @@
  *                                  (as Python's os.dup) and fcntl64(F_DUPFD, 20), the
  *                                  original closed first: read (512 B) to EOF on the
  *                                  first, fstat and pread 64 B on the second, close both
+ *   iogen badptr DIR N             calls given bad and NULL pointers (paths, a poll array, a
+ *                                  select set) and fstatat/statx(fd, NULL, AT_EMPTY_PATH):
+ *                                  prints each result and errno, the same with or without
+ *                                  the preload
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -744,12 +748,61 @@ static int do_dupfd(void)
 	return 0;
 }
 
+/* One result of badptr: "name":[r,errno]. */
+static void badptr_out(const char *name, long r, int *first)
+{
+	printf("%s\"%s\":[%ld,%d]", *first ? "" : ",", name, r, r < 0 ? errno : 0);
+	*first = 0;
+}
+
+static int do_badptr(void)
+{
+	/* volatile: the compiler must not know them (glibc declares these arguments nonnull) */
+	const char *volatile bad = (const char *)1, *volatile nul = NULL;
+	char path[4096];
+	struct stat st;
+	struct statx sx;
+	int first = 1;
+	file_path(path, sizeof(path), 0);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	printf("{\"pid\":%d,\"fd\":%d", (int)getpid(), fd);
+	first = 0;
+	errno = 0;
+	badptr_out("open_bad", open(bad, O_RDONLY), &first);
+	badptr_out("open_null", open(nul, O_RDONLY), &first);
+	badptr_out("openat_bad", openat(AT_FDCWD, bad, O_RDONLY), &first);
+	badptr_out("creat_bad", creat(bad, 0600), &first);
+	FILE *f = fopen(bad, "r");
+	badptr_out("fopen_bad", f ? 0 : -1, &first);
+	badptr_out("stat_bad", stat(bad, &st), &first);
+	badptr_out("stat_null", stat(nul, &st), &first);
+	badptr_out("lstat_bad", lstat(bad, &st), &first);
+	badptr_out("fstatat_bad", fstatat(AT_FDCWD, bad, &st, 0), &first);
+	badptr_out("statx_bad", statx(AT_FDCWD, bad, 0, STATX_SIZE, &sx), &first);
+	/* valid since Linux 6.11 (EFAULT before): a stat of fd itself */
+	st.st_size = -1;
+	long r = fstatat(fd, nul, &st, AT_EMPTY_PATH);
+	badptr_out("fstatat_fd_null", r, &first);
+	printf(",\"fstatat_fd_null_size\":%ld", r == 0 ? (long)st.st_size : -1L);
+	sx.stx_size = 0;
+	r = statx(fd, nul, AT_EMPTY_PATH, STATX_SIZE, &sx);
+	badptr_out("statx_fd_null", r, &first);
+	printf(",\"statx_fd_null_size\":%ld", r == 0 ? (long)sx.stx_size : -1L);
+	badptr_out("poll_bad", poll((struct pollfd *)bad, 1, 0), &first);
+	badptr_out("select_bad", select(1, (fd_set *)bad, NULL, NULL, &(struct timeval){0, 0}), &first);
+	close(fd);
+	printf("}\n");
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -786,6 +839,8 @@ int main(int argc, char **argv)
 		return do_reuse();
 	if (!strcmp(mode, "dupfd"))
 		return do_dupfd();
+	if (!strcmp(mode, "badptr"))
+		return do_badptr();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
