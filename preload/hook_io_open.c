@@ -31,6 +31,7 @@ static void io_after_fork_child(void)
 	/* The child writes a trace file of its own, with string ids of its own. */
 	io_feature_marked = 0;
 	io_path_forget();
+	io_fd_after_fork();
 }
 
 __attribute__((constructor)) static void io_init(void)
@@ -187,7 +188,7 @@ static int fmode_flags(const char *mode)
 IO_INLINE FILE *fopen_end(struct io_call *c, unsigned api, const char *path, const char *mode, FILE *r)
 {
 	io_end(c);
-	io_rec_open(c, api, path, fmode_flags(mode), r ? r->_fileno : -1);
+	io_rec_open(c, api, path, fmode_flags(mode), r ? io_file_fd(r) : -1);
 	return r;
 }
 
@@ -226,7 +227,7 @@ static FILE *do_freopen(unsigned api, FILE *(*real)(const char *, const char *, 
 		io_finish(&c);
 		return r;
 	}
-	io_fd_clear(fp ? fp->_fileno : -1);
+	io_fd_clear(io_file_fd(fp));
 	return fopen_end(&c, api, path, mode, real(path, mode, fp));
 }
 
@@ -255,18 +256,26 @@ IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int
 int close(int fd)
 {
 	int (*real)(int) = IO_REAL(close);
-	/* Cleared before the real close: once it returns the number may be reused. */
-	uint64_t w = io_fd_clear(fd);
 	struct io_call c;
-	if (!io_begin(&c))
+	/* Cleared before the real close: once it returns the number may be reused. */
+	if (!io_begin(&c)) {
+		io_fd_clear(fd);
 		return real(fd);
+	}
+	/* An fd never described (inherited: across exec, or from the parent's
+	 * table after fork) is resolved while still open, outside the call's time. */
+	if (__builtin_expect(!(io_fd_word(fd) & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
+		io_fd_resolve(fd);
+		c.t0 = sp_now();
+	}
+	uint64_t w = io_fd_clear(fd);
 	return close_end(&c, SP_API_close, fd, w, real(fd));
 }
 
 int fclose(FILE *fp)
 {
 	int (*real)(FILE *) = IO_REAL(fclose);
-	int fd = fp ? fp->_fileno : -1;
+	int fd = io_file_fd(fp);
 	uint64_t w = io_fd_clear(fd);
 	struct io_call c;
 	if (!io_begin(&c))

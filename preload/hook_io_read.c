@@ -118,7 +118,7 @@ PREADV2(preadv64v2, off64_t)
  */
 static inline int fread_recorded(FILE *fp, struct io_call *c)
 {
-	return fp && fp->_fileno >= 0 && io_begin(c);
+	return io_file_fd(fp) >= 0 && io_begin(c);
 }
 
 static inline size_t fread_end(struct io_call *c, unsigned api, FILE *fp, size_t size, size_t r)

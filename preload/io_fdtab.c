@@ -4,7 +4,7 @@
  *
  * Divided into: the table, type classification, the once-per-fd fstat.
  */
-#include "io_fdtab.h"
+#include "io_hook.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 struct io_fd io_fdtab[IO_FD_MAX];
+int io_fd_hwm = -1;
 
 unsigned io_type_from_mode(mode_t mode)
 {
@@ -30,6 +31,37 @@ unsigned io_type_from_mode(mode_t mode)
 	}
 }
 
+/*
+ * The path /proc/self/fd/fd names, interned; 0 when there is none (a deleted
+ * file keeps the " (deleted)" the kernel appends: it is the truth).
+ */
+static uint32_t io_fd_proc_path(int fd)
+{
+	char link[32] = "/proc/self/fd/", buf[PATH_MAX], digits[12];
+	int nd = 0, at = 14;
+	for (unsigned v = (unsigned)fd; nd == 0 || v; v /= 10)
+		digits[nd++] = (char)('0' + v % 10);
+	while (nd)
+		link[at++] = digits[--nd];
+	link[at] = 0;
+	int saved = errno;
+	long n = syscall(SYS_readlinkat, AT_FDCWD, link, buf, sizeof(buf));
+	errno = saved;
+	if (n <= 0 || n >= (long)sizeof(buf) || buf[0] != '/')
+		return 0;
+	return io_path_intern(buf, (size_t)n);
+}
+
+void io_fd_after_fork(void)
+{
+	int hwm = io_fd_hwm < IO_FD_MAX ? io_fd_hwm : IO_FD_MAX - 1;
+	for (int fd = 0; fd <= hwm; fd++) {
+		uint64_t w = io_fdtab[fd].word;
+		if (io_word_path(w))
+			io_fdtab[fd].word = w & ~(IO_W_PATH_MASK | IO_W_KNOWN);
+	}
+}
+
 uint64_t io_fd_resolve(int fd)
 {
 	struct stat st;
@@ -41,7 +73,11 @@ uint64_t io_fd_resolve(int fd)
 	errno = saved;
 	if (r != 0)
 		return w; /* not open (yet): leave unknown, "other" for now */
-	w = io_word_make(io_word_path(w), io_type_from_mode(st.st_mode), 1) | (w & (7ull << IO_W_WAIT_SHIFT));
+	unsigned type = io_type_from_mode(st.st_mode);
+	uint32_t path = io_word_path(w);
+	if (!path && (type == SP_FDTYPE_FILE || type == SP_FDTYPE_DIR))
+		path = io_fd_proc_path(fd);
+	w = io_word_make(path, type, 1) | (w & (7ull << IO_W_WAIT_SHIFT));
 	if (io_fd_tracked(fd))
 		__atomic_store_n(&io_fdtab[fd].word, w, __ATOMIC_RELAXED);
 	return w;

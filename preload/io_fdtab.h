@@ -9,6 +9,12 @@
  * exec, made by eventfd/memfd/...) gets its type from one fstat at first use,
  * then cached: the slow path, once per fd.
  *
+ * A fork()ed child keeps the table (its fds are the parent's), but the path ids
+ * in it are the parent's trace file's: io_fd_after_fork() turns every entry
+ * with a path back into "unknown", and the first use of such an fd in the
+ * child asks the kernel (fstat, and readlink of /proc/self/fd/N for a file or
+ * a directory: the slow path, once per fd), as for an fd inherited across exec.
+ *
  * Lock-free and fixed size: one 64-bit word per fd below IO_FD_MAX, read and
  * written with relaxed atomics (a torn view is impossible, a stale one only
  * after a racy close/reuse that the program itself would have to get wrong).
@@ -45,6 +51,17 @@ struct io_fd {
 };
 
 SP_HIDDEN extern struct io_fd io_fdtab[IO_FD_MAX];
+
+/* The highest fd ever given an entry (bounds io_fd_after_fork's scan). */
+SP_HIDDEN extern int io_fd_hwm;
+
+static inline void io_fd_note_hwm(int fd)
+{
+	int h = __atomic_load_n(&io_fd_hwm, __ATOMIC_RELAXED);
+	while (__builtin_expect(fd > h, 0) &&
+	       !__atomic_compare_exchange_n(&io_fd_hwm, &h, fd, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
 
 /* ------------------------------------------------- 2. lookups and updates */
 
@@ -83,6 +100,7 @@ static inline void io_fd_set(int fd, uint32_t path, unsigned type, int known)
 {
 	if (!io_fd_tracked(fd))
 		return;
+	io_fd_note_hwm(fd);
 	__atomic_store_n(&io_fdtab[fd].dir_begin, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&io_fdtab[fd].word, io_word_make(path, type, known), __ATOMIC_RELAXED);
 }
@@ -106,6 +124,8 @@ static inline uint64_t io_fd_clear(int fd)
 static inline void io_fd_copy(int oldfd, int newfd)
 {
 	if (io_fd_tracked(newfd))
+		io_fd_note_hwm(newfd);
+	if (io_fd_tracked(newfd))
 		__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd) & ~(7ull << IO_W_WAIT_SHIFT),
 				 __ATOMIC_RELAXED);
 }
@@ -123,8 +143,14 @@ static inline void io_fd_set_wait_type(int epfd, unsigned type)
 /* Type from an st_mode (S_IFREG -> file, S_IFIFO -> pipe, ...). */
 SP_HIDDEN unsigned io_type_from_mode(mode_t mode);
 
-/* fstat the fd once (raw syscall, never recorded), cache and return its word. */
+/*
+ * fstat the fd once (raw syscall, never recorded), cache and return its word;
+ * a file or directory with no path also gets the one /proc/self/fd/N names.
+ */
 SP_HIDDEN uint64_t io_fd_resolve(int fd);
+
+/* In a fork()ed child: the parent's path ids mean nothing here (see the top). */
+SP_HIDDEN void io_fd_after_fork(void);
 
 /* The fd's word with a known type: the cached one, or io_fd_resolve's. */
 static inline uint64_t io_fd_word_typed(int fd)

@@ -163,6 +163,18 @@ static inline void io_finish(const struct io_call *c)
 	*c->errp = c->err;
 }
 
+/*
+ * The fd behind a stream, -1 for none: fileno()'s own test (glibc's
+ * _IO_IS_FILEBUF, 0x2000, in _flags) without its errno. An open_memstream
+ * stream has _fileno 0 and no file: read as it was, its fread was recorded
+ * on fd 0 and its fclose forgot what fd 0 (stdin) is.
+ */
+#define IO_FILE_IS_FILEBUF 0x2000
+static inline int io_file_fd(const FILE *fp)
+{
+	return fp && (fp->_flags & IO_FILE_IS_FILEBUF) ? fp->_fileno : -1;
+}
+
 /* ------------------------------------------------------------- 4. records */
 
 /* Once per process: mark the trace as holding libc input records. */

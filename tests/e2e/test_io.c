@@ -578,3 +578,86 @@ Test(io, bad_pointers_get_their_error_not_a_crash, .timeout = 60)
 	sp_t_result_free(&plain);
 	env_fini(&e);
 }
+
+/*
+ * A fork()ed child reading an fd its parent opened (a Dataset that opens its file
+ * in __init__, read by the DataLoader workers): the child's records name that file.
+ * The child's trace has string ids of its own while the fd table it inherits held
+ * the parent's: its reads were named after whatever the child interned first under
+ * the same id (here DIR/f001, which it stats first), or had no path.
+ */
+Test(io, forked_child_names_the_fds_it_inherited, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-forkfd", 2);
+	char *args[] = { e.iogen, "forkfd", e.data, "2", NULL };
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, args, env, NULL, 30), 0, "%s", res.err);
+	/* two JSON lines: the child's, then the parent's */
+	const char *nl = strchr(res.out, '\n');
+	cr_assert(nl);
+	char *first = strndup(res.out, (size_t)(nl - res.out));
+	struct sp_json *kid = sp_json_parse(first), *t = io_t_truth(res.out);
+	cr_assert(kid && t, "%s", res.out);
+	cr_assert_eq(tnum(t, "child_status"), 0);
+	int child = (int)tnum(t, "child");
+	long fd = tnum(t, "fd");
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f0[PATH_MAX + 8];
+	snprintf(f0, sizeof(f0), "%s000", e.prefix);
+	uint64_t b;
+	struct io_filter ff = { .kind = "read", .pid = child, .prefix = f0, .source = "libc" };
+	cr_expect_eq(io_t_count(&rs, ff, &b), sp_json_i64(kid, "read_calls", -1) + 1, "the child's reads named %s", f0);
+	cr_expect_eq(b, (uint64_t)(sp_json_i64(kid, "read_bytes", 0) + sp_json_i64(kid, "pread_bytes", 0)));
+	ff.kind = "stat";
+	cr_expect_eq(io_t_count(&rs, ff, &b), 1, "the child's fstat of the inherited fd");
+	cr_expect_eq(b, io_t_iogen_size(0));
+	ff.kind = "close";
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 1);
+	/* and no record of the child on that fd names anything else */
+	long wrong = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid == child && r->fd == fd && strcmp(r->kind, "open") && (!r->path || strcmp(r->path, f0)))
+			wrong++;
+	}
+	cr_expect_eq(wrong, 0, "%ld records of the child on fd %ld name another file or none", wrong, fd);
+	io_t_free(&rs);
+	sp_json_free(kid);
+	sp_json_free(t);
+	free(first);
+	sp_t_result_free(&res);
+	env_fini(&e);
+}
+
+/* An open_memstream stream has no fd (its _fileno is 0): it must not be recorded as fd 0 (stdin). */
+Test(io, a_memory_stream_is_not_stdin, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-memstream", 1);
+	char *args[] = { e.iogen, "memstream", e.data, "1", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "libc");
+	cr_assert_eq(tnum(t, "stdin_read"), 5);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	struct io_filter ff = { .pid = pid, .api = "fread" };
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 0, "fread of a memory stream recorded");
+	ff.api = "fclose";
+	cr_expect_eq(io_t_count(&rs, ff, NULL), 0, "fclose of a memory stream recorded");
+	/* stdin, a pipe, is still known as one */
+	ff.api = "read";
+	ff.kind = "loader_wait";
+	ff.fd_type = "pipe";
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, ff, &b), 1);
+	cr_expect_eq(b, 5);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

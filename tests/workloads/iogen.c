@@ -42,6 +42,11 @@
  *                                  select set) and fstatat/statx(fd, NULL, AT_EMPTY_PATH):
  *                                  prints each result and errno, the same with or without
  *                                  the preload
+ *   iogen forkfd DIR N             the parent opens DIR/f000 and forks; the child stats
+ *                                  DIR/f001 (a path of its own first), then preads 64 B,
+ *                                  reads (512 B) to EOF, fstats and closes the inherited fd
+ *   iogen memstream DIR N          an open_memstream stream: fread from it (an error),
+ *                                  fclose it; then reads fd 0 (made a pipe holding 5 bytes)
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -797,12 +802,73 @@ static int do_badptr(void)
 	return 0;
 }
 
+static int do_forkfd(void)
+{
+	char path[4096], other[4096], buf[512];
+	file_path(path, sizeof(path), 0);
+	file_path(other, sizeof(other), 1);
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	pid_t kid = fork();
+	if (kid < 0)
+		die("fork");
+	if (kid == 0) {
+		struct stat st;
+		if (stat(other, &st))
+			die("stat");
+		ssize_t p = pread(fd, buf, 64, 0);
+		long bytes = 0;
+		int calls = 0;
+		for (ssize_t n;; bytes += n) {
+			n = read(fd, buf, sizeof(buf));
+			calls++;
+			if (n < 0)
+				die("read");
+			if (n == 0)
+				break;
+		}
+		if (fstat(fd, &st))
+			die("fstat");
+		close(fd);
+		printf("{\"child\":%d,\"fd\":%d,\"pread_bytes\":%ld,\"read_calls\":%d,\"read_bytes\":%ld,"
+		       "\"st_size\":%ld}\n",
+		       (int)getpid(), fd, (long)p, calls, bytes, (long)st.st_size);
+		fflush(stdout);
+		_exit(0);
+	}
+	int status;
+	waitpid(kid, &status, 0);
+	close(fd);
+	printf("{\"pid\":%d,\"child\":%d,\"fd\":%d,\"child_status\":%d}\n", (int)getpid(), (int)kid, fd, status);
+	return 0;
+}
+
+static int do_memstream(void)
+{
+	int p[2];
+	if (pipe(p) || dup2(p[0], 0) < 0 || write(p[1], "hello", 5) != 5)
+		die("pipe");
+	char *mem = NULL, buf[16];
+	size_t len = 0;
+	FILE *m = open_memstream(&mem, &len);
+	if (!m)
+		die("open_memstream");
+	fputs("data", m);
+	size_t got = fread(buf, 1, sizeof(buf), m); /* a write-only stream: 0, an error */
+	int closed = fclose(m);
+	free(mem);
+	ssize_t n = read(0, buf, sizeof(buf));
+	printf("{\"pid\":%d,\"fread\":%zu,\"fclose\":%d,\"stdin_read\":%ld}\n", (int)getpid(), got, closed, (long)n);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -841,6 +907,10 @@ int main(int argc, char **argv)
 		return do_dupfd();
 	if (!strcmp(mode, "badptr"))
 		return do_badptr();
+	if (!strcmp(mode, "forkfd"))
+		return do_forkfd();
+	if (!strcmp(mode, "memstream"))
+		return do_memstream();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
