@@ -17,8 +17,13 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <linux/close_range.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 /* The wrappers below are the exported names (the version script lists them). */
@@ -409,6 +414,62 @@ int dup3(int oldfd, int newfd, int flags)
 
 IO_FCNTL(fcntl)
 IO_FCNTL(fcntl64)
+
+/*
+ * Descriptors that die without close(): their entries go, or a number reused
+ * by a descriptor the wrappers do not see born would keep a dead file's path
+ * and type (a memfd after a pclose read as a "pipe", a loader wait).
+ */
+static void io_fd_clear_range(unsigned first, unsigned last)
+{
+	int hwm = __atomic_load_n(&io_fd_hwm, __ATOMIC_RELAXED);
+	for (unsigned fd = first; fd <= last && (int)fd <= hwm && fd < IO_FD_MAX; fd++)
+		io_fd_clear((int)fd);
+}
+
+int pclose(FILE *fp)
+{
+	io_fd_clear(io_file_fd(fp));
+	return IO_REAL(pclose)(fp);
+}
+
+int close_range(unsigned first, unsigned last, int flags)
+{
+	int r = IO_REAL(close_range)(first, last, flags);
+	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+		io_fd_clear_range(first, last);
+	return r;
+}
+
+void closefrom(int lowfd)
+{
+	IO_REAL(closefrom)(lowfd);
+	io_fd_clear_range(lowfd < 0 ? 0 : (unsigned)lowfd, IO_FD_MAX - 1);
+}
+
+/* Born of calls that are not input: a fresh entry (a memfd is a file without a path). */
+int memfd_create(const char *name, unsigned flags)
+{
+	int r = IO_REAL(memfd_create)(name, flags);
+	if (r >= 0)
+		io_fd_set(r, 0, SP_FDTYPE_FILE, 1);
+	return r;
+}
+
+#define IO_FD_OTHER(PROTO, CALL)                                                                                       \
+	int PROTO                                                                                                      \
+	{                                                                                                              \
+		int r = CALL;                                                                                          \
+		if (r >= 0)                                                                                            \
+			io_fd_set(r, 0, SP_FDTYPE_OTHER, 1);                                                           \
+		return r;                                                                                              \
+	}
+
+IO_FD_OTHER(eventfd(unsigned count, int flags), IO_REAL(eventfd)(count, flags))
+IO_FD_OTHER(epoll_create(int size), IO_REAL(epoll_create)(size))
+IO_FD_OTHER(epoll_create1(int flags), IO_REAL(epoll_create1)(flags))
+IO_FD_OTHER(timerfd_create(int clock, int flags), IO_REAL(timerfd_create)(clock, flags))
+IO_FD_OTHER(signalfd(int fd, const sigset_t *mask, int flags), IO_REAL(signalfd)(fd, mask, flags))
 
 int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {

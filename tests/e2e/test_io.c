@@ -661,3 +661,44 @@ Test(io, a_memory_stream_is_not_stdin, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * A descriptor that dies without close() (pclose, close_range: Python's
+ * os.closerange, closefrom) and a number reused by a descriptor born of a call
+ * that is not input (memfd_create, eventfd): the new one must not inherit the
+ * dead one's entry. Before: a memfd read after a pclose was a "loader_wait" on a
+ * "pipe", and reads of a memfd or an eventfd were named after a closed file.
+ */
+Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-stale", 1);
+	char *args[] = { e.iogen, "stale", e.data, "1", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "libc");
+	/* the workload reused each number, or the test proves nothing */
+	cr_assert_eq(tnum(t, "memfd1"), tnum(t, "pipe_fd"));
+	cr_assert_eq(tnum(t, "memfd2"), tnum(t, "file2"));
+	cr_assert_eq(tnum(t, "eventfd3"), tnum(t, "file3"));
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	static const struct {
+		const char *fd, *api, *type;
+	} cases[] = { { "memfd1", "pread", "file" }, { "memfd2", "pread", "file" }, { "eventfd3", "read", "other" } };
+	for (size_t k = 0; k < 3; k++) {
+		long fd = tnum(t, cases[k].fd), n = 0;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct io_rec *r = &rs.v[i];
+			if (r->pid != pid || r->fd != fd || strcmp(r->api, cases[k].api))
+				continue;
+			n++;
+			cr_expect_str_eq(r->kind, "read", "%s: %s", cases[k].fd, r->kind);
+			cr_expect_str_eq(r->fd_type, cases[k].type, "%s: type %s", cases[k].fd, r->fd_type);
+			cr_expect_null(r->path, "%s is named %s, a file closed before it was born", cases[k].fd, r->path);
+		}
+		cr_expect_eq(n, 1, "%s: %ld %s records", cases[k].fd, n, cases[k].api);
+	}
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

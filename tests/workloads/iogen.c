@@ -47,6 +47,10 @@
  *                                  reads (512 B) to EOF, fstats and closes the inherited fd
  *   iogen memstream DIR N          an open_memstream stream: fread from it (an error),
  *                                  fclose it; then reads fd 0 (made a pipe holding 5 bytes)
+ *   iogen stale DIR N              numbers reused after a descriptor died without close():
+ *                                  popen + pclose then memfd_create; DIR/f000 closed by
+ *                                  close_range then memfd_create; DIR/f000 closed by
+ *                                  closefrom then eventfd; a pread/read on each new one
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -64,6 +68,8 @@
 #include <string.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -863,12 +869,52 @@ static int do_memstream(void)
 	return 0;
 }
 
+static int do_stale(void)
+{
+	char path[4096], buf[64];
+	file_path(path, sizeof(path), 0);
+	/* 1. pclose, then a memfd on the pipe's number */
+	FILE *pp = popen("true", "r");
+	if (!pp)
+		die("popen");
+	int pfd = fileno(pp);
+	if (fread(buf, 1, 1, pp) != 0) /* a wait on the pipe: its type is known from here on */
+		die("fread");
+	pclose(pp);
+	int m1 = memfd_create("iogen", 0);
+	if (m1 < 0 || write(m1, "0123456789", 10) != 10)
+		die("memfd_create");
+	long r1 = pread(m1, buf, sizeof(buf), 0);
+	/* 2. close_range, then a memfd on the file's number */
+	int f2 = open(path, O_RDONLY);
+	if (f2 < 0 || close_range((unsigned)f2, (unsigned)f2, 0))
+		die("close_range");
+	int m2 = memfd_create("iogen", 0);
+	if (m2 < 0 || write(m2, "0123456789", 10) != 10)
+		die("memfd_create");
+	long r2 = pread(m2, buf, sizeof(buf), 0);
+	/* 3. closefrom, then an eventfd on the file's number */
+	int f3 = open(path, O_RDONLY);
+	if (f3 < 0)
+		die("open");
+	closefrom(f3);
+	int e3 = eventfd(0, 0);
+	uint64_t one = 1;
+	if (e3 < 0 || write(e3, &one, sizeof(one)) != sizeof(one))
+		die("eventfd");
+	long r3 = read(e3, buf, sizeof(uint64_t));
+	printf("{\"pid\":%d,\"pipe_fd\":%d,\"memfd1\":%d,\"pread1\":%ld,\"file2\":%d,\"memfd2\":%d,"
+	       "\"pread2\":%ld,\"file3\":%d,\"eventfd3\":%d,\"read3\":%ld}\n",
+	       (int)getpid(), pfd, m1, r1, f2, m2, r2, f3, e3, r3);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -911,6 +957,8 @@ int main(int argc, char **argv)
 		return do_forkfd();
 	if (!strcmp(mode, "memstream"))
 		return do_memstream();
+	if (!strcmp(mode, "stale"))
+		return do_stale();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
