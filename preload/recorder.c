@@ -101,6 +101,10 @@ static __attribute__((noinline)) int file_ready_slow(void)
 		return 0;
 	int saved = errno;
 	int32_t me = gettid_raw();
+	if (s == FILE_NONE && (int32_t)syscall(SYS_getpid) != g_pid) {
+		errno = saved;
+		return 0; /* a vfork()ed child: the file would be the parent's, made from the child (thread_attach) */
+	}
 	if (s == FILE_NONE &&
 	    __atomic_compare_exchange_n(&g_state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
 		__atomic_store_n(&g_creator, me, __ATOMIC_RELEASE);
@@ -129,9 +133,18 @@ static void thread_dtor(void *p)
 	sp_recorder_thread_exit();
 }
 
-/* First record of this thread (or first since fork/exit): a stream on the file. */
+/*
+ * First record of this thread (or first since fork/exit): a stream on the file.
+ * Not in a vfork()ed child (nor a raw clone without the atfork handlers): it
+ * shares the parent thread's memory, so attaching would give the parent's
+ * thread the child's tid and, were it the first record, make the parent's file
+ * from the child (measured: the parent's header ppid said its own pid, its
+ * records the child's tid). A getpid once per attach, never on the hot path.
+ */
 static int thread_attach(void)
 {
+	if ((int32_t)syscall(SYS_getpid) != g_pid)
+		return 0;
 	if (!file_ready())
 		return 0;
 	int saved = errno;

@@ -702,3 +702,49 @@ Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .time
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * A vfork()ed child shares its parent's memory, thread state included: when its
+ * calls (before exec) were the process's first records, the parent's trace file
+ * was made from the child (header ppid = the parent's own pid) and every later
+ * record of the parent's thread carried the child's tid. The child's calls are
+ * not recorded now, and the parent's are its own.
+ */
+Test(io, a_vfork_child_does_not_take_over_the_parents_trace, .timeout = 60)
+{
+	struct io_env e;
+	env_init(&e, "io-vfork", 2);
+	char *args[] = { e.iogen, "vforkfirst", e.data, "2", NULL };
+	struct sp_json *t = run_preloaded(&e, args, "libc");
+	cr_assert_eq(tnum(t, "child_status"), 0);
+	int pid = (int)tnum(t, "pid");
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f0[PATH_MAX + 8], f1[PATH_MAX + 8];
+	snprintf(f0, sizeof(f0), "%s000", e.prefix);
+	snprintf(f1, sizeof(f1), "%s001", e.prefix);
+	long parent = 0, foreign_tid = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid)
+			continue;
+		parent += r->path && !strcmp(r->path, f1);
+		foreign_tid += r->tid != pid;
+	}
+	cr_expect_eq(parent, 1 + tnum(t, "read_calls") + 1, "the parent's open, reads and close of %s", f1);
+	cr_expect_eq(foreign_tid, 0, "%ld records of the parent's only thread with another tid", foreign_tid);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = f0 }, NULL), 0, "the vfork child's calls recorded");
+	/* the file's header names the parent's parent */
+	char *iargs[] = { e.stepprof, "info", "--json", e.trace, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, iargs, NULL, NULL, 30), 0, "%s", res.err);
+	struct sp_json *info = sp_json_parse(res.out);
+	cr_assert(info);
+	cr_expect_eq(sp_json_i64(info, "files.0.pid", -1), pid);
+	cr_expect_eq(sp_json_i64(info, "files.0.ppid", -1), tnum(t, "ppid"), "header ppid");
+	sp_json_free(info);
+	sp_t_result_free(&res);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

@@ -51,6 +51,9 @@
  *                                  popen + pclose then memfd_create; DIR/f000 closed by
  *                                  close_range then memfd_create; DIR/f000 closed by
  *                                  closefrom then eventfd; a pread/read on each new one
+ *   iogen vforkfirst DIR N         the first input calls are a vfork()ed child's (open and close
+ *                                  DIR/f000, then _exit); then the parent opens, reads (512 B)
+ *                                  to EOF and closes DIR/f001
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -909,12 +912,46 @@ static int do_stale(void)
 	return 0;
 }
 
+static int do_vforkfirst(void)
+{
+	char path0[4096], path1[4096], buf[512];
+	file_path(path0, sizeof(path0), 0);
+	file_path(path1, sizeof(path1), 1);
+	pid_t kid = vfork();
+	if (kid < 0)
+		die("vfork");
+	if (kid == 0) {
+		/* what a vfork child does before exec (close, dup2...), with a file: recorded nowhere */
+		int fd = open(path0, O_RDONLY);
+		if (fd >= 0)
+			close(fd);
+		_exit(fd >= 0 ? 0 : 1);
+	}
+	int status;
+	waitpid(kid, &status, 0);
+	int fd = open(path1, O_RDONLY);
+	if (fd < 0)
+		die("open");
+	long bytes = 0;
+	int calls = 0;
+	for (ssize_t n;; bytes += n) {
+		n = read(fd, buf, sizeof(buf));
+		calls++;
+		if (n <= 0)
+			break;
+	}
+	close(fd);
+	printf("{\"pid\":%d,\"ppid\":%d,\"child\":%d,\"child_status\":%d,\"read_calls\":%d,\"read_bytes\":%ld}\n",
+	       (int)getpid(), (int)getppid(), (int)kid, status, calls, bytes);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -959,6 +996,8 @@ int main(int argc, char **argv)
 		return do_memstream();
 	if (!strcmp(mode, "stale"))
 		return do_stale();
+	if (!strcmp(mode, "vforkfirst"))
+		return do_vforkfirst();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
