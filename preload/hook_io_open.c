@@ -261,19 +261,17 @@ IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int
 int close(int fd)
 {
 	int (*real)(int) = IO_REAL(close);
-	struct io_call c;
 	/* Cleared before the real close: once it returns the number may be reused. */
-	if (!io_begin(&c)) {
-		io_fd_clear(fd);
+	uint64_t w = io_fd_clear(fd);
+	struct io_call c;
+	if (!io_begin(&c))
 		return real(fd);
-	}
 	/* An fd never described (inherited: across exec, or from the parent's
-	 * table after fork) is resolved while still open, outside the call's time. */
-	if (__builtin_expect(!(io_fd_word(fd) & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
-		io_fd_resolve(fd);
+	 * table after fork) is looked up while still open, outside the call's time. */
+	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
+		w = io_fd_lookup(fd, w);
 		c.t0 = sp_now();
 	}
-	uint64_t w = io_fd_clear(fd);
 	return close_end(&c, SP_API_close, fd, w, real(fd));
 }
 

@@ -62,14 +62,12 @@ void io_fd_after_fork(void)
 	}
 }
 
-uint64_t io_fd_resolve(int fd)
+uint64_t io_fd_lookup(int fd, uint64_t w)
 {
 	struct stat st;
-	uint64_t w = io_fd_word(fd);
 	/* NOTE: the raw syscall, not fstat(): never recorded, never re-entered, errno kept. */
-	long r;
 	int saved = errno;
-	r = syscall(SYS_fstat, fd, &st);
+	long r = syscall(SYS_fstat, fd, &st);
 	errno = saved;
 	if (r != 0)
 		return w; /* not open (yet): leave unknown, "other" for now */
@@ -77,8 +75,13 @@ uint64_t io_fd_resolve(int fd)
 	uint32_t path = io_word_path(w);
 	if (!path && (type == SP_FDTYPE_FILE || type == SP_FDTYPE_DIR))
 		path = io_fd_proc_path(fd);
-	w = io_word_make(path, type, 1) | (w & (7ull << IO_W_WAIT_SHIFT));
-	if (io_fd_tracked(fd))
-		__atomic_store_n(&io_fdtab[fd].word, w, __ATOMIC_RELAXED);
-	return w;
+	return io_word_make(path, type, 1) | (w & (7ull << IO_W_WAIT_SHIFT));
+}
+
+uint64_t io_fd_resolve(int fd)
+{
+	uint64_t w = io_fd_word(fd), n = io_fd_lookup(fd, w);
+	if (n != w && io_fd_tracked(fd))
+		__atomic_store_n(&io_fdtab[fd].word, n, __ATOMIC_RELAXED);
+	return n;
 }

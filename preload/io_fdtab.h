@@ -149,6 +149,9 @@ SP_HIDDEN unsigned io_type_from_mode(mode_t mode);
  */
 SP_HIDDEN uint64_t io_fd_resolve(int fd);
 
+/* The same word for fd, known w so far, without storing it (close: the entry is already gone). */
+SP_HIDDEN uint64_t io_fd_lookup(int fd, uint64_t w);
+
 /* In a fork()ed child: the parent's path ids mean nothing here (see the top). */
 SP_HIDDEN void io_fd_after_fork(void);
 
