@@ -123,11 +123,10 @@ static inline uint64_t io_fd_clear(int fd)
 /* dup/dup2/dup3: newfd describes what oldfd describes. */
 static inline void io_fd_copy(int oldfd, int newfd)
 {
-	if (io_fd_tracked(newfd))
-		io_fd_note_hwm(newfd);
-	if (io_fd_tracked(newfd))
-		__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd) & ~(7ull << IO_W_WAIT_SHIFT),
-				 __ATOMIC_RELAXED);
+	if (!io_fd_tracked(newfd))
+		return;
+	io_fd_note_hwm(newfd);
+	__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd) & ~(7ull << IO_W_WAIT_SHIFT), __ATOMIC_RELAXED);
 }
 
 /* epoll_ctl(ADD) of a pipe or socket: the epoll fd now waits for loader data. */
