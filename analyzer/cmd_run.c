@@ -13,6 +13,7 @@
  *                        the preload's libc I/O wrappers stand down (no double
  *                        count); else the libc wrappers capture input
  *   wait for the job ── SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us are forwarded
+ *                       (from the fork on: one sent during the attach ends the job)
  *   SIGTERM the collector, wait for it ── it flushes its trace file
  *
  * Started through sudo, the job runs as SUDO_UID/SUDO_GID; only the collector
@@ -232,8 +233,11 @@ struct job {
 	int ngroups;
 	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
+	sigset_t mask;	    /* the signal mask stepprof run was started with */
 	pid_t pid;
 };
+
+static void restore_signals(void);
 
 static void child_fail(struct job *j, int e)
 {
@@ -266,6 +270,13 @@ static void job_child(struct job *j)
 {
 	close(j->go_wr);
 	close(j->err_rd);
+	/*
+	 * What stepprof run inherited, before waiting: a signal forwarded to us (or a
+	 * Ctrl-C) while the collector attaches ends the job as it would have ended
+	 * CMD. Until now they were blocked: our handlers would have dropped them here.
+	 */
+	restore_signals();
+	sigprocmask(SIG_SETMASK, &j->mask, NULL);
 	char go = 0;
 	ssize_t r;
 	do
@@ -275,11 +286,6 @@ static void job_child(struct job *j)
 		_exit(RUN_EXIT_FAIL); /* the parent went away before releasing us */
 	/* NOTE: go_rd is left to close-on-exec: between release and exec the child
 	 * makes no file syscall the collector would attribute to the job. */
-	/* Restore what the parent changed for itself. */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGQUIT, SIG_DFL);
 
 	set_preload(j->lib);
 	setenv("STEPPROF_DIR", j->dir, 1);
@@ -309,6 +315,19 @@ struct collector {
 	int out, err; /* its stdout and stderr, read by us */
 };
 
+static void collector_stop(struct collector *c);
+
+/*
+ * Has the job (our child) ended, killed by a signal while it waited for the
+ * attach? Not reaped: wait_job does that.
+ */
+static int job_gone(pid_t job)
+{
+	siginfo_t si;
+	si.si_pid = 0;
+	return waitid(P_PID, (id_t)job, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job;
+}
+
 /* First line of text, trimmed, for a one-line reason. */
 static void first_line(char *s)
 {
@@ -322,7 +341,9 @@ static void first_line(char *s)
 
 /*
  * Start the collector on the job child and wait until it says "ready". Returns
- * 0 when attached; otherwise -1 with the reason in why.
+ * 0 when attached; 1 when the job died meanwhile (a signal forwarded to it:
+ * nothing left to trace, the collector is stopped); otherwise -1 with the
+ * reason in why.
  */
 static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, char *why, size_t whylen)
 {
@@ -369,7 +390,18 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 			kill(c->pid, SIGKILL);
 			return -1;
 		}
-		if (poll(p, 2, left * 1000) < 0) {
+		if (job_gone(job)) {
+			/* What it would still say (a late "ready", "no process") is of no use now. */
+			if (c->out >= 0)
+				close(c->out);
+			if (c->err >= 0)
+				close(c->err);
+			c->out = c->err = -1;
+			collector_stop(c);
+			return 1;
+		}
+		/* Woken at least every 100 ms to look at the job: its death makes no noise here. */
+		if (poll(p, 2, left > 1 ? 100 : left * 1000) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -482,6 +514,12 @@ static void collector_stop(struct collector *c)
 
 static volatile pid_t run_job_pid;
 
+/* The signals passed on to the job, and what stepprof run inherited for each. */
+static const int run_fwd_sig[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define RUN_NFWD (sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]))
+static struct sigaction run_fwd_old[RUN_NFWD];
+static sigset_t run_fwd_set; /* those we handle: not the ones inherited ignored */
+
 /*
  * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
  * SI_KERNEL) already reached the job through its process group: not twice.
@@ -495,6 +533,12 @@ static void run_forward(int sig, siginfo_t *si, void *uc)
 		kill(run_job_pid, sig);
 }
 
+/*
+ * Handle the forwarded signals, which the caller has blocked until the job's
+ * pid is known. One inherited ignored (nohup's SIGHUP; SIGINT and SIGQUIT of a
+ * background job started by a non-interactive shell) stays ignored, here and in
+ * the job: forwarding it would kill a job its user meant to survive it.
+ */
 static void install_forwarding(void)
 {
 	struct sigaction sa;
@@ -502,10 +546,22 @@ static void install_forwarding(void)
 	sa.sa_sigaction = run_forward;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
+	sigemptyset(&run_fwd_set);
+	for (size_t i = 0; i < RUN_NFWD; i++) {
+		sigaction(run_fwd_sig[i], NULL, &run_fwd_old[i]);
+		if (run_fwd_old[i].sa_handler == SIG_IGN)
+			continue;
+		sigaction(run_fwd_sig[i], &sa, NULL);
+		sigaddset(&run_fwd_set, run_fwd_sig[i]);
+	}
+}
+
+/* In the job child: the dispositions stepprof run was started with. */
+static void restore_signals(void)
+{
+	for (size_t i = 0; i < RUN_NFWD; i++)
+		if (sigismember(&run_fwd_set, run_fwd_sig[i]))
+			sigaction(run_fwd_sig[i], &run_fwd_old[i], NULL);
 }
 
 static int exit_code(int st)
@@ -663,13 +719,24 @@ int command_run(int argc, char **argv)
 	j.go_rd = go[0], j.go_wr = go[1], j.err_rd = err[0], j.err_wr = err[1];
 
 	fflush(NULL);
+	/*
+	 * Blocked from before our handlers until the job's pid is known: a signal sent
+	 * meanwhile waits, then is forwarded. The child restores the dispositions and
+	 * the mask before it waits for the attach, so it dies of one sent then.
+	 */
+	sigset_t all;
+	sigemptyset(&all);
+	for (size_t k = 0; k < RUN_NFWD; k++)
+		sigaddset(&all, run_fwd_sig[k]);
+	sigprocmask(SIG_BLOCK, &all, &j.mask);
 	install_forwarding();
 	j.pid = fork();
-	if (j.pid < 0)
-		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	if (j.pid == 0)
 		job_child(&j);
 	run_job_pid = j.pid;
+	sigprocmask(SIG_SETMASK, &j.mask, NULL);
+	if (j.pid < 0)
+		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	close(j.go_rd);
 	close(j.err_wr);
 
@@ -684,19 +751,31 @@ int command_run(int argc, char **argv)
 			fprintf(stderr, "stepprof: eBPF collector unavailable: %s not found (not built?); input is "
 					"captured by the libc wrappers instead\n", coll_path);
 			go_byte = 'f';
-		} else if (have && collector_start(&c, coll_path, j.pid, dir, why, sizeof(why)) == 0) {
-			go_byte = 'b';
 		} else if (have) {
-			fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the libc "
-					"wrappers instead\n", why);
-			go_byte = 'f';
+			int got = collector_start(&c, coll_path, j.pid, dir, why, sizeof(why));
+			if (got == 0) {
+				go_byte = 'b';
+			} else if (got < 0 && !job_gone(j.pid)) {
+				/* (a job already dead makes the collector say "no process": not worth a line) */
+				fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the "
+						"libc wrappers instead\n", why);
+				go_byte = 'f';
+			}
 		}
 	}
 
+	/*
+	 * The job may have died of a signal during the attach: its end of the pipe is
+	 * closed then, and the write's SIGPIPE must not kill us (its status is ours to return).
+	 */
+	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old_pipe);
 	ssize_t w;
 	do
 		w = write(j.go_wr, &go_byte, 1);
 	while (w < 0 && errno == EINTR);
+	sigaction(SIGPIPE, &old_pipe, NULL);
 	close(j.go_wr);
 
 	/* exec succeeded when the close-on-exec pipe closes without a word. */

@@ -1,17 +1,21 @@
 /*
  * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
  * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
- * for a signal), SIGTERM and SIGINT forwarded, the default trace directory, input captured
+ * for a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
+ * ignored ones left ignored), the default trace directory, input captured
  * whether or not BPF is available, and bad input (no command, command not
  * found, not executable, unusable -o) as one-line errors with documented codes
  * (125, 127, 126, 125).
  */
 #include "test_io_helpers.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 
 extern char **environ;
@@ -417,6 +421,35 @@ Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 }
 
 /*
+ * A copy of stepprof in TMP/bin, with collector (a shell script) as the
+ * stepprof-bpf beside it, or none when NULL: a machine without the collector, or
+ * one whose collector behaves as the test needs. Returns the copy's path; the
+ * copy finds libstepprof.so through STEPPROF_LIB, written into libenv.
+ */
+static char *stepprof_copy(const char *tmp, const char *collector, char *libenv, size_t libenv_len)
+{
+	char bin[PATH_MAX], copy[PATH_MAX + 16], coll[PATH_MAX + 16];
+	snprintf(bin, sizeof(bin), "%s/bin", tmp);
+	snprintf(copy, sizeof(copy), "%s/stepprof", bin);
+	snprintf(coll, sizeof(coll), "%s/stepprof-bpf", bin);
+	char *stepprof = io_t_abs("bin/stepprof"), *lib = io_t_abs("lib/libstepprof.so");
+	cr_assert_eq(mkdir(bin, 0755), 0);
+	size_t len;
+	char *exe = sp_t_read_file(stepprof, &len);
+	cr_assert_not_null(exe);
+	cr_assert_eq(sp_t_write_file(copy, exe, len), 0);
+	free(exe);
+	cr_assert_eq(chmod(copy, 0755), 0);
+	if (collector) {
+		cr_assert_eq(sp_t_write_file(coll, collector, strlen(collector)), 0);
+		cr_assert_eq(chmod(coll, 0755), 0);
+	}
+	snprintf(libenv, libenv_len, "STEPPROF_LIB=%s", lib);
+	free(stepprof), free(lib);
+	return strdup(copy);
+}
+
+/*
  * When the collector cannot run, the line says the libc wrappers capture input:
  * they must, even when the job's environment already said STEPPROF_IO=bpf
  * (exported by hand, or left over from another launcher). A copy of stepprof
@@ -425,27 +458,16 @@ Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("run-nobpf");
-	char data[PATH_MAX], out[PATH_MAX], bin[PATH_MAX], copy[PATH_MAX + 16], prefix[PATH_MAX + 4];
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4], libenv[PATH_MAX + 16];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
-	snprintf(bin, sizeof(bin), "%s/bin", tmp);
-	snprintf(copy, sizeof(copy), "%s/stepprof", bin);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof"), *lib = io_t_abs("lib/libstepprof.so");
-	cr_assert_eq(mkdir(bin, 0755), 0);
-	size_t len;
-	char *exe = sp_t_read_file(stepprof, &len);
-	cr_assert_not_null(exe);
-	cr_assert_eq(sp_t_write_file(copy, exe, len), 0);
-	free(exe);
-	cr_assert_eq(chmod(copy, 0755), 0);
+	char *iogen = io_t_abs("bin/iogen"), *copy = stepprof_copy(tmp, NULL, libenv, sizeof(libenv));
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
 	sp_t_result_free(&res);
 
-	char libenv[PATH_MAX + 16];
-	snprintf(libenv, sizeof(libenv), "STEPPROF_LIB=%s", lib);
 	char *env[] = { libenv, "STEPPROF_IO=bpf", "STEPPROF_QUIET=1", NULL };
 	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
@@ -457,7 +479,165 @@ Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout 
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "libc" }, NULL), 8,
 		     "4 files opened with open and fopen, captured by the libc wrappers as the line says");
 	io_t_free(&rs);
-	free(iogen), free(stepprof), free(lib);
+	free(iogen), free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * stepprof run --bpf -o TMP/trace -- /bin/sh -c 'exit 3', on a copy whose collector
+ * takes its time to attach: it says so through the FIFO TMP/attaching, then waits
+ * until stopped (SIGTERM), which it records in TMP/collector-stopped. Spawned with
+ * attr and, when tty is not NULL, that terminal as stdin (after POSIX_SPAWN_SETSID:
+ * its controlling terminal), stderr into TMP/err. Returns once the collector is
+ * attaching: the job child is forked and waits to be released.
+ */
+static pid_t run_during_a_slow_attach(const char *tmp, posix_spawnattr_t *attr, const char *tty)
+{
+	char script[4 * PATH_MAX], fifo[PATH_MAX + 16], out[PATH_MAX + 16], err[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'echo stopped > \"%s/collector-stopped\"; kill $! 2>/dev/null; exit 0' TERM\n"
+		 "echo attaching > \"%s/attaching\"\n"
+		 "sleep 60 & wait $!\n",
+		 tmp, tmp);
+	snprintf(fifo, sizeof(fifo), "%s/attaching", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(err, sizeof(err), "%s/err", tmp);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "exit 3", NULL };
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
+	setenv("STEPPROF_QUIET", "1", 1);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (tty)
+		posix_spawn_file_actions_addopen(&fa, 0, tty, O_RDWR, 0);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, &fa, attr, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	free(copy);
+	/* Non-blocking: a FIFO nobody has opened yet polls as empty, not as hung up. */
+	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(fd, 0);
+	struct pollfd p = { fd, POLLIN, 0 };
+	cr_assert_eq(poll(&p, 1, 10000), 1, "the collector was not started within 10 s");
+	char buf[32] = "";
+	cr_assert_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	cr_assert_eq(strncmp(buf, "attaching", 9), 0, "%s", buf);
+	close(fd);
+	return pid;
+}
+
+/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once; the collector was stopped. */
+static void expect_ended_by(const char *tmp, pid_t pid, int sig, time_t t0)
+{
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "status %d: the job did not die of signal %d", WEXITSTATUS(st), sig);
+	cr_expect_lt(time(NULL) - t0, 10, "it took the 30 s attach timeout");
+	char f[PATH_MAX + 32];
+	snprintf(f, sizeof(f), "%s/collector-stopped", tmp);
+	cr_expect_eq(access(f, F_OK), 0, "the collector was not stopped (SIGTERM)");
+	snprintf(f, sizeof(f), "%s/err", tmp);
+	size_t len;
+	char *err = sp_t_read_file(f, &len);
+	cr_expect(err && !strstr(err, "unavailable"), "a line about a collector of a job already dead: %s", err);
+	free(err);
+}
+
+/*
+ * A signal sent to stepprof run while the collector attaches (the job child waits on
+ * its pipe) is the job's: it used to be dropped there, by our handler inherited by a
+ * child that did not know the job's pid, and the job then ran to its end.
+ */
+Test(run, a_signal_during_the_attach_ends_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-sig");
+	pid_t pid = run_during_a_slow_attach(tmp, NULL, NULL);
+	time_t t0 = time(NULL);
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	expect_ended_by(tmp, pid, SIGTERM, t0);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* A Ctrl-C at the terminal during the attach: it reaches the job child itself (not forwarded), which must die of it. */
+Test(run, a_ctrl_c_during_the_attach_ends_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-tty");
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	cr_assert_geq(m, 0);
+	cr_assert_eq(grantpt(m), 0);
+	cr_assert_eq(unlockpt(m), 0);
+	char tty[PATH_MAX];
+	cr_assert_eq(ptsname_r(m, tty, sizeof(tty)), 0);
+	struct termios t;
+	cr_assert_eq(tcgetattr(m, &t), 0);
+	t.c_lflag |= ISIG;
+	t.c_cc[VINTR] = 3;
+	cr_assert_eq(tcsetattr(m, TCSANOW, &t), 0);
+	/* A session of its own, the terminal its controlling one: stepprof run's group is the foreground. */
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+	pid_t pid = run_during_a_slow_attach(tmp, &attr, tty);
+	posix_spawnattr_destroy(&attr);
+	cr_assert_eq(tcgetpgrp(m), pid, "stepprof run's group is not the terminal's foreground");
+	time_t t0 = time(NULL);
+	cr_assert_eq(write(m, "\003", 1), 1);
+	expect_ended_by(tmp, pid, SIGINT, t0);
+	close(m);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * nohup stepprof run ...: a signal stepprof run was started with ignored stays
+ * ignored, in stepprof run (not forwarded) and in the job (not reset to the default).
+ */
+Test(run, a_signal_inherited_ignored_stays_ignored, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-nohup");
+	char *stepprof = io_t_abs("bin/stepprof");
+	/* The job says what it ignores, then waits for a line: the test's go after the SIGHUP. */
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c",
+			 "grep ^SigIgn: /proc/$$/status; read x; exit 5", NULL };
+	int in[2], out[2];
+	cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* as nohup leaves SIGHUP, and a non-interactive shell's `&` SIGINT */
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		setenv("STEPPROF_QUIET", "1", 1);
+		execv(stepprof, argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	FILE *f = fdopen(out[0], "r");
+	cr_assert_not_null(f);
+	unsigned long long ign = 0;
+	cr_assert_eq(fscanf(f, "SigIgn: %llx", &ign), 1, "the job did not start");
+	cr_expect(ign & (1ull << (SIGHUP - 1)), "SIGHUP is no longer ignored in the job (SigIgn %llx)", ign);
+	cr_expect(ign & (1ull << (SIGINT - 1)), "SIGINT is no longer ignored in the job (SigIgn %llx)", ign);
+	cr_assert_eq(kill(pid, SIGHUP), 0);
+	signal(SIGPIPE, SIG_IGN); /* the job may be gone: a failed write is reported below */
+	cr_expect_eq(write(in[1], "\n", 1), 1, "the job died of the SIGHUP");
+	close(in[1]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st), "stepprof run was killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 5, "status %d, not the job's own", WEXITSTATUS(st));
+	fclose(f);
+	free(stepprof);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
