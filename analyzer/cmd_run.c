@@ -23,6 +23,7 @@
  * Divided into: 1. usage and exit codes, 2. locating files, 3. the trace
  * directory, 4. the job child, 5. the collector, 6. waiting, 7. command_run.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -574,15 +575,14 @@ static int exit_code(int st)
 }
 
 /*
- * Is pid (our unreaped child) leaving: a zombie, or in the kernel's exit path
- * (PF_EXITING, 0x4, in the flags field of /proc/PID/stat, proc(5))? 1 also when
- * it cannot be read: then there is nothing left to warn about.
+ * Is a thread (its /proc/.../stat) leaving: a zombie, or in the kernel's exit
+ * path (PF_EXITING, 0x4, in the flags field, proc(5))? 1 also when it cannot be
+ * read: then there is nothing left to warn about.
  */
-static int job_exiting(pid_t pid)
+static int task_exiting(const char *stat_path)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[1024];
+	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -597,6 +597,32 @@ static int job_exiting(pid_t pid)
 	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
 		return 1;
 	return state == 'Z' || state == 'X' || (flags & 0x4);
+}
+
+/*
+ * Is pid (our unreaped child) leaving: every thread of it leaving? Its main
+ * thread alone does not say: after pthread_exit it is a zombie (with PF_EXITING)
+ * while the other threads work on (/proc/PID/task lists them beside it).
+ */
+static int job_exiting(pid_t pid)
+{
+	char path[64], tpath[64 + 256 + 8]; /* + d_name + "/stat" */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!task_exiting(path))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 1;
+	int exiting = 1;
+	for (struct dirent *de; exiting && (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(tpath, sizeof(tpath), "%s/%s/stat", path, de->d_name);
+		exiting = task_exiting(tpath);
+	}
+	closedir(d);
+	return exiting;
 }
 
 /*

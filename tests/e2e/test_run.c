@@ -317,6 +317,171 @@ Test(run, a_collector_gone_while_the_job_runs_is_reported, .timeout = 60)
 	free(tmp);
 }
 
+/* The last JSON line of a workload's stdout, parsed (the ground truth of iogen). */
+static struct sp_json *last_json_line(const char *out)
+{
+	const char *last = NULL;
+	for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (*p == '{')
+			last = p;
+	cr_assert_not_null(last, "no JSON line in %s", out);
+	char *line = strndup(last, strcspn(last, "\n"));
+	struct sp_json *j = sp_json_parse(line);
+	cr_assert_not_null(j, "not JSON: %s", line);
+	free(line);
+	return j;
+}
+
+/*
+ * A job whose main thread calls pthread_exit while another thread works on: its
+ * main thread is a zombie ('Z' in /proc/PID/stat) for the 3 s the other one reads.
+ * The collector took that for the job's end and stopped within 500 ms (its file
+ * had the first round's 4 opens of 120, over ~1 ms).
+ */
+Test(run, the_collector_follows_a_job_whose_main_thread_exited, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("no collector here: %s", why);
+	char *tmp = sp_t_tmpdir("run-mainexit");
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *job[] = { iogen, "mainexit", data, "4", "30", NULL };
+	if (run_with_collector(&res, out, job)) {
+		free(iogen);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here");
+	}
+	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
+	struct sp_json *truth = last_json_line(res.out);
+	long opens = (long)sp_json_i64(truth, "open", 0), reads = (long)sp_json_i64(truth, "read_calls", 0);
+	cr_assert_eq(opens, 120, "%s", res.out);
+	sp_json_free(truth);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	struct io_filter bpf = { .prefix = prefix, .source = "bpf" };
+	long n;
+	bpf.kind = "open";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), opens, "the collector saw %ld opens of %ld", n, opens);
+	bpf.kind = "read";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), reads, "the collector saw %ld reads of %ld", n, reads);
+	bpf.kind = "close";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), opens, "the collector saw %ld closes of %ld", n, opens);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = prefix, .source = "libc" }, NULL), 0,
+		     "the libc wrappers should have stood down");
+	io_t_free(&rs);
+	free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* The pid of parent's child named comm (/proc/PID/comm), 0 when none. */
+static pid_t child_named(pid_t parent, const char *comm)
+{
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	pid_t found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		char path[PATH_MAX], buf[512];
+		int pid = atoi(e->d_name);
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+		int ppid = 0;
+		if (open && close && sscanf(close + 1, " %*c %d", &ppid) == 1 && ppid == parent &&
+		    (size_t)(close - open - 1) == strlen(comm) && !strncmp(open + 1, comm, strlen(comm)))
+			found = pid;
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * ... and a collector stopped while such a job runs on is "exited early": the
+ * job's zombie main thread is not the job leaving (stepprof run took it for that,
+ * and said nothing).
+ */
+Test(run, a_collector_gone_after_the_main_thread_exited_is_reported, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("no collector here: %s", why);
+	char *tmp = sp_t_tmpdir("run-mainexit-gone");
+	char data[PATH_MAX], out[PATH_MAX], errf[PATH_MAX];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(errf, sizeof(errf), "%s/err", tmp);
+	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "2", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *argv[] = { stepprof, "run", "--bpf", "-o", out, "--", iogen, "mainexit", data, "2", "10", NULL };
+	int po[2];
+	cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	FILE *f = fdopen(po[0], "r");
+	char line[256] = "";
+	/* The job's first line: its main thread has exited (the collector is attached: the job runs). */
+	cr_assert_not_null(fgets(line, sizeof(line), f), "the job said nothing");
+	cr_assert(strstr(line, "main_exited"), "%s", line);
+	size_t len;
+	char *err = sp_t_read_file(errf, &len);
+	if (err && strstr(err, "eBPF collector unavailable")) { /* said before the job was released */
+		while (fgets(line, sizeof(line), f))
+			;
+		waitpid(pid, NULL, 0);
+		fclose(f);
+		free(err), free(iogen), free(stepprof);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here");
+	}
+	free(err);
+	pid_t coll = child_named(pid, "stepprof-bpf");
+	cr_assert_gt(coll, 0, "no collector among stepprof run's children");
+	cr_assert_eq(kill(coll, SIGTERM), 0);
+	while (fgets(line, sizeof(line), f))
+		;
+	fclose(f);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	err = sp_t_read_file(errf, &len);
+	cr_assert_not_null(err);
+	const char *w = strstr(err, "exited early (status 0)");
+	cr_expect_not_null(w, "no warning: %s", err);
+	cr_expect(!w || !strstr(w + 1, "exited early"), "warned twice: %s", err);
+	free(err);
+	free(iogen), free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 Test(run, bad_input_is_a_one_line_error)
 {
 	char *tmp = sp_t_tmpdir("run-bad");
