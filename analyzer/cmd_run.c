@@ -161,24 +161,42 @@ static int check_command(const char *cmd)
 
 /* ------------------------------------------------------- 3. trace directory */
 
-/* mkdir -p, mode 0700 for what it creates; returns 0 or an errno. *created = made the last one. */
-static int mkdirs(const char *path, int *created)
+/*
+ * mkdir -p, mode 0700 for what it creates; returns 0 or an errno, with the level
+ * that failed in failed (and *chowning set when it was the chown). *created = made
+ * the last one. With give, each level it creates is given to uid/gid: under sudo
+ * the user must get through every one of them to the trace directory.
+ */
+static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created, char *failed, size_t n,
+		  int *chowning)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return ENAMETOOLONG;
-	*created = 0;
+	*created = *chowning = 0;
 	for (char *p = buf + 1;; p++) {
 		if (*p != '/' && *p != 0)
 			continue;
+		/* "a/" or "a//b": no level ends here (the mkdir's EEXIST said the last one was not ours) */
+		if (p[-1] == '/') {
+			if (!*p)
+				break;
+			continue;
+		}
 		char c = *p;
 		*p = 0;
-		if (mkdir(buf, 0700) == 0)
+		*created = 0;
+		if (mkdir(buf, 0700) == 0) {
 			*created = 1;
-		else if (errno != EEXIST)
+			if (give && chown(buf, uid, gid) != 0) {
+				*chowning = 1;
+				snprintf(failed, n, "%s", buf);
+				return errno;
+			}
+		} else if (errno != EEXIST) {
+			snprintf(failed, n, "%s", buf);
 			return errno;
-		else
-			*created = 0;
+		}
 		*p = c;
 		if (!c)
 			break;
@@ -200,16 +218,19 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 	}
 	if (!*want)
 		return run_fail(RUN_EXIT_FAIL, "-o: empty directory name");
-	int created = 0, e = mkdirs(want, &created);
+	char failed[PATH_MAX];
+	int created = 0, chowning = 0;
+	int e = mkdirs(want, geteuid() == 0 && uid != 0, uid, gid, &created, failed, sizeof(failed), &chowning);
 	struct stat st;
+	if (e && chowning)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give %s to uid %d: %s", want, failed, (int)uid,
+				strerror(e));
 	if (e)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot create directory: %s", want, strerror(e));
 	if (stat(want, &st) != 0)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return run_fail(RUN_EXIT_FAIL, "-o %s: not a directory", want);
-	if (created && geteuid() == 0 && uid != 0 && chown(want, uid, gid) != 0)
-		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give it to uid %d: %s", want, (int)uid, strerror(errno));
 	/* The job writes there as uid; root's access() would say yes to anything. */
 	if (uid == geteuid() ? access(want, W_OK | X_OK) != 0
 			     : !(st.st_uid == uid || created || (st.st_mode & S_IWOTH)))

@@ -542,6 +542,59 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	free(tmp);
 }
 
+/*
+ * Through sudo, every level of -o that stepprof run creates is the user's: with only
+ * the last one given, the user could not get to it (the preload recorded nothing),
+ * and "DIR/" (its last mkdir said EEXIST) was refused as not writable.
+ */
+Test(run, through_sudo_every_level_created_is_the_users, .timeout = 60)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: sudo's hand-over cannot be simulated");
+	char *tmp = sp_t_tmpdir("run-sudo-levels");
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	char data[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "2", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	/* -o as given, the levels it creates, the trace directory */
+	const char *cases[][4] = { { "su2/", "su2", NULL }, { "su4/a/b", "su4", "su4/a", "su4/a/b" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char out[PATH_MAX + 16], level[PATH_MAX + 16];
+		snprintf(out, sizeof(out), "%s/%s", tmp, cases[i][0]);
+		char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", iogen, "run", data, "2", "1", "1", NULL };
+		cr_expect_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "-o %s: %s", cases[i][0], res.err);
+		sp_t_result_free(&res);
+		for (int k = 1; k < 4 && cases[i][k]; k++) {
+			struct stat st;
+			snprintf(level, sizeof(level), "%s/%s", tmp, cases[i][k]);
+			cr_assert_eq(stat(level, &st), 0, "%s", level);
+			cr_expect_eq(st.st_uid, 65534u, "-o %s: %s belongs to uid %u", cases[i][0], cases[i][k],
+				     (unsigned)st.st_uid);
+			cr_expect_eq(st.st_gid, 65534u, "-o %s: %s belongs to gid %u", cases[i][0], cases[i][k],
+				     (unsigned)st.st_gid);
+		}
+		/* The job could write its trace there: its 2 open + 2 fopen. */
+		struct io_recs rs;
+		io_t_load_dir(out, &rs);
+		cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix }, NULL), 4,
+			     "-o %s: the job's opens were not recorded", cases[i][0]);
+		io_t_free(&rs);
+	}
+	/* What was there already is left as it was. */
+	struct stat st;
+	cr_assert_eq(stat(tmp, &st), 0);
+	cr_expect_eq(st.st_uid, 0u, "%s was given away", tmp);
+	free(stepprof), free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 /* Through sudo with the collector: its file, written by root, belongs to the user who must analyze it. */
 Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 {
