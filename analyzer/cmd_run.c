@@ -253,7 +253,7 @@ struct job {
 	int drop;  /* change to uid/gid before exec */
 	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
 	int ngroups;
-	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' */
+	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' (libc) */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
 	sigset_t mask;	    /* the signal mask stepprof run was started with */
 	pid_t pid;
@@ -314,9 +314,9 @@ static void job_child(struct job *j)
 	setenv("NVTX_INJECTION64_PATH", j->lib, 0);
 	if (go == 'b') {
 		setenv("STEPPROF_IO", "bpf", 1);
-	} else if (go == 'f') {
-		/* The collector was wanted but is not there: an inherited STEPPROF_IO=bpf would
-		 * leave file input uncaptured, while the line we printed says the wrappers have it. */
+	} else {
+		/* No collector ('f': it failed, as the line we printed says; 'l': --no-bpf, or not
+		 * root): an inherited STEPPROF_IO=bpf would leave file input captured by no one. */
 		const char *io = getenv("STEPPROF_IO");
 		if (io && !strcmp(io, "bpf"))
 			setenv("STEPPROF_IO", "libc", 1);

@@ -859,3 +859,34 @@ Test(run, a_signal_inherited_ignored_stays_ignored, .timeout = 30)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/*
+ * --no-bpf captures input with the libc wrappers, as its usage says: an inherited
+ * STEPPROF_IO=bpf (exported by hand, left by another launcher) made them stand
+ * down with no collector there, and nothing at all was captured, without a word.
+ */
+Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-nobpf-io");
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *env[] = { "STEPPROF_IO=bpf", "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	long n = io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "libc" }, NULL);
+	cr_expect_eq(n, 8, "%ld opens captured of 8 (open and fopen of 4 files)", n);
+	io_t_free(&rs);
+	free(iogen), free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
