@@ -541,6 +541,7 @@ static const int run_fwd_sig[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
 #define RUN_NFWD (sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]))
 static struct sigaction run_fwd_old[RUN_NFWD];
 static sigset_t run_fwd_set; /* those we handle: not the ones inherited ignored */
+static struct sigaction run_pipe_old; /* SIGPIPE: ignored by us, the job gets this back */
 
 /*
  * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
@@ -584,6 +585,7 @@ static void restore_signals(void)
 	for (size_t i = 0; i < RUN_NFWD; i++)
 		if (sigismember(&run_fwd_set, run_fwd_sig[i]))
 			sigaction(run_fwd_sig[i], &run_fwd_old[i], NULL);
+	sigaction(SIGPIPE, &run_pipe_old, NULL);
 }
 
 static int exit_code(int st)
@@ -690,6 +692,17 @@ int command_run(int argc, char **argv)
 	enum bpf_choice bpf = BPF_DEFAULT;
 	const char *outdir = NULL;
 	int i = 1; /* argv[0] is "run" */
+
+	/*
+	 * Our exit status is the job's: a line of ours to a stderr that is a closed pipe
+	 * (`stepprof run ... 2>&1 | head`) must not turn it into 141, nor the go byte to
+	 * a job that died during the attach kill us. The job gets back what we inherited.
+	 */
+	struct sigaction ign;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &run_pipe_old);
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--")) {
@@ -811,18 +824,11 @@ int command_run(int argc, char **argv)
 		}
 	}
 
-	/*
-	 * The job may have died of a signal during the attach: its end of the pipe is
-	 * closed then, and the write's SIGPIPE must not kill us (its status is ours to return).
-	 */
-	struct sigaction ign = { .sa_handler = SIG_IGN }, old_pipe;
-	sigemptyset(&ign.sa_mask);
-	sigaction(SIGPIPE, &ign, &old_pipe);
+	/* (A job that died of a signal during the attach has closed its end: EPIPE, no SIGPIPE.) */
 	ssize_t w;
 	do
 		w = write(j.go_wr, &go_byte, 1);
 	while (w < 0 && errno == EINTR);
-	sigaction(SIGPIPE, &old_pipe, NULL);
 	close(j.go_wr);
 
 	/* exec succeeded when the close-on-exec pipe closes without a word. */

@@ -890,3 +890,50 @@ Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its status. */
+static int run_with_stderr_closed(const char *dir, const char *script)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawnattr_t attr; /* SIGPIPE as a shell leaves it, whatever the test runner does */
+	sigset_t def;
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigdefault(&attr, &def);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	unsetenv("STEPPROF_QUIET"); /* the closing line is the write that failed */
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, &attr, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(p[1]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	cr_assert(WIFEXITED(st), "stepprof run was killed by signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+/*
+ * `stepprof run ... 2>&1 | head`: our closing line to a pipe closed by then killed
+ * stepprof run with SIGPIPE (141), hiding the job's status. The job itself still
+ * dies of a SIGPIPE of its own, as it would without stepprof run.
+ */
+Test(run, a_closed_stderr_does_not_change_the_exit_status, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-epipe");
+	cr_expect_eq(run_with_stderr_closed(tmp, "exit 7"), 7);
+	cr_expect_eq(run_with_stderr_closed(tmp, "echo job >&2; exit 7"), 128 + SIGPIPE,
+		     "the job did not die of its own SIGPIPE");
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
