@@ -49,7 +49,7 @@ int command_run(int argc, char **argv);
 #define RUN_EXIT_NOEXEC 126 /* the command exists but cannot be executed */
 #define RUN_EXIT_NOTFOUND 127 /* the command was not found */
 
-#define COLLECTOR_READY_S 30 /* how long the collector may take to attach */
+#define COLLECTOR_READY_S 30 /* how long the collector may take to attach (STEPPROF_ATTACH_S) */
 #define COLLECTOR_STOP_S 10  /* how long it may take to flush after SIGTERM */
 
 static void run_usage(FILE *to)
@@ -63,7 +63,8 @@ static void run_usage(FILE *to)
 		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
 		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
-		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_* passed to the job.\n");
+		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
+		"  collector may take to attach, default 30), STEPPROF_* passed to the job.\n");
 }
 
 static int run_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -367,7 +368,8 @@ static void first_line(char *s)
  * nothing left to trace, the collector is stopped); otherwise -1 with the
  * reason in why.
  */
-static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, char *why, size_t whylen)
+static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, int ready_s, char *why,
+			   size_t whylen)
 {
 	int out[2], err[2];
 	char pidbuf[16];
@@ -403,13 +405,21 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 	char obuf[256] = "", ebuf[512] = "";
 	size_t olen = 0, elen = 0;
 	int open_fds = 2;
-	time_t deadline = time(NULL) + COLLECTOR_READY_S;
+	time_t deadline = time(NULL) + ready_s;
 	while (open_fds > 0 && !strstr(obuf, "ready\n")) {
 		struct pollfd p[2] = { { c->out, POLLIN, 0 }, { c->err, POLLIN, 0 } };
 		int left = (int)(deadline - time(NULL));
 		if (left <= 0) {
-			snprintf(why, whylen, "the collector did not attach within %d s", COLLECTOR_READY_S);
+			snprintf(why, whylen, "the collector did not attach within %d s", ready_s);
+			/* Reaped and forgotten here: left to wait_job, it was "exited early (status 137)". */
 			kill(c->pid, SIGKILL);
+			waitpid(c->pid, NULL, 0);
+			c->pid = -1;
+			if (c->out >= 0)
+				close(c->out);
+			if (c->err >= 0)
+				close(c->err);
+			c->out = c->err = -1;
 			return -1;
 		}
 		if (job_gone(job)) {
@@ -474,6 +484,24 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 fail_errno:
 	snprintf(why, whylen, "cannot start the collector: %s", strerror(errno));
 	return -1;
+}
+
+/*
+ * How long the collector may take to attach: STEPPROF_ATTACH_S seconds (1..3600),
+ * else COLLECTOR_READY_S. Loading takes well under a second on an idle machine; a
+ * loaded one, or a test of the timeout, may want another figure.
+ */
+static int attach_timeout_s(void)
+{
+	const char *v = getenv("STEPPROF_ATTACH_S");
+	char *end;
+	long n = v && *v ? strtol(v, &end, 10) : COLLECTOR_READY_S;
+	if (v && *v && (*end || n < 1 || n > 3600)) {
+		fprintf(stderr, "stepprof: run: warning: STEPPROF_ATTACH_S=%s is not a number of seconds in 1..3600; "
+				"using %d\n", v, COLLECTOR_READY_S);
+		n = COLLECTOR_READY_S;
+	}
+	return (int)n;
 }
 
 /* Pass on what the collector prints; close a side at EOF. */
@@ -812,7 +840,7 @@ int command_run(int argc, char **argv)
 					"captured by the libc wrappers instead\n", coll_path);
 			go_byte = 'f';
 		} else if (have) {
-			int got = collector_start(&c, coll_path, j.pid, dir, why, sizeof(why));
+			int got = collector_start(&c, coll_path, j.pid, dir, attach_timeout_s(), why, sizeof(why));
 			if (got == 0) {
 				go_byte = 'b';
 			} else if (got < 0 && !job_gone(j.pid)) {

@@ -937,3 +937,32 @@ Test(run, a_closed_stderr_does_not_change_the_exit_status, .timeout = 30)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/*
+ * A collector that never says "ready" (stopped, stuck loading) is killed after the
+ * attach timeout (STEPPROF_ATTACH_S, 1 s here instead of 30), and the job runs
+ * with the libc wrappers: one line says so. The killed collector was left unreaped,
+ * and wait_job then also said it had "exited early (status 137)".
+ */
+Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-attach-timeout");
+	char out[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *copy = stepprof_copy(tmp, "#!/bin/sh\nexec sleep 60\n", libenv, sizeof(libenv));
+	char *env[] = { libenv, "STEPPROF_ATTACH_S=1", "STEPPROF_QUIET=1", NULL };
+	/* The job runs a while: a dead collector still counted as running is noticed within 100 ms. */
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "sleep 0.5; exit 3", NULL };
+	struct sp_t_result res;
+	time_t t0 = time(NULL);
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 25), 3, "%s", res.err);
+	cr_expect_lt(time(NULL) - t0, 10, "STEPPROF_ATTACH_S=1 was not used");
+	cr_expect_not_null(strstr(res.err, "eBPF collector unavailable: the collector did not attach within 1 s"), "%s",
+			   res.err);
+	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
