@@ -13,6 +13,7 @@
  *                        the preload's libc I/O wrappers stand down (no double
  *                        count); else the libc wrappers capture input
  *   wait for the job ── SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us are forwarded
+ *                       (from the fork on: one sent during the attach ends the job)
  *   SIGTERM the collector, wait for it ── it flushes its trace file
  *
  * Started through sudo, the job runs as SUDO_UID/SUDO_GID; only the collector
@@ -22,6 +23,7 @@
  * Divided into: 1. usage and exit codes, 2. locating files, 3. the trace
  * directory, 4. the job child, 5. the collector, 6. waiting, 7. command_run.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -47,7 +49,7 @@ int command_run(int argc, char **argv);
 #define RUN_EXIT_NOEXEC 126 /* the command exists but cannot be executed */
 #define RUN_EXIT_NOTFOUND 127 /* the command was not found */
 
-#define COLLECTOR_READY_S 30 /* how long the collector may take to attach */
+#define COLLECTOR_READY_S 30 /* how long the collector may take to attach (STEPPROF_ATTACH_S) */
 #define COLLECTOR_STOP_S 10  /* how long it may take to flush after SIGTERM */
 
 static void run_usage(FILE *to)
@@ -61,7 +63,8 @@ static void run_usage(FILE *to)
 		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
 		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
-		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_* passed to the job.\n");
+		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
+		"  collector may take to attach, default 30), STEPPROF_* passed to the job.\n");
 }
 
 static int run_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -159,24 +162,42 @@ static int check_command(const char *cmd)
 
 /* ------------------------------------------------------- 3. trace directory */
 
-/* mkdir -p, mode 0700 for what it creates; returns 0 or an errno. *created = made the last one. */
-static int mkdirs(const char *path, int *created)
+/*
+ * mkdir -p, mode 0700 for what it creates; returns 0 or an errno, with the level
+ * that failed in failed (and *chowning set when it was the chown). *created = made
+ * the last one. With give, each level it creates is given to uid/gid: under sudo
+ * the user must get through every one of them to the trace directory.
+ */
+static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created, char *failed, size_t n,
+		  int *chowning)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return ENAMETOOLONG;
-	*created = 0;
+	*created = *chowning = 0;
 	for (char *p = buf + 1;; p++) {
 		if (*p != '/' && *p != 0)
 			continue;
+		/* "a/" or "a//b": no level ends here (the mkdir's EEXIST said the last one was not ours) */
+		if (p[-1] == '/') {
+			if (!*p)
+				break;
+			continue;
+		}
 		char c = *p;
 		*p = 0;
-		if (mkdir(buf, 0700) == 0)
+		*created = 0;
+		if (mkdir(buf, 0700) == 0) {
 			*created = 1;
-		else if (errno != EEXIST)
+			if (give && chown(buf, uid, gid) != 0) {
+				*chowning = 1;
+				snprintf(failed, n, "%s", buf);
+				return errno;
+			}
+		} else if (errno != EEXIST) {
+			snprintf(failed, n, "%s", buf);
 			return errno;
-		else
-			*created = 0;
+		}
 		*p = c;
 		if (!c)
 			break;
@@ -198,16 +219,19 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 	}
 	if (!*want)
 		return run_fail(RUN_EXIT_FAIL, "-o: empty directory name");
-	int created = 0, e = mkdirs(want, &created);
+	char failed[PATH_MAX];
+	int created = 0, chowning = 0;
+	int e = mkdirs(want, geteuid() == 0 && uid != 0, uid, gid, &created, failed, sizeof(failed), &chowning);
 	struct stat st;
+	if (e && chowning)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give %s to uid %d: %s", want, failed, (int)uid,
+				strerror(e));
 	if (e)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot create directory: %s", want, strerror(e));
 	if (stat(want, &st) != 0)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return run_fail(RUN_EXIT_FAIL, "-o %s: not a directory", want);
-	if (created && geteuid() == 0 && uid != 0 && chown(want, uid, gid) != 0)
-		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give it to uid %d: %s", want, (int)uid, strerror(errno));
 	/* The job writes there as uid; root's access() would say yes to anything. */
 	if (uid == geteuid() ? access(want, W_OK | X_OK) != 0
 			     : !(st.st_uid == uid || created || (st.st_mode & S_IWOTH)))
@@ -230,10 +254,13 @@ struct job {
 	int drop;  /* change to uid/gid before exec */
 	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
 	int ngroups;
-	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' */
+	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' (libc) */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
+	sigset_t mask;	    /* the signal mask stepprof run was started with */
 	pid_t pid;
 };
+
+static void restore_signals(void);
 
 static void child_fail(struct job *j, int e)
 {
@@ -266,6 +293,13 @@ static void job_child(struct job *j)
 {
 	close(j->go_wr);
 	close(j->err_rd);
+	/*
+	 * What stepprof run inherited, before waiting: a signal forwarded to us (or a
+	 * Ctrl-C) while the collector attaches ends the job as it would have ended
+	 * CMD. Until now they were blocked: our handlers would have dropped them here.
+	 */
+	restore_signals();
+	sigprocmask(SIG_SETMASK, &j->mask, NULL);
 	char go = 0;
 	ssize_t r;
 	do
@@ -275,20 +309,15 @@ static void job_child(struct job *j)
 		_exit(RUN_EXIT_FAIL); /* the parent went away before releasing us */
 	/* NOTE: go_rd is left to close-on-exec: between release and exec the child
 	 * makes no file syscall the collector would attribute to the job. */
-	/* Restore what the parent changed for itself. */
-	signal(SIGINT, SIG_DFL);
-	signal(SIGTERM, SIG_DFL);
-	signal(SIGHUP, SIG_DFL);
-	signal(SIGQUIT, SIG_DFL);
 
 	set_preload(j->lib);
 	setenv("STEPPROF_DIR", j->dir, 1);
 	setenv("NVTX_INJECTION64_PATH", j->lib, 0);
 	if (go == 'b') {
 		setenv("STEPPROF_IO", "bpf", 1);
-	} else if (go == 'f') {
-		/* The collector was wanted but is not there: an inherited STEPPROF_IO=bpf would
-		 * leave file input uncaptured, while the line we printed says the wrappers have it. */
+	} else {
+		/* No collector ('f': it failed, as the line we printed says; 'l': --no-bpf, or not
+		 * root): an inherited STEPPROF_IO=bpf would leave file input captured by no one. */
 		const char *io = getenv("STEPPROF_IO");
 		if (io && !strcmp(io, "bpf"))
 			setenv("STEPPROF_IO", "libc", 1);
@@ -309,6 +338,19 @@ struct collector {
 	int out, err; /* its stdout and stderr, read by us */
 };
 
+static void collector_stop(struct collector *c);
+
+/*
+ * Has the job (our child) ended, killed by a signal while it waited for the
+ * attach? Not reaped: wait_job does that.
+ */
+static int job_gone(pid_t job)
+{
+	siginfo_t si;
+	si.si_pid = 0;
+	return waitid(P_PID, (id_t)job, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == job;
+}
+
 /* First line of text, trimmed, for a one-line reason. */
 static void first_line(char *s)
 {
@@ -322,9 +364,12 @@ static void first_line(char *s)
 
 /*
  * Start the collector on the job child and wait until it says "ready". Returns
- * 0 when attached; otherwise -1 with the reason in why.
+ * 0 when attached; 1 when the job died meanwhile (a signal forwarded to it:
+ * nothing left to trace, the collector is stopped); otherwise -1 with the
+ * reason in why.
  */
-static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, char *why, size_t whylen)
+static int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, int ready_s, char *why,
+			   size_t whylen)
 {
 	int out[2], err[2];
 	char pidbuf[16];
@@ -360,16 +405,35 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 	char obuf[256] = "", ebuf[512] = "";
 	size_t olen = 0, elen = 0;
 	int open_fds = 2;
-	time_t deadline = time(NULL) + COLLECTOR_READY_S;
+	time_t deadline = time(NULL) + ready_s;
 	while (open_fds > 0 && !strstr(obuf, "ready\n")) {
 		struct pollfd p[2] = { { c->out, POLLIN, 0 }, { c->err, POLLIN, 0 } };
 		int left = (int)(deadline - time(NULL));
 		if (left <= 0) {
-			snprintf(why, whylen, "the collector did not attach within %d s", COLLECTOR_READY_S);
+			snprintf(why, whylen, "the collector did not attach within %d s", ready_s);
+			/* Reaped and forgotten here: left to wait_job, it was "exited early (status 137)". */
 			kill(c->pid, SIGKILL);
+			waitpid(c->pid, NULL, 0);
+			c->pid = -1;
+			if (c->out >= 0)
+				close(c->out);
+			if (c->err >= 0)
+				close(c->err);
+			c->out = c->err = -1;
 			return -1;
 		}
-		if (poll(p, 2, left * 1000) < 0) {
+		if (job_gone(job)) {
+			/* What it would still say (a late "ready", "no process") is of no use now. */
+			if (c->out >= 0)
+				close(c->out);
+			if (c->err >= 0)
+				close(c->err);
+			c->out = c->err = -1;
+			collector_stop(c);
+			return 1;
+		}
+		/* Woken at least every 100 ms to look at the job: its death makes no noise here. */
+		if (poll(p, 2, left > 1 ? 100 : left * 1000) < 0) {
 			if (errno == EINTR)
 				continue;
 			break;
@@ -420,6 +484,24 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 fail_errno:
 	snprintf(why, whylen, "cannot start the collector: %s", strerror(errno));
 	return -1;
+}
+
+/*
+ * How long the collector may take to attach: STEPPROF_ATTACH_S seconds (1..3600),
+ * else COLLECTOR_READY_S. Loading takes well under a second on an idle machine; a
+ * loaded one, or a test of the timeout, may want another figure.
+ */
+static int attach_timeout_s(void)
+{
+	const char *v = getenv("STEPPROF_ATTACH_S");
+	char *end;
+	long n = v && *v ? strtol(v, &end, 10) : COLLECTOR_READY_S;
+	if (v && *v && (*end || n < 1 || n > 3600)) {
+		fprintf(stderr, "stepprof: run: warning: STEPPROF_ATTACH_S=%s is not a number of seconds in 1..3600; "
+				"using %d\n", v, COLLECTOR_READY_S);
+		n = COLLECTOR_READY_S;
+	}
+	return (int)n;
 }
 
 /* Pass on what the collector prints; close a side at EOF. */
@@ -482,6 +564,13 @@ static void collector_stop(struct collector *c)
 
 static volatile pid_t run_job_pid;
 
+/* The signals passed on to the job, and what stepprof run inherited for each. */
+static const int run_fwd_sig[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+#define RUN_NFWD (sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]))
+static struct sigaction run_fwd_old[RUN_NFWD];
+static sigset_t run_fwd_set; /* those we handle: not the ones inherited ignored */
+static struct sigaction run_pipe_old; /* SIGPIPE: ignored by us, the job gets this back */
+
 /*
  * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
  * SI_KERNEL) already reached the job through its process group: not twice.
@@ -495,6 +584,12 @@ static void run_forward(int sig, siginfo_t *si, void *uc)
 		kill(run_job_pid, sig);
 }
 
+/*
+ * Handle the forwarded signals, which the caller has blocked until the job's
+ * pid is known. One inherited ignored (nohup's SIGHUP; SIGINT and SIGQUIT of a
+ * background job started by a non-interactive shell) stays ignored, here and in
+ * the job: forwarding it would kill a job its user meant to survive it.
+ */
 static void install_forwarding(void)
 {
 	struct sigaction sa;
@@ -502,10 +597,23 @@ static void install_forwarding(void)
 	sa.sa_sigaction = run_forward;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	sigaction(SIGQUIT, &sa, NULL);
+	sigemptyset(&run_fwd_set);
+	for (size_t i = 0; i < RUN_NFWD; i++) {
+		sigaction(run_fwd_sig[i], NULL, &run_fwd_old[i]);
+		if (run_fwd_old[i].sa_handler == SIG_IGN)
+			continue;
+		sigaction(run_fwd_sig[i], &sa, NULL);
+		sigaddset(&run_fwd_set, run_fwd_sig[i]);
+	}
+}
+
+/* In the job child: the dispositions stepprof run was started with. */
+static void restore_signals(void)
+{
+	for (size_t i = 0; i < RUN_NFWD; i++)
+		if (sigismember(&run_fwd_set, run_fwd_sig[i]))
+			sigaction(run_fwd_sig[i], &run_fwd_old[i], NULL);
+	sigaction(SIGPIPE, &run_pipe_old, NULL);
 }
 
 static int exit_code(int st)
@@ -518,15 +626,14 @@ static int exit_code(int st)
 }
 
 /*
- * Is pid (our unreaped child) leaving: a zombie, or in the kernel's exit path
- * (PF_EXITING, 0x4, in the flags field of /proc/PID/stat, proc(5))? 1 also when
- * it cannot be read: then there is nothing left to warn about.
+ * Is a thread (its /proc/.../stat) leaving: a zombie, or in the kernel's exit
+ * path (PF_EXITING, 0x4, in the flags field, proc(5))? 1 also when it cannot be
+ * read: then there is nothing left to warn about.
  */
-static int job_exiting(pid_t pid)
+static int task_exiting(const char *stat_path)
 {
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[1024];
+	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 1;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -541,6 +648,32 @@ static int job_exiting(pid_t pid)
 	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
 		return 1;
 	return state == 'Z' || state == 'X' || (flags & 0x4);
+}
+
+/*
+ * Is pid (our unreaped child) leaving: every thread of it leaving? Its main
+ * thread alone does not say: after pthread_exit it is a zombie (with PF_EXITING)
+ * while the other threads work on (/proc/PID/task lists them beside it).
+ */
+static int job_exiting(pid_t pid)
+{
+	char path[64], tpath[64 + 256 + 8]; /* + d_name + "/stat" */
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	if (!task_exiting(path))
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return 1;
+	int exiting = 1;
+	for (struct dirent *de; exiting && (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(tpath, sizeof(tpath), "%s/%s/stat", path, de->d_name);
+		exiting = task_exiting(tpath);
+	}
+	closedir(d);
+	return exiting;
 }
 
 /*
@@ -587,6 +720,17 @@ int command_run(int argc, char **argv)
 	enum bpf_choice bpf = BPF_DEFAULT;
 	const char *outdir = NULL;
 	int i = 1; /* argv[0] is "run" */
+
+	/*
+	 * Our exit status is the job's: a line of ours to a stderr that is a closed pipe
+	 * (`stepprof run ... 2>&1 | head`) must not turn it into 141, nor the go byte to
+	 * a job that died during the attach kill us. The job gets back what we inherited.
+	 */
+	struct sigaction ign;
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &run_pipe_old);
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--")) {
@@ -663,13 +807,24 @@ int command_run(int argc, char **argv)
 	j.go_rd = go[0], j.go_wr = go[1], j.err_rd = err[0], j.err_wr = err[1];
 
 	fflush(NULL);
+	/*
+	 * Blocked from before our handlers until the job's pid is known: a signal sent
+	 * meanwhile waits, then is forwarded. The child restores the dispositions and
+	 * the mask before it waits for the attach, so it dies of one sent then.
+	 */
+	sigset_t all;
+	sigemptyset(&all);
+	for (size_t k = 0; k < RUN_NFWD; k++)
+		sigaddset(&all, run_fwd_sig[k]);
+	sigprocmask(SIG_BLOCK, &all, &j.mask);
 	install_forwarding();
 	j.pid = fork();
-	if (j.pid < 0)
-		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	if (j.pid == 0)
 		job_child(&j);
 	run_job_pid = j.pid;
+	sigprocmask(SIG_SETMASK, &j.mask, NULL);
+	if (j.pid < 0)
+		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	close(j.go_rd);
 	close(j.err_wr);
 
@@ -684,15 +839,20 @@ int command_run(int argc, char **argv)
 			fprintf(stderr, "stepprof: eBPF collector unavailable: %s not found (not built?); input is "
 					"captured by the libc wrappers instead\n", coll_path);
 			go_byte = 'f';
-		} else if (have && collector_start(&c, coll_path, j.pid, dir, why, sizeof(why)) == 0) {
-			go_byte = 'b';
 		} else if (have) {
-			fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the libc "
-					"wrappers instead\n", why);
-			go_byte = 'f';
+			int got = collector_start(&c, coll_path, j.pid, dir, attach_timeout_s(), why, sizeof(why));
+			if (got == 0) {
+				go_byte = 'b';
+			} else if (got < 0 && !job_gone(j.pid)) {
+				/* (a job already dead makes the collector say "no process": not worth a line) */
+				fprintf(stderr, "stepprof: eBPF collector unavailable: %s; input is captured by the "
+						"libc wrappers instead\n", why);
+				go_byte = 'f';
+			}
 		}
 	}
 
+	/* (A job that died of a signal during the attach has closed its end: EPIPE, no SIGPIPE.) */
 	ssize_t w;
 	do
 		w = write(j.go_wr, &go_byte, 1);

@@ -483,12 +483,11 @@ static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t
 	return *slot;
 }
 
-/* A process is gone when /proc has no entry or it is a zombie (exited, not yet reaped). */
-static bool pid_dead(int32_t pid)
+/* A thread (its /proc/.../stat) is gone: no entry, or a zombie (exited, not yet reaped). */
+static bool task_dead(const char *stat_path)
 {
-	char path[64], buf[256];
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	char buf[256];
+	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return true;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
@@ -498,6 +497,37 @@ static bool pid_dead(int32_t pid)
 	buf[n] = 0;
 	const char *rp = strrchr(buf, ')');
 	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
+}
+
+/*
+ * A process is gone when none of its threads is left. The leader's state alone
+ * does not say: a main thread that called pthread_exit is a zombie ('Z' in
+ * /proc/PID/stat and /proc/PID/status) while the other threads work on, for as
+ * long as they do (measured: then Threads: 2, /proc/PID/task lists the zombie
+ * leader and the live thread; once the last one has exited, only the zombie
+ * leader). Taking that for the end stopped the collector within 500 ms of the
+ * main thread's exit. So a zombie leader sends us to /proc/PID/task, which only
+ * a process that is ending (or such a job) costs.
+ */
+static bool pid_dead(int32_t pid)
+{
+	char path[64], tpath[64 + 256 + 8]; /* + d_name + "/stat" */
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	if (!task_dead(path))
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return true;
+	bool dead = true;
+	for (struct dirent *de; dead && (de = readdir(d));) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(tpath, sizeof(tpath), "%s/%s/stat", path, de->d_name);
+		dead = task_dead(tpath);
+	}
+	closedir(d);
+	return dead;
 }
 
 /* ------------------------------------------------------------- 3. events */

@@ -1,17 +1,21 @@
 /*
  * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
  * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
- * for a signal), SIGTERM and SIGINT forwarded, the default trace directory, input captured
+ * for a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
+ * ignored ones left ignored), the default trace directory, input captured
  * whether or not BPF is available, and bad input (no command, command not
  * found, not executable, unusable -o) as one-line errors with documented codes
  * (125, 127, 126, 125).
  */
 #include "test_io_helpers.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 
 extern char **environ;
@@ -313,6 +317,171 @@ Test(run, a_collector_gone_while_the_job_runs_is_reported, .timeout = 60)
 	free(tmp);
 }
 
+/* The last JSON line of a workload's stdout, parsed (the ground truth of iogen). */
+static struct sp_json *last_json_line(const char *out)
+{
+	const char *last = NULL;
+	for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+		if (*p == '{')
+			last = p;
+	cr_assert_not_null(last, "no JSON line in %s", out);
+	char *line = strndup(last, strcspn(last, "\n"));
+	struct sp_json *j = sp_json_parse(line);
+	cr_assert_not_null(j, "not JSON: %s", line);
+	free(line);
+	return j;
+}
+
+/*
+ * A job whose main thread calls pthread_exit while another thread works on: its
+ * main thread is a zombie ('Z' in /proc/PID/stat) for the 3 s the other one reads.
+ * The collector took that for the job's end and stopped within 500 ms (its file
+ * had the first round's 4 opens of 120, over ~1 ms).
+ */
+Test(run, the_collector_follows_a_job_whose_main_thread_exited, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("no collector here: %s", why);
+	char *tmp = sp_t_tmpdir("run-mainexit");
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *job[] = { iogen, "mainexit", data, "4", "30", NULL };
+	if (run_with_collector(&res, out, job)) {
+		free(iogen);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here");
+	}
+	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
+	struct sp_json *truth = last_json_line(res.out);
+	long opens = (long)sp_json_i64(truth, "open", 0), reads = (long)sp_json_i64(truth, "read_calls", 0);
+	cr_assert_eq(opens, 120, "%s", res.out);
+	sp_json_free(truth);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	struct io_filter bpf = { .prefix = prefix, .source = "bpf" };
+	long n;
+	bpf.kind = "open";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), opens, "the collector saw %ld opens of %ld", n, opens);
+	bpf.kind = "read";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), reads, "the collector saw %ld reads of %ld", n, reads);
+	bpf.kind = "close";
+	cr_expect_eq(n = io_t_count(&rs, bpf, NULL), opens, "the collector saw %ld closes of %ld", n, opens);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = prefix, .source = "libc" }, NULL), 0,
+		     "the libc wrappers should have stood down");
+	io_t_free(&rs);
+	free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* The pid of parent's child named comm (/proc/PID/comm), 0 when none. */
+static pid_t child_named(pid_t parent, const char *comm)
+{
+	DIR *d = opendir("/proc");
+	cr_assert_not_null(d);
+	pid_t found = 0;
+	for (struct dirent *e; !found && (e = readdir(d));) {
+		char path[PATH_MAX], buf[512];
+		int pid = atoi(e->d_name);
+		if (pid <= 0)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = 0;
+		char *open = strchr(buf, '('), *close = strrchr(buf, ')');
+		int ppid = 0;
+		if (open && close && sscanf(close + 1, " %*c %d", &ppid) == 1 && ppid == parent &&
+		    (size_t)(close - open - 1) == strlen(comm) && !strncmp(open + 1, comm, strlen(comm)))
+			found = pid;
+	}
+	closedir(d);
+	return found;
+}
+
+/*
+ * ... and a collector stopped while such a job runs on is "exited early": the
+ * job's zombie main thread is not the job leaving (stepprof run took it for that,
+ * and said nothing).
+ */
+Test(run, a_collector_gone_after_the_main_thread_exited_is_reported, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("no collector here: %s", why);
+	char *tmp = sp_t_tmpdir("run-mainexit-gone");
+	char data[PATH_MAX], out[PATH_MAX], errf[PATH_MAX];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(errf, sizeof(errf), "%s/err", tmp);
+	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "2", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *argv[] = { stepprof, "run", "--bpf", "-o", out, "--", iogen, "mainexit", data, "2", "10", NULL };
+	int po[2];
+	cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, po[1], 1);
+	posix_spawn_file_actions_addopen(&fa, 2, errf, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, NULL, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	close(po[1]);
+	FILE *f = fdopen(po[0], "r");
+	char line[256] = "";
+	/* The job's first line: its main thread has exited (the collector is attached: the job runs). */
+	cr_assert_not_null(fgets(line, sizeof(line), f), "the job said nothing");
+	cr_assert(strstr(line, "main_exited"), "%s", line);
+	size_t len;
+	char *err = sp_t_read_file(errf, &len);
+	if (err && strstr(err, "eBPF collector unavailable")) { /* said before the job was released */
+		while (fgets(line, sizeof(line), f))
+			;
+		waitpid(pid, NULL, 0);
+		fclose(f);
+		free(err), free(iogen), free(stepprof);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("BPF refused here");
+	}
+	free(err);
+	pid_t coll = child_named(pid, "stepprof-bpf");
+	cr_assert_gt(coll, 0, "no collector among stepprof run's children");
+	cr_assert_eq(kill(coll, SIGTERM), 0);
+	while (fgets(line, sizeof(line), f))
+		;
+	fclose(f);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	err = sp_t_read_file(errf, &len);
+	cr_assert_not_null(err);
+	const char *w = strstr(err, "exited early (status 0)");
+	cr_expect_not_null(w, "no warning: %s", err);
+	cr_expect(!w || !strstr(w + 1, "exited early"), "warned twice: %s", err);
+	free(err);
+	free(iogen), free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 Test(run, bad_input_is_a_one_line_error)
 {
 	char *tmp = sp_t_tmpdir("run-bad");
@@ -373,6 +542,59 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	free(tmp);
 }
 
+/*
+ * Through sudo, every level of -o that stepprof run creates is the user's: with only
+ * the last one given, the user could not get to it (the preload recorded nothing),
+ * and "DIR/" (its last mkdir said EEXIST) was refused as not writable.
+ */
+Test(run, through_sudo_every_level_created_is_the_users, .timeout = 60)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: sudo's hand-over cannot be simulated");
+	char *tmp = sp_t_tmpdir("run-sudo-levels");
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	char data[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("bin/iogen");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "2", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	/* -o as given, the levels it creates, the trace directory */
+	const char *cases[][4] = { { "su2/", "su2", NULL }, { "su4/a/b", "su4", "su4/a", "su4/a/b" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char out[PATH_MAX + 16], level[PATH_MAX + 16];
+		snprintf(out, sizeof(out), "%s/%s", tmp, cases[i][0]);
+		char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", iogen, "run", data, "2", "1", "1", NULL };
+		cr_expect_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "-o %s: %s", cases[i][0], res.err);
+		sp_t_result_free(&res);
+		for (int k = 1; k < 4 && cases[i][k]; k++) {
+			struct stat st;
+			snprintf(level, sizeof(level), "%s/%s", tmp, cases[i][k]);
+			cr_assert_eq(stat(level, &st), 0, "%s", level);
+			cr_expect_eq(st.st_uid, 65534u, "-o %s: %s belongs to uid %u", cases[i][0], cases[i][k],
+				     (unsigned)st.st_uid);
+			cr_expect_eq(st.st_gid, 65534u, "-o %s: %s belongs to gid %u", cases[i][0], cases[i][k],
+				     (unsigned)st.st_gid);
+		}
+		/* The job could write its trace there: its 2 open + 2 fopen. */
+		struct io_recs rs;
+		io_t_load_dir(out, &rs);
+		cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix }, NULL), 4,
+			     "-o %s: the job's opens were not recorded", cases[i][0]);
+		io_t_free(&rs);
+	}
+	/* What was there already is left as it was. */
+	struct stat st;
+	cr_assert_eq(stat(tmp, &st), 0);
+	cr_expect_eq(st.st_uid, 0u, "%s was given away", tmp);
+	free(stepprof), free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 /* Through sudo with the collector: its file, written by root, belongs to the user who must analyze it. */
 Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 {
@@ -417,6 +639,35 @@ Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 }
 
 /*
+ * A copy of stepprof in TMP/bin, with collector (a shell script) as the
+ * stepprof-bpf beside it, or none when NULL: a machine without the collector, or
+ * one whose collector behaves as the test needs. Returns the copy's path; the
+ * copy finds libstepprof.so through STEPPROF_LIB, written into libenv.
+ */
+static char *stepprof_copy(const char *tmp, const char *collector, char *libenv, size_t libenv_len)
+{
+	char bin[PATH_MAX], copy[PATH_MAX + 16], coll[PATH_MAX + 16];
+	snprintf(bin, sizeof(bin), "%s/bin", tmp);
+	snprintf(copy, sizeof(copy), "%s/stepprof", bin);
+	snprintf(coll, sizeof(coll), "%s/stepprof-bpf", bin);
+	char *stepprof = io_t_abs("bin/stepprof"), *lib = io_t_abs("lib/libstepprof.so");
+	cr_assert_eq(mkdir(bin, 0755), 0);
+	size_t len;
+	char *exe = sp_t_read_file(stepprof, &len);
+	cr_assert_not_null(exe);
+	cr_assert_eq(sp_t_write_file(copy, exe, len), 0);
+	free(exe);
+	cr_assert_eq(chmod(copy, 0755), 0);
+	if (collector) {
+		cr_assert_eq(sp_t_write_file(coll, collector, strlen(collector)), 0);
+		cr_assert_eq(chmod(coll, 0755), 0);
+	}
+	snprintf(libenv, libenv_len, "STEPPROF_LIB=%s", lib);
+	free(stepprof), free(lib);
+	return strdup(copy);
+}
+
+/*
  * When the collector cannot run, the line says the libc wrappers capture input:
  * they must, even when the job's environment already said STEPPROF_IO=bpf
  * (exported by hand, or left over from another launcher). A copy of stepprof
@@ -425,27 +676,16 @@ Test(run, through_sudo_the_collectors_file_is_the_users, .timeout = 60)
 Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("run-nobpf");
-	char data[PATH_MAX], out[PATH_MAX], bin[PATH_MAX], copy[PATH_MAX + 16], prefix[PATH_MAX + 4];
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4], libenv[PATH_MAX + 16];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
-	snprintf(bin, sizeof(bin), "%s/bin", tmp);
-	snprintf(copy, sizeof(copy), "%s/stepprof", bin);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof"), *lib = io_t_abs("lib/libstepprof.so");
-	cr_assert_eq(mkdir(bin, 0755), 0);
-	size_t len;
-	char *exe = sp_t_read_file(stepprof, &len);
-	cr_assert_not_null(exe);
-	cr_assert_eq(sp_t_write_file(copy, exe, len), 0);
-	free(exe);
-	cr_assert_eq(chmod(copy, 0755), 0);
+	char *iogen = io_t_abs("bin/iogen"), *copy = stepprof_copy(tmp, NULL, libenv, sizeof(libenv));
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
 	sp_t_result_free(&res);
 
-	char libenv[PATH_MAX + 16];
-	snprintf(libenv, sizeof(libenv), "STEPPROF_LIB=%s", lib);
 	char *env[] = { libenv, "STEPPROF_IO=bpf", "STEPPROF_QUIET=1", NULL };
 	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
@@ -457,7 +697,272 @@ Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout 
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "libc" }, NULL), 8,
 		     "4 files opened with open and fopen, captured by the libc wrappers as the line says");
 	io_t_free(&rs);
-	free(iogen), free(stepprof), free(lib);
+	free(iogen), free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * stepprof run --bpf -o TMP/trace -- /bin/sh -c 'exit 3', on a copy whose collector
+ * takes its time to attach: it says so through the FIFO TMP/attaching, then waits
+ * until stopped (SIGTERM), which it records in TMP/collector-stopped. Spawned with
+ * attr and, when tty is not NULL, that terminal as stdin (after POSIX_SPAWN_SETSID:
+ * its controlling terminal), stderr into TMP/err. Returns once the collector is
+ * attaching: the job child is forked and waits to be released.
+ */
+static pid_t run_during_a_slow_attach(const char *tmp, posix_spawnattr_t *attr, const char *tty)
+{
+	char script[4 * PATH_MAX], fifo[PATH_MAX + 16], out[PATH_MAX + 16], err[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'echo stopped > \"%s/collector-stopped\"; kill $! 2>/dev/null; exit 0' TERM\n"
+		 "echo attaching > \"%s/attaching\"\n"
+		 "sleep 60 & wait $!\n",
+		 tmp, tmp);
+	snprintf(fifo, sizeof(fifo), "%s/attaching", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(err, sizeof(err), "%s/err", tmp);
+	cr_assert_eq(mkfifo(fifo, 0600), 0);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "exit 3", NULL };
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
+	setenv("STEPPROF_QUIET", "1", 1);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 2, err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (tty)
+		posix_spawn_file_actions_addopen(&fa, 0, tty, O_RDWR, 0);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, &fa, attr, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	free(copy);
+	/* Non-blocking: a FIFO nobody has opened yet polls as empty, not as hung up. */
+	int fd = open(fifo, O_RDONLY | O_NONBLOCK);
+	cr_assert_geq(fd, 0);
+	struct pollfd p = { fd, POLLIN, 0 };
+	cr_assert_eq(poll(&p, 1, 10000), 1, "the collector was not started within 10 s");
+	char buf[32] = "";
+	cr_assert_gt(read(fd, buf, sizeof(buf) - 1), 0);
+	cr_assert_eq(strncmp(buf, "attaching", 9), 0, "%s", buf);
+	close(fd);
+	return pid;
+}
+
+/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once; the collector was stopped. */
+static void expect_ended_by(const char *tmp, pid_t pid, int sig, time_t t0)
+{
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "status %d: the job did not die of signal %d", WEXITSTATUS(st), sig);
+	cr_expect_lt(time(NULL) - t0, 10, "it took the 30 s attach timeout");
+	char f[PATH_MAX + 32];
+	snprintf(f, sizeof(f), "%s/collector-stopped", tmp);
+	cr_expect_eq(access(f, F_OK), 0, "the collector was not stopped (SIGTERM)");
+	snprintf(f, sizeof(f), "%s/err", tmp);
+	size_t len;
+	char *err = sp_t_read_file(f, &len);
+	cr_expect(err && !strstr(err, "unavailable"), "a line about a collector of a job already dead: %s", err);
+	free(err);
+}
+
+/*
+ * A signal sent to stepprof run while the collector attaches (the job child waits on
+ * its pipe) is the job's: it used to be dropped there, by our handler inherited by a
+ * child that did not know the job's pid, and the job then ran to its end.
+ */
+Test(run, a_signal_during_the_attach_ends_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-sig");
+	pid_t pid = run_during_a_slow_attach(tmp, NULL, NULL);
+	time_t t0 = time(NULL);
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	expect_ended_by(tmp, pid, SIGTERM, t0);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* A Ctrl-C at the terminal during the attach: it reaches the job child itself (not forwarded), which must die of it. */
+Test(run, a_ctrl_c_during_the_attach_ends_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-tty");
+	int m = posix_openpt(O_RDWR | O_NOCTTY);
+	cr_assert_geq(m, 0);
+	cr_assert_eq(grantpt(m), 0);
+	cr_assert_eq(unlockpt(m), 0);
+	char tty[PATH_MAX];
+	cr_assert_eq(ptsname_r(m, tty, sizeof(tty)), 0);
+	struct termios t;
+	cr_assert_eq(tcgetattr(m, &t), 0);
+	t.c_lflag |= ISIG;
+	t.c_cc[VINTR] = 3;
+	cr_assert_eq(tcsetattr(m, TCSANOW, &t), 0);
+	/* A session of its own, the terminal its controlling one: stepprof run's group is the foreground. */
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+	pid_t pid = run_during_a_slow_attach(tmp, &attr, tty);
+	posix_spawnattr_destroy(&attr);
+	cr_assert_eq(tcgetpgrp(m), pid, "stepprof run's group is not the terminal's foreground");
+	time_t t0 = time(NULL);
+	cr_assert_eq(write(m, "\003", 1), 1);
+	expect_ended_by(tmp, pid, SIGINT, t0);
+	close(m);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * nohup stepprof run ...: a signal stepprof run was started with ignored stays
+ * ignored, in stepprof run (not forwarded) and in the job (not reset to the default).
+ */
+Test(run, a_signal_inherited_ignored_stays_ignored, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-nohup");
+	char *stepprof = io_t_abs("bin/stepprof");
+	/* The job says what it ignores, then waits for a line: the test's go after the SIGHUP. */
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c",
+			 "grep ^SigIgn: /proc/$$/status; read x; exit 5", NULL };
+	int in[2], out[2];
+	cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		/* as nohup leaves SIGHUP, and a non-interactive shell's `&` SIGINT */
+		signal(SIGHUP, SIG_IGN);
+		signal(SIGINT, SIG_IGN);
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		setenv("STEPPROF_QUIET", "1", 1);
+		execv(stepprof, argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	FILE *f = fdopen(out[0], "r");
+	cr_assert_not_null(f);
+	unsigned long long ign = 0;
+	cr_assert_eq(fscanf(f, "SigIgn: %llx", &ign), 1, "the job did not start");
+	cr_expect(ign & (1ull << (SIGHUP - 1)), "SIGHUP is no longer ignored in the job (SigIgn %llx)", ign);
+	cr_expect(ign & (1ull << (SIGINT - 1)), "SIGINT is no longer ignored in the job (SigIgn %llx)", ign);
+	cr_assert_eq(kill(pid, SIGHUP), 0);
+	signal(SIGPIPE, SIG_IGN); /* the job may be gone: a failed write is reported below */
+	cr_expect_eq(write(in[1], "\n", 1), 1, "the job died of the SIGHUP");
+	close(in[1]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_expect(WIFEXITED(st), "stepprof run was killed by signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 5, "status %d, not the job's own", WEXITSTATUS(st));
+	fclose(f);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * --no-bpf captures input with the libc wrappers, as its usage says: an inherited
+ * STEPPROF_IO=bpf (exported by hand, left by another launcher) made them stand
+ * down with no collector there, and nothing at all was captured, without a word.
+ */
+Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-nobpf-io");
+	char data[PATH_MAX], out[PATH_MAX], prefix[PATH_MAX + 4];
+	snprintf(data, sizeof(data), "%s/data", tmp);
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(prefix, sizeof(prefix), "%s/f", data);
+	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	struct sp_t_result res;
+	char *setup[] = { iogen, "setup", data, "4", NULL };
+	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
+	sp_t_result_free(&res);
+	char *env[] = { "STEPPROF_IO=bpf", "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", iogen, "run", data, "4", "1", "1", NULL };
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	sp_t_result_free(&res);
+	struct io_recs rs;
+	io_t_load_dir(out, &rs);
+	long n = io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = prefix, .source = "libc" }, NULL);
+	cr_expect_eq(n, 8, "%ld opens captured of 8 (open and fopen of 4 files)", n);
+	io_t_free(&rs);
+	free(iogen), free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its status. */
+static int run_with_stderr_closed(const char *dir, const char *script)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	int p[2];
+	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
+	close(p[0]);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawnattr_t attr; /* SIGPIPE as a shell leaves it, whatever the test runner does */
+	sigset_t def;
+	sigemptyset(&def);
+	sigaddset(&def, SIGPIPE);
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setsigdefault(&attr, &def);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+	unsetenv("STEPPROF_QUIET"); /* the closing line is the write that failed */
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, &attr, argv, environ), 0);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&attr);
+	close(p[1]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	cr_assert(WIFEXITED(st), "stepprof run was killed by signal %d", WTERMSIG(st));
+	return WEXITSTATUS(st);
+}
+
+/*
+ * `stepprof run ... 2>&1 | head`: our closing line to a pipe closed by then killed
+ * stepprof run with SIGPIPE (141), hiding the job's status. The job itself still
+ * dies of a SIGPIPE of its own, as it would without stepprof run.
+ */
+Test(run, a_closed_stderr_does_not_change_the_exit_status, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-epipe");
+	cr_expect_eq(run_with_stderr_closed(tmp, "exit 7"), 7);
+	cr_expect_eq(run_with_stderr_closed(tmp, "echo job >&2; exit 7"), 128 + SIGPIPE,
+		     "the job did not die of its own SIGPIPE");
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * A collector that never says "ready" (stopped, stuck loading) is killed after the
+ * attach timeout (STEPPROF_ATTACH_S, 1 s here instead of 30), and the job runs
+ * with the libc wrappers: one line says so. The killed collector was left unreaped,
+ * and wait_job then also said it had "exited early (status 137)".
+ */
+Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-attach-timeout");
+	char out[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *copy = stepprof_copy(tmp, "#!/bin/sh\nexec sleep 60\n", libenv, sizeof(libenv));
+	char *env[] = { libenv, "STEPPROF_ATTACH_S=1", "STEPPROF_QUIET=1", NULL };
+	/* The job runs a while: a dead collector still counted as running is noticed within 100 ms. */
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "sleep 0.5; exit 3", NULL };
+	struct sp_t_result res;
+	time_t t0 = time(NULL);
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 25), 3, "%s", res.err);
+	cr_expect_lt(time(NULL) - t0, 10, "STEPPROF_ATTACH_S=1 was not used");
+	cr_expect_not_null(strstr(res.err, "eBPF collector unavailable: the collector did not attach within 1 s"), "%s",
+			   res.err);
+	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	free(copy);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }

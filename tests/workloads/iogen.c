@@ -54,6 +54,11 @@
  *   iogen vforkfirst DIR N         the first input calls are a vfork()ed child's (open and close
  *                                  DIR/f000, then _exit); then the parent opens, reads (512 B)
  *                                  to EOF and closes DIR/f001
+ *   iogen mainexit DIR N [ROUNDS]  the main thread calls pthread_exit at once; a second
+ *                                  thread joins it (so the process goes on with its
+ *                                  main thread a zombie), prints {"main_exited":1,...},
+ *                                  then ROUNDS (30) times, 100 ms apart: open, read
+ *                                  (512 B) to EOF and close each file; then the truth
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -946,12 +951,66 @@ static int do_vforkfirst(void)
 	return 0;
 }
 
+struct mainexit {
+	pthread_t main;
+	int rounds;
+};
+
+static void *mainexit_worker(void *arg)
+{
+	struct mainexit *m = arg;
+	char path[4096], buf[512];
+	/* Returns once the main thread is in its exit (glibc waits for the kernel to clear its tid). */
+	if (pthread_join(m->main, NULL))
+		die("pthread_join");
+	printf("{\"main_exited\":1,\"pid\":%d}\n", (int)getpid());
+	fflush(stdout);
+	long open_calls = 0, read_calls = 0, read_bytes = 0, close_calls = 0;
+	for (int r = 0; r < m->rounds; r++) {
+		if (r)
+			sleep_us(100000);
+		for (int i = 0; i < nfiles; i++) {
+			file_path(path, sizeof(path), i);
+			int fd = open(path, O_RDONLY);
+			if (fd < 0)
+				die("open");
+			open_calls++;
+			for (ssize_t n;; read_bytes += n) {
+				n = read(fd, buf, sizeof(buf));
+				read_calls++;
+				if (n < 0)
+					die("read");
+				if (n == 0)
+					break;
+			}
+			close(fd);
+			close_calls++;
+		}
+	}
+	printf("{\"pid\":%d,\"rounds\":%d,\"files\":%d,\"open\":%ld,\"read_calls\":%ld,\"read_bytes\":%ld,"
+	       "\"close\":%ld}\n",
+	       (int)getpid(), m->rounds, nfiles, open_calls, read_calls, read_bytes, close_calls);
+	fflush(stdout);
+	return NULL; /* the last thread: the process exits, status 0 */
+}
+
+static int do_mainexit(int rounds)
+{
+	static struct mainexit m;
+	pthread_t t;
+	m.main = pthread_self();
+	m.rounds = rounds > 0 ? rounds : 30;
+	if (pthread_create(&t, NULL, mainexit_worker, &m))
+		die("pthread_create");
+	pthread_exit(NULL);
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -998,6 +1057,8 @@ int main(int argc, char **argv)
 		return do_stale();
 	if (!strcmp(mode, "vforkfirst"))
 		return do_vforkfirst();
+	if (!strcmp(mode, "mainexit"))
+		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
