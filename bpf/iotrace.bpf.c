@@ -8,7 +8,8 @@
  *   3. raw_tp/sys_enter: remember the call's arguments in the CPU's state;
  *      raw_tp/sched_switch: move a call in flight to its thread's storage
  *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
- *   5. raw_tp/sched_process_fork and sched_process_exit: follow the process tree
+ *   5. raw_tp/sched_process_fork, sched_process_exec and sched_process_exit:
+ *      follow the process tree (and the fds an exec closes)
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
  * they attach by name without tracefs (often not mounted in containers), one
@@ -319,6 +320,8 @@ static __always_inline struct iotrace_cpu *cpu_call(struct pt_regs *regs, long n
 		cmd = SYSCALL_ARG2(regs);
 		if (cmd != IOTRACE_F_DUPFD && cmd != IOTRACE_F_DUPFD_CLOEXEC)
 			return NULL;
+	} else if (*call == IOTRACE_sys_close_range && (SYSCALL_ARG3(regs) & IOTRACE_CLOSE_RANGE_CLOEXEC)) {
+		return NULL; /* marks the fds close-on-exec, closes none (the exec event covers them) */
 	}
 	c = this_cpu();
 	if (!c)
@@ -372,6 +375,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			st->flags |= IOTRACE_F_EMPTY_PATH;
 		break;
 	case IOTRACE_sys_newfstat:
+	case IOTRACE_sys_close_range: /* its last fd */
 		st->ubuf = SYSCALL_ARG2(regs);
 		break;
 	case IOTRACE_sys_read:
@@ -475,6 +479,9 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 		/* The new fd's open file, installed just before the return: what later calls on the fd will show. */
 		if (ret >= 0)
 			e->nfile = file_of(task, (int)ret);
+		break;
+	case IOTRACE_sys_close_range:
+		e->bytes = (__u32)st->ubuf;
 		break;
 	}
 }
@@ -604,6 +611,51 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	f = tree_event(ptgid, ctgid, IOTRACE_EV_FORK, &e);
 	if (!f)
 		return 0;
+	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/*
+ * An exec closed the process's close-on-exec fds (in the kernel, not by a
+ * traced close): the event carries the bitmap of the fds still open after it,
+ * the first IOTRACE_PATH_MAX * 8 of them, for the loader to forget the others.
+ * RATIONALE: the fd table's own bitmap, read once here, is exact and in order
+ * with the process's events; reading /proc/PID/fd when the loader gets the
+ * event would see the fds of calls it has not processed yet.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid, len;
+	struct iotrace_cpu *c = this_cpu();
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	struct fdtable *fdt;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	if (c)
+		batch_flush(c); /* the calls before the exec go first */
+	f = bpf_ringbuf_reserve(&events, sizeof(*f) + sizeof(*e), 0);
+	if (!f) {
+		count_drop();
+		return 0;
+	}
+	f->size = sizeof(*e);
+	f->pad = 0;
+	e = (struct iotrace_event *)(f + 1);
+	__builtin_memset(e, 0, sizeof(*e));
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = p->pid;
+	e->type = IOTRACE_EV_EXEC;
+	fdt = p->files->fdt;
+	len = fdt->max_fds / 8; /* a multiple of 8 bytes: the bitmap is in longs */
+	if (len > sizeof(e->path))
+		len = sizeof(e->path);
+	if (bpf_probe_read_kernel(e->path, len, fdt->open_fds))
+		len = 0; /* no bitmap: the loader forgets nothing */
+	e->fd = (__s32)(len * 8);
 	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -248,6 +248,7 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 struct fdent {
 	uint32_t path; /* interned path id, 0 = unknown */
 	uint64_t file; /* identity of the open file (kernel address), 0 = unknown (fds found in /proc) */
+	uint64_t born; /* end_ns of the call that made it (0: found in /proc), for close_range */
 };
 
 /*
@@ -299,7 +300,7 @@ static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
 	return p;
 }
 
-static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
+static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file, uint64_t born)
 {
 	if (fd < 0 || fd >= MAX_FD)
 		return;
@@ -314,8 +315,7 @@ static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 		p->fds = f;
 		p->nfds = n;
 	}
-	p->fds[fd].path = path;
-	p->fds[fd].file = file;
+	p->fds[fd] = (struct fdent){.path = path, .file = file, .born = born};
 }
 
 /*
@@ -323,7 +323,7 @@ static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
  * still holds another open file there, that file's close freed the number but
  * has not returned yet: keep its entry aside for its close (and late reads).
  */
-static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
+static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file, uint64_t born)
 {
 	if (fd >= 0 && (uint32_t)fd < p->nfds) {
 		struct fdent *old = &p->fds[fd];
@@ -333,7 +333,7 @@ static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 			p->next_displaced = (p->next_displaced + 1) % NDISPLACED;
 		}
 	}
-	proc_set_fd(p, fd, path, file);
+	proc_set_fd(p, fd, path, file, born);
 }
 
 static struct displaced *proc_displaced(struct proc *p, int fd, uint64_t file)
@@ -380,6 +380,33 @@ static void fd_closed(struct proc *p, int fd, uint64_t file)
 		*ent = (struct fdent){0};
 }
 
+/*
+ * close_range(first, last) returned: its fds are closed, with no close event
+ * each. An entry made by a call that returned after close_range began may be
+ * a new file on a number close_range had already freed (another thread's
+ * open, as for close above): kept.
+ */
+static void proc_closed_range(struct proc *p, int32_t first, uint32_t last, uint64_t begin_ns)
+{
+	if (first < 0)
+		return;
+	for (uint32_t fd = (uint32_t)first; fd < p->nfds && fd <= last; fd++)
+		if (p->fds[fd].born < begin_ns)
+			p->fds[fd] = (struct fdent){0};
+}
+
+/* exec closed the close-on-exec fds: forget every fd below `covered` whose bit is clear in the bitmap. */
+static void proc_execed(struct proc *p, const uint8_t *open_fds, uint32_t covered)
+{
+	for (uint32_t fd = 0; fd < p->nfds && fd < covered; fd++)
+		if (!(open_fds[fd / 8] & (1u << (fd % 8))))
+			p->fds[fd] = (struct fdent){0};
+	/* exec killed the threads whose closes they waited for */
+	for (int i = 0; i < NDISPLACED; i++)
+		if (p->displaced[i].fd >= 0 && (uint32_t)p->displaced[i].fd < covered)
+			p->displaced[i] = (struct displaced){0};
+}
+
 /* The fds a process already has when tracing starts, from /proc (best effort). */
 static void proc_scan_fds(struct collector *c, struct proc *p)
 {
@@ -396,7 +423,7 @@ static void proc_scan_fds(struct collector *c, struct proc *p)
 		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
 		if (n > 0 && target[0] == '/')
-			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n), 0);
+			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n), 0, 0);
 	}
 	closedir(d);
 }
@@ -607,12 +634,15 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC: the kernel side traces no other command */
 		/* Every dup returns the new descriptor; dup's (and F_DUPFD's, from its floor up) is the
 		 * lowest free one, as an open's. */
-		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
+		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile, e->end_ns);
 		break;
 	case IOTRACE_sys_dup2:
 	case IOTRACE_sys_dup3:
 		/* The kernel closes what newfd held: overwritten, not displaced. */
-		proc_set_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
+		proc_set_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile, e->end_ns);
+		break;
+	case IOTRACE_sys_close_range: /* without CLOSE_RANGE_CLOEXEC (the kernel side traces no other) */
+		proc_closed_range(p, e->fd, (uint32_t)e->bytes, e->begin_ns);
 		break;
 	}
 }
@@ -651,7 +681,7 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 		f[SP_F_FD] = (uint64_t)(int64_t)(e->ret >= 0 ? e->ret : -1);
 		if (e->ret >= 0)
-			proc_new_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH], e->nfile);
+			proc_new_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH], e->nfile, e->end_ns);
 		break;
 	case SP_K_STAT:
 		if (e->call == IOTRACE_sys_newfstat || (e->flags & IOTRACE_F_EMPTY_PATH)) {
@@ -697,6 +727,13 @@ static void on_event(struct collector *c, const void *data, size_t size)
 	case IOTRACE_EV_FORK:
 		proc_forked(c, (int32_t)e->pid, (int32_t)e->tid);
 		break;
+	case IOTRACE_EV_EXEC: {
+		struct proc *p = proc_get(c, (int32_t)e->pid, false);
+		uint32_t covered = e->fd > 0 ? (uint32_t)e->fd : 0;
+		if (p && covered <= 8 * (size - IOTRACE_EVENT_HDR))
+			proc_execed(p, (const uint8_t *)e->path, covered);
+		break;
+	}
 	case IOTRACE_EV_EXIT:
 		if (e->flags & IOTRACE_F_GROUP_DEAD) {
 			struct proc *p = proc_get(c, (int32_t)e->pid, false);

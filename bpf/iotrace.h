@@ -34,6 +34,7 @@ enum iotrace_type {
 	IOTRACE_EV_CALL = 1, /* a traced syscall returned */
 	IOTRACE_EV_FORK,     /* pid forked a new process, child in tid */
 	IOTRACE_EV_EXIT,     /* thread tid of pid exited; IOTRACE_F_GROUP_DEAD: the whole process */
+	IOTRACE_EV_EXEC,     /* pid exec'd: path holds its open-fd bitmap after exec, for fds < fd */
 };
 
 /* iotrace_event.flags */
@@ -45,6 +46,9 @@ enum iotrace_type {
 /* fcntl's dup commands (the same on every Linux architecture): the only fcntl calls traced. */
 #define IOTRACE_F_DUPFD		0
 #define IOTRACE_F_DUPFD_CLOEXEC 1030
+
+/* close_range's flag that only marks the fds close-on-exec (then it closes nothing: not traced). */
+#define IOTRACE_CLOSE_RANGE_CLOEXEC 4
 
 /* File types as the kernel sees them (i_mode), the same values as enum sp_fdtype. */
 #define IOTRACE_FD_OTHER  0
@@ -76,7 +80,7 @@ struct iotrace_event {
 	__u64 end_ns;
 	__s64 ret; /* the syscall's return value (-errno on failure) */
 	union {
-		__u64 bytes; /* read: bytes read; stat: st_size; listdir: bytes of entries */
+		__u64 bytes; /* read: bytes read; stat: st_size; listdir: bytes of entries; close_range: last fd */
 		__u64 nfile; /* open, dup*: identity of the returned fd's open file at exit; 0 = none */
 	};
 	__u64 file;   /* identity (struct file address) of fd's open file at entry; 0 = none */
@@ -110,7 +114,7 @@ struct iotrace_frame {
 struct iotrace_start {
 	__u64 begin_ns;
 	__u64 uptr; /* path argument (user pointer), 0 when none */
-	__u64 ubuf; /* stat/statx result buffer (user pointer) */
+	__u64 ubuf; /* stat/statx result buffer (user pointer); close_range: its last fd */
 	__u64 file; /* the fd argument's open file at entry (identity only, never dereferenced by the loader) */
 	__s32 fd;
 	__u16 call;

@@ -748,3 +748,52 @@ Test(io, a_vfork_child_does_not_take_over_the_parents_trace, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * Descriptors the kernel closes without a close(): close_range (Python's
+ * os.closerange, subprocess) and exec (the close-on-exec ones). The collector
+ * kept their fd -> path entries, and the file-identity check does not help
+ * where the fd was found in /proc at start (no identity) or where the new
+ * file got the dead one's struct file address (the slab reuses it at once).
+ * Before: the eventfd read on the number close_range freed, every memfd pread
+ * (20 of 20) and the eventfd read after exec were named DIR/f000.
+ */
+Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-closerange", 1);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	/* fds 8 and 9 open on DIR/f000 from before the trace: the collector reads them from /proc */
+	char *args[] = { "/bin/sh", "-c", "exec 8<\"$0\" 9<\"$0\"; exec \"$@\"", f, e.stepprof, "run", "--bpf", "-o",
+			 e.trace, "--", e.iogen, "closerange", e.data, "20", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "memfd_preads"), 20);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = f, .pid = pid }, NULL), 20,
+		     "the opens of %s", f);
+	static const struct {
+		const char *fd, *api;
+		long n;
+	} cases[] = { { "range_fd", "sys_read", 1 }, { "memfd", "sys_pread64", 20 }, { "exec_fd", "sys_read", 1 } };
+	for (size_t k = 0; k < 3; k++) {
+		long fd = tnum(t, cases[k].fd), n = 0, named = 0;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct io_rec *r = &rs.v[i];
+			if (r->pid != pid || r->fd != fd || strcmp(r->kind, "read") || strcmp(r->api, cases[k].api))
+				continue;
+			n++;
+			named += r->path != NULL;
+		}
+		cr_expect_eq(n, cases[k].n, "%s (fd %ld): %ld %s records", cases[k].fd, fd, n, cases[k].api);
+		cr_expect_eq(named, 0, "%s (fd %ld): %ld of %ld reads named after a closed file", cases[k].fd, fd, named, n);
+	}
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

@@ -59,6 +59,12 @@
  *                                  main thread a zombie), prints {"main_exited":1,...},
  *                                  then ROUNDS (30) times, 100 ms apart: open, read
  *                                  (512 B) to EOF and close each file; then the truth
+ *   iogen closerange DIR N         fds closed without close(): expects fds 8 and 9 open on a
+ *                                  file (inherited); close_range(9, 9) then eventfds until one
+ *                                  gets 9, read; N times: open DIR/f000, close_range it,
+ *                                  memfd_create (same number), pread 10 B; then fd 8 made
+ *                                  close-on-exec and an exec of itself (closerange-exec), which
+ *                                  makes eventfds until one gets 8 and reads it
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -1005,12 +1011,74 @@ static int do_mainexit(int rounds)
 	pthread_exit(NULL);
 }
 
+/* A new eventfd holding 1, made on number `want` (the lower free numbers filled first); -1 if not. */
+static int eventfd_on(int want)
+{
+	uint64_t one = 1;
+	int e;
+	while ((e = eventfd(0, 0)) >= 0 && e < want)
+		;
+	if (e != want || write(e, &one, sizeof(one)) != sizeof(one))
+		return -1;
+	return e;
+}
+
+static int do_closerange(const char *self)
+{
+	char path[4096], buf[64], a[3][16];
+	uint64_t v;
+	if (fcntl(8, F_GETFD) < 0 || fcntl(9, F_GETFD) < 0)
+		die("fds 8 and 9 are not open");
+	/* 1. an inherited fd (the collector knows it from /proc only) closed by close_range, its number reused */
+	if (close_range(9, 9, 0))
+		die("close_range");
+	int e9 = eventfd_on(9);
+	if (e9 < 0 || read(e9, &v, sizeof(v)) != sizeof(v))
+		die("eventfd on 9");
+	/* 2. a file closed by close_range, a memfd on its number (often the same struct file, reused) */
+	int memfd = -1;
+	for (int i = 0; i < nfiles; i++) {
+		file_path(path, sizeof(path), 0);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0 || close_range((unsigned)fd, (unsigned)fd, 0))
+			die("open + close_range");
+		memfd = memfd_create("iogen", 0);
+		if (memfd != fd || write(memfd, "0123456789", 10) != 10 || pread(memfd, buf, sizeof(buf), 0) != 10)
+			die("memfd on the closed number");
+		close(memfd);
+	}
+	/* 3. fd 8 made close-on-exec (fcntl(F_SETFD): not traced), then exec: the new image reuses 8 */
+	for (int fd = 3; fd <= 9; fd++)
+		if (fd != 8)
+			close(fd);
+	if (fcntl(8, F_SETFD, FD_CLOEXEC))
+		die("F_SETFD");
+	snprintf(a[0], sizeof(a[0]), "%d", e9);
+	snprintf(a[1], sizeof(a[1]), "%d", memfd);
+	snprintf(a[2], sizeof(a[2]), "%d", nfiles);
+	char *argv[] = {"iogen", "closerange-exec", (char *)dir, a[2], a[0], a[1], NULL};
+	execv(self, argv);
+	die("exec");
+	return 1;
+}
+
+static int do_closerange_exec(int e9, int memfd)
+{
+	uint64_t v;
+	int e8 = eventfd_on(8);
+	if (e8 < 0 || read(e8, &v, sizeof(v)) != sizeof(v))
+		die("eventfd on 8");
+	printf("{\"pid\":%d,\"range_fd\":%d,\"memfd\":%d,\"memfd_preads\":%d,\"exec_fd\":%d}\n", (int)getpid(), e9,
+	       memfd, nfiles, e8);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1059,6 +1127,10 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "closerange"))
+		return do_closerange("/proc/self/exe");
+	if (!strcmp(mode, "closerange-exec"))
+		return argc < 6 ? 2 : do_closerange_exec(atoi(argv[4]), atoi(argv[5]));
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
