@@ -269,7 +269,8 @@ struct proc {
 	int32_t pid;
 	bool alive;
 	bool dead;	   /* found dead by check_liveness, removed after a last drain */
-	char *cwd;	   /* NULL until first needed */
+	char *cwd;	   /* NULL until first needed (or lost) */
+	bool cwd_lost;	   /* the working directory is not known (see proc_lose_cwd) */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
 	struct displaced displaced[NDISPLACED]; /* file == 0: free */
@@ -430,12 +431,12 @@ static void proc_scan_fds(struct collector *c, struct proc *p)
 
 /*
  * The working directory, for relative paths. Read once per process from /proc
- * and inherited at fork. NOTE: chdir is not traced, so a process that changes
- * directory after its first relative path keeps the first one.
+ * (at its first relative path, or at start for the traced process), inherited
+ * at fork, followed through chdir and fchdir. NULL when not known.
  */
 static const char *proc_cwd(struct proc *p)
 {
-	if (!p->cwd) {
+	if (!p->cwd && !p->cwd_lost) {
 		char link[64], target[PATH_MAX];
 		snprintf(link, sizeof(link), "/proc/%d/cwd", p->pid);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
@@ -445,6 +446,27 @@ static const char *proc_cwd(struct proc *p)
 		p->cwd = strdup(target);
 	}
 	return p->cwd;
+}
+
+static void proc_set_cwd(struct proc *p, const char *dir, size_t len)
+{
+	free(p->cwd);
+	p->cwd = strndup(dir, len);
+	p->cwd_lost = false;
+}
+
+/*
+ * A chdir or fchdir to a directory whose path we do not know (cut, unreadable,
+ * relative to an unknown base): relative paths are then recorded as given, not
+ * made absolute with the directory the process has left. NOTE: /proc/PID/cwd
+ * is not read again: by the time the loader sees the event the process may
+ * have moved on, or exited.
+ */
+static void proc_lose_cwd(struct proc *p)
+{
+	free(p->cwd);
+	p->cwd = NULL;
+	p->cwd_lost = true;
 }
 
 static void proc_forked(struct collector *c, int32_t parent, int32_t child)
@@ -461,6 +483,7 @@ static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 	}
 	if (pp->cwd && !cp->cwd)
 		cp->cwd = strdup(pp->cwd);
+	cp->cwd_lost = pp->cwd_lost && !cp->cwd;
 }
 
 static void stream_close(struct collector *c, uint64_t key)
@@ -567,7 +590,9 @@ static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
 
 /*
  * The absolute form of a path given relative to dirfd (AT_FDCWD or a directory
- * fd) into out; the path as given when its base is unknown. Returns the length.
+ * fd) into out; the path as given when its base is unknown. Returns the length,
+ * 0 when the result would be longer than a trace string (a cut name would be a
+ * wrong one).
  */
 static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len,
 		       char *out, size_t outlen)
@@ -592,7 +617,7 @@ static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t 
 			     (int)len, path);
 	else
 		n = snprintf(out, outlen, "%.*s", (int)len, path);
-	return n < 0 ? 0 : (size_t)n < outlen ? (size_t)n : outlen - 1;
+	return n < 0 || (size_t)n >= outlen || (size_t)n > SP_MAX_STRING ? 0 : (size_t)n;
 }
 
 static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len)
@@ -602,7 +627,8 @@ static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t
 		return 0;
 	if (path[0] == '/')
 		return strtab_intern(&c->strings, path, len);
-	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf)));
+	len = abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf));
+	return len ? strtab_intern(&c->strings, buf, len) : 0;
 }
 
 /* chdir, fchdir and the dup family: no record, but the tables must follow them. */
@@ -610,25 +636,23 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 {
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	const struct interned *s;
+	size_t n;
 
 	if (e->ret < 0)
 		return;
 	switch (e->call) {
 	case IOTRACE_sys_chdir:
-		if (!plen)
-			return;
-		abs_path(c, p, AT_FDCWD, 0, e->path, plen, buf, sizeof(buf));
-		if (buf[0] == '/') {
-			free(p->cwd);
-			p->cwd = strdup(buf);
-		}
+		/* plen 0: a path cut or unreadable (IOTRACE_F_PATH_*): the directory is not known */
+		n = plen ? abs_path(c, p, AT_FDCWD, 0, e->path, plen, buf, sizeof(buf)) : 0;
+		if (n && buf[0] == '/')
+			proc_set_cwd(p, buf, n);
+		else
+			proc_lose_cwd(p);
 		break;
 	case IOTRACE_sys_fchdir:
 		s = strtab_get(&c->strings, fd_path(p, e->fd, e->file));
-		if (s) {
-			free(p->cwd);
-			p->cwd = strndup(s->s, s->len);
-		}
+		if (s)
+			proc_set_cwd(p, s->s, s->len);
 		break;
 	case IOTRACE_sys_dup:
 	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC: the kernel side traces no other command */
@@ -666,6 +690,8 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		plen = 0;
 	if (plen)
 		plen--; /* the NUL */
+	if (e->flags & (IOTRACE_F_PATH_CUT | IOTRACE_F_PATH_FAULT))
+		plen = 0; /* no name rather than a wrong one: the first 511 bytes name another file */
 
 	if (kind == SP_K_NONE) {
 		on_bookkeeping(c, p, e, plen);

@@ -797,3 +797,46 @@ Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * Paths the kernel side could not read whole (over 511 bytes: IOTRACE_F_PATH_CUT)
+ * or at all (IOTRACE_F_PATH_FAULT) have no name: their first 511 bytes name
+ * another file, or none. Before: the 569-byte relative path was recorded as the
+ * cwd + its first 511 bytes (and its reads and close with it), and a chdir to a
+ * cut path kept the old directory, so the open of "deepfile" after it was named
+ * DIR/deepfile, a file that does not exist.
+ */
+Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-longpath", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "longpath", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	cr_assert_gt(tnum(t, "rel_len"), 511);
+	cr_assert_gt(tnum(t, "dir_len"), 511);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	long cut = 0, unnamed_opens = 0, deep = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid)
+			continue;
+		if (r->path && strstr(r->path, "LLLLLLLL"))
+			cut++;
+		if (r->path && strstr(r->path, "deepfile"))
+			cr_expect_str_eq(r->path, "deepfile", "after a chdir to a cut path: %s %s", r->kind, r->path);
+		deep += r->path && !strcmp(r->kind, "open") && !strcmp(r->path, "deepfile");
+		unnamed_opens += !r->path && !strcmp(r->kind, "open") && r->result == 0;
+	}
+	cr_expect_eq(cut, 0, "%ld records named with a cut path", cut);
+	cr_expect_eq(unnamed_opens, 3, "the opens by the long paths (create, relative, absolute) have no path: %ld",
+		     unnamed_opens);
+	cr_expect_eq(deep, 1, "the open after the chdir: relative, as given (%ld)", deep);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

@@ -65,6 +65,11 @@
  *                                  memfd_create (same number), pread 10 B; then fd 8 made
  *                                  close-on-exec and an exec of itself (closerange-exec), which
  *                                  makes eventfds until one gets 8 and reads it
+ *   iogen longpath DIR N           paths longer than the collector reads (511 bytes): in DIR,
+ *                                  11 nested directories of 50-byte names ("LLL...00"), a
+ *                                  file "deepfile" at the bottom; opens and reads it by its
+ *                                  relative and by its absolute path, then chdir()s there by
+ *                                  the relative path and opens and reads "deepfile"
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -1073,12 +1078,51 @@ static int do_closerange_exec(int e9, int memfd)
 	return 0;
 }
 
+static int do_longpath(void)
+{
+	char rel[1024] = "", abs[8192], buf[64];
+	size_t n = 0;
+	if (chdir(dir))
+		die("chdir");
+	for (int i = 0; i < 11; i++) {
+		memset(rel + n, 'L', 48);
+		n += (size_t)snprintf(rel + n + 48, sizeof(rel) - n - 48, "%02d", i) + 48;
+		if (mkdir(rel, 0755) && errno != EEXIST)
+			die("mkdir");
+		rel[n++] = '/';
+		rel[n] = 0;
+	}
+	size_t dirlen = n;
+	snprintf(rel + n, sizeof(rel) - n, "deepfile");
+	snprintf(abs, sizeof(abs), "%s/%s", dir, rel);
+	int fd = open(rel, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, "0123456789", 10) != 10 || close(fd))
+		die("create deepfile");
+	const char *paths[2] = {rel, abs};
+	for (int i = 0; i < 2; i++) {
+		fd = open(paths[i], O_RDONLY);
+		if (fd < 0 || read(fd, buf, sizeof(buf)) != 10)
+			die("open deepfile");
+		close(fd);
+	}
+	rel[dirlen] = 0;
+	if (chdir(rel))
+		die("chdir deep");
+	fd = open("deepfile", O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) != 10)
+		die("open deepfile after chdir");
+	close(fd);
+	printf("{\"pid\":%d,\"rel_len\":%zu,\"abs_len\":%zu,\"dir_len\":%zu}\n", (int)getpid(), dirlen + 8,
+	       strlen(abs), dirlen);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1127,6 +1171,8 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "longpath"))
+		return do_longpath();
 	if (!strcmp(mode, "closerange"))
 		return do_closerange("/proc/self/exe");
 	if (!strcmp(mode, "closerange-exec"))
