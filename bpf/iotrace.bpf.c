@@ -537,14 +537,17 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 */
 		len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)st->uptr);
 		if (len <= 0) {
-			e->flags |= IOTRACE_F_PATH_FAULT;
+			/* NULL with AT_EMPTY_PATH is "" (a stat of the fd, Linux >= 6.11), not a fault */
+			if (st->uptr || !(e->flags & IOTRACE_F_EMPTY_PATH))
+				e->flags |= IOTRACE_F_PATH_FAULT;
 			len = 0;
 		} else if (len >= IOTRACE_PATH_MAX) {
 			e->flags |= IOTRACE_F_PATH_CUT;
 			len = IOTRACE_PATH_MAX;
 		}
-		if (len != 1)
-			e->flags &= ~IOTRACE_F_EMPTY_PATH; /* AT_EMPTY_PATH means "stat the fd" only with "" */
+		/* AT_EMPTY_PATH means "stat the fd" only with "" (or NULL) */
+		if (len > 1 || (e->flags & IOTRACE_F_PATH_FAULT))
+			e->flags &= ~IOTRACE_F_EMPTY_PATH;
 		size += len;
 	}
 	f->size = size;

@@ -840,3 +840,47 @@ Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * fstatat/statx(fd, NULL, AT_EMPTY_PATH), valid since Linux 6.11, are stats of
+ * fd, as with "". The kernel side took the NULL for a path it could not read:
+ * before, both were recorded with fd -1 and no path.
+ */
+Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-nullpath-bpf", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "badptr", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	static const char *const fdstats[][2] = { { "sys_newfstatat", "fstatat_fd_null" }, { "sys_statx", "statx_fd_null" } };
+	int tested = 0;
+	for (int i = 0; i < 2; i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "%s.0", fdstats[i][1]);
+		if (sp_json_i64(t, k, -1) != 0)
+			continue; /* a kernel before 6.11: EFAULT */
+		tested++;
+		long n = 0;
+		for (size_t j = 0; j < rs.n; j++) {
+			const struct io_rec *r = &rs.v[j];
+			if (r->pid != tnum(t, "pid") || strcmp(r->api, fdstats[i][0]) || !r->path || strcmp(r->path, f))
+				continue;
+			n++;
+			cr_expect_eq(r->fd, tnum(t, "fd"), "%s(fd, NULL, AT_EMPTY_PATH): fd %lld", fdstats[i][0], (long long)r->fd);
+			cr_expect_eq(r->bytes, io_t_iogen_size(0));
+		}
+		cr_expect_eq(n, 1, "%s(fd, NULL, AT_EMPTY_PATH) is a stat of %s: %ld records", fdstats[i][0], f, n);
+	}
+	if (!tested)
+		printf("io::bpf_stat_of_an_fd_with_a_null_path: nothing to check: this kernel (< 6.11) refuses a NULL path\n");
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
