@@ -179,6 +179,7 @@ static void umap_del(struct umap *m, uint64_t key)
 struct interned {
 	uint32_t id;
 	uint32_t len;
+	bool own; /* in the trace directory (see strtab.own) */
 	char s[];
 };
 
@@ -187,7 +188,20 @@ struct strtab {
 	struct interned **byid; /* id -> string, for joining a path to its directory fd's */
 	uint32_t next_id, cap_id;
 	struct sp_tf *tf;
+	/*
+	 * The trace directory (-o), absolute, as given and with symbolic links
+	 * resolved: the preload writes its own trace file there (its open, its
+	 * fstats), which is not the job's input.
+	 */
+	char *own[2];
 };
+
+/* path is the directory own, or under it ("/" is never own: the trace is not the whole machine) */
+static bool under_dir(const char *path, size_t len, const char *own)
+{
+	size_t n = own ? strlen(own) : 0;
+	return n > 1 && len >= n && !memcmp(path, own, n) && (len == n || path[n] == '/');
+}
 
 /* A word-at-a-time hash: paths are hashed once per event, so byte loops show in profiles. */
 static uint64_t strhash(const char *s, size_t len, uint64_t seed)
@@ -228,6 +242,7 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 			die_oom();
 		e->id = id;
 		e->len = (uint32_t)len;
+		e->own = under_dir(s, len, t->own[0]) || under_dir(s, len, t->own[1]);
 		memcpy(e->s, s, len);
 		*slot = e;
 		if (id >= t->cap_id) {
@@ -736,6 +751,9 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 			fd_closed(p, e->fd, e->file);
 		break;
 	}
+	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
+	if (path && path->own)
+		return; /* the preload's trace file: stepprof's output, not the job's input */
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
 	if (sp_tf_write(s, kind, call_api[e->call], e->begin_ns, e->end_ns, f) == 0)
 		c->records++;
@@ -885,6 +903,26 @@ static int open_trace_dir(const char *dir, struct stat *st, char *err, size_t er
 	return -1;
 }
 
+/* The trace directory's absolute forms into own[2]: as given (made absolute), and resolved (NULL when the same). */
+static void own_dirs(const char *dir, char *own[2])
+{
+	char cwd[PATH_MAX];
+	if (dir[0] == '/')
+		own[0] = strdup(dir);
+	else if (getcwd(cwd, sizeof(cwd)) && asprintf(&own[0], "%s/%s", cwd, dir) < 0)
+		own[0] = NULL;
+	if (own[0]) {
+		size_t n = strlen(own[0]);
+		while (n > 1 && own[0][n - 1] == '/')
+			own[0][--n] = 0;
+	}
+	own[1] = realpath(dir, NULL);
+	if (own[0] && own[1] && !strcmp(own[0], own[1])) {
+		free(own[1]);
+		own[1] = NULL;
+	}
+}
+
 /* The file's cap: STEPPROF_MAX_MB as for the preload's files (4..1048576 MiB), default 1 GiB. */
 static uint64_t max_bytes(void)
 {
@@ -1026,6 +1064,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": warning: %s: cannot give the file to uid %u: %s\n", c.tf.path,
 			(unsigned)dst.st_uid, strerror(errno));
 	c.strings.tf = &c.tf;
+	own_dirs(dir, c.strings.own);
 	struct proc *root = proc_get(&c, (int32_t)pid, true);
 	proc_scan_fds(&c, root);
 	proc_cwd(root); /* now, while it is alive: its children inherit it */
@@ -1097,5 +1136,7 @@ cleanup:
 	}
 	ring_buffer__free(rb);
 	iotrace_bpf__destroy(skel);
+	free(c.strings.own[0]);
+	free(c.strings.own[1]);
 	return ret;
 }

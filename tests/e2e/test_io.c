@@ -884,3 +884,37 @@ Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * With --bpf the preload still makes its own trace file in the trace directory:
+ * its open, stats and close are stepprof's output, not the job's input, and the
+ * collector drops records of paths in its -o directory. Before: the opens and
+ * fstats of DIR and of the preload's .sptrace (an fstat of fd 1000 with bytes
+ * = the file's 1 GiB cap) were recorded as the job's.
+ */
+Test(io, bpf_the_trace_directory_is_not_input, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-owndir", 1);
+	/* a poll the wrappers record (the collector does not trace waits): the preload makes its file */
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "pipe", "1", "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_eq(rs.files, 2, "the preload's trace file and the collector's in %s: %zu files", e.trace, rs.files);
+	int pid = (int)tnum(t, "pid");
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "loader_wait", .api = "sys_read", .pid = pid }, NULL),
+		     tnum(t, "reads"), "the job's own read of its pipe is there");
+	long own = io_t_count(&rs, (struct io_filter){ .prefix = e.trace }, NULL);
+	cr_expect_eq(own, 0, "%ld records of the trace directory %s", own, e.trace);
+	long big = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		big += !strcmp(rs.v[i].kind, "stat") && rs.v[i].bytes >= (1ull << 29);
+	cr_expect_eq(big, 0, "%ld stats of a file of 512 MiB or more (the preload's trace file)", big);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
