@@ -597,6 +597,58 @@ static bool pid_dead(int32_t pid)
 
 /* ------------------------------------------------------------- 3. events */
 
+/*
+ * An absolute path (s[0] == '/') made lexically normal in place: repeated
+ * slashes, "." and ".." components resolved by name, as `realpath -s` does
+ * (a ".." after a symbolic link goes back to the link's directory, not its
+ * target's: the loader cannot look at the file system as the process saw it).
+ * Returns the new length; s is NUL-terminated when it shrank.
+ * RATIONALE: the working directory was kept as text, so chdir("sub") then
+ * chdir("..") 100 times gave 101 names for 2 files (".../sub/../sub/../...").
+ */
+static size_t path_normalize(char *s, size_t len)
+{
+	size_t w = 0, r = 0;
+	while (r < len) {
+		while (r < len && s[r] == '/')
+			r++;
+		size_t start = r;
+		while (r < len && s[r] != '/')
+			r++;
+		size_t n = r - start;
+		if (n == 0 || (n == 1 && s[start] == '.'))
+			continue;
+		if (n == 2 && s[start] == '.' && s[start + 1] == '.') {
+			while (w > 0 && s[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--; /* the component's slash; ".." of "/" is "/" */
+			continue;
+		}
+		/* w < start: each component written takes at least the bytes it was read from */
+		s[w++] = '/';
+		memmove(s + w, s + start, n);
+		w += n;
+	}
+	if (w == 0)
+		s[w++] = '/';
+	if (w < len)
+		s[w] = 0;
+	return w;
+}
+
+/* Whether path_normalize would change an absolute path (the common case: no). */
+static bool path_is_normal(const char *s, size_t len)
+{
+	if (len > 1 && s[len - 1] == '/')
+		return false;
+	for (const char *p = s; (p = memchr(p, '/', len - (size_t)(p - s))) && p + 1 < s + len; p++)
+		if (p[1] == '/' || (p[1] == '.' && (p + 2 == s + len || p[2] == '/' ||
+						    (p[2] == '.' && (p + 3 == s + len || p[3] == '/')))))
+			return false;
+	return true;
+}
+
 /* The string of an interned id, NULL when unknown. */
 static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
 {
@@ -632,7 +684,11 @@ static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t 
 			     (int)len, path);
 	else
 		n = snprintf(out, outlen, "%.*s", (int)len, path);
-	return n < 0 || (size_t)n >= outlen || (size_t)n > SP_MAX_STRING ? 0 : (size_t)n;
+	if (n < 0 || (size_t)n >= outlen)
+		return 0;
+	if (out[0] == '/')
+		n = (int)path_normalize(out, (size_t)n);
+	return (size_t)n > SP_MAX_STRING ? 0 : (size_t)n;
 }
 
 static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len)
@@ -640,7 +696,7 @@ static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	if (len == 0)
 		return 0;
-	if (path[0] == '/')
+	if (path[0] == '/' && path_is_normal(path, len))
 		return strtab_intern(&c->strings, path, len);
 	len = abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf));
 	return len ? strtab_intern(&c->strings, buf, len) : 0;
@@ -911,11 +967,8 @@ static void own_dirs(const char *dir, char *own[2])
 		own[0] = strdup(dir);
 	else if (getcwd(cwd, sizeof(cwd)) && asprintf(&own[0], "%s/%s", cwd, dir) < 0)
 		own[0] = NULL;
-	if (own[0]) {
-		size_t n = strlen(own[0]);
-		while (n > 1 && own[0][n - 1] == '/')
-			own[0][--n] = 0;
-	}
+	if (own[0])
+		path_normalize(own[0], strlen(own[0]));
 	own[1] = realpath(dir, NULL);
 	if (own[0] && own[1] && !strcmp(own[0], own[1])) {
 		free(own[1]);

@@ -918,3 +918,43 @@ Test(io, bpf_the_trace_directory_is_not_input, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * The paths the collector makes absolute are lexically normal: "." and ".." are
+ * resolved by name, repeated slashes folded. The working directory was kept as
+ * text: chdir("sub") then chdir("..") 20 times gave 20 names for DIR/f000
+ * (DIR/sub/../f000, DIR/sub/../sub/../f000, ...), and an openat relative to a
+ * directory fd or an absolute path with "//" and "." names of their own.
+ */
+Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-dotdot", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "dotdot", e.data, "20", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	long exact = 0, other = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || !r->path || strncmp(r->path, e.data, strlen(e.data)))
+			continue;
+		if (!strcmp(r->kind, "open") && !strcmp(r->path, f))
+			exact++;
+		if (strstr(r->path, "/../") || strstr(r->path, "/./") || strstr(r->path, "//")) {
+			other++;
+			cr_expect(other > 3, "not normal: %s %s", r->kind, r->path);
+		}
+	}
+	cr_expect_eq(exact, tnum(t, "opens"), "%ld opens named %s, the workload made %ld", exact, f, tnum(t, "opens"));
+	cr_expect_eq(other, 0, "%ld records named with \".\", \"..\" or \"//\"", other);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

@@ -70,6 +70,9 @@
  *                                  file "deepfile" at the bottom; opens and reads it by its
  *                                  relative and by its absolute path, then chdir()s there by
  *                                  the relative path and opens and reads "deepfile"
+ *   iogen dotdot DIR N             "." and ".." in paths: in DIR, N times chdir("sub"),
+ *                                  open "../f000", read, close, chdir(".."); then
+ *                                  openat(fd of "sub/.", "../f000") and open("DIR//./sub/../f000")
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -1117,12 +1120,41 @@ static int do_longpath(void)
 	return 0;
 }
 
+static int do_dotdot(void)
+{
+	char path[8192], buf[64];
+	int opens = 0;
+	if (chdir(dir) || (mkdir("sub", 0755) && errno != EEXIST))
+		die("chdir, mkdir sub");
+	for (int i = 0; i < nfiles; i++, opens++) {
+		int fd;
+		if (chdir("sub") || (fd = open("../f000", O_RDONLY)) < 0 || read(fd, buf, sizeof(buf)) <= 0 ||
+		    close(fd) || chdir(".."))
+			die("chdir sub, open ../f000");
+	}
+	int d = open("sub/.", O_RDONLY | O_DIRECTORY);
+	int fd = d < 0 ? -1 : openat(d, "../f000", O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+		die("openat(sub, ../f000)");
+	close(fd);
+	close(d);
+	opens++;
+	snprintf(path, sizeof(path), "%s//./sub/../f000", dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+		die(path);
+	close(fd);
+	opens++;
+	printf("{\"pid\":%d,\"opens\":%d}\n", (int)getpid(), opens);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1171,6 +1203,8 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "dotdot"))
+		return do_dotdot();
 	if (!strcmp(mode, "longpath"))
 		return do_longpath();
 	if (!strcmp(mode, "closerange"))
