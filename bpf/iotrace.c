@@ -724,6 +724,8 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 		s = strtab_get(&c->strings, fd_path(p, e->fd, e->file));
 		if (s)
 			proc_set_cwd(p, s->s, s->len);
+		else
+			proc_lose_cwd(p); /* an fd of unknown path (received over SCM_RIGHTS...): not the old cwd */
 		break;
 	case IOTRACE_sys_dup:
 	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC: the kernel side traces no other command */

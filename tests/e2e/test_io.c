@@ -958,3 +958,41 @@ Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * fchdir to a directory fd whose path the collector does not know (received over
+ * SCM_RIGHTS) makes the working directory unknown: later relative paths are
+ * recorded as given. Before, the old directory was kept: the open of "data" in
+ * DIR/two was recorded as DIR/one/data, another file.
+ */
+Test(io, bpf_fchdir_to_an_unknown_directory, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-fchdir", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "fchdirfd", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	char one[PATH_MAX + 16];
+	snprintf(one, sizeof(one), "%s/one/data", e.data);
+	long made = 0, wrong = 0, rel = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || !r->path)
+			continue;
+		/* the workload opens DIR/one/data once, to write it; it reads only DIR/two/data */
+		made += !strcmp(r->path, one) && !strcmp(r->kind, "open");
+		wrong += !strcmp(r->path, one) && !strcmp(r->kind, "read");
+		rel += !strcmp(r->path, "data") && (!strcmp(r->kind, "open") || !strcmp(r->kind, "read"));
+	}
+	cr_expect_eq(made, 1, "%ld opens of %s, the workload made 1 (to write it)", made, one);
+	cr_expect_eq(wrong, 0, "%ld reads of %s, which the workload never read", wrong, one);
+	cr_expect_eq(rel, 2, "the open and read of \"data\" after fchdir: recorded as given (%ld)", rel);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

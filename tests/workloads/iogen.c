@@ -73,6 +73,10 @@
  *   iogen dotdot DIR N             "." and ".." in paths: in DIR, N times chdir("sub"),
  *                                  open "../f000", read, close, chdir(".."); then
  *                                  openat(fd of "sub/.", "../f000") and open("DIR//./sub/../f000")
+ *   iogen fchdirfd DIR N           fchdir to a directory fd of unknown path: in DIR/one, opens
+ *                                  DIR/two, passes the fd to itself over a Unix socket
+ *                                  (SCM_RIGHTS), fchdir()s to the received fd, then opens and
+ *                                  reads "data" (DIR/two/data)
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -1149,12 +1153,69 @@ static int do_dotdot(void)
 	return 0;
 }
 
+/* fd passed to itself over a Unix socket pair: a new fd on the same open file, born of recvmsg */
+static int pass_fd(int fd)
+{
+	int sv[2], got;
+	char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		die("socketpair");
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	if (sendmsg(sv[0], &mh, 0) != 1 || recvmsg(sv[1], &mh, 0) != 1 || !(cm = CMSG_FIRSTHDR(&mh)) ||
+	    cm->cmsg_type != SCM_RIGHTS)
+		die("SCM_RIGHTS");
+	memcpy(&got, CMSG_DATA(cm), sizeof(got));
+	close(sv[0]);
+	close(sv[1]);
+	return got;
+}
+
+static int do_fchdirfd(void)
+{
+	static const char *const subs[] = {"one", "two"};
+	char path[8192], buf[64];
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		if (mkdir(path, 0755) && errno != EEXIST)
+			die("mkdir");
+		snprintf(path, sizeof(path), "%s/%s/data", dir, subs[i]);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || write(fd, subs[i], 3) != 3 || close(fd))
+			die(path);
+	}
+	snprintf(path, sizeof(path), "%s/one", dir);
+	if (chdir(path))
+		die("chdir one");
+	snprintf(path, sizeof(path), "%s/two", dir);
+	int d = open(path, O_RDONLY | O_DIRECTORY);
+	if (d < 0)
+		die("open two");
+	int r = pass_fd(d);
+	close(d);
+	if (fchdir(r))
+		die("fchdir");
+	close(r);
+	int fd = open("data", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+	if (n != 3 || memcmp(buf, "two", 3))
+		die("read two/data");
+	close(fd);
+	printf("{\"pid\":%d,\"fd\":%d,\"received_fd\":%d}\n", (int)getpid(), fd, r);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1203,6 +1264,8 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "fchdirfd"))
+		return do_fchdirfd();
 	if (!strcmp(mode, "dotdot"))
 		return do_dotdot();
 	if (!strcmp(mode, "longpath"))
