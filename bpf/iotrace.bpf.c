@@ -10,6 +10,7 @@
  *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
  *   5. raw_tp/sched_process_fork, sched_process_exec and sched_process_exit:
  *      follow the process tree (and the fds an exec closes)
+ *   6. raw_tp/signal_deliver: an interrupted call that returns -EINTR
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
  * they attach by name without tracefs (often not mounted in containers), one
@@ -129,10 +130,12 @@ struct {
 #define S_IFDIR	      0040000
 #define S_IFIFO	      0010000
 #define AT_EMPTY_PATH 0x1000
+#define SA_RESTART    0x10000000
 
 /* The syscall number as sys_exit sees it (the entry's number, kept in pt_regs). */
 #if defined(__TARGET_ARCH_x86)
 #define SYSCALL_NR(regs)   ((regs)->orig_ax)
+#define SYSCALL_RET(regs)  ((regs)->ax)
 #define SYSCALL_ARG1(regs) ((regs)->di)
 #define SYSCALL_ARG2(regs) ((regs)->si)
 #define SYSCALL_ARG3(regs) ((regs)->dx)
@@ -140,6 +143,7 @@ struct {
 #define SYSCALL_ARG5(regs) ((regs)->r8)
 #elif defined(__TARGET_ARCH_arm64)
 #define SYSCALL_NR(regs)   ((regs)->syscallno)
+#define SYSCALL_RET(regs)  ((regs)->regs[0])
 #define SYSCALL_ARG1(regs) ((regs)->orig_x0)
 #define SYSCALL_ARG2(regs) ((regs)->regs[1])
 #define SYSCALL_ARG3(regs) ((regs)->regs[2])
@@ -685,5 +689,50 @@ int BPF_PROG(sched_process_exit, struct task_struct *task)
 	e->flags = group_dead ? IOTRACE_F_GROUP_DEAD : 0;
 	/* Process exits are rare and end the run: wake the loader for them. */
 	bpf_ringbuf_submit(f, group_dead ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* ------------------------------------------------------ 6. interrupted calls */
+
+/*
+ * A traced call interrupted by a signal returns a kernel-internal -ERESTART*
+ * code at sys_exit, and only then does the kernel decide, here, when it
+ * delivers the signal: a handler without SA_RESTART (or any handler, for
+ * ERESTARTNOHAND) makes the call return -EINTR to the program; otherwise the
+ * kernel runs the same call again, with a new sys_enter. The loader holds the
+ * interrupted part (see on_call() in iotrace.c) and joins it to the restart;
+ * this event tells it there will be none.
+ *
+ * RATIONALE: the decision is known only here, after the exit event went out,
+ * so the loader, not the kernel side, holds the interrupted part: nothing is
+ * added to sys_enter/sys_exit, and this program runs only when a signal is
+ * delivered (no handler: SIG_DFL, SIG_IGN, a stop; the call restarts).
+ */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	struct pt_regs *regs;
+	long ret;
+
+	if ((unsigned long)ka->sa.sa_handler <= 1)
+		return 0; /* SIG_DFL, SIG_IGN: no handler runs here */
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs || call_of(SYSCALL_NR(regs)) < 0)
+		return 0; /* not in a traced syscall */
+	ret = SYSCALL_RET(regs);
+	if (ret != -IOTRACE_ERESTARTSYS && ret != -IOTRACE_ERESTARTNOHAND && ret != -IOTRACE_ERESTART_RESTARTBLOCK)
+		return 0; /* not interrupted, or ERESTARTNOINTR: restarted whatever the handler */
+	if (ret == -IOTRACE_ERESTARTSYS && (ka->sa.sa_flags & SA_RESTART))
+		return 0; /* restarted */
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	f = tree_event(tgid, task->pid, IOTRACE_EV_EINTR, &e);
+	if (!f)
+		return 0;
+	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -301,6 +301,7 @@ struct collector {
 	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
+	struct umap held; /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
 };
 
 static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
@@ -749,10 +750,9 @@ static int16_t result_of(int64_t ret)
 	return ret < 0 ? (int16_t)(ret < -32768 ? -32768 : ret) : 0;
 }
 
-static void on_call(struct collector *c, const struct iotrace_event *e, size_t size)
+/* The record of call event e, from begin_ns (the first part's, for a restarted call) with result ret. */
+static void record_call(struct collector *c, const struct iotrace_event *e, size_t size, uint64_t begin_ns, int64_t ret)
 {
-	if (e->call >= IOTRACE_CALL__COUNT)
-		return;
 	struct proc *p = proc_get(c, (int32_t)e->pid, false);
 	if (!p)
 		p = proc_get(c, (int32_t)e->pid, true); /* an event from before a lost fork */
@@ -771,16 +771,16 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		return;
 	}
 	f[SP_F_SOURCE] = SP_SOURCE_BPF;
-	f[SP_F_RESULT] = (uint64_t)(int64_t)result_of(e->ret);
+	f[SP_F_RESULT] = (uint64_t)(int64_t)result_of(ret);
 	f[SP_F_FD] = (uint64_t)(int64_t)e->fd;
 	f[SP_F_FD_TYPE] = e->fd_type < SP_FDTYPE__COUNT ? e->fd_type : SP_FDTYPE_OTHER;
 
 	switch (kind) {
 	case SP_K_OPEN:
 		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
-		f[SP_F_FD] = (uint64_t)(int64_t)(e->ret >= 0 ? e->ret : -1);
-		if (e->ret >= 0)
-			proc_new_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH], e->nfile, e->end_ns);
+		f[SP_F_FD] = (uint64_t)(int64_t)(ret >= 0 ? ret : -1);
+		if (ret >= 0)
+			proc_new_fd(p, (int)ret, (uint32_t)f[SP_F_PATH], e->nfile, e->end_ns);
 		break;
 	case SP_K_STAT:
 		if (e->call == IOTRACE_sys_newfstat || (e->flags & IOTRACE_F_EMPTY_PATH)) {
@@ -805,7 +805,7 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 	case SP_K_CLOSE:
 		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
 		/* Even a failed close frees the fd (Linux), unless it was not open (EBADF: e->file is 0 then). */
-		if (e->ret == 0 || e->file)
+		if (ret == 0 || e->file)
 			fd_closed(p, e->fd, e->file);
 		break;
 	}
@@ -813,8 +813,86 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 	if (path && path->own)
 		return; /* the preload's trace file: stepprof's output, not the job's input */
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
-	if (sp_tf_write(s, kind, call_api[e->call], e->begin_ns, e->end_ns, f) == 0)
+	if (sp_tf_write(s, kind, call_api[e->call], begin_ns, e->end_ns, f) == 0)
 		c->records++;
+}
+
+/*
+ * Calls interrupted by a signal. Their exit event has the kernel's internal
+ * result (-ERESTARTSYS...), and what follows is decided after it, when the
+ * signal is delivered: the program gets -EINTR (a handler without SA_RESTART:
+ * an IOTRACE_EV_EINTR event then comes), or the kernel runs the same call
+ * again and the thread's next event is its restart. The interrupted part is
+ * held here, per thread, until one of them comes: a restart (the same call on
+ * the same fd, same path) is recorded as one call from the first entry to the
+ * last exit, with the last result, as the libc wrappers record it; anything
+ * else records the interrupted part with -EINTR (also when the thread exits,
+ * and at the end of the run). A handler's own traced calls between the two
+ * parts of a restarted call make the first part an -EINTR record of its own.
+ */
+struct held {
+	uint64_t begin_ns; /* the first part's entry (an interrupted restart carries it on) */
+	size_t size;
+	struct iotrace_event e;
+};
+
+static bool interrupted(int64_t ret)
+{
+	return ret == -IOTRACE_ERESTARTSYS || ret == -IOTRACE_ERESTARTNOINTR || ret == -IOTRACE_ERESTARTNOHAND ||
+	       ret == -IOTRACE_ERESTART_RESTARTBLOCK;
+}
+
+/* The held call of thread key, recorded with -EINTR: it was not restarted. */
+static void held_flush(struct collector *c, uint64_t key)
+{
+	struct held *h = umap_get(&c->held, key);
+	if (!h)
+		return;
+	umap_del(&c->held, key);
+	record_call(c, &h->e, h->size, h->begin_ns, -EINTR);
+	free(h);
+}
+
+/* Every held call of process pid (pid < 0: of every process). */
+static void held_flush_pid(struct collector *c, int32_t pid)
+{
+	for (size_t i = 0; c->held.n && i < c->held.cap; i++) {
+		uint64_t k = c->held.keys[i];
+		if (k && (pid < 0 || (int32_t)(k >> 32) == pid)) {
+			held_flush(c, k);
+			i--; /* backward-shift deletion may have moved another entry into slot i */
+		}
+	}
+}
+
+static void on_call(struct collector *c, const struct iotrace_event *e, size_t size)
+{
+	uint64_t key = (uint64_t)e->pid << 32 | e->tid, begin_ns = e->begin_ns;
+	struct held *h;
+
+	if (e->call >= IOTRACE_CALL__COUNT)
+		return;
+	if (c->held.n && (h = umap_get(&c->held, key))) {
+		if (h->e.call == e->call && h->e.fd == e->fd && h->size == size &&
+		    !memcmp(h->e.path, e->path, size - IOTRACE_EVENT_HDR)) {
+			begin_ns = h->begin_ns; /* its restart */
+			umap_del(&c->held, key);
+			free(h);
+		} else {
+			held_flush(c, key);
+		}
+	}
+	if (interrupted(e->ret) && call_kind[e->call] != SP_K_NONE) {
+		h = malloc(sizeof(*h));
+		if (h) {
+			h->begin_ns = begin_ns;
+			h->size = size;
+			memcpy(&h->e, e, size);
+			*umap_slot(&c->held, key, true) = h;
+			return;
+		}
+	}
+	record_call(c, e, size, begin_ns, interrupted(e->ret) ? -EINTR : e->ret);
 }
 
 static void on_event(struct collector *c, const void *data, size_t size)
@@ -836,12 +914,17 @@ static void on_event(struct collector *c, const void *data, size_t size)
 			proc_execed(p, (const uint8_t *)e->path, covered);
 		break;
 	}
+	case IOTRACE_EV_EINTR:
+		held_flush(c, (uint64_t)e->pid << 32 | e->tid);
+		break;
 	case IOTRACE_EV_EXIT:
 		if (e->flags & IOTRACE_F_GROUP_DEAD) {
 			struct proc *p = proc_get(c, (int32_t)e->pid, false);
+			held_flush_pid(c, (int32_t)e->pid);
 			if (p)
 				proc_exited(c, p);
 		} else {
+			held_flush(c, (uint64_t)e->pid << 32 | e->tid);
 			stream_close(c, (uint64_t)e->pid << 32 | e->tid);
 		}
 		break;
@@ -912,6 +995,7 @@ static void check_liveness(struct collector *c, struct ring_buffer *rb)
 	for (size_t i = 0; i < c->procs.cap; i++) {
 		struct proc *p = c->procs.vals[i];
 		if (p && p->dead) {
+			held_flush_pid(c, p->pid);
 			proc_exited(c, p);
 			i--; /* deletion may have moved another entry into slot i */
 		}
@@ -1165,6 +1249,7 @@ int main(int argc, char **argv)
 	iotrace_bpf__detach(skel);
 	ring_buffer__consume(rb);
 	drain_batches(&c, skel);
+	held_flush_pid(&c, -1); /* calls interrupted and not restarted before the end */
 	ret = 0;
 
 cleanup:

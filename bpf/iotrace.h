@@ -35,7 +35,17 @@ enum iotrace_type {
 	IOTRACE_EV_FORK,     /* pid forked a new process, child in tid */
 	IOTRACE_EV_EXIT,     /* thread tid of pid exited; IOTRACE_F_GROUP_DEAD: the whole process */
 	IOTRACE_EV_EXEC,     /* pid exec'd: path holds its open-fd bitmap after exec, for fds < fd */
+	IOTRACE_EV_EINTR,    /* thread tid's interrupted call (ret -ERESTART*) returns -EINTR: not restarted */
 };
+
+/*
+ * The kernel-internal results of a syscall interrupted by a signal: never seen
+ * by the program. It gets -EINTR, or the kernel runs the call again (restart).
+ */
+#define IOTRACE_ERESTARTSYS	      512
+#define IOTRACE_ERESTARTNOINTR	      513
+#define IOTRACE_ERESTARTNOHAND	      514
+#define IOTRACE_ERESTART_RESTARTBLOCK 516
 
 /* iotrace_event.flags */
 #define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */

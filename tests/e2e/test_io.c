@@ -996,3 +996,89 @@ Test(io, bpf_fchdir_to_an_unknown_directory, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/* The records of pid's thread tid (0: any) with this api on pipe fd, in time order (the first max in out). */
+static size_t io_t_pipe_calls(const struct io_recs *rs, int pid, int tid, const char *api, long fd,
+			      const struct io_rec **out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct io_rec *r = &rs->v[i];
+		if (r->pid != pid || (tid && r->tid != tid) || strcmp(r->api, api) || r->fd != fd ||
+		    strcmp(r->fd_type, "pipe"))
+			continue;
+		if (n < max) {
+			size_t j = n;
+			for (; j > 0 && out[j - 1]->begin > r->begin; j--)
+				out[j] = out[j - 1];
+			out[j] = r;
+		}
+		n++;
+	}
+	return n;
+}
+
+/*
+ * A syscall interrupted by a signal returns a kernel-internal -ERESTART* code
+ * at its exit; the program sees -EINTR, or the kernel runs the call again
+ * (SA_RESTART, or no handler). Before: the interrupted part was recorded with
+ * -512 (ERESTARTSYS), and a restarted call was two records (-512, then the
+ * restart), where the libc wrappers record one. Now: one record from the first
+ * entry to the last exit for a restart, -EINTR for the part the program saw
+ * fail, and a call left interrupted by a killed process is recorded (-EINTR).
+ */
+Test(io, bpf_calls_interrupted_by_signals, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-eintr", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "eintr", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	cr_assert_eq(tnum(t, "read1"), 1);
+	cr_assert_eq(tnum(t, "read2"), -1);
+	cr_assert_eq(tnum(t, "errno2"), EINTR);
+	cr_assert_eq(tnum(t, "child_killed"), 1);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	uint64_t h1 = (uint64_t)sp_json_u64(t, "handled1", 0), h3 = (uint64_t)sp_json_u64(t, "handled3", 0);
+	const struct io_rec *v[8];
+
+	/* 1 and 2: the pipe reads of the main thread: restarted (1 byte), EINTR, read again (1 byte) */
+	size_t n = io_t_pipe_calls(&rs, pid, pid, "sys_read", tnum(t, "pipe_fd"), v, 8);
+	cr_expect_eq(n, 3, "%zu reads of the pipe recorded, the program made 3 (one restarted by the kernel)", n);
+	for (size_t i = 0; i < n && i < 8; i++)
+		cr_expect(v[i]->result > -512 || v[i]->result < -516, "a read recorded with result %lld",
+			  (long long)v[i]->result);
+	if (n == 3) {
+		cr_expect(v[0]->result == 0 && v[0]->bytes == 1, "the restarted read: result %lld, %llu bytes",
+			  (long long)v[0]->result, (unsigned long long)v[0]->bytes);
+		cr_expect(v[0]->begin < h1 && v[0]->end > h1, "the restarted read is one call from its first entry");
+		cr_expect_eq(v[1]->result, -EINTR, "the read without SA_RESTART: %lld", (long long)v[1]->result);
+		cr_expect(v[2]->result == 0 && v[2]->bytes == 1);
+	}
+	/* 3: the FIFO open, restarted: one open */
+	char fifo[PATH_MAX + 8];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", e.data);
+	long opens = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || r->tid != pid || strcmp(r->kind, "open") || !r->path || strcmp(r->path, fifo))
+			continue;
+		opens++;
+		cr_expect_eq(r->result, 0, "an open of the FIFO recorded with result %lld", (long long)r->result);
+		cr_expect_eq(r->fd, tnum(t, "fifo_fd"));
+		cr_expect(r->begin < h3 && r->end > h3, "the restarted open is one call from its first entry");
+	}
+	cr_expect_eq(opens, 1, "%ld opens of the FIFO by the main thread, the program made 1", opens);
+	/* 4: the killed child's read: recorded, as interrupted */
+	n = io_t_pipe_calls(&rs, (int)tnum(t, "child"), 0, "sys_read", tnum(t, "child_fd"), v, 8);
+	cr_expect_eq(n, 1, "%zu reads of the killed child", n);
+	if (n == 1)
+		cr_expect_eq(v[0]->result, -EINTR, "the killed child's read: %lld", (long long)v[0]->result);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

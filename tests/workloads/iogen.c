@@ -77,6 +77,13 @@
  *                                  DIR/two, passes the fd to itself over a Unix socket
  *                                  (SCM_RIGHTS), fchdir()s to the received fd, then opens and
  *                                  reads "data" (DIR/two/data)
+ *   iogen eintr DIR N              calls interrupted by a signal (SIGUSR1, sent by a second
+ *                                  thread once the main thread is blocked in the call, seen
+ *                                  in /proc): a pipe read with an SA_RESTART handler (that
+ *                                  writes the byte it then reads); the same without SA_RESTART
+ *                                  (EINTR), then the read again; an open of the FIFO DIR/fifo
+ *                                  restarted (SA_RESTART), which the thread then opens for
+ *                                  writing; a child killed (SIGTERM) while blocked in a read
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -89,6 +96,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +107,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1210,12 +1219,139 @@ static int do_fchdirfd(void)
 	return 0;
 }
 
+/* Wait (up to 5 s) until thread tid of process pid is blocked in syscall nr: /proc/PID/task/TID/syscall. */
+static void wait_blocked_in(pid_t pid, pid_t tid, long nr)
+{
+	char path[64], buf[128];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	for (int i = 0; i < 5000; i++) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			if (strtol(buf, NULL, 10) == nr && buf[0] != 'r') /* "running" when not in a syscall */
+				return;
+		}
+		sleep_us(1000); /* NOTE: no pipe can say "the other thread is now asleep in the kernel" */
+	}
+	fprintf(stderr, "iogen: thread %d never blocked in syscall %ld\n", (int)tid, nr);
+	exit(1);
+}
+
+static int eintr_wake = -1;		/* the handler writes a byte here */
+static volatile uint64_t eintr_handled_ns; /* when the handler ran */
+
+static void eintr_handler(int sig)
+{
+	(void)sig;
+	eintr_handled_ns = now_ns();
+	if (eintr_wake >= 0 && write(eintr_wake, "w", 1) != 1)
+		_exit(3);
+}
+
+struct eintr_kick {
+	pid_t tid; /* the main thread */
+	long nr;   /* the syscall it will block in */
+	int sync;  /* >= 0: after the signal, wait for the handler's byte here, then open fifo for writing */
+	const char *fifo;
+	pthread_t main;
+};
+
+static void *eintr_kicker(void *arg)
+{
+	struct eintr_kick *k = arg;
+	char b;
+	wait_blocked_in(getpid(), k->tid, k->nr);
+	pthread_kill(k->main, SIGUSR1);
+	if (k->sync >= 0) {
+		int w;
+		if (read(k->sync, &b, 1) != 1 || (w = open(k->fifo, O_WRONLY)) < 0 || write(w, "x", 1) != 1)
+			die("fifo writer");
+		close(w);
+	}
+	return NULL;
+}
+
+static void eintr_setup(int flags, int wake)
+{
+	struct sigaction sa = {.sa_handler = eintr_handler, .sa_flags = flags};
+	sigemptyset(&sa.sa_mask);
+	eintr_wake = wake;
+	if (sigaction(SIGUSR1, &sa, NULL))
+		die("sigaction");
+}
+
+static pthread_t eintr_kick(struct eintr_kick *k, long nr, int sync, const char *fifo)
+{
+	pthread_t t;
+	*k = (struct eintr_kick){.tid = (pid_t)syscall(SYS_gettid), .nr = nr, .sync = sync, .fifo = fifo,
+				 .main = pthread_self()};
+	if (pthread_create(&t, NULL, eintr_kicker, k))
+		die("pthread_create");
+	return t;
+}
+
+static int do_eintr(void)
+{
+	char fifo[4096], buf[64];
+	struct eintr_kick k;
+	int p[2], sync[2], q[2];
+	if (pipe(p) || pipe(sync) || pipe(q))
+		die("pipe");
+	/* 1. a read restarted (SA_RESTART): the handler writes the byte the restarted read gets */
+	eintr_setup(SA_RESTART, p[1]);
+	pthread_t t = eintr_kick(&k, SYS_read, -1, NULL);
+	uint64_t t0 = now_ns();
+	ssize_t r1 = read(p[0], buf, sizeof(buf));
+	uint64_t h1 = eintr_handled_ns;
+	pthread_join(t, NULL);
+	/* 2. the same without SA_RESTART: EINTR, then the program reads again */
+	eintr_setup(0, p[1]);
+	t = eintr_kick(&k, SYS_read, -1, NULL);
+	ssize_t r2 = read(p[0], buf, sizeof(buf));
+	int e2 = errno;
+	pthread_join(t, NULL);
+	ssize_t r3 = read(p[0], buf, sizeof(buf));
+	/* 3. an open of a FIFO (it waits for a writer) restarted; the second thread is the writer */
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	unlink(fifo);
+	if (mkfifo(fifo, 0600))
+		die("mkfifo");
+	eintr_setup(SA_RESTART, sync[1]);
+	t = eintr_kick(&k, SYS_openat, sync[0], fifo);
+	int ff = open(fifo, O_RDONLY);
+	uint64_t h3 = eintr_handled_ns;
+	if (ff < 0 || read(ff, buf, sizeof(buf)) != 1)
+		die("fifo reader");
+	close(ff);
+	pthread_join(t, NULL);
+	/* 4. a child killed while blocked in a read (no handler: the call is never finished) */
+	pid_t kid = fork();
+	if (kid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		read(q[0], buf, sizeof(buf));
+		_exit(0);
+	}
+	wait_blocked_in(kid, kid, SYS_read);
+	kill(kid, SIGTERM);
+	int status;
+	waitpid(kid, &status, 0);
+	printf("{\"pid\":%d,\"pipe_fd\":%d,\"t0\":%llu,\"handled1\":%llu,\"read1\":%ld,\"read2\":%ld,"
+	       "\"errno2\":%d,\"read3\":%ld,\"fifo_fd\":%d,\"handled3\":%llu,\"child\":%d,\"child_fd\":%d,"
+	       "\"child_killed\":%d}\n",
+	       (int)getpid(), p[0], (unsigned long long)t0, (unsigned long long)h1, (long)r1, (long)r2, e2, (long)r3,
+	       ff, (unsigned long long)h3, (int)kid, q[0], WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd|eintr ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1264,6 +1400,8 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "eintr"))
+		return do_eintr();
 	if (!strcmp(mode, "fchdirfd"))
 		return do_fchdirfd();
 	if (!strcmp(mode, "dotdot"))
