@@ -8,7 +8,9 @@
  *   3. raw_tp/sys_enter: remember the call's arguments in the CPU's state;
  *      raw_tp/sched_switch: move a call in flight to its thread's storage
  *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
- *   5. raw_tp/sched_process_fork and sched_process_exit: follow the process tree
+ *   5. raw_tp/sched_process_fork, sched_process_exec and sched_process_exit:
+ *      follow the process tree (and the fds an exec closes)
+ *   6. raw_tp/signal_deliver: an interrupted call that returns -EINTR
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
  * they attach by name without tracefs (often not mounted in containers), one
@@ -128,10 +130,12 @@ struct {
 #define S_IFDIR	      0040000
 #define S_IFIFO	      0010000
 #define AT_EMPTY_PATH 0x1000
+#define SA_RESTART    0x10000000
 
 /* The syscall number as sys_exit sees it (the entry's number, kept in pt_regs). */
 #if defined(__TARGET_ARCH_x86)
 #define SYSCALL_NR(regs)   ((regs)->orig_ax)
+#define SYSCALL_RET(regs)  ((regs)->ax)
 #define SYSCALL_ARG1(regs) ((regs)->di)
 #define SYSCALL_ARG2(regs) ((regs)->si)
 #define SYSCALL_ARG3(regs) ((regs)->dx)
@@ -139,6 +143,7 @@ struct {
 #define SYSCALL_ARG5(regs) ((regs)->r8)
 #elif defined(__TARGET_ARCH_arm64)
 #define SYSCALL_NR(regs)   ((regs)->syscallno)
+#define SYSCALL_RET(regs)  ((regs)->regs[0])
 #define SYSCALL_ARG1(regs) ((regs)->orig_x0)
 #define SYSCALL_ARG2(regs) ((regs)->regs[1])
 #define SYSCALL_ARG3(regs) ((regs)->regs[2])
@@ -319,6 +324,8 @@ static __always_inline struct iotrace_cpu *cpu_call(struct pt_regs *regs, long n
 		cmd = SYSCALL_ARG2(regs);
 		if (cmd != IOTRACE_F_DUPFD && cmd != IOTRACE_F_DUPFD_CLOEXEC)
 			return NULL;
+	} else if (*call == IOTRACE_sys_close_range && (SYSCALL_ARG3(regs) & IOTRACE_CLOSE_RANGE_CLOEXEC)) {
+		return NULL; /* marks the fds close-on-exec, closes none (the exec event covers them) */
 	}
 	c = this_cpu();
 	if (!c)
@@ -372,6 +379,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 			st->flags |= IOTRACE_F_EMPTY_PATH;
 		break;
 	case IOTRACE_sys_newfstat:
+	case IOTRACE_sys_close_range: /* its last fd */
 		st->ubuf = SYSCALL_ARG2(regs);
 		break;
 	case IOTRACE_sys_read:
@@ -476,6 +484,9 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 		if (ret >= 0)
 			e->nfile = file_of(task, (int)ret);
 		break;
+	case IOTRACE_sys_close_range:
+		e->bytes = (__u32)st->ubuf;
+		break;
 	}
 }
 
@@ -530,14 +541,17 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 		 */
 		len = bpf_probe_read_user_str(e->path, sizeof(e->path), (const void *)st->uptr);
 		if (len <= 0) {
-			e->flags |= IOTRACE_F_PATH_FAULT;
+			/* NULL with AT_EMPTY_PATH is "" (a stat of the fd, Linux >= 6.11), not a fault */
+			if (st->uptr || !(e->flags & IOTRACE_F_EMPTY_PATH))
+				e->flags |= IOTRACE_F_PATH_FAULT;
 			len = 0;
 		} else if (len >= IOTRACE_PATH_MAX) {
 			e->flags |= IOTRACE_F_PATH_CUT;
 			len = IOTRACE_PATH_MAX;
 		}
-		if (len != 1)
-			e->flags &= ~IOTRACE_F_EMPTY_PATH; /* AT_EMPTY_PATH means "stat the fd" only with "" */
+		/* AT_EMPTY_PATH means "stat the fd" only with "" (or NULL) */
+		if (len > 1 || (e->flags & IOTRACE_F_PATH_FAULT))
+			e->flags &= ~IOTRACE_F_EMPTY_PATH;
 		size += len;
 	}
 	f->size = size;
@@ -608,6 +622,51 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 	return 0;
 }
 
+/*
+ * An exec closed the process's close-on-exec fds (in the kernel, not by a
+ * traced close): the event carries the bitmap of the fds still open after it,
+ * the first IOTRACE_PATH_MAX * 8 of them, for the loader to forget the others.
+ * RATIONALE: the fd table's own bitmap, read once here, is exact and in order
+ * with the process's events; reading /proc/PID/fd when the loader gets the
+ * event would see the fds of calls it has not processed yet.
+ */
+SEC("tp_btf/sched_process_exec")
+int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 tgid = p->tgid, len;
+	struct iotrace_cpu *c = this_cpu();
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	struct fdtable *fdt;
+
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	if (c)
+		batch_flush(c); /* the calls before the exec go first */
+	f = bpf_ringbuf_reserve(&events, sizeof(*f) + sizeof(*e), 0);
+	if (!f) {
+		count_drop();
+		return 0;
+	}
+	f->size = sizeof(*e);
+	f->pad = 0;
+	e = (struct iotrace_event *)(f + 1);
+	__builtin_memset(e, 0, sizeof(*e));
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = p->pid;
+	e->type = IOTRACE_EV_EXEC;
+	fdt = p->files->fdt;
+	len = fdt->max_fds / 8; /* a multiple of 8 bytes: the bitmap is in longs */
+	if (len > sizeof(e->path))
+		len = sizeof(e->path);
+	if (bpf_probe_read_kernel(e->path, len, fdt->open_fds))
+		len = 0; /* no bitmap: the loader forgets nothing */
+	e->fd = (__s32)(len * 8);
+	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *task)
 {
@@ -630,5 +689,50 @@ int BPF_PROG(sched_process_exit, struct task_struct *task)
 	e->flags = group_dead ? IOTRACE_F_GROUP_DEAD : 0;
 	/* Process exits are rare and end the run: wake the loader for them. */
 	bpf_ringbuf_submit(f, group_dead ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+	return 0;
+}
+
+/* ------------------------------------------------------ 6. interrupted calls */
+
+/*
+ * A traced call interrupted by a signal returns a kernel-internal -ERESTART*
+ * code at sys_exit, and only then does the kernel decide, here, when it
+ * delivers the signal: a handler without SA_RESTART (or any handler, for
+ * ERESTARTNOHAND) makes the call return -EINTR to the program; otherwise the
+ * kernel runs the same call again, with a new sys_enter. The loader holds the
+ * interrupted part (see on_call() in iotrace.c) and joins it to the restart;
+ * this event tells it there will be none.
+ *
+ * RATIONALE: the decision is known only here, after the exit event went out,
+ * so the loader, not the kernel side, holds the interrupted part: nothing is
+ * added to sys_enter/sys_exit, and this program runs only when a signal is
+ * delivered (no handler: SIG_DFL, SIG_IGN, a stop; the call restarts).
+ */
+SEC("tp_btf/signal_deliver")
+int BPF_PROG(signal_deliver, int sig, struct kernel_siginfo *info, struct k_sigaction *ka)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 tgid = task->tgid;
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	struct pt_regs *regs;
+	long ret;
+
+	if ((unsigned long)ka->sa.sa_handler <= 1)
+		return 0; /* SIG_DFL, SIG_IGN: no handler runs here */
+	regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs || call_of(SYSCALL_NR(regs)) < 0)
+		return 0; /* not in a traced syscall */
+	ret = SYSCALL_RET(regs);
+	if (ret != -IOTRACE_ERESTARTSYS && ret != -IOTRACE_ERESTARTNOHAND && ret != -IOTRACE_ERESTART_RESTARTBLOCK)
+		return 0; /* not interrupted, or ERESTARTNOINTR: restarted whatever the handler */
+	if (ret == -IOTRACE_ERESTARTSYS && (ka->sa.sa_flags & SA_RESTART))
+		return 0; /* restarted */
+	if (!bpf_map_lookup_elem(&traced, &tgid))
+		return 0;
+	f = tree_event(tgid, task->pid, IOTRACE_EV_EINTR, &e);
+	if (!f)
+		return 0;
+	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
 	return 0;
 }

@@ -179,6 +179,7 @@ static void umap_del(struct umap *m, uint64_t key)
 struct interned {
 	uint32_t id;
 	uint32_t len;
+	bool own; /* in the trace directory (see strtab.own) */
 	char s[];
 };
 
@@ -187,7 +188,20 @@ struct strtab {
 	struct interned **byid; /* id -> string, for joining a path to its directory fd's */
 	uint32_t next_id, cap_id;
 	struct sp_tf *tf;
+	/*
+	 * The trace directory (-o), absolute, as given and with symbolic links
+	 * resolved: the preload writes its own trace file there (its open, its
+	 * fstats), which is not the job's input.
+	 */
+	char *own[2];
 };
+
+/* path is the directory own, or under it ("/" is never own: the trace is not the whole machine) */
+static bool under_dir(const char *path, size_t len, const char *own)
+{
+	size_t n = own ? strlen(own) : 0;
+	return n > 1 && len >= n && !memcmp(path, own, n) && (len == n || path[n] == '/');
+}
 
 /* A word-at-a-time hash: paths are hashed once per event, so byte loops show in profiles. */
 static uint64_t strhash(const char *s, size_t len, uint64_t seed)
@@ -228,6 +242,7 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 			die_oom();
 		e->id = id;
 		e->len = (uint32_t)len;
+		e->own = under_dir(s, len, t->own[0]) || under_dir(s, len, t->own[1]);
 		memcpy(e->s, s, len);
 		*slot = e;
 		if (id >= t->cap_id) {
@@ -248,6 +263,7 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 struct fdent {
 	uint32_t path; /* interned path id, 0 = unknown */
 	uint64_t file; /* identity of the open file (kernel address), 0 = unknown (fds found in /proc) */
+	uint64_t born; /* end_ns of the call that made it (0: found in /proc), for close_range */
 };
 
 /*
@@ -268,7 +284,8 @@ struct proc {
 	int32_t pid;
 	bool alive;
 	bool dead;	   /* found dead by check_liveness, removed after a last drain */
-	char *cwd;	   /* NULL until first needed */
+	char *cwd;	   /* NULL until first needed (or lost) */
+	bool cwd_lost;	   /* the working directory is not known (see proc_lose_cwd) */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
 	struct displaced displaced[NDISPLACED]; /* file == 0: free */
@@ -284,6 +301,7 @@ struct collector {
 	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
+	struct umap held; /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
 };
 
 static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
@@ -299,7 +317,7 @@ static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
 	return p;
 }
 
-static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
+static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file, uint64_t born)
 {
 	if (fd < 0 || fd >= MAX_FD)
 		return;
@@ -314,8 +332,7 @@ static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 		p->fds = f;
 		p->nfds = n;
 	}
-	p->fds[fd].path = path;
-	p->fds[fd].file = file;
+	p->fds[fd] = (struct fdent){.path = path, .file = file, .born = born};
 }
 
 /*
@@ -323,7 +340,7 @@ static void proc_set_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
  * still holds another open file there, that file's close freed the number but
  * has not returned yet: keep its entry aside for its close (and late reads).
  */
-static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
+static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file, uint64_t born)
 {
 	if (fd >= 0 && (uint32_t)fd < p->nfds) {
 		struct fdent *old = &p->fds[fd];
@@ -333,7 +350,7 @@ static void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file)
 			p->next_displaced = (p->next_displaced + 1) % NDISPLACED;
 		}
 	}
-	proc_set_fd(p, fd, path, file);
+	proc_set_fd(p, fd, path, file, born);
 }
 
 static struct displaced *proc_displaced(struct proc *p, int fd, uint64_t file)
@@ -380,6 +397,33 @@ static void fd_closed(struct proc *p, int fd, uint64_t file)
 		*ent = (struct fdent){0};
 }
 
+/*
+ * close_range(first, last) returned: its fds are closed, with no close event
+ * each. An entry made by a call that returned after close_range began may be
+ * a new file on a number close_range had already freed (another thread's
+ * open, as for close above): kept.
+ */
+static void proc_closed_range(struct proc *p, int32_t first, uint32_t last, uint64_t begin_ns)
+{
+	if (first < 0)
+		return;
+	for (uint32_t fd = (uint32_t)first; fd < p->nfds && fd <= last; fd++)
+		if (p->fds[fd].born < begin_ns)
+			p->fds[fd] = (struct fdent){0};
+}
+
+/* exec closed the close-on-exec fds: forget every fd below `covered` whose bit is clear in the bitmap. */
+static void proc_execed(struct proc *p, const uint8_t *open_fds, uint32_t covered)
+{
+	for (uint32_t fd = 0; fd < p->nfds && fd < covered; fd++)
+		if (!(open_fds[fd / 8] & (1u << (fd % 8))))
+			p->fds[fd] = (struct fdent){0};
+	/* exec killed the threads whose closes they waited for */
+	for (int i = 0; i < NDISPLACED; i++)
+		if (p->displaced[i].fd >= 0 && (uint32_t)p->displaced[i].fd < covered)
+			p->displaced[i] = (struct displaced){0};
+}
+
 /* The fds a process already has when tracing starts, from /proc (best effort). */
 static void proc_scan_fds(struct collector *c, struct proc *p)
 {
@@ -396,19 +440,19 @@ static void proc_scan_fds(struct collector *c, struct proc *p)
 		snprintf(link, sizeof(link), "%s/%s", dir, de->d_name);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
 		if (n > 0 && target[0] == '/')
-			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n), 0);
+			proc_set_fd(p, (int)fd, strtab_intern(&c->strings, target, (size_t)n), 0, 0);
 	}
 	closedir(d);
 }
 
 /*
  * The working directory, for relative paths. Read once per process from /proc
- * and inherited at fork. NOTE: chdir is not traced, so a process that changes
- * directory after its first relative path keeps the first one.
+ * (at its first relative path, or at start for the traced process), inherited
+ * at fork, followed through chdir and fchdir. NULL when not known.
  */
 static const char *proc_cwd(struct proc *p)
 {
-	if (!p->cwd) {
+	if (!p->cwd && !p->cwd_lost) {
 		char link[64], target[PATH_MAX];
 		snprintf(link, sizeof(link), "/proc/%d/cwd", p->pid);
 		ssize_t n = readlink(link, target, sizeof(target) - 1);
@@ -418,6 +462,27 @@ static const char *proc_cwd(struct proc *p)
 		p->cwd = strdup(target);
 	}
 	return p->cwd;
+}
+
+static void proc_set_cwd(struct proc *p, const char *dir, size_t len)
+{
+	free(p->cwd);
+	p->cwd = strndup(dir, len);
+	p->cwd_lost = false;
+}
+
+/*
+ * A chdir or fchdir to a directory whose path we do not know (cut, unreadable,
+ * relative to an unknown base): relative paths are then recorded as given, not
+ * made absolute with the directory the process has left. NOTE: /proc/PID/cwd
+ * is not read again: by the time the loader sees the event the process may
+ * have moved on, or exited.
+ */
+static void proc_lose_cwd(struct proc *p)
+{
+	free(p->cwd);
+	p->cwd = NULL;
+	p->cwd_lost = true;
 }
 
 static void proc_forked(struct collector *c, int32_t parent, int32_t child)
@@ -434,6 +499,7 @@ static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 	}
 	if (pp->cwd && !cp->cwd)
 		cp->cwd = strdup(pp->cwd);
+	cp->cwd_lost = pp->cwd_lost && !cp->cwd;
 }
 
 static void stream_close(struct collector *c, uint64_t key)
@@ -532,6 +598,58 @@ static bool pid_dead(int32_t pid)
 
 /* ------------------------------------------------------------- 3. events */
 
+/*
+ * An absolute path (s[0] == '/') made lexically normal in place: repeated
+ * slashes, "." and ".." components resolved by name, as `realpath -s` does
+ * (a ".." after a symbolic link goes back to the link's directory, not its
+ * target's: the loader cannot look at the file system as the process saw it).
+ * Returns the new length; s is NUL-terminated when it shrank.
+ * RATIONALE: the working directory was kept as text, so chdir("sub") then
+ * chdir("..") 100 times gave 101 names for 2 files (".../sub/../sub/../...").
+ */
+static size_t path_normalize(char *s, size_t len)
+{
+	size_t w = 0, r = 0;
+	while (r < len) {
+		while (r < len && s[r] == '/')
+			r++;
+		size_t start = r;
+		while (r < len && s[r] != '/')
+			r++;
+		size_t n = r - start;
+		if (n == 0 || (n == 1 && s[start] == '.'))
+			continue;
+		if (n == 2 && s[start] == '.' && s[start + 1] == '.') {
+			while (w > 0 && s[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--; /* the component's slash; ".." of "/" is "/" */
+			continue;
+		}
+		/* w < start: each component written takes at least the bytes it was read from */
+		s[w++] = '/';
+		memmove(s + w, s + start, n);
+		w += n;
+	}
+	if (w == 0)
+		s[w++] = '/';
+	if (w < len)
+		s[w] = 0;
+	return w;
+}
+
+/* Whether path_normalize would change an absolute path (the common case: no). */
+static bool path_is_normal(const char *s, size_t len)
+{
+	if (len > 1 && s[len - 1] == '/')
+		return false;
+	for (const char *p = s; (p = memchr(p, '/', len - (size_t)(p - s))) && p + 1 < s + len; p++)
+		if (p[1] == '/' || (p[1] == '.' && (p + 2 == s + len || p[2] == '/' ||
+						    (p[2] == '.' && (p + 3 == s + len || p[3] == '/')))))
+			return false;
+	return true;
+}
+
 /* The string of an interned id, NULL when unknown. */
 static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
 {
@@ -540,7 +658,9 @@ static const struct interned *strtab_get(const struct strtab *t, uint32_t id)
 
 /*
  * The absolute form of a path given relative to dirfd (AT_FDCWD or a directory
- * fd) into out; the path as given when its base is unknown. Returns the length.
+ * fd) into out; the path as given when its base is unknown. Returns the length,
+ * 0 when the result would be longer than a trace string (a cut name would be a
+ * wrong one).
  */
 static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len,
 		       char *out, size_t outlen)
@@ -565,7 +685,11 @@ static size_t abs_path(struct collector *c, struct proc *p, int dirfd, uint64_t 
 			     (int)len, path);
 	else
 		n = snprintf(out, outlen, "%.*s", (int)len, path);
-	return n < 0 ? 0 : (size_t)n < outlen ? (size_t)n : outlen - 1;
+	if (n < 0 || (size_t)n >= outlen)
+		return 0;
+	if (out[0] == '/')
+		n = (int)path_normalize(out, (size_t)n);
+	return (size_t)n > SP_MAX_STRING ? 0 : (size_t)n;
 }
 
 static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t dirfile, const char *path, size_t len)
@@ -573,9 +697,10 @@ static uint32_t path_id(struct collector *c, struct proc *p, int dirfd, uint64_t
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	if (len == 0)
 		return 0;
-	if (path[0] == '/')
+	if (path[0] == '/' && path_is_normal(path, len))
 		return strtab_intern(&c->strings, path, len);
-	return strtab_intern(&c->strings, buf, abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf)));
+	len = abs_path(c, p, dirfd, dirfile, path, len, buf, sizeof(buf));
+	return len ? strtab_intern(&c->strings, buf, len) : 0;
 }
 
 /* chdir, fchdir and the dup family: no record, but the tables must follow them. */
@@ -583,36 +708,39 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 {
 	char buf[PATH_MAX + IOTRACE_PATH_MAX + 2];
 	const struct interned *s;
+	size_t n;
 
 	if (e->ret < 0)
 		return;
 	switch (e->call) {
 	case IOTRACE_sys_chdir:
-		if (!plen)
-			return;
-		abs_path(c, p, AT_FDCWD, 0, e->path, plen, buf, sizeof(buf));
-		if (buf[0] == '/') {
-			free(p->cwd);
-			p->cwd = strdup(buf);
-		}
+		/* plen 0: a path cut or unreadable (IOTRACE_F_PATH_*): the directory is not known */
+		n = plen ? abs_path(c, p, AT_FDCWD, 0, e->path, plen, buf, sizeof(buf)) : 0;
+		if (n && buf[0] == '/')
+			proc_set_cwd(p, buf, n);
+		else
+			proc_lose_cwd(p);
 		break;
 	case IOTRACE_sys_fchdir:
 		s = strtab_get(&c->strings, fd_path(p, e->fd, e->file));
-		if (s) {
-			free(p->cwd);
-			p->cwd = strndup(s->s, s->len);
-		}
+		if (s)
+			proc_set_cwd(p, s->s, s->len);
+		else
+			proc_lose_cwd(p); /* an fd of unknown path (received over SCM_RIGHTS...): not the old cwd */
 		break;
 	case IOTRACE_sys_dup:
 	case IOTRACE_sys_fcntl: /* F_DUPFD, F_DUPFD_CLOEXEC: the kernel side traces no other command */
 		/* Every dup returns the new descriptor; dup's (and F_DUPFD's, from its floor up) is the
 		 * lowest free one, as an open's. */
-		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
+		proc_new_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile, e->end_ns);
 		break;
 	case IOTRACE_sys_dup2:
 	case IOTRACE_sys_dup3:
 		/* The kernel closes what newfd held: overwritten, not displaced. */
-		proc_set_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile);
+		proc_set_fd(p, (int)e->ret, fd_path(p, e->fd, e->file), e->nfile, e->end_ns);
+		break;
+	case IOTRACE_sys_close_range: /* without CLOSE_RANGE_CLOEXEC (the kernel side traces no other) */
+		proc_closed_range(p, e->fd, (uint32_t)e->bytes, e->begin_ns);
 		break;
 	}
 }
@@ -622,10 +750,9 @@ static int16_t result_of(int64_t ret)
 	return ret < 0 ? (int16_t)(ret < -32768 ? -32768 : ret) : 0;
 }
 
-static void on_call(struct collector *c, const struct iotrace_event *e, size_t size)
+/* The record of call event e, from begin_ns (the first part's, for a restarted call) with result ret. */
+static void record_call(struct collector *c, const struct iotrace_event *e, size_t size, uint64_t begin_ns, int64_t ret)
 {
-	if (e->call >= IOTRACE_CALL__COUNT)
-		return;
 	struct proc *p = proc_get(c, (int32_t)e->pid, false);
 	if (!p)
 		p = proc_get(c, (int32_t)e->pid, true); /* an event from before a lost fork */
@@ -636,22 +763,24 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 		plen = 0;
 	if (plen)
 		plen--; /* the NUL */
+	if (e->flags & (IOTRACE_F_PATH_CUT | IOTRACE_F_PATH_FAULT))
+		plen = 0; /* no name rather than a wrong one: the first 511 bytes name another file */
 
 	if (kind == SP_K_NONE) {
 		on_bookkeeping(c, p, e, plen);
 		return;
 	}
 	f[SP_F_SOURCE] = SP_SOURCE_BPF;
-	f[SP_F_RESULT] = (uint64_t)(int64_t)result_of(e->ret);
+	f[SP_F_RESULT] = (uint64_t)(int64_t)result_of(ret);
 	f[SP_F_FD] = (uint64_t)(int64_t)e->fd;
 	f[SP_F_FD_TYPE] = e->fd_type < SP_FDTYPE__COUNT ? e->fd_type : SP_FDTYPE_OTHER;
 
 	switch (kind) {
 	case SP_K_OPEN:
 		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
-		f[SP_F_FD] = (uint64_t)(int64_t)(e->ret >= 0 ? e->ret : -1);
-		if (e->ret >= 0)
-			proc_new_fd(p, (int)e->ret, (uint32_t)f[SP_F_PATH], e->nfile);
+		f[SP_F_FD] = (uint64_t)(int64_t)(ret >= 0 ? ret : -1);
+		if (ret >= 0)
+			proc_new_fd(p, (int)ret, (uint32_t)f[SP_F_PATH], e->nfile, e->end_ns);
 		break;
 	case SP_K_STAT:
 		if (e->call == IOTRACE_sys_newfstat || (e->flags & IOTRACE_F_EMPTY_PATH)) {
@@ -676,13 +805,94 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 	case SP_K_CLOSE:
 		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
 		/* Even a failed close frees the fd (Linux), unless it was not open (EBADF: e->file is 0 then). */
-		if (e->ret == 0 || e->file)
+		if (ret == 0 || e->file)
 			fd_closed(p, e->fd, e->file);
 		break;
 	}
+	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
+	if (path && path->own)
+		return; /* the preload's trace file: stepprof's output, not the job's input */
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
-	if (sp_tf_write(s, kind, call_api[e->call], e->begin_ns, e->end_ns, f) == 0)
+	if (sp_tf_write(s, kind, call_api[e->call], begin_ns, e->end_ns, f) == 0)
 		c->records++;
+}
+
+/*
+ * Calls interrupted by a signal. Their exit event has the kernel's internal
+ * result (-ERESTARTSYS...), and what follows is decided after it, when the
+ * signal is delivered: the program gets -EINTR (a handler without SA_RESTART:
+ * an IOTRACE_EV_EINTR event then comes), or the kernel runs the same call
+ * again and the thread's next event is its restart. The interrupted part is
+ * held here, per thread, until one of them comes: a restart (the same call on
+ * the same fd, same path) is recorded as one call from the first entry to the
+ * last exit, with the last result, as the libc wrappers record it; anything
+ * else records the interrupted part with -EINTR (also when the thread exits,
+ * and at the end of the run). A handler's own traced calls between the two
+ * parts of a restarted call make the first part an -EINTR record of its own.
+ */
+struct held {
+	uint64_t begin_ns; /* the first part's entry (an interrupted restart carries it on) */
+	size_t size;
+	struct iotrace_event e;
+};
+
+static bool interrupted(int64_t ret)
+{
+	return ret == -IOTRACE_ERESTARTSYS || ret == -IOTRACE_ERESTARTNOINTR || ret == -IOTRACE_ERESTARTNOHAND ||
+	       ret == -IOTRACE_ERESTART_RESTARTBLOCK;
+}
+
+/* The held call of thread key, recorded with -EINTR: it was not restarted. */
+static void held_flush(struct collector *c, uint64_t key)
+{
+	struct held *h = umap_get(&c->held, key);
+	if (!h)
+		return;
+	umap_del(&c->held, key);
+	record_call(c, &h->e, h->size, h->begin_ns, -EINTR);
+	free(h);
+}
+
+/* Every held call of process pid (pid < 0: of every process). */
+static void held_flush_pid(struct collector *c, int32_t pid)
+{
+	for (size_t i = 0; c->held.n && i < c->held.cap; i++) {
+		uint64_t k = c->held.keys[i];
+		if (k && (pid < 0 || (int32_t)(k >> 32) == pid)) {
+			held_flush(c, k);
+			i--; /* backward-shift deletion may have moved another entry into slot i */
+		}
+	}
+}
+
+static void on_call(struct collector *c, const struct iotrace_event *e, size_t size)
+{
+	uint64_t key = (uint64_t)e->pid << 32 | e->tid, begin_ns = e->begin_ns;
+	struct held *h;
+
+	if (e->call >= IOTRACE_CALL__COUNT)
+		return;
+	if (c->held.n && (h = umap_get(&c->held, key))) {
+		if (h->e.call == e->call && h->e.fd == e->fd && h->size == size &&
+		    !memcmp(h->e.path, e->path, size - IOTRACE_EVENT_HDR)) {
+			begin_ns = h->begin_ns; /* its restart */
+			umap_del(&c->held, key);
+			free(h);
+		} else {
+			held_flush(c, key);
+		}
+	}
+	if (interrupted(e->ret) && call_kind[e->call] != SP_K_NONE) {
+		h = malloc(sizeof(*h));
+		if (h) {
+			h->begin_ns = begin_ns;
+			h->size = size;
+			memcpy(&h->e, e, size);
+			*umap_slot(&c->held, key, true) = h;
+			return;
+		}
+	}
+	record_call(c, e, size, begin_ns, interrupted(e->ret) ? -EINTR : e->ret);
 }
 
 static void on_event(struct collector *c, const void *data, size_t size)
@@ -697,12 +907,24 @@ static void on_event(struct collector *c, const void *data, size_t size)
 	case IOTRACE_EV_FORK:
 		proc_forked(c, (int32_t)e->pid, (int32_t)e->tid);
 		break;
+	case IOTRACE_EV_EXEC: {
+		struct proc *p = proc_get(c, (int32_t)e->pid, false);
+		uint32_t covered = e->fd > 0 ? (uint32_t)e->fd : 0;
+		if (p && covered <= 8 * (size - IOTRACE_EVENT_HDR))
+			proc_execed(p, (const uint8_t *)e->path, covered);
+		break;
+	}
+	case IOTRACE_EV_EINTR:
+		held_flush(c, (uint64_t)e->pid << 32 | e->tid);
+		break;
 	case IOTRACE_EV_EXIT:
 		if (e->flags & IOTRACE_F_GROUP_DEAD) {
 			struct proc *p = proc_get(c, (int32_t)e->pid, false);
+			held_flush_pid(c, (int32_t)e->pid);
 			if (p)
 				proc_exited(c, p);
 		} else {
+			held_flush(c, (uint64_t)e->pid << 32 | e->tid);
 			stream_close(c, (uint64_t)e->pid << 32 | e->tid);
 		}
 		break;
@@ -773,6 +995,7 @@ static void check_liveness(struct collector *c, struct ring_buffer *rb)
 	for (size_t i = 0; i < c->procs.cap; i++) {
 		struct proc *p = c->procs.vals[i];
 		if (p && p->dead) {
+			held_flush_pid(c, p->pid);
 			proc_exited(c, p);
 			i--; /* deletion may have moved another entry into slot i */
 		}
@@ -820,6 +1043,23 @@ static int open_trace_dir(const char *dir, struct stat *st, char *err, size_t er
 	if (!rc)
 		snprintf(err, errlen, "%s: not a directory", dir);
 	return -1;
+}
+
+/* The trace directory's absolute forms into own[2]: as given (made absolute), and resolved (NULL when the same). */
+static void own_dirs(const char *dir, char *own[2])
+{
+	char cwd[PATH_MAX];
+	if (dir[0] == '/')
+		own[0] = strdup(dir);
+	else if (getcwd(cwd, sizeof(cwd)) && asprintf(&own[0], "%s/%s", cwd, dir) < 0)
+		own[0] = NULL;
+	if (own[0])
+		path_normalize(own[0], strlen(own[0]));
+	own[1] = realpath(dir, NULL);
+	if (own[0] && own[1] && !strcmp(own[0], own[1])) {
+		free(own[1]);
+		own[1] = NULL;
+	}
 }
 
 /* The file's cap: STEPPROF_MAX_MB as for the preload's files (4..1048576 MiB), default 1 GiB. */
@@ -963,6 +1203,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": warning: %s: cannot give the file to uid %u: %s\n", c.tf.path,
 			(unsigned)dst.st_uid, strerror(errno));
 	c.strings.tf = &c.tf;
+	own_dirs(dir, c.strings.own);
 	struct proc *root = proc_get(&c, (int32_t)pid, true);
 	proc_scan_fds(&c, root);
 	proc_cwd(root); /* now, while it is alive: its children inherit it */
@@ -1008,6 +1249,7 @@ int main(int argc, char **argv)
 	iotrace_bpf__detach(skel);
 	ring_buffer__consume(rb);
 	drain_batches(&c, skel);
+	held_flush_pid(&c, -1); /* calls interrupted and not restarted before the end */
 	ret = 0;
 
 cleanup:
@@ -1034,5 +1276,7 @@ cleanup:
 	}
 	ring_buffer__free(rb);
 	iotrace_bpf__destroy(skel);
+	free(c.strings.own[0]);
+	free(c.strings.own[1]);
 	return ret;
 }

@@ -34,17 +34,31 @@ enum iotrace_type {
 	IOTRACE_EV_CALL = 1, /* a traced syscall returned */
 	IOTRACE_EV_FORK,     /* pid forked a new process, child in tid */
 	IOTRACE_EV_EXIT,     /* thread tid of pid exited; IOTRACE_F_GROUP_DEAD: the whole process */
+	IOTRACE_EV_EXEC,     /* pid exec'd: path holds its open-fd bitmap after exec, for fds < fd */
+	IOTRACE_EV_EINTR,    /* thread tid's interrupted call (ret -ERESTART*) returns -EINTR: not restarted */
 };
+
+/*
+ * The kernel-internal results of a syscall interrupted by a signal: never seen
+ * by the program. It gets -EINTR, or the kernel runs the call again (restart).
+ */
+#define IOTRACE_ERESTARTSYS	      512
+#define IOTRACE_ERESTARTNOINTR	      513
+#define IOTRACE_ERESTARTNOHAND	      514
+#define IOTRACE_ERESTART_RESTARTBLOCK 516
 
 /* iotrace_event.flags */
 #define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */
-#define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "", i.e. a stat of fd */
+#define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "" or NULL, i.e. a stat of fd */
 #define IOTRACE_F_PATH_CUT   0x4u /* the path did not fit IOTRACE_PATH_MAX */
 #define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
 
 /* fcntl's dup commands (the same on every Linux architecture): the only fcntl calls traced. */
 #define IOTRACE_F_DUPFD		0
 #define IOTRACE_F_DUPFD_CLOEXEC 1030
+
+/* close_range's flag that only marks the fds close-on-exec (then it closes nothing: not traced). */
+#define IOTRACE_CLOSE_RANGE_CLOEXEC 4
 
 /* File types as the kernel sees them (i_mode), the same values as enum sp_fdtype. */
 #define IOTRACE_FD_OTHER  0
@@ -76,7 +90,7 @@ struct iotrace_event {
 	__u64 end_ns;
 	__s64 ret; /* the syscall's return value (-errno on failure) */
 	union {
-		__u64 bytes; /* read: bytes read; stat: st_size; listdir: bytes of entries */
+		__u64 bytes; /* read: bytes read; stat: st_size; listdir: bytes of entries; close_range: last fd */
 		__u64 nfile; /* open, dup*: identity of the returned fd's open file at exit; 0 = none */
 	};
 	__u64 file;   /* identity (struct file address) of fd's open file at entry; 0 = none */
@@ -110,7 +124,7 @@ struct iotrace_frame {
 struct iotrace_start {
 	__u64 begin_ns;
 	__u64 uptr; /* path argument (user pointer), 0 when none */
-	__u64 ubuf; /* stat/statx result buffer (user pointer) */
+	__u64 ubuf; /* stat/statx result buffer (user pointer); close_range: its last fd */
 	__u64 file; /* the fd argument's open file at entry (identity only, never dereferenced by the loader) */
 	__s32 fd;
 	__u16 call;

@@ -748,3 +748,337 @@ Test(io, a_vfork_child_does_not_take_over_the_parents_trace, .timeout = 60)
 	sp_json_free(t);
 	env_fini(&e);
 }
+
+/*
+ * Descriptors the kernel closes without a close(): close_range (Python's
+ * os.closerange, subprocess) and exec (the close-on-exec ones). The collector
+ * kept their fd -> path entries, and the file-identity check does not help
+ * where the fd was found in /proc at start (no identity) or where the new
+ * file got the dead one's struct file address (the slab reuses it at once).
+ * Before: the eventfd read on the number close_range freed, every memfd pread
+ * (20 of 20) and the eventfd read after exec were named DIR/f000.
+ */
+Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-closerange", 1);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	/* fds 8 and 9 open on DIR/f000 from before the trace: the collector reads them from /proc */
+	char *args[] = { "/bin/sh", "-c", "exec 8<\"$0\" 9<\"$0\"; exec \"$@\"", f, e.stepprof, "run", "--bpf", "-o",
+			 e.trace, "--", e.iogen, "closerange", e.data, "20", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "memfd_preads"), 20);
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "open", .prefix = f, .pid = pid }, NULL), 20,
+		     "the opens of %s", f);
+	static const struct {
+		const char *fd, *api;
+		long n;
+	} cases[] = { { "range_fd", "sys_read", 1 }, { "memfd", "sys_pread64", 20 }, { "exec_fd", "sys_read", 1 } };
+	for (size_t k = 0; k < 3; k++) {
+		long fd = tnum(t, cases[k].fd), n = 0, named = 0;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct io_rec *r = &rs.v[i];
+			if (r->pid != pid || r->fd != fd || strcmp(r->kind, "read") || strcmp(r->api, cases[k].api))
+				continue;
+			n++;
+			named += r->path != NULL;
+		}
+		cr_expect_eq(n, cases[k].n, "%s (fd %ld): %ld %s records", cases[k].fd, fd, n, cases[k].api);
+		cr_expect_eq(named, 0, "%s (fd %ld): %ld of %ld reads named after a closed file", cases[k].fd, fd, named, n);
+	}
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * Paths the kernel side could not read whole (over 511 bytes: IOTRACE_F_PATH_CUT)
+ * or at all (IOTRACE_F_PATH_FAULT) have no name: their first 511 bytes name
+ * another file, or none. Before: the 569-byte relative path was recorded as the
+ * cwd + its first 511 bytes (and its reads and close with it), and a chdir to a
+ * cut path kept the old directory, so the open of "deepfile" after it was named
+ * DIR/deepfile, a file that does not exist.
+ */
+Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-longpath", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "longpath", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	cr_assert_gt(tnum(t, "rel_len"), 511);
+	cr_assert_gt(tnum(t, "dir_len"), 511);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	long cut = 0, unnamed_opens = 0, deep = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid)
+			continue;
+		if (r->path && strstr(r->path, "LLLLLLLL"))
+			cut++;
+		if (r->path && strstr(r->path, "deepfile"))
+			cr_expect_str_eq(r->path, "deepfile", "after a chdir to a cut path: %s %s", r->kind, r->path);
+		deep += r->path && !strcmp(r->kind, "open") && !strcmp(r->path, "deepfile");
+		unnamed_opens += !r->path && !strcmp(r->kind, "open") && r->result == 0;
+	}
+	cr_expect_eq(cut, 0, "%ld records named with a cut path", cut);
+	cr_expect_eq(unnamed_opens, 3, "the opens by the long paths (create, relative, absolute) have no path: %ld",
+		     unnamed_opens);
+	cr_expect_eq(deep, 1, "the open after the chdir: relative, as given (%ld)", deep);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * fstatat/statx(fd, NULL, AT_EMPTY_PATH), valid since Linux 6.11, are stats of
+ * fd, as with "". The kernel side took the NULL for a path it could not read:
+ * before, both were recorded with fd -1 and no path.
+ */
+Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-nullpath-bpf", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "badptr", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	static const char *const fdstats[][2] = { { "sys_newfstatat", "fstatat_fd_null" }, { "sys_statx", "statx_fd_null" } };
+	int tested = 0;
+	for (int i = 0; i < 2; i++) {
+		char k[64];
+		snprintf(k, sizeof(k), "%s.0", fdstats[i][1]);
+		if (sp_json_i64(t, k, -1) != 0)
+			continue; /* a kernel before 6.11: EFAULT */
+		tested++;
+		long n = 0;
+		for (size_t j = 0; j < rs.n; j++) {
+			const struct io_rec *r = &rs.v[j];
+			if (r->pid != tnum(t, "pid") || strcmp(r->api, fdstats[i][0]) || !r->path || strcmp(r->path, f))
+				continue;
+			n++;
+			cr_expect_eq(r->fd, tnum(t, "fd"), "%s(fd, NULL, AT_EMPTY_PATH): fd %lld", fdstats[i][0], (long long)r->fd);
+			cr_expect_eq(r->bytes, io_t_iogen_size(0));
+		}
+		cr_expect_eq(n, 1, "%s(fd, NULL, AT_EMPTY_PATH) is a stat of %s: %ld records", fdstats[i][0], f, n);
+	}
+	if (!tested)
+		printf("io::bpf_stat_of_an_fd_with_a_null_path: nothing to check: this kernel (< 6.11) refuses a NULL path\n");
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * With --bpf the preload still makes its own trace file in the trace directory:
+ * its open, stats and close are stepprof's output, not the job's input, and the
+ * collector drops records of paths in its -o directory. Before: the opens and
+ * fstats of DIR and of the preload's .sptrace (an fstat of fd 1000 with bytes
+ * = the file's 1 GiB cap) were recorded as the job's.
+ */
+Test(io, bpf_the_trace_directory_is_not_input, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-owndir", 1);
+	/* a poll the wrappers record (the collector does not trace waits): the preload makes its file */
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "pipe", "1", "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_eq(rs.files, 2, "the preload's trace file and the collector's in %s: %zu files", e.trace, rs.files);
+	int pid = (int)tnum(t, "pid");
+	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .kind = "loader_wait", .api = "sys_read", .pid = pid }, NULL),
+		     tnum(t, "reads"), "the job's own read of its pipe is there");
+	long own = io_t_count(&rs, (struct io_filter){ .prefix = e.trace }, NULL);
+	cr_expect_eq(own, 0, "%ld records of the trace directory %s", own, e.trace);
+	long big = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		big += !strcmp(rs.v[i].kind, "stat") && rs.v[i].bytes >= (1ull << 29);
+	cr_expect_eq(big, 0, "%ld stats of a file of 512 MiB or more (the preload's trace file)", big);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * The paths the collector makes absolute are lexically normal: "." and ".." are
+ * resolved by name, repeated slashes folded. The working directory was kept as
+ * text: chdir("sub") then chdir("..") 20 times gave 20 names for DIR/f000
+ * (DIR/sub/../f000, DIR/sub/../sub/../f000, ...), and an openat relative to a
+ * directory fd or an absolute path with "//" and "." names of their own.
+ */
+Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-dotdot", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "dotdot", e.data, "20", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	char f[PATH_MAX + 8];
+	snprintf(f, sizeof(f), "%s000", e.prefix);
+	long exact = 0, other = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || !r->path || strncmp(r->path, e.data, strlen(e.data)))
+			continue;
+		if (!strcmp(r->kind, "open") && !strcmp(r->path, f))
+			exact++;
+		if (strstr(r->path, "/../") || strstr(r->path, "/./") || strstr(r->path, "//")) {
+			other++;
+			cr_expect(other > 3, "not normal: %s %s", r->kind, r->path);
+		}
+	}
+	cr_expect_eq(exact, tnum(t, "opens"), "%ld opens named %s, the workload made %ld", exact, f, tnum(t, "opens"));
+	cr_expect_eq(other, 0, "%ld records named with \".\", \"..\" or \"//\"", other);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/*
+ * fchdir to a directory fd whose path the collector does not know (received over
+ * SCM_RIGHTS) makes the working directory unknown: later relative paths are
+ * recorded as given. Before, the old directory was kept: the open of "data" in
+ * DIR/two was recorded as DIR/one/data, another file.
+ */
+Test(io, bpf_fchdir_to_an_unknown_directory, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-fchdir", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "fchdirfd", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	char one[PATH_MAX + 16];
+	snprintf(one, sizeof(one), "%s/one/data", e.data);
+	long made = 0, wrong = 0, rel = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || !r->path)
+			continue;
+		/* the workload opens DIR/one/data once, to write it; it reads only DIR/two/data */
+		made += !strcmp(r->path, one) && !strcmp(r->kind, "open");
+		wrong += !strcmp(r->path, one) && !strcmp(r->kind, "read");
+		rel += !strcmp(r->path, "data") && (!strcmp(r->kind, "open") || !strcmp(r->kind, "read"));
+	}
+	cr_expect_eq(made, 1, "%ld opens of %s, the workload made 1 (to write it)", made, one);
+	cr_expect_eq(wrong, 0, "%ld reads of %s, which the workload never read", wrong, one);
+	cr_expect_eq(rel, 2, "the open and read of \"data\" after fchdir: recorded as given (%ld)", rel);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}
+
+/* The records of pid's thread tid (0: any) with this api on pipe fd, in time order (the first max in out). */
+static size_t io_t_pipe_calls(const struct io_recs *rs, int pid, int tid, const char *api, long fd,
+			      const struct io_rec **out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct io_rec *r = &rs->v[i];
+		if (r->pid != pid || (tid && r->tid != tid) || strcmp(r->api, api) || r->fd != fd ||
+		    strcmp(r->fd_type, "pipe"))
+			continue;
+		if (n < max) {
+			size_t j = n;
+			for (; j > 0 && out[j - 1]->begin > r->begin; j--)
+				out[j] = out[j - 1];
+			out[j] = r;
+		}
+		n++;
+	}
+	return n;
+}
+
+/*
+ * A syscall interrupted by a signal returns a kernel-internal -ERESTART* code
+ * at its exit; the program sees -EINTR, or the kernel runs the call again
+ * (SA_RESTART, or no handler). Before: the interrupted part was recorded with
+ * -512 (ERESTARTSYS), and a restarted call was two records (-512, then the
+ * restart), where the libc wrappers record one. Now: one record from the first
+ * entry to the last exit for a restart, -EINTR for the part the program saw
+ * fail, and a call left interrupted by a killed process is recorded (-EINTR).
+ */
+Test(io, bpf_calls_interrupted_by_signals, .timeout = 60)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	struct io_env e;
+	env_init(&e, "io-eintr", 1);
+	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "eintr", e.data, "1", NULL };
+	struct sp_json *t = bpf_run(&e, args, 30);
+	cr_assert_eq(tnum(t, "read1"), 1);
+	cr_assert_eq(tnum(t, "read2"), -1);
+	cr_assert_eq(tnum(t, "errno2"), EINTR);
+	cr_assert_eq(tnum(t, "child_killed"), 1);
+	struct io_recs rs;
+	io_t_load_dir(e.trace, &rs);
+	int pid = (int)tnum(t, "pid");
+	uint64_t h1 = (uint64_t)sp_json_u64(t, "handled1", 0), h3 = (uint64_t)sp_json_u64(t, "handled3", 0);
+	const struct io_rec *v[8];
+
+	/* 1 and 2: the pipe reads of the main thread: restarted (1 byte), EINTR, read again (1 byte) */
+	size_t n = io_t_pipe_calls(&rs, pid, pid, "sys_read", tnum(t, "pipe_fd"), v, 8);
+	cr_expect_eq(n, 3, "%zu reads of the pipe recorded, the program made 3 (one restarted by the kernel)", n);
+	for (size_t i = 0; i < n && i < 8; i++)
+		cr_expect(v[i]->result > -512 || v[i]->result < -516, "a read recorded with result %lld",
+			  (long long)v[i]->result);
+	if (n == 3) {
+		cr_expect(v[0]->result == 0 && v[0]->bytes == 1, "the restarted read: result %lld, %llu bytes",
+			  (long long)v[0]->result, (unsigned long long)v[0]->bytes);
+		cr_expect(v[0]->begin < h1 && v[0]->end > h1, "the restarted read is one call from its first entry");
+		cr_expect_eq(v[1]->result, -EINTR, "the read without SA_RESTART: %lld", (long long)v[1]->result);
+		cr_expect(v[2]->result == 0 && v[2]->bytes == 1);
+	}
+	/* 3: the FIFO open, restarted: one open */
+	char fifo[PATH_MAX + 8];
+	snprintf(fifo, sizeof(fifo), "%s/fifo", e.data);
+	long opens = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid != pid || r->tid != pid || strcmp(r->kind, "open") || !r->path || strcmp(r->path, fifo))
+			continue;
+		opens++;
+		cr_expect_eq(r->result, 0, "an open of the FIFO recorded with result %lld", (long long)r->result);
+		cr_expect_eq(r->fd, tnum(t, "fifo_fd"));
+		cr_expect(r->begin < h3 && r->end > h3, "the restarted open is one call from its first entry");
+	}
+	cr_expect_eq(opens, 1, "%ld opens of the FIFO by the main thread, the program made 1", opens);
+	/* 4: the killed child's read: recorded, as interrupted */
+	n = io_t_pipe_calls(&rs, (int)tnum(t, "child"), 0, "sys_read", tnum(t, "child_fd"), v, 8);
+	cr_expect_eq(n, 1, "%zu reads of the killed child", n);
+	if (n == 1)
+		cr_expect_eq(v[0]->result, -EINTR, "the killed child's read: %lld", (long long)v[0]->result);
+	io_t_free(&rs);
+	sp_json_free(t);
+	env_fini(&e);
+}

@@ -59,6 +59,31 @@
  *                                  main thread a zombie), prints {"main_exited":1,...},
  *                                  then ROUNDS (30) times, 100 ms apart: open, read
  *                                  (512 B) to EOF and close each file; then the truth
+ *   iogen closerange DIR N         fds closed without close(): expects fds 8 and 9 open on a
+ *                                  file (inherited); close_range(9, 9) then eventfds until one
+ *                                  gets 9, read; N times: open DIR/f000, close_range it,
+ *                                  memfd_create (same number), pread 10 B; then fd 8 made
+ *                                  close-on-exec and an exec of itself (closerange-exec), which
+ *                                  makes eventfds until one gets 8 and reads it
+ *   iogen longpath DIR N           paths longer than the collector reads (511 bytes): in DIR,
+ *                                  11 nested directories of 50-byte names ("LLL...00"), a
+ *                                  file "deepfile" at the bottom; opens and reads it by its
+ *                                  relative and by its absolute path, then chdir()s there by
+ *                                  the relative path and opens and reads "deepfile"
+ *   iogen dotdot DIR N             "." and ".." in paths: in DIR, N times chdir("sub"),
+ *                                  open "../f000", read, close, chdir(".."); then
+ *                                  openat(fd of "sub/.", "../f000") and open("DIR//./sub/../f000")
+ *   iogen fchdirfd DIR N           fchdir to a directory fd of unknown path: in DIR/one, opens
+ *                                  DIR/two, passes the fd to itself over a Unix socket
+ *                                  (SCM_RIGHTS), fchdir()s to the received fd, then opens and
+ *                                  reads "data" (DIR/two/data)
+ *   iogen eintr DIR N              calls interrupted by a signal (SIGUSR1, sent by a second
+ *                                  thread once the main thread is blocked in the call, seen
+ *                                  in /proc): a pipe read with an SA_RESTART handler (that
+ *                                  writes the byte it then reads); the same without SA_RESTART
+ *                                  (EINTR), then the read again; an open of the FIFO DIR/fifo
+ *                                  restarted (SA_RESTART), which the thread then opens for
+ *                                  writing; a child killed (SIGTERM) while blocked in a read
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -71,6 +96,7 @@
 #include <poll.h>
 #include <stdint.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +107,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1005,12 +1032,326 @@ static int do_mainexit(int rounds)
 	pthread_exit(NULL);
 }
 
+/* A new eventfd holding 1, made on number `want` (the lower free numbers filled first); -1 if not. */
+static int eventfd_on(int want)
+{
+	uint64_t one = 1;
+	int e;
+	while ((e = eventfd(0, 0)) >= 0 && e < want)
+		;
+	if (e != want || write(e, &one, sizeof(one)) != sizeof(one))
+		return -1;
+	return e;
+}
+
+static int do_closerange(const char *self)
+{
+	char path[4096], buf[64], a[3][16];
+	uint64_t v;
+	if (fcntl(8, F_GETFD) < 0 || fcntl(9, F_GETFD) < 0)
+		die("fds 8 and 9 are not open");
+	/* 1. an inherited fd (the collector knows it from /proc only) closed by close_range, its number reused */
+	if (close_range(9, 9, 0))
+		die("close_range");
+	int e9 = eventfd_on(9);
+	if (e9 < 0 || read(e9, &v, sizeof(v)) != sizeof(v))
+		die("eventfd on 9");
+	/* 2. a file closed by close_range, a memfd on its number (often the same struct file, reused) */
+	int memfd = -1;
+	for (int i = 0; i < nfiles; i++) {
+		file_path(path, sizeof(path), 0);
+		int fd = open(path, O_RDONLY);
+		if (fd < 0 || close_range((unsigned)fd, (unsigned)fd, 0))
+			die("open + close_range");
+		memfd = memfd_create("iogen", 0);
+		if (memfd != fd || write(memfd, "0123456789", 10) != 10 || pread(memfd, buf, sizeof(buf), 0) != 10)
+			die("memfd on the closed number");
+		close(memfd);
+	}
+	/* 3. fd 8 made close-on-exec (fcntl(F_SETFD): not traced), then exec: the new image reuses 8 */
+	for (int fd = 3; fd <= 9; fd++)
+		if (fd != 8)
+			close(fd);
+	if (fcntl(8, F_SETFD, FD_CLOEXEC))
+		die("F_SETFD");
+	snprintf(a[0], sizeof(a[0]), "%d", e9);
+	snprintf(a[1], sizeof(a[1]), "%d", memfd);
+	snprintf(a[2], sizeof(a[2]), "%d", nfiles);
+	char *argv[] = {"iogen", "closerange-exec", (char *)dir, a[2], a[0], a[1], NULL};
+	execv(self, argv);
+	die("exec");
+	return 1;
+}
+
+static int do_closerange_exec(int e9, int memfd)
+{
+	uint64_t v;
+	int e8 = eventfd_on(8);
+	if (e8 < 0 || read(e8, &v, sizeof(v)) != sizeof(v))
+		die("eventfd on 8");
+	printf("{\"pid\":%d,\"range_fd\":%d,\"memfd\":%d,\"memfd_preads\":%d,\"exec_fd\":%d}\n", (int)getpid(), e9,
+	       memfd, nfiles, e8);
+	return 0;
+}
+
+static int do_longpath(void)
+{
+	char rel[1024] = "", abs[8192], buf[64];
+	size_t n = 0;
+	if (chdir(dir))
+		die("chdir");
+	for (int i = 0; i < 11; i++) {
+		memset(rel + n, 'L', 48);
+		n += (size_t)snprintf(rel + n + 48, sizeof(rel) - n - 48, "%02d", i) + 48;
+		if (mkdir(rel, 0755) && errno != EEXIST)
+			die("mkdir");
+		rel[n++] = '/';
+		rel[n] = 0;
+	}
+	size_t dirlen = n;
+	snprintf(rel + n, sizeof(rel) - n, "deepfile");
+	snprintf(abs, sizeof(abs), "%s/%s", dir, rel);
+	int fd = open(rel, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0 || write(fd, "0123456789", 10) != 10 || close(fd))
+		die("create deepfile");
+	const char *paths[2] = {rel, abs};
+	for (int i = 0; i < 2; i++) {
+		fd = open(paths[i], O_RDONLY);
+		if (fd < 0 || read(fd, buf, sizeof(buf)) != 10)
+			die("open deepfile");
+		close(fd);
+	}
+	rel[dirlen] = 0;
+	if (chdir(rel))
+		die("chdir deep");
+	fd = open("deepfile", O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) != 10)
+		die("open deepfile after chdir");
+	close(fd);
+	printf("{\"pid\":%d,\"rel_len\":%zu,\"abs_len\":%zu,\"dir_len\":%zu}\n", (int)getpid(), dirlen + 8,
+	       strlen(abs), dirlen);
+	return 0;
+}
+
+static int do_dotdot(void)
+{
+	char path[8192], buf[64];
+	int opens = 0;
+	if (chdir(dir) || (mkdir("sub", 0755) && errno != EEXIST))
+		die("chdir, mkdir sub");
+	for (int i = 0; i < nfiles; i++, opens++) {
+		int fd;
+		if (chdir("sub") || (fd = open("../f000", O_RDONLY)) < 0 || read(fd, buf, sizeof(buf)) <= 0 ||
+		    close(fd) || chdir(".."))
+			die("chdir sub, open ../f000");
+	}
+	int d = open("sub/.", O_RDONLY | O_DIRECTORY);
+	int fd = d < 0 ? -1 : openat(d, "../f000", O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+		die("openat(sub, ../f000)");
+	close(fd);
+	close(d);
+	opens++;
+	snprintf(path, sizeof(path), "%s//./sub/../f000", dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf)) <= 0)
+		die(path);
+	close(fd);
+	opens++;
+	printf("{\"pid\":%d,\"opens\":%d}\n", (int)getpid(), opens);
+	return 0;
+}
+
+/* fd passed to itself over a Unix socket pair: a new fd on the same open file, born of recvmsg */
+static int pass_fd(int fd)
+{
+	int sv[2], got;
+	char byte = 'x', cbuf[CMSG_SPACE(sizeof(int))];
+	struct iovec io = {.iov_base = &byte, .iov_len = 1};
+	struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1, .msg_control = cbuf, .msg_controllen = sizeof(cbuf)};
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv))
+		die("socketpair");
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+	if (sendmsg(sv[0], &mh, 0) != 1 || recvmsg(sv[1], &mh, 0) != 1 || !(cm = CMSG_FIRSTHDR(&mh)) ||
+	    cm->cmsg_type != SCM_RIGHTS)
+		die("SCM_RIGHTS");
+	memcpy(&got, CMSG_DATA(cm), sizeof(got));
+	close(sv[0]);
+	close(sv[1]);
+	return got;
+}
+
+static int do_fchdirfd(void)
+{
+	static const char *const subs[] = {"one", "two"};
+	char path[8192], buf[64];
+	for (int i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, subs[i]);
+		if (mkdir(path, 0755) && errno != EEXIST)
+			die("mkdir");
+		snprintf(path, sizeof(path), "%s/%s/data", dir, subs[i]);
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd < 0 || write(fd, subs[i], 3) != 3 || close(fd))
+			die(path);
+	}
+	snprintf(path, sizeof(path), "%s/one", dir);
+	if (chdir(path))
+		die("chdir one");
+	snprintf(path, sizeof(path), "%s/two", dir);
+	int d = open(path, O_RDONLY | O_DIRECTORY);
+	if (d < 0)
+		die("open two");
+	int r = pass_fd(d);
+	close(d);
+	if (fchdir(r))
+		die("fchdir");
+	close(r);
+	int fd = open("data", O_RDONLY);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf));
+	if (n != 3 || memcmp(buf, "two", 3))
+		die("read two/data");
+	close(fd);
+	printf("{\"pid\":%d,\"fd\":%d,\"received_fd\":%d}\n", (int)getpid(), fd, r);
+	return 0;
+}
+
+/* Wait (up to 5 s) until thread tid of process pid is blocked in syscall nr: /proc/PID/task/TID/syscall. */
+static void wait_blocked_in(pid_t pid, pid_t tid, long nr)
+{
+	char path[64], buf[128];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)tid);
+	for (int i = 0; i < 5000; i++) {
+		int fd = open(path, O_RDONLY);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+		if (fd >= 0)
+			close(fd);
+		if (n > 0) {
+			buf[n] = 0;
+			if (strtol(buf, NULL, 10) == nr && buf[0] != 'r') /* "running" when not in a syscall */
+				return;
+		}
+		sleep_us(1000); /* NOTE: no pipe can say "the other thread is now asleep in the kernel" */
+	}
+	fprintf(stderr, "iogen: thread %d never blocked in syscall %ld\n", (int)tid, nr);
+	exit(1);
+}
+
+static int eintr_wake = -1;		/* the handler writes a byte here */
+static volatile uint64_t eintr_handled_ns; /* when the handler ran */
+
+static void eintr_handler(int sig)
+{
+	(void)sig;
+	eintr_handled_ns = now_ns();
+	if (eintr_wake >= 0 && write(eintr_wake, "w", 1) != 1)
+		_exit(3);
+}
+
+struct eintr_kick {
+	pid_t tid; /* the main thread */
+	long nr;   /* the syscall it will block in */
+	int sync;  /* >= 0: after the signal, wait for the handler's byte here, then open fifo for writing */
+	const char *fifo;
+	pthread_t main;
+};
+
+static void *eintr_kicker(void *arg)
+{
+	struct eintr_kick *k = arg;
+	char b;
+	wait_blocked_in(getpid(), k->tid, k->nr);
+	pthread_kill(k->main, SIGUSR1);
+	if (k->sync >= 0) {
+		int w;
+		if (read(k->sync, &b, 1) != 1 || (w = open(k->fifo, O_WRONLY)) < 0 || write(w, "x", 1) != 1)
+			die("fifo writer");
+		close(w);
+	}
+	return NULL;
+}
+
+static void eintr_setup(int flags, int wake)
+{
+	struct sigaction sa = {.sa_handler = eintr_handler, .sa_flags = flags};
+	sigemptyset(&sa.sa_mask);
+	eintr_wake = wake;
+	if (sigaction(SIGUSR1, &sa, NULL))
+		die("sigaction");
+}
+
+static pthread_t eintr_kick(struct eintr_kick *k, long nr, int sync, const char *fifo)
+{
+	pthread_t t;
+	*k = (struct eintr_kick){.tid = (pid_t)syscall(SYS_gettid), .nr = nr, .sync = sync, .fifo = fifo,
+				 .main = pthread_self()};
+	if (pthread_create(&t, NULL, eintr_kicker, k))
+		die("pthread_create");
+	return t;
+}
+
+static int do_eintr(void)
+{
+	char fifo[4096], buf[64];
+	struct eintr_kick k;
+	int p[2], sync[2], q[2];
+	if (pipe(p) || pipe(sync) || pipe(q))
+		die("pipe");
+	/* 1. a read restarted (SA_RESTART): the handler writes the byte the restarted read gets */
+	eintr_setup(SA_RESTART, p[1]);
+	pthread_t t = eintr_kick(&k, SYS_read, -1, NULL);
+	uint64_t t0 = now_ns();
+	ssize_t r1 = read(p[0], buf, sizeof(buf));
+	uint64_t h1 = eintr_handled_ns;
+	pthread_join(t, NULL);
+	/* 2. the same without SA_RESTART: EINTR, then the program reads again */
+	eintr_setup(0, p[1]);
+	t = eintr_kick(&k, SYS_read, -1, NULL);
+	ssize_t r2 = read(p[0], buf, sizeof(buf));
+	int e2 = errno;
+	pthread_join(t, NULL);
+	ssize_t r3 = read(p[0], buf, sizeof(buf));
+	/* 3. an open of a FIFO (it waits for a writer) restarted; the second thread is the writer */
+	snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
+	unlink(fifo);
+	if (mkfifo(fifo, 0600))
+		die("mkfifo");
+	eintr_setup(SA_RESTART, sync[1]);
+	t = eintr_kick(&k, SYS_openat, sync[0], fifo);
+	int ff = open(fifo, O_RDONLY);
+	uint64_t h3 = eintr_handled_ns;
+	if (ff < 0 || read(ff, buf, sizeof(buf)) != 1)
+		die("fifo reader");
+	close(ff);
+	pthread_join(t, NULL);
+	/* 4. a child killed while blocked in a read (no handler: the call is never finished) */
+	pid_t kid = fork();
+	if (kid == 0) {
+		signal(SIGTERM, SIG_DFL);
+		read(q[0], buf, sizeof(buf));
+		_exit(0);
+	}
+	wait_blocked_in(kid, kid, SYS_read);
+	kill(kid, SIGTERM);
+	int status;
+	waitpid(kid, &status, 0);
+	printf("{\"pid\":%d,\"pipe_fd\":%d,\"t0\":%llu,\"handled1\":%llu,\"read1\":%ld,\"read2\":%ld,"
+	       "\"errno2\":%d,\"read3\":%ld,\"fifo_fd\":%d,\"handled3\":%llu,\"child\":%d,\"child_fd\":%d,"
+	       "\"child_killed\":%d}\n",
+	       (int)getpid(), p[0], (unsigned long long)t0, (unsigned long long)h1, (long)r1, (long)r2, e2, (long)r3,
+	       ff, (unsigned long long)h3, (int)kid, q[0], WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd|eintr ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
@@ -1059,6 +1400,18 @@ int main(int argc, char **argv)
 		return do_vforkfirst();
 	if (!strcmp(mode, "mainexit"))
 		return do_mainexit(argc > 4 ? atoi(argv[4]) : 30);
+	if (!strcmp(mode, "eintr"))
+		return do_eintr();
+	if (!strcmp(mode, "fchdirfd"))
+		return do_fchdirfd();
+	if (!strcmp(mode, "dotdot"))
+		return do_dotdot();
+	if (!strcmp(mode, "longpath"))
+		return do_longpath();
+	if (!strcmp(mode, "closerange"))
+		return do_closerange("/proc/self/exe");
+	if (!strcmp(mode, "closerange-exec"))
+		return argc < 6 ? 2 : do_closerange_exec(atoi(argv[4]), atoi(argv[5]));
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
