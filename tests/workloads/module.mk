@@ -13,5 +13,11 @@ $(BUILD)/bin/%: $(BUILD)/obj/tests/workloads/%.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -lpthread -ldl -lm
 
-ALL_TARGETS += $(WORKLOAD_BINS)
+# A shared library a workload opens itself (tests/workloads/so/, not a program).
+$(BUILD)/lib/libdllocal.so: $(BUILD)/obj/tests/workloads/so/dllocal.o
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -shared -o $@ $< -ldl
+
+ALL_TARGETS += $(WORKLOAD_BINS) $(BUILD)/lib/libdllocal.so
 -include tests/workloads/cuda/module.mk
