@@ -85,6 +85,22 @@ static struct sp_json *bpf_run(struct io_env *e, char **args, int timeout_s)
 	return t;
 }
 
+/*
+ * An eBPF test's start: skipped, saying why, where BPF is refused; else
+ * env_init(e, tag, nfiles) and `stepprof run --bpf -- iogen MODE DIR ARG`,
+ * which must succeed: iogen's ground truth.
+ */
+static struct sp_json *bpf_iogen(struct io_env *e, const char *tag, int nfiles, const char *mode, const char *arg)
+{
+	const char *why;
+	if (!io_t_bpf_possible(&why))
+		cr_skip_test("eBPF mode not tested: %s", why);
+	env_init(e, tag, nfiles);
+	char *args[] = { e->stepprof, "run", "--bpf", "-o", e->trace, "--", e->iogen, (char *)mode, e->data,
+			 (char *)arg, NULL };
+	return bpf_run(e, args, 30);
+}
+
 static long tnum(const struct sp_json *t, const char *key)
 {
 	return (long)sp_json_i64(t, key, -1);
@@ -365,13 +381,8 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
  */
 Test(io, bpf_fd_reused_while_its_close_is_in_flight, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-reuse", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "reuse", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-reuse", 1, "reuse", "1");
 	/* The workload made the race: same number, the open returned while the close was still in the kernel. */
 	cr_assert_eq(tnum(t, "fd"), tnum(t, "socket_fd"), "the open did not reuse the socket's fd");
 	cr_assert_eq(tnum(t, "overlapped"), 1, "the open returned after the close: no race to test");
@@ -513,13 +524,8 @@ Test(io, fd_copies_made_by_fcntl_keep_their_path_libc, .timeout = 60)
 
 Test(io, fd_copies_made_by_fcntl_keep_their_path_bpf, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-dupfd-bpf", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "dupfd", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-dupfd-bpf", 1, "dupfd", "1");
 	check_dupfd(&e, t, "bpf");
 	sp_json_free(t);
 	env_fini(&e);
@@ -808,13 +814,8 @@ Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
  */
 Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-longpath", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "longpath", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-longpath", 1, "longpath", "1");
 	cr_assert_gt(tnum(t, "rel_len"), 511);
 	cr_assert_gt(tnum(t, "dir_len"), 511);
 	struct io_recs rs;
@@ -848,13 +849,8 @@ Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
  */
 Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-nullpath-bpf", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "badptr", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-nullpath-bpf", 1, "badptr", "1");
 	struct io_recs rs;
 	io_t_load_dir(e.trace, &rs);
 	char f[PATH_MAX + 8];
@@ -928,13 +924,8 @@ Test(io, bpf_the_trace_directory_is_not_input, .timeout = 60)
  */
 Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-dotdot", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "dotdot", e.data, "20", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-dotdot", 1, "dotdot", "20");
 	struct io_recs rs;
 	io_t_load_dir(e.trace, &rs);
 	int pid = (int)tnum(t, "pid");
@@ -967,13 +958,8 @@ Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
  */
 Test(io, bpf_fchdir_to_an_unknown_directory, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-fchdir", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "fchdirfd", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-fchdir", 1, "fchdirfd", "1");
 	struct io_recs rs;
 	io_t_load_dir(e.trace, &rs);
 	int pid = (int)tnum(t, "pid");
@@ -1029,13 +1015,8 @@ static size_t io_t_pipe_calls(const struct io_recs *rs, int pid, int tid, const 
  */
 Test(io, bpf_calls_interrupted_by_signals, .timeout = 60)
 {
-	const char *why;
-	if (!io_t_bpf_possible(&why))
-		cr_skip_test("eBPF mode not tested: %s", why);
 	struct io_env e;
-	env_init(&e, "io-eintr", 1);
-	char *args[] = { e.stepprof, "run", "--bpf", "-o", e.trace, "--", e.iogen, "eintr", e.data, "1", NULL };
-	struct sp_json *t = bpf_run(&e, args, 30);
+	struct sp_json *t = bpf_iogen(&e, "io-eintr", 1, "eintr", "1");
 	cr_assert_eq(tnum(t, "read1"), 1);
 	cr_assert_eq(tnum(t, "read2"), -1);
 	cr_assert_eq(tnum(t, "errno2"), EINTR);
