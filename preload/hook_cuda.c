@@ -93,6 +93,9 @@ struct sp_poll {
 static __thread struct sp_poll t_poll;
 
 #define SP_NOT_READY 600 /* CUDA_ERROR_NOT_READY == cudaErrorNotReady */
+#define SP_OUT_OF_MEMORY 2 /* CUDA_ERROR_OUT_OF_MEMORY == cudaErrorMemoryAllocation */
+_Static_assert(CUDA_ERROR_OUT_OF_MEMORY == SP_OUT_OF_MEMORY && cudaErrorMemoryAllocation == SP_OUT_OF_MEMORY,
+	       "the driver's and the runtime's out-of-memory codes");
 
 static void poll_flush(void)
 {
@@ -280,6 +283,18 @@ static void sp_post(struct sp_call *c, int r)
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_SITE] = sp_cuda_site(c->caller);
+		if (r != 0 && r != SP_OUT_OF_MEMORY) {
+			/*
+			 * Refused for its arguments (a NULL pointer, a size that is not
+			 * a multiple of the VMM granularity...): not a shortage of
+			 * memory, so not an alloc_failed (which feeds the fragmentation
+			 * finding), but the call, with its result; nothing was allocated.
+			 */
+			f[SP_F_DPTR] = 0;
+			f[SP_F_LIVE] = sp_dev_live((unsigned)f[SP_F_DEVICE]);
+			sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
+			break;
+		}
 		if (r != 0) {
 			int e = errno; /* the real function's, kept from the driver call below */
 			const struct sp_drv *d = sp_drv();

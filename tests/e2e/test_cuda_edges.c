@@ -1,0 +1,168 @@
+/*
+ * test_cuda_edges.c - edge cases of the CUDA hooks end to end, on the
+ * simulated GPU: tests/workloads/cuda/cuda_edges.c runs one scenario under
+ * LD_PRELOAD=libstepprof.so (and without it, for stdout), and the test reads
+ * `stepprof dump --json` (and `stepprof analyze --json` where a finding is
+ * at stake). Each scenario's comment in cuda_edges.c says what it does.
+ *
+ *   1. helpers: run a scenario, read its records, find them
+ *   2. the scenarios, one test each
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ---------------------------------------------------------- 1. helpers */
+
+struct edge {
+	char *dir;
+	struct sp_t_result res;
+	struct sp_json **rec; /* every record of every trace file of the run */
+	size_t nrec;
+};
+
+static int str_eq(const struct sp_json *j, const char *key, const char *v)
+{
+	const char *s = sp_json_str(j, key);
+	return s && !strcmp(s, v);
+}
+
+static void read_traces(struct edge *e)
+{
+	DIR *dir = opendir(e->dir);
+	cr_assert(dir, "no trace directory %s", e->dir);
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (!strstr(de->d_name, ".sptrace"))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", e->dir, de->d_name);
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL};
+		struct sp_t_result r;
+		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump %s: %s", path, r.err);
+		struct sp_json **lines = NULL;
+		size_t n = sp_json_parse_lines(r.out, &lines);
+		e->rec = realloc(e->rec, (e->nrec + n) * sizeof(*e->rec));
+		memcpy(e->rec + e->nrec, lines, n * sizeof(*lines));
+		e->nrec += n;
+		free(lines);
+		sp_t_result_free(&r);
+	}
+	closedir(dir);
+}
+
+/* Run build/<bin> SCENARIO (preload=0: without the preload); env: extra entries. */
+static void edge_run(struct edge *e, const char *bin, const char *scenario, int preload, const char *const *env)
+{
+	memset(e, 0, sizeof(*e));
+	const char *path = sp_t_build(bin);
+	cr_assert(access(path, X_OK) == 0, "%s is not built (make; it needs the simulated GPU)", path);
+	e->dir = sp_t_tmpdir("cudaedge");
+	char dirv[1100], pre[1100];
+	snprintf(dirv, sizeof(dirv), "STEPPROF_DIR=%s", e->dir);
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload ? sp_t_build("lib/libstepprof.so") : "");
+	char *argv[] = {(char *)path, (char *)scenario, NULL}, *envv[32];
+	int m = 0;
+	envv[m++] = pre;
+	envv[m++] = dirv;
+	envv[m++] = "STEPPROF_QUIET=0";
+	for (; env && *env && m < 30; env++)
+		envv[m++] = (char *)*env;
+	envv[m] = NULL;
+	int st = sp_t_run(&e->res, argv, envv, NULL, 60);
+	cr_assert_eq(st, 0, "%s %s exited %d; stderr:\n%s", path, scenario, st, e->res.err);
+	if (preload)
+		read_traces(e);
+}
+
+static void edge_free(struct edge *e)
+{
+	for (size_t i = 0; i < e->nrec; i++)
+		sp_json_free(e->rec[i]);
+	free(e->rec);
+	sp_t_result_free(&e->res);
+	sp_t_rmrf(e->dir);
+	free(e->dir);
+}
+
+/* The n-th record (from 0) of that kind, and api when not NULL; NULL when there are fewer. */
+static const struct sp_json *nth(const struct edge *e, const char *kind, const char *api, unsigned n)
+{
+	for (size_t i = 0; i < e->nrec; i++)
+		if (str_eq(e->rec[i], "kind", kind) && (!api || str_eq(e->rec[i], "api", api)) && !n--)
+			return e->rec[i];
+	return NULL;
+}
+
+static unsigned count(const struct edge *e, const char *kind, const char *api)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < e->nrec; i++)
+		n += str_eq(e->rec[i], "kind", kind) && (!api || str_eq(e->rec[i], "api", api));
+	return n;
+}
+
+/* The same scenario without the preload prints the same thing. */
+static void expect_same_stdout(const struct edge *pre, const char *bin, const char *scenario, const char *const *env)
+{
+	struct edge bare;
+	edge_run(&bare, bin, scenario, 0, env);
+	cr_expect_str_eq(pre->res.out, bare.res.out, "%s %s: stdout differs under the preload", bin, scenario);
+	edge_free(&bare);
+}
+
+/* `stepprof analyze --json` of the run's directory: 1 when it has a finding of that kind. */
+static int has_finding(const struct edge *e, const char *kind)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", e->dir, "--json", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof analyze: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "analyze --json is not JSON:\n%s", r.out);
+	struct sp_json *f = sp_json_get(j, "findings");
+	int found = 0;
+	for (size_t i = 0; f && i < f->n; i++)
+		found |= str_eq(sp_json_at(f, i), "kind", kind);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	return found;
+}
+
+/* ------------------------------------------------------- 2. scenarios */
+
+Test(cuda_edges, argument_errors_are_allocs_with_their_result_not_alloc_failed, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "argerr", 1, NULL);
+	/* only the out-of-memory answer is a failed allocation */
+	cr_expect_eq(count(&e, "alloc_failed", NULL), 1, "%u alloc_failed records", count(&e, "alloc_failed", NULL));
+	const struct sp_json *oom = nth(&e, "alloc_failed", NULL, 0);
+	cr_expect(oom && str_eq(oom, "api", "cudaMalloc") && sp_json_u64(oom, "bytes", 0) == 4096ull << 20,
+		  "the 4 GiB cudaMalloc is not the alloc_failed");
+	cr_expect_eq(sp_json_num(oom, "result", 0), 2);
+	/* the refused ones: plain alloc records with their result; live bytes stay at the 1 MiB held */
+	const struct sp_json *vmm = nth(&e, "alloc", "cuMemCreate", 0), *null = nth(&e, "alloc", "cudaMalloc", 1);
+	cr_assert(vmm, "no alloc record of the refused cuMemCreate");
+	cr_assert(null, "no alloc record of cudaMalloc(NULL, 100)");
+	cr_expect_eq(sp_json_num(vmm, "result", 0), 1);	 /* CUDA_ERROR_INVALID_VALUE */
+	cr_expect_eq(sp_json_num(null, "result", 0), 1); /* cudaErrorInvalidValue */
+	cr_expect_eq(sp_json_u64(vmm, "bytes", 0), 1000);
+	cr_expect_eq(sp_json_u64(null, "bytes", 0), 100);
+	cr_expect_eq(sp_json_u64(vmm, "live_bytes", 0), 1 << 20);
+	cr_expect_eq(sp_json_u64(null, "live_bytes", 0), 1 << 20);
+	cr_expect(str_eq(vmm, "dptr", "0x0"), "dptr %s", sp_json_str(vmm, "dptr"));
+	const struct sp_json *fr = nth(&e, "free", "cudaFree", 0);
+	cr_assert(fr);
+	cr_expect_eq(sp_json_u64(fr, "live_bytes", 1), 0, "the free left %llu live bytes",
+		     (unsigned long long)sp_json_u64(fr, "live_bytes", 1));
+	/* no false fragmentation: the only failure had less free memory than it asked for */
+	cr_expect(!has_finding(&e, "alloc_fragmentation"), "alloc_fragmentation raised for argument errors");
+	expect_same_stdout(&e, "bin/cuda_edges", "argerr", NULL);
+	edge_free(&e);
+}

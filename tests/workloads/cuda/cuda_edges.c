@@ -1,0 +1,78 @@
+/*
+ * cuda_edges.c - one short scenario per edge case of the CUDA hooks
+ * (tests/e2e/test_cuda_edges.c), on the simulated GPU. Built twice
+ * (tests/workloads/cuda/doors.mk): build/bin/cuda_edges, linked to the
+ * runtime and the driver, and build/bin/cuda_edges_ptds, the same compiled
+ * with CUDA_API_PER_THREAD_DEFAULT_STREAM.
+ *
+ *   cuda_edges SCENARIO      one of the table at the end (`cuda_edges` alone lists them)
+ *
+ * stdout is what the program itself sees (return codes, errno, its own
+ * counts), the same with and without the preload; the tests compare it and
+ * read the trace for the rest. Each scenario's comment says what the
+ * test expects of the trace.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1024ull * 1024)
+
+/* Print a call's result and errno as the program sees them. */
+#define SHOW(what, rc)                                                                                                 \
+	do {                                                                                                           \
+		errno = 4242;                                                                                          \
+		int r_ = (int)(rc);                                                                                    \
+		printf("%-40s rc=%d errno=%d\n", what, r_, errno);                                                     \
+	} while (0)
+
+/*
+ * argerr: allocations refused for their arguments are plain alloc records
+ * with their result (no alloc_failed, live bytes unchanged); an out-of-memory
+ * answer is an alloc_failed. In order: cudaMalloc 1 MiB (ok), cuMemCreate of
+ * 1000 bytes (not a multiple of the granularity: CUDA_ERROR_INVALID_VALUE),
+ * cudaMalloc(NULL, 100) (cudaErrorInvalidValue), cudaMalloc 4 GiB (more
+ * than the device: cudaErrorMemoryAllocation), cudaFree.
+ */
+static int argerr(void)
+{
+	void *d = NULL, *x = NULL;
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	CUmemGenericAllocationHandle h = 0;
+	SHOW("cuMemCreate 1000 bytes", cuMemCreate(&h, 1000, &prop, 0));
+	SHOW("cudaMalloc(NULL, 100)", cudaMalloc(NULL, 100));
+	SHOW("cudaMalloc 4GiB", cudaMalloc(&x, 4096 * MiB));
+	SHOW("cudaGetLastError", cudaGetLastError());
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+    {"argerr", argerr},
+};
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; argc == 2 && i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		if (!strcmp(argv[1], scenarios[i].name))
+			return scenarios[i].fn();
+	fprintf(stderr, "usage: cuda_edges SCENARIO, one of:");
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		fprintf(stderr, " %s", scenarios[i].name);
+	fprintf(stderr, "\n");
+	return 2;
+}
