@@ -150,6 +150,69 @@ unsigned sp_gpu_kernel_timing(void)
 	return k;
 }
 
+/*
+ * The private stream of each context: a non-blocking stream of stepprof's
+ * own, created the first time it is needed in that context, on which only
+ * stepprof records events (never captured, never waiting for anything). A
+ * synchronous copy that CUDA documents as complete when it returns
+ * (device-to-host, pinned host-to-device, host-to-host) gets its begin event
+ * on its own stream (when the copy started on the GPU, after earlier work)
+ * and its end event here, right after the call returned: reached at once, so
+ * its time is the copy's end within the return's latency, and the program's
+ * stream is left idle, as it would be without stepprof (a cudaStreamQuery
+ * right after the copy says so). Its anchor is taken here too.
+ * RATIONALE: an end event on the program's stream after the call returned
+ * was still pending when the program queried the stream (464 of 500
+ * cudaStreamQuery right after a cudaMemcpy D2H said "not ready").
+ * One slot per context, claimed once (CAS on the key) and never given to
+ * another context; PRIV_MAX contexts at most (past that: the program's stream,
+ * as before). Lookups take no lock.
+ */
+#define PRIV_MAX 64
+enum { PRIV_NONE, PRIV_MAKING, PRIV_READY, PRIV_FAILED };
+
+struct priv {
+	CUcontext ctx; /* the slot's context, for good once set */
+	CUstream s;    /* valid when state is PRIV_READY */
+	int state;
+};
+
+static struct priv privs[PRIV_MAX];
+
+/* The private stream of context c (current on this thread), or NULL. */
+static CUstream priv_stream(const struct sp_drv *d, CUcontext c)
+{
+	if (!c || !d->StreamCreate)
+		return NULL;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		CUcontext k = __atomic_load_n(&p->ctx, __ATOMIC_ACQUIRE);
+		if (!k && !__atomic_compare_exchange_n(&p->ctx, &k, c, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) && k != c)
+			continue; /* another context took this free slot: look further */
+		if (k && k != c)
+			continue;
+		int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		if (st == PRIV_READY)
+			return p->s;
+		if (st != PRIV_NONE ||
+		    !__atomic_compare_exchange_n(&p->state, &st, PRIV_MAKING, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return NULL; /* being made by another thread, or the driver refused */
+		CUstream s = NULL;
+		if (cur_ctx(d) != c) { /* a stream is created in the current context */
+			__atomic_store_n(&p->state, PRIV_NONE, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		if (d->StreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || !s) {
+			__atomic_store_n(&p->state, PRIV_FAILED, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		p->s = s;
+		__atomic_store_n(&p->state, PRIV_READY, __ATOMIC_RELEASE);
+		return s;
+	}
+	return NULL;
+}
+
 void sp_gpu_forget_thread(void)
 {
 	/*
@@ -158,6 +221,7 @@ void sp_gpu_forget_thread(void)
 	 */
 	ts = NULL;
 	__atomic_store_n(&sp_gpu_nregistry, 0, __ATOMIC_RELEASE);
+	memset(privs, 0, sizeof(privs)); /* the parent's streams, as its events */
 	sp_gpu_ctx_changed();
 }
 
@@ -272,7 +336,7 @@ out:
 	errno = e;
 }
 
-void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev, int done)
 {
 	if (!t->b)
 		return;
@@ -286,7 +350,10 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 	while (!try_take(S))
 		sched_yield();
 	CUevent en = ok ? pool_get(S, d) : NULL;
-	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, t->s) != CUDA_SUCCESS) {
+	CUstream es = done && en ? priv_stream(d, S->ctx) : NULL; /* the begin event's context */
+	if (!es)
+		es = t->s;
+	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, es) != CUDA_SUCCESS) {
 		pool_put(S, en);
 		pool_put(S, t->b);
 	} else {
@@ -357,7 +424,7 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		S->ctx = c; /* a thread that only synchronises: its anchors serve the others */
 	promote_candidate(S, d);
 	uint64_t now = sp_now();
-	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM) &&
+	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM || kind == SP_SYNC_DONE) &&
 	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && c == S->ctx) {
 		/*
 		 * The stream (every stream for a device sync) has just drained: an
@@ -370,6 +437,11 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		 * within that bound, which is then its accuracy.
 		 */
 		CUstream st = kind == SP_SYNC_ALL ? NULL : map_stream(s, ptds);
+		if (kind == SP_SYNC_DONE) { /* the copy's stream is idle, and ours always is */
+			CUstream p = priv_stream(d, c);
+			if (p)
+				st = p;
+		}
 		CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
 		if (a) {
 			uint64_t h0 = sp_now();

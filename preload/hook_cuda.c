@@ -207,7 +207,7 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 	f[SP_F_OP] = op;
 	unsigned dev = sp_gpu_device();
 	f[SP_F_DEVICE] = dev;
-	sp_gpu_end(tim, r == 0, op, api, dev);
+	sp_gpu_end(tim, r == 0, op, api, dev, 0);
 	sp_emit(SP_K_LAUNCH, api, t0, t1, f);
 }
 
@@ -243,20 +243,25 @@ static void sp_post(struct sp_call *c, int r)
 		f[SP_F_HOST_MEMORY] = c->hostmem;
 		f[SP_F_SITE] = c->hostmem == SP_HOSTMEM_PAGEABLE ? sp_cuda_site(c->caller) : 0;
 		site_and_dev(c, f);
-		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		/*
+		 * A synchronous copy is complete when it returns, as CUDA documents,
+		 * for device-to-host, pinned host-to-device and host-to-host copies:
+		 * its end event goes to stepprof's private stream, its own is left
+		 * idle (cuda_gpu.c). A pageable H2D may return once staged, with the
+		 * DMA in flight, a D2D or peer copy does not wait: their end event
+		 * is ordered after them on their stream.
+		 */
+		int done = !sp_api_async[c->api] &&
+			   (c->dir == SP_DIR_D2H || c->dir == SP_DIR_H2H ||
+			    (c->dir == SP_DIR_H2D && c->hostmem == SP_HOSTMEM_PINNED));
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE], done);
 		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
 		/*
 		 * A synchronous copy is one of the program's sync points: finished ops
-		 * can be read back. Its stream is drained when it returns (an anchor
-		 * can be taken) for device-to-host and pinned host-to-device copies
-		 * only: a pageable H2D returns once staged, a D2D does not wait.
+		 * can be read back; where it is complete, an anchor can be taken.
 		 */
 		if (!sp_api_async[c->api])
-			sp_gpu_sync_point(c->stream, c->ptds,
-					  c->dir == SP_DIR_D2H || (c->dir == SP_DIR_H2D && c->hostmem == SP_HOSTMEM_PINNED) ?
-						  SP_SYNC_STREAM :
-						  SP_SYNC_EVENT,
-					  r == 0);
+			sp_gpu_sync_point(c->stream, c->ptds, done ? SP_SYNC_DONE : SP_SYNC_EVENT, r == 0);
 		break;
 	case FAM_MEMSET:
 		c->op = sp_next_op();
@@ -264,7 +269,7 @@ static void sp_post(struct sp_call *c, int r)
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_OP] = c->op;
 		site_and_dev(c, f);
-		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE], 0);
 		sp_emit(SP_K_MEMSET, c->api, c->t0, t1, f);
 		break;
 	case FAM_LAUNCH: /* the wrappers take launch_pre/launch_post instead */

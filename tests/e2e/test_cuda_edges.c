@@ -166,3 +166,26 @@ Test(cuda_edges, argument_errors_are_allocs_with_their_result_not_alloc_failed, 
 	expect_same_stdout(&e, "bin/cuda_edges", "argerr", NULL);
 	edge_free(&e);
 }
+
+Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "query", 1, NULL);
+	/* 500 of each: D2H pageable and pinned, H2D pinned, H2H, cuMemcpyDtoH, cuMemcpyHtoD pinned */
+	cr_expect(strstr(e.res.out, "not ready after 500 of each: d2h pageable 0, d2h pinned 0, h2d pinned 0, h2h 0, "
+				    "cuMemcpyDtoH 0, cuMemcpyHtoD pinned 0\n"),
+		  "a stream query right after a complete synchronous copy said not ready:\n%s", e.res.out);
+	/* and every copy is still timed, its end no earlier than its begin */
+	unsigned copies = 0, timed = 0;
+	for (size_t i = 0; i < e.nrec; i++) {
+		if (!str_eq(e.rec[i], "kind", "copy"))
+			continue;
+		copies++;
+		struct sp_json *gb = sp_json_get(e.rec[i], "gpu_begin_ns"), *ge = sp_json_get(e.rec[i], "gpu_end_ns");
+		timed += gb && ge && ge->num >= gb->num;
+	}
+	cr_expect_eq(copies, 7 * 500);
+	cr_expect_eq(timed, copies, "%u of %u copies timed", timed, copies);
+	expect_same_stdout(&e, "bin/cuda_edges", "query", NULL);
+	edge_free(&e);
+}

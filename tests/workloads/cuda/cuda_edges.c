@@ -57,11 +57,55 @@ static int argerr(void)
 	return 0;
 }
 
+/*
+ * query: a synchronous copy that CUDA documents as complete when it returns
+ * (device to pageable or pinned host, pinned host to device, host to host)
+ * leaves its stream idle: a cudaStreamQuery / cuStreamQuery right after it
+ * answers success, 500 times each, with or without the preload. stdout: the
+ * "not ready" counts (all 0). A pageable host-to-device copy may return with
+ * its DMA in flight (CUDA's documented behaviour), so its count goes to
+ * stderr only.
+ */
+static int query(void)
+{
+	enum { N = 500, B = 4096 };
+	void *d = NULL, *pin = NULL;
+	static char pg[B], pg2[B];
+	SHOW("cudaMalloc", cudaMalloc(&d, B));
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, B));
+	unsigned nr[6] = {0}, pageable_h2d = 0;
+	for (int i = 0; i < N; i++) {
+		cudaMemcpy(pg, d, B, cudaMemcpyDeviceToHost);
+		nr[0] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(pin, d, B, cudaMemcpyDeviceToHost);
+		nr[1] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(d, pin, B, cudaMemcpyHostToDevice);
+		nr[2] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(pg2, pg, B, cudaMemcpyHostToHost);
+		nr[3] += cudaStreamQuery(0) != cudaSuccess;
+		cuMemcpyDtoH(pg, (CUdeviceptr)(uintptr_t)d, B);
+		nr[4] += cuStreamQuery(NULL) != CUDA_SUCCESS;
+		cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d, pin, B);
+		nr[5] += cuStreamQuery(NULL) != CUDA_SUCCESS;
+		cudaMemcpy(d, pg, B, cudaMemcpyHostToDevice);
+		pageable_h2d += cudaStreamQuery(0) != cudaSuccess;
+	}
+	printf("not ready after %d of each: d2h pageable %u, d2h pinned %u, h2d pinned %u, h2h %u, "
+	       "cuMemcpyDtoH %u, cuMemcpyHtoD pinned %u\n",
+	       N, nr[0], nr[1], nr[2], nr[3], nr[4], nr[5]);
+	fprintf(stderr, "not ready after a pageable h2d: %u of %d\n", pageable_h2d, N);
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	SHOW("cudaFreeHost", cudaFreeHost(pin));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"argerr", argerr},
+    {"query", query},
 };
 
 int main(int argc, char **argv)
