@@ -32,22 +32,28 @@
 
 __thread int sp_gpu_tdev __attribute__((tls_model("initial-exec"))) = -1;
 static __thread CUcontext t_ctx;
-static __thread int t_ctx_ok;
+/*
+ * t_ctx is good while t_ctx_gen == ctx_gen: a device reset (any thread)
+ * bumps ctx_gen, since the context handles every thread cached may be gone.
+ */
+static __thread unsigned t_ctx_gen;
+static unsigned ctx_gen = 1;
 
 void sp_gpu_ctx_changed(void)
 {
 	sp_gpu_tdev = -1;
-	t_ctx_ok = 0;
+	t_ctx_gen = 0;
 }
 
 static CUcontext cur_ctx(const struct sp_drv *d)
 {
-	if (!t_ctx_ok) {
+	unsigned g = __atomic_load_n(&ctx_gen, __ATOMIC_ACQUIRE);
+	if (t_ctx_gen != g) {
 		CUcontext c = NULL;
 		if (!d->CtxGetCurrent || d->CtxGetCurrent(&c) != CUDA_SUCCESS)
 			c = NULL;
 		t_ctx = c;
-		t_ctx_ok = c != NULL; /* no context yet: ask again next time */
+		t_ctx_gen = c ? g : 0; /* no context yet: ask again next time */
 	}
 	return t_ctx;
 }
@@ -87,6 +93,7 @@ struct pend {
 struct tstate {
 	int busy;      /* taken (never waited for) by whoever touches the pool or the pending ops */
 	CUcontext ctx; /* the context of every event below */
+	unsigned dev, resets; /* ctx's device, and its count of resets when ctx was bound */
 	unsigned nfree, created;
 	CUevent freev[POOL_MAX];
 	unsigned npend;
@@ -175,6 +182,7 @@ struct priv {
 	CUcontext ctx; /* the slot's context, for good once set */
 	CUstream s;    /* valid when state is PRIV_READY */
 	int state;
+	unsigned dev; /* ctx's device (a reset of it destroys s) */
 };
 
 static struct priv privs[PRIV_MAX];
@@ -207,10 +215,57 @@ static CUstream priv_stream(const struct sp_drv *d, CUcontext c)
 			return NULL;
 		}
 		p->s = s;
+		p->dev = sp_gpu_device();
 		__atomic_store_n(&p->state, PRIV_READY, __ATOMIC_RELEASE);
 		return s;
 	}
 	return NULL;
+}
+
+/*
+ * Device resets, per device: a reset destroys every stream and event of the
+ * device's primary context (cuDevicePrimaryCtxReset), and the context handle
+ * itself may come back another. A thread's timing state bound to a context of
+ * a device reset since is dropped at its next use (stale()), its events
+ * forgotten (they died with the context), and bound again.
+ */
+static unsigned dev_resets[SP_DEV_MAX];
+
+static unsigned resets_of(unsigned dev)
+{
+	return __atomic_load_n(&dev_resets[dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1], __ATOMIC_ACQUIRE);
+}
+
+void sp_gpu_device_reset(unsigned dev)
+{
+	if (dev >= SP_DEV_MAX)
+		dev = SP_DEV_MAX - 1;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		if ((st == PRIV_READY && p->dev == dev) || st == PRIV_FAILED)
+			__atomic_compare_exchange_n(&p->state, &st, PRIV_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	__atomic_add_fetch(&dev_resets[dev], 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&ctx_gen, 1, __ATOMIC_ACQ_REL);
+}
+
+/* The thread state's context is bound to c, on the current device. */
+static void bind(struct tstate *S, CUcontext c)
+{
+	S->ctx = c;
+	S->dev = sp_gpu_device();
+	S->resets = resets_of(S->dev);
+}
+
+/* S is taken: if its context's device was reset since it was bound, forget its events. */
+static void drop_if_stale(struct tstate *S)
+{
+	if (!S->ctx || resets_of(S->dev) == S->resets)
+		return;
+	S->ctx = NULL;
+	S->nfree = S->created = S->npend = 0;
+	S->anchor = S->cand = NULL;
 }
 
 void sp_gpu_forget_thread(void)
@@ -311,9 +366,11 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
+	drop_if_stale(S);
 	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
 		goto out_give;
-	S->ctx = c;
+	if (!S->ctx)
+		bind(S, c);
 	CUstream st = map_stream(s, ptds);
 	if (capturing(d, st))
 		goto out_give;
@@ -420,8 +477,9 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S))
 		goto out;
+	drop_if_stale(S);
 	if (!S->ctx)
-		S->ctx = c; /* a thread that only synchronises: its anchors serve the others */
+		bind(S, c); /* a thread that only synchronises: its anchors serve the others */
 	promote_candidate(S, d);
 	uint64_t now = sp_now();
 	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM || kind == SP_SYNC_DONE) &&
@@ -486,6 +544,10 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || T == S || T->ctx != actx || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
+		if (T->resets != resets_of(T->dev)) { /* its events are gone: its own thread drops them */
+			give_back(T);
+			continue;
+		}
 		read_back(T, d, A, A_ns);
 		give_back(T);
 	}
@@ -526,6 +588,10 @@ static void read_back_at_exit(void)
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
+		if (T->resets != resets_of(T->dev)) { /* its events died with a device reset */
+			give_back(T);
+			continue;
+		}
 		promote_candidate(T, d);
 		if (T->anchor) {
 			read_back(T, d, T->anchor, T->anchor_ns);
@@ -534,6 +600,10 @@ static void read_back_at_exit(void)
 				struct tstate *U = __atomic_load_n(&registry[j], __ATOMIC_ACQUIRE);
 				if (!U || U == T || U->ctx != T->ctx || !try_take(U))
 					continue;
+				if (U->resets != resets_of(U->dev)) {
+					give_back(U);
+					continue;
+				}
 				promote_candidate(U, d);
 				if (U->anchor)
 					read_back(T, d, U->anchor, U->anchor_ns);

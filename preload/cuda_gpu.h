@@ -32,6 +32,13 @@ static inline unsigned sp_gpu_device(void)
 }
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
+/*
+ * After a reset of dev (cudaDeviceReset, cuDevicePrimaryCtxReset): its
+ * streams and events are gone. Forgets the private streams of dev, every
+ * thread's cached context; each thread's timing state bound to dev is
+ * dropped at its next use.
+ */
+void sp_gpu_device_reset(unsigned dev);
 
 /* ---- 2. timing ---- */
 /* SP_SYNC_DONE: a synchronous copy that CUDA documents as complete when it returns. */

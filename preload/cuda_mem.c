@@ -199,6 +199,21 @@ uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
 	return UINT64_MAX;
 }
 
+uint64_t sp_dalloc_reset_dev(unsigned dev)
+{
+	if (dev >= SP_DEV_MAX)
+		return 0;
+	/* NOTE: a scan of the whole table; a reset is rare and slow itself. */
+	for (unsigned i = 0; i < SP_DALLOC_SLOTS; i++) {
+		struct dslot *s = &dtab[i];
+		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur > KEY_BUSY && s->dev == dev)
+			__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	/* the live bytes include those a full table could not hold */
+	return __atomic_exchange_n(&live[dev], 0, __ATOMIC_RELAXED);
+}
+
 uint64_t sp_dev_live(unsigned dev)
 {
 	return dev < SP_DEV_MAX ? __atomic_load_n(&live[dev], __ATOMIC_RELAXED) : 0;

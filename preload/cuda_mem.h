@@ -35,6 +35,11 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev);
  * allocation made before stepprof saw it, or a double free).
  */
 uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev);
+/*
+ * A device reset: every allocation of dev is gone. Forgets them and sets the
+ * device's live bytes to 0; returns the bytes that were live.
+ */
+uint64_t sp_dalloc_reset_dev(unsigned dev);
 uint64_t sp_dev_live(unsigned dev);
 uint64_t sp_dev_peak(unsigned dev);
 void sp_dalloc_reset(void);

@@ -6,9 +6,9 @@
  *      ALLOC... records): sp_pre runs before the real call, sp_post after;
  *      SYNC and LAUNCH, the families of the hot loops, have their own inlined
  *      handlers (sync_pre/post, launch_pre/post) instead;
- *   2. the SP_SPEC_* macros: the last column of api_cuda.def, turning a
+ *   2. the SP_SPEC_* macros: the last column of api_cuda[_late].def, turning a
  *      function's arguments into a descriptor;
- *   3. the generated wrappers, one per GEN line of api_cuda.def, each an
+ *   3. the generated wrappers, one per GEN line of api_cuda[_late].def, each an
  *      exported front (pass through, or tail-call) and a name__rec that records;
  *   4. the doors written by hand: cuGetProcAddress[_v2] and
  *      cudaGetDriverEntryPoint[ByVersion][_ptsz];
@@ -46,7 +46,7 @@
 /* ------------------------------------------- 1. descriptor and handlers */
 
 enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, FAM_FREE, FAM_HOSTALLOC, FAM_HOSTFREE,
-	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO };
+	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET };
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
@@ -221,6 +221,12 @@ static void sp_pre(struct sp_call *c)
 	case FAM_MEMSET:
 		sp_gpu_begin(&c->tim, c->stream, c->ptds, 0);
 		break;
+	case FAM_RESET:
+		if (c->dev < 0) /* the runtime's: the current device, as it is before the call */
+			c->dev = (int)sp_gpu_device();
+		/* the ops finished so far: their events are gone with the reset */
+		sp_gpu_sync_point(0, 0, SP_SYNC_EVENT, 1);
+		break;
 	default:
 		break;
 	}
@@ -367,6 +373,27 @@ static void sp_post(struct sp_call *c, int r)
 			sp_gpu_ptr_cache_flush();
 		sp_emit(c->fam == FAM_HOSTFREE ? SP_K_HOST_FREE : SP_K_HOST_UNREGISTER, c->api, c->t0, t1, f);
 		break;
+	case FAM_RESET: {
+		/*
+		 * Every allocation of the device is gone, and its primary context's
+		 * streams and events with them: one free record of what was live
+		 * (dptr 0: the whole device), the device's books start afresh.
+		 */
+		unsigned dev = (unsigned)c->dev;
+		uint64_t gone = 0;
+		if (r == 0) {
+			gone = sp_dalloc_reset_dev(dev);
+			sp_gpu_device_reset(dev);
+			sp_gpu_ctx_changed();
+			sp_gpu_ptr_cache_flush();
+		}
+		f[SP_F_DPTR] = 0;
+		f[SP_F_BYTES] = gone;
+		f[SP_F_LIVE] = sp_dev_live(dev);
+		f[SP_F_DEVICE] = dev;
+		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		break;
+	}
 	case FAM_MEMINFO: {
 		size_t fr = 0, to = 0;
 		if (r == 0 && c->out)
@@ -580,6 +607,11 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.out = (void *)(fp);                                                                                 \
 		c.out2 = (void *)(tp);                                                                                \
 	} while (0)
+#define SP_SPEC_RESET(d)                                                                                              \
+	do {                                                                                                          \
+		fam(&c, FAM_RESET);                                                                                   \
+		c.dev = (d) < 0 ? -1 : (d) < SP_DEV_MAX ? (d) : SP_DEV_MAX - 1;                                      \
+	} while (0)
 #define SP_SPEC_CTX() fam(&c, FAM_NONE)
 #define SP_SPEC_NOTE() fam(&c, FAM_NONE)
 
@@ -606,6 +638,7 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_CALLER_HOSTREG(...) 0
 #define SP_CALLER_HOSTUNREG(...) 0
 #define SP_CALLER_MEMINFO(...) 0
+#define SP_CALLER_RESET(...) 0
 
 /* What a wrapper does even when it does not record (nested or inactive). */
 #define SP_EARLY_CTX() sp_gpu_ctx_changed()
@@ -630,6 +663,7 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_EARLY_HOSTREG(...)
 #define SP_EARLY_HOSTUNREG(...)
 #define SP_EARLY_MEMINFO(...)
+#define SP_EARLY_RESET(...)
 
 /* ------------------------------------------------- 3. the wrappers */
 
@@ -732,6 +766,7 @@ static __thread const void *t_caller;
 
 #define SP_API_CUDA(name, how, ret, params, args, base, ver, ptds, spec) SP_WRAP_##how(name, ret, params, args, ptds, spec)
 #include "stepprof/api_cuda.def"
+#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 
 /* ------------------------------------------------------ 4. the doors */
@@ -866,5 +901,6 @@ __attribute__((constructor)) static void cuda_hooks_init(void)
 void *const sp_cuda_wrapper[SP_CUDA__COUNT] = {
 #define SP_API_CUDA(name, ...) [SP_CIDX_##name] = (void *)name,
 #include "stepprof/api_cuda.def"
+#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 };

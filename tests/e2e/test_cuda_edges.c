@@ -189,3 +189,46 @@ Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .ti
 	expect_same_stdout(&e, "bin/cuda_edges", "query", NULL);
 	edge_free(&e);
 }
+
+Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+{
+	static const struct {
+		const char *kind, *api;
+		unsigned dev;
+		uint64_t bytes, live;
+	} want[] = {
+	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
+	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
+	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
+	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
+	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
+	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < e.nrec; i++) {
+		if (!str_eq(e.rec[i], "kind", "alloc") && !str_eq(e.rec[i], "kind", "free"))
+			continue;
+		cr_assert_lt(k, n, "more alloc/free records than the program's calls");
+		const struct sp_json *r = e.rec[i];
+		cr_expect(str_eq(r, "kind", want[k].kind) && str_eq(r, "api", want[k].api),
+			  "record %zu: %s %s, expected %s %s", k, sp_json_str(r, "kind"), sp_json_str(r, "api"),
+			  want[k].kind, want[k].api);
+		cr_expect_eq(sp_json_u64(r, "device", 99), want[k].dev, "record %zu (%s): device", k, want[k].api);
+		cr_expect_eq(sp_json_u64(r, "bytes", 0), want[k].bytes, "record %zu (%s): bytes %llu", k, want[k].api,
+			     (unsigned long long)sp_json_u64(r, "bytes", 0));
+		cr_expect_eq(sp_json_u64(r, "live_bytes", 1), want[k].live, "record %zu (%s): live_bytes %llu", k,
+			     want[k].api, (unsigned long long)sp_json_u64(r, "live_bytes", 1));
+		cr_expect_eq(sp_json_num(r, "result", -1), 0);
+		k++;
+	}
+	cr_expect_eq(k, n, "%zu alloc/free records, the program made %zu calls", k, n);
+	/* the copy after the reset is timed (the timing state of the reset device starts afresh too) */
+	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 1);
+	cr_assert(cp);
+	cr_expect(sp_json_get(cp, "gpu_begin_ns"), "the copy after the reset has no GPU time");
+	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
+	edge_free(&e);
+}

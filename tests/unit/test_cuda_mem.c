@@ -3,7 +3,7 @@
  *   1. the pinned-range map: bounds, interior pointers, removal, a full map,
  *      readers racing a writer;
  *   2. device allocations: live and peak bytes per device, unknown and double
- *      frees, tombstone reuse over many alloc/free cycles.
+ *      frees, a device reset, tombstone reuse over many alloc/free cycles.
  * Ground truth: the ranges and sizes each test itself chose.
  */
 #include <criterion/criterion.h>
@@ -119,6 +119,29 @@ Test(cuda_mem, live_and_peak_per_device)
 	cr_expect_eq(sp_dev_live(1), 7);
 	cr_expect_eq(sp_dalloc_remove(0xc000000, &size, &dev), 0);
 	cr_expect_eq(dev, 1);
+}
+
+Test(cuda_mem, device_reset_forgets_that_device_only)
+{
+	sp_dalloc_reset();
+	sp_dalloc_add(0xa000, 1000, 0);
+	sp_dalloc_add(0xb000, 500, 0);
+	sp_dalloc_add(0xc000, 7, 1);
+	uint64_t size;
+	unsigned dev;
+	cr_expect_eq(sp_dalloc_remove(0xb000, &size, &dev), 1000);
+	cr_expect_eq(sp_dalloc_reset_dev(0), 1000, "the live bytes of device 0 are released");
+	cr_expect_eq(sp_dev_live(0), 0);
+	cr_expect_eq(sp_dev_peak(0), 1500, "the peak is history");
+	cr_expect_eq(sp_dev_live(1), 7);
+	cr_expect_eq(sp_dalloc_remove(0xa000, &size, &dev), UINT64_MAX, "freed by the reset");
+	/* the address is reused after the reset: the new block, not the old one, is freed */
+	cr_expect_eq(sp_dalloc_add(0xa000, 64, 0), 64);
+	cr_expect_eq(sp_dalloc_remove(0xa000, &size, &dev), 0);
+	cr_expect_eq(size, 64);
+	cr_expect_eq(sp_dalloc_remove(0xc000, &size, &dev), 0);
+	cr_expect_eq(dev, 1);
+	cr_expect_eq(sp_dalloc_reset_dev(1), 0);
 }
 
 Test(cuda_mem, unknown_and_double_free_change_nothing)

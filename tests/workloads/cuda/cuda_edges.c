@@ -100,12 +100,46 @@ static int query(void)
 	return 0;
 }
 
+/*
+ * reset (SIMGPU_DEVICES=2): device resets start the device's books afresh.
+ * Device 1 holds 2 MiB throughout. On device 0: cudaMalloc 100 MiB,
+ * cudaDeviceReset (the 100 MiB are gone), cudaMalloc 10 MiB, cudaFree of it;
+ * cuMemAlloc 8 MiB, cuDevicePrimaryCtxReset(0), cudaMalloc 1 MiB, cudaFree;
+ * a reset of device 1 last.
+ */
+static int reset(void)
+{
+	void *a = NULL, *b = NULL, *c = NULL, *p1 = NULL;
+	CUdeviceptr dd = 0;
+	static char h[4096];
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaMalloc dev1 2MiB", cudaMalloc(&p1, 2 * MiB));
+	SHOW("cudaSetDevice 0", cudaSetDevice(0));
+	SHOW("cudaMalloc 100MiB", cudaMalloc(&a, 100 * MiB));
+	SHOW("cudaMemcpy h2d", cudaMemcpy(a, h, sizeof(h), cudaMemcpyHostToDevice));
+	SHOW("cudaDeviceReset", cudaDeviceReset());
+	size_t fr = 0, to = 0;
+	SHOW("cudaMemGetInfo", cudaMemGetInfo(&fr, &to));
+	printf("device 0 used after the reset: %zu\n", to - fr);
+	SHOW("cudaMalloc 10MiB", cudaMalloc(&b, 10 * MiB));
+	SHOW("cudaMemcpy d2h", cudaMemcpy(h, b, sizeof(h), cudaMemcpyDeviceToHost));
+	SHOW("cudaFree 10MiB", cudaFree(b));
+	SHOW("cuMemAlloc 8MiB", cuMemAlloc(&dd, 8 * MiB));
+	SHOW("cuDevicePrimaryCtxReset 0", cuDevicePrimaryCtxReset(0));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&c, MiB));
+	SHOW("cudaFree 1MiB", cudaFree(c));
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaDeviceReset dev1", cudaDeviceReset());
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"argerr", argerr},
     {"query", query},
+    {"reset", reset},
 };
 
 int main(int argc, char **argv)
