@@ -94,6 +94,7 @@ struct tstate {
 	int busy;      /* taken (never waited for) by whoever touches the pool or the pending ops */
 	CUcontext ctx; /* the context of every event below */
 	unsigned dev, resets; /* ctx's device, and its count of resets when ctx was bound */
+	int gone;             /* set by another thread: ctx was destroyed */
 	unsigned nfree, created;
 	CUevent freev[POOL_MAX];
 	unsigned npend;
@@ -256,16 +257,41 @@ static void bind(struct tstate *S, CUcontext c)
 	S->ctx = c;
 	S->dev = sp_gpu_device();
 	S->resets = resets_of(S->dev);
+	__atomic_store_n(&S->gone, 0, __ATOMIC_RELEASE);
 }
 
-/* S is taken: if its context's device was reset since it was bound, forget its events. */
+/* The context T's events belong to was destroyed or its device reset since T was bound. */
+static int dead(const struct tstate *T)
+{
+	return T->ctx && (T->resets != resets_of(T->dev) || __atomic_load_n(&T->gone, __ATOMIC_ACQUIRE));
+}
+
+/* S is taken: if its events died with their context, forget them (their handles are gone). */
 static void drop_if_stale(struct tstate *S)
 {
-	if (!S->ctx || resets_of(S->dev) == S->resets)
+	if (!dead(S))
 		return;
 	S->ctx = NULL;
 	S->nfree = S->created = S->npend = 0;
 	S->anchor = S->cand = NULL;
+}
+
+void sp_gpu_ctx_gone(CUcontext ctx)
+{
+	if (!ctx)
+		return;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		int st = PRIV_READY;
+		if (__atomic_load_n(&p->ctx, __ATOMIC_ACQUIRE) == ctx)
+			__atomic_compare_exchange_n(&p->state, &st, PRIV_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n && i < MAX_THREADS; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		if (T && __atomic_load_n(&T->ctx, __ATOMIC_RELAXED) == ctx)
+			__atomic_store_n(&T->gone, 1, __ATOMIC_RELEASE);
+	}
 }
 
 void sp_gpu_forget_thread(void)
@@ -544,7 +570,7 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || T == S || T->ctx != actx || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
-		if (T->resets != resets_of(T->dev)) { /* its events are gone: its own thread drops them */
+		if (dead(T)) { /* its events are gone: its own thread drops them */
 			give_back(T);
 			continue;
 		}
@@ -588,7 +614,7 @@ static void read_back_at_exit(void)
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
-		if (T->resets != resets_of(T->dev)) { /* its events died with a device reset */
+		if (dead(T)) { /* its events died with their context */
 			give_back(T);
 			continue;
 		}
@@ -600,7 +626,7 @@ static void read_back_at_exit(void)
 				struct tstate *U = __atomic_load_n(&registry[j], __ATOMIC_ACQUIRE);
 				if (!U || U == T || U->ctx != T->ctx || !try_take(U))
 					continue;
-				if (U->resets != resets_of(U->dev)) {
+				if (dead(U)) {
 					give_back(U);
 					continue;
 				}

@@ -39,6 +39,8 @@ void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state a
  * dropped at its next use.
  */
 void sp_gpu_device_reset(unsigned dev);
+/* ctx is being destroyed (cuCtxDestroy): the same for the streams and events of that context. */
+void sp_gpu_ctx_gone(CUcontext ctx);
 
 /* ---- 2. timing ---- */
 /* SP_SYNC_DONE: a synchronous copy that CUDA documents as complete when it returns. */

@@ -613,10 +613,12 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.dev = (d) < 0 ? -1 : (d) < SP_DEV_MAX ? (d) : SP_DEV_MAX - 1;                                      \
 	} while (0)
 #define SP_SPEC_CTX() fam(&c, FAM_NONE)
+#define SP_SPEC_CTXGONE(ctx) fam(&c, FAM_NONE)
 #define SP_SPEC_NOTE() fam(&c, FAM_NONE)
 
 /* 1: the record names a call site (sp_post reads c->caller). */
 #define SP_CALLER_CTX() 0
+#define SP_CALLER_CTXGONE(...) 0
 #define SP_CALLER_NOTE() 0
 #define SP_CALLER_COPY(...) 1
 #define SP_CALLER_COPYU(...) 1
@@ -642,6 +644,16 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 
 /* What a wrapper does even when it does not record (nested or inactive). */
 #define SP_EARLY_CTX() sp_gpu_ctx_changed()
+/*
+ * RATIONALE: before the call, as the wrapper has no after for a call it does
+ * not record; if the destruction fails, stepprof has only forgotten events and
+ * a stream of a live context, and makes new ones.
+ */
+#define SP_EARLY_CTXGONE(ctx)                                                                                         \
+	do {                                                                                                          \
+		sp_gpu_ctx_changed();                                                                                 \
+		sp_gpu_ctx_gone(ctx);                                                                                 \
+	} while (0)
 #define SP_EARLY_NOTE()
 #define SP_EARLY_COPY(...)
 #define SP_EARLY_COPYU(...)

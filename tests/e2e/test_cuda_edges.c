@@ -232,3 +232,47 @@ Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
 	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
 	edge_free(&e);
 }
+
+Test(cuda_edges, context_changes_change_the_device_of_the_records, .timeout = 60)
+{
+	/* the records in order, and the device each call ran on (cuda_edges.c ctx) */
+	static const struct {
+		const char *kind, *api;
+		unsigned dev;
+	} want[] = {
+	    {"alloc", "cuMemAlloc_v2", 0},   {"copy", "cuMemcpyHtoD_v2", 0},  /* cuCtxCreate dev 0 */
+	    {"alloc", "cuMemAlloc_v2", 1},   {"copy", "cuMemcpyHtoD_v2", 1},  /* cuCtxCreate dev 1 */
+	    {"memset", "cuMemsetD8_v2", 0},				      /* cuCtxPopCurrent */
+	    {"memset", "cuMemsetD8_v2", 1},  {"sync", "cuCtxSynchronize", 1}, /* cuCtxPushCurrent */
+	    {"free", "cuMemFree_v2", 1},     {"copy", "cuMemcpyDtoH_v2", 0},  /* cuCtxDestroy dev 1 */
+	    {"alloc", "cuMemAlloc_v2", 0},   {"copy", "cuMemcpyHtoD_v2", 0},  /* cuCtxSetCurrent */
+	    {"sync", "cuCtxSynchronize", 0}, {"free", "cuMemFree_v2", 0},     {"free", "cuMemFree_v2", 0},
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "ctx", 1, env);
+	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < e.nrec; i++) {
+		const char *kind = sp_json_str(e.rec[i], "kind");
+		if (!kind || (strcmp(kind, "alloc") && strcmp(kind, "free") && strcmp(kind, "copy") &&
+			      strcmp(kind, "memset") && strcmp(kind, "sync")))
+			continue;
+		cr_assert_lt(k, n, "more records than the program's calls");
+		cr_expect(str_eq(e.rec[i], "kind", want[k].kind) && str_eq(e.rec[i], "api", want[k].api),
+			  "record %zu: %s %s, expected %s %s", k, kind, sp_json_str(e.rec[i], "api"), want[k].kind,
+			  want[k].api);
+		cr_expect_eq(sp_json_u64(e.rec[i], "device", 99), want[k].dev,
+			     "record %zu (%s %s): device %llu, ran on %u", k, want[k].kind, want[k].api,
+			     (unsigned long long)sp_json_u64(e.rec[i], "device", 99), want[k].dev);
+		k++;
+	}
+	cr_expect_eq(k, n, "%zu records, the program made %zu calls", k, n);
+	/* the thread times the ops of its first context: the copies back in it after the others are timed */
+	const struct sp_json *back = nth(&e, "copy", "cuMemcpyDtoH_v2", 0),
+			     *last = nth(&e, "copy", "cuMemcpyHtoD_v2", 2);
+	cr_assert(back && last);
+	cr_expect(sp_json_get(back, "gpu_begin_ns"), "the copy after cuCtxDestroy has no GPU time");
+	cr_expect(sp_json_get(last, "gpu_begin_ns"), "the copy after cuCtxSetCurrent has no GPU time");
+	expect_same_stdout(&e, "bin/cuda_edges", "ctx", env);
+	edge_free(&e);
+}

@@ -133,6 +133,51 @@ static int reset(void)
 	return 0;
 }
 
+/*
+ * ctx (SIMGPU_DEVICES=2): every call that changes the thread's current
+ * context changes the device of the records after it. cuCtxCreate on device
+ * 0, then on device 1 (current), cuCtxPopCurrent (device 0 again),
+ * cuCtxPushCurrent of the device-1 context, cuCtxDestroy of it (device 0
+ * again), cuCtxSetCurrent(NULL) and back. Each step allocates, copies or sets
+ * memory; the "(dev N)" in a label is the device it runs on.
+ */
+static int ctx(void)
+{
+	CUcontext c0 = NULL, c1 = NULL, popped = NULL;
+	CUdevice d0 = 0, d1 = 0;
+	CUdeviceptr p0 = 0, p1 = 0, q0 = 0;
+	static char h[4096];
+	SHOW("cuInit", cuInit(0));
+	SHOW("cuDeviceGet 0", cuDeviceGet(&d0, 0));
+	SHOW("cuDeviceGet 1", cuDeviceGet(&d1, 1));
+	CUctxCreateParams cp;
+	memset(&cp, 0, sizeof(cp));
+	SHOW("cuCtxCreate dev 0", cuCtxCreate(&c0, &cp, 0, d0));
+	SHOW("cuMemAlloc 1MiB (dev 0)", cuMemAlloc(&p0, MiB));
+	SHOW("cuMemcpyHtoD (dev 0)", cuMemcpyHtoD(p0, h, sizeof(h)));
+	SHOW("cuCtxCreate dev 1", cuCtxCreate(&c1, &cp, 0, d1));
+	SHOW("cuMemAlloc 2MiB (dev 1)", cuMemAlloc(&p1, 2 * MiB));
+	SHOW("cuMemcpyHtoD (dev 1)", cuMemcpyHtoD(p1, h, sizeof(h)));
+	SHOW("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+	printf("popped the device 1 context: %d\n", popped == c1);
+	SHOW("cuMemsetD8 (dev 0)", cuMemsetD8(p0, 0, MiB));
+	SHOW("cuCtxPushCurrent dev 1", cuCtxPushCurrent(c1));
+	SHOW("cuMemsetD8 (dev 1)", cuMemsetD8(p1, 0, MiB));
+	SHOW("cuCtxSynchronize (dev 1)", cuCtxSynchronize());
+	SHOW("cuMemFree (dev 1)", cuMemFree(p1));
+	SHOW("cuCtxDestroy dev 1", cuCtxDestroy(c1));
+	SHOW("cuMemcpyDtoH (dev 0)", cuMemcpyDtoH(h, p0, sizeof(h)));
+	SHOW("cuCtxSetCurrent NULL", cuCtxSetCurrent(NULL));
+	SHOW("cuCtxSetCurrent dev 0", cuCtxSetCurrent(c0));
+	SHOW("cuMemAlloc 4KiB (dev 0)", cuMemAlloc(&q0, 4096));
+	SHOW("cuMemcpyHtoD (dev 0)", cuMemcpyHtoD(q0, h, sizeof(h)));
+	SHOW("cuCtxSynchronize (dev 0)", cuCtxSynchronize());
+	SHOW("cuMemFree (dev 0)", cuMemFree(q0));
+	SHOW("cuMemFree (dev 0)", cuMemFree(p0));
+	SHOW("cuCtxDestroy dev 0", cuCtxDestroy(c0));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -140,6 +185,7 @@ static const struct {
     {"argerr", argerr},
     {"query", query},
     {"reset", reset},
+    {"ctx", ctx},
 };
 
 int main(int argc, char **argv)
