@@ -50,6 +50,8 @@ enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, F
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
+	uint8_t again;        /* unified copy told apart without a context: again after the call */
+	uint64_t udst, usrc;  /* its pointers then */
 	uint16_t api;
 	uint64_t t0;
 	uint64_t stream, ptr, dptr, bytes, event;
@@ -211,6 +213,8 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 	sp_emit(SP_K_LAUNCH, api, t0, t1, f);
 }
 
+static void copy_unified_again(struct sp_call *c);
+
 static void sp_pre(struct sp_call *c)
 {
 	if (!(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
@@ -240,6 +244,8 @@ static void sp_post(struct sp_call *c, int r)
 	f[SP_F_STREAM] = c->stream;
 	switch (c->fam) {
 	case FAM_COPY:
+		if (c->again)
+			copy_unified_again(c);
 		c->op = sp_next_op();
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_DPTR] = c->dptr;
@@ -427,6 +433,7 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->func = NULL;
 	c->dev = -1;
 	c->tim.b = NULL;
+	c->again = 0;
 }
 
 static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t host, uint64_t n, uint64_t s)
@@ -444,6 +451,7 @@ static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t h
 static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
 {
 	unsigned dk = sp_gpu_host_kind(dst, 1), sk = sp_gpu_host_kind(src, 1);
+	int unknown = dk == SP_HOSTMEM_UNKNOWN || sk == SP_HOSTMEM_UNKNOWN;
 	int dd = dk == SP_HOSTMEM_DEVICE || dk == SP_HOSTMEM_MANAGED;
 	int sd = sk == SP_HOSTMEM_DEVICE || sk == SP_HOSTMEM_MANAGED;
 	if (dd && sd)
@@ -460,6 +468,29 @@ static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t
 		c->hostmem = (uint8_t)dk;
 	else if (dk == SP_HOSTMEM_MANAGED || sk == SP_HOSTMEM_MANAGED)
 		c->hostmem = SP_HOSTMEM_MANAGED;
+	if (unknown) { /* no context yet: the runtime call about to be made makes one current */
+		c->again = 1;
+		c->udst = dst;
+		c->usrc = src;
+	}
+}
+
+/*
+ * After the call: a unified copy made before the thread had a current
+ * context (the first call of a new thread: the runtime makes the context
+ * current inside it) is told apart now that there is one.
+ * RATIONALE: the pointers cannot be asked about without a context, and the
+ * driver's answer holds for interior and managed pointers alike, which an
+ * exact lookup in stepprof's allocation table would not.
+ */
+static void copy_unified_again(struct sp_call *c)
+{
+	struct sp_call u;
+	copy_unified(&u, c->udst, c->usrc, c->bytes, c->stream);
+	c->dir = u.dir;
+	c->dptr = u.dptr;
+	c->ptr = u.ptr;
+	c->hostmem = u.hostmem;
 }
 
 static void copy_rt(struct sp_call *c, int kind, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)

@@ -276,3 +276,35 @@ Test(cuda_edges, context_changes_change_the_device_of_the_records, .timeout = 60
 	expect_same_stdout(&e, "bin/cuda_edges", "ctx", env);
 	edge_free(&e);
 }
+
+Test(cuda_edges, unified_copy_first_in_a_new_thread_is_told_apart, .timeout = 60)
+{
+	static const struct {
+		const char *dir, *mem;
+		uint64_t dptr_off; /* from the 1 MiB allocation */
+	} want[] = {{"h2d", "pageable", 4096}, {"d2h", "pageable", 0}, {"h2d", "pinned", 0}};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "newthread", 1, NULL);
+	const struct sp_json *al = nth(&e, "alloc", "cudaMalloc", 0);
+	cr_assert(al);
+	uint64_t base = strtoull(sp_json_str(al, "dptr"), NULL, 16);
+	cr_expect_eq(count(&e, "copy", NULL), 3);
+	for (unsigned k = 0; k < 3; k++) {
+		const struct sp_json *c = nth(&e, "copy", "cudaMemcpy", k);
+		cr_assert(c);
+		cr_expect(str_eq(c, "direction", want[k].dir), "copy %u: direction %s, expected %s", k,
+			  sp_json_str(c, "direction"), want[k].dir);
+		cr_expect(str_eq(c, "host_memory", want[k].mem), "copy %u: host memory %s, expected %s", k,
+			  sp_json_str(c, "host_memory"), want[k].mem);
+		const char *dp = sp_json_str(c, "dptr");
+		cr_expect(dp && strtoull(dp, NULL, 16) == base + want[k].dptr_off,
+			  "copy %u: dptr %s, expected base+%llu", k, dp ? dp : "(none)",
+			  (unsigned long long)want[k].dptr_off);
+		/* a pageable copy names its site, in the program */
+		if (!strcmp(want[k].mem, "pageable"))
+			cr_expect(sp_json_str(c, "site") && strstr(sp_json_str(c, "site"), "cuda_edges!"),
+				  "copy %u: site %s", k, sp_json_str(c, "site") ? sp_json_str(c, "site") : "(none)");
+	}
+	expect_same_stdout(&e, "bin/cuda_edges", "newthread", NULL);
+	edge_free(&e);
+}

@@ -178,14 +178,53 @@ static int ctx(void)
 	return 0;
 }
 
+/*
+ * newthread: a cudaMemcpyDefault copy as the first CUDA call of a new thread
+ * (no current context until the runtime makes one inside the call), three
+ * threads one after the other: pageable to an interior device pointer (h2d),
+ * device to pageable (d2h), pinned to device (h2d, pinned).
+ */
+static void *nt_dev, *nt_pin;
+static char nt_host[8192];
+
+static void *nt_h2d(void *arg)
+{
+	SHOW("thread: default pageable->dev+4096", cudaMemcpy((char *)nt_dev + 4096, nt_host, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static void *nt_d2h(void *arg)
+{
+	SHOW("thread: default dev->pageable", cudaMemcpy(nt_host, nt_dev, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static void *nt_pinned(void *arg)
+{
+	SHOW("thread: default pinned->dev", cudaMemcpy(nt_dev, nt_pin, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static int newthread(void)
+{
+	void *(*fn[])(void *) = {nt_h2d, nt_d2h, nt_pinned};
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&nt_dev, MiB));
+	SHOW("cudaMallocHost 4KiB", cudaMallocHost(&nt_pin, 4096));
+	for (int i = 0; i < 3; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, fn[i], NULL);
+		pthread_join(t, NULL);
+	}
+	SHOW("cudaFreeHost", cudaFreeHost(nt_pin));
+	SHOW("cudaFree", cudaFree(nt_dev));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
-    {"argerr", argerr},
-    {"query", query},
-    {"reset", reset},
-    {"ctx", ctx},
+    {"argerr", argerr}, {"query", query}, {"reset", reset}, {"ctx", ctx}, {"newthread", newthread},
 };
 
 int main(int argc, char **argv)
