@@ -747,10 +747,11 @@ void sp_gpu_ptr_cache_flush(void)
 
 unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 {
-	if (sp_pinned_contains(p))
+	int pin = sp_pinned_lookup(p);
+	if (pin > 0)
 		return SP_HOSTMEM_PINNED;
-	if (!may_be_device || !p)
-		return SP_HOSTMEM_PAGEABLE;
+	if (!may_be_device || !p) /* in no range of an incomplete map: pinned or not, unknown */
+		return pin < 0 ? SP_HOSTMEM_UNKNOWN : SP_HOSTMEM_PAGEABLE;
 	uint64_t key = ((p >> 12) << 16) | (__atomic_load_n(&ptr_gen, __ATOMIC_RELAXED) & 0xffff);
 	struct ptr_slot *s = &ptr_cache[(p >> 12) & (PTR_CACHE - 1)];
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);

@@ -215,6 +215,16 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 
 static void copy_unified_again(struct sp_call *c);
 
+/* A pinned range into the map; one that does not fit is said once (its copies read "unknown"). */
+static void pinned_add(uint64_t p, uint64_t size)
+{
+	if (sp_pinned_add(p, size) != 0)
+		sp_warn_once("pinned_map", "a pinned host range does not fit in the map (at most %u ranges, or no "
+					   "memory to grow it): copies from host memory it does not hold are recorded "
+					   "with host_memory unknown",
+			     (unsigned)SP_PINNED_MAX);
+}
+
 static void sp_pre(struct sp_call *c)
 {
 	if (!(c->fam == FAM_SYNC && c->sync == SP_SYNC_QUERY))
@@ -355,7 +365,7 @@ static void sp_post(struct sp_call *c, int r)
 		uint64_t p = 0;
 		if (r == 0 && c->out) {
 			memcpy(&p, c->out, sizeof(p));
-			sp_pinned_add(p, c->bytes);
+			pinned_add(p, c->bytes);
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
@@ -366,7 +376,7 @@ static void sp_post(struct sp_call *c, int r)
 	}
 	case FAM_HOSTREG:
 		if (r == 0)
-			sp_pinned_add(c->ptr, c->bytes);
+			pinned_add(c->ptr, c->bytes);
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_BYTES] = c->bytes;
 		sp_emit(SP_K_HOST_REGISTER, c->api, c->t0, t1, f);

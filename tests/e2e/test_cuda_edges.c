@@ -308,3 +308,29 @@ Test(cuda_edges, unified_copy_first_in_a_new_thread_is_told_apart, .timeout = 60
 	expect_same_stdout(&e, "bin/cuda_edges", "newthread", NULL);
 	edge_free(&e);
 }
+
+Test(cuda_edges, pinned_ranges_beyond_4096_are_still_pinned, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pinmax", 1, NULL);
+	cr_expect(strstr(e.res.out, "cudaHostAlloc x5000: 0 failed"), "%s", e.res.out);
+	cr_expect_eq(count(&e, "copy", NULL), 4);
+	for (unsigned k = 0; k < 4; k++) {
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_expect(str_eq(c, "host_memory", "pinned"), "copy %u (%s): host memory %s", k, k < 3 ? "h2d" : "d2h",
+			  sp_json_str(c, "host_memory"));
+	}
+	/* every release knows its range */
+	unsigned frees = 0, sized = 0;
+	for (size_t i = 0; i < e.nrec; i++)
+		if (str_eq(e.rec[i], "kind", "host_free")) {
+			frees++;
+			sized += sp_json_u64(e.rec[i], "bytes", 0) == 256;
+		}
+	cr_expect_eq(frees, 5000);
+	cr_expect_eq(sized, 5000, "%u of 5000 host_free records have the range's 256 bytes", sized);
+	cr_expect(!strstr(e.res.err, "pinned host range"), "a warning although the map grew:\n%s", e.res.err);
+	cr_expect(!has_finding(&e, "unpinned_copy"), "unpinned_copy raised for pinned copies");
+	expect_same_stdout(&e, "bin/cuda_edges", "pinmax", NULL);
+	edge_free(&e);
+}

@@ -220,11 +220,37 @@ static int newthread(void)
 	return 0;
 }
 
+/*
+ * pinmax: 5000 pinned allocations of 256 bytes (more than the pinned map's
+ * first array of 4096), copies from the 1st, 4096th, 4097th and 5000th (all
+ * pinned), then every one freed.
+ */
+static int pinmax(void)
+{
+	enum { N = 5000 };
+	static void *hp[N];
+	void *d = NULL;
+	unsigned failed = 0;
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	for (int i = 0; i < N; i++)
+		failed += cudaHostAlloc(&hp[i], 256, 0) != cudaSuccess;
+	printf("cudaHostAlloc x%d: %u failed\n", N, failed);
+	SHOW("h2d from #0", cudaMemcpy(d, hp[0], 256, cudaMemcpyHostToDevice));
+	SHOW("h2d from #4095", cudaMemcpy(d, hp[4095], 256, cudaMemcpyHostToDevice));
+	SHOW("h2d from #4096", cudaMemcpy(d, hp[4096], 256, cudaMemcpyHostToDevice));
+	SHOW("d2h to #4999", cudaMemcpy(hp[N - 1], d, 256, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		failed += cudaFreeHost(hp[i]) != cudaSuccess;
+	printf("cudaFreeHost x%d: %u failed\n", N, failed);
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
-    {"argerr", argerr}, {"query", query}, {"reset", reset}, {"ctx", ctx}, {"newthread", newthread},
+    {"argerr", argerr}, {"query", query}, {"reset", reset}, {"ctx", ctx}, {"newthread", newthread}, {"pinmax", pinmax},
 };
 
 int main(int argc, char **argv)
