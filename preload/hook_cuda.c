@@ -50,8 +50,8 @@ enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, F
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
-	uint8_t again;        /* unified copy told apart without a context: again after the call */
-	uint64_t udst, usrc;  /* its pointers then */
+	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
+	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
 	uint64_t stream, ptr, dptr, bytes, event;
@@ -254,8 +254,10 @@ static void sp_post(struct sp_call *c, int r)
 	f[SP_F_STREAM] = c->stream;
 	switch (c->fam) {
 	case FAM_COPY:
-		if (c->again)
+		if (c->again == 1)
 			copy_unified_again(c);
+		else if (c->again == 2 && sp_gpu_host_kind(c->usrc, 1) == SP_HOSTMEM_MANAGED)
+			c->hostmem = SP_HOSTMEM_MANAGED;
 		c->op = sp_next_op();
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_DPTR] = c->dptr;
@@ -446,6 +448,25 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->again = 0;
 }
 
+/*
+ * The host side of a copy whose kind the program named: pinned (the map, or
+ * the driver), managed (unified addressing lets managed memory pass for host
+ * memory: the driver says so), else pageable. Without a context the driver
+ * cannot be asked: pinned or pageable by the map, and again after the call
+ * (the runtime makes the context current inside it).
+ */
+static uint8_t host_side(struct sp_call *c, uint64_t host)
+{
+	unsigned k = sp_gpu_host_kind(host, 1);
+	if (k == SP_HOSTMEM_UNKNOWN) {
+		c->again = 2;
+		c->usrc = host;
+	}
+	if (k == SP_HOSTMEM_UNKNOWN || k == SP_HOSTMEM_DEVICE) /* device: the kind is the program's word */
+		k = sp_gpu_host_kind(host, 0);
+	return (uint8_t)k;
+}
+
 static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t host, uint64_t n, uint64_t s)
 {
 	fam(c, FAM_COPY);
@@ -454,7 +475,7 @@ static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t h
 	c->ptr = host;
 	c->bytes = n;
 	c->stream = s;
-	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : (uint8_t)sp_gpu_host_kind(host, 0);
+	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : host_side(c, host);
 }
 
 /* Both sides by kind (unified addressing: cuMemcpy, cudaMemcpyDefault). */
@@ -478,6 +499,7 @@ static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t
 		c->hostmem = (uint8_t)dk;
 	else if (dk == SP_HOSTMEM_MANAGED || sk == SP_HOSTMEM_MANAGED)
 		c->hostmem = SP_HOSTMEM_MANAGED;
+	c->again = 0;
 	if (unknown) { /* no context yet: the runtime call about to be made makes one current */
 		c->again = 1;
 		c->udst = dst;

@@ -334,3 +334,29 @@ Test(cuda_edges, pinned_ranges_beyond_4096_are_still_pinned, .timeout = 60)
 	expect_same_stdout(&e, "bin/cuda_edges", "pinmax", NULL);
 	edge_free(&e);
 }
+
+Test(cuda_edges, managed_memory_named_host_is_managed, .timeout = 60)
+{
+	static const struct {
+		const char *api, *dir, *mem;
+	} want[] = {
+	    {"cudaMemcpy", "h2d", "managed"},	   {"cudaMemcpy", "d2h", "managed"},
+	    {"cudaMemcpyAsync", "h2d", "managed"}, {"cuMemcpyHtoD_v2", "h2d", "managed"},
+	    {"cudaMemcpy", "h2d", "managed"}, /* first call of a new thread */
+	    {"cudaMemcpy", "h2d", "pageable"},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "managed", 1, NULL);
+	size_t n = sizeof(want) / sizeof(want[0]);
+	cr_expect_eq(count(&e, "copy", NULL), n);
+	for (unsigned k = 0; k < n; k++) {
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_assert(c);
+		cr_expect(str_eq(c, "api", want[k].api) && str_eq(c, "direction", want[k].dir), "copy %u: %s %s", k,
+			  sp_json_str(c, "api"), sp_json_str(c, "direction"));
+		cr_expect(str_eq(c, "host_memory", want[k].mem), "copy %u (%s %s): host memory %s, expected %s", k,
+			  want[k].api, want[k].dir, sp_json_str(c, "host_memory"), want[k].mem);
+	}
+	expect_same_stdout(&e, "bin/cuda_edges", "managed", NULL);
+	edge_free(&e);
+}

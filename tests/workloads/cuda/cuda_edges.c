@@ -246,11 +246,45 @@ static int pinmax(void)
 	return 0;
 }
 
+/*
+ * managed: managed memory passed where the program names the host side
+ * (an explicit copy kind; unified addressing lets it through): h2d and d2h
+ * with cudaMemcpy, cudaMemcpyAsync, cuMemcpyHtoD, then h2d as the first call
+ * of a new thread; a malloc'd buffer last, still pageable.
+ */
+static void *mg_dev, *mg_man;
+
+static void *mg_thread(void *arg)
+{
+	SHOW("thread: h2d from managed", cudaMemcpy(mg_dev, mg_man, 4096, cudaMemcpyHostToDevice));
+	return arg;
+}
+
+static int managed(void)
+{
+	static char pg[4096];
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&mg_dev, MiB));
+	SHOW("cudaMallocManaged 1MiB", cudaMallocManaged(&mg_man, MiB, cudaMemAttachGlobal));
+	SHOW("h2d from managed", cudaMemcpy(mg_dev, (char *)mg_man + 8192, 4096, cudaMemcpyHostToDevice));
+	SHOW("d2h to managed", cudaMemcpy(mg_man, mg_dev, 4096, cudaMemcpyDeviceToHost));
+	SHOW("async h2d from managed", cudaMemcpyAsync(mg_dev, mg_man, 4096, cudaMemcpyHostToDevice, 0));
+	SHOW("cuMemcpyHtoD from managed", cuMemcpyHtoD((CUdeviceptr)(uintptr_t)mg_dev, mg_man, 4096));
+	pthread_t t;
+	pthread_create(&t, NULL, mg_thread, NULL);
+	pthread_join(t, NULL);
+	SHOW("h2d from malloc'd", cudaMemcpy(mg_dev, pg, 4096, cudaMemcpyHostToDevice));
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	SHOW("cudaFree managed", cudaFree(mg_man));
+	SHOW("cudaFree", cudaFree(mg_dev));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
-    {"argerr", argerr}, {"query", query}, {"reset", reset}, {"ctx", ctx}, {"newthread", newthread}, {"pinmax", pinmax},
+    {"argerr", argerr},	      {"query", query},	  {"reset", reset},	{"ctx", ctx},
+    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed},
 };
 
 int main(int argc, char **argv)
