@@ -360,3 +360,41 @@ Test(cuda_edges, managed_memory_named_host_is_managed, .timeout = 60)
 	expect_same_stdout(&e, "bin/cuda_edges", "managed", NULL);
 	edge_free(&e);
 }
+
+/* The symbol copies as recorded from bin (suffix "" or the per-thread ones): api, direction, bytes. */
+static void expect_symbol_copies(const char *bin, const char *sync_suffix, const char *async_suffix)
+{
+	static const struct {
+		const char *api;
+		int async;
+		const char *dir;
+		uint64_t bytes;
+	} want[] = {{"cudaMemcpyToSymbol", 0, "h2d", 4096},
+		    {"cudaMemcpyFromSymbol", 0, "d2h", 4096},
+		    {"cudaMemcpyToSymbolAsync", 1, "h2d", 1024},
+		    {"cudaMemcpyFromSymbolAsync", 1, "d2h", 1024}};
+	struct edge e;
+	edge_run(&e, bin, "symbols", 1, NULL);
+	cr_expect_eq(count(&e, "copy", NULL), 4, "%s: %u copy records for 4 symbol copies", bin,
+		     count(&e, "copy", NULL));
+	for (unsigned k = 0; k < 4; k++) {
+		char api[64];
+		snprintf(api, sizeof(api), "%s%s", want[k].api, want[k].async ? async_suffix : sync_suffix);
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_assert(c, "%s: no record of %s", bin, api);
+		cr_expect(str_eq(c, "api", api), "%s: copy %u recorded as %s, the program called %s", bin, k,
+			  sp_json_str(c, "api"), api);
+		cr_expect(str_eq(c, "direction", want[k].dir), "%s: %s direction %s", bin, api,
+			  sp_json_str(c, "direction"));
+		cr_expect_eq(sp_json_u64(c, "bytes", 0), want[k].bytes);
+		cr_expect(sp_json_get(c, "gpu_begin_ns"), "%s: %s has no GPU time", bin, api);
+	}
+	expect_same_stdout(&e, bin, "symbols", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
+{
+	expect_symbol_copies("bin/cuda_edges", "", "");
+	expect_symbol_copies("bin/cuda_edges_ptds", "_ptds", "_ptsz");
+}

@@ -279,12 +279,31 @@ static int managed(void)
 	return 0;
 }
 
+/*
+ * symbols: the four symbol copies, synchronous and async (on the default
+ * stream of the build: legacy, or per-thread in cuda_edges_ptds), h2d then
+ * d2h, after the context-creation idiom.
+ */
+static int sym_var[1024];
+
+static int symbols(void)
+{
+	static char h[4096] = {1};
+	SHOW("cudaFree(NULL)", cudaFree(NULL)); /* a context first: the first call of a thread is not timed */
+	SHOW("cudaMemcpyToSymbol", cudaMemcpyToSymbol(sym_var, h, 4096, 0, cudaMemcpyHostToDevice));
+	SHOW("cudaMemcpyFromSymbol", cudaMemcpyFromSymbol(h, sym_var, 4096, 0, cudaMemcpyDeviceToHost));
+	SHOW("cudaMemcpyToSymbolAsync", cudaMemcpyToSymbolAsync(sym_var, h, 1024, 0, cudaMemcpyHostToDevice, 0));
+	SHOW("cudaMemcpyFromSymbolAsync", cudaMemcpyFromSymbolAsync(h, sym_var, 1024, 0, cudaMemcpyDeviceToHost, 0));
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(0));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"argerr", argerr},	      {"query", query},	  {"reset", reset},	{"ctx", ctx},
-    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed},
+    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
 };
 
 int main(int argc, char **argv)
