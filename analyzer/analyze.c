@@ -775,6 +775,7 @@ struct liveblk {
 	uint64_t dptr;
 	uint64_t bytes;
 	uint32_t site;
+	uint32_t dev, gen; /* its device, and the device's reset count when it was allocated */
 	int used;
 	int in_iteration; /* allocated inside an iteration: can hold a growth */
 };
@@ -802,6 +803,7 @@ struct pass2 {
 	struct openfile *files;
 	struct liveblk *live;
 	size_t nlive;
+	uint32_t dev_resets[SP_MAX_DEVICES]; /* a block of an older count was released by a reset */
 	uint64_t live_now[SP_MAX_DEVICES], live_total;
 	long live_iter;
 	int live_file;
@@ -966,17 +968,36 @@ static const char *str_of(struct pass2 *p, int file, uint64_t id)
 	return s;
 }
 
-/* Live allocations of the trainer, by device pointer (bounded; the overflow is not attributed to a site). */
+static unsigned dev_index(uint64_t dev)
+{
+	return dev < SP_MAX_DEVICES ? (unsigned)dev : 0;
+}
+
+/* A block a device reset released since it was allocated (a free record with dptr 0). */
+static int live_stale(const struct pass2 *p, const struct liveblk *b)
+{
+	return b->gen != p->dev_resets[dev_index(b->dev)];
+}
+
+/*
+ * Live allocations of the trainer, by device pointer (bounded; the overflow is
+ * not attributed to a site). A block a reset released (live_stale) stays in
+ * its slot until an insert reuses it or its address is freed: a reset costs
+ * one count, not a scan.
+ */
 static struct liveblk *live_slot(struct pass2 *p, uint64_t dptr, int insert)
 {
 	size_t h = hash64(dptr) & (LIVEBLKS - 1);
+	struct liveblk *reuse = NULL;
 	for (size_t k = 0; k < 64; k++, h = (h + 1) & (LIVEBLKS - 1)) {
 		if (p->live[h].used && p->live[h].dptr == dptr)
 			return &p->live[h];
 		if (!p->live[h].used)
-			return insert ? &p->live[h] : NULL;
+			return insert ? (reuse ? reuse : &p->live[h]) : NULL;
+		if (!reuse && live_stale(p, &p->live[h]))
+			reuse = &p->live[h];
 	}
-	return NULL;
+	return insert ? reuse : NULL;
 }
 
 static void live_remove(struct pass2 *p, struct liveblk *b)
@@ -1067,11 +1088,13 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 1);
 		if (b && !b->used) {
 			b->used = 1;
-			b->dptr = ev->f[SP_F_DPTR];
 			p->nlive++;
 		}
 		if (b) {
+			b->dptr = ev->f[SP_F_DPTR];
 			b->bytes = ev->f[SP_F_BYTES];
+			b->dev = (uint32_t)ev->f[SP_F_DEVICE];
+			b->gen = p->dev_resets[dev_index(ev->f[SP_F_DEVICE])];
 			b->site = (uint32_t)ev->f[SP_F_SITE];
 			b->in_iteration = i >= 0;
 			p->live_file = file;
@@ -1083,6 +1106,17 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 			break;
 		if (i >= 0)
 			a->it[i].frees++;
+		if (!ev->f[SP_F_DPTR]) {
+			/*
+			 * A device reset released everything on its device (a free
+			 * of NULL leaves no record): the program's doing, not an
+			 * allocator's flush, so it ends any burst of frees.
+			 */
+			p->burst_n = 0;
+			p->dev_resets[dev_index(ev->f[SP_F_DEVICE])]++;
+			live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+			break;
+		}
 		if (!p->burst_n) {
 			p->burst_first = ev->begin_ns;
 			p->burst_bytes = 0;
@@ -1090,7 +1124,7 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		}
 		p->burst_n++;
 		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 0);
-		uint64_t bytes = ev->f[SP_F_BYTES] ? ev->f[SP_F_BYTES] : (b ? b->bytes : 0);
+		uint64_t bytes = ev->f[SP_F_BYTES] ? ev->f[SP_F_BYTES] : (b && !live_stale(p, b) ? b->bytes : 0);
 		p->burst_bytes += bytes;
 		if (b)
 			live_remove(p, b);
@@ -1399,7 +1433,7 @@ static int pass2(struct state *s)
 	for (size_t k = 0; k < OPENFILES; k++)
 		file_done(&p, &p.files[k]);
 	for (size_t k = 0; k < LIVEBLKS; k++)
-		if (p.live[k].used && p.live[k].in_iteration) {
+		if (p.live[k].used && p.live[k].in_iteration && !live_stale(&p, &p.live[k])) {
 			const char *site = p.live[k].site ? str_of(&p, p.live_file, p.live[k].site) : NULL;
 			if (site)
 				an_top_add(&s->col.live_sites, site, 1, p.live[k].bytes, 0);

@@ -74,6 +74,7 @@ static const struct sp_drv *drv_load(void)
 		R(EventElapsedTime, "cuEventElapsedTime", "cuEventElapsedTime", 2000);
 	R(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy", 4000);
 	R(StreamIsCapturing, "cuStreamIsCapturing", "cuStreamIsCapturing", 10000);
+	R(StreamCreate, "cuStreamCreate", "cuStreamCreate", 2000);
 	R(CtxGetCurrent, "cuCtxGetCurrent", "cuCtxGetCurrent", 4000);
 	R(CtxGetDevice, "cuCtxGetDevice", "cuCtxGetDevice", 2000);
 	R(MemGetInfo, "cuMemGetInfo_v2", "cuMemGetInfo", 3020);

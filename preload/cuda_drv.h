@@ -1,8 +1,8 @@
 /*
- * cuda_drv.h - the driver functions stepprof itself calls (timing events,
- * capture status, memory info, pointer attributes, kernel and device names),
- * resolved from an already loaded libcuda.so.1 and called directly, never
- * through our own wrappers (so they are not recorded).
+ * cuda_drv.h - the driver functions stepprof itself calls (timing events and
+ * their private streams, capture status, memory info, pointer attributes,
+ * kernel and device names), resolved from an already loaded libcuda.so.1 and
+ * called directly, never through our own wrappers (so they are not recorded).
  *
  * Never loads or initialises CUDA: sp_drv() returns NULL until the process has
  * loaded libcuda itself. Also holds the real dlsym (every door needs it).
@@ -20,6 +20,7 @@ struct sp_drv {
 	CUresult (*EventElapsedTime)(float *, CUevent, CUevent);
 	CUresult (*EventDestroy)(CUevent);
 	CUresult (*StreamIsCapturing)(CUstream, CUstreamCaptureStatus *);
+	CUresult (*StreamCreate)(CUstream *, unsigned int);
 	CUresult (*CtxGetCurrent)(CUcontext *);
 	CUresult (*CtxGetDevice)(CUdevice *);
 	CUresult (*MemGetInfo)(size_t *, size_t *);

@@ -32,22 +32,28 @@
 
 __thread int sp_gpu_tdev __attribute__((tls_model("initial-exec"))) = -1;
 static __thread CUcontext t_ctx;
-static __thread int t_ctx_ok;
+/*
+ * t_ctx is good while t_ctx_gen == ctx_gen: a device reset (any thread)
+ * bumps ctx_gen, since the context handles every thread cached may be gone.
+ */
+static __thread unsigned t_ctx_gen;
+static unsigned ctx_gen = 1;
 
 void sp_gpu_ctx_changed(void)
 {
 	sp_gpu_tdev = -1;
-	t_ctx_ok = 0;
+	t_ctx_gen = 0;
 }
 
 static CUcontext cur_ctx(const struct sp_drv *d)
 {
-	if (!t_ctx_ok) {
+	unsigned g = __atomic_load_n(&ctx_gen, __ATOMIC_ACQUIRE);
+	if (t_ctx_gen != g) {
 		CUcontext c = NULL;
 		if (!d->CtxGetCurrent || d->CtxGetCurrent(&c) != CUDA_SUCCESS)
 			c = NULL;
 		t_ctx = c;
-		t_ctx_ok = c != NULL; /* no context yet: ask again next time */
+		t_ctx_gen = c ? g : 0; /* no context yet: ask again next time */
 	}
 	return t_ctx;
 }
@@ -87,6 +93,8 @@ struct pend {
 struct tstate {
 	int busy;      /* taken (never waited for) by whoever touches the pool or the pending ops */
 	CUcontext ctx; /* the context of every event below */
+	unsigned dev, resets; /* ctx's device, and its count of resets when ctx was bound */
+	int gone;             /* set by another thread: ctx was destroyed */
 	unsigned nfree, created;
 	CUevent freev[POOL_MAX];
 	unsigned npend;
@@ -150,6 +158,142 @@ unsigned sp_gpu_kernel_timing(void)
 	return k;
 }
 
+/*
+ * The private stream of each context: a non-blocking stream of stepprof's
+ * own, created the first time it is needed in that context, on which only
+ * stepprof records events (never captured, never waiting for anything). A
+ * synchronous copy that CUDA documents as complete when it returns
+ * (device-to-host, pinned host-to-device, host-to-host) gets its begin event
+ * on its own stream (when the copy started on the GPU, after earlier work)
+ * and its end event here, right after the call returned: reached at once, so
+ * its time is the copy's end within the return's latency, and the program's
+ * stream is left idle, as it would be without stepprof (a cudaStreamQuery
+ * right after the copy says so). Its anchor is taken here too.
+ * RATIONALE: an end event on the program's stream after the call returned
+ * was still pending when the program queried the stream (464 of 500
+ * cudaStreamQuery right after a cudaMemcpy D2H said "not ready").
+ * One slot per context, claimed once (CAS on the key) and never given to
+ * another context; PRIV_MAX contexts at most (past that: the program's stream,
+ * as before). Lookups take no lock.
+ */
+#define PRIV_MAX 64
+enum { PRIV_NONE, PRIV_MAKING, PRIV_READY, PRIV_FAILED };
+
+struct priv {
+	CUcontext ctx; /* the slot's context, for good once set */
+	CUstream s;    /* valid when state is PRIV_READY */
+	int state;
+	unsigned dev; /* ctx's device (a reset of it destroys s) */
+};
+
+static struct priv privs[PRIV_MAX];
+
+/* The private stream of context c (current on this thread), or NULL. */
+static CUstream priv_stream(const struct sp_drv *d, CUcontext c)
+{
+	if (!c || !d->StreamCreate)
+		return NULL;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		CUcontext k = __atomic_load_n(&p->ctx, __ATOMIC_ACQUIRE);
+		if (!k && !__atomic_compare_exchange_n(&p->ctx, &k, c, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) && k != c)
+			continue; /* another context took this free slot: look further */
+		if (k && k != c)
+			continue;
+		int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		if (st == PRIV_READY)
+			return p->s;
+		if (st != PRIV_NONE ||
+		    !__atomic_compare_exchange_n(&p->state, &st, PRIV_MAKING, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return NULL; /* being made by another thread, or the driver refused */
+		CUstream s = NULL;
+		if (cur_ctx(d) != c) { /* a stream is created in the current context */
+			__atomic_store_n(&p->state, PRIV_NONE, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		if (d->StreamCreate(&s, CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS || !s) {
+			__atomic_store_n(&p->state, PRIV_FAILED, __ATOMIC_RELEASE);
+			return NULL;
+		}
+		p->s = s;
+		p->dev = sp_gpu_device();
+		__atomic_store_n(&p->state, PRIV_READY, __ATOMIC_RELEASE);
+		return s;
+	}
+	return NULL;
+}
+
+/*
+ * Device resets, per device: a reset destroys every stream and event of the
+ * device's primary context (cuDevicePrimaryCtxReset), and the context handle
+ * itself may come back another. A thread's timing state bound to a context of
+ * a device reset since is dropped at its next use (stale()), its events
+ * forgotten (they died with the context), and bound again.
+ */
+static unsigned dev_resets[SP_DEV_MAX];
+
+static unsigned resets_of(unsigned dev)
+{
+	return __atomic_load_n(&dev_resets[dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1], __ATOMIC_ACQUIRE);
+}
+
+void sp_gpu_device_reset(unsigned dev)
+{
+	if (dev >= SP_DEV_MAX)
+		dev = SP_DEV_MAX - 1;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		int st = __atomic_load_n(&p->state, __ATOMIC_ACQUIRE);
+		if ((st == PRIV_READY && p->dev == dev) || st == PRIV_FAILED)
+			__atomic_compare_exchange_n(&p->state, &st, PRIV_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	__atomic_add_fetch(&dev_resets[dev], 1, __ATOMIC_ACQ_REL);
+	__atomic_add_fetch(&ctx_gen, 1, __ATOMIC_ACQ_REL);
+}
+
+/* The thread state's context is bound to c, on the current device. */
+static void bind(struct tstate *S, CUcontext c)
+{
+	S->ctx = c;
+	S->dev = sp_gpu_device();
+	S->resets = resets_of(S->dev);
+	__atomic_store_n(&S->gone, 0, __ATOMIC_RELEASE);
+}
+
+/* The context T's events belong to was destroyed or its device reset since T was bound. */
+static int dead(const struct tstate *T)
+{
+	return T->ctx && (T->resets != resets_of(T->dev) || __atomic_load_n(&T->gone, __ATOMIC_ACQUIRE));
+}
+
+/* S is taken: if its events died with their context, forget them (their handles are gone). */
+static void drop_if_stale(struct tstate *S)
+{
+	if (!dead(S))
+		return;
+	S->ctx = NULL;
+	S->nfree = S->created = S->npend = 0;
+	S->anchor = S->cand = NULL;
+}
+
+void sp_gpu_ctx_gone(CUcontext ctx)
+{
+	if (!ctx)
+		return;
+	for (unsigned i = 0; i < PRIV_MAX; i++) {
+		struct priv *p = &privs[i];
+		int st = PRIV_READY;
+		if (__atomic_load_n(&p->ctx, __ATOMIC_ACQUIRE) == ctx)
+			__atomic_compare_exchange_n(&p->state, &st, PRIV_NONE, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	for (unsigned i = 0; i < n && i < MAX_THREADS; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		if (T && __atomic_load_n(&T->ctx, __ATOMIC_RELAXED) == ctx)
+			__atomic_store_n(&T->gone, 1, __ATOMIC_RELEASE);
+	}
+}
+
 void sp_gpu_forget_thread(void)
 {
 	/*
@@ -158,6 +302,7 @@ void sp_gpu_forget_thread(void)
 	 */
 	ts = NULL;
 	__atomic_store_n(&sp_gpu_nregistry, 0, __ATOMIC_RELEASE);
+	memset(privs, 0, sizeof(privs)); /* the parent's streams, as its events */
 	sp_gpu_ctx_changed();
 }
 
@@ -247,9 +392,11 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
+	drop_if_stale(S);
 	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
 		goto out_give;
-	S->ctx = c;
+	if (!S->ctx)
+		bind(S, c);
 	CUstream st = map_stream(s, ptds);
 	if (capturing(d, st))
 		goto out_give;
@@ -272,7 +419,7 @@ out:
 	errno = e;
 }
 
-void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev, int done)
 {
 	if (!t->b)
 		return;
@@ -286,7 +433,10 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 	while (!try_take(S))
 		sched_yield();
 	CUevent en = ok ? pool_get(S, d) : NULL;
-	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, t->s) != CUDA_SUCCESS) {
+	CUstream es = done && en ? priv_stream(d, S->ctx) : NULL; /* the begin event's context */
+	if (!es)
+		es = t->s;
+	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, es) != CUDA_SUCCESS) {
 		pool_put(S, en);
 		pool_put(S, t->b);
 	} else {
@@ -353,11 +503,12 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 	CUcontext c = S ? cur_ctx(d) : NULL;
 	if (!c || !try_take(S))
 		goto out;
+	drop_if_stale(S);
 	if (!S->ctx)
-		S->ctx = c; /* a thread that only synchronises: its anchors serve the others */
+		bind(S, c); /* a thread that only synchronises: its anchors serve the others */
 	promote_candidate(S, d);
 	uint64_t now = sp_now();
-	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM) &&
+	if (ok && !S->cand && (kind == SP_SYNC_ALL || kind == SP_SYNC_STREAM || kind == SP_SYNC_DONE) &&
 	    (!S->anchor || now - S->anchor_ns > ANCHOR_REFRESH_NS) && c == S->ctx) {
 		/*
 		 * The stream (every stream for a device sync) has just drained: an
@@ -370,6 +521,11 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		 * within that bound, which is then its accuracy.
 		 */
 		CUstream st = kind == SP_SYNC_ALL ? NULL : map_stream(s, ptds);
+		if (kind == SP_SYNC_DONE) { /* the copy's stream is idle, and ours always is */
+			CUstream p = priv_stream(d, c);
+			if (p)
+				st = p;
+		}
 		CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
 		if (a) {
 			uint64_t h0 = sp_now();
@@ -414,6 +570,10 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || T == S || T->ctx != actx || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
+		if (dead(T)) { /* its events are gone: its own thread drops them */
+			give_back(T);
+			continue;
+		}
 		read_back(T, d, A, A_ns);
 		give_back(T);
 	}
@@ -454,6 +614,10 @@ static void read_back_at_exit(void)
 		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 		if (!T || !__atomic_load_n(&T->npend, __ATOMIC_RELAXED) || !try_take(T))
 			continue;
+		if (dead(T)) { /* its events died with their context */
+			give_back(T);
+			continue;
+		}
 		promote_candidate(T, d);
 		if (T->anchor) {
 			read_back(T, d, T->anchor, T->anchor_ns);
@@ -462,6 +626,10 @@ static void read_back_at_exit(void)
 				struct tstate *U = __atomic_load_n(&registry[j], __ATOMIC_ACQUIRE);
 				if (!U || U == T || U->ctx != T->ctx || !try_take(U))
 					continue;
+				if (dead(U)) {
+					give_back(U);
+					continue;
+				}
 				promote_candidate(U, d);
 				if (U->anchor)
 					read_back(T, d, U->anchor, U->anchor_ns);
@@ -579,10 +747,11 @@ void sp_gpu_ptr_cache_flush(void)
 
 unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 {
-	if (sp_pinned_contains(p))
+	int pin = sp_pinned_lookup(p);
+	if (pin > 0)
 		return SP_HOSTMEM_PINNED;
-	if (!may_be_device || !p)
-		return SP_HOSTMEM_PAGEABLE;
+	if (!may_be_device || !p) /* in no range of an incomplete map: pinned or not, unknown */
+		return pin < 0 ? SP_HOSTMEM_UNKNOWN : SP_HOSTMEM_PAGEABLE;
 	uint64_t key = ((p >> 12) << 16) | (__atomic_load_n(&ptr_gen, __ATOMIC_RELAXED) & 0xffff);
 	struct ptr_slot *s = &ptr_cache[(p >> 12) & (PTR_CACHE - 1)];
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);

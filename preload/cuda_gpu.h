@@ -2,8 +2,10 @@
  * cuda_gpu.h - what the CUDA wrappers ask of the GPU side, off their fast path:
  *   1. the current device (per-thread cache, dropped when the context changes),
  *   2. GPU time from pooled timing events (begin/end around an op on its
- *      stream, read back at the application's own sync points, converted to
- *      host CLOCK_MONOTONIC through an anchor event, emitted as GPU_SPAN),
+ *      stream, or the end on a private stream of stepprof's own when the op is
+ *      complete at return; read back at the application's own sync points,
+ *      converted to host CLOCK_MONOTONIC through an anchor event, emitted as
+ *      GPU_SPAN),
  *   3. kernel names (dladdr of a runtime stub, cuFuncGetName of a driver function),
  *   4. the kind of a copy's host pointer (pinned map, then a cached
  *      cuPointerGetAttribute),
@@ -30,9 +32,19 @@ static inline unsigned sp_gpu_device(void)
 }
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
+/*
+ * After a reset of dev (cudaDeviceReset, cuDevicePrimaryCtxReset): its
+ * streams and events are gone. Forgets the private streams of dev, every
+ * thread's cached context; each thread's timing state bound to dev is
+ * dropped at its next use.
+ */
+void sp_gpu_device_reset(unsigned dev);
+/* ctx is being destroyed (cuCtxDestroy): the same for the streams and events of that context. */
+void sp_gpu_ctx_gone(CUcontext ctx);
 
 /* ---- 2. timing ---- */
-enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP_SYNC_QUERY };
+/* SP_SYNC_DONE: a synchronous copy that CUDA documents as complete when it returns. */
+enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP_SYNC_QUERY, SP_SYNC_DONE };
 
 struct sp_gtim {
 	CUevent b;  /* begin event, NULL when this op is not timed */
@@ -63,14 +75,23 @@ static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int lau
 		return;
 	sp_gpu_begin_slow(t, s, ptds, launch);
 }
-/* After it: ok = the op was accepted; records the end event and queues the op. */
-void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev);
-static inline void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev)
+/*
+ * After it: ok = the op was accepted; records the end event and queues the op.
+ * done = the op is complete now (a synchronous copy that CUDA documents as
+ * complete when it returns): the end event goes to the context's private
+ * stream, reached at once, and the program's stream is left idle.
+ */
+void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev, int done);
+static inline void sp_gpu_end(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsigned dev, int done)
 {
 	if (t->b)
-		sp_gpu_end_slow(t, ok, op, api, dev);
+		sp_gpu_end_slow(t, ok, op, api, dev, done);
 }
-/* After a sync call returned (ok = success): anchor, then emit the finished ops' GPU_SPANs. */
+/*
+ * After a sync call returned (ok = success): anchor, then emit the finished ops'
+ * GPU_SPANs. The anchor is taken after stream and device syncs on the stream
+ * synchronised, after a SP_SYNC_DONE copy on the private stream.
+ */
 void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok);
 static inline void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 {

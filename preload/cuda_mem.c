@@ -3,14 +3,17 @@
  *   1. pinned ranges: a sorted array under a sequence lock. Writers (pinned
  *      alloc/free/register, rare and slow calls already) take a mutex and bump
  *      the sequence around their change; readers (every copy) binary-search
- *      and retry if the sequence moved. No allocation: a fixed array.
+ *      and retry if the sequence moved. No malloc: the array grows by mmap in
+ *      the writers, and readers take no lock.
  *   2. device allocations: an open-addressing hash of address -> (size, dev)
  *      with CAS-claimed keys and tombstones; live/peak bytes per device as atomics.
  */
 #include "cuda_mem.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ------------------------------------------------------ 1. pinned ranges */
 
@@ -18,9 +21,19 @@ struct range {
 	uint64_t lo, hi; /* [lo, hi) */
 };
 
-static struct range pinned[SP_PINNED_MAX];
+/*
+ * The array starts static and is replaced by one twice its size, mmap'd, when
+ * full (in sp_pinned_add, under the lock and the sequence: never on a copy's
+ * path). A replaced array is never unmapped: a reader may still be reading it
+ * (it retries, since the sequence moved), and the ones left behind add up to
+ * less than the current one.
+ */
+static struct range pinned0[SP_PINNED_INITIAL];
+static struct range *pinned = pinned0;
+static unsigned pinned_cap = SP_PINNED_INITIAL, pinned_limit = SP_PINNED_MAX;
 static unsigned npinned;
-static unsigned pinned_seq; /* odd while a writer changes the array */
+static unsigned pinned_missing; /* ranges added that the map could not hold, not removed since */
+static unsigned pinned_seq;     /* odd while a writer changes the array */
 static pthread_mutex_t pinned_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void seq_begin(void)
@@ -34,18 +47,40 @@ static void seq_end(void)
 	__atomic_add_fetch(&pinned_seq, 1, __ATOMIC_RELEASE);
 }
 
-/* First index whose lo > p (caller holds the lock or the seq). */
-static unsigned upper(uint64_t p, unsigned n)
+/* First index of a[0..n) whose lo > p (caller holds the lock or the seq). */
+static unsigned upper(const struct range *a, uint64_t p, unsigned n)
 {
-	unsigned a = 0, b = n;
-	while (a < b) {
-		unsigned m = (a + b) / 2;
-		if (__atomic_load_n(&pinned[m].lo, __ATOMIC_RELAXED) <= p)
-			a = m + 1;
+	unsigned lo = 0, hi = n;
+	while (lo < hi) {
+		unsigned m = (lo + hi) / 2;
+		if (__atomic_load_n(&a[m].lo, __ATOMIC_RELAXED) <= p)
+			lo = m + 1;
 		else
-			b = m;
+			hi = m;
 	}
-	return a;
+	return lo;
+}
+
+/* Lock held, the array full: double it. 0, or -1 (at the limit, or no memory). */
+static int grow(void)
+{
+	unsigned cap = pinned_cap * 2;
+	if (pinned_cap >= pinned_limit)
+		return -1;
+	if (cap > pinned_limit)
+		cap = pinned_limit;
+	int e = errno; /* errno-neutral, as every helper a wrapper calls */
+	void *m = mmap(NULL, (size_t)cap * sizeof(struct range), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		       -1, 0);
+	errno = e;
+	if (m == MAP_FAILED)
+		return -1;
+	memcpy(m, pinned, (size_t)npinned * sizeof(struct range));
+	seq_begin();
+	__atomic_store_n(&pinned, (struct range *)m, __ATOMIC_RELEASE);
+	__atomic_store_n(&pinned_cap, cap, __ATOMIC_RELAXED);
+	seq_end();
+	return 0;
 }
 
 int sp_pinned_add(uint64_t p, uint64_t size)
@@ -54,10 +89,13 @@ int sp_pinned_add(uint64_t p, uint64_t size)
 		size = 1;
 	int rc = 0;
 	pthread_mutex_lock(&pinned_lock);
-	if (npinned >= SP_PINNED_MAX) {
+	if ((npinned >= pinned_cap || npinned >= pinned_limit) && (npinned >= pinned_limit || grow() != 0)) {
+		seq_begin(); /* readers see the map incomplete from now on */
+		__atomic_store_n(&pinned_missing, pinned_missing + 1, __ATOMIC_RELAXED);
+		seq_end();
 		rc = -1;
 	} else {
-		unsigned i = upper(p, npinned);
+		unsigned i = upper(pinned, p, npinned);
 		seq_begin();
 		memmove(&pinned[i + 1], &pinned[i], (npinned - i) * sizeof(pinned[0]));
 		pinned[i].lo = p;
@@ -73,7 +111,7 @@ uint64_t sp_pinned_remove(uint64_t p)
 {
 	uint64_t size = 0;
 	pthread_mutex_lock(&pinned_lock);
-	unsigned i = upper(p, npinned);
+	unsigned i = upper(pinned, p, npinned);
 	if (i > 0 && pinned[i - 1].lo == p) {
 		i--;
 		size = pinned[i].hi - pinned[i].lo;
@@ -81,29 +119,41 @@ uint64_t sp_pinned_remove(uint64_t p)
 		memmove(&pinned[i], &pinned[i + 1], (npinned - i - 1) * sizeof(pinned[0]));
 		__atomic_store_n(&npinned, npinned - 1, __ATOMIC_RELAXED);
 		seq_end();
+	} else if (pinned_missing) {
+		/* NOTE: taken for one of the ranges the map could not hold */
+		__atomic_store_n(&pinned_missing, pinned_missing - 1, __ATOMIC_RELAXED);
 	}
 	pthread_mutex_unlock(&pinned_lock);
 	return size;
 }
 
-int sp_pinned_contains(uint64_t p)
+int sp_pinned_lookup(uint64_t p)
 {
 	for (;;) {
 		unsigned s = __atomic_load_n(&pinned_seq, __ATOMIC_ACQUIRE);
 		if (s & 1)
 			continue;
+		const struct range *a = __atomic_load_n(&pinned, __ATOMIC_ACQUIRE);
 		unsigned n = __atomic_load_n(&npinned, __ATOMIC_RELAXED);
+		unsigned cap = __atomic_load_n(&pinned_cap, __ATOMIC_RELAXED);
 		int hit = 0;
 		if (n) {
-			if (n > SP_PINNED_MAX)
-				n = SP_PINNED_MAX;
-			unsigned i = upper(p, n);
-			hit = i > 0 && p < __atomic_load_n(&pinned[i - 1].hi, __ATOMIC_RELAXED);
+			if (n > cap)
+				n = cap;
+			unsigned i = upper(a, p, n);
+			hit = i > 0 && p < __atomic_load_n(&a[i - 1].hi, __ATOMIC_RELAXED);
 		}
+		if (!hit && __atomic_load_n(&pinned_missing, __ATOMIC_RELAXED))
+			hit = -1;
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(&pinned_seq, __ATOMIC_RELAXED) == s)
 			return hit;
 	}
+}
+
+int sp_pinned_contains(uint64_t p)
+{
+	return sp_pinned_lookup(p) > 0;
 }
 
 void sp_pinned_reset(void)
@@ -111,7 +161,16 @@ void sp_pinned_reset(void)
 	pthread_mutex_lock(&pinned_lock);
 	seq_begin();
 	npinned = 0;
+	pinned_missing = 0;
+	pinned_limit = SP_PINNED_MAX;
 	seq_end();
+	pthread_mutex_unlock(&pinned_lock);
+}
+
+void sp_pinned_set_limit(unsigned limit)
+{
+	pthread_mutex_lock(&pinned_lock);
+	pinned_limit = limit ? limit : SP_PINNED_MAX;
 	pthread_mutex_unlock(&pinned_lock);
 }
 
@@ -197,6 +256,21 @@ uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
 		return __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
 	}
 	return UINT64_MAX;
+}
+
+uint64_t sp_dalloc_reset_dev(unsigned dev)
+{
+	if (dev >= SP_DEV_MAX)
+		return 0;
+	/* NOTE: a scan of the whole table; a reset is rare and slow itself. */
+	for (unsigned i = 0; i < SP_DALLOC_SLOTS; i++) {
+		struct dslot *s = &dtab[i];
+		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur > KEY_BUSY && s->dev == dev)
+			__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+	}
+	/* the live bytes include those a full table could not hold */
+	return __atomic_exchange_n(&live[dev], 0, __ATOMIC_RELAXED);
 }
 
 uint64_t sp_dev_live(unsigned dev)

@@ -12,16 +12,28 @@
 #include <stdint.h>
 
 /* ---- 1. pinned host ranges ---- */
-#define SP_PINNED_MAX 4096
+/*
+ * The map starts with room for SP_PINNED_INITIAL ranges and doubles (mmap'd,
+ * in sp_pinned_add: never on a copy's path) up to SP_PINNED_MAX ranges.
+ */
+#define SP_PINNED_INITIAL 4096
+#define SP_PINNED_MAX (1u << 24)
 
-/* Add [p, p+size). Returns 0, -1 when the map is full (copies then read pageable). */
+/*
+ * Add [p, p+size). Returns 0, or -1 when the map cannot hold it (its limit
+ * reached, or no memory to grow): the map is then incomplete, and says so
+ * (sp_pinned_lookup) until as many unknown ranges have been removed.
+ */
 int sp_pinned_add(uint64_t p, uint64_t size);
 /* Remove the range that starts at p; returns its size, 0 when unknown. */
 uint64_t sp_pinned_remove(uint64_t p);
 /* 1 when p lies inside a pinned range. No lock, no syscall. */
 int sp_pinned_contains(uint64_t p);
-/* Forget everything (tests). */
+/* 1: inside a pinned range; 0: in none; -1: in none of an incomplete map (unknown). */
+int sp_pinned_lookup(uint64_t p);
+/* Forget everything (tests); limit: the most ranges the map may grow to (0: SP_PINNED_MAX). */
 void sp_pinned_reset(void);
+void sp_pinned_set_limit(unsigned limit);
 
 /* ---- 2. device allocations ---- */
 #define SP_DEV_MAX 64
@@ -35,6 +47,11 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev);
  * allocation made before stepprof saw it, or a double free).
  */
 uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev);
+/*
+ * A device reset: every allocation of dev is gone. Forgets them and sets the
+ * device's live bytes to 0; returns the bytes that were live.
+ */
+uint64_t sp_dalloc_reset_dev(unsigned dev);
 uint64_t sp_dev_live(unsigned dev);
 uint64_t sp_dev_peak(unsigned dev);
 void sp_dalloc_reset(void);

@@ -6,9 +6,9 @@
  *      ALLOC... records): sp_pre runs before the real call, sp_post after;
  *      SYNC and LAUNCH, the families of the hot loops, have their own inlined
  *      handlers (sync_pre/post, launch_pre/post) instead;
- *   2. the SP_SPEC_* macros: the last column of api_cuda.def, turning a
+ *   2. the SP_SPEC_* macros: the last column of api_cuda[_late].def, turning a
  *      function's arguments into a descriptor;
- *   3. the generated wrappers, one per GEN line of api_cuda.def, each an
+ *   3. the generated wrappers, one per GEN line of api_cuda[_late].def, each an
  *      exported front (pass through, or tail-call) and a name__rec that records;
  *   4. the doors written by hand: cuGetProcAddress[_v2] and
  *      cudaGetDriverEntryPoint[ByVersion][_ptsz];
@@ -46,10 +46,12 @@
 /* ------------------------------------------- 1. descriptor and handlers */
 
 enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, FAM_FREE, FAM_HOSTALLOC, FAM_HOSTFREE,
-	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO };
+	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET };
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
+	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
+	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
 	uint64_t stream, ptr, dptr, bytes, event;
@@ -93,6 +95,9 @@ struct sp_poll {
 static __thread struct sp_poll t_poll;
 
 #define SP_NOT_READY 600 /* CUDA_ERROR_NOT_READY == cudaErrorNotReady */
+#define SP_OUT_OF_MEMORY 2 /* CUDA_ERROR_OUT_OF_MEMORY == cudaErrorMemoryAllocation */
+_Static_assert(CUDA_ERROR_OUT_OF_MEMORY == SP_OUT_OF_MEMORY && cudaErrorMemoryAllocation == SP_OUT_OF_MEMORY,
+	       "the driver's and the runtime's out-of-memory codes");
 
 static void poll_flush(void)
 {
@@ -204,8 +209,20 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 	f[SP_F_OP] = op;
 	unsigned dev = sp_gpu_device();
 	f[SP_F_DEVICE] = dev;
-	sp_gpu_end(tim, r == 0, op, api, dev);
+	sp_gpu_end(tim, r == 0, op, api, dev, 0);
 	sp_emit(SP_K_LAUNCH, api, t0, t1, f);
+}
+
+static void copy_unified_again(struct sp_call *c);
+
+/* A pinned range into the map; one that does not fit is said once (its copies read "unknown"). */
+static void pinned_add(uint64_t p, uint64_t size)
+{
+	if (sp_pinned_add(p, size) != 0)
+		sp_warn_once("pinned_map", "a pinned host range does not fit in the map (at most %u ranges, or no "
+					   "memory to grow it): copies from host memory it does not hold are recorded "
+					   "with host_memory unknown",
+			     (unsigned)SP_PINNED_MAX);
 }
 
 static void sp_pre(struct sp_call *c)
@@ -217,6 +234,12 @@ static void sp_pre(struct sp_call *c)
 	case FAM_COPY:
 	case FAM_MEMSET:
 		sp_gpu_begin(&c->tim, c->stream, c->ptds, 0);
+		break;
+	case FAM_RESET:
+		if (c->dev < 0) /* the runtime's: the current device, as it is before the call */
+			c->dev = (int)sp_gpu_device();
+		/* the ops finished so far: their events are gone with the reset */
+		sp_gpu_sync_point(0, 0, SP_SYNC_EVENT, 1);
 		break;
 	default:
 		break;
@@ -231,6 +254,10 @@ static void sp_post(struct sp_call *c, int r)
 	f[SP_F_STREAM] = c->stream;
 	switch (c->fam) {
 	case FAM_COPY:
+		if (c->again == 1)
+			copy_unified_again(c);
+		else if (c->again == 2 && sp_gpu_host_kind(c->usrc, 1) == SP_HOSTMEM_MANAGED)
+			c->hostmem = SP_HOSTMEM_MANAGED;
 		c->op = sp_next_op();
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_DPTR] = c->dptr;
@@ -240,20 +267,25 @@ static void sp_post(struct sp_call *c, int r)
 		f[SP_F_HOST_MEMORY] = c->hostmem;
 		f[SP_F_SITE] = c->hostmem == SP_HOSTMEM_PAGEABLE ? sp_cuda_site(c->caller) : 0;
 		site_and_dev(c, f);
-		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		/*
+		 * A synchronous copy is complete when it returns, as CUDA documents,
+		 * for device-to-host, pinned host-to-device and host-to-host copies:
+		 * its end event goes to stepprof's private stream, its own is left
+		 * idle (cuda_gpu.c). A pageable H2D may return once staged, with the
+		 * DMA in flight, a D2D or peer copy does not wait: their end event
+		 * is ordered after them on their stream.
+		 */
+		int done = !sp_api_async[c->api] &&
+			   (c->dir == SP_DIR_D2H || c->dir == SP_DIR_H2H ||
+			    (c->dir == SP_DIR_H2D && c->hostmem == SP_HOSTMEM_PINNED));
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE], done);
 		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
 		/*
 		 * A synchronous copy is one of the program's sync points: finished ops
-		 * can be read back. Its stream is drained when it returns (an anchor
-		 * can be taken) for device-to-host and pinned host-to-device copies
-		 * only: a pageable H2D returns once staged, a D2D does not wait.
+		 * can be read back; where it is complete, an anchor can be taken.
 		 */
 		if (!sp_api_async[c->api])
-			sp_gpu_sync_point(c->stream, c->ptds,
-					  c->dir == SP_DIR_D2H || (c->dir == SP_DIR_H2D && c->hostmem == SP_HOSTMEM_PINNED) ?
-						  SP_SYNC_STREAM :
-						  SP_SYNC_EVENT,
-					  r == 0);
+			sp_gpu_sync_point(c->stream, c->ptds, done ? SP_SYNC_DONE : SP_SYNC_EVENT, r == 0);
 		break;
 	case FAM_MEMSET:
 		c->op = sp_next_op();
@@ -261,7 +293,7 @@ static void sp_post(struct sp_call *c, int r)
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_OP] = c->op;
 		site_and_dev(c, f);
-		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE]);
+		sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE], 0);
 		sp_emit(SP_K_MEMSET, c->api, c->t0, t1, f);
 		break;
 	case FAM_LAUNCH: /* the wrappers take launch_pre/launch_post instead */
@@ -280,6 +312,18 @@ static void sp_post(struct sp_call *c, int r)
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_SITE] = sp_cuda_site(c->caller);
+		if (r != 0 && r != SP_OUT_OF_MEMORY) {
+			/*
+			 * Refused for its arguments (a NULL pointer, a size that is not
+			 * a multiple of the VMM granularity...): not a shortage of
+			 * memory, so not an alloc_failed (which feeds the fragmentation
+			 * finding), but the call, with its result; nothing was allocated.
+			 */
+			f[SP_F_DPTR] = 0;
+			f[SP_F_LIVE] = sp_dev_live((unsigned)f[SP_F_DEVICE]);
+			sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
+			break;
+		}
 		if (r != 0) {
 			int e = errno; /* the real function's, kept from the driver call below */
 			const struct sp_drv *d = sp_drv();
@@ -323,7 +367,7 @@ static void sp_post(struct sp_call *c, int r)
 		uint64_t p = 0;
 		if (r == 0 && c->out) {
 			memcpy(&p, c->out, sizeof(p));
-			sp_pinned_add(p, c->bytes);
+			pinned_add(p, c->bytes);
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
@@ -334,7 +378,7 @@ static void sp_post(struct sp_call *c, int r)
 	}
 	case FAM_HOSTREG:
 		if (r == 0)
-			sp_pinned_add(c->ptr, c->bytes);
+			pinned_add(c->ptr, c->bytes);
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_BYTES] = c->bytes;
 		sp_emit(SP_K_HOST_REGISTER, c->api, c->t0, t1, f);
@@ -347,6 +391,27 @@ static void sp_post(struct sp_call *c, int r)
 			sp_gpu_ptr_cache_flush();
 		sp_emit(c->fam == FAM_HOSTFREE ? SP_K_HOST_FREE : SP_K_HOST_UNREGISTER, c->api, c->t0, t1, f);
 		break;
+	case FAM_RESET: {
+		/*
+		 * Every allocation of the device is gone, and its primary context's
+		 * streams and events with them: one free record of what was live
+		 * (dptr 0: the whole device), the device's books start afresh.
+		 */
+		unsigned dev = (unsigned)c->dev;
+		uint64_t gone = 0;
+		if (r == 0) {
+			gone = sp_dalloc_reset_dev(dev);
+			sp_gpu_device_reset(dev);
+			sp_gpu_ctx_changed();
+			sp_gpu_ptr_cache_flush();
+		}
+		f[SP_F_DPTR] = 0;
+		f[SP_F_BYTES] = gone;
+		f[SP_F_LIVE] = sp_dev_live(dev);
+		f[SP_F_DEVICE] = dev;
+		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		break;
+	}
 	case FAM_MEMINFO: {
 		size_t fr = 0, to = 0;
 		if (r == 0 && c->out)
@@ -380,6 +445,26 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->func = NULL;
 	c->dev = -1;
 	c->tim.b = NULL;
+	c->again = 0;
+}
+
+/*
+ * The host side of a copy whose kind the program named: pinned (the map, or
+ * the driver), managed (unified addressing lets managed memory pass for host
+ * memory: the driver says so), else pageable. Without a context the driver
+ * cannot be asked: pinned or pageable by the map, and again after the call
+ * (the runtime makes the context current inside it).
+ */
+static uint8_t host_side(struct sp_call *c, uint64_t host)
+{
+	unsigned k = sp_gpu_host_kind(host, 1);
+	if (k == SP_HOSTMEM_UNKNOWN) {
+		c->again = 2;
+		c->usrc = host;
+	}
+	if (k == SP_HOSTMEM_UNKNOWN || k == SP_HOSTMEM_DEVICE) /* device: the kind is the program's word */
+		k = sp_gpu_host_kind(host, 0);
+	return (uint8_t)k;
 }
 
 static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t host, uint64_t n, uint64_t s)
@@ -390,13 +475,14 @@ static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t h
 	c->ptr = host;
 	c->bytes = n;
 	c->stream = s;
-	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : (uint8_t)sp_gpu_host_kind(host, 0);
+	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : host_side(c, host);
 }
 
 /* Both sides by kind (unified addressing: cuMemcpy, cudaMemcpyDefault). */
 static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
 {
 	unsigned dk = sp_gpu_host_kind(dst, 1), sk = sp_gpu_host_kind(src, 1);
+	int unknown = dk == SP_HOSTMEM_UNKNOWN || sk == SP_HOSTMEM_UNKNOWN;
 	int dd = dk == SP_HOSTMEM_DEVICE || dk == SP_HOSTMEM_MANAGED;
 	int sd = sk == SP_HOSTMEM_DEVICE || sk == SP_HOSTMEM_MANAGED;
 	if (dd && sd)
@@ -413,6 +499,30 @@ static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t
 		c->hostmem = (uint8_t)dk;
 	else if (dk == SP_HOSTMEM_MANAGED || sk == SP_HOSTMEM_MANAGED)
 		c->hostmem = SP_HOSTMEM_MANAGED;
+	c->again = 0;
+	if (unknown) { /* no context yet: the runtime call about to be made makes one current */
+		c->again = 1;
+		c->udst = dst;
+		c->usrc = src;
+	}
+}
+
+/*
+ * After the call: a unified copy made before the thread had a current
+ * context (the first call of a new thread: the runtime makes the context
+ * current inside it) is told apart now that there is one.
+ * RATIONALE: the pointers cannot be asked about without a context, and the
+ * driver's answer holds for interior and managed pointers alike, which an
+ * exact lookup in stepprof's allocation table would not.
+ */
+static void copy_unified_again(struct sp_call *c)
+{
+	struct sp_call u;
+	copy_unified(&u, c->udst, c->usrc, c->bytes, c->stream);
+	c->dir = u.dir;
+	c->dptr = u.dptr;
+	c->ptr = u.ptr;
+	c->hostmem = u.hostmem;
 }
 
 static void copy_rt(struct sp_call *c, int kind, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
@@ -560,11 +670,18 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.out = (void *)(fp);                                                                                 \
 		c.out2 = (void *)(tp);                                                                                \
 	} while (0)
+#define SP_SPEC_RESET(d)                                                                                              \
+	do {                                                                                                          \
+		fam(&c, FAM_RESET);                                                                                   \
+		c.dev = (d) < 0 ? -1 : (d) < SP_DEV_MAX ? (d) : SP_DEV_MAX - 1;                                      \
+	} while (0)
 #define SP_SPEC_CTX() fam(&c, FAM_NONE)
+#define SP_SPEC_CTXGONE(ctx) fam(&c, FAM_NONE)
 #define SP_SPEC_NOTE() fam(&c, FAM_NONE)
 
 /* 1: the record names a call site (sp_post reads c->caller). */
 #define SP_CALLER_CTX() 0
+#define SP_CALLER_CTXGONE(...) 0
 #define SP_CALLER_NOTE() 0
 #define SP_CALLER_COPY(...) 1
 #define SP_CALLER_COPYU(...) 1
@@ -586,9 +703,20 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_CALLER_HOSTREG(...) 0
 #define SP_CALLER_HOSTUNREG(...) 0
 #define SP_CALLER_MEMINFO(...) 0
+#define SP_CALLER_RESET(...) 0
 
 /* What a wrapper does even when it does not record (nested or inactive). */
 #define SP_EARLY_CTX() sp_gpu_ctx_changed()
+/*
+ * RATIONALE: before the call, as the wrapper has no after for a call it does
+ * not record; if the destruction fails, stepprof has only forgotten events and
+ * a stream of a live context, and makes new ones.
+ */
+#define SP_EARLY_CTXGONE(ctx)                                                                                         \
+	do {                                                                                                          \
+		sp_gpu_ctx_changed();                                                                                 \
+		sp_gpu_ctx_gone(ctx);                                                                                 \
+	} while (0)
 #define SP_EARLY_NOTE()
 #define SP_EARLY_COPY(...)
 #define SP_EARLY_COPYU(...)
@@ -610,6 +738,7 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_EARLY_HOSTREG(...)
 #define SP_EARLY_HOSTUNREG(...)
 #define SP_EARLY_MEMINFO(...)
+#define SP_EARLY_RESET(...)
 
 /* ------------------------------------------------- 3. the wrappers */
 
@@ -712,6 +841,7 @@ static __thread const void *t_caller;
 
 #define SP_API_CUDA(name, how, ret, params, args, base, ver, ptds, spec) SP_WRAP_##how(name, ret, params, args, ptds, spec)
 #include "stepprof/api_cuda.def"
+#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 
 /* ------------------------------------------------------ 4. the doors */
@@ -846,5 +976,6 @@ __attribute__((constructor)) static void cuda_hooks_init(void)
 void *const sp_cuda_wrapper[SP_CUDA__COUNT] = {
 #define SP_API_CUDA(name, ...) [SP_CIDX_##name] = (void *)name,
 #include "stepprof/api_cuda.def"
+#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 };

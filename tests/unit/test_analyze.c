@@ -822,6 +822,50 @@ Test(findings, alloc_fragmentation_flush_without_failure_needs_half_the_live_byt
 	an_analysis_free(&a);
 }
 
+/* A device reset as the preload records it: one free of everything on dev (dptr 0), live bytes 0. */
+static void reset_ev(struct sim *s, unsigned dev, uint64_t *live)
+{
+	struct sp_event *e = add(s, SP_K_FREE, SP_API_cudaDeviceReset, s->t, s->t + US);
+	e->f[SP_F_DPTR] = 0;
+	e->f[SP_F_BYTES] = *live;
+	e->f[SP_F_LIVE] = 0;
+	e->f[SP_F_DEVICE] = dev;
+	*live = 0;
+	s->t += 2 * US;
+}
+
+/*
+ * As flush_run(16) (8 of 16 segments released, then allocations again), but
+ * the 8th release is a device reset after 7 frees: the program's doing, not
+ * an allocator's flush.
+ */
+Test(findings, device_reset_is_no_allocator_flush)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	for (int k = 0; k < 16; k++)
+		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+	for (int i = 0; i < 12; i++) {
+		sim_step(&s, 1000 * US);
+		if (i == 6) {
+			for (int k = 0; k < 7; k++)
+				alloc_ev(&s, SP_K_FREE, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+			reset_ev(&s, 0, &live);
+			for (int k = 0; k < 8; k++)
+				alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)k, 24 * MiB, &live);
+		}
+		sim_compute(&s, 2000 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_null(find(&a, AN_F_ALLOC_FRAGMENTATION, "allocator_flush"), "a device reset taken for a flush");
+	cr_assert_eq(a.nit, 12);
+	cr_expect_eq(a.it[5].device_bytes_peak, 16 * 24 * MiB);
+	cr_expect_eq(a.it[7].device_bytes_peak, 8 * 24 * MiB, "after the reset: the 8 segments allocated again");
+	an_analysis_free(&a);
+}
+
 /* Iteration 5 allocates `extra` bytes in `sizes` distinct sizes above a steady 64 MiB and frees them. */
 static void peak_run(struct an_analysis *a, uint64_t extra, int sizes)
 {
@@ -969,6 +1013,52 @@ Test(findings, memory_growth_fires_and_is_critical_near_capacity)
 	cr_expect_eq(f->severity, 2);
 	cr_expect_eq(f->nsites, 1);
 	cr_expect_str_eq(f->sites[0], "trainer!leak+0x10");
+	an_analysis_free(&a);
+}
+
+/*
+ * A leak on device 0 (as leak_run) while device 1 gets a block in iteration
+ * 3 that a reset of device 1 releases: the growth's sites are the leak's
+ * only, and device 0's books are untouched by device 1's reset.
+ */
+Test(findings, device_reset_releases_the_blocks_of_its_device_only)
+{
+	struct sim s;
+	sim_init(&s);
+	s.m.hdr.ndevices = 2;
+	s.m.hdr.devices[0].mem_bytes = s.m.hdr.devices[1].mem_bytes = 1024 * MiB;
+	uint64_t live = 0, live1 = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 200 * MiB, &live);
+	uint32_t site = an_memsrc_string(&s.m, "trainer!leak+0x10"), gone = an_memsrc_string(&s.m, "trainer!gone+0x20");
+	for (int i = 0; i < 10; i++) {
+		sim_step(&s, 1000 * US);
+		live += 2 * MiB;
+		struct sp_event *e = add(&s, SP_K_ALLOC, SP_API_cudaMalloc, s.t, s.t + US);
+		e->f[SP_F_DPTR] = 0x1000 + (uint64_t)i;
+		e->f[SP_F_BYTES] = 2 * MiB;
+		e->f[SP_F_LIVE] = live;
+		e->f[SP_F_SITE] = site;
+		s.t += 2 * US;
+		if (i == 3) {
+			live1 = 4096;
+			e = add(&s, SP_K_ALLOC, SP_API_cudaMalloc, s.t, s.t + US);
+			e->f[SP_F_DPTR] = 0x900000;
+			e->f[SP_F_BYTES] = live1;
+			e->f[SP_F_LIVE] = live1;
+			e->f[SP_F_SITE] = gone;
+			e->f[SP_F_DEVICE] = 1;
+			s.t += 2 * US;
+			reset_ev(&s, 1, &live1);
+		}
+		sim_compute(&s, 2000 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	cr_assert(f);
+	cr_expect_eq(f->nsites, 1, "%d sites: the reset's block is still live", f->nsites);
+	cr_expect_str_eq(f->sites[0], "trainer!leak+0x10");
+	cr_expect_eq(a.it[9].device_bytes_peak, 220 * MiB);
 	an_analysis_free(&a);
 }
 

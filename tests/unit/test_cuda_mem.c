@@ -1,9 +1,10 @@
 /*
  * test_cuda_mem.c - the memory bookkeeping of the CUDA hooks (preload/cuda_mem.c):
- *   1. the pinned-range map: bounds, interior pointers, removal, a full map,
- *      readers racing a writer;
+ *   1. the pinned-range map: bounds, interior pointers, removal, growth past
+ *      its first array, a map at its limit (unknown, not pageable), readers
+ *      racing a writer that churns or grows it;
  *   2. device allocations: live and peak bytes per device, unknown and double
- *      frees, tombstone reuse over many alloc/free cycles.
+ *      frees, a device reset, tombstone reuse over many alloc/free cycles.
  * Ground truth: the ranges and sizes each test itself chose.
  */
 #include <criterion/criterion.h>
@@ -58,14 +59,43 @@ Test(cuda_mem, pinned_many_ranges_any_order)
 	}
 }
 
-Test(cuda_mem, pinned_full_map_refuses)
+Test(cuda_mem, pinned_map_grows_past_its_first_array)
 {
 	sp_pinned_reset();
-	for (unsigned i = 0; i < SP_PINNED_MAX; i++)
+	/* five times the first array, in descending order (every add shifts the whole array) */
+	const unsigned n = 5 * SP_PINNED_INITIAL;
+	for (unsigned i = n; i > 0; i--)
+		cr_assert_eq(sp_pinned_add((uint64_t)i * 0x10000, 0x100), 0, "range %u refused", i);
+	for (unsigned i = 1; i <= n; i++) {
+		cr_expect_eq(sp_pinned_lookup((uint64_t)i * 0x10000 + 0x80), 1, "range %u lost", i);
+		cr_expect_eq(sp_pinned_lookup((uint64_t)i * 0x10000 + 0x100), 0, "range %u too long", i);
+	}
+	for (unsigned i = 1; i <= n; i++)
+		cr_expect_eq(sp_pinned_remove((uint64_t)i * 0x10000), 0x100);
+	cr_expect_eq(sp_pinned_lookup(0x10000), 0);
+}
+
+Test(cuda_mem, pinned_map_at_its_limit_says_unknown_not_pageable)
+{
+	sp_pinned_reset();
+	sp_pinned_set_limit(8);
+	for (unsigned i = 0; i < 8; i++)
 		cr_assert_eq(sp_pinned_add((uint64_t)(i + 1) * 0x10000, 0x100), 0);
 	cr_expect_eq(sp_pinned_add(0x7fff0000, 0x100), -1);
+	cr_expect_eq(sp_pinned_add(0x7ffe0000, 0x100), -1);
+	cr_expect_eq(sp_pinned_lookup(0x7fff0000), -1, "a range the map could not hold is unknown");
+	cr_expect_eq(sp_pinned_lookup(0x3000), -1, "so is any address outside the known ranges");
+	cr_expect_eq(sp_pinned_lookup(0x10080), 1);
 	cr_expect(!sp_pinned_contains(0x7fff0000));
-	cr_expect(sp_pinned_contains(0x10000));
+	/* the two it could not hold go away: the map is whole again */
+	cr_expect_eq(sp_pinned_remove(0x7fff0000), 0);
+	cr_expect_eq(sp_pinned_lookup(0x3000), -1);
+	cr_expect_eq(sp_pinned_remove(0x7ffe0000), 0);
+	cr_expect_eq(sp_pinned_lookup(0x3000), 0);
+	cr_expect_eq(sp_pinned_remove(0x10000), 0x100);
+	cr_expect_eq(sp_pinned_add(0x7fff0000, 0x100), 0, "room again");
+	cr_expect_eq(sp_pinned_lookup(0x7fff0080), 1);
+	sp_pinned_reset();
 }
 
 static volatile int stop;
@@ -80,6 +110,33 @@ static void *churn(void *arg)
 		sp_pinned_remove(0x100);
 	}
 	return NULL;
+}
+
+static void *grower(void *arg)
+{
+	(void)arg;
+	for (unsigned i = 0; i < 20000; i++) /* 4096 -> 8192 -> 16384 -> 32768 */
+		sp_pinned_add(0x10000000 + (uint64_t)i * 0x1000, 0x100);
+	stop = 1;
+	return NULL;
+}
+
+Test(cuda_mem, pinned_readers_never_miss_a_stable_range_while_the_map_grows)
+{
+	sp_pinned_reset();
+	sp_pinned_add(0x100000, 0x1000);
+	pthread_t t;
+	stop = 0;
+	pthread_create(&t, NULL, grower, NULL);
+	unsigned miss = 0, false_hit = 0;
+	while (!__atomic_load_n(&stop, __ATOMIC_RELAXED)) {
+		miss += !sp_pinned_contains(0x100800);
+		false_hit += sp_pinned_contains(0x180000);
+	}
+	pthread_join(t, NULL);
+	cr_expect_eq(miss, 0);
+	cr_expect_eq(false_hit, 0);
+	cr_expect(sp_pinned_contains(0x10000000 + 19999ull * 0x1000));
 }
 
 Test(cuda_mem, pinned_readers_never_miss_a_stable_range_while_a_writer_churns)
@@ -119,6 +176,29 @@ Test(cuda_mem, live_and_peak_per_device)
 	cr_expect_eq(sp_dev_live(1), 7);
 	cr_expect_eq(sp_dalloc_remove(0xc000000, &size, &dev), 0);
 	cr_expect_eq(dev, 1);
+}
+
+Test(cuda_mem, device_reset_forgets_that_device_only)
+{
+	sp_dalloc_reset();
+	sp_dalloc_add(0xa000, 1000, 0);
+	sp_dalloc_add(0xb000, 500, 0);
+	sp_dalloc_add(0xc000, 7, 1);
+	uint64_t size;
+	unsigned dev;
+	cr_expect_eq(sp_dalloc_remove(0xb000, &size, &dev), 1000);
+	cr_expect_eq(sp_dalloc_reset_dev(0), 1000, "the live bytes of device 0 are released");
+	cr_expect_eq(sp_dev_live(0), 0);
+	cr_expect_eq(sp_dev_peak(0), 1500, "the peak is history");
+	cr_expect_eq(sp_dev_live(1), 7);
+	cr_expect_eq(sp_dalloc_remove(0xa000, &size, &dev), UINT64_MAX, "freed by the reset");
+	/* the address is reused after the reset: the new block, not the old one, is freed */
+	cr_expect_eq(sp_dalloc_add(0xa000, 64, 0), 64);
+	cr_expect_eq(sp_dalloc_remove(0xa000, &size, &dev), 0);
+	cr_expect_eq(size, 64);
+	cr_expect_eq(sp_dalloc_remove(0xc000, &size, &dev), 0);
+	cr_expect_eq(dev, 1);
+	cr_expect_eq(sp_dalloc_reset_dev(1), 0);
 }
 
 Test(cuda_mem, unknown_and_double_free_change_nothing)

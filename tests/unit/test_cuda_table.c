@@ -41,7 +41,7 @@
 	X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister)                     \
 	X(cuMemHostUnregister) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuGetProcAddress)          \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
-	X(cuModuleLoadData)
+	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy)
 
 #ifndef SP_T_BASES_ONLY
 
@@ -79,6 +79,10 @@ static const char *expected(const char *base, int ver, int flags)
 		return ver >= 13000 ? "cuCtxSynchronize_v2" : "cuCtxSynchronize";
 	if (!strcmp(base, "cuGetProcAddress"))
 		return ver >= 12000 ? "cuGetProcAddress_v2" : "cuGetProcAddress";
+	if (!strcmp(base, "cuDevicePrimaryCtxReset")) /* the runtime asks at 7000 */
+		return ver >= 11000 ? "cuDevicePrimaryCtxReset_v2" : "cuDevicePrimaryCtxReset";
+	if (!strcmp(base, "cuCtxCreate")) /* at 3020 */
+		return ver >= 12050 ? "cuCtxCreate_v4" : ver >= 11040 ? "cuCtxCreate_v3" : "cuCtxCreate_v2";
 	return (flags & 2) ? sp_t_ptds_name(base) : plain_name(base);
 }
 

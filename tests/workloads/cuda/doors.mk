@@ -6,6 +6,8 @@
 #   build/bin/door_dlsym    no CUDA linked: dlopen + dlsym by handle
 #   build/bin/door_ptds     door_plt built with CUDA_API_PER_THREAD_DEFAULT_STREAM
 #   build/bin/cuda_probe_nocuda   a program that never touches CUDA (fork, errno, /proc/self/maps)
+#   build/bin/cuda_edges    cuda_edges.c: one scenario per edge case (runtime and driver linked)
+#   build/bin/cuda_edges_ptds   the same built with CUDA_API_PER_THREAD_DEFAULT_STREAM
 #
 # RUNPATH $ORIGIN/../simgpu as for the trainer; -rdynamic so dladdr names the kernels.
 
@@ -46,6 +48,17 @@ $(BUILD)/bin/door_dlsym: $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< $(DOOR_LDFLAGS) -ldl -lpthread
 
+$(BUILD)/obj/tests/workloads/cuda/cuda_edges_ptds.o: tests/workloads/cuda/cuda_edges.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) $(CPPFLAGS_COMMON) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+
+$(BUILD)/bin/cuda_edges $(BUILD)/bin/cuda_edges_ptds: $(BUILD)/bin/%: $(BUILD)/obj/tests/workloads/cuda/%.o \
+		$(BUILD)/simgpu/libcudart.so.12 $(BUILD)/simgpu/libcuda.so.1
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 -l:libcuda.so.1 $(DOOR_LDFLAGS) -ldl -lpthread
+
 $(BUILD)/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_nocuda.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -54,4 +67,5 @@ $(BUILD)/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_noc
 ALL_TARGETS += $(BUILD)/bin/cuda_probe_nocuda
 ifneq ($(wildcard tests/simgpu/module.mk),)
 ALL_TARGETS += $(BUILD)/bin/door_plt $(BUILD)/bin/door_static $(BUILD)/bin/door_dlsym $(BUILD)/bin/door_ptds
+ALL_TARGETS += $(BUILD)/bin/cuda_edges $(BUILD)/bin/cuda_edges_ptds
 endif

@@ -1,0 +1,400 @@
+/*
+ * test_cuda_edges.c - edge cases of the CUDA hooks end to end, on the
+ * simulated GPU: tests/workloads/cuda/cuda_edges.c runs one scenario under
+ * LD_PRELOAD=libstepprof.so (and without it, for stdout), and the test reads
+ * `stepprof dump --json` (and `stepprof analyze --json` where a finding is
+ * at stake). Each scenario's comment in cuda_edges.c says what it does.
+ *
+ *   1. helpers: run a scenario, read its records, find them
+ *   2. the scenarios, one test each
+ */
+#include <criterion/criterion.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testlib.h"
+
+/* ---------------------------------------------------------- 1. helpers */
+
+struct edge {
+	char *dir;
+	struct sp_t_result res;
+	struct sp_json **rec; /* every record of every trace file of the run */
+	size_t nrec;
+};
+
+static int str_eq(const struct sp_json *j, const char *key, const char *v)
+{
+	const char *s = sp_json_str(j, key);
+	return s && !strcmp(s, v);
+}
+
+static void read_traces(struct edge *e)
+{
+	DIR *dir = opendir(e->dir);
+	cr_assert(dir, "no trace directory %s", e->dir);
+	struct dirent *de;
+	while ((de = readdir(dir))) {
+		if (!strstr(de->d_name, ".sptrace"))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", e->dir, de->d_name);
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL};
+		struct sp_t_result r;
+		cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump %s: %s", path, r.err);
+		struct sp_json **lines = NULL;
+		size_t n = sp_json_parse_lines(r.out, &lines);
+		e->rec = realloc(e->rec, (e->nrec + n) * sizeof(*e->rec));
+		memcpy(e->rec + e->nrec, lines, n * sizeof(*lines));
+		e->nrec += n;
+		free(lines);
+		sp_t_result_free(&r);
+	}
+	closedir(dir);
+}
+
+/* Run build/<bin> SCENARIO (preload=0: without the preload); env: extra entries. */
+static void edge_run(struct edge *e, const char *bin, const char *scenario, int preload, const char *const *env)
+{
+	memset(e, 0, sizeof(*e));
+	const char *path = sp_t_build(bin);
+	cr_assert(access(path, X_OK) == 0, "%s is not built (make; it needs the simulated GPU)", path);
+	e->dir = sp_t_tmpdir("cudaedge");
+	char dirv[1100], pre[1100];
+	snprintf(dirv, sizeof(dirv), "STEPPROF_DIR=%s", e->dir);
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload ? sp_t_build("lib/libstepprof.so") : "");
+	char *argv[] = {(char *)path, (char *)scenario, NULL}, *envv[32];
+	int m = 0;
+	envv[m++] = pre;
+	envv[m++] = dirv;
+	envv[m++] = "STEPPROF_QUIET=0";
+	for (; env && *env && m < 30; env++)
+		envv[m++] = (char *)*env;
+	envv[m] = NULL;
+	int st = sp_t_run(&e->res, argv, envv, NULL, 60);
+	cr_assert_eq(st, 0, "%s %s exited %d; stderr:\n%s", path, scenario, st, e->res.err);
+	if (preload)
+		read_traces(e);
+}
+
+static void edge_free(struct edge *e)
+{
+	for (size_t i = 0; i < e->nrec; i++)
+		sp_json_free(e->rec[i]);
+	free(e->rec);
+	sp_t_result_free(&e->res);
+	sp_t_rmrf(e->dir);
+	free(e->dir);
+}
+
+/* The n-th record (from 0) of that kind, and api when not NULL; NULL when there are fewer. */
+static const struct sp_json *nth(const struct edge *e, const char *kind, const char *api, unsigned n)
+{
+	for (size_t i = 0; i < e->nrec; i++)
+		if (str_eq(e->rec[i], "kind", kind) && (!api || str_eq(e->rec[i], "api", api)) && !n--)
+			return e->rec[i];
+	return NULL;
+}
+
+static unsigned count(const struct edge *e, const char *kind, const char *api)
+{
+	unsigned n = 0;
+	for (size_t i = 0; i < e->nrec; i++)
+		n += str_eq(e->rec[i], "kind", kind) && (!api || str_eq(e->rec[i], "api", api));
+	return n;
+}
+
+/* The same scenario without the preload prints the same thing. */
+static void expect_same_stdout(const struct edge *pre, const char *bin, const char *scenario, const char *const *env)
+{
+	struct edge bare;
+	edge_run(&bare, bin, scenario, 0, env);
+	cr_expect_str_eq(pre->res.out, bare.res.out, "%s %s: stdout differs under the preload", bin, scenario);
+	edge_free(&bare);
+}
+
+/* `stepprof analyze --json` of the run's directory: 1 when it has a finding of that kind. */
+static int has_finding(const struct edge *e, const char *kind)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", e->dir, "--json", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof analyze: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "analyze --json is not JSON:\n%s", r.out);
+	struct sp_json *f = sp_json_get(j, "findings");
+	int found = 0;
+	for (size_t i = 0; f && i < f->n; i++)
+		found |= str_eq(sp_json_at(f, i), "kind", kind);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	return found;
+}
+
+/* ------------------------------------------------------- 2. scenarios */
+
+Test(cuda_edges, argument_errors_are_allocs_with_their_result_not_alloc_failed, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "argerr", 1, NULL);
+	/* only the out-of-memory answer is a failed allocation */
+	cr_expect_eq(count(&e, "alloc_failed", NULL), 1, "%u alloc_failed records", count(&e, "alloc_failed", NULL));
+	const struct sp_json *oom = nth(&e, "alloc_failed", NULL, 0);
+	cr_expect(oom && str_eq(oom, "api", "cudaMalloc") && sp_json_u64(oom, "bytes", 0) == 4096ull << 20,
+		  "the 4 GiB cudaMalloc is not the alloc_failed");
+	cr_expect_eq(sp_json_num(oom, "result", 0), 2);
+	/* the refused ones: plain alloc records with their result; live bytes stay at the 1 MiB held */
+	const struct sp_json *vmm = nth(&e, "alloc", "cuMemCreate", 0), *null = nth(&e, "alloc", "cudaMalloc", 1);
+	cr_assert(vmm, "no alloc record of the refused cuMemCreate");
+	cr_assert(null, "no alloc record of cudaMalloc(NULL, 100)");
+	cr_expect_eq(sp_json_num(vmm, "result", 0), 1);	 /* CUDA_ERROR_INVALID_VALUE */
+	cr_expect_eq(sp_json_num(null, "result", 0), 1); /* cudaErrorInvalidValue */
+	cr_expect_eq(sp_json_u64(vmm, "bytes", 0), 1000);
+	cr_expect_eq(sp_json_u64(null, "bytes", 0), 100);
+	cr_expect_eq(sp_json_u64(vmm, "live_bytes", 0), 1 << 20);
+	cr_expect_eq(sp_json_u64(null, "live_bytes", 0), 1 << 20);
+	cr_expect(str_eq(vmm, "dptr", "0x0"), "dptr %s", sp_json_str(vmm, "dptr"));
+	const struct sp_json *fr = nth(&e, "free", "cudaFree", 0);
+	cr_assert(fr);
+	cr_expect_eq(sp_json_u64(fr, "live_bytes", 1), 0, "the free left %llu live bytes",
+		     (unsigned long long)sp_json_u64(fr, "live_bytes", 1));
+	/* no false fragmentation: the only failure had less free memory than it asked for */
+	cr_expect(!has_finding(&e, "alloc_fragmentation"), "alloc_fragmentation raised for argument errors");
+	expect_same_stdout(&e, "bin/cuda_edges", "argerr", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "query", 1, NULL);
+	/* 500 of each: D2H pageable and pinned, H2D pinned, H2H, cuMemcpyDtoH, cuMemcpyHtoD pinned */
+	cr_expect(strstr(e.res.out, "not ready after 500 of each: d2h pageable 0, d2h pinned 0, h2d pinned 0, h2h 0, "
+				    "cuMemcpyDtoH 0, cuMemcpyHtoD pinned 0\n"),
+		  "a stream query right after a complete synchronous copy said not ready:\n%s", e.res.out);
+	/* and every copy is still timed, its end no earlier than its begin */
+	unsigned copies = 0, timed = 0;
+	for (size_t i = 0; i < e.nrec; i++) {
+		if (!str_eq(e.rec[i], "kind", "copy"))
+			continue;
+		copies++;
+		struct sp_json *gb = sp_json_get(e.rec[i], "gpu_begin_ns"), *ge = sp_json_get(e.rec[i], "gpu_end_ns");
+		timed += gb && ge && ge->num >= gb->num;
+	}
+	cr_expect_eq(copies, 7 * 500);
+	cr_expect_eq(timed, copies, "%u of %u copies timed", timed, copies);
+	expect_same_stdout(&e, "bin/cuda_edges", "query", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+{
+	static const struct {
+		const char *kind, *api;
+		unsigned dev;
+		uint64_t bytes, live;
+	} want[] = {
+	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
+	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
+	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
+	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
+	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
+	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < e.nrec; i++) {
+		if (!str_eq(e.rec[i], "kind", "alloc") && !str_eq(e.rec[i], "kind", "free"))
+			continue;
+		cr_assert_lt(k, n, "more alloc/free records than the program's calls");
+		const struct sp_json *r = e.rec[i];
+		cr_expect(str_eq(r, "kind", want[k].kind) && str_eq(r, "api", want[k].api),
+			  "record %zu: %s %s, expected %s %s", k, sp_json_str(r, "kind"), sp_json_str(r, "api"),
+			  want[k].kind, want[k].api);
+		cr_expect_eq(sp_json_u64(r, "device", 99), want[k].dev, "record %zu (%s): device", k, want[k].api);
+		cr_expect_eq(sp_json_u64(r, "bytes", 0), want[k].bytes, "record %zu (%s): bytes %llu", k, want[k].api,
+			     (unsigned long long)sp_json_u64(r, "bytes", 0));
+		cr_expect_eq(sp_json_u64(r, "live_bytes", 1), want[k].live, "record %zu (%s): live_bytes %llu", k,
+			     want[k].api, (unsigned long long)sp_json_u64(r, "live_bytes", 1));
+		cr_expect_eq(sp_json_num(r, "result", -1), 0);
+		k++;
+	}
+	cr_expect_eq(k, n, "%zu alloc/free records, the program made %zu calls", k, n);
+	/* the copy after the reset is timed (the timing state of the reset device starts afresh too) */
+	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 1);
+	cr_assert(cp);
+	cr_expect(sp_json_get(cp, "gpu_begin_ns"), "the copy after the reset has no GPU time");
+	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
+	edge_free(&e);
+}
+
+Test(cuda_edges, context_changes_change_the_device_of_the_records, .timeout = 60)
+{
+	/* the records in order, and the device each call ran on (cuda_edges.c ctx) */
+	static const struct {
+		const char *kind, *api;
+		unsigned dev;
+	} want[] = {
+	    {"alloc", "cuMemAlloc_v2", 0},   {"copy", "cuMemcpyHtoD_v2", 0},  /* cuCtxCreate dev 0 */
+	    {"alloc", "cuMemAlloc_v2", 1},   {"copy", "cuMemcpyHtoD_v2", 1},  /* cuCtxCreate dev 1 */
+	    {"memset", "cuMemsetD8_v2", 0},				      /* cuCtxPopCurrent */
+	    {"memset", "cuMemsetD8_v2", 1},  {"sync", "cuCtxSynchronize", 1}, /* cuCtxPushCurrent */
+	    {"free", "cuMemFree_v2", 1},     {"copy", "cuMemcpyDtoH_v2", 0},  /* cuCtxDestroy dev 1 */
+	    {"alloc", "cuMemAlloc_v2", 0},   {"copy", "cuMemcpyHtoD_v2", 0},  /* cuCtxSetCurrent */
+	    {"sync", "cuCtxSynchronize", 0}, {"free", "cuMemFree_v2", 0},     {"free", "cuMemFree_v2", 0},
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "ctx", 1, env);
+	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
+	for (size_t i = 0; i < e.nrec; i++) {
+		const char *kind = sp_json_str(e.rec[i], "kind");
+		if (!kind || (strcmp(kind, "alloc") && strcmp(kind, "free") && strcmp(kind, "copy") &&
+			      strcmp(kind, "memset") && strcmp(kind, "sync")))
+			continue;
+		cr_assert_lt(k, n, "more records than the program's calls");
+		cr_expect(str_eq(e.rec[i], "kind", want[k].kind) && str_eq(e.rec[i], "api", want[k].api),
+			  "record %zu: %s %s, expected %s %s", k, kind, sp_json_str(e.rec[i], "api"), want[k].kind,
+			  want[k].api);
+		cr_expect_eq(sp_json_u64(e.rec[i], "device", 99), want[k].dev,
+			     "record %zu (%s %s): device %llu, ran on %u", k, want[k].kind, want[k].api,
+			     (unsigned long long)sp_json_u64(e.rec[i], "device", 99), want[k].dev);
+		k++;
+	}
+	cr_expect_eq(k, n, "%zu records, the program made %zu calls", k, n);
+	/* the thread times the ops of its first context: the copies back in it after the others are timed */
+	const struct sp_json *back = nth(&e, "copy", "cuMemcpyDtoH_v2", 0),
+			     *last = nth(&e, "copy", "cuMemcpyHtoD_v2", 2);
+	cr_assert(back && last);
+	cr_expect(sp_json_get(back, "gpu_begin_ns"), "the copy after cuCtxDestroy has no GPU time");
+	cr_expect(sp_json_get(last, "gpu_begin_ns"), "the copy after cuCtxSetCurrent has no GPU time");
+	expect_same_stdout(&e, "bin/cuda_edges", "ctx", env);
+	edge_free(&e);
+}
+
+Test(cuda_edges, unified_copy_first_in_a_new_thread_is_told_apart, .timeout = 60)
+{
+	static const struct {
+		const char *dir, *mem;
+		uint64_t dptr_off; /* from the 1 MiB allocation */
+	} want[] = {{"h2d", "pageable", 4096}, {"d2h", "pageable", 0}, {"h2d", "pinned", 0}};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "newthread", 1, NULL);
+	const struct sp_json *al = nth(&e, "alloc", "cudaMalloc", 0);
+	cr_assert(al);
+	uint64_t base = strtoull(sp_json_str(al, "dptr"), NULL, 16);
+	cr_expect_eq(count(&e, "copy", NULL), 3);
+	for (unsigned k = 0; k < 3; k++) {
+		const struct sp_json *c = nth(&e, "copy", "cudaMemcpy", k);
+		cr_assert(c);
+		cr_expect(str_eq(c, "direction", want[k].dir), "copy %u: direction %s, expected %s", k,
+			  sp_json_str(c, "direction"), want[k].dir);
+		cr_expect(str_eq(c, "host_memory", want[k].mem), "copy %u: host memory %s, expected %s", k,
+			  sp_json_str(c, "host_memory"), want[k].mem);
+		const char *dp = sp_json_str(c, "dptr");
+		cr_expect(dp && strtoull(dp, NULL, 16) == base + want[k].dptr_off,
+			  "copy %u: dptr %s, expected base+%llu", k, dp ? dp : "(none)",
+			  (unsigned long long)want[k].dptr_off);
+		/* a pageable copy names its site, in the program */
+		if (!strcmp(want[k].mem, "pageable"))
+			cr_expect(sp_json_str(c, "site") && strstr(sp_json_str(c, "site"), "cuda_edges!"),
+				  "copy %u: site %s", k, sp_json_str(c, "site") ? sp_json_str(c, "site") : "(none)");
+	}
+	expect_same_stdout(&e, "bin/cuda_edges", "newthread", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, pinned_ranges_beyond_4096_are_still_pinned, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pinmax", 1, NULL);
+	cr_expect(strstr(e.res.out, "cudaHostAlloc x5000: 0 failed"), "%s", e.res.out);
+	cr_expect_eq(count(&e, "copy", NULL), 4);
+	for (unsigned k = 0; k < 4; k++) {
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_expect(str_eq(c, "host_memory", "pinned"), "copy %u (%s): host memory %s", k, k < 3 ? "h2d" : "d2h",
+			  sp_json_str(c, "host_memory"));
+	}
+	/* every release knows its range */
+	unsigned frees = 0, sized = 0;
+	for (size_t i = 0; i < e.nrec; i++)
+		if (str_eq(e.rec[i], "kind", "host_free")) {
+			frees++;
+			sized += sp_json_u64(e.rec[i], "bytes", 0) == 256;
+		}
+	cr_expect_eq(frees, 5000);
+	cr_expect_eq(sized, 5000, "%u of 5000 host_free records have the range's 256 bytes", sized);
+	cr_expect(!strstr(e.res.err, "pinned host range"), "a warning although the map grew:\n%s", e.res.err);
+	cr_expect(!has_finding(&e, "unpinned_copy"), "unpinned_copy raised for pinned copies");
+	expect_same_stdout(&e, "bin/cuda_edges", "pinmax", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, managed_memory_named_host_is_managed, .timeout = 60)
+{
+	static const struct {
+		const char *api, *dir, *mem;
+	} want[] = {
+	    {"cudaMemcpy", "h2d", "managed"},	   {"cudaMemcpy", "d2h", "managed"},
+	    {"cudaMemcpyAsync", "h2d", "managed"}, {"cuMemcpyHtoD_v2", "h2d", "managed"},
+	    {"cudaMemcpy", "h2d", "managed"}, /* first call of a new thread */
+	    {"cudaMemcpy", "h2d", "pageable"},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "managed", 1, NULL);
+	size_t n = sizeof(want) / sizeof(want[0]);
+	cr_expect_eq(count(&e, "copy", NULL), n);
+	for (unsigned k = 0; k < n; k++) {
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_assert(c);
+		cr_expect(str_eq(c, "api", want[k].api) && str_eq(c, "direction", want[k].dir), "copy %u: %s %s", k,
+			  sp_json_str(c, "api"), sp_json_str(c, "direction"));
+		cr_expect(str_eq(c, "host_memory", want[k].mem), "copy %u (%s %s): host memory %s, expected %s", k,
+			  want[k].api, want[k].dir, sp_json_str(c, "host_memory"), want[k].mem);
+	}
+	expect_same_stdout(&e, "bin/cuda_edges", "managed", NULL);
+	edge_free(&e);
+}
+
+/* The symbol copies as recorded from bin (suffix "" or the per-thread ones): api, direction, bytes. */
+static void expect_symbol_copies(const char *bin, const char *sync_suffix, const char *async_suffix)
+{
+	static const struct {
+		const char *api;
+		int async;
+		const char *dir;
+		uint64_t bytes;
+	} want[] = {{"cudaMemcpyToSymbol", 0, "h2d", 4096},
+		    {"cudaMemcpyFromSymbol", 0, "d2h", 4096},
+		    {"cudaMemcpyToSymbolAsync", 1, "h2d", 1024},
+		    {"cudaMemcpyFromSymbolAsync", 1, "d2h", 1024}};
+	struct edge e;
+	edge_run(&e, bin, "symbols", 1, NULL);
+	cr_expect_eq(count(&e, "copy", NULL), 4, "%s: %u copy records for 4 symbol copies", bin,
+		     count(&e, "copy", NULL));
+	for (unsigned k = 0; k < 4; k++) {
+		char api[64];
+		snprintf(api, sizeof(api), "%s%s", want[k].api, want[k].async ? async_suffix : sync_suffix);
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_assert(c, "%s: no record of %s", bin, api);
+		cr_expect(str_eq(c, "api", api), "%s: copy %u recorded as %s, the program called %s", bin, k,
+			  sp_json_str(c, "api"), api);
+		cr_expect(str_eq(c, "direction", want[k].dir), "%s: %s direction %s", bin, api,
+			  sp_json_str(c, "direction"));
+		cr_expect_eq(sp_json_u64(c, "bytes", 0), want[k].bytes);
+		cr_expect(sp_json_get(c, "gpu_begin_ns"), "%s: %s has no GPU time", bin, api);
+	}
+	expect_same_stdout(&e, bin, "symbols", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
+{
+	expect_symbol_copies("bin/cuda_edges", "", "");
+	expect_symbol_copies("bin/cuda_edges_ptds", "_ptds", "_ptsz");
+}

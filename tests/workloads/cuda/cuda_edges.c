@@ -1,0 +1,320 @@
+/*
+ * cuda_edges.c - one short scenario per edge case of the CUDA hooks
+ * (tests/e2e/test_cuda_edges.c), on the simulated GPU. Built twice
+ * (tests/workloads/cuda/doors.mk): build/bin/cuda_edges, linked to the
+ * runtime and the driver, and build/bin/cuda_edges_ptds, the same compiled
+ * with CUDA_API_PER_THREAD_DEFAULT_STREAM.
+ *
+ *   cuda_edges SCENARIO      one of the table at the end (`cuda_edges` alone lists them)
+ *
+ * stdout is what the program itself sees (return codes, errno, its own
+ * counts), the same with and without the preload; the tests compare it and
+ * read the trace for the rest. Each scenario's comment says what the
+ * test expects of the trace.
+ */
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MiB (1024ull * 1024)
+
+/* Print a call's result and errno as the program sees them. */
+#define SHOW(what, rc)                                                                                                 \
+	do {                                                                                                           \
+		errno = 4242;                                                                                          \
+		int r_ = (int)(rc);                                                                                    \
+		printf("%-40s rc=%d errno=%d\n", what, r_, errno);                                                     \
+	} while (0)
+
+/*
+ * argerr: allocations refused for their arguments are plain alloc records
+ * with their result (no alloc_failed, live bytes unchanged); an out-of-memory
+ * answer is an alloc_failed. In order: cudaMalloc 1 MiB (ok), cuMemCreate of
+ * 1000 bytes (not a multiple of the granularity: CUDA_ERROR_INVALID_VALUE),
+ * cudaMalloc(NULL, 100) (cudaErrorInvalidValue), cudaMalloc 4 GiB (more
+ * than the device: cudaErrorMemoryAllocation), cudaFree.
+ */
+static int argerr(void)
+{
+	void *d = NULL, *x = NULL;
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	CUmemGenericAllocationHandle h = 0;
+	SHOW("cuMemCreate 1000 bytes", cuMemCreate(&h, 1000, &prop, 0));
+	SHOW("cudaMalloc(NULL, 100)", cudaMalloc(NULL, 100));
+	SHOW("cudaMalloc 4GiB", cudaMalloc(&x, 4096 * MiB));
+	SHOW("cudaGetLastError", cudaGetLastError());
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+/*
+ * query: a synchronous copy that CUDA documents as complete when it returns
+ * (device to pageable or pinned host, pinned host to device, host to host)
+ * leaves its stream idle: a cudaStreamQuery / cuStreamQuery right after it
+ * answers success, 500 times each, with or without the preload. stdout: the
+ * "not ready" counts (all 0). A pageable host-to-device copy may return with
+ * its DMA in flight (CUDA's documented behaviour), so its count goes to
+ * stderr only.
+ */
+static int query(void)
+{
+	enum { N = 500, B = 4096 };
+	void *d = NULL, *pin = NULL;
+	static char pg[B], pg2[B];
+	SHOW("cudaMalloc", cudaMalloc(&d, B));
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, B));
+	unsigned nr[6] = {0}, pageable_h2d = 0;
+	for (int i = 0; i < N; i++) {
+		cudaMemcpy(pg, d, B, cudaMemcpyDeviceToHost);
+		nr[0] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(pin, d, B, cudaMemcpyDeviceToHost);
+		nr[1] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(d, pin, B, cudaMemcpyHostToDevice);
+		nr[2] += cudaStreamQuery(0) != cudaSuccess;
+		cudaMemcpy(pg2, pg, B, cudaMemcpyHostToHost);
+		nr[3] += cudaStreamQuery(0) != cudaSuccess;
+		cuMemcpyDtoH(pg, (CUdeviceptr)(uintptr_t)d, B);
+		nr[4] += cuStreamQuery(NULL) != CUDA_SUCCESS;
+		cuMemcpyHtoD((CUdeviceptr)(uintptr_t)d, pin, B);
+		nr[5] += cuStreamQuery(NULL) != CUDA_SUCCESS;
+		cudaMemcpy(d, pg, B, cudaMemcpyHostToDevice);
+		pageable_h2d += cudaStreamQuery(0) != cudaSuccess;
+	}
+	printf("not ready after %d of each: d2h pageable %u, d2h pinned %u, h2d pinned %u, h2h %u, "
+	       "cuMemcpyDtoH %u, cuMemcpyHtoD pinned %u\n",
+	       N, nr[0], nr[1], nr[2], nr[3], nr[4], nr[5]);
+	fprintf(stderr, "not ready after a pageable h2d: %u of %d\n", pageable_h2d, N);
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	SHOW("cudaFreeHost", cudaFreeHost(pin));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+/*
+ * reset (SIMGPU_DEVICES=2): device resets start the device's books afresh.
+ * Device 1 holds 2 MiB throughout. On device 0: cudaMalloc 100 MiB,
+ * cudaDeviceReset (the 100 MiB are gone), cudaMalloc 10 MiB, cudaFree of it;
+ * cuMemAlloc 8 MiB, cuDevicePrimaryCtxReset(0), cudaMalloc 1 MiB, cudaFree;
+ * a reset of device 1 last.
+ */
+static int reset(void)
+{
+	void *a = NULL, *b = NULL, *c = NULL, *p1 = NULL;
+	CUdeviceptr dd = 0;
+	static char h[4096];
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaMalloc dev1 2MiB", cudaMalloc(&p1, 2 * MiB));
+	SHOW("cudaSetDevice 0", cudaSetDevice(0));
+	SHOW("cudaMalloc 100MiB", cudaMalloc(&a, 100 * MiB));
+	SHOW("cudaMemcpy h2d", cudaMemcpy(a, h, sizeof(h), cudaMemcpyHostToDevice));
+	SHOW("cudaDeviceReset", cudaDeviceReset());
+	size_t fr = 0, to = 0;
+	SHOW("cudaMemGetInfo", cudaMemGetInfo(&fr, &to));
+	printf("device 0 used after the reset: %zu\n", to - fr);
+	SHOW("cudaMalloc 10MiB", cudaMalloc(&b, 10 * MiB));
+	SHOW("cudaMemcpy d2h", cudaMemcpy(h, b, sizeof(h), cudaMemcpyDeviceToHost));
+	SHOW("cudaFree 10MiB", cudaFree(b));
+	SHOW("cuMemAlloc 8MiB", cuMemAlloc(&dd, 8 * MiB));
+	SHOW("cuDevicePrimaryCtxReset 0", cuDevicePrimaryCtxReset(0));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&c, MiB));
+	SHOW("cudaFree 1MiB", cudaFree(c));
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaDeviceReset dev1", cudaDeviceReset());
+	return 0;
+}
+
+/*
+ * ctx (SIMGPU_DEVICES=2): every call that changes the thread's current
+ * context changes the device of the records after it. cuCtxCreate on device
+ * 0, then on device 1 (current), cuCtxPopCurrent (device 0 again),
+ * cuCtxPushCurrent of the device-1 context, cuCtxDestroy of it (device 0
+ * again), cuCtxSetCurrent(NULL) and back. Each step allocates, copies or sets
+ * memory; the "(dev N)" in a label is the device it runs on.
+ */
+static int ctx(void)
+{
+	CUcontext c0 = NULL, c1 = NULL, popped = NULL;
+	CUdevice d0 = 0, d1 = 0;
+	CUdeviceptr p0 = 0, p1 = 0, q0 = 0;
+	static char h[4096];
+	SHOW("cuInit", cuInit(0));
+	SHOW("cuDeviceGet 0", cuDeviceGet(&d0, 0));
+	SHOW("cuDeviceGet 1", cuDeviceGet(&d1, 1));
+	CUctxCreateParams cp;
+	memset(&cp, 0, sizeof(cp));
+	SHOW("cuCtxCreate dev 0", cuCtxCreate(&c0, &cp, 0, d0));
+	SHOW("cuMemAlloc 1MiB (dev 0)", cuMemAlloc(&p0, MiB));
+	SHOW("cuMemcpyHtoD (dev 0)", cuMemcpyHtoD(p0, h, sizeof(h)));
+	SHOW("cuCtxCreate dev 1", cuCtxCreate(&c1, &cp, 0, d1));
+	SHOW("cuMemAlloc 2MiB (dev 1)", cuMemAlloc(&p1, 2 * MiB));
+	SHOW("cuMemcpyHtoD (dev 1)", cuMemcpyHtoD(p1, h, sizeof(h)));
+	SHOW("cuCtxPopCurrent", cuCtxPopCurrent(&popped));
+	printf("popped the device 1 context: %d\n", popped == c1);
+	SHOW("cuMemsetD8 (dev 0)", cuMemsetD8(p0, 0, MiB));
+	SHOW("cuCtxPushCurrent dev 1", cuCtxPushCurrent(c1));
+	SHOW("cuMemsetD8 (dev 1)", cuMemsetD8(p1, 0, MiB));
+	SHOW("cuCtxSynchronize (dev 1)", cuCtxSynchronize());
+	SHOW("cuMemFree (dev 1)", cuMemFree(p1));
+	SHOW("cuCtxDestroy dev 1", cuCtxDestroy(c1));
+	SHOW("cuMemcpyDtoH (dev 0)", cuMemcpyDtoH(h, p0, sizeof(h)));
+	SHOW("cuCtxSetCurrent NULL", cuCtxSetCurrent(NULL));
+	SHOW("cuCtxSetCurrent dev 0", cuCtxSetCurrent(c0));
+	SHOW("cuMemAlloc 4KiB (dev 0)", cuMemAlloc(&q0, 4096));
+	SHOW("cuMemcpyHtoD (dev 0)", cuMemcpyHtoD(q0, h, sizeof(h)));
+	SHOW("cuCtxSynchronize (dev 0)", cuCtxSynchronize());
+	SHOW("cuMemFree (dev 0)", cuMemFree(q0));
+	SHOW("cuMemFree (dev 0)", cuMemFree(p0));
+	SHOW("cuCtxDestroy dev 0", cuCtxDestroy(c0));
+	return 0;
+}
+
+/*
+ * newthread: a cudaMemcpyDefault copy as the first CUDA call of a new thread
+ * (no current context until the runtime makes one inside the call), three
+ * threads one after the other: pageable to an interior device pointer (h2d),
+ * device to pageable (d2h), pinned to device (h2d, pinned).
+ */
+static void *nt_dev, *nt_pin;
+static char nt_host[8192];
+
+static void *nt_h2d(void *arg)
+{
+	SHOW("thread: default pageable->dev+4096", cudaMemcpy((char *)nt_dev + 4096, nt_host, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static void *nt_d2h(void *arg)
+{
+	SHOW("thread: default dev->pageable", cudaMemcpy(nt_host, nt_dev, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static void *nt_pinned(void *arg)
+{
+	SHOW("thread: default pinned->dev", cudaMemcpy(nt_dev, nt_pin, 4096, cudaMemcpyDefault));
+	return arg;
+}
+
+static int newthread(void)
+{
+	void *(*fn[])(void *) = {nt_h2d, nt_d2h, nt_pinned};
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&nt_dev, MiB));
+	SHOW("cudaMallocHost 4KiB", cudaMallocHost(&nt_pin, 4096));
+	for (int i = 0; i < 3; i++) {
+		pthread_t t;
+		pthread_create(&t, NULL, fn[i], NULL);
+		pthread_join(t, NULL);
+	}
+	SHOW("cudaFreeHost", cudaFreeHost(nt_pin));
+	SHOW("cudaFree", cudaFree(nt_dev));
+	return 0;
+}
+
+/*
+ * pinmax: 5000 pinned allocations of 256 bytes (more than the pinned map's
+ * first array of 4096), copies from the 1st, 4096th, 4097th and 5000th (all
+ * pinned), then every one freed.
+ */
+static int pinmax(void)
+{
+	enum { N = 5000 };
+	static void *hp[N];
+	void *d = NULL;
+	unsigned failed = 0;
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	for (int i = 0; i < N; i++)
+		failed += cudaHostAlloc(&hp[i], 256, 0) != cudaSuccess;
+	printf("cudaHostAlloc x%d: %u failed\n", N, failed);
+	SHOW("h2d from #0", cudaMemcpy(d, hp[0], 256, cudaMemcpyHostToDevice));
+	SHOW("h2d from #4095", cudaMemcpy(d, hp[4095], 256, cudaMemcpyHostToDevice));
+	SHOW("h2d from #4096", cudaMemcpy(d, hp[4096], 256, cudaMemcpyHostToDevice));
+	SHOW("d2h to #4999", cudaMemcpy(hp[N - 1], d, 256, cudaMemcpyDeviceToHost));
+	for (int i = 0; i < N; i++)
+		failed += cudaFreeHost(hp[i]) != cudaSuccess;
+	printf("cudaFreeHost x%d: %u failed\n", N, failed);
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+/*
+ * managed: managed memory passed where the program names the host side
+ * (an explicit copy kind; unified addressing lets it through): h2d and d2h
+ * with cudaMemcpy, cudaMemcpyAsync, cuMemcpyHtoD, then h2d as the first call
+ * of a new thread; a malloc'd buffer last, still pageable.
+ */
+static void *mg_dev, *mg_man;
+
+static void *mg_thread(void *arg)
+{
+	SHOW("thread: h2d from managed", cudaMemcpy(mg_dev, mg_man, 4096, cudaMemcpyHostToDevice));
+	return arg;
+}
+
+static int managed(void)
+{
+	static char pg[4096];
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&mg_dev, MiB));
+	SHOW("cudaMallocManaged 1MiB", cudaMallocManaged(&mg_man, MiB, cudaMemAttachGlobal));
+	SHOW("h2d from managed", cudaMemcpy(mg_dev, (char *)mg_man + 8192, 4096, cudaMemcpyHostToDevice));
+	SHOW("d2h to managed", cudaMemcpy(mg_man, mg_dev, 4096, cudaMemcpyDeviceToHost));
+	SHOW("async h2d from managed", cudaMemcpyAsync(mg_dev, mg_man, 4096, cudaMemcpyHostToDevice, 0));
+	SHOW("cuMemcpyHtoD from managed", cuMemcpyHtoD((CUdeviceptr)(uintptr_t)mg_dev, mg_man, 4096));
+	pthread_t t;
+	pthread_create(&t, NULL, mg_thread, NULL);
+	pthread_join(t, NULL);
+	SHOW("h2d from malloc'd", cudaMemcpy(mg_dev, pg, 4096, cudaMemcpyHostToDevice));
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	SHOW("cudaFree managed", cudaFree(mg_man));
+	SHOW("cudaFree", cudaFree(mg_dev));
+	return 0;
+}
+
+/*
+ * symbols: the four symbol copies, synchronous and async (on the default
+ * stream of the build: legacy, or per-thread in cuda_edges_ptds), h2d then
+ * d2h, after the context-creation idiom.
+ */
+static int sym_var[1024];
+
+static int symbols(void)
+{
+	static char h[4096] = {1};
+	SHOW("cudaFree(NULL)", cudaFree(NULL)); /* a context first: the first call of a thread is not timed */
+	SHOW("cudaMemcpyToSymbol", cudaMemcpyToSymbol(sym_var, h, 4096, 0, cudaMemcpyHostToDevice));
+	SHOW("cudaMemcpyFromSymbol", cudaMemcpyFromSymbol(h, sym_var, 4096, 0, cudaMemcpyDeviceToHost));
+	SHOW("cudaMemcpyToSymbolAsync", cudaMemcpyToSymbolAsync(sym_var, h, 1024, 0, cudaMemcpyHostToDevice, 0));
+	SHOW("cudaMemcpyFromSymbolAsync", cudaMemcpyFromSymbolAsync(h, sym_var, 1024, 0, cudaMemcpyDeviceToHost, 0));
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(0));
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} scenarios[] = {
+    {"argerr", argerr},	      {"query", query},	  {"reset", reset},	{"ctx", ctx},
+    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
+};
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (size_t i = 0; argc == 2 && i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		if (!strcmp(argv[1], scenarios[i].name))
+			return scenarios[i].fn();
+	fprintf(stderr, "usage: cuda_edges SCENARIO, one of:");
+	for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++)
+		fprintf(stderr, " %s", scenarios[i].name);
+	fprintf(stderr, "\n");
+	return 2;
+}
