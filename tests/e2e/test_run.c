@@ -317,21 +317,6 @@ Test(run, a_collector_gone_while_the_job_runs_is_reported, .timeout = 60)
 	free(tmp);
 }
 
-/* The last JSON line of a workload's stdout, parsed (the ground truth of iogen). */
-static struct sp_json *last_json_line(const char *out)
-{
-	const char *last = NULL;
-	for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
-		if (*p == '{')
-			last = p;
-	cr_assert_not_null(last, "no JSON line in %s", out);
-	char *line = strndup(last, strcspn(last, "\n"));
-	struct sp_json *j = sp_json_parse(line);
-	cr_assert_not_null(j, "not JSON: %s", line);
-	free(line);
-	return j;
-}
-
 /*
  * A job whose main thread calls pthread_exit while another thread works on: its
  * main thread is a zombie ('Z' in /proc/PID/stat) for the 3 s the other one reads.
@@ -361,7 +346,7 @@ Test(run, the_collector_follows_a_job_whose_main_thread_exited, .timeout = 60)
 		cr_skip_test("BPF refused here");
 	}
 	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
-	struct sp_json *truth = last_json_line(res.out);
+	struct sp_json *truth = io_t_truth(res.out);
 	long opens = (long)sp_json_i64(truth, "open", 0), reads = (long)sp_json_i64(truth, "read_calls", 0);
 	cr_assert_eq(opens, 120, "%s", res.out);
 	sp_json_free(truth);
