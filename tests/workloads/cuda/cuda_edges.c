@@ -21,15 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MiB (1024ull * 1024)
-
-/* Print a call's result and errno as the program sees them. */
-#define SHOW(what, rc)                                                                                                 \
-	do {                                                                                                           \
-		errno = 4242;                                                                                          \
-		int r_ = (int)(rc);                                                                                    \
-		printf("%-40s rc=%d errno=%d\n", what, r_, errno);                                                     \
-	} while (0)
+#include "show.h"
 
 /*
  * argerr: allocations refused for their arguments are plain alloc records

@@ -36,6 +36,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "show.h"
+
 /* ------------------------------------------------------------- 1. API */
 
 #define RT_LIST(X)                                                                                                    \
@@ -189,15 +191,6 @@ static void live_add(int64_t d)
 		truth.live[truth.nlive++] = truth.cur;
 }
 
-#define MiB (1024ull * 1024)
-
-/* Print a call's result and errno as the program sees them. */
-#define SHOW(what, rc)                                                                                                \
-	do {                                                                                                          \
-		errno = 4242;                                                                                         \
-		int r_ = (int)(rc);                                                                                   \
-		printf("%-40s rc=%d errno=%d\n", what, r_, errno);                                                   \
-	} while (0)
 
 static long kidx;
 
