@@ -110,6 +110,14 @@ static void poll_flush(void)
 	sp_emit(SP_K_SYNC, t_poll.api, t_poll.t_first, t_poll.t_last, f);
 }
 
+/* recorder.c, at this thread's exit and at the process's: a run never answered is a record too. */
+SP_HIDDEN void sp_cuda_thread_flush(void);
+void sp_cuda_thread_flush(void)
+{
+	if (t_poll.active)
+		poll_flush();
+}
+
 /* A query's record: 1 = emitted by the caller with *begin, 0 = held back. */
 static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint64_t t0, int r, uint64_t t1,
 			    uint64_t *begin)
@@ -122,6 +130,7 @@ static inline int poll_step(unsigned api, uint64_t stream, uint64_t event, uint6
 	}
 	if (r == SP_NOT_READY) {
 		if (!same) {
+			sp_recorder_thread_watch(); /* so that a thread that exits before the answer flushes it */
 			t_poll.active = 1;
 			t_poll.api = (uint16_t)api;
 			t_poll.stream = stream;

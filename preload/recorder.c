@@ -126,11 +126,33 @@ static __thread int t_registered __attribute__((tls_model("initial-exec")));
 static pthread_key_t g_key;
 static int g_key_ok;
 
+/*
+ * Records a thread holds back, written at its exit and at the process's: a run
+ * of CUDA query polls not answered yet (hook_cuda.c). Weak: the recorder's core
+ * is also linked without the hooks (unit tests).
+ */
+__attribute__((weak)) void sp_cuda_thread_flush(void);
+
+static void flush_held(void)
+{
+	if (sp_cuda_thread_flush)
+		sp_cuda_thread_flush();
+}
+
 static void thread_dtor(void *p)
 {
 	(void)p;
+	flush_held();
 	t_registered = 0;
 	sp_recorder_thread_exit();
+}
+
+void sp_recorder_thread_watch(void)
+{
+	if (g_key_ok && !t_registered) {
+		pthread_setspecific(g_key, &sp_rec_stream);
+		t_registered = 1;
+	}
 }
 
 /*
@@ -338,6 +360,7 @@ void sp_recorder_shutdown(void)
 {
 	if (!sp_active || __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
 		return;
+	flush_held(); /* the exiting thread's */
 	uint64_t now = sp_now();
 	sp_recorder_thread_exit(); /* first: its records count in the last summary */
 	summary_tick(now, 1);

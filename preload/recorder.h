@@ -136,6 +136,8 @@ SP_HIDDEN void sp_warn_once(const char *key, const char *fmt, ...) __attribute__
 
 /* Flush the calling thread's state (thread exit) and the process's (exit). */
 SP_HIDDEN void sp_recorder_thread_exit(void);
+/* This thread holds records back (hook_cuda.c's poll runs): call its flush at the thread's exit. */
+SP_HIDDEN void sp_recorder_thread_watch(void);
 SP_HIDDEN void sp_recorder_shutdown(void);
 
 #endif /* STEPPROF_RECORDER_H */

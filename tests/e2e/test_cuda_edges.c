@@ -398,3 +398,26 @@ Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
 	expect_symbol_copies("bin/cuda_edges", "", "");
 	expect_symbol_copies("bin/cuda_edges_ptds", "_ptds", "_ptsz");
 }
+
+/*
+ * A run of query polls held back for its answer is written when its thread exits
+ * or the process ends without one (result 600): before, a thread that polled a
+ * busy stream and exited, and a main thread that polled an event and returned,
+ * left no record of their waits.
+ */
+Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pollexit", 1, NULL);
+	const struct sp_json *q = nth(&e, "sync", "cudaStreamQuery", 0), *v = nth(&e, "sync", "cudaEventQuery", 0);
+	cr_assert(q, "no record of the thread's 3 cudaStreamQuery polls");
+	cr_assert(v, "no record of the main thread's 3 cudaEventQuery polls");
+	cr_expect_eq(count(&e, "sync", "cudaStreamQuery"), 1, "one record for a run of polls");
+	cr_expect_eq(count(&e, "sync", "cudaEventQuery"), 1);
+	cr_expect_eq(sp_json_i64(q, "result", 0), 600);
+	cr_expect_eq(sp_json_i64(v, "result", 0), 600);
+	cr_expect_neq(sp_json_i64(q, "tid", 0), sp_json_i64(q, "pid", 0), "the polling thread's own record");
+	cr_expect_eq(sp_json_i64(v, "tid", 0), sp_json_i64(v, "pid", 0), "the main thread's own record");
+	expect_same_stdout(&e, "bin/cuda_edges", "pollexit", NULL);
+	edge_free(&e);
+}

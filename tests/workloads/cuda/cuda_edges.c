@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "show.h"
 
@@ -290,10 +291,51 @@ static int symbols(void)
 	return 0;
 }
 
+/*
+ * pollexit: runs of query polls that never get their answer: a thread polls a
+ * stream busy with a 300 ms kernel 3 times ("not ready") and exits; then the
+ * main thread polls an event recorded after another one 3 times and returns.
+ */
+void edges_sleep_kernel(void **args)
+{
+	(void)args;
+	struct timespec ts = {0, 300 * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static cudaStream_t pe_stream;
+
+static void *pe_thread(void *arg)
+{
+	for (int i = 0; i < 3; i++)
+		SHOW("thread: cudaStreamQuery", cudaStreamQuery(pe_stream));
+	return arg; /* no other CUDA call: the run ends with the thread */
+}
+
+static int pollexit(void)
+{
+	cudaEvent_t ev;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&pe_stream));
+	SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_sleep_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1},
+						  NULL, 0, pe_stream));
+	pthread_t t;
+	pthread_create(&t, NULL, pe_thread, NULL);
+	pthread_join(t, NULL);
+	SHOW("cudaEventCreate", cudaEventCreate(&ev));
+	SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_sleep_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1},
+						  NULL, 0, pe_stream));
+	SHOW("cudaEventRecord", cudaEventRecord(ev, pe_stream));
+	for (int i = 0; i < 3; i++)
+		SHOW("cudaEventQuery", cudaEventQuery(ev));
+	return 0; /* the run ends with the process */
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
+    {"pollexit", pollexit},
     {"argerr", argerr},	      {"query", query},	  {"reset", reset},	{"ctx", ctx},
     {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
 };
