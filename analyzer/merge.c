@@ -1,8 +1,10 @@
 /*
  * merge.c - the merged record stream of several trace files (see merge.h).
  *
- * Divided into: opening/reopening the readers, the heap of pending records
- * (one per file, keyed by begin time), and the an_source callbacks.
+ * Divided into: opening/reopening the readers (a file that cannot be read at
+ * all is reported and left out), the pids of processes that share a number
+ * (other hosts, pid namespaces), the heap of pending records (one per file,
+ * keyed by begin time), and the an_source callbacks.
  *
  * NOTE: each reader already merges its threads by begin time; this merges the
  * files the same way. Records of one thread keep their write order, so the stream
@@ -12,8 +14,12 @@
 #include "merge.h"
 #include "util.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Above any Linux pid (pid_max is at most 2^22): the step between renumbered pid spaces. */
+#define PID_SPAN 10000000
 
 struct mfile {
 	char *path;
@@ -23,6 +29,7 @@ struct mfile {
 	int has;
 	int reported;
 	int off;		   /* left out of the passes (restrict_files) */
+	int32_t pid_off;	   /* added to the pids of this file (merge_pids) */
 	struct sp_reader_stats st; /* of the last complete pass */
 };
 
@@ -32,6 +39,7 @@ struct merge {
 	size_t *pending; /* the file whose record was returned last: advanced at the next call */
 	size_t *heap;	 /* file indexes with a pending record, min-heap on cur.begin_ns */
 	size_t nheap;
+	int refused; /* SP_EXIT_INPUT when a file could not be read at all (left out) */
 };
 
 static int before(const struct merge *m, size_t a, size_t b)
@@ -59,12 +67,25 @@ static void sift_down(struct merge *m, size_t i)
 	}
 }
 
+/* The file's next record, its pids renumbered when the file's are (merge_pids). */
+static int file_next(struct mfile *f)
+{
+	if (!sp_reader_next(f->r, &f->cur))
+		return 0;
+	if (f->pid_off) {
+		f->cur.pid += f->pid_off;
+		if (f->cur.kind == SP_K_FORK && f->cur.f[SP_F_PID] > 0 && f->cur.f[SP_F_PID] < PID_SPAN)
+			f->cur.f[SP_F_PID] += (uint64_t)f->pid_off;
+	}
+	return 1;
+}
+
 static void heap_build(struct merge *m)
 {
 	m->nheap = 0;
 	m->pending = NULL;
 	for (size_t i = 0; i < m->n; i++) {
-		m->f[i].has = !m->f[i].off && sp_reader_next(m->f[i].r, &m->f[i].cur);
+		m->f[i].has = !m->f[i].off && file_next(&m->f[i]);
 		if (m->f[i].has)
 			m->heap[m->nheap++] = i;
 		else if (!m->f[i].off)
@@ -74,7 +95,22 @@ static void heap_build(struct merge *m)
 		sift_down(m, i);
 }
 
-static int open_all(struct merge *m, int report)
+/*
+ * The header as the analysis sees it: pid and ppid renumbered with the file's
+ * offset (a ppid of 0, outside the process's pid namespace, stays 0).
+ */
+static void set_header(struct mfile *f)
+{
+	f->hdr = *sp_reader_header(f->r);
+	if (f->pid_off) {
+		f->hdr.pid += f->pid_off;
+		if (f->hdr.ppid > 0 && f->hdr.ppid < PID_SPAN)
+			f->hdr.ppid += f->pid_off;
+	}
+}
+
+/* Reopen every file from its start (a new pass); -1 when one cannot be read any more. */
+static int open_all(struct merge *m)
 {
 	int ok = 1;
 	for (size_t i = 0; i < m->n; i++) {
@@ -84,17 +120,141 @@ static int open_all(struct merge *m, int report)
 			m->f[i].r = NULL;
 		}
 		if (sp_reader_open(m->f[i].path, &m->f[i].r, err, sizeof(err))) {
-			if (report)
-				util_err(m->f[i].path, "%s", err);
 			ok = 0;
 			continue;
 		}
-		m->f[i].hdr = *sp_reader_header(m->f[i].r);
+		set_header(&m->f[i]);
 	}
 	if (!ok)
 		return -1;
 	heap_build(m);
 	return 0;
+}
+
+/*
+ * The first opening: a file that cannot be read at all (not a trace, a newer
+ * major format, an empty file left by a process killed while creating it) is
+ * reported in one line and left out, so that the others are still analysed;
+ * the exit status says so (merge_report_damage). 0 when at least one file opened.
+ */
+static int open_first(struct merge *m)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		char err[256] = "";
+		struct mfile f = m->f[i];
+		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
+			util_err(f.path, "%s", err);
+			m->refused = SP_EXIT_INPUT;
+			free(f.path);
+			continue;
+		}
+		set_header(&f);
+		m->f[k++] = f;
+	}
+	m->n = k;
+	return k ? 0 : -1;
+}
+
+/* ------------------------------------------------ pids that several files share */
+
+static int same_host(const struct sp_file_header *a, const struct sp_file_header *b)
+{
+	return !memcmp(a->host, b->host, sizeof(a->host));
+}
+
+/* The file's pid can be renumbered: a process's own file, a pid as Linux gives them. */
+static int renumberable(const struct sp_file_header *h)
+{
+	return !(h->features & SP_FEAT_BPF) && h->pid > 0 && h->pid < PID_SPAN;
+}
+
+/* Is file j (started after file i, same host, same pid) the same process, exec'd? */
+static int same_process(const struct sp_file_header *i, const struct sp_file_header *j)
+{
+	/* exec ends a file without a clean exit; the new image keeps the pid and the parent */
+	return !i->end_mono_ns && i->ppid == j->ppid && j->start_mono_ns >= i->start_mono_ns;
+}
+
+/* Is pid p already given out (to the files marked in `done`)? */
+static int pid_taken(const struct merge *m, const uint8_t *done, int32_t p)
+{
+	for (size_t i = 0; i < m->n; i++)
+		if (done[i] && m->f[i].hdr.pid == p)
+			return 1;
+	return 0;
+}
+
+/*
+ * The analysis tells processes apart by pid. Processes of other hosts (a job over
+ * several nodes, Kubernetes pods: every rank may be pid 1) or of other pid
+ * namespaces (containers, `unshare --pid`) can share a pid: before, their records
+ * became one process (two ranks of pid 1: one process of rank 1, rank 0 gone).
+ * Here every file keeps its pid unless that pid is already another process's:
+ * then all the files of its host (one pid space) are renumbered by k * PID_SPAN
+ * (pid 1 of the second host shows as 10000001), its pids, ppids and fork records
+ * alike. On one host, two files of one pid are one process when the first ended
+ * by exec (no clean exit, same parent); otherwise the later one is another
+ * process (pid namespace, pid reuse) and gets a number of its own.
+ */
+static void merge_pids(struct merge *m)
+{
+	uint8_t *done = calloc(m->n ? m->n : 1, 1);
+	if (!done)
+		return; /* pids as written */
+	int32_t next_off = PID_SPAN;
+	for (size_t g = 0; g < m->n; g++) {
+		struct sp_file_header *hg = &m->f[g].hdr;
+		if (done[g] || !renumberable(hg))
+			continue;
+		int first_of_host = 1;
+		for (size_t i = 0; i < g && first_of_host; i++)
+			first_of_host = !renumberable(&m->f[i].hdr) || !same_host(&m->f[i].hdr, hg);
+		if (!first_of_host)
+			continue;
+		/* the host's pid space: renumbered when one of its pids is taken by another host */
+		int32_t off = 0;
+		for (size_t i = g; i < m->n && !off; i++)
+			if (!done[i] && renumberable(&m->f[i].hdr) && same_host(&m->f[i].hdr, hg) &&
+			    pid_taken(m, done, m->f[i].hdr.pid))
+				off = next_off;
+		if (off) {
+			if (next_off > INT32_MAX - PID_SPAN)
+				break; /* more than 200 renumbered pid spaces: the rest as written */
+			next_off += PID_SPAN;
+		}
+		/* the host's files in start order, so that an exec chain follows its first file */
+		for (;;) {
+			size_t best = m->n;
+			for (size_t i = g; i < m->n; i++)
+				if (!done[i] && renumberable(&m->f[i].hdr) && same_host(&m->f[i].hdr, hg) &&
+				    (best == m->n || m->f[i].hdr.start_mono_ns < m->f[best].hdr.start_mono_ns))
+					best = i;
+			if (best == m->n)
+				break;
+			struct mfile *f = &m->f[best];
+			int32_t pid = f->hdr.pid, own = off;
+			/* the latest file of this pid on this host (its files so far carry off or their own) */
+			size_t prev = m->n;
+			for (size_t i = g; i < m->n; i++)
+				if (done[i] && same_host(&m->f[i].hdr, hg) && m->f[i].hdr.pid - m->f[i].pid_off == pid &&
+				    (prev == m->n || m->f[i].hdr.start_mono_ns >= m->f[prev].hdr.start_mono_ns))
+					prev = i;
+			if (prev != m->n) {
+				const struct sp_file_header *ph = sp_reader_header(m->f[prev].r);
+				if (same_process(ph, &f->hdr)) {
+					own = m->f[prev].pid_off;
+				} else if (next_off <= INT32_MAX - PID_SPAN) {
+					own = next_off;
+					next_off += PID_SPAN;
+				}
+			}
+			f->pid_off = own;
+			set_header(f);
+			done[best] = 1;
+		}
+	}
+	free(done);
 }
 
 struct merge *merge_open(char *const *paths, size_t n)
@@ -114,10 +274,12 @@ struct merge *merge_open(char *const *paths, size_t n)
 			merge_close(m);
 			return NULL;
 		}
-	if (open_all(m, 1)) {
+	if (open_first(m)) {
 		merge_close(m);
 		return NULL;
 	}
+	merge_pids(m);
+	heap_build(m);
 	/* mixed major versions cannot reach here (the reader refuses other majors); minor ones mix fine */
 	return m;
 }
@@ -132,7 +294,7 @@ static const struct sp_event *m_next(void *ctx, int *file)
 	if (m->pending) {
 		size_t i = m->heap[0];
 		m->pending = NULL;
-		m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
+		m->f[i].has = file_next(&m->f[i]);
 		if (!m->f[i].has) {
 			m->f[i].st = *sp_reader_stats(m->f[i].r);
 			m->heap[0] = m->heap[--m->nheap];
@@ -150,7 +312,7 @@ static const struct sp_event *m_next(void *ctx, int *file)
 
 static int m_rewind(void *ctx)
 {
-	return open_all(ctx, 0);
+	return open_all(ctx);
 }
 
 static const char *m_string(void *ctx, int file, uint32_t id)
@@ -169,12 +331,32 @@ static const struct sp_file_header *m_header(void *ctx, int file)
 	return &m->f[file].hdr;
 }
 
+/* The scan of a renumbered file: its records' pids as file_next gives them. */
+struct renumber {
+	an_scan_fn fn;
+	void *arg;
+	int32_t off;
+};
+
+static void scan_renumbered(void *arg, const struct sp_event *ev, int file)
+{
+	const struct renumber *r = arg;
+	struct sp_event e = *ev;
+	e.pid += r->off;
+	if (e.kind == SP_K_FORK && (e.mask >> SP_F_PID & 1) && e.f[SP_F_PID] > 0 && e.f[SP_F_PID] < PID_SPAN)
+		e.f[SP_F_PID] += (uint64_t)r->off;
+	r->fn(r->arg, &e, file);
+}
+
 static int m_scan(void *ctx, an_scan_fn fn, void *arg)
 {
 	struct merge *m = ctx;
-	for (size_t i = 0; i < m->n; i++)
-		if (!m->f[i].off && an_scan_file(m->f[i].path, (int)i, fn, arg))
+	for (size_t i = 0; i < m->n; i++) {
+		struct renumber r = {fn, arg, m->f[i].pid_off};
+		if (!m->f[i].off && (r.off ? an_scan_file(m->f[i].path, (int)i, scan_renumbered, &r)
+					   : an_scan_file(m->f[i].path, (int)i, fn, arg)))
 			return -1;
+	}
 	return 0;
 }
 
@@ -200,7 +382,7 @@ void merge_source(struct merge *m, struct an_source *src)
 
 int merge_report_damage(struct merge *m)
 {
-	int rc = SP_EXIT_OK;
+	int rc = m->refused;
 	for (size_t i = 0; i < m->n; i++) {
 		if (m->f[i].reported)
 			continue;
