@@ -1,8 +1,8 @@
 /*
  * merge.c - the merged record stream of several trace files (see merge.h).
  *
- * Divided into: opening/reopening the readers (a file that cannot be read at
- * all is reported and left out), the pids of processes that share a number
+ * Divided into: opening/reopening the readers (a file that never got its
+ * header is reported and left out), the pids of processes that share a number
  * (other hosts, pid namespaces), the heap of pending records (one per file,
  * keyed by begin time), and the an_source callbacks.
  *
@@ -14,9 +14,12 @@
 #include "merge.h"
 #include "util.h"
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Above any Linux pid (pid_max is at most 2^22): the step between renumbered pid spaces. */
 #define PID_SPAN 10000000
@@ -39,7 +42,7 @@ struct merge {
 	size_t *pending; /* the file whose record was returned last: advanced at the next call */
 	size_t *heap;	 /* file indexes with a pending record, min-heap on cur.begin_ns */
 	size_t nheap;
-	int refused; /* SP_EXIT_INPUT when a file could not be read at all (left out) */
+	int refused; /* SP_EXIT_DAMAGED when a file without a header was left out */
 };
 
 static int before(const struct merge *m, size_t a, size_t b)
@@ -132,28 +135,57 @@ static int open_all(struct merge *m)
 }
 
 /*
- * The first opening: a file that cannot be read at all (not a trace, a newer
- * major format, an empty file left by a process killed while creating it) is
- * reported in one line and left out, so that the others are still analysed;
- * the exit status says so (merge_report_damage). 0 when at least one file opened.
+ * A file the recorder had created but not filled when its process died: empty,
+ * or a header of zeros (the magic is written last). It holds no record.
+ */
+static int never_written(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint8_t b[SP_HEADER_SIZE];
+	ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof(b), 0) : -1;
+	close(fd);
+	if (got < 0)
+		return 0;
+	for (ssize_t i = 0; i < got; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/*
+ * The first opening. A file that never got its header (a process killed while
+ * it created its file: before, that empty file stopped the analysis of the whole
+ * directory) holds no record: one line, left out, exit status 3, the others
+ * analysed. Any other file that cannot be read (not a trace, a newer major)
+ * refuses the whole set, as an analysis of part of a job could mislead: one line
+ * per such file, -1.
  */
 static int open_first(struct merge *m)
 {
 	size_t k = 0;
+	int ok = 1;
 	for (size_t i = 0; i < m->n; i++) {
 		char err[256] = "";
 		struct mfile f = m->f[i];
 		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
+			if (never_written(f.path)) {
+				util_err(f.path, "truncated: no header (its process died while creating it): no records");
+				m->refused = SP_EXIT_DAMAGED;
+				free(f.path);
+				continue;
+			}
 			util_err(f.path, "%s", err);
-			m->refused = SP_EXIT_INPUT;
-			free(f.path);
-			continue;
+			ok = 0;
+		} else {
+			set_header(&f);
 		}
-		set_header(&f);
 		m->f[k++] = f;
 	}
 	m->n = k;
-	return k ? 0 : -1;
+	return ok && k ? 0 : -1;
 }
 
 /* ------------------------------------------------ pids that several files share */

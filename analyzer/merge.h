@@ -17,9 +17,10 @@
 struct merge;
 
 /*
- * Open every path (trace files). A file that cannot be read at all gets one
- * "stepprof: <file>: <reason>" line and is left out (merge_report_damage then
- * returns SP_EXIT_INPUT); NULL when no file can be read. Processes of several
+ * Open every path (trace files). On failure returns NULL after printing one
+ * "stepprof: <file>: <reason>" line per file that cannot be read; a file that
+ * never got its header (its process died creating it) is only reported and left
+ * out (merge_report_damage then returns SP_EXIT_DAMAGED). Processes of several
  * files sharing a pid (other hosts, pid namespaces) are renumbered apart
  * (docs/trace-format.md, section 8).
  */
@@ -27,8 +28,7 @@ struct merge *merge_open(char *const *paths, size_t n);
 void merge_source(struct merge *m, struct an_source *src);
 /*
  * After a full pass: print the damage line of each truncated or corrupt file
- * (once) and return the worst exit code (util.h: SP_EXIT_OK, SP_EXIT_DAMAGED, or
- * SP_EXIT_INPUT when merge_open left a file out).
+ * (once) and return the worst exit code (util.h: SP_EXIT_OK or SP_EXIT_DAMAGED).
  */
 int merge_report_damage(struct merge *m);
 /* The reader statistics of file i after a full pass. */

@@ -17,8 +17,8 @@
  *   - processes of several files that share a pid (ranks on two nodes, or in two
  *     pid namespaces: markgen's files retagged as such) stay apart, each with its
  *     rank, records and steps; a program that execs itself stays one process;
- *   - a file that cannot be read at all (empty, newer major) is one line and
- *     exit 2, and the other files are still analysed.
+ *   - a file whose process died before writing its header (empty, or zeros) is
+ *     one line and exit 3, and the other files are still analysed.
  *
  * Divided into: 1. running the job, 2. the checks, 3. the tests, 4. processes of
  * several files sharing a pid, unreadable files.
@@ -469,38 +469,34 @@ Test(analyze_ranks, a_program_that_execs_itself_stays_one_process, .timeout = 12
 }
 
 /*
- * A directory where one file cannot be read at all: an empty *.sptrace (a
- * process killed between creating its file and writing its header) and a file of
- * a newer major format. Each gets its one line, the exit status is 2, and the
- * other processes are still analysed (before: nothing but the error lines).
+ * A directory with files whose processes died while creating them (killed between
+ * the file's creation and its header): an empty *.sptrace, and one of 1 MiB of
+ * zeros (after its ftruncate). They hold no record: each gets its one line, the
+ * exit status is 3 (damaged input), and the other process is still analysed
+ * (before: exit 2 and nothing but the error line, the whole job unreadable).
  */
-Test(analyze_ranks, an_unreadable_file_leaves_the_others_analysed, .timeout = 120)
+Test(analyze_ranks, a_file_killed_before_its_header_leaves_the_others_analysed, .timeout = 120)
 {
 	sp_t_cur_dir = sp_t_tmpdir("badfile");
-	char d[600], other[600], empty[700], newer[700];
+	char d[600], empty[700], zeros[700];
 	snprintf(d, sizeof(d), "%s/job", sp_t_cur_dir);
-	snprintf(other, sizeof(other), "%s/other", sp_t_cur_dir);
 	char *fa = markgen_file(d, -1, "-n 40 -s 6");
-	char *fb = markgen_file(other, -1, "-n 20 -s 3");
 	snprintf(empty, sizeof(empty), "%s/node.1.sptrace", d);
 	cr_assert_eq(sp_t_write_file(empty, "", 0), 0);
-	/* a newer major: its header says 2.0 */
-	int fd = open(fb, O_RDWR);
-	uint16_t major = SP_VERSION_MAJOR + 1;
-	cr_assert(fd >= 0 && pwrite(fd, &major, 2, offsetof(struct sp_file_header, version_major)) == 2);
+	snprintf(zeros, sizeof(zeros), "%s/node.2.sptrace", d);
+	int fd = open(zeros, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0, "%s", zeros);
 	close(fd);
-	snprintf(newer, sizeof(newer), "%s/node.2.sptrace", d);
-	cr_assert_eq(rename(fb, newer), 0);
 	int st;
 	char *err;
 	char *out = analyze(d, 1, NULL, &st, &err);
-	cr_expect_eq(st, 2, "exit status %d (stderr: %s)", st, err);
-	cr_expect_not_null(strstr(err, "node.1.sptrace: "), "no line for the empty file: %s", err);
-	cr_expect_not_null(strstr(err, "node.2.sptrace: trace format version"), "no line for the newer file: %s", err);
+	cr_expect_eq(st, 3, "exit status %d (stderr: %s)", st, err);
+	cr_expect_not_null(strstr(err, "node.1.sptrace: truncated"), "no line for the empty file: %s", err);
+	cr_expect_not_null(strstr(err, "node.2.sptrace: truncated"), "no line for the file of zeros: %s", err);
 	int lines = 0;
 	for (const char *p = err; *p; p++)
 		lines += *p == '\n';
-	cr_expect_eq(lines, 2, "one line per unreadable file: %s", err);
+	cr_expect_eq(lines, 2, "one line per file without a header: %s", err);
 	struct sp_json *an = sp_json_parse(out);
 	cr_assert_not_null(an, "no analysis of the readable file: stdout \"%s\"", out);
 	struct sp_json *ps = sp_json_get(an, "processes");
@@ -511,6 +507,5 @@ Test(analyze_ranks, an_unreadable_file_leaves_the_others_analysed, .timeout = 12
 	free(out);
 	free(err);
 	free(fa);
-	free(fb);
 	sp_t_remove_cur_dir();
 }
