@@ -297,15 +297,15 @@ Test(analyze_ranks, single_process_one_rank_entry_no_table, .timeout = 120)
 /*
  * markgen (docs/workloads.md) under the preload into dir, with RANK=rank and
  * WORLD_SIZE=2 (rank < 0: neither): its marks and steps are the ground truth.
- * Returns the path of the one trace file it wrote (malloc'd).
+ * Returns its stdout (malloc'd).
  */
-static char *markgen_file(const char *dir, int rank, const char *args)
+static char *run_markgen(const char *dir, int rank, const char *args)
 {
 	char pre[600], d[600], rk[32], *argv[32], *save;
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
 	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
 	snprintf(rk, sizeof(rk), "RANK=%d", rank);
-	char *env[] = {pre, d, rank < 0 ? "RANK" : rk, rank < 0 ? "WORLD_SIZE" : "WORLD_SIZE=2", NULL};
+	char *env[] = {pre, d, rank < 0 ? "RANK=" : rk, rank < 0 ? "WORLD_SIZE=" : "WORLD_SIZE=2", NULL};
 	char *copy = strdup(args);
 	int a = 0;
 	argv[a++] = (char *)sp_t_build("bin/markgen");
@@ -314,8 +314,16 @@ static char *markgen_file(const char *dir, int rank, const char *args)
 	argv[a] = NULL;
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "markgen %s: %s", args, r.err);
+	char *out = strdup(r.out ? r.out : "");
 	sp_t_result_free(&r);
 	free(copy);
+	return out;
+}
+
+/* run_markgen, then the path of the one trace file it wrote (malloc'd). */
+static char *markgen_file(const char *dir, int rank, const char *args)
+{
+	free(run_markgen(dir, rank, args));
 	DIR *dd = opendir(dir);
 	cr_assert_not_null(dd, "%s", dir);
 	struct dirent *e;
@@ -449,14 +457,9 @@ Test(analyze_ranks, a_program_that_execs_itself_stays_one_process, .timeout = 12
 	sp_t_cur_dir = sp_t_tmpdir("execself");
 	char d[600];
 	snprintf(d, sizeof(d), "%s/job", sp_t_cur_dir);
-	char pre[600], dd[700], *argv[] = {(char *)sp_t_build("bin/markgen"), "-n", "30", "-s", "4", "-x", "5", NULL};
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
-	snprintf(dd, sizeof(dd), "STEPPROF_DIR=%s", d);
-	char *env[] = {pre, dd, NULL};
-	struct sp_t_result r;
-	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
-	long pid = atol(strstr(r.out, "pid=") + 4);
-	sp_t_result_free(&r);
+	char *out = run_markgen(d, -1, "-n 30 -s 4 -x 5");
+	long pid = atol(strstr(out, "pid=") + 4);
+	free(out);
 	struct sp_json *an = analyze_json(d, NULL);
 	struct sp_json *ps = sp_json_get(an, "processes");
 	cr_assert_not_null(ps);
