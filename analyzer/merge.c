@@ -172,7 +172,8 @@ static int open_first(struct merge *m)
 		struct mfile f = m->f[i];
 		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
 			if (never_written(f.path)) {
-				util_err(f.path, "truncated: no header (its process died while creating it): no records");
+				util_err(f.path,
+					 "truncated: no header (its process died while creating it): no records");
 				m->refused = SP_EXIT_DAMAGED;
 				free(f.path);
 				continue;
@@ -269,7 +270,8 @@ static void merge_pids(struct merge *m)
 			/* the latest file of this pid on this host (its files so far carry off or their own) */
 			size_t prev = m->n;
 			for (size_t i = g; i < m->n; i++)
-				if (done[i] && same_host(&m->f[i].hdr, hg) && m->f[i].hdr.pid - m->f[i].pid_off == pid &&
+				if (done[i] && same_host(&m->f[i].hdr, hg) &&
+				    m->f[i].hdr.pid - m->f[i].pid_off == pid &&
 				    (prev == m->n || m->f[i].hdr.start_mono_ns >= m->f[prev].hdr.start_mono_ns))
 					prev = i;
 			if (prev != m->n) {

@@ -427,8 +427,8 @@ static void two_ranks_one_pid(int other_host)
 	cr_expect_eq(sp_json_num(p0, "records", -1), 50 + 10, "rank 0's records");
 	cr_expect_eq(sp_json_num(p1, "records", -1), 80 + 15, "rank 1's records");
 	cr_expect_neq(sp_json_num(p0, "pid", -1), sp_json_num(p1, "pid", -1), "one pid for two processes");
-	cr_expect(sp_json_num(p0, "pid", -1) == pid || sp_json_num(p1, "pid", -1) == pid,
-		  "neither kept its pid %d", pid);
+	cr_expect(sp_json_num(p0, "pid", -1) == pid || sp_json_num(p1, "pid", -1) == pid, "neither kept its pid %d",
+		  pid);
 	sp_json_free(an);
 	an = analyze_json(da, "--rank 0");
 	cr_expect_eq(sp_json_num(an, "summary.iterations", -1), 10 - 1, "rank 0: 10 steps");
