@@ -21,8 +21,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Above any Linux pid (pid_max is at most 2^22): the step between renumbered pid spaces. */
-#define PID_SPAN 10000000
+/*
+ * Pid spaces: pid_max is at most 2^22, so space k adds k << PID_SHIFT (as
+ * `stepprof export` numbers its hosts, export_perfetto.c); at most PID_SPACES
+ * keep an int32 positive.
+ */
+#define PID_SHIFT  22
+#define PID_SPAN   (1 << PID_SHIFT)
+#define PID_SPACES 512
 
 struct mfile {
 	char *path;
@@ -70,16 +76,22 @@ static void sift_down(struct merge *m, size_t i)
 	}
 }
 
-/* The file's next record, its pids renumbered when the file's are (merge_pids). */
+/* A record's pids in the file's pid space (merge_pids); a pid no Linux gives stays as it is. */
+static void renumber(struct sp_event *e, int32_t off)
+{
+	if (e->pid > 0 && e->pid < PID_SPAN)
+		e->pid += off;
+	if (e->kind == SP_K_FORK && (e->mask >> SP_F_PID & 1) && e->f[SP_F_PID] > 0 && e->f[SP_F_PID] < PID_SPAN)
+		e->f[SP_F_PID] += (uint64_t)off;
+}
+
+/* The file's next record, its pids renumbered. */
 static int file_next(struct mfile *f)
 {
 	if (!sp_reader_next(f->r, &f->cur))
 		return 0;
-	if (f->pid_off) {
-		f->cur.pid += f->pid_off;
-		if (f->cur.kind == SP_K_FORK && f->cur.f[SP_F_PID] > 0 && f->cur.f[SP_F_PID] < PID_SPAN)
-			f->cur.f[SP_F_PID] += (uint64_t)f->pid_off;
-	}
+	if (f->pid_off)
+		renumber(&f->cur, f->pid_off);
 	return 1;
 }
 
@@ -106,7 +118,8 @@ static void set_header(struct mfile *f)
 {
 	f->hdr = *sp_reader_header(f->r);
 	if (f->pid_off) {
-		f->hdr.pid += f->pid_off;
+		if (f->hdr.pid > 0 && f->hdr.pid < PID_SPAN)
+			f->hdr.pid += f->pid_off;
 		if (f->hdr.ppid > 0 && f->hdr.ppid < PID_SPAN)
 			f->hdr.ppid += f->pid_off;
 	}
@@ -196,12 +209,6 @@ static int same_host(const struct sp_file_header *a, const struct sp_file_header
 	return !memcmp(a->host, b->host, sizeof(a->host));
 }
 
-/* The file's pid can be renumbered: a process's own file, a pid as Linux gives them. */
-static int renumberable(const struct sp_file_header *h)
-{
-	return !(h->features & SP_FEAT_BPF) && h->pid > 0 && h->pid < PID_SPAN;
-}
-
 /* Is file j (started after file i, same host, same pid) the same process, exec'd? */
 static int same_process(const struct sp_file_header *i, const struct sp_file_header *j)
 {
@@ -209,86 +216,70 @@ static int same_process(const struct sp_file_header *i, const struct sp_file_hea
 	return !i->end_mono_ns && i->ppid == j->ppid && j->start_mono_ns >= i->start_mono_ns;
 }
 
-/* Is pid p already given out (to the files marked in `done`)? */
-static int pid_taken(const struct merge *m, const uint8_t *done, int32_t p)
-{
-	for (size_t i = 0; i < m->n; i++)
-		if (done[i] && m->f[i].hdr.pid == p)
-			return 1;
-	return 0;
-}
-
 /*
- * The analysis tells processes apart by pid. Processes of other hosts (a job over
- * several nodes, Kubernetes pods: every rank may be pid 1) or of other pid
- * namespaces (containers, `unshare --pid`) can share a pid: before, their records
- * became one process (two ranks of pid 1: one process of rank 1, rank 0 gone).
- * Here every file keeps its pid unless that pid is already another process's:
- * then all the files of its host (one pid space) are renumbered by k * PID_SPAN
- * (pid 1 of the second host shows as 10000001), its pids, ppids and fork records
- * alike. On one host, two files of one pid are one process when the first ended
- * by exec (no clean exit, same parent); otherwise the later one is another
- * process (pid namespace, pid reuse) and gets a number of its own.
+ * The analysis tells processes apart by pid, and processes of other hosts (a job
+ * over several nodes, Kubernetes pods: every rank may be pid 1) or of other pid
+ * namespaces on one host (containers, `unshare --pid`) can share one: before,
+ * their records became one process (two ranks of pid 1: one process of rank 1
+ * with both ranks' records and steps, rank 0 gone).
+ *
+ * Each host is a pid space, numbered by first appearance in the file list: the
+ * pids of the n-th further host get n << 22 added, as in `stepprof export`
+ * (pid 1 of the second node shows as 4194305), its pids, ppids and fork records
+ * alike, the eBPF collector's file included. On one host, two processes' files
+ * of one pid are one process when the earlier ended by exec (no clean exit, same
+ * parent); otherwise the later one (another pid namespace, or the pid reused)
+ * gets a pid space of its own, after the hosts'. Thread ids are kept.
  */
 static void merge_pids(struct merge *m)
 {
 	uint8_t *done = calloc(m->n ? m->n : 1, 1);
-	if (!done)
+	size_t *host = calloc(m->n ? m->n : 1, sizeof(*host));
+	if (!done || !host) {
+		free(done);
+		free(host);
 		return; /* pids as written */
-	int32_t next_off = PID_SPAN;
-	for (size_t g = 0; g < m->n; g++) {
-		struct sp_file_header *hg = &m->f[g].hdr;
-		if (done[g] || !renumberable(hg))
-			continue;
-		int first_of_host = 1;
-		for (size_t i = 0; i < g && first_of_host; i++)
-			first_of_host = !renumberable(&m->f[i].hdr) || !same_host(&m->f[i].hdr, hg);
-		if (!first_of_host)
-			continue;
-		/* the host's pid space: renumbered when one of its pids is taken by another host */
-		int32_t off = 0;
-		for (size_t i = g; i < m->n && !off; i++)
-			if (!done[i] && renumberable(&m->f[i].hdr) && same_host(&m->f[i].hdr, hg) &&
-			    pid_taken(m, done, m->f[i].hdr.pid))
-				off = next_off;
-		if (off) {
-			if (next_off > INT32_MAX - PID_SPAN)
-				break; /* more than 200 renumbered pid spaces: the rest as written */
-			next_off += PID_SPAN;
-		}
-		/* the host's files in start order, so that an exec chain follows its first file */
-		for (;;) {
-			size_t best = m->n;
-			for (size_t i = g; i < m->n; i++)
-				if (!done[i] && renumberable(&m->f[i].hdr) && same_host(&m->f[i].hdr, hg) &&
-				    (best == m->n || m->f[i].hdr.start_mono_ns < m->f[best].hdr.start_mono_ns))
-					best = i;
-			if (best == m->n)
-				break;
-			struct mfile *f = &m->f[best];
-			int32_t pid = f->hdr.pid, own = off;
-			/* the latest file of this pid on this host (its files so far carry off or their own) */
-			size_t prev = m->n;
-			for (size_t i = g; i < m->n; i++)
-				if (done[i] && same_host(&m->f[i].hdr, hg) &&
-				    m->f[i].hdr.pid - m->f[i].pid_off == pid &&
-				    (prev == m->n || m->f[i].hdr.start_mono_ns >= m->f[prev].hdr.start_mono_ns))
-					prev = i;
-			if (prev != m->n) {
-				const struct sp_file_header *ph = sp_reader_header(m->f[prev].r);
-				if (same_process(ph, &f->hdr)) {
-					own = m->f[prev].pid_off;
-				} else if (next_off <= INT32_MAX - PID_SPAN) {
-					own = next_off;
-					next_off += PID_SPAN;
-				}
-			}
-			f->pid_off = own;
-			set_header(f);
-			done[best] = 1;
-		}
 	}
+	/* the hosts, by first appearance */
+	unsigned nhosts = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		size_t k = 0;
+		while (k < i && !same_host(&m->f[k].hdr, &m->f[i].hdr))
+			k++;
+		host[i] = k < i ? host[k] : (nhosts < PID_SPACES ? nhosts++ : PID_SPACES - 1);
+		m->f[i].pid_off = (int32_t)(host[i] << PID_SHIFT);
+	}
+	/* per host, its processes' files in start order: an exec chain follows its first file */
+	unsigned next = nhosts;
+	for (;;) {
+		size_t best = m->n;
+		for (size_t i = 0; i < m->n; i++)
+			if (!done[i] && !(m->f[i].hdr.features & SP_FEAT_BPF) &&
+			    (best == m->n || m->f[i].hdr.start_mono_ns < m->f[best].hdr.start_mono_ns))
+				best = i;
+		if (best == m->n)
+			break;
+		const struct sp_file_header *b = sp_reader_header(m->f[best].r);
+		/* the latest file so far of this pid on this host */
+		size_t prev = m->n;
+		for (size_t i = 0; i < m->n; i++) {
+			const struct sp_file_header *h = sp_reader_header(m->f[i].r);
+			if (done[i] && host[i] == host[best] && h->pid == b->pid &&
+			    (prev == m->n || h->start_mono_ns >= sp_reader_header(m->f[prev].r)->start_mono_ns))
+				prev = i;
+		}
+		if (prev != m->n) {
+			if (same_process(sp_reader_header(m->f[prev].r), b))
+				m->f[best].pid_off = m->f[prev].pid_off;
+			else if (next < PID_SPACES)
+				m->f[best].pid_off = (int32_t)(next++ << PID_SHIFT);
+		}
+		done[best] = 1;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		set_header(&m->f[i]);
 	free(done);
+	free(host);
 }
 
 struct merge *merge_open(char *const *paths, size_t n)
@@ -376,9 +367,7 @@ static void scan_renumbered(void *arg, const struct sp_event *ev, int file)
 {
 	const struct renumber *r = arg;
 	struct sp_event e = *ev;
-	e.pid += r->off;
-	if (e.kind == SP_K_FORK && (e.mask >> SP_F_PID & 1) && e.f[SP_F_PID] > 0 && e.f[SP_F_PID] < PID_SPAN)
-		e.f[SP_F_PID] += (uint64_t)r->off;
+	renumber(&e, r->off);
 	r->fn(r->arg, &e, file);
 }
 

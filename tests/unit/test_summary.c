@@ -110,7 +110,7 @@ Test(summary_reader, apart_from_events_in_order_and_found_by_header)
 	free(w);
 	/* the merge may renumber a copy's pid (processes of two hosts sharing one): still this file */
 	struct sp_file_header renumbered = h;
-	renumbered.pid += 10000000;
+	renumbered.pid += 1 << 22;
 	cr_assert_eq(sp_reader_find(&renumbered), r);
 	/* another process: other start clocks */
 	struct sp_file_header other = h;
