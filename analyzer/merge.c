@@ -1,8 +1,10 @@
 /*
  * merge.c - the merged record stream of several trace files (see merge.h).
  *
- * Divided into: opening/reopening the readers, the heap of pending records
- * (one per file, keyed by begin time), and the an_source callbacks.
+ * Divided into: opening/reopening the readers (a file that never got its
+ * header is reported and left out), the pids of processes that share a number
+ * (other hosts, pid namespaces), the heap of pending records (one per file,
+ * keyed by begin time), and the an_source callbacks.
  *
  * NOTE: each reader already merges its threads by begin time; this merges the
  * files the same way. Records of one thread keep their write order, so the stream
@@ -12,8 +14,21 @@
 #include "merge.h"
 #include "util.h"
 
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/*
+ * Pid spaces: pid_max is at most 2^22, so space k adds k << PID_SHIFT (as
+ * `stepprof export` numbers its hosts, export_perfetto.c); at most PID_SPACES
+ * keep an int32 positive.
+ */
+#define PID_SHIFT  22
+#define PID_SPAN   (1 << PID_SHIFT)
+#define PID_SPACES 512
 
 struct mfile {
 	char *path;
@@ -23,6 +38,7 @@ struct mfile {
 	int has;
 	int reported;
 	int off;		   /* left out of the passes (restrict_files) */
+	int32_t pid_off;	   /* added to the pids of this file (merge_pids) */
 	struct sp_reader_stats st; /* of the last complete pass */
 };
 
@@ -32,6 +48,7 @@ struct merge {
 	size_t *pending; /* the file whose record was returned last: advanced at the next call */
 	size_t *heap;	 /* file indexes with a pending record, min-heap on cur.begin_ns */
 	size_t nheap;
+	int refused; /* SP_EXIT_DAMAGED when a file without a header was left out */
 };
 
 static int before(const struct merge *m, size_t a, size_t b)
@@ -59,12 +76,31 @@ static void sift_down(struct merge *m, size_t i)
 	}
 }
 
+/* A record's pids in the file's pid space (merge_pids); a pid no Linux gives stays as it is. */
+static void renumber(struct sp_event *e, int32_t off)
+{
+	if (e->pid > 0 && e->pid < PID_SPAN)
+		e->pid += off;
+	if (e->kind == SP_K_FORK && (e->mask >> SP_F_PID & 1) && e->f[SP_F_PID] > 0 && e->f[SP_F_PID] < PID_SPAN)
+		e->f[SP_F_PID] += (uint64_t)off;
+}
+
+/* The file's next record, its pids renumbered. */
+static int file_next(struct mfile *f)
+{
+	if (!sp_reader_next(f->r, &f->cur))
+		return 0;
+	if (f->pid_off)
+		renumber(&f->cur, f->pid_off);
+	return 1;
+}
+
 static void heap_build(struct merge *m)
 {
 	m->nheap = 0;
 	m->pending = NULL;
 	for (size_t i = 0; i < m->n; i++) {
-		m->f[i].has = !m->f[i].off && sp_reader_next(m->f[i].r, &m->f[i].cur);
+		m->f[i].has = !m->f[i].off && file_next(&m->f[i]);
 		if (m->f[i].has)
 			m->heap[m->nheap++] = i;
 		else if (!m->f[i].off)
@@ -74,7 +110,23 @@ static void heap_build(struct merge *m)
 		sift_down(m, i);
 }
 
-static int open_all(struct merge *m, int report)
+/*
+ * The header as the analysis sees it: pid and ppid renumbered with the file's
+ * offset (a ppid of 0, outside the process's pid namespace, stays 0).
+ */
+static void set_header(struct mfile *f)
+{
+	f->hdr = *sp_reader_header(f->r);
+	if (f->pid_off) {
+		if (f->hdr.pid > 0 && f->hdr.pid < PID_SPAN)
+			f->hdr.pid += f->pid_off;
+		if (f->hdr.ppid > 0 && f->hdr.ppid < PID_SPAN)
+			f->hdr.ppid += f->pid_off;
+	}
+}
+
+/* Reopen every file from its start (a new pass); -1 when one cannot be read any more. */
+static int open_all(struct merge *m)
 {
 	int ok = 1;
 	for (size_t i = 0; i < m->n; i++) {
@@ -84,17 +136,150 @@ static int open_all(struct merge *m, int report)
 			m->f[i].r = NULL;
 		}
 		if (sp_reader_open(m->f[i].path, &m->f[i].r, err, sizeof(err))) {
-			if (report)
-				util_err(m->f[i].path, "%s", err);
 			ok = 0;
 			continue;
 		}
-		m->f[i].hdr = *sp_reader_header(m->f[i].r);
+		set_header(&m->f[i]);
 	}
 	if (!ok)
 		return -1;
 	heap_build(m);
 	return 0;
+}
+
+/*
+ * A file the recorder had created but not filled when its process died: empty,
+ * or a header of zeros (the magic is written last). It holds no record.
+ */
+static int never_written(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint8_t b[SP_HEADER_SIZE];
+	ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof(b), 0) : -1;
+	close(fd);
+	if (got < 0)
+		return 0;
+	for (ssize_t i = 0; i < got; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
+/*
+ * The first opening. A file that never got its header (a process killed while
+ * it created its file: before, that empty file stopped the analysis of the whole
+ * directory) holds no record: one line, left out, exit status 3, the others
+ * analysed. Any other file that cannot be read (not a trace, a newer major)
+ * refuses the whole set, as an analysis of part of a job could mislead: one line
+ * per such file, -1.
+ */
+static int open_first(struct merge *m)
+{
+	size_t k = 0;
+	int ok = 1;
+	for (size_t i = 0; i < m->n; i++) {
+		char err[256] = "";
+		struct mfile f = m->f[i];
+		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
+			if (never_written(f.path)) {
+				util_err(f.path,
+					 "truncated: no header (its process died while creating it): no records");
+				m->refused = SP_EXIT_DAMAGED;
+				free(f.path);
+				continue;
+			}
+			util_err(f.path, "%s", err);
+			ok = 0;
+		} else {
+			set_header(&f);
+		}
+		m->f[k++] = f;
+	}
+	m->n = k;
+	return ok && k ? 0 : -1;
+}
+
+/* ------------------------------------------------ pids that several files share */
+
+static int same_host(const struct sp_file_header *a, const struct sp_file_header *b)
+{
+	return !memcmp(a->host, b->host, sizeof(a->host));
+}
+
+/* Is file j (started after file i, same host, same pid) the same process, exec'd? */
+static int same_process(const struct sp_file_header *i, const struct sp_file_header *j)
+{
+	/* exec ends a file without a clean exit; the new image keeps the pid and the parent */
+	return !i->end_mono_ns && i->ppid == j->ppid && j->start_mono_ns >= i->start_mono_ns;
+}
+
+/*
+ * The analysis tells processes apart by pid, and processes of other hosts (a job
+ * over several nodes, Kubernetes pods: every rank may be pid 1) or of other pid
+ * namespaces on one host (containers, `unshare --pid`) can share one: before,
+ * their records became one process (two ranks of pid 1: one process of rank 1
+ * with both ranks' records and steps, rank 0 gone).
+ *
+ * Each host is a pid space, numbered by first appearance in the file list: the
+ * pids of the n-th further host get n << 22 added, as in `stepprof export`
+ * (pid 1 of the second node shows as 4194305), its pids, ppids and fork records
+ * alike, the eBPF collector's file included. On one host, two processes' files
+ * of one pid are one process when the earlier ended by exec (no clean exit, same
+ * parent); otherwise the later one (another pid namespace, or the pid reused)
+ * gets a pid space of its own, after the hosts'. Thread ids are kept.
+ */
+static void merge_pids(struct merge *m)
+{
+	uint8_t *done = calloc(m->n ? m->n : 1, 1);
+	size_t *host = calloc(m->n ? m->n : 1, sizeof(*host));
+	if (!done || !host) {
+		free(done);
+		free(host);
+		return; /* pids as written */
+	}
+	/* the hosts, by first appearance */
+	unsigned nhosts = 0;
+	for (size_t i = 0; i < m->n; i++) {
+		size_t k = 0;
+		while (k < i && !same_host(&m->f[k].hdr, &m->f[i].hdr))
+			k++;
+		host[i] = k < i ? host[k] : (nhosts < PID_SPACES ? nhosts++ : PID_SPACES - 1);
+		m->f[i].pid_off = (int32_t)(host[i] << PID_SHIFT);
+	}
+	/* per host, its processes' files in start order: an exec chain follows its first file */
+	unsigned next = nhosts;
+	for (;;) {
+		size_t best = m->n;
+		for (size_t i = 0; i < m->n; i++)
+			if (!done[i] && !(m->f[i].hdr.features & SP_FEAT_BPF) &&
+			    (best == m->n || m->f[i].hdr.start_mono_ns < m->f[best].hdr.start_mono_ns))
+				best = i;
+		if (best == m->n)
+			break;
+		const struct sp_file_header *b = sp_reader_header(m->f[best].r);
+		/* the latest file so far of this pid on this host */
+		size_t prev = m->n;
+		for (size_t i = 0; i < m->n; i++) {
+			const struct sp_file_header *h = sp_reader_header(m->f[i].r);
+			if (done[i] && host[i] == host[best] && h->pid == b->pid &&
+			    (prev == m->n || h->start_mono_ns >= sp_reader_header(m->f[prev].r)->start_mono_ns))
+				prev = i;
+		}
+		if (prev != m->n) {
+			if (same_process(sp_reader_header(m->f[prev].r), b))
+				m->f[best].pid_off = m->f[prev].pid_off;
+			else if (next < PID_SPACES)
+				m->f[best].pid_off = (int32_t)(next++ << PID_SHIFT);
+		}
+		done[best] = 1;
+	}
+	for (size_t i = 0; i < m->n; i++)
+		set_header(&m->f[i]);
+	free(done);
+	free(host);
 }
 
 struct merge *merge_open(char *const *paths, size_t n)
@@ -114,10 +299,12 @@ struct merge *merge_open(char *const *paths, size_t n)
 			merge_close(m);
 			return NULL;
 		}
-	if (open_all(m, 1)) {
+	if (open_first(m)) {
 		merge_close(m);
 		return NULL;
 	}
+	merge_pids(m);
+	heap_build(m);
 	/* mixed major versions cannot reach here (the reader refuses other majors); minor ones mix fine */
 	return m;
 }
@@ -132,7 +319,7 @@ static const struct sp_event *m_next(void *ctx, int *file)
 	if (m->pending) {
 		size_t i = m->heap[0];
 		m->pending = NULL;
-		m->f[i].has = sp_reader_next(m->f[i].r, &m->f[i].cur);
+		m->f[i].has = file_next(&m->f[i]);
 		if (!m->f[i].has) {
 			m->f[i].st = *sp_reader_stats(m->f[i].r);
 			m->heap[0] = m->heap[--m->nheap];
@@ -150,7 +337,7 @@ static const struct sp_event *m_next(void *ctx, int *file)
 
 static int m_rewind(void *ctx)
 {
-	return open_all(ctx, 0);
+	return open_all(ctx);
 }
 
 static const char *m_string(void *ctx, int file, uint32_t id)
@@ -169,12 +356,30 @@ static const struct sp_file_header *m_header(void *ctx, int file)
 	return &m->f[file].hdr;
 }
 
+/* The scan of a renumbered file: its records' pids as file_next gives them. */
+struct renumber {
+	an_scan_fn fn;
+	void *arg;
+	int32_t off;
+};
+
+static void scan_renumbered(void *arg, const struct sp_event *ev, int file)
+{
+	const struct renumber *r = arg;
+	struct sp_event e = *ev;
+	renumber(&e, r->off);
+	r->fn(r->arg, &e, file);
+}
+
 static int m_scan(void *ctx, an_scan_fn fn, void *arg)
 {
 	struct merge *m = ctx;
-	for (size_t i = 0; i < m->n; i++)
-		if (!m->f[i].off && an_scan_file(m->f[i].path, (int)i, fn, arg))
+	for (size_t i = 0; i < m->n; i++) {
+		struct renumber r = {fn, arg, m->f[i].pid_off};
+		if (!m->f[i].off && (r.off ? an_scan_file(m->f[i].path, (int)i, scan_renumbered, &r)
+					   : an_scan_file(m->f[i].path, (int)i, fn, arg)))
 			return -1;
+	}
 	return 0;
 }
 
@@ -200,7 +405,7 @@ void merge_source(struct merge *m, struct an_source *src)
 
 int merge_report_damage(struct merge *m)
 {
-	int rc = SP_EXIT_OK;
+	int rc = m->refused;
 	for (size_t i = 0; i < m->n; i++) {
 		if (m->f[i].reported)
 			continue;

@@ -18,7 +18,11 @@ struct merge;
 
 /*
  * Open every path (trace files). On failure returns NULL after printing one
- * "stepprof: <file>: <reason>" line per file that cannot be read.
+ * "stepprof: <file>: <reason>" line per file that cannot be read; a file that
+ * never got its header (its process died creating it) is only reported and left
+ * out (merge_report_damage then returns SP_EXIT_DAMAGED). Processes of several
+ * files sharing a pid (other hosts, pid namespaces) are renumbered apart, a
+ * pid space per host as in `stepprof export` (docs/trace-format.md, section 8).
  */
 struct merge *merge_open(char *const *paths, size_t n);
 void merge_source(struct merge *m, struct an_source *src);

@@ -556,8 +556,9 @@ const struct sp_reader *sp_reader_find(const struct sp_file_header *h)
 {
 	for (size_t i = 0; i < g_nopen; i++) {
 		const struct sp_file_header *x = &g_open[i]->hdr;
-		if (x->pid == h->pid && x->start_mono_ns == h->start_mono_ns && x->start_real_ns == h->start_real_ns &&
-		    !memcmp(x->host, h->host, sizeof(x->host)))
+		/* NOTE: not the pid: the merge may renumber it (processes of several hosts sharing one) */
+		if (x->start_mono_ns == h->start_mono_ns && x->start_real_ns == h->start_real_ns &&
+		    !memcmp(x->host, h->host, sizeof(x->host)) && !memcmp(x->cmdline, h->cmdline, sizeof(x->cmdline)))
 			return g_open[i];
 	}
 	return NULL;

@@ -62,9 +62,10 @@ const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r);
 int sp_reader_summary(const struct sp_reader *r, size_t *pos, struct sp_event *ev);
 
 /*
- * The open reader of the file this header describes (same pid, host and start
- * clocks), NULL when none is open: for code that holds a copy of a header (the
- * analysis, through struct an_source) and wants the file's summaries.
+ * The open reader of the file this header describes (same host, start clocks
+ * and command line; not the pid, which the merge may renumber), NULL when none
+ * is open: for code that holds a copy of a header (the analysis, through struct
+ * an_source) and wants the file's summaries.
  */
 const struct sp_reader *sp_reader_find(const struct sp_file_header *h);
 

@@ -79,15 +79,26 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 		return;
 	const unsigned n = sp_tf_kind_slots(kind);
 	struct sp_tf_stream *st = &sp_rec_stream;
-	struct sp_slot *slot = st->cur;
-	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || st->end - slot < (long)n ||
+	struct sp_slot *slot = st->cur, *end = st->end;
+	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || end - slot < (long)n ||
 				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
 			     0)) {
 		sp_emit_rare(kind, api, begin_ns, end_ns, f);
 		return;
 	}
+	/* busy until the commit: a signal handler recording meanwhile takes the rare path (sp_tf_stream_busy) */
+	st->end = slot;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (__builtin_expect(st->cur != slot, 0)) {
+		/* a handler recorded between the loads above and the hiding: the slot is its record */
+		sp_tf_stream_unhide(st);
+		sp_emit_rare(kind, api, begin_ns, end_ns, f);
+		return;
+	}
 	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
 	sp_tf_commit_n(st, slot, kind, n);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	st->end = end;
 }
 
 /* A variable kind, or a multi-slot one, costs one call more: sp_emit_slow. */

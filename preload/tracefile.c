@@ -888,6 +888,11 @@ static struct sp_slot *drop(struct sp_tf_stream *s)
 	return NULL;
 }
 
+void sp_tf_drop(struct sp_tf_stream *s)
+{
+	drop(s);
+}
+
 struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns)
 {
 	struct sp_tf *tf = s->tf;
@@ -910,17 +915,22 @@ struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t n
 	s->chunk = c;
 	s->nrec = 0;
 	s->cur = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
-	s->end = (struct sp_slot *)((uint8_t *)c + tf->chunk_size);
+	/* no room shown until the LOST record is committed (sp_tf_stream_busy) */
+	s->end = s->cur;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	if (s->lost) {
 		uint64_t f[SP_F__COUNT] = {0};
-		f[SP_F_COUNT] = s->lost;
+		uint32_t lost = s->lost;
+		f[SP_F_COUNT] = lost;
 		struct sp_slot *slot = s->cur;
 		sp_tf_encode(slot, SP_K_LOST, SP_API_NONE, now_ns, 0, f);
-		c->lost = s->lost;
+		c->lost = lost;
 		sp_tf_commit(s, slot, SP_K_LOST);
-		__atomic_fetch_sub(&tf->hdr->lost_records, s->lost, __ATOMIC_RELAXED);
-		s->lost = 0;
+		__atomic_fetch_sub(&tf->hdr->lost_records, lost, __ATOMIC_RELAXED);
+		s->lost -= lost; /* a record dropped meanwhile (signal handler) stays to report */
 	}
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	s->end = (struct sp_slot *)((uint8_t *)c + tf->chunk_size);
 	return s->cur;
 }
 

@@ -126,6 +126,30 @@ struct sp_tf_stream {
 
 void sp_tf_stream_init(struct sp_tf_stream *s, struct sp_tf *tf, int32_t pid, int32_t tid);
 
+/*
+ * A record in progress on a stream hides the stream's room (end = the slot being
+ * written, until the commit): a signal handler that records on the same thread
+ * meanwhile finds no room instead of the same slot, and its record is counted
+ * lost (sp_tf_drop), never written over the interrupted one.
+ */
+static inline int sp_tf_stream_busy(const struct sp_tf_stream *s)
+{
+	return s->chunk && (const uint8_t *)s->end != (const uint8_t *)s->chunk + s->tf->chunk_size;
+}
+
+/*
+ * The stream's room shown again (end = its chunk's end, NULL without a chunk):
+ * for a writer that hid it and then found that a signal handler had recorded
+ * between its read of `cur` and the hiding (cur moved on: its slot is not free).
+ */
+static inline void sp_tf_stream_unhide(struct sp_tf_stream *s)
+{
+	s->end = s->chunk ? (struct sp_slot *)((uint8_t *)s->chunk + s->tf->chunk_size) : NULL;
+}
+
+/* Count one record of the stream as lost (a LOST record reports it in the stream's next chunk). */
+void sp_tf_drop(struct sp_tf_stream *s);
+
 /* Slow path of sp_tf_reserve: close the full chunk, claim a new one, write the
  * pending LOST record. NULL (and the record counted lost) when there is no space. */
 struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns);

@@ -13,17 +13,27 @@
  *     rank is broken down;
  *   - --rank 5 (no such rank) is a usage error (exit 1) naming the ranks present;
  *   - a single-process run has a one-element ranks[] equal to its summary, and no
- *     per-rank table in the text.
+ *     per-rank table in the text;
+ *   - processes of several files that share a pid (ranks on two nodes, or in two
+ *     pid namespaces: markgen's files retagged as such) stay apart, each with its
+ *     rank, records and steps; a program that execs itself stays one process;
+ *   - a file whose process died before writing its header (empty, or zeros) is
+ *     one line and exit 3, and the other files are still analysed.
  *
- * Divided into: 1. running the job, 2. the checks, 3. the tests.
+ * Divided into: 1. running the job, 2. the checks, 3. the tests, 4. processes of
+ * several files sharing a pid, unreadable files.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "stepprof/trace.h"
 #include "testlib.h"
 #include "trainerlib.h"
 
@@ -279,5 +289,228 @@ Test(analyze_ranks, single_process_one_rank_entry_no_table, .timeout = 120)
 	free(err);
 	sp_json_free(truth[0]);
 	free(tdir);
+	sp_t_remove_cur_dir();
+}
+
+/* -------------------------------- 4. processes of several files sharing a pid */
+
+/*
+ * markgen (docs/workloads.md) under the preload into dir, with RANK=rank and
+ * WORLD_SIZE=2 (rank < 0: neither): its marks and steps are the ground truth.
+ * Returns its stdout (malloc'd).
+ */
+static char *run_markgen(const char *dir, int rank, const char *args)
+{
+	char pre[600], d[600], rk[32], *argv[32], *save;
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
+	snprintf(rk, sizeof(rk), "RANK=%d", rank);
+	char *env[] = {pre, d, rank < 0 ? "RANK=" : rk, rank < 0 ? "WORLD_SIZE=" : "WORLD_SIZE=2", NULL};
+	char *copy = strdup(args);
+	int a = 0;
+	argv[a++] = (char *)sp_t_build("bin/markgen");
+	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
+		argv[a++] = w;
+	argv[a] = NULL;
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "markgen %s: %s", args, r.err);
+	char *out = strdup(r.out ? r.out : "");
+	sp_t_result_free(&r);
+	free(copy);
+	return out;
+}
+
+/* run_markgen, then the path of the one trace file it wrote (malloc'd). */
+static char *markgen_file(const char *dir, int rank, const char *args)
+{
+	free(run_markgen(dir, rank, args));
+	DIR *dd = opendir(dir);
+	cr_assert_not_null(dd, "%s", dir);
+	struct dirent *e;
+	char *path = NULL;
+	int n = 0;
+	while ((e = readdir(dd)))
+		if (e->d_name[0] != '.' && ++n == 1) {
+			path = malloc(strlen(dir) + strlen(e->d_name) + 2);
+			sprintf(path, "%s/%s", dir, e->d_name);
+		}
+	closedir(dd);
+	cr_assert_eq(n, 1, "markgen %s wrote %d files into %s", args, n, dir);
+	return path;
+}
+
+/*
+ * Make the trace file `path` look written by process `pid` (ppid `ppid`) on host
+ * `host` (NULL: its own): the header and every chunk's pid, what a process of
+ * another node or pid namespace with the same number writes. Then move it to `to`.
+ */
+static void retag(const char *path, const char *host, int32_t pid, int32_t ppid, const char *to)
+{
+	int fd = open(path, O_RDWR);
+	cr_assert(fd >= 0, "%s", path);
+	struct sp_file_header h;
+	cr_assert_eq(pread(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	if (host) {
+		memset(h.host, 0, sizeof(h.host));
+		snprintf(h.host, sizeof(h.host), "%s", host);
+	}
+	h.pid = pid;
+	h.ppid = ppid;
+	cr_assert_eq(pwrite(fd, &h, sizeof(h), 0), (ssize_t)sizeof(h));
+	uint64_t ring = h.header_size + h.keep_slots * SP_SLOT_SIZE;
+	uint64_t n = h.ring_next_seq < h.ring_chunks ? h.ring_next_seq : h.ring_chunks;
+	for (uint64_t k = 0; k < n; k++) {
+		struct sp_chunk_header c;
+		off_t off = (off_t)(ring + k * h.chunk_size);
+		cr_assert_eq(pread(fd, &c, sizeof(c), off), (ssize_t)sizeof(c));
+		if (c.magic != SP_CHUNK_MAGIC)
+			continue;
+		c.pid = pid;
+		cr_assert_eq(pwrite(fd, &c, sizeof(c), off), (ssize_t)sizeof(c));
+	}
+	close(fd);
+	cr_assert_eq(rename(path, to), 0, "%s -> %s", path, to);
+}
+
+/* The process of processes[] whose rank is `rank`, and how many have it. */
+static struct sp_json *proc_of_rank(const struct sp_json *an, int rank, int *count)
+{
+	struct sp_json *ps = sp_json_get(an, "processes"), *found = NULL;
+	*count = 0;
+	for (size_t i = 0; ps && i < ps->n; i++)
+		if (sp_json_num(sp_json_at(ps, i), "rank", -9) == rank) {
+			found = sp_json_at(ps, i);
+			++*count;
+		}
+	return found;
+}
+
+static int32_t header_pid(const char *path, char host[64], int32_t *ppid)
+{
+	struct sp_file_header h;
+	int fd = open(path, O_RDONLY);
+	cr_assert(fd >= 0 && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h), "%s", path);
+	close(fd);
+	memcpy(host, h.host, 64);
+	*ppid = h.ppid;
+	return h.pid;
+}
+
+/*
+ * Two ranks in one directory whose processes have the same pid: rank 0 and
+ * rank 1 on two nodes (other = 1), or in two pid namespaces of one host
+ * (other = 0: `unshare --pid`, containers; rank 1's pid-1 process has ppid 0).
+ * Each must stay a process of its own: its rank, its records (marks + steps
+ * it was asked for), its iterations (steps - 1). Before, both were one process:
+ * 2 ranks' records and steps under one pid, one rank gone.
+ */
+static void two_ranks_one_pid(int other_host)
+{
+	sp_t_cur_dir = sp_t_tmpdir("samepid");
+	char da[600], db[600], to[700];
+	snprintf(da, sizeof(da), "%s/job", sp_t_cur_dir);
+	snprintf(db, sizeof(db), "%s/other", sp_t_cur_dir);
+	char *fa = markgen_file(da, 0, "-n 50 -s 10 -m rank0");
+	char *fb = markgen_file(db, 1, "-n 80 -s 15 -m rank1");
+	char host[64];
+	int32_t ppid, pid = header_pid(fa, host, &ppid);
+	snprintf(to, sizeof(to), "%s/%s.%d%s.sptrace", da, other_host ? "stepprof-test-node-b" : host, pid,
+		 other_host ? "" : ".1");
+	retag(fb, other_host ? "stepprof-test-node-b" : NULL, pid, other_host ? ppid : 0, to);
+	struct sp_json *an = analyze_json(da, NULL);
+	struct sp_json *ps = sp_json_get(an, "processes");
+	cr_assert_not_null(ps);
+	cr_expect_eq(ps->n, 2, "two processes of pid %d: %zu in processes[]", pid, ps->n);
+	int n0, n1;
+	struct sp_json *p0 = proc_of_rank(an, 0, &n0), *p1 = proc_of_rank(an, 1, &n1);
+	cr_assert(p0 && p1 && n0 == 1 && n1 == 1, "rank 0: %d processes, rank 1: %d", n0, n1);
+	cr_expect_eq(sp_json_num(p0, "records", -1), 50 + 10, "rank 0's records");
+	cr_expect_eq(sp_json_num(p1, "records", -1), 80 + 15, "rank 1's records");
+	cr_expect_neq(sp_json_num(p0, "pid", -1), sp_json_num(p1, "pid", -1), "one pid for two processes");
+	/* one keeps its pid, the other is in the next pid space (n << 22, as stepprof export numbers hosts) */
+	double a = sp_json_num(p0, "pid", -1), b = sp_json_num(p1, "pid", -1);
+	cr_expect((a == pid && b == pid + (1 << 22)) || (b == pid && a == pid + (1 << 22)),
+		  "pids %.0f and %.0f for two processes of pid %d", a, b, pid);
+	sp_json_free(an);
+	an = analyze_json(da, "--rank 0");
+	cr_expect_eq(sp_json_num(an, "summary.iterations", -1), 10 - 1, "rank 0: 10 steps");
+	sp_json_free(an);
+	an = analyze_json(da, "--rank 1");
+	cr_expect_eq(sp_json_num(an, "summary.iterations", -1), 15 - 1, "rank 1: 15 steps");
+	sp_json_free(an);
+	free(fa);
+	free(fb);
+	sp_t_remove_cur_dir();
+}
+
+Test(analyze_ranks, ranks_of_two_hosts_with_one_pid_stay_apart, .timeout = 120)
+{
+	two_ranks_one_pid(1);
+}
+
+Test(analyze_ranks, ranks_of_two_pid_namespaces_with_one_pid_stay_apart, .timeout = 120)
+{
+	two_ranks_one_pid(0);
+}
+
+/* A program that execs itself keeps its pid: its two files stay one process (not renumbered). */
+Test(analyze_ranks, a_program_that_execs_itself_stays_one_process, .timeout = 120)
+{
+	sp_t_cur_dir = sp_t_tmpdir("execself");
+	char d[600];
+	snprintf(d, sizeof(d), "%s/job", sp_t_cur_dir);
+	char *out = run_markgen(d, -1, "-n 30 -s 4 -x 5");
+	long pid = atol(strstr(out, "pid=") + 4);
+	free(out);
+	struct sp_json *an = analyze_json(d, NULL);
+	struct sp_json *ps = sp_json_get(an, "processes");
+	cr_assert_not_null(ps);
+	cr_expect_eq(ps->n, 1, "one process that exec'd itself: %zu in processes[]", ps->n);
+	cr_expect_eq(sp_json_num(sp_json_at(ps, 0), "pid", -1), pid);
+	/* 30 marks and 4 steps, then 5 marks "exec" in the new image */
+	cr_expect_eq(sp_json_num(sp_json_at(ps, 0), "records", -1), 30 + 4 + 5);
+	sp_json_free(an);
+	sp_t_remove_cur_dir();
+}
+
+/*
+ * A directory with files whose processes died while creating them (killed between
+ * the file's creation and its header): an empty *.sptrace, and one of 1 MiB of
+ * zeros (after its ftruncate). They hold no record: each gets its one line, the
+ * exit status is 3 (damaged input), and the other process is still analysed
+ * (before: exit 2 and nothing but the error line, the whole job unreadable).
+ */
+Test(analyze_ranks, a_file_killed_before_its_header_leaves_the_others_analysed, .timeout = 120)
+{
+	sp_t_cur_dir = sp_t_tmpdir("badfile");
+	char d[600], empty[700], zeros[700];
+	snprintf(d, sizeof(d), "%s/job", sp_t_cur_dir);
+	char *fa = markgen_file(d, -1, "-n 40 -s 6");
+	snprintf(empty, sizeof(empty), "%s/node.1.sptrace", d);
+	cr_assert_eq(sp_t_write_file(empty, "", 0), 0);
+	snprintf(zeros, sizeof(zeros), "%s/node.2.sptrace", d);
+	int fd = open(zeros, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert(fd >= 0 && ftruncate(fd, 1 << 20) == 0, "%s", zeros);
+	close(fd);
+	int st;
+	char *err;
+	char *out = analyze(d, 1, NULL, &st, &err);
+	cr_expect_eq(st, 3, "exit status %d (stderr: %s)", st, err);
+	cr_expect_not_null(strstr(err, "node.1.sptrace: truncated"), "no line for the empty file: %s", err);
+	cr_expect_not_null(strstr(err, "node.2.sptrace: truncated"), "no line for the file of zeros: %s", err);
+	int lines = 0;
+	for (const char *p = err; *p; p++)
+		lines += *p == '\n';
+	cr_expect_eq(lines, 2, "one line per file without a header: %s", err);
+	struct sp_json *an = sp_json_parse(out);
+	cr_assert_not_null(an, "no analysis of the readable file: stdout \"%s\"", out);
+	struct sp_json *ps = sp_json_get(an, "processes");
+	cr_assert(ps && ps->n == 1, "processes of the readable file: %zu", ps ? ps->n : 0);
+	cr_expect_eq(sp_json_num(sp_json_at(ps, 0), "records", -1), 40 + 6);
+	cr_expect_eq(sp_json_num(an, "summary.iterations", -1), 6 - 1);
+	sp_json_free(an);
+	free(out);
+	free(err);
+	free(fa);
 	sp_t_remove_cur_dir();
 }

@@ -108,8 +108,16 @@ Test(summary_reader, apart_from_events_in_order_and_found_by_header)
 	cr_assert_eq(w[1].peak_bytes, 400);
 	cr_assert_eq(w[1].end_ns, 4000 * MS);
 	free(w);
+	/* the merge may renumber a copy's pid (processes of two hosts sharing one): still this file */
+	struct sp_file_header renumbered = h;
+	renumbered.pid += 1 << 22;
+	cr_assert_eq(sp_reader_find(&renumbered), r);
+	/* another process: other start clocks */
 	struct sp_file_header other = h;
-	other.pid++;
+	other.start_mono_ns++;
+	cr_assert_null(sp_reader_find(&other));
+	other = h;
+	other.host[0] ^= 1;
 	cr_assert_null(sp_reader_find(&other));
 	sp_reader_close(r);
 	cr_assert_null(sp_reader_find(&h), "a closed reader is still found");

@@ -31,6 +31,10 @@
  *     -K       with -M: keep that memory mapped, so that the exit unmaps it (a process
  *              whose exit takes a while after its last thread has left)
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
+ *     -I US    with one thread: while it writes its marks, another thread sends it
+ *              SIGUSR1 every US microseconds; the handler calls stepprof_mark("sig")
+ *              (a record made while the thread may be making its own). Prints
+ *              "signals=<handler calls>" (each one mark "sig" or, counted, a lost record)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
@@ -130,6 +134,34 @@ static double now_s(void)
 }
 
 /* The soft file size limit (`ulimit -f`); the hard one stays. */
+/* -I: the main thread's marks interrupted by a signal whose handler marks too */
+static volatile long sig_handled;
+static volatile int sig_stop;
+
+static void on_sigusr1(int sig)
+{
+	(void)sig;
+	int e = errno;
+	do_mark("sig");
+	sig_handled++;
+	errno = e;
+}
+
+struct ping {
+	pthread_t target;
+	long us;
+};
+
+static void *pinger(void *arg)
+{
+	const struct ping *p = arg;
+	while (!sig_stop) {
+		pthread_kill(p->target, SIGUSR1);
+		usleep((useconds_t)p->us);
+	}
+	return NULL;
+}
+
 static void set_fsize(long long bytes)
 {
 	struct rlimit r;
@@ -189,9 +221,9 @@ int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
-	long alloc_mib = -1;
+	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:K")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:KI:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -231,6 +263,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			kill_after = atol(optarg);
+			break;
+		case 'I':
+			sig_us = atol(optarg);
 			break;
 		case 'q':
 			quick = 1;
@@ -289,7 +324,24 @@ int main(int argc, char **argv)
 	}
 
 	long total = 0;
-	if (nthreads <= 1) {
+	if (nthreads <= 1 && sig_us > 0) {
+		struct sigaction sa = {0};
+		sa.sa_handler = on_sigusr1;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGUSR1, &sa, NULL);
+		struct ping arg = {pthread_self(), sig_us};
+		pthread_t p;
+		pthread_create(&p, NULL, pinger, &arg);
+		use_barrier = 0;
+		writer(NULL);
+		sig_stop = 1;
+		pthread_join(p, NULL);
+		sigset_t block;
+		sigemptyset(&block);
+		sigaddset(&block, SIGUSR1);
+		pthread_sigmask(SIG_BLOCK, &block, NULL); /* one sent after the stop: not handled, not counted */
+		printf("signals=%ld\n", sig_handled);
+	} else if (nthreads <= 1) {
 		use_barrier = 0; /* nobody to wait for */
 		writer(NULL);
 	} else {
