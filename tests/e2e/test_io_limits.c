@@ -1,0 +1,150 @@
+/*
+ * test_io_limits.c - input calls the libc wrappers once missed or miscounted
+ * (docs/input-capture.md, "Known limits"): a recv that only peeks, a datagram
+ * cut by MSG_TRUNC, recvmmsg, epoll_pwait2.
+ *
+ * Ground truth: tests/workloads/iolimits.c prints what each call returned and
+ * what it really took; the sizes and byte counts are fixed by its construction.
+ */
+#include "test_io_helpers.h"
+
+#include <sys/stat.h>
+
+struct lim_env {
+	char *tmp, *bin, *lib;
+	char trace[PATH_MAX], data[PATH_MAX];
+};
+
+/* `iolimits MODE DIR` under the preload (STEPPROF_IO=libc): its truth, and the trace's records in *rs. */
+static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_recs *rs)
+{
+	e->tmp = sp_t_tmpdir("io-limits");
+	e->bin = io_t_abs("bin/iolimits");
+	e->lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
+	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);
+	cr_assert_eq(mkdir(e->data, 0700), 0);
+	for (int i = 0; i < 5; i++) {
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof(p), "%s/%c%d", e->data, i < 3 ? 'f' : 'g', i);
+		FILE *f = fopen(p, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "%d\n", i);
+		fclose(f);
+	}
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { e->bin, (char *)mode, e->data, NULL };
+	struct sp_t_result res;
+	int st = sp_t_run(&res, argv, env, NULL, 60);
+	cr_assert_eq(st, 0, "iolimits %s under the preload exited %d: %s", mode, st, res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	io_t_load_dir(e->trace, rs);
+	return t;
+}
+
+static void lim_fini(struct lim_env *e, struct sp_json *t, struct io_recs *rs)
+{
+	io_t_free(rs);
+	sp_json_free(t);
+	sp_t_rmrf(e->tmp);
+	free(e->tmp), free(e->bin), free(e->lib);
+}
+
+static long tnum(const struct sp_json *t, const char *key)
+{
+	long v = (long)sp_json_i64(t, key, -1);
+	cr_assert_geq(v, 0, "the workload did not say %s", key);
+	return v;
+}
+
+/*
+ * The records that match f and, unless fd is -1, are on fd: how many; the sum
+ * of their bytes in *bytes and the last one in *last (either may be NULL).
+ */
+static long matching(const struct io_recs *rs, struct io_filter f, long fd, uint64_t *bytes,
+		     const struct io_rec **last)
+{
+	long n = 0;
+	uint64_t b = 0;
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct io_rec *r = &rs->v[i];
+		if (!io_t_match(r, &f) || (fd >= 0 && r->fd != fd))
+			continue;
+		n++;
+		b += r->bytes;
+		if (last)
+			*last = r;
+	}
+	if (bytes)
+		*bytes = b;
+	return n;
+}
+
+/* The records of process pid with this api on fd; their bytes in *bytes. */
+static long on_fd(const struct io_recs *rs, int pid, const char *api, long fd, uint64_t *bytes)
+{
+	return matching(rs, (struct io_filter){ .pid = pid, .api = api }, fd, bytes, NULL);
+}
+
+/*
+ * A peek takes nothing: the bytes are taken (and counted) by the next call.
+ * Before, recv(MSG_PEEK) then recv counted the same 64 bytes twice (128), and a
+ * 100-byte datagram received into 10 bytes with MSG_TRUNC counted 100.
+ */
+Test(io, a_peek_takes_no_bytes_and_a_cut_datagram_counts_what_was_received, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "recv", &rs);
+	int pid = (int)tnum(t, "pid");
+	long sfd = tnum(t, "stream_fd"), dfd = tnum(t, "dgram_fd");
+	cr_assert_eq(tnum(t, "peek1"), 64);
+	cr_assert_eq(tnum(t, "take1"), 64);
+	cr_assert_eq(tnum(t, "trunc1"), 100, "MSG_TRUNC returns the datagram's length");
+	uint64_t b;
+	cr_expect_eq(on_fd(&rs, pid, "recv", sfd, &b), 2, "the peek and the take are both waits");
+	cr_expect_eq(b, (uint64_t)tnum(t, "take1"), "recv on the stream: %llu bytes, %ld taken",
+		     (unsigned long long)b, tnum(t, "take1"));
+	cr_expect_eq(on_fd(&rs, pid, "recvmsg", sfd, &b), 1);
+	cr_expect_eq(b, 0, "recvmsg(MSG_PEEK) took nothing, %llu bytes recorded", (unsigned long long)b);
+	cr_expect_eq(on_fd(&rs, pid, "recvfrom", sfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)tnum(t, "take2"));
+	long cap = tnum(t, "trunc_buf");
+	cr_expect_eq(on_fd(&rs, pid, "recv", dfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)cap, "recv(MSG_TRUNC) of a %ld-byte datagram into %ld bytes: %llu recorded",
+		     tnum(t, "trunc1"), cap, (unsigned long long)b);
+	cr_expect_eq(on_fd(&rs, pid, "recvmsg", dfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)cap, "recvmsg(MSG_TRUNC) of a %ld-byte datagram into %ld bytes: %llu recorded",
+		     tnum(t, "trunc2"), cap, (unsigned long long)b);
+	lim_fini(&e, t, &rs);
+}
+
+/* Before, neither was recorded: a trainer receiving its batches by recvmmsg or waiting in epoll_pwait2 showed no input. */
+Test(io, recvmmsg_and_epoll_pwait2_are_loader_waits, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "recv", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "mm_msgs"), 3);
+	cr_assert_eq(tnum(t, "mm_bytes"), 60);
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "recvmmsg", .fd_type = "socket" };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "one recvmmsg call");
+	cr_expect_eq(b, (uint64_t)tnum(t, "mm_bytes"), "recvmmsg: %llu bytes recorded, 60 received",
+		     (unsigned long long)b);
+	f.api = "epoll_pwait2";
+	f.fd_type = "pipe";
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "one epoll_pwait2 on an epoll set holding a pipe");
+	for (size_t i = 0; i < rs.n; i++)
+		if (io_t_match(&rs.v[i], &f)) {
+			cr_expect_eq(rs.v[i].fd, tnum(t, "epoll_fd"));
+			cr_expect_eq(rs.v[i].result, tnum(t, "ready"), "a wait's result is the number ready");
+		}
+	lim_fini(&e, t, &rs);
+}
+

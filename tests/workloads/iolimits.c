@@ -1,0 +1,117 @@
+/*
+ * iolimits.c - the input calls that the libc wrappers once missed or
+ * miscounted, for tests/e2e/test_io_limits.c. Each mode prints what it did as
+ * one JSON line (bytes taken, bytes copied, entries listed), computed by the
+ * program itself, never by stepprof.
+ *
+ *   iolimits recv DIR     a stream socket pair: 64 bytes peeked with recv
+ *                         (MSG_PEEK), then taken with recv; 48 peeked with
+ *                         recvmsg (MSG_PEEK), taken with recvfrom; a datagram
+ *                         pair: a 100-byte datagram received into 10 bytes with
+ *                         MSG_TRUNC by recv (which returns 100), another by
+ *                         recvmsg; three datagrams (10, 20, 30 bytes) taken by
+ *                         one recvmmsg; a pipe in an epoll set waited on with
+ *                         epoll_pwait2
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *dir;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "iolimits: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static long must(const char *what, long r)
+{
+	if (r < 0)
+		die(what);
+	return r;
+}
+
+static int do_recv(void)
+{
+	char buf[256], small[10];
+	int s[2], d[2], p[2];
+	long peek1, take1, peek2, take2, trunc1, trunc2, mm_bytes = 0;
+
+	must("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, s));
+	memset(buf, 'p', sizeof(buf));
+	must("send", send(s[1], buf, 64, 0));
+	peek1 = must("recv peek", recv(s[0], buf, sizeof(buf), MSG_PEEK));
+	take1 = must("recv", recv(s[0], buf, sizeof(buf), 0));
+	must("send", send(s[1], buf, 48, 0));
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	peek2 = must("recvmsg peek", recvmsg(s[0], &mh, MSG_PEEK));
+	take2 = must("recvfrom", recvfrom(s[0], buf, sizeof(buf), 0, NULL, NULL));
+
+	/* Datagrams longer than the buffer: MSG_TRUNC returns the datagram's length. */
+	must("socketpair dgram", socketpair(AF_UNIX, SOCK_DGRAM, 0, d));
+	must("send", send(d[1], buf, 100, 0));
+	trunc1 = must("recv trunc", recv(d[0], small, sizeof(small), MSG_TRUNC));
+	must("send", send(d[1], buf, 100, 0));
+	struct iovec siov = { small, sizeof(small) };
+	struct msghdr smh = { .msg_iov = &siov, .msg_iovlen = 1 };
+	trunc2 = must("recvmsg trunc", recvmsg(d[0], &smh, MSG_TRUNC));
+
+	/* Three datagrams, one recvmmsg. */
+	char b3[3][64];
+	struct iovec iv3[3];
+	struct mmsghdr mm[3];
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < 3; i++) {
+		must("send", send(d[1], buf, 10 * (i + 1), 0));
+		iv3[i] = (struct iovec){ b3[i], sizeof(b3[i]) };
+		mm[i].msg_hdr.msg_iov = &iv3[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	int got = (int)must("recvmmsg", recvmmsg(d[0], mm, 3, MSG_WAITFORONE, NULL));
+	for (int i = 0; i < got; i++)
+		mm_bytes += mm[i].msg_len;
+
+	/* A pipe in an epoll set, waited on with epoll_pwait2. */
+	must("pipe", pipe(p));
+	int ep = (int)must("epoll_create1", epoll_create1(0));
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = p[0] };
+	must("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev));
+	must("write", write(p[1], "0123456789", 10));
+	struct timespec ts = { 5, 0 };
+	long ready = must("epoll_pwait2", epoll_pwait2(ep, &ev, 1, &ts, NULL));
+	long pread_ = must("read", read(p[0], buf, 10));
+
+	printf("{\"pid\":%d,\"stream_fd\":%d,\"dgram_fd\":%d,\"epoll_fd\":%d,\"peek1\":%ld,\"take1\":%ld,"
+	       "\"peek2\":%ld,\"take2\":%ld,\"trunc1\":%ld,\"trunc2\":%ld,\"trunc_buf\":%zu,\"mm_msgs\":%d,"
+	       "\"mm_bytes\":%ld,\"ready\":%ld,\"pipe_read\":%ld}\n",
+	       (int)getpid(), s[0], d[0], ep, peek1, take1, peek2, take2, trunc1, trunc2, sizeof(small), got,
+	       mm_bytes, ready, pread_);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: iolimits recv DIR\n");
+		return 2;
+	}
+	dir = argv[2];
+	if (!strcmp(argv[1], "recv"))
+		return do_recv();
+	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
+	return 2;
+}
