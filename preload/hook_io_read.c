@@ -7,12 +7,13 @@
  * bytes = what the call returned. A directory read in many readdir calls is one
  * LISTDIR record (io_fdtab.h, section 4).
  *
- * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), 2. stdio fread,
- * 3. directory listing.
+ * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), sendfile,
+ * copy_file_range, 2. stdio fread, 3. directory listing.
  */
 #include "io_hook.h"
 
 #include <dirent.h>
+#include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -107,6 +108,35 @@ PREADV(preadv64, off64_t)
 
 PREADV2(preadv2, off_t)
 PREADV2(preadv64v2, off64_t)
+
+/*
+ * sendfile, copy_file_range: the kernel reads the source for the program
+ * (Python's shutil.copyfile, os.sendfile, os.copy_file_range; cp). A READ of
+ * in_fd, bytes = what the call copied; the destination is output, not recorded.
+ * RATIONALE: io_begin_wait, not io_begin: like the waits, these stay on with
+ * STEPPROF_IO=bpf, because the eBPF collector does not trace them (docs/bpf.md).
+ */
+#define SENDFILE(NAME, OFF_T)                                                                                          \
+	ssize_t NAME(int out, int in, OFF_T *off, size_t n)                                                            \
+	{                                                                                                              \
+		ssize_t (*real)(int, int, OFF_T *, size_t) = IO_REAL(NAME);                                           \
+		struct io_call c;                                                                                      \
+		if (!io_begin_wait(&c))                                                                                \
+			return real(out, in, off, n);                                                                  \
+		return io_end_read(&c, SP_API_##NAME, in, real(out, in, off, n));                                      \
+	}
+
+SENDFILE(sendfile, off_t)
+SENDFILE(sendfile64, off64_t)
+
+ssize_t copy_file_range(int in, off64_t *in_off, int out, off64_t *out_off, size_t n, unsigned int flags)
+{
+	ssize_t (*real)(int, off64_t *, int, off64_t *, size_t, unsigned int) = IO_REAL(copy_file_range);
+	struct io_call c;
+	if (!io_begin_wait(&c))
+		return real(in, in_off, out, out_off, n, flags);
+	return io_end_read(&c, SP_API_copy_file_range, in, real(in, in_off, out, out_off, n, flags));
+}
 
 /* ------------------------------------------------------------ 2. stdio fread */
 
@@ -312,3 +342,4 @@ ssize_t getdents64(int fd, void *buf, size_t n)
 	io_finish(&c);
 	return r;
 }
+

@@ -1,7 +1,8 @@
 /*
  * test_io_limits.c - input calls the libc wrappers once missed or miscounted
  * (docs/input-capture.md, "Known limits"): a recv that only peeks, a datagram
- * cut by MSG_TRUNC, recvmmsg, epoll_pwait2.
+ * cut by MSG_TRUNC, recvmmsg, epoll_pwait2, a file read by sendfile or
+ * copy_file_range (shutil.copyfile).
  *
  * Ground truth: tests/workloads/iolimits.c prints what each call returned and
  * what it really took; the sizes and byte counts are fixed by its construction.
@@ -15,8 +16,8 @@ struct lim_env {
 	char trace[PATH_MAX], data[PATH_MAX];
 };
 
-/* `iolimits MODE DIR` under the preload (STEPPROF_IO=libc): its truth, and the trace's records in *rs. */
-static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_recs *rs)
+/* `iolimits MODE DIR` under the preload with STEPPROF_IO=io: its truth, and the trace's records in *rs. */
+static struct sp_json *lim_run_io(struct lim_env *e, const char *mode, const char *io, struct io_recs *rs)
 {
 	e->tmp = sp_t_tmpdir("io-limits");
 	e->bin = io_t_abs("bin/iolimits");
@@ -32,10 +33,11 @@ static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_re
 		fprintf(f, "%d\n", i);
 		fclose(f);
 	}
-	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16], iomode[64];
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
 	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
-	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	snprintf(iomode, sizeof(iomode), "STEPPROF_IO=%s", io);
+	char *env[] = { pre, dir, iomode, NULL };
 	char *argv[] = { e->bin, (char *)mode, e->data, NULL };
 	struct sp_t_result res;
 	int st = sp_t_run(&res, argv, env, NULL, 60);
@@ -44,6 +46,11 @@ static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_re
 	sp_t_result_free(&res);
 	io_t_load_dir(e->trace, rs);
 	return t;
+}
+
+static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_recs *rs)
+{
+	return lim_run_io(e, mode, "libc", rs);
 }
 
 static void lim_fini(struct lim_env *e, struct sp_json *t, struct io_recs *rs)
@@ -146,5 +153,42 @@ Test(io, recvmmsg_and_epoll_pwait2_are_loader_waits, .timeout = 60)
 			cr_expect_eq(rs.v[i].result, tnum(t, "ready"), "a wait's result is the number ready");
 		}
 	lim_fini(&e, t, &rs);
+}
+
+/*
+ * shutil.copyfile copies with sendfile (Python 3.8+), os.copy_file_range and
+ * cp with copy_file_range: the source is read by the kernel for the program.
+ * Before, neither was recorded: a Dataset that copies its files to local disk
+ * read nothing. The eBPF collector does not trace them either, so they are
+ * recorded with STEPPROF_IO=bpf too, where open and read are the collector's.
+ */
+static void check_copy(const char *io)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run_io(&e, "copy", io, &rs);
+	int pid = (int)tnum(t, "pid");
+	const char *src = sp_json_str(t, "src");
+	cr_assert_not_null(src);
+	long size = tnum(t, "size");
+	cr_assert_eq(tnum(t, "sendfile_bytes"), size);
+	cr_assert_eq(tnum(t, "copy_file_range_bytes"), size);
+	struct io_filter f = { .kind = "read", .pid = pid, .api = "sendfile", .prefix = src, .fd_type = "file" };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "sendfile_calls"), "%s: a read record per sendfile call", io);
+	cr_expect_eq(b, (uint64_t)size, "%s: sendfile: %llu bytes recorded, %ld read", io, (unsigned long long)b,
+		     size);
+	f.api = "copy_file_range";
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "copy_file_range_calls"),
+		     "%s: a read record per copy_file_range call", io);
+	cr_expect_eq(b, (uint64_t)size, "%s: copy_file_range: %llu bytes recorded, %ld read", io,
+		     (unsigned long long)b, size);
+	lim_fini(&e, t, &rs);
+}
+
+Test(io, sendfile_and_copy_file_range_read_their_source, .timeout = 60)
+{
+	check_copy("libc");
+	check_copy("bpf");
 }
 

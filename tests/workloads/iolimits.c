@@ -12,6 +12,9 @@
  *                         recvmsg; three datagrams (10, 20, 30 bytes) taken by
  *                         one recvmmsg; a pipe in an epoll set waited on with
  *                         epoll_pwait2
+ *   iolimits copy DIR     DIR/src (100000 bytes, written here) copied to
+ *                         DIR/dst1 by sendfile and to DIR/dst2 by
+ *                         copy_file_range, in 4 calls of 25000 bytes each
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -23,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -103,15 +107,52 @@ static int do_recv(void)
 	return 0;
 }
 
+#define COPY_SIZE 100000
+#define COPY_CALL 25000
+
+static int do_copy(void)
+{
+	char src[4096], dst[4096], buf[COPY_SIZE];
+	snprintf(src, sizeof(src), "%s/src", dir);
+	memset(buf, 'c', sizeof(buf));
+	int fd = (int)must("creat src", open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		die("write src");
+	close(fd);
+
+	long sent = 0, copied = 0, calls = 0;
+	int in = (int)must("open src", open(src, O_RDONLY));
+	snprintf(dst, sizeof(dst), "%s/dst1", dir);
+	int out = (int)must("open dst1", open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	for (long r; (r = must("sendfile", sendfile(out, in, NULL, COPY_CALL))) > 0; calls++)
+		sent += r;
+	close(out);
+	int sendfile_calls = (int)calls + 1; /* and the one that returned 0 */
+	calls = 0;
+	off64_t off = 0;
+	snprintf(dst, sizeof(dst), "%s/dst2", dir);
+	out = (int)must("open dst2", open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	for (long r; (r = must("copy_file_range", copy_file_range(in, &off, out, NULL, COPY_CALL, 0))) > 0; calls++)
+		copied += r;
+	close(out);
+	close(in);
+	printf("{\"pid\":%d,\"src\":\"%s\",\"size\":%d,\"sendfile_bytes\":%ld,\"sendfile_calls\":%d,"
+	       "\"copy_file_range_bytes\":%ld,\"copy_file_range_calls\":%ld}\n",
+	       (int)getpid(), src, COPY_SIZE, sent, sendfile_calls, copied, calls + 1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy DIR\n");
 		return 2;
 	}
 	dir = argv[2];
 	if (!strcmp(argv[1], "recv"))
 		return do_recv();
+	if (!strcmp(argv[1], "copy"))
+		return do_copy();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
