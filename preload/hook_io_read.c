@@ -8,7 +8,7 @@
  * LISTDIR record (io_fdtab.h, section 4).
  *
  * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), sendfile,
- * copy_file_range, 2. stdio fread, 3. directory listing.
+ * copy_file_range, 2. stdio fread, 3. directory listing, 4. scandir.
  */
 #include "io_hook.h"
 
@@ -343,3 +343,113 @@ ssize_t getdents64(int fd, void *buf, size_t n)
 	return r;
 }
 
+/* --------------------------------------------------------------- 4. scandir */
+
+/*
+ * scandir reads its directory with glibc's internal opendir/readdir/closedir,
+ * which no wrapper sees: one LISTDIR per call, from its start to its return,
+ * path = the directory as given (relative to dirfd for scandirat), fd -1,
+ * count = the bytes of every entry read (d_reclen, as readdir counts them),
+ * those the program's filter rejects included.
+ *
+ * The entries are counted by a filter of ours that stands in front of the
+ * program's (or of none). RATIONALE: the call is not entered (sp_hook_depth
+ * stays as it is) while glibc lists: the program's filter and comparison
+ * functions run inside it, and what they do (a stat of each entry) is the
+ * program's input, recorded as such. glibc makes no wrapped call of its own in
+ * scandir, so nothing is counted twice. Each call's state is on its stack and
+ * the thread's top of the list points at it: a scandir in a filter, or in a
+ * signal handler, stacks its own and gives the previous one back on return.
+ */
+struct scan_state {
+	int (*filter)(const struct dirent64 *);
+	uint64_t bytes;
+	struct scan_state *prev;
+};
+
+static __thread struct scan_state *scan_top __attribute__((tls_model("initial-exec")));
+
+/* NOTE: struct dirent and dirent64 are the same on LP64 (x86_64, aarch64): one filter serves both. */
+_Static_assert(sizeof(struct dirent) == sizeof(struct dirent64), "dirent and dirent64 differ");
+
+static int scan_filter(const struct dirent64 *d)
+{
+	struct scan_state *s = scan_top;
+	s->bytes += d->d_reclen;
+	return s->filter ? s->filter(d) : 1;
+}
+
+/* 1 = record this scandir (started: its state pushed, t0 taken), 0 = forward it as it is. */
+static inline int scan_begin(struct scan_state *s, struct io_call *c, void *filter)
+{
+	if (!io_enter())
+		return 0;
+	io_leave();
+	s->filter = (int (*)(const struct dirent64 *))filter;
+	s->bytes = 0;
+	s->prev = scan_top;
+	scan_top = s;
+	c->t0 = sp_now();
+	return 1;
+}
+
+static int scan_end(struct scan_state *s, struct io_call *c, unsigned api, const char *path, int r)
+{
+	scan_top = s->prev;
+	if (!io_enter())
+		return r; /* capture turned off meanwhile */
+	io_end(c);
+	io_emit(SP_K_LISTDIR, api, c->t0, c->t1, io_path_id(io_path_after(path, r, c->err)), 0, -1,
+		io_result(r, c->err), 0, s->bytes > 0xffffffffu ? 0xffffffffu : (uint32_t)s->bytes);
+	io_finish(c);
+	return r;
+}
+
+typedef int (*scan_cmp_t)(const struct dirent **, const struct dirent **);
+typedef int (*scan_cmp64_t)(const struct dirent64 **, const struct dirent64 **);
+
+int scandir(const char *dir, struct dirent ***list, int (*filter)(const struct dirent *), scan_cmp_t cmp)
+{
+	int (*real)(const char *, struct dirent ***, int (*)(const struct dirent *), scan_cmp_t) = IO_REAL(scandir);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandir, dir,
+			real(dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
+}
+
+int scandir64(const char *dir, struct dirent64 ***list, int (*filter)(const struct dirent64 *), scan_cmp64_t cmp)
+{
+	int (*real)(const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
+		IO_REAL(scandir64);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandir64, dir, real(dir, list, scan_filter, cmp));
+}
+
+int scandirat(int dfd, const char *dir, struct dirent ***list, int (*filter)(const struct dirent *), scan_cmp_t cmp)
+{
+	int (*real)(int, const char *, struct dirent ***, int (*)(const struct dirent *), scan_cmp_t) =
+		IO_REAL(scandirat);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dfd, dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandirat, dir,
+			real(dfd, dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
+}
+
+int scandirat64(int dfd, const char *dir, struct dirent64 ***list, int (*filter)(const struct dirent64 *),
+		scan_cmp64_t cmp)
+{
+	int (*real)(int, const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
+		IO_REAL(scandirat64);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dfd, dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandirat64, dir, real(dfd, dir, list, scan_filter, cmp));
+}

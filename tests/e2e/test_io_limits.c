@@ -2,7 +2,7 @@
  * test_io_limits.c - input calls the libc wrappers once missed or miscounted
  * (docs/input-capture.md, "Known limits"): a recv that only peeks, a datagram
  * cut by MSG_TRUNC, recvmmsg, epoll_pwait2, a file read by sendfile or
- * copy_file_range (shutil.copyfile).
+ * copy_file_range (shutil.copyfile), and directories listed by scandir.
  *
  * Ground truth: tests/workloads/iolimits.c prints what each call returned and
  * what it really took; the sizes and byte counts are fixed by its construction.
@@ -192,3 +192,51 @@ Test(io, sendfile_and_copy_file_range_read_their_source, .timeout = 60)
 	check_copy("bpf");
 }
 
+/* The listdir records of process pid and api for path (or a path under it): how many; the last one's count and result. */
+static long listdir_of(const struct io_recs *rs, int pid, const char *api, const char *path, uint64_t *count,
+		       int64_t *result)
+{
+	const struct io_rec *r = NULL;
+	long n = matching(rs, (struct io_filter){ .kind = "listdir", .pid = pid, .api = api, .prefix = path }, -1,
+			  NULL, &r);
+	if (r) {
+		*count = r->count;
+		*result = r->result;
+	}
+	return n;
+}
+
+/*
+ * scandir reads its directory with glibc's internal opendir/readdir, which the
+ * wrappers do not see: before, a scandir was no record at all. Now one listdir
+ * per call, counting the bytes of every entry read (those a filter rejects
+ * too), and what the program's filter does meanwhile is recorded as well.
+ */
+Test(io, scandir_is_one_listdir_and_its_filter_input_is_recorded, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "scandir", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "scandir_entries"), 7, "5 files, . and ..");
+	cr_assert_eq(tnum(t, "scandir64_seen"), 7);
+	cr_assert_eq(tnum(t, "scandir64_kept"), 3);
+	uint64_t count = 0;
+	int64_t result = 0;
+	cr_expect_eq(listdir_of(&rs, pid, "scandir", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandir_bytes"));
+	cr_expect_eq(result, 0);
+	cr_expect_eq(listdir_of(&rs, pid, "scandir64", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandir64_bytes"), "scandir64: %llu bytes, its filter saw %ld",
+		     (unsigned long long)count, tnum(t, "scandir64_bytes"));
+	cr_expect_eq(listdir_of(&rs, pid, "scandirat", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandirat_bytes"));
+	cr_expect_eq(listdir_of(&rs, pid, "scandir", "/nonexistent-iolimits", &count, &result), 1,
+		     "a scandir that fails is recorded with its error");
+	cr_expect_eq(result, -tnum(t, "bad_errno"));
+	char prefix[PATH_MAX + 2];
+	snprintf(prefix, sizeof(prefix), "%s/", e.data);
+	struct io_filter f = { .kind = "stat", .pid = pid, .prefix = prefix };
+	cr_expect_eq(io_t_count(&rs, f, NULL), tnum(t, "filter_stats"), "the stats made by scandir64's filter");
+	lim_fini(&e, t, &rs);
+}

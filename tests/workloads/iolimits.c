@@ -15,6 +15,12 @@
  *   iolimits copy DIR     DIR/src (100000 bytes, written here) copied to
  *                         DIR/dst1 by sendfile and to DIR/dst2 by
  *                         copy_file_range, in 4 calls of 25000 bytes each
+ *   iolimits scandir DIR  DIR listed by scandir (no filter), scandir64 with a
+ *                         filter that stats every entry it is shown and keeps
+ *                         the names starting with 'f', and scandirat(AT_FDCWD)
+ *                         with alphasort; the bytes of the entries each call
+ *                         read (the d_reclen of every entry the filter saw, or
+ *                         of every entry returned without a filter)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -142,10 +148,55 @@ static int do_copy(void)
 	return 0;
 }
 
+static long seen_bytes, seen_entries, kept, filter_stats;
+
+/* Sees every entry scandir64 reads: counts its bytes, stats it (input made inside the call), keeps f*. */
+static int keep_f(const struct dirent64 *e)
+{
+	char p[4096];
+	struct stat st;
+	seen_bytes += e->d_reclen;
+	seen_entries++;
+	snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+	if (stat(p, &st) == 0)
+		filter_stats++;
+	return e->d_name[0] == 'f' && ++kept;
+}
+
+static long list_bytes(struct dirent **v, int n)
+{
+	long b = 0;
+	for (int i = 0; i < n; i++) {
+		b += v[i]->d_reclen;
+		free(v[i]);
+	}
+	free(v);
+	return b;
+}
+
+static int do_scandir(void)
+{
+	struct dirent **v;
+	struct dirent64 **v64;
+	int n1 = (int)must("scandir", scandir(dir, &v, NULL, NULL));
+	long b1 = list_bytes(v, n1);
+	int n2 = (int)must("scandir64", scandir64(dir, &v64, keep_f, alphasort64));
+	list_bytes((struct dirent **)v64, n2);
+	int n3 = (int)must("scandirat", scandirat(AT_FDCWD, dir, &v, NULL, alphasort));
+	long b3 = list_bytes(v, n3);
+	errno = 0;
+	int bad = scandir("/nonexistent-iolimits", &v, NULL, NULL);
+	printf("{\"pid\":%d,\"scandir_entries\":%d,\"scandir_bytes\":%ld,\"scandir64_seen\":%ld,"
+	       "\"scandir64_bytes\":%ld,\"scandir64_kept\":%d,\"filter_stats\":%ld,\"scandirat_entries\":%d,"
+	       "\"scandirat_bytes\":%ld,\"bad\":%d,\"bad_errno\":%d}\n",
+	       (int)getpid(), n1, b1, seen_entries, seen_bytes, n2, filter_stats, n3, b3, bad, errno);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -153,6 +204,8 @@ int main(int argc, char **argv)
 		return do_recv();
 	if (!strcmp(argv[1], "copy"))
 		return do_copy();
+	if (!strcmp(argv[1], "scandir"))
+		return do_scandir();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
