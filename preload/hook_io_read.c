@@ -119,7 +119,7 @@ PREADV2(preadv64v2, off64_t)
 #define SENDFILE(NAME, OFF_T)                                                                                          \
 	ssize_t NAME(int out, int in, OFF_T *off, size_t n)                                                            \
 	{                                                                                                              \
-		ssize_t (*real)(int, int, OFF_T *, size_t) = IO_REAL(NAME);                                           \
+		ssize_t (*real)(int, int, OFF_T *, size_t) = IO_REAL(NAME);                                            \
 		struct io_call c;                                                                                      \
 		if (!io_begin_wait(&c))                                                                                \
 			return real(out, in, off, n);                                                                  \
@@ -415,14 +415,13 @@ int scandir(const char *dir, struct dirent ***list, int (*filter)(const struct d
 	struct io_call c;
 	if (!scan_begin(&s, &c, (void *)filter))
 		return real(dir, list, filter, cmp);
-	return scan_end(&s, &c, SP_API_scandir, dir,
-			real(dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
+	return scan_end(&s, &c, SP_API_scandir, dir, real(dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
 }
 
 int scandir64(const char *dir, struct dirent64 ***list, int (*filter)(const struct dirent64 *), scan_cmp64_t cmp)
 {
 	int (*real)(const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
-		IO_REAL(scandir64);
+	    IO_REAL(scandir64);
 	struct scan_state s;
 	struct io_call c;
 	if (!scan_begin(&s, &c, (void *)filter))
@@ -433,7 +432,7 @@ int scandir64(const char *dir, struct dirent64 ***list, int (*filter)(const stru
 int scandirat(int dfd, const char *dir, struct dirent ***list, int (*filter)(const struct dirent *), scan_cmp_t cmp)
 {
 	int (*real)(int, const char *, struct dirent ***, int (*)(const struct dirent *), scan_cmp_t) =
-		IO_REAL(scandirat);
+	    IO_REAL(scandirat);
 	struct scan_state s;
 	struct io_call c;
 	if (!scan_begin(&s, &c, (void *)filter))
@@ -446,7 +445,7 @@ int scandirat64(int dfd, const char *dir, struct dirent64 ***list, int (*filter)
 		scan_cmp64_t cmp)
 {
 	int (*real)(int, const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
-		IO_REAL(scandirat64);
+	    IO_REAL(scandirat64);
 	struct scan_state s;
 	struct io_call c;
 	if (!scan_begin(&s, &c, (void *)filter))
