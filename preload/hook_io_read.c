@@ -13,6 +13,7 @@
 #include "io_hook.h"
 
 #include <dirent.h>
+#include <ftw.h>
 #include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -451,4 +452,153 @@ int scandirat64(int dfd, const char *dir, struct dirent64 ***list, int (*filter)
 	if (!scan_begin(&s, &c, (void *)filter))
 		return real(dfd, dir, list, filter, cmp);
 	return scan_end(&s, &c, SP_API_scandirat64, dir, real(dfd, dir, list, scan_filter, cmp));
+}
+
+/* ------------------------------------------------------------------ 5. nftw */
+
+/*
+ * nftw reads directories and stats their entries with glibc's internal calls,
+ * and calls the program back once per entry with the stat it made: the calls
+ * between two callbacks are nftw's own input. A callback of ours in front of
+ * the program's writes, per entry:
+ * - a STAT (api nftw): path, bytes = st_size, from nftw's previous return to
+ *   the program (or its start) to this callback: the directory reads and the
+ *   stat that found this entry. None when nftw could not stat it (FTW_NS).
+ * - a LISTDIR per directory read, once nftw is done with it: count = the bytes
+ *   getdents64 returned for it, computed from its entries' names as the kernel
+ *   sizes a linux_dirent64 (".." and "." included), of no duration (the reads'
+ *   time is in the STATs). Directories deeper than WALK_LEVELS are not listed.
+ * As for scandir, the call is not entered while nftw runs: the program's
+ * callback and its input (reading each file) are the program's, recorded as such.
+ */
+#define WALK_LEVELS 64
+
+struct walk_dir {
+	uint32_t path, bytes;
+	int open; /* 0: no directory being read at this level */
+};
+
+struct walk_state {
+	int (*fn)(const char *, const struct stat *, int, struct FTW *);
+	unsigned api;
+	int flags;
+	uint64_t gap; /* when nftw last had control: its start, or the program's last return */
+	long entries;
+	struct walk_dir dir[WALK_LEVELS];
+	struct walk_state *prev;
+};
+
+static __thread struct walk_state *walk_top __attribute__((tls_model("initial-exec")));
+
+/* The size of name's linux_dirent64: 19 bytes of header, the name, its NUL, to a multiple of 8. */
+static inline uint32_t walk_reclen(size_t len)
+{
+	return (uint32_t)((19 + len + 1 + 7) & ~(size_t)7);
+}
+
+static void walk_close(struct walk_state *s, int level, uint64_t t)
+{
+	struct walk_dir *d = &s->dir[level];
+	if (d->open)
+		io_emit(SP_K_LISTDIR, s->api, t, t, d->path, 0, -1, 0, 0, d->bytes);
+	d->open = 0;
+}
+
+static void walk_open(struct walk_state *s, int level, uint32_t path)
+{
+	s->dir[level] = (struct walk_dir){path, walk_reclen(1) + walk_reclen(2), 1};
+}
+
+/* What nftw did before calling back for fpath, at level; flag as nftw says. */
+static void walk_entry(struct walk_state *s, const char *fpath, const struct stat *sb, int flag, const struct FTW *w,
+		       uint64_t t)
+{
+	int k = w->level;
+	if (flag != FTW_NS)
+		io_emit(SP_K_STAT, s->api, s->gap, t, io_path_id(fpath), (uint64_t)sb->st_size, -1, 0, 0, 0);
+	for (int j = WALK_LEVELS - 1; j > k; j--)
+		walk_close(s, j, t);
+	if (k < WALK_LEVELS) {
+		/* FTW_DP: after its entries (FTW_DEPTH); an empty one had none to open its listing */
+		if (flag == FTW_DP && !s->dir[k].open)
+			walk_open(s, k, io_path_id(fpath));
+		walk_close(s, k, t);
+	}
+	if (k >= 1 && k <= WALK_LEVELS) {
+		struct walk_dir *parent = &s->dir[k - 1];
+		if (!parent->open)
+			walk_open(s, k - 1, io_path_intern(fpath, w->base > 1 ? (size_t)w->base - 1 : (size_t)w->base));
+		parent->bytes += walk_reclen(strlen(fpath + w->base));
+	}
+	if (flag == FTW_D && k < WALK_LEVELS)
+		walk_open(s, k, io_path_id(fpath));
+}
+
+static int walk_fn(const char *fpath, const struct stat *sb, int flag, struct FTW *w)
+{
+	struct walk_state *s = walk_top;
+	uint64_t t = sp_now();
+	s->entries++;
+	if (io_enter()) {
+		int e = errno;
+		walk_entry(s, fpath, sb, flag, w, t);
+		io_leave();
+		errno = e;
+	}
+	int r = s->fn(fpath, sb, flag, w);
+	/* a directory the program told nftw to skip is not read */
+	if ((s->flags & FTW_ACTIONRETVAL) && r == FTW_SKIP_SUBTREE && flag == FTW_D && w->level < WALK_LEVELS)
+		s->dir[w->level].open = 0;
+	s->gap = sp_now();
+	return r;
+}
+
+typedef int (*walk_fn_t)(const char *, const struct stat *, int, struct FTW *);
+typedef int (*walk_real_t)(const char *, walk_fn_t, int, int);
+
+static int walk(unsigned api, walk_real_t real, const char *dir, walk_fn_t fn, int nopenfd, int flags)
+{
+	struct walk_state s;
+	if (!io_enter())
+		return real(dir, fn, nopenfd, flags);
+	io_leave();
+	memset(s.dir, 0, sizeof(s.dir));
+	s.fn = fn;
+	s.api = api;
+	s.flags = flags;
+	s.entries = 0;
+	s.prev = walk_top;
+	walk_top = &s;
+	s.gap = sp_now();
+	int r = real(dir, walk_fn, nopenfd, flags);
+	walk_top = s.prev;
+	struct io_call c;
+	if (!io_enter())
+		return r;
+	io_end(&c);
+	for (int j = WALK_LEVELS - 1; j >= 0; j--)
+		walk_close(&s, j, c.t1);
+	/* nothing walked: the error of the stat of dir (ENOENT, EACCES...) */
+	if (r == -1 && !s.entries)
+		io_emit(SP_K_STAT, api, s.gap, c.t1, io_path_id(io_path_after(dir, -1, c.err)), 0, -1,
+			io_result(-1, c.err), 0, 0);
+	io_finish(&c);
+	return r;
+}
+
+int nftw(const char *dir, walk_fn_t fn, int nopenfd, int flags)
+{
+	return walk(SP_API_nftw, IO_REAL(nftw), dir, fn, nopenfd, flags);
+}
+
+/*
+ * NOTE: struct stat64 is struct stat on LP64: nftw64 and its callback are
+ * nftw's (cast through void (*)(void), deliberately).
+ */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 differ");
+
+int nftw64(const char *dir, int (*fn)(const char *, const struct stat64 *, int, struct FTW *), int nopenfd, int flags)
+{
+	return walk(SP_API_nftw64, (walk_real_t)io_real_get(IO_FN_nftw64), dir, (walk_fn_t)(void (*)(void))fn, nopenfd,
+		    flags);
 }

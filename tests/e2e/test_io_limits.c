@@ -2,7 +2,8 @@
  * test_io_limits.c - input calls the libc wrappers once missed or miscounted
  * (docs/input-capture.md, "Known limits"): a recv that only peeks, a datagram
  * cut by MSG_TRUNC, recvmmsg, epoll_pwait2, a file read by sendfile or
- * copy_file_range (shutil.copyfile), and directories listed by scandir.
+ * copy_file_range (shutil.copyfile), and directories listed by scandir or
+ * walked by nftw.
  *
  * Ground truth: tests/workloads/iolimits.c prints what each call returned and
  * what it really took; the sizes and byte counts are fixed by its construction.
@@ -238,5 +239,53 @@ Test(io, scandir_is_one_listdir_and_its_filter_input_is_recorded, .timeout = 60)
 	snprintf(prefix, sizeof(prefix), "%s/", e.data);
 	struct io_filter f = { .kind = "stat", .pid = pid, .prefix = prefix };
 	cr_expect_eq(io_t_count(&rs, f, NULL), tnum(t, "filter_stats"), "the stats made by scandir64's filter");
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * nftw reads and stats with glibc's internal calls: before, a walk was no
+ * record at all. Now a stat per entry called back (st_size, path) and a
+ * listdir per directory, whose count is what getdents64 returned for it (the
+ * workload lists each directory again with the raw syscall), and the files the
+ * callback reads are read records as before, not counted twice.
+ */
+Test(io, nftw_is_a_stat_per_entry_and_a_listdir_per_directory, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "nftw", &rs);
+	int pid = (int)tnum(t, "pid");
+	const char *root = sp_json_str(t, "root");
+	cr_assert_not_null(root);
+	long walks = tnum(t, "walks");
+	cr_assert_eq(tnum(t, "entries"), 8, "t, a1, a2, sub, b1, b2, b3, empty");
+	cr_assert_eq(tnum(t, "entries_total"), walks * 8);
+	uint64_t b;
+	struct io_filter f = { .kind = "stat", .pid = pid, .api = "nftw", .prefix = root };
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "entries_total"), "a stat per entry called back");
+	cr_expect_eq(b, (uint64_t)tnum(t, "sizes_total"), "their st_size: %llu recorded, %ld called back",
+		     (unsigned long long)b, tnum(t, "sizes_total"));
+	static const char *const dirs[] = { "", "/sub", "/empty" };
+	for (int i = 0; i < 3; i++) {
+		char path[PATH_MAX + 16], key[16];
+		snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+		snprintf(key, sizeof(key), "dents_%d", i);
+		long n = 0;
+		for (size_t k = 0; k < rs.n; k++) {
+			const struct io_rec *r = &rs.v[k];
+			if (r->pid != pid || strcmp(r->kind, "listdir") || strcmp(r->api, "nftw") || !r->path ||
+			    strcmp(r->path, path))
+				continue;
+			n++;
+			cr_expect_eq(r->count, (uint64_t)tnum(t, key), "listdir of %s: %llu bytes, getdents64 returned %ld",
+				     path, (unsigned long long)r->count, tnum(t, key));
+		}
+		cr_expect_eq(n, walks, "%s: %ld listdir records, %ld walks", path, n, walks);
+	}
+	f = (struct io_filter){ .kind = "listdir", .pid = pid, .api = "nftw" };
+	cr_expect_eq(io_t_count(&rs, f, NULL), walks * 3, "a listdir per directory, no more");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = root };
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "reads"), "the callback's reads");
+	cr_expect_eq(b, (uint64_t)tnum(t, "read_bytes"));
 	lim_fini(&e, t, &rs);
 }

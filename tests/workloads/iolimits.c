@@ -21,6 +21,13 @@
  *                         with alphasort; the bytes of the entries each call
  *                         read (the d_reclen of every entry the filter saw, or
  *                         of every entry returned without a filter)
+ *   iolimits nftw DIR     a tree DIR/t (files a1 a2, directories sub with
+ *                         b1 b2 b3, and empty) walked by nftw twice: in
+ *                         pre-order, then with FTW_DEPTH | FTW_PHYS; the
+ *                         callback reads each regular file (512 B buffer) to EOF.
+ *                         Truth: the entries called back, their st_size, the
+ *                         files read and their bytes, and each directory's
+ *                         bytes as the raw getdents64 syscall returns them
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -28,6 +35,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +43,7 @@
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
@@ -193,10 +202,82 @@ static int do_scandir(void)
 	return 0;
 }
 
+static long walk_entries, walk_sizes, walk_reads, walk_read_bytes;
+
+static int walk_cb(const char *p, const struct stat *st, int flag, struct FTW *w)
+{
+	(void)w;
+	walk_entries++;
+	walk_sizes += st->st_size;
+	if (flag != FTW_F)
+		return 0;
+	char buf[512];
+	int fd = (int)must("open", open(p, O_RDONLY));
+	for (ssize_t n; (n = must("read", read(fd, buf, sizeof(buf)))) > 0; walk_reads++)
+		walk_read_bytes += n;
+	walk_reads++; /* and the read at EOF */
+	close(fd);
+	return 0;
+}
+
+/* The bytes the getdents64 syscall returns for directory p, made raw: no wrapper sees it. */
+static long dents_bytes(const char *p)
+{
+	char buf[32768];
+	long total = 0, n;
+	int fd = (int)must("open dir", open(p, O_RDONLY | O_DIRECTORY));
+	while ((n = must("getdents64", syscall(SYS_getdents64, fd, buf, sizeof(buf)))) > 0)
+		total += n;
+	close(fd);
+	return total;
+}
+
+static void make_file(const char *p, long size)
+{
+	char buf[4096];
+	memset(buf, 'w', sizeof(buf));
+	int fd = (int)must("creat", open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	if (write(fd, buf, (size_t)size) != size)
+		die("write");
+	close(fd);
+}
+
+static int do_nftw(void)
+{
+	static const char *const dirs[] = { "t", "t/sub", "t/empty" };
+	static const struct {
+		const char *name;
+		long size;
+	} files[] = { { "t/a1", 1000 }, { "t/a2", 2000 }, { "t/sub/b1", 700 }, { "t/sub/b2", 1300 },
+		      { "t/sub/b3", 3000 } };
+	char p[4096], root[4096];
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, dirs[i]);
+		must("mkdir", mkdir(p, 0700));
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i].name);
+		make_file(p, files[i].size);
+	}
+	snprintf(root, sizeof(root), "%s/t", dir);
+	must("nftw", nftw(root, walk_cb, 4, 0));
+	long entries = walk_entries, sizes = walk_sizes;
+	must("nftw depth", nftw(root, walk_cb, 4, FTW_DEPTH | FTW_PHYS));
+	printf("{\"pid\":%d,\"root\":\"%s\",\"walks\":2,\"entries\":%ld,\"sizes\":%ld,\"entries_total\":%ld,"
+	       "\"sizes_total\":%ld,\"reads\":%ld,\"read_bytes\":%ld",
+	       (int)getpid(), root, entries, sizes, walk_entries, walk_sizes, walk_reads, walk_read_bytes);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, dirs[i]);
+		printf(",\"dents_%zu\":%ld", i, dents_bytes(p));
+	}
+	printf("}\n");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -206,6 +287,8 @@ int main(int argc, char **argv)
 		return do_copy();
 	if (!strcmp(argv[1], "scandir"))
 		return do_scandir();
+	if (!strcmp(argv[1], "nftw"))
+		return do_nftw();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
