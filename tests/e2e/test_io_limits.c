@@ -289,3 +289,31 @@ Test(io, nftw_is_a_stat_per_entry_and_a_listdir_per_directory, .timeout = 60)
 	cr_expect_eq(b, (uint64_t)tnum(t, "read_bytes"));
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * open() guesses an fd's type without a syscall: a FIFO opened by its path was
+ * a `file` for its whole life, its reads `read` records (a loader handing
+ * batches through a named pipe showed no loader wait), and a directory opened
+ * without O_DIRECTORY (Python's os.open) a `file`. The program's own fstat
+ * (Python's open() makes one) now tells the fd table.
+ */
+Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "fifo", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "writer_ok"), 1);
+	cr_assert_eq(tnum(t, "fifo_bytes"), 300);
+	long fd = tnum(t, "fifo_fd");
+	uint64_t b;
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "read", .fd_type = "pipe" };
+	cr_expect_eq(matching(&rs, f, fd, &b, NULL), tnum(t, "fifo_reads"), "the FIFO's reads are loader waits");
+	cr_expect_eq(b, (uint64_t)tnum(t, "fifo_bytes"));
+	f = (struct io_filter){ .kind = "read", .pid = pid };
+	cr_expect_eq(matching(&rs, f, fd, NULL, NULL), 0, "no read record of a file on the FIFO's fd");
+	cr_assert_eq(tnum(t, "is_dir"), 1);
+	f = (struct io_filter){ .kind = "close", .pid = pid, .prefix = e.data, .fd_type = "dir" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "dir_fd"), NULL, NULL), 1, "the directory's close says dir");
+	lim_fini(&e, t, &rs);
+}

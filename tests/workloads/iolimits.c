@@ -28,6 +28,11 @@
  *                         Truth: the entries called back, their st_size, the
  *                         files read and their bytes, and each directory's
  *                         bytes as the raw getdents64 syscall returns them
+ *   iolimits fifo DIR     a FIFO DIR/fifo opened by its path and fstat'ed (as
+ *                         Python's open does), then read (512 B buffer) to EOF
+ *                         while a child writes 3 chunks of 100 bytes into it,
+ *                         20 ms apart; then DIR opened without O_DIRECTORY,
+ *                         fstat'ed and closed
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -45,6 +50,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -274,10 +280,47 @@ static int do_nftw(void)
 	return 0;
 }
 
+static int do_fifo(void)
+{
+	char p[4096], buf[512];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	must("mkfifo", mkfifo(p, 0600));
+	pid_t kid = fork();
+	if (kid == 0) {
+		int w = open(p, O_WRONLY);
+		memset(buf, 'q', 100);
+		for (int i = 0; w >= 0 && i < 3; i++) {
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+			if (write(w, buf, 100) != 100)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	int fd = (int)must("open fifo", open(p, O_RDONLY));
+	must("fstat fifo", fstat(fd, &st));
+	long reads = 0, bytes = 0;
+	for (ssize_t n; (n = must("read fifo", read(fd, buf, sizeof(buf)))) > 0; reads++)
+		bytes += n;
+	reads++; /* and the read at EOF */
+	close(fd);
+	int status;
+	waitpid(kid, &status, 0);
+	int dfd = (int)must("open dir", open(dir, O_RDONLY));
+	must("fstat dir", fstat(dfd, &st));
+	close(dfd);
+	printf("{\"pid\":%d,\"fifo_fd\":%d,\"fifo_reads\":%ld,\"fifo_bytes\":%ld,\"is_fifo\":%d,\"writer_ok\":%d,"
+	       "\"dir_fd\":%d,\"is_dir\":%d}\n",
+	       (int)getpid(), fd, reads, bytes, 1, WIFEXITED(status) && WEXITSTATUS(status) == 0, dfd,
+	       S_ISDIR(st.st_mode) ? 1 : 0);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -289,6 +332,8 @@ int main(int argc, char **argv)
 		return do_scandir();
 	if (!strcmp(argv[1], "nftw"))
 		return do_nftw();
+	if (!strcmp(argv[1], "fifo"))
+		return do_fifo();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
