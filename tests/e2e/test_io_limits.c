@@ -317,3 +317,45 @@ Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
 	cr_expect_eq(matching(&rs, f, tnum(t, "dir_fd"), NULL, NULL), 1, "the directory's close says dir");
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * The Python way: shutil.copyfile binds sendfile64 (Python is built with
+ * _FILE_OFFSET_BITS=64), the name the C workload above does not call. Before,
+ * a 100000-byte copy recorded no read of its source.
+ */
+Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct lim_env e;
+	struct io_recs rs;
+	e.tmp = sp_t_tmpdir("io-limits-py");
+	e.bin = NULL;
+	e.lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	static const char script[] = "import json, os, shutil, sys\n"
+				     "d = sys.argv[1]\n"
+				     "src = os.path.join(d, 'src')\n"
+				     "with open(src, 'wb') as f:\n"
+				     "    f.write(b'y' * 100000)\n"
+				     "shutil.copyfile(src, os.path.join(d, 'dst'))\n"
+				     "print(json.dumps({'pid': os.getpid(), 'src': src,\n"
+				     "                  'size': os.path.getsize(os.path.join(d, 'dst'))}))\n";
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.tmp, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_eq(tnum(t, "size"), 100000);
+	struct io_filter f = { .kind = "read", .pid = (int)tnum(t, "pid"), .prefix = sp_json_str(t, "src") };
+	uint64_t b;
+	cr_expect_geq(io_t_count(&rs, f, &b), 1);
+	cr_expect_eq(b, 100000, "shutil.copyfile: %llu bytes of its source recorded, 100000 copied",
+		     (unsigned long long)b);
+	lim_fini(&e, t, &rs);
+}
