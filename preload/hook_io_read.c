@@ -7,12 +7,14 @@
  * bytes = what the call returned. A directory read in many readdir calls is one
  * LISTDIR record (io_fdtab.h, section 4).
  *
- * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), 2. stdio fread,
- * 3. directory listing.
+ * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), sendfile,
+ * copy_file_range, 2. stdio fread, 3. directory listing, 4. scandir.
  */
 #include "io_hook.h"
 
 #include <dirent.h>
+#include <ftw.h>
+#include <sys/sendfile.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -107,6 +109,35 @@ PREADV(preadv64, off64_t)
 
 PREADV2(preadv2, off_t)
 PREADV2(preadv64v2, off64_t)
+
+/*
+ * sendfile, copy_file_range: the kernel reads the source for the program
+ * (Python's shutil.copyfile, os.sendfile, os.copy_file_range; cp). A READ of
+ * in_fd, bytes = what the call copied; the destination is output, not recorded.
+ * RATIONALE: io_begin_wait, not io_begin: like the waits, these stay on with
+ * STEPPROF_IO=bpf, because the eBPF collector does not trace them (docs/bpf.md).
+ */
+#define SENDFILE(NAME, OFF_T)                                                                                          \
+	ssize_t NAME(int out, int in, OFF_T *off, size_t n)                                                            \
+	{                                                                                                              \
+		ssize_t (*real)(int, int, OFF_T *, size_t) = IO_REAL(NAME);                                            \
+		struct io_call c;                                                                                      \
+		if (!io_begin_wait(&c))                                                                                \
+			return real(out, in, off, n);                                                                  \
+		return io_end_read(&c, SP_API_##NAME, in, real(out, in, off, n));                                      \
+	}
+
+SENDFILE(sendfile, off_t)
+SENDFILE(sendfile64, off64_t)
+
+ssize_t copy_file_range(int in, off64_t *in_off, int out, off64_t *out_off, size_t n, unsigned int flags)
+{
+	ssize_t (*real)(int, off64_t *, int, off64_t *, size_t, unsigned int) = IO_REAL(copy_file_range);
+	struct io_call c;
+	if (!io_begin_wait(&c))
+		return real(in, in_off, out, out_off, n, flags);
+	return io_end_read(&c, SP_API_copy_file_range, in, real(in, in_off, out, out_off, n, flags));
+}
 
 /* ------------------------------------------------------------ 2. stdio fread */
 
@@ -311,4 +342,263 @@ ssize_t getdents64(int fd, void *buf, size_t n)
 	emit_listdir(SP_API_getdents64, fd, c.t0, c.t1, r > 0 ? (uint64_t)r : 0, io_result(r, c.err));
 	io_finish(&c);
 	return r;
+}
+
+/* --------------------------------------------------------------- 4. scandir */
+
+/*
+ * scandir reads its directory with glibc's internal opendir/readdir/closedir,
+ * which no wrapper sees: one LISTDIR per call, from its start to its return,
+ * path = the directory as given (relative to dirfd for scandirat), fd -1,
+ * count = the bytes of every entry read (d_reclen, as readdir counts them),
+ * those the program's filter rejects included.
+ *
+ * The entries are counted by a filter of ours that stands in front of the
+ * program's (or of none). RATIONALE: the call is not entered (sp_hook_depth
+ * stays as it is) while glibc lists: the program's filter and comparison
+ * functions run inside it, and what they do (a stat of each entry) is the
+ * program's input, recorded as such. glibc makes no wrapped call of its own in
+ * scandir, so nothing is counted twice. Each call's state is on its stack and
+ * the thread's top of the list points at it: a scandir in a filter, or in a
+ * signal handler, stacks its own and gives the previous one back on return.
+ */
+struct scan_state {
+	int (*filter)(const struct dirent64 *);
+	uint64_t bytes;
+	struct scan_state *prev;
+};
+
+static __thread struct scan_state *scan_top __attribute__((tls_model("initial-exec")));
+
+/* NOTE: struct dirent and dirent64 are the same on LP64 (x86_64, aarch64): one filter serves both. */
+_Static_assert(sizeof(struct dirent) == sizeof(struct dirent64), "dirent and dirent64 differ");
+
+static int scan_filter(const struct dirent64 *d)
+{
+	struct scan_state *s = scan_top;
+	s->bytes += d->d_reclen;
+	return s->filter ? s->filter(d) : 1;
+}
+
+/* 1 = record this scandir (started: its state pushed, t0 taken), 0 = forward it as it is. */
+static inline int scan_begin(struct scan_state *s, struct io_call *c, void *filter)
+{
+	if (!io_enter())
+		return 0;
+	io_leave();
+	s->filter = (int (*)(const struct dirent64 *))filter;
+	s->bytes = 0;
+	s->prev = scan_top;
+	scan_top = s;
+	c->t0 = sp_now();
+	return 1;
+}
+
+static int scan_end(struct scan_state *s, struct io_call *c, unsigned api, const char *path, int r)
+{
+	scan_top = s->prev;
+	if (!io_enter())
+		return r; /* capture turned off meanwhile */
+	io_end(c);
+	io_emit(SP_K_LISTDIR, api, c->t0, c->t1, io_path_id(io_path_after(path, r, c->err)), 0, -1,
+		io_result(r, c->err), 0, s->bytes > 0xffffffffu ? 0xffffffffu : (uint32_t)s->bytes);
+	io_finish(c);
+	return r;
+}
+
+typedef int (*scan_cmp_t)(const struct dirent **, const struct dirent **);
+typedef int (*scan_cmp64_t)(const struct dirent64 **, const struct dirent64 **);
+
+int scandir(const char *dir, struct dirent ***list, int (*filter)(const struct dirent *), scan_cmp_t cmp)
+{
+	int (*real)(const char *, struct dirent ***, int (*)(const struct dirent *), scan_cmp_t) = IO_REAL(scandir);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandir, dir, real(dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
+}
+
+int scandir64(const char *dir, struct dirent64 ***list, int (*filter)(const struct dirent64 *), scan_cmp64_t cmp)
+{
+	int (*real)(const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
+	    IO_REAL(scandir64);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandir64, dir, real(dir, list, scan_filter, cmp));
+}
+
+int scandirat(int dfd, const char *dir, struct dirent ***list, int (*filter)(const struct dirent *), scan_cmp_t cmp)
+{
+	int (*real)(int, const char *, struct dirent ***, int (*)(const struct dirent *), scan_cmp_t) =
+	    IO_REAL(scandirat);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dfd, dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandirat, dir,
+			real(dfd, dir, list, (int (*)(const struct dirent *))scan_filter, cmp));
+}
+
+int scandirat64(int dfd, const char *dir, struct dirent64 ***list, int (*filter)(const struct dirent64 *),
+		scan_cmp64_t cmp)
+{
+	int (*real)(int, const char *, struct dirent64 ***, int (*)(const struct dirent64 *), scan_cmp64_t) =
+	    IO_REAL(scandirat64);
+	struct scan_state s;
+	struct io_call c;
+	if (!scan_begin(&s, &c, (void *)filter))
+		return real(dfd, dir, list, filter, cmp);
+	return scan_end(&s, &c, SP_API_scandirat64, dir, real(dfd, dir, list, scan_filter, cmp));
+}
+
+/* ------------------------------------------------------------------ 5. nftw */
+
+/*
+ * nftw reads directories and stats their entries with glibc's internal calls,
+ * and calls the program back once per entry with the stat it made: the calls
+ * between two callbacks are nftw's own input. A callback of ours in front of
+ * the program's writes, per entry:
+ * - a STAT (api nftw): path, bytes = st_size, from nftw's previous return to
+ *   the program (or its start) to this callback: the directory reads and the
+ *   stat that found this entry. None when nftw could not stat it (FTW_NS).
+ * - a LISTDIR per directory read, once nftw is done with it: count = the bytes
+ *   getdents64 returned for it, computed from its entries' names as the kernel
+ *   sizes a linux_dirent64 (".." and "." included), of no duration (the reads'
+ *   time is in the STATs). Directories deeper than WALK_LEVELS are not listed.
+ * As for scandir, the call is not entered while nftw runs: the program's
+ * callback and its input (reading each file) are the program's, recorded as such.
+ */
+#define WALK_LEVELS 64
+
+struct walk_dir {
+	uint32_t path, bytes;
+	int open; /* 0: no directory being read at this level */
+};
+
+struct walk_state {
+	int (*fn)(const char *, const struct stat *, int, struct FTW *);
+	unsigned api;
+	int flags;
+	uint64_t gap; /* when nftw last had control: its start, or the program's last return */
+	long entries;
+	struct walk_dir dir[WALK_LEVELS];
+	struct walk_state *prev;
+};
+
+static __thread struct walk_state *walk_top __attribute__((tls_model("initial-exec")));
+
+/* The size of name's linux_dirent64: 19 bytes of header, the name, its NUL, to a multiple of 8. */
+static inline uint32_t walk_reclen(size_t len)
+{
+	return (uint32_t)((19 + len + 1 + 7) & ~(size_t)7);
+}
+
+static void walk_close(struct walk_state *s, int level, uint64_t t)
+{
+	struct walk_dir *d = &s->dir[level];
+	if (d->open)
+		io_emit(SP_K_LISTDIR, s->api, t, t, d->path, 0, -1, 0, 0, d->bytes);
+	d->open = 0;
+}
+
+static void walk_open(struct walk_state *s, int level, uint32_t path)
+{
+	s->dir[level] = (struct walk_dir){path, walk_reclen(1) + walk_reclen(2), 1};
+}
+
+/* What nftw did before calling back for fpath, at level; flag as nftw says. */
+static void walk_entry(struct walk_state *s, const char *fpath, const struct stat *sb, int flag, const struct FTW *w,
+		       uint64_t t)
+{
+	int k = w->level;
+	if (flag != FTW_NS)
+		io_emit(SP_K_STAT, s->api, s->gap, t, io_path_id(fpath), (uint64_t)sb->st_size, -1, 0, 0, 0);
+	for (int j = WALK_LEVELS - 1; j > k; j--)
+		walk_close(s, j, t);
+	if (k < WALK_LEVELS) {
+		/* FTW_DP: after its entries (FTW_DEPTH); an empty one had none to open its listing */
+		if (flag == FTW_DP && !s->dir[k].open)
+			walk_open(s, k, io_path_id(fpath));
+		walk_close(s, k, t);
+	}
+	if (k >= 1 && k <= WALK_LEVELS) {
+		struct walk_dir *parent = &s->dir[k - 1];
+		if (!parent->open)
+			walk_open(s, k - 1, io_path_intern(fpath, w->base > 1 ? (size_t)w->base - 1 : (size_t)w->base));
+		parent->bytes += walk_reclen(strlen(fpath + w->base));
+	}
+	if (flag == FTW_D && k < WALK_LEVELS)
+		walk_open(s, k, io_path_id(fpath));
+}
+
+static int walk_fn(const char *fpath, const struct stat *sb, int flag, struct FTW *w)
+{
+	struct walk_state *s = walk_top;
+	uint64_t t = sp_now();
+	s->entries++;
+	if (io_enter()) {
+		int e = errno;
+		walk_entry(s, fpath, sb, flag, w, t);
+		io_leave();
+		errno = e;
+	}
+	int r = s->fn(fpath, sb, flag, w);
+	/* a directory the program told nftw to skip is not read */
+	if ((s->flags & FTW_ACTIONRETVAL) && r == FTW_SKIP_SUBTREE && flag == FTW_D && w->level < WALK_LEVELS)
+		s->dir[w->level].open = 0;
+	s->gap = sp_now();
+	return r;
+}
+
+typedef int (*walk_fn_t)(const char *, const struct stat *, int, struct FTW *);
+typedef int (*walk_real_t)(const char *, walk_fn_t, int, int);
+
+static int walk(unsigned api, walk_real_t real, const char *dir, walk_fn_t fn, int nopenfd, int flags)
+{
+	struct walk_state s;
+	if (!io_enter())
+		return real(dir, fn, nopenfd, flags);
+	io_leave();
+	memset(s.dir, 0, sizeof(s.dir));
+	s.fn = fn;
+	s.api = api;
+	s.flags = flags;
+	s.entries = 0;
+	s.prev = walk_top;
+	walk_top = &s;
+	s.gap = sp_now();
+	int r = real(dir, walk_fn, nopenfd, flags);
+	walk_top = s.prev;
+	struct io_call c;
+	if (!io_enter())
+		return r;
+	io_end(&c);
+	for (int j = WALK_LEVELS - 1; j >= 0; j--)
+		walk_close(&s, j, c.t1);
+	/* nothing walked: the error of the stat of dir (ENOENT, EACCES...) */
+	if (r == -1 && !s.entries)
+		io_emit(SP_K_STAT, api, s.gap, c.t1, io_path_id(io_path_after(dir, -1, c.err)), 0, -1,
+			io_result(-1, c.err), 0, 0);
+	io_finish(&c);
+	return r;
+}
+
+int nftw(const char *dir, walk_fn_t fn, int nopenfd, int flags)
+{
+	return walk(SP_API_nftw, IO_REAL(nftw), dir, fn, nopenfd, flags);
+}
+
+/*
+ * NOTE: struct stat64 is struct stat on LP64: nftw64 and its callback are
+ * nftw's (cast through void (*)(void), deliberately).
+ */
+_Static_assert(sizeof(struct stat) == sizeof(struct stat64), "stat and stat64 differ");
+
+int nftw64(const char *dir, int (*fn)(const char *, const struct stat64 *, int, struct FTW *), int nopenfd, int flags)
+{
+	return walk(SP_API_nftw64, (walk_real_t)io_real_get(IO_FN_nftw64), dir, (walk_fn_t)(void (*)(void))fn, nopenfd,
+		    flags);
 }

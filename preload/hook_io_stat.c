@@ -1,7 +1,8 @@
 /*
  * hook_io_stat.c - libc wrappers of the stat family: one STAT record per call,
  * bytes = st_size, path = the path given or, for fstat and AT_EMPTY_PATH, the
- * fd's path from the fd table.
+ * fd's path from the fd table. An fstat also tells the fd table the fd's
+ * type (io_fd_learn_mode).
  *
  * Divided into: 1. path-based (stat, lstat, fstatat, statx), 2. fd-based
  * (fstat), 3. the pre-2.33 entry points (__xstat & co).
@@ -79,7 +80,10 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 		struct io_call c;                                                                                      \
 		if (!io_begin(&c))                                                                                     \
 			return real(fd, st);                                                                           \
-		return io_end_stat(&c, SP_API_##NAME, fd, "", AT_EMPTY_PATH, real(fd, st), &st->st_size);              \
+		int r = real(fd, st);                                                                                  \
+		if (r == 0)                                                                                            \
+			io_fd_learn_mode(fd, st->st_mode);                                                             \
+		return io_end_stat(&c, SP_API_##NAME, fd, "", AT_EMPTY_PATH, r, &st->st_size);                         \
 	}
 
 FD_STAT(fstat, stat)
@@ -109,7 +113,10 @@ XPATH_STAT(__lxstat64, stat64)
 		struct io_call c;                                                                                      \
 		if (!io_begin(&c))                                                                                     \
 			return real(ver, fd, st);                                                                      \
-		return io_end_stat(&c, SP_API_##NAME, fd, "", AT_EMPTY_PATH, real(ver, fd, st), &st->st_size);         \
+		int r = real(ver, fd, st);                                                                             \
+		if (r == 0)                                                                                            \
+			io_fd_learn_mode(fd, st->st_mode);                                                             \
+		return io_end_stat(&c, SP_API_##NAME, fd, "", AT_EMPTY_PATH, r, &st->st_size);                         \
 	}
 
 XFD_STAT(__fxstat, stat)

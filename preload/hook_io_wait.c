@@ -1,14 +1,15 @@
 /*
  * hook_io_wait.c - libc wrappers of the calls through which a trainer waits for
  * batches from its loader workers: poll/ppoll, select/pselect, epoll_wait/
- * epoll_pwait, recv/recvfrom/recvmsg. (read/readv on a pipe or socket are in
+ * epoll_pwait/epoll_pwait2, recv/recvfrom/recvmsg/recvmmsg. (read/readv on a pipe or socket are in
  * hook_io_read.c.)
  *
  * A wait is recorded as LOADER_WAIT when it involves a pipe or a socket (the
  * way multiprocessing, PyTorch's DataLoader and most loaders hand batches
  * over); a poll on timers or eventfds alone is not input and is not recorded.
  * fd = the first pipe/socket waited on, fd_type its type, result = the number
- * of ready descriptors or -errno; recv*: bytes received.
+ * of ready descriptors or -errno; recv*: bytes received (taken from the socket:
+ * a peek takes none).
  *
  * These stay on with STEPPROF_IO=bpf: the collector does not trace them.
  *
@@ -206,7 +207,48 @@ int epoll_pwait(int epfd, struct epoll_event *ev, int maxev, int timeout, const 
 	return epoll_end(&c, SP_API_epoll_pwait, epfd, real(epfd, ev, maxev, timeout, mask));
 }
 
+/* glibc >= 2.35 (Linux >= 5.11): a timespec timeout. On an older glibc it resolves to the ENOSYS stub. */
+int epoll_pwait2(int epfd, struct epoll_event *ev, int maxev, const struct timespec *ts, const sigset_t *mask)
+{
+	int (*real)(int, struct epoll_event *, int, const struct timespec *, const sigset_t *) = IO_REAL(epoll_pwait2);
+	struct io_call c;
+	if (!io_begin_wait(&c))
+		return real(epfd, ev, maxev, ts, mask);
+	return epoll_end(&c, SP_API_epoll_pwait2, epfd, real(epfd, ev, maxev, ts, mask));
+}
+
 /* ------------------------------------------------------------------ 4. recv */
+
+/*
+ * The bytes a recv-like call that returned r took into the program's buffer of
+ * cap bytes: none for a peek (MSG_PEEK leaves them for the next call, which
+ * counts them), at most cap when MSG_TRUNC made r the datagram's length.
+ * Passed to io_rec_read as the call's result: an error stays r.
+ */
+static inline long recv_taken(long r, int flags, size_t cap)
+{
+	if (r <= 0)
+		return r;
+	if (flags & MSG_PEEK)
+		return 0;
+	return (size_t)r > cap ? (long)cap : r;
+}
+
+/* recvmsg's buffer: the iovecs' total, read only after a successful call (the kernel has read them). */
+static inline size_t msg_cap(const struct msghdr *m)
+{
+	size_t cap = 0;
+	for (size_t i = 0; i < m->msg_iovlen; i++)
+		cap += m->msg_iov[i].iov_len;
+	return cap;
+}
+
+static inline ssize_t recv_end(struct io_call *c, unsigned api, int fd, ssize_t r, int flags, size_t cap)
+{
+	io_end(c);
+	io_rec_read(c, api, fd, recv_taken(r, flags, cap));
+	return r;
+}
 
 ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
@@ -214,7 +256,7 @@ ssize_t recv(int fd, void *buf, size_t n, int flags)
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(fd, buf, n, flags);
-	return io_end_read(&c, SP_API_recv, fd, real(fd, buf, n, flags));
+	return recv_end(&c, SP_API_recv, fd, real(fd, buf, n, flags), flags, n);
 }
 
 ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags);
@@ -227,7 +269,7 @@ ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(fd, buf, n, buflen, flags);
-	return io_end_read(&c, SP_API___recv_chk, fd, real(fd, buf, n, buflen, flags));
+	return recv_end(&c, SP_API___recv_chk, fd, real(fd, buf, n, buflen, flags), flags, n);
 }
 
 ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fromlen)
@@ -236,7 +278,7 @@ ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, 
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(fd, buf, n, flags, from, fromlen);
-	return io_end_read(&c, SP_API_recvfrom, fd, real(fd, buf, n, flags, from, fromlen));
+	return recv_end(&c, SP_API_recvfrom, fd, real(fd, buf, n, flags, from, fromlen), flags, n);
 }
 
 ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, struct sockaddr *from, socklen_t *fromlen)
@@ -245,7 +287,7 @@ ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags, st
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(fd, buf, n, buflen, flags, from, fromlen);
-	return io_end_read(&c, SP_API___recvfrom_chk, fd, real(fd, buf, n, buflen, flags, from, fromlen));
+	return recv_end(&c, SP_API___recvfrom_chk, fd, real(fd, buf, n, buflen, flags, from, fromlen), flags, n);
 }
 
 ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
@@ -254,5 +296,32 @@ ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	struct io_call c;
 	if (!io_begin_wait(&c))
 		return real(fd, msg, flags);
-	return io_end_read(&c, SP_API_recvmsg, fd, real(fd, msg, flags));
+	ssize_t r = real(fd, msg, flags);
+	/* the iovecs are summed only where they matter: a datagram longer than them */
+	return recv_end(&c, SP_API_recvmsg, fd, r, flags, r > 0 && (flags & MSG_TRUNC) ? msg_cap(msg) : (size_t)r);
+}
+
+/*
+ * recvmmsg: one LOADER_WAIT for the call, bytes = the messages it received
+ * (each msg_len, cut to its buffer under MSG_TRUNC; none for a peek). The
+ * vector is read only after a successful call, and only its first r entries,
+ * which the kernel has written.
+ */
+int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct timespec *tmo)
+{
+	int (*real)(int, struct mmsghdr *, unsigned int, int, struct timespec *) = IO_REAL(recvmmsg);
+	struct io_call c;
+	if (!io_begin_wait(&c))
+		return real(fd, vec, vlen, flags, tmo);
+	int r = real(fd, vec, vlen, flags, tmo);
+	io_end(&c);
+	long bytes = r;
+	if (r > 0) {
+		bytes = 0;
+		for (int i = 0; i < r; i++)
+			bytes += recv_taken(vec[i].msg_len, flags,
+					    flags & MSG_TRUNC ? msg_cap(&vec[i].msg_hdr) : vec[i].msg_len);
+	}
+	io_rec_read(&c, SP_API_recvmmsg, fd, bytes);
+	return r;
 }

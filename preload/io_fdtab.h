@@ -29,6 +29,7 @@
 
 #include <fcntl.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "recorder.h"
@@ -135,6 +136,41 @@ static inline void io_fd_set_wait_type(int epfd, unsigned type)
 	if (!io_fd_tracked(epfd) || io_word_wait_type(io_fd_word(epfd)))
 		return;
 	__atomic_fetch_or(&io_fdtab[epfd].word, (uint64_t)(type & 7) << IO_W_WAIT_SHIFT, __ATOMIC_RELAXED);
+}
+
+/*
+ * An fstat of fd succeeded with this st_mode: a type the table had guessed
+ * otherwise is corrected, path kept. open() guesses `file` without a syscall,
+ * so a FIFO opened by its path, or a directory opened without O_DIRECTORY,
+ * was a `file` for its whole life; Python's open() fstats every fd it opens,
+ * so its FIFOs are now pipes (their reads loader waits). An entry whose type
+ * is still unknown is left to io_fd_resolve (which also finds its path). The
+ * exchange keeps an entry another thread renewed meanwhile (a close and an
+ * open of the same number).
+ */
+static inline void io_fd_learn_mode(int fd, unsigned mode)
+{
+	if (!io_fd_tracked(fd))
+		return;
+	uint64_t w = __atomic_load_n(&io_fdtab[fd].word, __ATOMIC_RELAXED);
+	unsigned t;
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+		t = SP_FDTYPE_FILE;
+		break;
+	case S_IFIFO:
+		t = SP_FDTYPE_PIPE;
+		break;
+	case S_IFDIR:
+		t = SP_FDTYPE_DIR;
+		break;
+	default:
+		return; /* sockets, devices, anonymous inodes: set where they are born, or resolved */
+	}
+	if (!(w & IO_W_KNOWN) || io_word_type(w) == t)
+		return;
+	uint64_t n = (w & ~(0xfull << IO_W_TYPE_SHIFT)) | ((uint64_t)t << IO_W_TYPE_SHIFT);
+	__atomic_compare_exchange_n(&io_fdtab[fd].word, &w, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 /* ------------------------------------------------- 3. slow path, helpers */

@@ -85,9 +85,9 @@ SP_HIDDEN int io_mode_parse(const char *s);
 
 /*
  * What the libc wrappers record: file I/O (open/read/stat/close/listdir) with
- * STEPPROF_IO auto or libc; waits (poll/select/epoll/recv*) also with bpf,
- * because the eBPF collector traces the file syscalls (reads on pipes
- * included) but not these. off: nothing.
+ * STEPPROF_IO auto or libc; waits (poll/select/epoll/recv*), sendfile and
+ * copy_file_range also with bpf, because the eBPF collector traces the file
+ * syscalls (reads on pipes included) but not these. off: nothing.
  */
 #define IO_CAP_FILES 1
 #define IO_CAP_WAITS 2

@@ -1,0 +1,361 @@
+/*
+ * test_io_limits.c - input calls the libc wrappers once missed or miscounted
+ * (docs/input-capture.md, "Known limits"): a recv that only peeks, a datagram
+ * cut by MSG_TRUNC, recvmmsg, epoll_pwait2, a file read by sendfile or
+ * copy_file_range (shutil.copyfile), and directories listed by scandir or
+ * walked by nftw.
+ *
+ * Ground truth: tests/workloads/iolimits.c prints what each call returned and
+ * what it really took; the sizes and byte counts are fixed by its construction.
+ */
+#include "test_io_helpers.h"
+
+#include <sys/stat.h>
+
+struct lim_env {
+	char *tmp, *bin, *lib;
+	char trace[PATH_MAX], data[PATH_MAX];
+};
+
+/* `iolimits MODE DIR` under the preload with STEPPROF_IO=io: its truth, and the trace's records in *rs. */
+static struct sp_json *lim_run_io(struct lim_env *e, const char *mode, const char *io, struct io_recs *rs)
+{
+	e->tmp = sp_t_tmpdir("io-limits");
+	e->bin = io_t_abs("bin/iolimits");
+	e->lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
+	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);
+	cr_assert_eq(mkdir(e->data, 0700), 0);
+	for (int i = 0; i < 5; i++) {
+		char p[PATH_MAX + 16];
+		snprintf(p, sizeof(p), "%s/%c%d", e->data, i < 3 ? 'f' : 'g', i);
+		FILE *f = fopen(p, "w");
+		cr_assert_not_null(f);
+		fprintf(f, "%d\n", i);
+		fclose(f);
+	}
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16], iomode[64];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	snprintf(iomode, sizeof(iomode), "STEPPROF_IO=%s", io);
+	char *env[] = { pre, dir, iomode, NULL };
+	char *argv[] = { e->bin, (char *)mode, e->data, NULL };
+	struct sp_t_result res;
+	int st = sp_t_run(&res, argv, env, NULL, 60);
+	cr_assert_eq(st, 0, "iolimits %s under the preload exited %d: %s", mode, st, res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	io_t_load_dir(e->trace, rs);
+	return t;
+}
+
+static struct sp_json *lim_run(struct lim_env *e, const char *mode, struct io_recs *rs)
+{
+	return lim_run_io(e, mode, "libc", rs);
+}
+
+static void lim_fini(struct lim_env *e, struct sp_json *t, struct io_recs *rs)
+{
+	io_t_free(rs);
+	sp_json_free(t);
+	sp_t_rmrf(e->tmp);
+	free(e->tmp), free(e->bin), free(e->lib);
+}
+
+static long tnum(const struct sp_json *t, const char *key)
+{
+	long v = (long)sp_json_i64(t, key, -1);
+	cr_assert_geq(v, 0, "the workload did not say %s", key);
+	return v;
+}
+
+/*
+ * The records that match f and, unless fd is -1, are on fd: how many; the sum
+ * of their bytes in *bytes and the last one in *last (either may be NULL).
+ */
+static long matching(const struct io_recs *rs, struct io_filter f, long fd, uint64_t *bytes,
+		     const struct io_rec **last)
+{
+	long n = 0;
+	uint64_t b = 0;
+	for (size_t i = 0; i < rs->n; i++) {
+		const struct io_rec *r = &rs->v[i];
+		if (!io_t_match(r, &f) || (fd >= 0 && r->fd != fd))
+			continue;
+		n++;
+		b += r->bytes;
+		if (last)
+			*last = r;
+	}
+	if (bytes)
+		*bytes = b;
+	return n;
+}
+
+/* The records of process pid with this api on fd; their bytes in *bytes. */
+static long on_fd(const struct io_recs *rs, int pid, const char *api, long fd, uint64_t *bytes)
+{
+	return matching(rs, (struct io_filter){ .pid = pid, .api = api }, fd, bytes, NULL);
+}
+
+/*
+ * A peek takes nothing: the bytes are taken (and counted) by the next call.
+ * Before, recv(MSG_PEEK) then recv counted the same 64 bytes twice (128), and a
+ * 100-byte datagram received into 10 bytes with MSG_TRUNC counted 100.
+ */
+Test(io, a_peek_takes_no_bytes_and_a_cut_datagram_counts_what_was_received, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "recv", &rs);
+	int pid = (int)tnum(t, "pid");
+	long sfd = tnum(t, "stream_fd"), dfd = tnum(t, "dgram_fd");
+	cr_assert_eq(tnum(t, "peek1"), 64);
+	cr_assert_eq(tnum(t, "take1"), 64);
+	cr_assert_eq(tnum(t, "trunc1"), 100, "MSG_TRUNC returns the datagram's length");
+	uint64_t b;
+	cr_expect_eq(on_fd(&rs, pid, "recv", sfd, &b), 2, "the peek and the take are both waits");
+	cr_expect_eq(b, (uint64_t)tnum(t, "take1"), "recv on the stream: %llu bytes, %ld taken",
+		     (unsigned long long)b, tnum(t, "take1"));
+	cr_expect_eq(on_fd(&rs, pid, "recvmsg", sfd, &b), 1);
+	cr_expect_eq(b, 0, "recvmsg(MSG_PEEK) took nothing, %llu bytes recorded", (unsigned long long)b);
+	cr_expect_eq(on_fd(&rs, pid, "recvfrom", sfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)tnum(t, "take2"));
+	long cap = tnum(t, "trunc_buf");
+	cr_expect_eq(on_fd(&rs, pid, "recv", dfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)cap, "recv(MSG_TRUNC) of a %ld-byte datagram into %ld bytes: %llu recorded",
+		     tnum(t, "trunc1"), cap, (unsigned long long)b);
+	cr_expect_eq(on_fd(&rs, pid, "recvmsg", dfd, &b), 1);
+	cr_expect_eq(b, (uint64_t)cap, "recvmsg(MSG_TRUNC) of a %ld-byte datagram into %ld bytes: %llu recorded",
+		     tnum(t, "trunc2"), cap, (unsigned long long)b);
+	lim_fini(&e, t, &rs);
+}
+
+/* Before, neither was recorded: a trainer receiving its batches by recvmmsg or waiting in epoll_pwait2 showed no input. */
+Test(io, recvmmsg_and_epoll_pwait2_are_loader_waits, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "recv", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "mm_msgs"), 3);
+	cr_assert_eq(tnum(t, "mm_bytes"), 60);
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "recvmmsg", .fd_type = "socket" };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "one recvmmsg call");
+	cr_expect_eq(b, (uint64_t)tnum(t, "mm_bytes"), "recvmmsg: %llu bytes recorded, 60 received",
+		     (unsigned long long)b);
+	f.api = "epoll_pwait2";
+	f.fd_type = "pipe";
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "one epoll_pwait2 on an epoll set holding a pipe");
+	for (size_t i = 0; i < rs.n; i++)
+		if (io_t_match(&rs.v[i], &f)) {
+			cr_expect_eq(rs.v[i].fd, tnum(t, "epoll_fd"));
+			cr_expect_eq(rs.v[i].result, tnum(t, "ready"), "a wait's result is the number ready");
+		}
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * shutil.copyfile copies with sendfile (Python 3.8+), os.copy_file_range and
+ * cp with copy_file_range: the source is read by the kernel for the program.
+ * Before, neither was recorded: a Dataset that copies its files to local disk
+ * read nothing. The eBPF collector does not trace them either, so they are
+ * recorded with STEPPROF_IO=bpf too, where open and read are the collector's.
+ */
+static void check_copy(const char *io)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run_io(&e, "copy", io, &rs);
+	int pid = (int)tnum(t, "pid");
+	const char *src = sp_json_str(t, "src");
+	cr_assert_not_null(src);
+	long size = tnum(t, "size");
+	cr_assert_eq(tnum(t, "sendfile_bytes"), size);
+	cr_assert_eq(tnum(t, "copy_file_range_bytes"), size);
+	struct io_filter f = { .kind = "read", .pid = pid, .api = "sendfile", .prefix = src, .fd_type = "file" };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "sendfile_calls"), "%s: a read record per sendfile call", io);
+	cr_expect_eq(b, (uint64_t)size, "%s: sendfile: %llu bytes recorded, %ld read", io, (unsigned long long)b,
+		     size);
+	f.api = "copy_file_range";
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "copy_file_range_calls"),
+		     "%s: a read record per copy_file_range call", io);
+	cr_expect_eq(b, (uint64_t)size, "%s: copy_file_range: %llu bytes recorded, %ld read", io,
+		     (unsigned long long)b, size);
+	lim_fini(&e, t, &rs);
+}
+
+Test(io, sendfile_and_copy_file_range_read_their_source, .timeout = 60)
+{
+	check_copy("libc");
+	check_copy("bpf");
+}
+
+/* The listdir records of process pid and api for path (or a path under it): how many; the last one's count and result. */
+static long listdir_of(const struct io_recs *rs, int pid, const char *api, const char *path, uint64_t *count,
+		       int64_t *result)
+{
+	const struct io_rec *r = NULL;
+	long n = matching(rs, (struct io_filter){ .kind = "listdir", .pid = pid, .api = api, .prefix = path }, -1,
+			  NULL, &r);
+	if (r) {
+		*count = r->count;
+		*result = r->result;
+	}
+	return n;
+}
+
+/*
+ * scandir reads its directory with glibc's internal opendir/readdir, which the
+ * wrappers do not see: before, a scandir was no record at all. Now one listdir
+ * per call, counting the bytes of every entry read (those a filter rejects
+ * too), and what the program's filter does meanwhile is recorded as well.
+ */
+Test(io, scandir_is_one_listdir_and_its_filter_input_is_recorded, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "scandir", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "scandir_entries"), 7, "5 files, . and ..");
+	cr_assert_eq(tnum(t, "scandir64_seen"), 7);
+	cr_assert_eq(tnum(t, "scandir64_kept"), 3);
+	uint64_t count = 0;
+	int64_t result = 0;
+	cr_expect_eq(listdir_of(&rs, pid, "scandir", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandir_bytes"));
+	cr_expect_eq(result, 0);
+	cr_expect_eq(listdir_of(&rs, pid, "scandir64", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandir64_bytes"), "scandir64: %llu bytes, its filter saw %ld",
+		     (unsigned long long)count, tnum(t, "scandir64_bytes"));
+	cr_expect_eq(listdir_of(&rs, pid, "scandirat", e.data, &count, &result), 1);
+	cr_expect_eq(count, (uint64_t)tnum(t, "scandirat_bytes"));
+	cr_expect_eq(listdir_of(&rs, pid, "scandir", "/nonexistent-iolimits", &count, &result), 1,
+		     "a scandir that fails is recorded with its error");
+	cr_expect_eq(result, -tnum(t, "bad_errno"));
+	char prefix[PATH_MAX + 2];
+	snprintf(prefix, sizeof(prefix), "%s/", e.data);
+	struct io_filter f = { .kind = "stat", .pid = pid, .prefix = prefix };
+	cr_expect_eq(io_t_count(&rs, f, NULL), tnum(t, "filter_stats"), "the stats made by scandir64's filter");
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * nftw reads and stats with glibc's internal calls: before, a walk was no
+ * record at all. Now a stat per entry called back (st_size, path) and a
+ * listdir per directory, whose count is what getdents64 returned for it (the
+ * workload lists each directory again with the raw syscall), and the files the
+ * callback reads are read records as before, not counted twice.
+ */
+Test(io, nftw_is_a_stat_per_entry_and_a_listdir_per_directory, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "nftw", &rs);
+	int pid = (int)tnum(t, "pid");
+	const char *root = sp_json_str(t, "root");
+	cr_assert_not_null(root);
+	long walks = tnum(t, "walks");
+	cr_assert_eq(tnum(t, "entries"), 8, "t, a1, a2, sub, b1, b2, b3, empty");
+	cr_assert_eq(tnum(t, "entries_total"), walks * 8);
+	uint64_t b;
+	struct io_filter f = { .kind = "stat", .pid = pid, .api = "nftw", .prefix = root };
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "entries_total"), "a stat per entry called back");
+	cr_expect_eq(b, (uint64_t)tnum(t, "sizes_total"), "their st_size: %llu recorded, %ld called back",
+		     (unsigned long long)b, tnum(t, "sizes_total"));
+	static const char *const dirs[] = { "", "/sub", "/empty" };
+	for (int i = 0; i < 3; i++) {
+		char path[PATH_MAX + 16], key[16];
+		snprintf(path, sizeof(path), "%s%s", root, dirs[i]);
+		snprintf(key, sizeof(key), "dents_%d", i);
+		long n = 0;
+		for (size_t k = 0; k < rs.n; k++) {
+			const struct io_rec *r = &rs.v[k];
+			if (r->pid != pid || strcmp(r->kind, "listdir") || strcmp(r->api, "nftw") || !r->path ||
+			    strcmp(r->path, path))
+				continue;
+			n++;
+			cr_expect_eq(r->count, (uint64_t)tnum(t, key), "listdir of %s: %llu bytes, getdents64 returned %ld",
+				     path, (unsigned long long)r->count, tnum(t, key));
+		}
+		cr_expect_eq(n, walks, "%s: %ld listdir records, %ld walks", path, n, walks);
+	}
+	f = (struct io_filter){ .kind = "listdir", .pid = pid, .api = "nftw" };
+	cr_expect_eq(io_t_count(&rs, f, NULL), walks * 3, "a listdir per directory, no more");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = root };
+	cr_expect_eq(io_t_count(&rs, f, &b), tnum(t, "reads"), "the callback's reads");
+	cr_expect_eq(b, (uint64_t)tnum(t, "read_bytes"));
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * open() guesses an fd's type without a syscall: a FIFO opened by its path was
+ * a `file` for its whole life, its reads `read` records (a loader handing
+ * batches through a named pipe showed no loader wait), and a directory opened
+ * without O_DIRECTORY (Python's os.open) a `file`. The program's own fstat
+ * (Python's open() makes one) now tells the fd table.
+ */
+Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "fifo", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "writer_ok"), 1);
+	cr_assert_eq(tnum(t, "fifo_bytes"), 300);
+	long fd = tnum(t, "fifo_fd");
+	uint64_t b;
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "read", .fd_type = "pipe" };
+	cr_expect_eq(matching(&rs, f, fd, &b, NULL), tnum(t, "fifo_reads"), "the FIFO's reads are loader waits");
+	cr_expect_eq(b, (uint64_t)tnum(t, "fifo_bytes"));
+	f = (struct io_filter){ .kind = "read", .pid = pid };
+	cr_expect_eq(matching(&rs, f, fd, NULL, NULL), 0, "no read record of a file on the FIFO's fd");
+	cr_assert_eq(tnum(t, "is_dir"), 1);
+	f = (struct io_filter){ .kind = "close", .pid = pid, .prefix = e.data, .fd_type = "dir" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "dir_fd"), NULL, NULL), 1, "the directory's close says dir");
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * The Python way: shutil.copyfile binds sendfile64 (Python is built with
+ * _FILE_OFFSET_BITS=64), the name the C workload above does not call. Before,
+ * a 100000-byte copy recorded no read of its source.
+ */
+Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct lim_env e;
+	struct io_recs rs;
+	e.tmp = sp_t_tmpdir("io-limits-py");
+	e.bin = NULL;
+	e.lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	static const char script[] = "import json, os, shutil, sys\n"
+				     "d = sys.argv[1]\n"
+				     "src = os.path.join(d, 'src')\n"
+				     "with open(src, 'wb') as f:\n"
+				     "    f.write(b'y' * 100000)\n"
+				     "shutil.copyfile(src, os.path.join(d, 'dst'))\n"
+				     "print(json.dumps({'pid': os.getpid(), 'src': src,\n"
+				     "                  'size': os.path.getsize(os.path.join(d, 'dst'))}))\n";
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.tmp, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_eq(tnum(t, "size"), 100000);
+	struct io_filter f = { .kind = "read", .pid = (int)tnum(t, "pid"), .prefix = sp_json_str(t, "src") };
+	uint64_t b;
+	cr_expect_geq(io_t_count(&rs, f, &b), 1);
+	cr_expect_eq(b, 100000, "shutil.copyfile: %llu bytes of its source recorded, 100000 copied",
+		     (unsigned long long)b);
+	lim_fini(&e, t, &rs);
+}

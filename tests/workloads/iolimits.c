@@ -1,0 +1,339 @@
+/*
+ * iolimits.c - the input calls that the libc wrappers once missed or
+ * miscounted, for tests/e2e/test_io_limits.c. Each mode prints what it did as
+ * one JSON line (bytes taken, bytes copied, entries listed), computed by the
+ * program itself, never by stepprof.
+ *
+ *   iolimits recv DIR     a stream socket pair: 64 bytes peeked with recv
+ *                         (MSG_PEEK), then taken with recv; 48 peeked with
+ *                         recvmsg (MSG_PEEK), taken with recvfrom; a datagram
+ *                         pair: a 100-byte datagram received into 10 bytes with
+ *                         MSG_TRUNC by recv (which returns 100), another by
+ *                         recvmsg; three datagrams (10, 20, 30 bytes) taken by
+ *                         one recvmmsg; a pipe in an epoll set waited on with
+ *                         epoll_pwait2
+ *   iolimits copy DIR     DIR/src (100000 bytes, written here) copied to
+ *                         DIR/dst1 by sendfile and to DIR/dst2 by
+ *                         copy_file_range, in 4 calls of 25000 bytes each
+ *   iolimits scandir DIR  DIR listed by scandir (no filter), scandir64 with a
+ *                         filter that stats every entry it is shown and keeps
+ *                         the names starting with 'f', and scandirat(AT_FDCWD)
+ *                         with alphasort; the bytes of the entries each call
+ *                         read (the d_reclen of every entry the filter saw, or
+ *                         of every entry returned without a filter)
+ *   iolimits nftw DIR     a tree DIR/t (files a1 a2, directories sub with
+ *                         b1 b2 b3, and empty) walked by nftw twice: in
+ *                         pre-order, then with FTW_DEPTH | FTW_PHYS; the
+ *                         callback reads each regular file (512 B buffer) to EOF.
+ *                         Truth: the entries called back, their st_size, the
+ *                         files read and their bytes, and each directory's
+ *                         bytes as the raw getdents64 syscall returns them
+ *   iolimits fifo DIR     a FIFO DIR/fifo opened by its path and fstat'ed (as
+ *                         Python's open does), then read (512 B buffer) to EOF
+ *                         while a child writes 3 chunks of 100 bytes into it,
+ *                         20 ms apart; then DIR opened without O_DIRECTORY,
+ *                         fstat'ed and closed
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *dir;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "iolimits: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static long must(const char *what, long r)
+{
+	if (r < 0)
+		die(what);
+	return r;
+}
+
+static int do_recv(void)
+{
+	char buf[256], small[10];
+	int s[2], d[2], p[2];
+	long peek1, take1, peek2, take2, trunc1, trunc2, mm_bytes = 0;
+
+	must("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, s));
+	memset(buf, 'p', sizeof(buf));
+	must("send", send(s[1], buf, 64, 0));
+	peek1 = must("recv peek", recv(s[0], buf, sizeof(buf), MSG_PEEK));
+	take1 = must("recv", recv(s[0], buf, sizeof(buf), 0));
+	must("send", send(s[1], buf, 48, 0));
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	peek2 = must("recvmsg peek", recvmsg(s[0], &mh, MSG_PEEK));
+	take2 = must("recvfrom", recvfrom(s[0], buf, sizeof(buf), 0, NULL, NULL));
+
+	/* Datagrams longer than the buffer: MSG_TRUNC returns the datagram's length. */
+	must("socketpair dgram", socketpair(AF_UNIX, SOCK_DGRAM, 0, d));
+	must("send", send(d[1], buf, 100, 0));
+	trunc1 = must("recv trunc", recv(d[0], small, sizeof(small), MSG_TRUNC));
+	must("send", send(d[1], buf, 100, 0));
+	struct iovec siov = { small, sizeof(small) };
+	struct msghdr smh = { .msg_iov = &siov, .msg_iovlen = 1 };
+	trunc2 = must("recvmsg trunc", recvmsg(d[0], &smh, MSG_TRUNC));
+
+	/* Three datagrams, one recvmmsg. */
+	char b3[3][64];
+	struct iovec iv3[3];
+	struct mmsghdr mm[3];
+	memset(mm, 0, sizeof(mm));
+	for (int i = 0; i < 3; i++) {
+		must("send", send(d[1], buf, 10 * (i + 1), 0));
+		iv3[i] = (struct iovec){ b3[i], sizeof(b3[i]) };
+		mm[i].msg_hdr.msg_iov = &iv3[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	int got = (int)must("recvmmsg", recvmmsg(d[0], mm, 3, MSG_WAITFORONE, NULL));
+	for (int i = 0; i < got; i++)
+		mm_bytes += mm[i].msg_len;
+
+	/* A pipe in an epoll set, waited on with epoll_pwait2. */
+	must("pipe", pipe(p));
+	int ep = (int)must("epoll_create1", epoll_create1(0));
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = p[0] };
+	must("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev));
+	must("write", write(p[1], "0123456789", 10));
+	struct timespec ts = { 5, 0 };
+	long ready = must("epoll_pwait2", epoll_pwait2(ep, &ev, 1, &ts, NULL));
+	long pread_ = must("read", read(p[0], buf, 10));
+
+	printf("{\"pid\":%d,\"stream_fd\":%d,\"dgram_fd\":%d,\"epoll_fd\":%d,\"peek1\":%ld,\"take1\":%ld,"
+	       "\"peek2\":%ld,\"take2\":%ld,\"trunc1\":%ld,\"trunc2\":%ld,\"trunc_buf\":%zu,\"mm_msgs\":%d,"
+	       "\"mm_bytes\":%ld,\"ready\":%ld,\"pipe_read\":%ld}\n",
+	       (int)getpid(), s[0], d[0], ep, peek1, take1, peek2, take2, trunc1, trunc2, sizeof(small), got,
+	       mm_bytes, ready, pread_);
+	return 0;
+}
+
+#define COPY_SIZE 100000
+#define COPY_CALL 25000
+
+static int do_copy(void)
+{
+	char src[4096], dst[4096], buf[COPY_SIZE];
+	snprintf(src, sizeof(src), "%s/src", dir);
+	memset(buf, 'c', sizeof(buf));
+	int fd = (int)must("creat src", open(src, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	if (write(fd, buf, sizeof(buf)) != (ssize_t)sizeof(buf))
+		die("write src");
+	close(fd);
+
+	long sent = 0, copied = 0, calls = 0;
+	int in = (int)must("open src", open(src, O_RDONLY));
+	snprintf(dst, sizeof(dst), "%s/dst1", dir);
+	int out = (int)must("open dst1", open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	for (long r; (r = must("sendfile", sendfile(out, in, NULL, COPY_CALL))) > 0; calls++)
+		sent += r;
+	close(out);
+	int sendfile_calls = (int)calls + 1; /* and the one that returned 0 */
+	calls = 0;
+	off64_t off = 0;
+	snprintf(dst, sizeof(dst), "%s/dst2", dir);
+	out = (int)must("open dst2", open(dst, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	for (long r; (r = must("copy_file_range", copy_file_range(in, &off, out, NULL, COPY_CALL, 0))) > 0; calls++)
+		copied += r;
+	close(out);
+	close(in);
+	printf("{\"pid\":%d,\"src\":\"%s\",\"size\":%d,\"sendfile_bytes\":%ld,\"sendfile_calls\":%d,"
+	       "\"copy_file_range_bytes\":%ld,\"copy_file_range_calls\":%ld}\n",
+	       (int)getpid(), src, COPY_SIZE, sent, sendfile_calls, copied, calls + 1);
+	return 0;
+}
+
+static long seen_bytes, seen_entries, kept, filter_stats;
+
+/* Sees every entry scandir64 reads: counts its bytes, stats it (input made inside the call), keeps f*. */
+static int keep_f(const struct dirent64 *e)
+{
+	char p[4096];
+	struct stat st;
+	seen_bytes += e->d_reclen;
+	seen_entries++;
+	snprintf(p, sizeof(p), "%s/%s", dir, e->d_name);
+	if (stat(p, &st) == 0)
+		filter_stats++;
+	return e->d_name[0] == 'f' && ++kept;
+}
+
+static long list_bytes(struct dirent **v, int n)
+{
+	long b = 0;
+	for (int i = 0; i < n; i++) {
+		b += v[i]->d_reclen;
+		free(v[i]);
+	}
+	free(v);
+	return b;
+}
+
+static int do_scandir(void)
+{
+	struct dirent **v;
+	struct dirent64 **v64;
+	int n1 = (int)must("scandir", scandir(dir, &v, NULL, NULL));
+	long b1 = list_bytes(v, n1);
+	int n2 = (int)must("scandir64", scandir64(dir, &v64, keep_f, alphasort64));
+	list_bytes((struct dirent **)v64, n2);
+	int n3 = (int)must("scandirat", scandirat(AT_FDCWD, dir, &v, NULL, alphasort));
+	long b3 = list_bytes(v, n3);
+	errno = 0;
+	int bad = scandir("/nonexistent-iolimits", &v, NULL, NULL);
+	printf("{\"pid\":%d,\"scandir_entries\":%d,\"scandir_bytes\":%ld,\"scandir64_seen\":%ld,"
+	       "\"scandir64_bytes\":%ld,\"scandir64_kept\":%d,\"filter_stats\":%ld,\"scandirat_entries\":%d,"
+	       "\"scandirat_bytes\":%ld,\"bad\":%d,\"bad_errno\":%d}\n",
+	       (int)getpid(), n1, b1, seen_entries, seen_bytes, n2, filter_stats, n3, b3, bad, errno);
+	return 0;
+}
+
+static long walk_entries, walk_sizes, walk_reads, walk_read_bytes;
+
+static int walk_cb(const char *p, const struct stat *st, int flag, struct FTW *w)
+{
+	(void)w;
+	walk_entries++;
+	walk_sizes += st->st_size;
+	if (flag != FTW_F)
+		return 0;
+	char buf[512];
+	int fd = (int)must("open", open(p, O_RDONLY));
+	for (ssize_t n; (n = must("read", read(fd, buf, sizeof(buf)))) > 0; walk_reads++)
+		walk_read_bytes += n;
+	walk_reads++; /* and the read at EOF */
+	close(fd);
+	return 0;
+}
+
+/* The bytes the getdents64 syscall returns for directory p, made raw: no wrapper sees it. */
+static long dents_bytes(const char *p)
+{
+	char buf[32768];
+	long total = 0, n;
+	int fd = (int)must("open dir", open(p, O_RDONLY | O_DIRECTORY));
+	while ((n = must("getdents64", syscall(SYS_getdents64, fd, buf, sizeof(buf)))) > 0)
+		total += n;
+	close(fd);
+	return total;
+}
+
+static void make_file(const char *p, long size)
+{
+	char buf[4096];
+	memset(buf, 'w', sizeof(buf));
+	int fd = (int)must("creat", open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+	if (write(fd, buf, (size_t)size) != size)
+		die("write");
+	close(fd);
+}
+
+static int do_nftw(void)
+{
+	static const char *const dirs[] = { "t", "t/sub", "t/empty" };
+	static const struct {
+		const char *name;
+		long size;
+	} files[] = { { "t/a1", 1000 }, { "t/a2", 2000 }, { "t/sub/b1", 700 }, { "t/sub/b2", 1300 },
+		      { "t/sub/b3", 3000 } };
+	char p[4096], root[4096];
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, dirs[i]);
+		must("mkdir", mkdir(p, 0700));
+	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, files[i].name);
+		make_file(p, files[i].size);
+	}
+	snprintf(root, sizeof(root), "%s/t", dir);
+	must("nftw", nftw(root, walk_cb, 4, 0));
+	long entries = walk_entries, sizes = walk_sizes;
+	must("nftw depth", nftw(root, walk_cb, 4, FTW_DEPTH | FTW_PHYS));
+	printf("{\"pid\":%d,\"root\":\"%s\",\"walks\":2,\"entries\":%ld,\"sizes\":%ld,\"entries_total\":%ld,"
+	       "\"sizes_total\":%ld,\"reads\":%ld,\"read_bytes\":%ld",
+	       (int)getpid(), root, entries, sizes, walk_entries, walk_sizes, walk_reads, walk_read_bytes);
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(p, sizeof(p), "%s/%s", dir, dirs[i]);
+		printf(",\"dents_%zu\":%ld", i, dents_bytes(p));
+	}
+	printf("}\n");
+	return 0;
+}
+
+static int do_fifo(void)
+{
+	char p[4096], buf[512];
+	struct stat st;
+	snprintf(p, sizeof(p), "%s/fifo", dir);
+	must("mkfifo", mkfifo(p, 0600));
+	pid_t kid = fork();
+	if (kid == 0) {
+		int w = open(p, O_WRONLY);
+		memset(buf, 'q', 100);
+		for (int i = 0; w >= 0 && i < 3; i++) {
+			struct timespec ts = { 0, 20 * 1000 * 1000 };
+			nanosleep(&ts, NULL);
+			if (write(w, buf, 100) != 100)
+				_exit(1);
+		}
+		_exit(0);
+	}
+	int fd = (int)must("open fifo", open(p, O_RDONLY));
+	must("fstat fifo", fstat(fd, &st));
+	long reads = 0, bytes = 0;
+	for (ssize_t n; (n = must("read fifo", read(fd, buf, sizeof(buf)))) > 0; reads++)
+		bytes += n;
+	reads++; /* and the read at EOF */
+	close(fd);
+	int status;
+	waitpid(kid, &status, 0);
+	int dfd = (int)must("open dir", open(dir, O_RDONLY));
+	must("fstat dir", fstat(dfd, &st));
+	close(dfd);
+	printf("{\"pid\":%d,\"fifo_fd\":%d,\"fifo_reads\":%ld,\"fifo_bytes\":%ld,\"is_fifo\":%d,\"writer_ok\":%d,"
+	       "\"dir_fd\":%d,\"is_dir\":%d}\n",
+	       (int)getpid(), fd, reads, bytes, 1, WIFEXITED(status) && WEXITSTATUS(status) == 0, dfd,
+	       S_ISDIR(st.st_mode) ? 1 : 0);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo DIR\n");
+		return 2;
+	}
+	dir = argv[2];
+	if (!strcmp(argv[1], "recv"))
+		return do_recv();
+	if (!strcmp(argv[1], "copy"))
+		return do_copy();
+	if (!strcmp(argv[1], "scandir"))
+		return do_scandir();
+	if (!strcmp(argv[1], "nftw"))
+		return do_nftw();
+	if (!strcmp(argv[1], "fifo"))
+		return do_fifo();
+	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
+	return 2;
+}
