@@ -861,23 +861,32 @@ static struct bd_list *win_lists(struct pass2 *p, size_t i)
 	return p->lists[i % p->wcap];
 }
 
+/* The first iteration that ends after t, a->nit when none. */
+static size_t iter_ending_after(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = 0, hi = a->nit;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (a->it[mid].end_ns <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Add [b, e) to condition c of every iteration it overlaps. */
 static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 {
 	struct an_analysis *a = p->a;
 	if (e <= b || !a->nit)
 		return;
-	size_t lo = 0, hi = a->nit;
+	size_t lo;
 	/* records mostly arrive in time order: try the iteration of the previous span first */
 	if (p->hint < a->nit && a->it[p->hint].end_ns > b && (p->hint == 0 || a->it[p->hint - 1].end_ns <= b))
-		lo = hi = p->hint;
-	while (lo < hi) { /* first iteration ending after b */
-		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].end_ns <= b)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+		lo = p->hint;
+	else
+		lo = iter_ending_after(a, b);
 	p->hint = lo;
 	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
 		if (a->it[i].finalized) {
@@ -892,11 +901,15 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 	}
 }
 
-/* Host-blocked time: the call's overlap with each iteration (overlap between calls allowed). */
+/*
+ * Host-blocked time: the call's overlap with each iteration (overlap between calls
+ * allowed), also when the call began before the iteration: before the first one,
+ * or in a gap between NVTX ranges or marks of another thread.
+ */
 static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
 {
 	struct an_analysis *a = p->a;
-	for (long i = iter_at(a, b); i >= 0 && (size_t)i < a->nit && a->it[i].start_ns < e; i++) {
+	for (size_t i = iter_ending_after(a, b); i < a->nit && a->it[i].start_ns < e; i++) {
 		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
 		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
 		if (ce > cb)

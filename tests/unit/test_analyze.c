@@ -417,6 +417,45 @@ Test(analyze, quantiles_are_nearest_rank)
 	cr_expect_eq(an_quantile_u64(w, 0, 0.5), 0);
 }
 
+/*
+ * The iterations are NVTX ranges of another thread of the trainer (its main
+ * thread, MTID), 10 ms long with 1 ms gaps; the training thread's wait for its
+ * batch begins 500 us before each range and ends 2 ms into it, then a 5 us
+ * launch and a sync on a 5 ms kernel. The part of each wait inside its
+ * iteration is host-blocked input, as it is the input category: the call
+ * began outside every iteration, which is no reason to drop it.
+ */
+#define MTID 102
+Test(analyze, a_call_begun_before_its_iteration_is_host_blocked_in_it)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t name = an_memsrc_string(&s.m, "train_step");
+	for (int i = 0; i < 12; i++) {
+		uint64_t r = s.t + 500 * US;
+		struct sp_event *e = an_memsrc_add(&s.m, SP_K_RANGE, SP_API_nvtx, PID, MTID, r, r + 10000 * US);
+		e->f[SP_F_NAME] = name;
+		sim_input(&s, 2500 * US);
+		sim_compute(&s, 5000 * US);
+		s.t = r + 10500 * US; /* 3 ms of host time, then the gap */
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a.training_tid, TID);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++) {
+		const struct an_iter *it = &a.it[i];
+		cr_expect_eq(it->end_ns - it->start_ns, 10000 * US);
+		cr_expect_eq(it->bd[AN_INPUT], 2000 * US, "iteration %zu", i);
+		cr_expect_eq(it->blocked[AN_BLK_INPUT], 2000 * US, "iteration %zu: input blocked %lu ns", i,
+			     (unsigned long)it->blocked[AN_BLK_INPUT]);
+		cr_expect_eq(it->bd[AN_COMPUTE], 5000 * US);
+		cr_expect_eq(it->blocked[AN_BLK_SYNC], 5000 * US);
+	}
+	an_analysis_free(&a);
+}
+
 /* ---------------------------------------------------------- 3. findings */
 
 static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
