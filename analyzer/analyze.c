@@ -958,8 +958,9 @@ static void file_done(struct pass2 *p, struct openfile *f)
 	p->s->col.fsize_hist[b]++;
 	p->s->col.fsize_sum[b] += f->bytes;
 	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
-		p->a->it[f->iter].fsize_hist[b]++;
 		p->a->it[f->iter].files_sized++;
+		if ((double)f->bytes < p->a->opt.threshold[AN_T_SFS_MAX_FILE])
+			p->a->it[f->iter].files_small++;
 	}
 	f->used = 0;
 }

@@ -151,8 +151,12 @@ struct an_iter {
 	/* for the findings */
 	uint64_t opens, stats, meta_ns, data_ns;
 	uint64_t pageable_bytes, pageable_ns, pageable_async, pinned_bytes, pinned_ns, pinned_copies;
-	uint32_t fsize_hist[AN_FSIZE_BUCKETS];
-	uint32_t files_sized;
+	/*
+	 * Files opened in the iteration and sized at their close; of them, those under
+	 * small_file_storm.max_median_file_bytes: the median is under it when they are
+	 * half or more (exact at any threshold, in two counters).
+	 */
+	uint32_t files_sized, files_small;
 	uint32_t allocs, frees, alloc_failed, flushes;
 	uint32_t nsizes; /* distinct allocation sizes, saturates at AN_SIZESET + 1 */
 	uint64_t sizes[AN_SIZESET];

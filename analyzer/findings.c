@@ -83,19 +83,24 @@ uint64_t an_fsize_bucket_hi(unsigned b)
 	return b ? (1ull << b) - 1 : 0;
 }
 
-uint64_t an_fsize_median(const uint32_t *hist)
+/* The bucket of the (lower) median of a bucket histogram, -1 when it is empty. */
+static int fsize_median_bucket(const uint32_t *hist)
 {
 	uint64_t total = 0, acc = 0;
 	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
 		total += hist[b];
-	if (!total)
-		return 0;
-	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++) {
+	for (unsigned b = 0; total && b < AN_FSIZE_BUCKETS; b++) {
 		acc += hist[b];
 		if (acc * 2 >= total)
-			return an_fsize_bucket_hi(b);
+			return (int)b;
 	}
-	return 0;
+	return -1;
+}
+
+uint64_t an_fsize_median(const uint32_t *hist)
+{
+	int b = fsize_median_bucket(hist);
+	return b < 0 ? 0 : an_fsize_bucket_hi((unsigned)b);
 }
 
 void an_evidence_num(struct an_result_finding *f, const char *key, double v)
@@ -168,12 +173,16 @@ static uint64_t iter_wall(const struct an_iter *it)
 
 /* ------------------------------------------------------ small_file_storm */
 
-/* Median bytes per opened file of one iteration (bucket bound), or the mean when no file was sized. */
-static uint64_t iter_file_median(const struct an_iter *it)
+/*
+ * Is the median of the bytes read per opened file (the lower median of an even
+ * count) under max? Half the files or more are under it; when no file was
+ * sized, the mean.
+ */
+static int iter_files_small(const struct an_iter *it, double max)
 {
 	if (it->files_sized)
-		return an_fsize_median(it->fsize_hist);
-	return it->files_opened ? it->bytes_read / it->files_opened : 0;
+		return 2 * (uint64_t)it->files_small >= it->files_sized;
+	return (double)(it->files_opened ? it->bytes_read / it->files_opened : 0) < max;
 }
 
 /*
@@ -183,15 +192,8 @@ static uint64_t iter_file_median(const struct an_iter *it)
  */
 static uint64_t run_file_median(const struct an_collect *c)
 {
-	uint64_t total = 0, acc = 0;
-	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
-		total += c->fsize_hist[b];
-	for (unsigned b = 0; total && b < AN_FSIZE_BUCKETS; b++) {
-		acc += c->fsize_hist[b];
-		if (acc * 2 >= total)
-			return c->fsize_hist[b] ? c->fsize_sum[b] / c->fsize_hist[b] : 0;
-	}
-	return 0;
+	int b = fsize_median_bucket(c->fsize_hist);
+	return b < 0 ? 0 : c->fsize_sum[b] / c->fsize_hist[b];
 }
 
 static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
@@ -206,7 +208,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
 		if ((double)(it->opens + it->stats) < th[AN_T_SFS_MIN_META] ||
-		    (double)iter_file_median(it) >= th[AN_T_SFS_MAX_FILE])
+		    !iter_files_small(it, th[AN_T_SFS_MAX_FILE]))
 			continue;
 		flag_iteration(&tmp, (long)i);
 		per[nflag++] = it->files_opened;

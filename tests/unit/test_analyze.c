@@ -468,9 +468,11 @@ static const struct an_result_finding *find(const struct an_analysis *a, int kin
 
 /*
  * A loader worker (forked by the trainer) stats and opens files during each
- * input wait: `stats` + `opens` metadata operations of files of `size` bytes.
+ * input wait: `stats` + `opens` metadata operations; the first `nsmall` files
+ * opened have `small` bytes, the others `size` bytes. Options o (NULL: the defaults).
  */
-static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size)
+static void storm_run_mixed(struct an_analysis *a, const struct an_options *o, int opens, int stats, uint64_t size,
+			    int nsmall, uint64_t small)
 {
 	struct sim s;
 	sim_init(&s);
@@ -484,10 +486,16 @@ static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size
 			e->f[SP_F_BYTES] = size;
 		}
 		for (int k = 0; k < opens; k++, t += 6 * US)
-			worker_read_file(&s, path, 5, size, t, t + 2 * US, t + 4 * US, t + 5 * US);
+			worker_read_file(&s, path, 5, k < nsmall ? small : size, t, t + 2 * US, t + 4 * US, t + 5 * US);
 		sim_iteration(&s, 2);
 	}
-	run_free(&s, NULL, a);
+	run_free(&s, o, a);
+}
+
+/* Same, every file of `size` bytes, default options. */
+static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size)
+{
+	storm_run_mixed(a, NULL, opens, stats, size, 0, 0);
 }
 
 Test(findings, small_file_storm_fires_at_100_metadata_ops)
@@ -536,6 +544,54 @@ Test(findings, small_file_storm_silent_for_256k_files)
 	an_analysis_free(&a);
 	storm_run(&a, 50, 50, 262144);
 	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL));
+	an_analysis_free(&a);
+}
+
+/* 50 opens and 50 stats per iteration, files of `size` bytes: is there a storm under max_median_file_bytes=max? */
+static int storm_under(uint64_t size, double max)
+{
+	struct an_options o;
+	an_options_init(&o);
+	o.threshold[AN_T_SFS_MAX_FILE] = max;
+	struct an_analysis a;
+	storm_run_mixed(&a, &o, 50, 50, size, 0, 0);
+	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	int fired = f != NULL;
+	if (f) {
+		cr_expect_eq(f->first_iteration, 0);
+		cr_expect_eq(f->last_iteration, 11);
+	}
+	an_analysis_free(&a);
+	return fired;
+}
+
+/*
+ * The median file size against any max_median_file_bytes, not only a power of
+ * two: files of 70,000 bytes are under 100,000 (a bound a user types) and under
+ * 70,001, not under 70,000.
+ */
+Test(findings, small_file_storm_median_is_exact_at_any_threshold)
+{
+	cr_expect(storm_under(70000, 100000), "70000-byte files, max 100000");
+	cr_expect(storm_under(70000, 70001), "70000-byte files, max 70001");
+	cr_expect(!storm_under(70000, 70000), "70000-byte files, max 70000: not under");
+	cr_expect(storm_under(1000000, 1000001), "1 MB files, max 1000001");
+	cr_expect(!storm_under(1000000, 524288), "1 MB files, max 512 KiB");
+	cr_expect(!storm_under(100, 0), "max 0: no file is under it");
+}
+
+/*
+ * The median of the files of an iteration (the lower one of an even count): 50
+ * files, 25 of 16 KiB and 25 of 1 MiB, have a median of 16 KiB; 24 and 26, of 1 MiB.
+ */
+Test(findings, small_file_storm_median_of_mixed_sizes)
+{
+	struct an_analysis a;
+	storm_run_mixed(&a, NULL, 50, 50, 1 << 20, 25, 16384);
+	cr_expect_not_null(find(&a, AN_F_SMALL_FILE_STORM, NULL), "25 of 50 files under 256 KiB");
+	an_analysis_free(&a);
+	storm_run_mixed(&a, NULL, 50, 50, 1 << 20, 24, 16384);
+	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL), "24 of 50 files under 256 KiB");
 	an_analysis_free(&a);
 }
 
