@@ -119,7 +119,8 @@ uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q)
 
 struct thr {
 	int32_t pid, tid;
-	uint64_t launches, records, steps, last_sig_end;
+	uint64_t launches, records, last_sig_end;
+	uint64_t marks, inputs; /* iteration marks (matching NVTX ranges, steps) and input calls: ties */
 	int used;
 };
 
@@ -357,12 +358,14 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 		p->launches++;
 		break;
 	case SP_K_RANGE:
-		if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
-		    push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
+		if (!name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]))
+			break;
+		t->marks++;
+		if (push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
 			c->err = 1;
 		break;
 	case SP_K_STEP:
-		t->steps++;
+		t->marks++;
 		if (push_mark(&s->steps, &s->nsteps, &s->capsteps, &ev))
 			c->err = 1;
 		break;
@@ -375,6 +378,8 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 	}
 	if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
 		t->last_sig_end = ev.end_ns;
+	if (is_input_kind(ev.kind))
+		t->inputs++;
 #undef ev
 }
 
@@ -457,6 +462,25 @@ static struct an_proc *select_trainer(struct state *s, char *err, size_t errlen)
 	return best;
 }
 
+/*
+ * Is t rather than u the training thread? The most kernel launches; between
+ * equals, the thread that marks the iterations (the user said where the loop
+ * is), then the one that waits for input (the breakdown's input is its wait),
+ * then the most records, then the lowest id: never the hash table's order.
+ */
+static int thr_trains_more(const struct thr *t, const struct thr *u)
+{
+	if (t->launches != u->launches)
+		return t->launches > u->launches;
+	if (t->marks != u->marks)
+		return t->marks > u->marks;
+	if (t->inputs != u->inputs)
+		return t->inputs > u->inputs;
+	if (t->records != u->records)
+		return t->records > u->records;
+	return t->tid < u->tid;
+}
+
 /* The trainer process and its training thread; roles of every process. 0, or -1 (err). */
 static int choose_trainer(struct state *s, char *err, size_t errlen)
 {
@@ -474,11 +498,7 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	struct thr *bt = NULL;
 	for (size_t i = 0; i < s->capthr; i++) {
 		struct thr *t = &s->thr[i];
-		if (!t->used || t->pid != best->pid)
-			continue;
-		if (!bt || t->launches > bt->launches ||
-		    (t->launches == bt->launches &&
-		     (t->steps > bt->steps || (t->steps == bt->steps && t->records > bt->records))))
+		if (t->used && t->pid == best->pid && (!bt || thr_trains_more(t, bt)))
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;

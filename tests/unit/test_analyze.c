@@ -456,6 +456,73 @@ Test(analyze, a_call_begun_before_its_iteration_is_host_blocked_in_it)
 	an_analysis_free(&a);
 }
 
+/*
+ * Two threads of the trainer launch as many kernels: the reference thread TID
+ * (input waits, copies, NVTX ranges when `markers`) and MTID, which polls its
+ * stream with more sync calls than TID has records. The training thread is the
+ * one that marks the iterations, else the one that waits for input: the
+ * breakdown's input is that thread's wait (4000 us), not nothing.
+ */
+static void two_equal_launchers(struct sim *s, int markers)
+{
+	sim_reference(s, 12, markers);
+	size_t n = s->m.n;
+	for (size_t k = 0; k < n; k++) {
+		const struct sp_event *l = &s->m.ev[k];
+		if (l->kind != SP_K_LAUNCH)
+			continue;
+		uint64_t b = l->begin_ns + 1, e = l->end_ns + 1;
+		struct sp_event *x = an_memsrc_add(&s->m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, MTID, b, e);
+		x->f[SP_F_NAME] = s->kname2;
+		x->f[SP_F_OP] = 100000 + (uint32_t)k;
+		for (int q = 0; q < 4; q++)
+			an_memsrc_add(&s->m, SP_K_SYNC, SP_API_cudaStreamQuery, PID, MTID, e + (uint64_t)q, e + (uint64_t)q);
+	}
+}
+
+Test(analyze, the_training_thread_of_equal_launchers_marks_or_waits_for_input)
+{
+	for (int markers = 0; markers <= 2; markers++) {
+		struct sim s;
+		two_equal_launchers(&s, markers);
+		struct an_analysis a;
+		run_free(&s, NULL, &a);
+		cr_expect_eq(a.training_tid, TID, "markers %d: training thread %d", markers, a.training_tid);
+		cr_expect_eq(a.nit, 12, "markers %d: %zu iterations", markers, a.nit);
+		for (size_t i = 0; i < a.nit; i++)
+			cr_expect_eq(a.it[i].bd[AN_INPUT], 4000 * US, "markers %d, iteration %zu", markers, i);
+		an_analysis_free(&a);
+	}
+}
+
+/* Two threads alike in everything but their ids: the lower id, whatever the order they appear in. */
+Test(analyze, the_training_thread_of_identical_threads_is_the_lowest_id)
+{
+	static const int32_t tids[][2] = {{7, 9}, {9, 7}, {1000, 3}, {3, 1000}, {65, 1}, {1, 65}};
+	for (size_t c = 0; c < sizeof(tids) / sizeof(tids[0]); c++) {
+		struct an_memsrc m;
+		an_memsrc_init(&m, PID);
+		for (int i = 0; i < 20; i++)
+			for (int k = 0; k < 2; k++) {
+				uint64_t t = 1000000000ull + (uint64_t)i * 1000 * US + (uint64_t)k * 10;
+				struct sp_event *e =
+				    an_memsrc_add(&m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, tids[c][k], t, t + 5);
+				e->f[SP_F_OP] = (uint64_t)(2 * i + k + 1);
+			}
+		struct an_source src;
+		struct an_options o;
+		struct an_analysis a;
+		char err[256] = "";
+		an_options_init(&o);
+		an_memsrc_source(&m, &src);
+		cr_assert_eq(an_analyze(&src, &o, &a, err, sizeof(err)), 0, "%s", err);
+		int32_t low = tids[c][0] < tids[c][1] ? tids[c][0] : tids[c][1];
+		cr_expect_eq(a.training_tid, low, "threads %d and %d: %d", tids[c][0], tids[c][1], a.training_tid);
+		an_analysis_free(&a);
+		an_memsrc_free(&m);
+	}
+}
+
 /* ---------------------------------------------------------- 3. findings */
 
 static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
