@@ -1400,12 +1400,19 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 #undef ITER
 }
 
-static int pass2(struct state *s)
+/*
+ * One pass 2 with a lateness of *maxlate assumed from the start: 0, -1 (out of
+ * memory, rewind failed), or when may_retry and a record came too late for an
+ * iteration already finalized, 1 with its lateness in *maxlate (a pass over
+ * with that window would have kept the iteration open for it).
+ */
+static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 {
 	struct an_analysis *a = s->a;
 	struct pass2 p = {0};
 	p.s = s;
 	p.a = a;
+	p.maxlate = *maxlate;
 	p.live_iter = -1;
 	p.wcap = 16;
 	p.lists = calloc(p.wcap, sizeof(*p.lists));
@@ -1429,17 +1436,22 @@ static int pass2(struct state *s)
 			p.maxbegin = ev->begin_ns;
 		else if (p.maxbegin - ev->begin_ns > p.maxlate)
 			p.maxlate = p.maxbegin - ev->begin_ns;
+		uint64_t late = a->late_events;
 		on_event(&p, ev, file);
 		if (p.oom)
 			goto out;
+		if (a->late_events != late && may_retry) {
+			*maxlate = p.maxlate;
+			rc = 1;
+			goto out;
+		}
 		/*
 		 * An iteration is final once the stream's begin times are well past its end:
 		 * records arrive by begin time except for a bounded lateness (GPU spans read
 		 * back at the next sync, a call written after the calls it made), which is
-		 * measured as we go, and is at most about an iteration (GPU spans are read
-		 * back at the iteration's syncs): the window is the larger of twice the
-		 * iteration's wall time, four times the worst lateness seen and 1 ms.
-		 * Records later than that are counted (late_events).
+		 * measured as we go: the window is the larger of twice the iteration's wall
+		 * time, four times the worst lateness seen and 1 ms. A record later than
+		 * that starts the pass over with its lateness known (pass2()).
 		 */
 		while (p.first_open < a->nit) {
 			const struct an_iter *it = &a->it[p.first_open];
@@ -1483,6 +1495,38 @@ out:
 	free(p.files);
 	free(p.live);
 	return rc;
+}
+
+/* Passes 2 over at most, each with a lateness 4 times the last one's at least: 4^8 ms is 65 s. */
+#define PASS2_RETRIES 8
+
+/*
+ * Pass 2, started over when a record arrives after its iteration was
+ * finalized: GPU spans are read back at the program's syncs, so a loop that
+ * synchronises every N iterations (a loss logged every N steps) writes them
+ * N iterations late, which the first iterations cannot have known. The pass
+ * over assumes that lateness from the start; memory is still the window's (the
+ * open iterations'), not the run's. After PASS2_RETRIES, late records are
+ * counted (late_events), not added.
+ */
+static int pass2(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	uint64_t maxlate = 0, capacity = a->device_capacity;
+	double link_gbps = s->col.link_gbps;
+	for (int tries = 0;; tries++) {
+		int rc = pass2_once(s, &maxlate, tries < PASS2_RETRIES);
+		if (rc <= 0)
+			return rc;
+		/* what the pass filled, as it was before it */
+		for (size_t i = 0; i < a->nit; i++)
+			a->it[i] = (struct an_iter){.start_ns = a->it[i].start_ns, .end_ns = a->it[i].end_ns};
+		a->late_events = 0;
+		a->device_bytes_peak = 0;
+		a->device_capacity = capacity;
+		memset(&s->col, 0, sizeof(s->col));
+		s->col.link_gbps = link_gbps;
+	}
 }
 
 /* ---------------------------------------- 6. summary, ranks, entry */

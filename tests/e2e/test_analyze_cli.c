@@ -260,6 +260,60 @@ Test(analyze_cli, threshold_override_changes_the_verdict)
 	free(dir);
 }
 
+/*
+ * A trainer that synchronises every 12th iteration (a loss logged every 12
+ * steps): the GPU spans of 12 iterations are written at that sync, after it in
+ * its chunk, as the hooks read them back there. 24 iterations of 2 ms from step
+ * marks: a 1 ms wait, a 5 us launch whose 600 us kernel runs at once. Each
+ * iteration's kernel is its compute, the first ones' included, read from files
+ * through the real reader's merge.
+ */
+Test(analyze_cli, gpu_spans_written_twelve_iterations_late_are_counted)
+{
+	char *dir = sp_t_tmpdir("analyze-latespans");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/trainer.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, -1);
+	uint32_t kname = sp_tg_intern(g, "gemm");
+	const uint64_t it_ns = 2000000;
+	for (int i = 0; i < 24; i++) {
+		uint64_t t = T0 + (uint64_t)i * it_ns;
+		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
+		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 1000000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
+			  {SP_F_BYTES, 8});
+		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 1000000, t + 1005000,
+			  {SP_F_NAME, kname}, {SP_F_OP, i + 1});
+		if (i % 12 != 11)
+			continue;
+		SP_TG_ADD(g, TRAINER, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 1990000, t + 2000000);
+		for (int k = i - 11; k <= i; k++) {
+			uint64_t b = T0 + (uint64_t)k * it_ns + 1005000;
+			SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, b, b + 600000, {SP_F_OP, k + 1});
+		}
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 0, &r);
+	cr_expect_str_eq(sp_json_str(j, "iteration_source"), "api");
+	cr_assert_eq(sp_json_num(j, "summary.iterations", 0), 24);
+	cr_expect_eq(sp_json_num(j, "summary.late_records", -1), 0);
+	for (int i = 0; i < 24; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "iterations.%d", i);
+		struct sp_json *it = sp_json_path(j, key);
+		cr_assert_not_null(it);
+		cr_expect_eq(sp_json_num(it, "wall_ns", 0), it_ns, "iteration %d", i);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.compute", 0), 600000, "iteration %d: compute %.0f", i,
+			     sp_json_num(it, "breakdown_ns.compute", 0));
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.input", 0), 1000000);
+		cr_expect_eq(sp_json_num(it, "gpu_idle_ns", 0), it_ns - 600000);
+	}
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* Milliseconds per unit of the text report's durations. */
 static double unit_ms(const char *u)
 {

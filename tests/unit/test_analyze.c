@@ -523,6 +523,84 @@ Test(analyze, the_training_thread_of_identical_threads_is_the_lowest_id)
 	}
 }
 
+/*
+ * A loop that synchronises every `every` iterations (the loss logged every so
+ * often): the hooks read GPU spans back only at a sync, so each one is written
+ * after the sync, up to `every` iterations after it began. The records are
+ * given in that write order (as a thread's chunk holds them), not sorted. Each
+ * iteration (a step mark): a 1000 us wait for the batch, 4 launches of 5 us,
+ * their kernels of 200 us back to back from the first launch's return, then
+ * host time up to 2020 us; the sync, at the end of every `every`-th iteration,
+ * finds the GPU idle and returns in 10 us. Breakdown: input 1000, compute 800,
+ * other 220 (the sync's 10 us ends the iteration with the GPU idle: sync).
+ */
+static void rare_sync_run(struct an_analysis *a, int iters, int every)
+{
+	struct an_memsrc m;
+	an_memsrc_init(&m, PID);
+	uint32_t kname = an_memsrc_string(&m, "trainer_kernel"), op = 0;
+	struct {
+		uint32_t op;
+		uint64_t b, e;
+	} pending[64];
+	int npend = 0;
+	uint64_t t = 1000000000ull;
+	for (int i = 0; i < iters; i++) {
+		an_memsrc_add(&m, SP_K_STEP, SP_API_stepprof_step, PID, TID, t, t);
+		struct sp_event *e = an_memsrc_add(&m, SP_K_LOADER_WAIT, SP_API_read, PID, TID, t, t + 1000 * US);
+		e->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+		uint64_t h = t + 1000 * US, g = h + 5 * US;
+		for (int k = 0; k < 4; k++, h += 5 * US, g += 200 * US) {
+			e = an_memsrc_add(&m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, TID, h, h + 5 * US);
+			e->f[SP_F_NAME] = kname;
+			e->f[SP_F_OP] = ++op;
+			cr_assert_lt(npend, 64);
+			pending[npend].op = op;
+			pending[npend].b = g;
+			pending[npend++].e = g + 200 * US;
+		}
+		if (i % every == every - 1 || i == iters - 1) {
+			an_memsrc_add(&m, SP_K_SYNC, SP_API_cudaStreamSynchronize, PID, TID, t + 2010 * US, t + 2020 * US);
+			for (int k = 0; k < npend; k++) {
+				e = an_memsrc_add(&m, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, PID, TID, pending[k].b,
+						  pending[k].e);
+				e->f[SP_F_OP] = pending[k].op;
+			}
+			npend = 0;
+		}
+		t += 2020 * US;
+	}
+	struct an_options o;
+	struct an_source src;
+	char err[256] = "";
+	an_options_init(&o);
+	an_memsrc_source(&m, &src);
+	cr_assert_eq(an_analyze(&src, &o, a, err, sizeof(err)), 0, "%s", err);
+	an_memsrc_free(&m);
+}
+
+Test(analyze, gpu_spans_read_back_iterations_later_are_counted)
+{
+	static const int every[] = {1, 4, 12};
+	for (size_t c = 0; c < sizeof(every) / sizeof(every[0]); c++) {
+		struct an_analysis a;
+		rare_sync_run(&a, 14, every[c]);
+		cr_assert_eq(a.nit, 14);
+		cr_expect_eq(a.late_events, 0, "a sync every %d: %lu late records", every[c],
+			     (unsigned long)a.late_events);
+		for (size_t i = 0; i < a.nit; i++) {
+			const struct an_iter *it = &a.it[i];
+			int synced = (int)i % every[c] == every[c] - 1 || i == a.nit - 1;
+			cr_expect_eq(it->bd[AN_COMPUTE], 800 * US, "a sync every %d, iteration %zu: compute %lu", every[c],
+				     i, (unsigned long)it->bd[AN_COMPUTE]);
+			cr_expect_eq(it->bd[AN_INPUT], 1000 * US);
+			cr_expect_eq(it->bd[AN_SYNC], synced ? 10 * US : 0);
+			cr_expect_eq(it->gpu_idle_ns, (2020 - 800) * US);
+		}
+		an_analysis_free(&a);
+	}
+}
+
 /* ---------------------------------------------------------- 3. findings */
 
 static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
