@@ -708,15 +708,16 @@ static int iterations_auto(struct state *s)
 	if (!as.sig || !as.flags || !as.cut || s->src->rewind(s->src->ctx))
 		goto out;
 	const struct sp_event *e;
-	int file, in_wait = 0;
+	int file, in_wait = 0, after_call = 0;
 	uint64_t wait_start = 0;
 	while ((e = s->src->next(s->src->ctx, &file))) {
 		const struct sp_event ev = *e;
 		if (ev.pid != a->trainer_pid || ev.tid != a->training_tid)
 			continue;
 		if (is_input_kind(ev.kind)) {
-			if (!in_wait) {
+			if (!in_wait || after_call) {
 				in_wait = 1;
+				after_call = 0;
 				wait_start = ev.begin_ns;
 			}
 			continue;
@@ -724,11 +725,15 @@ static int iterations_auto(struct state *s)
 		if (!is_sig_kind(ev.kind)) {
 			/*
 			 * Any other call of the training thread (an allocation, a pinned
-			 * alloc) ends the wait: the files a setup phase writes before its
-			 * first cudaMalloc are not the first batch's wait.
+			 * alloc) separates two waits: the files a setup phase reads
+			 * before its first cudaMalloc are not the first batch's wait,
+			 * which begins again at the next input call. Without one, the
+			 * wait stands: a caching allocator's cudaMalloc between the
+			 * wait for the first batch and its copy does not move the
+			 * first load out of the first iteration.
 			 */
 			if (!is_passive_kind(ev.kind))
-				in_wait = 0;
+				after_call = 1;
 			continue;
 		}
 		uint32_t sg = signature(&ev);
@@ -736,7 +741,7 @@ static int iterations_auto(struct state *s)
 		uint8_t fl = (in_wait ? ITER_SIG_AFTER_INPUT : 0) |
 			     (ev.kind == SP_K_COPY && ev.f[SP_F_DIRECTION] == SP_DIR_H2D ? ITER_SIG_H2D : 0) |
 			     (ev.kind == SP_K_SYNC ? ITER_SIG_SYNC : 0);
-		in_wait = 0;
+		in_wait = after_call = 0;
 		if (!as.detected) {
 			as.sig[as.n] = sg;
 			as.flags[as.n] = fl;

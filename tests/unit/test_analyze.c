@@ -957,6 +957,54 @@ static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes
 	s->t += 2 * US;
 }
 
+/*
+ * Automatic detection, where an iteration begins. A setup phase reads 20 files
+ * on the training thread, then allocates device memory (cudaMalloc); then the
+ * reference iterations, where the first one, after its wait for the batch,
+ * allocates (a caching allocator's first use: cudaMalloc between the wait and
+ * the H2D copy). The first iteration begins where its wait begins, so it
+ * holds the first load; the setup's reads are in no iteration.
+ */
+Test(analyze, automatic_iterations_begin_at_the_wait_also_before_an_allocation)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	uint32_t path = an_memsrc_string(&s.m, "/etc/config.yaml");
+	for (int k = 0; k < 20; k++, s.t += 100 * US) {
+		struct sp_event *e = add(&s, SP_K_OPEN, SP_API_open, s.t, s.t + 50 * US);
+		e->f[SP_F_PATH] = path;
+		e->f[SP_F_FD] = 3;
+	}
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 64 * MiB, &live); /* setup: the model's weights */
+	s.t += 500 * US;
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		if (i) {
+			sim_iteration(&s, 0);
+			continue;
+		}
+		/* the reference iteration with an allocation after its wait */
+		sim_input(&s, 4000 * US);
+		alloc_ev(&s, SP_K_ALLOC, 0x20, 2 * MiB, &live);
+		s.t += 1000 * US - 2 * US; /* the allocation took 2 us of the host's 1000 */
+		sim_copy(&s, SP_DIR_H2D, 2 << 20, 2000 * US, 0);
+		for (int k = 0; k < 4; k++)
+			sim_kernel(&s, s.kname, 1000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4096, 100 * US, 0);
+		sim_sync(&s);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	expect_reference(&a, 20);
+	for (size_t i = 0; i < a.nit; i++)
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+	an_analysis_free(&a);
+}
+
 /* Iteration 6 fails an allocation (free given), then frees `nfree` 24 MiB segments and retries. */
 static void frag_run(struct an_analysis *a, uint64_t request, uint64_t free_at_fail, int nfree)
 {
