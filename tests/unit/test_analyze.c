@@ -393,6 +393,11 @@ Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
 	cr_expect_eq(a.source_kind, AN_SRC_NONE);
 	cr_expect_eq(a.nit, 0);
 	cr_expect_eq(a.nfnd, 0);
+	/* ranks[]: the process selected all the same (the one with the most records) */
+	cr_assert_eq(a.nranks, 1);
+	cr_expect_eq(a.ranks[0].pid, PID);
+	cr_expect(a.ranks[0].selected);
+	cr_expect_eq(a.ranks[0].nit, 0);
 	an_analysis_free(&a);
 	an_memsrc_free(&s.m);
 }
