@@ -799,6 +799,15 @@ Test(findings, small_file_storm_severity_follows_the_exposed_input_share)
 	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.1999), 2);
 }
 
+/* Exactly at each bound, and one microsecond of wait under it: input / wall = wait / 10000 us. */
+Test(findings, small_file_storm_severity_at_its_exact_bounds)
+{
+	cr_expect_eq(storm_severity(1000, 8995, 0.10, 0.30), 1, "input share 10%% exactly: warning");
+	cr_expect_eq(storm_severity(999, 8996, 0.10, 0.30), 0, "9.99%%: info");
+	cr_expect_eq(storm_severity(3000, 6995, 0.10, 0.30), 2, "30%% exactly: critical");
+	cr_expect_eq(storm_severity(2999, 6996, 0.10, 0.30), 1, "29.99%%: warning");
+}
+
 /*
  * NVTX ranges leave gaps (a pop, then the next push): a loader worker's file read
  * in the gap before an iteration feeds that iteration and is counted in it.
@@ -909,6 +918,42 @@ Test(findings, unpinned_copy_severity_by_time_share_and_async)
 	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 0, 11, 16000), 2);
 	/* 4 of 12 iterations of 6 ms with a 1 ms copy: 4 / 72 = 5.6% >= 5% */
 	cr_expect_eq(upc_severity(SP_API_cudaMemcpy, 2, 5, 1000), 1);
+}
+
+/*
+ * Exactly at each bound: 12 iterations of 5985 us (a 1 ms wait, a 5 us launch,
+ * a 4980 us kernel, its sync), the first k of which first copy from pageable
+ * memory for c us with cudaMemcpy (synchronous: only the share decides), a
+ * share of k c / (12 x 5985 + k c): 5% for k c = 3780, 30% for k c = 30780.
+ */
+static int upc_share_severity(int k, uint64_t copy_us)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		sim_step(&s, 1000 * US);
+		if (i < k) {
+			sim_copy(&s, SP_DIR_H2D, 32 << 20, copy_us * US, 1);
+			s.m.ev[s.m.n - 2].api = SP_API_cudaMemcpy;
+		}
+		sim_compute(&s, 4980 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f);
+	cr_expect_eq(a.wall_total, (12 * 5985 + (uint64_t)k * copy_us) * US);
+	int sev = f->severity;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, unpinned_copy_severity_at_its_exact_bounds)
+{
+	cr_expect_eq(upc_share_severity(2, 1890), 1, "5%% exactly: warning");
+	cr_expect_eq(upc_share_severity(2, 1889), 0, "just under 5%%: info");
+	cr_expect_eq(upc_share_severity(4, 7695), 2, "30%% exactly: critical");
+	cr_expect_eq(upc_share_severity(4, 7694), 1, "just under 30%%: warning");
 }
 
 /*
@@ -1404,6 +1449,36 @@ Test(findings, memory_growth_silent_under_5_percent_of_the_start)
 	growth_run(&a, NULL, 10, 400 * MiB, 2 * MiB, 0, 65536 * MiB);
 	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
 	an_analysis_free(&a);
+}
+
+/* Is there a memory_growth finding, and of which severity (-1: none)? */
+static int growth_severity(int iters, uint64_t base, uint64_t leak, uint64_t capacity)
+{
+	struct an_analysis a;
+	growth_run(&a, NULL, iters, base, leak, 0, capacity);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	int sev = f ? f->severity : -1;
+	an_analysis_free(&a);
+	return sev;
+}
+
+/*
+ * Exactly at each bound, and just under it. Peaks base + (i + 1) leak, i < n:
+ * the fitted growth is (n - 1) leak, from a fitted start of base + leak, and the
+ * last fitted point, base + n leak, reaches the capacity after (capacity - base -
+ * n leak) / leak more iterations.
+ */
+Test(findings, memory_growth_at_its_exact_bounds)
+{
+	/* growth 16 MiB exactly (17 iterations of 1 MiB), then 16 MiB - 16 bytes */
+	cr_expect_eq(growth_severity(17, 200 * MiB, MiB, 65536 * MiB), 1);
+	cr_expect_eq(growth_severity(17, 200 * MiB, MiB - 1, 65536 * MiB), -1);
+	/* growth 18 MiB, 5% of a start of 360 MiB exactly; then of 360 MiB + 4 KiB */
+	cr_expect_eq(growth_severity(10, 358 * MiB, 2 * MiB, 65536 * MiB), 1);
+	cr_expect_eq(growth_severity(10, 358 * MiB + 4096, 2 * MiB, 65536 * MiB), -1);
+	/* 10 iterations of 2 MiB end at 220 MiB: capacity 1000 iterations away exactly, then 1001 */
+	cr_expect_eq(growth_severity(10, 200 * MiB, 2 * MiB, 2220 * MiB), 2);
+	cr_expect_eq(growth_severity(10, 200 * MiB, 2 * MiB, 2222 * MiB), 1);
 }
 
 Test(findings, memory_growth_warning_when_capacity_is_far)
