@@ -1056,6 +1056,16 @@ static void live_remove(struct pass2 *p, struct liveblk *b)
 	}
 }
 
+/* Iteration it held the trainer's present device memory (the total and each device's). */
+static void iter_held(struct an_iter *it, const struct pass2 *p)
+{
+	if (it->device_bytes_peak < p->live_total)
+		it->device_bytes_peak = p->live_total;
+	for (unsigned d = 0; d < SP_MAX_DEVICES; d++)
+		if (it->dev_peak[d] < p->live_now[d])
+			it->dev_peak[d] = p->live_now[d];
+}
+
 /* Device memory of the trainer changed: carry the level into iterations without events, then the peak. */
 static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live_after)
 {
@@ -1073,22 +1083,20 @@ static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live
 			before++;
 	}
 	for (long k = p->live_iter + 1; k < before; k++)
-		if (a->it[k].device_bytes_peak < p->live_total)
-			a->it[k].device_bytes_peak = p->live_total;
+		iter_held(&a->it[k], p);
 	if (before - 1 > p->live_iter)
 		p->live_iter = before - 1;
 	if (i >= 0) {
 		if (i > p->live_iter)
 			p->live_iter = i;
-		if (a->it[i].device_bytes_peak < p->live_total)
-			a->it[i].device_bytes_peak = p->live_total;
+		iter_held(&a->it[i], p);
 	}
 	if (dev >= SP_MAX_DEVICES)
 		dev = 0;
 	p->live_total = p->live_total - p->live_now[dev] + live_after;
 	p->live_now[dev] = live_after;
-	if (i >= 0 && a->it[i].device_bytes_peak < p->live_total)
-		a->it[i].device_bytes_peak = p->live_total;
+	if (i >= 0)
+		iter_held(&a->it[i], p);
 	if (a->device_bytes_peak < p->live_total)
 		a->device_bytes_peak = p->live_total;
 }
@@ -1102,6 +1110,7 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 	case SP_K_ALLOC: {
 		if ((int64_t)ev->f[SP_F_RESULT] != 0)
 			break;
+		a->dev_used |= 1u << dev_index(ev->f[SP_F_DEVICE]);
 		if (i >= 0) {
 			a->it[i].allocs++;
 			note_size(&a->it[i], ev->f[SP_F_BYTES]);
@@ -1177,6 +1186,8 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		p->burst_n = 0;
 		if (ev->f[SP_F_TOTAL] && !a->device_capacity)
 			a->device_capacity = ev->f[SP_F_TOTAL];
+		if (!a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])])
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
 		col->nfail_total++;
 		if (ev->f[SP_F_FREE] >= ev->f[SP_F_BYTES])
 			col->nfail_with_free++;
@@ -1194,8 +1205,10 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		break;
 	}
 	case SP_K_MEM_INFO:
-		if (ev->f[SP_F_TOTAL])
+		if (ev->f[SP_F_TOTAL]) {
 			a->device_capacity = ev->f[SP_F_TOTAL];
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
+		}
 		break;
 	}
 }
@@ -1479,8 +1492,7 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 		goto out;
 	/* iterations after the last memory event keep its level */
 	for (long k = p.live_iter + 1; k >= 0 && (size_t)k < a->nit; k++)
-		if (a->it[k].device_bytes_peak < p.live_total)
-			a->it[k].device_bytes_peak = p.live_total;
+		iter_held(&a->it[k], &p);
 	for (size_t k = 0; k < OPENFILES; k++)
 		file_done(&p, &p.files[k]);
 	for (size_t k = 0; k < LIVEBLKS; k++)
@@ -1517,18 +1529,31 @@ out:
 static int pass2(struct state *s)
 {
 	struct an_analysis *a = s->a;
-	uint64_t maxlate = 0, capacity = a->device_capacity;
+	uint64_t maxlate = 0, capacity = a->device_capacity, dev_capacity[SP_MAX_DEVICES];
 	double link_gbps = s->col.link_gbps;
+	memcpy(dev_capacity, a->dev_capacity, sizeof(dev_capacity));
 	for (int tries = 0;; tries++) {
 		int rc = pass2_once(s, &maxlate, tries < PASS2_RETRIES);
-		if (rc <= 0)
+		if (rc < 0)
 			return rc;
+		if (!rc) {
+			/* the capacity of the devices the trainer used, when each one's is known */
+			uint64_t sum = 0;
+			for (unsigned d = 0; d < SP_MAX_DEVICES && sum != UINT64_MAX; d++)
+				if (a->dev_used >> d & 1)
+					sum = a->dev_capacity[d] ? sum + a->dev_capacity[d] : UINT64_MAX;
+			if (sum && sum != UINT64_MAX)
+				a->device_capacity = sum;
+			return 0;
+		}
 		/* what the pass filled, as it was before it */
 		for (size_t i = 0; i < a->nit; i++)
 			a->it[i] = (struct an_iter){.start_ns = a->it[i].start_ns, .end_ns = a->it[i].end_ns};
 		a->late_events = 0;
 		a->device_bytes_peak = 0;
 		a->device_capacity = capacity;
+		memcpy(a->dev_capacity, dev_capacity, sizeof(dev_capacity));
+		a->dev_used = 0;
 		memset(&s->col, 0, sizeof(s->col));
 		s->col.link_gbps = link_gbps;
 	}
@@ -1548,6 +1573,8 @@ static void link_speed(struct state *s)
 	const struct sp_device_info *d = &h->devices[0];
 	if (!a->device_capacity)
 		a->device_capacity = d->mem_bytes;
+	for (unsigned k = 0; k < h->ndevices && k < SP_MAX_DEVICES; k++)
+		a->dev_capacity[k] = h->devices[k].mem_bytes;
 	/* per-lane GB/s after encoding, PCIe gen 1..6 */
 	static const double lane[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877};
 	unsigned g = d->pcie_gen_cur;

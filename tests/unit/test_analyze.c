@@ -1481,6 +1481,55 @@ Test(findings, memory_growth_at_its_exact_bounds)
 	cr_expect_eq(growth_severity(10, 200 * MiB, 2 * MiB, 2222 * MiB), 1);
 }
 
+/*
+ * A trainer on two devices of 64 GiB each: `held` MiB on device 0, `base` MiB on
+ * device 1 where 24 MiB leak in each of 100 iterations. The peaks are the two
+ * devices' sum; the leak exhausts device 1 after (65536 - base - 2400) / 24
+ * more iterations, whatever device 0 holds: its memory_growth finding (-1: none),
+ * and the projected exhaustion in *exhaust.
+ */
+static int two_device_growth(uint64_t held, uint64_t base, double *exhaust)
+{
+	struct sim s;
+	sim_init(&s);
+	s.m.hdr.ndevices = 2;
+	s.m.hdr.devices[0].mem_bytes = s.m.hdr.devices[1].mem_bytes = 65536 * MiB;
+	uint64_t live0 = 0, live1 = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, held * MiB, &live0);
+	alloc_ev(&s, SP_K_ALLOC, 0x20, base * MiB, &live1);
+	s.m.ev[s.m.n - 1].f[SP_F_DEVICE] = 1;
+	for (int i = 0; i < 100; i++) {
+		sim_step(&s, 1000 * US);
+		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)i, 24 * MiB, &live1);
+		s.m.ev[s.m.n - 1].f[SP_F_DEVICE] = 1;
+		sim_compute(&s, 2000 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.device_capacity, 2 * 65536 * MiB, "the two devices' memory");
+	cr_assert_eq(a.nit, 100);
+	cr_expect_eq(a.it[99].device_bytes_peak, (held + base + 2400) * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	int sev = f ? f->severity : -1;
+	*exhaust = -2;
+	for (int k = 0; f && k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "projected_exhaustion_iteration"))
+			*exhaust = f->ev[k].num;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, memory_growth_projection_on_the_device_that_grows)
+{
+	double x;
+	/* 30 GiB on device 0 + 12.3 GiB on device 1 exceed one device's 64 GiB sooner, not device 1 */
+	cr_expect_eq(two_device_growth(30720, 10240, &x), 1, "device 1 is 2204 iterations from full: warning");
+	cr_expect_eq(x, 99 + 2204, "exhaustion at %g", x);
+	/* 1 GiB on device 0, device 1 fills in 924 iterations although 84 GiB of 128 are free */
+	cr_expect_eq(two_device_growth(1024, 40960, &x), 2, "device 1 is 924 iterations from full: critical");
+	cr_expect_eq(x, 99 + 924, "exhaustion at %g", x);
+}
+
 Test(findings, memory_growth_warning_when_capacity_is_far)
 {
 	struct an_analysis a;
