@@ -461,6 +461,83 @@ Test(analyze, a_call_begun_before_its_iteration_is_host_blocked_in_it)
 	an_analysis_free(&a);
 }
 
+/* A GPU span of op on the trainer's thread TID's stream(s): [b, e) in us from T. */
+static void span_us(struct sim *s, uint64_t T, uint32_t op, uint64_t b, uint64_t e)
+{
+	struct sp_event *x = add(s, SP_K_GPU_SPAN, 0, T + b * US, T + e * US);
+	x->f[SP_F_OP] = op;
+}
+
+/* A call of the training thread, [b, e) in us from T. */
+static struct sp_event *call_us(struct sim *s, uint64_t T, unsigned kind, unsigned api, uint64_t b, uint64_t e)
+{
+	return add(s, kind, api, T + b * US, T + e * US);
+}
+
+static void copy_us(struct sim *s, uint64_t T, unsigned api, unsigned dir, uint32_t op, uint64_t b, uint64_t e)
+{
+	struct sp_event *x = call_us(s, T, SP_K_COPY, api, b, e);
+	x->f[SP_F_DIRECTION] = dir;
+	x->f[SP_F_BYTES] = 1 << 20;
+	x->f[SP_F_OP] = op;
+	x->f[SP_F_HOST_MEMORY] = SP_HOSTMEM_PINNED;
+}
+
+/*
+ * Two NVTX iterations of 10 ms (times in us). Iteration 0: a wait [0, 2000), a
+ * launch [2000, 2005) of a 10 ms kernel on stream 1, GPU [2005, 12005), which
+ * straddles into iteration 1; a synchronous H2D call [3000, 4000) whose copy
+ * runs on stream 2 at [3000, 3990) while the kernel computes. Iteration 1: a
+ * sync [10000, 12005) for that kernel; a launch [12005, 12010) of a kernel on
+ * stream 2, GPU [12010, 15010); an async D2H call [12010, 12020) on stream 1,
+ * GPU [12020, 12520), under that kernel; a sync [12020, 15010); an H2D call
+ * [16000, 16500), GPU [16000, 16400), with the GPU otherwise idle.
+ */
+Test(analyze, breakdown_of_spans_across_iterations_and_streams)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t T = s.t;
+	uint32_t name = an_memsrc_string(&s.m, "train_step");
+	for (int i = 0; i < 2; i++) {
+		struct sp_event *r = call_us(&s, T, SP_K_RANGE, SP_API_nvtx, 10000 * (uint64_t)i, 10000 * (uint64_t)i + 10000);
+		r->f[SP_F_NAME] = name;
+	}
+	struct sp_event *w = call_us(&s, T, SP_K_LOADER_WAIT, SP_API_read, 0, 2000);
+	w->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+	call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 2000, 2005)->f[SP_F_OP] = 1;
+	span_us(&s, T, 1, 2005, 12005);
+	copy_us(&s, T, SP_API_cudaMemcpy, SP_DIR_H2D, 2, 3000, 4000);
+	span_us(&s, T, 2, 3000, 3990);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 10000, 12005);
+	call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 12005, 12010)->f[SP_F_OP] = 3;
+	span_us(&s, T, 3, 12010, 15010);
+	copy_us(&s, T, SP_API_cudaMemcpyAsync, SP_DIR_D2H, 4, 12010, 12020);
+	span_us(&s, T, 4, 12020, 12520);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 12020, 15010);
+	copy_us(&s, T, SP_API_cudaMemcpy, SP_DIR_H2D, 5, 16000, 16500);
+	span_us(&s, T, 5, 16000, 16400);
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a.nit, 2);
+	/* input, h2d, compute, d2h, sync, other */
+	static const uint64_t bd[2][AN_CAT__COUNT] = {{2000, 0, 7995, 0, 0, 5}, {0, 500, 5005, 0, 0, 4495}};
+	static const uint64_t blk[2][AN_BLK__COUNT] = {{2000, 1000, 0, 0}, {0, 500, 10, 4995}};
+	static const uint64_t idle[2] = {2005, 4595};
+	for (int i = 0; i < 2; i++) {
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			cr_expect_eq(a.it[i].bd[c], bd[i][c] * US, "iteration %d %s: %lu ns", i, an_cat_name[c],
+				     (unsigned long)a.it[i].bd[c]);
+		for (int k = 0; k < AN_BLK__COUNT; k++)
+			cr_expect_eq(a.it[i].blocked[k], blk[i][k] * US, "iteration %d blocked %s: %lu ns", i,
+				     an_blk_name[k], (unsigned long)a.it[i].blocked[k]);
+		cr_expect_eq(a.it[i].gpu_idle_ns, idle[i] * US, "iteration %d idle %lu", i,
+			     (unsigned long)a.it[i].gpu_idle_ns);
+	}
+	an_analysis_free(&a);
+}
+
 /*
  * Two threads of the trainer launch as many kernels: the reference thread TID
  * (input waits, copies, NVTX ranges when `markers`) and MTID, which polls its
