@@ -837,17 +837,24 @@ struct pass2 {
 	int oom;
 };
 
-/* The iteration holding t, -1 when none. */
-static long iter_at(const struct an_analysis *a, uint64_t t)
+/* The first iteration whose start (by_end: end) is after t, a->nit when none (both are sorted). */
+static size_t iter_first_after(const struct an_analysis *a, uint64_t t, int by_end)
 {
 	size_t lo = 0, hi = a->nit;
-	while (lo < hi) { /* first iteration with start > t */
+	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].start_ns <= t)
+		if ((by_end ? a->it[mid].end_ns : a->it[mid].start_ns) <= t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+/* The iteration holding t, -1 when none. */
+static long iter_at(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = iter_first_after(a, t, 0);
 	if (!lo)
 		return -1;
 	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
@@ -856,14 +863,7 @@ static long iter_at(const struct an_analysis *a, uint64_t t)
 /* The first iteration that starts after t, -1 when none. */
 static long iter_after(const struct an_analysis *a, uint64_t t)
 {
-	size_t lo = 0, hi = a->nit;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].start_ns <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = iter_first_after(a, t, 0);
 	return lo < a->nit ? (long)lo : -1;
 }
 
@@ -886,20 +886,6 @@ static struct bd_list *win_lists(struct pass2 *p, size_t i)
 	return p->lists[i % p->wcap];
 }
 
-/* The first iteration that ends after t, a->nit when none. */
-static size_t iter_ending_after(const struct an_analysis *a, uint64_t t)
-{
-	size_t lo = 0, hi = a->nit;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].end_ns <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* Add [b, e) to condition c of every iteration it overlaps. */
 static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 {
@@ -911,7 +897,7 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 	if (p->hint < a->nit && a->it[p->hint].end_ns > b && (p->hint == 0 || a->it[p->hint - 1].end_ns <= b))
 		lo = p->hint;
 	else
-		lo = iter_ending_after(a, b);
+		lo = iter_first_after(a, b, 1);
 	p->hint = lo;
 	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
 		if (a->it[i].finalized) {
@@ -934,7 +920,7 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
 {
 	struct an_analysis *a = p->a;
-	for (size_t i = iter_ending_after(a, b); i < a->nit && a->it[i].start_ns < e; i++) {
+	for (size_t i = iter_first_after(a, b, 1); i < a->nit && a->it[i].start_ns < e; i++) {
 		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
 		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
 		if (ce > cb)
