@@ -591,8 +591,8 @@ static void degenerate_dir(const char *dir, int which)
 		for (int i = 0; i < 300; i++) {
 			uint64_t t = T0 + (uint64_t)i * 1000000;
 			SP_TG_ADD(g, TRAINER, SP_K_OPEN, SP_API_open, t, t + 1000, {SP_F_PATH, f}, {SP_F_FD, 5});
-			SP_TG_ADD(g, TRAINER, SP_K_READ, SP_API_read, t + 1000, t + 2000, {SP_F_FD, 5}, {SP_F_BYTES, 100},
-				  {SP_F_FD_TYPE, SP_FDTYPE_FILE});
+			SP_TG_ADD(g, TRAINER, SP_K_READ, SP_API_read, t + 1000, t + 2000, {SP_F_FD, 5},
+				  {SP_F_BYTES, 100}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
 			SP_TG_ADD(g, TRAINER, SP_K_CLOSE, SP_API_close, t + 2000, t + 3000, {SP_F_FD, 5});
 		}
 	} else if (which == 2) {

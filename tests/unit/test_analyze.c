@@ -500,7 +500,8 @@ Test(analyze, breakdown_of_spans_across_iterations_and_streams)
 	uint64_t T = s.t;
 	uint32_t name = an_memsrc_string(&s.m, "train_step");
 	for (int i = 0; i < 2; i++) {
-		struct sp_event *r = call_us(&s, T, SP_K_RANGE, SP_API_nvtx, 10000 * (uint64_t)i, 10000 * (uint64_t)i + 10000);
+		struct sp_event *r =
+		    call_us(&s, T, SP_K_RANGE, SP_API_nvtx, 10000 * (uint64_t)i, 10000 * (uint64_t)i + 10000);
 		r->f[SP_F_NAME] = name;
 	}
 	struct sp_event *w = call_us(&s, T, SP_K_LOADER_WAIT, SP_API_read, 0, 2000);
@@ -558,7 +559,8 @@ static void two_equal_launchers(struct sim *s, int markers)
 		x->f[SP_F_NAME] = s->kname2;
 		x->f[SP_F_OP] = 100000 + (uint32_t)k;
 		for (int q = 0; q < 4; q++)
-			an_memsrc_add(&s->m, SP_K_SYNC, SP_API_cudaStreamQuery, PID, MTID, e + (uint64_t)q, e + (uint64_t)q);
+			an_memsrc_add(&s->m, SP_K_SYNC, SP_API_cudaStreamQuery, PID, MTID, e + (uint64_t)q,
+				      e + (uint64_t)q);
 	}
 }
 
@@ -642,7 +644,8 @@ static void rare_sync_run(struct an_analysis *a, int iters, int every)
 			pending[npend++].e = g + 200 * US;
 		}
 		if (i % every == every - 1 || i == iters - 1) {
-			an_memsrc_add(&m, SP_K_SYNC, SP_API_cudaStreamSynchronize, PID, TID, t + 2010 * US, t + 2020 * US);
+			an_memsrc_add(&m, SP_K_SYNC, SP_API_cudaStreamSynchronize, PID, TID, t + 2010 * US,
+				      t + 2020 * US);
 			for (int k = 0; k < npend; k++) {
 				e = an_memsrc_add(&m, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, PID, TID, pending[k].b,
 						  pending[k].e);
@@ -673,8 +676,8 @@ Test(analyze, gpu_spans_read_back_iterations_later_are_counted)
 		for (size_t i = 0; i < a.nit; i++) {
 			const struct an_iter *it = &a.it[i];
 			int synced = (int)i % every[c] == every[c] - 1 || i == a.nit - 1;
-			cr_expect_eq(it->bd[AN_COMPUTE], 800 * US, "a sync every %d, iteration %zu: compute %lu", every[c],
-				     i, (unsigned long)it->bd[AN_COMPUTE]);
+			cr_expect_eq(it->bd[AN_COMPUTE], 800 * US, "a sync every %d, iteration %zu: compute %lu",
+				     every[c], i, (unsigned long)it->bd[AN_COMPUTE]);
 			cr_expect_eq(it->bd[AN_INPUT], 1000 * US);
 			cr_expect_eq(it->bd[AN_SYNC], synced ? 10 * US : 0);
 			cr_expect_eq(it->gpu_idle_ns, (2020 - 800) * US);
