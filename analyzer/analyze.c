@@ -648,13 +648,21 @@ static uint32_t signature(const struct sp_event *ev)
 }
 
 struct autostate {
+	/* per signature: the prefix, then a ring of the last ITER_PREFIX_MAX once detected */
 	uint32_t *sig;
 	uint8_t *flags;
-	uint64_t *cut; /* the boundary each prefix signature would give */
-	size_t n;
+	uint64_t *cut; /* the boundary the signature would give */
+	size_t n;      /* signatures in the prefix */
+	uint64_t count; /* signatures seen */
 	int detected;
 	uint32_t period, anchor, every;
-	uint64_t occ;
+	/*
+	 * back > 0: the anchor does not follow the wait for a batch, the signature
+	 * start_sig, back positions earlier in the period, does: an iteration
+	 * begins at the wait before the last start_sig since the previous anchor.
+	 */
+	uint32_t back, start_sig;
+	uint64_t occ, prev; /* anchor occurrences; the index of the last one + 1 (0: none) */
 	uint64_t *bnd;
 	size_t nbnd, capbnd;
 };
@@ -675,13 +683,72 @@ static int auto_boundary(struct autostate *as, uint64_t t)
 	return 0;
 }
 
-static int auto_cut(struct autostate *as, uint32_t sig, uint64_t t)
+/*
+ * Where the iteration of the anchor at index idx begins: at the wait before the
+ * last start_sig that followed one since the previous anchor (an iteration's
+ * first calls may differ: a first iteration that tunes its kernels), else
+ * back signatures before the anchor, else at the anchor.
+ */
+static uint64_t auto_start(const struct autostate *as, uint64_t idx)
 {
-	if (sig != as->anchor)
+	if (!as->back)
+		return as->cut[idx % ITER_PREFIX_MAX];
+	uint64_t lo = as->prev;
+	if (idx >= ITER_PREFIX_MAX && lo <= idx - ITER_PREFIX_MAX)
+		lo = idx - ITER_PREFIX_MAX + 1; /* what the ring still holds */
+	for (uint64_t k = idx; k-- > lo;) {
+		size_t r = k % ITER_PREFIX_MAX;
+		if (as->sig[r] == as->start_sig && (as->flags[r] & ITER_SIG_AFTER_INPUT))
+			return as->cut[r];
+	}
+	if (idx >= as->back && idx - as->back >= lo)
+		return as->cut[(idx - as->back) % ITER_PREFIX_MAX];
+	return as->cut[idx % ITER_PREFIX_MAX];
+}
+
+/* The signature at index idx (in the ring) was seen: a boundary when it is the anchor. */
+static int auto_cut(struct autostate *as, uint64_t idx)
+{
+	if (as->sig[idx % ITER_PREFIX_MAX] != as->anchor)
 		return 0;
+	uint64_t t = auto_start(as, idx);
+	as->prev = idx + 1;
 	if (as->occ++ % as->every)
 		return 0;
 	return auto_boundary(as, t);
+}
+
+/*
+ * The design's start of an iteration is the wait for its batch, before its
+ * first H2D copy; the anchor is a signature occurring once per period, which
+ * need not follow that wait (a batch of equal-sized tensors gives no unique
+ * copy). Then the phase of the period that follows an input wait in most of
+ * its occurrences, the nearest one before the anchor, gives the start.
+ */
+static void auto_start_phase(struct autostate *as)
+{
+	as->back = 0;
+	size_t P = as->period, base = as->n - P, skip = as->n / 8;
+	uint32_t ia = 0;
+	while (ia < P && as->sig[base + ia] != as->anchor)
+		ia++;
+	if (as->every != 1 || ia == P)
+		return;
+	for (uint32_t d = 0; d < P; d++) {
+		size_t j = base + (ia + P - d) % P;
+		unsigned seen = 0, inputs = 0;
+		for (size_t k = j; k >= skip; k -= P) {
+			seen++;
+			inputs += (as->flags[k] & ITER_SIG_AFTER_INPUT) != 0;
+			if (k < P)
+				break;
+		}
+		if (seen && 2 * inputs >= seen) {
+			as->back = d;
+			as->start_sig = as->sig[j];
+			return;
+		}
+	}
 }
 
 static int auto_detect(struct autostate *as)
@@ -691,8 +758,9 @@ static int auto_detect(struct autostate *as)
 	if (!as->period || iter_choose_anchor(as->sig, as->flags, as->n, as->period, &as->anchor, &as->every))
 		return 0;
 	as->detected = 1;
+	auto_start_phase(as);
 	for (size_t i = 0; i < as->n; i++)
-		if (auto_cut(as, as->sig[i], as->cut[i]))
+		if (auto_cut(as, i))
 			return -1;
 	return 0;
 }
@@ -742,13 +810,17 @@ static int iterations_auto(struct state *s)
 			     (ev.kind == SP_K_COPY && ev.f[SP_F_DIRECTION] == SP_DIR_H2D ? ITER_SIG_H2D : 0) |
 			     (ev.kind == SP_K_SYNC ? ITER_SIG_SYNC : 0);
 		in_wait = after_call = 0;
+		if (as.detected < 0)
+			continue;
+		size_t r = as.count % ITER_PREFIX_MAX;
+		as.sig[r] = sg;
+		as.flags[r] = fl;
+		as.cut[r] = cut;
 		if (!as.detected) {
-			as.sig[as.n] = sg;
-			as.flags[as.n] = fl;
-			as.cut[as.n] = cut;
-			if (++as.n == ITER_PREFIX_MAX && auto_detect(&as))
+			as.n = (size_t)++as.count;
+			if (as.n == ITER_PREFIX_MAX && auto_detect(&as))
 				goto out;
-		} else if (as.detected > 0 && auto_cut(&as, sg, cut)) {
+		} else if (auto_cut(&as, as.count++)) {
 			goto out;
 		}
 	}

@@ -540,6 +540,46 @@ Test(analyze, breakdown_of_spans_across_iterations_and_streams)
 }
 
 /*
+ * A batch of three equal-sized tensors (three H2D copies of 1 MiB: none occurs
+ * once per iteration) after a 3 ms wait, an "embed" kernel, three kernels, a
+ * 4 KiB D2H copy, a sync and 200 us of host time. The first iteration also
+ * tunes: five more kernels of their own between its copies and "embed". Each
+ * iteration begins where its wait begins (design.md: at the wait before its
+ * first H2D copy), the first one with the first load, whatever is anchored.
+ */
+Test(analyze, automatic_iterations_begin_at_the_wait_when_the_anchor_does_not_follow_it)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t embed = an_memsrc_string(&s.m, "embed"), tune = an_memsrc_string(&s.m, "tune");
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		sim_input(&s, 3000 * US);
+		for (int k = 0; k < 3; k++)
+			sim_copy(&s, SP_DIR_H2D, 1 << 20, 100 * US, 0);
+		for (int k = 0; !i && k < 5; k++)
+			sim_kernel(&s, tune, 100 * US);
+		sim_kernel(&s, embed, 500 * US);
+		for (int k = 0; k < 3; k++)
+			sim_kernel(&s, s.kname, 1000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4096, 10 * US, 0);
+		sim_sync(&s);
+		s.t += 200 * US;
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, 20);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+		cr_expect_eq(a.it[i].bd[AN_INPUT], 3000 * US, "iteration %zu", i);
+	}
+	an_analysis_free(&a);
+}
+
+/*
  * Two threads of the trainer launch as many kernels: the reference thread TID
  * (input waits, copies, NVTX ranges when `markers`) and MTID, which polls its
  * stream with more sync calls than TID has records. The training thread is the
