@@ -657,11 +657,11 @@ struct autostate {
 	int detected;
 	uint32_t period, anchor, every;
 	/*
-	 * back > 0: the anchor does not follow the wait for a batch, the signature
-	 * start_sig, back positions earlier in the period, does: an iteration
-	 * begins at the wait before the last start_sig since the previous anchor.
+	 * back > 0: the iteration's first wait for a batch is not the anchor's but
+	 * the one before start_sig, back positions earlier in the period, with
+	 * skip more occurrences of start_sig after a wait between them.
 	 */
-	uint32_t back, start_sig;
+	uint32_t back, start_sig, skip;
 	uint64_t occ, prev; /* anchor occurrences; the index of the last one + 1 (0: none) */
 	uint64_t *bnd;
 	size_t nbnd, capbnd;
@@ -684,10 +684,11 @@ static int auto_boundary(struct autostate *as, uint64_t t)
 }
 
 /*
- * Where the iteration of the anchor at index idx begins: at the wait before the
- * last start_sig that followed one since the previous anchor (an iteration's
- * first calls may differ: a first iteration that tunes its kernels), else
- * back signatures before the anchor, else at the anchor.
+ * Where the iteration of the anchor at index idx begins: at the signature back
+ * positions earlier when it is start_sig; else (an iteration whose first calls
+ * differ: a first iteration that tunes its kernels) at the wait before the
+ * (skip + 1)-th last start_sig that followed one since the previous anchor;
+ * else at the anchor.
  */
 static uint64_t auto_start(const struct autostate *as, uint64_t idx)
 {
@@ -696,13 +697,14 @@ static uint64_t auto_start(const struct autostate *as, uint64_t idx)
 	uint64_t lo = as->prev;
 	if (idx >= ITER_PREFIX_MAX && lo <= idx - ITER_PREFIX_MAX)
 		lo = idx - ITER_PREFIX_MAX + 1; /* what the ring still holds */
+	if (idx >= as->back && idx - as->back >= lo && as->sig[(idx - as->back) % ITER_PREFIX_MAX] == as->start_sig)
+		return as->cut[(idx - as->back) % ITER_PREFIX_MAX];
+	uint32_t skip = as->skip;
 	for (uint64_t k = idx; k-- > lo;) {
 		size_t r = k % ITER_PREFIX_MAX;
-		if (as->sig[r] == as->start_sig && (as->flags[r] & ITER_SIG_AFTER_INPUT))
+		if (as->sig[r] == as->start_sig && (as->flags[r] & ITER_SIG_AFTER_INPUT) && !skip--)
 			return as->cut[r];
 	}
-	if (idx >= as->back && idx - as->back >= lo)
-		return as->cut[(idx - as->back) % ITER_PREFIX_MAX];
 	return as->cut[idx % ITER_PREFIX_MAX];
 }
 
@@ -718,37 +720,50 @@ static int auto_cut(struct autostate *as, uint64_t idx)
 	return auto_boundary(as, t);
 }
 
+/* Does the signature at prefix position j follow an input wait in most of its occurrences (a period apart)? */
+static int auto_after_input(const struct autostate *as, size_t j)
+{
+	size_t P = as->period, skip = as->n / 8;
+	unsigned seen = 0, inputs = 0;
+	for (size_t k = j; k >= skip; k -= P) {
+		seen++;
+		inputs += (as->flags[k] & ITER_SIG_AFTER_INPUT) != 0;
+		if (k < P)
+			break;
+	}
+	return seen && 2 * inputs >= seen;
+}
+
 /*
- * The design's start of an iteration is the wait for its batch, before its
- * first H2D copy; the anchor is a signature occurring once per period, which
- * need not follow that wait (a batch of equal-sized tensors gives no unique
- * copy). Then the phase of the period that follows an input wait in most of
- * its occurrences, the nearest one before the anchor, gives the start.
+ * The design's start of an iteration is the wait before its first H2D copy.
+ * The anchor is a signature occurring once per period, which need not follow
+ * that wait (a batch of equal-sized tensors gives no unique copy), nor the
+ * first one (two micro-batches per step, each waited for). Of the period's
+ * signatures that mostly follow an input wait, H2D copies first, the first
+ * after the previous anchor (the farthest before this one) gives the start.
  */
 static void auto_start_phase(struct autostate *as)
 {
-	as->back = 0;
-	size_t P = as->period, base = as->n - P, skip = as->n / 8;
+	as->back = as->skip = 0;
+	size_t P = as->period, base = as->n - P;
 	uint32_t ia = 0;
 	while (ia < P && as->sig[base + ia] != as->anchor)
 		ia++;
 	if (as->every != 1 || ia == P)
 		return;
-	for (uint32_t d = 0; d < P; d++) {
-		size_t j = base + (ia + P - d) % P;
-		unsigned seen = 0, inputs = 0;
-		for (size_t k = j; k >= skip; k -= P) {
-			seen++;
-			inputs += (as->flags[k] & ITER_SIG_AFTER_INPUT) != 0;
-			if (k < P)
-				break;
-		}
-		if (seen && 2 * inputs >= seen) {
+	for (int h2d = 1; h2d >= 0; h2d--)
+		for (uint32_t d = (uint32_t)P; d-- > 0;) {
+			size_t j = base + (ia + P - d) % P;
+			if ((h2d && !(as->flags[j] & ITER_SIG_H2D)) || !auto_after_input(as, j))
+				continue;
 			as->back = d;
 			as->start_sig = as->sig[j];
+			for (uint32_t e = d; e-- > 1;) { /* the same signature after a wait, later in the period */
+				size_t k = base + (ia + P - e) % P;
+				as->skip += as->sig[k] == as->start_sig && (as->flags[k] & ITER_SIG_AFTER_INPUT);
+			}
 			return;
 		}
-	}
 }
 
 static int auto_detect(struct autostate *as)

@@ -580,6 +580,44 @@ Test(analyze, automatic_iterations_begin_at_the_wait_when_the_anchor_does_not_fo
 }
 
 /*
+ * Gradient accumulation: each step waits for two micro-batches, each a 2 ms wait,
+ * a 1 MiB H2D copy, a "fwd" and a "bwd" kernel; then an "opt" kernel, a 4-byte
+ * D2H copy and a sync. The only signatures once per step are the last three:
+ * the step (the iteration) begins at the wait for its first micro-batch.
+ */
+Test(analyze, automatic_iterations_begin_at_the_first_of_two_waits)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t fwd = an_memsrc_string(&s.m, "fwd"), bwd = an_memsrc_string(&s.m, "bwd"),
+		 opt = an_memsrc_string(&s.m, "opt");
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		for (int m = 0; m < 2; m++) {
+			sim_input(&s, 2000 * US);
+			sim_copy(&s, SP_DIR_H2D, 1 << 20, 100 * US, 0);
+			sim_kernel(&s, fwd, 300 * US);
+			sim_kernel(&s, bwd, 600 * US);
+			sim_sync(&s);
+		}
+		sim_kernel(&s, opt, 200 * US);
+		sim_copy(&s, SP_DIR_D2H, 4, 5 * US, 1);
+		sim_sync(&s);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, 20);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+		cr_expect_eq(a.it[i].bd[AN_INPUT], 4000 * US, "iteration %zu", i);
+	}
+	an_analysis_free(&a);
+}
+
+/*
  * Two threads of the trainer launch as many kernels: the reference thread TID
  * (input waits, copies, NVTX ranges when `markers`) and MTID, which polls its
  * stream with more sync calls than TID has records. The training thread is the
