@@ -539,6 +539,21 @@ Test(analyze, breakdown_of_spans_across_iterations_and_streams)
 	an_analysis_free(&a);
 }
 
+/* Automatic iterations of what s recorded (then freed): n, beginning at starts[], each with `input` ns of input. */
+static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, uint64_t input)
+{
+	struct an_analysis a;
+	run_free(s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, n);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+		cr_expect_eq(a.it[i].bd[AN_INPUT], input, "iteration %zu", i);
+	}
+	an_analysis_free(&a);
+}
+
 /*
  * A batch of three equal-sized tensors (three H2D copies of 1 MiB: none occurs
  * once per iteration) after a 3 ms wait, an "embed" kernel, three kernels, a
@@ -567,16 +582,7 @@ Test(analyze, automatic_iterations_begin_at_the_wait_when_the_anchor_does_not_fo
 		sim_sync(&s);
 		s.t += 200 * US;
 	}
-	struct an_analysis a;
-	run_free(&s, NULL, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
-	cr_assert_eq(a.nit, 20);
-	for (size_t i = 0; i < a.nit; i++) {
-		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
-			     (long)(a.it[i].start_ns - starts[i]));
-		cr_expect_eq(a.it[i].bd[AN_INPUT], 3000 * US, "iteration %zu", i);
-	}
-	an_analysis_free(&a);
+	expect_auto_starts(&s, starts, 20, 3000 * US);
 }
 
 /*
@@ -605,16 +611,7 @@ Test(analyze, automatic_iterations_begin_at_the_first_of_two_waits)
 		sim_copy(&s, SP_DIR_D2H, 4, 5 * US, 1);
 		sim_sync(&s);
 	}
-	struct an_analysis a;
-	run_free(&s, NULL, &a);
-	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
-	cr_assert_eq(a.nit, 20);
-	for (size_t i = 0; i < a.nit; i++) {
-		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
-			     (long)(a.it[i].start_ns - starts[i]));
-		cr_expect_eq(a.it[i].bd[AN_INPUT], 4000 * US, "iteration %zu", i);
-	}
-	an_analysis_free(&a);
+	expect_auto_starts(&s, starts, 20, 4000 * US);
 }
 
 /*
