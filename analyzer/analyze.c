@@ -119,7 +119,8 @@ uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q)
 
 struct thr {
 	int32_t pid, tid;
-	uint64_t launches, records, steps, last_sig_end;
+	uint64_t launches, records, last_sig_end;
+	uint64_t marks, inputs; /* iteration marks (matching NVTX ranges, steps) and input calls: ties */
 	int used;
 };
 
@@ -357,12 +358,14 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 		p->launches++;
 		break;
 	case SP_K_RANGE:
-		if (name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]) &&
-		    push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
+		if (!name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]))
+			break;
+		t->marks++;
+		if (push_mark(&s->ranges, &s->nranges, &s->capranges, &ev))
 			c->err = 1;
 		break;
 	case SP_K_STEP:
-		t->steps++;
+		t->marks++;
 		if (push_mark(&s->steps, &s->nsteps, &s->capsteps, &ev))
 			c->err = 1;
 		break;
@@ -375,6 +378,8 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 	}
 	if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
 		t->last_sig_end = ev.end_ns;
+	if (is_input_kind(ev.kind))
+		t->inputs++;
 #undef ev
 }
 
@@ -457,6 +462,25 @@ static struct an_proc *select_trainer(struct state *s, char *err, size_t errlen)
 	return best;
 }
 
+/*
+ * Is t rather than u the training thread? The most kernel launches; between
+ * equals, the thread that marks the iterations (the user said where the loop
+ * is), then the one that waits for input (the breakdown's input is its wait),
+ * then the most records, then the lowest id: never the hash table's order.
+ */
+static int thr_trains_more(const struct thr *t, const struct thr *u)
+{
+	if (t->launches != u->launches)
+		return t->launches > u->launches;
+	if (t->marks != u->marks)
+		return t->marks > u->marks;
+	if (t->inputs != u->inputs)
+		return t->inputs > u->inputs;
+	if (t->records != u->records)
+		return t->records > u->records;
+	return t->tid < u->tid;
+}
+
 /* The trainer process and its training thread; roles of every process. 0, or -1 (err). */
 static int choose_trainer(struct state *s, char *err, size_t errlen)
 {
@@ -474,11 +498,7 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	struct thr *bt = NULL;
 	for (size_t i = 0; i < s->capthr; i++) {
 		struct thr *t = &s->thr[i];
-		if (!t->used || t->pid != best->pid)
-			continue;
-		if (!bt || t->launches > bt->launches ||
-		    (t->launches == bt->launches &&
-		     (t->steps > bt->steps || (t->steps == bt->steps && t->records > bt->records))))
+		if (t->used && t->pid == best->pid && (!bt || thr_trains_more(t, bt)))
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
@@ -628,13 +648,21 @@ static uint32_t signature(const struct sp_event *ev)
 }
 
 struct autostate {
+	/* per signature: the prefix, then a ring of the last ITER_PREFIX_MAX once detected */
 	uint32_t *sig;
 	uint8_t *flags;
-	uint64_t *cut; /* the boundary each prefix signature would give */
-	size_t n;
+	uint64_t *cut; /* the boundary the signature would give */
+	size_t n;      /* signatures in the prefix */
+	uint64_t count; /* signatures seen */
 	int detected;
 	uint32_t period, anchor, every;
-	uint64_t occ;
+	/*
+	 * back > 0: the iteration's first wait for a batch is not the anchor's but
+	 * the one before start_sig, back positions earlier in the period, with
+	 * skip more occurrences of start_sig after a wait between them.
+	 */
+	uint32_t back, start_sig, skip;
+	uint64_t occ, prev; /* anchor occurrences; the index of the last one + 1 (0: none) */
 	uint64_t *bnd;
 	size_t nbnd, capbnd;
 };
@@ -655,13 +683,87 @@ static int auto_boundary(struct autostate *as, uint64_t t)
 	return 0;
 }
 
-static int auto_cut(struct autostate *as, uint32_t sig, uint64_t t)
+/*
+ * Where the iteration of the anchor at index idx begins: at the signature back
+ * positions earlier when it is start_sig; else (an iteration whose first calls
+ * differ: a first iteration that tunes its kernels) at the wait before the
+ * (skip + 1)-th last start_sig that followed one since the previous anchor;
+ * else at the anchor.
+ */
+static uint64_t auto_start(const struct autostate *as, uint64_t idx)
 {
-	if (sig != as->anchor)
+	if (!as->back)
+		return as->cut[idx % ITER_PREFIX_MAX];
+	uint64_t lo = as->prev;
+	if (idx >= ITER_PREFIX_MAX && lo <= idx - ITER_PREFIX_MAX)
+		lo = idx - ITER_PREFIX_MAX + 1; /* what the ring still holds */
+	if (idx >= as->back && idx - as->back >= lo && as->sig[(idx - as->back) % ITER_PREFIX_MAX] == as->start_sig)
+		return as->cut[(idx - as->back) % ITER_PREFIX_MAX];
+	uint32_t skip = as->skip;
+	for (uint64_t k = idx; k-- > lo;) {
+		size_t r = k % ITER_PREFIX_MAX;
+		if (as->sig[r] == as->start_sig && (as->flags[r] & ITER_SIG_AFTER_INPUT) && !skip--)
+			return as->cut[r];
+	}
+	return as->cut[idx % ITER_PREFIX_MAX];
+}
+
+/* The signature at index idx (in the ring) was seen: a boundary when it is the anchor. */
+static int auto_cut(struct autostate *as, uint64_t idx)
+{
+	if (as->sig[idx % ITER_PREFIX_MAX] != as->anchor)
 		return 0;
+	uint64_t t = auto_start(as, idx);
+	as->prev = idx + 1;
 	if (as->occ++ % as->every)
 		return 0;
 	return auto_boundary(as, t);
+}
+
+/* Does the signature at prefix position j follow an input wait in most of its occurrences (a period apart)? */
+static int auto_after_input(const struct autostate *as, size_t j)
+{
+	size_t P = as->period, skip = as->n / 8;
+	unsigned seen = 0, inputs = 0;
+	for (size_t k = j; k >= skip; k -= P) {
+		seen++;
+		inputs += (as->flags[k] & ITER_SIG_AFTER_INPUT) != 0;
+		if (k < P)
+			break;
+	}
+	return seen && 2 * inputs >= seen;
+}
+
+/*
+ * The design's start of an iteration is the wait before its first H2D copy.
+ * The anchor is a signature occurring once per period, which need not follow
+ * that wait (a batch of equal-sized tensors gives no unique copy), nor the
+ * first one (two micro-batches per step, each waited for). Of the period's
+ * signatures that mostly follow an input wait, H2D copies first, the first
+ * after the previous anchor (the farthest before this one) gives the start.
+ */
+static void auto_start_phase(struct autostate *as)
+{
+	as->back = as->skip = 0;
+	size_t P = as->period, base = as->n - P;
+	uint32_t ia = 0;
+	while (ia < P && as->sig[base + ia] != as->anchor)
+		ia++;
+	if (as->every != 1 || ia == P)
+		return;
+	for (int h2d = 1; h2d >= 0; h2d--)
+		for (uint32_t d = (uint32_t)P; d-- > 0;) {
+			size_t j = base + (ia + P - d) % P;
+			if ((h2d && !(as->flags[j] & ITER_SIG_H2D)) || !auto_after_input(as, j))
+				continue;
+			as->back = d;
+			as->start_sig = as->sig[j];
+			for (uint32_t e = d; e-- > 1;) { /* the same signature after a wait, later in the period */
+				size_t k = base + (ia + P - e) % P;
+				as->skip += as->sig[k] == as->start_sig && (as->flags[k] & ITER_SIG_AFTER_INPUT);
+			}
+			return;
+		}
 }
 
 static int auto_detect(struct autostate *as)
@@ -671,8 +773,9 @@ static int auto_detect(struct autostate *as)
 	if (!as->period || iter_choose_anchor(as->sig, as->flags, as->n, as->period, &as->anchor, &as->every))
 		return 0;
 	as->detected = 1;
+	auto_start_phase(as);
 	for (size_t i = 0; i < as->n; i++)
-		if (auto_cut(as, as->sig[i], as->cut[i]))
+		if (auto_cut(as, i))
 			return -1;
 	return 0;
 }
@@ -688,15 +791,16 @@ static int iterations_auto(struct state *s)
 	if (!as.sig || !as.flags || !as.cut || s->src->rewind(s->src->ctx))
 		goto out;
 	const struct sp_event *e;
-	int file, in_wait = 0;
+	int file, in_wait = 0, after_call = 0;
 	uint64_t wait_start = 0;
 	while ((e = s->src->next(s->src->ctx, &file))) {
 		const struct sp_event ev = *e;
 		if (ev.pid != a->trainer_pid || ev.tid != a->training_tid)
 			continue;
 		if (is_input_kind(ev.kind)) {
-			if (!in_wait) {
+			if (!in_wait || after_call) {
 				in_wait = 1;
+				after_call = 0;
 				wait_start = ev.begin_ns;
 			}
 			continue;
@@ -704,11 +808,15 @@ static int iterations_auto(struct state *s)
 		if (!is_sig_kind(ev.kind)) {
 			/*
 			 * Any other call of the training thread (an allocation, a pinned
-			 * alloc) ends the wait: the files a setup phase writes before its
-			 * first cudaMalloc are not the first batch's wait.
+			 * alloc) separates two waits: the files a setup phase reads
+			 * before its first cudaMalloc are not the first batch's wait,
+			 * which begins again at the next input call. Without one, the
+			 * wait stands: a caching allocator's cudaMalloc between the
+			 * wait for the first batch and its copy does not move the
+			 * first load out of the first iteration.
 			 */
 			if (!is_passive_kind(ev.kind))
-				in_wait = 0;
+				after_call = 1;
 			continue;
 		}
 		uint32_t sg = signature(&ev);
@@ -716,14 +824,18 @@ static int iterations_auto(struct state *s)
 		uint8_t fl = (in_wait ? ITER_SIG_AFTER_INPUT : 0) |
 			     (ev.kind == SP_K_COPY && ev.f[SP_F_DIRECTION] == SP_DIR_H2D ? ITER_SIG_H2D : 0) |
 			     (ev.kind == SP_K_SYNC ? ITER_SIG_SYNC : 0);
-		in_wait = 0;
+		in_wait = after_call = 0;
+		if (as.detected < 0)
+			continue;
+		size_t r = as.count % ITER_PREFIX_MAX;
+		as.sig[r] = sg;
+		as.flags[r] = fl;
+		as.cut[r] = cut;
 		if (!as.detected) {
-			as.sig[as.n] = sg;
-			as.flags[as.n] = fl;
-			as.cut[as.n] = cut;
-			if (++as.n == ITER_PREFIX_MAX && auto_detect(&as))
+			as.n = (size_t)++as.count;
+			if (as.n == ITER_PREFIX_MAX && auto_detect(&as))
 				goto out;
-		} else if (as.detected > 0 && auto_cut(&as, sg, cut)) {
+		} else if (auto_cut(&as, as.count++)) {
 			goto out;
 		}
 	}
@@ -812,17 +924,24 @@ struct pass2 {
 	int oom;
 };
 
-/* The iteration holding t, -1 when none. */
-static long iter_at(const struct an_analysis *a, uint64_t t)
+/* The first iteration whose start (by_end: end) is after t, a->nit when none (both are sorted). */
+static size_t iter_first_after(const struct an_analysis *a, uint64_t t, int by_end)
 {
 	size_t lo = 0, hi = a->nit;
-	while (lo < hi) { /* first iteration with start > t */
+	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].start_ns <= t)
+		if ((by_end ? a->it[mid].end_ns : a->it[mid].start_ns) <= t)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
+	return lo;
+}
+
+/* The iteration holding t, -1 when none. */
+static long iter_at(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = iter_first_after(a, t, 0);
 	if (!lo)
 		return -1;
 	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
@@ -831,14 +950,7 @@ static long iter_at(const struct an_analysis *a, uint64_t t)
 /* The first iteration that starts after t, -1 when none. */
 static long iter_after(const struct an_analysis *a, uint64_t t)
 {
-	size_t lo = 0, hi = a->nit;
-	while (lo < hi) {
-		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].start_ns <= t)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+	size_t lo = iter_first_after(a, t, 0);
 	return lo < a->nit ? (long)lo : -1;
 }
 
@@ -867,17 +979,12 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 	struct an_analysis *a = p->a;
 	if (e <= b || !a->nit)
 		return;
-	size_t lo = 0, hi = a->nit;
+	size_t lo;
 	/* records mostly arrive in time order: try the iteration of the previous span first */
 	if (p->hint < a->nit && a->it[p->hint].end_ns > b && (p->hint == 0 || a->it[p->hint - 1].end_ns <= b))
-		lo = hi = p->hint;
-	while (lo < hi) { /* first iteration ending after b */
-		size_t mid = (lo + hi) / 2;
-		if (a->it[mid].end_ns <= b)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
+		lo = p->hint;
+	else
+		lo = iter_first_after(a, b, 1);
 	p->hint = lo;
 	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
 		if (a->it[i].finalized) {
@@ -892,11 +999,15 @@ static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
 	}
 }
 
-/* Host-blocked time: the call's overlap with each iteration (overlap between calls allowed). */
+/*
+ * Host-blocked time: the call's overlap with each iteration (overlap between calls
+ * allowed), also when the call began before the iteration: before the first one,
+ * or in a gap between NVTX ranges or marks of another thread.
+ */
 static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
 {
 	struct an_analysis *a = p->a;
-	for (long i = iter_at(a, b); i >= 0 && (size_t)i < a->nit && a->it[i].start_ns < e; i++) {
+	for (size_t i = iter_first_after(a, b, 1); i < a->nit && a->it[i].start_ns < e; i++) {
 		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
 		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
 		if (ce > cb)
@@ -945,8 +1056,9 @@ static void file_done(struct pass2 *p, struct openfile *f)
 	p->s->col.fsize_hist[b]++;
 	p->s->col.fsize_sum[b] += f->bytes;
 	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
-		p->a->it[f->iter].fsize_hist[b]++;
 		p->a->it[f->iter].files_sized++;
+		if ((double)f->bytes < p->a->opt.threshold[AN_T_SFS_MAX_FILE])
+			p->a->it[f->iter].files_small++;
 	}
 	f->used = 0;
 }
@@ -1017,6 +1129,16 @@ static void live_remove(struct pass2 *p, struct liveblk *b)
 	}
 }
 
+/* Iteration it held the trainer's present device memory (the total and each device's). */
+static void iter_held(struct an_iter *it, const struct pass2 *p)
+{
+	if (it->device_bytes_peak < p->live_total)
+		it->device_bytes_peak = p->live_total;
+	for (unsigned d = 0; d < SP_MAX_DEVICES; d++)
+		if (it->dev_peak[d] < p->live_now[d])
+			it->dev_peak[d] = p->live_now[d];
+}
+
 /* Device memory of the trainer changed: carry the level into iterations without events, then the peak. */
 static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live_after)
 {
@@ -1034,22 +1156,20 @@ static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live
 			before++;
 	}
 	for (long k = p->live_iter + 1; k < before; k++)
-		if (a->it[k].device_bytes_peak < p->live_total)
-			a->it[k].device_bytes_peak = p->live_total;
+		iter_held(&a->it[k], p);
 	if (before - 1 > p->live_iter)
 		p->live_iter = before - 1;
 	if (i >= 0) {
 		if (i > p->live_iter)
 			p->live_iter = i;
-		if (a->it[i].device_bytes_peak < p->live_total)
-			a->it[i].device_bytes_peak = p->live_total;
+		iter_held(&a->it[i], p);
 	}
 	if (dev >= SP_MAX_DEVICES)
 		dev = 0;
 	p->live_total = p->live_total - p->live_now[dev] + live_after;
 	p->live_now[dev] = live_after;
-	if (i >= 0 && a->it[i].device_bytes_peak < p->live_total)
-		a->it[i].device_bytes_peak = p->live_total;
+	if (i >= 0)
+		iter_held(&a->it[i], p);
 	if (a->device_bytes_peak < p->live_total)
 		a->device_bytes_peak = p->live_total;
 }
@@ -1063,6 +1183,7 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 	case SP_K_ALLOC: {
 		if ((int64_t)ev->f[SP_F_RESULT] != 0)
 			break;
+		a->dev_used |= 1u << dev_index(ev->f[SP_F_DEVICE]);
 		if (i >= 0) {
 			a->it[i].allocs++;
 			note_size(&a->it[i], ev->f[SP_F_BYTES]);
@@ -1138,6 +1259,8 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		p->burst_n = 0;
 		if (ev->f[SP_F_TOTAL] && !a->device_capacity)
 			a->device_capacity = ev->f[SP_F_TOTAL];
+		if (!a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])])
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
 		col->nfail_total++;
 		if (ev->f[SP_F_FREE] >= ev->f[SP_F_BYTES])
 			col->nfail_with_free++;
@@ -1155,8 +1278,10 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 		break;
 	}
 	case SP_K_MEM_INFO:
-		if (ev->f[SP_F_TOTAL])
+		if (ev->f[SP_F_TOTAL]) {
 			a->device_capacity = ev->f[SP_F_TOTAL];
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
+		}
 		break;
 	}
 }
@@ -1366,12 +1491,19 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 #undef ITER
 }
 
-static int pass2(struct state *s)
+/*
+ * One pass 2 with a lateness of *maxlate assumed from the start: 0, -1 (out of
+ * memory, rewind failed), or when may_retry and a record came too late for an
+ * iteration already finalized, 1 with its lateness in *maxlate (a pass over
+ * with that window would have kept the iteration open for it).
+ */
+static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 {
 	struct an_analysis *a = s->a;
 	struct pass2 p = {0};
 	p.s = s;
 	p.a = a;
+	p.maxlate = *maxlate;
 	p.live_iter = -1;
 	p.wcap = 16;
 	p.lists = calloc(p.wcap, sizeof(*p.lists));
@@ -1395,17 +1527,22 @@ static int pass2(struct state *s)
 			p.maxbegin = ev->begin_ns;
 		else if (p.maxbegin - ev->begin_ns > p.maxlate)
 			p.maxlate = p.maxbegin - ev->begin_ns;
+		uint64_t late = a->late_events;
 		on_event(&p, ev, file);
 		if (p.oom)
 			goto out;
+		if (a->late_events != late && may_retry) {
+			*maxlate = p.maxlate;
+			rc = 1;
+			goto out;
+		}
 		/*
 		 * An iteration is final once the stream's begin times are well past its end:
 		 * records arrive by begin time except for a bounded lateness (GPU spans read
 		 * back at the next sync, a call written after the calls it made), which is
-		 * measured as we go, and is at most about an iteration (GPU spans are read
-		 * back at the iteration's syncs): the window is the larger of twice the
-		 * iteration's wall time, four times the worst lateness seen and 1 ms.
-		 * Records later than that are counted (late_events).
+		 * measured as we go: the window is the larger of twice the iteration's wall
+		 * time, four times the worst lateness seen and 1 ms. A record later than
+		 * that starts the pass over with its lateness known (pass2()).
 		 */
 		while (p.first_open < a->nit) {
 			const struct an_iter *it = &a->it[p.first_open];
@@ -1428,8 +1565,7 @@ static int pass2(struct state *s)
 		goto out;
 	/* iterations after the last memory event keep its level */
 	for (long k = p.live_iter + 1; k >= 0 && (size_t)k < a->nit; k++)
-		if (a->it[k].device_bytes_peak < p.live_total)
-			a->it[k].device_bytes_peak = p.live_total;
+		iter_held(&a->it[k], &p);
 	for (size_t k = 0; k < OPENFILES; k++)
 		file_done(&p, &p.files[k]);
 	for (size_t k = 0; k < LIVEBLKS; k++)
@@ -1451,6 +1587,51 @@ out:
 	return rc;
 }
 
+/* Passes 2 over at most, each with a lateness 4 times the last one's at least: 4^8 ms is 65 s. */
+#define PASS2_RETRIES 8
+
+/*
+ * Pass 2, started over when a record arrives after its iteration was
+ * finalized: GPU spans are read back at the program's syncs, so a loop that
+ * synchronises every N iterations (a loss logged every N steps) writes them
+ * N iterations late, which the first iterations cannot have known. The pass
+ * over assumes that lateness from the start; memory is still the window's (the
+ * open iterations'), not the run's. After PASS2_RETRIES, late records are
+ * counted (late_events), not added.
+ */
+static int pass2(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	uint64_t maxlate = 0, capacity = a->device_capacity, dev_capacity[SP_MAX_DEVICES];
+	double link_gbps = s->col.link_gbps;
+	memcpy(dev_capacity, a->dev_capacity, sizeof(dev_capacity));
+	for (int tries = 0;; tries++) {
+		int rc = pass2_once(s, &maxlate, tries < PASS2_RETRIES);
+		if (rc < 0)
+			return rc;
+		if (!rc) {
+			/* the capacity of the devices the trainer used, when each one's is known */
+			uint64_t sum = 0;
+			for (unsigned d = 0; d < SP_MAX_DEVICES && sum != UINT64_MAX; d++)
+				if (a->dev_used >> d & 1)
+					sum = a->dev_capacity[d] ? sum + a->dev_capacity[d] : UINT64_MAX;
+			if (sum && sum != UINT64_MAX)
+				a->device_capacity = sum;
+			return 0;
+		}
+		/* what the pass filled, as it was before it */
+		for (size_t i = 0; i < a->nit; i++)
+			a->it[i] = (struct an_iter){.start_ns = a->it[i].start_ns, .end_ns = a->it[i].end_ns};
+		a->late_events = 0;
+		a->device_bytes_peak = 0;
+		a->device_capacity = capacity;
+		memcpy(a->dev_capacity, dev_capacity, sizeof(dev_capacity));
+		a->dev_used = 0;
+		memset(&s->col, 0, sizeof(s->col));
+		s->col.link_gbps = link_gbps;
+	}
+}
+
 /* ---------------------------------------- 6. summary, ranks, entry */
 
 static void link_speed(struct state *s)
@@ -1465,6 +1646,8 @@ static void link_speed(struct state *s)
 	const struct sp_device_info *d = &h->devices[0];
 	if (!a->device_capacity)
 		a->device_capacity = d->mem_bytes;
+	for (unsigned k = 0; k < h->ndevices && k < SP_MAX_DEVICES; k++)
+		a->dev_capacity[k] = h->devices[k].mem_bytes;
 	/* per-lane GB/s after encoding, PCIe gen 1..6 */
 	static const double lane[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.877};
 	unsigned g = d->pcie_gen_cur;

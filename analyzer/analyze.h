@@ -148,11 +148,16 @@ struct an_iter {
 	uint64_t blocked[AN_BLK__COUNT];
 	uint64_t gpu_idle_ns;
 	uint64_t files_opened, metadata_ops, bytes_read, h2d_bytes, d2h_bytes, pageable_copies, device_bytes_peak;
+	uint64_t dev_peak[SP_MAX_DEVICES]; /* device_bytes_peak of each device (memory_growth's projection) */
 	/* for the findings */
 	uint64_t opens, stats, meta_ns, data_ns;
 	uint64_t pageable_bytes, pageable_ns, pageable_async, pinned_bytes, pinned_ns, pinned_copies;
-	uint32_t fsize_hist[AN_FSIZE_BUCKETS];
-	uint32_t files_sized;
+	/*
+	 * Files opened in the iteration and sized at their close; of them, those under
+	 * small_file_storm.max_median_file_bytes: the median is under it when they are
+	 * half or more (exact at any threshold, in two counters).
+	 */
+	uint32_t files_sized, files_small;
 	uint32_t allocs, frees, alloc_failed, flushes;
 	uint32_t nsizes; /* distinct allocation sizes, saturates at AN_SIZESET + 1 */
 	uint64_t sizes[AN_SIZESET];
@@ -204,7 +209,9 @@ struct an_analysis {
 	int32_t trainer_pid, training_tid; /* 0 when none */
 	uint64_t run_begin_ns, run_end_ns;
 	uint64_t records, lost, late_events;
-	uint64_t device_capacity;
+	uint64_t device_capacity; /* of the devices the trainer allocated on (their sum), else of device 0 */
+	uint64_t dev_capacity[SP_MAX_DEVICES]; /* per device: mem-info, a failed allocation, the header (0 unknown) */
+	uint32_t dev_used;		       /* bit d: the trainer allocated on device d */
 	struct an_iter *it;
 	size_t nit;
 	struct an_result_finding *fnd;

@@ -83,19 +83,24 @@ uint64_t an_fsize_bucket_hi(unsigned b)
 	return b ? (1ull << b) - 1 : 0;
 }
 
-uint64_t an_fsize_median(const uint32_t *hist)
+/* The bucket of the (lower) median of a bucket histogram, -1 when it is empty. */
+static int fsize_median_bucket(const uint32_t *hist)
 {
 	uint64_t total = 0, acc = 0;
 	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
 		total += hist[b];
-	if (!total)
-		return 0;
-	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++) {
+	for (unsigned b = 0; total && b < AN_FSIZE_BUCKETS; b++) {
 		acc += hist[b];
 		if (acc * 2 >= total)
-			return an_fsize_bucket_hi(b);
+			return (int)b;
 	}
-	return 0;
+	return -1;
+}
+
+uint64_t an_fsize_median(const uint32_t *hist)
+{
+	int b = fsize_median_bucket(hist);
+	return b < 0 ? 0 : an_fsize_bucket_hi((unsigned)b);
 }
 
 void an_evidence_num(struct an_result_finding *f, const char *key, double v)
@@ -168,12 +173,16 @@ static uint64_t iter_wall(const struct an_iter *it)
 
 /* ------------------------------------------------------ small_file_storm */
 
-/* Median bytes per opened file of one iteration (bucket bound), or the mean when no file was sized. */
-static uint64_t iter_file_median(const struct an_iter *it)
+/*
+ * Is the median of the bytes read per opened file (the lower median of an even
+ * count) under max? Half the files or more are under it; when no file was
+ * sized, the mean.
+ */
+static int iter_files_small(const struct an_iter *it, double max)
 {
 	if (it->files_sized)
-		return an_fsize_median(it->fsize_hist);
-	return it->files_opened ? it->bytes_read / it->files_opened : 0;
+		return 2 * (uint64_t)it->files_small >= it->files_sized;
+	return (double)(it->files_opened ? it->bytes_read / it->files_opened : 0) < max;
 }
 
 /*
@@ -183,15 +192,8 @@ static uint64_t iter_file_median(const struct an_iter *it)
  */
 static uint64_t run_file_median(const struct an_collect *c)
 {
-	uint64_t total = 0, acc = 0;
-	for (unsigned b = 0; b < AN_FSIZE_BUCKETS; b++)
-		total += c->fsize_hist[b];
-	for (unsigned b = 0; total && b < AN_FSIZE_BUCKETS; b++) {
-		acc += c->fsize_hist[b];
-		if (acc * 2 >= total)
-			return c->fsize_hist[b] ? c->fsize_sum[b] / c->fsize_hist[b] : 0;
-	}
-	return 0;
+	int b = fsize_median_bucket(c->fsize_hist);
+	return b < 0 ? 0 : c->fsize_sum[b] / c->fsize_hist[b];
 }
 
 static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
@@ -206,7 +208,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
 		if ((double)(it->opens + it->stats) < th[AN_T_SFS_MIN_META] ||
-		    (double)iter_file_median(it) >= th[AN_T_SFS_MAX_FILE])
+		    !iter_files_small(it, th[AN_T_SFS_MAX_FILE]))
 			continue;
 		flag_iteration(&tmp, (long)i);
 		per[nflag++] = it->files_opened;
@@ -428,34 +430,74 @@ void an_growth_evidence(struct an_result_finding *f, const double *th, double sl
 	an_evidence_num(f, "projected_exhaustion_iteration", exhaust >= 0 ? floor(exhaust) : -1);
 }
 
-static int memory_growth(struct an_analysis *a, const struct an_collect *c)
+/* A per-iteration peak: the trainer's total (dev < 0) or one device's. */
+static double iter_peak(const struct an_iter *it, int dev)
 {
-	const double *th = a->opt.threshold;
-	size_t n = a->nit;
-	if (n < 2 || (double)n < th[AN_T_MG_MIN_ITERS])
-		return 0;
-	double sx = 0, sy = 0, sxx = 0, sxy = 0;
-	for (size_t i = 0; i < n; i++) {
-		double x = (double)i, y = (double)a->it[i].device_bytes_peak;
+	return (double)(dev < 0 ? it->device_bytes_peak : it->dev_peak[dev]);
+}
+
+/* Least squares of the peaks over the iteration index: 0, or -1 when x or y does not vary. */
+static int fit_peaks(const struct an_analysis *a, int dev, double *slope, double *icpt, double *r2)
+{
+	double sx = 0, sy = 0, sxx = 0, sxy = 0, dn = (double)a->nit;
+	for (size_t i = 0; i < a->nit; i++) {
+		double x = (double)i, y = iter_peak(&a->it[i], dev);
 		sx += x;
 		sy += y;
 		sxx += x * x;
 		sxy += x * y;
 	}
-	double dn = (double)n, mx = sx / dn, my = sy / dn;
+	double mx = sx / dn, my = sy / dn;
 	double vxx = sxx - dn * mx * mx, vxy = sxy - dn * mx * my;
 	if (vxx <= 0)
-		return 0;
-	double slope = vxy / vxx, icpt = my - slope * mx;
+		return -1;
+	*slope = vxy / vxx;
+	*icpt = my - *slope * mx;
 	double ss_tot = 0, ss_res = 0;
-	for (size_t i = 0; i < n; i++) {
-		double y = (double)a->it[i].device_bytes_peak, fit = icpt + slope * (double)i;
+	for (size_t i = 0; i < a->nit; i++) {
+		double y = iter_peak(&a->it[i], dev), fit = *icpt + *slope * (double)i;
 		ss_tot += (y - my) * (y - my);
 		ss_res += (y - fit) * (y - fit);
 	}
-	if (slope <= 0 || ss_tot <= 0)
+	if (ss_tot <= 0)
+		return -1;
+	*r2 = 1.0 - ss_res / ss_tot;
+	return 0;
+}
+
+/*
+ * A trainer on several devices: the fit is of their summed peaks, but memory
+ * runs out on one device. The projected exhaustion is the earliest of the
+ * growing devices' own (each device's peaks fitted alike against its own
+ * capacity), -1 when none of them has a known capacity; the severity follows.
+ */
+static void growth_per_device(const struct an_analysis *a, struct an_result_finding *f, double x_last)
+{
+	if (__builtin_popcount(a->dev_used) < 2)
+		return;
+	double first = -1;
+	for (int d = 0; d < SP_MAX_DEVICES; d++) {
+		double slope, icpt, r2, cap = (double)a->dev_capacity[d];
+		if (!(a->dev_used >> d & 1) || !cap || fit_peaks(a, d, &slope, &icpt, &r2) || slope <= 0)
+			continue;
+		double end = icpt + slope * x_last, x = cap > end ? x_last + (cap - end) / slope : x_last;
+		if (first < 0 || x < first)
+			first = x;
+	}
+	f->severity = first >= 0 && first - x_last <= a->opt.threshold[AN_T_MG_HORIZON] ? 2 : 1;
+	for (int k = 0; k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "projected_exhaustion_iteration"))
+			f->ev[k].num = first >= 0 ? floor(first) : -1;
+}
+
+static int memory_growth(struct an_analysis *a, const struct an_collect *c)
+{
+	const double *th = a->opt.threshold;
+	size_t n = a->nit;
+	double slope, icpt, r2;
+	if (n < 2 || (double)n < th[AN_T_MG_MIN_ITERS] || fit_peaks(a, -1, &slope, &icpt, &r2) || slope <= 0)
 		return 0;
-	double r2 = 1.0 - ss_res / ss_tot;
+	double dn = (double)n;
 	double growth = slope * (dn - 1), start = icpt > 0 ? icpt : (double)a->it[0].device_bytes_peak;
 	if (r2 < th[AN_T_MG_MIN_R2] || growth < th[AN_T_MG_MIN_BYTES] || growth < th[AN_T_MG_MIN_FRACTION] * start)
 		return 0;
@@ -466,6 +508,7 @@ static int memory_growth(struct an_analysis *a, const struct an_collect *c)
 	f->last_iteration = (long)n - 1;
 	f->iterations = (long)n;
 	an_growth_evidence(f, th, slope, r2, growth, start, icpt + slope * (dn - 1), dn - 1, a->device_capacity);
+	growth_per_device(a, f, dn - 1);
 	add_top_sites(f, &c->live_sites);
 	snprintf(f->advice, sizeof(f->advice),
 		 "Peak device memory rises with every iteration: something keeps tensors alive, such as a Python list "

@@ -260,6 +260,60 @@ Test(analyze_cli, threshold_override_changes_the_verdict)
 	free(dir);
 }
 
+/*
+ * A trainer that synchronises every 12th iteration (a loss logged every 12
+ * steps): the GPU spans of 12 iterations are written at that sync, after it in
+ * its chunk, as the hooks read them back there. 24 iterations of 2 ms from step
+ * marks: a 1 ms wait, a 5 us launch whose 600 us kernel runs at once. Each
+ * iteration's kernel is its compute, the first ones' included, read from files
+ * through the real reader's merge.
+ */
+Test(analyze_cli, gpu_spans_written_twelve_iterations_late_are_counted)
+{
+	char *dir = sp_t_tmpdir("analyze-latespans");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/trainer.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, -1);
+	uint32_t kname = sp_tg_intern(g, "gemm");
+	const uint64_t it_ns = 2000000;
+	for (int i = 0; i < 24; i++) {
+		uint64_t t = T0 + (uint64_t)i * it_ns;
+		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
+		SP_TG_ADD(g, TRAINER, SP_K_LOADER_WAIT, SP_API_read, t, t + 1000000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
+			  {SP_F_BYTES, 8});
+		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 1000000, t + 1005000,
+			  {SP_F_NAME, kname}, {SP_F_OP, i + 1});
+		if (i % 12 != 11)
+			continue;
+		SP_TG_ADD(g, TRAINER, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 1990000, t + 2000000);
+		for (int k = i - 11; k <= i; k++) {
+			uint64_t b = T0 + (uint64_t)k * it_ns + 1005000;
+			SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, b, b + 600000, {SP_F_OP, k + 1});
+		}
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 0, &r);
+	cr_expect_str_eq(sp_json_str(j, "iteration_source"), "api");
+	cr_assert_eq(sp_json_num(j, "summary.iterations", 0), 24);
+	cr_expect_eq(sp_json_num(j, "summary.late_records", -1), 0);
+	for (int i = 0; i < 24; i++) {
+		char key[64];
+		snprintf(key, sizeof(key), "iterations.%d", i);
+		struct sp_json *it = sp_json_path(j, key);
+		cr_assert_not_null(it);
+		cr_expect_eq(sp_json_num(it, "wall_ns", 0), it_ns, "iteration %d", i);
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.compute", 0), 600000, "iteration %d: compute %.0f", i,
+			     sp_json_num(it, "breakdown_ns.compute", 0));
+		cr_expect_eq(sp_json_num(it, "breakdown_ns.input", 0), 1000000);
+		cr_expect_eq(sp_json_num(it, "gpu_idle_ns", 0), it_ns - 600000);
+	}
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* Milliseconds per unit of the text report's durations. */
 static double unit_ms(const char *u)
 {
@@ -519,6 +573,70 @@ Test(analyze_cli, empty_directory_and_no_trace_files)
 	expect_error(argv, 2, "no stepprof trace files");
 	sp_t_rmrf(dir);
 	free(dir);
+}
+
+/*
+ * Degenerate runs give a report, exit 0 and no invented numbers: a file of a
+ * process that wrote nothing; only a loader-like process reading 300 small
+ * files (no CUDA, no marks: no iterations, no findings); one iteration (a
+ * step mark, a 100 ns launch, its kernel and a sync: 5000 ns, 4800 of compute).
+ */
+static void degenerate_dir(const char *dir, int which)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/p.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, TRAINER, 1, -1);
+	if (which == 1) {
+		uint32_t f = sp_tg_intern(g, "/data/small.bin");
+		for (int i = 0; i < 300; i++) {
+			uint64_t t = T0 + (uint64_t)i * 1000000;
+			SP_TG_ADD(g, TRAINER, SP_K_OPEN, SP_API_open, t, t + 1000, {SP_F_PATH, f}, {SP_F_FD, 5});
+			SP_TG_ADD(g, TRAINER, SP_K_READ, SP_API_read, t + 1000, t + 2000, {SP_F_FD, 5},
+				  {SP_F_BYTES, 100}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
+			SP_TG_ADD(g, TRAINER, SP_K_CLOSE, SP_API_close, t + 2000, t + 3000, {SP_F_FD, 5});
+		}
+	} else if (which == 2) {
+		uint32_t k = sp_tg_intern(g, "gemm");
+		SP_TG_ADD(g, TRAINER, SP_K_STEP, SP_API_stepprof_step, T0, T0, {SP_F_VALUE, 0});
+		SP_TG_ADD(g, TRAINER, SP_K_LAUNCH, SP_API_cudaLaunchKernel, T0 + 100, T0 + 200, {SP_F_NAME, k},
+			  {SP_F_OP, 1});
+		SP_TG_ADD(g, TRAINER, SP_K_SYNC, SP_API_cudaStreamSynchronize, T0 + 200, T0 + 5000);
+		SP_TG_ADD(g, TRAINER, SP_K_GPU_SPAN, 0, T0 + 200, T0 + 5000, {SP_F_OP, 1});
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+Test(analyze_cli, degenerate_runs_give_a_report)
+{
+	static const char *const source[] = {"none", "none", "api"};
+	static const char *const bottleneck[] = {"none", "none", "compute"};
+	static const double nit[] = {0, 0, 1}, nproc[] = {0, 1, 1}, nranks[] = {0, 1, 1};
+	for (int which = 0; which < 3; which++) {
+		char *dir = sp_t_tmpdir("analyze-degenerate");
+		degenerate_dir(dir, which);
+		struct sp_t_result r;
+		struct sp_json *j = analyze_json(dir, 0, &r);
+		cr_expect_str_eq(sp_json_str(j, "iteration_source"), source[which], "run %d", which);
+		cr_expect_eq(sp_json_num(j, "summary.iterations", -1), nit[which], "run %d", which);
+		cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), bottleneck[which], "run %d", which);
+		cr_expect_eq(sp_json_get(j, "processes")->n, nproc[which], "run %d", which);
+		cr_expect_eq(sp_json_get(j, "ranks")->n, nranks[which], "run %d", which);
+		cr_expect_eq(sp_json_get(j, "findings")->n, 0, "run %d", which);
+		if (which == 2) {
+			cr_expect_eq(sp_json_num(j, "iterations.0.wall_ns", 0), 5000);
+			cr_expect_eq(sp_json_num(j, "iterations.0.breakdown_ns.compute", 0), 4800);
+			cr_expect_eq(sp_json_num(j, "iterations.0.breakdown_ns.other", 0), 200);
+		}
+		sp_json_free(j);
+		sp_t_result_free(&r);
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
+		sp_t_run(&r, argv, NULL, NULL, 60);
+		cr_expect_eq(r.status, 0, "run %d: text report, exit %d: %s", which, r.status, r.err);
+		cr_expect_not_null(strstr(r.out, which < 2 ? "No iterations" : "Bottleneck: compute"), "%s", r.out);
+		sp_t_result_free(&r);
+		sp_t_rmrf(dir);
+		free(dir);
+	}
 }
 
 Test(analyze_cli, usage_errors)

@@ -393,6 +393,11 @@ Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
 	cr_expect_eq(a.source_kind, AN_SRC_NONE);
 	cr_expect_eq(a.nit, 0);
 	cr_expect_eq(a.nfnd, 0);
+	/* ranks[]: the process selected all the same (the one with the most records) */
+	cr_assert_eq(a.nranks, 1);
+	cr_expect_eq(a.ranks[0].pid, PID);
+	cr_expect(a.ranks[0].selected);
+	cr_expect_eq(a.ranks[0].nit, 0);
 	an_analysis_free(&a);
 	an_memsrc_free(&s.m);
 }
@@ -417,6 +422,345 @@ Test(analyze, quantiles_are_nearest_rank)
 	cr_expect_eq(an_quantile_u64(w, 0, 0.5), 0);
 }
 
+/*
+ * The iterations are NVTX ranges of another thread of the trainer (its main
+ * thread, MTID), 10 ms long with 1 ms gaps; the training thread's wait for its
+ * batch begins 500 us before each range and ends 2 ms into it, then a 5 us
+ * launch and a sync on a 5 ms kernel. The part of each wait inside its
+ * iteration is host-blocked input, as it is the input category: the call
+ * began outside every iteration, which is no reason to drop it.
+ */
+#define MTID 102
+Test(analyze, a_call_begun_before_its_iteration_is_host_blocked_in_it)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t name = an_memsrc_string(&s.m, "train_step");
+	for (int i = 0; i < 12; i++) {
+		uint64_t r = s.t + 500 * US;
+		struct sp_event *e = an_memsrc_add(&s.m, SP_K_RANGE, SP_API_nvtx, PID, MTID, r, r + 10000 * US);
+		e->f[SP_F_NAME] = name;
+		sim_input(&s, 2500 * US);
+		sim_compute(&s, 5000 * US);
+		s.t = r + 10500 * US; /* 3 ms of host time, then the gap */
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a.training_tid, TID);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++) {
+		const struct an_iter *it = &a.it[i];
+		cr_expect_eq(it->end_ns - it->start_ns, 10000 * US);
+		cr_expect_eq(it->bd[AN_INPUT], 2000 * US, "iteration %zu", i);
+		cr_expect_eq(it->blocked[AN_BLK_INPUT], 2000 * US, "iteration %zu: input blocked %lu ns", i,
+			     (unsigned long)it->blocked[AN_BLK_INPUT]);
+		cr_expect_eq(it->bd[AN_COMPUTE], 5000 * US);
+		cr_expect_eq(it->blocked[AN_BLK_SYNC], 5000 * US);
+	}
+	an_analysis_free(&a);
+}
+
+/* A GPU span of op on the trainer's thread TID's stream(s): [b, e) in us from T. */
+static void span_us(struct sim *s, uint64_t T, uint32_t op, uint64_t b, uint64_t e)
+{
+	struct sp_event *x = add(s, SP_K_GPU_SPAN, 0, T + b * US, T + e * US);
+	x->f[SP_F_OP] = op;
+}
+
+/* A call of the training thread, [b, e) in us from T. */
+static struct sp_event *call_us(struct sim *s, uint64_t T, unsigned kind, unsigned api, uint64_t b, uint64_t e)
+{
+	return add(s, kind, api, T + b * US, T + e * US);
+}
+
+static void copy_us(struct sim *s, uint64_t T, unsigned api, unsigned dir, uint32_t op, uint64_t b, uint64_t e)
+{
+	struct sp_event *x = call_us(s, T, SP_K_COPY, api, b, e);
+	x->f[SP_F_DIRECTION] = dir;
+	x->f[SP_F_BYTES] = 1 << 20;
+	x->f[SP_F_OP] = op;
+	x->f[SP_F_HOST_MEMORY] = SP_HOSTMEM_PINNED;
+}
+
+/*
+ * Two NVTX iterations of 10 ms (times in us). Iteration 0: a wait [0, 2000), a
+ * launch [2000, 2005) of a 10 ms kernel on stream 1, GPU [2005, 12005), which
+ * straddles into iteration 1; a synchronous H2D call [3000, 4000) whose copy
+ * runs on stream 2 at [3000, 3990) while the kernel computes. Iteration 1: a
+ * sync [10000, 12005) for that kernel; a launch [12005, 12010) of a kernel on
+ * stream 2, GPU [12010, 15010); an async D2H call [12010, 12020) on stream 1,
+ * GPU [12020, 12520), under that kernel; a sync [12020, 15010); an H2D call
+ * [16000, 16500), GPU [16000, 16400), with the GPU otherwise idle.
+ */
+Test(analyze, breakdown_of_spans_across_iterations_and_streams)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t T = s.t;
+	uint32_t name = an_memsrc_string(&s.m, "train_step");
+	for (int i = 0; i < 2; i++) {
+		struct sp_event *r =
+		    call_us(&s, T, SP_K_RANGE, SP_API_nvtx, 10000 * (uint64_t)i, 10000 * (uint64_t)i + 10000);
+		r->f[SP_F_NAME] = name;
+	}
+	struct sp_event *w = call_us(&s, T, SP_K_LOADER_WAIT, SP_API_read, 0, 2000);
+	w->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+	call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 2000, 2005)->f[SP_F_OP] = 1;
+	span_us(&s, T, 1, 2005, 12005);
+	copy_us(&s, T, SP_API_cudaMemcpy, SP_DIR_H2D, 2, 3000, 4000);
+	span_us(&s, T, 2, 3000, 3990);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 10000, 12005);
+	call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 12005, 12010)->f[SP_F_OP] = 3;
+	span_us(&s, T, 3, 12010, 15010);
+	copy_us(&s, T, SP_API_cudaMemcpyAsync, SP_DIR_D2H, 4, 12010, 12020);
+	span_us(&s, T, 4, 12020, 12520);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 12020, 15010);
+	copy_us(&s, T, SP_API_cudaMemcpy, SP_DIR_H2D, 5, 16000, 16500);
+	span_us(&s, T, 5, 16000, 16400);
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a.nit, 2);
+	/* input, h2d, compute, d2h, sync, other */
+	static const uint64_t bd[2][AN_CAT__COUNT] = {{2000, 0, 7995, 0, 0, 5}, {0, 500, 5005, 0, 0, 4495}};
+	static const uint64_t blk[2][AN_BLK__COUNT] = {{2000, 1000, 0, 0}, {0, 500, 10, 4995}};
+	static const uint64_t idle[2] = {2005, 4595};
+	for (int i = 0; i < 2; i++) {
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			cr_expect_eq(a.it[i].bd[c], bd[i][c] * US, "iteration %d %s: %lu ns", i, an_cat_name[c],
+				     (unsigned long)a.it[i].bd[c]);
+		for (int k = 0; k < AN_BLK__COUNT; k++)
+			cr_expect_eq(a.it[i].blocked[k], blk[i][k] * US, "iteration %d blocked %s: %lu ns", i,
+				     an_blk_name[k], (unsigned long)a.it[i].blocked[k]);
+		cr_expect_eq(a.it[i].gpu_idle_ns, idle[i] * US, "iteration %d idle %lu", i,
+			     (unsigned long)a.it[i].gpu_idle_ns);
+	}
+	an_analysis_free(&a);
+}
+
+/* Automatic iterations of what s recorded (then freed): n, beginning at starts[], each with `input` ns of input. */
+static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, uint64_t input)
+{
+	struct an_analysis a;
+	run_free(s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, n);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+		cr_expect_eq(a.it[i].bd[AN_INPUT], input, "iteration %zu", i);
+	}
+	an_analysis_free(&a);
+}
+
+/*
+ * A batch of three equal-sized tensors (three H2D copies of 1 MiB: none occurs
+ * once per iteration) after a 3 ms wait, an "embed" kernel, three kernels, a
+ * 4 KiB D2H copy, a sync and 200 us of host time. The first iteration also
+ * tunes: five more kernels of their own between its copies and "embed". Each
+ * iteration begins where its wait begins (design.md: at the wait before its
+ * first H2D copy), the first one with the first load, whatever is anchored.
+ */
+Test(analyze, automatic_iterations_begin_at_the_wait_when_the_anchor_does_not_follow_it)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t embed = an_memsrc_string(&s.m, "embed"), tune = an_memsrc_string(&s.m, "tune");
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		sim_input(&s, 3000 * US);
+		for (int k = 0; k < 3; k++)
+			sim_copy(&s, SP_DIR_H2D, 1 << 20, 100 * US, 0);
+		for (int k = 0; !i && k < 5; k++)
+			sim_kernel(&s, tune, 100 * US);
+		sim_kernel(&s, embed, 500 * US);
+		for (int k = 0; k < 3; k++)
+			sim_kernel(&s, s.kname, 1000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4096, 10 * US, 0);
+		sim_sync(&s);
+		s.t += 200 * US;
+	}
+	expect_auto_starts(&s, starts, 20, 3000 * US);
+}
+
+/*
+ * Gradient accumulation: each step waits for two micro-batches, each a 2 ms wait,
+ * a 1 MiB H2D copy, a "fwd" and a "bwd" kernel; then an "opt" kernel, a 4-byte
+ * D2H copy and a sync. The only signatures once per step are the last three:
+ * the step (the iteration) begins at the wait for its first micro-batch.
+ */
+Test(analyze, automatic_iterations_begin_at_the_first_of_two_waits)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t fwd = an_memsrc_string(&s.m, "fwd"), bwd = an_memsrc_string(&s.m, "bwd"),
+		 opt = an_memsrc_string(&s.m, "opt");
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		for (int m = 0; m < 2; m++) {
+			sim_input(&s, 2000 * US);
+			sim_copy(&s, SP_DIR_H2D, 1 << 20, 100 * US, 0);
+			sim_kernel(&s, fwd, 300 * US);
+			sim_kernel(&s, bwd, 600 * US);
+			sim_sync(&s);
+		}
+		sim_kernel(&s, opt, 200 * US);
+		sim_copy(&s, SP_DIR_D2H, 4, 5 * US, 1);
+		sim_sync(&s);
+	}
+	expect_auto_starts(&s, starts, 20, 4000 * US);
+}
+
+/*
+ * Two threads of the trainer launch as many kernels: the reference thread TID
+ * (input waits, copies, NVTX ranges when `markers`) and MTID, which polls its
+ * stream with more sync calls than TID has records. The training thread is the
+ * one that marks the iterations, else the one that waits for input: the
+ * breakdown's input is that thread's wait (4000 us), not nothing.
+ */
+static void two_equal_launchers(struct sim *s, int markers)
+{
+	sim_reference(s, 12, markers);
+	size_t n = s->m.n;
+	for (size_t k = 0; k < n; k++) {
+		const struct sp_event *l = &s->m.ev[k];
+		if (l->kind != SP_K_LAUNCH)
+			continue;
+		uint64_t b = l->begin_ns + 1, e = l->end_ns + 1;
+		struct sp_event *x = an_memsrc_add(&s->m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, MTID, b, e);
+		x->f[SP_F_NAME] = s->kname2;
+		x->f[SP_F_OP] = 100000 + (uint32_t)k;
+		for (int q = 0; q < 4; q++)
+			an_memsrc_add(&s->m, SP_K_SYNC, SP_API_cudaStreamQuery, PID, MTID, e + (uint64_t)q,
+				      e + (uint64_t)q);
+	}
+}
+
+Test(analyze, the_training_thread_of_equal_launchers_marks_or_waits_for_input)
+{
+	for (int markers = 0; markers <= 2; markers++) {
+		struct sim s;
+		two_equal_launchers(&s, markers);
+		struct an_analysis a;
+		run_free(&s, NULL, &a);
+		cr_expect_eq(a.training_tid, TID, "markers %d: training thread %d", markers, a.training_tid);
+		cr_expect_eq(a.nit, 12, "markers %d: %zu iterations", markers, a.nit);
+		for (size_t i = 0; i < a.nit; i++)
+			cr_expect_eq(a.it[i].bd[AN_INPUT], 4000 * US, "markers %d, iteration %zu", markers, i);
+		an_analysis_free(&a);
+	}
+}
+
+/* Two threads alike in everything but their ids: the lower id, whatever the order they appear in. */
+Test(analyze, the_training_thread_of_identical_threads_is_the_lowest_id)
+{
+	static const int32_t tids[][2] = {{7, 9}, {9, 7}, {1000, 3}, {3, 1000}, {65, 1}, {1, 65}};
+	for (size_t c = 0; c < sizeof(tids) / sizeof(tids[0]); c++) {
+		struct an_memsrc m;
+		an_memsrc_init(&m, PID);
+		for (int i = 0; i < 20; i++)
+			for (int k = 0; k < 2; k++) {
+				uint64_t t = 1000000000ull + (uint64_t)i * 1000 * US + (uint64_t)k * 10;
+				struct sp_event *e =
+				    an_memsrc_add(&m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, tids[c][k], t, t + 5);
+				e->f[SP_F_OP] = (uint64_t)(2 * i + k + 1);
+			}
+		struct an_source src;
+		struct an_options o;
+		struct an_analysis a;
+		char err[256] = "";
+		an_options_init(&o);
+		an_memsrc_source(&m, &src);
+		cr_assert_eq(an_analyze(&src, &o, &a, err, sizeof(err)), 0, "%s", err);
+		int32_t low = tids[c][0] < tids[c][1] ? tids[c][0] : tids[c][1];
+		cr_expect_eq(a.training_tid, low, "threads %d and %d: %d", tids[c][0], tids[c][1], a.training_tid);
+		an_analysis_free(&a);
+		an_memsrc_free(&m);
+	}
+}
+
+/*
+ * A loop that synchronises every `every` iterations (the loss logged every so
+ * often): the hooks read GPU spans back only at a sync, so each one is written
+ * after the sync, up to `every` iterations after it began. The records are
+ * given in that write order (as a thread's chunk holds them), not sorted. Each
+ * iteration (a step mark): a 1000 us wait for the batch, 4 launches of 5 us,
+ * their kernels of 200 us back to back from the first launch's return, then
+ * host time up to 2020 us; the sync, at the end of every `every`-th iteration,
+ * finds the GPU idle and returns in 10 us. Breakdown: input 1000, compute 800,
+ * other 220 (the sync's 10 us ends the iteration with the GPU idle: sync).
+ */
+static void rare_sync_run(struct an_analysis *a, int iters, int every)
+{
+	struct an_memsrc m;
+	an_memsrc_init(&m, PID);
+	uint32_t kname = an_memsrc_string(&m, "trainer_kernel"), op = 0;
+	struct {
+		uint32_t op;
+		uint64_t b, e;
+	} pending[64];
+	int npend = 0;
+	uint64_t t = 1000000000ull;
+	for (int i = 0; i < iters; i++) {
+		an_memsrc_add(&m, SP_K_STEP, SP_API_stepprof_step, PID, TID, t, t);
+		struct sp_event *e = an_memsrc_add(&m, SP_K_LOADER_WAIT, SP_API_read, PID, TID, t, t + 1000 * US);
+		e->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+		uint64_t h = t + 1000 * US, g = h + 5 * US;
+		for (int k = 0; k < 4; k++, h += 5 * US, g += 200 * US) {
+			e = an_memsrc_add(&m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, PID, TID, h, h + 5 * US);
+			e->f[SP_F_NAME] = kname;
+			e->f[SP_F_OP] = ++op;
+			cr_assert_lt(npend, 64);
+			pending[npend].op = op;
+			pending[npend].b = g;
+			pending[npend++].e = g + 200 * US;
+		}
+		if (i % every == every - 1 || i == iters - 1) {
+			an_memsrc_add(&m, SP_K_SYNC, SP_API_cudaStreamSynchronize, PID, TID, t + 2010 * US,
+				      t + 2020 * US);
+			for (int k = 0; k < npend; k++) {
+				e = an_memsrc_add(&m, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, PID, TID, pending[k].b,
+						  pending[k].e);
+				e->f[SP_F_OP] = pending[k].op;
+			}
+			npend = 0;
+		}
+		t += 2020 * US;
+	}
+	struct an_options o;
+	struct an_source src;
+	char err[256] = "";
+	an_options_init(&o);
+	an_memsrc_source(&m, &src);
+	cr_assert_eq(an_analyze(&src, &o, a, err, sizeof(err)), 0, "%s", err);
+	an_memsrc_free(&m);
+}
+
+Test(analyze, gpu_spans_read_back_iterations_later_are_counted)
+{
+	static const int every[] = {1, 4, 12};
+	for (size_t c = 0; c < sizeof(every) / sizeof(every[0]); c++) {
+		struct an_analysis a;
+		rare_sync_run(&a, 14, every[c]);
+		cr_assert_eq(a.nit, 14);
+		cr_expect_eq(a.late_events, 0, "a sync every %d: %lu late records", every[c],
+			     (unsigned long)a.late_events);
+		for (size_t i = 0; i < a.nit; i++) {
+			const struct an_iter *it = &a.it[i];
+			int synced = (int)i % every[c] == every[c] - 1 || i == a.nit - 1;
+			cr_expect_eq(it->bd[AN_COMPUTE], 800 * US, "a sync every %d, iteration %zu: compute %lu",
+				     every[c], i, (unsigned long)it->bd[AN_COMPUTE]);
+			cr_expect_eq(it->bd[AN_INPUT], 1000 * US);
+			cr_expect_eq(it->bd[AN_SYNC], synced ? 10 * US : 0);
+			cr_expect_eq(it->gpu_idle_ns, (2020 - 800) * US);
+		}
+		an_analysis_free(&a);
+	}
+}
+
 /* ---------------------------------------------------------- 3. findings */
 
 static const struct an_result_finding *find(const struct an_analysis *a, int kind, const char *signal)
@@ -429,9 +773,11 @@ static const struct an_result_finding *find(const struct an_analysis *a, int kin
 
 /*
  * A loader worker (forked by the trainer) stats and opens files during each
- * input wait: `stats` + `opens` metadata operations of files of `size` bytes.
+ * input wait: `stats` + `opens` metadata operations; the first `nsmall` files
+ * opened have `small` bytes, the others `size` bytes. Options o (NULL: the defaults).
  */
-static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size)
+static void storm_run_mixed(struct an_analysis *a, const struct an_options *o, int opens, int stats, uint64_t size,
+			    int nsmall, uint64_t small)
 {
 	struct sim s;
 	sim_init(&s);
@@ -445,10 +791,16 @@ static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size
 			e->f[SP_F_BYTES] = size;
 		}
 		for (int k = 0; k < opens; k++, t += 6 * US)
-			worker_read_file(&s, path, 5, size, t, t + 2 * US, t + 4 * US, t + 5 * US);
+			worker_read_file(&s, path, 5, k < nsmall ? small : size, t, t + 2 * US, t + 4 * US, t + 5 * US);
 		sim_iteration(&s, 2);
 	}
-	run_free(&s, NULL, a);
+	run_free(&s, o, a);
+}
+
+/* Same, every file of `size` bytes, default options. */
+static void storm_run(struct an_analysis *a, int opens, int stats, uint64_t size)
+{
+	storm_run_mixed(a, NULL, opens, stats, size, 0, 0);
 }
 
 Test(findings, small_file_storm_fires_at_100_metadata_ops)
@@ -497,6 +849,54 @@ Test(findings, small_file_storm_silent_for_256k_files)
 	an_analysis_free(&a);
 	storm_run(&a, 50, 50, 262144);
 	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL));
+	an_analysis_free(&a);
+}
+
+/* 50 opens and 50 stats per iteration, files of `size` bytes: is there a storm under max_median_file_bytes=max? */
+static int storm_under(uint64_t size, double max)
+{
+	struct an_options o;
+	an_options_init(&o);
+	o.threshold[AN_T_SFS_MAX_FILE] = max;
+	struct an_analysis a;
+	storm_run_mixed(&a, &o, 50, 50, size, 0, 0);
+	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	int fired = f != NULL;
+	if (f) {
+		cr_expect_eq(f->first_iteration, 0);
+		cr_expect_eq(f->last_iteration, 11);
+	}
+	an_analysis_free(&a);
+	return fired;
+}
+
+/*
+ * The median file size against any max_median_file_bytes, not only a power of
+ * two: files of 70,000 bytes are under 100,000 (a bound a user types) and under
+ * 70,001, not under 70,000.
+ */
+Test(findings, small_file_storm_median_is_exact_at_any_threshold)
+{
+	cr_expect(storm_under(70000, 100000), "70000-byte files, max 100000");
+	cr_expect(storm_under(70000, 70001), "70000-byte files, max 70001");
+	cr_expect(!storm_under(70000, 70000), "70000-byte files, max 70000: not under");
+	cr_expect(storm_under(1000000, 1000001), "1 MB files, max 1000001");
+	cr_expect(!storm_under(1000000, 524288), "1 MB files, max 512 KiB");
+	cr_expect(!storm_under(100, 0), "max 0: no file is under it");
+}
+
+/*
+ * The median of the files of an iteration (the lower one of an even count): 50
+ * files, 25 of 16 KiB and 25 of 1 MiB, have a median of 16 KiB; 24 and 26, of 1 MiB.
+ */
+Test(findings, small_file_storm_median_of_mixed_sizes)
+{
+	struct an_analysis a;
+	storm_run_mixed(&a, NULL, 50, 50, 1 << 20, 25, 16384);
+	cr_expect_not_null(find(&a, AN_F_SMALL_FILE_STORM, NULL), "25 of 50 files under 256 KiB");
+	an_analysis_free(&a);
+	storm_run_mixed(&a, NULL, 50, 50, 1 << 20, 24, 16384);
+	cr_expect_null(find(&a, AN_F_SMALL_FILE_STORM, NULL), "24 of 50 files under 256 KiB");
 	an_analysis_free(&a);
 }
 
@@ -552,6 +952,15 @@ Test(findings, small_file_storm_severity_follows_the_exposed_input_share)
 	cr_expect_eq(storm_severity(2000, 7995, 0.1999, 0.9), 1);
 	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.2001), 1);
 	cr_expect_eq(storm_severity(2000, 7995, 0.1, 0.1999), 2);
+}
+
+/* Exactly at each bound, and one microsecond of wait under it: input / wall = wait / 10000 us. */
+Test(findings, small_file_storm_severity_at_its_exact_bounds)
+{
+	cr_expect_eq(storm_severity(1000, 8995, 0.10, 0.30), 1, "input share 10%% exactly: warning");
+	cr_expect_eq(storm_severity(999, 8996, 0.10, 0.30), 0, "9.99%%: info");
+	cr_expect_eq(storm_severity(3000, 6995, 0.10, 0.30), 2, "30%% exactly: critical");
+	cr_expect_eq(storm_severity(2999, 6996, 0.10, 0.30), 1, "29.99%%: warning");
 }
 
 /*
@@ -667,6 +1076,42 @@ Test(findings, unpinned_copy_severity_by_time_share_and_async)
 }
 
 /*
+ * Exactly at each bound: 12 iterations of 5985 us (a 1 ms wait, a 5 us launch,
+ * a 4980 us kernel, its sync), the first k of which first copy from pageable
+ * memory for c us with cudaMemcpy (synchronous: only the share decides), a
+ * share of k c / (12 x 5985 + k c): 5% for k c = 3780, 30% for k c = 30780.
+ */
+static int upc_share_severity(int k, uint64_t copy_us)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		sim_step(&s, 1000 * US);
+		if (i < k) {
+			sim_copy(&s, SP_DIR_H2D, 32 << 20, copy_us * US, 1);
+			s.m.ev[s.m.n - 2].api = SP_API_cudaMemcpy;
+		}
+		sim_compute(&s, 4980 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f);
+	cr_expect_eq(a.wall_total, (12 * 5985 + (uint64_t)k * copy_us) * US);
+	int sev = f->severity;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, unpinned_copy_severity_at_its_exact_bounds)
+{
+	cr_expect_eq(upc_share_severity(2, 1890), 1, "5%% exactly: warning");
+	cr_expect_eq(upc_share_severity(2, 1889), 0, "just under 5%%: info");
+	cr_expect_eq(upc_share_severity(4, 7695), 2, "30%% exactly: critical");
+	cr_expect_eq(upc_share_severity(4, 7694), 1, "just under 30%%: warning");
+}
+
+/*
  * A 4-byte pageable D2H copy behind a 4 ms kernel (PyTorch's .item()): the call
  * lasts the kernel plus the copy's 10 us, but the copy costs 10 us; the kernel's
  * time is not the copy's (its time share and GB/s would be absurd, its severity
@@ -715,6 +1160,54 @@ static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes
 	e->f[SP_F_BYTES] = bytes;
 	e->f[SP_F_LIVE] = *live;
 	s->t += 2 * US;
+}
+
+/*
+ * Automatic detection, where an iteration begins. A setup phase reads 20 files
+ * on the training thread, then allocates device memory (cudaMalloc); then the
+ * reference iterations, where the first one, after its wait for the batch,
+ * allocates (a caching allocator's first use: cudaMalloc between the wait and
+ * the H2D copy). The first iteration begins where its wait begins, so it
+ * holds the first load; the setup's reads are in no iteration.
+ */
+Test(analyze, automatic_iterations_begin_at_the_wait_also_before_an_allocation)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t live = 0;
+	uint32_t path = an_memsrc_string(&s.m, "/etc/config.yaml");
+	for (int k = 0; k < 20; k++, s.t += 100 * US) {
+		struct sp_event *e = add(&s, SP_K_OPEN, SP_API_open, s.t, s.t + 50 * US);
+		e->f[SP_F_PATH] = path;
+		e->f[SP_F_FD] = 3;
+	}
+	alloc_ev(&s, SP_K_ALLOC, 0x10, 64 * MiB, &live); /* setup: the model's weights */
+	s.t += 500 * US;
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		starts[i] = s.t;
+		if (i) {
+			sim_iteration(&s, 0);
+			continue;
+		}
+		/* the reference iteration with an allocation after its wait */
+		sim_input(&s, 4000 * US);
+		alloc_ev(&s, SP_K_ALLOC, 0x20, 2 * MiB, &live);
+		s.t += 1000 * US - 2 * US; /* the allocation took 2 us of the host's 1000 */
+		sim_copy(&s, SP_DIR_H2D, 2 << 20, 2000 * US, 0);
+		for (int k = 0; k < 4; k++)
+			sim_kernel(&s, s.kname, 1000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4096, 100 * US, 0);
+		sim_sync(&s);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	expect_reference(&a, 20);
+	for (size_t i = 0; i < a.nit; i++)
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
+			     (long)(a.it[i].start_ns - starts[i]));
+	an_analysis_free(&a);
 }
 
 /* Iteration 6 fails an allocation (free given), then frees `nfree` 24 MiB segments and retries. */
@@ -1111,6 +1604,85 @@ Test(findings, memory_growth_silent_under_5_percent_of_the_start)
 	growth_run(&a, NULL, 10, 400 * MiB, 2 * MiB, 0, 65536 * MiB);
 	cr_expect_null(find(&a, AN_F_MEMORY_GROWTH, NULL));
 	an_analysis_free(&a);
+}
+
+/* Is there a memory_growth finding, and of which severity (-1: none)? */
+static int growth_severity(int iters, uint64_t base, uint64_t leak, uint64_t capacity)
+{
+	struct an_analysis a;
+	growth_run(&a, NULL, iters, base, leak, 0, capacity);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	int sev = f ? f->severity : -1;
+	an_analysis_free(&a);
+	return sev;
+}
+
+/*
+ * Exactly at each bound, and just under it. Peaks base + (i + 1) leak, i < n:
+ * the fitted growth is (n - 1) leak, from a fitted start of base + leak, and the
+ * last fitted point, base + n leak, reaches the capacity after (capacity - base -
+ * n leak) / leak more iterations.
+ */
+Test(findings, memory_growth_at_its_exact_bounds)
+{
+	/* growth 16 MiB exactly (17 iterations of 1 MiB), then 16 MiB - 16 bytes */
+	cr_expect_eq(growth_severity(17, 200 * MiB, MiB, 65536 * MiB), 1);
+	cr_expect_eq(growth_severity(17, 200 * MiB, MiB - 1, 65536 * MiB), -1);
+	/* growth 18 MiB, 5% of a start of 360 MiB exactly; then of 360 MiB + 4 KiB */
+	cr_expect_eq(growth_severity(10, 358 * MiB, 2 * MiB, 65536 * MiB), 1);
+	cr_expect_eq(growth_severity(10, 358 * MiB + 4096, 2 * MiB, 65536 * MiB), -1);
+	/* 10 iterations of 2 MiB end at 220 MiB: capacity 1000 iterations away exactly, then 1001 */
+	cr_expect_eq(growth_severity(10, 200 * MiB, 2 * MiB, 2220 * MiB), 2);
+	cr_expect_eq(growth_severity(10, 200 * MiB, 2 * MiB, 2222 * MiB), 1);
+}
+
+/*
+ * A trainer on two devices of 64 GiB each: `held` MiB on device 0, `base` MiB on
+ * device 1 where 24 MiB leak in each of 100 iterations. The peaks are the two
+ * devices' sum; the leak exhausts device 1 after (65536 - base - 2400) / 24
+ * more iterations, whatever device 0 holds: its memory_growth finding (-1: none),
+ * and the projected exhaustion in *exhaust.
+ */
+static int two_device_growth(uint64_t held, uint64_t base, double *exhaust)
+{
+	struct sim s;
+	sim_init(&s);
+	s.m.hdr.ndevices = 2;
+	s.m.hdr.devices[0].mem_bytes = s.m.hdr.devices[1].mem_bytes = 65536 * MiB;
+	uint64_t live0 = 0, live1 = 0;
+	alloc_ev(&s, SP_K_ALLOC, 0x10, held * MiB, &live0);
+	alloc_ev(&s, SP_K_ALLOC, 0x20, base * MiB, &live1);
+	s.m.ev[s.m.n - 1].f[SP_F_DEVICE] = 1;
+	for (int i = 0; i < 100; i++) {
+		sim_step(&s, 1000 * US);
+		alloc_ev(&s, SP_K_ALLOC, 0x1000 + (uint64_t)i, 24 * MiB, &live1);
+		s.m.ev[s.m.n - 1].f[SP_F_DEVICE] = 1;
+		sim_compute(&s, 2000 * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_expect_eq(a.device_capacity, 2 * 65536 * MiB, "the two devices' memory");
+	cr_assert_eq(a.nit, 100);
+	cr_expect_eq(a.it[99].device_bytes_peak, (held + base + 2400) * MiB);
+	const struct an_result_finding *f = find(&a, AN_F_MEMORY_GROWTH, NULL);
+	int sev = f ? f->severity : -1;
+	*exhaust = -2;
+	for (int k = 0; f && k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "projected_exhaustion_iteration"))
+			*exhaust = f->ev[k].num;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, memory_growth_projection_on_the_device_that_grows)
+{
+	double x;
+	/* 30 GiB on device 0 + 12.3 GiB on device 1 exceed one device's 64 GiB sooner, not device 1 */
+	cr_expect_eq(two_device_growth(30720, 10240, &x), 1, "device 1 is 2204 iterations from full: warning");
+	cr_expect_eq(x, 99 + 2204, "exhaustion at %g", x);
+	/* 1 GiB on device 0, device 1 fills in 924 iterations although 84 GiB of 128 are free */
+	cr_expect_eq(two_device_growth(1024, 40960, &x), 2, "device 1 is 924 iterations from full: critical");
+	cr_expect_eq(x, 99 + 924, "exhaustion at %g", x);
 }
 
 Test(findings, memory_growth_warning_when_capacity_is_far)
