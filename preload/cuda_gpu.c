@@ -87,6 +87,7 @@ struct pend {
 	uint32_t op;
 	uint16_t api;
 	uint8_t dev;
+	uint8_t priv; /* e was recorded on the context's private stream (sp_gpu_end_slow) */
 	CUevent b, e;
 };
 
@@ -444,6 +445,7 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 		p->op = op;
 		p->api = (uint16_t)api;
 		p->dev = (uint8_t)dev;
+		p->priv = es != t->s;
 		p->b = t->b;
 		p->e = en;
 	}
@@ -590,24 +592,11 @@ out:
  * runs before the libraries' destructors, while the driver is still there;
  * _exit, a signal or an OOM kill skip it (those ops stay without GPU time).
  */
-static void read_back_at_exit(void)
+/* The ops of every thread that the GPU has finished, read back at exit; returns
+ * how many ops whose end event is on a private stream are left pending. */
+static unsigned exit_pass(const struct sp_drv *d)
 {
-	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
-	if (!n)
-		return;
-	const struct sp_drv *d = timing_drv();
-	if (!d)
-		return;
-	int e = errno;
-	/*
-	 * First as a device-wide sync point of the exiting thread: where it has
-	 * no anchor yet (its syncs' candidates came too late on a loaded machine,
-	 * or it never synchronised), one is tried now, under the same bound: an
-	 * event on the legacy stream is reached at once only if the device is
-	 * idle, else it is not used. This reads back its context's ops too.
-	 */
-	sp_gpu_sync_point(0, 0, SP_SYNC_ALL, 1);
-	n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	unsigned left = 0, n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
 	if (n > MAX_THREADS)
 		n = MAX_THREADS;
 	for (unsigned i = 0; i < n; i++) {
@@ -636,7 +625,43 @@ static void read_back_at_exit(void)
 				give_back(U);
 			}
 		}
+		for (unsigned k = 0; k < T->npend; k++)
+			left += T->pend[k].priv;
 		give_back(T);
+	}
+	return left;
+}
+
+/*
+ * How long the exit waits at most for the end events stepprof recorded on its
+ * private streams: those streams hold nothing but stepprof's own event records
+ * and wait for no other stream, so the GPU reaches them at once (microseconds);
+ * a loaded machine may take longer to run the simulated GPU's stream thread.
+ * The program's own work still running is never waited for.
+ */
+#define EXIT_PRIV_WAIT_NS 200000000ull
+
+static void read_back_at_exit(void)
+{
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	if (!n)
+		return;
+	const struct sp_drv *d = timing_drv();
+	if (!d)
+		return;
+	int e = errno;
+	/*
+	 * First as a device-wide sync point of the exiting thread: where it has
+	 * no anchor yet (its syncs' candidates came too late on a loaded machine,
+	 * or it never synchronised), one is tried now, under the same bound: an
+	 * event on the legacy stream is reached at once only if the device is
+	 * idle, else it is not used. This reads back its context's ops too.
+	 */
+	sp_gpu_sync_point(0, 0, SP_SYNC_ALL, 1);
+	uint64_t t0 = sp_now();
+	while (exit_pass(d) && sp_now() - t0 < EXIT_PRIV_WAIT_NS) {
+		struct timespec ts1 = {0, 100000};
+		nanosleep(&ts1, NULL);
 	}
 	errno = e;
 }

@@ -421,3 +421,24 @@ Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
 	expect_same_stdout(&e, "bin/cuda_edges", "pollexit", NULL);
 	edge_free(&e);
 }
+
+/*
+ * The last copies of a run, complete when they returned, with no sync after
+ * them: their end events (on stepprof's private stream) are read back at exit,
+ * which waits for those events only (the GPU reaches them at once; the
+ * simulated GPU's stream thread may take a moment on a loaded machine).
+ */
+Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "lastcopy", 1, NULL);
+	cr_assert_eq(count(&e, "copy", NULL), 2);
+	for (unsigned k = 0; k < 2; k++) {
+		const struct sp_json *c = nth(&e, "copy", NULL, k);
+		cr_assert(c);
+		cr_expect(sp_json_get(c, "gpu_begin_ns"), "copy %u (%s) has no GPU time", k,
+			  sp_json_str(c, "direction"));
+	}
+	expect_same_stdout(&e, "bin/cuda_edges", "lastcopy", NULL);
+	edge_free(&e);
+}

@@ -331,13 +331,29 @@ static int pollexit(void)
 	return 0; /* the run ends with the process */
 }
 
+/*
+ * lastcopy: the program's last CUDA calls are synchronous copies, complete when
+ * they return (device-to-host into malloc'd memory, then pinned host-to-device),
+ * and nothing synchronises after them: the process ends.
+ */
+static int lastcopy(void)
+{
+	static char h[65536];
+	void *dev = NULL, *pin = NULL;
+	SHOW("cudaMalloc", cudaMalloc(&dev, sizeof(h)));
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, sizeof(h)));
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	SHOW("cudaMemcpy", cudaMemcpy(h, dev, sizeof(h), cudaMemcpyDeviceToHost));
+	SHOW("cudaMemcpy", cudaMemcpy(dev, pin, sizeof(h), cudaMemcpyHostToDevice));
+	return 0; /* the run ends with the process */
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
-    {"pollexit", pollexit},
-    {"argerr", argerr},	      {"query", query},	  {"reset", reset},	{"ctx", ctx},
-    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
+    {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
+    {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
 };
 
 int main(int argc, char **argv)
