@@ -30,6 +30,22 @@
 #include <time.h>
 #include <unistd.h>
 
+/*
+ * The programs the tests start inherit this process's signal dispositions. A
+ * shell without job control starts a background command with SIGINT and
+ * SIGQUIT ignored (and nohup ignores SIGHUP): then `stepprof run`, which keeps
+ * what it inherited ignored as it should, forwards a SIGINT to a job that
+ * ignores it, and the forwarding tests failed for a reason of the launch, not
+ * of stepprof. The suite starts its programs with the default dispositions;
+ * a test that wants a signal ignored sets it itself.
+ */
+__attribute__((constructor)) static void sp_t_default_signals(void)
+{
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+}
+
 extern char **environ;
 
 static void *xmalloc(size_t n)
