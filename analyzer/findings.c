@@ -97,12 +97,6 @@ static int fsize_median_bucket(const uint32_t *hist)
 	return -1;
 }
 
-uint64_t an_fsize_median(const uint32_t *hist)
-{
-	int b = fsize_median_bucket(hist);
-	return b < 0 ? 0 : an_fsize_bucket_hi((unsigned)b);
-}
-
 void an_evidence_num(struct an_result_finding *f, const char *key, double v)
 {
 	if (f->nev >= AN_MAX_EVIDENCE)

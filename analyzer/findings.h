@@ -62,8 +62,6 @@ struct an_collect {
 /* Bucket of n bytes in AN_FSIZE_BUCKETS log2 buckets, and the bucket's upper bound. */
 unsigned an_fsize_bucket(uint64_t n);
 uint64_t an_fsize_bucket_hi(unsigned b);
-/* Median of a bucket histogram: the upper bound of the median's bucket (0 when empty). */
-uint64_t an_fsize_median(const uint32_t *hist);
 
 /* Add a number or a string to a finding's evidence (ignored when it is full). */
 void an_evidence_num(struct an_result_finding *f, const char *key, double v);
