@@ -275,7 +275,8 @@ int command_dump(int argc, char **argv)
 	int json = 0, sums = 0, c;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jsh", opts, NULL)) != -1) {
+	/* Options anywhere among the operands, as analyze and export take them. */
+	while ((c = getopt_long(argc, argv, "jsh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -287,14 +288,12 @@ int command_dump(int argc, char **argv)
 			dump_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("dump", "unknown option %s", argv[optind - 1]);
-			dump_usage(stderr);
-			return SP_EXIT_USAGE;
+			return util_bad_option("dump", argv[optind - 1]);
 		}
 	}
 	if (optind + 1 != argc) {
-		util_err("dump", optind >= argc ? "which trace? give one FILE" : "one FILE at a time");
-		dump_usage(stderr);
+		util_err("dump", "%s (stepprof dump --help)",
+			 optind >= argc ? "which trace? give one FILE" : "one FILE at a time");
 		return SP_EXIT_USAGE;
 	}
 	const char *path = argv[optind];

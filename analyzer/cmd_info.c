@@ -207,7 +207,8 @@ int command_info(int argc, char **argv)
 	int json = 0, c;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+	/* Options anywhere among the operands, as analyze and export take them. */
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -216,16 +217,11 @@ int command_info(int argc, char **argv)
 			info_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("info", "unknown option %s", argv[optind - 1]);
-			info_usage(stderr);
-			return SP_EXIT_USAGE;
+			return util_bad_option("info", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc) {
-		util_err("info", "which trace? give a DIR or FILE");
-		info_usage(stderr);
-		return SP_EXIT_USAGE;
-	}
+	if (optind >= argc)
+		return util_no_operand("info");
 	size_t n;
 	int rc;
 	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);

@@ -162,10 +162,53 @@ Test(cli, help_version_and_usage_errors)
 	cr_assert_eq(stepprof(&r, "info", NULL), 1, "info needs an operand");
 	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "info", "--bogus", "/tmp", NULL), 1);
-	cr_assert(strstr(r.err, "stepprof: info: unknown option --bogus"), "%s", r.err);
+	assert_one_error_line(&r, "info", "--bogus");
 	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "dump", "a", "b", NULL), 1, "dump takes one file");
 	sp_t_result_free(&r);
+}
+
+/*
+ * Every verb that reads traces takes its options before or after the operands (the
+ * way analyze and export always did: `stepprof info DIR --json`), and a usage error
+ * is one line naming the verb (docs/cli.md), never the usage text on stderr.
+ */
+Test(cli, options_after_operands_and_one_line_usage_errors)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	write_reference(ref);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "info", ref, "--json", NULL), 0, "stderr: %s", r.err);
+	cr_assert_eq(r.errlen, 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_assert_eq(sp_json_i64(j, "files.0.pid", 0), 4242);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "dump", ref, "--json", NULL), 0, "stderr: %s", r.err);
+	cr_assert_eq(count_lines(r.out), REF_RECORDS, "%s", r.out);
+	cr_assert_eq(r.out[0], '{', "%s", r.out);
+	sp_t_result_free(&r);
+
+	const char *verbs[] = {"analyze", "info", "dump", "export"};
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(stepprof(&r, verbs[i], NULL), 1, "%s without an operand", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "--help");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], ref, "--frobnicate", NULL), 1, "%s --frobnicate", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "--frobnicate");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], "-Z", ref, NULL), 1, "%s -Z", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "-Z");
+		sp_t_result_free(&r);
+	}
+	cr_assert_eq(stepprof(&r, "dump", ref, ref, NULL), 1, "dump takes one file");
+	assert_one_error_line(&r, "dump", "one FILE");
+	sp_t_result_free(&r);
+	rmrf_and_free(dir, ref, NULL);
 }
 
 /* ------------------------------------------------------------------ 3. info */
