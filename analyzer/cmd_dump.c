@@ -192,14 +192,7 @@ static void text_string(const char *s)
 		return;
 	}
 	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < ' ' || *p == 0x7f)
-			printf("\\x%02x", *p);
-		else
-			putchar(*p);
-	}
+	util_put_text(stdout, s, 1);
 	putchar('"');
 }
 

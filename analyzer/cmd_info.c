@@ -75,9 +75,12 @@ static void info_text(const char *path, const struct info *in)
 	const struct sp_file_header *h = &in->hdr;
 	const struct sp_reader_stats *st = &in->st;
 	char b1[32], b2[32];
-	printf("%s\n", path);
-	printf("  format      %u.%u\n", h->version_major, h->version_minor);
-	printf("  host        %s\n", h->host);
+	/* path, host, command line and device names are untrusted: util_put_text shows them */
+	util_put_text(stdout, path, 0);
+	printf("\n  format      %u.%u\n", h->version_major, h->version_minor);
+	fputs("  host        ", stdout);
+	util_put_text(stdout, h->host, 0);
+	fputc('\n', stdout);
 	printf("  process     pid %d, ppid %d", h->pid, h->ppid);
 	if (h->rank >= 0)
 		printf(", rank %d", h->rank);
@@ -85,7 +88,9 @@ static void info_text(const char *path, const struct info *in)
 		printf(", local rank %d", h->local_rank);
 	if (h->world_size >= 0)
 		printf(", world size %d", h->world_size);
-	printf("\n  cmdline     %s\n", h->cmdline);
+	fputs("\n  cmdline     ", stdout);
+	util_put_text(stdout, h->cmdline, 0);
+	fputc('\n', stdout);
 	printf("  features   ");
 	int any = 0;
 	for (unsigned i = 0; i < sizeof(feature_names) / sizeof(feature_names[0]); i++)
@@ -121,9 +126,10 @@ static void info_text(const char *path, const struct info *in)
 	unsigned nd = h->ndevices < SP_MAX_DEVICES ? h->ndevices : SP_MAX_DEVICES;
 	for (unsigned i = 0; i < nd; i++) {
 		const struct sp_device_info *d = &h->devices[i];
-		printf("  device %-4d %s, %s, PCIe gen %u x%u (max gen %u x%u)\n", d->ordinal,
-		       d->name[0] ? d->name : "?", util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)), d->pcie_gen_cur,
-		       d->pcie_width_cur, d->pcie_gen_max, d->pcie_width_max);
+		printf("  device %-4d ", d->ordinal);
+		util_put_text(stdout, d->name[0] ? d->name : "?", 0);
+		printf(", %s, PCIe gen %u x%u (max gen %u x%u)\n", util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)),
+		       d->pcie_gen_cur, d->pcie_width_cur, d->pcie_gen_max, d->pcie_width_max);
 	}
 	if (h->driver_version || h->runtime_version)
 		printf("  cuda        driver %d, runtime %d\n", h->driver_version, h->runtime_version);

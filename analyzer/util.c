@@ -1,6 +1,6 @@
 /*
  * util.c - helpers shared by the verbs (util.h): 1. error lines, 2. trace files
- * of a directory, 3. human-readable numbers.
+ * of a directory, 3. human-readable numbers, 4. untrusted strings on a terminal.
  */
 #include "util.h"
 
@@ -25,14 +25,20 @@ void util_err(const char *what, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	/* One line, whatever the message holds. */
+	/*
+	 * One line, whatever the message holds; what and the message may carry names from
+	 * a directory or a trace: their control characters are shown, not sent to the terminal.
+	 */
 	for (char *p = msg; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
-	if (what)
-		fprintf(stderr, "stepprof: %s: %s\n", what, msg);
-	else
-		fprintf(stderr, "stepprof: %s\n", msg);
+	fputs("stepprof: ", stderr);
+	if (what) {
+		util_put_text(stderr, what, 0);
+		fputs(": ", stderr);
+	}
+	util_put_text(stderr, msg, 0);
+	fputc('\n', stderr);
 }
 
 int util_bad_option(const char *verb, const char *arg)
@@ -232,4 +238,59 @@ const char *util_fmt_bytes(uint64_t b, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%.3g %s", v, unit[u]);
 	return buf;
+}
+
+/* --------------------------------------------- 4. untrusted strings on a terminal */
+
+size_t util_utf8_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t len;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	unsigned cp = c & (0x3f >> (len - 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
+		return 0;
+	return len;
+}
+
+void util_put_text(FILE *f, const char *s, int quoted)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		unsigned c = p[i];
+		size_t l = util_utf8_len(p + i, n - i);
+		/* C0 controls, DEL, C1 controls (U+0080..U+009F: 8-bit CSI and the like), bytes that are not UTF-8 */
+		if (c < 0x20 || c == 0x7f || !l || (l == 2 && c == 0xc2 && p[i + 1] < 0xa0)) {
+			for (size_t k = 0; k < (l ? l : 1); k++)
+				fprintf(f, "\\x%02x", p[i + k]);
+			i += l ? l : 1;
+			continue;
+		}
+		if (quoted && (c == '"' || c == '\\'))
+			fputc('\\', f);
+		fwrite(p + i, 1, l, f);
+		i += l;
+	}
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "reader.h"
 
@@ -78,5 +79,17 @@ int util_reader_open(const char *path, struct sp_reader **r);
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len);
 /* "1.5 GiB", "312 KiB", "17 B" into buf. */
 const char *util_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+/*
+ * Untrusted text (a trace's host, command line, names; a file name) for a terminal or
+ * a text report: printable UTF-8 as it is; C0 and C1 control characters, DEL and
+ * bytes that are not UTF-8 as \xNN, so that nothing from a trace can move the
+ * cursor, retitle the window or break the line. quoted: also \" and \\ (the
+ * caller writes the quotes around it).
+ */
+void util_put_text(FILE *f, const char *s, int quoted);
+
+/* Length of the valid UTF-8 sequence at p (n bytes left, n >= 1): 1..4, 0 when invalid. */
+size_t util_utf8_len(const unsigned char *p, size_t n);
 
 #endif /* STEPPROF_UTIL_H */

@@ -272,6 +272,63 @@ Test(cli, info_json_reports_what_was_written)
 	rmrf_and_free(dir, ref, other, notes, NULL);
 }
 
+/*
+ * A trace's strings reach the terminal: none of its bytes may act on it. C0/C1
+ * controls, DEL and bytes that are not UTF-8 are shown as \xNN, in info's text, in
+ * dump's text and in an error line naming a file.
+ */
+#define EVIL "\x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b" "31m\x7f\xff\xfe<end"
+
+static void assert_inert(const struct sp_t_result *r, const char *what)
+{
+	const unsigned char *o[2] = {(const unsigned char *)r->out, (const unsigned char *)r->err};
+	size_t n[2] = {r->outlen, r->errlen};
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < n[k]; i++) {
+			unsigned c = o[k][i];
+			cr_assert(!(c < 0x20 && c != '\n') && c != 0x7f && c != 0xff && c != 0xfe &&
+					  !(c == 0xc2 && i + 1 < n[k] && o[k][i + 1] < 0xa0),
+				  "%s: byte 0x%02x at %zu of std%s: %s", what, c, i, k ? "err" : "out", o[k]);
+		}
+}
+
+Test(cli, trace_strings_cannot_drive_the_terminal)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.77.sptrace");
+	char *junk = path_in(dir, "x\x1b[2Jy.sptrace");
+	struct sp_tg_opts o = {.pid = 77, .ppid = 1, .rank = -1, .host = "node" EVIL, .cmdline = "python " EVIL};
+	struct sp_tg *g = sp_tg_create_opts(ref, &o);
+	uint32_t nm = sp_tg_intern(g, "mark " EVIL);
+	SP_TG_ADD(g, 77, SP_K_MARK, SP_API_stepprof_mark, T0, T0, {SP_F_NAME, nm});
+	snprintf(sp_tg_header(g)->devices[0].name, sizeof(sp_tg_header(g)->devices[0].name), "GPU %s", EVIL);
+	sp_tg_header(g)->ndevices = 1;
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "info", ref, NULL), 0, "stderr: %s", r.err);
+	assert_inert(&r, "info");
+	cr_assert(strstr(r.out, "  cmdline     python \\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end\n"),
+		  "%s", r.out);
+	cr_assert(strstr(r.out, "  host        node\\x1b]0;owned"), "%s", r.out);
+	cr_assert(strstr(r.out, "GPU \\x1b]0;owned"), "%s", r.out);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "dump", ref, NULL), 0, "stderr: %s", r.err);
+	assert_inert(&r, "dump");
+	cr_assert(strstr(r.out, "name=\"mark \\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end\"\n"),
+		  "%s", r.out);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(sp_t_write_file(junk, "junk", 4), 0);
+	cr_assert_eq(stepprof(&r, "info", dir, NULL), 2, "stderr: %s", r.err);
+	assert_inert(&r, "info with a junk file");
+	cr_assert(strstr(r.err, "x\\x1b[2Jy.sptrace: not a stepprof trace"), "%s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	sp_t_result_free(&r);
+	rmrf_and_free(dir, ref, junk, NULL);
+}
+
 /* ------------------------------------------------------------------ 4. dump */
 
 static struct sp_json *find_kind(struct sp_json **v, size_t n, const char *kind, int nth)
