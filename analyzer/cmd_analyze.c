@@ -133,10 +133,8 @@ int command_analyze(int argc, char **argv)
 	struct report_html_opts ho = {(const char *const *)argv + optind, (size_t)(argc - optind), all};
 	if (html && report_html_file(html, &a, &ho))
 		rc = SP_EXIT_INTERNAL;
-	if (fflush(stdout) || wr) {
-		util_err("analyze", "cannot write the report");
-		rc = SP_EXIT_INTERNAL;
-	}
+	if (fflush(stdout) || wr)
+		rc = util_stdout_failed();
 	an_analysis_free(&a);
 	merge_close(m);
 	return rc;

@@ -308,13 +308,14 @@ int command_dump(int argc, char **argv)
 		       "fields");
 	struct sp_event ev;
 	size_t pos = 0;
-	while (sums && sp_reader_summary(r, &pos, &ev)) {
+	/* A reader gone (dump | head, SIGPIPE ignored) ends the pass: the rest would go nowhere. */
+	while (sums && !ferror(stdout) && sp_reader_summary(r, &pos, &ev)) {
 		if (json)
 			record_json(&w, r, &ev, NULL);
 		else
 			record_text(r, &ev, NULL);
 	}
-	while (!sums && sp_reader_next(r, &ev)) {
+	while (!sums && !ferror(stdout) && sp_reader_next(r, &ev)) {
 		const struct span *gs = NULL;
 		/* op 0 means "no op id" (sp_next_op starts at 1) */
 		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])
@@ -324,8 +325,8 @@ int command_dump(int argc, char **argv)
 		else
 			record_text(r, &ev, gs);
 	}
-	if (json && jw_error(&w))
-		rc = SP_EXIT_INTERNAL;
+	if (ferror(stdout) || (json && jw_error(&w)))
+		rc = util_stdout_failed();
 	rc = util_worse(rc, util_report_damage(path, sp_reader_stats(r)));
 	sp_reader_close(r);
 	free(sp.t);

@@ -237,7 +237,7 @@ int command_info(int argc, char **argv)
 		jw_obj_begin(&w);
 		jw_karr_begin(&w, "files");
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !ferror(stdout); i++) { /* stop when nobody reads */
 		struct info in;
 		int frc = info_read(paths[i], &in);
 		if (frc) {
@@ -257,7 +257,7 @@ int command_info(int argc, char **argv)
 		jw_arr_end(&w);
 		jw_obj_end(&w);
 		if (jw_error(&w))
-			rc = util_worse(rc, SP_EXIT_INTERNAL);
+			rc = util_worse(rc, util_stdout_failed());
 	}
 	util_free_paths(paths);
 	return rc;

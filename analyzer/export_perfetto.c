@@ -728,7 +728,8 @@ static int export_file(struct ex *x, struct file_info *fi)
 		p->cmdline = xstrdup(fi->hdr->cmdline);
 	}
 	struct sp_event ev;
-	while (sp_reader_next(x->r, &ev)) {
+	/* A reader gone (export -o - | head, SIGPIPE ignored): the rest would go nowhere. */
+	while (!ferror(x->w.f) && sp_reader_next(x->r, &ev)) {
 		x->st->records++;
 		uint32_t opid = out_id(x, ev.pid), otid = out_id(x, ev.tid);
 		struct thread *t = thread_get(x, opid, otid ? otid : opid, ev.tid);
@@ -809,7 +810,10 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_obj_end(w);
 		jw_obj_end(w);
 		if (fflush(out) || jw_error(w)) {
-			util_err(NULL, "cannot write the trace");
+			if (out == stdout)
+				util_stdout_failed();
+			else
+				util_err(NULL, "cannot write the trace");
 			rc = util_worse(rc, SP_EXIT_INTERNAL);
 		}
 	}

@@ -86,10 +86,8 @@ int main(int argc, char **argv)
 			return SP_EXIT_INTERNAL;
 		}
 		int rc = verbs[i].fn(argc - 1, argv + 1);
-		if (fflush(stdout) || ferror(stdout)) {
-			util_err(NULL, "cannot write the output");
-			rc = util_worse(rc, SP_EXIT_INTERNAL);
-		}
+		if (fflush(stdout) || ferror(stdout))
+			rc = util_worse(rc, util_stdout_failed());
 		return rc;
 	}
 	util_err(a, "unknown verb (stepprof --help lists them)");

@@ -949,7 +949,9 @@ int report_html_file(const char *path, const struct an_analysis *a, const struct
 	int rc = report_html(f, a, o);
 	if (to_stdout ? fflush(f) != 0 : fclose(f) != 0)
 		rc = -1;
-	if (rc)
+	if (rc && to_stdout)
+		util_stdout_failed();
+	else if (rc)
 		util_err(path, "cannot write the HTML report%s%s", errno ? ": " : "", errno ? strerror(errno) : "");
 	return rc;
 }

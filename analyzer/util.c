@@ -47,6 +47,14 @@ int util_bad_option(const char *verb, const char *arg)
 	return SP_EXIT_USAGE;
 }
 
+int util_stdout_failed(void)
+{
+	static int said;
+	if (!said++)
+		util_err(NULL, "cannot write the output");
+	return SP_EXIT_INTERNAL;
+}
+
 int util_no_operand(const char *verb)
 {
 	util_err(verb, "no trace directory given (stepprof %s --help)", verb);

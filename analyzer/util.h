@@ -34,6 +34,13 @@ void util_err(const char *what, const char *fmt, ...) __attribute__((format(prin
 int util_bad_option(const char *verb, const char *arg);
 int util_no_operand(const char *verb);
 
+/*
+ * Standard output could not be written (a full disk, `stepprof ... | head` with SIGPIPE
+ * ignored): "stepprof: cannot write the output" once per process, however many layers
+ * notice it. Returns SP_EXIT_INTERNAL.
+ */
+int util_stdout_failed(void);
+
 /* The worse (larger) of two exit codes. */
 static inline int util_worse(int a, int b)
 {

@@ -211,6 +211,44 @@ Test(cli, options_after_operands_and_one_line_usage_errors)
 	rmrf_and_free(dir, ref, NULL);
 }
 
+/* stepprof with its standard output on /dev/full (every write fails with ENOSPC). */
+static int stepprof_full(struct sp_t_result *r, const char *const *args)
+{
+	char *argv[16] = {"/bin/sh", "-c", "exec \"$@\" >/dev/full", "sh", (char *)sp_t_build("bin/stepprof")};
+	int n = 5;
+	for (; *args && n < 15; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	char *env[] = {"LD_PRELOAD=", NULL};
+	int st = sp_t_run(r, argv, env, NULL, 60);
+	free(argv[4]);
+	return st;
+}
+
+/*
+ * Output that cannot be written is one line and exit 4, whichever layer notices it
+ * first (the report, the exporter, the verb or main's final flush).
+ */
+Test(cli, unwritable_stdout_is_one_line_and_exit_4)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	write_reference(ref);
+	const char *runs[][6] = {
+	    {"analyze", "--json", dir, NULL},	 {"analyze", dir, NULL},	   {"analyze", "--html", "-", dir, NULL},
+	    {"export", "-o", "-", dir, NULL},	 {"info", "--json", dir, NULL}, {"info", dir, NULL},
+	    {"dump", "--json", ref, NULL},	 {"dump", ref, NULL},
+	};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		cr_assert_eq(stepprof_full(&r, runs[i]), 4, "%s %s: stderr %s", runs[i][0], runs[i][1], r.err);
+		cr_assert_eq(count_lines(r.err), 1, "%s %s: stderr %s", runs[i][0], runs[i][1], r.err);
+		cr_assert(strstr(r.err, "stepprof: cannot write the output"), "%s", r.err);
+		sp_t_result_free(&r);
+	}
+	rmrf_and_free(dir, ref, NULL);
+}
+
 /* ------------------------------------------------------------------ 3. info */
 
 Test(cli, info_json_reports_what_was_written)
