@@ -159,6 +159,13 @@ Test(cli, help_version_and_usage_errors)
 	cr_assert_eq(stepprof(&r, "frobnicate", NULL), 1);
 	assert_one_error_line(&r, "frobnicate", "unknown verb");
 	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "help", "frobnicate", NULL), 1, "help of no verb: %s", r.out);
+	assert_one_error_line(&r, "frobnicate", "unknown verb");
+	cr_assert_eq(r.outlen, 0, "%s", r.out);
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "help", "dump", NULL), 0);
+	cr_assert(strstr(r.out, "usage: stepprof dump"), "%s", r.out);
+	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "info", NULL), 1, "info needs an operand");
 	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "info", "--bogus", "/tmp", NULL), 1);
