@@ -75,10 +75,15 @@ static void fast_stream(FILE *f)
 	__fsetlocking(f, FSETLOCKING_BYCALLER);
 }
 
-/* "12.5" seconds into nanoseconds (negative allowed: before ts 0); 0 or -1. */
+/*
+ * "12.5" seconds into nanoseconds (negative allowed: before ts 0); 0 or -1. Decimal
+ * only: strtod alone would also take " 12", "0x10" (16 s) and "infinity".
+ */
 static int parse_seconds(const char *s, int64_t *ns)
 {
 	char *end;
+	if (!*s || s[strspn(s, "0123456789.eE+-")])
+		return -1;
 	errno = 0;
 	double v = strtod(s, &end);
 	if (errno || end == s || *end || !isfinite(v) || v > 9e9 || v < -9e9)

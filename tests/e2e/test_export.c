@@ -199,6 +199,15 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	cr_expect_eq(export_run(&r, "--from", "1s", dir, NULL), 1);
 	cr_expect(strstr(r.err, "--from 1s: not a number of seconds"), "%s", r.err);
 	sp_t_result_free(&r);
+	const char *not_seconds[] = {"0x10", " 1", "1 ", "", "1e", "nan", "-inf", "1.5s"};
+	for (size_t i = 0; i < sizeof(not_seconds) / sizeof(not_seconds[0]); i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "--to %s: not a number of seconds", not_seconds[i]);
+		cr_expect_eq(export_run(&r, "--to", not_seconds[i], dir, NULL), 1, "--to '%s'", not_seconds[i]);
+		cr_expect(strstr(r.err, want), "%s", r.err);
+		cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+		sp_t_result_free(&r);
+	}
 	cr_expect_eq(export_run(&r, "--from=2", "--to=1.5", dir, NULL), 1);
 	cr_expect(strstr(r.err, "empty window"), "%s", r.err);
 	sp_t_result_free(&r);
