@@ -41,14 +41,19 @@ static const char *const sev_color[3] = {"#4e79a7", "#f28e2b", "#e15759"};
 /* ----------------------------------------------------- 1. output helpers */
 
 /*
- * Text or attribute value, escaped: & < > " ' become entities, and C0 control
- * characters (which HTML forbids) are shown as \xNN so nothing from a trace can
- * open a tag, close an attribute or hide in the output.
+ * Text or attribute value, escaped: & < > " ' become entities, and control
+ * characters (C0 but tab and newline, DEL, C1: HTML forbids them) and bytes that
+ * are not UTF-8 (the document says it is UTF-8) are shown as \xNN, as on the
+ * terminal, so nothing from a trace can open a tag, close an attribute or hide in
+ * the output.
  */
-static void esc(FILE *f, const char *s)
+static void esc(FILE *f, const char *str)
 {
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+	size_t n = strlen((const char *)s);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = s[i];
+		size_t l;
 		switch (c) {
 		case '&':
 			fputs("&amp;", f);
@@ -65,11 +70,18 @@ static void esc(FILE *f, const char *s)
 		case '\'':
 			fputs("&#39;", f);
 			break;
+		case '\t':
+		case '\n':
+			fputc(c, f);
+			break;
 		default:
-			if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
-				fprintf(f, "\\x%02x", c);
-			else
-				fputc(c, f);
+			/* one whole character: a hidden one as \xNN, else its UTF-8 bytes */
+			l = util_put_unsafe(f, s + i, n - i);
+			if (!l) {
+				l = util_utf8_len(s + i, n - i);
+				fwrite(s + i, 1, l, f);
+			}
+			i += l - 1;
 		}
 	}
 }

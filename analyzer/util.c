@@ -282,22 +282,32 @@ size_t util_utf8_len(const unsigned char *p, size_t n)
 	return len;
 }
 
+size_t util_put_unsafe(FILE *f, const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t l = util_utf8_len(p, n);
+	/* C0 controls, DEL, C1 controls (U+0080..U+009F: 8-bit CSI and the like), bytes that are not UTF-8 */
+	if (!(c < 0x20 || c == 0x7f || !l || (l == 2 && c == 0xc2 && p[1] < 0xa0)))
+		return 0;
+	l = l ? l : 1;
+	for (size_t k = 0; k < l; k++)
+		fprintf(f, "\\x%02x", p[k]);
+	return l;
+}
+
 void util_put_text(FILE *f, const char *s, int quoted)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t n = strlen(s);
 	for (size_t i = 0; i < n;) {
-		unsigned c = p[i];
-		size_t l = util_utf8_len(p + i, n - i);
-		/* C0 controls, DEL, C1 controls (U+0080..U+009F: 8-bit CSI and the like), bytes that are not UTF-8 */
-		if (c < 0x20 || c == 0x7f || !l || (l == 2 && c == 0xc2 && p[i + 1] < 0xa0)) {
-			for (size_t k = 0; k < (l ? l : 1); k++)
-				fprintf(f, "\\x%02x", p[i + k]);
-			i += l ? l : 1;
+		size_t l = util_put_unsafe(f, p + i, n - i);
+		if (l) {
+			i += l;
 			continue;
 		}
-		if (quoted && (c == '"' || c == '\\'))
+		if (quoted && (p[i] == '"' || p[i] == '\\'))
 			fputc('\\', f);
+		l = util_utf8_len(p + i, n - i);
 		fwrite(p + i, 1, l, f);
 		i += l;
 	}

@@ -96,6 +96,13 @@ const char *util_fmt_bytes(uint64_t bytes, char *buf, size_t len);
  */
 void util_put_text(FILE *f, const char *s, int quoted);
 
+/*
+ * The character at p (n bytes left, n >= 1) as util_put_text shows it when it is one
+ * to hide (a control character or a byte that is not UTF-8): writes \xNN for each of
+ * its bytes and returns how many; 0 (nothing written) for a printable character.
+ */
+size_t util_put_unsafe(FILE *f, const unsigned char *p, size_t n);
+
 /* Length of the valid UTF-8 sequence at p (n bytes left, n >= 1): 1..4, 0 when invalid. */
 size_t util_utf8_len(const unsigned char *p, size_t n);
 

@@ -30,6 +30,7 @@
 
 #include "testlib.h"
 #include "trainerlib.h"
+#include "tracegen.h"
 
 /* ---------------------------------------------- 1. capture and parse */
 
@@ -265,6 +266,46 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 	sp_t_remove_cur_dir();
 }
 
+
+/*
+ * A trace's strings and the operands are shown, never passed through: a command
+ * line with control characters (C0, C1) and bytes that are not UTF-8, in a
+ * directory whose name is not UTF-8 either, gives a document that is all UTF-8
+ * (as its <meta charset> says) with those bytes as \xNN; U+2028 is a character
+ * and stays as it is.
+ */
+Test(html_e2e, controls_and_bytes_not_utf8_are_shown_as_escapes)
+{
+	char *base = sp_t_tmpdir("html");
+	char dir[600], file[700];
+	snprintf(dir, sizeof(dir), "%s/t\xfe\xc2\x9b", base);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(file, sizeof(file), "%s/n.5.sptrace", dir);
+	struct sp_tg_opts o = {.pid = 5, .ppid = 1, .rank = -1, .cmdline = "python \xff\xc2\x9b[31m x\x01 \xe2\x80\xa8ok"};
+	struct sp_tg *g = sp_tg_create_opts(file, &o);
+	SP_TG_ADD(g, 5, SP_K_STEP, SP_API_stepprof_step, 1000000000000ull, 1000000000000ull, {SP_F_VALUE, 0});
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", dir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_expect(strstr(r.out, "python \\xff\\xc2\\x9b[31m x\\x01 \xe2\x80\xa8ok</code>"), "%s", r.out);
+	cr_expect(strstr(r.out, "/t\\xfe\\xc2\\x9b</code>"), "%s", r.out);
+	char *py[] = {"/usr/bin/python3", "-c",
+		      "import sys\nb = sys.stdin.buffer.read()\nt = b.decode('utf-8')\n"
+		      "bad = [hex(ord(c)) for c in t if 0x80 <= ord(c) < 0xa0 or (ord(c) < 0x20 and c not in '\\t\\n')]\n"
+		      "sys.exit('controls: %s' % bad if bad else 0)\n",
+		      NULL};
+	struct sp_t_result v;
+	sp_t_run(&v, py, NULL, r.out, 60);
+	cr_expect_eq(v.status, 0, "the HTML is not clean UTF-8: %s", v.err);
+	sp_t_result_free(&v);
+	sp_t_result_free(&r);
+	free(argv[0]);
+	sp_t_rmrf(base);
+	free(base);
+}
 /* ------------------------------------------------- 3. the multi-rank job */
 
 /*
