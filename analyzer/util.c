@@ -120,6 +120,62 @@ static int plist_add(struct plist *l, char *p)
 	return 0;
 }
 
+/* A listed file's identity, to find it named twice. */
+struct fid {
+	dev_t dev;
+	ino_t ino;
+	size_t at; /* its place in the list */
+};
+
+static int cmp_fid(const void *a, const void *b)
+{
+	const struct fid *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * One file named twice (`DIR DIR/x.sptrace`, `DIR ./DIR`, a link) is read once: twice
+ * would count its every call, byte and iteration share double. The first mention
+ * stays, the order is kept; a path that cannot be stat'ed stays for the reader to report.
+ */
+static void plist_dedupe(struct plist *l)
+{
+	if (l->n < 2)
+		return;
+	struct fid *f = malloc(l->n * sizeof(*f));
+	char *drop = calloc(l->n, 1);
+	size_t nf = 0;
+	if (!f || !drop) {
+		free(f);
+		free(drop);
+		return; /* out of memory: read duplicates rather than nothing */
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		struct stat st;
+		if (stat(l->v[i], &st) == 0 && S_ISREG(st.st_mode))
+			f[nf++] = (struct fid){st.st_dev, st.st_ino, i};
+	}
+	qsort(f, nf, sizeof(*f), cmp_fid);
+	for (size_t i = 1; i < nf; i++)
+		if (f[i].dev == f[i - 1].dev && f[i].ino == f[i - 1].ino)
+			drop[f[i].at] = 1;
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (drop[i])
+			free(l->v[i]);
+		else
+			l->v[k++] = l->v[i];
+	}
+	l->n = k;
+	l->v[k] = NULL;
+	free(f);
+	free(drop);
+}
+
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 {
 	struct plist l = {0};
@@ -176,6 +232,7 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 			qsort(l.v + first, l.n - first, sizeof(*l.v), cmp_str);
 		}
 	}
+	plist_dedupe(&l);
 	if (!l.v) {
 		l.v = calloc(1, sizeof(*l.v));
 		if (!l.v)

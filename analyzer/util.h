@@ -63,7 +63,8 @@ int util_is_trace_file(const char *path);
  * directly inside it, sorted by name, whatever the file names' extension, plus
  * every *.sptrace file even with a damaged magic (the reader reports it). Errors
  * (missing operand, directory without traces) are printed with util_err; *rc gets
- * the worst exit code. Returns the malloc'd array (NULL-terminated, free with
+ * the worst exit code. A file named twice (by two operands, or a DIR and a FILE in
+ * it) is listed once, where it was first named. Returns the malloc'd array (NULL-terminated, free with
  * util_free_paths) and its length in *n.
  */
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc);

@@ -374,6 +374,52 @@ Test(cli, trace_strings_cannot_drive_the_terminal)
 	rmrf_and_free(dir, ref, junk, NULL);
 }
 
+/*
+ * One file named several times (a DIR and a FILE in it, the DIR spelt twice, a
+ * link to it) is read once by every verb: read twice, its calls, bytes and
+ * records counted double in the analysis and the export.
+ */
+Test(cli, a_file_named_twice_is_read_once)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *other = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	char *link = path_in(other, "alias.sptrace");
+	char *dot = path_in(dir, ".");
+	write_reference(ref);
+	cr_assert_eq(symlink(ref, link), 0);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "analyze", "--json", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_expect_eq(sp_json_path(j, "processes")->n, 1);
+	cr_expect_eq(sp_json_u64(j, "processes.0.records", 0), REF_RECORDS);
+	cr_expect_eq(sp_json_u64(j, "summary.records", 0), REF_RECORDS);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "export", "-o", "-", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON");
+	cr_expect_eq(sp_json_u64(j, "otherData.files", 0), 1);
+	cr_expect_eq(sp_json_u64(j, "otherData.records", 0), REF_RECORDS);
+	cr_expect_eq(sp_json_u64(j, "otherData.gpu_spans", 0), 1, "the one copy's span, once");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "info", "--json", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_expect_eq(sp_json_path(j, "files")->n, 1);
+	cr_expect_str_eq(sp_json_str(j, "files.0.path"), ref, "the first name stays");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(other);
+	free(other);
+	rmrf_and_free(dir, ref, link, dot, NULL);
+}
+
 /* ------------------------------------------------------------------ 4. dump */
 
 static struct sp_json *find_kind(struct sp_json **v, size_t n, const char *kind, int nth)
