@@ -111,6 +111,10 @@ int command_analyze(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return util_no_operand("analyze");
+	if (html && !*html) {
+		util_err("analyze", "--html: empty file name");
+		return SP_EXIT_USAGE;
+	}
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
 	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);
