@@ -952,18 +952,19 @@ int report_html(FILE *f, const struct an_analysis *a, const struct report_html_o
 
 int report_html_file(const char *path, const struct an_analysis *a, const struct report_html_opts *o)
 {
-	int to_stdout = !strcmp(path, "-");
-	FILE *f = to_stdout ? stdout : fopen(path, "w");
-	if (!f) {
-		util_err(path, "cannot write the HTML report: %s", strerror(errno));
-		return -1;
+	if (!strcmp(path, "-")) {
+		if (report_html(stdout, a, o) || fflush(stdout)) {
+			util_stdout_failed();
+			return -1;
+		}
+		return 0;
 	}
-	int rc = report_html(f, a, o);
-	if (to_stdout ? fflush(f) != 0 : fclose(f) != 0)
-		rc = -1;
-	if (rc && to_stdout)
-		util_stdout_failed();
-	else if (rc)
+	/* written whole or not at all: a failed write leaves no half report, and the old one stays */
+	struct util_out uo;
+	if (util_out_open(&uo, path, "cannot write the HTML report"))
+		return -1;
+	int rc = report_html(uo.f, a, o);
+	if (rc)
 		util_err(path, "cannot write the HTML report%s%s", errno ? ": " : "", errno ? strerror(errno) : "");
-	return rc;
+	return util_out_close(&uo, !rc) || rc ? -1 : 0;
 }

@@ -274,6 +274,69 @@ int util_reader_open(const char *path, struct sp_reader **r)
 	return 0;
 }
 
+/* ------------------------------------------------------ output files */
+
+int util_out_open(struct util_out *o, const char *dest, const char *what)
+{
+	memset(o, 0, sizeof(*o));
+	o->what = what;
+	size_t tl = strlen(dest) + 32;
+	o->dest = strdup(dest);
+	o->tmp = malloc(tl);
+	if (!o->dest || !o->tmp) {
+		util_err(dest, "%s: out of memory", what);
+		goto fail;
+	}
+	/* A device or a pipe is written in place: never renamed over. */
+	struct stat ds;
+	o->direct = stat(dest, &ds) == 0 && !S_ISREG(ds.st_mode);
+	if (o->direct)
+		snprintf(o->tmp, tl, "%s", dest);
+	else
+		snprintf(o->tmp, tl, "%s.tmp.%ld", dest, (long)getpid());
+	int fd = o->direct ? open(dest, O_WRONLY | O_CLOEXEC)
+			   : open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	o->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!o->f) {
+		util_err(dest, "%s: %s", what, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			if (!o->direct)
+				unlink(o->tmp);
+		}
+		goto fail;
+	}
+	return 0;
+fail:
+	free(o->dest);
+	free(o->tmp);
+	o->dest = o->tmp = NULL;
+	return -1;
+}
+
+int util_out_close(struct util_out *o, int keep)
+{
+	int rc = 0;
+	/* a document dropped anyway: the caller has said why, a failing close adds nothing */
+	if (fclose(o->f)) {
+		if (keep)
+			util_err(o->dest, "%s: %s", o->what, strerror(errno));
+		rc = -1;
+	}
+	if (!o->direct && (rc || !keep)) {
+		unlink(o->tmp);
+	} else if (!o->direct && rename(o->tmp, o->dest)) {
+		util_err(o->dest, "%s: %s", o->what, strerror(errno));
+		unlink(o->tmp);
+		rc = -1;
+	}
+	free(o->dest);
+	free(o->tmp);
+	o->f = NULL;
+	o->dest = o->tmp = NULL;
+	return rc;
+}
+
 /* ----------------------------------------------------------- 3. numbers */
 
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len)

@@ -83,6 +83,23 @@ char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, siz
  */
 int util_reader_open(const char *path, struct sp_reader **r);
 
+/*
+ * An output file written whole or not at all: util_out_open creates a temporary
+ * DEST.tmp.PID beside it (a device or a FIFO, -o /dev/null, is written in place);
+ * util_out_close closes it and, with keep, renames it over DEST, else removes it, so
+ * a failed write never leaves half a document under the real name nor destroys the
+ * one there. Both print their error as "<dest>: <what>: <reason>" and return -1
+ * (util_out_close without keep only returns it: the caller has said why it drops it).
+ */
+struct util_out {
+	FILE *f;
+	char *dest, *tmp;
+	const char *what; /* "cannot write", "cannot write the HTML report" */
+	int direct;
+};
+int util_out_open(struct util_out *o, const char *dest, const char *what);
+int util_out_close(struct util_out *o, int keep);
+
 /* "12.3 ms", "4.56 s", "870 ns"... into buf. */
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len);
 /* "1.5 GiB", "312 KiB", "17 B" into buf. */

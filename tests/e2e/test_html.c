@@ -306,6 +306,40 @@ Test(html_e2e, controls_and_bytes_not_utf8_are_shown_as_escapes)
 	sp_t_rmrf(base);
 	free(base);
 }
+
+/*
+ * An HTML report that cannot be written whole (here the file size limit stops it
+ * after a few KiB) leaves no half document under its name, and the report already
+ * there stays; the text report is still on stdout, the error one line, exit 4.
+ */
+Test(html_e2e, a_failed_write_keeps_the_old_report)
+{
+	char *tdir = capture("compute-bound", NULL);
+	char out[600], listing[700];
+	snprintf(out, sizeof(out), "%s/report.html", sp_t_cur_dir);
+	cr_assert_eq(sp_t_write_file(out, "OLD\n", 4), 0);
+	char *sp = (char *)sp_t_build("bin/stepprof");
+	char *argv[] = {"/bin/sh", "-c", "ulimit -f 4; trap '' XFSZ; exec \"$@\"", "sh", sp, "analyze", "--html", out,
+			tdir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
+	cr_expect(strstr(r.err, "report.html: cannot write the HTML report"), "%s", r.err);
+	cr_expect(strchr(r.err, '\n') && strchr(r.err, '\n')[1] == 0, "not one line: %s", r.err);
+	cr_expect(strstr(r.out, "stepprof analyze: "), "the text report: %s", r.out);
+	char *now = sp_t_read_file(out, NULL);
+	cr_expect(now && !strcmp(now, "OLD\n"), "the old report was replaced by: %.80s", now ? now : "(nothing)");
+	free(now);
+	sp_t_result_free(&r);
+	/* and no temporary left beside it */
+	snprintf(listing, sizeof(listing), "ls -a '%s' | grep -c tmp", sp_t_cur_dir);
+	char *ls[] = {"/bin/sh", "-c", listing, NULL};
+	sp_t_run(&r, ls, NULL, NULL, 30);
+	cr_expect_str_eq(r.out, "0\n", "a temporary file stayed");
+	sp_t_result_free(&r);
+	free(sp);
+	free(tdir);
+}
 /* ------------------------------------------------- 3. the multi-rank job */
 
 /*
