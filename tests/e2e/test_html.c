@@ -340,6 +340,38 @@ Test(html_e2e, a_failed_write_keeps_the_old_report)
 	free(sp);
 	free(tdir);
 }
+
+/*
+ * `analyze --html F DIR | head`: the reader of stdout goes away and the next write
+ * there ends stepprof with SIGPIPE. F is written before the stdout report, so it
+ * is complete all the same (it was never written: the text of 1000 iterations
+ * filled the pipe first).
+ */
+Test(html_e2e, the_file_is_written_before_stdout_can_end_the_run)
+{
+	char *base = sp_t_tmpdir("html");
+	char tdir[600], out[600], cmd[2400];
+	snprintf(tdir, sizeof(tdir), "%s/trace", base);
+	snprintf(out, sizeof(out), "%s/r.html", base);
+	char *gen = (char *)sp_t_build("bin/gentrace"), *sp = (char *)sp_t_build("bin/stepprof");
+	char *ga[] = {gen, tdir, "20000", "--iters", "1000", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, ga, NULL, NULL, 120), 0, "gentrace: %s", r.err);
+	sp_t_result_free(&r);
+	snprintf(cmd, sizeof(cmd), "'%s' analyze --all --html '%s' '%s' | head -c 1 >/dev/null", sp, out, tdir);
+	char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	sp_t_run(&r, sh, NULL, NULL, 120);
+	sp_t_result_free(&r);
+	char *html = sp_t_read_file(out, NULL);
+	cr_assert_not_null(html, "no HTML report");
+	size_t n = strlen(html);
+	cr_expect(n > 7 && !strcmp(html + n - 8, "</html>\n"), "a cut report: ...%s", html + (n > 40 ? n - 40 : 0));
+	free(html);
+	free(gen);
+	free(sp);
+	sp_t_rmrf(base);
+	free(base);
+}
 /* ------------------------------------------------- 3. the multi-rank job */
 
 /*
