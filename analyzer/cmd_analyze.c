@@ -111,6 +111,10 @@ int command_analyze(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return util_no_operand("analyze");
+	if (html && !*html) {
+		util_err("analyze", "--html: empty file name");
+		return SP_EXIT_USAGE;
+	}
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
 	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);
@@ -129,14 +133,16 @@ int command_analyze(int argc, char **argv)
 		return strstr(err, "--step-regex") || strstr(err, "--rank") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
 	}
 	rc = merge_report_damage(m);
-	int wr = html && !strcmp(html, "-") ? 0 : json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	/*
+	 * The HTML file first: `analyze --html F DIR | head` ends this process with SIGPIPE
+	 * at its next write to stdout, and F is complete by then.
+	 */
 	struct report_html_opts ho = {(const char *const *)argv + optind, (size_t)(argc - optind), all};
 	if (html && report_html_file(html, &a, &ho))
 		rc = SP_EXIT_INTERNAL;
-	if (fflush(stdout) || wr) {
-		util_err("analyze", "cannot write the report");
-		rc = SP_EXIT_INTERNAL;
-	}
+	int wr = html && !strcmp(html, "-") ? 0 : json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	if (fflush(stdout) || wr)
+		rc = util_stdout_failed();
 	an_analysis_free(&a);
 	merge_close(m);
 	return rc;

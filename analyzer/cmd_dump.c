@@ -192,14 +192,7 @@ static void text_string(const char *s)
 		return;
 	}
 	putchar('"');
-	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			printf("\\%c", *p);
-		else if (*p < ' ' || *p == 0x7f)
-			printf("\\x%02x", *p);
-		else
-			putchar(*p);
-	}
+	util_put_text(stdout, s, 1);
 	putchar('"');
 }
 
@@ -275,7 +268,8 @@ int command_dump(int argc, char **argv)
 	int json = 0, sums = 0, c;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jsh", opts, NULL)) != -1) {
+	/* Options anywhere among the operands, as analyze and export take them. */
+	while ((c = getopt_long(argc, argv, "jsh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -287,14 +281,12 @@ int command_dump(int argc, char **argv)
 			dump_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("dump", "unknown option %s", argv[optind - 1]);
-			dump_usage(stderr);
-			return SP_EXIT_USAGE;
+			return util_bad_option("dump", argv[optind - 1]);
 		}
 	}
 	if (optind + 1 != argc) {
-		util_err("dump", optind >= argc ? "which trace? give one FILE" : "one FILE at a time");
-		dump_usage(stderr);
+		util_err("dump", "%s (stepprof dump --help)",
+			 optind >= argc ? "which trace? give one FILE" : "one FILE at a time");
 		return SP_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
@@ -316,13 +308,14 @@ int command_dump(int argc, char **argv)
 		       "fields");
 	struct sp_event ev;
 	size_t pos = 0;
-	while (sums && sp_reader_summary(r, &pos, &ev)) {
+	/* A reader gone (dump | head, SIGPIPE ignored) ends the pass: the rest would go nowhere. */
+	while (sums && !ferror(stdout) && sp_reader_summary(r, &pos, &ev)) {
 		if (json)
 			record_json(&w, r, &ev, NULL);
 		else
 			record_text(r, &ev, NULL);
 	}
-	while (!sums && sp_reader_next(r, &ev)) {
+	while (!sums && !ferror(stdout) && sp_reader_next(r, &ev)) {
 		const struct span *gs = NULL;
 		/* op 0 means "no op id" (sp_next_op starts at 1) */
 		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])
@@ -332,8 +325,8 @@ int command_dump(int argc, char **argv)
 		else
 			record_text(r, &ev, gs);
 	}
-	if (json && jw_error(&w))
-		rc = SP_EXIT_INTERNAL;
+	if (ferror(stdout) || (json && jw_error(&w)))
+		rc = util_stdout_failed();
 	rc = util_worse(rc, util_report_damage(path, sp_reader_stats(r)));
 	sp_reader_close(r);
 	free(sp.t);

@@ -10,7 +10,6 @@
 #include "commands.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
@@ -19,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "export_perfetto.h"
 #include "util.h"
@@ -75,10 +73,15 @@ static void fast_stream(FILE *f)
 	__fsetlocking(f, FSETLOCKING_BYCALLER);
 }
 
-/* "12.5" seconds into nanoseconds (negative allowed: before ts 0); 0 or -1. */
+/*
+ * "12.5" seconds into nanoseconds (negative allowed: before ts 0); 0 or -1. Decimal
+ * only: strtod alone would also take " 12", "0x10" (16 s) and "infinity".
+ */
 static int parse_seconds(const char *s, int64_t *ns)
 {
 	char *end;
+	if (!*s || s[strspn(s, "0123456789.eE+-")])
+		return -1;
 	errno = 0;
 	double v = strtod(s, &end);
 	if (errno || end == s || *end || !isfinite(v) || v > 9e9 || v < -9e9)
@@ -153,56 +156,25 @@ int command_export(int argc, char **argv)
 	}
 
 	char *dest = output ? strdup(output) : default_output(argv[optind]);
-	size_t tl = dest ? strlen(dest) + 32 : 0;
-	char *tmp = dest ? malloc(tl) : NULL;
-	if (!dest || !tmp) {
-		util_err("export", "out of memory");
+	struct util_out uo;
+	if (!dest || util_out_open(&uo, dest, "cannot write")) {
+		if (!dest)
+			util_err("export", "out of memory");
 		free(dest);
 		util_free_paths(paths);
 		return SP_EXIT_INTERNAL;
 	}
-	snprintf(tmp, tl, "%s.tmp.%ld", dest, (long)getpid());
-	/* A device or a pipe (-o /dev/null, a FIFO) is written in place: never renamed over. */
-	struct stat ds;
-	int direct = stat(dest, &ds) == 0 && !S_ISREG(ds.st_mode);
-	if (direct)
-		snprintf(tmp, tl, "%s", dest);
-	int fd = direct ? open(dest, O_WRONLY | O_CLOEXEC)
-			: open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		util_err(dest, "cannot write: %s", strerror(errno));
-		if (fd >= 0) {
-			close(fd);
-			if (!direct)
-				unlink(tmp);
-		}
-		free(tmp);
-		free(dest);
-		util_free_paths(paths);
-		return SP_EXIT_INTERNAL;
-	}
-	fast_stream(f);
-	rc = export_perfetto(paths, n, f, &opts, &st);
+	fast_stream(uo.f);
+	rc = export_perfetto(paths, n, uo.f, &opts, &st);
 	util_free_paths(paths);
-	int werr = fclose(f) != 0;
-	if (werr)
-		util_err(dest, "cannot write: %s", strerror(errno));
-	if (werr || rc == SP_EXIT_INTERNAL || !st.files) {
-		/* nothing whole to show: no half document under the real name */
-		if (!direct)
-			unlink(tmp);
-		rc = util_worse(rc, werr ? SP_EXIT_INTERNAL : rc);
-	} else if (!direct && rename(tmp, dest)) {
-		util_err(dest, "cannot write: %s", strerror(errno));
-		unlink(tmp);
+	/* nothing whole to show: no half document under the real name */
+	int whole = rc != SP_EXIT_INTERNAL && st.files;
+	if (util_out_close(&uo, whole))
 		rc = SP_EXIT_INTERNAL;
-	} else {
+	else if (whole)
 		printf("wrote %s: %" PRIu64 " events from %" PRIu64 " records of %" PRIu64 " files (%" PRIu64
 		       " GPU spans); open it at https://ui.perfetto.dev\n",
 		       dest, st.events, st.records, st.files, st.gpu_spans);
-	}
-	free(tmp);
 	free(dest);
 	return rc;
 }

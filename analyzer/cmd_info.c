@@ -75,9 +75,12 @@ static void info_text(const char *path, const struct info *in)
 	const struct sp_file_header *h = &in->hdr;
 	const struct sp_reader_stats *st = &in->st;
 	char b1[32], b2[32];
-	printf("%s\n", path);
-	printf("  format      %u.%u\n", h->version_major, h->version_minor);
-	printf("  host        %s\n", h->host);
+	/* path, host, command line and device names are untrusted: util_put_text shows them */
+	util_put_text(stdout, path, 0);
+	printf("\n  format      %u.%u\n", h->version_major, h->version_minor);
+	fputs("  host        ", stdout);
+	util_put_text(stdout, h->host, 0);
+	fputc('\n', stdout);
 	printf("  process     pid %d, ppid %d", h->pid, h->ppid);
 	if (h->rank >= 0)
 		printf(", rank %d", h->rank);
@@ -85,7 +88,9 @@ static void info_text(const char *path, const struct info *in)
 		printf(", local rank %d", h->local_rank);
 	if (h->world_size >= 0)
 		printf(", world size %d", h->world_size);
-	printf("\n  cmdline     %s\n", h->cmdline);
+	fputs("\n  cmdline     ", stdout);
+	util_put_text(stdout, h->cmdline, 0);
+	fputc('\n', stdout);
 	printf("  features   ");
 	int any = 0;
 	for (unsigned i = 0; i < sizeof(feature_names) / sizeof(feature_names[0]); i++)
@@ -121,9 +126,10 @@ static void info_text(const char *path, const struct info *in)
 	unsigned nd = h->ndevices < SP_MAX_DEVICES ? h->ndevices : SP_MAX_DEVICES;
 	for (unsigned i = 0; i < nd; i++) {
 		const struct sp_device_info *d = &h->devices[i];
-		printf("  device %-4d %s, %s, PCIe gen %u x%u (max gen %u x%u)\n", d->ordinal,
-		       d->name[0] ? d->name : "?", util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)), d->pcie_gen_cur,
-		       d->pcie_width_cur, d->pcie_gen_max, d->pcie_width_max);
+		printf("  device %-4d ", d->ordinal);
+		util_put_text(stdout, d->name[0] ? d->name : "?", 0);
+		printf(", %s, PCIe gen %u x%u (max gen %u x%u)\n", util_fmt_bytes(d->mem_bytes, b2, sizeof(b2)),
+		       d->pcie_gen_cur, d->pcie_width_cur, d->pcie_gen_max, d->pcie_width_max);
 	}
 	if (h->driver_version || h->runtime_version)
 		printf("  cuda        driver %d, runtime %d\n", h->driver_version, h->runtime_version);
@@ -207,7 +213,8 @@ int command_info(int argc, char **argv)
 	int json = 0, c;
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jh", opts, NULL)) != -1) {
+	/* Options anywhere among the operands, as analyze and export take them. */
+	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -216,16 +223,11 @@ int command_info(int argc, char **argv)
 			info_usage(stdout);
 			return SP_EXIT_OK;
 		default:
-			util_err("info", "unknown option %s", argv[optind - 1]);
-			info_usage(stderr);
-			return SP_EXIT_USAGE;
+			return util_bad_option("info", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc) {
-		util_err("info", "which trace? give a DIR or FILE");
-		info_usage(stderr);
-		return SP_EXIT_USAGE;
-	}
+	if (optind >= argc)
+		return util_no_operand("info");
 	size_t n;
 	int rc;
 	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);
@@ -235,7 +237,7 @@ int command_info(int argc, char **argv)
 		jw_obj_begin(&w);
 		jw_karr_begin(&w, "files");
 	}
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !ferror(stdout); i++) { /* stop when nobody reads */
 		struct info in;
 		int frc = info_read(paths[i], &in);
 		if (frc) {
@@ -255,7 +257,7 @@ int command_info(int argc, char **argv)
 		jw_arr_end(&w);
 		jw_obj_end(&w);
 		if (jw_error(&w))
-			rc = util_worse(rc, SP_EXIT_INTERNAL);
+			rc = util_worse(rc, util_stdout_failed());
 	}
 	util_free_paths(paths);
 	return rc;

@@ -211,6 +211,31 @@ static struct thread *thread_get(struct ex *x, uint32_t opid, uint32_t otid, int
 
 /* ------------------------------------------------------ 2. header pass */
 
+/*
+ * Times are untrusted (a damaged file's can be anything up to 2^64-1): document time
+ * is computed with saturating arithmetic, never a signed overflow.
+ */
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_add_overflow(a, b, &r))
+		return b > 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t sat_sub(int64_t a, int64_t b)
+{
+	int64_t r;
+	if (__builtin_sub_overflow(a, b, &r))
+		return b < 0 ? INT64_MAX : INT64_MIN;
+	return r;
+}
+
+static int64_t clamp_ns(uint64_t ns)
+{
+	return ns > INT64_MAX ? INT64_MAX : (int64_t)ns;
+}
+
 static void header_pass(struct ex *x, int *rc)
 {
 	int64_t first_off = 0;
@@ -254,11 +279,12 @@ static void header_pass(struct ex *x, int *rc)
 				if (k == 0)
 					first_off = off;
 				/* Only clocks that were both read: a header without realtime keeps its monotonic. */
-				x->hosts[k].offset_ns = k && h->start_real_ns && off != first_off ? off - first_off : 0;
+				x->hosts[k].offset_ns =
+				    k && h->start_real_ns && off != first_off ? sat_sub(off, first_off) : 0;
 			}
 		}
 		fi->host = k;
-		int64_t start = (int64_t)first + x->hosts[k].offset_ns;
+		int64_t start = sat_add(clamp_ns(first), x->hosts[k].offset_ns);
 		if (!have_zero || start < x->zero) {
 			x->zero = start;
 			have_zero = 1;
@@ -271,7 +297,7 @@ static void header_pass(struct ex *x, int *rc)
 
 static int64_t rel(const struct ex *x, uint64_t ns)
 {
-	return (int64_t)ns + x->hosts[x->fi->host].offset_ns - x->zero;
+	return sat_sub(sat_add(clamp_ns(ns), x->hosts[x->fi->host].offset_ns), x->zero);
 }
 
 /* Does [b, e] (document time) overlap the window? */
@@ -523,7 +549,8 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 	struct op anon = {.op = op};
 	const struct op *o = call ? call : &anon;
 	uint32_t opid = out_id(x, pid);
-	int64_t b = rel(x, sb), e = rel(x, se);
+	/* the span's length from the record (se - sb wraps back to it), not from two clamped ends */
+	int64_t b = rel(x, sb), e = sat_add(b, clamp_ns(se - sb));
 	if (!in_window(x, b, e))
 		return;
 	uint32_t tid = gpu_lane(x, opid, device, b, e);
@@ -545,7 +572,7 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 			jw_kstr(w, "host_memory", o->hostmem < SP_HOSTMEM__COUNT ? sp_hostmem_name[o->hostmem] : "?");
 		}
 		jw_ku64(w, "host_tid", out_id(x, o->tid));
-		put_us(w, "queued_us", b - rel(x, o->b)); /* from the call's begin to the GPU's */
+		put_us(w, "queued_us", sat_sub(b, rel(x, o->b))); /* from the call's begin to the GPU's */
 	}
 	jw_obj_end(w);
 	jw_obj_end(w);
@@ -728,7 +755,8 @@ static int export_file(struct ex *x, struct file_info *fi)
 		p->cmdline = xstrdup(fi->hdr->cmdline);
 	}
 	struct sp_event ev;
-	while (sp_reader_next(x->r, &ev)) {
+	/* A reader gone (export -o - | head, SIGPIPE ignored): the rest would go nowhere. */
+	while (!ferror(x->w.f) && sp_reader_next(x->r, &ev)) {
 		x->st->records++;
 		uint32_t opid = out_id(x, ev.pid), otid = out_id(x, ev.tid);
 		struct thread *t = thread_get(x, opid, otid ? otid : opid, ev.tid);
@@ -809,7 +837,10 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_obj_end(w);
 		jw_obj_end(w);
 		if (fflush(out) || jw_error(w)) {
-			util_err(NULL, "cannot write the trace");
+			if (out == stdout)
+				util_stdout_failed();
+			else
+				util_err(NULL, "cannot write the trace");
 			rc = util_worse(rc, SP_EXIT_INTERNAL);
 		}
 	}

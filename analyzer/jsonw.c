@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* ----------------------------------------------------------- 1. structure */
 
 void jw_init(struct jsonw *w, FILE *f, int pretty)
@@ -125,39 +127,6 @@ void jw_key(struct jsonw *w, const char *key)
 
 /* ------------------------------------------------------------- 2. scalars */
 
-/* Length of the valid UTF-8 sequence at p (n bytes left), 0 if invalid. */
-static size_t utf8_len(const unsigned char *p, size_t n)
-{
-	unsigned c = p[0];
-	size_t len;
-	unsigned min;
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xc2 && c <= 0xdf) {
-		len = 2;
-		min = 0x80;
-	} else if (c >= 0xe0 && c <= 0xef) {
-		len = 3;
-		min = 0x800;
-	} else if (c >= 0xf0 && c <= 0xf4) {
-		len = 4;
-		min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	unsigned cp = c & (0x3f >> (len - 1));
-	for (size_t i = 1; i < len; i++) {
-		if ((p[i] & 0xc0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (p[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
-		return 0;
-	return len;
-}
-
 static void put_string(struct jsonw *w, const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
@@ -201,7 +170,7 @@ static void put_string(struct jsonw *w, const char *s, size_t n)
 			if (c < 0x20) {
 				fprintf(f, "\\u%04x", c);
 			} else {
-				size_t l = utf8_len(p + i, n - i);
+				size_t l = util_utf8_len(p + i, n - i);
 				if (l) {
 					fwrite(p + i, 1, l, f);
 					i += l;

@@ -67,9 +67,17 @@ int main(int argc, char **argv)
 		if (!strcmp(a, "help") && argc > 2) {
 			/* `stepprof help VERB` is `stepprof VERB --help` */
 			char *sub[] = {argv[2], "--help", NULL};
-			for (size_t i = 0; i < NVERBS; i++)
-				if (!strcmp(verbs[i].name, argv[2]) && verbs[i].fn)
-					return verbs[i].fn(2, sub);
+			for (size_t i = 0; i < NVERBS; i++) {
+				if (strcmp(verbs[i].name, argv[2]))
+					continue;
+				if (!verbs[i].fn) {
+					util_err(argv[2], "not built");
+					return SP_EXIT_INTERNAL;
+				}
+				return verbs[i].fn(2, sub);
+			}
+			util_err(argv[2], "unknown verb (stepprof --help lists them)");
+			return SP_EXIT_USAGE;
 		}
 		usage(stdout);
 		return SP_EXIT_OK;
@@ -86,10 +94,8 @@ int main(int argc, char **argv)
 			return SP_EXIT_INTERNAL;
 		}
 		int rc = verbs[i].fn(argc - 1, argv + 1);
-		if (fflush(stdout) || ferror(stdout)) {
-			util_err(NULL, "cannot write the output");
-			rc = util_worse(rc, SP_EXIT_INTERNAL);
-		}
+		if (fflush(stdout) || ferror(stdout))
+			rc = util_worse(rc, util_stdout_failed());
 		return rc;
 	}
 	util_err(a, "unknown verb (stepprof --help lists them)");

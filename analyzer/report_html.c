@@ -41,14 +41,19 @@ static const char *const sev_color[3] = {"#4e79a7", "#f28e2b", "#e15759"};
 /* ----------------------------------------------------- 1. output helpers */
 
 /*
- * Text or attribute value, escaped: & < > " ' become entities, and C0 control
- * characters (which HTML forbids) are shown as \xNN so nothing from a trace can
- * open a tag, close an attribute or hide in the output.
+ * Text or attribute value, escaped: & < > " ' become entities, and control
+ * characters (C0 but tab and newline, DEL, C1: HTML forbids them) and bytes that
+ * are not UTF-8 (the document says it is UTF-8) are shown as \xNN, as on the
+ * terminal, so nothing from a trace can open a tag, close an attribute or hide in
+ * the output.
  */
-static void esc(FILE *f, const char *s)
+static void esc(FILE *f, const char *str)
 {
-	for (; s && *s; s++) {
-		unsigned char c = (unsigned char)*s;
+	const unsigned char *s = (const unsigned char *)(str ? str : "");
+	size_t n = strlen((const char *)s);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = s[i];
+		size_t l;
 		switch (c) {
 		case '&':
 			fputs("&amp;", f);
@@ -65,11 +70,18 @@ static void esc(FILE *f, const char *s)
 		case '\'':
 			fputs("&#39;", f);
 			break;
+		case '\t':
+		case '\n':
+			fputc(c, f);
+			break;
 		default:
-			if ((c < 0x20 && c != '\t' && c != '\n') || c == 0x7f)
-				fprintf(f, "\\x%02x", c);
-			else
-				fputc(c, f);
+			/* one whole character: a hidden one as \xNN, else its UTF-8 bytes */
+			l = util_put_unsafe(f, s + i, n - i);
+			if (!l) {
+				l = util_utf8_len(s + i, n - i);
+				fwrite(s + i, 1, l, f);
+			}
+			i += l - 1;
 		}
 	}
 }
@@ -940,16 +952,19 @@ int report_html(FILE *f, const struct an_analysis *a, const struct report_html_o
 
 int report_html_file(const char *path, const struct an_analysis *a, const struct report_html_opts *o)
 {
-	int to_stdout = !strcmp(path, "-");
-	FILE *f = to_stdout ? stdout : fopen(path, "w");
-	if (!f) {
-		util_err(path, "cannot write the HTML report: %s", strerror(errno));
-		return -1;
+	if (!strcmp(path, "-")) {
+		if (report_html(stdout, a, o) || fflush(stdout)) {
+			util_stdout_failed();
+			return -1;
+		}
+		return 0;
 	}
-	int rc = report_html(f, a, o);
-	if (to_stdout ? fflush(f) != 0 : fclose(f) != 0)
-		rc = -1;
+	/* written whole or not at all: a failed write leaves no half report, and the old one stays */
+	struct util_out uo;
+	if (util_out_open(&uo, path, "cannot write the HTML report"))
+		return -1;
+	int rc = report_html(uo.f, a, o);
 	if (rc)
 		util_err(path, "cannot write the HTML report%s%s", errno ? ": " : "", errno ? strerror(errno) : "");
-	return rc;
+	return util_out_close(&uo, !rc) || rc ? -1 : 0;
 }

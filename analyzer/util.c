@@ -1,6 +1,6 @@
 /*
  * util.c - helpers shared by the verbs (util.h): 1. error lines, 2. trace files
- * of a directory, 3. human-readable numbers.
+ * of a directory, 3. human-readable numbers, 4. untrusted strings on a terminal.
  */
 #include "util.h"
 
@@ -25,20 +25,34 @@ void util_err(const char *what, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	/* One line, whatever the message holds. */
+	/*
+	 * One line, whatever the message holds; what and the message may carry names from
+	 * a directory or a trace: their control characters are shown, not sent to the terminal.
+	 */
 	for (char *p = msg; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = ' ';
-	if (what)
-		fprintf(stderr, "stepprof: %s: %s\n", what, msg);
-	else
-		fprintf(stderr, "stepprof: %s\n", msg);
+	fputs("stepprof: ", stderr);
+	if (what) {
+		util_put_text(stderr, what, 0);
+		fputs(": ", stderr);
+	}
+	util_put_text(stderr, msg, 0);
+	fputc('\n', stderr);
 }
 
 int util_bad_option(const char *verb, const char *arg)
 {
 	util_err(verb, "%s: unknown option or missing value (stepprof %s --help)", arg, verb);
 	return SP_EXIT_USAGE;
+}
+
+int util_stdout_failed(void)
+{
+	static int said;
+	if (!said++)
+		util_err(NULL, "cannot write the output");
+	return SP_EXIT_INTERNAL;
 }
 
 int util_no_operand(const char *verb)
@@ -106,6 +120,62 @@ static int plist_add(struct plist *l, char *p)
 	return 0;
 }
 
+/* A listed file's identity, to find it named twice. */
+struct fid {
+	dev_t dev;
+	ino_t ino;
+	size_t at; /* its place in the list */
+};
+
+static int cmp_fid(const void *a, const void *b)
+{
+	const struct fid *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->at < y->at ? -1 : x->at > y->at;
+}
+
+/*
+ * One file named twice (`DIR DIR/x.sptrace`, `DIR ./DIR`, a link) is read once: twice
+ * would count its every call, byte and iteration share double. The first mention
+ * stays, the order is kept; a path that cannot be stat'ed stays for the reader to report.
+ */
+static void plist_dedupe(struct plist *l)
+{
+	if (l->n < 2)
+		return;
+	struct fid *f = malloc(l->n * sizeof(*f));
+	char *drop = calloc(l->n, 1);
+	size_t nf = 0;
+	if (!f || !drop) {
+		free(f);
+		free(drop);
+		return; /* out of memory: read duplicates rather than nothing */
+	}
+	for (size_t i = 0; i < l->n; i++) {
+		struct stat st;
+		if (stat(l->v[i], &st) == 0 && S_ISREG(st.st_mode))
+			f[nf++] = (struct fid){st.st_dev, st.st_ino, i};
+	}
+	qsort(f, nf, sizeof(*f), cmp_fid);
+	for (size_t i = 1; i < nf; i++)
+		if (f[i].dev == f[i - 1].dev && f[i].ino == f[i - 1].ino)
+			drop[f[i].at] = 1;
+	size_t k = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		if (drop[i])
+			free(l->v[i]);
+		else
+			l->v[k++] = l->v[i];
+	}
+	l->n = k;
+	l->v[k] = NULL;
+	free(f);
+	free(drop);
+}
+
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 {
 	struct plist l = {0};
@@ -162,6 +232,7 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 			qsort(l.v + first, l.n - first, sizeof(*l.v), cmp_str);
 		}
 	}
+	plist_dedupe(&l);
 	if (!l.v) {
 		l.v = calloc(1, sizeof(*l.v));
 		if (!l.v)
@@ -203,6 +274,69 @@ int util_reader_open(const char *path, struct sp_reader **r)
 	return 0;
 }
 
+/* ------------------------------------------------------ output files */
+
+int util_out_open(struct util_out *o, const char *dest, const char *what)
+{
+	memset(o, 0, sizeof(*o));
+	o->what = what;
+	size_t tl = strlen(dest) + 32;
+	o->dest = strdup(dest);
+	o->tmp = malloc(tl);
+	if (!o->dest || !o->tmp) {
+		util_err(dest, "%s: out of memory", what);
+		goto fail;
+	}
+	/* A device or a pipe is written in place: never renamed over. */
+	struct stat ds;
+	o->direct = stat(dest, &ds) == 0 && !S_ISREG(ds.st_mode);
+	if (o->direct)
+		snprintf(o->tmp, tl, "%s", dest);
+	else
+		snprintf(o->tmp, tl, "%s.tmp.%ld", dest, (long)getpid());
+	int fd = o->direct ? open(dest, O_WRONLY | O_CLOEXEC)
+			   : open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+	o->f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!o->f) {
+		util_err(dest, "%s: %s", what, strerror(errno));
+		if (fd >= 0) {
+			close(fd);
+			if (!o->direct)
+				unlink(o->tmp);
+		}
+		goto fail;
+	}
+	return 0;
+fail:
+	free(o->dest);
+	free(o->tmp);
+	o->dest = o->tmp = NULL;
+	return -1;
+}
+
+int util_out_close(struct util_out *o, int keep)
+{
+	int rc = 0;
+	/* a document dropped anyway: the caller has said why, a failing close adds nothing */
+	if (fclose(o->f)) {
+		if (keep)
+			util_err(o->dest, "%s: %s", o->what, strerror(errno));
+		rc = -1;
+	}
+	if (!o->direct && (rc || !keep)) {
+		unlink(o->tmp);
+	} else if (!o->direct && rename(o->tmp, o->dest)) {
+		util_err(o->dest, "%s: %s", o->what, strerror(errno));
+		unlink(o->tmp);
+		rc = -1;
+	}
+	free(o->dest);
+	free(o->tmp);
+	o->f = NULL;
+	o->dest = o->tmp = NULL;
+	return rc;
+}
+
 /* ----------------------------------------------------------- 3. numbers */
 
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len)
@@ -232,4 +366,69 @@ const char *util_fmt_bytes(uint64_t b, char *buf, size_t len)
 	else
 		snprintf(buf, len, "%.3g %s", v, unit[u]);
 	return buf;
+}
+
+/* --------------------------------------------- 4. untrusted strings on a terminal */
+
+size_t util_utf8_len(const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t len;
+	unsigned min;
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xc2 && c <= 0xdf) {
+		len = 2;
+		min = 0x80;
+	} else if (c >= 0xe0 && c <= 0xef) {
+		len = 3;
+		min = 0x800;
+	} else if (c >= 0xf0 && c <= 0xf4) {
+		len = 4;
+		min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	unsigned cp = c & (0x3f >> (len - 1));
+	for (size_t i = 1; i < len; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp < 0xe000))
+		return 0;
+	return len;
+}
+
+size_t util_put_unsafe(FILE *f, const unsigned char *p, size_t n)
+{
+	unsigned c = p[0];
+	size_t l = util_utf8_len(p, n);
+	/* C0 controls, DEL, C1 controls (U+0080..U+009F: 8-bit CSI and the like), bytes that are not UTF-8 */
+	if (!(c < 0x20 || c == 0x7f || !l || (l == 2 && c == 0xc2 && p[1] < 0xa0)))
+		return 0;
+	l = l ? l : 1;
+	for (size_t k = 0; k < l; k++)
+		fprintf(f, "\\x%02x", p[k]);
+	return l;
+}
+
+void util_put_text(FILE *f, const char *s, int quoted)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t n = strlen(s);
+	for (size_t i = 0; i < n;) {
+		size_t l = util_put_unsafe(f, p + i, n - i);
+		if (l) {
+			i += l;
+			continue;
+		}
+		if (quoted && (p[i] == '"' || p[i] == '\\'))
+			fputc('\\', f);
+		l = util_utf8_len(p + i, n - i);
+		fwrite(p + i, 1, l, f);
+		i += l;
+	}
 }

@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "reader.h"
 
@@ -32,6 +33,13 @@ void util_err(const char *what, const char *fmt, ...) __attribute__((format(prin
  */
 int util_bad_option(const char *verb, const char *arg);
 int util_no_operand(const char *verb);
+
+/*
+ * Standard output could not be written (a full disk, `stepprof ... | head` with SIGPIPE
+ * ignored): "stepprof: cannot write the output" once per process, however many layers
+ * notice it. Returns SP_EXIT_INTERNAL.
+ */
+int util_stdout_failed(void);
 
 /* The worse (larger) of two exit codes. */
 static inline int util_worse(int a, int b)
@@ -55,7 +63,8 @@ int util_is_trace_file(const char *path);
  * directly inside it, sorted by name, whatever the file names' extension, plus
  * every *.sptrace file even with a damaged magic (the reader reports it). Errors
  * (missing operand, directory without traces) are printed with util_err; *rc gets
- * the worst exit code. Returns the malloc'd array (NULL-terminated, free with
+ * the worst exit code. A file named twice (by two operands, or a DIR and a FILE in
+ * it) is listed once, where it was first named. Returns the malloc'd array (NULL-terminated, free with
  * util_free_paths) and its length in *n.
  */
 char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc);
@@ -74,9 +83,45 @@ char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, siz
  */
 int util_reader_open(const char *path, struct sp_reader **r);
 
+/*
+ * An output file written whole or not at all: util_out_open creates a temporary
+ * DEST.tmp.PID beside it (a device or a FIFO, -o /dev/null, is written in place);
+ * util_out_close closes it and, with keep, renames it over DEST, else removes it, so
+ * a failed write never leaves half a document under the real name nor destroys the
+ * one there. Both print their error as "<dest>: <what>: <reason>" and return -1
+ * (util_out_close without keep only returns it: the caller has said why it drops it).
+ */
+struct util_out {
+	FILE *f;
+	char *dest, *tmp;
+	const char *what; /* "cannot write", "cannot write the HTML report" */
+	int direct;
+};
+int util_out_open(struct util_out *o, const char *dest, const char *what);
+int util_out_close(struct util_out *o, int keep);
+
 /* "12.3 ms", "4.56 s", "870 ns"... into buf. */
 const char *util_fmt_ns(uint64_t ns, char *buf, size_t len);
 /* "1.5 GiB", "312 KiB", "17 B" into buf. */
 const char *util_fmt_bytes(uint64_t bytes, char *buf, size_t len);
+
+/*
+ * Untrusted text (a trace's host, command line, names; a file name) for a terminal or
+ * a text report: printable UTF-8 as it is; C0 and C1 control characters, DEL and
+ * bytes that are not UTF-8 as \xNN, so that nothing from a trace can move the
+ * cursor, retitle the window or break the line. quoted: also \" and \\ (the
+ * caller writes the quotes around it).
+ */
+void util_put_text(FILE *f, const char *s, int quoted);
+
+/*
+ * The character at p (n bytes left, n >= 1) as util_put_text shows it when it is one
+ * to hide (a control character or a byte that is not UTF-8): writes \xNN for each of
+ * its bytes and returns how many; 0 (nothing written) for a printable character.
+ */
+size_t util_put_unsafe(FILE *f, const unsigned char *p, size_t n);
+
+/* Length of the valid UTF-8 sequence at p (n bytes left, n >= 1): 1..4, 0 when invalid. */
+size_t util_utf8_len(const unsigned char *p, size_t n);
 
 #endif /* STEPPROF_UTIL_H */

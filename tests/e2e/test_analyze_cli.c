@@ -651,6 +651,13 @@ Test(analyze_cli, usage_errors)
 	write_run(dir, 0);
 	char *a4[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--step-regex", "([", dir, NULL};
 	expect_error(a4, 1, "--step-regex");
+	/* an empty --html name is a usage error before any work, not a report then exit 4 */
+	char *a5[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "", dir, NULL};
+	expect_error(a5, 1, "--html: empty file name");
+	struct sp_t_result r;
+	sp_t_run(&r, a5, NULL, NULL, 30);
+	cr_expect_eq(r.outlen, 0, "no report for a usage error: %s", r.out);
+	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);
 }

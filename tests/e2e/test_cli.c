@@ -159,13 +159,101 @@ Test(cli, help_version_and_usage_errors)
 	cr_assert_eq(stepprof(&r, "frobnicate", NULL), 1);
 	assert_one_error_line(&r, "frobnicate", "unknown verb");
 	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "help", "frobnicate", NULL), 1, "help of no verb: %s", r.out);
+	assert_one_error_line(&r, "frobnicate", "unknown verb");
+	cr_assert_eq(r.outlen, 0, "%s", r.out);
+	sp_t_result_free(&r);
+	cr_assert_eq(stepprof(&r, "help", "dump", NULL), 0);
+	cr_assert(strstr(r.out, "usage: stepprof dump"), "%s", r.out);
+	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "info", NULL), 1, "info needs an operand");
 	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "info", "--bogus", "/tmp", NULL), 1);
-	cr_assert(strstr(r.err, "stepprof: info: unknown option --bogus"), "%s", r.err);
+	assert_one_error_line(&r, "info", "--bogus");
 	sp_t_result_free(&r);
 	cr_assert_eq(stepprof(&r, "dump", "a", "b", NULL), 1, "dump takes one file");
 	sp_t_result_free(&r);
+}
+
+/*
+ * Every verb that reads traces takes its options before or after the operands (the
+ * way analyze and export always did: `stepprof info DIR --json`), and a usage error
+ * is one line naming the verb (docs/cli.md), never the usage text on stderr.
+ */
+Test(cli, options_after_operands_and_one_line_usage_errors)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	write_reference(ref);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "info", ref, "--json", NULL), 0, "stderr: %s", r.err);
+	cr_assert_eq(r.errlen, 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_assert_eq(sp_json_i64(j, "files.0.pid", 0), 4242);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "dump", ref, "--json", NULL), 0, "stderr: %s", r.err);
+	cr_assert_eq(count_lines(r.out), REF_RECORDS, "%s", r.out);
+	cr_assert_eq(r.out[0], '{', "%s", r.out);
+	sp_t_result_free(&r);
+
+	const char *verbs[] = {"analyze", "info", "dump", "export"};
+	for (int i = 0; i < 4; i++) {
+		cr_assert_eq(stepprof(&r, verbs[i], NULL), 1, "%s without an operand", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "--help");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], ref, "--frobnicate", NULL), 1, "%s --frobnicate", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "--frobnicate");
+		sp_t_result_free(&r);
+		cr_assert_eq(stepprof(&r, verbs[i], "-Z", ref, NULL), 1, "%s -Z", verbs[i]);
+		assert_one_error_line(&r, verbs[i], "-Z");
+		sp_t_result_free(&r);
+	}
+	cr_assert_eq(stepprof(&r, "dump", ref, ref, NULL), 1, "dump takes one file");
+	assert_one_error_line(&r, "dump", "one FILE");
+	sp_t_result_free(&r);
+	rmrf_and_free(dir, ref, NULL);
+}
+
+/* stepprof with its standard output on /dev/full (every write fails with ENOSPC). */
+static int stepprof_full(struct sp_t_result *r, const char *const *args)
+{
+	char *argv[16] = {"/bin/sh", "-c", "exec \"$@\" >/dev/full", "sh", (char *)sp_t_build("bin/stepprof")};
+	int n = 5;
+	for (; *args && n < 15; args++)
+		argv[n++] = (char *)*args;
+	argv[n] = NULL;
+	char *env[] = {"LD_PRELOAD=", NULL};
+	int st = sp_t_run(r, argv, env, NULL, 60);
+	free(argv[4]);
+	return st;
+}
+
+/*
+ * Output that cannot be written is one line and exit 4, whichever layer notices it
+ * first (the report, the exporter, the verb or main's final flush).
+ */
+Test(cli, unwritable_stdout_is_one_line_and_exit_4)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	write_reference(ref);
+	const char *runs[][6] = {
+	    {"analyze", "--json", dir, NULL},	 {"analyze", dir, NULL},	   {"analyze", "--html", "-", dir, NULL},
+	    {"export", "-o", "-", dir, NULL},	 {"info", "--json", dir, NULL}, {"info", dir, NULL},
+	    {"dump", "--json", ref, NULL},	 {"dump", ref, NULL},
+	};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		cr_assert_eq(stepprof_full(&r, runs[i]), 4, "%s %s: stderr %s", runs[i][0], runs[i][1], r.err);
+		cr_assert_eq(count_lines(r.err), 1, "%s %s: stderr %s", runs[i][0], runs[i][1], r.err);
+		cr_assert(strstr(r.err, "stepprof: cannot write the output"), "%s", r.err);
+		sp_t_result_free(&r);
+	}
+	rmrf_and_free(dir, ref, NULL);
 }
 
 /* ------------------------------------------------------------------ 3. info */
@@ -227,6 +315,109 @@ Test(cli, info_json_reports_what_was_written)
 	sp_t_result_free(&r);
 
 	rmrf_and_free(dir, ref, other, notes, NULL);
+}
+
+/*
+ * A trace's strings reach the terminal: none of its bytes may act on it. C0/C1
+ * controls, DEL and bytes that are not UTF-8 are shown as \xNN, in info's text, in
+ * dump's text and in an error line naming a file.
+ */
+#define EVIL "\x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b" "31m\x7f\xff\xfe<end"
+
+static void assert_inert(const struct sp_t_result *r, const char *what)
+{
+	const unsigned char *o[2] = {(const unsigned char *)r->out, (const unsigned char *)r->err};
+	size_t n[2] = {r->outlen, r->errlen};
+	for (int k = 0; k < 2; k++)
+		for (size_t i = 0; i < n[k]; i++) {
+			unsigned c = o[k][i];
+			cr_assert(!(c < 0x20 && c != '\n') && c != 0x7f && c != 0xff && c != 0xfe &&
+					  !(c == 0xc2 && i + 1 < n[k] && o[k][i + 1] < 0xa0),
+				  "%s: byte 0x%02x at %zu of std%s: %s", what, c, i, k ? "err" : "out", o[k]);
+		}
+}
+
+Test(cli, trace_strings_cannot_drive_the_terminal)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.77.sptrace");
+	char *junk = path_in(dir, "x\x1b[2Jy.sptrace");
+	struct sp_tg_opts o = {.pid = 77, .ppid = 1, .rank = -1, .host = "node" EVIL, .cmdline = "python " EVIL};
+	struct sp_tg *g = sp_tg_create_opts(ref, &o);
+	uint32_t nm = sp_tg_intern(g, "mark " EVIL);
+	SP_TG_ADD(g, 77, SP_K_MARK, SP_API_stepprof_mark, T0, T0, {SP_F_NAME, nm});
+	snprintf(sp_tg_header(g)->devices[0].name, sizeof(sp_tg_header(g)->devices[0].name), "GPU %s", EVIL);
+	sp_tg_header(g)->ndevices = 1;
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "info", ref, NULL), 0, "stderr: %s", r.err);
+	assert_inert(&r, "info");
+	cr_assert(strstr(r.out, "  cmdline     python \\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end\n"),
+		  "%s", r.out);
+	cr_assert(strstr(r.out, "  host        node\\x1b]0;owned"), "%s", r.out);
+	cr_assert(strstr(r.out, "GPU \\x1b]0;owned"), "%s", r.out);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "dump", ref, NULL), 0, "stderr: %s", r.err);
+	assert_inert(&r, "dump");
+	cr_assert(strstr(r.out, "name=\"mark \\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end\"\n"),
+		  "%s", r.out);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(sp_t_write_file(junk, "junk", 4), 0);
+	cr_assert_eq(stepprof(&r, "info", dir, NULL), 2, "stderr: %s", r.err);
+	assert_inert(&r, "info with a junk file");
+	cr_assert(strstr(r.err, "x\\x1b[2Jy.sptrace: not a stepprof trace"), "%s", r.err);
+	cr_assert_eq(count_lines(r.err), 1, "%s", r.err);
+	sp_t_result_free(&r);
+	rmrf_and_free(dir, ref, junk, NULL);
+}
+
+/*
+ * One file named several times (a DIR and a FILE in it, the DIR spelt twice, a
+ * link to it) is read once by every verb: read twice, its calls, bytes and
+ * records counted double in the analysis and the export.
+ */
+Test(cli, a_file_named_twice_is_read_once)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *other = sp_t_tmpdir("cli");
+	char *ref = path_in(dir, "node1.4242.sptrace");
+	char *link = path_in(other, "alias.sptrace");
+	char *dot = path_in(dir, ".");
+	write_reference(ref);
+	cr_assert_eq(symlink(ref, link), 0);
+	struct sp_t_result r;
+
+	cr_assert_eq(stepprof(&r, "analyze", "--json", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_expect_eq(sp_json_path(j, "processes")->n, 1);
+	cr_expect_eq(sp_json_u64(j, "processes.0.records", 0), REF_RECORDS);
+	cr_expect_eq(sp_json_u64(j, "summary.records", 0), REF_RECORDS);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "export", "-o", "-", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON");
+	cr_expect_eq(sp_json_u64(j, "otherData.files", 0), 1);
+	cr_expect_eq(sp_json_u64(j, "otherData.records", 0), REF_RECORDS);
+	cr_expect_eq(sp_json_u64(j, "otherData.gpu_spans", 0), 1, "the one copy's span, once");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	cr_assert_eq(stepprof(&r, "info", "--json", dir, ref, dot, other, NULL), 0, "stderr: %s", r.err);
+	j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_expect_eq(sp_json_path(j, "files")->n, 1);
+	cr_expect_str_eq(sp_json_str(j, "files.0.path"), ref, "the first name stays");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(other);
+	free(other);
+	rmrf_and_free(dir, ref, link, dot, NULL);
 }
 
 /* ------------------------------------------------------------------ 4. dump */

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "tracegen.h"
 
 /* ----------------------------------------------------------- 1. helpers */
 
@@ -199,6 +200,15 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	cr_expect_eq(export_run(&r, "--from", "1s", dir, NULL), 1);
 	cr_expect(strstr(r.err, "--from 1s: not a number of seconds"), "%s", r.err);
 	sp_t_result_free(&r);
+	const char *not_seconds[] = {"0x10", " 1", "1 ", "", "1e", "nan", "-inf", "1.5s"};
+	for (size_t i = 0; i < sizeof(not_seconds) / sizeof(not_seconds[0]); i++) {
+		char want[64];
+		snprintf(want, sizeof(want), "--to %s: not a number of seconds", not_seconds[i]);
+		cr_expect_eq(export_run(&r, "--to", not_seconds[i], dir, NULL), 1, "--to '%s'", not_seconds[i]);
+		cr_expect(strstr(r.err, want), "%s", r.err);
+		cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+		sp_t_result_free(&r);
+	}
 	cr_expect_eq(export_run(&r, "--from=2", "--to=1.5", dir, NULL), 1);
 	cr_expect(strstr(r.err, "empty window"), "%s", r.err);
 	sp_t_result_free(&r);
@@ -215,6 +225,57 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	sp_t_result_free(&r);
 	sp_t_rmrf(g);
 	free(g);
+}
+
+/*
+ * A damaged file's times can be anything up to 2^64-1: past 2^63 the document's
+ * arithmetic overflowed int64 (undefined behaviour; `make sanitize` aborts on it).
+ * The sane records keep their exact times, the others are pinned at the end of the
+ * timeline, and a GPU span keeps its own length, so no slice is negative.
+ */
+Test(export_cli, timestamps_past_2_63_neither_overflow_nor_go_negative, .timeout = 60)
+{
+	char *dir = sp_t_tmpdir("export");
+	char file[600];
+	snprintf(file, sizeof(file), "%s/h.9.sptrace", dir);
+	const uint64_t t0 = 1000000000000ull, far = 0x8000000000000000ull;
+	struct sp_tg_opts o = {.pid = 9, .ppid = 1, .rank = -1, .start_mono_ns = 1000000000ull};
+	struct sp_tg *g = sp_tg_create_opts(file, &o);
+	uint32_t nm = sp_tg_intern(g, "sane");
+	SP_TG_ADD(g, 9, SP_K_MARK, SP_API_stepprof_mark, t0, t0, {SP_F_NAME, nm});
+	SP_TG_ADD(g, 9, SP_K_COPY, 0, t0 + 1000, t0 + 3000, {SP_F_BYTES, 4096}, {SP_F_OP, 7},
+		  {SP_F_DIRECTION, SP_DIR_H2D});
+	SP_TG_ADD(g, 9, SP_K_GPU_SPAN, 0, far - 100, far + 900, {SP_F_OP, 7});
+	SP_TG_ADD(g, 9, SP_K_STEP, SP_API_stepprof_step, far + 5, far + 5, {SP_F_VALUE, 1});
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	struct sp_t_result r;
+	cr_assert_eq(export_run(&r, "-o", "-", file, NULL), 0, "stderr: %s", r.err);
+	struct sp_json *doc = sp_json_parse(r.out);
+	cr_assert_not_null(doc, "not JSON: %s", r.out);
+	const struct sp_json *ev = sp_json_get(doc, "traceEvents");
+	int seen_sane = 0, seen_gpu = 0;
+	for (size_t i = 0; ev && i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		const char *ph = s_of(e, "ph"), *name = s_of(e, "name");
+		double ts = sp_json_num(e, "ts", -1);
+		cr_expect_geq(ts, 0, "%s %s at ts %f", ph, name, ts);
+		if (!strcmp(ph, "X"))
+			cr_expect_geq(sp_json_num(e, "dur", -1), 0, "%s: negative dur", name);
+		if (!strcmp(name, "sane")) {
+			seen_sane = 1;
+			cr_expect_eq(ts, (double)(t0 - 1000000000ull) / 1000, "the sane mark moved: %f", ts);
+		}
+		if (!strcmp(ph, "X") && !strcmp(s_of(e, "cat"), "gpu")) {
+			seen_gpu = 1;
+			cr_expect_eq(sp_json_num(e, "dur", -1), 1.0, "the span lasted 1000 ns");
+		}
+	}
+	cr_expect(seen_sane && seen_gpu, "sane mark %d, GPU slice %d", seen_sane, seen_gpu);
+	sp_json_free(doc);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
 }
 
 Test(export_cli, a_truncated_file_exports_what_is_whole_with_exit_3, .timeout = 60)

@@ -30,6 +30,7 @@
 
 #include "testlib.h"
 #include "trainerlib.h"
+#include "tracegen.h"
 
 /* ---------------------------------------------- 1. capture and parse */
 
@@ -265,6 +266,112 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 	sp_t_remove_cur_dir();
 }
 
+
+/*
+ * A trace's strings and the operands are shown, never passed through: a command
+ * line with control characters (C0, C1) and bytes that are not UTF-8, in a
+ * directory whose name is not UTF-8 either, gives a document that is all UTF-8
+ * (as its <meta charset> says) with those bytes as \xNN; U+2028 is a character
+ * and stays as it is.
+ */
+Test(html_e2e, controls_and_bytes_not_utf8_are_shown_as_escapes)
+{
+	char *base = sp_t_tmpdir("html");
+	char dir[600], file[700];
+	snprintf(dir, sizeof(dir), "%s/t\xfe\xc2\x9b", base);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	snprintf(file, sizeof(file), "%s/n.5.sptrace", dir);
+	struct sp_tg_opts o = {.pid = 5, .ppid = 1, .rank = -1, .cmdline = "python \xff\xc2\x9b[31m x\x01 \xe2\x80\xa8ok"};
+	struct sp_tg *g = sp_tg_create_opts(file, &o);
+	SP_TG_ADD(g, 5, SP_K_STEP, SP_API_stepprof_step, 1000000000000ull, 1000000000000ull, {SP_F_VALUE, 0});
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", dir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	cr_expect(strstr(r.out, "python \\xff\\xc2\\x9b[31m x\\x01 \xe2\x80\xa8ok</code>"), "%s", r.out);
+	cr_expect(strstr(r.out, "/t\\xfe\\xc2\\x9b</code>"), "%s", r.out);
+	char *py[] = {"/usr/bin/python3", "-c",
+		      "import sys\nb = sys.stdin.buffer.read()\nt = b.decode('utf-8')\n"
+		      "bad = [hex(ord(c)) for c in t if 0x80 <= ord(c) < 0xa0 or (ord(c) < 0x20 and c not in '\\t\\n')]\n"
+		      "sys.exit('controls: %s' % bad if bad else 0)\n",
+		      NULL};
+	struct sp_t_result v;
+	sp_t_run(&v, py, NULL, r.out, 60);
+	cr_expect_eq(v.status, 0, "the HTML is not clean UTF-8: %s", v.err);
+	sp_t_result_free(&v);
+	sp_t_result_free(&r);
+	free(argv[0]);
+	sp_t_rmrf(base);
+	free(base);
+}
+
+/*
+ * An HTML report that cannot be written whole (here the file size limit stops it
+ * after a few KiB) leaves no half document under its name, and the report already
+ * there stays; the text report is still on stdout, the error one line, exit 4.
+ */
+Test(html_e2e, a_failed_write_keeps_the_old_report)
+{
+	char *tdir = capture("compute-bound", NULL);
+	char out[600], listing[700];
+	snprintf(out, sizeof(out), "%s/report.html", sp_t_cur_dir);
+	cr_assert_eq(sp_t_write_file(out, "OLD\n", 4), 0);
+	char *sp = (char *)sp_t_build("bin/stepprof");
+	char *argv[] = {"/bin/sh", "-c", "ulimit -f 4; trap '' XFSZ; exec \"$@\"", "sh", sp, "analyze", "--html", out,
+			tdir, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_expect_eq(r.status, 4, "exit %d: %s", r.status, r.err);
+	cr_expect(strstr(r.err, "report.html: cannot write the HTML report"), "%s", r.err);
+	cr_expect(strchr(r.err, '\n') && strchr(r.err, '\n')[1] == 0, "not one line: %s", r.err);
+	cr_expect(strstr(r.out, "stepprof analyze: "), "the text report: %s", r.out);
+	char *now = sp_t_read_file(out, NULL);
+	cr_expect(now && !strcmp(now, "OLD\n"), "the old report was replaced by: %.80s", now ? now : "(nothing)");
+	free(now);
+	sp_t_result_free(&r);
+	/* and no temporary left beside it */
+	snprintf(listing, sizeof(listing), "ls -a '%s' | grep -c tmp", sp_t_cur_dir);
+	char *ls[] = {"/bin/sh", "-c", listing, NULL};
+	sp_t_run(&r, ls, NULL, NULL, 30);
+	cr_expect_str_eq(r.out, "0\n", "a temporary file stayed");
+	sp_t_result_free(&r);
+	free(sp);
+	free(tdir);
+}
+
+/*
+ * `analyze --html F DIR | head`: the reader of stdout goes away and the next write
+ * there ends stepprof with SIGPIPE. F is written before the stdout report, so it
+ * is complete all the same (it was never written: the text of 1000 iterations
+ * filled the pipe first).
+ */
+Test(html_e2e, the_file_is_written_before_stdout_can_end_the_run)
+{
+	char *base = sp_t_tmpdir("html");
+	char tdir[600], out[600], cmd[2400];
+	snprintf(tdir, sizeof(tdir), "%s/trace", base);
+	snprintf(out, sizeof(out), "%s/r.html", base);
+	char *gen = (char *)sp_t_build("bin/gentrace"), *sp = (char *)sp_t_build("bin/stepprof");
+	char *ga[] = {gen, tdir, "20000", "--iters", "1000", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, ga, NULL, NULL, 120), 0, "gentrace: %s", r.err);
+	sp_t_result_free(&r);
+	snprintf(cmd, sizeof(cmd), "'%s' analyze --all --html '%s' '%s' | head -c 1 >/dev/null", sp, out, tdir);
+	char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+	sp_t_run(&r, sh, NULL, NULL, 120);
+	sp_t_result_free(&r);
+	char *html = sp_t_read_file(out, NULL);
+	cr_assert_not_null(html, "no HTML report");
+	size_t n = strlen(html);
+	cr_expect(n > 7 && !strcmp(html + n - 8, "</html>\n"), "a cut report: ...%s", html + (n > 40 ? n - 40 : 0));
+	free(html);
+	free(gen);
+	free(sp);
+	sp_t_rmrf(base);
+	free(base);
+}
 /* ------------------------------------------------- 3. the multi-rank job */
 
 /*
