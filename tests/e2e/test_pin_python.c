@@ -13,8 +13,16 @@
  * Ground truth: the waits as the script timed them (time.monotonic around
  * each call). Before lock_wait records, the main thread's 0.5 s of waiting
  * was `other`; the only loader waits were the pin thread's.
+ *
+ * And the wrappers themselves, called through ctypes: 1000 sem_wait on a
+ * posted semaphore (no wait: no record), sem_clockwait and sem_timedwait that
+ * time out after 30 ms (recorded, -ETIMEDOUT; the caller gets -1 and
+ * ETIMEDOUT as libc returns them), a sem_wait that blocks 30 ms until a timer
+ * thread posts.
  */
 #include "test_io_helpers.h"
+
+#include <errno.h>
 
 #define PYTHON "/usr/bin/python3"
 
@@ -49,21 +57,99 @@ static const char pin_script[] =
     "    print(json.dumps({'lone_ns': int(lone * 1e9), 'waits_ns': [int(w * 1e9) for w in waits],\n"
     "                      'main_tid': threading.get_native_id(), 'pin_tid': t.native_id}))\n";
 
-Test(pin_python, the_main_threads_wait_for_a_pin_thread_is_input, .timeout = 60)
+static const char sem_script[] = "import ctypes, json, threading, time\n"
+				 "libc = ctypes.CDLL(None, use_errno=True)\n"
+				 "class TS(ctypes.Structure):\n"
+				 "    _fields_ = [('s', ctypes.c_long), ('ns', ctypes.c_long)]\n"
+				 "def ts(t):\n"
+				 "    return ctypes.byref(TS(int(t), int((t - int(t)) * 1e9)))\n"
+				 "def call(f, *a):\n"
+				 "    ctypes.set_errno(0); t0 = time.monotonic(); r = f(*a)\n"
+				 "    return [r, ctypes.get_errno(), int((time.monotonic() - t0) * 1e9)]\n"
+				 "sem = ctypes.create_string_buffer(64)\n"
+				 "assert libc.sem_init(sem, 0, 1000) == 0\n"
+				 "for _ in range(1000):\n"
+				 "    libc.sem_wait(sem)\n"
+				 "out = {'tid': threading.get_native_id()}\n"
+				 "out['clock'] = call(libc.sem_clockwait, sem, 1, ts(time.monotonic() + 0.03))\n"
+				 "out['timed'] = call(libc.sem_timedwait, sem, ts(time.time() + 0.03))\n"
+				 "threading.Timer(0.03, lambda: libc.sem_post(sem)).start()\n"
+				 "out['wait'] = call(libc.sem_wait, sem)\n"
+				 "print(json.dumps(out))\n";
+
+/* python3 -c script under the preload into <*tmp>/trace (trace[] gets the path): its last JSON line. */
+static struct sp_json *run_python(const char *script, char **tmp, char *trace, size_t len)
 {
 	if (access(PYTHON, X_OK) != 0)
 		cr_skip_test(PYTHON " not installed");
-	char *tmp = sp_t_tmpdir("pinpy"), *lib = io_t_abs("lib/libstepprof.so"), *stepprof = io_t_abs("bin/stepprof");
-	char trace[PATH_MAX], env_dir[PATH_MAX + 16], env_pre[PATH_MAX + 16];
-	snprintf(trace, sizeof(trace), "%s/trace", tmp);
+	char *lib = io_t_abs("lib/libstepprof.so");
+	char env_dir[PATH_MAX + 16], env_pre[PATH_MAX + 16];
+	*tmp = sp_t_tmpdir("pinpy");
+	snprintf(trace, len, "%s/trace", *tmp);
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", trace);
 	snprintf(env_pre, sizeof(env_pre), "LD_PRELOAD=%s", lib);
 	char *env[] = {env_dir, env_pre, NULL};
-	char *argv[] = {PYTHON, "-c", (char *)pin_script, NULL};
+	char *argv[] = {PYTHON, "-c", (char *)script, NULL};
 	struct sp_t_result res;
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "python3: %s", res.err);
 	struct sp_json *t = io_t_truth(res.out);
 	sp_t_result_free(&res);
+	free(lib);
+	return t;
+}
+
+Test(pin_python, blocking_semaphore_waits_are_recorded_uncontended_ones_are_not, .timeout = 60)
+{
+	char *tmp, trace[PATH_MAX];
+	struct sp_json *t = run_python(sem_script, &tmp, trace, sizeof(trace));
+	/* what libc returned through the wrappers: -1/ETIMEDOUT after >= 30 ms, then 0 */
+	static const char *const calls[] = {"clock", "timed", "wait"};
+	for (int k = 0; k < 3; k++) {
+		const struct sp_json *c = sp_json_get(t, calls[k]);
+		cr_assert(c && c->n == 3, "%s", calls[k]);
+		cr_expect_eq(sp_json_at(c, 0)->num, k < 2 ? -1 : 0, "%s returned %g", calls[k], sp_json_at(c, 0)->num);
+		if (k < 2)
+			cr_expect_eq(sp_json_at(c, 1)->num, ETIMEDOUT, "%s: errno %g", calls[k], sp_json_at(c, 1)->num);
+		cr_expect_geq(sp_json_at(c, 2)->num, 29e6, "%s took %g ns", calls[k], sp_json_at(c, 2)->num);
+	}
+	struct io_recs rs;
+	io_t_load_dir(trace, &rs);
+	int tid = (int)sp_json_i64(t, "tid", 0);
+	long n_clock = 0, n_timed = 0, n_wait = 0, n_wait30 = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (strcmp(r->kind, "lock_wait") || r->tid != tid)
+			continue;
+		uint64_t d = r->end - r->begin;
+		if (!strcmp(r->api, "sem_clockwait") || !strcmp(r->api, "sem_timedwait")) {
+			n_clock += !strcmp(r->api, "sem_clockwait");
+			n_timed += !strcmp(r->api, "sem_timedwait");
+			cr_expect_eq(r->result, -ETIMEDOUT, "%s: result %ld", r->api, (long)r->result);
+			cr_expect_geq(d, 29000000, "%s: %lu ns", r->api, (unsigned long)d);
+		} else if (!strcmp(r->api, "sem_wait")) {
+			n_wait++;
+			n_wait30 += d >= 29000000 && r->result == 0;
+		}
+	}
+	cr_expect_eq(n_clock, 1, "%ld sem_clockwait records", n_clock);
+	cr_expect_eq(n_timed, 1, "%ld sem_timedwait records", n_timed);
+	cr_expect_eq(n_wait30, 1, "the 30 ms sem_wait: %ld records", n_wait30);
+	/*
+	 * The 1000 that did not wait: no record, but for a call the scheduler preempted
+	 * for 20 us (a busy host); one more is Timer.start() waiting for its thread.
+	 */
+	cr_expect_leq(n_wait, 20, "%ld sem_wait records of the main thread", n_wait);
+	io_t_free(&rs);
+	sp_json_free(t);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+Test(pin_python, the_main_threads_wait_for_a_pin_thread_is_input, .timeout = 60)
+{
+	char *tmp, trace[PATH_MAX], *stepprof = io_t_abs("bin/stepprof");
+	struct sp_json *t = run_python(pin_script, &tmp, trace, sizeof(trace));
+	struct sp_t_result res;
 	const struct sp_json *waits = sp_json_get(t, "waits_ns");
 	cr_assert(waits && waits->n == 5, "the script's waits");
 
@@ -114,5 +200,5 @@ Test(pin_python, the_main_threads_wait_for_a_pin_thread_is_input, .timeout = 60)
 	sp_t_result_free(&res);
 	sp_json_free(t);
 	sp_t_rmrf(tmp);
-	free(tmp), free(lib), free(stepprof);
+	free(tmp), free(stepprof);
 }
