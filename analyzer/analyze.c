@@ -1019,9 +1019,12 @@ static void finalize(struct pass2 *p, size_t i)
 {
 	struct an_iter *it = &p->a->it[i];
 	uint64_t busy = 0;
+	uint64_t lock_input = 0;
 	struct bd_list *l = win_lists(p, i);
-	if (!l || bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy))
+	if (!l || bd_lock_input(l, it->start_ns, it->end_ns, &lock_input) ||
+	    bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy))
 		p->oom = 1;
+	it->blocked[AN_BLK_INPUT] += lock_input;
 	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
 	for (int c = 0; l && c < BD__COUNT; c++)
 		bd_list_free(&l[c]);
@@ -1405,6 +1408,11 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (is_p)
 			on_alloc_events(p, ev, file, ITER());
 		break;
+	case SP_K_LOCK_WAIT:
+		/* input only while another thread of the process waits for a batch (finalize) */
+		if (is_t)
+			add_span(p, BD_LOCK, ev->begin_ns, ev->end_ns);
+		break;
 	case SP_K_OPEN:
 	case SP_K_STAT:
 	case SP_K_READ:
@@ -1414,6 +1422,9 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (is_t) { /* close included: the thread is blocked in file I/O */
 			add_span(p, BD_INPUT, ev->begin_ns, ev->end_ns);
 			add_blocked(p, AN_BLK_INPUT, ev->begin_ns, ev->end_ns);
+		} else if (is_p && ev->kind == SP_K_LOADER_WAIT) {
+			/* a pin-memory thread receiving the batch the training thread may be waiting for */
+			add_span(p, BD_PEER_WAIT, ev->begin_ns, ev->end_ns);
 		}
 		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
 		struct an_proc *pr = proc_find(a, ev->pid);

@@ -2,8 +2,9 @@
  * breakdown.c - the partition of an iteration's wall time (see breakdown.h).
  *
  * Divided into: span lists (push, normalise), the union of two normalised lists,
- * and bd_partition(), which accumulates the union of the conditions in priority
- * order: the time a condition adds to the union of those before it is its share.
+ * the input of lock waits (an intersection: bd_lock_input), and bd_partition(),
+ * which accumulates the union of the conditions in priority order: the time a
+ * condition adds to the union of those before it is its share.
  *
  * RATIONALE: a sweep over begin/end points with per-category counters would do
  * the same, but spans mostly arrive sorted, so sorting each list alone (skipped
@@ -109,6 +110,29 @@ static size_t span_union(const struct bd_span *a, size_t na, const struct bd_spa
 		}
 	}
 	return k;
+}
+
+int bd_lock_input(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t *added)
+{
+	struct bd_list *l = &lists[BD_LOCK], *w = &lists[BD_PEER_WAIT];
+	*added = 0;
+	bd_normalise(l, start, end);
+	bd_normalise(w, start, end);
+	/* both sorted and disjoint: one merge-like walk, the span that ends first moves on */
+	for (size_t i = 0, j = 0; i < l->n && j < w->n;) {
+		uint64_t b = l->v[i].b > w->v[j].b ? l->v[i].b : w->v[j].b;
+		uint64_t e = l->v[i].e < w->v[j].e ? l->v[i].e : w->v[j].e;
+		if (e > b) {
+			if (bd_push(&lists[BD_INPUT], b, e))
+				return -1;
+			*added += e - b;
+		}
+		if (l->v[i].e < w->v[j].e)
+			i++;
+		else
+			j++;
+	}
+	return 0;
 }
 
 int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],

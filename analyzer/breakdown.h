@@ -26,8 +26,13 @@ struct bd_list {
 	size_t n, cap;
 };
 
-/* The conditions, in priority order, then the "GPU busy" list (any GPU span). */
-enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD__COUNT };
+/*
+ * The conditions, in priority order, then the "GPU busy" list (any GPU span),
+ * then the two lists whose intersection is input too (bd_lock_input): the
+ * training thread blocked in a semaphore wait (LOCK_WAIT), and another thread
+ * of its process waiting for a batch from the loader workers (LOADER_WAIT).
+ */
+enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD_LOCK, BD_PEER_WAIT, BD__COUNT };
 
 /* Append [b, e); empty spans are ignored. 0, or -1 when out of memory. */
 int bd_push(struct bd_list *l, uint64_t b, uint64_t e);
@@ -36,6 +41,14 @@ void bd_normalise(struct bd_list *l, uint64_t lo, uint64_t hi);
 /* Sum of the lengths of a normalised list. */
 uint64_t bd_total(const struct bd_list *l);
 void bd_list_free(struct bd_list *l);
+
+/*
+ * The training thread's lock waits while another thread of its process waits
+ * for a batch (BD_LOCK ∩ BD_PEER_WAIT, within [start, end)) are added to
+ * BD_INPUT; *added gets their length (host-blocked input). Both lists are
+ * normalised in place. 0, or -1 when out of memory.
+ */
+int bd_lock_input(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t *added);
 
 /*
  * Partition [start, end) (lists[] indexed by enum bd_cond; they are normalised in

@@ -98,7 +98,8 @@ enum {
 #include "stepprof/kinds.def"
 #undef SP_KIND
 };
-_Static_assert(!((IO_MASK_OPEN | IO_MASK_STAT | IO_MASK_READ | IO_MASK_CLOSE | IO_MASK_LISTDIR | IO_MASK_LOADER_WAIT) &
+_Static_assert(!((IO_MASK_OPEN | IO_MASK_STAT | IO_MASK_READ | IO_MASK_CLOSE | IO_MASK_LISTDIR | IO_MASK_LOADER_WAIT |
+		  IO_MASK_LOCK_WAIT) &
 		 ~IO_FIELDS),
 	       "an input record kind carries a field io_emit does not fill");
 #undef F

@@ -50,7 +50,7 @@ static IO_T_UNUSED char *io_t_abs(const char *rel)
 
 static IO_T_UNUSED int io_t_is_input_kind(const char *k)
 {
-	static const char *const kinds[] = { "open", "stat", "read", "close", "listdir", "loader_wait" };
+	static const char *const kinds[] = { "open", "stat", "read", "close", "listdir", "loader_wait", "lock_wait" };
 	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
 		if (!strcmp(k, kinds[i]))
 			return 1;

@@ -20,6 +20,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,7 @@ static struct opts {
 	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
+	bool pin_thread; /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
 	bool pinned, fragment, fragment_iter_set, run_static;
 	enum markers markers;
 	double jitter_pct;
@@ -95,7 +98,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: trainer [--scenario NAME] [options]   (docs/workloads.md)\n"
 		   "  --iters N  --files-per-iter N  --file-size B  --dataset-files N  --data-dir DIR\n"
-		   "  --workers K  --prefetch N  --worker-us U  --h2d-bytes B  --pinned|--pageable\n"
+		   "  --workers K  --prefetch N  --worker-us U  --pin-thread  --h2d-bytes B  --pinned|--pageable\n"
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios\n"
@@ -161,6 +164,7 @@ static const struct field_opt {
     {"--dataset-files", F_UINT, offsetof(struct opts, dataset_files), 1000000},
     {"--workers", F_UINT, offsetof(struct opts, workers), 64},
     {"--prefetch", F_UINT, offsetof(struct opts, prefetch), 64},
+    {"--pin-thread", F_TRUE, offsetof(struct opts, pin_thread), 0},
     {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
     {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
     {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
@@ -584,6 +588,75 @@ static void stop_workers(void)
 	}
 }
 
+/*
+ * --pin-thread: DataLoader(pin_memory=True). A thread of the trainer receives the
+ * workers' batch messages in batch order (its blocking read of the result pipe is
+ * the wait for the workers) and hands each to the main thread through a queue
+ * guarded by a POSIX semaphore; the main thread waits on it with sem_clockwait
+ * and a 5 s deadline, retried, as CPython's queue.get(timeout=5) acquires a lock.
+ * The thread starts with the first indices (iter(loader)), inside iteration 0.
+ */
+static struct {
+	pthread_t thread;
+	sem_t ready;		/* one post per batch stored in msgs[] */
+	struct batch_msg *msgs; /* batch b in msgs[b], written before its post */
+	volatile unsigned dead; /* a worker died: batch dead - 1 (posted all the same) is not there */
+	bool started;
+} pin;
+
+static void *pin_main(void *arg)
+{
+	(void)arg;
+	for (unsigned b = 0; b < O.iters; b++) {
+		if (!read_full(workers[b % O.workers].res_fd, &pin.msgs[b], sizeof(pin.msgs[b]), false)) {
+			pin.dead = b + 1;
+			sem_post(&pin.ready);
+			return NULL;
+		}
+		sem_post(&pin.ready);
+	}
+	return NULL;
+}
+
+static void pin_start(void)
+{
+	pin.msgs = calloc(O.iters, sizeof(*pin.msgs));
+	if (!pin.msgs || sem_init(&pin.ready, 0, 0) || pthread_create(&pin.thread, NULL, pin_main, NULL)) {
+		fprintf(stderr, "trainer: cannot start the pin thread\n");
+		exit(1);
+	}
+	pin.started = true;
+}
+
+/* Batch i from the pin thread: false when a worker died. */
+static bool pin_get(unsigned i, struct batch_msg *m)
+{
+	for (;;) {
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += 5;
+		if (sem_clockwait(&pin.ready, CLOCK_MONOTONIC, &dl) == 0)
+			break;
+		if (errno != EINTR && errno != ETIMEDOUT) {
+			fprintf(stderr, "trainer: sem_clockwait: %s\n", strerror(errno));
+			exit(1);
+		}
+	}
+	if (pin.dead && i + 1 >= pin.dead)
+		return false;
+	*m = pin.msgs[i];
+	return true;
+}
+
+static void pin_stop(void)
+{
+	if (!pin.started)
+		return;
+	pthread_join(pin.thread, NULL);
+	sem_destroy(&pin.ready);
+	free(pin.msgs);
+}
+
 /* ---- 4. markers ---- */
 
 static void (*step_fn)(void);
@@ -695,7 +768,18 @@ static void get_batch(unsigned i)
 		for (unsigned b = 0; b < O.iters && b < O.prefetch * O.workers; b++)
 			send_index(b);
 	struct batch_msg m;
-	if (!read_full(workers[i % O.workers].res_fd, &m, sizeof(m), true)) {
+	bool got;
+	if (O.pin_thread) {
+		if (i == 0)
+			pin_start();
+		/* the main thread's wait for the hand-over is its wait for the batch: input */
+		uint64_t t0 = tr_now();
+		got = pin_get(i, &m);
+		tr_input(t0, tr_now());
+	} else {
+		got = read_full(workers[i % O.workers].res_fd, &m, sizeof(m), true);
+	}
+	if (!got) {
 		fprintf(stderr, "trainer: loader worker %u died\n", i % O.workers);
 		exit(1);
 	}
@@ -890,6 +974,8 @@ int main(int argc, char **argv)
 		bad("--file-size (must be > 0)", "0");
 	if (O.workers && !O.prefetch)
 		bad("--prefetch (must be > 0)", "0");
+	if (O.pin_thread && !(O.workers && O.files_per_iter))
+		bad("--pin-thread (needs --workers K and --files-per-iter N)", "");
 	rng_state = O.seed ? O.seed : 1;
 
 	const char *gbps = getenv("SIMGPU_PINNED_GBPS");
@@ -937,6 +1023,7 @@ int main(int argc, char **argv)
 	tr_iter_finish(tr_now());
 
 	/* Teardown: outside the iterations, counted in the totals only. */
+	pin_stop();
 	if (O.files_per_iter && O.workers)
 		stop_workers();
 	if (d_in)
@@ -968,7 +1055,8 @@ int main(int argc, char **argv)
 		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false");
 	for (const char *c = data_dir; *c; c++) /* a JSON string, whatever the path holds */
 		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
-	fprintf(f, "\"},\"pid\":%d,\"worker_pids\":[", (int)getpid());
+	fprintf(f, "\",\"pin_thread\":%s", O.pin_thread ? "true" : "false");
+	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < O.workers && workers; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
 	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu,\"host_memcpy_gbps\":%.3f},",
