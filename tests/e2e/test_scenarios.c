@@ -223,10 +223,10 @@ static double files_opened_in_iterations(struct run *r)
  */
 static void expect_main_thread(struct run *r)
 {
-	cr_assert_gt(sp_json_num(r->truth, "config.backward_kernels", 0), 0);
+	cr_assert_gt(sp_json_num(r->truth, "backward_thread.kernels", 0), 0);
 	cr_expect_eq(sp_json_num(r->an, "summary.training_tid", -1), sp_json_num(r->truth, "pid", -2),
-		     "training thread %.0f, the loop runs in the main thread %.0f", sp_json_num(r->an, "summary.training_tid", -1),
-		     sp_json_num(r->truth, "pid", -2));
+		     "training thread %.0f, the loop runs in the main thread %.0f",
+		     sp_json_num(r->an, "summary.training_tid", -1), sp_json_num(r->truth, "pid", -2));
 }
 
 /* The trainer in scenario and marker mode, analysed; the checks every scenario shares. */

@@ -433,7 +433,7 @@ Test(trainer, backward_thread_launches_its_share, .timeout = 120)
 	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
 	run_trainer(&r, "bin/trainer", args, env);
 	check_invariants(r.j);
-	cr_assert_eq(u(r.j, "config.backward_kernels"), 13, "round(20 x 2/3)");
+	cr_assert_eq(u(r.j, "backward_thread.kernels"), 13, "round(20 x 2/3)");
 	cr_assert_eq(u(r.j, "totals.by_api.cudaSetDevice"), 2, "the main thread's and the backward thread's");
 
 	uint64_t pid = u(r.j, "pid"), mine = 0, other = 0;
@@ -471,10 +471,14 @@ Test(trainer, backward_thread_launches_its_share, .timeout = 120)
 
 Test(trainer, bad_options_exit_2_with_a_message)
 {
-	static const char *const bads[][3] = {
-	    {"--bogus", NULL},	     {"--iters", "x"},		   {"--markers", "all"},
-	    {"--scenario", "nope"},	     {"--file-size", "3Q"},	   {"--backward-thread", "1.5"},
-	    {"--backward-thread", "2/0"}, {"--backward-thread", NULL}};
+	static const char *const bads[][3] = {{"--bogus", NULL},
+					      {"--iters", "x"},
+					      {"--markers", "all"},
+					      {"--scenario", "nope"},
+					      {"--file-size", "3Q"},
+					      {"--backward-thread", "1.5"},
+					      {"--backward-thread", "2/0"},
+					      {"--backward-thread", NULL}};
 	const char *path = sp_t_build("bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
 		struct sp_t_result res;

@@ -37,12 +37,12 @@
 enum input { IN_PIPE, IN_FILES, IN_NONE };
 
 struct loop {
-	enum input input;   /* how MAIN gets its batch */
-	int markers;	    /* 0 none, 1 NVTX train_step, 2 stepprof_step(), on MAIN */
-	unsigned fwd, bwd;  /* kernels per iteration: MAIN's, AG's */
-	unsigned dec;	    /* kernels per iteration of DEC (0: no DEC thread) */
-	int copies;	    /* MAIN copies the batch in and the loss out */
-	int ag_waits;	    /* AG after each launch: 0 nothing, 1 cudaStreamWaitEvent, 2 cudaStreamSynchronize */
+	enum input input;  /* how MAIN gets its batch */
+	int markers;	   /* 0 none, 1 NVTX train_step, 2 stepprof_step(), on MAIN */
+	unsigned fwd, bwd; /* kernels per iteration: MAIN's, AG's */
+	unsigned dec;	   /* kernels per iteration of DEC (0: no DEC thread) */
+	int copies;	   /* MAIN copies the batch in and the loss out */
+	int ag_waits;	   /* AG after each launch: 0 nothing, 1 cudaStreamWaitEvent, 2 cudaStreamSynchronize */
 };
 
 struct gen {
@@ -70,8 +70,7 @@ static uint64_t launch(struct gen *x, int32_t tid, uint64_t t, uint64_t dur)
 }
 
 /* A pinned async copy (host_sync 0: returns in 10 us) or a pageable one (returns when done). */
-static uint64_t copy(struct gen *x, int32_t tid, uint64_t t, unsigned dir, uint64_t bytes, uint64_t dur,
-		     int host_sync)
+static uint64_t copy(struct gen *x, int32_t tid, uint64_t t, unsigned dir, uint64_t bytes, uint64_t dur, int host_sync)
 {
 	x->op++;
 	uint64_t gb = t > x->gpu ? t : x->gpu, e = host_sync ? gb + dur : t + 10 * US;
@@ -95,8 +94,8 @@ static uint64_t read_file(struct gen *x, int32_t tid, uint64_t t, int fd, uint64
 	uint64_t q = dur / 4;
 	SP_TG_ADD(x->g, tid, SP_K_STAT, SP_API_stat, t, t + q, {SP_F_PATH, x->path}, {SP_F_BYTES, 65536});
 	SP_TG_ADD(x->g, tid, SP_K_OPEN, SP_API_open, t + q, t + 2 * q, {SP_F_PATH, x->path}, {SP_F_FD, (uint64_t)fd});
-	SP_TG_ADD(x->g, tid, SP_K_READ, SP_API_read, t + 2 * q, t + 3 * q, {SP_F_FD, (uint64_t)fd},
-		  {SP_F_BYTES, 65536}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
+	SP_TG_ADD(x->g, tid, SP_K_READ, SP_API_read, t + 2 * q, t + 3 * q, {SP_F_FD, (uint64_t)fd}, {SP_F_BYTES, 65536},
+		  {SP_F_FD_TYPE, SP_FDTYPE_FILE});
 	SP_TG_ADD(x->g, tid, SP_K_CLOSE, SP_API_close, t + 3 * q, t + dur, {SP_F_FD, (uint64_t)fd});
 	return t + dur;
 }
@@ -185,8 +184,7 @@ static void expect_loop(const struct loop *l, const char *what)
 	analyze_loop(l, &x, &a);
 	static const int want_src[] = {AN_SRC_AUTO, AN_SRC_NVTX, AN_SRC_API};
 	cr_expect_eq(a.training_tid, MAIN, "%s, markers %d: training thread %d", what, l->markers, a.training_tid);
-	cr_expect_eq(a.source_kind, want_src[l->markers], "%s, markers %d: source %d", what, l->markers,
-		     a.source_kind);
+	cr_expect_eq(a.source_kind, want_src[l->markers], "%s, markers %d: source %d", what, l->markers, a.source_kind);
 	cr_expect_eq(a.nit, ITERS, "%s, markers %d: %zu iterations", what, l->markers, a.nit);
 	for (size_t i = 0; i < a.nit && i < ITERS; i++) {
 		cr_expect_eq(a.it[i].start_ns, x.starts[i], "%s, markers %d: iteration %zu starts %lu, not at its wait",

@@ -1085,16 +1085,14 @@ int main(int argc, char **argv)
 		"\"file_size\":%llu,\"dataset_files\":%u,\"workers\":%u,\"prefetch\":%u,\"worker_us\":%llu,"
 		"\"h2d_bytes\":%llu,\"pinned\":%s,\"kernels\":%u,\"kernel_us\":%llu,\"d2h_bytes\":%llu,\"syncs\":%u,"
 		"\"item_bytes\":%llu,\"leak_bytes\":%llu,\"fragment\":%s,\"fragment_iter\":%u,\"markers\":\"%s\","
-		"\"jitter_pct\":%g,\"seed\":%llu,\"host_us\":%llu,\"static\":%s,\"backward_share\":%g,"
-		"\"backward_kernels\":%u,\"data_dir\":\"",
+		"\"jitter_pct\":%g,\"seed\":%llu,\"host_us\":%llu,\"static\":%s,\"data_dir\":\"",
 		O.scenario ? O.scenario : "", O.iters, O.files_per_iter, (unsigned long long)O.file_size,
 		O.dataset_files, O.workers, O.prefetch, (unsigned long long)O.worker_us,
 		(unsigned long long)O.h2d_bytes, O.pinned ? "true" : "false", O.kernels,
 		(unsigned long long)O.kernel_us, (unsigned long long)O.d2h_bytes, O.syncs,
 		(unsigned long long)O.item_bytes, (unsigned long long)O.leak_bytes, O.fragment ? "true" : "false",
 		O.fragment_iter, markers_name(), O.jitter_pct, (unsigned long long)O.seed,
-		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false", O.backward_share,
-		backward_kernels());
+		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false");
 	for (const char *c = data_dir; *c; c++) /* a JSON string, whatever the path holds */
 		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
 	fprintf(f, "\"},\"pid\":%d,\"worker_pids\":[", (int)getpid());
@@ -1102,6 +1100,8 @@ int main(int argc, char **argv)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
 	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu,\"host_memcpy_gbps\":%.3f},",
 		(unsigned long long)total0, (unsigned long long)free0, memcpy_gbps);
+	/* --backward-thread: the share asked for, and the kernels per iteration it gives */
+	fprintf(f, "\"backward_thread\":{\"share\":%g,\"kernels\":%u},", O.backward_share, backward_kernels());
 	tr_truth_write(f);
 	fputs("}\n", f);
 	fclose(f);
