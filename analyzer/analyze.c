@@ -117,10 +117,21 @@ uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q)
 
 /* -------------------------------------------------- 2. bounded tables */
 
+/* The calls of a kind a thread made: how many, and from the first one's begin to the last one's end. */
+struct callspan {
+	uint64_t n, b, e;
+};
+
 struct thr {
 	int32_t pid, tid;
 	uint64_t launches, records, last_sig_end;
-	uint64_t marks, inputs; /* iteration marks (matching NVTX ranges, steps) and input calls: ties */
+	uint64_t marks, inputs; /* iteration marks (matching NVTX ranges, steps) and input calls */
+	/*
+	 * Which of the threads that launch runs the loop (thr_trains_more): its
+	 * launches, its waits for batches from loader processes, the calls that
+	 * feed a loop (input, H2D and D2H copies) and its blocking syncs.
+	 */
+	struct callspan launch, batch, feed, wait;
 	int used;
 };
 
@@ -179,9 +190,7 @@ static struct thr *thr_get(struct state *s, int32_t pid, int32_t tid)
 	while (s->thr[h].used && (s->thr[h].pid != pid || s->thr[h].tid != tid))
 		h = (h + 1) & (s->capthr - 1);
 	if (!s->thr[h].used) {
-		s->thr[h].used = 1;
-		s->thr[h].pid = pid;
-		s->thr[h].tid = tid;
+		s->thr[h] = (struct thr){.pid = pid, .tid = tid, .used = 1};
 		s->nthr++;
 	}
 	return &s->thr[h];
@@ -299,6 +308,25 @@ static int is_passive_kind(unsigned k)
 
 /* ---------------------------------------------------------- 3. pass 1 */
 
+static void callspan_add(struct callspan *c, const struct sp_event *ev)
+{
+	if (!c->n++ || ev->begin_ns < c->b)
+		c->b = ev->begin_ns;
+	if (ev->end_ns > c->e)
+		c->e = ev->end_ns;
+}
+
+/* A call that blocks the host until the GPU is done (a *Synchronize, not a wait-event or a query). */
+static int is_blocking_sync(const struct sp_event *ev)
+{
+	static __thread uint8_t verdict[SP_API__COUNT]; /* 0 unknown, 1 no, 2 yes */
+	if (ev->kind != SP_K_SYNC || ev->api >= SP_API__COUNT)
+		return 0;
+	if (!verdict[ev->api])
+		verdict[ev->api] = strstr(sp_api_name[ev->api], "Synchronize") ? 2 : 1;
+	return verdict[ev->api] == 2;
+}
+
 struct pass1 {
 	struct state *s;
 	struct thr *t;
@@ -356,6 +384,11 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 	case SP_K_LAUNCH:
 		t->launches++;
 		p->launches++;
+		callspan_add(&t->launch, &ev);
+		break;
+	case SP_K_COPY:
+		if (ev.f[SP_F_DIRECTION] == SP_DIR_H2D || ev.f[SP_F_DIRECTION] == SP_DIR_D2H)
+			callspan_add(&t->feed, &ev);
 		break;
 	case SP_K_RANGE:
 		if (!name_matches(s, file, (uint32_t)ev.f[SP_F_NAME]))
@@ -378,8 +411,14 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 	}
 	if (is_sig_kind(ev.kind) && ev.end_ns > t->last_sig_end)
 		t->last_sig_end = ev.end_ns;
-	if (is_input_kind(ev.kind))
+	if (is_input_kind(ev.kind)) {
 		t->inputs++;
+		callspan_add(&t->feed, &ev);
+		if (ev.kind == SP_K_LOADER_WAIT)
+			callspan_add(&t->batch, &ev);
+	}
+	if (is_blocking_sync(&ev))
+		callspan_add(&t->wait, &ev);
 #undef ev
 }
 
@@ -463,23 +502,50 @@ static struct an_proc *select_trainer(struct state *s, char *err, size_t errlen)
 }
 
 /*
- * Is t rather than u the training thread? The most kernel launches; between
- * equals, the thread that marks the iterations (the user said where the loop
- * is), then the one that waits for input (the breakdown's input is its wait),
- * then the most records, then the lowest id: never the hash table's order.
+ * Do the calls c recur while thread t launches (over half of the time from its
+ * first launch to its last), rather than once, at start-up (a helper thread's
+ * first launch can read a kernel cache)?
+ */
+static int recurs(const struct callspan *c, const struct thr *t)
+{
+	return c->n >= 2 && 2 * (c->e - c->b) >= t->launch.e - t->launch.b;
+}
+
+/*
+ * Is t rather than u the training thread? Both are among the threads that
+ * launch a substantial share (choose_trainer): the thread that runs the loop,
+ * which need not launch the most (PyTorch launches the backward kernels from its
+ * autograd engine's thread while the loop waits for it): first the one that
+ * marks the iterations (the user said where the loop is); then one whose waits
+ * for batches from loader processes recur over the run (a loader thread that
+ * reads and decodes files on the GPU does not wait for them); then one whose
+ * input calls or H2D/D2H copies recur (the loop waits for batches, copies them
+ * in and reads results back; an engine thread only launches); then one whose
+ * blocking syncs recur; then the most launches (design.md's rule); then
+ * the most input calls, the most records, the lowest id: never the hash table's
+ * order. docs/definitions.md has the rule and its reasons.
  */
 static int thr_trains_more(const struct thr *t, const struct thr *u)
 {
-	if (t->launches != u->launches)
-		return t->launches > u->launches;
 	if (t->marks != u->marks)
 		return t->marks > u->marks;
+	if (recurs(&t->batch, t) != recurs(&u->batch, u))
+		return recurs(&t->batch, t);
+	if (recurs(&t->feed, t) != recurs(&u->feed, u))
+		return recurs(&t->feed, t);
+	if (recurs(&t->wait, t) != recurs(&u->wait, u))
+		return recurs(&t->wait, t);
+	if (t->launches != u->launches)
+		return t->launches > u->launches;
 	if (t->inputs != u->inputs)
 		return t->inputs > u->inputs;
 	if (t->records != u->records)
 		return t->records > u->records;
 	return t->tid < u->tid;
 }
+
+/* The share of the process's top launching thread's launches that makes a thread a candidate: 1/8. */
+#define LAUNCH_SHARE_DIV 8
 
 /* The trainer process and its training thread; roles of every process. 0, or -1 (err). */
 static int choose_trainer(struct state *s, char *err, size_t errlen)
@@ -495,10 +561,20 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	if (!best)
 		return a->opt.rank_given ? -1 : 0;
 	a->trainer_pid = best->pid;
+	/*
+	 * The candidates: the threads with at least 1/LAUNCH_SHARE_DIV of the top
+	 * thread's launches (every thread when none launches). A thread that launches
+	 * little (a loader's pinned copies, a logger's sync) is never the loop's.
+	 */
+	uint64_t top = 0;
+	for (size_t i = 0; i < s->capthr; i++)
+		if (s->thr[i].used && s->thr[i].pid == best->pid && s->thr[i].launches > top)
+			top = s->thr[i].launches;
 	struct thr *bt = NULL;
 	for (size_t i = 0; i < s->capthr; i++) {
 		struct thr *t = &s->thr[i];
-		if (t->used && t->pid == best->pid && (!bt || thr_trains_more(t, bt)))
+		if (t->used && t->pid == best->pid && t->launches * LAUNCH_SHARE_DIV >= top &&
+		    (!bt || thr_trains_more(t, bt)))
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;

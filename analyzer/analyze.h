@@ -27,7 +27,7 @@
 /* ------------------------------------------------------------ 1. sources */
 
 /* Receives the records of an unordered scan (only kind, api, pid, tid, times; and
- * the fields of RANGE, STEP, FORK and LOST records). */
+ * the fields of RANGE, STEP, FORK, LOST and COPY records). */
 typedef void (*an_scan_fn)(void *arg, const struct sp_event *ev, int file);
 /* Scan one trace file's ring in file order (analyze_scan.c). 0, or -1 when it cannot be read. */
 int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg);

@@ -3,7 +3,7 @@
  * analysis's first pass (which only counts and collects markers, so it needs no
  * time order): chunks are read in large blocks and records are walked by their
  * slot heads; only the kinds whose fields the first pass reads (RANGE, STEP,
- * FORK, LOST) are decoded in full.
+ * FORK, LOST, COPY) are decoded in full.
  *
  * RATIONALE: the first pass over a merged, fully decoded stream cost as much as
  * the second; this scan is several times cheaper, so the analysis costs about
@@ -34,7 +34,8 @@ static void kind_slots_init(void)
 
 static int needs_fields(unsigned kind)
 {
-	return kind == SP_K_RANGE || kind == SP_K_STEP || kind == SP_K_FORK || kind == SP_K_LOST;
+	/* COPY: its direction tells the training thread (analyze.c, thr_trains_more); copies are few */
+	return kind == SP_K_RANGE || kind == SP_K_STEP || kind == SP_K_FORK || kind == SP_K_LOST || kind == SP_K_COPY;
 }
 
 /* One chunk of which `bytes` are in the file (less than the chunk size when the file was cut). */

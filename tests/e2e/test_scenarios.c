@@ -13,7 +13,10 @@
  *   - the scenario's finding fires with the right kind and iterations, and the
  *     clean scenario has no warning or critical finding;
  *   - the multi-process run (trainer + 4 loader workers) is merged: the workers are
- *     in the process list with their role, their reads counted.
+ *     in the process list with their role, their reads counted;
+ *   - input-bound and sync-heavy with the backward kernels launched from a second
+ *     thread (--backward-thread, PyTorch's autograd engine): the same checks, and
+ *     the training thread is the loop's (the main thread).
  *
  * Divided into: 1. running a scenario, 2. the common checks, 3. one test per
  * scenario and marker mode.
@@ -50,17 +53,18 @@ static void analyze_into(struct run *r, const char *tdir)
 	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
 }
 
-/* extra: more trainer options, separated by spaces (NULL: none) */
+/* extra: more trainer options, separated by spaces ("--jitter 20"), or NULL */
 static void run_scenario(struct run *r, const char *scenario, const char *markers, const char *extra)
 {
 	memset(r, 0, sizeof(*r));
 	sp_t_cur_dir = r->dir = sp_t_tmpdir("scenario");
-	char tdir[512], more[256];
+	char tdir[512], more[256], *save = NULL;
 	snprintf(tdir, sizeof(tdir), "%s/trace", r->dir);
 	snprintf(more, sizeof(more), "%s", extra ? extra : "");
-	char *args[16] = {"--scenario", (char *)scenario, "--markers", (char *)markers}, *save = NULL;
-	for (int k = 4; k < 15 && (args[k] = strtok_r(k == 4 ? more : NULL, " ", &save)); k++)
-		;
+	char *args[16] = {"--scenario", (char *)scenario, "--markers", (char *)markers};
+	int n = 4;
+	for (char *t = strtok_r(more, " ", &save); t && n < 15; t = strtok_r(NULL, " ", &save))
+		args[n++] = t;
 	sp_t_run_trainer(&r->tr, tdir, args);
 	r->truth = sp_t_parse_last_line(r->tr.out); /* the ground truth is the last line of stdout */
 	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
@@ -213,11 +217,25 @@ static double files_opened_in_iterations(struct run *r)
 
 /* --------------------------------------------------- 3. the scenarios */
 
+/*
+ * With --backward-thread the thread that launches the most is not the loop's:
+ * the training thread is still the main thread (its tid is the pid).
+ */
+static void expect_main_thread(struct run *r)
+{
+	cr_assert_gt(sp_json_num(r->truth, "backward_thread.kernels", 0), 0);
+	cr_expect_eq(sp_json_num(r->an, "summary.training_tid", -1), sp_json_num(r->truth, "pid", -2),
+		     "training thread %.0f, the loop runs in the main thread %.0f",
+		     sp_json_num(r->an, "summary.training_tid", -1), sp_json_num(r->truth, "pid", -2));
+}
+
 /* The trainer in scenario and marker mode, analysed; the checks every scenario shares. */
 static void scenario(struct run *r, const char *name, const char *markers, const char *extra)
 {
 	run_scenario(r, name, markers, extra);
 	check_common(r, markers);
+	if (extra && strstr(extra, "--backward-thread"))
+		expect_main_thread(r);
 }
 
 /* The finding of kind (and signal, unless NULL), which must be there. */
@@ -399,6 +417,34 @@ Test(scenarios, clean_pin_thread_prefetch_waits_are_not_input, .timeout = 180)
 	no_warning(&r, NULL);
 	run_free(&r);
 }
+
+/*
+ * The scenarios whose breakdown is the training thread's blocking (input waits,
+ * syncs, copy calls) with --backward-thread 2/3: two thirds of each iteration's
+ * kernels launched by a second thread while the main thread waits for it, as
+ * PyTorch's autograd engine does. The thread that launches the most is not the
+ * loop: the analysis must still describe the main thread (scenario() checks) and
+ * match the ground truth as without the option, in every marker mode.
+ */
+static void with_backward(void (*fn)(const char *, const char *), const char *markers, const char *extra)
+{
+	char more[64];
+	snprintf(more, sizeof(more), "--backward-thread 2/3%s%s", extra ? " " : "", extra ? extra : "");
+	fn(markers, more);
+}
+
+static void input_bound_backward(const char *markers, const char *extra)
+{
+	with_backward(input_bound, markers, extra);
+}
+
+static void sync_heavy_backward(const char *markers, const char *extra)
+{
+	with_backward(sync_heavy, markers, extra);
+}
+
+MODES(input_bound_backward_thread, input_bound_backward)
+MODES(sync_heavy_backward_thread, sync_heavy_backward)
 
 /*
  * The multi-process run with the eBPF collector (`stepprof run --bpf`, root only):

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "reader.h"
 #include "testlib.h"
 
 /* ---- 1. helpers ---- */
@@ -413,10 +414,71 @@ Test(trainer, same_counts_under_the_preload, .timeout = 180)
 	free(dir);
 }
 
+/*
+ * --backward-thread 2/3: the last round(kernels x 2/3) kernels of each iteration
+ * are launched by a second thread, the others by the main thread (tid = pid), as
+ * the trace says (its LAUNCH records by thread); the ground truth keeps its
+ * invariants and counts every launch whichever thread made it.
+ */
+Test(trainer, backward_thread_launches_its_share, .timeout = 120)
+{
+	const char *lib = sp_t_build("lib/libstepprof.so");
+	char *dir = sp_t_tmpdir("trainer");
+	char pre[512], sd[600], tdir[512];
+	snprintf(tdir, sizeof(tdir), "%s/trace", dir);
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", lib);
+	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", tdir);
+	struct run r;
+	const char *args[] = {"--scenario", "sync-heavy", "--iters", "6", "--backward-thread", "2/3", NULL};
+	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
+	run_trainer(&r, "bin/trainer", args, env);
+	check_invariants(r.j);
+	cr_assert_eq(u(r.j, "backward_thread.kernels"), 13, "round(20 x 2/3)");
+	cr_assert_eq(u(r.j, "totals.by_api.cudaSetDevice"), 2, "the main thread's and the backward thread's");
+
+	uint64_t pid = u(r.j, "pid"), mine = 0, other = 0;
+	int64_t other_tid = -1;
+	DIR *d = opendir(tdir);
+	cr_assert_not_null(d, "no trace directory %s", tdir);
+	for (struct dirent *de; (de = readdir(d));) {
+		char path[1024];
+		struct sp_reader *rd;
+		snprintf(path, sizeof(path), "%s/%s", tdir, de->d_name);
+		if (de->d_name[0] == '.' || sp_reader_open(path, &rd, NULL, 0))
+			continue;
+		struct sp_event ev;
+		while (sp_reader_next(rd, &ev) > 0) {
+			if (ev.kind != SP_K_LAUNCH || (uint64_t)ev.pid != pid)
+				continue;
+			if ((uint64_t)ev.tid == pid) {
+				mine++;
+			} else {
+				cr_assert(other_tid < 0 || other_tid == ev.tid, "launches from threads %lld and %d",
+					  (long long)other_tid, ev.tid);
+				other_tid = ev.tid;
+				other++;
+			}
+		}
+		sp_reader_close(rd);
+	}
+	closedir(d);
+	cr_assert_eq(mine, 6 * (20 - 13), "main thread: %llu launches", (unsigned long long)mine);
+	cr_assert_eq(other, 6 * 13, "backward thread: %llu launches", (unsigned long long)other);
+	run_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 Test(trainer, bad_options_exit_2_with_a_message)
 {
-	static const char *const bads[][3] = {
-	    {"--bogus", NULL}, {"--iters", "x"}, {"--markers", "all"}, {"--scenario", "nope"}, {"--file-size", "3Q"}};
+	static const char *const bads[][3] = {{"--bogus", NULL},
+					      {"--iters", "x"},
+					      {"--markers", "all"},
+					      {"--scenario", "nope"},
+					      {"--file-size", "3Q"},
+					      {"--backward-thread", "1.5"},
+					      {"--backward-thread", "2/0"},
+					      {"--backward-thread", NULL}};
 	const char *path = sp_t_build("bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
 		struct sp_t_result res;

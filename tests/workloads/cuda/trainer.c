@@ -9,6 +9,7 @@
  *   3. the data directory and the batch readers (main thread or forked workers)
  *   4. markers (NVTX v3 range, stepprof_step)
  *   5. one iteration: input, host, h2d, memory (leak, fragmentation), compute, d2h, sync
+ *   5b. the backward thread (--backward-thread): launches the backward share of the kernels
  *   6. main: setup, loop, teardown, ground truth
  */
 #include "trainer.h"
@@ -20,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <semaphore.h>
 #include <stddef.h>
@@ -52,6 +54,7 @@ static struct opts {
 	double jitter_pct;
 	uint64_t seed;
 	const char *data_dir;
+	double backward_share; /* --backward-thread: share of each iteration's kernels (0: none) */
 } O = {
     .iters = 20,
     .file_size = 64 * 1024,
@@ -102,6 +105,7 @@ static void usage(FILE *f)
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios\n"
+		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -145,6 +149,26 @@ static unsigned parse_uint(const char *opt, const char *s, unsigned max)
 	if (v > max)
 		bad(opt, s);
 	return (unsigned)v;
+}
+
+/* A share in [0, 1]: a decimal (0.67) or a fraction (2/3). */
+static double parse_share(const char *opt, const char *s)
+{
+	char *end;
+	if (!s || !*s || *s == '-')
+		bad(opt, s);
+	errno = 0;
+	double v = strtod(s, &end);
+	if (*end == '/') {
+		const char *d = end + 1;
+		double den = strtod(d, &end);
+		if (end == d || den <= 0)
+			bad(opt, s);
+		v /= den;
+	}
+	if (errno || *end || end == s || !isfinite(v) || v < 0 || v > 1)
+		bad(opt, s);
+	return v;
 }
 
 /*
@@ -263,6 +287,8 @@ static void parse_args(int argc, char **argv)
 				bad(a, v);
 		} else if (OPT("--jitter")) {
 			O.jitter_pct = parse_uint(a, TAKE(), 99);
+		} else if (OPT("--backward-thread")) {
+			O.backward_share = parse_share(a, TAKE());
 		} else if (!set_field(a, v, &i))
 			bad("option", a);
 #undef OPT
@@ -861,6 +887,103 @@ static void fragment(void)
 	free(held);
 }
 
+/* ---- 5b. the backward thread ---- */
+
+/*
+ * PyTorch's autograd engine launches the backward kernels from its own per-device
+ * thread ("pt_autograd_0"), long-lived, while the thread that called backward()
+ * waits for it on a condition variable (a wait stepprof does not record). With
+ * --backward-thread SHARE the last round(kernels x SHARE) kernels of each
+ * iteration are launched so: the main thread prepares their slots (the same
+ * jitter sequence as without the option), hands the run over and waits until the
+ * thread has launched them. The thread records each kernel (tr_kernel, tr_api)
+ * while the main thread waits, so the ground truth's stream order holds.
+ */
+static struct {
+	pthread_t th;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct tr_kslot *run;
+	unsigned nrun;
+	bool started, ready, work, quit;
+} BW = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static unsigned backward_kernels(void)
+{
+	return (unsigned)lround((double)O.kernels * O.backward_share);
+}
+
+static void launch_kernel(struct tr_kslot *s)
+{
+	dim3 grid = {1, 1, 1}, block = {128, 1, 1};
+	tr_kernel(s);
+	CHECK(cudaLaunchKernel, cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
+}
+
+static void *backward_main(void *unused)
+{
+	(void)unused;
+	pthread_setname_np(pthread_self(), "pt_autograd_0");
+	CHECK(cudaSetDevice, cudaSetDevice(0)); /* as the engine's device thread does */
+	pthread_mutex_lock(&BW.mu);
+	BW.ready = true;
+	pthread_cond_broadcast(&BW.cv);
+	for (;;) {
+		while (!BW.work && !BW.quit)
+			pthread_cond_wait(&BW.cv, &BW.mu);
+		if (!BW.work)
+			break;
+		for (unsigned j = 0; j < BW.nrun; j++)
+			launch_kernel(&BW.run[j]); /* the main thread waits: nothing else touches the truth */
+		BW.work = false;
+		pthread_cond_broadcast(&BW.cv);
+	}
+	pthread_mutex_unlock(&BW.mu);
+	return NULL;
+}
+
+static void backward_start(void)
+{
+	if (!backward_kernels())
+		return;
+	int rc = pthread_create(&BW.th, NULL, backward_main, NULL);
+	if (rc) {
+		fprintf(stderr, "trainer: cannot start the backward thread: %s\n", strerror(rc));
+		exit(1);
+	}
+	BW.started = true;
+	pthread_mutex_lock(&BW.mu);
+	while (!BW.ready)
+		pthread_cond_wait(&BW.cv, &BW.mu);
+	pthread_mutex_unlock(&BW.mu);
+}
+
+/* Launch the n kernels at run from the backward thread; return once they are launched (not run). */
+static void backward_launch(struct tr_kslot *run, unsigned n)
+{
+	if (!n)
+		return;
+	pthread_mutex_lock(&BW.mu);
+	BW.run = run;
+	BW.nrun = n;
+	BW.work = true;
+	pthread_cond_broadcast(&BW.cv);
+	while (BW.work)
+		pthread_cond_wait(&BW.cv, &BW.mu);
+	pthread_mutex_unlock(&BW.mu);
+}
+
+static void backward_stop(void)
+{
+	if (!BW.started)
+		return;
+	pthread_mutex_lock(&BW.mu);
+	BW.quit = true;
+	pthread_cond_broadcast(&BW.cv);
+	pthread_mutex_unlock(&BW.mu);
+	pthread_join(BW.th, NULL);
+}
+
 static void iteration(unsigned i)
 {
 	tr_iter_begin(i, tr_now());
@@ -876,20 +999,21 @@ static void iteration(unsigned i)
 	if (O.leak_bytes)
 		(void)dev_alloc(O.leak_bytes);
 
-	unsigned groups = O.syncs + 1, k = 0;
+	unsigned groups = O.syncs + 1, k = 0, forward = O.kernels - backward_kernels();
 	for (unsigned g = 0; g < groups; g++) {
-		unsigned n = O.kernels / groups + (g < O.kernels % groups);
+		unsigned n = O.kernels / groups + (g < O.kernels % groups), nback = 0;
 		for (unsigned j = 0; j < n; j++, k++) {
 			struct tr_kslot *s = &kslots[(size_t)i * O.kernels + k];
-			dim3 grid = {1, 1, 1}, block = {128, 1, 1};
 			s->self = s;
 			s->args[0] = &s->self;
 			s->args[1] = NULL;
 			s->sleep_ns = jitter(&rng_state, O.kernel_us * 1000);
-			tr_kernel(s);
-			CHECK(cudaLaunchKernel,
-			      cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
+			if (k < forward)
+				launch_kernel(s);
+			else
+				nback++; /* the backward kernels are the iteration's last ones */
 		}
+		backward_launch(&kslots[(size_t)i * O.kernels + k - nback], nback);
 		if (g < O.syncs) {
 			/* .item(): into a Python scalar, i.e. pageable memory, whatever --pinned says */
 			if (O.item_bytes)
@@ -1017,6 +1141,7 @@ int main(int argc, char **argv)
 	}
 	if (O.files_per_iter && O.workers)
 		start_workers();
+	backward_start();
 
 	for (unsigned i = 0; i < O.iters; i++)
 		iteration(i);
@@ -1024,6 +1149,7 @@ int main(int argc, char **argv)
 
 	/* Teardown: outside the iterations, counted in the totals only. */
 	pin_stop();
+	backward_stop();
 	if (O.files_per_iter && O.workers)
 		stop_workers();
 	if (d_in)
@@ -1061,6 +1187,8 @@ int main(int argc, char **argv)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
 	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu,\"host_memcpy_gbps\":%.3f},",
 		(unsigned long long)total0, (unsigned long long)free0, memcpy_gbps);
+	/* --backward-thread: the share asked for, and the kernels per iteration it gives */
+	fprintf(f, "\"backward_thread\":{\"share\":%g,\"kernels\":%u},", O.backward_share, backward_kernels());
 	tr_truth_write(f);
 	fputs("}\n", f);
 	fclose(f);
