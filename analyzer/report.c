@@ -6,6 +6,10 @@
  * only added, never renamed) and the text report (the run, the per-rank table
  * when there are several trainer processes, the six categories,
  * the bottleneck sentence, the findings, the per-iteration table).
+ *
+ * Strings from a trace (command lines; paths, directories, kernel names and call
+ * sites in the evidence) are untrusted: the text goes through util_put_text, so
+ * none can drive the terminal; the JSON writer escapes them.
  */
 #include "report.h"
 #include "jsonw.h"
@@ -360,9 +364,11 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	fprintf(f, "\n");
 	for (size_t i = 0; i < a->nprocs; i++) {
 		const struct an_proc *p = &a->procs[i];
-		fprintf(f, "  pid %-7d %-7s rank %-3s records %-9llu %s\n", p->pid, an_role_name[p->role],
+		fprintf(f, "  pid %-7d %-7s rank %-3s records %-9llu ", p->pid, an_role_name[p->role],
 			p->rank >= 0 ? (snprintf(b1, sizeof(b1), "%d", p->rank), b1) : "-",
-			(unsigned long long)p->records, p->cmdline);
+			(unsigned long long)p->records);
+		util_put_text(f, p->cmdline, 0);
+		fputc('\n', f);
 	}
 	if (a->nranks > 1)
 		text_ranks(f, a);
@@ -397,16 +403,21 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 			x->signal ? ")" : "", x->first_iteration, x->last_iteration, x->iterations);
 		fprintf(f, "    evidence:");
 		for (int k = 0; k < x->nev; k++) {
-			if (x->ev[k].is_str)
-				fprintf(f, " %s=\"%s\"", x->ev[k].key, x->ev[k].str);
-			else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
+			if (x->ev[k].is_str) {
+				fprintf(f, " %s=\"", x->ev[k].key);
+				util_put_text(f, x->ev[k].str, 1);
+				fputc('"', f);
+			} else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
 				fprintf(f, " %s=%.0f", x->ev[k].key, x->ev[k].num); /* counts and bytes in full */
 			else
 				fprintf(f, " %s=%.4g", x->ev[k].key, x->ev[k].num);
 		}
 		fprintf(f, "\n");
-		for (int k = 0; k < x->nsites; k++)
-			fprintf(f, "    site: %s\n", x->sites[k]);
+		for (int k = 0; k < x->nsites; k++) {
+			fputs("    site: ", f);
+			util_put_text(f, x->sites[k], 0);
+			fputc('\n', f);
+		}
 		text_wrap(f, "    ", x->advice);
 	}
 	if (a->nit) {
