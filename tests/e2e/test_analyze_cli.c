@@ -5,7 +5,8 @@
  * and every bad input with its one-line message and exit code
  * (docs/analysis-json.md: 0 ok, 1 usage, 2 unreadable input, 3 damaged, 4 internal).
  *
- * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
+ * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input, 4. the
+ * bottleneck's threshold and trace strings in the report.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -794,7 +795,7 @@ Test(analyze_cli, random_damage_never_crashes, .timeout = 120)
 	free(dir);
 }
 
-/* --------------------------------------------------- 4. trace strings */
+/* ------------------------------------- 4. the bottleneck's threshold, trace strings */
 
 #define SHARE_ITERS 10
 #define SHARE_TRAINER 5100
@@ -865,6 +866,54 @@ static void analyze_out(struct sp_t_result *r, const char *dir, const char *thre
 	argv[k] = NULL;
 	sp_t_run(r, argv, NULL, NULL, 60);
 	cr_assert_eq(r->status, 0, "exit %d, stderr: %s", r->status, r->err);
+}
+
+/*
+ * design.md §5: every threshold is overridable, the bottleneck's "compute under 80%
+ * of the wall time" too. The workload computes 75% of each iteration: input by
+ * default, compute with bottleneck.compute_share=0.7, in the summary, in each rank,
+ * in the text and in the HTML. A value that is not a share is one line, exit 1.
+ * Before, bottleneck.compute_share was an unknown threshold.
+ */
+Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
+{
+	char *dir = sp_t_tmpdir("analyze-bn");
+	write_share_run(dir, 2, "python train.py", "train.py:12", "/data");
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json_thr(dir, NULL, 0, &r);
+	double comp = sp_json_num(j, "summary.breakdown_fraction.compute", -1);
+	cr_assert(comp > 0.7499 && comp < 0.7501, "the workload computes 75%%: %f", comp);
+	cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), "input");
+	cr_expect_str_eq(sp_json_str(j, "ranks.0.bottleneck"), "input");
+	cr_expect_str_eq(sp_json_str(j, "ranks.1.bottleneck"), "input");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	j = analyze_json_thr(dir, "bottleneck.compute_share=0.7", 0, &r);
+	cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), "compute");
+	cr_expect_str_eq(sp_json_str(j, "ranks.0.bottleneck"), "compute");
+	cr_expect_str_eq(sp_json_str(j, "ranks.1.bottleneck"), "compute");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	analyze_out(&r, dir, "bottleneck.compute_share=0.7", NULL, NULL);
+	cr_expect(strstr(r.out, "Bottleneck: compute (75% of wall time): the GPU computes at least 70% of the time"),
+		  "%s", r.out);
+	sp_t_result_free(&r);
+	analyze_out(&r, dir, "bottleneck.compute_share=0.7", "--html", "-");
+	cr_expect(strstr(r.out, "data-bottleneck=\"compute\""), "the HTML's bottleneck");
+	sp_t_result_free(&r);
+	analyze_out(&r, dir, NULL, NULL, NULL);
+	cr_expect(strstr(r.out, "Bottleneck: input (25% of wall time)"), "%s", r.out);
+	sp_t_result_free(&r);
+
+	const char *bad[] = {"bottleneck.compute_share=80", "bottleneck.compute_share=x", "bottleneck.compute_share=-1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", (char *)bad[i], dir, NULL};
+		expect_error(argv, 1, bad[i]);
+	}
+	sp_t_rmrf(dir);
+	free(dir);
 }
 
 /*
