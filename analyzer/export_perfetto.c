@@ -243,8 +243,9 @@ static void header_pass(struct ex *x, int *rc)
 	for (size_t i = 0; i < x->nfiles; i++) {
 		struct file_info *fi = &x->files[i];
 		struct sp_reader *r;
-		if (util_reader_open(fi->path, &r)) {
-			*rc = util_worse(*rc, SP_EXIT_INPUT);
+		int orc = util_reader_open(fi->path, &r);
+		if (orc) { /* one line; a file never written (exit 3) is left out as analyze does */
+			*rc = util_worse(*rc, orc);
 			continue;
 		}
 		fi->ok = 1;
@@ -739,8 +740,9 @@ static void write_metadata(struct ex *x)
 
 static int export_file(struct ex *x, struct file_info *fi)
 {
-	if (util_reader_open(fi->path, &x->r))
-		return SP_EXIT_INPUT; /* it opened at the header pass: changed under us */
+	int orc = util_reader_open(fi->path, &x->r);
+	if (orc)
+		return orc; /* it opened at the header pass: changed under us */
 	x->fi = fi;
 	x->st->files++;
 	if (!fi->bpf) {
@@ -813,6 +815,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 	size_t ok = 0;
 	for (size_t i = 0; i < n; i++)
 		ok += x->files[i].ok;
+	if (!ok)
+		rc = SP_EXIT_INPUT; /* nothing to export, as when no file can be read (every one never written) */
 	if (ok) {
 		x->ops = xcalloc(EXPORT_OP_WINDOW, sizeof(*x->ops));
 		struct jsonw *w = &x->w;

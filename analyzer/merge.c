@@ -14,12 +14,9 @@
 #include "merge.h"
 #include "util.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /*
  * Pid spaces: pid_max is at most 2^22, so space k adds k << PID_SHIFT (as
@@ -148,27 +145,6 @@ static int open_all(struct merge *m)
 }
 
 /*
- * A file the recorder had created but not filled when its process died: empty,
- * or a header of zeros (the magic is written last). It holds no record.
- */
-static int never_written(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return 0;
-	struct stat st;
-	uint8_t b[SP_HEADER_SIZE];
-	ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof(b), 0) : -1;
-	close(fd);
-	if (got < 0)
-		return 0;
-	for (ssize_t i = 0; i < got; i++)
-		if (b[i])
-			return 0;
-	return 1;
-}
-
-/*
  * The first opening. A file that never got its header (a process killed while
  * it created its file: before, that empty file stopped the analysis of the whole
  * directory) holds no record: one line, left out, exit status 3, the others
@@ -181,17 +157,14 @@ static int open_first(struct merge *m)
 	size_t k = 0;
 	int ok = 1;
 	for (size_t i = 0; i < m->n; i++) {
-		char err[256] = "";
 		struct mfile f = m->f[i];
-		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
-			if (never_written(f.path)) {
-				util_err(f.path,
-					 "truncated: no header (its process died while creating it): no records");
-				m->refused = SP_EXIT_DAMAGED;
-				free(f.path);
-				continue;
-			}
-			util_err(f.path, "%s", err);
+		int rc = util_reader_open(f.path, &f.r);
+		if (rc == SP_EXIT_DAMAGED) { /* never written: its line is printed */
+			m->refused = SP_EXIT_DAMAGED;
+			free(f.path);
+			continue;
+		}
+		if (rc) {
 			ok = 0;
 		} else {
 			set_header(&f);
