@@ -13,9 +13,12 @@
  *
  * Ids: Perfetto keys threads by tid alone (and a tid seen under another pid starts
  * a new thread), so every track id written must be unique in the document. Pids
- * and tids of the first host are written as they are; those of the n-th further
- * host get n << 22 added (pid_max is at most 2^22); the GPU tracks take pseudo
- * tids from 0x80000000 up.
+ * and tids are numbered as the analysis numbers pids (merge_pid_spaces, merge.h):
+ * those of the first host as they are, those of the n-th further host with
+ * n << 22 added (pid_max is at most 2^22), and a later process of a pid already
+ * seen on its host (another pid namespace, a reused pid) in a space of its own,
+ * so that `analyze` and `export` tell the same processes apart; the GPU tracks
+ * take pseudo tids from 0x80000000 up.
  *
  * Time: ts and dur are microseconds with three decimals (exact nanoseconds),
  * counted from ts 0 = the earliest file start, so that the numbers stay short
@@ -32,21 +35,24 @@
 #include <string.h>
 
 #include "jsonw.h"
+#include "merge.h"
 #include "reader.h"
 #include "util.h"
 
 /* ------------------------------------------------------------- 1. state */
 
-#define HOST_SHIFT	22
-#define MAX_HOSTS	512 /* (MAX_HOSTS << HOST_SHIFT) stays below the pseudo tids */
+#define MAX_HOSTS	512 /* clocks: hosts past it share the last one's offset */
 #define PSEUDO_TID_BASE 0x80000000u
+_Static_assert((uint64_t)MERGE_PID_SPACES << MERGE_PID_SHIFT <= PSEUDO_TID_BASE,
+	       "the processes' ids stay below the GPU tracks' pseudo tids");
 #define MAX_LANES	16
 
 struct file_info {
 	const char *path;
 	int ok;
 	int bpf;
-	uint32_t host;
+	uint32_t host;	 /* its clock: x->hosts[host] */
+	int32_t pid_off; /* added to its pids and tids (merge_pid_spaces) */
 	struct sp_file_header *hdr; /* copy; strings made to end */
 };
 
@@ -147,7 +153,7 @@ static uint64_t mix(uint64_t k)
 static uint32_t out_id(const struct ex *x, int32_t id)
 {
 	/* NOTE: a negative or huge id (untrusted bytes) is folded, never trusted to be small. */
-	return ((uint32_t)id & ((1u << HOST_SHIFT) - 1)) + (x->fi->host << HOST_SHIFT);
+	return ((uint32_t)id & (MERGE_PID_SPAN - 1)) + (uint32_t)x->fi->pid_off;
 }
 
 /* Open-addressed tables grown at half load: sizes follow processes and threads. */
@@ -273,7 +279,7 @@ static void header_pass(struct ex *x, int *rc)
 			k++;
 		if (k == x->nhosts) {
 			if (x->nhosts == MAX_HOSTS) {
-				k = MAX_HOSTS - 1; /* NOTE: ids of hosts past 512 may collide; timing stays right */
+				k = MAX_HOSTS - 1; /* NOTE: the clock of hosts past 512 may be off; ids stay apart */
 			} else {
 				x->nhosts++;
 				snprintf(x->hosts[k].name, sizeof(x->hosts[k].name), "%s", h->host);
@@ -292,6 +298,23 @@ static void header_pass(struct ex *x, int *rc)
 		}
 	}
 	x->st->ts_zero_ns = (uint64_t)x->zero;
+
+	/* the pid spaces of the files read, numbered as the analysis numbers them */
+	const struct sp_file_header **hdr = xcalloc(x->nfiles, sizeof(*hdr));
+	int32_t *off = xcalloc(x->nfiles, sizeof(*off));
+	size_t n = 0;
+	for (size_t i = 0; i < x->nfiles; i++)
+		if (x->files[i].ok)
+			hdr[n++] = x->files[i].hdr;
+	if (merge_pid_spaces(hdr, n, off)) {
+		util_err(NULL, "out of memory");
+		exit(SP_EXIT_INTERNAL);
+	}
+	for (size_t i = 0, k = 0; i < x->nfiles; i++)
+		if (x->files[i].ok)
+			x->files[i].pid_off = off[k++];
+	free(hdr);
+	free(off);
 }
 
 /* ------------------------------------------------------ 3. one event */
