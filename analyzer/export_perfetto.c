@@ -30,6 +30,7 @@
  */
 #include "export_perfetto.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,6 +123,7 @@ struct ex {
 	struct op *ops; /* EXPORT_OP_WINDOW entries */
 	int ops_dirty;
 	uint64_t next_flow;
+	int werr; /* errno of the first failed write to the output, 0 none */
 };
 
 static void *xcalloc(size_t n, size_t sz)
@@ -761,6 +763,19 @@ static void write_metadata(struct ex *x)
 
 /* ------------------------------------------------------------ 7. export */
 
+/*
+ * Has writing the document failed? The errno of the first failure is kept for the
+ * error line: what runs after it (reading, formatting) may change errno.
+ */
+static int out_failed(struct ex *x)
+{
+	if (!ferror(x->w.f))
+		return 0;
+	if (!x->werr)
+		x->werr = errno ? errno : EIO;
+	return 1;
+}
+
 static int export_file(struct ex *x, struct file_info *fi)
 {
 	int orc = util_reader_open(fi->path, &x->r);
@@ -781,7 +796,7 @@ static int export_file(struct ex *x, struct file_info *fi)
 	}
 	struct sp_event ev;
 	/* A reader gone (export -o - | head, SIGPIPE ignored): the rest would go nowhere. */
-	while (!ferror(x->w.f) && sp_reader_next(x->r, &ev)) {
+	while (!out_failed(x) && sp_reader_next(x->r, &ev)) {
 		x->st->records++;
 		uint32_t opid = out_id(x, ev.pid), otid = out_id(x, ev.tid);
 		struct thread *t = thread_get(x, opid, otid ? otid : opid, ev.tid);
@@ -863,11 +878,15 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_ku64(w, "gpu_spans_unjoined", x->st->gpu_unjoined);
 		jw_obj_end(w);
 		jw_obj_end(w);
-		if (fflush(out) || jw_error(w)) {
+		int flushed = fflush(out) == 0;
+		if (!flushed && !x->werr)
+			x->werr = errno ? errno : EIO;
+		if (!flushed || out_failed(x) || jw_error(w)) {
 			if (out == stdout)
 				util_stdout_failed();
-			else
-				util_err(NULL, "cannot write the trace");
+			else /* which file and why: a full disk, a file size limit */
+				util_err(opts ? opts->out_name : NULL, "cannot write%s%s", x->werr ? ": " : " the trace",
+					 x->werr ? strerror(x->werr) : "");
 			rc = util_worse(rc, SP_EXIT_INTERNAL);
 		}
 	}
