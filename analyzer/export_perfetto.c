@@ -44,16 +44,16 @@
 
 #define MAX_HOSTS	512 /* clocks: hosts past it share the last one's offset */
 #define PSEUDO_TID_BASE 0x80000000u
+#define MAX_LANES	16
 _Static_assert((uint64_t)MERGE_PID_SPACES << MERGE_PID_SHIFT <= PSEUDO_TID_BASE,
 	       "the processes' ids stay below the GPU tracks' pseudo tids");
-#define MAX_LANES	16
 
 struct file_info {
 	const char *path;
 	int ok;
 	int bpf;
-	uint32_t host;	 /* its clock: x->hosts[host] */
-	int32_t pid_off; /* added to its pids and tids (merge_pid_spaces) */
+	uint32_t host;		    /* its clock: x->hosts[host] */
+	int32_t pid_off;	    /* added to its pids and tids (merge_pid_spaces) */
 	struct sp_file_header *hdr; /* copy; strings made to end */
 };
 
@@ -885,8 +885,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 			if (out == stdout)
 				util_stdout_failed();
 			else /* which file and why: a full disk, a file size limit */
-				util_err(opts ? opts->out_name : NULL, "cannot write%s%s", x->werr ? ": " : " the trace",
-					 x->werr ? strerror(x->werr) : "");
+				util_err(opts ? opts->out_name : NULL, "cannot write%s%s",
+					 x->werr ? ": " : " the trace", x->werr ? strerror(x->werr) : "");
 			rc = util_worse(rc, SP_EXIT_INTERNAL);
 		}
 	}

@@ -252,7 +252,8 @@ const char *report_bottleneck_sentence(const struct an_analysis *a, const char *
 	if (!strcmp(b, "other"))
 		return "host time outside CUDA and I/O (Python, framework, launch overhead) leaves the GPU idle";
 	if (!strcmp(b, "compute")) {
-		snprintf(buf, len, "the GPU computes at least %.0f%% of the time: optimise the kernels, not the pipeline",
+		snprintf(buf, len,
+			 "the GPU computes at least %.0f%% of the time: optimise the kernels, not the pipeline",
 			 100.0 * a->opt.threshold[AN_T_BN_COMPUTE_SHARE]);
 		return buf;
 	}

@@ -352,7 +352,8 @@ static void html_bottleneck(FILE *f, const struct an_analysis *a)
 		fprintf(f,
 			"<p><span class=\"swatch\" style=\"background:%s\"></span><strong>Bottleneck: %s</strong> "
 			"(%.1f%% of wall time): %s.</p>\n",
-			cat_color[bc], bn, 100.0 * report_share(a, bc), report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
+			cat_color[bc], bn, 100.0 * report_share(a, bc),
+			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
 	}
 	fputs("</section>\n", f);
 }

@@ -797,9 +797,9 @@ Test(analyze_cli, random_damage_never_crashes, .timeout = 120)
 
 /* ------------------------------------- 4. the bottleneck's threshold, trace strings */
 
-#define SHARE_ITERS 10
+#define SHARE_ITERS   10
 #define SHARE_TRAINER 5100
-#define SHARE_WORKER 5200
+#define SHARE_WORKER  5200
 
 /*
  * nranks trainers (ranks 0.., pids 5100..) whose 10 ms iterations (stepprof_step) are
@@ -842,7 +842,8 @@ static void write_share_run(const char *dir, int nranks, const char *cmd, const 
 	for (int i = 0; i < SHARE_ITERS; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 100000;
 		for (int k = 0; k < 3; k++, t += 700000) {
-			SP_TG_ADD(g, SHARE_WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, {SP_F_PATH, file}, {SP_F_FD, 5});
+			SP_TG_ADD(g, SHARE_WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, {SP_F_PATH, file},
+				  {SP_F_FD, 5});
 			SP_TG_ADD(g, SHARE_WORKER, SP_K_READ, SP_API_read, t + 10000, t + 500000, {SP_F_FD, 5},
 				  {SP_F_BYTES, 65536}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
 			SP_TG_ADD(g, SHARE_WORKER, SP_K_CLOSE, SP_API_close, t + 500000, t + 510000, {SP_F_FD, 5});
@@ -907,9 +908,11 @@ Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
 	cr_expect(strstr(r.out, "Bottleneck: input (25% of wall time)"), "%s", r.out);
 	sp_t_result_free(&r);
 
-	const char *bad[] = {"bottleneck.compute_share=80", "bottleneck.compute_share=x", "bottleneck.compute_share=-1"};
+	const char *bad[] = {"bottleneck.compute_share=80", "bottleneck.compute_share=x",
+			     "bottleneck.compute_share=-1"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", (char *)bad[i], dir, NULL};
+		char *argv[] = {
+		    (char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", (char *)bad[i], dir, NULL};
 		expect_error(argv, 1, bad[i]);
 	}
 	sp_t_rmrf(dir);
@@ -923,7 +926,9 @@ Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
  * cleared it). The JSON escapes the C0 controls (and keeps the exact string), the
  * HTML shows them as \xNN too.
  */
-#define EVIL "\x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b" "31m\x7f\xff\xfe<end"
+#define EVIL                                                                                                           \
+	"\x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b"                                                                          \
+	"31m\x7f\xff\xfe<end"
 #define EVIL_SHOWN "\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end"
 
 /*
@@ -936,9 +941,8 @@ static void expect_inert(const char *out, size_t n, const char *what, int c0_onl
 	const unsigned char *o = (const unsigned char *)out;
 	for (size_t i = 0; i < n; i++) {
 		unsigned c = o[i];
-		cr_expect(!(c < 0x20 && c != '\n') &&
-				  (c0_only || (c != 0x7f && c != 0xff && c != 0xfe &&
-					       !(c == 0xc2 && i + 1 < n && o[i + 1] < 0xa0))),
+		cr_expect(!(c < 0x20 && c != '\n') && (c0_only || (c != 0x7f && c != 0xff && c != 0xfe &&
+								   !(c == 0xc2 && i + 1 < n && o[i + 1] < 0xa0))),
 			  "%s: byte 0x%02x at %zu: %.200s", what, c, i, out + (i > 40 ? i - 40 : 0));
 	}
 }

@@ -659,14 +659,13 @@ Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
 Test(cli, a_file_never_written_is_left_out_by_every_verb)
 {
 	char *dir = sp_t_tmpdir("cli");
-	char *good = path_in(dir, "node1.77.sptrace");
-	char *empty = path_in(dir, "node1.78.sptrace");
-	char *zeros = path_in(dir, "node1.79.sptrace");
-	char *out = path_in(dir, "out.json");
-	write_small(good, 77, 10);
-	cr_assert_eq(sp_t_write_file(empty, "", 0), 0);
 	static char z[8192];
+	char *good = path_in(dir, "node1.77.sptrace");
+	write_small(good, 77, 10);
+	char *empty = path_in(dir, "node1.78.sptrace"), *zeros = path_in(dir, "node1.79.sptrace");
+	cr_assert_eq(sp_t_write_file(empty, "", 0), 0);
 	cr_assert_eq(sp_t_write_file(zeros, z, sizeof(z)), 0);
+	char *out = path_in(dir, "out.json");
 
 	const char *never[] = {empty, zeros};
 	struct sp_t_result r;
@@ -675,7 +674,8 @@ Test(cli, a_file_never_written_is_left_out_by_every_verb)
 		cr_assert_eq(unlink(never[1 - k]), 0);
 		const char *verbs[] = {"info", "analyze", "export"};
 		for (int i = 0; i < 3; i++) {
-			int st = i == 2 ? stepprof(&r, "export", "-o", out, dir, NULL) : stepprof(&r, verbs[i], dir, NULL);
+			int st =
+			    i == 2 ? stepprof(&r, "export", "-o", out, dir, NULL) : stepprof(&r, verbs[i], dir, NULL);
 			cr_expect_eq(st, 3, "%s: exit %d, stderr: %s", verbs[i], st, r.err);
 			cr_expect_eq(count_lines(r.err), 1, "%s: stderr: %s", verbs[i], r.err);
 			cr_expect(strstr(r.err, never[k]) && strstr(r.err, ": truncated: no header"), "%s: stderr: %s",

@@ -241,8 +241,8 @@ Test(export_cli, a_failed_write_names_the_file_and_the_reason, .timeout = 60)
 	snprintf(out, sizeof(out), "%s/x.json", dir);
 	char *sb = (char *)sp_t_build("bin/stepprof");
 	/* a 100-block file size limit, SIGXFSZ ignored (it survives the exec): write(2) fails with EFBIG */
-	char *argv[] = {"/bin/sh", "-c", "ulimit -f 100 && trap '' XFSZ && exec \"$0\" export -o \"$1\" \"$2\"",
-			sb, out, tdir, NULL};
+	const char *sh = "ulimit -f 100 && trap '' XFSZ && exec \"$0\" export -o \"$1\" \"$2\"";
+	char *argv[] = {"/bin/sh", "-c", (char *)sh, sb, out, tdir, NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 4, "stderr: %s", r.err);
 	char want[700];
