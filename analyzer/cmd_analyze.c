@@ -39,7 +39,7 @@ static void analyze_usage(FILE *f)
 		"                       processes the report also has a per-rank table\n"
 		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
 		"                       default: %s\n"
-		"  --threshold N=V      override a finding's threshold (repeatable)\n\n"
+		"  --threshold N=V      override a threshold: the bottleneck's or a finding's (repeatable)\n\n"
 		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
 		"detected period of the training thread's CUDA calls.\n\n"
 		"Thresholds (default):\n",
@@ -88,6 +88,11 @@ int command_analyze(int argc, char **argv)
 		case 't':
 			if (an_options_set_threshold(&opt, optarg, err, sizeof(err))) {
 				util_err("analyze", "%s", err);
+				return SP_EXIT_USAGE;
+			}
+			/* a share of the wall time: 80 for 80% would make compute never the bottleneck */
+			if (opt.threshold[AN_T_BN_COMPUTE_SHARE] > 1.0) {
+				util_err("analyze", "--threshold %s: a share of the wall time, from 0 to 1", optarg);
 				return SP_EXIT_USAGE;
 			}
 			break;

@@ -165,6 +165,7 @@ int command_export(int argc, char **argv)
 		return SP_EXIT_INTERNAL;
 	}
 	fast_stream(uo.f);
+	opts.out_name = dest; /* a failed write names it, not the temporary file */
 	rc = export_perfetto(paths, n, uo.f, &opts, &st);
 	util_free_paths(paths);
 	/* nothing whole to show: no half document under the real name */

@@ -37,12 +37,16 @@ struct info {
 	uint64_t sum_begin, sum_end; /* span of the SUMMARY records (st.summaries of them) */
 };
 
-/* Read the whole file; 0 ok, else the exit code (the error is printed). */
+/*
+ * Read the whole file; 0 ok, else the exit code (the error is printed): a file never
+ * written is one line and 3, and left out, as analyze and export leave it out.
+ */
 static int info_read(const char *path, struct info *in)
 {
 	struct sp_reader *r;
-	if (util_reader_open(path, &r))
-		return SP_EXIT_INPUT;
+	int rc = util_reader_open(path, &r);
+	if (rc)
+		return rc;
 	struct sp_event ev;
 	while (sp_reader_next(r, &ev))
 		;
@@ -237,6 +241,7 @@ int command_info(int argc, char **argv)
 		jw_obj_begin(&w);
 		jw_karr_begin(&w, "files");
 	}
+	size_t shown = 0;
 	for (size_t i = 0; i < n && !ferror(stdout); i++) { /* stop when nobody reads */
 		struct info in;
 		int frc = info_read(paths[i], &in);
@@ -244,15 +249,18 @@ int command_info(int argc, char **argv)
 			rc = util_worse(rc, frc);
 			continue;
 		}
+		shown++;
 		if (json) {
 			info_json(&w, paths[i], &in);
 		} else {
-			if (i)
+			if (shown > 1)
 				printf("\n");
 			info_text(paths[i], &in);
 		}
 		rc = util_worse(rc, util_report_damage(paths[i], &in.st));
 	}
+	if (n && !shown && rc == SP_EXIT_DAMAGED)
+		rc = SP_EXIT_INPUT; /* nothing to show, as when no file can be read (every one never written) */
 	if (json) {
 		jw_arr_end(&w);
 		jw_obj_end(&w);

@@ -13,9 +13,12 @@
  *
  * Ids: Perfetto keys threads by tid alone (and a tid seen under another pid starts
  * a new thread), so every track id written must be unique in the document. Pids
- * and tids of the first host are written as they are; those of the n-th further
- * host get n << 22 added (pid_max is at most 2^22); the GPU tracks take pseudo
- * tids from 0x80000000 up.
+ * and tids are numbered as the analysis numbers pids (merge_pid_spaces, merge.h):
+ * those of the first host as they are, those of the n-th further host with
+ * n << 22 added (pid_max is at most 2^22), and a later process of a pid already
+ * seen on its host (another pid namespace, a reused pid) in a space of its own,
+ * so that `analyze` and `export` tell the same processes apart; the GPU tracks
+ * take pseudo tids from 0x80000000 up.
  *
  * Time: ts and dur are microseconds with three decimals (exact nanoseconds),
  * counted from ts 0 = the earliest file start, so that the numbers stay short
@@ -27,26 +30,30 @@
  */
 #include "export_perfetto.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonw.h"
+#include "merge.h"
 #include "reader.h"
 #include "util.h"
 
 /* ------------------------------------------------------------- 1. state */
 
-#define HOST_SHIFT	22
-#define MAX_HOSTS	512 /* (MAX_HOSTS << HOST_SHIFT) stays below the pseudo tids */
+#define MAX_HOSTS	512 /* clocks: hosts past it share the last one's offset */
 #define PSEUDO_TID_BASE 0x80000000u
 #define MAX_LANES	16
+_Static_assert((uint64_t)MERGE_PID_SPACES << MERGE_PID_SHIFT <= PSEUDO_TID_BASE,
+	       "the processes' ids stay below the GPU tracks' pseudo tids");
 
 struct file_info {
 	const char *path;
 	int ok;
 	int bpf;
-	uint32_t host;
+	uint32_t host;		    /* its clock: x->hosts[host] */
+	int32_t pid_off;	    /* added to its pids and tids (merge_pid_spaces) */
 	struct sp_file_header *hdr; /* copy; strings made to end */
 };
 
@@ -116,6 +123,7 @@ struct ex {
 	struct op *ops; /* EXPORT_OP_WINDOW entries */
 	int ops_dirty;
 	uint64_t next_flow;
+	int werr; /* errno of the first failed write to the output, 0 none */
 };
 
 static void *xcalloc(size_t n, size_t sz)
@@ -147,7 +155,7 @@ static uint64_t mix(uint64_t k)
 static uint32_t out_id(const struct ex *x, int32_t id)
 {
 	/* NOTE: a negative or huge id (untrusted bytes) is folded, never trusted to be small. */
-	return ((uint32_t)id & ((1u << HOST_SHIFT) - 1)) + (x->fi->host << HOST_SHIFT);
+	return ((uint32_t)id & (MERGE_PID_SPAN - 1)) + (uint32_t)x->fi->pid_off;
 }
 
 /* Open-addressed tables grown at half load: sizes follow processes and threads. */
@@ -243,8 +251,9 @@ static void header_pass(struct ex *x, int *rc)
 	for (size_t i = 0; i < x->nfiles; i++) {
 		struct file_info *fi = &x->files[i];
 		struct sp_reader *r;
-		if (util_reader_open(fi->path, &r)) {
-			*rc = util_worse(*rc, SP_EXIT_INPUT);
+		int orc = util_reader_open(fi->path, &r);
+		if (orc) { /* one line; a file never written (exit 3) is left out as analyze does */
+			*rc = util_worse(*rc, orc);
 			continue;
 		}
 		fi->ok = 1;
@@ -272,7 +281,7 @@ static void header_pass(struct ex *x, int *rc)
 			k++;
 		if (k == x->nhosts) {
 			if (x->nhosts == MAX_HOSTS) {
-				k = MAX_HOSTS - 1; /* NOTE: ids of hosts past 512 may collide; timing stays right */
+				k = MAX_HOSTS - 1; /* NOTE: the clock of hosts past 512 may be off; ids stay apart */
 			} else {
 				x->nhosts++;
 				snprintf(x->hosts[k].name, sizeof(x->hosts[k].name), "%s", h->host);
@@ -291,6 +300,23 @@ static void header_pass(struct ex *x, int *rc)
 		}
 	}
 	x->st->ts_zero_ns = (uint64_t)x->zero;
+
+	/* the pid spaces of the files read, numbered as the analysis numbers them */
+	const struct sp_file_header **hdr = xcalloc(x->nfiles, sizeof(*hdr));
+	int32_t *off = xcalloc(x->nfiles, sizeof(*off));
+	size_t n = 0;
+	for (size_t i = 0; i < x->nfiles; i++)
+		if (x->files[i].ok)
+			hdr[n++] = x->files[i].hdr;
+	if (merge_pid_spaces(hdr, n, off)) {
+		util_err(NULL, "out of memory");
+		exit(SP_EXIT_INTERNAL);
+	}
+	for (size_t i = 0, k = 0; i < x->nfiles; i++)
+		if (x->files[i].ok)
+			x->files[i].pid_off = off[k++];
+	free(hdr);
+	free(off);
 }
 
 /* ------------------------------------------------------ 3. one event */
@@ -737,10 +763,24 @@ static void write_metadata(struct ex *x)
 
 /* ------------------------------------------------------------ 7. export */
 
+/*
+ * Has writing the document failed? The errno of the first failure is kept for the
+ * error line: what runs after it (reading, formatting) may change errno.
+ */
+static int out_failed(struct ex *x)
+{
+	if (!ferror(x->w.f))
+		return 0;
+	if (!x->werr)
+		x->werr = errno ? errno : EIO;
+	return 1;
+}
+
 static int export_file(struct ex *x, struct file_info *fi)
 {
-	if (util_reader_open(fi->path, &x->r))
-		return SP_EXIT_INPUT; /* it opened at the header pass: changed under us */
+	int orc = util_reader_open(fi->path, &x->r);
+	if (orc)
+		return orc; /* it opened at the header pass: changed under us */
 	x->fi = fi;
 	x->st->files++;
 	if (!fi->bpf) {
@@ -756,7 +796,7 @@ static int export_file(struct ex *x, struct file_info *fi)
 	}
 	struct sp_event ev;
 	/* A reader gone (export -o - | head, SIGPIPE ignored): the rest would go nowhere. */
-	while (!ferror(x->w.f) && sp_reader_next(x->r, &ev)) {
+	while (!out_failed(x) && sp_reader_next(x->r, &ev)) {
 		x->st->records++;
 		uint32_t opid = out_id(x, ev.pid), otid = out_id(x, ev.tid);
 		struct thread *t = thread_get(x, opid, otid ? otid : opid, ev.tid);
@@ -813,6 +853,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 	size_t ok = 0;
 	for (size_t i = 0; i < n; i++)
 		ok += x->files[i].ok;
+	if (!ok)
+		rc = SP_EXIT_INPUT; /* nothing to export, as when no file can be read (every one never written) */
 	if (ok) {
 		x->ops = xcalloc(EXPORT_OP_WINDOW, sizeof(*x->ops));
 		struct jsonw *w = &x->w;
@@ -836,11 +878,15 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_ku64(w, "gpu_spans_unjoined", x->st->gpu_unjoined);
 		jw_obj_end(w);
 		jw_obj_end(w);
-		if (fflush(out) || jw_error(w)) {
+		int flushed = fflush(out) == 0;
+		if (!flushed && !x->werr)
+			x->werr = errno ? errno : EIO;
+		if (!flushed || out_failed(x) || jw_error(w)) {
 			if (out == stdout)
 				util_stdout_failed();
-			else
-				util_err(NULL, "cannot write the trace");
+			else /* which file and why: a full disk, a file size limit */
+				util_err(opts ? opts->out_name : NULL, "cannot write%s%s",
+					 x->werr ? ": " : " the trace", x->werr ? strerror(x->werr) : "");
 			rc = util_worse(rc, SP_EXIT_INTERNAL);
 		}
 	}

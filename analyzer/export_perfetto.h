@@ -39,12 +39,14 @@ struct export_stats {
 struct export_opts {
 	int pretty;		/* indent the document (tests, reading by eye) */
 	int64_t from_ns, to_ns; /* INT64_MIN / INT64_MAX: no bound */
+	const char *out_name;	/* the output's name in its write error line (NULL: none given) */
 };
 
 /*
  * Read the n trace files and write the JSON document to out. Problems of a file
- * are printed as `stepprof: <file>: <what>` (util.h); the return value is the
- * worst exit code (SP_EXIT_*). When no file can be opened nothing is written and
+ * are printed as `stepprof: <file>: <what>` (util.h), a write error as
+ * `stepprof: <out_name>: cannot write: <reason>` (stdout: util_stdout_failed's
+ * line), once; the return value is the worst exit code (SP_EXIT_*). When no file can be opened nothing is written and
  * SP_EXIT_INPUT is returned. opts NULL: everything, compact; st may be NULL.
  */
 int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export_opts *opts, struct export_stats *st);

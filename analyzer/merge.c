@@ -14,21 +14,14 @@
 #include "merge.h"
 #include "util.h"
 
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-/*
- * Pid spaces: pid_max is at most 2^22, so space k adds k << PID_SHIFT (as
- * `stepprof export` numbers its hosts, export_perfetto.c); at most PID_SPACES
- * keep an int32 positive.
- */
-#define PID_SHIFT  22
-#define PID_SPAN   (1 << PID_SHIFT)
-#define PID_SPACES 512
+/* Pid spaces (merge.h): space k adds k << MERGE_PID_SHIFT. */
+#define PID_SHIFT  MERGE_PID_SHIFT
+#define PID_SPAN   MERGE_PID_SPAN
+#define PID_SPACES MERGE_PID_SPACES
 
 struct mfile {
 	char *path;
@@ -148,27 +141,6 @@ static int open_all(struct merge *m)
 }
 
 /*
- * A file the recorder had created but not filled when its process died: empty,
- * or a header of zeros (the magic is written last). It holds no record.
- */
-static int never_written(const char *path)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return 0;
-	struct stat st;
-	uint8_t b[SP_HEADER_SIZE];
-	ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof(b), 0) : -1;
-	close(fd);
-	if (got < 0)
-		return 0;
-	for (ssize_t i = 0; i < got; i++)
-		if (b[i])
-			return 0;
-	return 1;
-}
-
-/*
  * The first opening. A file that never got its header (a process killed while
  * it created its file: before, that empty file stopped the analysis of the whole
  * directory) holds no record: one line, left out, exit status 3, the others
@@ -181,17 +153,14 @@ static int open_first(struct merge *m)
 	size_t k = 0;
 	int ok = 1;
 	for (size_t i = 0; i < m->n; i++) {
-		char err[256] = "";
 		struct mfile f = m->f[i];
-		if (sp_reader_open(f.path, &f.r, err, sizeof(err))) {
-			if (never_written(f.path)) {
-				util_err(f.path,
-					 "truncated: no header (its process died while creating it): no records");
-				m->refused = SP_EXIT_DAMAGED;
-				free(f.path);
-				continue;
-			}
-			util_err(f.path, "%s", err);
+		int rc = util_reader_open(f.path, &f.r);
+		if (rc == SP_EXIT_DAMAGED) { /* never written: its line is printed */
+			m->refused = SP_EXIT_DAMAGED;
+			free(f.path);
+			continue;
+		}
+		if (rc) {
 			ok = 0;
 		} else {
 			set_header(&f);
@@ -224,62 +193,81 @@ static int same_process(const struct sp_file_header *i, const struct sp_file_hea
  * with both ranks' records and steps, rank 0 gone).
  *
  * Each host is a pid space, numbered by first appearance in the file list: the
- * pids of the n-th further host get n << 22 added, as in `stepprof export`
- * (pid 1 of the second node shows as 4194305), its pids, ppids and fork records
+ * pids of the n-th further host get n << 22 added (pid 1 of the second node
+ * shows as 4194305; `stepprof export` numbers its tracks the same), its pids, ppids and fork records
  * alike, the eBPF collector's file included. On one host, two processes' files
  * of one pid are one process when the earlier ended by exec (no clean exit, same
  * parent); otherwise the later one (another pid namespace, or the pid reused)
  * gets a pid space of its own, after the hosts'. Thread ids are kept.
  */
-static void merge_pids(struct merge *m)
+int merge_pid_spaces(const struct sp_file_header *const *hdr, size_t n, int32_t *off)
 {
-	uint8_t *done = calloc(m->n ? m->n : 1, 1);
-	size_t *host = calloc(m->n ? m->n : 1, sizeof(*host));
+	for (size_t i = 0; i < n; i++)
+		off[i] = 0;
+	uint8_t *done = calloc(n ? n : 1, 1);
+	size_t *host = calloc(n ? n : 1, sizeof(*host));
 	if (!done || !host) {
 		free(done);
 		free(host);
-		return; /* pids as written */
+		return -1; /* pids as written */
 	}
 	/* the hosts, by first appearance */
 	unsigned nhosts = 0;
-	for (size_t i = 0; i < m->n; i++) {
+	for (size_t i = 0; i < n; i++) {
 		size_t k = 0;
-		while (k < i && !same_host(&m->f[k].hdr, &m->f[i].hdr))
+		while (k < i && !same_host(hdr[k], hdr[i]))
 			k++;
 		host[i] = k < i ? host[k] : (nhosts < PID_SPACES ? nhosts++ : PID_SPACES - 1);
-		m->f[i].pid_off = (int32_t)(host[i] << PID_SHIFT);
+		off[i] = (int32_t)(host[i] << PID_SHIFT);
 	}
 	/* per host, its processes' files in start order: an exec chain follows its first file */
 	unsigned next = nhosts;
 	for (;;) {
-		size_t best = m->n;
-		for (size_t i = 0; i < m->n; i++)
-			if (!done[i] && !(m->f[i].hdr.features & SP_FEAT_BPF) &&
-			    (best == m->n || m->f[i].hdr.start_mono_ns < m->f[best].hdr.start_mono_ns))
+		size_t best = n;
+		for (size_t i = 0; i < n; i++)
+			if (!done[i] && !(hdr[i]->features & SP_FEAT_BPF) &&
+			    (best == n || hdr[i]->start_mono_ns < hdr[best]->start_mono_ns))
 				best = i;
-		if (best == m->n)
+		if (best == n)
 			break;
-		const struct sp_file_header *b = sp_reader_header(m->f[best].r);
+		const struct sp_file_header *b = hdr[best];
 		/* the latest file so far of this pid on this host */
-		size_t prev = m->n;
-		for (size_t i = 0; i < m->n; i++) {
-			const struct sp_file_header *h = sp_reader_header(m->f[i].r);
+		size_t prev = n;
+		for (size_t i = 0; i < n; i++) {
+			const struct sp_file_header *h = hdr[i];
 			if (done[i] && host[i] == host[best] && h->pid == b->pid &&
-			    (prev == m->n || h->start_mono_ns >= sp_reader_header(m->f[prev].r)->start_mono_ns))
+			    (prev == n || h->start_mono_ns >= hdr[prev]->start_mono_ns))
 				prev = i;
 		}
-		if (prev != m->n) {
-			if (same_process(sp_reader_header(m->f[prev].r), b))
-				m->f[best].pid_off = m->f[prev].pid_off;
+		if (prev != n) {
+			if (same_process(hdr[prev], b))
+				off[best] = off[prev];
 			else if (next < PID_SPACES)
-				m->f[best].pid_off = (int32_t)(next++ << PID_SHIFT);
+				off[best] = (int32_t)(next++ << PID_SHIFT);
 		}
 		done[best] = 1;
 	}
-	for (size_t i = 0; i < m->n; i++)
-		set_header(&m->f[i]);
 	free(done);
 	free(host);
+	return 0;
+}
+
+/* The files' pid offsets (merge_pid_spaces) and their headers renumbered. */
+static void merge_pids(struct merge *m)
+{
+	const struct sp_file_header **hdr = calloc(m->n ? m->n : 1, sizeof(*hdr));
+	int32_t *off = calloc(m->n ? m->n : 1, sizeof(*off));
+	if (hdr && off) {
+		for (size_t i = 0; i < m->n; i++)
+			hdr[i] = sp_reader_header(m->f[i].r);
+		merge_pid_spaces(hdr, m->n, off);
+		for (size_t i = 0; i < m->n; i++) {
+			m->f[i].pid_off = off[i];
+			set_header(&m->f[i]);
+		}
+	} /* else pids as written */
+	free(hdr);
+	free(off);
 }
 
 struct merge *merge_open(char *const *paths, size_t n)

@@ -22,9 +22,24 @@ struct merge;
  * never got its header (its process died creating it) is only reported and left
  * out (merge_report_damage then returns SP_EXIT_DAMAGED). Processes of several
  * files sharing a pid (other hosts, pid namespaces) are renumbered apart, a
- * pid space per host as in `stepprof export` (docs/trace-format.md, section 8).
+ * pid space per host, and one per later process of a pid already seen on its host
+ * (docs/trace-format.md, section 8).
  */
 struct merge *merge_open(char *const *paths, size_t n);
+
+/*
+ * The numbering merge_open gives: pid_max is at most 2^22, so pid space k adds
+ * k << MERGE_PID_SHIFT to the pids from 1 to MERGE_PID_SPAN - 1 (ppids and fork
+ * records' child pids alike); at most MERGE_PID_SPACES keep an int32 positive.
+ * merge_pid_spaces computes it for n headers as the files wrote them, in the order
+ * of the file list (unreadable files left out): off[i] is file i's. `stepprof
+ * export` numbers its tracks with it, so that both tell the same processes apart.
+ * 0, or -1 when out of memory (every off[i] 0: pids as written).
+ */
+#define MERGE_PID_SHIFT	 22
+#define MERGE_PID_SPAN	 (1 << MERGE_PID_SHIFT)
+#define MERGE_PID_SPACES 512
+int merge_pid_spaces(const struct sp_file_header *const *hdr, size_t n, int32_t *off);
 void merge_source(struct merge *m, struct an_source *src);
 /*
  * After a full pass: print the damage line of each truncated or corrupt file

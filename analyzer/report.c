@@ -6,6 +6,10 @@
  * only added, never renamed) and the text report (the run, the per-rank table
  * when there are several trainer processes, the six categories,
  * the bottleneck sentence, the findings, the per-iteration table).
+ *
+ * Strings from a trace (command lines; paths, directories, kernel names and call
+ * sites in the evidence) are untrusted: the text goes through util_put_text, so
+ * none can drive the terminal; the JSON writer escapes them.
  */
 #include "report.h"
 #include "jsonw.h"
@@ -17,11 +21,11 @@
 
 /* ------------------------------------------------------------- summary */
 
-const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total)
+const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total, double compute_share)
 {
 	if (!nit || !wall_total)
 		return "none";
-	if ((double)bd_total[AN_COMPUTE] >= 0.8 * (double)wall_total)
+	if ((double)bd_total[AN_COMPUTE] >= compute_share * (double)wall_total)
 		return an_cat_name[AN_COMPUTE];
 	int best = -1;
 	for (int c = 0; c < AN_CAT__COUNT; c++) {
@@ -35,7 +39,12 @@ const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64
 
 const char *report_bottleneck(const struct an_analysis *a)
 {
-	return report_bottleneck_of(a->nit, a->wall_total, a->bd_total);
+	return report_bottleneck_of(a->nit, a->wall_total, a->bd_total, a->opt.threshold[AN_T_BN_COMPUTE_SHARE]);
+}
+
+const char *report_rank_bottleneck(const struct an_analysis *a, const struct an_rank *x)
+{
+	return report_bottleneck_of(x->nit, x->wall_total, x->bd_total, a->opt.threshold[AN_T_BN_COMPUTE_SHARE]);
 }
 
 double report_fraction(uint64_t part, uint64_t whole)
@@ -150,7 +159,7 @@ static void json_finding(struct jsonw *w, const struct an_result_finding *f)
 	jw_obj_end(w);
 }
 
-static void json_rank(struct jsonw *w, const struct an_rank *r)
+static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct an_rank *r)
 {
 	jw_obj_begin(w);
 	jw_ki64(w, "rank", r->rank);
@@ -165,7 +174,7 @@ static void json_rank(struct jsonw *w, const struct an_rank *r)
 	jw_ku64(w, "wall_ns_total", r->wall_total);
 	json_fractions(w, r->bd_total, r->wall_total);
 	json_counts(w, "breakdown_ns", an_cat_name, r->bd_total, AN_CAT__COUNT);
-	jw_kstr(w, "bottleneck", report_bottleneck_of(r->nit, r->wall_total, r->bd_total));
+	jw_kstr(w, "bottleneck", report_rank_bottleneck(a, r));
 	jw_obj_end(w);
 }
 
@@ -222,7 +231,7 @@ int report_json(FILE *f, const struct an_analysis *a)
 	/* added: every trainer process (rank), each from its own analysis */
 	jw_karr_begin(&w, "ranks");
 	for (size_t i = 0; i < a->nranks; i++)
-		json_rank(&w, &a->ranks[i]);
+		json_rank(&w, a, &a->ranks[i]);
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	return jw_error(&w);
@@ -230,7 +239,7 @@ int report_json(FILE *f, const struct an_analysis *a)
 
 /* ----------------------------------------------------------------- text */
 
-const char *report_bottleneck_sentence(const char *b)
+const char *report_bottleneck_sentence(const struct an_analysis *a, const char *b, char *buf, size_t len)
 {
 	if (!strcmp(b, "input"))
 		return "the training thread waits for input (file I/O or batches from loader workers)";
@@ -242,8 +251,12 @@ const char *report_bottleneck_sentence(const char *b)
 		return "the training thread waits in synchronisation calls while the GPU is idle";
 	if (!strcmp(b, "other"))
 		return "host time outside CUDA and I/O (Python, framework, launch overhead) leaves the GPU idle";
-	if (!strcmp(b, "compute"))
-		return "the GPU computes at least 80% of the time: optimise the kernels, not the pipeline";
+	if (!strcmp(b, "compute")) {
+		snprintf(buf, len,
+			 "the GPU computes at least %.0f%% of the time: optimise the kernels, not the pipeline",
+			 100.0 * a->opt.threshold[AN_T_BN_COMPUTE_SHARE]);
+		return buf;
+	}
 	return "no iterations were found";
 }
 
@@ -319,7 +332,7 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			fprintf(f, " %6.1f%%",
 				x->wall_total ? 100.0 * (double)x->bd_total[c] / (double)x->wall_total : 0.0);
-		fprintf(f, "  %s\n", report_bottleneck_of(x->nit, x->wall_total, x->bd_total));
+		fprintf(f, "  %s\n", report_rank_bottleneck(a, x));
 	}
 	if (p.spread) {
 		char b2[32], r2[48];
@@ -360,9 +373,11 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	fprintf(f, "\n");
 	for (size_t i = 0; i < a->nprocs; i++) {
 		const struct an_proc *p = &a->procs[i];
-		fprintf(f, "  pid %-7d %-7s rank %-3s records %-9llu %s\n", p->pid, an_role_name[p->role],
+		fprintf(f, "  pid %-7d %-7s rank %-3s records %-9llu ", p->pid, an_role_name[p->role],
 			p->rank >= 0 ? (snprintf(b1, sizeof(b1), "%d", p->rank), b1) : "-",
-			(unsigned long long)p->records, p->cmdline);
+			(unsigned long long)p->records);
+		util_put_text(f, p->cmdline, 0);
+		fputc('\n', f);
 	}
 	if (a->nranks > 1)
 		text_ranks(f, a);
@@ -386,8 +401,9 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			if (!strcmp(an_cat_name[c], bn))
 				bc = c;
+		char sb[128];
 		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
-			report_bottleneck_sentence(bn));
+			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
 	}
 	fprintf(f, "\nFindings:%s\n", a->nfnd ? "" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {
@@ -397,16 +413,21 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 			x->signal ? ")" : "", x->first_iteration, x->last_iteration, x->iterations);
 		fprintf(f, "    evidence:");
 		for (int k = 0; k < x->nev; k++) {
-			if (x->ev[k].is_str)
-				fprintf(f, " %s=\"%s\"", x->ev[k].key, x->ev[k].str);
-			else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
+			if (x->ev[k].is_str) {
+				fprintf(f, " %s=\"", x->ev[k].key);
+				util_put_text(f, x->ev[k].str, 1);
+				fputc('"', f);
+			} else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
 				fprintf(f, " %s=%.0f", x->ev[k].key, x->ev[k].num); /* counts and bytes in full */
 			else
 				fprintf(f, " %s=%.4g", x->ev[k].key, x->ev[k].num);
 		}
 		fprintf(f, "\n");
-		for (int k = 0; k < x->nsites; k++)
-			fprintf(f, "    site: %s\n", x->sites[k]);
+		for (int k = 0; k < x->nsites; k++) {
+			fputs("    site: ", f);
+			util_put_text(f, x->sites[k], 0);
+			fputc('\n', f);
+		}
 		text_wrap(f, "    ", x->advice);
 	}
 	if (a->nit) {

@@ -5,16 +5,26 @@
 #ifndef STEPPROF_REPORT_H
 #define STEPPROF_REPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
 #include "analyze.h"
 
-/* The bottleneck of the run (design.md §5), "none" without iterations. */
-const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total);
+/*
+ * The bottleneck of the run (design.md §5): compute when it takes at least
+ * compute_share of the wall time (threshold bottleneck.compute_share, findings.def),
+ * else the largest other category; "none" without iterations.
+ */
+const char *report_bottleneck_of(uint64_t nit, uint64_t wall_total, const uint64_t *bd_total, double compute_share);
+/* report_bottleneck_of for the analysis, or one of its ranks (x), with a's threshold. */
 const char *report_bottleneck(const struct an_analysis *a);
-/* One clause saying what the bottleneck `b` (report_bottleneck's word) means. */
-const char *report_bottleneck_sentence(const char *b);
+const char *report_rank_bottleneck(const struct an_analysis *a, const struct an_rank *x);
+/*
+ * One clause saying what the bottleneck `b` (report_bottleneck's word) means; the
+ * compute clause states a's threshold, written into buf (len bytes).
+ */
+const char *report_bottleneck_sentence(const struct an_analysis *a, const char *b, char *buf, size_t len);
 /* part / whole, 0 when whole is 0: a category's share of a wall time. */
 double report_fraction(uint64_t part, uint64_t whole);
 /* Share of the run's wall time in category c. */

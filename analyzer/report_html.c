@@ -268,7 +268,7 @@ static void html_ranks(FILE *f, const struct an_analysis *a)
 	      f);
 	for (size_t i = 0; i < a->nranks; i++) {
 		const struct an_rank *x = &a->ranks[i];
-		const char *bn = report_bottleneck_of(x->nit, x->wall_total, x->bd_total);
+		const char *bn = report_rank_bottleneck(a, x);
 		fprintf(f, "<tr class=\"rank%s\" data-rank=\"%d\" data-pid=\"%d\" data-selected=\"%d\">",
 			x->selected ? " selected" : "", x->rank, x->pid, x->selected ? 1 : 0);
 		fprintf(f, "<td class=\"mark\">%s</td><td>", x->selected ? "&#9664; selected" : "");
@@ -348,10 +348,12 @@ static void html_bottleneck(FILE *f, const struct an_analysis *a)
 		      "there is no per-iteration breakdown. The run and the findings below still hold.</p>\n",
 		      f);
 	} else {
+		char sb[128];
 		fprintf(f,
 			"<p><span class=\"swatch\" style=\"background:%s\"></span><strong>Bottleneck: %s</strong> "
 			"(%.1f%% of wall time): %s.</p>\n",
-			cat_color[bc], bn, 100.0 * report_share(a, bc), report_bottleneck_sentence(bn));
+			cat_color[bc], bn, 100.0 * report_share(a, bc),
+			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
 	}
 	fputs("</section>\n", f);
 }

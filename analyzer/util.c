@@ -264,10 +264,36 @@ char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, siz
 	return NULL;
 }
 
+/*
+ * A file the recorder had created but not filled when its process died (or that it is
+ * still creating): empty, or a header of zeros (the magic is written last). It holds
+ * no record.
+ */
+static int never_written(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	uint8_t b[SP_HEADER_SIZE];
+	ssize_t got = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, b, sizeof(b), 0) : -1;
+	close(fd);
+	if (got < 0)
+		return 0;
+	for (ssize_t i = 0; i < got; i++)
+		if (b[i])
+			return 0;
+	return 1;
+}
+
 int util_reader_open(const char *path, struct sp_reader **r)
 {
 	char err[256];
 	if (sp_reader_open(path, r, err, sizeof(err))) {
+		if (never_written(path)) {
+			util_err(path, "truncated: no header (its process died while creating it): no records");
+			return SP_EXIT_DAMAGED;
+		}
 		util_err(path, "%s", err);
 		return SP_EXIT_INPUT;
 	}

@@ -79,7 +79,10 @@ char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, siz
 
 /*
  * sp_reader_open, printing the reader's reason as "stepprof: <path>: <reason>":
- * 0 with *r open, or SP_EXIT_INPUT.
+ * 0 with *r open, or SP_EXIT_INPUT. A file that never got its header (empty or
+ * zeros: its process died while creating it, or is still starting) holds no record:
+ * "stepprof: <path>: truncated: no header (...): no records" and SP_EXIT_DAMAGED,
+ * the caller leaving it out (docs/trace-format.md §8), the same in every verb.
  */
 int util_reader_open(const char *path, struct sp_reader **r);
 

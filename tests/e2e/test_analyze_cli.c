@@ -5,7 +5,8 @@
  * and every bad input with its one-line message and exit code
  * (docs/analysis-json.md: 0 ok, 1 usage, 2 unreadable input, 3 damaged, 4 internal).
  *
- * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input.
+ * Divided into: 1. writing a run, 2. merging and the schema, 3. bad input, 4. the
+ * bottleneck's threshold and trace strings in the report.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -790,6 +791,186 @@ Test(analyze_cli, random_damage_never_crashes, .timeout = 120)
 		sp_t_result_free(&r);
 	}
 	free(orig);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* ------------------------------------- 4. the bottleneck's threshold, trace strings */
+
+#define SHARE_ITERS   10
+#define SHARE_TRAINER 5100
+#define SHARE_WORKER  5200
+
+/*
+ * nranks trainers (ranks 0.., pids 5100..) whose 10 ms iterations (stepprof_step) are
+ * a 2.5 ms wait for a batch, during which a 10 us pageable H2D copy is made at call
+ * site `site`, then a 7.5 ms kernel: compute is 75% of the wall time, input 24.9%,
+ * h2d 0.1%. A worker of rank 0's (pid 5200) opens and reads three 64 KiB files in
+ * directory `files` during each wait.
+ */
+static void write_share_run(const char *dir, int nranks, const char *cmd, const char *site, const char *files)
+{
+	char path[512];
+	for (int r = 0; r < nranks; r++) {
+		snprintf(path, sizeof(path), "%s/trainer%d.sptrace", dir, r);
+		struct sp_tg_opts o = {.pid = SHARE_TRAINER + r, .ppid = 1, .rank = r, .cmdline = cmd};
+		struct sp_tg *g = sp_tg_create_opts(path, &o);
+		int32_t pid = SHARE_TRAINER + r;
+		uint32_t kname = sp_tg_intern(g, "gemm"), s = sp_tg_intern(g, site);
+		for (int i = 0; i <= SHARE_ITERS; i++) {
+			uint64_t t = T0 + (uint64_t)i * ITER_NS;
+			SP_TG_ADD(g, pid, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
+			if (i == SHARE_ITERS)
+				break; /* the last step ends the last iteration */
+			SP_TG_ADD(g, pid, SP_K_LOADER_WAIT, SP_API_read, t, t + 2490000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
+				  {SP_F_BYTES, 8});
+			SP_TG_ADD(g, pid, SP_K_COPY, SP_API_cudaMemcpy, t + 2490000, t + 2500000,
+				  {SP_F_DIRECTION, SP_DIR_H2D}, {SP_F_BYTES, 4096}, {SP_F_SITE, s},
+				  {SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE});
+			SP_TG_ADD(g, pid, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 2500000, t + 2505000,
+				  {SP_F_NAME, kname}, {SP_F_OP, i + 1});
+			SP_TG_ADD(g, pid, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 2505000, t + ITER_NS);
+			SP_TG_ADD(g, pid, SP_K_GPU_SPAN, 0, t + 2500000, t + ITER_NS, {SP_F_OP, i + 1});
+		}
+		cr_assert_eq(sp_tg_finish(g), 0);
+	}
+	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, SHARE_WORKER, SHARE_TRAINER, -1);
+	char fpath[256];
+	snprintf(fpath, sizeof(fpath), "%s/img.jpg", files);
+	uint32_t file = sp_tg_intern(g, fpath);
+	for (int i = 0; i < SHARE_ITERS; i++) {
+		uint64_t t = T0 + (uint64_t)i * ITER_NS + 100000;
+		for (int k = 0; k < 3; k++, t += 700000) {
+			SP_TG_ADD(g, SHARE_WORKER, SP_K_OPEN, SP_API_open, t, t + 10000, {SP_F_PATH, file},
+				  {SP_F_FD, 5});
+			SP_TG_ADD(g, SHARE_WORKER, SP_K_READ, SP_API_read, t + 10000, t + 500000, {SP_F_FD, 5},
+				  {SP_F_BYTES, 65536}, {SP_F_FD_TYPE, SP_FDTYPE_FILE});
+			SP_TG_ADD(g, SHARE_WORKER, SP_K_CLOSE, SP_API_close, t + 500000, t + 510000, {SP_F_FD, 5});
+		}
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+/* `stepprof analyze DIR [--threshold T] [more]` (text unless more says --json or --html -), exit 0. */
+static void analyze_out(struct sp_t_result *r, const char *dir, const char *threshold, const char *more,
+			const char *more2)
+{
+	char *argv[8] = {(char *)sp_t_build("bin/stepprof"), "analyze", (char *)dir};
+	int k = 3;
+	if (threshold) {
+		argv[k++] = "--threshold";
+		argv[k++] = (char *)threshold;
+	}
+	argv[k++] = (char *)more;
+	argv[k++] = (char *)more2;
+	argv[k] = NULL;
+	sp_t_run(r, argv, NULL, NULL, 60);
+	cr_assert_eq(r->status, 0, "exit %d, stderr: %s", r->status, r->err);
+}
+
+/*
+ * design.md §5: every threshold is overridable, the bottleneck's "compute under 80%
+ * of the wall time" too. The workload computes 75% of each iteration: input by
+ * default, compute with bottleneck.compute_share=0.7, in the summary, in each rank,
+ * in the text and in the HTML. A value that is not a share is one line, exit 1.
+ * Before, bottleneck.compute_share was an unknown threshold.
+ */
+Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
+{
+	char *dir = sp_t_tmpdir("analyze-bn");
+	write_share_run(dir, 2, "python train.py", "train.py:12", "/data");
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json_thr(dir, NULL, 0, &r);
+	double comp = sp_json_num(j, "summary.breakdown_fraction.compute", -1);
+	cr_assert(comp > 0.7499 && comp < 0.7501, "the workload computes 75%%: %f", comp);
+	cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), "input");
+	cr_expect_str_eq(sp_json_str(j, "ranks.0.bottleneck"), "input");
+	cr_expect_str_eq(sp_json_str(j, "ranks.1.bottleneck"), "input");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	j = analyze_json_thr(dir, "bottleneck.compute_share=0.7", 0, &r);
+	cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), "compute");
+	cr_expect_str_eq(sp_json_str(j, "ranks.0.bottleneck"), "compute");
+	cr_expect_str_eq(sp_json_str(j, "ranks.1.bottleneck"), "compute");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	analyze_out(&r, dir, "bottleneck.compute_share=0.7", NULL, NULL);
+	cr_expect(strstr(r.out, "Bottleneck: compute (75% of wall time): the GPU computes at least 70% of the time"),
+		  "%s", r.out);
+	sp_t_result_free(&r);
+	analyze_out(&r, dir, "bottleneck.compute_share=0.7", "--html", "-");
+	cr_expect(strstr(r.out, "data-bottleneck=\"compute\""), "the HTML's bottleneck");
+	sp_t_result_free(&r);
+	analyze_out(&r, dir, NULL, NULL, NULL);
+	cr_expect(strstr(r.out, "Bottleneck: input (25% of wall time)"), "%s", r.out);
+	sp_t_result_free(&r);
+
+	const char *bad[] = {"bottleneck.compute_share=80", "bottleneck.compute_share=x",
+			     "bottleneck.compute_share=-1"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[] = {
+		    (char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", (char *)bad[i], dir, NULL};
+		expect_error(argv, 1, bad[i]);
+	}
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * The text report shows strings from the trace (a command line, a directory in the
+ * evidence, a call site) with their control characters and bytes that are not UTF-8
+ * as \xNN, as info and dump do: before, they went to the terminal raw (ESC [2J
+ * cleared it). The JSON escapes the C0 controls (and keeps the exact string), the
+ * HTML shows them as \xNN too.
+ */
+#define EVIL                                                                                                           \
+	"\x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b"                                                                          \
+	"31m\x7f\xff\xfe<end"
+#define EVIL_SHOWN "\\x1b]0;owned\\x07\\x1b[2J\\x0d\\x0a\\xc2\\x9b31m\\x7f\\xff\\xfe<end"
+
+/*
+ * No byte of out that could act on a terminal: C0 but newline, DEL, C1, bytes that
+ * are not UTF-8. c0_only: the C0 controls only (JSON escapes those; DEL and C1 are
+ * valid JSON text as they are).
+ */
+static void expect_inert(const char *out, size_t n, const char *what, int c0_only)
+{
+	const unsigned char *o = (const unsigned char *)out;
+	for (size_t i = 0; i < n; i++) {
+		unsigned c = o[i];
+		cr_expect(!(c < 0x20 && c != '\n') && (c0_only || (c != 0x7f && c != 0xff && c != 0xfe &&
+								   !(c == 0xc2 && i + 1 < n && o[i + 1] < 0xa0))),
+			  "%s: byte 0x%02x at %zu: %.200s", what, c, i, out + (i > 40 ? i - 40 : 0));
+	}
+}
+
+Test(analyze_cli, trace_strings_in_the_report_cannot_drive_the_terminal)
+{
+	char *dir = sp_t_tmpdir("analyze-evil");
+	write_share_run(dir, 1, "python " EVIL, "train.py " EVIL, "/data/" EVIL);
+	struct sp_t_result r;
+	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", NULL, NULL);
+	expect_inert(r.out, r.outlen, "text", 0);
+	cr_expect(strstr(r.out, " python " EVIL_SHOWN "\n"), "the command line: %s", r.out);
+	cr_expect(strstr(r.out, "top_directories=\"/data/" EVIL_SHOWN " (30 opens)\""), "the directory: %s", r.out);
+	cr_expect(strstr(r.out, "    site: train.py " EVIL_SHOWN "\n"), "the call site: %s", r.out);
+	sp_t_result_free(&r);
+
+	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", "--json", NULL);
+	expect_inert(r.out, r.outlen, "JSON", 1);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	const char *cmd = sp_json_str(j, "processes.0.cmdline");
+	cr_expect(cmd && !strncmp(cmd, "python \x1b]0;owned\x07\x1b[2J\r\n\xc2\x9b", 20), "the exact string: %s", cmd);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+
+	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", "--html", "-");
+	expect_inert(r.out, r.outlen, "HTML", 0);
+	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);
 }

@@ -650,6 +650,65 @@ Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
 	rmrf_and_free(dir, full, cut, bad, NULL);
 }
 
+/*
+ * A file that never got its header (empty, or a header of zeros: its process died
+ * while creating it, or is still starting) holds no record. Every verb leaves it out
+ * as analyze does: one line, once, exit 3, the other files read; alone, exit 2.
+ * Before, export and info said "not a stepprof trace" and exited 2.
+ */
+Test(cli, a_file_never_written_is_left_out_by_every_verb)
+{
+	char *dir = sp_t_tmpdir("cli");
+	static char z[8192];
+	char *good = path_in(dir, "node1.77.sptrace");
+	write_small(good, 77, 10);
+	char *empty = path_in(dir, "node1.78.sptrace"), *zeros = path_in(dir, "node1.79.sptrace");
+	cr_assert_eq(sp_t_write_file(empty, "", 0), 0);
+	cr_assert_eq(sp_t_write_file(zeros, z, sizeof(z)), 0);
+	char *out = path_in(dir, "out.json");
+
+	const char *never[] = {empty, zeros};
+	struct sp_t_result r;
+	for (int k = 0; k < 2; k++) {
+		/* the good file and one never written: the directory holds both (name order) */
+		cr_assert_eq(unlink(never[1 - k]), 0);
+		const char *verbs[] = {"info", "analyze", "export"};
+		for (int i = 0; i < 3; i++) {
+			int st =
+			    i == 2 ? stepprof(&r, "export", "-o", out, dir, NULL) : stepprof(&r, verbs[i], dir, NULL);
+			cr_expect_eq(st, 3, "%s: exit %d, stderr: %s", verbs[i], st, r.err);
+			cr_expect_eq(count_lines(r.err), 1, "%s: stderr: %s", verbs[i], r.err);
+			cr_expect(strstr(r.err, never[k]) && strstr(r.err, ": truncated: no header"), "%s: stderr: %s",
+				  verbs[i], r.err);
+			sp_t_result_free(&r);
+		}
+		cr_assert_eq(stepprof(&r, "info", "--json", dir, NULL), 3);
+		struct sp_json *j = sp_json_parse(r.out);
+		cr_assert_not_null(j, "not JSON: %s", r.out);
+		cr_expect_eq(sp_json_path(j, "files")->n, 1, "the good file only: %s", r.out);
+		cr_expect_eq(sp_json_u64(j, "files.0.records", 0), 10);
+		sp_json_free(j);
+		sp_t_result_free(&r);
+		char *text = sp_t_read_file(out, NULL);
+		j = text ? sp_json_parse(text) : NULL;
+		cr_expect_eq(sp_json_u64(j, "otherData.records", 0), 10, "the good file exported");
+		sp_json_free(j);
+		free(text);
+
+		/* alone: nothing to read, exit 2, the same line */
+		for (int i = 0; i < 3; i++) {
+			int st = i == 2 ? stepprof(&r, "export", "-o", out, never[k], NULL)
+					: stepprof(&r, verbs[i], never[k], NULL);
+			cr_expect_eq(st, 2, "%s alone: exit %d, stderr: %s", verbs[i], st, r.err);
+			cr_expect_eq(count_lines(r.err), 1, "%s alone: stderr: %s", verbs[i], r.err);
+			cr_expect(strstr(r.err, ": truncated: no header"), "%s alone: stderr: %s", verbs[i], r.err);
+			sp_t_result_free(&r);
+		}
+		cr_assert_eq(sp_t_write_file(never[1 - k], k ? "" : z, k ? 0 : sizeof(z)), 0);
+	}
+	rmrf_and_free(dir, good, empty, zeros, out, NULL);
+}
+
 /* The command on a sample of cut points and byte flips: never killed by a signal, never silent. */
 Test(cli, damaged_copies_never_crash_the_command, .timeout = 120)
 {

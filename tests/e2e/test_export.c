@@ -6,10 +6,11 @@
  *
  *   1. helpers: run stepprof export, parse the document, count events
  *   2. a real capture: launches, copies, steps, GPU spans joined, memory counter
- *   3. command line: default file, -o FILE, -o -, errors and exit codes
+ *   3. command line: default file, -o FILE, -o -, errors and exit codes, a failed write
  *   4. bounded memory (gentrace traces of 20 k and 400 k records)
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,43 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 	sp_t_result_free(&r);
 	sp_t_rmrf(g);
 	free(g);
+}
+
+/*
+ * A write that fails mid-document (a file size limit, a full disk) is one line naming
+ * the file and the reason, exit 4, and no file left under the name nor a temporary one
+ * beside it. Before, the line was "stepprof: cannot write the trace": neither which
+ * file nor why.
+ */
+Test(export_cli, a_failed_write_names_the_file_and_the_reason, .timeout = 60)
+{
+	char tdir[512], out[600];
+	char *dir = gen("20000", tdir); /* a document of some MiB: the limit is met mid-write */
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	char *sb = (char *)sp_t_build("bin/stepprof");
+	/* a 100-block file size limit, SIGXFSZ ignored (it survives the exec): write(2) fails with EFBIG */
+	const char *sh = "ulimit -f 100 && trap '' XFSZ && exec \"$0\" export -o \"$1\" \"$2\"";
+	char *argv[] = {"/bin/sh", "-c", (char *)sh, sb, out, tdir, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 4, "stderr: %s", r.err);
+	char want[700];
+	snprintf(want, sizeof(want), "stepprof: %s: cannot write: %s\n", out, strerror(EFBIG));
+	cr_expect_str_eq(r.err, want);
+	cr_expect_neq(access(out, F_OK), 0, "no half document under the name");
+	sp_t_result_free(&r);
+	char *ls[] = {"/bin/sh", "-c", "ls \"$0\"", dir, NULL};
+	cr_assert_eq(sp_t_run(&r, ls, NULL, NULL, 10), 0);
+	cr_expect_str_eq(r.out, "t\n", "nothing left beside it: %s", r.out);
+	sp_t_result_free(&r);
+
+	/* a full disk: a device is written in place */
+	cr_assert_eq(export_run(&r, "-o", "/dev/full", tdir, NULL), 4, "stderr: %s", r.err);
+	snprintf(want, sizeof(want), "stepprof: /dev/full: cannot write: %s\n", strerror(ENOSPC));
+	cr_expect_str_eq(r.err, want);
+	sp_t_result_free(&r);
+	free(sb);
+	sp_t_rmrf(dir);
+	free(dir);
 }
 
 /*

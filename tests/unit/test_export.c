@@ -7,7 +7,8 @@
  *      microseconds to the nanosecond, names, tracks), GPU spans joined to their
  *      calls by op id on the "GPU 0" track, flows, counter, metadata
  *   3. GPU lanes, a span before its call, a span without a call
- *   4. several files: processes, hosts' ids and clocks, a foreign file
+ *   4. several files: processes, hosts' ids and clocks, two processes of one pid,
+ *      a foreign file
  */
 #include <criterion/criterion.h>
 #include <inttypes.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "export_perfetto.h"
+#include "merge.h"
 #include "testlib.h"
 #include "tracegen.h"
 #include "util.h"
@@ -407,6 +409,55 @@ Test(export, hosts_keep_their_pids_apart_and_share_one_clock)
 	free(pa);
 	free(pb);
 	free(pc);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * Two processes of one pid on one host (two pid namespaces: `unshare --pid` gives each
+ * pid 1; or a pid reused), each exited cleanly: two processes, each named with its
+ * rank, numbered as the analysis numbers them (merge_pid_spaces: the later one in a
+ * pid space of its own, 1 + (1 << 22)). Before, both were one process (pid 1, named
+ * with the rank of the file read last), the records of the two mixed on thread 1.
+ */
+Test(export, two_processes_of_one_pid_on_one_host_stay_apart)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *pa = tmpfile_path(dir, "a.sptrace"), *pb = tmpfile_path(dir, "b.sptrace");
+	struct sp_tg_opts oa = {.pid = 1, .rank = 1, .host = "node", .cmdline = "train", .start_mono_ns = T0 + 500};
+	struct sp_tg_opts ob = {.pid = 1, .rank = 0, .host = "node", .cmdline = "train"};
+	struct sp_tg *g = sp_tg_create_opts(pa, &oa);
+	SP_TG_ADD(g, 1, SP_K_SYNC, SP_API_cudaDeviceSynchronize, T0 + 3000, T0 + 4000);
+	sp_tg_header(g)->end_mono_ns = T0 + 9000; /* a clean exit: not an exec of the other */
+	cr_assert_eq(sp_tg_finish(g), 0);
+	g = sp_tg_create_opts(pb, &ob);
+	SP_TG_ADD(g, 1, SP_K_SYNC, SP_API_cudaStreamSynchronize, T0 + 1000, T0 + 2000);
+	sp_tg_header(g)->end_mono_ns = T0 + 8000;
+	cr_assert_eq(sp_tg_finish(g), 0);
+
+	char *paths[] = {pa, pb};
+	/* the analysis's pids: rank 0 started first and keeps pid 1 */
+	struct merge *m = merge_open(paths, 2);
+	cr_assert_not_null(m);
+	struct an_source src;
+	merge_source(m, &src);
+	int32_t apid[2] = {src.header(src.ctx, 0)->pid, src.header(src.ctx, 1)->pid};
+	merge_close(m);
+	cr_assert_eq(apid[1], 1, "rank 0's file, started first");
+	cr_assert_eq(apid[0], 1 + (1 << 22), "rank 1's file, a pid space of its own");
+
+	struct doc d;
+	export_to(&d, paths, 2);
+	cr_assert_eq(d.rc, SP_EXIT_OK);
+	expect_x(one(&d, "X", "cudaStreamSynchronize"), (uint64_t)apid[1], (uint64_t)apid[1], "1", "1");
+	expect_x(one(&d, "X", "cudaDeviceSynchronize"), (uint64_t)apid[0], (uint64_t)apid[0], "3", "1");
+	cr_expect_str_eq(meta_name(&d, "process_name", (uint64_t)apid[1], (uint64_t)apid[1]), "train [rank 0]");
+	cr_expect_str_eq(meta_name(&d, "process_name", (uint64_t)apid[0], (uint64_t)apid[0]), "train [rank 1]");
+	cr_expect_eq(count(&d, "M", "process_name"), 2, "two processes");
+	cr_expect_eq(count(&d, "M", "thread_name"), 2, "a thread each");
+	doc_free(&d);
+	free(pa);
+	free(pb);
 	sp_t_rmrf(dir);
 	free(dir);
 }

@@ -34,6 +34,7 @@
 static void build(struct an_analysis *a, size_t n, const uint64_t *ms)
 {
 	memset(a, 0, sizeof(*a));
+	an_options_init(&a->opt); /* the thresholds an analysis has (bottleneck.compute_share) */
 	a->source_kind = n ? AN_SRC_AUTO : AN_SRC_NONE;
 	a->auto_period = 7;
 	a->it = calloc(n ? n : 1, sizeof(*a->it));
