@@ -135,10 +135,10 @@ static void put_string(struct jsonw *w, const char *s, size_t n)
 	size_t i = 0;
 	while (i < n) {
 		unsigned c = p[i];
-		if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+		if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
 			/* Runs of plain ASCII in one write. */
 			size_t j = i + 1;
-			while (j < n && p[j] >= 0x20 && p[j] < 0x80 && p[j] != '"' && p[j] != '\\')
+			while (j < n && p[j] >= 0x20 && p[j] < 0x7f && p[j] != '"' && p[j] != '\\')
 				j++;
 			fwrite(p + i, 1, j - i, f);
 			i = j;
@@ -167,10 +167,20 @@ static void put_string(struct jsonw *w, const char *s, size_t n)
 			fputs("\\f", f);
 			break;
 		default:
-			if (c < 0x20) {
+			if (c < 0x20 || c == 0x7f) {
 				fprintf(f, "\\u%04x", c);
 			} else {
 				size_t l = util_utf8_len(p + i, n - i);
+				if (l == 2 && c == 0xc2 && p[i + 1] < 0xa0) {
+					/*
+					 * A C1 control (U+0080-U+009F, e.g. U+009B, the 8-bit CSI)
+					 * escaped as DEL is: the same string to a JSON reader, and
+					 * no terminal control for a `cat` of the output.
+					 */
+					fprintf(f, "\\u%04x", p[i + 1]);
+					i += 2;
+					continue;
+				}
 				if (l) {
 					fwrite(p + i, 1, l, f);
 					i += l;

@@ -217,7 +217,8 @@ Test(jsonw, escaping_exact_text)
 	jw_str(&w, "a\"b\\c\nd\te\x01"
 		   "f/\x7f");
 	mb_close(&m);
-	cr_assert_str_eq(m.buf, "\"a\\\"b\\\\c\\nd\\te\\u0001f/\x7f\"\n");
+	/* DEL escaped as the C0 controls are (a terminal control for a `cat` of the output) */
+	cr_assert_str_eq(m.buf, "\"a\\\"b\\\\c\\nd\\te\\u0001f/\\u007f\"\n");
 	free(m.buf);
 }
 
@@ -234,6 +235,24 @@ Test(jsonw, invalid_utf8_becomes_replacement_character)
 	    m.buf, "\"\xc3\xa9|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xf0\x9f\x98\x80\"\n");
 	struct sp_json *j = sp_json_parse(m.buf);
 	cr_assert_not_null(j);
+	sp_json_free(j);
+	free(m.buf);
+}
+
+/* C1 controls (U+0080-U+009F) escaped, the rest of non-ASCII UTF-8 as it is, the same string read back. */
+Test(jsonw, c1_controls_are_escaped_other_characters_kept)
+{
+	struct membuf m;
+	struct jsonw w;
+	mb_open(&m);
+	jw_init(&w, m.f, 0);
+	jw_str(&w, "a\xc2\x9b[2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc3\xa9");
+	mb_close(&m);
+	cr_assert_str_eq(m.buf, "\"a\\u009b[2Jb\\u0080\\u009f\xc2\xa0\xc3\xa9\"\n");
+	struct sp_json *j = sp_json_parse(m.buf);
+	cr_assert_not_null(j);
+	cr_assert_eq(j->type, SPJ_STR);
+	cr_assert_str_eq(j->str, "a\xc2\x9b[2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc3\xa9");
 	sp_json_free(j);
 	free(m.buf);
 }
