@@ -856,6 +856,87 @@ static int auto_detect(struct autostate *as)
 	return 0;
 }
 
+/*
+ * Where the training thread's wait for its batch begins, as it calls: an input
+ * call begins a wait unless one is open, and any other call of the thread (an
+ * allocation, a pinned alloc) separates two waits: the files a setup phase reads
+ * before its first cudaMalloc are not the first batch's wait, which begins
+ * again at the next input call. Without one, the wait stands: a caching
+ * allocator's cudaMalloc between the wait for the first batch and its copy does
+ * not move the first load out of the first iteration.
+ */
+struct autowait {
+	int in_wait, after_call;
+	int own; /* the open wait began at an input call of the thread itself, not at a lock wait */
+	uint64_t start;
+	/*
+	 * A lock wait of the training thread is input where another thread of its
+	 * process is in a loader wait (the breakdown's rule, bd_lock_input): a
+	 * pin-memory thread receiving the batch. The records of those waits that
+	 * overlap it come after it in the stream (by begin time), up to the
+	 * thread's next call, which decides: lock_in, the first instant of the
+	 * overlap (UINT64_MAX: none yet). peer_b, peer_e: the other threads' loader
+	 * wait seen that ends last.
+	 */
+	int lock;
+	uint64_t lock_b, lock_e, lock_in, peer_b, peer_e;
+};
+
+static void autowait_input(struct autowait *w, uint64_t t, int own)
+{
+	if (!w->in_wait || w->after_call) {
+		w->in_wait = 1;
+		w->after_call = 0;
+		w->own = own;
+		w->start = t;
+	}
+}
+
+/*
+ * Another thread of the trainer is in a loader wait [b, e). Begun after a call
+ * that followed the training thread's own input calls, it receives the batch
+ * those calls were not the wait for: a pin-memory thread's first batch, handed
+ * over without a lock wait long enough to be recorded, after a set-up phase that
+ * wrote the data set and allocated. The iteration then begins at its first call.
+ */
+static void autowait_peer(struct autowait *w, uint64_t b, uint64_t e)
+{
+	if (w->in_wait && w->after_call && w->own)
+		w->in_wait = 0;
+	if (w->lock && b < w->lock_e && e > w->lock_b) {
+		uint64_t t = b > w->lock_b ? b : w->lock_b;
+		if (t < w->lock_in)
+			w->lock_in = t;
+	}
+	if (e > w->peer_e) {
+		w->peer_b = b;
+		w->peer_e = e;
+	}
+}
+
+/* The training thread's lock wait [b, e): input from lock_in once its overlaps are known. */
+static void autowait_lock(struct autowait *w, uint64_t b, uint64_t e)
+{
+	w->lock = 1;
+	w->lock_b = b;
+	w->lock_e = e;
+	w->lock_in = UINT64_MAX;
+	if (w->peer_e > b && w->peer_b < e) /* a loader wait begun before it, still on */
+		w->lock_in = w->peer_b > b ? w->peer_b : b;
+}
+
+/* The training thread's next call: its lock wait before it was an input wait, or another call. */
+static void autowait_lock_done(struct autowait *w)
+{
+	if (!w->lock)
+		return;
+	w->lock = 0;
+	if (w->lock_in != UINT64_MAX)
+		autowait_input(w, w->lock_in, 0);
+	else
+		w->after_call = 1; /* a Thread.start(), another lock: a call, not a batch */
+}
+
 static int iterations_auto(struct state *s)
 {
 	struct an_analysis *a = s->a;
@@ -867,40 +948,38 @@ static int iterations_auto(struct state *s)
 	if (!as.sig || !as.flags || !as.cut || s->src->rewind(s->src->ctx))
 		goto out;
 	const struct sp_event *e;
-	int file, in_wait = 0, after_call = 0;
-	uint64_t wait_start = 0;
+	int file;
+	struct autowait w = {0};
 	while ((e = s->src->next(s->src->ctx, &file))) {
 		const struct sp_event ev = *e;
-		if (ev.pid != a->trainer_pid || ev.tid != a->training_tid)
+		if (ev.pid != a->trainer_pid)
 			continue;
+		if (ev.tid != a->training_tid) {
+			if (ev.kind == SP_K_LOADER_WAIT)
+				autowait_peer(&w, ev.begin_ns, ev.end_ns);
+			continue;
+		}
+		if (!is_passive_kind(ev.kind))
+			autowait_lock_done(&w); /* not at a GPU span or a range written after it, begun before */
+		if (ev.kind == SP_K_LOCK_WAIT) {
+			autowait_lock(&w, ev.begin_ns, ev.end_ns);
+			continue;
+		}
 		if (is_input_kind(ev.kind)) {
-			if (!in_wait || after_call) {
-				in_wait = 1;
-				after_call = 0;
-				wait_start = ev.begin_ns;
-			}
+			autowait_input(&w, ev.begin_ns, 1);
 			continue;
 		}
 		if (!is_sig_kind(ev.kind)) {
-			/*
-			 * Any other call of the training thread (an allocation, a pinned
-			 * alloc) separates two waits: the files a setup phase reads
-			 * before its first cudaMalloc are not the first batch's wait,
-			 * which begins again at the next input call. Without one, the
-			 * wait stands: a caching allocator's cudaMalloc between the
-			 * wait for the first batch and its copy does not move the
-			 * first load out of the first iteration.
-			 */
 			if (!is_passive_kind(ev.kind))
-				after_call = 1;
+				w.after_call = 1;
 			continue;
 		}
 		uint32_t sg = signature(&ev);
-		uint64_t cut = in_wait && wait_start < ev.begin_ns ? wait_start : ev.begin_ns;
-		uint8_t fl = (in_wait ? ITER_SIG_AFTER_INPUT : 0) |
+		uint64_t cut = w.in_wait && w.start < ev.begin_ns ? w.start : ev.begin_ns;
+		uint8_t fl = (w.in_wait ? ITER_SIG_AFTER_INPUT : 0) |
 			     (ev.kind == SP_K_COPY && ev.f[SP_F_DIRECTION] == SP_DIR_H2D ? ITER_SIG_H2D : 0) |
 			     (ev.kind == SP_K_SYNC ? ITER_SIG_SYNC : 0);
-		in_wait = after_call = 0;
+		w.in_wait = w.after_call = 0;
 		if (as.detected < 0)
 			continue;
 		size_t r = as.count % ITER_PREFIX_MAX;

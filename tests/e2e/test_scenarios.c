@@ -16,7 +16,10 @@
  *     in the process list with their role, their reads counted;
  *   - input-bound and sync-heavy with the backward kernels launched from a second
  *     thread (--backward-thread, PyTorch's autograd engine): the same checks, and
- *     the training thread is the loop's (the main thread).
+ *     the training thread is the loop's (the main thread);
+ *   - input-bound and clean with a pin-memory thread (--pin-thread), automatic
+ *     detection: each iteration begins where the trainer's does, and the loaders'
+ *     reads inside the iterations are the trainer's, no more (no set-up).
  *
  * Divided into: 1. running a scenario, 2. the common checks, 3. one test per
  * scenario and marker mode.
@@ -205,14 +208,14 @@ static size_t expect_workers(struct run *r)
 	return wp->n;
 }
 
-/* The files opened, summed over the analysis' iterations. */
-static double files_opened_in_iterations(struct run *r)
+/* A counter ("files_opened"), summed over the analysis' iterations. */
+static double in_iterations(struct run *r, const char *key)
 {
-	double opened = 0;
+	double sum = 0;
 	struct sp_json *its = sp_json_get(r->an, "iterations");
 	for (size_t i = 0; i < its->n; i++)
-		opened += sp_json_num(sp_json_at(its, i), "files_opened", 0);
-	return opened;
+		sum += sp_json_num(sp_json_at(its, i), key, 0);
+	return sum;
 }
 
 /* --------------------------------------------------- 3. the scenarios */
@@ -254,22 +257,29 @@ static void expect_every_iteration(struct run *r, struct sp_json *f)
 	cr_expect_eq(sp_json_num(f, "last_iteration", -1), n - 1);
 }
 
-static void input_bound(const char *markers, const char *extra)
+/* The input-bound scenario's checks on r, left for the caller to free. */
+static void input_bound_run(struct run *r, const char *markers, const char *extra)
 {
-	struct run r;
-	scenario(&r, "input-bound", markers, extra);
-	struct sp_json *f = must_find(&r, "small_file_storm", NULL);
+	scenario(r, "input-bound", markers, extra);
+	struct sp_json *f = must_find(r, "small_file_storm", NULL);
 	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
-	double n = sp_json_num(r.an, "summary.iterations", 0);
+	double n = sp_json_num(r->an, "summary.iterations", 0);
 	cr_expect(sp_json_num(f, "last_iteration", -1) >= n / 2, "the storm lasts while batches are read");
 	cr_expect_geq(severity(f), 1);
-	cr_expect_eq(sp_json_num(f, "evidence.median_file_bytes", -1), sp_json_num(r.truth, "config.file_size", -2));
+	cr_expect_eq(sp_json_num(f, "evidence.median_file_bytes", -1), sp_json_num(r->truth, "config.file_size", -2));
 	/* merged: the trainer and its 4 loader workers */
-	cr_expect_eq(expect_workers(&r), 4);
-	double opened = files_opened_in_iterations(&r), truth_opened = sp_json_num(r.truth, "totals.files_opened", -1);
+	cr_expect_eq(expect_workers(r), 4);
+	double opened = in_iterations(r, "files_opened"),
+	       truth_opened = sp_json_num(r->truth, "totals.files_opened", -1);
 	/* every batch file is read inside some iteration (the first includes the first load) */
 	cr_expect_eq(opened, truth_opened, "files opened inside iterations %g, the trainer read %g", opened,
 		     truth_opened);
+}
+
+static void input_bound(const char *markers, const char *extra)
+{
+	struct run r;
+	input_bound_run(&r, markers, extra);
 	run_free(&r);
 }
 
@@ -306,11 +316,16 @@ static void no_warning(struct run *r, const char *except)
 	}
 }
 
+static void clean_run(struct run *r, const char *markers, const char *extra)
+{
+	scenario(r, "clean", markers, extra);
+	no_warning(r, NULL);
+}
+
 static void clean(const char *markers, const char *extra)
 {
 	struct run r;
-	scenario(&r, "clean", markers, extra);
-	no_warning(&r, NULL);
+	clean_run(&r, markers, extra);
 	run_free(&r);
 }
 
@@ -403,6 +418,97 @@ Test(scenarios, input_bound_pin_thread_nvtx, .timeout = 180)
 }
 
 /*
+ * The loaders' reads inside the iterations, summed, are the trainer's reads:
+ * the first iteration holds the first load and not the set-up before it (the
+ * trainer writes its data set: opens of files it creates).
+ */
+static void expect_reads_in_iterations(struct run *r)
+{
+	static const char *const keys[] = {"files_opened", "metadata_ops", "bytes_read"};
+	for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+		char key[64];
+		double got = in_iterations(r, keys[k]);
+		snprintf(key, sizeof(key), "totals.%s", keys[k]);
+		cr_expect_eq(got, sp_json_num(r->truth, key, -1), "%s inside iterations %.0f, the trainer's %.0f",
+			     keys[k], got, sp_json_num(r->truth, key, -1));
+	}
+}
+
+/*
+ * Automatic iterations begin where the trainer's do (design.md §5: where the
+ * training thread starts waiting for its batch), as far as the trace can tell:
+ *   - not before the trainer's iteration (1 ms of slack): the first one does not
+ *     take in the set-up (the trainer writes its data set);
+ *   - not after its H2D copy: the trainer's time up to it (the GPU is idle then)
+ *     is its input and other, so start <= its start + input + other (+1 ms). A
+ *     batch handed over at once (a lock wait too short to be recorded) leaves
+ *     only the copy to begin at, after the trainer's host time (--host-us), and
+ *     a loaded machine may delay the thread anywhere in between;
+ *   - where the trainer waited long for its batch (input >= 10 ms: the workers
+ *     are late, the pin thread waits for them), at the wait, not after it:
+ *     start <= its start + other + input / 2. Not the first iteration: its wait
+ *     begins before the pin thread runs (pthread_create; up to ~10 ms on a
+ *     loaded machine), when it is not input yet (docs/definitions.md); nor a
+ *     short wait, which a loaded machine can leave without a loader wait of
+ *     the pin thread beside it (preempted between its read and the hand-over).
+ */
+static void expect_starts(struct run *r)
+{
+	struct sp_json *its = sp_json_get(r->an, "iterations"), *tits = sp_json_get(r->truth, "iterations");
+	cr_assert(its && tits && its->n == tits->n);
+	for (size_t i = 0; i < its->n; i++) {
+		struct sp_json *ti = sp_json_at(tits, i);
+		double got = sp_json_num(sp_json_at(its, i), "start_ns", 0), want = sp_json_num(ti, "start_ns", 0);
+		double input = sp_json_num(ti, "breakdown_ns.input", 0),
+		       other = sp_json_num(ti, "breakdown_ns.other", 0);
+		double hi = want + other + input + 1e6;
+		if (i && input >= 10e6)
+			hi = want + other + input / 2;
+		cr_expect(got >= want - 1e6 && got <= hi,
+			  "iteration %zu begins %+.3f ms from the trainer's (input %.3f ms, other %.3f ms)", i,
+			  (got - want) / 1e6, input / 1e6, other / 1e6);
+	}
+}
+
+/*
+ * Automatic detection with a pin thread: an iteration begins where the training
+ * thread's input begins, its lock wait while the pin thread waits for the
+ * workers (before: at the H2D copy after a long wait, which went to the
+ * iteration before, and the first iteration took in the data set's creation:
+ * 3,328 files counted for 3,072 read).
+ */
+static void pin_thread_auto(void (*fn)(struct run *, const char *, const char *), const char *extra)
+{
+	struct run r;
+	char more[64];
+	snprintf(more, sizeof(more), "--pin-thread%s%s", extra ? " " : "", extra ? extra : "");
+	fn(&r, "none", more);
+	expect_reads_in_iterations(&r);
+	expect_starts(&r);
+	run_free(&r);
+}
+
+Test(scenarios, input_bound_pin_thread_auto, .timeout = 180)
+{
+	pin_thread_auto(input_bound_run, NULL);
+}
+
+Test(scenarios, input_bound_pin_thread_auto_jitter20, .timeout = 180)
+{
+	pin_thread_auto(input_bound_run, "--jitter 20");
+}
+
+Test(scenarios, clean_pin_thread_auto, .timeout = 180)
+{
+	pin_thread_auto(clean_run, NULL);
+}
+
+Test(scenarios, clean_pin_thread_auto_jitter20, .timeout = 180)
+{
+	pin_thread_auto(clean_run, "--jitter 20");
+}
+
+/*
  * Prefetch: workers that need 20 ms per batch keep the pin thread waiting for
  * them most of each ~36 ms iteration while the training thread computes, and the
  * training thread finds its batch already handed over. Its input stays the ground
@@ -489,7 +595,7 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	analyze_into(&r, tdir);
 	check_common(&r, "none");
 	expect_workers(&r);
-	cr_expect_eq(files_opened_in_iterations(&r), sp_json_num(r.truth, "totals.files_opened", -1));
+	cr_expect_eq(in_iterations(&r, "files_opened"), sp_json_num(r.truth, "totals.files_opened", -1));
 	cr_expect_not_null(finding(&r, "small_file_storm", NULL));
 	run_free(&r);
 }

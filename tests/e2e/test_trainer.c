@@ -478,7 +478,8 @@ Test(trainer, bad_options_exit_2_with_a_message)
 					      {"--file-size", "3Q"},
 					      {"--backward-thread", "1.5"},
 					      {"--backward-thread", "2/0"},
-					      {"--backward-thread", NULL}};
+					      {"--backward-thread", NULL},
+					      {"--pin-thread", NULL}}; /* without --workers: no batches to hand over */
 	const char *path = sp_t_build("bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
 		struct sp_t_result res;

@@ -123,22 +123,30 @@ static void sim_compute(struct sim *s, uint64_t dur)
  * start T: input [T, T+4000), host [4000, 5000), H2D on the GPU [5000, 7000),
  * kernels [7000, 11000), D2H [11000, 11100), the sync returns at 11100.
  */
+static void sim_batch(struct sim *s);
+
 static void sim_iteration(struct sim *s, int markers)
 {
 	uint64_t start = s->t;
 	if (markers == 2)
 		add(s, SP_K_STEP, SP_API_stepprof_step, s->t, s->t);
 	sim_input(s, J(s, 4000 * US));
+	sim_batch(s);
+	if (markers == 1) {
+		struct sp_event *e = add(s, SP_K_RANGE, SP_API_nvtx, start, s->t);
+		e->f[SP_F_NAME] = an_memsrc_string(&s->m, "train_step");
+	}
+}
+
+/* The reference iteration once its batch is there: host 1000, H2D, kernels, D2H, sync. */
+static void sim_batch(struct sim *s)
+{
 	s->t += J(s, 1000 * US);
 	sim_copy(s, SP_DIR_H2D, 2 << 20, J(s, 2000 * US), 0);
 	for (int k = 0; k < 4; k++)
 		sim_kernel(s, s->kname, J(s, 1000 * US));
 	sim_copy(s, SP_DIR_D2H, 4096, J(s, 100 * US), 0);
 	sim_sync(s);
-	if (markers == 1) {
-		struct sp_event *e = add(s, SP_K_RANGE, SP_API_nvtx, start, s->t);
-		e->f[SP_F_NAME] = an_memsrc_string(&s->m, "train_step");
-	}
 }
 
 /* Analyze what the simulator recorded with options o (NULL: the defaults); it must succeed. */
@@ -539,8 +547,8 @@ Test(analyze, breakdown_of_spans_across_iterations_and_streams)
 	an_analysis_free(&a);
 }
 
-/* Automatic iterations of what s recorded (then freed): n, beginning at starts[], each with `input` ns of input. */
-static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, uint64_t input)
+/* Automatic iterations of what s recorded (then freed): n, beginning at starts[], with input[] ns of input. */
+static void expect_auto(struct sim *s, const uint64_t *starts, const uint64_t *input, size_t n)
 {
 	struct an_analysis a;
 	run_free(s, NULL, &a);
@@ -549,9 +557,20 @@ static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, 
 	for (size_t i = 0; i < a.nit; i++) {
 		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
 			     (long)(a.it[i].start_ns - starts[i]));
-		cr_expect_eq(a.it[i].bd[AN_INPUT], input, "iteration %zu", i);
+		cr_expect_eq(a.it[i].bd[AN_INPUT], input[i], "iteration %zu input %lu ns, want %lu", i,
+			     (unsigned long)a.it[i].bd[AN_INPUT], (unsigned long)input[i]);
 	}
 	an_analysis_free(&a);
+}
+
+/* The same, each with `input` ns of input. */
+static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, uint64_t input)
+{
+	uint64_t in[64];
+	cr_assert_leq(n, 64);
+	for (size_t i = 0; i < n; i++)
+		in[i] = input;
+	expect_auto(s, starts, in, n);
 }
 
 /*
@@ -1208,6 +1227,102 @@ Test(analyze, automatic_iterations_begin_at_the_wait_also_before_an_allocation)
 		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %zu begins %+ld ns off", i,
 			     (long)(a.it[i].start_ns - starts[i]));
 	an_analysis_free(&a);
+}
+
+/*
+ * DataLoader(pin_memory=True): a pin thread PIN of the trainer receives the
+ * batches from the workers (its loader waits) and hands them to the training
+ * thread, which waits in a lock (lock_wait) only when the batch is not there.
+ * Before the loop, a set-up phase writes the data set (20 opens on the training
+ * thread) and allocates.
+ */
+#define PIN 103
+
+static void pin_wait(struct sim *s, uint64_t b, uint64_t e)
+{
+	struct sp_event *x = an_memsrc_add(&s->m, SP_K_LOADER_WAIT, SP_API_read, PID, PIN, b, e);
+	x->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+	x->f[SP_F_BYTES] = 48;
+}
+
+static void pin_setup(struct sim *s)
+{
+	uint64_t live = 0;
+	sim_init(s);
+	uint32_t path = an_memsrc_string(&s->m, "/tmp/data/f0.bin");
+	for (int k = 0; k < 20; k++, s->t += 100 * US) {
+		struct sp_event *e = add(s, SP_K_OPEN, SP_API_open, s->t, s->t + 50 * US);
+		e->f[SP_F_PATH] = path;
+		e->f[SP_F_FD] = 3;
+	}
+	alloc_ev(s, SP_K_ALLOC, 0x10, 64 * MiB, &live);
+	s->t += 500 * US;
+}
+
+/*
+ * Automatic iterations begin where the training thread's input begins, in the
+ * breakdown's sense: its lock wait while the pin thread waits for the workers.
+ * Every 4th iteration the training thread waits 4050 us for its batch, which
+ * the pin thread has waited for since 2 ms before (iteration 0: since 300 us
+ * after the lock wait began, the pin thread's start): the iteration begins at
+ * the overlap, which is its input. The others find their batch there (no
+ * record) and begin at their H2D copy, after the host's 1000 us; in those
+ * i = 2 (mod 4) the training thread also waits 500 us on another lock while no
+ * thread waits for a worker (other, not input). Iteration 0 allocates after its
+ * wait (a caching allocator's first cudaMalloc) while the pin thread begins its
+ * wait for the next batch: the iteration still begins at its wait, and the
+ * set-up's opens are in no iteration.
+ */
+Test(analyze, automatic_iterations_of_a_pin_thread_begin_at_the_input_of_the_lock_wait)
+{
+	struct sim s;
+	pin_setup(&s);
+	uint64_t starts[20], input[20], live = 0;
+	for (int i = 0; i < 20; i++) {
+		uint64_t t = s.t;
+		input[i] = 0;
+		starts[i] = t + 1000 * US;
+		if (i % 4 == 0) {
+			uint64_t pb = i ? t - 2000 * US : t + 300 * US;
+			pin_wait(&s, pb, t + 4000 * US);
+			add(&s, SP_K_LOCK_WAIT, SP_API_sem_clockwait, t, t + 4050 * US);
+			s.t += 4050 * US;
+			starts[i] = i ? t : pb;
+			input[i] = t + 4000 * US - starts[i];
+			if (!i) {
+				alloc_ev(&s, SP_K_ALLOC, 0x20, 2 * MiB, &live);
+				pin_wait(&s, s.t + 20 * US, s.t + 9000 * US);
+			}
+		} else if (i % 4 == 2) {
+			add(&s, SP_K_LOCK_WAIT, SP_API_sem_clockwait, t, t + 500 * US);
+			s.t += 500 * US;
+			starts[i] += 500 * US;
+		} else {
+			pin_wait(&s, t + 6000 * US, t + 6100 * US); /* prefetch while the kernels run */
+		}
+		sim_batch(&s);
+	}
+	expect_auto(&s, starts, input, 20);
+}
+
+/*
+ * The pin thread hands over the first batch before the training thread waits
+ * for it (no lock wait at all, as in a clean run): the training thread's last
+ * input calls, the set-up's opens, are not the wait for that batch, which
+ * another thread received after the set-up's allocation. Every iteration
+ * begins at its H2D copy; the set-up is in none.
+ */
+Test(analyze, automatic_iterations_of_a_pin_thread_without_lock_waits_leave_the_setup_out)
+{
+	struct sim s;
+	pin_setup(&s);
+	uint64_t starts[20];
+	for (int i = 0; i < 20; i++) {
+		pin_wait(&s, s.t + 100 * US, s.t + 150 * US);
+		starts[i] = s.t + 1000 * US;
+		sim_batch(&s);
+	}
+	expect_auto_starts(&s, starts, 20, 0);
 }
 
 /* Iteration 6 fails an allocation (free given), then frees `nfree` 24 MiB segments and retries. */
