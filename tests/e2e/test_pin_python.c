@@ -73,7 +73,16 @@ static const char sem_script[] = "import ctypes, json, threading, time\n"
 				 "out = {'tid': threading.get_native_id()}\n"
 				 "out['clock'] = call(libc.sem_clockwait, sem, 1, ts(time.monotonic() + 0.03))\n"
 				 "out['timed'] = call(libc.sem_timedwait, sem, ts(time.time() + 0.03))\n"
-				 "threading.Timer(0.03, lambda: libc.sem_post(sem)).start()\n"
+				 /*
+				  * The post comes 30 ms after the main thread is seen blocked in the
+				  * futex (syscall 202 in /proc): a timer started before the call let a
+				  * main thread delayed on a loaded machine wait less than 29 ms.
+				  */
+				 "def post(tid):\n"
+				 "    while open('/proc/self/task/%d/syscall' % tid).read().split()[0] != '202':\n"
+				 "        time.sleep(0.001)\n"
+				 "    time.sleep(0.03); libc.sem_post(sem)\n"
+				 "threading.Thread(target=post, args=(out['tid'],)).start()\n"
 				 "out['wait'] = call(libc.sem_wait, sem)\n"
 				 "print(json.dumps(out))\n";
 
@@ -136,7 +145,7 @@ Test(pin_python, blocking_semaphore_waits_are_recorded_uncontended_ones_are_not,
 	cr_expect_eq(n_wait30, 1, "the 30 ms sem_wait: %ld records", n_wait30);
 	/*
 	 * The 1000 that did not wait: no record, but for a call the scheduler preempted
-	 * for 20 us (a busy host); one more is Timer.start() waiting for its thread.
+	 * for 20 us (a busy host); one more is Thread.start() waiting for its thread.
 	 */
 	cr_expect_leq(n_wait, 20, "%ld sem_wait records of the main thread", n_wait);
 	io_t_free(&rs);
