@@ -1092,13 +1092,14 @@ struct span {
 /*
  * One copy of depth x height rows of width bytes. sync: the API is a synchronous
  * one (the host waits, except for device-to-device copies, which CUDA runs
- * asynchronously). Any copy touching pageable memory makes the host wait.
+ * asynchronously). Any copy touching pageable memory, and any host-to-host copy,
+ * makes the host wait.
  */
 static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync, int need,
 			struct op **out, int *host_sync)
 {
 	size_t dlen, slen;
-	int dk, sk, ddev = -1, sdev = -1, pageable;
+	int dk, sk, ddev = -1, sdev = -1, pageable, host;
 	struct op *op;
 
 	*out = NULL;
@@ -1138,7 +1139,10 @@ static CUresult copy_op(struct span dst, struct span src, size_t width, size_t h
 	op->u.copy.spitch = src.pitch;
 	op->u.copy.dslice = dst.slice;
 	op->u.copy.sslice = src.slice;
-	*host_sync = pageable || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	/* "API synchronization behavior": a copy between two host buffers (pageable or
+	 * pinned) is fully synchronous, Async or not. */
+	host = (dk == MEM_PAGEABLE || dk == MEM_PINNED) && (sk == MEM_PAGEABLE || sk == MEM_PINNED);
+	*host_sync = pageable || host || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
 	*out = op;
 	return CUDA_SUCCESS;
 }
@@ -1300,9 +1304,13 @@ COPY_ENTRIES(copy3d, CUDA_MEMCPY3D, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds, cuMemcpy3
 COPY_ENTRIES(copy3dpeer, CUDA_MEMCPY3D_PEER, cuMemcpy3DPeer, cuMemcpy3DPeer_ptds, cuMemcpy3DPeerAsync,
 	     cuMemcpy3DPeerAsync_ptsz)
 
-/* Memsets are asynchronous for the host, even the "synchronous" ones, unless the
- * target is pinned host memory (CUDA's documented behaviour). */
-static CUresult memset_(CUstream h, int pt, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned int elem,
+/*
+ * sync: a "synchronous" entry point. CUDA's "API synchronization behavior", Memset:
+ * the synchronous memsets are asynchronous for the host except when the target is
+ * pinned host memory or a Unified Memory region, where they are fully synchronous;
+ * the Async versions are always asynchronous for the host.
+ */
+static CUresult memset_(CUstream h, int pt, int sync, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned int elem,
 			size_t width, size_t height)
 {
 	int k;
@@ -1329,42 +1337,42 @@ static CUresult memset_(CUstream h, int pt, CUdeviceptr dst, size_t pitch, uint3
 	op->u.set.height = height;
 	op->u.set.elem = elem;
 	op->u.set.value = value;
-	return enqueue(s, op, k == MEM_PINNED && !s->cgraph);
+	return enqueue(s, op, sync && (k == MEM_PINNED || k == MEM_MANAGED) && !s->cgraph);
 }
 
 #define MEMSET1(name, type, elem)                                                                                      \
 	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                                            \
 	{                                                                                                              \
-		return memset_(NULL, 0, d, 0, v, elem, n, 1);                                                          \
+		return memset_(NULL, 0, 1, d, 0, v, elem, n, 1);                                                       \
 	}                                                                                                              \
 	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                                       \
 	{                                                                                                              \
-		return memset_(NULL, 1, d, 0, v, elem, n, 1);                                                          \
+		return memset_(NULL, 1, 1, d, 0, v, elem, n, 1);                                                       \
 	}                                                                                                              \
 	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream h)                                              \
 	{                                                                                                              \
-		return memset_(h, 0, d, 0, v, elem, n, 1);                                                             \
+		return memset_(h, 0, 0, d, 0, v, elem, n, 1);                                                          \
 	}                                                                                                              \
 	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream h)                                         \
 	{                                                                                                              \
-		return memset_(h, 1, d, 0, v, elem, n, 1);                                                             \
+		return memset_(h, 1, 0, d, 0, v, elem, n, 1);                                                          \
 	}
 #define MEMSET2(name, type, elem)                                                                                      \
 	CUresult name##_v2(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                       \
 	{                                                                                                              \
-		return memset_(NULL, 0, d, p, v, elem, w, hh);                                                         \
+		return memset_(NULL, 0, 1, d, p, v, elem, w, hh);                                                      \
 	}                                                                                                              \
 	CUresult name##_v2_ptds(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                  \
 	{                                                                                                              \
-		return memset_(NULL, 1, d, p, v, elem, w, hh);                                                         \
+		return memset_(NULL, 1, 1, d, p, v, elem, w, hh);                                                      \
 	}                                                                                                              \
 	CUresult name##Async(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                         \
 	{                                                                                                              \
-		return memset_(h, 0, d, p, v, elem, w, hh);                                                            \
+		return memset_(h, 0, 0, d, p, v, elem, w, hh);                                                         \
 	}                                                                                                              \
 	CUresult name##Async_ptsz(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                    \
 	{                                                                                                              \
-		return memset_(h, 1, d, p, v, elem, w, hh);                                                            \
+		return memset_(h, 1, 0, d, p, v, elem, w, hh);                                                         \
 	}
 MEMSET1(cuMemsetD8, unsigned char, 1)
 MEMSET1(cuMemsetD16, unsigned short, 2)

@@ -462,6 +462,85 @@ Test(simgpu, pageable_async_copy_is_host_synchronous)
 	free(host);
 }
 
+/*
+ * CUDA Driver API, "API synchronization behavior", Memset: "The synchronous memset
+ * functions are asynchronous with respect to the host except when the target is
+ * pinned host memory or a Unified Memory region, in which case they are fully
+ * synchronous. The Async versions are always asynchronous with respect to the host."
+ * A 100 ms kernel queued first on a blocking stream (which the legacy stream of the
+ * synchronous calls waits for) tells whether a call waited: k[1] is set at its end.
+ */
+Test(simgpu, memset_host_sync_follows_target_and_api)
+{
+	size_t n = 1u << 20;
+	unsigned char *pinned;
+	CUdeviceptr d, man;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	drv_init();
+	cr_assert_eq(D(cuMemAllocHost)((void **)&pinned, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&d, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocManaged)(&man, n, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)pinned, 1, n, s), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "an Async memset on pinned memory waited for the stream");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_eq(pinned[n - 1], 1);
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8)((CUdeviceptr)(uintptr_t)pinned, 2, n), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a synchronous memset on pinned memory returned before the work ahead ended");
+	cr_expect_eq(pinned[0], 2, "a synchronous memset on pinned memory returned before it was done");
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD32)(man, 0x01020304, n / 4), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a synchronous memset on managed memory returned before the work ahead ended");
+	cr_expect_eq(((uint32_t *)(uintptr_t)man)[n / 4 - 1], 0x01020304);
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8)(d, 3, n), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "a synchronous memset on device memory waited for the host");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+}
+
+/*
+ * "API synchronization behavior", Memcpy, Asynchronous: "For transfers from any host
+ * memory to any host memory, the function is fully synchronous with respect to the
+ * host", pinned memory included. The copy returns after the kernel queued ahead of it
+ * and with the data in place, through the driver and through the runtime.
+ */
+Test(simgpu, host_to_host_async_copy_is_synchronous)
+{
+	size_t n = 1u << 20;
+	unsigned char *a, *b;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	load_runtime();
+	cr_assert_eq(R(cudaMallocHost)((void **)&a, n), cudaSuccess);
+	cr_assert_eq(R(cudaMallocHost)((void **)&b, n), cudaSuccess);
+	memset(a, 5, n);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)b, (CUdeviceptr)(uintptr_t)a, n, s), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a pinned-to-pinned cuMemcpyAsync returned before the kernel ahead ended");
+	cr_expect_eq(b[n - 1], 5, "a pinned-to-pinned cuMemcpyAsync returned before the data moved");
+
+	k[0] = k[1] = 0;
+	memset(a, 6, n);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(R(cudaMemcpyAsync)(b, a, n, cudaMemcpyHostToHost, (cudaStream_t)s), cudaSuccess);
+	cr_expect_neq(k[1], 0, "a pinned-to-pinned cudaMemcpyAsync returned before the kernel ahead ended");
+	cr_expect_eq(b[0], 6, "a pinned-to-pinned cudaMemcpyAsync returned before the data moved");
+}
+
 /* GPU-side duration of a copy, measured with events around it. A kernel queued first
  * keeps the stream busy while the host records the events and queues the copy, so a
  * host thread preempted in between (a loaded machine) does not widen the measure. */
