@@ -20,7 +20,8 @@
  * differences): an operation on the legacy stream starts after all earlier work
  * of the device's blocking streams and blocks later work on them; non-blocking
  * streams do not synchronise with it; copies touching pageable memory return to
- * the host only when done, even when called Async.
+ * the host only when done, even when called Async, except that one from pageable
+ * memory to the device leaves its last 64 KiB in flight (staged).
  */
 #include "sim.h"
 #include "simgpu.h"
@@ -57,6 +58,8 @@ struct op {
 			const char *src;
 			size_t width, height, depth, dpitch, spitch, dslice, sslice;
 			double gbps;
+			struct CUstream_st *staged_on; /* pageable to device: the host waits for staging */
+			size_t staged;			/* bytes still in flight when the host returns */
 		} copy;
 		struct {
 			char *dst;
@@ -105,6 +108,7 @@ struct CUstream_st {
 	int started, dying, exited;
 	struct op *head, *tail;
 	uint64_t submitted, completed;
+	uint64_t released; /* the latest staged copy whose caller may return (section 6) */
 	/* the stream's timeline: when its recent operations ended (see worker()) */
 	uint64_t last_end;
 	struct {
@@ -295,9 +299,15 @@ static void graph_append(struct CUgraph_st *g, struct op *op)
 
 static struct CUstream_st *legacy_locked(int dev);
 
+#define HOST_STAGED 2
+/* CUDA stages a pageable-to-device copy through pinned buffers; the Programming
+ * Guide makes a host-to-device copy of 64 KB or less asynchronous for the host. */
+#define SIM_STAGING (64u << 10)
+
 /*
  * Queue op on s (or record it into s's capture graph). host_sync: return only once
- * it has run. Takes ownership of op in every case.
+ * it has run (1), or once its source is staged (HOST_STAGED: a pageable-to-device
+ * copy, section 6). Takes ownership of op in every case.
  */
 static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 {
@@ -355,7 +365,10 @@ static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 		pthread_cond_broadcast(&sim_cond);
 	}
 	s->tail = op;
-	if (host_sync)
+	if (host_sync == HOST_STAGED)
+		while (s->completed < op->seq && s->released < op->seq)
+			pthread_cond_wait(&sim_cond, &sim_lock);
+	else if (host_sync)
 		wait_seq_locked(s, op->seq);
 	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
@@ -500,6 +513,15 @@ static uint64_t body_copy(struct op *op, uint64_t start)
 		for (size_t y = 0; y < op->u.copy.height; y++)
 			memmove(op->u.copy.dst + z * op->u.copy.dslice + y * op->u.copy.dpitch,
 				op->u.copy.src + z * op->u.copy.sslice + y * op->u.copy.spitch, w);
+	if (op->u.copy.staged_on) {
+		/* The source is read: the caller may return once all but the staged tail
+		 * has crossed the link (section 6). */
+		sleep_until(start + (uint64_t)((double)(bytes - op->u.copy.staged) / op->u.copy.gbps));
+		pthread_mutex_lock(&sim_lock);
+		op->u.copy.staged_on->released = op->seq;
+		pthread_cond_broadcast(&sim_cond);
+		pthread_mutex_unlock(&sim_lock);
+	}
 	end = start + (uint64_t)((double)bytes / op->u.copy.gbps);
 	sleep_until(end);
 	return end;
@@ -1093,7 +1115,8 @@ struct span {
  * One copy of depth x height rows of width bytes. sync: the API is a synchronous
  * one (the host waits, except for device-to-device copies, which CUDA runs
  * asynchronously). Any copy touching pageable memory, and any host-to-host copy,
- * makes the host wait.
+ * makes the host wait; from pageable memory to the device (*host_sync ==
+ * HOST_STAGED), only until the source is staged.
  */
 static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync, int need,
 			struct op **out, int *host_sync)
@@ -1143,6 +1166,19 @@ static CUresult copy_op(struct span dst, struct span src, size_t width, size_t h
 	 * pinned) is fully synchronous, Async or not. */
 	host = (dk == MEM_PAGEABLE || dk == MEM_PINNED) && (sk == MEM_PAGEABLE || sk == MEM_PINNED);
 	*host_sync = pageable || host || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	/*
+	 * "API synchronization behavior": from pageable memory to the device, "a stream
+	 * sync is performed before the copy is initiated. The function will return once
+	 * the pageable buffer has been copied to the staging memory [...], but the DMA
+	 * to final destination may not have completed"; Async, "the driver may
+	 * synchronize with the stream and stage the copy". The caller returns when the
+	 * stream has reached the copy and all but its last SIM_STAGING bytes are across.
+	 */
+	if (sk == MEM_PAGEABLE && dk == MEM_DEVICE) {
+		size_t bytes = width * height * depth;
+		*host_sync = HOST_STAGED;
+		op->u.copy.staged = bytes < SIM_STAGING ? bytes : SIM_STAGING;
+	}
 	*out = op;
 	return CUDA_SUCCESS;
 }
@@ -1161,7 +1197,9 @@ static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, si
 
 	if (r != CUDA_SUCCESS || !op)
 		return r;
-	return enqueue(s, op, host_sync && !s->cgraph);
+	if (host_sync == HOST_STAGED && !s->cgraph)
+		op->u.copy.staged_on = s;
+	return enqueue(s, op, s->cgraph ? 0 : host_sync);
 }
 
 static struct span lin(const void *p)
