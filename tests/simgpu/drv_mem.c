@@ -572,11 +572,23 @@ CUresult cuMemFreeHost(void *p)
 	struct pin *pn;
 	uintptr_t base = 0;
 	size_t size = 0;
+	int ours;
 
 	if (!sim_inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!p)
 		return CUDA_SUCCESS;
+	/*
+	 * Like cuMemFree, freeing memory that queued work may still read or write
+	 * (an Async copy into pinned memory) waits for it first: CUDA never frees
+	 * memory in use, and unmapping it under a worker would crash the program.
+	 */
+	pthread_mutex_lock(&sim_lock);
+	pn = pin_find((uintptr_t)p);
+	ours = pn && pn->allocated && pn->base == (uintptr_t)p;
+	pthread_mutex_unlock(&sim_lock);
+	for (int i = 0; ours && i < sim_ndev; i++)
+		sim_ctx_sync_dev(i);
 	pthread_mutex_lock(&sim_lock);
 	pn = pin_find((uintptr_t)p);
 	if (pn && pn->allocated && pn->base == (uintptr_t)p) {

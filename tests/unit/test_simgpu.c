@@ -786,6 +786,31 @@ Test(simgpu, runtime_oom_is_memory_allocation_error)
 	cr_expect_eq(fr, 32u << 20);
 }
 
+/*
+ * Freeing pinned memory that queued work still writes (an Async copy into it behind a
+ * 100 ms kernel) waits for that work, as cuMemFree does for device memory: CUDA does
+ * not release memory in use, and the program must not crash where it would run on a
+ * real GPU.
+ */
+Test(simgpu, free_host_waits_for_work_using_it)
+{
+	size_t n = 4u << 20;
+	void *h;
+	CUdeviceptr d;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	load_runtime();
+	cr_assert_eq(R(cudaMallocHost)(&h, n), cudaSuccess);
+	cr_assert_eq(R(cudaMalloc)((void **)&d, n), cudaSuccess);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyDtoHAsync)(h, d, n, s), CUDA_SUCCESS);
+	cr_expect_eq(R(cudaFreeHost)(h), cudaSuccess);
+	cr_expect_neq(k[1], 0, "cudaFreeHost returned while queued work still used the memory");
+	cr_expect_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+}
+
 /* cudaPointerGetAttributes as CUDA 11+ documents it. */
 Test(simgpu, pointer_attributes)
 {
