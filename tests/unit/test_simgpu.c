@@ -1264,6 +1264,33 @@ Test(simgpu, legacy_stream_query_during_capture)
 	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
 }
 
+/*
+ * CUDA Runtime API, Error Handling: cudaGetErrorName gives the enum name of an error
+ * code, and "unrecognized error code" (for both name and string) for a code it does
+ * not recognise. The expected names are the enum identifiers of driver_types.h,
+ * stringified; the codes are those the runtime returns for a NULL kernel and for a
+ * symbol that is no variable.
+ */
+#define NAMED(code) {code, #code}
+Test(simgpu, runtime_error_names)
+{
+	static const struct {
+		cudaError_t code;
+		const char *name;
+	} want[] = {NAMED(cudaErrorInvalidDeviceFunction), NAMED(cudaErrorInvalidSymbol),
+		    NAMED(cudaErrorInvalidConfiguration), NAMED(cudaErrorMemoryAllocation),
+		    NAMED(cudaErrorUnknown)};
+	dim3 one = {1, 1, 1};
+
+	load_runtime();
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect_str_eq(R(cudaGetErrorName)(want[i].code), want[i].name);
+	cr_expect_eq(R(cudaLaunchKernel)(NULL, one, one, NULL, 0, NULL), cudaErrorInvalidDeviceFunction);
+	cr_expect_str_eq(R(cudaGetErrorName)((cudaError_t)12345), "unrecognized error code");
+	cr_expect_str_eq(R(cudaGetErrorString)((cudaError_t)12345), "unrecognized error code");
+}
+#undef NAMED
+
 /* cudaDeviceReset frees everything allocated on the device. */
 Test(simgpu, device_reset_frees_allocations)
 {
