@@ -360,17 +360,25 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	CUresult r;
+	struct sim_seg *s;
+	int dev = -1, ordered;
 
 	if (!sim_inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (dptr == 0)
 		return CUDA_SUCCESS;
-	/* Like CUDA, freeing memory that work may still use waits for the device. */
-	for (int i = 0; i < sim_ndev; i++) {
-		uintptr_t b = (uintptr_t)sim_devs[i].base;
-		if (dptr >= b && dptr < b + sim_devs[i].cap)
-			sim_ctx_sync_dev(i);
-	}
+	/*
+	 * Like CUDA, freeing memory that work may still use waits for the device,
+	 * except a stream-ordered allocation: cuMemFree "will not perform any implicit
+	 * synchronization when the pointer was allocated with cuMemAllocAsync or
+	 * cuMemAllocFromPoolAsync" (the caller must have finished with it).
+	 */
+	pthread_mutex_lock(&sim_lock);
+	s = seg_find((uintptr_t)dptr, &dev);
+	ordered = s && s->pool;
+	pthread_mutex_unlock(&sim_lock);
+	if (!ordered && dev >= 0)
+		sim_ctx_sync_dev(dev);
 	pthread_mutex_lock(&sim_lock);
 	r = sim_free_locked(dptr, NULL);
 	pthread_mutex_unlock(&sim_lock);

@@ -811,6 +811,29 @@ Test(simgpu, free_host_waits_for_work_using_it)
 	cr_expect_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
 }
 
+/*
+ * cuMemFree "will not perform any implicit synchronization when the pointer was
+ * allocated with cuMemAllocAsync or cuMemAllocFromPoolAsync" (CUDA Driver API,
+ * cuMemFree): freeing such a block (nothing uses it) while a 100 ms kernel runs on
+ * another stream returns before that kernel ends.
+ */
+Test(simgpu, free_of_stream_ordered_block_does_not_synchronize)
+{
+	CUdeviceptr p;
+	CUstream s, busy;
+	uint64_t k[2] = {0, 0};
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&busy, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocAsync)(&p, 1u << 20, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	launch_sleep(busy, 100, k);
+	cr_expect_eq(D(cuMemFree)(p), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "cuMemFree of a stream-ordered block waited for the device");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+}
+
 /* cudaPointerGetAttributes as CUDA 11+ documents it. */
 Test(simgpu, pointer_attributes)
 {
