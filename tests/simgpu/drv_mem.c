@@ -347,7 +347,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 	CUresult r;
 	CUR_DEV(dev);
 
-	if (!dptr || bytesize == 0)
+	/* "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST" */
+	if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_MANAGED, dptr);

@@ -834,6 +834,22 @@ Test(simgpu, free_of_stream_ordered_block_does_not_synchronize)
 	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
 }
 
+/* cudaMallocManaged: "flags must be one of cudaMemAttachGlobal or cudaMemAttachHost";
+ * a size of 0 is cudaErrorInvalidValue too (CUDA Runtime API, cudaMallocManaged). */
+Test(simgpu, managed_allocation_flags)
+{
+	void *p = NULL;
+
+	load_runtime();
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, 0), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachGlobal | cudaMemAttachHost), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachHost), cudaSuccess);
+	cr_expect_eq(R(cudaFree)(p), cudaSuccess);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachGlobal), cudaSuccess);
+	cr_expect_eq(R(cudaFree)(p), cudaSuccess);
+}
+
 /* cudaPointerGetAttributes as CUDA 11+ documents it. */
 Test(simgpu, pointer_attributes)
 {
