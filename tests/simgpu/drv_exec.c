@@ -59,7 +59,7 @@ struct op {
 			size_t width, height, depth, dpitch, spitch, dslice, sslice;
 			double gbps;
 			struct CUstream_st *staged_on; /* pageable to device: the host waits for staging */
-			size_t staged;			/* bytes still in flight when the host returns */
+			size_t staged;		       /* bytes still in flight when the host returns */
 		} copy;
 		struct {
 			char *dst;

@@ -1317,8 +1317,7 @@ Test(simgpu, runtime_error_names)
 		cudaError_t code;
 		const char *name;
 	} want[] = {NAMED(cudaErrorInvalidDeviceFunction), NAMED(cudaErrorInvalidSymbol),
-		    NAMED(cudaErrorInvalidConfiguration), NAMED(cudaErrorMemoryAllocation),
-		    NAMED(cudaErrorUnknown)};
+		    NAMED(cudaErrorInvalidConfiguration), NAMED(cudaErrorMemoryAllocation), NAMED(cudaErrorUnknown)};
 	dim3 one = {1, 1, 1};
 
 	load_runtime();
