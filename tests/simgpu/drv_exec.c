@@ -118,6 +118,7 @@ struct CUstream_st {
 	struct CUgraph_st *cgraph;
 	struct CUstream_st *corigin; /* the stream that began the capture */
 	CUstreamCaptureMode cmode;
+	pthread_t cthread; /* the thread that began the capture */
 	unsigned long long cid;
 	int cinvalid;
 	struct CUstream_st *next_all;
@@ -145,6 +146,8 @@ struct CUgraphExec_st {
 static struct CUstream_st *all_streams; /* every stream ever made, newest first */
 static unsigned long long next_stream_id = 16, next_capture_id = 1;
 static __thread struct CUstream_st *ptds[SIM_MAX_DEV];
+/* This thread's stream capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static __thread CUstreamCaptureMode thread_cmode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static pthread_key_t ptds_key;
 static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
 
@@ -697,6 +700,47 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 
 /* Synchronising or querying a capturing stream is refused and invalidates the
  * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
+/*
+ * cuThreadExchangeStreamCaptureMode: in the GLOBAL mode (the default) a thread "is
+ * prohibited from potentially unsafe API calls" when it has an ongoing capture not
+ * begun in RELAXED mode or another thread has one begun in GLOBAL mode; in the
+ * THREAD_LOCAL mode only its own captures count; RELAXED prohibits nothing. Such a
+ * call (cuMemAlloc is CUDA's example; querying or waiting for work, which PyTorch
+ * met as a watchdog's cudaEventQuery breaking another thread's capture) fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures it conflicts with.
+ */
+static CUresult refuse_unsafe_locked(void)
+{
+	CUresult r = CUDA_SUCCESS;
+	pthread_t self = pthread_self();
+
+	if (thread_cmode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_SUCCESS;
+	for (struct CUstream_st *o = all_streams; o; o = o->next_all) {
+		int local;
+		if (!o->cgraph || o->corigin != o)
+			continue;
+		local = pthread_equal(o->cthread, self);
+		if ((local && o->cmode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+		    (!local && thread_cmode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+		     o->cmode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+			o->cinvalid = 1;
+			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	}
+	return r;
+}
+
+CUresult sim_refuse_unsafe(void)
+{
+	CUresult r;
+
+	pthread_mutex_lock(&sim_lock);
+	r = refuse_unsafe_locked();
+	pthread_mutex_unlock(&sim_lock);
+	return r;
+}
+
 static CUresult refuse_capture_locked(struct CUstream_st *s)
 {
 	if (!s->cgraph)
@@ -712,6 +756,8 @@ static CUresult stream_sync(CUstream h, int pt)
 
 	pthread_mutex_lock(&sim_lock);
 	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
+		r = refuse_unsafe_locked();
 	if (r == CUDA_SUCCESS)
 		wait_seq_locked(s, s->submitted);
 	pthread_mutex_unlock(&sim_lock);
@@ -735,6 +781,8 @@ static CUresult stream_query(CUstream h, int pt)
 
 	pthread_mutex_lock(&sim_lock);
 	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
+		r = refuse_unsafe_locked();
 	if (r == CUDA_SUCCESS)
 		r = s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&sim_lock);
@@ -1054,7 +1102,7 @@ CUresult cuEventQuery(CUevent ev)
 	pthread_mutex_lock(&sim_lock);
 	if (ev->captured)
 		r = CUDA_ERROR_CAPTURED_EVENT;
-	else
+	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS)
 		r = !ev->s || ev->s->completed >= ev->seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&sim_lock);
 	return r;
@@ -1071,7 +1119,7 @@ CUresult cuEventSynchronize(CUevent ev)
 	pthread_mutex_lock(&sim_lock);
 	if (ev->captured)
 		r = CUDA_ERROR_CAPTURED_EVENT;
-	else if (ev->s)
+	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS && ev->s)
 		wait_seq_locked(ev->s, ev->seq);
 	pthread_mutex_unlock(&sim_lock);
 	return r;
@@ -1796,6 +1844,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
 		s->cgraph = g;
 		s->corigin = s;
 		s->cmode = mode;
+		s->cthread = pthread_self();
 		s->cinvalid = 0;
 		s->cid = next_capture_id++;
 	}
@@ -1951,7 +2000,13 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, c
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-	return mode ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	CUstreamCaptureMode old = thread_cmode;
+
+	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	thread_cmode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
 }
 
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)

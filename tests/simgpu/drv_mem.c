@@ -322,6 +322,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (!dptr || bytesize == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = sim_refuse_unsafe()) != CUDA_SUCCESS) /* CUDA's example of an unsafe call */
+		return r;
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_DEVICE, dptr);
 	pthread_mutex_unlock(&sim_lock);

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1328,6 +1329,98 @@ Test(simgpu, runtime_error_names)
 	cr_expect_str_eq(R(cudaGetErrorString)((cudaError_t)12345), "unrecognized error code");
 }
 #undef NAMED
+
+/* Another thread's calls during a capture: query an event, allocate, in a mode. */
+struct other_thread {
+	CUcontext ctx;
+	CUevent e;
+	CUstreamCaptureMode mode;
+	CUresult query, alloc;
+};
+
+static void *other_thread_calls(void *arg)
+{
+	struct other_thread *o = arg;
+	CUstreamCaptureMode m = o->mode;
+	CUdeviceptr p = 0;
+
+	D(cuCtxSetCurrent)(o->ctx);
+	D(cuThreadExchangeStreamCaptureMode)(&m);
+	o->query = D(cuEventQuery)(o->e);
+	o->alloc = D(cuMemAlloc)(&p, 4096);
+	if (o->alloc == CUDA_SUCCESS)
+		D(cuMemFree)(p);
+	D(cuThreadExchangeStreamCaptureMode)(&m);
+	return NULL;
+}
+
+static void run_other_thread(struct other_thread *o)
+{
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, other_thread_calls, o), 0);
+	pthread_join(t, NULL);
+}
+
+/*
+ * cuThreadExchangeStreamCaptureMode / cuStreamBeginCapture: in the GLOBAL mode a thread
+ * "is prohibited from potentially unsafe API calls" while it has a capture not begun
+ * RELAXED or another thread has one begun GLOBAL; THREAD_LOCAL ignores other threads'
+ * captures; RELAXED prohibits nothing. cudaMalloc is CUDA's example of such a call;
+ * a cudaEventQuery on an event recorded before the capture is the one PyTorch met
+ * (its NCCL watchdog thread broke graph captures). A prohibited call fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture ends invalidated.
+ */
+Test(simgpu, unsafe_calls_during_capture_follow_thread_mode)
+{
+	CUcontext ctx = drv_init();
+	CUstream cap;
+	CUevent e;
+	CUgraph g = NULL;
+	CUdeviceptr p;
+	uint64_t t[2];
+	struct other_thread o = {.ctx = ctx};
+
+	cr_assert_eq(D(cuStreamCreate)(&cap, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&e, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(e, cap), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(cap), CUDA_SUCCESS);
+	o.e = e;
+
+	/* GLOBAL capture: another thread in the GLOBAL mode may not query or allocate. */
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	run_other_thread(&o);
+	cr_expect_eq(o.query, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(o.alloc, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+	/* GLOBAL capture: a RELAXED thread may; the capture survives. */
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	run_other_thread(&o);
+	cr_expect_eq(o.query, CUDA_SUCCESS);
+	cr_expect_eq(o.alloc, CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_SUCCESS);
+
+	/* THREAD_LOCAL capture: other threads are ignored, the capturing one is not. */
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	run_other_thread(&o);
+	cr_expect_eq(o.query, CUDA_SUCCESS);
+	cr_expect_eq(o.alloc, CUDA_SUCCESS);
+	cr_expect_eq(D(cuMemAlloc)(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+	/* RELAXED capture: the capturing thread may query an event recorded before it. */
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	cr_expect_eq(D(cuEventQuery)(e), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_SUCCESS);
+}
 
 /* cudaDeviceReset frees everything allocated on the device. */
 Test(simgpu, device_reset_frees_allocations)
