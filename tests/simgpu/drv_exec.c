@@ -698,8 +698,6 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 	return CUDA_SUCCESS;
 }
 
-/* Synchronising or querying a capturing stream is refused and invalidates the
- * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
 /*
  * cuThreadExchangeStreamCaptureMode: in the GLOBAL mode (the default) a thread "is
  * prohibited from potentially unsafe API calls" when it has an ongoing capture not
@@ -741,6 +739,8 @@ CUresult sim_refuse_unsafe(void)
 	return r;
 }
 
+/* Synchronising or querying a capturing stream is refused and invalidates the
+ * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
 static CUresult refuse_capture_locked(struct CUstream_st *s)
 {
 	if (!s->cgraph)
