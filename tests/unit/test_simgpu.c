@@ -1354,12 +1354,19 @@ static void *other_thread_calls(void *arg)
 	return NULL;
 }
 
-static void run_other_thread(struct other_thread *o)
+/* Begins a capture of one kernel on cap in mode cmode, runs the other thread in its
+ * own mode o->mode: its calls must all give want. The capture is left open. */
+static void capture_and_other_thread(CUstream cap, CUstreamCaptureMode cmode, struct other_thread *o, CUresult want)
 {
-	pthread_t t;
+	pthread_t th;
+	uint64_t t[2];
 
-	cr_assert_eq(pthread_create(&t, NULL, other_thread_calls, o), 0);
-	pthread_join(t, NULL);
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, cmode), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	cr_assert_eq(pthread_create(&th, NULL, other_thread_calls, o), 0);
+	pthread_join(th, NULL);
+	cr_expect_eq(o->query, want, "capture mode %d, thread mode %d: event query gave %d", cmode, o->mode, o->query);
+	cr_expect_eq(o->alloc, want, "capture mode %d, thread mode %d: allocation gave %d", cmode, o->mode, o->alloc);
 }
 
 /*
@@ -1388,30 +1395,18 @@ Test(simgpu, unsafe_calls_during_capture_follow_thread_mode)
 	o.e = e;
 
 	/* GLOBAL capture: another thread in the GLOBAL mode may not query or allocate. */
-	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-	launch_sleep(cap, 1, t);
 	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-	run_other_thread(&o);
-	cr_expect_eq(o.query, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-	cr_expect_eq(o.alloc, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_GLOBAL, &o, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
 	/* GLOBAL capture: a RELAXED thread may; the capture survives. */
-	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
-	launch_sleep(cap, 1, t);
 	o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
-	run_other_thread(&o);
-	cr_expect_eq(o.query, CUDA_SUCCESS);
-	cr_expect_eq(o.alloc, CUDA_SUCCESS);
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_GLOBAL, &o, CUDA_SUCCESS);
 	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_SUCCESS);
 
 	/* THREAD_LOCAL capture: other threads are ignored, the capturing one is not. */
-	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
-	launch_sleep(cap, 1, t);
 	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
-	run_other_thread(&o);
-	cr_expect_eq(o.query, CUDA_SUCCESS);
-	cr_expect_eq(o.alloc, CUDA_SUCCESS);
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &o, CUDA_SUCCESS);
 	cr_expect_eq(D(cuMemAlloc)(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
 	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
 
