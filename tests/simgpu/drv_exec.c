@@ -1011,7 +1011,8 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!sim_cur_ctx())
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!phEvent)
+	/* "CU_EVENT_INTERPROCESS must be specified along with CU_EVENT_DISABLE_TIMING" */
+	if (!phEvent || ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)))
 		return CUDA_ERROR_INVALID_VALUE;
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)

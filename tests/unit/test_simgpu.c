@@ -741,6 +741,19 @@ Test(simgpu, event_without_timing_refuses_elapsed)
 	cr_expect_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* cuEventCreate: "CU_EVENT_INTERPROCESS must be specified along with
+ * CU_EVENT_DISABLE_TIMING" (CUDA Driver API, cuEventCreate). */
+Test(simgpu, interprocess_event_needs_disable_timing)
+{
+	CUevent e;
+
+	drv_init();
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS | CU_EVENT_BLOCKING_SYNC), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	cr_expect_eq(D(cuEventDestroy)(e), CUDA_SUCCESS);
+}
+
 /* ---------------------------------------------------------------- 6. memory */
 
 /* 16 blocks of 4 MiB fill a 64 MiB device; freeing every other one leaves 32 MiB
