@@ -20,7 +20,8 @@
  * differences): an operation on the legacy stream starts after all earlier work
  * of the device's blocking streams and blocks later work on them; non-blocking
  * streams do not synchronise with it; copies touching pageable memory return to
- * the host only when done, even when called Async.
+ * the host only when done, even when called Async, except that one from pageable
+ * memory to the device leaves its last 64 KiB in flight (staged).
  */
 #include "sim.h"
 #include "simgpu.h"
@@ -57,6 +58,8 @@ struct op {
 			const char *src;
 			size_t width, height, depth, dpitch, spitch, dslice, sslice;
 			double gbps;
+			struct CUstream_st *staged_on; /* pageable to device: the host waits for staging */
+			size_t staged;		       /* bytes still in flight when the host returns */
 		} copy;
 		struct {
 			char *dst;
@@ -105,6 +108,7 @@ struct CUstream_st {
 	int started, dying, exited;
 	struct op *head, *tail;
 	uint64_t submitted, completed;
+	uint64_t released; /* the latest staged copy whose caller may return (section 6) */
 	/* the stream's timeline: when its recent operations ended (see worker()) */
 	uint64_t last_end;
 	struct {
@@ -114,6 +118,7 @@ struct CUstream_st {
 	struct CUgraph_st *cgraph;
 	struct CUstream_st *corigin; /* the stream that began the capture */
 	CUstreamCaptureMode cmode;
+	pthread_t cthread; /* the thread that began the capture */
 	unsigned long long cid;
 	int cinvalid;
 	struct CUstream_st *next_all;
@@ -141,6 +146,8 @@ struct CUgraphExec_st {
 static struct CUstream_st *all_streams; /* every stream ever made, newest first */
 static unsigned long long next_stream_id = 16, next_capture_id = 1;
 static __thread struct CUstream_st *ptds[SIM_MAX_DEV];
+/* This thread's stream capture interaction mode (cuThreadExchangeStreamCaptureMode). */
+static __thread CUstreamCaptureMode thread_cmode = CU_STREAM_CAPTURE_MODE_GLOBAL;
 static pthread_key_t ptds_key;
 static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
 
@@ -295,9 +302,15 @@ static void graph_append(struct CUgraph_st *g, struct op *op)
 
 static struct CUstream_st *legacy_locked(int dev);
 
+#define HOST_STAGED 2
+/* CUDA stages a pageable-to-device copy through pinned buffers; the Programming
+ * Guide makes a host-to-device copy of 64 KB or less asynchronous for the host. */
+#define SIM_STAGING (64u << 10)
+
 /*
  * Queue op on s (or record it into s's capture graph). host_sync: return only once
- * it has run. Takes ownership of op in every case.
+ * it has run (1), or once its source is staged (HOST_STAGED: a pageable-to-device
+ * copy, section 6). Takes ownership of op in every case.
  */
 static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 {
@@ -355,7 +368,10 @@ static CUresult enqueue(struct CUstream_st *s, struct op *op, int host_sync)
 		pthread_cond_broadcast(&sim_cond);
 	}
 	s->tail = op;
-	if (host_sync)
+	if (host_sync == HOST_STAGED)
+		while (s->completed < op->seq && s->released < op->seq)
+			pthread_cond_wait(&sim_cond, &sim_lock);
+	else if (host_sync)
 		wait_seq_locked(s, op->seq);
 	pthread_mutex_unlock(&sim_lock);
 	return CUDA_SUCCESS;
@@ -500,6 +516,15 @@ static uint64_t body_copy(struct op *op, uint64_t start)
 		for (size_t y = 0; y < op->u.copy.height; y++)
 			memmove(op->u.copy.dst + z * op->u.copy.dslice + y * op->u.copy.dpitch,
 				op->u.copy.src + z * op->u.copy.sslice + y * op->u.copy.spitch, w);
+	if (op->u.copy.staged_on) {
+		/* The source is read: the caller may return once all but the staged tail
+		 * has crossed the link (section 6). */
+		sleep_until(start + (uint64_t)((double)(bytes - op->u.copy.staged) / op->u.copy.gbps));
+		pthread_mutex_lock(&sim_lock);
+		op->u.copy.staged_on->released = op->seq;
+		pthread_cond_broadcast(&sim_cond);
+		pthread_mutex_unlock(&sim_lock);
+	}
 	end = start + (uint64_t)((double)bytes / op->u.copy.gbps);
 	sleep_until(end);
 	return end;
@@ -673,6 +698,47 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
 	return CUDA_SUCCESS;
 }
 
+/*
+ * cuThreadExchangeStreamCaptureMode: in the GLOBAL mode (the default) a thread "is
+ * prohibited from potentially unsafe API calls" when it has an ongoing capture not
+ * begun in RELAXED mode or another thread has one begun in GLOBAL mode; in the
+ * THREAD_LOCAL mode only its own captures count; RELAXED prohibits nothing. Such a
+ * call (cuMemAlloc is CUDA's example; querying or waiting for work, which PyTorch
+ * met as a watchdog's cudaEventQuery breaking another thread's capture) fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidates the captures it conflicts with.
+ */
+static CUresult refuse_unsafe_locked(void)
+{
+	CUresult r = CUDA_SUCCESS;
+	pthread_t self = pthread_self();
+
+	if (thread_cmode == CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_SUCCESS;
+	for (struct CUstream_st *o = all_streams; o; o = o->next_all) {
+		int local;
+		if (!o->cgraph || o->corigin != o)
+			continue;
+		local = pthread_equal(o->cthread, self);
+		if ((local && o->cmode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+		    (!local && thread_cmode == CU_STREAM_CAPTURE_MODE_GLOBAL &&
+		     o->cmode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+			o->cinvalid = 1;
+			r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+		}
+	}
+	return r;
+}
+
+CUresult sim_refuse_unsafe(void)
+{
+	CUresult r;
+
+	pthread_mutex_lock(&sim_lock);
+	r = refuse_unsafe_locked();
+	pthread_mutex_unlock(&sim_lock);
+	return r;
+}
+
 /* Synchronising or querying a capturing stream is refused and invalidates the
  * capture. Returns the error, or CUDA_SUCCESS when s is not capturing. */
 static CUresult refuse_capture_locked(struct CUstream_st *s)
@@ -690,6 +756,8 @@ static CUresult stream_sync(CUstream h, int pt)
 
 	pthread_mutex_lock(&sim_lock);
 	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
+		r = refuse_unsafe_locked();
 	if (r == CUDA_SUCCESS)
 		wait_seq_locked(s, s->submitted);
 	pthread_mutex_unlock(&sim_lock);
@@ -713,6 +781,8 @@ static CUresult stream_query(CUstream h, int pt)
 
 	pthread_mutex_lock(&sim_lock);
 	r = refuse_capture_locked(s);
+	if (r == CUDA_SUCCESS)
+		r = refuse_unsafe_locked();
 	if (r == CUDA_SUCCESS)
 		r = s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&sim_lock);
@@ -941,7 +1011,8 @@ CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!sim_cur_ctx())
 		return CUDA_ERROR_INVALID_CONTEXT;
-	if (!phEvent)
+	/* "CU_EVENT_INTERPROCESS must be specified along with CU_EVENT_DISABLE_TIMING" */
+	if (!phEvent || ((Flags & CU_EVENT_INTERPROCESS) && !(Flags & CU_EVENT_DISABLE_TIMING)))
 		return CUDA_ERROR_INVALID_VALUE;
 	ev = calloc(1, sizeof(*ev));
 	if (!ev)
@@ -1032,7 +1103,7 @@ CUresult cuEventQuery(CUevent ev)
 	pthread_mutex_lock(&sim_lock);
 	if (ev->captured)
 		r = CUDA_ERROR_CAPTURED_EVENT;
-	else
+	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS)
 		r = !ev->s || ev->s->completed >= ev->seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 	pthread_mutex_unlock(&sim_lock);
 	return r;
@@ -1049,7 +1120,7 @@ CUresult cuEventSynchronize(CUevent ev)
 	pthread_mutex_lock(&sim_lock);
 	if (ev->captured)
 		r = CUDA_ERROR_CAPTURED_EVENT;
-	else if (ev->s)
+	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS && ev->s)
 		wait_seq_locked(ev->s, ev->seq);
 	pthread_mutex_unlock(&sim_lock);
 	return r;
@@ -1092,13 +1163,15 @@ struct span {
 /*
  * One copy of depth x height rows of width bytes. sync: the API is a synchronous
  * one (the host waits, except for device-to-device copies, which CUDA runs
- * asynchronously). Any copy touching pageable memory makes the host wait.
+ * asynchronously). Any copy touching pageable memory, and any host-to-host copy,
+ * makes the host wait; from pageable memory to the device (*host_sync ==
+ * HOST_STAGED), only until the source is staged.
  */
 static CUresult copy_op(struct span dst, struct span src, size_t width, size_t height, size_t depth, int sync, int need,
 			struct op **out, int *host_sync)
 {
 	size_t dlen, slen;
-	int dk, sk, ddev = -1, sdev = -1, pageable;
+	int dk, sk, ddev = -1, sdev = -1, pageable, host;
 	struct op *op;
 
 	*out = NULL;
@@ -1138,7 +1211,23 @@ static CUresult copy_op(struct span dst, struct span src, size_t width, size_t h
 	op->u.copy.spitch = src.pitch;
 	op->u.copy.dslice = dst.slice;
 	op->u.copy.sslice = src.slice;
-	*host_sync = pageable || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	/* "API synchronization behavior": a copy between two host buffers (pageable or
+	 * pinned) is fully synchronous, Async or not. */
+	host = (dk == MEM_PAGEABLE || dk == MEM_PINNED) && (sk == MEM_PAGEABLE || sk == MEM_PINNED);
+	*host_sync = pageable || host || (sync && (dk == MEM_PINNED || sk == MEM_PINNED));
+	/*
+	 * "API synchronization behavior": from pageable memory to the device, "a stream
+	 * sync is performed before the copy is initiated. The function will return once
+	 * the pageable buffer has been copied to the staging memory [...], but the DMA
+	 * to final destination may not have completed"; Async, "the driver may
+	 * synchronize with the stream and stage the copy". The caller returns when the
+	 * stream has reached the copy and all but its last SIM_STAGING bytes are across.
+	 */
+	if (sk == MEM_PAGEABLE && dk == MEM_DEVICE) {
+		size_t bytes = width * height * depth;
+		*host_sync = HOST_STAGED;
+		op->u.copy.staged = bytes < SIM_STAGING ? bytes : SIM_STAGING;
+	}
 	*out = op;
 	return CUDA_SUCCESS;
 }
@@ -1157,7 +1246,9 @@ static CUresult copy(struct CUstream_st *s, struct span dst, struct span src, si
 
 	if (r != CUDA_SUCCESS || !op)
 		return r;
-	return enqueue(s, op, host_sync && !s->cgraph);
+	if (host_sync == HOST_STAGED && !s->cgraph)
+		op->u.copy.staged_on = s;
+	return enqueue(s, op, s->cgraph ? 0 : host_sync);
 }
 
 static struct span lin(const void *p)
@@ -1300,9 +1391,13 @@ COPY_ENTRIES(copy3d, CUDA_MEMCPY3D, cuMemcpy3D_v2, cuMemcpy3D_v2_ptds, cuMemcpy3
 COPY_ENTRIES(copy3dpeer, CUDA_MEMCPY3D_PEER, cuMemcpy3DPeer, cuMemcpy3DPeer_ptds, cuMemcpy3DPeerAsync,
 	     cuMemcpy3DPeerAsync_ptsz)
 
-/* Memsets are asynchronous for the host, even the "synchronous" ones, unless the
- * target is pinned host memory (CUDA's documented behaviour). */
-static CUresult memset_(CUstream h, int pt, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned int elem,
+/*
+ * sync: a "synchronous" entry point. CUDA's "API synchronization behavior", Memset:
+ * the synchronous memsets are asynchronous for the host except when the target is
+ * pinned host memory or a Unified Memory region, where they are fully synchronous;
+ * the Async versions are always asynchronous for the host.
+ */
+static CUresult memset_(CUstream h, int pt, int sync, CUdeviceptr dst, size_t pitch, uint32_t value, unsigned int elem,
 			size_t width, size_t height)
 {
 	int k;
@@ -1329,42 +1424,42 @@ static CUresult memset_(CUstream h, int pt, CUdeviceptr dst, size_t pitch, uint3
 	op->u.set.height = height;
 	op->u.set.elem = elem;
 	op->u.set.value = value;
-	return enqueue(s, op, k == MEM_PINNED && !s->cgraph);
+	return enqueue(s, op, sync && (k == MEM_PINNED || k == MEM_MANAGED) && !s->cgraph);
 }
 
 #define MEMSET1(name, type, elem)                                                                                      \
 	CUresult name##_v2(CUdeviceptr d, type v, size_t n)                                                            \
 	{                                                                                                              \
-		return memset_(NULL, 0, d, 0, v, elem, n, 1);                                                          \
+		return memset_(NULL, 0, 1, d, 0, v, elem, n, 1);                                                       \
 	}                                                                                                              \
 	CUresult name##_v2_ptds(CUdeviceptr d, type v, size_t n)                                                       \
 	{                                                                                                              \
-		return memset_(NULL, 1, d, 0, v, elem, n, 1);                                                          \
+		return memset_(NULL, 1, 1, d, 0, v, elem, n, 1);                                                       \
 	}                                                                                                              \
 	CUresult name##Async(CUdeviceptr d, type v, size_t n, CUstream h)                                              \
 	{                                                                                                              \
-		return memset_(h, 0, d, 0, v, elem, n, 1);                                                             \
+		return memset_(h, 0, 0, d, 0, v, elem, n, 1);                                                          \
 	}                                                                                                              \
 	CUresult name##Async_ptsz(CUdeviceptr d, type v, size_t n, CUstream h)                                         \
 	{                                                                                                              \
-		return memset_(h, 1, d, 0, v, elem, n, 1);                                                             \
+		return memset_(h, 1, 0, d, 0, v, elem, n, 1);                                                          \
 	}
 #define MEMSET2(name, type, elem)                                                                                      \
 	CUresult name##_v2(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                       \
 	{                                                                                                              \
-		return memset_(NULL, 0, d, p, v, elem, w, hh);                                                         \
+		return memset_(NULL, 0, 1, d, p, v, elem, w, hh);                                                      \
 	}                                                                                                              \
 	CUresult name##_v2_ptds(CUdeviceptr d, size_t p, type v, size_t w, size_t hh)                                  \
 	{                                                                                                              \
-		return memset_(NULL, 1, d, p, v, elem, w, hh);                                                         \
+		return memset_(NULL, 1, 1, d, p, v, elem, w, hh);                                                      \
 	}                                                                                                              \
 	CUresult name##Async(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                         \
 	{                                                                                                              \
-		return memset_(h, 0, d, p, v, elem, w, hh);                                                            \
+		return memset_(h, 0, 0, d, p, v, elem, w, hh);                                                         \
 	}                                                                                                              \
 	CUresult name##Async_ptsz(CUdeviceptr d, size_t p, type v, size_t w, size_t hh, CUstream h)                    \
 	{                                                                                                              \
-		return memset_(h, 1, d, p, v, elem, w, hh);                                                            \
+		return memset_(h, 1, 0, d, p, v, elem, w, hh);                                                         \
 	}
 MEMSET1(cuMemsetD8, unsigned char, 1)
 MEMSET1(cuMemsetD16, unsigned short, 2)
@@ -1750,6 +1845,7 @@ static CUresult begin_capture(CUstream h, CUstreamCaptureMode mode, int pt)
 		s->cgraph = g;
 		s->corigin = s;
 		s->cmode = mode;
+		s->cthread = pthread_self();
 		s->cinvalid = 0;
 		s->cid = next_capture_id++;
 	}
@@ -1905,7 +2001,13 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream h, CUstreamCaptureStatus *st, c
 
 CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
 {
-	return mode ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+	CUstreamCaptureMode old = thread_cmode;
+
+	if (!mode || (unsigned)*mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+		return CUDA_ERROR_INVALID_VALUE;
+	thread_cmode = *mode;
+	*mode = old;
+	return CUDA_SUCCESS;
 }
 
 CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)

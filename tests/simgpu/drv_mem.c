@@ -322,6 +322,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
 
 	if (!dptr || bytesize == 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	if ((r = sim_refuse_unsafe()) != CUDA_SUCCESS) /* CUDA's example of an unsafe call */
+		return r;
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_DEVICE, dptr);
 	pthread_mutex_unlock(&sim_lock);
@@ -347,7 +349,8 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 	CUresult r;
 	CUR_DEV(dev);
 
-	if (!dptr || bytesize == 0)
+	/* "flags must be one of CU_MEM_ATTACH_GLOBAL or CU_MEM_ATTACH_HOST" */
+	if (!dptr || bytesize == 0 || (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST))
 		return CUDA_ERROR_INVALID_VALUE;
 	pthread_mutex_lock(&sim_lock);
 	r = sim_alloc_locked(dev, bytesize, SEG_MANAGED, dptr);
@@ -360,17 +363,25 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	CUresult r;
+	struct sim_seg *s;
+	int dev = -1, ordered;
 
 	if (!sim_inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (dptr == 0)
 		return CUDA_SUCCESS;
-	/* Like CUDA, freeing memory that work may still use waits for the device. */
-	for (int i = 0; i < sim_ndev; i++) {
-		uintptr_t b = (uintptr_t)sim_devs[i].base;
-		if (dptr >= b && dptr < b + sim_devs[i].cap)
-			sim_ctx_sync_dev(i);
-	}
+	/*
+	 * Like CUDA, freeing memory that work may still use waits for the device,
+	 * except a stream-ordered allocation: cuMemFree "will not perform any implicit
+	 * synchronization when the pointer was allocated with cuMemAllocAsync or
+	 * cuMemAllocFromPoolAsync" (the caller must have finished with it).
+	 */
+	pthread_mutex_lock(&sim_lock);
+	s = seg_find((uintptr_t)dptr, &dev);
+	ordered = s && s->pool;
+	pthread_mutex_unlock(&sim_lock);
+	if (!ordered && dev >= 0)
+		sim_ctx_sync_dev(dev);
 	pthread_mutex_lock(&sim_lock);
 	r = sim_free_locked(dptr, NULL);
 	pthread_mutex_unlock(&sim_lock);
@@ -572,11 +583,23 @@ CUresult cuMemFreeHost(void *p)
 	struct pin *pn;
 	uintptr_t base = 0;
 	size_t size = 0;
+	int ours;
 
 	if (!sim_inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
 	if (!p)
 		return CUDA_SUCCESS;
+	/*
+	 * Like cuMemFree, freeing memory that queued work may still read or write
+	 * (an Async copy into pinned memory) waits for it first: CUDA never frees
+	 * memory in use, and unmapping it under a worker would crash the program.
+	 */
+	pthread_mutex_lock(&sim_lock);
+	pn = pin_find((uintptr_t)p);
+	ours = pn && pn->allocated && pn->base == (uintptr_t)p;
+	pthread_mutex_unlock(&sim_lock);
+	for (int i = 0; ours && i < sim_ndev; i++)
+		sim_ctx_sync_dev(i);
 	pthread_mutex_lock(&sim_lock);
 	pn = pin_find((uintptr_t)p);
 	if (pn && pn->allocated && pn->base == (uintptr_t)p) {

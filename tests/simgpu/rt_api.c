@@ -83,7 +83,7 @@ cudaError_t cudaMallocManaged(void **devPtr, size_t size, unsigned int flags)
 	ENTER();
 	if (!devPtr)
 		return simrt_err(cudaErrorInvalidValue);
-	return give_ptr(devPtr, &p, DRV(cuMemAllocManaged, 6000)(&p, size, flags ? flags : CU_MEM_ATTACH_GLOBAL));
+	return give_ptr(devPtr, &p, DRV(cuMemAllocManaged, 6000)(&p, size, flags));
 }
 
 cudaError_t cudaFree(void *devPtr)

@@ -371,9 +371,11 @@ static const struct {
     {cudaErrorInitializationError, "cudaErrorInitializationError", "initialization error"},
     {cudaErrorCudartUnloading, "cudaErrorCudartUnloading", "driver shutting down"},
     {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidSymbol, "cudaErrorInvalidSymbol", "invalid device symbol"},
     {cudaErrorInvalidMemcpyDirection, "cudaErrorInvalidMemcpyDirection", "invalid copy direction for memcpy"},
     {cudaErrorInsufficientDriver, "cudaErrorInsufficientDriver",
      "CUDA driver version is insufficient for CUDA runtime version"},
+    {cudaErrorInvalidDeviceFunction, "cudaErrorInvalidDeviceFunction", "invalid device function"},
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorDeviceUninitialized, "cudaErrorDeviceUninitialized", "invalid device context"},
@@ -402,25 +404,29 @@ static const struct {
     {cudaErrorUnknown, "cudaErrorUnknown", "unknown error"},
 };
 
-/* The entry of error, or the last one (cudaErrorUnknown) for a code not listed. */
-static size_t error_index(cudaError_t error)
+/* The row of error, or -1 for a code not listed. */
+static int error_index(cudaError_t error)
 {
-	size_t i;
-
-	for (i = 0; i < sizeof(errors) / sizeof(errors[0]) - 1; i++)
+	for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
 		if (errors[i].code == error)
-			break;
-	return i;
+			return (int)i;
+	return -1;
 }
 
+/* CUDA's runtime API, Error Handling: for a code it does not recognise, both
+ * functions return "unrecognized error code" (not cudaErrorUnknown's strings). */
 const char *cudaGetErrorName(cudaError_t error)
 {
-	return errors[error_index(error)].name;
+	int i = error_index(error);
+
+	return i < 0 ? "unrecognized error code" : errors[i].name;
 }
 
 const char *cudaGetErrorString(cudaError_t error)
 {
-	return errors[error_index(error)].text;
+	int i = error_index(error);
+
+	return i < 0 ? "unrecognized error code" : errors[i].text;
 }
 
 /* ---------------------------------------------------------------- 5. entry points, registration */

@@ -111,6 +111,8 @@ CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CU
 
 /* --- execution (drv_exec.c) --- */
 CUresult sim_ctx_sync_dev(int dev);
+/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a call a capture prohibits (drv_exec.c). */
+CUresult sim_refuse_unsafe(void);
 void sim_exec_thread_exit(void);
 
 #pragma GCC visibility pop

@@ -21,6 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -451,7 +452,7 @@ Test(simgpu, pageable_async_copy_is_host_synchronous)
 	cr_expect_geq((double)(t1 - t0), 100e6 + want_ns * 0.95,
 		      "pageable async returned %.1f ms after the 100 ms kernel's launch, want %.1f",
 		      (double)(t1 - t0) / 1e6, (100e6 + want_ns) / 1e6);
-	cr_expect_eq(D(cuStreamQuery)(s), CUDA_SUCCESS, "pageable copy still running after the call returned");
+	/* Its last 64 KiB may still be in flight: pageable_h2d_returns_once_staged. */
 
 	k[0] = k[1] = 0;
 	launch_sleep(s, 100, k);
@@ -460,6 +461,143 @@ Test(simgpu, pageable_async_copy_is_host_synchronous)
 	cr_expect_eq(D(cuStreamQuery)(s), CUDA_ERROR_NOT_READY);
 	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
 	free(host);
+}
+
+/*
+ * CUDA Driver API, "API synchronization behavior", Memset: "The synchronous memset
+ * functions are asynchronous with respect to the host except when the target is
+ * pinned host memory or a Unified Memory region, in which case they are fully
+ * synchronous. The Async versions are always asynchronous with respect to the host."
+ * A 100 ms kernel queued first on a blocking stream (which the legacy stream of the
+ * synchronous calls waits for) tells whether a call waited: k[1] is set at its end.
+ */
+Test(simgpu, memset_host_sync_follows_target_and_api)
+{
+	size_t n = 1u << 20;
+	unsigned char *pinned;
+	CUdeviceptr d, man;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	drv_init();
+	cr_assert_eq(D(cuMemAllocHost)((void **)&pinned, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&d, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocManaged)(&man, n, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)pinned, 1, n, s), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "an Async memset on pinned memory waited for the stream");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_eq(pinned[n - 1], 1);
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8)((CUdeviceptr)(uintptr_t)pinned, 2, n), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a synchronous memset on pinned memory returned before the work ahead ended");
+	cr_expect_eq(pinned[0], 2, "a synchronous memset on pinned memory returned before it was done");
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD32)(man, 0x01020304, n / 4), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a synchronous memset on managed memory returned before the work ahead ended");
+	cr_expect_eq(((uint32_t *)(uintptr_t)man)[n / 4 - 1], 0x01020304);
+
+	k[0] = k[1] = 0;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemsetD8)(d, 3, n), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "a synchronous memset on device memory waited for the host");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+}
+
+/*
+ * "API synchronization behavior", Memcpy, Asynchronous: "For transfers from any host
+ * memory to any host memory, the function is fully synchronous with respect to the
+ * host", pinned memory included. The copy returns after the kernel queued ahead of it
+ * and with the data in place, through the driver and through the runtime.
+ */
+Test(simgpu, host_to_host_async_copy_is_synchronous)
+{
+	size_t n = 1u << 20;
+	unsigned char *a, *b;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	load_runtime();
+	cr_assert_eq(R(cudaMallocHost)((void **)&a, n), cudaSuccess);
+	cr_assert_eq(R(cudaMallocHost)((void **)&b, n), cudaSuccess);
+	memset(a, 5, n);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)b, (CUdeviceptr)(uintptr_t)a, n, s), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "a pinned-to-pinned cuMemcpyAsync returned before the kernel ahead ended");
+	cr_expect_eq(b[n - 1], 5, "a pinned-to-pinned cuMemcpyAsync returned before the data moved");
+
+	k[0] = k[1] = 0;
+	memset(a, 6, n);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(R(cudaMemcpyAsync)(b, a, n, cudaMemcpyHostToHost, (cudaStream_t)s), cudaSuccess);
+	cr_expect_neq(k[1], 0, "a pinned-to-pinned cudaMemcpyAsync returned before the kernel ahead ended");
+	cr_expect_eq(b[0], 6, "a pinned-to-pinned cudaMemcpyAsync returned before the data moved");
+}
+
+/*
+ * "API synchronization behavior", Memcpy, from pageable host memory to device memory:
+ * "a stream sync is performed before the copy is initiated. The function will return
+ * once the pageable buffer has been copied to the staging memory for DMA transfer to
+ * device memory, but the DMA to final destination may not have completed"; Async, "the
+ * driver may synchronize with the stream and stage the copy into pinned memory". So
+ * the call returns after the work queued ahead of it, with the copy's end still to
+ * come, and the program may reuse its buffer at once. At 0.5 MB/s, the 64 KiB that
+ * the Programming Guide lets a host-to-device copy leave in flight take 131 ms: long
+ * enough for a stream query right after the return to see the copy still running.
+ */
+Test(simgpu, pageable_h2d_returns_once_staged)
+{
+	size_t n = 256u << 10, tail = 64u << 10;
+	double bw = 0.0005, tail_ns = (double)tail / bw, body_ns = (double)(n - tail) / bw;
+	unsigned char *host = malloc(n), *back = malloc(n);
+	CUdeviceptr d;
+	CUstream s;
+	uint64_t k[2] = {0, 0}, t0, t1;
+
+	setenv("SIMGPU_PAGEABLE_GBPS", "0.0005", 1);
+	drv_init();
+	cr_assert_eq(D(cuMemAlloc)(&d, n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_DEFAULT), CUDA_SUCCESS);
+
+	/* Async, 64 KiB: after the kernel ahead, before the copy's end. */
+	memset(host, 1, n);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyHtoDAsync)(d, host, tail, s), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "the copy returned before the stream reached it");
+	cr_expect_eq(D(cuStreamQuery)(s), CUDA_ERROR_NOT_READY, "the staged copy was complete at its return");
+	memset(host, 0xee, n); /* the program reuses its buffer: the staged data must not change */
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+
+	/* Synchronous, on the legacy stream (which waits for the blocking stream s),
+	 * 256 KiB: returns once all but the last 64 KiB are across. */
+	memset(host, 2, n);
+	k[0] = k[1] = 0;
+	t0 = now_ns();
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyHtoD)(d + tail, host, n - tail), CUDA_SUCCESS);
+	t1 = now_ns();
+	cr_expect_neq(k[1], 0, "the copy returned before the stream reached it");
+	cr_expect_eq(D(cuStreamQuery)(CU_STREAM_LEGACY), CUDA_ERROR_NOT_READY,
+		     "the staged copy was complete at its return");
+	cr_expect_geq((double)(t1 - t0), 100e6 + (body_ns - tail_ns) * 0.95,
+		      "returned %.1f ms after the launch, want at least %.1f", (double)(t1 - t0) / 1e6,
+		      (100e6 + body_ns - tail_ns) / 1e6);
+	memset(host, 0xee, n);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(back, d, n), CUDA_SUCCESS);
+	for (size_t i = 0; i < n; i++)
+		if (back[i] != (i < tail ? 1 : 2))
+			cr_assert_fail("byte %zu is %#x after staged copies of 1s then 2s", i, back[i]);
+	free(host);
+	free(back);
 }
 
 /* GPU-side duration of a copy, measured with events around it. A kernel queued first
@@ -603,6 +741,19 @@ Test(simgpu, event_without_timing_refuses_elapsed)
 	cr_expect_eq(D(cuEventElapsedTime)(&ms, a, b), CUDA_ERROR_INVALID_HANDLE);
 }
 
+/* cuEventCreate: "CU_EVENT_INTERPROCESS must be specified along with
+ * CU_EVENT_DISABLE_TIMING" (CUDA Driver API, cuEventCreate). */
+Test(simgpu, interprocess_event_needs_disable_timing)
+{
+	CUevent e;
+
+	drv_init();
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS | CU_EVENT_BLOCKING_SYNC), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuEventCreate)(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+	cr_expect_eq(D(cuEventDestroy)(e), CUDA_SUCCESS);
+}
+
 /* ---------------------------------------------------------------- 6. memory */
 
 /* 16 blocks of 4 MiB fill a 64 MiB device; freeing every other one leaves 32 MiB
@@ -647,6 +798,70 @@ Test(simgpu, runtime_oom_is_memory_allocation_error)
 	cr_expect_eq(R(cudaGetLastError)(), cudaSuccess);
 	cr_assert_eq(R(cudaMemGetInfo)(&fr, &total), cudaSuccess);
 	cr_expect_eq(fr, 32u << 20);
+}
+
+/*
+ * Freeing pinned memory that queued work still writes (an Async copy into it behind a
+ * 100 ms kernel) waits for that work, as cuMemFree does for device memory: CUDA does
+ * not release memory in use, and the program must not crash where it would run on a
+ * real GPU.
+ */
+Test(simgpu, free_host_waits_for_work_using_it)
+{
+	size_t n = 4u << 20;
+	void *h;
+	CUdeviceptr d;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	load_runtime();
+	cr_assert_eq(R(cudaMallocHost)(&h, n), cudaSuccess);
+	cr_assert_eq(R(cudaMalloc)((void **)&d, n), cudaSuccess);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyDtoHAsync)(h, d, n, s), CUDA_SUCCESS);
+	cr_expect_eq(R(cudaFreeHost)(h), cudaSuccess);
+	cr_expect_neq(k[1], 0, "cudaFreeHost returned while queued work still used the memory");
+	cr_expect_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+}
+
+/*
+ * cuMemFree "will not perform any implicit synchronization when the pointer was
+ * allocated with cuMemAllocAsync or cuMemAllocFromPoolAsync" (CUDA Driver API,
+ * cuMemFree): freeing such a block (nothing uses it) while a 100 ms kernel runs on
+ * another stream returns before that kernel ends.
+ */
+Test(simgpu, free_of_stream_ordered_block_does_not_synchronize)
+{
+	CUdeviceptr p;
+	CUstream s, busy;
+	uint64_t k[2] = {0, 0};
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&busy, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAllocAsync)(&p, 1u << 20, s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	launch_sleep(busy, 100, k);
+	cr_expect_eq(D(cuMemFree)(p), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "cuMemFree of a stream-ordered block waited for the device");
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+}
+
+/* cudaMallocManaged: "flags must be one of cudaMemAttachGlobal or cudaMemAttachHost";
+ * a size of 0 is cudaErrorInvalidValue too (CUDA Runtime API, cudaMallocManaged). */
+Test(simgpu, managed_allocation_flags)
+{
+	void *p = NULL;
+
+	load_runtime();
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, 0), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachGlobal | cudaMemAttachHost), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 0, cudaMemAttachGlobal), cudaErrorInvalidValue);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachHost), cudaSuccess);
+	cr_expect_eq(R(cudaFree)(p), cudaSuccess);
+	cr_expect_eq(R(cudaMallocManaged)(&p, 4096, cudaMemAttachGlobal), cudaSuccess);
+	cr_expect_eq(R(cudaFree)(p), cudaSuccess);
 }
 
 /* cudaPointerGetAttributes as CUDA 11+ documents it. */
@@ -1100,6 +1315,119 @@ Test(simgpu, legacy_stream_query_during_capture)
 	cr_expect_eq(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
 	cr_assert_eq(D(cuStreamEndCapture)(bl, &g), CUDA_SUCCESS);
 	cr_expect_eq(D(cuStreamIsCapturing)(CU_STREAM_LEGACY, &st), CUDA_SUCCESS);
+}
+
+/*
+ * CUDA Runtime API, Error Handling: cudaGetErrorName gives the enum name of an error
+ * code, and "unrecognized error code" (for both name and string) for a code it does
+ * not recognise. The expected names are the enum identifiers of driver_types.h,
+ * stringified; the codes are those the runtime returns for a NULL kernel and for a
+ * symbol that is no variable.
+ */
+#define NAMED(code) {code, #code}
+Test(simgpu, runtime_error_names)
+{
+	static const struct {
+		cudaError_t code;
+		const char *name;
+	} want[] = {NAMED(cudaErrorInvalidDeviceFunction), NAMED(cudaErrorInvalidSymbol),
+		    NAMED(cudaErrorInvalidConfiguration), NAMED(cudaErrorMemoryAllocation), NAMED(cudaErrorUnknown)};
+	dim3 one = {1, 1, 1};
+
+	load_runtime();
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		cr_expect_str_eq(R(cudaGetErrorName)(want[i].code), want[i].name);
+	cr_expect_eq(R(cudaLaunchKernel)(NULL, one, one, NULL, 0, NULL), cudaErrorInvalidDeviceFunction);
+	cr_expect_str_eq(R(cudaGetErrorName)((cudaError_t)12345), "unrecognized error code");
+	cr_expect_str_eq(R(cudaGetErrorString)((cudaError_t)12345), "unrecognized error code");
+}
+#undef NAMED
+
+/* Another thread's calls during a capture: query an event, allocate, in a mode. */
+struct other_thread {
+	CUcontext ctx;
+	CUevent e;
+	CUstreamCaptureMode mode;
+	CUresult query, alloc;
+};
+
+static void *other_thread_calls(void *arg)
+{
+	struct other_thread *o = arg;
+	CUstreamCaptureMode m = o->mode;
+	CUdeviceptr p = 0;
+
+	D(cuCtxSetCurrent)(o->ctx);
+	D(cuThreadExchangeStreamCaptureMode)(&m);
+	o->query = D(cuEventQuery)(o->e);
+	o->alloc = D(cuMemAlloc)(&p, 4096);
+	if (o->alloc == CUDA_SUCCESS)
+		D(cuMemFree)(p);
+	D(cuThreadExchangeStreamCaptureMode)(&m);
+	return NULL;
+}
+
+/* Begins a capture of one kernel on cap in mode cmode, runs the other thread in its
+ * own mode o->mode: its calls must all give want. The capture is left open. */
+static void capture_and_other_thread(CUstream cap, CUstreamCaptureMode cmode, struct other_thread *o, CUresult want)
+{
+	pthread_t th;
+	uint64_t t[2];
+
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, cmode), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	cr_assert_eq(pthread_create(&th, NULL, other_thread_calls, o), 0);
+	pthread_join(th, NULL);
+	cr_expect_eq(o->query, want, "capture mode %d, thread mode %d: event query gave %d", cmode, o->mode, o->query);
+	cr_expect_eq(o->alloc, want, "capture mode %d, thread mode %d: allocation gave %d", cmode, o->mode, o->alloc);
+}
+
+/*
+ * cuThreadExchangeStreamCaptureMode / cuStreamBeginCapture: in the GLOBAL mode a thread
+ * "is prohibited from potentially unsafe API calls" while it has a capture not begun
+ * RELAXED or another thread has one begun GLOBAL; THREAD_LOCAL ignores other threads'
+ * captures; RELAXED prohibits nothing. cudaMalloc is CUDA's example of such a call;
+ * a cudaEventQuery on an event recorded before the capture is the one PyTorch met
+ * (its NCCL watchdog thread broke graph captures). A prohibited call fails with
+ * CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and the capture ends invalidated.
+ */
+Test(simgpu, unsafe_calls_during_capture_follow_thread_mode)
+{
+	CUcontext ctx = drv_init();
+	CUstream cap;
+	CUevent e;
+	CUgraph g = NULL;
+	CUdeviceptr p;
+	uint64_t t[2];
+	struct other_thread o = {.ctx = ctx};
+
+	cr_assert_eq(D(cuStreamCreate)(&cap, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&e, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventRecord)(e, cap), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(cap), CUDA_SUCCESS);
+	o.e = e;
+
+	/* GLOBAL capture: another thread in the GLOBAL mode may not query or allocate. */
+	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_GLOBAL, &o, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+	/* GLOBAL capture: a RELAXED thread may; the capture survives. */
+	o.mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_GLOBAL, &o, CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_SUCCESS);
+
+	/* THREAD_LOCAL capture: other threads are ignored, the capturing one is not. */
+	o.mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+	capture_and_other_thread(cap, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL, &o, CUDA_SUCCESS);
+	cr_expect_eq(D(cuMemAlloc)(&p, 4096), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+
+	/* RELAXED capture: the capturing thread may query an event recorded before it. */
+	cr_assert_eq(D(cuStreamBeginCapture)(cap, CU_STREAM_CAPTURE_MODE_RELAXED), CUDA_SUCCESS);
+	launch_sleep(cap, 1, t);
+	cr_expect_eq(D(cuEventQuery)(e), CUDA_SUCCESS);
+	cr_expect_eq(D(cuStreamEndCapture)(cap, &g), CUDA_SUCCESS);
 }
 
 /* cudaDeviceReset frees everything allocated on the device. */
