@@ -205,9 +205,13 @@ static void *worker(void *arg)
 			if (e > start)
 				start = e;
 		}
-		pthread_mutex_unlock(&sim_lock);
-		end = op_run(op, start);
-		pthread_mutex_lock(&sim_lock);
+		if (op->type == OP_EVENT) {
+			end = start; /* reached, under the lock: a query never sees it taken but not done */
+		} else {
+			pthread_mutex_unlock(&sim_lock);
+			end = op_run(op, start);
+			pthread_mutex_lock(&sim_lock);
+		}
 		op_done_locked(op, s, start);
 		s->last_end = end;
 		s->ends[op->seq % 64].seq = op->seq;
@@ -652,6 +656,42 @@ static void op_free(struct op *op)
 	free(op);
 }
 
+/*
+ * Events at the head of s whose predecessors are all complete are reached: a GPU
+ * reaches such an event within microseconds of its predecessors' end, whatever
+ * the host is doing. The worker thread of s may not have run yet on a loaded
+ * machine, so a query completes them itself, under sim_lock, exactly as the
+ * worker would (their time on the timeline: the latest of their submission, the
+ * end of the stream's previous op and the ends of what they wait for). Without
+ * this a query on an idle stream answered "not ready" until the host scheduled
+ * the worker (milliseconds on a loaded machine).
+ */
+static void reach_events_locked(struct CUstream_st *s)
+{
+	struct op *op;
+	int done = 0;
+	while ((op = s->head) && op->type == OP_EVENT && s->completed + 1 == op->seq && deps_met(op)) {
+		uint64_t start = op->submit_ns > s->last_end ? op->submit_ns : s->last_end;
+		for (int i = 0; i < op->ndeps; i++) {
+			uint64_t e = end_of(op->deps[i].s, op->deps[i].seq);
+			if (e > start)
+				start = e;
+		}
+		s->head = op->next;
+		if (!s->head)
+			s->tail = NULL;
+		op_done_locked(op, s, start);
+		s->last_end = start;
+		s->ends[op->seq % 64].seq = op->seq;
+		s->ends[op->seq % 64].end = start;
+		s->completed = op->seq;
+		op_free(op);
+		done = 1;
+	}
+	if (done)
+		pthread_cond_broadcast(&sim_cond);
+}
+
 /* ---------------------------------------------------------------- 4. streams, contexts, sync */
 
 static CUresult stream_create(CUstream *phStream, unsigned int Flags, int prio)
@@ -783,8 +823,10 @@ static CUresult stream_query(CUstream h, int pt)
 	r = refuse_capture_locked(s);
 	if (r == CUDA_SUCCESS)
 		r = refuse_unsafe_locked();
-	if (r == CUDA_SUCCESS)
+	if (r == CUDA_SUCCESS) {
+		reach_events_locked(s);
 		r = s->completed >= s->submitted ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }
@@ -1103,8 +1145,11 @@ CUresult cuEventQuery(CUevent ev)
 	pthread_mutex_lock(&sim_lock);
 	if (ev->captured)
 		r = CUDA_ERROR_CAPTURED_EVENT;
-	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS)
+	else if ((r = refuse_unsafe_locked()) == CUDA_SUCCESS) {
+		if (ev->s && ev->s->completed < ev->seq)
+			reach_events_locked(ev->s);
 		r = !ev->s || ev->s->completed >= ev->seq ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+	}
 	pthread_mutex_unlock(&sim_lock);
 	return r;
 }

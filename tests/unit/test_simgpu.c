@@ -848,6 +848,44 @@ Test(simgpu, free_of_stream_ordered_block_does_not_synchronize)
 	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
 }
 
+/*
+ * An event whose stream has nothing before it is reached at once: a query right
+ * after the record says so, as on a GPU, where it takes microseconds whatever
+ * the host does (the simulator's worker thread may not have run yet: the query
+ * does its part). The event's time is its record's, not the query's.
+ */
+Test(simgpu, event_on_an_idle_stream_is_reached_at_once)
+{
+	CUstream s;
+	CUevent e[2];
+	unsigned not_ready = 0;
+
+	drv_init();
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&e[0], 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventCreate)(&e[1], 0), CUDA_SUCCESS);
+	for (int i = 0; i < 500; i++) {
+		cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+		cr_assert_eq(D(cuEventRecord)(e[0], s), CUDA_SUCCESS);
+		not_ready += D(cuEventQuery)(e[0]) != CUDA_SUCCESS;
+		cr_assert_eq(D(cuEventRecord)(e[1], s), CUDA_SUCCESS);
+		not_ready += D(cuStreamQuery)(s) != CUDA_SUCCESS;
+	}
+	cr_expect_eq(not_ready, 0, "%u of 1000 queries right after the record said not ready", not_ready);
+	/* two events recorded one after the other on an idle stream: their records' interval */
+	struct timespec gap = {0, 2000000};
+	cr_assert_eq(D(cuEventRecord)(e[0], s), CUDA_SUCCESS);
+	nanosleep(&gap, NULL);
+	cr_assert_eq(D(cuEventRecord)(e[1], s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuEventSynchronize)(e[1]), CUDA_SUCCESS);
+	float ms = 0;
+	cr_assert_eq(D(cuEventElapsedTime)(&ms, e[0], e[1]), CUDA_SUCCESS);
+	cr_expect(ms >= 2.0f && ms < 50.0f, "%.3f ms between records 2 ms apart", ms);
+	D(cuEventDestroy_v2)(e[0]);
+	D(cuEventDestroy_v2)(e[1]);
+	D(cuStreamDestroy_v2)(s);
+}
+
 /* cudaMallocManaged: "flags must be one of cudaMemAttachGlobal or cudaMemAttachHost";
  * a size of 0 is cudaErrorInvalidValue too (CUDA Runtime API, cudaMallocManaged). */
 Test(simgpu, managed_allocation_flags)
