@@ -556,10 +556,16 @@ Test(recorder, fork_gives_each_process_its_own_file)
 	cr_expect_eq(count_name(l, n, "mark", "mark"), 1000);
 	cr_expect_eq(count_name(l, n, "mark", "after"), 500);
 	cr_expect_eq(count_name(l, n, "mark", "child"), 0);
+	/* the parent's fork(): one FORK record naming the child the program saw */
+	cr_expect_eq(count_name(l, n, "fork", NULL), 1, "fork records in the parent's file");
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(sp_json_str(l[i], "kind") ? sp_json_str(l[i], "kind") : "", "fork"))
+			cr_expect_eq(sp_json_i64(l[i], "child_pid", -1), child);
 	sp_json_free_lines(l, n);
 	n = dump(sp_json_str(cf, "path"), &l);
 	cr_expect_eq(count_name(l, n, "mark", "child"), 500);
 	cr_expect_eq(count_name(l, n, "mark", NULL), 500, "the child's file holds only the child's marks");
+	cr_expect_eq(count_name(l, n, "fork", NULL), 0);
 	sp_json_free_lines(l, n);
 	sp_json_free(j);
 	sp_t_rmrf(dir);
