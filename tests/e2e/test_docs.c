@@ -1,14 +1,22 @@
 /*
  * test_docs.c - what users read must describe what exists: every STEPPROF_*
- * variable of preload/config.def is in the README's table, and every record kind
- * and field of the trace format is in docs/trace-format.md.
+ * variable of preload/config.def is in the README's table, every record kind
+ * and field of the trace format is in docs/trace-format.md, and docs/cli.md and
+ * docs/definitions.md name what the `stepprof` binary offers: each verb of
+ * `stepprof --help` with every option of its own --help, every field and
+ * feature of `info --json`, every kind of `dump` with its fields, and every
+ * threshold of findings.def with its default.
  */
 #include <criterion/criterion.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "stepprof/trace.h"
+#include "testlib.h"
+#include "tracegen.h"
 
 static char *slurp(const char *path)
 {
@@ -50,5 +58,174 @@ Test(docs, trace_format_lists_every_kind_and_field)
 		snprintf(want, sizeof(want), "`%s`", sp_field_name[f]);
 		cr_expect_not_null(strstr(doc, want), "docs/trace-format.md does not describe field %s", want);
 	}
+	free(doc);
+}
+
+/* ------------------------------------------- docs/cli.md against the binary */
+
+static int run_stepprof(struct sp_t_result *r, const char *a1, const char *a2, const char *a3)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), (char *)a1, (char *)a2, (char *)a3, NULL};
+	char *env[] = {"LD_PRELOAD=", NULL};
+	int st = sp_t_run(r, argv, env, NULL, 60);
+	free(argv[0]);
+	return st;
+}
+
+/* The table row of docs/cli.md whose first cell names `name` (a malloc'd line), or NULL. */
+static char *table_row(const char *doc, const char *name)
+{
+	char want[128];
+	snprintf(want, sizeof(want), "`%s`", name);
+	for (const char *l = doc; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *eol = strchr(l, '\n');
+		size_t len = eol ? (size_t)(eol - l) : strlen(l);
+		if (len < 2 || l[0] != '|')
+			continue;
+		const char *cell_end = strstr(l + 1, " | ");
+		if (!cell_end || cell_end > l + len)
+			continue;
+		const char *hit = strstr(l, want);
+		if (hit && hit < cell_end)
+			return strndup(l, len);
+	}
+	return NULL;
+}
+
+/* `opt` occurs in s as a whole option (not as the start of a longer one). */
+static int has_option(const char *s, const char *opt)
+{
+	size_t n = strlen(opt);
+	for (const char *p = strstr(s, opt); p; p = strstr(p + 1, opt))
+		if (!isalnum((unsigned char)p[n]) && p[n] != '-' && p[n] != '_')
+			return 1;
+	return 0;
+}
+
+Test(docs, cli_names_every_verb_and_each_of_its_options)
+{
+	char *doc = slurp("docs/cli.md");
+	struct sp_t_result top, r;
+	cr_assert_eq(run_stepprof(&top, "--help", NULL, NULL), 0, "%s", top.err);
+	const char *v = strstr(top.out, "\nverbs:\n");
+	cr_assert_not_null(v, "stepprof --help lists no verbs: %s", top.out);
+	int verbs = 0;
+	for (const char *l = v + 8; *l == ' '; l = strchr(l, '\n') + 1) {
+		char verb[32];
+		cr_assert_eq(sscanf(l, " %31s", verb), 1);
+		verbs++;
+		char *row = table_row(doc, verb);
+		cr_expect_not_null(row, "docs/cli.md has no table row for the verb `%s`", verb);
+		cr_assert_eq(run_stepprof(&r, verb, "--help", NULL), 0, "%s --help: %s", verb, r.err);
+		/* every -x or --xyz of the verb's usage, after a blank, '[', '|' or '(' */
+		for (const char *p = r.out; row && (p = strchr(p, '-')); p++) {
+			if (p > r.out && !strchr(" [|(\n", p[-1]))
+				continue;
+			size_t n = p[1] == '-' ? 2 : 1;
+			if (!isalpha((unsigned char)p[n]))
+				continue;
+			while (isalnum((unsigned char)p[n]) || p[n] == '-')
+				n++;
+			char opt[64];
+			snprintf(opt, sizeof(opt), "%.*s", (int)n, p);
+			if (!strcmp(opt, "-h") || !strcmp(opt, "--help"))
+				continue; /* said once for every verb */
+			cr_expect(has_option(row, opt), "docs/cli.md's row of `%s` lacks its option %s: %s", verb, opt, row);
+		}
+		free(row);
+		sp_t_result_free(&r);
+	}
+	cr_assert_geq(verbs, 5, "%s", top.out);
+	sp_t_result_free(&top);
+	free(doc);
+}
+
+Test(docs, cli_names_every_field_and_feature_of_info_json)
+{
+	char *dir = sp_t_tmpdir("docs-info");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/t.sptrace", dir);
+	struct sp_tg *g = sp_tg_create(path, 4242, 1, 0);
+	uint32_t nm = sp_tg_intern(g, "m");
+	SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, 1000, 1000, {SP_F_NAME, nm});
+	sp_tg_header(g)->features = ~0u; /* every feature this build can name */
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+	cr_assert_eq(run_stepprof(&r, "info", "--json", path), 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "%s", r.out);
+	struct sp_json *f = sp_json_path(j, "files.0");
+	cr_assert(f && f->type == SPJ_OBJ, "%s", r.out);
+	char *doc = slurp("docs/cli.md");
+	char want[128];
+	for (size_t i = 0; i < f->n; i++) {
+		snprintf(want, sizeof(want), "`%s`", f->kids[i].key);
+		cr_expect_not_null(strstr(doc, want), "docs/cli.md does not describe info --json's %s", want);
+	}
+	struct sp_json *feat = sp_json_get(f, "features");
+	cr_assert(feat && feat->type == SPJ_ARR && feat->n >= 4, "%s", r.out);
+	char *row = table_row(doc, "features");
+	cr_assert_not_null(row, "docs/cli.md has no row for `features`");
+	for (size_t i = 0; i < feat->n; i++) {
+		snprintf(want, sizeof(want), "`%s`", feat->kids[i].str);
+		cr_expect_not_null(strstr(row, want), "docs/cli.md's `features` row lacks %s: %s", want, row);
+	}
+	free(row);
+	free(doc);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(docs, cli_dump_table_lists_every_kind_with_its_fields)
+{
+	char *doc = slurp("docs/cli.md");
+	char *table = strstr(doc, "Fields per kind:");
+	cr_assert_not_null(table, "docs/cli.md has no \"Fields per kind:\" table");
+	char *end = strstr(table, "\n\n|");
+	end = end ? strstr(end + 2, "\n\n") : NULL;
+	if (end)
+		*end = 0;
+	for (int k = 1; k < SP_K__COUNT; k++) {
+		if (k == SP_K_STRING)
+			continue; /* strings are resolved into the fields, never dumped */
+		char *row = table_row(table, sp_kind_name[k]);
+		cr_expect_not_null(row, "docs/cli.md's dump table has no row for the kind `%s`", sp_kind_name[k]);
+		if (!row)
+			continue;
+		char want[64];
+		for (int fld = 0; fld < SP_F__COUNT; fld++) {
+			if (!(sp_kind_mask[k] & (1ull << fld)))
+				continue;
+			snprintf(want, sizeof(want), "`%s`", sp_field_name[fld]);
+			cr_expect_not_null(strstr(row, want), "docs/cli.md's dump row of `%s` lacks its field %s: %s",
+					   sp_kind_name[k], want, row);
+		}
+		free(row);
+	}
+	free(doc);
+}
+
+/* -------------------------------- docs/definitions.md against findings.def */
+
+Test(docs, definitions_lists_every_threshold_with_its_default)
+{
+	char *doc = slurp("docs/definitions.md");
+	char want[160];
+	for (int i = 0; i < AN_T__COUNT; i++) {
+		snprintf(want, sizeof(want), "| `%s` | ", an_threshold_name[i]);
+		const char *row = strstr(doc, want);
+		cr_expect_not_null(row, "docs/definitions.md's threshold table lacks %s", an_threshold_name[i]);
+		if (!row)
+			continue;
+		char *num_end;
+		double v = strtod(row + strlen(want), &num_end);
+		cr_expect(num_end != row + strlen(want) && v == an_threshold_default[i],
+			  "docs/definitions.md gives %s the default %.20s, stepprof analyze --help %g", an_threshold_name[i],
+			  row + strlen(want), an_threshold_default[i]);
+	}
+	cr_expect_not_null(strstr(doc, "`" AN_DEFAULT_STEP_REGEX "`"),
+			   "docs/definitions.md does not give --step-regex's default %s", AN_DEFAULT_STEP_REGEX);
 	free(doc);
 }
