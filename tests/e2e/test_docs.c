@@ -229,3 +229,27 @@ Test(docs, definitions_lists_every_threshold_with_its_default)
 			   "docs/definitions.md does not give --step-regex's default %s", AN_DEFAULT_STEP_REGEX);
 	free(doc);
 }
+
+/* --------------------------- docs/input-capture.md against the io wrappers */
+
+Test(docs, input_capture_names_every_wrapped_libc_function)
+{
+	static const char *const names[] = {
+#define SP_API_IO(name, ...) #name,
+#include "stepprof/api_io.def"
+#include "stepprof/api_io_late.def"
+#undef SP_API_IO
+	};
+	char *doc = slurp("docs/input-capture.md");
+	char want[64], stem[64];
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(want, sizeof(want), "`%s`", names[i]);
+		/* `stat64` and the like: documented as "their *64 names" of `stat` */
+		size_t n = strlen(names[i]);
+		snprintf(stem, sizeof(stem), "`%.*s`", (int)(n > 2 ? n - 2 : n), names[i]);
+		int is64 = n > 2 && !strcmp(names[i] + n - 2, "64");
+		cr_expect(strstr(doc, want) || (is64 && strstr(doc, stem)),
+			  "docs/input-capture.md does not name the wrapped function %s", want);
+	}
+	free(doc);
+}
