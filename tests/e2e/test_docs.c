@@ -32,17 +32,32 @@ static char *slurp(const char *path)
 	return buf;
 }
 
+/* The README's row of a variable, as scripts/config-table.sh writes it: default and meaning included. */
 Test(docs, readme_lists_every_config_variable)
 {
 	char *readme = slurp("README.md");
-	static const char *const names[] = {
-#define SP_CONFIG(name, type, dflt, help) "`STEPPROF_" #name "`",
+	static const char *const rows[][3] = {
+#define SP_CONFIG(name, type, dflt, help) {"STEPPROF_" #name, dflt, help},
 #include "config.def"
 #undef SP_CONFIG
 	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		cr_expect_not_null(strstr(readme, names[i]), "README.md does not document %s (run scripts/update-readme.sh)",
-				   names[i]);
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char want[1024], dflt[64];
+		if (*rows[i][1])
+			snprintf(dflt, sizeof(dflt), "`%s`", rows[i][1]);
+		else
+			snprintf(dflt, sizeof(dflt), "(unset)");
+		int n = snprintf(want, sizeof(want), "| `%s` | %s | ", rows[i][0], dflt);
+		for (const char *h = rows[i][2]; *h && n < (int)sizeof(want) - 8; h++) {
+			if (*h == '|')
+				want[n++] = '\\';
+			want[n++] = *h;
+		}
+		snprintf(want + n, sizeof(want) - (size_t)n, " |\n");
+		cr_expect_not_null(strstr(readme, want),
+				   "README.md does not document %s as config.def does (run scripts/update-readme.sh): %s",
+				   rows[i][0], want);
+	}
 	free(readme);
 }
 
