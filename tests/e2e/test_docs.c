@@ -5,10 +5,12 @@
  * docs/definitions.md name what the `stepprof` binary offers: each verb of
  * `stepprof --help` with every option of its own --help, every field and
  * feature of `info --json`, every kind of `dump` with its fields, and every
- * threshold of findings.def with its default.
+ * threshold of findings.def with its default; every wrapped libc function in
+ * docs/input-capture.md; every SIMGPU_* variable in tests/simgpu/README.md.
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,5 +268,42 @@ Test(docs, input_capture_names_every_wrapped_libc_function)
 		cr_expect(strstr(doc, want) || (is64 && strstr(doc, stem)),
 			  "docs/input-capture.md does not name the wrapped function %s", want);
 	}
+	free(doc);
+}
+
+/* ------------------- tests/simgpu/README.md against the simulator's sources */
+
+/* Every "SIMGPU_*" variable the simulated GPU reads has a row in its README's table;
+ * a rate read with env_double("SIMGPU_X", D) has D as its documented default. */
+Test(docs, simgpu_readme_lists_every_variable_with_its_default)
+{
+	char *doc = slurp("tests/simgpu/README.md");
+	DIR *d = opendir("tests/simgpu");
+	cr_assert_not_null(d);
+	int seen = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		if (len < 3 || strcmp(e->d_name + len - 2, ".c"))
+			continue;
+		char path[300];
+		snprintf(path, sizeof(path), "tests/simgpu/%s", e->d_name);
+		char *src = slurp(path);
+		for (char *p = strstr(src, "\"SIMGPU_"); p; p = strstr(p + 1, "\"SIMGPU_")) {
+			size_t n = strspn(p + 1, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789");
+			char row[96];
+			snprintf(row, sizeof(row), "| `%.*s` | ", (int)n, p + 1);
+			const char *r = strstr(doc, row);
+			cr_expect_not_null(r, "tests/simgpu/README.md's table lacks %.*s", (int)n, p + 1);
+			seen++;
+			if (r && p - src > 11 && !strncmp(p - 11, "env_double(", 11)) {
+				double want = strtod(p + 1 + n + 2, NULL), got = strtod(r + strlen(row), NULL);
+				cr_expect_eq(got, want, "tests/simgpu/README.md gives %.*s the default %g, the code %g", (int)n,
+					     p + 1, got, want);
+			}
+		}
+		free(src);
+	}
+	closedir(d);
+	cr_expect_geq(seen, 5);
 	free(doc);
 }
