@@ -63,18 +63,22 @@ Test(docs, readme_lists_every_config_variable)
 	free(readme);
 }
 
+/* `name`, in backquotes as the docs write code, occurs in text. */
+static int names(const char *text, const char *name)
+{
+	char want[128];
+	snprintf(want, sizeof(want), "`%s`", name);
+	return strstr(text, want) != NULL;
+}
+
 Test(docs, trace_format_lists_every_kind_and_field)
 {
 	char *doc = slurp("docs/trace-format.md");
-	char want[64];
-	for (int k = 1; k < SP_K__COUNT; k++) {
-		snprintf(want, sizeof(want), "`%s`", sp_kind_name[k]);
-		cr_expect_not_null(strstr(doc, want), "docs/trace-format.md does not describe kind %s", want);
-	}
-	for (int f = 0; f < SP_F__COUNT; f++) {
-		snprintf(want, sizeof(want), "`%s`", sp_field_name[f]);
-		cr_expect_not_null(strstr(doc, want), "docs/trace-format.md does not describe field %s", want);
-	}
+	for (int k = 1; k < SP_K__COUNT; k++)
+		cr_expect(names(doc, sp_kind_name[k]), "docs/trace-format.md does not describe kind `%s`", sp_kind_name[k]);
+	for (int f = 0; f < SP_F__COUNT; f++)
+		cr_expect(names(doc, sp_field_name[f]), "docs/trace-format.md does not describe field `%s`",
+			  sp_field_name[f]);
 	free(doc);
 }
 
@@ -174,19 +178,15 @@ Test(docs, cli_names_every_field_and_feature_of_info_json)
 	struct sp_json *f = sp_json_path(j, "files.0");
 	cr_assert(f && f->type == SPJ_OBJ, "%s", r.out);
 	char *doc = slurp("docs/cli.md");
-	char want[128];
-	for (size_t i = 0; i < f->n; i++) {
-		snprintf(want, sizeof(want), "`%s`", f->kids[i].key);
-		cr_expect_not_null(strstr(doc, want), "docs/cli.md does not describe info --json's %s", want);
-	}
+	for (size_t i = 0; i < f->n; i++)
+		cr_expect(names(doc, f->kids[i].key), "docs/cli.md does not describe info --json's `%s`", f->kids[i].key);
 	struct sp_json *feat = sp_json_get(f, "features");
 	cr_assert(feat && feat->type == SPJ_ARR && feat->n >= 4, "%s", r.out);
 	char *row = table_row(doc, "features");
 	cr_assert_not_null(row, "docs/cli.md has no row for `features`");
-	for (size_t i = 0; i < feat->n; i++) {
-		snprintf(want, sizeof(want), "`%s`", feat->kids[i].str);
-		cr_expect_not_null(strstr(row, want), "docs/cli.md's `features` row lacks %s: %s", want, row);
-	}
+	for (size_t i = 0; i < feat->n; i++)
+		cr_expect(names(row, feat->kids[i].str), "docs/cli.md's `features` row lacks `%s`: %s", feat->kids[i].str,
+			  row);
 	free(row);
 	free(doc);
 	sp_json_free(j);
@@ -211,14 +211,10 @@ Test(docs, cli_dump_table_lists_every_kind_with_its_fields)
 		cr_expect_not_null(row, "docs/cli.md's dump table has no row for the kind `%s`", sp_kind_name[k]);
 		if (!row)
 			continue;
-		char want[64];
-		for (int fld = 0; fld < SP_F__COUNT; fld++) {
-			if (!(sp_kind_mask[k] & (1ull << fld)))
-				continue;
-			snprintf(want, sizeof(want), "`%s`", sp_field_name[fld]);
-			cr_expect_not_null(strstr(row, want), "docs/cli.md's dump row of `%s` lacks its field %s: %s",
-					   sp_kind_name[k], want, row);
-		}
+		for (int fld = 0; fld < SP_F__COUNT; fld++)
+			cr_expect(!(sp_kind_mask[k] & (1ull << fld)) || names(row, sp_field_name[fld]),
+				  "docs/cli.md's dump row of `%s` lacks its field `%s`: %s", sp_kind_name[k], sp_field_name[fld],
+				  row);
 		free(row);
 	}
 	free(doc);
@@ -251,22 +247,21 @@ Test(docs, definitions_lists_every_threshold_with_its_default)
 
 Test(docs, input_capture_names_every_wrapped_libc_function)
 {
-	static const char *const names[] = {
+	static const char *const fns[] = {
 #define SP_API_IO(name, ...) #name,
 #include "stepprof/api_io.def"
 #include "stepprof/api_io_late.def"
 #undef SP_API_IO
 	};
 	char *doc = slurp("docs/input-capture.md");
-	char want[64], stem[64];
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		snprintf(want, sizeof(want), "`%s`", names[i]);
+	char stem[64];
+	for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
 		/* `stat64` and the like: documented as "their *64 names" of `stat` */
-		size_t n = strlen(names[i]);
-		snprintf(stem, sizeof(stem), "`%.*s`", (int)(n > 2 ? n - 2 : n), names[i]);
-		int is64 = n > 2 && !strcmp(names[i] + n - 2, "64");
-		cr_expect(strstr(doc, want) || (is64 && strstr(doc, stem)),
-			  "docs/input-capture.md does not name the wrapped function %s", want);
+		size_t n = strlen(fns[i]);
+		snprintf(stem, sizeof(stem), "%.*s", (int)(n > 2 ? n - 2 : n), fns[i]);
+		int is64 = n > 2 && !strcmp(fns[i] + n - 2, "64");
+		cr_expect(names(doc, fns[i]) || (is64 && names(doc, stem)),
+			  "docs/input-capture.md does not name the wrapped function `%s`", fns[i]);
 	}
 	free(doc);
 }
