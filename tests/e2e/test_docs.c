@@ -302,3 +302,56 @@ Test(docs, simgpu_readme_lists_every_variable_with_its_default)
 	cr_expect_geq(seen, 5);
 	free(doc);
 }
+
+/* The bullet of docs/cli.md's "Field values by type" that starts with `head`, on one line (malloc'd). */
+static char *type_bullet(const char *doc, const char *head)
+{
+	const char *sec = strstr(doc, "Field values by type:");
+	cr_assert_not_null(sec, "docs/cli.md has no \"Field values by type:\" list");
+	char want[64];
+	snprintf(want, sizeof(want), "\n- %s", head);
+	const char *b = strstr(sec, want);
+	cr_assert_not_null(b, "docs/cli.md's \"Field values by type\" has no bullet \"%s\"", head);
+	const char *e = strstr(b + 1, "\n- "), *para = strstr(b + 1, "\n\n");
+	if (!e || (para && para < e))
+		e = para;
+	char *copy = strndup(b + 1, e ? (size_t)(e - b - 1) : strlen(b + 1)), *w = copy;
+	for (const char *r = copy; *r; r++) /* a line break and its indent: one blank */
+		if (!isspace((unsigned char)*r) || (w > copy && w[-1] != ' '))
+			*w++ = isspace((unsigned char)*r) ? ' ' : *r;
+	*w = 0;
+	return copy;
+}
+
+/* An enumeration's values as docs/cli.md writes them: `none|h2d|...`. */
+static void expect_enum(const char *bullet, const char *field, const char *const *vals, int n)
+{
+	char want[160];
+	int len = snprintf(want, sizeof(want), "`%s` `", field);
+	for (int i = 0; i < n; i++)
+		len += snprintf(want + len, sizeof(want) - (size_t)len, "%s%s", i ? "|" : "", vals[i]);
+	snprintf(want + len, sizeof(want) - (size_t)len, "`");
+	cr_expect_not_null(strstr(bullet, want), "docs/cli.md does not give %s's values as %s: %s", field, want, bullet);
+}
+
+Test(docs, cli_dump_gives_every_field_its_json_type)
+{
+	char *doc = slurp("docs/cli.md");
+	static const char *const head[] = {[SP_T_U] = "unsigned",      [SP_T_I] = "signed",
+					   [SP_T_HEX] = "pointers",     [SP_T_STR] = "strings",
+					   [SP_T_DIR] = "enumerations", [SP_T_HOSTMEM] = "enumerations",
+					   [SP_T_FDTYPE] = "enumerations", [SP_T_SOURCE] = "enumerations"};
+	for (int f = 0; f < SP_F__COUNT; f++) {
+		char *b = type_bullet(doc, head[sp_field_type[f]]);
+		cr_expect(names(b, sp_field_name[f]), "docs/cli.md's \"%s\" bullet lacks the field `%s`: %s",
+			  head[sp_field_type[f]], sp_field_name[f], b);
+		free(b);
+	}
+	char *b = type_bullet(doc, "enumerations");
+	expect_enum(b, "direction", sp_dir_name, SP_DIR__COUNT);
+	expect_enum(b, "host_memory", sp_hostmem_name, SP_HOSTMEM__COUNT);
+	expect_enum(b, "fd_type", sp_fdtype_name, SP_FDTYPE__COUNT);
+	expect_enum(b, "source", sp_source_name, SP_SOURCE__COUNT);
+	free(b);
+	free(doc);
+}
