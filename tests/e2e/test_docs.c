@@ -6,7 +6,8 @@
  * `stepprof --help` with every option of its own --help, every field and
  * feature of `info --json`, every kind of `dump` with its fields, and every
  * threshold of findings.def with its default; every wrapped libc function in
- * docs/input-capture.md; every SIMGPU_* variable in tests/simgpu/README.md.
+ * docs/input-capture.md; every SIMGPU_* variable in tests/simgpu/README.md;
+ * every member of `analyze --json` in docs/analysis-json.md.
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
@@ -93,6 +94,23 @@ static int run_stepprof(struct sp_t_result *r, const char *a1, const char *a2, c
 	return st;
 }
 
+/* A new trace of pid 4242 at <a fresh directory>/t.sptrace; *dir is that directory (malloc'd). */
+static struct sp_tg *new_trace(char **dir, char *path, size_t len)
+{
+	*dir = sp_t_tmpdir("docs");
+	snprintf(path, len, "%s/t.sptrace", *dir);
+	return sp_tg_create(path, 4242, 1, 0);
+}
+
+/* `stepprof VERB --json OPERAND`, which must succeed, parsed; r keeps the output. */
+static struct sp_json *json_of(struct sp_t_result *r, const char *verb, const char *operand)
+{
+	cr_assert_eq(run_stepprof(r, verb, "--json", operand), 0, "%s", r->err);
+	struct sp_json *j = sp_json_parse(r->out);
+	cr_assert_not_null(j, "%s", r->out);
+	return j;
+}
+
 /* The table row of docs/cli.md whose first cell names `name` (a malloc'd line), or NULL. */
 static char *table_row(const char *doc, const char *name)
 {
@@ -163,18 +181,14 @@ Test(docs, cli_names_every_verb_and_each_of_its_options)
 
 Test(docs, cli_names_every_field_and_feature_of_info_json)
 {
-	char *dir = sp_t_tmpdir("docs-info");
-	char path[512];
-	snprintf(path, sizeof(path), "%s/t.sptrace", dir);
-	struct sp_tg *g = sp_tg_create(path, 4242, 1, 0);
+	char *dir, path[512];
+	struct sp_tg *g = new_trace(&dir, path, sizeof(path));
 	uint32_t nm = sp_tg_intern(g, "m");
 	SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, 1000, 1000, {SP_F_NAME, nm});
 	sp_tg_header(g)->features = ~0u; /* every feature this build can name */
 	cr_assert_eq(sp_tg_finish(g), 0);
 	struct sp_t_result r;
-	cr_assert_eq(run_stepprof(&r, "info", "--json", path), 0, "%s", r.err);
-	struct sp_json *j = sp_json_parse(r.out);
-	cr_assert_not_null(j, "%s", r.out);
+	struct sp_json *j = json_of(&r, "info", path);
 	struct sp_json *f = sp_json_path(j, "files.0");
 	cr_assert(f && f->type == SPJ_OBJ, "%s", r.out);
 	char *doc = slurp("docs/cli.md");
@@ -354,4 +368,54 @@ Test(docs, cli_dump_gives_every_field_its_json_type)
 	expect_enum(b, "source", sp_source_name, SP_SOURCE__COUNT);
 	free(b);
 	free(doc);
+}
+
+/* ----------------------- docs/analysis-json.md against analyze --json */
+
+/* Every member of each object at `paths` in j is named in doc. */
+static void expect_members_named(const char *doc, const struct sp_json *j, const char *const *paths, size_t n)
+{
+	for (size_t p = 0; p < n; p++) {
+		const struct sp_json *o = *paths[p] ? sp_json_path(j, paths[p]) : j;
+		cr_assert(o && o->type == SPJ_OBJ, "analyze --json has no object at \"%s\"", paths[p]);
+		for (size_t i = 0; i < o->n; i++) {
+			char arr[96]; /* an array is documented as `name[]` */
+			snprintf(arr, sizeof(arr), "%s[]", o->kids[i].key);
+			cr_expect(names(doc, o->kids[i].key) || names(doc, arr),
+				  "docs/analysis-json.md does not describe %s%s`%s`", paths[p], *paths[p] ? "." : "",
+				  o->kids[i].key);
+		}
+	}
+}
+
+/* A trainer of 12 steps of 10 ms, each with a 5 ms pageable H2D copy: unpinned_copy fires. */
+Test(docs, analysis_json_describes_every_member_analyze_writes)
+{
+	char *dir, path[512];
+	struct sp_tg *g = new_trace(&dir, path, sizeof(path));
+	uint32_t k = sp_tg_intern(g, "gemm");
+	for (uint64_t i = 0; i < 12; i++) {
+		uint64_t t = 1000000000 + i * 10000000;
+		SP_TG_ADD(g, 4242, SP_K_STEP, SP_API_stepprof_step, t, t, {SP_F_VALUE, i});
+		SP_TG_ADD(g, 4242, SP_K_COPY, SP_API_cudaMemcpy, t + 1000, t + 5001000, {SP_F_DIRECTION, SP_DIR_H2D},
+			  {SP_F_BYTES, 4 << 20}, {SP_F_OP, 2 * i + 1}, {SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE});
+		SP_TG_ADD(g, 4242, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 5002000, t + 5003000, {SP_F_NAME, k},
+			  {SP_F_OP, 2 * i + 2});
+		SP_TG_ADD(g, 4242, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 5004000, t + 9000000);
+		SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, 0, t + 1000, t + 5000000, {SP_F_OP, 2 * i + 1});
+		SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, 0, t + 5003000, t + 9000000, {SP_F_OP, 2 * i + 2});
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct sp_t_result r;
+	struct sp_json *j = json_of(&r, "analyze", dir);
+	cr_assert_str_eq(sp_json_str(j, "findings.0.kind"), "unpinned_copy", "%s", r.out);
+	char *doc = slurp("docs/analysis-json.md");
+	static const char *const paths[] = {"",		  "processes.0", "iterations.0",      "summary",
+					    "findings.0", "ranks.0",	    "findings.0.evidence"};
+	expect_members_named(doc, j, paths, sizeof(paths) / sizeof(paths[0]));
+	free(doc);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
 }
