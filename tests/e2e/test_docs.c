@@ -419,3 +419,22 @@ Test(docs, analysis_json_describes_every_member_analyze_writes)
 	sp_t_rmrf(dir);
 	free(dir);
 }
+
+/* ------------------------------------------------ README's list of pages */
+
+Test(docs, readme_lists_every_docs_page)
+{
+	char *readme = slurp("README.md");
+	DIR *d = opendir("docs");
+	cr_assert_not_null(d);
+	for (struct dirent *e; (e = readdir(d));) {
+		size_t len = strlen(e->d_name);
+		if (len < 4 || strcmp(e->d_name + len - 3, ".md"))
+			continue;
+		char want[300];
+		snprintf(want, sizeof(want), "- `docs/%s` — ", e->d_name);
+		cr_expect_not_null(strstr(readme, want), "README.md's Documentation list lacks docs/%s", e->d_name);
+	}
+	closedir(d);
+	free(readme);
+}
