@@ -7,7 +7,8 @@
  * feature of `info --json`, every kind of `dump` with its fields, and every
  * threshold of findings.def with its default; every wrapped libc function in
  * docs/input-capture.md; every SIMGPU_* variable in tests/simgpu/README.md;
- * every member of `analyze --json` in docs/analysis-json.md.
+ * every member of `analyze --json` in docs/analysis-json.md; every docs/ page
+ * in the README's list.
  */
 #include <criterion/criterion.h>
 #include <ctype.h>
