@@ -38,7 +38,7 @@ static const struct verb verbs[] = {
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stepprof <verb> [options] [operands]\n"
-		   "       stepprof <verb> --help | --help | --version\n\n"
+		   "       stepprof <verb> --help | stepprof help <verb> | --help | --version\n\n"
 		   "A profiler for GPU training jobs: capture with LD_PRELOAD=libstepprof.so, then\n"
 		   "ask where each iteration's time went.\n\nverbs:\n");
 	for (size_t i = 0; i < NVERBS; i++)

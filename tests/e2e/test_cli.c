@@ -133,6 +133,7 @@ Test(cli, help_version_and_usage_errors)
 	struct sp_t_result r;
 	cr_assert_eq(stepprof(&r, "--help", NULL), 0);
 	cr_assert(strstr(r.out, "usage: stepprof"));
+	cr_assert(strstr(r.out, "stepprof help <verb>"), "--help names `help <verb>`, docs/cli.md's way too: %s", r.out);
 	const char *verbs[] = {"analyze", "run", "info", "dump"};
 	for (int i = 0; i < 4; i++)
 		cr_assert(strstr(r.out, verbs[i]), "--help lists %s", verbs[i]);
