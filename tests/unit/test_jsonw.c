@@ -222,15 +222,23 @@ Test(jsonw, escaping_exact_text)
 	free(m.buf);
 }
 
-Test(jsonw, invalid_utf8_becomes_replacement_character)
+/* One compact JSON string value of s, as jw_str writes it (the caller frees). */
+static char *json_string_of(const char *s)
 {
 	struct membuf m;
 	struct jsonw w;
 	mb_open(&m);
 	jw_init(&w, m.f, 0);
-	/* valid é, a lone continuation byte, an overlong '/', a truncated 3-byte sequence, valid emoji */
-	jw_str(&w, "\xc3\xa9|\x80|\xc0\xaf|\xe2\x82|\xf0\x9f\x98\x80");
+	jw_str(&w, s);
 	mb_close(&m);
+	return m.buf;
+}
+
+Test(jsonw, invalid_utf8_becomes_replacement_character)
+{
+	struct membuf m;
+	/* valid é, a lone continuation byte, an overlong '/', a truncated 3-byte sequence, valid emoji */
+	m.buf = json_string_of("\xc3\xa9|\x80|\xc0\xaf|\xe2\x82|\xf0\x9f\x98\x80");
 	cr_assert_str_eq(
 	    m.buf, "\"\xc3\xa9|\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xef\xbf\xbd\xef\xbf\xbd|\xf0\x9f\x98\x80\"\n");
 	struct sp_json *j = sp_json_parse(m.buf);
@@ -243,11 +251,7 @@ Test(jsonw, invalid_utf8_becomes_replacement_character)
 Test(jsonw, c1_controls_are_escaped_other_characters_kept)
 {
 	struct membuf m;
-	struct jsonw w;
-	mb_open(&m);
-	jw_init(&w, m.f, 0);
-	jw_str(&w, "a\xc2\x9b[2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc3\xa9");
-	mb_close(&m);
+	m.buf = json_string_of("a\xc2\x9b[2Jb\xc2\x80\xc2\x9f\xc2\xa0\xc3\xa9");
 	cr_assert_str_eq(m.buf, "\"a\\u009b[2Jb\\u0080\\u009f\xc2\xa0\xc3\xa9\"\n");
 	struct sp_json *j = sp_json_parse(m.buf);
 	cr_assert_not_null(j);
