@@ -5,7 +5,8 @@
  *   1. the reader's state (header copy, string table, chunk index, streams,
  *      a min-heap that merges the streams by begin time),
  *   2. open: header checks (foreign, newer major, geometry), the keep area
- *      (strings and kept records), the ring's chunk index,
+ *      (strings and kept records), the ring's chunk index (16 bytes a chunk:
+ *      the one part of the reader's memory that grows with the file),
  *   3. streams: one per (pid, tid), its chunks in seq order, one chunk buffer,
  *   4. next/string/stats/close.
  *
@@ -427,8 +428,8 @@ static int is_zero(const void *p, size_t n)
  * A chunk's seq as a 32-bit key: the distance from the header's ring_next_seq,
  * seq - ring_next_seq + 2^31, clamped to [0, 2^32 - 1]. Non-decreasing in seq,
  * so the order of any two chunks is the order of their seqs, or a tie (broken
- * by ring position) when both lie more than 2^31 chunks (128 TiB of 64 KiB
- * chunks) before the counter, or 2^31 past it: a damaged seq or counter can
+ * by ring position) when both lie 2^31 chunks or more (128 TiB of 64 KiB
+ * chunks) from the counter, on the same side: a damaged seq or counter can
  * misplace a chunk, never make the sort loop or the reader fail.
  */
 static uint32_t seq_key(uint64_t seq, uint64_t next)
