@@ -44,18 +44,29 @@ struct str_ent {
 };
 
 /*
- * One ring chunk to read: 16 bytes. The index is the one part of the reader's
- * memory that grows with the file (a 1.6 GB trace of 50 M records has 24,400
- * chunks: 390 KB), so it holds no more than the order needs: the thread as an
- * index into the file's table of (pid, tid), the seq as a 32-bit key relative
- * to the header's ring_next_seq (seq_key), the ring position as 32 bits.
+ * A run of ring chunks to read: 16 bytes. The index is the one part of the
+ * reader's memory that grows with the file, so it holds no more than the order
+ * needs: the thread as an index into the file's table of (pid, tid), the seq as
+ * a 32-bit key relative to the header's ring_next_seq (seq_key), the ring
+ * position as 32 bits. One entry holds up to RUN_MAX chunks of one thread at
+ * consecutive positions with consecutive seqs, all full but the last: what a
+ * process with one busy thread leaves (a data loader worker's file: one entry
+ * per 64 MiB). Threads that take turns (a trainer's launches and GPU spans) take
+ * one entry a chunk: 16 bytes, 390 KB for a 1.6 GB trace of 50 M records.
  */
 struct chunk_ref {
-	uint32_t thread;     /* index into the thread table; once sorted, the rank of its (pid, tid) */
-	uint32_t order;	     /* seq_key(seq) */
-	uint32_t pos;	     /* ring position */
-	uint32_t nslots_cut; /* record slots to read, min(used, what the file holds), << 1; | 1: cut short */
+	uint32_t thread; /* index into the thread table; once sorted, the rank of its (pid, tid) */
+	uint32_t order;	 /* seq_key(seq) of the first chunk */
+	uint32_t pos;	 /* ring position of the first chunk */
+	uint32_t run;	 /* RUN_SLOTS: record slots to read in the last chunk, min(used, what the
+			    file holds); RUN_CUT: the file ends inside it; >> RUN_SHIFT: chunks - 1 */
 };
+#define RUN_SLOT_BITS 21u /* a chunk's record slots: < MAX_CHUNK_SIZE / SP_SLOT_SIZE */
+#define RUN_SLOTS     ((1u << RUN_SLOT_BITS) - 1)
+#define RUN_CUT	      (1u << RUN_SLOT_BITS)
+#define RUN_SHIFT     (RUN_SLOT_BITS + 1)
+#define RUN_MAX	      (1u << (32 - RUN_SHIFT)) /* 1024 chunks: 64 MiB of 64 KiB chunks */
+_Static_assert(MAX_CHUNK_SIZE / SP_SLOT_SIZE <= RUN_SLOTS + 1, "a chunk's slot count fits RUN_SLOTS");
 
 /* The (pid, tid) of the ring's chunks while they are indexed, hashed: thousands of threads stay fast. */
 struct thread_ent {
@@ -72,7 +83,8 @@ struct thread_tab {
 struct stream {
 	int32_t pid, tid;
 	size_t first, count; /* range of r->chunks, seq order; count 0 for the keep stream */
-	size_t next;	     /* next chunk to load */
+	size_t next;	     /* next entry of r->chunks to load from */
+	uint32_t sub;	     /* its next chunk, from 0 */
 	struct sp_slot *buf; /* current chunk's record slots (or the kept records) */
 	uint32_t nslots, off;
 	int cut;  /* the current chunk was cut short by the end of the file */
@@ -603,6 +615,20 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 		}
 		if (!used)
 			continue;
+		uint32_t t = thread_find(tt, ch.pid, ch.tid);
+		if (t == UINT32_MAX)
+			return -1;
+		uint32_t key = seq_key(ch.seq, h->ring_next_seq);
+		struct chunk_ref *last = r->nchunks ? &r->chunks[r->nchunks - 1] : NULL;
+		if (last && last->thread == t && (last->run & (RUN_SLOTS | RUN_CUT)) == r->chunk_slots) {
+			/* the next chunk of the previous entry's run: its position and seq follow */
+			uint32_t more = (last->run >> RUN_SHIFT) + 1;
+			if (more < RUN_MAX && (uint64_t)last->pos + more == pos &&
+			    (uint64_t)last->order + more == key && key != UINT32_MAX) {
+				last->run = more << RUN_SHIFT | used | (cut ? RUN_CUT : 0);
+				continue;
+			}
+		}
 		if (r->nchunks == cap) {
 			/* more chunks than handed out: a damaged counter */
 			struct chunk_ref *n = realloc(r->chunks, 2 * cap * sizeof(*n));
@@ -611,13 +637,8 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 			r->chunks = n;
 			cap *= 2;
 		}
-		uint32_t t = thread_find(tt, ch.pid, ch.tid);
-		if (t == UINT32_MAX)
-			return -1;
-		r->chunks[r->nchunks++] = (struct chunk_ref){.thread = t,
-							     .order = seq_key(ch.seq, h->ring_next_seq),
-							     .pos = (uint32_t)pos,
-							     .nslots_cut = used << 1 | (uint32_t)cut};
+		r->chunks[r->nchunks++] = (struct chunk_ref){
+		    .thread = t, .order = key, .pos = (uint32_t)pos, .run = used | (cut ? RUN_CUT : 0)};
 	}
 	if (r->nchunks < cap) {
 		struct chunk_ref *n = realloc(r->chunks, (r->nchunks ? r->nchunks : 1) * sizeof(*n));
@@ -789,18 +810,22 @@ const char *sp_reader_path(const struct sp_reader *r)
 static int stream_load(struct sp_reader *r, struct stream *s)
 {
 	while (s->next < s->first + s->count) {
-		const struct chunk_ref *c = &r->chunks[s->next++];
-		uint32_t want = c->nslots_cut >> 1;
+		const struct chunk_ref *c = &r->chunks[s->next];
+		uint32_t k = s->sub, last = k == c->run >> RUN_SHIFT;
+		s->sub = last ? 0 : k + 1;
+		s->next += last;
+		uint32_t want = last ? c->run & RUN_SLOTS : r->chunk_slots;
 		if (!s->buf) {
 			s->buf = malloc((size_t)r->chunk_slots * SP_SLOT_SIZE);
 			if (!s->buf)
 				return 0;
 		}
-		uint64_t off = r->ring_off + (uint64_t)c->pos * r->hdr.chunk_size + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE;
+		uint64_t off =
+		    r->ring_off + ((uint64_t)c->pos + k) * r->hdr.chunk_size + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE;
 		size_t got = pread_full(r->fd, s->buf, (size_t)want * SP_SLOT_SIZE, off);
 		s->nslots = (uint32_t)(got / SP_SLOT_SIZE);
 		s->off = 0;
-		s->cut = c->nslots_cut & 1;
+		s->cut = last && (c->run & RUN_CUT);
 		if (s->nslots < want) {
 			r->st.truncated = 1; /* the file shrank since open */
 			s->cut = 1;
