@@ -5,8 +5,8 @@
  *   1. the reader's state (header copy, string table, chunk index, streams,
  *      a min-heap that merges the streams by begin time),
  *   2. open: header checks (foreign, newer major, geometry), the keep area
- *      (strings and kept records), the ring's chunk index (16 bytes a chunk:
- *      the one part of the reader's memory that grows with the file),
+ *      (strings and kept records), the ring's chunk index (at most 16 bytes a
+ *      chunk: the one part of the reader's memory that grows with the file),
  *   3. streams: one per (pid, tid), its chunks in seq order, one chunk buffer,
  *   4. next/string/stats/close.
  *
