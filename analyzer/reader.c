@@ -504,43 +504,54 @@ static int thread_cmp(const void *a, const void *b)
 	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-/* Stream order: by thread, its chunks by seq; the position last (equal keys: a damaged file). */
-static int ref_less(const struct chunk_ref *a, const struct chunk_ref *b)
+/*
+ * Move element i of a binary heap of n elements of `size` bytes (at most 16)
+ * down to its place, `above(a, b)` saying that a belongs above b. Shared by the
+ * chunk index's heapsort and the merge's min-heap; always inlined, so `above`
+ * and `size` are constants there and the merge's hot path makes no indirect call.
+ */
+static inline __attribute__((always_inline)) void sift_down(void *base, size_t size, size_t n, size_t i,
+							    int (*above)(const void *, const void *))
 {
-	if (a->thread != b->thread)
-		return a->thread < b->thread;
-	if (a->order != b->order)
-		return a->order < b->order;
-	return a->pos < b->pos;
+	char *v = base, t[16];
+	for (;;) {
+		size_t l = 2 * i + 1, m = i;
+		if (l < n && above(v + l * size, v + m * size))
+			m = l;
+		if (l + 1 < n && above(v + (l + 1) * size, v + m * size))
+			m = l + 1;
+		if (m == i)
+			return;
+		memcpy(t, v + i * size, size);
+		memcpy(v + i * size, v + m * size, size);
+		memcpy(v + m * size, t, size);
+		i = m;
+	}
 }
 
-static void ref_sift(struct chunk_ref *v, size_t i, size_t n)
+/* Stream order, greatest on top of the sort's heap: by thread, its chunks by seq, the position last (a damaged file).
+ */
+static int ref_after(const void *x, const void *y)
 {
-	for (;;) {
-		size_t c = 2 * i + 1;
-		if (c >= n)
-			return;
-		if (c + 1 < n && ref_less(&v[c], &v[c + 1]))
-			c++;
-		if (!ref_less(&v[i], &v[c]))
-			return;
-		struct chunk_ref t = v[i];
-		v[i] = v[c];
-		v[c] = t;
-		i = c;
-	}
+	const struct chunk_ref *a = x, *b = y;
+	if (a->thread != b->thread)
+		return a->thread > b->thread;
+	if (a->order != b->order)
+		return a->order > b->order;
+	return a->pos > b->pos;
 }
 
 /* RATIONALE: heapsort, in place: qsort (glibc's merge sort) would take a second index's worth of memory. */
 static void sort_refs(struct chunk_ref *v, size_t n)
 {
+	_Static_assert(sizeof(*v) <= 16, "sift_down swaps through 16 bytes");
 	for (size_t i = n / 2; i-- > 0;)
-		ref_sift(v, i, n);
+		sift_down(v, sizeof(*v), n, i, ref_after);
 	for (size_t end = n; end-- > 1;) {
 		struct chunk_ref t = v[0];
 		v[0] = v[end];
 		v[end] = t;
-		ref_sift(v, 0, end);
+		sift_down(v, sizeof(*v), end, 0, ref_after);
 	}
 }
 
@@ -944,27 +955,16 @@ static int stream_advance(struct sp_reader *r, struct stream *s)
 }
 
 /* The heap holds (key, stream) pairs: comparisons touch no stream. Ties: lower stream first. */
-static int heap_less(const struct heap_ent *a, const struct heap_ent *b)
+static int heap_less(const void *x, const void *y)
 {
+	const struct heap_ent *a = x, *b = y;
 	return a->key != b->key ? a->key < b->key : a->idx < b->idx;
 }
 
 static void heap_down(struct sp_reader *r, size_t i)
 {
-	struct heap_ent *h = r->heap;
-	for (;;) {
-		size_t l = 2 * i + 1, m = i;
-		if (l < r->nheap && heap_less(&h[l], &h[m]))
-			m = l;
-		if (l + 1 < r->nheap && heap_less(&h[l + 1], &h[m]))
-			m = l + 1;
-		if (m == i)
-			return;
-		struct heap_ent t = h[i];
-		h[i] = h[m];
-		h[m] = t;
-		i = m;
-	}
+	_Static_assert(sizeof(*r->heap) <= 16, "sift_down swaps through 16 bytes");
+	sift_down(r->heap, sizeof(*r->heap), r->nheap, i, heap_less);
 }
 
 static void heap_up(struct sp_reader *r, size_t i)
