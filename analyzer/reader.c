@@ -529,8 +529,7 @@ static inline __attribute__((always_inline)) void sift_down(void *base, size_t s
 	}
 }
 
-/* Stream order, greatest on top of the sort's heap: by thread, its chunks by seq, the position last (a damaged file).
- */
+/* The sort's order (greatest on top): by thread, by seq, then by position (equal seqs: a damaged file). */
 static int ref_after(const void *x, const void *y)
 {
 	const struct chunk_ref *a = x, *b = y;
@@ -557,9 +556,9 @@ static void sort_refs(struct chunk_ref *v, size_t n)
 
 /*
  * Index the ring: one pread of a chunk header per position the file holds. The
- * index is sized at once from the chunks the header says were handed out (an
- * upper bound unless the counter is damaged; pages never written take no
- * memory), so it does not grow by copies; the threads get their (pid, tid)
+ * index is sized at once from the chunks the header says were handed out, up
+ * to 2^20 (an upper bound unless the counter is damaged; pages never written
+ * take no memory), so it does not grow by copies; the threads get their (pid, tid)
  * order as ranks and the index is sorted in place.
  */
 static int index_ring(struct sp_reader *r, struct thread_tab *tt)
@@ -641,7 +640,7 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 			}
 		}
 		if (r->nchunks == cap) {
-			/* more chunks than handed out: a damaged counter */
+			/* more than 2^20 chunks, or more than handed out (a damaged counter) */
 			struct chunk_ref *n = realloc(r->chunks, 2 * cap * sizeof(*n));
 			if (!n)
 				return -1;
