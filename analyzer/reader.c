@@ -570,12 +570,7 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 	uint64_t in_file = r->fsize > r->ring_off ? (r->fsize - r->ring_off + h->chunk_size - 1) / h->chunk_size : 0;
 	if (in_file < handed)
 		r->st.truncated = 1;
-	uint64_t npos = in_file < h->ring_chunks ? in_file : h->ring_chunks;
-	if (npos > UINT32_MAX) {
-		/* NOTE: positions are 32 bits: 2^32 chunks are 384 GiB even at the smallest chunk size */
-		r->st.corrupt = 1;
-		npos = UINT32_MAX;
-	}
+	uint64_t npos = in_file < h->ring_chunks ? in_file : h->ring_chunks; /* < 2^32: ring_chunks is 32 bits */
 	size_t cap = handed < npos ? handed : npos;
 	cap = cap < 16 ? 16 : cap > (1u << 20) ? (1u << 20) : cap;
 	r->chunks = malloc(cap * sizeof(*r->chunks));
