@@ -595,6 +595,21 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 			 */
 			if (pos >= handed)
 				break;
+			/*
+			 * Before the counter (damaged, or chunks that were never written):
+			 * skip a hole of the file to its next data at once, so that a sparse
+			 * file whose header claims billions of chunks is not read header by
+			 * header. A hole reads as zeros; where SEEK_DATA is not supported the
+			 * whole file is data and nothing is skipped.
+			 */
+			uint64_t next = pos + 1;
+			off_t d = lseek(r->fd, (off_t)(off + sizeof(ch)), SEEK_DATA);
+			if (d < 0 && errno == ENXIO)
+				next = npos - 1; /* holes up to the end: the last position only (cut short?) */
+			else if (d > 0 && (uint64_t)d > off + sizeof(ch))
+				next = ((uint64_t)d - r->ring_off) / h->chunk_size;
+			if (next > pos + 1)
+				pos = next - 1;
 			continue;
 		}
 		if (ch.magic != SP_CHUNK_MAGIC || ch.state > SP_CHUNK_CLOSED) {
