@@ -3,7 +3,8 @@
  *
  * Memory is bounded and independent of the file's length: the reader keeps the
  * interned strings (bounded by the keep area), an index of the ring's chunks
- * (a few bytes per 64 KiB chunk) and one chunk buffer per thread being merged.
+ * (at most 16 bytes per 64 KiB chunk: 390 KB for a 1.6 GB trace of 50 M
+ * records) and one chunk buffer per thread being merged.
  * Every byte is untrusted: a file cut short is read up to its last whole record
  * and flagged truncated; slots that do not decode are skipped and counted as
  * corrupt; a foreign file or a newer major version is refused at open with a
