@@ -17,8 +17,9 @@
  *   SIGTERM the collector, wait for it ── it flushes its trace file
  *
  * Started through sudo, the job runs as SUDO_UID/SUDO_GID; only the collector
- * keeps root. The exit status is the job's (128+N when killed by signal N), or
- * one of the RUN_EXIT_* codes below with a one-line error on stderr.
+ * keeps root. The job's end is ours: its exit status, or death by the signal
+ * that killed it (end_like); or one of the RUN_EXIT_* codes below with a
+ * one-line error on stderr.
  *
  * Divided into: 1. usage and exit codes, 2. locating files, 3. the trace
  * directory, 4. the job child, 5. the collector, 6. waiting, 7. command_run.
@@ -34,6 +35,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -61,7 +64,7 @@ static void run_usage(FILE *to)
 		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
 		"  --no-bpf   capture input with the libc wrappers only\n"
 		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
-		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
+		"  Exit status: CMD's (killed by signal N: dies of signal N too); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
 		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
 		"  collector may take to attach, default 30), STEPPROF_* passed to the job.\n");
@@ -626,6 +629,34 @@ static int exit_code(int st)
 }
 
 /*
+ * End as the job ended: exit with its status, or die of the signal that killed
+ * it, so that our parent sees what it would have seen of CMD itself. An exit
+ * with 128+N is not the same: bash ends a script after a foreground command died
+ * of SIGINT, not after one that exited 130 (a Ctrl-C in a loop of `stepprof run`
+ * stopped one iteration only); a shell prints "Segmentation fault"; Slurm and
+ * waitpid callers record a signal. Our own core is of no use and could overwrite
+ * the job's ("core" in the same cwd): not dumpable, RLIMIT_CORE 0.
+ */
+static int end_like(int st)
+{
+	if (WIFSIGNALED(st)) {
+		int sig = WTERMSIG(st);
+		struct rlimit none = { 0, 0 };
+		prctl(PR_SET_DUMPABLE, 0);
+		setrlimit(RLIMIT_CORE, &none);
+		signal(sig, SIG_DFL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		fflush(NULL);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		raise(sig);
+		/* NOTE: still here only if sig cannot kill us; then the shell's convention. */
+	}
+	return exit_code(st);
+}
+
+/*
  * Is a thread (its /proc/.../stat) leaving: a zombie, or in the kernel's exit
  * path (PF_EXITING, 0x4, in the flags field, proc(5))? 1 also when it cannot be
  * read: then there is nothing left to warn about.
@@ -878,5 +909,5 @@ int command_run(int argc, char **argv)
 	const char *quiet = getenv("STEPPROF_QUIET");
 	if (!quiet || !*quiet || !strcmp(quiet, "0"))
 		fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
-	return exit_code(st);
+	return end_like(st);
 }

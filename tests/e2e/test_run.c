@@ -1,7 +1,7 @@
 /*
  * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
- * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
- * for a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
+ * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (and
+ * its death by a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
  * ignored ones left ignored), the default trace directory, input captured
  * whether or not BPF is available, and bad input (no command, command not
  * found, not executable, unusable -o) as one-line errors with documented codes
@@ -13,6 +13,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -86,14 +87,18 @@ Test(run, exit_status_is_the_jobs)
 	free(tmp);
 }
 
-/* stepprof run passes sig on to the job, which dies of it: status 128 + sig, long before its 30 s. */
+/*
+ * stepprof run passes sig on to the job, which traps it and exits 3 at once, long
+ * before its 30 s: what stepprof run then ends with is the job's 3. Killed by sig
+ * itself instead of forwarding, stepprof run would die of it, and the job run on.
+ */
 static void expect_forwarded(int sig)
 {
 	char *tmp = sp_t_tmpdir("run-sig");
 	char *stepprof = io_t_abs("bin/stepprof");
 	char ready[PATH_MAX + 8], script[2 * PATH_MAX];
 	snprintf(ready, sizeof(ready), "%s/ready", tmp);
-	snprintf(script, sizeof(script), "touch '%s'; exec /bin/sleep 30", ready);
+	snprintf(script, sizeof(script), "trap 'kill $! 2>/dev/null; exit 3' %d; touch '%s'; sleep 30 & wait", sig, ready);
 	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", script, NULL };
 	pid_t pid;
 	setenv("STEPPROF_QUIET", "1", 1); /* this test's own process: no closing line */
@@ -108,8 +113,9 @@ static void expect_forwarded(int sig)
 	cr_assert_eq(kill(pid, sig), 0);
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_expect(WIFEXITED(st), "stepprof run itself was killed instead of forwarding");
-	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "signal %d: status %d", sig, WEXITSTATUS(st));
+	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d) instead of forwarding",
+		  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 3, "signal %d: status %d, not the job's trap's", sig, WEXITSTATUS(st));
 	cr_expect_lt(time(NULL) - t0, 20, "the job did not get the signal (it ran its 30 s)");
 	free(stepprof);
 	sp_t_rmrf(tmp);
@@ -733,13 +739,14 @@ static pid_t run_during_a_slow_attach(const char *tmp, posix_spawnattr_t *attr, 
 	return pid;
 }
 
-/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once; the collector was stopped. */
+/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once, and so did stepprof run after
+ * stopping the collector. */
 static void expect_ended_by(const char *tmp, pid_t pid, int sig, time_t t0)
 {
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "status %d: the job did not die of signal %d", WEXITSTATUS(st), sig);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sig, "stepprof run %s %d: the job did not die of signal %d",
+		  WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), sig);
 	cr_expect_lt(time(NULL) - t0, 10, "it took the 30 s attach timeout");
 	char f[PATH_MAX + 32];
 	snprintf(f, sizeof(f), "%s/collector-stopped", tmp);
@@ -876,7 +883,7 @@ Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 	free(tmp);
 }
 
-/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its status. */
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its wait status. */
 static int run_with_stderr_closed(const char *dir, const char *script)
 {
 	char *stepprof = io_t_abs("bin/stepprof");
@@ -904,8 +911,7 @@ static int run_with_stderr_closed(const char *dir, const char *script)
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
 	free(stepprof);
-	cr_assert(WIFEXITED(st), "stepprof run was killed by signal %d", WTERMSIG(st));
-	return WEXITSTATUS(st);
+	return st;
 }
 
 /*
@@ -916,9 +922,10 @@ static int run_with_stderr_closed(const char *dir, const char *script)
 Test(run, a_closed_stderr_does_not_change_the_exit_status, .timeout = 30)
 {
 	char *tmp = sp_t_tmpdir("run-epipe");
-	cr_expect_eq(run_with_stderr_closed(tmp, "exit 7"), 7);
-	cr_expect_eq(run_with_stderr_closed(tmp, "echo job >&2; exit 7"), 128 + SIGPIPE,
-		     "the job did not die of its own SIGPIPE");
+	int st = run_with_stderr_closed(tmp, "exit 7");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x", st);
+	st = run_with_stderr_closed(tmp, "echo job >&2; exit 7");
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "the job did not die of its own SIGPIPE: status %#x", st);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
@@ -948,6 +955,49 @@ Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
 	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
 	sp_t_result_free(&res);
 	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, spawned with RLIMIT_CORE 0 inherited: its wait status. */
+static int run_spawned(const char *dir, const char *script)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	struct rlimit old, none = { 0, 0 };
+	getrlimit(RLIMIT_CORE, &old);
+	setrlimit(RLIMIT_CORE, &none); /* a SIGSEGV of the job leaves no core file behind */
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	int e = posix_spawn(&pid, stepprof, NULL, NULL, argv, environ);
+	setrlimit(RLIMIT_CORE, &old);
+	cr_assert_eq(e, 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	return st;
+}
+
+/*
+ * A job killed by a signal: stepprof run dies of the same signal, as its parent
+ * would have seen of the job itself. It exited 128+N: bash went on with a script
+ * after a Ctrl-C that a foreground command died of (it stops only when the command
+ * died of SIGINT), printed no "Segmentation fault", and Slurm recorded an exit code.
+ */
+Test(run, a_job_killed_by_a_signal_kills_stepprof_run_alike, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-killed");
+	const int sigs[] = { SIGINT, SIGTERM, SIGKILL, SIGSEGV };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		char script[64];
+		snprintf(script, sizeof(script), "kill -%d $$; sleep 5", sigs[i]);
+		int st = run_spawned(tmp, script);
+		cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "signal %d: stepprof run %s %d", sigs[i],
+			  WIFSIGNALED(st) ? "was killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	/* An exit, 130 included, stays an exit. */
+	int st = run_spawned(tmp, "exit 130");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %#x", st);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
