@@ -12,7 +12,7 @@
  *   release the child ── with STEPPROF_IO=bpf when the collector is ready, so
  *                        the preload's libc I/O wrappers stand down (no double
  *                        count); else the libc wrappers capture input
- *   wait for the job ── SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us are forwarded
+ *   wait for the job ── signals sent to us (SIGINT, SIGTERM, SIGUSR1, ...) are forwarded
  *                       (from the fork on: one sent during the attach ends the job)
  *   SIGTERM the collector, wait for it ── it flushes its trace file
  *
@@ -567,12 +567,33 @@ static void collector_stop(struct collector *c)
 
 static volatile pid_t run_job_pid;
 
-/* The signals passed on to the job, and what stepprof run inherited for each. */
-static const int run_fwd_sig[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-#define RUN_NFWD (sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]))
-static struct sigaction run_fwd_old[RUN_NFWD];
-static sigset_t run_fwd_set; /* those we handle: not the ones inherited ignored */
-static struct sigaction run_pipe_old; /* SIGPIPE: ignored by us, the job gets this back */
+/*
+ * The signals passed on to the job: every one that someone may send to stepprof
+ * run (kill, a terminal, a scheduler: Slurm's --signal=USR1@60, a SIGUSR1 that
+ * asks a trainer to checkpoint or faulthandler to dump its stacks) and that
+ * would otherwise end stepprof run alone, leaving the job orphaned, or be lost.
+ * Not: SIGKILL and SIGSTOP (they cannot be caught), SIGCHLD (ours), SIGPIPE
+ * (ignored by us: our own writes), SIGCONT and the stop signals (job control,
+ * as the terminal does it), and the signals of our own faults and limits
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ).
+ * The real-time signals as well (SIGRTMIN..SIGRTMAX, all of them ending a
+ * process by default).
+ */
+static const int run_fwd_sig[] = { SIGHUP,    SIGINT,  SIGQUIT,  SIGUSR1, SIGUSR2, SIGALRM, SIGTERM,
+				   SIGSTKFLT, SIGURG,  SIGVTALRM, SIGPROF, SIGWINCH, SIGIO,  SIGPWR };
+static struct sigaction run_fwd_old[NSIG]; /* what stepprof run inherited for each */
+static sigset_t run_fwd_set;		   /* those we handle: not the ones inherited ignored */
+static struct sigaction run_pipe_old;	   /* SIGPIPE: ignored by us, the job gets this back */
+
+/* Every signal forwarded, whatever its disposition. */
+static void forwardable(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]); i++)
+		sigaddset(set, run_fwd_sig[i]);
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaddset(set, sig);
+}
 
 /*
  * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
@@ -600,22 +621,25 @@ static void install_forwarding(void)
 	sa.sa_sigaction = run_forward;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
+	sigset_t all;
+	forwardable(&all);
 	sigemptyset(&run_fwd_set);
-	for (size_t i = 0; i < RUN_NFWD; i++) {
-		sigaction(run_fwd_sig[i], NULL, &run_fwd_old[i]);
-		if (run_fwd_old[i].sa_handler == SIG_IGN)
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (!sigismember(&all, sig) || sigaction(sig, NULL, &run_fwd_old[sig]) != 0)
 			continue;
-		sigaction(run_fwd_sig[i], &sa, NULL);
-		sigaddset(&run_fwd_set, run_fwd_sig[i]);
+		if (run_fwd_old[sig].sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+		sigaddset(&run_fwd_set, sig);
 	}
 }
 
 /* In the job child: the dispositions stepprof run was started with. */
 static void restore_signals(void)
 {
-	for (size_t i = 0; i < RUN_NFWD; i++)
-		if (sigismember(&run_fwd_set, run_fwd_sig[i]))
-			sigaction(run_fwd_sig[i], &run_fwd_old[i], NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&run_fwd_set, sig))
+			sigaction(sig, &run_fwd_old[sig], NULL);
 	sigaction(SIGPIPE, &run_pipe_old, NULL);
 }
 
@@ -844,9 +868,7 @@ int command_run(int argc, char **argv)
 	 * the mask before it waits for the attach, so it dies of one sent then.
 	 */
 	sigset_t all;
-	sigemptyset(&all);
-	for (size_t k = 0; k < RUN_NFWD; k++)
-		sigaddset(&all, run_fwd_sig[k]);
+	forwardable(&all);
 	sigprocmask(SIG_BLOCK, &all, &j.mask);
 	install_forwarding();
 	j.pid = fork();

@@ -133,6 +133,18 @@ Test(run, sigint_is_forwarded_to_the_job, .timeout = 60)
 	expect_forwarded(SIGINT);
 }
 
+/*
+ * Any signal sent to stepprof run is the job's: SIGUSR1 (Slurm's --signal=USR1@60,
+ * a trainer's "checkpoint now", faulthandler's stack dump), SIGALRM, a real-time
+ * signal. They killed stepprof run itself, and the job ran on, orphaned.
+ */
+Test(run, every_signal_sent_is_forwarded_to_the_job, .timeout = 120)
+{
+	const int sigs[] = { SIGUSR1, SIGUSR2, SIGALRM, SIGRTMIN + 2 };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		expect_forwarded(sigs[i]);
+}
+
 Test(run, default_directory_is_created_in_the_cwd)
 {
 	char *tmp = sp_t_tmpdir("run-default");
