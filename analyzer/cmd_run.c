@@ -584,6 +584,7 @@ static const int run_fwd_sig[] = { SIGHUP,    SIGINT,  SIGQUIT,  SIGUSR1, SIGUSR
 static struct sigaction run_fwd_old[NSIG]; /* what stepprof run inherited for each */
 static sigset_t run_fwd_set;		   /* those we handle: not the ones inherited ignored */
 static struct sigaction run_pipe_old;	   /* SIGPIPE: ignored by us, the job gets this back */
+static struct sigaction run_chld_old;	   /* SIGCHLD: the default for us, the job gets this back */
 
 /* Every signal forwarded, whatever its disposition. */
 static void forwardable(sigset_t *set)
@@ -641,6 +642,7 @@ static void restore_signals(void)
 		if (sigismember(&run_fwd_set, sig))
 			sigaction(sig, &run_fwd_old[sig], NULL);
 	sigaction(SIGPIPE, &run_pipe_old, NULL);
+	sigaction(SIGCHLD, &run_chld_old, NULL);
 }
 
 static int exit_code(int st)
@@ -786,6 +788,16 @@ int command_run(int argc, char **argv)
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &run_pipe_old);
+	/*
+	 * Started with SIGCHLD ignored (some launchers leave it so), our children would
+	 * be reaped by the kernel: waitpid fails with ECHILD and the job's status is
+	 * lost (every job "exited 0"). The default for us, the inherited one for the job.
+	 */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGCHLD, &dfl, &run_chld_old);
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--")) {

@@ -1013,3 +1013,63 @@ Test(run, a_job_killed_by_a_signal_kills_stepprof_run_alike, .timeout = 30)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/*
+ * stepprof run --no-bpf -o DIR -- CMD..., started with SIGCHLD ignored (and CMD's
+ * stdout in *job_out, when not NULL): its wait status.
+ */
+static int run_with_sigchld_ignored(const char *dir, char *const *cmd, char *job_out, size_t len)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[16] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--" };
+	for (int k = 0; cmd[k] && k < 9; k++)
+		argv[6 + k] = cmd[k];
+	int out[2];
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		signal(SIGCHLD, SIG_IGN);
+		dup2(out[1], 1);
+		setenv("STEPPROF_QUIET", "1", 1);
+		execv(stepprof, argv);
+		_exit(127);
+	}
+	close(out[1]);
+	size_t n = 0;
+	ssize_t r;
+	char buf[256];
+	while ((r = read(out[0], buf, sizeof(buf))) > 0)
+		for (ssize_t k = 0; k < r && job_out && n + 1 < len; k++)
+			job_out[n++] = buf[k];
+	if (job_out)
+		job_out[n] = 0;
+	close(out[0]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	return st;
+}
+
+/*
+ * Started with SIGCHLD ignored (a launcher that leaves it so: its children are
+ * reaped by the kernel), stepprof run lost the job's status: waitpid said ECHILD,
+ * and every job "exited 0". The job still gets SIGCHLD ignored, as it was given.
+ */
+Test(run, a_sigchld_inherited_ignored_keeps_the_status, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-sigchld");
+	char *exit7[] = { "/bin/sh", "-c", "exit 7", NULL };
+	int st = run_with_sigchld_ignored(tmp, exit7, NULL, 0);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x, not the job's exit 7", st);
+	/* grep itself, not a shell (dash resets SIGCHLD) */
+	char *grep[] = { "/bin/grep", "^SigIgn:", "/proc/self/status", NULL };
+	char out[256];
+	st = run_with_sigchld_ignored(tmp, grep, out, sizeof(out));
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	unsigned long long ign = 0;
+	cr_expect_eq(sscanf(out, "SigIgn: %llx", &ign), 1, "the job said %s", out);
+	cr_expect(ign & (1ull << (SIGCHLD - 1)), "SIGCHLD is no longer ignored in the job (SigIgn %llx)", ign);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
