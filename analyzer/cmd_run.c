@@ -259,6 +259,7 @@ struct job {
 	int ngroups;
 	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' (libc) */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
+	pid_t parent;	    /* stepprof run */
 	sigset_t mask;	    /* the signal mask stepprof run was started with */
 	pid_t pid;
 };
@@ -330,6 +331,14 @@ static void job_child(struct job *j)
 		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
 			child_fail(j, errno ? errno : EPERM);
 	}
+	/*
+	 * stepprof run killed (SIGKILL: every other signal is forwarded) kills the job
+	 * alike: it would have been the job's end had the job been run by itself, and
+	 * an orphan would train on unseen. After the setuid, which clears it.
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != j->parent)
+		raise(SIGKILL); /* killed before the prctl */
 	execvp(j->argv[0], j->argv);
 	child_fail(j, errno);
 }
@@ -386,6 +395,7 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 		goto fail_errno;
 	}
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)job);
+	pid_t parent = getpid();
 	c->pid = fork();
 	if (c->pid < 0) {
 		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
@@ -394,6 +404,10 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 	if (c->pid == 0) {
 		/* Its own process group: a Ctrl-C at the terminal stops the job, not the collector. */
 		setpgid(0, 0);
+		/* Should stepprof run be killed, the collector flushes and leaves (not tracing on, orphaned). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
 		dup2(out[1], 1);
 		dup2(err[1], 2);
 		execl(path, "stepprof-bpf", "--pid", pidbuf, "-o", dir, (char *)NULL);
@@ -883,6 +897,7 @@ int command_run(int argc, char **argv)
 	forwardable(&all);
 	sigprocmask(SIG_BLOCK, &all, &j.mask);
 	install_forwarding();
+	j.parent = getpid();
 	j.pid = fork();
 	if (j.pid == 0)
 		job_child(&j);

@@ -1073,3 +1073,75 @@ Test(run, a_sigchld_inherited_ignored_keeps_the_status, .timeout = 30)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/* Is pid gone: no such process, or a zombie nobody has reaped yet? */
+static int gone(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 1;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return !p || p[2] == 'Z' || p[2] == 'X';
+}
+
+/*
+ * stepprof run killed (SIGKILL, which it cannot forward: kill -9, timeout
+ * --foreground -s KILL) takes its job along, as killing the job itself would have,
+ * and its collector flushes and leaves. Both were left running, orphaned: the job
+ * to its end, the collector for as long as it did.
+ */
+Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-orphan");
+	char script[2 * PATH_MAX], out[PATH_MAX + 16], pidf[PATH_MAX + 16], stopped[PATH_MAX + 32], libenv[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(pidf, sizeof(pidf), "%s/job.pid", tmp);
+	snprintf(stopped, sizeof(stopped), "%s/collector-stopped", tmp);
+	/* A collector that attaches at once, and says when it is stopped. */
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'echo stopped > \"%s\"; kill $! 2>/dev/null; exit 0' TERM\n"
+		 "echo ready\n"
+		 "sleep 60 & wait $!\n",
+		 stopped);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	char job[4 * PATH_MAX];
+	snprintf(job, sizeof(job), "echo $$ > '%s.tmp'; mv '%s.tmp' '%s'; exec sleep 30", pidf, pidf, pidf);
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", job, NULL };
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, NULL, NULL, argv, environ), 0);
+	char *txt = NULL;
+	size_t len;
+	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_not_null(txt, "the job did not start within 10 s");
+	pid_t job_pid = atoi(txt);
+	free(txt);
+	cr_assert_gt(job_pid, 0);
+	pid_t coll = child_named(pid, "stepprof-bpf");
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, NULL, 0), pid);
+	int i = 0;
+	for (; i < 300 && (!gone(job_pid) || access(stopped, F_OK) != 0); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_expect(gone(job_pid), "the job (pid %d) runs on after stepprof run was killed", (int)job_pid);
+	cr_expect_eq(access(stopped, F_OK), 0, "the collector was not stopped");
+	if (!gone(job_pid))
+		kill(job_pid, SIGKILL);
+	if (coll > 0)
+		kill(coll, SIGKILL); /* its sleep goes at its 60 s */
+	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
