@@ -30,6 +30,7 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -257,6 +258,7 @@ struct job {
 	int drop;  /* change to uid/gid before exec */
 	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
 	int ngroups;
+	char home[PATH_MAX], user[256]; /* the user's HOME and name (USER, LOGNAME), "" when unknown */
 	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' (libc) */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
 	pid_t parent;	    /* stepprof run */
@@ -327,6 +329,12 @@ static void job_child(struct job *j)
 			setenv("STEPPROF_IO", "libc", 1);
 	}
 
+	if (j->drop && *j->user) {
+		/* sudo set them for root: the job, the user's, finds its ~/.cache, ~/.config as without sudo */
+		setenv("HOME", j->home, 1);
+		setenv("USER", j->user, 1);
+		setenv("LOGNAME", j->user, 1);
+	}
 	if (j->drop) {
 		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
 			child_fail(j, errno ? errno : EPERM);
@@ -854,7 +862,12 @@ int command_run(int argc, char **argv)
 		j.uid = (uid_t)strtoul(su, NULL, 10);
 		j.gid = (gid_t)strtoul(sg, NULL, 10);
 		j.drop = 1;
-		/* Looked up here (it reads /etc/group), not in the child the collector watches. */
+		/* Looked up here (they read /etc/passwd, /etc/group), not in the child the collector watches. */
+		struct passwd *pw = getpwuid(j.uid);
+		if (pw && strlen(pw->pw_dir) < sizeof(j.home) && strlen(pw->pw_name) < sizeof(j.user)) {
+			snprintf(j.home, sizeof(j.home), "%s", pw->pw_dir);
+			snprintf(j.user, sizeof(j.user), "%s", pw->pw_name);
+		}
 		const char *user = getenv("SUDO_USER");
 		j.ngroups = 64;
 		if (!user || getgrouplist(user, j.gid, j.groups, &j.ngroups) < 0) {

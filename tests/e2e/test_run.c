@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
@@ -539,6 +540,38 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	cr_assert_eq(stat(out, &st), 0);
 	cr_expect_eq(st.st_uid, 65534u);
 	cr_expect_eq(st.st_gid, 65534u);
+	sp_t_result_free(&res);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * Through sudo, the job finds the user's HOME, USER and LOGNAME, as the user's own
+ * job would (sudo -u does the same): it had root's, and a job writing ~/.cache
+ * (torch, pip, matplotlib) failed on /root or wrote elsewhere than the user's.
+ */
+Test(run, through_sudo_the_job_has_the_users_home)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: sudo's hand-over cannot be simulated");
+	struct passwd *pw = getpwuid(65534);
+	if (!pw)
+		cr_skip_test("no user 65534 in the password database");
+	char want[PATH_MAX + 600];
+	snprintf(want, sizeof(want), "%s %s %s\n", pw->pw_dir, pw->pw_name, pw->pw_name);
+	char *tmp = sp_t_tmpdir("run-sudo-home");
+	char out[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *stepprof = io_t_abs("bin/stepprof");
+	/* What sudo leaves for a root process it started for "nobody", HOME and USER root's. */
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "HOME=/root", "USER=root",
+			"LOGNAME=root",	  "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c",
+			 "echo \"$HOME $USER $LOGNAME\"", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	cr_expect_str_eq(res.out, want);
 	sp_t_result_free(&res);
 	free(stepprof);
 	sp_t_rmrf(tmp);
