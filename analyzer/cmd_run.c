@@ -594,15 +594,17 @@ static volatile pid_t run_job_pid;
  * run (kill, a terminal, a scheduler: Slurm's --signal=USR1@60, a SIGUSR1 that
  * asks a trainer to checkpoint or faulthandler to dump its stacks) and that
  * would otherwise end stepprof run alone, leaving the job orphaned, or be lost.
- * Not: SIGKILL and SIGSTOP (they cannot be caught), SIGCHLD (ours), SIGPIPE
- * (ignored by us: our own writes), SIGCONT and the stop signals (job control,
- * as the terminal does it), and the signals of our own faults and limits
+ * SIGTSTP too: the job stops (or not, as it chooses), and stepprof run stops
+ * after it (follow_stop). Not: SIGKILL and SIGSTOP (they cannot be caught),
+ * SIGCHLD (ours), SIGPIPE (ignored by us: our own writes), SIGCONT (passed on
+ * by follow_stop), SIGTTIN and SIGTTOU (about our own terminal I/O), and the
+ * signals of our own faults and limits
  * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ).
  * The real-time signals as well (SIGRTMIN..SIGRTMAX, all of them ending a
  * process by default).
  */
-static const int run_fwd_sig[] = { SIGHUP,    SIGINT,  SIGQUIT,  SIGUSR1, SIGUSR2, SIGALRM, SIGTERM,
-				   SIGSTKFLT, SIGURG,  SIGVTALRM, SIGPROF, SIGWINCH, SIGIO,  SIGPWR };
+static const int run_fwd_sig[] = { SIGHUP,    SIGINT, SIGQUIT,   SIGUSR1, SIGUSR2,  SIGALRM, SIGTERM, SIGTSTP,
+				   SIGSTKFLT, SIGURG, SIGVTALRM, SIGPROF, SIGWINCH, SIGIO,   SIGPWR };
 static struct sigaction run_fwd_old[NSIG]; /* what stepprof run inherited for each */
 static sigset_t run_fwd_set;		   /* those we handle: not the ones inherited ignored */
 static struct sigaction run_pipe_old;	   /* SIGPIPE: ignored by us, the job gets this back */
@@ -704,29 +706,74 @@ static int end_like(int st)
 	return exit_code(st);
 }
 
-/*
- * Is a thread (its /proc/.../stat) leaving: a zombie, or in the kernel's exit
- * path (PF_EXITING, 0x4, in the flags field, proc(5))? 1 also when it cannot be
- * read: then there is nothing left to warn about.
- */
-static int task_exiting(const char *stat_path)
+/* The state letter and flags of a thread (its /proc/.../stat); -1 when it cannot be read. */
+static int task_stat(const char *stat_path, char *state, unsigned long *flags)
 {
 	char buf[1024];
 	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 1;
+		return -1;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 1;
+		return -1;
 	buf[n] = 0;
 	/* the command name may hold anything, ')' included: the fields start after the last one */
 	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", state, flags) != 2)
+		return -1;
+	return 0;
+}
+
+/*
+ * Is a thread leaving: a zombie, or in the kernel's exit path (PF_EXITING, 0x4,
+ * in the flags field, proc(5))? 1 also when it cannot be read: then there is
+ * nothing left to warn about.
+ */
+static int task_exiting(const char *stat_path)
+{
 	char state;
 	unsigned long flags;
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+	if (task_stat(stat_path, &state, &flags) != 0)
 		return 1;
 	return state == 'Z' || state == 'X' || (flags & 0x4);
+}
+
+/*
+ * The job has stopped, of sig: stop as it did, so that the shell that started us
+ * sees it (job control: "Stopped", fg, bg), whatever stopped it: a SIGSTOP or
+ * SIGTSTP sent to its pid alone, one it sent itself, a `kill -TSTP` sent to us
+ * and forwarded. (The terminal's own stops, Ctrl-Z and SIGTTIN, go to the whole
+ * process group, us included.) Left running, we kept the shell waiting in the
+ * foreground on a job that would never go on. Once continued, we
+ * continue the job: SIGCONT may have been sent to us alone. Not when the job runs
+ * again already (a Ctrl-Z stopped both of us, `fg` continued both, and its stop
+ * is only now reported).
+ */
+static void follow_stop(pid_t job, int sig)
+{
+	char path[64], state = 0;
+	unsigned long flags;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)job);
+	if (task_stat(path, &state, &flags) != 0 || state != 'T')
+		return;
+	/* The kernel drops these in an orphaned process group: the job stopped of it in ours, so shall we. */
+	if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && getpgid(job) == getpgrp()) {
+		struct sigaction dfl, old;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		sigaction(sig, &dfl, &old);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		kill(getpid(), sig);
+		sigaction(sig, &old, NULL);
+	} else {
+		kill(getpid(), SIGSTOP);
+	}
+	kill(job, SIGCONT);
 }
 
 /*
@@ -769,7 +816,11 @@ static int wait_job(pid_t job, struct collector *c)
 {
 	int st = 0;
 	for (;;) {
-		pid_t r = waitpid(job, &st, c->pid > 0 ? WNOHANG : 0);
+		pid_t r = waitpid(job, &st, WUNTRACED | (c->pid > 0 ? WNOHANG : 0));
+		if (r == job && WIFSTOPPED(st)) {
+			follow_stop(job, WSTOPSIG(st));
+			continue;
+		}
 		if (r == job)
 			return st;
 		if (r < 0 && errno != EINTR)

@@ -1178,3 +1178,135 @@ Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/* pid's state letter (/proc/PID/stat), 0 when gone. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p ? p[2] : 0;
+}
+
+/* Wait up to 5 s for pid's state to be (want) or not to be (!want) 'T'; the last state seen. */
+static char wait_stopped(pid_t pid, int want)
+{
+	char c = state_of(pid);
+	for (int i = 0; i < 500 && (c == 'T') != want; i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+		c = state_of(pid);
+	}
+	return c;
+}
+
+/*
+ * stepprof run --no-bpf -o TMP/trace -- /bin/sh -c SCRIPT, in a process group of
+ * its own (not orphaned: the test is its parent, in the same session); SCRIPT may
+ * use $P, a file where the job writes its pid. Returns stepprof run's pid, the
+ * job's in *job once it has written it.
+ */
+static pid_t run_in_a_group(const char *tmp, const char *script, pid_t *job)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char out[PATH_MAX + 16], pidf[PATH_MAX + 16], sh[4 * PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(pidf, sizeof(pidf), "%s/job.pid", tmp);
+	snprintf(sh, sizeof(sh), "P='%s'; echo $$ > \"$P.tmp\"; mv \"$P.tmp\" \"$P\"; %s", pidf, script);
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c", sh, NULL };
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, NULL, &attr, argv, environ), 0);
+	posix_spawnattr_destroy(&attr);
+	char *txt = NULL;
+	size_t len;
+	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_not_null(txt, "the job did not start within 10 s");
+	*job = atoi(txt);
+	free(txt);
+	free(stepprof);
+	return pid;
+}
+
+/* pid's end (its wait status), waited for up to secs seconds; -1 (pid and job killed) when it did not come. */
+static int end_within(pid_t pid, pid_t job, int secs)
+{
+	int st = 0;
+	for (int i = 0; i < secs * 100; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid && (WIFEXITED(st) || WIFSIGNALED(st)))
+			return st;
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	kill(job, SIGKILL);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/*
+ * A job that stops (it stops itself, or a SIGSTOP is sent to its pid) stops
+ * stepprof run alike, so that the shell sees it stopped ("Stopped", fg, bg);
+ * continued, stepprof run continues the job. It was left running: the shell
+ * waited, in the foreground, on a job that never went on.
+ */
+Test(run, a_job_that_stops_stops_stepprof_run, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-stop");
+	pid_t job;
+	pid_t pid = run_in_a_group(tmp, "kill -STOP $$; exit 4", &job);
+	cr_expect_eq(wait_stopped(job, 1), 'T', "the job did not stop");
+	int st = 0;
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job");
+	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
+		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP, "status %#x", st);
+	/* SIGCONT to stepprof run alone: the job goes on too, and ends. */
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	st = end_within(pid, job, 10);
+	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 4, "status %#x, not the job's 4 (-1: still there)", st);
+	if (state_of(job))
+		kill(job, SIGKILL);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * A SIGTSTP sent to stepprof run (kill -TSTP, not the terminal's Ctrl-Z, which
+ * reaches the job itself) stops the job, and then stepprof run: it stopped
+ * stepprof run alone, and the job ran on.
+ */
+Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-tstp");
+	pid_t job;
+	pid_t pid = run_in_a_group(tmp, "exec sleep 30", &job);
+	cr_assert_eq(kill(pid, SIGTSTP), 0);
+	cr_expect_eq(wait_stopped(job, 1), 'T', "the job was not stopped");
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop");
+	int st = 0;
+	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
+		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTSTP, "status %#x", st);
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	cr_expect_neq(wait_stopped(job, 0), 'T', "the job was not continued with stepprof run");
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	st = end_within(pid, job, 10);
+	cr_expect(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %#x (-1: still there)", st);
+	if (state_of(job))
+		kill(job, SIGKILL);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
