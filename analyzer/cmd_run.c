@@ -168,17 +168,16 @@ static int check_command(const char *cmd)
 
 /*
  * mkdir -p, mode 0700 for what it creates; returns 0 or an errno, with the level
- * that failed in failed (and *chowning set when it was the chown). *created = made
- * the last one. With give, each level it creates is given to uid/gid: under sudo
- * the user must get through every one of them to the trace directory.
+ * that failed in failed (and *chowning set when it was the chown). With give,
+ * each level it creates is given to uid/gid: under sudo the user must get
+ * through every one of them to the trace directory.
  */
-static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created, char *failed, size_t n,
-		  int *chowning)
+static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, char *failed, size_t n, int *chowning)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return ENAMETOOLONG;
-	*created = *chowning = 0;
+	*chowning = 0;
 	for (char *p = buf + 1;; p++) {
 		if (*p != '/' && *p != 0)
 			continue;
@@ -190,9 +189,7 @@ static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created
 		}
 		char c = *p;
 		*p = 0;
-		*created = 0;
 		if (mkdir(buf, 0700) == 0) {
-			*created = 1;
 			if (give && chown(buf, uid, gid) != 0) {
 				*chowning = 1;
 				snprintf(failed, n, "%s", buf);
@@ -209,8 +206,11 @@ static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created
 	return 0;
 }
 
+struct job;
+static int writable_by_job(const struct job *j, const char *dir);
+
 /* The job's trace directory: made if missing, checked, returned absolute in out. */
-static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t gid)
+static int prepare_dir(const char *want, char *out, size_t n, const struct job *j, int give, uid_t uid, gid_t gid)
 {
 	char def[64];
 	if (!want) {
@@ -224,8 +224,8 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 	if (!*want)
 		return run_fail(RUN_EXIT_FAIL, "-o: empty directory name");
 	char failed[PATH_MAX];
-	int created = 0, chowning = 0;
-	int e = mkdirs(want, geteuid() == 0 && uid != 0, uid, gid, &created, failed, sizeof(failed), &chowning);
+	int chowning = 0;
+	int e = mkdirs(want, give, uid, gid, failed, sizeof(failed), &chowning);
 	struct stat st;
 	if (e && chowning)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give %s to uid %d: %s", want, failed, (int)uid,
@@ -236,15 +236,20 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return run_fail(RUN_EXIT_FAIL, "-o %s: not a directory", want);
-	/* The job writes there as uid; root's access() would say yes to anything. */
-	if (uid == geteuid() ? access(want, W_OK | X_OK) != 0
-			     : !(st.st_uid == uid || created || (st.st_mode & S_IWOTH)))
-		return run_fail(RUN_EXIT_FAIL, "-o %s: not writable: %s", want, strerror(EACCES));
+	/* The recorder writes only into a directory of its own user (docs/recorder.md): the job ran
+	 * unrecorded, each process said so, and our last line named the directory all the same. */
+	if (st.st_uid != uid)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not owned by uid %d, who runs the job (the recorder writes only "
+					       "into its user's own directory)", want, (int)uid);
 	char *abs = realpath(want, NULL);
 	if (!abs)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	snprintf(out, n, "%s", abs);
 	free(abs);
+	/* absolute, as the job gets it: every level from / must let it through */
+	e = writable_by_job(j, out);
+	if (e)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not writable: %s", want, strerror(e));
 	return 0;
 }
 
@@ -267,6 +272,31 @@ struct job {
 };
 
 static void restore_signals(void);
+
+/*
+ * Can the job write into dir: 0, or the errno it would get. Under sudo, asked of
+ * the kernel as the user, in a child that becomes the user (mode bits, groups,
+ * ACLs, a read-only mount): root's own access() says yes to nearly anything, and
+ * guessing from the owner and mode refused a directory the user may write through
+ * a group and took one owned by the user but not writable (the trace was lost).
+ */
+static int writable_by_job(const struct job *j, const char *dir)
+{
+	if (!j->drop)
+		return access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
+			_exit(EPERM);
+		_exit(access(dir, W_OK | X_OK) == 0 ? 0 : errno);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EACCES;
+}
 
 static void child_fail(struct job *j, int e)
 {
@@ -940,7 +970,7 @@ int command_run(int argc, char **argv)
 	/* Without -o, a STEPPROF_DIR the user exported is the directory (as for LD_PRELOAD alone). */
 	if (!outdir && getenv("STEPPROF_DIR") && *getenv("STEPPROF_DIR"))
 		outdir = getenv("STEPPROF_DIR");
-	rc = prepare_dir(outdir, dir, sizeof(dir), j.uid, j.gid);
+	rc = prepare_dir(outdir, dir, sizeof(dir), &j, j.drop, j.uid, j.gid);
 	if (rc)
 		return rc;
 	j.lib = lib;

@@ -526,6 +526,7 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	if (geteuid() != 0)
 		cr_skip_test("not root: sudo's hand-over cannot be simulated");
 	char *tmp = sp_t_tmpdir("run-sudo");
+	cr_assert_eq(chmod(tmp, 0755), 0); /* the user gets through it to the trace directory */
 	char out[PATH_MAX];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	char *stepprof = io_t_abs("bin/stepprof");
@@ -561,6 +562,7 @@ Test(run, through_sudo_the_job_has_the_users_home)
 	char want[PATH_MAX + 600];
 	snprintf(want, sizeof(want), "%s %s %s\n", pw->pw_dir, pw->pw_name, pw->pw_name);
 	char *tmp = sp_t_tmpdir("run-sudo-home");
+	cr_assert_eq(chmod(tmp, 0755), 0); /* the user gets through it to the trace directory */
 	char out[PATH_MAX];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	char *stepprof = io_t_abs("bin/stepprof");
@@ -627,6 +629,57 @@ Test(run, through_sudo_every_level_created_is_the_users, .timeout = 60)
 	cr_assert_eq(stat(tmp, &st), 0);
 	cr_expect_eq(st.st_uid, 0u, "%s was given away", tmp);
 	free(stepprof), free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * An existing -o the job's recorder cannot use is one line and 125, before the job
+ * runs: owned by someone else (the recorder writes only into a directory of its
+ * own user) or not writable by the job's user (asked of the kernel as that user:
+ * mode, groups, ACLs). Both ran the job unrecorded, each process saying so, and
+ * ended with "trace in DIR"; through sudo, a directory owned by the user without
+ * write permission was taken the same way.
+ */
+Test(run, an_existing_directory_the_job_cannot_use_is_refused, .timeout = 30)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: no other user to give the directories to");
+	char *tmp = sp_t_tmpdir("run-existing");
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	char other[PATH_MAX + 16], group[PATH_MAX + 16], ro[PATH_MAX + 16];
+	snprintf(other, sizeof(other), "%s/other", tmp);
+	snprintf(group, sizeof(group), "%s/group", tmp);
+	snprintf(ro, sizeof(ro), "%s/readonly", tmp);
+	/* (modes by chmod, not through mkdir: the umask) */
+	cr_assert_eq(mkdir(other, 0700), 0); /* 65534's, writable by all */
+	cr_assert_eq(chown(other, 65534, 65534), 0);
+	cr_assert_eq(chmod(other, 0777), 0);
+	cr_assert_eq(mkdir(group, 0700), 0); /* root's, writable by group 65534 */
+	cr_assert_eq(chown(group, 0, 65534), 0);
+	cr_assert_eq(chmod(group, 0770), 0);
+	cr_assert_eq(mkdir(ro, 0700), 0); /* 65534's, read and search only */
+	cr_assert_eq(chown(ro, 65534, 65534), 0);
+	cr_assert_eq(chmod(ro, 0500), 0);
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *root[] = { "STEPPROF_QUIET=1", NULL };
+	char *sudo[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	struct {
+		char *dir, **env;
+		const char *says;
+	} cases[] = { { other, root, "not owned by uid 0" },
+		      { group, sudo, "not owned by uid 65534" },
+		      { ro, sudo, "not writable" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = { stepprof, "run", "--no-bpf", "-o", cases[i].dir, "--", "/bin/sh", "-c", "echo ran", NULL };
+		struct sp_t_result res;
+		cr_expect_eq(sp_t_run(&res, argv, cases[i].env, NULL, 30), 125, "case %zu: %s", i, res.err);
+		cr_expect_str_eq(res.out, "", "case %zu: the job ran, unrecorded", i);
+		cr_expect_not_null(strstr(res.err, cases[i].says), "case %zu: %s", i, res.err);
+		cr_expect_eq(count_lines(res.err), 1, "case %zu: %s", i, res.err);
+		sp_t_result_free(&res);
+	}
+	free(stepprof);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
