@@ -132,15 +132,17 @@ static int find_collector(char *out, size_t n)
 }
 
 /*
- * What execvp would find for cmd: 0, or the errno it would fail with
- * (ENOENT: nowhere on PATH; EACCES: found but not executable or a directory).
+ * What execvp would find for cmd: 0 with its path in out, or the errno it would
+ * fail with (ENOENT: nowhere on PATH; EACCES: found but not executable or a
+ * directory).
  */
-static int check_command(const char *cmd)
+static int check_command(const char *cmd, char *out, size_t n)
 {
 	struct stat st;
 	if (strchr(cmd, '/')) {
 		if (stat(cmd, &st) != 0)
 			return errno;
+		snprintf(out, n, "%s", cmd);
 		return S_ISREG(st.st_mode) && access(cmd, X_OK) == 0 ? 0 : EACCES;
 	}
 	const char *path = getenv("PATH");
@@ -153,8 +155,10 @@ static int check_command(const char *cmd)
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 		snprintf(buf, sizeof(buf), "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
 		if (stat(buf, &st) == 0) {
-			if (S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+			if (S_ISREG(st.st_mode) && access(buf, X_OK) == 0) {
+				snprintf(out, n, "%s", buf);
 				return 0;
+			}
 			seen = EACCES;
 		}
 		if (!end)
@@ -162,6 +166,26 @@ static int check_command(const char *cmd)
 		p = end;
 	}
 	return seen;
+}
+
+/*
+ * Is the file a binary (a shell would not run it as a script): ELF, or a NUL
+ * before the first newline of its first 80 bytes, as bash decides.
+ */
+static int is_binary(const char *path)
+{
+	unsigned char buf[80];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n >= 4 && !memcmp(buf, "\177ELF", 4))
+		return 1;
+	for (ssize_t i = 0; i < n && buf[i] != '\n'; i++)
+		if (!buf[i])
+			return 1;
+	return 0;
 }
 
 /* ------------------------------------------------------- 3. trace directory */
@@ -257,6 +281,8 @@ static int prepare_dir(const char *want, char *out, size_t n, const struct job *
 
 struct job {
 	char **argv;
+	const char *path; /* argv[0] found on PATH */
+	char **sh_argv;	  /* /bin/sh path argv[1..]: a script without #! */
 	const char *lib, *dir;
 	uid_t uid; /* run as (SUDO_UID when started through sudo as root) */
 	gid_t gid;
@@ -377,8 +403,19 @@ static void job_child(struct job *j)
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	if (getppid() != j->parent)
 		raise(SIGKILL); /* killed before the prctl */
-	execvp(j->argv[0], j->argv);
-	child_fail(j, errno);
+	/*
+	 * Found by the parent (its stats are not the job's input). ENOEXEC: no #!, a
+	 * script run by /bin/sh as execvp and shells do, unless a binary of another
+	 * kind (another architecture's ELF): that is "Exec format error", 126, where
+	 * execvp had sh read it as a script and say something about its bytes.
+	 */
+	execv(j->path, j->argv);
+	int e = errno;
+	if (e == ENOEXEC && !is_binary(j->path)) {
+		execv("/bin/sh", j->sh_argv);
+		e = errno;
+	}
+	child_fail(j, e);
 }
 
 /* ------------------------------------------------------------ 5. the collector */
@@ -957,7 +994,8 @@ int command_run(int argc, char **argv)
 		}
 	}
 
-	int e = check_command(cmd[0]);
+	char cmd_path[PATH_MAX];
+	int e = check_command(cmd[0], cmd_path, sizeof(cmd_path));
 	if (e == ENOENT)
 		return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
 	if (e)
@@ -975,6 +1013,15 @@ int command_run(int argc, char **argv)
 		return rc;
 	j.lib = lib;
 	j.dir = dir;
+	j.path = cmd_path;
+	int argc_cmd = argc - i;
+	j.sh_argv = calloc((size_t)argc_cmd + 2, sizeof(char *));
+	if (!j.sh_argv)
+		return run_fail(RUN_EXIT_FAIL, "out of memory");
+	j.sh_argv[0] = "/bin/sh";
+	j.sh_argv[1] = cmd_path;
+	for (int k = 1; k < argc_cmd; k++)
+		j.sh_argv[k + 1] = cmd[k];
 
 	int go[2], err[2];
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
@@ -997,6 +1044,7 @@ int command_run(int argc, char **argv)
 		job_child(&j);
 	run_job_pid = j.pid;
 	sigprocmask(SIG_SETMASK, &j.mask, NULL);
+	free(j.sh_argv);
 	if (j.pid < 0)
 		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	close(j.go_rd);
@@ -1045,8 +1093,9 @@ int command_run(int argc, char **argv)
 	run_job_pid = 0;
 	collector_stop(&c);
 	if (r == (ssize_t)sizeof(child_errno) && child_errno) {
-		if (child_errno == ENOENT)
-			return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
+		if (child_errno == ENOENT) /* it was there: what it needs is not (bash says the same) */
+			return run_fail(RUN_EXIT_NOTFOUND, "%s: cannot execute: required file not found (its #! "
+							   "interpreter or ELF loader)", cmd[0]);
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
 	const char *quiet = getenv("STEPPROF_QUIET");

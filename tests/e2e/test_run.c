@@ -521,6 +521,46 @@ Test(run, bad_input_is_a_one_line_error)
 	free(tmp);
 }
 
+/*
+ * Commands that exist but do not run, as a shell tells them: a binary of another
+ * kind (another architecture's ELF) is "Exec format error", 126 (execvp had
+ * /bin/sh read it as a script: "ELF...: not found", 127); a script whose #!
+ * interpreter is missing is not "command not found" (it is there), 127 as in bash.
+ * A script without #! still runs, by /bin/sh, with its arguments.
+ */
+Test(run, a_command_that_cannot_run_is_told_as_a_shell_does)
+{
+	char *tmp = sp_t_tmpdir("run-exec");
+	char elf[PATH_MAX + 16], noint[PATH_MAX + 16], plain[PATH_MAX + 16];
+	snprintf(elf, sizeof(elf), "%s/foreign", tmp);
+	snprintf(noint, sizeof(noint), "%s/nointerp", tmp);
+	snprintf(plain, sizeof(plain), "%s/plain.sh", tmp);
+	static const char foreign[] = "\177ELF\002\001\001\000\000\000\000\000\000\000\000\000\002\000\267\000";
+	cr_assert_eq(sp_t_write_file(elf, foreign, sizeof(foreign) - 1), 0);
+	const char *s1 = "#!/nonexistent/python3\nprint(1)\n", *s2 = "echo \"plain $1\"\n";
+	cr_assert_eq(sp_t_write_file(noint, s1, strlen(s1)), 0);
+	cr_assert_eq(sp_t_write_file(plain, s2, strlen(s2)), 0);
+	cr_assert_eq(chmod(elf, 0755) | chmod(noint, 0755) | chmod(plain, 0755), 0);
+	struct sp_t_result res;
+	char *a1[] = { "--no-bpf", "-o", tmp, "--", elf, NULL };
+	cr_expect_eq(run_stepprof(&res, a1), 126, "%s%s", res.out, res.err);
+	cr_expect_not_null(strstr(res.err, "Exec format error"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	char *a2[] = { "--no-bpf", "-o", tmp, "--", noint, NULL };
+	cr_expect_eq(run_stepprof(&res, a2), 127, "%s", res.err);
+	cr_expect_null(strstr(res.err, "command not found"), "%s", res.err);
+	cr_expect_not_null(strstr(res.err, "required file not found"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	char *a3[] = { "--no-bpf", "-o", tmp, "--", plain, "arg", NULL };
+	cr_expect_eq(run_stepprof(&res, a3), 0, "%s", res.err);
+	cr_expect_str_eq(res.out, "plain arg\n");
+	sp_t_result_free(&res);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 {
 	if (geteuid() != 0)
