@@ -1021,11 +1021,23 @@ Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 	free(tmp);
 }
 
-/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its wait status. */
-static int run_with_stderr_closed(const char *dir, const char *script)
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, spawned with fa and attr (NULL: none): its wait status. */
+static int run_sh_spawned(const char *dir, const char *script, const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr)
 {
 	char *stepprof = io_t_abs("bin/stepprof");
 	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, fa, attr, argv, environ), 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	return st;
+}
+
+/* ... its stderr a pipe nobody reads. */
+static int run_with_stderr_closed(const char *dir, const char *script)
+{
 	int p[2];
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	close(p[0]);
@@ -1041,14 +1053,10 @@ static int run_with_stderr_closed(const char *dir, const char *script)
 	posix_spawnattr_setsigdefault(&attr, &def);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
 	unsetenv("STEPPROF_QUIET"); /* the closing line is the write that failed */
-	pid_t pid;
-	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, &attr, argv, environ), 0);
+	int st = run_sh_spawned(dir, script, &fa, &attr);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(p[1]);
-	int st = 0;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	free(stepprof);
 	return st;
 }
 
@@ -1097,22 +1105,15 @@ Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
 	free(tmp);
 }
 
-/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, spawned with RLIMIT_CORE 0 inherited: its wait status. */
+/* ... with RLIMIT_CORE 0 inherited. */
 static int run_spawned(const char *dir, const char *script)
 {
-	char *stepprof = io_t_abs("bin/stepprof");
-	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
 	struct rlimit old, none = { 0, 0 };
 	getrlimit(RLIMIT_CORE, &old);
 	setrlimit(RLIMIT_CORE, &none); /* a SIGSEGV of the job leaves no core file behind */
 	setenv("STEPPROF_QUIET", "1", 1);
-	pid_t pid;
-	int e = posix_spawn(&pid, stepprof, NULL, NULL, argv, environ);
+	int st = run_sh_spawned(dir, script, NULL, NULL);
 	setrlimit(RLIMIT_CORE, &old);
-	cr_assert_eq(e, 0);
-	int st = 0;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	free(stepprof);
 	return st;
 }
 
@@ -1200,19 +1201,42 @@ Test(run, a_sigchld_inherited_ignored_keeps_the_status, .timeout = 30)
 	free(tmp);
 }
 
-/* Is pid gone: no such process, or a zombie nobody has reaped yet? */
-static int gone(pid_t pid)
+/* pid's state letter (/proc/PID/stat), 0 when gone. */
+static char state_of(pid_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	FILE *f = fopen(path, "r");
 	if (!f)
-		return 1;
+		return 0;
 	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
 	fclose(f);
 	buf[n] = 0;
 	const char *p = strrchr(buf, ')');
-	return !p || p[2] == 'Z' || p[2] == 'X';
+	return p ? p[2] : 0;
+}
+
+/* Is pid gone: no such process, or a zombie nobody has reaped yet? */
+static int gone(pid_t pid)
+{
+	char c = state_of(pid);
+	return !c || c == 'Z' || c == 'X';
+}
+
+/* The pid a job wrote into pidf (written whole: by a rename), waited for up to 10 s. */
+static pid_t job_pid_from(const char *pidf)
+{
+	char *txt = NULL;
+	size_t len;
+	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_not_null(txt, "the job did not start within 10 s");
+	pid_t pid = atoi(txt);
+	free(txt);
+	cr_assert_gt(pid, 0);
+	return pid;
 }
 
 /*
@@ -1243,16 +1267,7 @@ Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
 	setenv("STEPPROF_QUIET", "1", 1);
 	pid_t pid;
 	cr_assert_eq(posix_spawn(&pid, copy, NULL, NULL, argv, environ), 0);
-	char *txt = NULL;
-	size_t len;
-	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
-		struct timespec ts = { 0, 10 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-	cr_assert_not_null(txt, "the job did not start within 10 s");
-	pid_t job_pid = atoi(txt);
-	free(txt);
-	cr_assert_gt(job_pid, 0);
+	pid_t job_pid = job_pid_from(pidf);
 	pid_t coll = child_named(pid, "stepprof-bpf");
 	cr_assert_eq(kill(pid, SIGKILL), 0);
 	cr_assert_eq(waitpid(pid, NULL, 0), pid);
@@ -1270,21 +1285,6 @@ Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
 	free(copy);
 	sp_t_rmrf(tmp);
 	free(tmp);
-}
-
-/* pid's state letter (/proc/PID/stat), 0 when gone. */
-static char state_of(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	const char *p = strrchr(buf, ')');
-	return p ? p[2] : 0;
 }
 
 /* Wait up to 5 s for pid's state to be (want) or not to be (!want) 'T'; the last state seen. */
@@ -1321,15 +1321,7 @@ static pid_t run_in_a_group(const char *tmp, const char *script, pid_t *job)
 	pid_t pid;
 	cr_assert_eq(posix_spawn(&pid, stepprof, NULL, &attr, argv, environ), 0);
 	posix_spawnattr_destroy(&attr);
-	char *txt = NULL;
-	size_t len;
-	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
-		struct timespec ts = { 0, 10 * 1000000L };
-		nanosleep(&ts, NULL);
-	}
-	cr_assert_not_null(txt, "the job did not start within 10 s");
-	*job = atoi(txt);
-	free(txt);
+	*job = job_pid_from(pidf);
 	free(stepprof);
 	return pid;
 }
