@@ -1081,12 +1081,26 @@ int command_run(int argc, char **argv)
 	while (w < 0 && errno == EINTR);
 	close(j.go_wr);
 
-	/* exec succeeded when the close-on-exec pipe closes without a word. */
+	/*
+	 * exec succeeded when the close-on-exec pipe closes without a word. A job child
+	 * stopped before its exec (a Ctrl-Z or SIGTSTP during the attach) is followed:
+	 * waited on here, it left the shell waiting on a job that never went on.
+	 */
 	int child_errno = 0;
-	ssize_t r;
-	do
-		r = read(j.err_rd, &child_errno, sizeof(child_errno));
-	while (r < 0 && errno == EINTR);
+	ssize_t r = -1;
+	for (;;) {
+		struct pollfd p = { j.err_rd, POLLIN, 0 };
+		if (poll(&p, 1, 100) > 0) {
+			r = read(j.err_rd, &child_errno, sizeof(child_errno));
+			if (r >= 0 || errno != EINTR)
+				break;
+			continue;
+		}
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_PID, (id_t)j.pid, &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == j.pid)
+			follow_stop(j.pid, si.si_status);
+	}
 	close(j.err_rd);
 
 	int st = wait_job(j.pid, &c);

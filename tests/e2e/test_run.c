@@ -1395,3 +1395,56 @@ Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
+
+/*
+ * A SIGTSTP while the collector attaches stops the job child before its exec:
+ * stepprof run, which waited for that exec, stops too once the collector is
+ * ready, and continued, continues the job, which runs and ends. (Forwarding
+ * SIGTSTP and following the job's stops must not leave stepprof run blocked on
+ * an exec that a stopped child never makes.)
+ */
+Test(run, a_sigtstp_during_the_attach_stops_both, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-tstp");
+	char script[4 * PATH_MAX], out[PATH_MAX + 16], attaching[PATH_MAX + 16], go[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(attaching, sizeof(attaching), "%s/attaching", tmp);
+	snprintf(go, sizeof(go), "%s/go", tmp);
+	/* A collector that is ready only once the test has created TMP/go. */
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'kill $! 2>/dev/null; exit 0' TERM\n"
+		 "touch \"%s\"\n"
+		 "while [ ! -e \"%s\" ]; do sleep 0.05; done\n"
+		 "echo ready\n"
+		 "sleep 60 & wait $!\n",
+		 attaching, go);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "exit 5", NULL };
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
+	setenv("STEPPROF_QUIET", "1", 1);
+	posix_spawnattr_t attr; /* a process group of its own, not orphaned */
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, NULL, &attr, argv, environ), 0);
+	posix_spawnattr_destroy(&attr);
+	for (int i = 0; i < 1000 && access(attaching, F_OK) != 0; i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_eq(access(attaching, F_OK), 0, "the collector was not started within 10 s");
+	pid_t child = child_named(pid, "stepprof"); /* the job child, waiting to be released */
+	cr_assert_gt(child, 0);
+	cr_assert_eq(kill(pid, SIGTSTP), 0);
+	cr_expect_eq(wait_stopped(child, 1), 'T', "the job child was not stopped");
+	cr_assert_eq(sp_t_write_file(go, "", 0), 0);
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job child");
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	int st = end_within(pid, child, 10);
+	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x, not the job's 5 (-1: still there)", st);
+	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
