@@ -1105,14 +1105,23 @@ Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
 	free(tmp);
 }
 
-/* ... with RLIMIT_CORE 0 inherited. */
-static int run_spawned(const char *dir, const char *script)
+/*
+ * ... with RLIMIT_CORE 0 inherited; with cores, the hard limit instead, in DIR as
+ * its cwd (where a core_pattern "core" puts the job's).
+ */
+static int run_spawned(const char *dir, const char *script, int cores)
 {
-	struct rlimit old, none = { 0, 0 };
+	struct rlimit old, lim;
 	getrlimit(RLIMIT_CORE, &old);
-	setrlimit(RLIMIT_CORE, &none); /* a SIGSEGV of the job leaves no core file behind */
+	lim.rlim_cur = cores ? old.rlim_max : 0;
+	lim.rlim_max = old.rlim_max;
+	setrlimit(RLIMIT_CORE, &lim);
 	setenv("STEPPROF_QUIET", "1", 1);
-	int st = run_sh_spawned(dir, script, NULL, NULL);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addchdir_np(&fa, dir);
+	int st = run_sh_spawned(dir, script, &fa, NULL);
+	posix_spawn_file_actions_destroy(&fa);
 	setrlimit(RLIMIT_CORE, &old);
 	return st;
 }
@@ -1130,12 +1139,16 @@ Test(run, a_job_killed_by_a_signal_kills_stepprof_run_alike, .timeout = 30)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
 		char script[64];
 		snprintf(script, sizeof(script), "kill -%d $$; sleep 5", sigs[i]);
-		int st = run_spawned(tmp, script);
+		int st = run_spawned(tmp, script, 0);
 		cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "signal %d: stepprof run %s %d", sigs[i],
 			  WIFSIGNALED(st) ? "was killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
 	}
+	/* Cores allowed: the job dumps its own, stepprof run none (it would be of no use, and could replace the job's). */
+	int st = run_spawned(tmp, "kill -SEGV $$", 1);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "status %#x", st);
+	cr_expect(!WCOREDUMP(st), "stepprof run dumped a core of its own");
 	/* An exit, 130 included, stays an exit. */
-	int st = run_spawned(tmp, "exit 130");
+	st = run_spawned(tmp, "exit 130", 0);
 	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %#x", st);
 	sp_t_rmrf(tmp);
 	free(tmp);
