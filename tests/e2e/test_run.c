@@ -1253,6 +1253,28 @@ static pid_t job_pid_from(const char *pidf)
 }
 
 /*
+ * A copy of stepprof (stepprof_copy) whose collector is ready once TMP/go exists,
+ * having created TMP/attaching, and records its SIGTERM in TMP/collector-stopped.
+ * Sets STEPPROF_LIB for the copy and STEPPROF_QUIET in this test's environment.
+ */
+static char *copy_with_a_held_collector(const char *tmp)
+{
+	char script[4 * PATH_MAX], libenv[PATH_MAX + 16];
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'echo stopped > \"%s/collector-stopped\"; kill $! 2>/dev/null; exit 0' TERM\n"
+		 "touch \"%s/attaching\"\n"
+		 "while [ ! -e \"%s/go\" ]; do sleep 0.05; done\n"
+		 "echo ready\n"
+		 "sleep 60 & wait $!\n",
+		 tmp, tmp, tmp);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1);
+	setenv("STEPPROF_QUIET", "1", 1);
+	return copy;
+}
+
+/*
  * stepprof run killed (SIGKILL, which it cannot forward: kill -9, timeout
  * --foreground -s KILL) takes its job along, as killing the job itself would have,
  * and its collector flushes and leaves. Both were left running, orphaned: the job
@@ -1261,23 +1283,16 @@ static pid_t job_pid_from(const char *pidf)
 Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("run-orphan");
-	char script[2 * PATH_MAX], out[PATH_MAX + 16], pidf[PATH_MAX + 16], stopped[PATH_MAX + 32], libenv[PATH_MAX + 16];
+	char out[PATH_MAX + 16], pidf[PATH_MAX + 16], stopped[PATH_MAX + 32], go[PATH_MAX + 16];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(pidf, sizeof(pidf), "%s/job.pid", tmp);
 	snprintf(stopped, sizeof(stopped), "%s/collector-stopped", tmp);
-	/* A collector that attaches at once, and says when it is stopped. */
-	snprintf(script, sizeof(script),
-		 "#!/bin/sh\n"
-		 "trap 'echo stopped > \"%s\"; kill $! 2>/dev/null; exit 0' TERM\n"
-		 "echo ready\n"
-		 "sleep 60 & wait $!\n",
-		 stopped);
-	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	snprintf(go, sizeof(go), "%s/go", tmp);
+	cr_assert_eq(sp_t_write_file(go, "", 0), 0); /* it attaches at once */
+	char *copy = copy_with_a_held_collector(tmp);
 	char job[4 * PATH_MAX];
 	snprintf(job, sizeof(job), "echo $$ > '%s.tmp'; mv '%s.tmp' '%s'; exec sleep 30", pidf, pidf, pidf);
 	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", job, NULL };
-	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
-	setenv("STEPPROF_QUIET", "1", 1);
 	pid_t pid;
 	cr_assert_eq(posix_spawn(&pid, copy, NULL, NULL, argv, environ), 0);
 	pid_t job_pid = job_pid_from(pidf);
@@ -1356,6 +1371,17 @@ static int end_within(pid_t pid, pid_t job, int secs)
 	return -1;
 }
 
+/* The job stops, and stepprof run after it, of sig; then stepprof run (alone) is continued. */
+static void expect_stopped_alike(pid_t pid, pid_t job, int sig)
+{
+	cr_expect_eq(wait_stopped(job, 1), 'T', "the job did not stop");
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job");
+	int st = 0;
+	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
+		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == sig, "status %#x, not stopped by %d", st, sig);
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+}
+
 /*
  * A job that stops (it stops itself, or a SIGSTOP is sent to its pid) stops
  * stepprof run alike, so that the shell sees it stopped ("Stopped", fg, bg);
@@ -1367,17 +1393,10 @@ Test(run, a_job_that_stops_stops_stepprof_run, .timeout = 60)
 	char *tmp = sp_t_tmpdir("run-stop");
 	pid_t job;
 	pid_t pid = run_in_a_group(tmp, "kill -STOP $$; exit 4", &job);
-	cr_expect_eq(wait_stopped(job, 1), 'T', "the job did not stop");
-	int st = 0;
-	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job");
-	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
-		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == SIGSTOP, "status %#x", st);
-	/* SIGCONT to stepprof run alone: the job goes on too, and ends. */
-	cr_assert_eq(kill(pid, SIGCONT), 0);
-	st = end_within(pid, job, 10);
+	expect_stopped_alike(pid, job, SIGSTOP);
+	/* (continued alone: the job goes on too, and ends) */
+	int st = end_within(pid, job, 10);
 	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 4, "status %#x, not the job's 4 (-1: still there)", st);
-	if (state_of(job))
-		kill(job, SIGKILL);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
@@ -1393,18 +1412,11 @@ Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
 	pid_t job;
 	pid_t pid = run_in_a_group(tmp, "exec sleep 30", &job);
 	cr_assert_eq(kill(pid, SIGTSTP), 0);
-	cr_expect_eq(wait_stopped(job, 1), 'T', "the job was not stopped");
-	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop");
-	int st = 0;
-	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
-		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == SIGTSTP, "status %#x", st);
-	cr_assert_eq(kill(pid, SIGCONT), 0);
+	expect_stopped_alike(pid, job, SIGTSTP);
 	cr_expect_neq(wait_stopped(job, 0), 'T', "the job was not continued with stepprof run");
 	cr_assert_eq(kill(pid, SIGTERM), 0);
-	st = end_within(pid, job, 10);
+	int st = end_within(pid, job, 10);
 	cr_expect(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %#x (-1: still there)", st);
-	if (state_of(job))
-		kill(job, SIGKILL);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
@@ -1419,23 +1431,12 @@ Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
 Test(run, a_sigtstp_during_the_attach_stops_both, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("run-attach-tstp");
-	char script[4 * PATH_MAX], out[PATH_MAX + 16], attaching[PATH_MAX + 16], go[PATH_MAX + 16], libenv[PATH_MAX + 16];
+	char out[PATH_MAX + 16], attaching[PATH_MAX + 16], go[PATH_MAX + 16];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(attaching, sizeof(attaching), "%s/attaching", tmp);
 	snprintf(go, sizeof(go), "%s/go", tmp);
-	/* A collector that is ready only once the test has created TMP/go. */
-	snprintf(script, sizeof(script),
-		 "#!/bin/sh\n"
-		 "trap 'kill $! 2>/dev/null; exit 0' TERM\n"
-		 "touch \"%s\"\n"
-		 "while [ ! -e \"%s\" ]; do sleep 0.05; done\n"
-		 "echo ready\n"
-		 "sleep 60 & wait $!\n",
-		 attaching, go);
-	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	char *copy = copy_with_a_held_collector(tmp);
 	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "exit 5", NULL };
-	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1); /* this test's own process */
-	setenv("STEPPROF_QUIET", "1", 1);
 	posix_spawnattr_t attr; /* a process group of its own, not orphaned */
 	posix_spawnattr_init(&attr);
 	posix_spawnattr_setpgroup(&attr, 0);
