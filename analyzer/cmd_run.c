@@ -12,13 +12,14 @@
  *   release the child ── with STEPPROF_IO=bpf when the collector is ready, so
  *                        the preload's libc I/O wrappers stand down (no double
  *                        count); else the libc wrappers capture input
- *   wait for the job ── SIGINT/SIGTERM/SIGHUP/SIGQUIT sent to us are forwarded
+ *   wait for the job ── signals sent to us (SIGINT, SIGTERM, SIGUSR1, ...) are forwarded
  *                       (from the fork on: one sent during the attach ends the job)
  *   SIGTERM the collector, wait for it ── it flushes its trace file
  *
  * Started through sudo, the job runs as SUDO_UID/SUDO_GID; only the collector
- * keeps root. The exit status is the job's (128+N when killed by signal N), or
- * one of the RUN_EXIT_* codes below with a one-line error on stderr.
+ * keeps root. The job's end is ours: its exit status, or death by the signal
+ * that killed it (end_like); or one of the RUN_EXIT_* codes below with a
+ * one-line error on stderr.
  *
  * Divided into: 1. usage and exit codes, 2. locating files, 3. the trace
  * directory, 4. the job child, 5. the collector, 6. waiting, 7. command_run.
@@ -29,11 +30,14 @@
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -61,7 +65,7 @@ static void run_usage(FILE *to)
 		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
 		"  --no-bpf   capture input with the libc wrappers only\n"
 		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
-		"  Exit status: CMD's (128+N if killed by signal N); 125 stepprof run failed\n"
+		"  Exit status: CMD's (killed by signal N: dies of signal N too); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
 		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
 		"  collector may take to attach, default 30), STEPPROF_* passed to the job.\n");
@@ -128,15 +132,17 @@ static int find_collector(char *out, size_t n)
 }
 
 /*
- * What execvp would find for cmd: 0, or the errno it would fail with
- * (ENOENT: nowhere on PATH; EACCES: found but not executable or a directory).
+ * What execvp would find for cmd: 0 with its path in out, or the errno it would
+ * fail with (ENOENT: nowhere on PATH; EACCES: found but not executable or a
+ * directory).
  */
-static int check_command(const char *cmd)
+static int check_command(const char *cmd, char *out, size_t n)
 {
 	struct stat st;
 	if (strchr(cmd, '/')) {
 		if (stat(cmd, &st) != 0)
 			return errno;
+		snprintf(out, n, "%s", cmd);
 		return S_ISREG(st.st_mode) && access(cmd, X_OK) == 0 ? 0 : EACCES;
 	}
 	const char *path = getenv("PATH");
@@ -149,8 +155,10 @@ static int check_command(const char *cmd)
 		size_t len = end ? (size_t)(end - p) : strlen(p);
 		snprintf(buf, sizeof(buf), "%.*s%s%s", (int)len, p, len ? "/" : "", cmd);
 		if (stat(buf, &st) == 0) {
-			if (S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+			if (S_ISREG(st.st_mode) && access(buf, X_OK) == 0) {
+				snprintf(out, n, "%s", buf);
 				return 0;
+			}
 			seen = EACCES;
 		}
 		if (!end)
@@ -160,21 +168,40 @@ static int check_command(const char *cmd)
 	return seen;
 }
 
+/*
+ * Is the file a binary (a shell would not run it as a script): ELF, or a NUL
+ * before the first newline of its first 80 bytes, as bash decides.
+ */
+static int is_binary(const char *path)
+{
+	unsigned char buf[80];
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf));
+	close(fd);
+	if (n >= 4 && !memcmp(buf, "\177ELF", 4))
+		return 1;
+	for (ssize_t i = 0; i < n && buf[i] != '\n'; i++)
+		if (!buf[i])
+			return 1;
+	return 0;
+}
+
 /* ------------------------------------------------------- 3. trace directory */
 
 /*
  * mkdir -p, mode 0700 for what it creates; returns 0 or an errno, with the level
- * that failed in failed (and *chowning set when it was the chown). *created = made
- * the last one. With give, each level it creates is given to uid/gid: under sudo
- * the user must get through every one of them to the trace directory.
+ * that failed in failed (and *chowning set when it was the chown). With give,
+ * each level it creates is given to uid/gid: under sudo the user must get
+ * through every one of them to the trace directory.
  */
-static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created, char *failed, size_t n,
-		  int *chowning)
+static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, char *failed, size_t n, int *chowning)
 {
 	char buf[PATH_MAX];
 	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
 		return ENAMETOOLONG;
-	*created = *chowning = 0;
+	*chowning = 0;
 	for (char *p = buf + 1;; p++) {
 		if (*p != '/' && *p != 0)
 			continue;
@@ -186,9 +213,7 @@ static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created
 		}
 		char c = *p;
 		*p = 0;
-		*created = 0;
 		if (mkdir(buf, 0700) == 0) {
-			*created = 1;
 			if (give && chown(buf, uid, gid) != 0) {
 				*chowning = 1;
 				snprintf(failed, n, "%s", buf);
@@ -205,8 +230,11 @@ static int mkdirs(const char *path, int give, uid_t uid, gid_t gid, int *created
 	return 0;
 }
 
+struct job;
+static int writable_by_job(const struct job *j, const char *dir);
+
 /* The job's trace directory: made if missing, checked, returned absolute in out. */
-static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t gid)
+static int prepare_dir(const char *want, char *out, size_t n, const struct job *j, int give, uid_t uid, gid_t gid)
 {
 	char def[64];
 	if (!want) {
@@ -220,8 +248,8 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 	if (!*want)
 		return run_fail(RUN_EXIT_FAIL, "-o: empty directory name");
 	char failed[PATH_MAX];
-	int created = 0, chowning = 0;
-	int e = mkdirs(want, geteuid() == 0 && uid != 0, uid, gid, &created, failed, sizeof(failed), &chowning);
+	int chowning = 0;
+	int e = mkdirs(want, give, uid, gid, failed, sizeof(failed), &chowning);
 	struct stat st;
 	if (e && chowning)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: cannot give %s to uid %d: %s", want, failed, (int)uid,
@@ -232,15 +260,20 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	if (!S_ISDIR(st.st_mode))
 		return run_fail(RUN_EXIT_FAIL, "-o %s: not a directory", want);
-	/* The job writes there as uid; root's access() would say yes to anything. */
-	if (uid == geteuid() ? access(want, W_OK | X_OK) != 0
-			     : !(st.st_uid == uid || created || (st.st_mode & S_IWOTH)))
-		return run_fail(RUN_EXIT_FAIL, "-o %s: not writable: %s", want, strerror(EACCES));
+	/* The recorder writes only into a directory of its own user (docs/recorder.md): the job ran
+	 * unrecorded, each process said so, and our last line named the directory all the same. */
+	if (st.st_uid != uid)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not owned by uid %d, who runs the job (the recorder writes only "
+					       "into its user's own directory)", want, (int)uid);
 	char *abs = realpath(want, NULL);
 	if (!abs)
 		return run_fail(RUN_EXIT_FAIL, "-o %s: %s", want, strerror(errno));
 	snprintf(out, n, "%s", abs);
 	free(abs);
+	/* absolute, as the job gets it: every level from / must let it through */
+	e = writable_by_job(j, out);
+	if (e)
+		return run_fail(RUN_EXIT_FAIL, "-o %s: not writable: %s", want, strerror(e));
 	return 0;
 }
 
@@ -248,19 +281,48 @@ static int prepare_dir(const char *want, char *out, size_t n, uid_t uid, gid_t g
 
 struct job {
 	char **argv;
+	const char *path; /* argv[0] found on PATH */
+	char **sh_argv;	  /* /bin/sh path argv[1..]: a script without #! */
 	const char *lib, *dir;
 	uid_t uid; /* run as (SUDO_UID when started through sudo as root) */
 	gid_t gid;
 	int drop;  /* change to uid/gid before exec */
 	gid_t groups[64]; /* the user's supplementary groups, looked up by the parent */
 	int ngroups;
+	char home[PATH_MAX], user[256]; /* the user's HOME and name (USER, LOGNAME), "" when unknown */
 	int go_rd, go_wr;   /* parent -> child: 'b' (collector ready), 'f' (it failed: libc) or 'l' (libc) */
 	int err_rd, err_wr; /* child -> parent: errno of a failed exec (close-on-exec) */
+	pid_t parent;	    /* stepprof run */
 	sigset_t mask;	    /* the signal mask stepprof run was started with */
 	pid_t pid;
 };
 
 static void restore_signals(void);
+
+/*
+ * Can the job write into dir: 0, or the errno it would get. Under sudo, asked of
+ * the kernel as the user, in a child that becomes the user (mode bits, groups,
+ * ACLs, a read-only mount): root's own access() says yes to nearly anything, and
+ * guessing from the owner and mode refused a directory the user may write through
+ * a group and took one owned by the user but not writable (the trace was lost).
+ */
+static int writable_by_job(const struct job *j, const char *dir)
+{
+	if (!j->drop)
+		return access(dir, W_OK | X_OK) == 0 ? 0 : errno;
+	pid_t pid = fork();
+	if (pid < 0)
+		return errno;
+	if (pid == 0) {
+		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
+			_exit(EPERM);
+		_exit(access(dir, W_OK | X_OK) == 0 ? 0 : errno);
+	}
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : EACCES;
+}
 
 static void child_fail(struct job *j, int e)
 {
@@ -323,12 +385,37 @@ static void job_child(struct job *j)
 			setenv("STEPPROF_IO", "libc", 1);
 	}
 
+	if (j->drop && *j->user) {
+		/* sudo set them for root: the job, the user's, finds its ~/.cache, ~/.config as without sudo */
+		setenv("HOME", j->home, 1);
+		setenv("USER", j->user, 1);
+		setenv("LOGNAME", j->user, 1);
+	}
 	if (j->drop) {
 		if (setgroups((size_t)j->ngroups, j->groups) != 0 || setgid(j->gid) != 0 || setuid(j->uid) != 0)
 			child_fail(j, errno ? errno : EPERM);
 	}
-	execvp(j->argv[0], j->argv);
-	child_fail(j, errno);
+	/*
+	 * stepprof run killed (SIGKILL: every other signal is forwarded) kills the job
+	 * alike: it would have been the job's end had the job been run by itself, and
+	 * an orphan would train on unseen. After the setuid, which clears it.
+	 */
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != j->parent)
+		raise(SIGKILL); /* killed before the prctl */
+	/*
+	 * Found by the parent (its stats are not the job's input). ENOEXEC: no #!, a
+	 * script run by /bin/sh as execvp and shells do, unless a binary of another
+	 * kind (another architecture's ELF): that is "Exec format error", 126, where
+	 * execvp had sh read it as a script and say something about its bytes.
+	 */
+	execv(j->path, j->argv);
+	int e = errno;
+	if (e == ENOEXEC && !is_binary(j->path)) {
+		execv("/bin/sh", j->sh_argv);
+		e = errno;
+	}
+	child_fail(j, e);
 }
 
 /* ------------------------------------------------------------ 5. the collector */
@@ -383,6 +470,7 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 		goto fail_errno;
 	}
 	snprintf(pidbuf, sizeof(pidbuf), "%d", (int)job);
+	pid_t parent = getpid();
 	c->pid = fork();
 	if (c->pid < 0) {
 		close(out[0]), close(out[1]), close(err[0]), close(err[1]);
@@ -391,6 +479,10 @@ static int collector_start(struct collector *c, const char *path, pid_t job, con
 	if (c->pid == 0) {
 		/* Its own process group: a Ctrl-C at the terminal stops the job, not the collector. */
 		setpgid(0, 0);
+		/* Should stepprof run be killed, the collector flushes and leaves (not tracing on, orphaned). */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() != parent)
+			_exit(1);
 		dup2(out[1], 1);
 		dup2(err[1], 2);
 		execl(path, "stepprof-bpf", "--pid", pidbuf, "-o", dir, (char *)NULL);
@@ -564,12 +656,36 @@ static void collector_stop(struct collector *c)
 
 static volatile pid_t run_job_pid;
 
-/* The signals passed on to the job, and what stepprof run inherited for each. */
-static const int run_fwd_sig[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
-#define RUN_NFWD (sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]))
-static struct sigaction run_fwd_old[RUN_NFWD];
-static sigset_t run_fwd_set; /* those we handle: not the ones inherited ignored */
-static struct sigaction run_pipe_old; /* SIGPIPE: ignored by us, the job gets this back */
+/*
+ * The signals passed on to the job: every one that someone may send to stepprof
+ * run (kill, a terminal, a scheduler: Slurm's --signal=USR1@60, a SIGUSR1 that
+ * asks a trainer to checkpoint or faulthandler to dump its stacks) and that
+ * would otherwise end stepprof run alone, leaving the job orphaned, or be lost.
+ * SIGTSTP too: the job stops (or not, as it chooses), and stepprof run stops
+ * after it (follow_stop). Not: SIGKILL and SIGSTOP (they cannot be caught),
+ * SIGCHLD (ours), SIGPIPE (ignored by us: our own writes), SIGCONT (passed on
+ * by follow_stop), SIGTTIN and SIGTTOU (about our own terminal I/O), and the
+ * signals of our own faults and limits
+ * (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS, SIGABRT, SIGXCPU, SIGXFSZ).
+ * The real-time signals as well (SIGRTMIN..SIGRTMAX, all of them ending a
+ * process by default).
+ */
+static const int run_fwd_sig[] = { SIGHUP,    SIGINT, SIGQUIT,   SIGUSR1, SIGUSR2,  SIGALRM, SIGTERM, SIGTSTP,
+				   SIGSTKFLT, SIGURG, SIGVTALRM, SIGPROF, SIGWINCH, SIGIO,   SIGPWR };
+static struct sigaction run_fwd_old[NSIG]; /* what stepprof run inherited for each */
+static sigset_t run_fwd_set;		   /* those we handle: not the ones inherited ignored */
+static struct sigaction run_pipe_old;	   /* SIGPIPE: ignored by us, the job gets this back */
+static struct sigaction run_chld_old;	   /* SIGCHLD: the default for us, the job gets this back */
+
+/* Every signal forwarded, whatever its disposition. */
+static void forwardable(sigset_t *set)
+{
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(run_fwd_sig) / sizeof(run_fwd_sig[0]); i++)
+		sigaddset(set, run_fwd_sig[i]);
+	for (int sig = SIGRTMIN; sig <= SIGRTMAX; sig++)
+		sigaddset(set, sig);
+}
 
 /*
  * Forward a signal sent to us to the job. A terminal's Ctrl-C (si_code
@@ -597,23 +713,27 @@ static void install_forwarding(void)
 	sa.sa_sigaction = run_forward;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
+	sigset_t all;
+	forwardable(&all);
 	sigemptyset(&run_fwd_set);
-	for (size_t i = 0; i < RUN_NFWD; i++) {
-		sigaction(run_fwd_sig[i], NULL, &run_fwd_old[i]);
-		if (run_fwd_old[i].sa_handler == SIG_IGN)
+	for (int sig = 1; sig < NSIG; sig++) {
+		if (!sigismember(&all, sig) || sigaction(sig, NULL, &run_fwd_old[sig]) != 0)
 			continue;
-		sigaction(run_fwd_sig[i], &sa, NULL);
-		sigaddset(&run_fwd_set, run_fwd_sig[i]);
+		if (run_fwd_old[sig].sa_handler == SIG_IGN)
+			continue;
+		sigaction(sig, &sa, NULL);
+		sigaddset(&run_fwd_set, sig);
 	}
 }
 
 /* In the job child: the dispositions stepprof run was started with. */
 static void restore_signals(void)
 {
-	for (size_t i = 0; i < RUN_NFWD; i++)
-		if (sigismember(&run_fwd_set, run_fwd_sig[i]))
-			sigaction(run_fwd_sig[i], &run_fwd_old[i], NULL);
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sigismember(&run_fwd_set, sig))
+			sigaction(sig, &run_fwd_old[sig], NULL);
 	sigaction(SIGPIPE, &run_pipe_old, NULL);
+	sigaction(SIGCHLD, &run_chld_old, NULL);
 }
 
 static int exit_code(int st)
@@ -626,28 +746,101 @@ static int exit_code(int st)
 }
 
 /*
- * Is a thread (its /proc/.../stat) leaving: a zombie, or in the kernel's exit
- * path (PF_EXITING, 0x4, in the flags field, proc(5))? 1 also when it cannot be
- * read: then there is nothing left to warn about.
+ * End as the job ended: exit with its status, or die of the signal that killed
+ * it, so that our parent sees what it would have seen of CMD itself. An exit
+ * with 128+N is not the same: bash ends a script after a foreground command died
+ * of SIGINT, not after one that exited 130 (a Ctrl-C in a loop of `stepprof run`
+ * stopped one iteration only); a shell prints "Segmentation fault"; Slurm and
+ * waitpid callers record a signal. Our own core is of no use and could overwrite
+ * the job's ("core" in the same cwd): not dumpable, RLIMIT_CORE 0.
  */
-static int task_exiting(const char *stat_path)
+static int end_like(int st)
+{
+	if (WIFSIGNALED(st)) {
+		int sig = WTERMSIG(st);
+		struct rlimit none = { 0, 0 };
+		prctl(PR_SET_DUMPABLE, 0);
+		setrlimit(RLIMIT_CORE, &none);
+		signal(sig, SIG_DFL);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		fflush(NULL);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		raise(sig);
+		/* NOTE: still here only if sig cannot kill us; then the shell's convention. */
+	}
+	return exit_code(st);
+}
+
+/* The state letter and flags of a thread (its /proc/.../stat); -1 when it cannot be read. */
+static int task_stat(const char *stat_path, char *state, unsigned long *flags)
 {
 	char buf[1024];
 	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
-		return 1;
+		return -1;
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
 	close(fd);
 	if (n <= 0)
-		return 1;
+		return -1;
 	buf[n] = 0;
 	/* the command name may hold anything, ')' included: the fields start after the last one */
 	const char *p = strrchr(buf, ')');
+	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", state, flags) != 2)
+		return -1;
+	return 0;
+}
+
+/*
+ * Is a thread leaving: a zombie, or in the kernel's exit path (PF_EXITING, 0x4,
+ * in the flags field, proc(5))? 1 also when it cannot be read: then there is
+ * nothing left to warn about.
+ */
+static int task_exiting(const char *stat_path)
+{
 	char state;
 	unsigned long flags;
-	if (!p || sscanf(p + 1, " %c %*d %*d %*d %*d %*d %lu", &state, &flags) != 2)
+	if (task_stat(stat_path, &state, &flags) != 0)
 		return 1;
 	return state == 'Z' || state == 'X' || (flags & 0x4);
+}
+
+/*
+ * The job has stopped, of sig: stop as it did, so that the shell that started us
+ * sees it (job control: "Stopped", fg, bg), whatever stopped it: a SIGSTOP or
+ * SIGTSTP sent to its pid alone, one it sent itself, a `kill -TSTP` sent to us
+ * and forwarded. (The terminal's own stops, Ctrl-Z and SIGTTIN, go to the whole
+ * process group, us included.) Left running, we kept the shell waiting in the
+ * foreground on a job that would never go on. Once continued, we
+ * continue the job: SIGCONT may have been sent to us alone. Not when the job runs
+ * again already (a Ctrl-Z stopped both of us, `fg` continued both, and its stop
+ * is only now reported).
+ */
+static void follow_stop(pid_t job, int sig)
+{
+	char path[64], state = 0;
+	unsigned long flags;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)job);
+	if (task_stat(path, &state, &flags) != 0 || state != 'T')
+		return;
+	/* The kernel drops these in an orphaned process group: the job stopped of it in ours, so shall we. */
+	if ((sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU) && getpgid(job) == getpgrp()) {
+		struct sigaction dfl, old;
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		sigaction(sig, &dfl, &old);
+		sigset_t one;
+		sigemptyset(&one);
+		sigaddset(&one, sig);
+		sigprocmask(SIG_UNBLOCK, &one, NULL);
+		kill(getpid(), sig);
+		sigaction(sig, &old, NULL);
+	} else {
+		kill(getpid(), SIGSTOP);
+	}
+	kill(job, SIGCONT);
 }
 
 /*
@@ -690,7 +883,11 @@ static int wait_job(pid_t job, struct collector *c)
 {
 	int st = 0;
 	for (;;) {
-		pid_t r = waitpid(job, &st, c->pid > 0 ? WNOHANG : 0);
+		pid_t r = waitpid(job, &st, WUNTRACED | (c->pid > 0 ? WNOHANG : 0));
+		if (r == job && WIFSTOPPED(st)) {
+			follow_stop(job, WSTOPSIG(st));
+			continue;
+		}
 		if (r == job)
 			return st;
 		if (r < 0 && errno != EINTR)
@@ -731,6 +928,16 @@ int command_run(int argc, char **argv)
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
 	sigaction(SIGPIPE, &ign, &run_pipe_old);
+	/*
+	 * Started with SIGCHLD ignored (some launchers leave it so), our children would
+	 * be reaped by the kernel: waitpid fails with ECHILD and the job's status is
+	 * lost (every job "exited 0"). The default for us, the inherited one for the job.
+	 */
+	struct sigaction dfl;
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	sigemptyset(&dfl.sa_mask);
+	sigaction(SIGCHLD, &dfl, &run_chld_old);
 	for (; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "--")) {
@@ -773,7 +980,12 @@ int command_run(int argc, char **argv)
 		j.uid = (uid_t)strtoul(su, NULL, 10);
 		j.gid = (gid_t)strtoul(sg, NULL, 10);
 		j.drop = 1;
-		/* Looked up here (it reads /etc/group), not in the child the collector watches. */
+		/* Looked up here (they read /etc/passwd, /etc/group), not in the child the collector watches. */
+		struct passwd *pw = getpwuid(j.uid);
+		if (pw && strlen(pw->pw_dir) < sizeof(j.home) && strlen(pw->pw_name) < sizeof(j.user)) {
+			snprintf(j.home, sizeof(j.home), "%s", pw->pw_dir);
+			snprintf(j.user, sizeof(j.user), "%s", pw->pw_name);
+		}
 		const char *user = getenv("SUDO_USER");
 		j.ngroups = 64;
 		if (!user || getgrouplist(user, j.gid, j.groups, &j.ngroups) < 0) {
@@ -782,7 +994,8 @@ int command_run(int argc, char **argv)
 		}
 	}
 
-	int e = check_command(cmd[0]);
+	char cmd_path[PATH_MAX];
+	int e = check_command(cmd[0], cmd_path, sizeof(cmd_path));
 	if (e == ENOENT)
 		return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
 	if (e)
@@ -795,11 +1008,20 @@ int command_run(int argc, char **argv)
 	/* Without -o, a STEPPROF_DIR the user exported is the directory (as for LD_PRELOAD alone). */
 	if (!outdir && getenv("STEPPROF_DIR") && *getenv("STEPPROF_DIR"))
 		outdir = getenv("STEPPROF_DIR");
-	rc = prepare_dir(outdir, dir, sizeof(dir), j.uid, j.gid);
+	rc = prepare_dir(outdir, dir, sizeof(dir), &j, j.drop, j.uid, j.gid);
 	if (rc)
 		return rc;
 	j.lib = lib;
 	j.dir = dir;
+	j.path = cmd_path;
+	int argc_cmd = argc - i;
+	j.sh_argv = calloc((size_t)argc_cmd + 2, sizeof(char *));
+	if (!j.sh_argv)
+		return run_fail(RUN_EXIT_FAIL, "out of memory");
+	j.sh_argv[0] = "/bin/sh";
+	j.sh_argv[1] = cmd_path;
+	for (int k = 1; k < argc_cmd; k++)
+		j.sh_argv[k + 1] = cmd[k];
 
 	int go[2], err[2];
 	if (pipe2(go, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)
@@ -813,16 +1035,16 @@ int command_run(int argc, char **argv)
 	 * the mask before it waits for the attach, so it dies of one sent then.
 	 */
 	sigset_t all;
-	sigemptyset(&all);
-	for (size_t k = 0; k < RUN_NFWD; k++)
-		sigaddset(&all, run_fwd_sig[k]);
+	forwardable(&all);
 	sigprocmask(SIG_BLOCK, &all, &j.mask);
 	install_forwarding();
+	j.parent = getpid();
 	j.pid = fork();
 	if (j.pid == 0)
 		job_child(&j);
 	run_job_pid = j.pid;
 	sigprocmask(SIG_SETMASK, &j.mask, NULL);
+	free(j.sh_argv);
 	if (j.pid < 0)
 		return run_fail(RUN_EXIT_FAIL, "fork: %s", strerror(errno));
 	close(j.go_rd);
@@ -859,24 +1081,39 @@ int command_run(int argc, char **argv)
 	while (w < 0 && errno == EINTR);
 	close(j.go_wr);
 
-	/* exec succeeded when the close-on-exec pipe closes without a word. */
+	/*
+	 * exec succeeded when the close-on-exec pipe closes without a word. A job child
+	 * stopped before its exec (a Ctrl-Z or SIGTSTP during the attach) is followed:
+	 * waited on here, it left the shell waiting on a job that never went on.
+	 */
 	int child_errno = 0;
-	ssize_t r;
-	do
-		r = read(j.err_rd, &child_errno, sizeof(child_errno));
-	while (r < 0 && errno == EINTR);
+	ssize_t r = -1;
+	for (;;) {
+		struct pollfd p = { j.err_rd, POLLIN, 0 };
+		if (poll(&p, 1, 100) > 0) {
+			r = read(j.err_rd, &child_errno, sizeof(child_errno));
+			if (r >= 0 || errno != EINTR)
+				break;
+			continue;
+		}
+		siginfo_t si;
+		si.si_pid = 0;
+		if (waitid(P_PID, (id_t)j.pid, &si, WSTOPPED | WNOHANG) == 0 && si.si_pid == j.pid)
+			follow_stop(j.pid, si.si_status);
+	}
 	close(j.err_rd);
 
 	int st = wait_job(j.pid, &c);
 	run_job_pid = 0;
 	collector_stop(&c);
 	if (r == (ssize_t)sizeof(child_errno) && child_errno) {
-		if (child_errno == ENOENT)
-			return run_fail(RUN_EXIT_NOTFOUND, "%s: command not found", cmd[0]);
+		if (child_errno == ENOENT) /* it was there: what it needs is not (bash says the same) */
+			return run_fail(RUN_EXIT_NOTFOUND, "%s: cannot execute: required file not found (its #! "
+							   "interpreter or ELF loader)", cmd[0]);
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
 	const char *quiet = getenv("STEPPROF_QUIET");
 	if (!quiet || !*quiet || !strcmp(quiet, "0"))
 		fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
-	return exit_code(st);
+	return end_like(st);
 }

@@ -1,7 +1,7 @@
 /*
  * test_run.c - `stepprof run`: the job's environment (LD_PRELOAD prepended,
- * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (128+N
- * for a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
+ * STEPPROF_DIR, NVTX_INJECTION64_PATH), its exit status passed through (and
+ * its death by a signal), SIGTERM and SIGINT forwarded (also during the collector's attach;
  * ignored ones left ignored), the default trace directory, input captured
  * whether or not BPF is available, and bad input (no command, command not
  * found, not executable, unusable -o) as one-line errors with documented codes
@@ -11,8 +11,10 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -86,14 +88,18 @@ Test(run, exit_status_is_the_jobs)
 	free(tmp);
 }
 
-/* stepprof run passes sig on to the job, which dies of it: status 128 + sig, long before its 30 s. */
+/*
+ * stepprof run passes sig on to the job, which traps it and exits 3 at once, long
+ * before its 30 s: what stepprof run then ends with is the job's 3. Killed by sig
+ * itself instead of forwarding, stepprof run would die of it, and the job run on.
+ */
 static void expect_forwarded(int sig)
 {
 	char *tmp = sp_t_tmpdir("run-sig");
 	char *stepprof = io_t_abs("bin/stepprof");
 	char ready[PATH_MAX + 8], script[2 * PATH_MAX];
 	snprintf(ready, sizeof(ready), "%s/ready", tmp);
-	snprintf(script, sizeof(script), "touch '%s'; exec /bin/sleep 30", ready);
+	snprintf(script, sizeof(script), "trap 'kill $! 2>/dev/null; exit 3' %d; touch '%s'; sleep 30 & wait", sig, ready);
 	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", script, NULL };
 	pid_t pid;
 	setenv("STEPPROF_QUIET", "1", 1); /* this test's own process: no closing line */
@@ -108,8 +114,9 @@ static void expect_forwarded(int sig)
 	cr_assert_eq(kill(pid, sig), 0);
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_expect(WIFEXITED(st), "stepprof run itself was killed instead of forwarding");
-	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "signal %d: status %d", sig, WEXITSTATUS(st));
+	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d) instead of forwarding",
+		  WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+	cr_expect_eq(WEXITSTATUS(st), 3, "signal %d: status %d, not the job's trap's", sig, WEXITSTATUS(st));
 	cr_expect_lt(time(NULL) - t0, 20, "the job did not get the signal (it ran its 30 s)");
 	free(stepprof);
 	sp_t_rmrf(tmp);
@@ -125,6 +132,18 @@ Test(run, sigterm_is_forwarded_to_the_job, .timeout = 60)
 Test(run, sigint_is_forwarded_to_the_job, .timeout = 60)
 {
 	expect_forwarded(SIGINT);
+}
+
+/*
+ * Any signal sent to stepprof run is the job's: SIGUSR1 (Slurm's --signal=USR1@60,
+ * a trainer's "checkpoint now", faulthandler's stack dump), SIGALRM, a real-time
+ * signal. They killed stepprof run itself, and the job ran on, orphaned.
+ */
+Test(run, every_signal_sent_is_forwarded_to_the_job, .timeout = 120)
+{
+	const int sigs[] = { SIGUSR1, SIGUSR2, SIGALRM, SIGRTMIN + 2 };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		expect_forwarded(sigs[i]);
 }
 
 Test(run, default_directory_is_created_in_the_cwd)
@@ -502,11 +521,52 @@ Test(run, bad_input_is_a_one_line_error)
 	free(tmp);
 }
 
+/*
+ * Commands that exist but do not run, as a shell tells them: a binary of another
+ * kind (another architecture's ELF) is "Exec format error", 126 (execvp had
+ * /bin/sh read it as a script: "ELF...: not found", 127); a script whose #!
+ * interpreter is missing is not "command not found" (it is there), 127 as in bash.
+ * A script without #! still runs, by /bin/sh, with its arguments.
+ */
+Test(run, a_command_that_cannot_run_is_told_as_a_shell_does)
+{
+	char *tmp = sp_t_tmpdir("run-exec");
+	char elf[PATH_MAX + 16], noint[PATH_MAX + 16], plain[PATH_MAX + 16];
+	snprintf(elf, sizeof(elf), "%s/foreign", tmp);
+	snprintf(noint, sizeof(noint), "%s/nointerp", tmp);
+	snprintf(plain, sizeof(plain), "%s/plain.sh", tmp);
+	static const char foreign[] = "\177ELF\002\001\001\000\000\000\000\000\000\000\000\000\002\000\267\000";
+	cr_assert_eq(sp_t_write_file(elf, foreign, sizeof(foreign) - 1), 0);
+	const char *s1 = "#!/nonexistent/python3\nprint(1)\n", *s2 = "echo \"plain $1\"\n";
+	cr_assert_eq(sp_t_write_file(noint, s1, strlen(s1)), 0);
+	cr_assert_eq(sp_t_write_file(plain, s2, strlen(s2)), 0);
+	cr_assert_eq(chmod(elf, 0755) | chmod(noint, 0755) | chmod(plain, 0755), 0);
+	struct sp_t_result res;
+	char *a1[] = { "--no-bpf", "-o", tmp, "--", elf, NULL };
+	cr_expect_eq(run_stepprof(&res, a1), 126, "%s%s", res.out, res.err);
+	cr_expect_not_null(strstr(res.err, "Exec format error"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	char *a2[] = { "--no-bpf", "-o", tmp, "--", noint, NULL };
+	cr_expect_eq(run_stepprof(&res, a2), 127, "%s", res.err);
+	cr_expect_null(strstr(res.err, "command not found"), "%s", res.err);
+	cr_expect_not_null(strstr(res.err, "required file not found"), "%s", res.err);
+	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
+	sp_t_result_free(&res);
+	char *a3[] = { "--no-bpf", "-o", tmp, "--", plain, "arg", NULL };
+	cr_expect_eq(run_stepprof(&res, a3), 0, "%s", res.err);
+	cr_expect_str_eq(res.out, "plain arg\n");
+	sp_t_result_free(&res);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 {
 	if (geteuid() != 0)
 		cr_skip_test("not root: sudo's hand-over cannot be simulated");
 	char *tmp = sp_t_tmpdir("run-sudo");
+	cr_assert_eq(chmod(tmp, 0755), 0); /* the user gets through it to the trace directory */
 	char out[PATH_MAX];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	char *stepprof = io_t_abs("bin/stepprof");
@@ -521,6 +581,39 @@ Test(run, through_sudo_the_job_runs_as_the_invoking_user)
 	cr_assert_eq(stat(out, &st), 0);
 	cr_expect_eq(st.st_uid, 65534u);
 	cr_expect_eq(st.st_gid, 65534u);
+	sp_t_result_free(&res);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * Through sudo, the job finds the user's HOME, USER and LOGNAME, as the user's own
+ * job would (sudo -u does the same): it had root's, and a job writing ~/.cache
+ * (torch, pip, matplotlib) failed on /root or wrote elsewhere than the user's.
+ */
+Test(run, through_sudo_the_job_has_the_users_home)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: sudo's hand-over cannot be simulated");
+	struct passwd *pw = getpwuid(65534);
+	if (!pw)
+		cr_skip_test("no user 65534 in the password database");
+	char want[PATH_MAX + 600];
+	snprintf(want, sizeof(want), "%s %s %s\n", pw->pw_dir, pw->pw_name, pw->pw_name);
+	char *tmp = sp_t_tmpdir("run-sudo-home");
+	cr_assert_eq(chmod(tmp, 0755), 0); /* the user gets through it to the trace directory */
+	char out[PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	char *stepprof = io_t_abs("bin/stepprof");
+	/* What sudo leaves for a root process it started for "nobody", HOME and USER root's. */
+	char *env[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "HOME=/root", "USER=root",
+			"LOGNAME=root",	  "STEPPROF_QUIET=1", NULL };
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c",
+			 "echo \"$HOME $USER $LOGNAME\"", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	cr_expect_str_eq(res.out, want);
 	sp_t_result_free(&res);
 	free(stepprof);
 	sp_t_rmrf(tmp);
@@ -576,6 +669,57 @@ Test(run, through_sudo_every_level_created_is_the_users, .timeout = 60)
 	cr_assert_eq(stat(tmp, &st), 0);
 	cr_expect_eq(st.st_uid, 0u, "%s was given away", tmp);
 	free(stepprof), free(iogen);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * An existing -o the job's recorder cannot use is one line and 125, before the job
+ * runs: owned by someone else (the recorder writes only into a directory of its
+ * own user) or not writable by the job's user (asked of the kernel as that user:
+ * mode, groups, ACLs). Both ran the job unrecorded, each process saying so, and
+ * ended with "trace in DIR"; through sudo, a directory owned by the user without
+ * write permission was taken the same way.
+ */
+Test(run, an_existing_directory_the_job_cannot_use_is_refused, .timeout = 30)
+{
+	if (geteuid() != 0)
+		cr_skip_test("not root: no other user to give the directories to");
+	char *tmp = sp_t_tmpdir("run-existing");
+	cr_assert_eq(chmod(tmp, 0755), 0);
+	char other[PATH_MAX + 16], group[PATH_MAX + 16], ro[PATH_MAX + 16];
+	snprintf(other, sizeof(other), "%s/other", tmp);
+	snprintf(group, sizeof(group), "%s/group", tmp);
+	snprintf(ro, sizeof(ro), "%s/readonly", tmp);
+	/* (modes by chmod, not through mkdir: the umask) */
+	cr_assert_eq(mkdir(other, 0700), 0); /* 65534's, writable by all */
+	cr_assert_eq(chown(other, 65534, 65534), 0);
+	cr_assert_eq(chmod(other, 0777), 0);
+	cr_assert_eq(mkdir(group, 0700), 0); /* root's, writable by group 65534 */
+	cr_assert_eq(chown(group, 0, 65534), 0);
+	cr_assert_eq(chmod(group, 0770), 0);
+	cr_assert_eq(mkdir(ro, 0700), 0); /* 65534's, read and search only */
+	cr_assert_eq(chown(ro, 65534, 65534), 0);
+	cr_assert_eq(chmod(ro, 0500), 0);
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *root[] = { "STEPPROF_QUIET=1", NULL };
+	char *sudo[] = { "SUDO_UID=65534", "SUDO_GID=65534", "SUDO_USER=nobody", "STEPPROF_QUIET=1", NULL };
+	struct {
+		char *dir, **env;
+		const char *says;
+	} cases[] = { { other, root, "not owned by uid 0" },
+		      { group, sudo, "not owned by uid 65534" },
+		      { ro, sudo, "not writable" } };
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[] = { stepprof, "run", "--no-bpf", "-o", cases[i].dir, "--", "/bin/sh", "-c", "echo ran", NULL };
+		struct sp_t_result res;
+		cr_expect_eq(sp_t_run(&res, argv, cases[i].env, NULL, 30), 125, "case %zu: %s", i, res.err);
+		cr_expect_str_eq(res.out, "", "case %zu: the job ran, unrecorded", i);
+		cr_expect_not_null(strstr(res.err, cases[i].says), "case %zu: %s", i, res.err);
+		cr_expect_eq(count_lines(res.err), 1, "case %zu: %s", i, res.err);
+		sp_t_result_free(&res);
+	}
+	free(stepprof);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
@@ -733,13 +877,14 @@ static pid_t run_during_a_slow_attach(const char *tmp, posix_spawnattr_t *attr, 
 	return pid;
 }
 
-/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once; the collector was stopped. */
+/* ... and once stepprof run has had sig (sent at t0): the job died of it, at once, and so did stepprof run after
+ * stopping the collector. */
 static void expect_ended_by(const char *tmp, pid_t pid, int sig, time_t t0)
 {
 	int st = 0;
 	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	cr_expect(WIFEXITED(st), "stepprof run itself was killed (signal %d)", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-	cr_expect_eq(WEXITSTATUS(st), 128 + sig, "status %d: the job did not die of signal %d", WEXITSTATUS(st), sig);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sig, "stepprof run %s %d: the job did not die of signal %d",
+		  WIFSIGNALED(st) ? "died of signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st), sig);
 	cr_expect_lt(time(NULL) - t0, 10, "it took the 30 s attach timeout");
 	char f[PATH_MAX + 32];
 	snprintf(f, sizeof(f), "%s/collector-stopped", tmp);
@@ -876,11 +1021,23 @@ Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 	free(tmp);
 }
 
-/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, its stderr a pipe nobody reads: its status. */
-static int run_with_stderr_closed(const char *dir, const char *script)
+/* stepprof run --no-bpf -o DIR -- /bin/sh -c script, spawned with fa and attr (NULL: none): its wait status. */
+static int run_sh_spawned(const char *dir, const char *script, const posix_spawn_file_actions_t *fa,
+			  const posix_spawnattr_t *attr)
 {
 	char *stepprof = io_t_abs("bin/stepprof");
 	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, fa, attr, argv, environ), 0);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	return st;
+}
+
+/* ... its stderr a pipe nobody reads. */
+static int run_with_stderr_closed(const char *dir, const char *script)
+{
 	int p[2];
 	cr_assert_eq(pipe2(p, O_CLOEXEC), 0);
 	close(p[0]);
@@ -896,16 +1053,11 @@ static int run_with_stderr_closed(const char *dir, const char *script)
 	posix_spawnattr_setsigdefault(&attr, &def);
 	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
 	unsetenv("STEPPROF_QUIET"); /* the closing line is the write that failed */
-	pid_t pid;
-	cr_assert_eq(posix_spawn(&pid, stepprof, &fa, &attr, argv, environ), 0);
+	int st = run_sh_spawned(dir, script, &fa, &attr);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(p[1]);
-	int st = 0;
-	cr_assert_eq(waitpid(pid, &st, 0), pid);
-	free(stepprof);
-	cr_assert(WIFEXITED(st), "stepprof run was killed by signal %d", WTERMSIG(st));
-	return WEXITSTATUS(st);
+	return st;
 }
 
 /*
@@ -916,9 +1068,10 @@ static int run_with_stderr_closed(const char *dir, const char *script)
 Test(run, a_closed_stderr_does_not_change_the_exit_status, .timeout = 30)
 {
 	char *tmp = sp_t_tmpdir("run-epipe");
-	cr_expect_eq(run_with_stderr_closed(tmp, "exit 7"), 7);
-	cr_expect_eq(run_with_stderr_closed(tmp, "echo job >&2; exit 7"), 128 + SIGPIPE,
-		     "the job did not die of its own SIGPIPE");
+	int st = run_with_stderr_closed(tmp, "exit 7");
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x", st);
+	st = run_with_stderr_closed(tmp, "echo job >&2; exit 7");
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGPIPE, "the job did not die of its own SIGPIPE: status %#x", st);
 	sp_t_rmrf(tmp);
 	free(tmp);
 }
@@ -947,6 +1100,364 @@ Test(run, a_collector_that_never_attaches_is_one_line, .timeout = 30)
 	cr_expect_null(strstr(res.err, "exited early"), "%s", res.err);
 	cr_expect_eq(count_lines(res.err), 1, "%s", res.err);
 	sp_t_result_free(&res);
+	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * ... with RLIMIT_CORE 0 inherited; with cores, the hard limit instead, in DIR as
+ * its cwd (where a core_pattern "core" puts the job's).
+ */
+static int run_spawned(const char *dir, const char *script, int cores)
+{
+	struct rlimit old, lim;
+	getrlimit(RLIMIT_CORE, &old);
+	lim.rlim_cur = cores ? old.rlim_max : 0;
+	lim.rlim_max = old.rlim_max;
+	setrlimit(RLIMIT_CORE, &lim);
+	setenv("STEPPROF_QUIET", "1", 1);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addchdir_np(&fa, dir);
+	int st = run_sh_spawned(dir, script, &fa, NULL);
+	posix_spawn_file_actions_destroy(&fa);
+	setrlimit(RLIMIT_CORE, &old);
+	return st;
+}
+
+/*
+ * A job killed by a signal: stepprof run dies of the same signal, as its parent
+ * would have seen of the job itself. It exited 128+N: bash went on with a script
+ * after a Ctrl-C that a foreground command died of (it stops only when the command
+ * died of SIGINT), printed no "Segmentation fault", and Slurm recorded an exit code.
+ */
+Test(run, a_job_killed_by_a_signal_kills_stepprof_run_alike, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-killed");
+	const int sigs[] = { SIGINT, SIGTERM, SIGKILL, SIGSEGV };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		char script[64];
+		snprintf(script, sizeof(script), "kill -%d $$; sleep 5", sigs[i]);
+		int st = run_spawned(tmp, script, 0);
+		cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == sigs[i], "signal %d: stepprof run %s %d", sigs[i],
+			  WIFSIGNALED(st) ? "was killed by signal" : "exited", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	/* Cores allowed: the job dumps its own, stepprof run none (it would be of no use, and could replace the job's). */
+	int st = run_spawned(tmp, "kill -SEGV $$", 1);
+	cr_expect(WIFSIGNALED(st) && WTERMSIG(st) == SIGSEGV, "status %#x", st);
+	cr_expect(!WCOREDUMP(st), "stepprof run dumped a core of its own");
+	/* An exit, 130 included, stays an exit. */
+	st = run_spawned(tmp, "exit 130", 0);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %#x", st);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * stepprof run --no-bpf -o DIR -- CMD..., started with SIGCHLD ignored (and CMD's
+ * stdout in *job_out, when not NULL): its wait status.
+ */
+static int run_with_sigchld_ignored(const char *dir, char *const *cmd, char *job_out, size_t len)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[16] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--" };
+	for (int k = 0; cmd[k] && k < 9; k++)
+		argv[6 + k] = cmd[k];
+	int out[2];
+	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		signal(SIGCHLD, SIG_IGN);
+		dup2(out[1], 1);
+		setenv("STEPPROF_QUIET", "1", 1);
+		execv(stepprof, argv);
+		_exit(127);
+	}
+	close(out[1]);
+	size_t n = 0;
+	ssize_t r;
+	char buf[256];
+	while ((r = read(out[0], buf, sizeof(buf))) > 0)
+		for (ssize_t k = 0; k < r && job_out && n + 1 < len; k++)
+			job_out[n++] = buf[k];
+	if (job_out)
+		job_out[n] = 0;
+	close(out[0]);
+	int st = 0;
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	free(stepprof);
+	return st;
+}
+
+/*
+ * Started with SIGCHLD ignored (a launcher that leaves it so: its children are
+ * reaped by the kernel), stepprof run lost the job's status: waitpid said ECHILD,
+ * and every job "exited 0". The job still gets SIGCHLD ignored, as it was given.
+ */
+Test(run, a_sigchld_inherited_ignored_keeps_the_status, .timeout = 30)
+{
+	char *tmp = sp_t_tmpdir("run-sigchld");
+	char *exit7[] = { "/bin/sh", "-c", "exit 7", NULL };
+	int st = run_with_sigchld_ignored(tmp, exit7, NULL, 0);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x, not the job's exit 7", st);
+	/* grep itself, not a shell (dash resets SIGCHLD) */
+	char *grep[] = { "/bin/grep", "^SigIgn:", "/proc/self/status", NULL };
+	char out[256];
+	st = run_with_sigchld_ignored(tmp, grep, out, sizeof(out));
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+	unsigned long long ign = 0;
+	cr_expect_eq(sscanf(out, "SigIgn: %llx", &ign), 1, "the job said %s", out);
+	cr_expect(ign & (1ull << (SIGCHLD - 1)), "SIGCHLD is no longer ignored in the job (SigIgn %llx)", ign);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* pid's state letter (/proc/PID/stat), 0 when gone. */
+static char state_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	const char *p = strrchr(buf, ')');
+	return p ? p[2] : 0;
+}
+
+/* Is pid gone: no such process, or a zombie nobody has reaped yet? */
+static int gone(pid_t pid)
+{
+	char c = state_of(pid);
+	return !c || c == 'Z' || c == 'X';
+}
+
+/* The pid a job wrote into pidf (written whole: by a rename), waited for up to 10 s. */
+static pid_t job_pid_from(const char *pidf)
+{
+	char *txt = NULL;
+	size_t len;
+	for (int i = 0; i < 1000 && !(txt = sp_t_read_file(pidf, &len)); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_not_null(txt, "the job did not start within 10 s");
+	pid_t pid = atoi(txt);
+	free(txt);
+	cr_assert_gt(pid, 0);
+	return pid;
+}
+
+/*
+ * A copy of stepprof (stepprof_copy) whose collector is ready once TMP/go exists,
+ * having created TMP/attaching, and records its SIGTERM in TMP/collector-stopped.
+ * Sets STEPPROF_LIB for the copy and STEPPROF_QUIET in this test's environment.
+ */
+static char *copy_with_a_held_collector(const char *tmp)
+{
+	char script[4 * PATH_MAX], libenv[PATH_MAX + 16];
+	snprintf(script, sizeof(script),
+		 "#!/bin/sh\n"
+		 "trap 'echo stopped > \"%s/collector-stopped\"; kill $! 2>/dev/null; exit 0' TERM\n"
+		 "touch \"%s/attaching\"\n"
+		 "while [ ! -e \"%s/go\" ]; do sleep 0.05; done\n"
+		 "echo ready\n"
+		 "sleep 60 & wait $!\n",
+		 tmp, tmp, tmp);
+	char *copy = stepprof_copy(tmp, script, libenv, sizeof(libenv));
+	setenv("STEPPROF_LIB", strchr(libenv, '=') + 1, 1);
+	setenv("STEPPROF_QUIET", "1", 1);
+	return copy;
+}
+
+/*
+ * stepprof run killed (SIGKILL, which it cannot forward: kill -9, timeout
+ * --foreground -s KILL) takes its job along, as killing the job itself would have,
+ * and its collector flushes and leaves. Both were left running, orphaned: the job
+ * to its end, the collector for as long as it did.
+ */
+Test(run, stepprof_run_killed_leaves_no_orphan, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-orphan");
+	char out[PATH_MAX + 16], pidf[PATH_MAX + 16], stopped[PATH_MAX + 32], go[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(pidf, sizeof(pidf), "%s/job.pid", tmp);
+	snprintf(stopped, sizeof(stopped), "%s/collector-stopped", tmp);
+	snprintf(go, sizeof(go), "%s/go", tmp);
+	cr_assert_eq(sp_t_write_file(go, "", 0), 0); /* it attaches at once */
+	char *copy = copy_with_a_held_collector(tmp);
+	char job[4 * PATH_MAX];
+	snprintf(job, sizeof(job), "echo $$ > '%s.tmp'; mv '%s.tmp' '%s'; exec sleep 30", pidf, pidf, pidf);
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", job, NULL };
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, NULL, NULL, argv, environ), 0);
+	pid_t job_pid = job_pid_from(pidf);
+	pid_t coll = child_named(pid, "stepprof-bpf");
+	cr_assert_eq(kill(pid, SIGKILL), 0);
+	cr_assert_eq(waitpid(pid, NULL, 0), pid);
+	int i = 0;
+	for (; i < 300 && (!gone(job_pid) || access(stopped, F_OK) != 0); i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_expect(gone(job_pid), "the job (pid %d) runs on after stepprof run was killed", (int)job_pid);
+	cr_expect_eq(access(stopped, F_OK), 0, "the collector was not stopped");
+	if (!gone(job_pid))
+		kill(job_pid, SIGKILL);
+	if (coll > 0)
+		kill(coll, SIGKILL); /* its sleep goes at its 60 s */
+	free(copy);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/* Wait up to 5 s for pid's state to be (want) or not to be (!want) 'T'; the last state seen. */
+static char wait_stopped(pid_t pid, int want)
+{
+	char c = state_of(pid);
+	for (int i = 0; i < 500 && (c == 'T') != want; i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+		c = state_of(pid);
+	}
+	return c;
+}
+
+/*
+ * stepprof run --no-bpf -o TMP/trace -- /bin/sh -c SCRIPT, in a process group of
+ * its own (not orphaned: the test is its parent, in the same session); SCRIPT may
+ * use $P, a file where the job writes its pid. Returns stepprof run's pid, the
+ * job's in *job once it has written it.
+ */
+static pid_t run_in_a_group(const char *tmp, const char *script, pid_t *job)
+{
+	char *stepprof = io_t_abs("bin/stepprof");
+	char out[PATH_MAX + 16], pidf[PATH_MAX + 16], sh[4 * PATH_MAX];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(pidf, sizeof(pidf), "%s/job.pid", tmp);
+	snprintf(sh, sizeof(sh), "P='%s'; echo $$ > \"$P.tmp\"; mv \"$P.tmp\" \"$P\"; %s", pidf, script);
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", out, "--", "/bin/sh", "-c", sh, NULL };
+	posix_spawnattr_t attr;
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	setenv("STEPPROF_QUIET", "1", 1);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, stepprof, NULL, &attr, argv, environ), 0);
+	posix_spawnattr_destroy(&attr);
+	*job = job_pid_from(pidf);
+	free(stepprof);
+	return pid;
+}
+
+/* pid's end (its wait status), waited for up to secs seconds; -1 (pid and job killed) when it did not come. */
+static int end_within(pid_t pid, pid_t job, int secs)
+{
+	int st = 0;
+	for (int i = 0; i < secs * 100; i++) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+		if (r == pid && (WIFEXITED(st) || WIFSIGNALED(st)))
+			return st;
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	kill(job, SIGKILL);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* The job stops, and stepprof run after it, of sig; then stepprof run (alone) is continued. */
+static void expect_stopped_alike(pid_t pid, pid_t job, int sig)
+{
+	cr_expect_eq(wait_stopped(job, 1), 'T', "the job did not stop");
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job");
+	int st = 0;
+	if (waitpid(pid, &st, WUNTRACED | WNOHANG) == pid)
+		cr_expect(WIFSTOPPED(st) && WSTOPSIG(st) == sig, "status %#x, not stopped by %d", st, sig);
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+}
+
+/*
+ * A job that stops (it stops itself, or a SIGSTOP is sent to its pid) stops
+ * stepprof run alike, so that the shell sees it stopped ("Stopped", fg, bg);
+ * continued, stepprof run continues the job. It was left running: the shell
+ * waited, in the foreground, on a job that never went on.
+ */
+Test(run, a_job_that_stops_stops_stepprof_run, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-stop");
+	pid_t job;
+	pid_t pid = run_in_a_group(tmp, "kill -STOP $$; exit 4", &job);
+	expect_stopped_alike(pid, job, SIGSTOP);
+	/* (continued alone: the job goes on too, and ends) */
+	int st = end_within(pid, job, 10);
+	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 4, "status %#x, not the job's 4 (-1: still there)", st);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * A SIGTSTP sent to stepprof run (kill -TSTP, not the terminal's Ctrl-Z, which
+ * reaches the job itself) stops the job, and then stepprof run: it stopped
+ * stepprof run alone, and the job ran on.
+ */
+Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-tstp");
+	pid_t job;
+	pid_t pid = run_in_a_group(tmp, "exec sleep 30", &job);
+	cr_assert_eq(kill(pid, SIGTSTP), 0);
+	expect_stopped_alike(pid, job, SIGTSTP);
+	cr_expect_neq(wait_stopped(job, 0), 'T', "the job was not continued with stepprof run");
+	cr_assert_eq(kill(pid, SIGTERM), 0);
+	int st = end_within(pid, job, 10);
+	cr_expect(st != -1 && WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM, "status %#x (-1: still there)", st);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
+/*
+ * A SIGTSTP while the collector attaches stops the job child before its exec:
+ * stepprof run, which waited for that exec, stops too once the collector is
+ * ready, and continued, continues the job, which runs and ends. (Forwarding
+ * SIGTSTP and following the job's stops must not leave stepprof run blocked on
+ * an exec that a stopped child never makes.)
+ */
+Test(run, a_sigtstp_during_the_attach_stops_both, .timeout = 60)
+{
+	char *tmp = sp_t_tmpdir("run-attach-tstp");
+	char out[PATH_MAX + 16], attaching[PATH_MAX + 16], go[PATH_MAX + 16];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	snprintf(attaching, sizeof(attaching), "%s/attaching", tmp);
+	snprintf(go, sizeof(go), "%s/go", tmp);
+	char *copy = copy_with_a_held_collector(tmp);
+	char *argv[] = { copy, "run", "--bpf", "-o", out, "--", "/bin/sh", "-c", "exit 5", NULL };
+	posix_spawnattr_t attr; /* a process group of its own, not orphaned */
+	posix_spawnattr_init(&attr);
+	posix_spawnattr_setpgroup(&attr, 0);
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+	pid_t pid;
+	cr_assert_eq(posix_spawn(&pid, copy, NULL, &attr, argv, environ), 0);
+	posix_spawnattr_destroy(&attr);
+	for (int i = 0; i < 1000 && access(attaching, F_OK) != 0; i++) {
+		struct timespec ts = { 0, 10 * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	cr_assert_eq(access(attaching, F_OK), 0, "the collector was not started within 10 s");
+	pid_t child = child_named(pid, "stepprof"); /* the job child, waiting to be released */
+	cr_assert_gt(child, 0);
+	cr_assert_eq(kill(pid, SIGTSTP), 0);
+	cr_expect_eq(wait_stopped(child, 1), 'T', "the job child was not stopped");
+	cr_assert_eq(sp_t_write_file(go, "", 0), 0);
+	cr_expect_eq(wait_stopped(pid, 1), 'T', "stepprof run did not stop with its job child");
+	cr_assert_eq(kill(pid, SIGCONT), 0);
+	int st = end_within(pid, child, 10);
+	cr_expect(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x, not the job's 5 (-1: still there)", st);
 	free(copy);
 	sp_t_rmrf(tmp);
 	free(tmp);
