@@ -33,6 +33,7 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,19 @@ static void child_fail(struct job *j, int e)
 }
 
 /* LD_PRELOAD with lib first, keeping what was there (once). */
+/* Is lib one of the entries of an LD_PRELOAD list (separated by ':' or spaces)? */
+static bool preload_has(const char *list, const char *lib)
+{
+	size_t n = strlen(lib);
+	for (const char *p = list; (p = strstr(p, lib)) != NULL; p++) {
+		bool starts = p == list || p[-1] == ':' || p[-1] == ' ' || p[-1] == '\t';
+		char end = p[n];
+		if (starts && (end == '\0' || end == ':' || end == ' ' || end == '\t'))
+			return true;
+	}
+	return false;
+}
+
 static void set_preload(const char *lib)
 {
 	const char *old = getenv("LD_PRELOAD");
@@ -340,7 +354,7 @@ static void set_preload(const char *lib)
 		setenv("LD_PRELOAD", lib, 1);
 		return;
 	}
-	if (strstr(old, lib))
+	if (preload_has(old, lib))
 		return;
 	size_t n = strlen(lib) + strlen(old) + 2;
 	char *v = malloc(n);

@@ -71,6 +71,52 @@ Test(run, job_gets_preload_dir_and_nvtx_path)
 	free(tmp);
 }
 
+/*
+ * LD_PRELOAD already naming libstepprof.so as one of its entries is kept as it is;
+ * an entry that merely contains its path (a copy beside it, "/x" + its path) is
+ * another library: libstepprof.so is still prepended.
+ */
+static char *job_preload(const char *preload)
+{
+	char *tmp = sp_t_tmpdir("run-preload");
+	char *stepprof = io_t_abs("bin/stepprof");
+	char *argv[] = { stepprof, "run", "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", "echo \"$LD_PRELOAD\"", NULL };
+	char env_preload[3 * PATH_MAX];
+	snprintf(env_preload, sizeof(env_preload), "LD_PRELOAD=%s", preload);
+	char *env[] = { env_preload, "STEPPROF_QUIET=1", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
+	char *out = strdup(res.out);
+	sp_t_result_free(&res);
+	free(stepprof);
+	sp_t_rmrf(tmp);
+	free(tmp);
+	return out;
+}
+
+Test(run, preload_entries_are_matched_whole)
+{
+	char *lib = io_t_abs("lib/libstepprof.so");
+	char have[3 * PATH_MAX], want[4 * PATH_MAX];
+	const char *kept[] = { "libm.so.6:%s", "libm.so.6 %s", "%s" };
+	for (size_t i = 0; i < sizeof(kept) / sizeof(kept[0]); i++) {
+		snprintf(have, sizeof(have), kept[i], lib);
+		snprintf(want, sizeof(want), "%s\n", have);
+		char *out = job_preload(have);
+		cr_expect_str_eq(out, want, "LD_PRELOAD=%s", have);
+		free(out);
+	}
+	const char *other[] = { "/x%s", "%s.old", "%s.old:libm.so.6" };
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		snprintf(have, sizeof(have), other[i], lib);
+		snprintf(want, sizeof(want), "%s:%s\n", lib, have);
+		char *out = job_preload(have);
+		cr_expect_str_eq(out, want, "LD_PRELOAD=%s", have);
+		free(out);
+	}
+	free(lib);
+}
+
 Test(run, exit_status_is_the_jobs)
 {
 	char *tmp = sp_t_tmpdir("run-status");
