@@ -596,6 +596,73 @@ static bool pid_dead(int32_t pid)
 	return dead;
 }
 
+/* The parent of process pid (field 4 of /proc/PID/stat), 0 when it cannot be read. */
+static int32_t proc_ppid(int32_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	const char *rp = strrchr(buf, ')'); /* the command's name may hold anything, ')' included */
+	int ppid = 0;
+	char state;
+	if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+		return 0;
+	return ppid;
+}
+
+/*
+ * The descendants the traced process already has when tracing starts (a
+ * trainer's running DataLoader workers, and their children): traced as if
+ * their forks had been seen. Called once the programs are attached, so that
+ * every fork of a process from the moment it is in the traced map is
+ * followed by the kernel side; a pass over /proc finds the children of the
+ * processes known so far, and passes go on until one finds none (a child
+ * forked by a process just before we added it is found by the next pass).
+ * RATIONALE: before, only --pid itself was traced: started by hand on a
+ * running job, the collector recorded none of its workers' reads. A process
+ * whose parent exited before this scan (reparented) is not found.
+ */
+static void trace_descendants(struct collector *c, struct bpf_map *traced)
+{
+	uint8_t one = 1;
+	for (bool added = true; added;) {
+		added = false;
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		for (struct dirent *de; (de = readdir(d));) {
+			char *end;
+			long pid = strtol(de->d_name, &end, 10);
+			if (*end || end == de->d_name || pid <= 0 || pid > INT_MAX || proc_get(c, (int32_t)pid, false))
+				continue;
+			int32_t ppid = proc_ppid((int32_t)pid);
+			struct proc *pp = ppid > 0 ? proc_get(c, ppid, false) : NULL;
+			if (!pp)
+				continue;
+			uint32_t key = (uint32_t)pid;
+			if (bpf_map__update_elem(traced, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+				continue; /* the map is full: as a fork the kernel side could not follow */
+			if (pid_dead((int32_t)pid)) {
+				/* exited meanwhile: its exit, before it was in the map, removed nothing */
+				bpf_map__delete_elem(traced, &key, sizeof(key), 0);
+				continue;
+			}
+			struct proc *p = proc_get(c, (int32_t)pid, true);
+			proc_scan_fds(c, p);
+			proc_cwd(p); /* now, while it is alive (as for --pid) */
+			added = true;
+		}
+		closedir(d);
+	}
+}
+
 /* ------------------------------------------------------------- 3. events */
 
 /*
@@ -1219,6 +1286,8 @@ int main(int argc, char **argv)
 			load_reason(e, reason, sizeof(reason)));
 		goto cleanup;
 	}
+
+	trace_descendants(&c, skel->maps.traced);
 
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);

@@ -66,6 +66,7 @@ struct session {
 	char *data; /* the files bpfgen reads */
 	char *out;  /* the collector's -o */
 	pid_t job, bpf;
+	pid_t target;	/* the collector's --pid; 0: the job */
 	int release_fd; /* write end of the job's start pipe */
 	int bpf_out;	/* collector's stdout */
 	char bpf_err[1024];
@@ -83,8 +84,11 @@ static void read_file_into(const char *path, char *buf, size_t len)
 	buf[strcspn(buf, "\n")] = 0;
 }
 
-/* Fork argv with stdout/stderr to files; when gate >= 0 the child first waits for a byte on it. */
-static pid_t spawn(char *const argv[], const char *out, const char *err, int gate, int stdout_fd)
+/*
+ * Fork argv with stdout/stderr to files; when gate >= 0 the child first waits
+ * for a byte on it; stdin_fd >= 0 becomes the program's stdin.
+ */
+static pid_t spawn(char *const argv[], const char *out, const char *err, int gate, int stdin_fd, int stdout_fd)
 {
 	pid_t pid = fork();
 	cr_assert(pid >= 0);
@@ -96,6 +100,8 @@ static pid_t spawn(char *const argv[], const char *out, const char *err, int gat
 				_exit(126);
 			close(gate);
 		}
+		if (stdin_fd >= 0)
+			dup2(stdin_fd, 0);
 		int o = stdout_fd >= 0 ? stdout_fd : open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		int e = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 		if (o < 0 || e < 0)
@@ -138,29 +144,19 @@ static const char *collector_or_skip(void)
 }
 
 /*
- * Start the job (held at its gate) and the collector on it; returns when the
- * collector said "ready" and the job was released. Skips the test with the
- * collector's reason when it exits instead (BPF refused).
+ * Start the collector on s->job; returns once it said "ready". Skips the test
+ * with the collector's reason when it exits instead (BPF refused).
  */
-static void start(struct session *s, const char *bin, char *const job_argv[])
+static void start_collector(struct session *s, const char *bin)
 {
-	char errpath[512], outpath[512];
-	int gate[2], cout[2];
-	/* CLOEXEC: the collector must not hold the job's gate, nor the job the collector's stdout. */
-	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
-
-	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
-	snprintf(errpath, sizeof(errpath), "%s/job.err", s->tmp);
-	s->job = spawn(job_argv, outpath, errpath, gate[0], -1);
-	close(gate[0]);
-	s->release_fd = gate[1];
+	char errpath[512], pidstr[16];
+	int cout[2];
+	/* CLOEXEC: the job must not hold the collector's stdout. */
 	cr_assert(pipe2(cout, O_CLOEXEC) == 0);
-
-	char pidstr[16];
-	snprintf(pidstr, sizeof(pidstr), "%d", (int)s->job);
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)(s->target ? s->target : s->job));
 	char *bargv[] = {(char *)bin, "--pid", pidstr, "-o", s->out, NULL};
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s->tmp);
-	s->bpf = spawn(bargv, NULL, errpath, -1, cout[1]);
+	s->bpf = spawn(bargv, NULL, errpath, -1, -1, cout[1]);
 	close(cout[1]);
 	s->bpf_out = cout[0];
 
@@ -184,6 +180,22 @@ static void start(struct session *s, const char *bin, char *const job_argv[])
 		printf("test_bpf: skipped: the collector refused to start: %s\n", s->bpf_err);
 		cr_skip_test("BPF refused: %s", s->bpf_err);
 	}
+}
+
+/* Start the job held at its gate (before its exec), the collector on it, then release the job. */
+static void start(struct session *s, const char *bin, char *const job_argv[])
+{
+	char errpath[512], outpath[512];
+	int gate[2];
+	/* CLOEXEC: the collector must not hold the job's gate. */
+	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
+
+	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
+	snprintf(errpath, sizeof(errpath), "%s/job.err", s->tmp);
+	s->job = spawn(job_argv, outpath, errpath, gate[0], -1, -1);
+	close(gate[0]);
+	s->release_fd = gate[1];
+	start_collector(s, bin);
 	cr_assert(write(s->release_fd, "g", 1) == 1);
 	close(s->release_fd);
 }
@@ -393,6 +405,54 @@ static void run_bpfgen(struct session *s, const char *mode, struct dump *d, stru
 	dump_trace(s, d);
 }
 
+/*
+ * The collector started by hand on a job that already runs: bpfgen in `mode`
+ * (--prefork, --thread) makes its processes or threads and prints their ids,
+ * then waits for a byte on stdin in each reader; the collector is started on
+ * the job's pid (or on the id `target_key` of that line names), and the
+ * readers released (`readers` bytes) once it is ready.
+ */
+static void run_running(struct session *s, const char *mode, const char *target_key, int readers, struct dump *d,
+			struct sp_json **res)
+{
+	const char *bin = collector_or_skip();
+	char n[8], outpath[512], errpath[512], buf[1024] = {0};
+	int gate[2];
+	snprintf(n, sizeof(n), "%d", NFILES);
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
+	/* CLOEXEC: only the job's stdin (a dup2, which clears it) keeps the read end; nobody else the write end. */
+	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
+	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
+	snprintf(errpath, sizeof(errpath), "%s/job.err", s->tmp);
+	s->job = spawn(argv, outpath, errpath, -1, gate[0], -1);
+	close(gate[0]);
+	/* Its line says the processes (threads) exist: the collector starts after them. */
+	for (int i = 0; i < 600 && buf[0] != '{'; i++) {
+		usleep(50000);
+		read_file_into(outpath, buf, sizeof(buf));
+	}
+	*res = sp_json_parse(buf);
+	if (!*res) {
+		kill(-s->job, SIGKILL);
+		wait_for(s->job, 5000);
+		cr_assert_fail("bpfgen %s printed no JSON within 30 s: \"%s\"", mode, buf);
+	}
+	if (target_key)
+		s->target = (pid_t)sp_json_num(*res, target_key, 0);
+	start_collector(s, bin);
+	for (int i = 0; i < readers; i++)
+		cr_assert(write(gate[1], "g", 1) == 1);
+	close(gate[1]);
+	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen %s failed", mode);
+	int st = wait_for(s->bpf, 15000);
+	if (st < 0) {
+		kill(s->bpf, SIGKILL);
+		wait_for(s->bpf, 5000);
+	}
+	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)", st);
+	dump_trace(s, d);
+}
+
 static void dump_free(struct dump *d)
 {
 	for (size_t i = 0; i < d->n; i++)
@@ -475,6 +535,30 @@ Test(bpf, forked_and_execed_child_followed, .timeout = 120)
 	check_files(&s, &d, pid, 1);
 	/* The child forked, exec'd bpfgen --child and read every file again, from one thread. */
 	check_files(&s, &d, child, 0);
+	sp_json_free(res);
+	dump_free(&d);
+	session_free(&s);
+}
+
+/*
+ * By hand, on a job that already runs: a trainer whose DataLoader workers were
+ * forked before the collector started. Its descendants of that time (a child
+ * and the grandchild it forked) are traced as well as the ones it forks later.
+ * Before, only --pid itself was: the reads of every running worker were lost.
+ */
+Test(bpf, descendants_running_before_the_attach_are_traced, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	session_init(&s, "bpfpre");
+	run_running(&s, "--prefork", NULL, 2, &d, &res);
+	long long child = (long long)sp_json_num(res, "child_pid", -1);
+	long long grandchild = (long long)sp_json_num(res, "grandchild_pid", -1);
+	cr_assert(child > 0 && grandchild > 0 && child != grandchild && child != s.job, "bpfgen --prefork: %lld %lld",
+		  child, grandchild);
+	check_files(&s, &d, child, 0);
+	check_files(&s, &d, grandchild, 0);
 	sp_json_free(res);
 	dump_free(&d);
 	session_free(&s);
