@@ -618,6 +618,28 @@ static int32_t proc_ppid(int32_t pid)
 }
 
 /*
+ * The process of thread id tid (the Tgid of /proc/TID/status): tid itself for
+ * a process's main thread, and when it cannot be read.
+ * RATIONALE: /proc/TID exists for every thread, though not listed, so a
+ * thread's id passes for a pid; the kernel side filters by process id, and
+ * given a thread's id the collector recorded nothing.
+ */
+static int32_t thread_group(int32_t tid)
+{
+	char path[64], line[128];
+	int tgid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid > 0 ? tgid : tid;
+}
+
+/*
  * The descendants the traced process already has when tracing starts (a
  * trainer's running DataLoader workers, and their children): traced as if
  * their forks had been seen. Called once the programs are attached, so that
@@ -1217,6 +1239,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": no process %ld\n", pid);
 		return 1;
 	}
+	pid = thread_group((int32_t)pid); /* a thread's id: its process */
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		fprintf(stderr, PROG ": cannot load BPF: the kernel has no BTF (/sys/kernel/btf/vmlinux): %s\n",
 			strerror(errno));

@@ -564,6 +564,26 @@ Test(bpf, descendants_running_before_the_attach_are_traced, .timeout = 120)
 	session_free(&s);
 }
 
+/*
+ * --pid given a thread's id (what `top -H`, `py-spy dump` or a tid in the
+ * trace show) traces the thread's process. Before, nothing was recorded: the
+ * kernel side filters by process id, and no process has a thread's id.
+ */
+Test(bpf, the_pid_of_a_thread_traces_its_process, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	session_init(&s, "bpftid");
+	run_running(&s, "--thread", "tid", 1, &d, &res);
+	long long tid = (long long)sp_json_num(res, "tid", -1);
+	cr_assert(tid > 0 && tid != s.job, "bpfgen --thread: tid %lld", tid);
+	check_files(&s, &d, (long long)s.job, 0);
+	sp_json_free(res);
+	dump_free(&d);
+	session_free(&s);
+}
+
 /* Records of pid with this kind, api, path (under the data dir when rel) and bytes (-1: any). */
 static int count(const struct dump *d, long long pid, const char *kind, const char *api, const char *path,
 		 long long bytes)
