@@ -653,6 +653,16 @@ static int32_t thread_group(int32_t tid)
  */
 static void trace_descendants(struct collector *c, struct bpf_map *traced)
 {
+	/*
+	 * Never the collector itself nor its ancestors (`stepprof-bpf --pid $$`
+	 * from a shell, `sudo` in between): a process started before the attach
+	 * is only traced when it is the job's, and they are not.
+	 */
+	int32_t self[64];
+	int nself = 0;
+	for (int32_t a = (int32_t)getpid(); a > 1 && nself < 64; a = proc_ppid(a))
+		self[nself++] = a;
+
 	uint8_t one = 1;
 	for (bool added = true; added;) {
 		added = false;
@@ -663,6 +673,11 @@ static void trace_descendants(struct collector *c, struct bpf_map *traced)
 			char *end;
 			long pid = strtol(de->d_name, &end, 10);
 			if (*end || end == de->d_name || pid <= 0 || pid > INT_MAX || proc_get(c, (int32_t)pid, false))
+				continue;
+			int k = 0;
+			while (k < nself && self[k] != (int32_t)pid)
+				k++;
+			if (k < nself)
 				continue;
 			int32_t ppid = proc_ppid((int32_t)pid);
 			struct proc *pp = ppid > 0 ? proc_get(c, ppid, false) : NULL;
@@ -1172,6 +1187,23 @@ static void usage(FILE *to)
 		    "  into a stepprof trace file in DIR; prints \"ready\" once attached\n");
 }
 
+/*
+ * Bad usage: one line on stderr, exit status 2 (the usage itself with --help).
+ * RATIONALE: as the stepprof verbs do; getopt's own line followed by the three
+ * of the usage made four lines of which the error was the first.
+ */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs(PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (" PROG " --help)\n", stderr);
+	return 2;
+}
+
 /* Why the program did not load, in one line. */
 static const char *load_reason(int err, char *buf, size_t len)
 {
@@ -1201,6 +1233,7 @@ int main(int argc, char **argv)
 	const char *dir = NULL;
 	int opt, ret = 1;
 
+	opterr = 0; /* bad usage is one line, ours */
 	while ((opt = getopt_long(argc, argv, "p:o:d:vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
@@ -1227,14 +1260,13 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			return usage_error("%s: unknown option or missing value", argv[optind - 1]);
 		}
 	}
-	if (!pid || !dir || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind != argc)
+		return usage_error("%s: unexpected argument", argv[optind]);
+	if (!pid || !dir)
+		return usage_error("%s is required", !pid ? "--pid PID" : "-o DIR");
 	if (pid_dead((int32_t)pid)) {
 		fprintf(stderr, PROG ": no process %ld\n", pid);
 		return 1;

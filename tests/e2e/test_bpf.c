@@ -710,6 +710,39 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 	sp_t_result_free(&r);
 }
 
+/* Bad usage: one line of our own and status 2. Before, getopt's line and the 3-line usage (4 lines), or the usage alone. */
+Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
+{
+	const char *bin = sp_t_build("bin/stepprof-bpf");
+	if (access(bin, X_OK))
+		cr_skip_test("eBPF collector not built");
+	static const struct {
+		const char *args[6];
+		const char *says;
+	} cases[] = {
+	    {{"--bogus"}, "--bogus"},
+	    {{"--pid"}, "--pid"},
+	    {{"-o", "/tmp/stepprof-test-usage"}, "--pid"},
+	    {{"--pid", "1"}, "-o"},
+	    {{"--pid", "1", "-o", "/tmp/stepprof-test-usage", "extra"}, "extra"},
+	    {{NULL}, "--pid"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *argv[8] = {(char *)bin};
+		for (int k = 0; cases[i].args[k]; k++)
+			argv[k + 1] = (char *)cases[i].args[k];
+		struct sp_t_result r;
+		int st = sp_t_run(&r, argv, NULL, NULL, 30);
+		cr_expect_eq(st, 2, "case %zu (%s): status %d, expected 2", i, cases[i].says, st);
+		cr_expect(r.outlen == 0, "case %zu: nothing on stdout: \"%s\"", i, r.out);
+		cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "case %zu: one line on stderr: \"%s\"",
+			  i, r.err);
+		cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, cases[i].says),
+			  "case %zu: prefixed, and names %s: \"%s\"", i, cases[i].says, r.err);
+		sp_t_result_free(&r);
+	}
+}
+
 Test(bpf, not_root_is_a_one_line_error, .timeout = 60)
 {
 	const char *bin = sp_t_build("bin/stepprof-bpf");
