@@ -386,6 +386,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_pread64:
 	case IOTRACE_sys_readv:
 	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_preadv2:
 	case IOTRACE_sys_getdents64:
 	case IOTRACE_sys_close:
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
@@ -460,6 +461,7 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 	case IOTRACE_sys_pread64:
 	case IOTRACE_sys_readv:
 	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_preadv2:
 	case IOTRACE_sys_getdents64:
 		e->bytes = ret > 0 ? ret : 0;
 		break;

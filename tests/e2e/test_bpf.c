@@ -615,6 +615,8 @@ Test(bpf, every_syscall_relative_paths_dirfd_dup, .timeout = 120)
 	cr_expect_eq(count(&d, pid, "open", "sys_openat", f4, -1), 1, "openat of relative f4");
 	cr_expect_eq(count(&d, pid, "read", "sys_preadv", f4, BUF), 1, "preadv of %d bytes", BUF);
 	cr_expect_eq(count(&d, pid, "stat", "sys_newfstat", f4, (long long)file_size(4)), 1, "fstat syscall: size");
+	/* preadv2 (Python's os.preadv calls it): before, not traced, no record. */
+	cr_expect_eq(count(&d, pid, "read", "sys_preadv2", f4, 1), 1, "preadv2 of f4's last byte");
 	/* The read through dup(fd) is joined to the path of fd. */
 	cr_expect_eq(count(&d, pid, "read", "sys_read", f4, BUF), 1, "read through the dup'd fd");
 	cr_expect_eq(count(&d, pid, "close", "sys_close", f4, -1), 2, "fd and its dup closed");
@@ -710,7 +712,10 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 	sp_t_result_free(&r);
 }
 
-/* Bad usage: one line of our own and status 2. Before, getopt's line and the 3-line usage (4 lines), or the usage alone. */
+/*
+ * Bad usage: one line of our own and status 2. Before, getopt's line and the
+ * 3-line usage (4 lines), or the usage alone.
+ */
 Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 {
 	const char *bin = sp_t_build("bin/stepprof-bpf");
@@ -735,8 +740,8 @@ Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 		int st = sp_t_run(&r, argv, NULL, NULL, 30);
 		cr_expect_eq(st, 2, "case %zu (%s): status %d, expected 2", i, cases[i].says, st);
 		cr_expect(r.outlen == 0, "case %zu: nothing on stdout: \"%s\"", i, r.out);
-		cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "case %zu: one line on stderr: \"%s\"",
-			  i, r.err);
+		cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1,
+			  "case %zu: one line on stderr: \"%s\"", i, r.err);
 		cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, cases[i].says),
 			  "case %zu: prefixed, and names %s: \"%s\"", i, cases[i].says, r.err);
 		sp_t_result_free(&r);

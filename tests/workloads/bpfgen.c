@@ -25,10 +25,11 @@
  *
  * --extra does only this, from the main thread, with files f4..f7 (N >= 8):
  * chdir(DIR); openat(AT_FDCWD, "f4"); preadv 1000 bytes at 0; the raw fstat
- * syscall; dup; read 1000 bytes through the dup; close both; open DIR;
- * statx(dirfd, "f5"); openat2(dirfd, "f6") and close; chdir("/");
- * fchdir(dirfd); stat("f7"); close(dirfd). Relative paths, dirfds, dup and
- * every traced syscall glibc does not use for the plain calls.
+ * syscall; preadv2 of its last byte (f4 has 1001); dup; read 1000 bytes
+ * through the dup; close both; open DIR; statx(dirfd, "f5"); openat2(dirfd,
+ * "f6") and close; chdir("/"); fchdir(dirfd); stat("f7"); close(dirfd).
+ * Relative paths, dirfds, dup and every traced syscall glibc does not use
+ * for the plain calls.
  *
  * --prefork and --thread make a job that is already running, with its
  * processes or threads, when the collector is started on it (by hand, on a
@@ -133,6 +134,9 @@ static int extra(void)
 		return 1;
 	int fd = openat(AT_FDCWD, "f4", O_RDONLY);
 	if (fd < 0 || preadv(fd, iov, 2, 0) != BPFGEN_BUF || syscall(SYS_fstat, fd, &st))
+		return 1;
+	/* preadv2 (Python's os.preadv): the last byte of f4 (1001 bytes), flags 0 */
+	if (preadv2(fd, iov, 2, BPFGEN_BUF, 0) != 1)
 		return 1;
 	int nfd = dup(fd);
 	if (nfd < 0 || read(nfd, buf, sizeof(buf)) != BPFGEN_BUF)
