@@ -114,13 +114,27 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
-/* Events that did not fit the ring buffer or the maps, per CPU. */
+/* Events that did not fit the ring buffer or the maps, per CPU, and whose process is not known (see lost). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+/*
+ * Calls that could not be handed over (ring full), per process: the loader
+ * writes each process's count as a LOST record in its stream at the end, so
+ * that `stepprof analyze` reports them with the process (the file header's
+ * count, which the analyzer does not read for a collector's file of many
+ * processes, holds only those of no known process).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct iotrace_lost);
+} lost SEC(".maps");
 
 /* ------------------------------------------------------------ 2. helpers */
 
@@ -187,6 +201,28 @@ static __always_inline void count_drops(__u64 events)
 static __always_inline void count_drop(void)
 {
 	count_drops(1);
+}
+
+/*
+ * Calls of process tgid, the first of them begun at `since`, that could not be
+ * recorded (in lost; when it is full, in drops).
+ */
+static __always_inline void count_lost(__u32 tgid, __u64 calls, __u64 since)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct iotrace_lost *l = bpf_map_lookup_elem(&lost, &tgid);
+
+	if (!l) {
+		struct iotrace_lost first = {.first_ns = since, .last_ns = now};
+		bpf_map_update_elem(&lost, &tgid, &first, BPF_NOEXIST);
+		l = bpf_map_lookup_elem(&lost, &tgid);
+	}
+	if (!l) {
+		count_drops(calls);
+		return;
+	}
+	__sync_fetch_and_add(&l->calls, calls);
+	l->last_ns = now; /* another CPU's store may win: a few ns off, never outside the run */
 }
 
 /*
@@ -270,15 +306,21 @@ static __always_inline struct iotrace_cpu *this_cpu(void)
 /* The CPU's batch into the ring as one record (nothing when empty). */
 static __always_inline void batch_flush(struct iotrace_cpu *c)
 {
+	struct iotrace_event *e;
 	__u32 len = c->batch_len;
 
 	if (!len)
 		return;
 	if (len > sizeof(c->batch))
 		len = sizeof(c->batch); /* never: the verifier needs the bound */
-	/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
+	/*
+	 * No wakeup: the loader polls the ring on a timer, so a busy loader costs
+	 * no context switch per event. A batch holds the calls of one task (the
+	 * one on the CPU since the last flush): lost, they are its process's.
+	 */
+	e = (struct iotrace_event *)(c->batch + sizeof(struct iotrace_frame));
 	if (bpf_ringbuf_output(&events, c->batch, len, BPF_RB_NO_WAKEUP))
-		count_drops(c->batch_n);
+		count_lost(e->pid, c->batch_n, e->begin_ns);
 	c->batch_len = 0;
 	c->batch_n = 0;
 }
@@ -299,7 +341,8 @@ static __always_inline bool task_traced(struct task_struct *task)
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return false;
 	if (!bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-		count_drop();
+		/* this call: its thread is taken for untraced until it leaves the CPU */
+		count_lost(tgid, 1, bpf_ktime_get_ns());
 		return false;
 	}
 	return true;

@@ -120,6 +120,17 @@ struct iotrace_frame {
 #define IOTRACE_BATCH_BYTES 4096
 #define IOTRACE_ENTRY_MAX   (sizeof(struct iotrace_frame) + sizeof(struct iotrace_event))
 
+/*
+ * Calls of one process that could not be handed over (ring full), from the
+ * first such call to the last: the kernel side's map lost, by tgid; the
+ * loader writes it as the process's LOST record.
+ */
+struct iotrace_lost {
+	__u64 calls;
+	__u64 first_ns;
+	__u64 last_ns;
+};
+
 /* What sys_enter keeps for sys_exit, per thread. */
 struct iotrace_start {
 	__u64 begin_ns;

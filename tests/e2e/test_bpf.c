@@ -713,6 +713,81 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 }
 
 /*
+ * A storm the collector cannot keep up with (stopped, its ring buffer fills):
+ * the calls that did not fit are counted, per process, as a LOST record that
+ * `stepprof analyze` reports with the process, and the collector says so on
+ * stderr. Each of bpfstorm's children makes exactly STORM_READS + 2 traced
+ * calls: its records and its lost calls add up to that. Before, the count was
+ * in the file header only, which the analyzer does not read for a
+ * collector's file (many processes): 6 million calls lost of 16, and
+ * `stepprof analyze` said nothing.
+ */
+#define STORM_PROCS 2
+#define STORM_READS 300000 /* 2 x 300,000 events: more than the 16 MiB ring holds (64 bytes an event at least) */
+
+Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	char np[16], nr[16], outpath[512], errpath[512];
+	int gate[2];
+	session_init(&s, "bpfstorm");
+	snprintf(np, sizeof(np), "%d", STORM_PROCS);
+	snprintf(nr, sizeof(nr), "%d", STORM_READS);
+	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), np, nr, NULL};
+	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
+	snprintf(outpath, sizeof(outpath), "%s/job.out", s.tmp);
+	snprintf(errpath, sizeof(errpath), "%s/job.err", s.tmp);
+	s.job = spawn(argv, outpath, errpath, gate[0], -1, -1);
+	close(gate[0]);
+	start_collector(&s, bin);
+	/* The collector stopped: nothing drains the ring while the job runs. */
+	kill(s.bpf, SIGSTOP);
+	cr_assert(write(gate[1], "g", 1) == 1);
+	close(gate[1]);
+	int job_st = wait_for(s.job, 120000);
+	kill(s.bpf, SIGCONT);
+	int st = wait_for(s.bpf, 30000);
+	if (st < 0) {
+		kill(s.bpf, SIGKILL);
+		wait_for(s.bpf, 5000);
+	}
+	cr_assert_eq(job_st, 0, "bpfstorm failed");
+	cr_assert_eq(st, 0, "the collector should exit 0 by itself once the job is gone (status %d)", st);
+	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
+	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
+	cr_expect(strstr(s.bpf_err, "calls not recorded") != NULL, "the collector says calls were lost: \"%s\"",
+		  s.bpf_err);
+
+	char *an[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", s.out, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, an, NULL, NULL, 120), 0, "stepprof analyze --json failed: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "analyze --json is not JSON");
+	const struct sp_json *procs = sp_json_get(j, "processes");
+	int children = 0;
+	long long lost = 0;
+	for (size_t i = 0; procs && i < procs->n; i++) {
+		const struct sp_json *p = sp_json_at(procs, i);
+		long long pid = jnum(p, "pid"), recs = jnum(p, "records"), plost = jnum(p, "lost");
+		if (pid == (long long)s.job)
+			continue;
+		children++;
+		lost += plost;
+		/* its records (the LOST one among them when it lost calls) and its lost calls */
+		cr_expect_eq(recs - (plost > 0) + plost, STORM_READS + 2,
+			     "pid %lld: %lld records + %lld lost, it made %d traced calls", pid, recs, plost,
+			     STORM_READS + 2);
+	}
+	cr_expect_eq(children, STORM_PROCS, "%d children in the analysis, bpfstorm forked %d", children, STORM_PROCS);
+	cr_expect_gt(lost, 0, "the ring cannot hold %d events: some calls must be reported lost",
+		     STORM_PROCS * STORM_READS);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	session_free(&s);
+}
+
+/*
  * Bad usage: one line of our own and status 2. Before, getopt's line and the
  * 3-line usage (4 lines), or the usage alone.
  */
