@@ -1222,6 +1222,20 @@ static void usage(FILE *to)
 }
 
 /*
+ * Whether we run in a PID namespace other than the initial one (a container's):
+ * the initial one's inode number is fixed (PROC_PID_INIT_INO, Linux >= 3.8).
+ * RATIONALE: the kernel side knows tasks by their pids in the initial
+ * namespace (task->tgid), --pid and /proc here are the container's: nothing
+ * matched, and the collector recorded nothing while saying "ready" (under
+ * `stepprof run --bpf` the libc wrappers then stood down: no input at all).
+ */
+static bool in_child_pid_namespace(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino != 0xEFFFFFFCu;
+}
+
+/*
  * Bad usage: one line on stderr, exit status 2 (the usage itself with --help).
  * RATIONALE: as the stepprof verbs do; getopt's own line followed by the three
  * of the usage made four lines of which the error was the first.
@@ -1307,6 +1321,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pid = thread_group((int32_t)pid); /* a thread's id: its process */
+	if (in_child_pid_namespace()) {
+		fprintf(stderr,
+			PROG ": cannot trace from inside a PID namespace (a container): the kernel knows its "
+			     "processes by other pids; run stepprof-bpf on the host, with the job's pid there\n");
+		return 1;
+	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
 		fprintf(stderr, PROG ": cannot load BPF: the kernel has no BTF (/sys/kernel/btf/vmlinux): %s\n",
 			strerror(errno));

@@ -823,6 +823,44 @@ Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 	}
 }
 
+/*
+ * Inside a PID namespace (a container), the kernel knows the job's processes
+ * by other pids than --pid: the collector must say it cannot trace, not
+ * "ready" and then record nothing (under `stepprof run --bpf` the libc
+ * wrappers stood down as well: no input at all). Before: "ready", exit 0,
+ * an empty file.
+ */
+Test(bpf, inside_a_pid_namespace_is_a_one_line_error, .timeout = 60)
+{
+	const char *bin = sp_t_build("bin/stepprof-bpf");
+	if (access(bin, X_OK))
+		cr_skip_test("eBPF collector not built");
+	if (geteuid() != 0 || access("/usr/bin/unshare", X_OK))
+		cr_skip_test("needs root and unshare to make a PID namespace");
+	char *tmp = sp_t_tmpdir("bpfpidns"), out[512];
+	snprintf(out, sizeof(out), "%s/trace", tmp);
+	/* pid 1 in the new namespace: the collector itself, there (a pid that exists) */
+	char *argv[] = {
+	    "/usr/bin/unshare", "--pid", "--kill-child", "--mount-proc", (char *)bin, "--pid=1", "-o", out, NULL};
+	struct sp_t_result r;
+	int st = sp_t_run(&r, argv, NULL, NULL, 5); /* before: "ready", and tracing until killed */
+	if (st != 0 && strstr(r.err, "unshare:") == r.err) {
+		printf("test_bpf: skipped: cannot make a PID namespace: %s", r.err);
+		sp_t_result_free(&r);
+		sp_t_rmrf(tmp);
+		free(tmp);
+		cr_skip_test("unshare --pid refused");
+	}
+	cr_expect_eq(st, 1, "the collector must fail (status 1), not trace nothing: status %d", st);
+	cr_expect(r.outlen == 0, "no \"ready\" on stdout: %s", r.out);
+	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
+	cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, "PID namespace"),
+		  "the line says why: \"%s\"", r.err);
+	sp_t_result_free(&r);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 Test(bpf, not_root_is_a_one_line_error, .timeout = 60)
 {
 	const char *bin = sp_t_build("bin/stepprof-bpf");
