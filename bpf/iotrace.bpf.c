@@ -136,6 +136,23 @@ struct {
 	__type(value, struct iotrace_lost);
 } lost SEC(".maps");
 
+/*
+ * An exec's environment on its way to the ring (sched_process_exec), one
+ * buffer per CPU (the loader sets max_entries to their number): too big for
+ * the stack, and for a per-CPU map's values (32 KiB at most).
+ */
+struct iotrace_envbuf {
+	/* a frame, an event's header (IOTRACE_EVENT_HDR bytes), the environment */
+	__u8 buf[sizeof(struct iotrace_frame) + sizeof(struct iotrace_event) + IOTRACE_ENV_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iotrace_envbuf);
+} envbufs SEC(".maps");
+
 /* ------------------------------------------------------------ 2. helpers */
 
 #define S_IFMT	      00170000
@@ -354,7 +371,7 @@ static __always_inline bool task_traced(struct task_struct *task)
  * nothing to do for this syscall.
  */
 static __always_inline struct iotrace_cpu *cpu_call(struct pt_regs *regs, long nr, int *call, struct task_struct **task,
-						   __u32 *tid)
+						    __u32 *tid)
 {
 	struct iotrace_cpu *c;
 	long cmd;
@@ -675,6 +692,49 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
  * with the process's events; reading /proc/PID/fd when the loader gets the
  * event would see the fds of calls it has not processed yet.
  */
+/*
+ * The environment the new program starts with (mm->env_start..env_end, on its
+ * fresh stack, resident: exec has just written it), at its actual length.
+ * RATIONALE: the loader looks in it for libstepprof.so's variables (does the
+ * process record its file input itself? see proc_check_libc_io in iotrace.c);
+ * reading /proc/PID/environ when it gets the event missed a program that had
+ * already exited by then. Execs are rare: a copy of a few KiB each.
+ */
+static __always_inline void send_env(struct task_struct *p, __u32 tgid)
+{
+	__u32 cpu = bpf_get_smp_processor_id(); /* preemption is off: the CPU's buffer is ours */
+	struct iotrace_envbuf *b = bpf_map_lookup_elem(&envbufs, &cpu);
+	struct mm_struct *mm = p->mm;
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	__u64 start, len;
+
+	if (!b || !mm)
+		return;
+	f = (struct iotrace_frame *)b->buf;
+	e = (struct iotrace_event *)(f + 1);
+	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
+	start = mm->env_start;
+	len = mm->env_end - start;
+	if (len > IOTRACE_ENV_MAX) {
+		len = IOTRACE_ENV_MAX;
+		e->flags = IOTRACE_F_PATH_CUT;
+	}
+	len &= 2 * IOTRACE_ENV_MAX - 1; /* the verifier's bound: a no-op here */
+	if (len > IOTRACE_ENV_MAX ||
+	    bpf_probe_read_user(b->buf + sizeof(*f) + IOTRACE_EVENT_HDR, len, (const void *)start))
+		len = 0;
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = p->pid;
+	e->type = IOTRACE_EV_ENV;
+	e->bytes = len;
+	f->size = IOTRACE_EVENT_HDR + len;
+	f->pad = 0;
+	if (bpf_ringbuf_output(&events, b, sizeof(*f) + IOTRACE_EVENT_HDR + len, BPF_RB_NO_WAKEUP))
+		count_drop();
+}
+
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
@@ -709,6 +769,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 		len = 0; /* no bitmap: the loader forgets nothing */
 	e->fd = (__s32)(len * 8);
 	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+	send_env(p, tgid);
 	return 0;
 }
 

@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -286,6 +287,7 @@ struct proc {
 	bool dead;	   /* found dead by check_liveness, removed after a last drain */
 	char *cwd;	   /* NULL until first needed (or lost) */
 	bool cwd_lost;	   /* the working directory is not known (see proc_lose_cwd) */
+	bool libc_io;	   /* its libc wrappers record its file input into our directory (proc_check_libc_io) */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
 	struct displaced displaced[NDISPLACED]; /* file == 0: free */
@@ -301,7 +303,8 @@ struct collector {
 	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
-	struct umap held; /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
+	bool told_libc_io; /* the line of proc_check_libc_io was printed */
+	struct umap held;  /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
 };
 
 static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
@@ -485,6 +488,112 @@ static void proc_lose_cwd(struct proc *p)
 	p->cwd_lost = true;
 }
 
+static size_t path_normalize(char *s, size_t len);
+
+/* Whether the variable NAME= of the NUL-separated environment env[0..len) is set; *val its value. */
+static bool env_get(const char *env, size_t len, const char *name, const char **val)
+{
+	size_t n = strlen(name);
+	for (const char *e = env; e < env + len; e += strlen(e) + 1)
+		if (!strncmp(e, name, n) && e[n] == '=') {
+			*val = e + n + 1;
+			return true;
+		}
+	return false;
+}
+
+/* The environment process pid started with (/proc/PID/environ), NUL-separated, malloc'd; NULL when unreadable. */
+static char *env_read(int32_t pid, size_t *len)
+{
+	char path[64];
+	size_t cap = 1 << 16;
+	char *env = malloc(cap);
+	ssize_t n;
+
+	*len = 0;
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !env) {
+		free(env);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((n = read(fd, env + *len, cap - *len - 1)) > 0) {
+		*len += (size_t)n;
+		if (*len + 1 == cap) {
+			char *g = realloc(env, cap * 2);
+			if (!g)
+				break;
+			env = g;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	env[*len] = 0;
+	return env;
+}
+
+/* Is dir (relative: to p's working directory, as hook_init.c takes it) our trace directory? */
+static bool is_own_dir(struct collector *c, struct proc *p, const char *dir)
+{
+	char abs[PATH_MAX + 2];
+	const char *cwd = dir[0] == '/' ? NULL : proc_cwd(p);
+	bool own = false;
+
+	if (dir[0] != '/' && !cwd)
+		return false;
+	int m = snprintf(abs, sizeof(abs), "%s%s%s", cwd ? cwd : "", cwd ? "/" : "", dir);
+	if (m <= 0 || (size_t)m >= sizeof(abs))
+		return false;
+	size_t l = path_normalize(abs, (size_t)m);
+	char *real = realpath(abs, NULL);
+	for (int i = 0; i < 2; i++) {
+		const char *d = c->strings.own[i];
+		own |= d && ((l == strlen(d) && !memcmp(abs, d, l)) || (real && !strcmp(real, d)));
+	}
+	free(real);
+	return own;
+}
+
+/*
+ * Does process p record its file input itself, into our trace directory?
+ * libstepprof.so in its LD_PRELOAD, STEPPROF_IO neither bpf nor off, not
+ * STEPPROF_DISABLE'd, and STEPPROF_DIR our -o: its open/stat/read/close
+ * records (and its reads of pipes, loader waits) are in the directory
+ * already, and ours would count each of those calls twice. Its records are
+ * then not written (its fd and directory tables are kept). Read from
+ * /proc/PID/environ, the environment its program started with (what the
+ * preload read) at the start; at each exec, the environment the kernel side
+ * sends (IOTRACE_EV_ENV; given, given_len), /proc's when it was cut.
+ * RATIONALE: the wrappers stand down only when told STEPPROF_IO=bpf at the
+ * start, which `stepprof run --bpf` does; a collector started by hand on a
+ * job run with LD_PRELOAD cannot tell them, so it stands down itself (before:
+ * 24 opens in the directory for the 12 made).
+ */
+static void proc_check_libc_io(struct collector *c, struct proc *p, const char *given, size_t given_len)
+{
+	const char *preload, *io, *off, *dir;
+	size_t len = given_len;
+	char *read = given ? NULL : env_read(p->pid, &len);
+	const char *env = given ? given : read;
+
+	p->libc_io =
+	    env && env_get(env, len, "LD_PRELOAD", &preload) && strstr(preload, "libstepprof") &&
+	    !(env_get(env, len, "STEPPROF_IO", &io) && (!strcmp(io, "bpf") || !strcmp(io, "off"))) &&
+	    !(env_get(env, len, "STEPPROF_DISABLE", &off) &&
+	      (!strcmp(off, "1") || !strcasecmp(off, "yes") || !strcasecmp(off, "on") || !strcasecmp(off, "true"))) &&
+	    env_get(env, len, "STEPPROF_DIR", &dir) && dir[0] && is_own_dir(c, p, dir);
+	if (p->libc_io && !c->told_libc_io) {
+		c->told_libc_io = true;
+		fprintf(stderr,
+			PROG ": process %d (and any like it) records its file input with libstepprof.so into %s: "
+			     "not recorded here as well (STEPPROF_IO=bpf makes the wrappers stand down)\n",
+			p->pid, dir);
+	}
+	free(read);
+}
+
 static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 {
 	struct proc *pp = proc_get(c, parent, false);
@@ -499,6 +608,7 @@ static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 	}
 	if (pp->cwd && !cp->cwd)
 		cp->cwd = strdup(pp->cwd);
+	cp->libc_io = pp->libc_io; /* the same program and environment */
 	cp->cwd_lost = pp->cwd_lost && !cp->cwd;
 }
 
@@ -694,6 +804,7 @@ static void trace_descendants(struct collector *c, struct bpf_map *traced)
 			struct proc *p = proc_get(c, (int32_t)pid, true);
 			proc_scan_fds(c, p);
 			proc_cwd(p); /* now, while it is alive (as for --pid) */
+			proc_check_libc_io(c, p, NULL, 0);
 			added = true;
 		}
 		closedir(d);
@@ -916,6 +1027,8 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
 	if (path && path->own)
 		return; /* the preload's trace file: stepprof's output, not the job's input */
+	if (p->libc_io)
+		return; /* recorded by its libc wrappers (proc_check_libc_io) */
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
 	if (sp_tf_write(s, kind, call_api[e->call], begin_ns, e->end_ns, f) == 0)
 		c->records++;
@@ -1016,11 +1129,21 @@ static void on_event(struct collector *c, const void *data, size_t size)
 		uint32_t covered = e->fd > 0 ? (uint32_t)e->fd : 0;
 		if (p && covered <= 8 * (size - IOTRACE_EVENT_HDR))
 			proc_execed(p, (const uint8_t *)e->path, covered);
+
 		break;
 	}
 	case IOTRACE_EV_EINTR:
 		held_flush(c, (uint64_t)e->pid << 32 | e->tid);
 		break;
+	case IOTRACE_EV_ENV: {
+		/* a new program, maybe a new environment: the one exec gave it (all of it, or /proc's when cut) */
+		struct proc *p = proc_get(c, (int32_t)e->pid, false);
+		size_t len = size - IOTRACE_EVENT_HDR;
+		bool whole = !(e->flags & IOTRACE_F_PATH_CUT) && len && !e->path[len - 1]; /* NUL-terminated strings */
+		if (p)
+			proc_check_libc_io(c, p, whole ? e->path : NULL, len);
+		break;
+	}
 	case IOTRACE_EV_EXIT:
 		if (e->flags & IOTRACE_F_GROUP_DEAD) {
 			struct proc *p = proc_get(c, (int32_t)e->pid, false);
@@ -1040,8 +1163,13 @@ static void on_record(struct collector *c, const uint8_t *p, size_t size)
 {
 	while (size >= sizeof(struct iotrace_frame)) {
 		const struct iotrace_frame *f = (const void *)p;
+		const struct iotrace_event *e = (const void *)(f + 1);
 		size_t n = (sizeof(*f) + (size_t)f->size + 7) & ~(size_t)7;
-		if (f->size > sizeof(struct iotrace_event) || sizeof(*f) + f->size > size)
+		/* an exec's environment (alone in its record) is longer than any other event */
+		size_t max = f->size >= IOTRACE_EVENT_HDR && e->type == IOTRACE_EV_ENV
+				 ? IOTRACE_EVENT_HDR + IOTRACE_ENV_MAX
+				 : sizeof(struct iotrace_event);
+		if (f->size > max || sizeof(*f) + f->size > size)
 			return;
 		on_event(c, p + sizeof(*f), f->size);
 		if (n >= size)
@@ -1351,6 +1479,11 @@ int main(int argc, char **argv)
 		skel->rodata->targ_call[call_nr[i]] = (uint8_t)(i + 1);
 	}
 	skel->rodata->targ_follow = true;
+	int ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0 || bpf_map__set_max_entries(skel->maps.envbufs, (uint32_t)ncpus)) {
+		fprintf(stderr, PROG ": cannot load BPF: the number of CPUs is unknown\n");
+		goto cleanup;
+	}
 
 	int e = iotrace_bpf__load(skel);
 	if (e) {
@@ -1384,6 +1517,7 @@ int main(int argc, char **argv)
 	struct proc *root = proc_get(&c, (int32_t)pid, true);
 	proc_scan_fds(&c, root);
 	proc_cwd(root); /* now, while it is alive: its children inherit it */
+	proc_check_libc_io(&c, root, NULL, 0);
 
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_ring, &c, NULL);
 	if (!rb) {

@@ -221,16 +221,18 @@ static void session_free(struct session *s)
 	free(s->out);
 }
 
-/* The one trace file the collector wrote into s->out. */
+/* The one trace file the collector wrote into s->out: <host>.<its pid>.sptrace (the preload may write beside it). */
 static char *trace_file(struct session *s)
 {
+	char suffix[32];
+	snprintf(suffix, sizeof(suffix), ".%d.sptrace", (int)s->bpf);
 	DIR *d = opendir(s->out);
 	cr_assert(d, "no trace directory %s", s->out);
 	char *found = NULL;
 	int n = 0;
 	for (struct dirent *de; (de = readdir(d));) {
-		size_t l = strlen(de->d_name);
-		if (l > 8 && !strcmp(de->d_name + l - 8, ".sptrace")) {
+		size_t l = strlen(de->d_name), k = strlen(suffix);
+		if (l > k && !strcmp(de->d_name + l - k, suffix)) {
 			n++;
 			free(found);
 			size_t m = strlen(s->out) + l + 2;
@@ -239,7 +241,8 @@ static char *trace_file(struct session *s)
 		}
 	}
 	closedir(d);
-	cr_assert_eq(n, 1, "the collector should write exactly one trace file in %s, found %d", s->out, n);
+	cr_assert_eq(n, 1, "the collector should write exactly one trace file (*%s) in %s, found %d", suffix, s->out,
+		     n);
 	return found;
 }
 
@@ -248,16 +251,46 @@ struct dump {
 	size_t n;
 };
 
+/* The records of file, appended to d. */
+static void dump_append(const char *file, struct dump *d)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", (char *)file, NULL};
+	struct sp_t_result r;
+	struct sp_json **recs;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump --json %s failed: %s", file, r.err);
+	size_t n = sp_json_parse_lines(r.out, &recs);
+	d->recs = realloc(d->recs, (d->n + n + 1) * sizeof(*d->recs));
+	cr_assert(d->recs);
+	memcpy(d->recs + d->n, recs, n * sizeof(*recs));
+	d->n += n;
+	free(recs);
+	sp_t_result_free(&r);
+}
+
 static void dump_trace(struct session *s, struct dump *d)
 {
 	char *file = trace_file(s);
-	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", file, NULL};
-	struct sp_t_result r;
-	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof dump --json %s failed: %s", file, r.err);
-	d->n = sp_json_parse_lines(r.out, &d->recs);
+	memset(d, 0, sizeof(*d));
+	dump_append(file, d);
 	cr_assert(d->n > 0, "empty dump of %s", file);
-	sp_t_result_free(&r);
 	free(file);
+}
+
+/* The records of every file in the trace directory: the collector's and the preload's. */
+static void dump_dir(struct session *s, struct dump *d)
+{
+	char path[1024];
+	DIR *dir = opendir(s->out);
+	cr_assert(dir, "no trace directory %s", s->out);
+	memset(d, 0, sizeof(*d));
+	for (struct dirent *de; (de = readdir(dir));) {
+		size_t l = strlen(de->d_name);
+		if (l > 8 && !strcmp(de->d_name + l - 8, ".sptrace")) {
+			snprintf(path, sizeof(path), "%s/%s", s->out, de->d_name);
+			dump_append(path, d);
+		}
+	}
+	closedir(dir);
 }
 
 static const char *jstr(const struct sp_json *j, const char *k)
@@ -710,6 +743,60 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
 	cr_expect(strstr(r.err, "stepprof-bpf:") == r.err, "prefixed with the program name: \"%s\"", r.err);
 	sp_t_result_free(&r);
+}
+
+/*
+ * By hand on a job run with LD_PRELOAD=libstepprof.so into the same trace
+ * directory: its libc wrappers record its file input unless told
+ * STEPPROF_IO=bpf (which only `stepprof run --bpf` does), so the collector
+ * stands down for such a process. Each file is opened, read and closed once
+ * in the directory, whoever records it; with STEPPROF_IO=bpf, the collector
+ * records them. Before, 2 opens of each file (libc and bpf).
+ */
+Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
+{
+	const char *bin = collector_or_skip();
+	static const char *const modes[] = {"auto", "bpf"};
+	for (int m = 0; m < 2; m++) {
+		struct session s;
+		struct dump d;
+		char n[8], preload[1024], dir[1024], io[32], path[512];
+		session_init(&s, "bpfpre2");
+		snprintf(n, sizeof(n), "%d", NFILES);
+		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+		snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", s.out);
+		snprintf(io, sizeof(io), "STEPPROF_IO=%s", modes[m]);
+		const char *gen = sp_t_build("bin/bpfgen");
+		char *argv[] = {"/usr/bin/env", preload, dir, io, (char *)gen, s.data, n, "--child", NULL};
+		start(&s, bin, argv);
+		cr_assert_eq(wait_for(s.job, 60000), 0, "bpfgen --child failed (STEPPROF_IO=%s)", modes[m]);
+		int st = wait_for(s.bpf, 15000);
+		if (st < 0) {
+			kill(s.bpf, SIGKILL);
+			wait_for(s.bpf, 5000);
+		}
+		cr_assert_eq(st, 0, "the collector should exit 0 by itself (status %d)", st);
+		dump_dir(&s, &d);
+		for (int i = 0; i < NFILES; i++) {
+			struct tally t;
+			snprintf(path, sizeof(path), "%s/f%d", s.data, i);
+			tally(&d, (long long)s.job, path, &t);
+			cr_expect_eq(t.open, 1, "STEPPROF_IO=%s: %s opened once, recorded %d times in the directory",
+				     modes[m], path, t.open);
+			cr_expect_eq(t.close, 1, "STEPPROF_IO=%s: %s closed once, recorded %d times", modes[m], path,
+				     t.close);
+			cr_expect_eq(t.bytes_read, (long long)file_size(i), "STEPPROF_IO=%s: %s: %lld bytes read, %zu",
+				     modes[m], path, t.bytes_read, file_size(i));
+		}
+		/* With STEPPROF_IO=bpf the wrappers stand down: the collector's records are the job's input. */
+		if (m == 1) {
+			dump_free(&d);
+			dump_trace(&s, &d);
+			check_files(&s, &d, (long long)s.job, 0);
+		}
+		dump_free(&d);
+		session_free(&s);
+	}
 }
 
 /*
