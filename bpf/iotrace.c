@@ -1364,6 +1364,34 @@ static bool in_child_pid_namespace(void)
 }
 
 /*
+ * The id of another collector's map of traced processes (a hash named
+ * "traced", u32 -> u8) that holds pid, 0 when none does: that collector
+ * records pid's calls already, and a second one would record each of them
+ * again (two files of the same calls in one directory are counted twice).
+ * Called before our own map exists.
+ */
+static uint32_t traced_elsewhere(int32_t pid)
+{
+	uint32_t id = 0, key = (uint32_t)pid;
+	uint8_t val;
+
+	while (!bpf_map_get_next_id(id, &id)) {
+		struct bpf_map_info info = {0};
+		uint32_t len = sizeof(info);
+		int fd = bpf_map_get_fd_by_id(id);
+		if (fd < 0)
+			continue; /* gone meanwhile */
+		bool found = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == BPF_MAP_TYPE_HASH &&
+			     !strcmp(info.name, "traced") && info.key_size == sizeof(key) &&
+			     info.value_size == sizeof(val) && !bpf_map_lookup_elem(fd, &key, &val);
+		close(fd);
+		if (found)
+			return id;
+	}
+	return 0;
+}
+
+/*
  * Bad usage: one line on stderr, exit status 2 (the usage itself with --help).
  * RATIONALE: as the stepprof verbs do; getopt's own line followed by the three
  * of the usage made four lines of which the error was the first.
@@ -1449,6 +1477,14 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pid = thread_group((int32_t)pid); /* a thread's id: its process */
+	uint32_t other = traced_elsewhere((int32_t)pid);
+	if (other) {
+		fprintf(stderr,
+			PROG ": process %ld is traced by another stepprof-bpf already (its map %u): a second "
+			     "one would record each of its calls again\n",
+			pid, other);
+		return 1;
+	}
 	if (in_child_pid_namespace()) {
 		fprintf(stderr,
 			PROG ": cannot trace from inside a PID namespace (a container): the kernel knows its "

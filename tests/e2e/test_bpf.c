@@ -875,6 +875,55 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 }
 
 /*
+ * A second collector on a process the first one traces already would write a
+ * second file of the same calls into the directory, counted twice by the
+ * analyzer: it says so in one line and exits 1. Before: "ready", and a
+ * second full file.
+ */
+Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	struct dump d;
+	char pidstr[16];
+	session_init(&s, "bpftwo");
+	char n[8];
+	snprintf(n, sizeof(n), "%d", NFILES);
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
+	/* the first collector attached, the job not released yet */
+	int gate[2];
+	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
+	char outpath[512], errpath[512];
+	snprintf(outpath, sizeof(outpath), "%s/job.out", s.tmp);
+	snprintf(errpath, sizeof(errpath), "%s/job.err", s.tmp);
+	s.job = spawn(argv, outpath, errpath, gate[0], -1, -1);
+	close(gate[0]);
+	start_collector(&s, bin);
+
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)s.job);
+	char *second[] = {(char *)bin, "--pid", pidstr, "-o", s.out, "--duration=1", NULL};
+	struct sp_t_result r;
+	int st = sp_t_run(&r, second, NULL, NULL, 30);
+	cr_expect_eq(st, 1, "the second collector must refuse (status 1): status %d", st);
+	cr_expect(r.outlen == 0, "no \"ready\" from the second: %s", r.out);
+	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
+	cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, "another stepprof-bpf"),
+		  "the line says why: \"%s\"", r.err);
+	sp_t_result_free(&r);
+
+	/* the first one records the job as ever, alone in the directory */
+	cr_assert(write(gate[1], "g", 1) == 1);
+	close(gate[1]);
+	cr_assert_eq(wait_for(s.job, 60000), 0, "bpfgen --child failed");
+	st = wait_for(s.bpf, 15000);
+	cr_assert_eq(st, 0, "the first collector should exit 0 by itself (status %d)", st);
+	dump_dir(&s, &d);
+	check_files(&s, &d, (long long)s.job, 0);
+	dump_free(&d);
+	session_free(&s);
+}
+
+/*
  * Bad usage: one line of our own and status 2. Before, getopt's line and the
  * 3-line usage (4 lines), or the usage alone.
  */
