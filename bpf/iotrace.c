@@ -659,19 +659,29 @@ static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t
 	return *slot;
 }
 
+/*
+ * The fields of a /proc/.../stat file after the command's name, from the ')'
+ * that ends it (the name may hold anything, ')' included): " S ppid ...",
+ * in buf; NULL when it cannot be read.
+ */
+static const char *stat_fields(const char *stat_path, char *buf, size_t len)
+{
+	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	return strrchr(buf, ')');
+}
+
 /* A thread (its /proc/.../stat) is gone: no entry, or a zombie (exited, not yet reaped). */
 static bool task_dead(const char *stat_path)
 {
 	char buf[256];
-	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	const char *rp = strrchr(buf, ')');
+	const char *rp = stat_fields(stat_path, buf, sizeof(buf));
 	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
 }
 
@@ -711,15 +721,7 @@ static int32_t proc_ppid(int32_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	const char *rp = strrchr(buf, ')'); /* the command's name may hold anything, ')' included */
+	const char *rp = stat_fields(path, buf, sizeof(buf));
 	int ppid = 0;
 	char state;
 	if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)

@@ -182,22 +182,56 @@ static void start_collector(struct session *s, const char *bin)
 	}
 }
 
-/* Start the job held at its gate (before its exec), the collector on it, then release the job. */
-static void start(struct session *s, const char *bin, char *const job_argv[])
+/* Start the job held at its gate (before its exec); returns the gate's write end (a byte releases it). */
+static int hold_job(struct session *s, char *const job_argv[])
 {
 	char errpath[512], outpath[512];
 	int gate[2];
 	/* CLOEXEC: the collector must not hold the job's gate. */
 	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
-
 	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
 	snprintf(errpath, sizeof(errpath), "%s/job.err", s->tmp);
 	s->job = spawn(job_argv, outpath, errpath, gate[0], -1, -1);
 	close(gate[0]);
-	s->release_fd = gate[1];
+	return gate[1];
+}
+
+/* Start the job held at its gate, the collector on it, then release the job. */
+static void start(struct session *s, const char *bin, char *const job_argv[])
+{
+	s->release_fd = hold_job(s, job_argv);
 	start_collector(s, bin);
 	cr_assert(write(s->release_fd, "g", 1) == 1);
 	close(s->release_fd);
+}
+
+/* The collector ends by itself, with status 0, once the traced tree is gone. */
+static void wait_collector(struct session *s)
+{
+	int st = wait_for(s->bpf, 15000);
+	if (st < 0) {
+		kill(s->bpf, SIGKILL);
+		wait_for(s->bpf, 5000);
+	}
+	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)", st);
+}
+
+/* The job ends with status 0, then the collector by itself. */
+static void wait_job_then_collector(struct session *s, const char *job)
+{
+	cr_assert_eq(wait_for(s->job, 60000), 0, "%s failed", job);
+	wait_collector(s);
+}
+
+/* A command that must fail: status `status`, nothing on stdout, one line on stderr, ours, that says `says`. */
+static void expect_one_line(const struct sp_t_result *r, int st, int status, const char *says)
+{
+	cr_expect_eq(st, status, "status %d, expected %d (%s)", st, status, says);
+	cr_expect(r->outlen == 0, "nothing on stdout (no \"ready\"): \"%s\"", r->out);
+	cr_expect(r->errlen > 0 && strchr(r->err, '\n') == r->err + r->errlen - 1, "one line on stderr: \"%s\"",
+		  r->err);
+	cr_expect(strstr(r->err, "stepprof-bpf: ") == r->err && strstr(r->err, says),
+		  "prefixed with the program's name, and says %s: \"%s\"", says, r->err);
 }
 
 static void session_init(struct session *s, const char *tag)
@@ -408,6 +442,14 @@ static void check_files(struct session *s, const struct dump *d, long long pid, 
 	}
 }
 
+/* Every file read as bpfgen's one-thread readers do, by the process the job's line names with key (not the job). */
+static void check_files_of(struct session *s, const struct dump *d, const struct sp_json *res, const char *key)
+{
+	long long pid = (long long)sp_json_num(res, key, -1);
+	cr_assert(pid > 0 && pid != (long long)s->job, "bpfgen reports %s %lld", key, pid);
+	check_files(s, d, pid, 0);
+}
+
 /* The job's JSON line: {"pid", "child_pid", "files", "bytes"}. */
 static struct sp_json *job_result(struct session *s)
 {
@@ -426,14 +468,7 @@ static void run_bpfgen(struct session *s, const char *mode, struct dump *d, stru
 	snprintf(n, sizeof(n), "%d", NFILES);
 	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
 	start(s, bin, argv);
-	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen failed");
-	/* The collector ends by itself once the traced tree has exited. */
-	int st = wait_for(s->bpf, 15000);
-	if (st < 0) {
-		kill(s->bpf, SIGKILL);
-		wait_for(s->bpf, 5000);
-	}
-	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)", st);
+	wait_job_then_collector(s, "bpfgen");
 	*res = job_result(s);
 	dump_trace(s, d);
 }
@@ -476,13 +511,7 @@ static void run_running(struct session *s, const char *mode, const char *target_
 	for (int i = 0; i < readers; i++)
 		cr_assert(write(gate[1], "g", 1) == 1);
 	close(gate[1]);
-	cr_assert_eq(wait_for(s->job, 60000), 0, "bpfgen %s failed", mode);
-	int st = wait_for(s->bpf, 15000);
-	if (st < 0) {
-		kill(s->bpf, SIGKILL);
-		wait_for(s->bpf, 5000);
-	}
-	cr_assert_eq(st, 0, "the collector should exit 0 by itself when the traced processes are gone (status %d)", st);
+	wait_job_then_collector(s, mode);
 	dump_trace(s, d);
 }
 
@@ -491,6 +520,14 @@ static void dump_free(struct dump *d)
 	for (size_t i = 0; i < d->n; i++)
 		sp_json_free(d->recs[i]);
 	free(d->recs);
+}
+
+/* The end of a test: the job's JSON line, the dump and the session freed. */
+static void session_done(struct session *s, struct dump *d, struct sp_json *res)
+{
+	sp_json_free(res);
+	dump_free(d);
+	session_free(s);
 }
 
 /* --------------------------------------------------------------- 2. tests */
@@ -548,9 +585,7 @@ Test(bpf, counts_bytes_paths_from_three_threads, .timeout = 120)
 			cr_expect_eq(jnum(d.recs[i], "pid"), pid, "a record of %s under pid %lld", p,
 				     jnum(d.recs[i], "pid"));
 	}
-	sp_json_free(res);
-	dump_free(&d);
-	session_free(&s);
+	session_done(&s, &d, res);
 }
 
 Test(bpf, forked_and_execed_child_followed, .timeout = 120)
@@ -561,16 +596,10 @@ Test(bpf, forked_and_execed_child_followed, .timeout = 120)
 	session_init(&s, "bpffork");
 	run_bpfgen(&s, "--fork", &d, &res);
 
-	long long pid = (long long)sp_json_num(res, "pid", -1);
-	long long child = (long long)sp_json_num(res, "child_pid", -1);
-	cr_assert_gt(child, 0, "bpfgen --fork reports its child");
-	cr_assert_neq(child, pid);
-	check_files(&s, &d, pid, 1);
+	check_files(&s, &d, (long long)sp_json_num(res, "pid", -1), 1);
 	/* The child forked, exec'd bpfgen --child and read every file again, from one thread. */
-	check_files(&s, &d, child, 0);
-	sp_json_free(res);
-	dump_free(&d);
-	session_free(&s);
+	check_files_of(&s, &d, res, "child_pid");
+	session_done(&s, &d, res);
 }
 
 /*
@@ -586,15 +615,9 @@ Test(bpf, descendants_running_before_the_attach_are_traced, .timeout = 120)
 	struct sp_json *res;
 	session_init(&s, "bpfpre");
 	run_running(&s, "--prefork", NULL, 2, &d, &res);
-	long long child = (long long)sp_json_num(res, "child_pid", -1);
-	long long grandchild = (long long)sp_json_num(res, "grandchild_pid", -1);
-	cr_assert(child > 0 && grandchild > 0 && child != grandchild && child != s.job, "bpfgen --prefork: %lld %lld",
-		  child, grandchild);
-	check_files(&s, &d, child, 0);
-	check_files(&s, &d, grandchild, 0);
-	sp_json_free(res);
-	dump_free(&d);
-	session_free(&s);
+	check_files_of(&s, &d, res, "child_pid");
+	check_files_of(&s, &d, res, "grandchild_pid");
+	session_done(&s, &d, res);
 }
 
 /*
@@ -612,9 +635,7 @@ Test(bpf, the_pid_of_a_thread_traces_its_process, .timeout = 120)
 	long long tid = (long long)sp_json_num(res, "tid", -1);
 	cr_assert(tid > 0 && tid != s.job, "bpfgen --thread: tid %lld", tid);
 	check_files(&s, &d, (long long)s.job, 0);
-	sp_json_free(res);
-	dump_free(&d);
-	session_free(&s);
+	session_done(&s, &d, res);
 }
 
 /* Records of pid with this kind, api, path (under the data dir when rel) and bytes (-1: any). */
@@ -661,9 +682,7 @@ Test(bpf, every_syscall_relative_paths_dirfd_dup, .timeout = 120)
 	/* chdir("/") then fchdir(dirfd): stat("f7") is in the directory again. */
 	cr_expect_eq(count(&d, pid, "stat", "sys_newfstatat", f7, (long long)file_size(7)), 1, "stat(f7) after fchdir");
 	cr_expect_eq(count(&d, pid, "close", "sys_close", s.data, -1), 1, "the directory fd closed");
-	sp_json_free(res);
-	dump_free(&d);
-	session_free(&s);
+	session_done(&s, &d, res);
 }
 
 /*
@@ -737,11 +756,7 @@ Test(bpf, no_such_pid_is_a_one_line_error)
 		cr_skip_test("eBPF collector not built");
 	char *argv[] = {(char *)bin, "--pid", "2147483000", "-o", "/tmp/stepprof-test-nopid", NULL};
 	struct sp_t_result r;
-	int st = sp_t_run(&r, argv, NULL, NULL, 30);
-	cr_expect_neq(st, 0);
-	cr_expect(r.outlen == 0, "nothing on stdout (no \"ready\")");
-	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
-	cr_expect(strstr(r.err, "stepprof-bpf:") == r.err, "prefixed with the program name: \"%s\"", r.err);
+	expect_one_line(&r, sp_t_run(&r, argv, NULL, NULL, 30), 1, "no process");
 	sp_t_result_free(&r);
 }
 
@@ -769,13 +784,7 @@ Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
 		const char *gen = sp_t_build("bin/bpfgen");
 		char *argv[] = {"/usr/bin/env", preload, dir, io, (char *)gen, s.data, n, "--child", NULL};
 		start(&s, bin, argv);
-		cr_assert_eq(wait_for(s.job, 60000), 0, "bpfgen --child failed (STEPPROF_IO=%s)", modes[m]);
-		int st = wait_for(s.bpf, 15000);
-		if (st < 0) {
-			kill(s.bpf, SIGKILL);
-			wait_for(s.bpf, 5000);
-		}
-		cr_assert_eq(st, 0, "the collector should exit 0 by itself (status %d)", st);
+		wait_job_then_collector(&s, modes[m]);
 		dump_dir(&s, &d);
 		for (int i = 0; i < NFILES; i++) {
 			struct tally t;
@@ -816,31 +825,21 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 {
 	const char *bin = collector_or_skip();
 	struct session s;
-	char np[16], nr[16], outpath[512], errpath[512];
-	int gate[2];
+	char np[16], nr[16], errpath[512];
 	session_init(&s, "bpfstorm");
 	snprintf(np, sizeof(np), "%d", STORM_PROCS);
 	snprintf(nr, sizeof(nr), "%d", STORM_READS);
 	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), np, nr, NULL};
-	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
-	snprintf(outpath, sizeof(outpath), "%s/job.out", s.tmp);
-	snprintf(errpath, sizeof(errpath), "%s/job.err", s.tmp);
-	s.job = spawn(argv, outpath, errpath, gate[0], -1, -1);
-	close(gate[0]);
+	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 	/* The collector stopped: nothing drains the ring while the job runs. */
 	kill(s.bpf, SIGSTOP);
-	cr_assert(write(gate[1], "g", 1) == 1);
-	close(gate[1]);
+	cr_assert(write(gate, "g", 1) == 1);
+	close(gate);
 	int job_st = wait_for(s.job, 120000);
 	kill(s.bpf, SIGCONT);
-	int st = wait_for(s.bpf, 30000);
-	if (st < 0) {
-		kill(s.bpf, SIGKILL);
-		wait_for(s.bpf, 5000);
-	}
 	cr_assert_eq(job_st, 0, "bpfstorm failed");
-	cr_assert_eq(st, 0, "the collector should exit 0 by itself once the job is gone (status %d)", st);
+	wait_collector(&s);
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
 	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
 	cr_expect(strstr(s.bpf_err, "calls not recorded") != NULL, "the collector says calls were lost: \"%s\"",
@@ -891,32 +890,19 @@ Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 	snprintf(n, sizeof(n), "%d", NFILES);
 	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
 	/* the first collector attached, the job not released yet */
-	int gate[2];
-	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
-	char outpath[512], errpath[512];
-	snprintf(outpath, sizeof(outpath), "%s/job.out", s.tmp);
-	snprintf(errpath, sizeof(errpath), "%s/job.err", s.tmp);
-	s.job = spawn(argv, outpath, errpath, gate[0], -1, -1);
-	close(gate[0]);
+	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)s.job);
 	char *second[] = {(char *)bin, "--pid", pidstr, "-o", s.out, "--duration=1", NULL};
 	struct sp_t_result r;
-	int st = sp_t_run(&r, second, NULL, NULL, 30);
-	cr_expect_eq(st, 1, "the second collector must refuse (status 1): status %d", st);
-	cr_expect(r.outlen == 0, "no \"ready\" from the second: %s", r.out);
-	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
-	cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, "another stepprof-bpf"),
-		  "the line says why: \"%s\"", r.err);
+	expect_one_line(&r, sp_t_run(&r, second, NULL, NULL, 30), 1, "another stepprof-bpf");
 	sp_t_result_free(&r);
 
 	/* the first one records the job as ever, alone in the directory */
-	cr_assert(write(gate[1], "g", 1) == 1);
-	close(gate[1]);
-	cr_assert_eq(wait_for(s.job, 60000), 0, "bpfgen --child failed");
-	st = wait_for(s.bpf, 15000);
-	cr_assert_eq(st, 0, "the first collector should exit 0 by itself (status %d)", st);
+	cr_assert(write(gate, "g", 1) == 1);
+	close(gate);
+	wait_job_then_collector(&s, "bpfgen --child");
 	dump_dir(&s, &d);
 	check_files(&s, &d, (long long)s.job, 0);
 	dump_free(&d);
@@ -948,13 +934,7 @@ Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 		for (int k = 0; cases[i].args[k]; k++)
 			argv[k + 1] = (char *)cases[i].args[k];
 		struct sp_t_result r;
-		int st = sp_t_run(&r, argv, NULL, NULL, 30);
-		cr_expect_eq(st, 2, "case %zu (%s): status %d, expected 2", i, cases[i].says, st);
-		cr_expect(r.outlen == 0, "case %zu: nothing on stdout: \"%s\"", i, r.out);
-		cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1,
-			  "case %zu: one line on stderr: \"%s\"", i, r.err);
-		cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, cases[i].says),
-			  "case %zu: prefixed, and names %s: \"%s\"", i, cases[i].says, r.err);
+		expect_one_line(&r, sp_t_run(&r, argv, NULL, NULL, 30), 2, cases[i].says);
 		sp_t_result_free(&r);
 	}
 }
@@ -987,11 +967,7 @@ Test(bpf, inside_a_pid_namespace_is_a_one_line_error, .timeout = 60)
 		free(tmp);
 		cr_skip_test("unshare --pid refused");
 	}
-	cr_expect_eq(st, 1, "the collector must fail (status 1), not trace nothing: status %d", st);
-	cr_expect(r.outlen == 0, "no \"ready\" on stdout: %s", r.out);
-	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
-	cr_expect(strstr(r.err, "stepprof-bpf: ") == r.err && strstr(r.err, "PID namespace"),
-		  "the line says why: \"%s\"", r.err);
+	expect_one_line(&r, st, 1, "PID namespace"); /* the collector must fail, not trace nothing */
 	sp_t_result_free(&r);
 	sp_t_rmrf(tmp);
 	free(tmp);
@@ -1018,10 +994,7 @@ Test(bpf, not_root_is_a_one_line_error, .timeout = 60)
 			"/tmp/stepprof-test-noroot",
 			NULL};
 	struct sp_t_result r;
-	int st = sp_t_run(&r, argv, NULL, NULL, 30);
-	cr_expect_neq(st, 0, "an unprivileged collector must fail, not pretend");
-	cr_expect(r.outlen == 0, "no \"ready\" on stdout: %s", r.out);
-	cr_expect(r.errlen > 0 && strchr(r.err, '\n') == r.err + r.errlen - 1, "one line on stderr: \"%s\"", r.err);
-	cr_expect(strstr(r.err, "not permitted") != NULL, "the reason says it is a permission problem: \"%s\"", r.err);
+	/* an unprivileged collector must fail, not pretend; the reason says it is a permission problem */
+	expect_one_line(&r, sp_t_run(&r, argv, NULL, NULL, 30), 1, "not permitted");
 	sp_t_result_free(&r);
 }
