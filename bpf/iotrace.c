@@ -1621,6 +1621,13 @@ cleanup:
 				sp_tf_stream_close(c.streams.vals[i]);
 		__atomic_add_fetch(&c.tf.hdr->lost_records, dropped + unwritten_lost, __ATOMIC_RELAXED);
 		sp_tf_finish(&c.tf, now_ns());
+		/* Written to the end into a file nobody can open: say so, the only trace of the run is this line. */
+		struct stat fst;
+		if (fstat(c.tf.fd, &fst) == 0 && fst.st_nlink == 0)
+			fprintf(stderr,
+				PROG
+				": warning: %s was removed while tracing (its directory deleted?): %llu records lost\n",
+				c.tf.path, (unsigned long long)c.records);
 		/* Never silent: the trace says how many (LOST records, the header), and so does this line. */
 		if (lost_calls + dropped)
 			fprintf(stderr,

@@ -910,6 +910,34 @@ Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 }
 
 /*
+ * The trace directory removed while the collector writes into it (a job that
+ * cleans up its temporary directory): the records went into a file nobody can
+ * open, and the collector says so at the end. Before: exit 0, not a word, and
+ * nothing left of the run.
+ */
+Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	char n[8], errpath[512];
+	session_init(&s, "bpfrm");
+	snprintf(n, sizeof(n), "%d", NFILES);
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
+	int gate = hold_job(&s, argv);
+	start_collector(&s, bin);
+	sp_t_rmrf(s.out);
+	cr_assert(access(s.out, F_OK) != 0, "%s should be gone", s.out);
+	cr_assert(write(gate, "g", 1) == 1);
+	close(gate);
+	wait_job_then_collector(&s, "bpfgen --child");
+	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
+	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
+	cr_expect(strstr(s.bpf_err, "stepprof-bpf: warning: ") == s.bpf_err && strstr(s.bpf_err, "was removed"),
+		  "the collector says its file was removed: \"%s\"", s.bpf_err);
+	session_free(&s);
+}
+
+/*
  * Bad usage: one line of our own and status 2. Before, getopt's line and the
  * 3-line usage (4 lines), or the usage alone.
  */
