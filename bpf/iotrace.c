@@ -1467,7 +1467,10 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			return usage_error("%s: unknown option or missing value", argv[optind - 1]);
+			/* a long option as typed; a short one by optopt (it may be inside a cluster, "-vx") */
+			if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
+				return usage_error("%s: unknown option or missing value", argv[optind - 1]);
+			return usage_error("-%c: unknown option or missing value", optopt);
 		}
 	}
 	if (optind != argc)

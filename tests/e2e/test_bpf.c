@@ -950,11 +950,9 @@ Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 		const char *args[6];
 		const char *says;
 	} cases[] = {
-	    {{"--bogus"}, "--bogus"},
-	    {{"--pid"}, "--pid"},
-	    {{"-o", "/tmp/stepprof-test-usage"}, "--pid"},
-	    {{"--pid", "1"}, "-o"},
-	    {{"--pid", "1", "-o", "/tmp/stepprof-test-usage", "extra"}, "extra"},
+	    {{"--bogus"}, "--bogus"}, {{"-xv"}, "-x:"}, /* the unknown one of a cluster, not the program's name */
+	    {{"--pid"}, "--pid"},     {{"-o", "/tmp/stepprof-test-usage"}, "--pid"},
+	    {{"--pid", "1"}, "-o"},   {{"--pid", "1", "-o", "/tmp/stepprof-test-usage", "extra"}, "extra"},
 	    {{NULL}, "--pid"},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
