@@ -9,7 +9,7 @@
  *      raw_tp/sched_switch: move a call in flight to its thread's storage
  *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
  *   5. raw_tp/sched_process_fork, sched_process_exec and sched_process_exit:
- *      follow the process tree (and the fds an exec closes)
+ *      follow the process tree (and the fds an exec closes, its environment)
  *   6. raw_tp/signal_deliver: an interrupted call that returns -EINTR
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
@@ -685,14 +685,6 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 }
 
 /*
- * An exec closed the process's close-on-exec fds (in the kernel, not by a
- * traced close): the event carries the bitmap of the fds still open after it,
- * the first IOTRACE_PATH_MAX * 8 of them, for the loader to forget the others.
- * RATIONALE: the fd table's own bitmap, read once here, is exact and in order
- * with the process's events; reading /proc/PID/fd when the loader gets the
- * event would see the fds of calls it has not processed yet.
- */
-/*
  * The environment the new program starts with (mm->env_start..env_end, on its
  * fresh stack, resident: exec has just written it), at its actual length.
  * RATIONALE: the loader looks in it for libstepprof.so's variables (does the
@@ -735,6 +727,14 @@ static __always_inline void send_env(struct task_struct *p, __u32 tgid)
 		count_drop();
 }
 
+/*
+ * An exec closed the process's close-on-exec fds (in the kernel, not by a
+ * traced close): the event carries the bitmap of the fds still open after it,
+ * the first IOTRACE_PATH_MAX * 8 of them, for the loader to forget the others.
+ * RATIONALE: the fd table's own bitmap, read once here, is exact and in order
+ * with the process's events; reading /proc/PID/fd when the loader gets the
+ * event would see the fds of calls it has not processed yet.
+ */
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {

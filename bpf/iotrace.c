@@ -1168,9 +1168,10 @@ static void on_record(struct collector *c, const uint8_t *p, size_t size)
 		const struct iotrace_event *e = (const void *)(f + 1);
 		size_t n = (sizeof(*f) + (size_t)f->size + 7) & ~(size_t)7;
 		/* an exec's environment (alone in its record) is longer than any other event */
-		size_t max = f->size >= IOTRACE_EVENT_HDR && e->type == IOTRACE_EV_ENV
-				 ? IOTRACE_EVENT_HDR + IOTRACE_ENV_MAX
-				 : sizeof(struct iotrace_event);
+		size_t max =
+		    f->size >= IOTRACE_EVENT_HDR && sizeof(*f) + IOTRACE_EVENT_HDR <= size && e->type == IOTRACE_EV_ENV
+			? IOTRACE_EVENT_HDR + IOTRACE_ENV_MAX
+			: sizeof(struct iotrace_event);
 		if (f->size > max || sizeof(*f) + f->size > size)
 			return;
 		on_event(c, p + sizeof(*f), f->size);
