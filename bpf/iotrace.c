@@ -5,7 +5,7 @@
  *
  *   stepprof-bpf --pid PID -o DIR [--duration S] [--verbose]
  *
- * Prints "ready" on stdout once attached; exits 0 on SIGTERM/SIGINT, after S
+ * Prints "ready" on stdout once attached; exits 0 on SIGTERM/SIGINT/SIGHUP, after S
  * seconds, or when the whole traced tree has exited, having flushed its file.
  * When BPF cannot be used it prints one line with the reason on stderr and
  * exits 1 (`stepprof run` then falls back to the libc wrappers).
@@ -1579,6 +1579,8 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* the terminal it was started from hung up (an ssh session lost): flush as for the others, not die */
+	sigaction(SIGHUP, &sa, NULL);
 	printf("ready\n");
 	fflush(stdout);
 
