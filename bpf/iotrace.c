@@ -1367,15 +1367,61 @@ static bool in_child_pid_namespace(void)
 }
 
 /*
- * The id of another collector's map of traced processes (a hash named
- * "traced", u32 -> u8) that holds pid, 0 when none does: that collector
- * records pid's calls already, and a second one would record each of them
- * again (two files of the same calls in one directory are counted twice).
- * Called before our own map exists.
+ * The pid of a running stepprof-bpf that holds map id (an fd on it, in
+ * /proc/PID/fdinfo), 0 when none does.
+ * RATIONALE: a collector's maps outlive it for a while: the programs that use
+ * them are freed after an RCU grace period of tracing programs (up to seconds),
+ * so a collector started again at once on the same process (after an error)
+ * found the dead one's map and refused.
  */
-static uint32_t traced_elsewhere(int32_t pid)
+static int32_t map_holder(uint32_t id)
+{
+	char path[300], line[128], comm[32];
+	int32_t holder = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	for (struct dirent *de; !holder && (de = readdir(d));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		bool ours = fgets(comm, sizeof(comm), f) && !strcmp(comm, PROG "\n");
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%ld/fdinfo", pid);
+		DIR *fds = ours ? opendir(path) : NULL;
+		for (struct dirent *fe; fds && !holder && (fe = readdir(fds));) {
+			unsigned mid;
+			snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%s", pid, fe->d_name);
+			if (fe->d_name[0] == '.' || !(f = fopen(path, "re")))
+				continue;
+			while (fgets(line, sizeof(line), f))
+				if (sscanf(line, "map_id: %u", &mid) == 1 && mid == id)
+					holder = (int32_t)pid;
+			fclose(f);
+		}
+		if (fds)
+			closedir(fds);
+	}
+	closedir(d);
+	return holder;
+}
+
+/*
+ * The pid of another collector whose map of traced processes (a hash named
+ * "traced", u32 -> u8) holds pid, 0 when none does: that collector records
+ * pid's calls already, and a second one would record each of them again
+ * (two files of the same calls in one directory are counted twice). Called
+ * before our own map exists.
+ */
+static int32_t traced_elsewhere(int32_t pid)
 {
 	uint32_t id = 0, key = (uint32_t)pid;
+	int32_t holder = 0;
 	uint8_t val;
 
 	while (!bpf_map_get_next_id(id, &id)) {
@@ -1388,8 +1434,8 @@ static uint32_t traced_elsewhere(int32_t pid)
 			     !strcmp(info.name, "traced") && info.key_size == sizeof(key) &&
 			     info.value_size == sizeof(val) && !bpf_map_lookup_elem(fd, &key, &val);
 		close(fd);
-		if (found)
-			return id;
+		if (found && (holder = map_holder(id)))
+			return holder;
 	}
 	return 0;
 }
@@ -1483,11 +1529,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	pid = thread_group((int32_t)pid); /* a thread's id: its process */
-	uint32_t other = traced_elsewhere((int32_t)pid);
+	int32_t other = traced_elsewhere((int32_t)pid);
 	if (other) {
 		fprintf(stderr,
-			PROG ": process %ld is traced by another stepprof-bpf already (its map %u): a second "
-			     "one would record each of its calls again\n",
+			PROG
+			": process %ld is traced by another stepprof-bpf already (pid %d): a second one would record "
+			"each of its calls again\n",
 			pid, other);
 		return 1;
 	}

@@ -898,13 +898,28 @@ Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
 	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
-	/* the first collector attached, the job not released yet */
 	int gate = hold_job(&s, argv);
+	snprintf(pidstr, sizeof(pidstr), "%d", (int)s.job);
+
+	/*
+	 * A collector that just ended (here: a bad -o, once its programs were
+	 * loaded) is no other collector: its maps outlive it for a while, and the
+	 * one started again at once must not take them for a live one's.
+	 */
+	char *bad[] = {(char *)bin, "--pid", pidstr, "-o", "", NULL};
+	struct sp_t_result r;
+	expect_one_line(&r, sp_t_run(&r, bad, NULL, NULL, 30), 1, "trace directory");
+	sp_t_result_free(&r);
+	char *again[] = {(char *)bin, "--pid", pidstr, "-o", s.out, "--duration=0.2", NULL};
+	cr_expect_eq(sp_t_run(&r, again, NULL, NULL, 30), 0, "started again at once: %s", r.err);
+	cr_expect(strstr(r.out, "ready") == r.out, "started again at once: \"%s\"", r.out);
+	sp_t_result_free(&r);
+	sp_t_rmrf(s.out); /* its file: the test wants the first collector's alone */
+
+	/* the first collector attached, the job not released yet */
 	start_collector(&s, bin);
 
-	snprintf(pidstr, sizeof(pidstr), "%d", (int)s.job);
 	char *second[] = {(char *)bin, "--pid", pidstr, "-o", s.out, "--duration=1", NULL};
-	struct sp_t_result r;
 	expect_one_line(&r, sp_t_run(&r, second, NULL, NULL, 30), 1, "another stepprof-bpf");
 	sp_t_result_free(&r);
 
