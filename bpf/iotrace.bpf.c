@@ -9,7 +9,7 @@
  *      raw_tp/sched_switch: move a call in flight to its thread's storage
  *   4. raw_tp/sys_exit: complete the event (read the path), submit it without a wakeup
  *   5. raw_tp/sched_process_fork, sched_process_exec and sched_process_exit:
- *      follow the process tree (and the fds an exec closes)
+ *      follow the process tree (and the fds an exec closes, its environment)
  *   6. raw_tp/signal_deliver: an interrupted call that returns -EINTR
  *
  * RATIONALE: raw syscall tracepoints rather than syscalls:sys_enter_<name>:
@@ -114,13 +114,44 @@ struct {
 	__uint(max_entries, 16 << 20);
 } events SEC(".maps");
 
-/* Events that did not fit the ring buffer or the maps, per CPU. */
+/* Events that did not fit the ring buffer or the maps, per CPU, and whose process is not known (see lost). */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } drops SEC(".maps");
+
+/*
+ * Calls that could not be handed over (ring full), per process: the loader
+ * writes each process's count as a LOST record in its stream at the end, so
+ * that `stepprof analyze` reports them with the process (the file header's
+ * count, which the analyzer does not read for a collector's file of many
+ * processes, holds only those of no known process).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, MAX_PROCS);
+	__type(key, __u32);
+	__type(value, struct iotrace_lost);
+} lost SEC(".maps");
+
+/*
+ * An exec's environment on its way to the ring (sched_process_exec), one
+ * buffer per CPU (the loader sets max_entries to their number): too big for
+ * the stack, and for a per-CPU map's values (32 KiB at most).
+ */
+struct iotrace_envbuf {
+	/* a frame, an event's header (IOTRACE_EVENT_HDR bytes), the environment */
+	__u8 buf[sizeof(struct iotrace_frame) + sizeof(struct iotrace_event) + IOTRACE_ENV_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct iotrace_envbuf);
+} envbufs SEC(".maps");
 
 /* ------------------------------------------------------------ 2. helpers */
 
@@ -187,6 +218,28 @@ static __always_inline void count_drops(__u64 events)
 static __always_inline void count_drop(void)
 {
 	count_drops(1);
+}
+
+/*
+ * Calls of process tgid, the first of them begun at `since`, that could not be
+ * recorded (in lost; when it is full, in drops).
+ */
+static __always_inline void count_lost(__u32 tgid, __u64 calls, __u64 since)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct iotrace_lost *l = bpf_map_lookup_elem(&lost, &tgid);
+
+	if (!l) {
+		struct iotrace_lost first = {.first_ns = since, .last_ns = now};
+		bpf_map_update_elem(&lost, &tgid, &first, BPF_NOEXIST);
+		l = bpf_map_lookup_elem(&lost, &tgid);
+	}
+	if (!l) {
+		count_drops(calls);
+		return;
+	}
+	__sync_fetch_and_add(&l->calls, calls);
+	l->last_ns = now; /* another CPU's store may win: a few ns off, never outside the run */
 }
 
 /*
@@ -270,15 +323,21 @@ static __always_inline struct iotrace_cpu *this_cpu(void)
 /* The CPU's batch into the ring as one record (nothing when empty). */
 static __always_inline void batch_flush(struct iotrace_cpu *c)
 {
+	struct iotrace_event *e;
 	__u32 len = c->batch_len;
 
 	if (!len)
 		return;
 	if (len > sizeof(c->batch))
 		len = sizeof(c->batch); /* never: the verifier needs the bound */
-	/* No wakeup: the loader polls the ring on a timer, so a busy loader costs no context switch per event. */
+	/*
+	 * No wakeup: the loader polls the ring on a timer, so a busy loader costs
+	 * no context switch per event. A batch holds the calls of one task (the
+	 * one on the CPU since the last flush): lost, they are its process's.
+	 */
+	e = (struct iotrace_event *)(c->batch + sizeof(struct iotrace_frame));
 	if (bpf_ringbuf_output(&events, c->batch, len, BPF_RB_NO_WAKEUP))
-		count_drops(c->batch_n);
+		count_lost(e->pid, c->batch_n, e->begin_ns);
 	c->batch_len = 0;
 	c->batch_n = 0;
 }
@@ -299,7 +358,8 @@ static __always_inline bool task_traced(struct task_struct *task)
 	if (!bpf_map_lookup_elem(&traced, &tgid))
 		return false;
 	if (!bpf_task_storage_get(&tasks, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE)) {
-		count_drop();
+		/* this call: its thread is taken for untraced until it leaves the CPU */
+		count_lost(tgid, 1, bpf_ktime_get_ns());
 		return false;
 	}
 	return true;
@@ -311,7 +371,7 @@ static __always_inline bool task_traced(struct task_struct *task)
  * nothing to do for this syscall.
  */
 static __always_inline struct iotrace_cpu *cpu_call(struct pt_regs *regs, long nr, int *call, struct task_struct **task,
-						   __u32 *tid)
+						    __u32 *tid)
 {
 	struct iotrace_cpu *c;
 	long cmd;
@@ -386,6 +446,7 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_pread64:
 	case IOTRACE_sys_readv:
 	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_preadv2:
 	case IOTRACE_sys_getdents64:
 	case IOTRACE_sys_close:
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
@@ -460,6 +521,7 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 	case IOTRACE_sys_pread64:
 	case IOTRACE_sys_readv:
 	case IOTRACE_sys_preadv:
+	case IOTRACE_sys_preadv2:
 	case IOTRACE_sys_getdents64:
 		e->bytes = ret > 0 ? ret : 0;
 		break;
@@ -623,6 +685,49 @@ int BPF_PROG(sched_process_fork, struct task_struct *parent, struct task_struct 
 }
 
 /*
+ * The environment the new program starts with (mm->env_start..env_end, on its
+ * fresh stack, resident: exec has just written it), at its actual length.
+ * RATIONALE: the loader looks in it for libstepprof.so's variables (does the
+ * process record its file input itself? see proc_check_libc_io in iotrace.c);
+ * reading /proc/PID/environ when it gets the event missed a program that had
+ * already exited by then. Execs are rare: a copy of a few KiB each.
+ */
+static __always_inline void send_env(struct task_struct *p, __u32 tgid)
+{
+	__u32 cpu = bpf_get_smp_processor_id(); /* preemption is off: the CPU's buffer is ours */
+	struct iotrace_envbuf *b = bpf_map_lookup_elem(&envbufs, &cpu);
+	struct mm_struct *mm = p->mm;
+	struct iotrace_frame *f;
+	struct iotrace_event *e;
+	__u64 start, len;
+
+	if (!b || !mm)
+		return;
+	f = (struct iotrace_frame *)b->buf;
+	e = (struct iotrace_event *)(f + 1);
+	__builtin_memset(e, 0, IOTRACE_EVENT_HDR);
+	start = mm->env_start;
+	len = mm->env_end - start;
+	if (len > IOTRACE_ENV_MAX) {
+		len = IOTRACE_ENV_MAX;
+		e->flags = IOTRACE_F_PATH_CUT;
+	}
+	len &= 2 * IOTRACE_ENV_MAX - 1; /* the verifier's bound: a no-op here */
+	if (len > IOTRACE_ENV_MAX ||
+	    bpf_probe_read_user(b->buf + sizeof(*f) + IOTRACE_EVENT_HDR, len, (const void *)start))
+		len = 0;
+	e->begin_ns = e->end_ns = bpf_ktime_get_ns();
+	e->pid = tgid;
+	e->tid = p->pid;
+	e->type = IOTRACE_EV_ENV;
+	e->bytes = len;
+	f->size = IOTRACE_EVENT_HDR + len;
+	f->pad = 0;
+	if (bpf_ringbuf_output(&events, b, sizeof(*f) + IOTRACE_EVENT_HDR + len, BPF_RB_NO_WAKEUP))
+		count_drop();
+}
+
+/*
  * An exec closed the process's close-on-exec fds (in the kernel, not by a
  * traced close): the event carries the bitmap of the fds still open after it,
  * the first IOTRACE_PATH_MAX * 8 of them, for the loader to forget the others.
@@ -664,6 +769,7 @@ int BPF_PROG(sched_process_exec, struct task_struct *p, pid_t old_pid, struct li
 		len = 0; /* no bitmap: the loader forgets nothing */
 	e->fd = (__s32)(len * 8);
 	bpf_ringbuf_submit(f, BPF_RB_NO_WAKEUP);
+	send_env(p, tgid);
 	return 0;
 }
 

@@ -5,7 +5,7 @@
  *
  *   stepprof-bpf --pid PID -o DIR [--duration S] [--verbose]
  *
- * Prints "ready" on stdout once attached; exits 0 on SIGTERM/SIGINT, after S
+ * Prints "ready" on stdout once attached; exits 0 on SIGTERM/SIGINT/SIGHUP, after S
  * seconds, or when the whole traced tree has exited, having flushed its file.
  * When BPF cannot be used it prints one line with the reason on stderr and
  * exits 1 (`stepprof run` then falls back to the libc wrappers).
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -286,6 +287,7 @@ struct proc {
 	bool dead;	   /* found dead by check_liveness, removed after a last drain */
 	char *cwd;	   /* NULL until first needed (or lost) */
 	bool cwd_lost;	   /* the working directory is not known (see proc_lose_cwd) */
+	bool libc_io;	   /* its libc wrappers record its file input into our directory (proc_check_libc_io) */
 	struct fdent *fds; /* indexed by fd */
 	uint32_t nfds;
 	struct displaced displaced[NDISPLACED]; /* file == 0: free */
@@ -301,7 +303,8 @@ struct collector {
 	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
-	struct umap held; /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
+	bool told_libc_io; /* the line of proc_check_libc_io was printed */
+	struct umap held;  /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
 };
 
 static struct proc *proc_get(struct collector *c, int32_t pid, bool create)
@@ -485,6 +488,112 @@ static void proc_lose_cwd(struct proc *p)
 	p->cwd_lost = true;
 }
 
+static size_t path_normalize(char *s, size_t len);
+
+/* Whether the variable NAME= of the NUL-separated environment env[0..len) is set; *val its value. */
+static bool env_get(const char *env, size_t len, const char *name, const char **val)
+{
+	size_t n = strlen(name);
+	for (const char *e = env; e < env + len; e += strlen(e) + 1)
+		if (!strncmp(e, name, n) && e[n] == '=') {
+			*val = e + n + 1;
+			return true;
+		}
+	return false;
+}
+
+/* The environment process pid started with (/proc/PID/environ), NUL-separated, malloc'd; NULL when unreadable. */
+static char *env_read(int32_t pid, size_t *len)
+{
+	char path[64];
+	size_t cap = 1 << 16;
+	char *env = malloc(cap);
+	ssize_t n;
+
+	*len = 0;
+	snprintf(path, sizeof(path), "/proc/%d/environ", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || !env) {
+		free(env);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((n = read(fd, env + *len, cap - *len - 1)) > 0) {
+		*len += (size_t)n;
+		if (*len + 1 == cap) {
+			char *g = realloc(env, cap * 2);
+			if (!g)
+				break;
+			env = g;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	env[*len] = 0;
+	return env;
+}
+
+/* Is dir (relative: to p's working directory, as hook_init.c takes it) our trace directory? */
+static bool is_own_dir(struct collector *c, struct proc *p, const char *dir)
+{
+	char abs[PATH_MAX + 2];
+	const char *cwd = dir[0] == '/' ? NULL : proc_cwd(p);
+	bool own = false;
+
+	if (dir[0] != '/' && !cwd)
+		return false;
+	int m = snprintf(abs, sizeof(abs), "%s%s%s", cwd ? cwd : "", cwd ? "/" : "", dir);
+	if (m <= 0 || (size_t)m >= sizeof(abs))
+		return false;
+	size_t l = path_normalize(abs, (size_t)m);
+	char *real = realpath(abs, NULL);
+	for (int i = 0; i < 2; i++) {
+		const char *d = c->strings.own[i];
+		own |= d && ((l == strlen(d) && !memcmp(abs, d, l)) || (real && !strcmp(real, d)));
+	}
+	free(real);
+	return own;
+}
+
+/*
+ * Does process p record its file input itself, into our trace directory?
+ * libstepprof.so in its LD_PRELOAD, STEPPROF_IO neither bpf nor off, not
+ * STEPPROF_DISABLE'd, and STEPPROF_DIR our -o: its open/stat/read/close
+ * records (and its reads of pipes, loader waits) are in the directory
+ * already, and ours would count each of those calls twice. Its records are
+ * then not written (its fd and directory tables are kept). Read from
+ * /proc/PID/environ, the environment its program started with (what the
+ * preload read) at the start; at each exec, the environment the kernel side
+ * sends (IOTRACE_EV_ENV; given, given_len), /proc's when it was cut.
+ * RATIONALE: the wrappers stand down only when told STEPPROF_IO=bpf at the
+ * start, which `stepprof run --bpf` does; a collector started by hand on a
+ * job run with LD_PRELOAD cannot tell them, so it stands down itself (before:
+ * 24 opens in the directory for the 12 made).
+ */
+static void proc_check_libc_io(struct collector *c, struct proc *p, const char *given, size_t given_len)
+{
+	const char *preload, *io, *off, *dir;
+	size_t len = given_len;
+	char *read = given ? NULL : env_read(p->pid, &len);
+	const char *env = given ? given : read;
+
+	p->libc_io =
+	    env && env_get(env, len, "LD_PRELOAD", &preload) && strstr(preload, "libstepprof") &&
+	    !(env_get(env, len, "STEPPROF_IO", &io) && (!strcmp(io, "bpf") || !strcmp(io, "off"))) &&
+	    !(env_get(env, len, "STEPPROF_DISABLE", &off) &&
+	      (!strcmp(off, "1") || !strcasecmp(off, "yes") || !strcasecmp(off, "on") || !strcasecmp(off, "true"))) &&
+	    env_get(env, len, "STEPPROF_DIR", &dir) && dir[0] && is_own_dir(c, p, dir);
+	if (p->libc_io && !c->told_libc_io) {
+		c->told_libc_io = true;
+		fprintf(stderr,
+			PROG ": process %d (and any like it) records its file input with libstepprof.so into %s: "
+			     "not recorded here as well (STEPPROF_IO=bpf makes the wrappers stand down)\n",
+			p->pid, dir);
+	}
+	free(read);
+}
+
 static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 {
 	struct proc *pp = proc_get(c, parent, false);
@@ -499,6 +608,7 @@ static void proc_forked(struct collector *c, int32_t parent, int32_t child)
 	}
 	if (pp->cwd && !cp->cwd)
 		cp->cwd = strdup(pp->cwd);
+	cp->libc_io = pp->libc_io; /* the same program and environment */
 	cp->cwd_lost = pp->cwd_lost && !cp->cwd;
 }
 
@@ -549,19 +659,29 @@ static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t
 	return *slot;
 }
 
+/*
+ * The fields of a /proc/.../stat file after the command's name, from the ')'
+ * that ends it (the name may hold anything, ')' included): " S ppid ...",
+ * in buf; NULL when it cannot be read.
+ */
+static const char *stat_fields(const char *stat_path, char *buf, size_t len)
+{
+	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	ssize_t n = read(fd, buf, len - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = 0;
+	return strrchr(buf, ')');
+}
+
 /* A thread (its /proc/.../stat) is gone: no entry, or a zombie (exited, not yet reaped). */
 static bool task_dead(const char *stat_path)
 {
 	char buf[256];
-	int fd = open(stat_path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return true;
-	ssize_t n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return true;
-	buf[n] = 0;
-	const char *rp = strrchr(buf, ')');
+	const char *rp = stat_fields(stat_path, buf, sizeof(buf));
 	return !rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X';
 }
 
@@ -594,6 +714,103 @@ static bool pid_dead(int32_t pid)
 	}
 	closedir(d);
 	return dead;
+}
+
+/* The parent of process pid (field 4 of /proc/PID/stat), 0 when it cannot be read. */
+static int32_t proc_ppid(int32_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+	const char *rp = stat_fields(path, buf, sizeof(buf));
+	int ppid = 0;
+	char state;
+	if (!rp || sscanf(rp + 1, " %c %d", &state, &ppid) != 2)
+		return 0;
+	return ppid;
+}
+
+/*
+ * The process of thread id tid (the Tgid of /proc/TID/status): tid itself for
+ * a process's main thread, and when it cannot be read.
+ * RATIONALE: /proc/TID exists for every thread, though not listed, so a
+ * thread's id passes for a pid; the kernel side filters by process id, and
+ * given a thread's id the collector recorded nothing.
+ */
+static int32_t thread_group(int32_t tid)
+{
+	char path[64], line[128];
+	int tgid = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return tid;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "Tgid: %d", &tgid) == 1)
+			break;
+	fclose(f);
+	return tgid > 0 ? tgid : tid;
+}
+
+/*
+ * The descendants the traced process already has when tracing starts (a
+ * trainer's running DataLoader workers, and their children): traced as if
+ * their forks had been seen. Called once the programs are attached, so that
+ * every fork of a process from the moment it is in the traced map is
+ * followed by the kernel side; a pass over /proc finds the children of the
+ * processes known so far, and passes go on until one finds none (a child
+ * forked by a process just before we added it is found by the next pass).
+ * RATIONALE: before, only --pid itself was traced: started by hand on a
+ * running job, the collector recorded none of its workers' reads. A process
+ * whose parent exited before this scan (reparented) is not found.
+ */
+static void trace_descendants(struct collector *c, struct bpf_map *traced)
+{
+	/*
+	 * Never the collector itself nor its ancestors (`stepprof-bpf --pid $$`
+	 * from a shell, `sudo` in between): a process started before the attach
+	 * is only traced when it is the job's, and they are not.
+	 */
+	int32_t self[64];
+	int nself = 0;
+	for (int32_t a = (int32_t)getpid(); a > 1 && nself < 64; a = proc_ppid(a))
+		self[nself++] = a;
+
+	uint8_t one = 1;
+	for (bool added = true; added;) {
+		added = false;
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		for (struct dirent *de; (de = readdir(d));) {
+			char *end;
+			long pid = strtol(de->d_name, &end, 10);
+			if (*end || end == de->d_name || pid <= 0 || pid > INT_MAX || proc_get(c, (int32_t)pid, false))
+				continue;
+			int k = 0;
+			while (k < nself && self[k] != (int32_t)pid)
+				k++;
+			if (k < nself)
+				continue;
+			int32_t ppid = proc_ppid((int32_t)pid);
+			struct proc *pp = ppid > 0 ? proc_get(c, ppid, false) : NULL;
+			if (!pp)
+				continue;
+			uint32_t key = (uint32_t)pid;
+			if (bpf_map__update_elem(traced, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+				continue; /* the map is full: as a fork the kernel side could not follow */
+			if (pid_dead((int32_t)pid)) {
+				/* exited meanwhile: its exit, before it was in the map, removed nothing */
+				bpf_map__delete_elem(traced, &key, sizeof(key), 0);
+				continue;
+			}
+			struct proc *p = proc_get(c, (int32_t)pid, true);
+			proc_scan_fds(c, p);
+			proc_cwd(p); /* now, while it is alive (as for --pid) */
+			proc_check_libc_io(c, p, NULL, 0);
+			added = true;
+		}
+		closedir(d);
+	}
 }
 
 /* ------------------------------------------------------------- 3. events */
@@ -812,6 +1029,8 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
 	if (path && path->own)
 		return; /* the preload's trace file: stepprof's output, not the job's input */
+	if (p->libc_io)
+		return; /* recorded by its libc wrappers (proc_check_libc_io) */
 	struct sp_tf_stream *s = stream_get(c, (int32_t)e->pid, (int32_t)e->tid);
 	if (sp_tf_write(s, kind, call_api[e->call], begin_ns, e->end_ns, f) == 0)
 		c->records++;
@@ -912,11 +1131,21 @@ static void on_event(struct collector *c, const void *data, size_t size)
 		uint32_t covered = e->fd > 0 ? (uint32_t)e->fd : 0;
 		if (p && covered <= 8 * (size - IOTRACE_EVENT_HDR))
 			proc_execed(p, (const uint8_t *)e->path, covered);
+
 		break;
 	}
 	case IOTRACE_EV_EINTR:
 		held_flush(c, (uint64_t)e->pid << 32 | e->tid);
 		break;
+	case IOTRACE_EV_ENV: {
+		/* a new program, maybe a new environment: the one exec gave it (all of it, or /proc's when cut) */
+		struct proc *p = proc_get(c, (int32_t)e->pid, false);
+		size_t len = size - IOTRACE_EVENT_HDR;
+		bool whole = !(e->flags & IOTRACE_F_PATH_CUT) && len && !e->path[len - 1]; /* NUL-terminated strings */
+		if (p)
+			proc_check_libc_io(c, p, whole ? e->path : NULL, len);
+		break;
+	}
 	case IOTRACE_EV_EXIT:
 		if (e->flags & IOTRACE_F_GROUP_DEAD) {
 			struct proc *p = proc_get(c, (int32_t)e->pid, false);
@@ -936,8 +1165,14 @@ static void on_record(struct collector *c, const uint8_t *p, size_t size)
 {
 	while (size >= sizeof(struct iotrace_frame)) {
 		const struct iotrace_frame *f = (const void *)p;
+		const struct iotrace_event *e = (const void *)(f + 1);
 		size_t n = (sizeof(*f) + (size_t)f->size + 7) & ~(size_t)7;
-		if (f->size > sizeof(struct iotrace_event) || sizeof(*f) + f->size > size)
+		/* an exec's environment (alone in its record) is longer than any other event */
+		size_t max =
+		    f->size >= IOTRACE_EVENT_HDR && sizeof(*f) + IOTRACE_EVENT_HDR <= size && e->type == IOTRACE_EV_ENV
+			? IOTRACE_EVENT_HDR + IOTRACE_ENV_MAX
+			: sizeof(struct iotrace_event);
+		if (f->size > max || sizeof(*f) + f->size > size)
 			return;
 		on_event(c, p + sizeof(*f), f->size);
 		if (n >= size)
@@ -972,6 +1207,40 @@ static void drain_batches(struct collector *c, struct iotrace_bpf *skel)
 			on_record(c, s->batch, s->batch_len < sizeof(s->batch) ? s->batch_len : sizeof(s->batch));
 		}
 	free(v);
+}
+
+/*
+ * The calls the kernel side could not hand over (ring full), per process: a
+ * LOST record in each process's stream, timed from the first lost call's
+ * entry to the last one's loss, which `stepprof analyze` counts for that
+ * process; *total grows by their number. Returns those that could not be
+ * written either (for the header).
+ * RATIONALE: the header's lost_records is the file's, and a collector's file
+ * holds many processes: the analyzer does not read it there, so a storm that
+ * lost 6 of 16 million calls said nothing in `stepprof analyze`.
+ */
+static uint64_t write_lost(struct collector *c, struct bpf_map *lost, uint64_t *total)
+{
+	uint32_t key, next, *prev = NULL;
+	uint64_t unwritten = 0;
+
+	for (; !bpf_map__get_next_key(lost, prev, &next, sizeof(next)); key = next, prev = &key) {
+		struct iotrace_lost l;
+		if (bpf_map__lookup_elem(lost, &next, sizeof(next), &l, sizeof(l), 0) || !l.calls)
+			continue;
+		struct sp_tf_stream *s = stream_get(c, (int32_t)next, (int32_t)next);
+		*total += l.calls;
+		for (uint64_t n = l.calls; n;) {
+			uint64_t f[SP_F__COUNT] = {0};
+			f[SP_F_COUNT] = n > UINT32_MAX ? UINT32_MAX : n; /* a 32-bit field */
+			if (sp_tf_write(s, SP_K_LOST, SP_API_NONE, l.first_ns, l.last_ns, f)) {
+				unwritten += n - 1; /* the writer counted the LOST record itself as one */
+				break;
+			}
+			n -= f[SP_F_COUNT];
+		}
+	}
+	return unwritten;
 }
 
 /*
@@ -1083,6 +1352,111 @@ static void usage(FILE *to)
 		    "  into a stepprof trace file in DIR; prints \"ready\" once attached\n");
 }
 
+/*
+ * Whether we run in a PID namespace other than the initial one (a container's):
+ * the initial one's inode number is fixed (PROC_PID_INIT_INO, Linux >= 3.8).
+ * RATIONALE: the kernel side knows tasks by their pids in the initial
+ * namespace (task->tgid), --pid and /proc here are the container's: nothing
+ * matched, and the collector recorded nothing while saying "ready" (under
+ * `stepprof run --bpf` the libc wrappers then stood down: no input at all).
+ */
+static bool in_child_pid_namespace(void)
+{
+	struct stat st;
+	return stat("/proc/self/ns/pid", &st) == 0 && st.st_ino != 0xEFFFFFFCu;
+}
+
+/*
+ * The pid of a running stepprof-bpf that holds map id (an fd on it, in
+ * /proc/PID/fdinfo), 0 when none does.
+ * RATIONALE: a collector's maps outlive it for a while: the programs that use
+ * them are freed after an RCU grace period of tracing programs (up to seconds),
+ * so a collector started again at once on the same process (after an error)
+ * found the dead one's map and refused.
+ */
+static int32_t map_holder(uint32_t id)
+{
+	char path[300], line[128], comm[32];
+	int32_t holder = 0;
+	DIR *d = opendir("/proc");
+	if (!d)
+		return 0;
+	for (struct dirent *de; !holder && (de = readdir(d));) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+		FILE *f = fopen(path, "re");
+		if (!f)
+			continue;
+		bool ours = fgets(comm, sizeof(comm), f) && !strcmp(comm, PROG "\n");
+		fclose(f);
+		snprintf(path, sizeof(path), "/proc/%ld/fdinfo", pid);
+		DIR *fds = ours ? opendir(path) : NULL;
+		for (struct dirent *fe; fds && !holder && (fe = readdir(fds));) {
+			unsigned mid;
+			snprintf(path, sizeof(path), "/proc/%ld/fdinfo/%s", pid, fe->d_name);
+			if (fe->d_name[0] == '.' || !(f = fopen(path, "re")))
+				continue;
+			while (fgets(line, sizeof(line), f))
+				if (sscanf(line, "map_id: %u", &mid) == 1 && mid == id)
+					holder = (int32_t)pid;
+			fclose(f);
+		}
+		if (fds)
+			closedir(fds);
+	}
+	closedir(d);
+	return holder;
+}
+
+/*
+ * The pid of another collector whose map of traced processes (a hash named
+ * "traced", u32 -> u8) holds pid, 0 when none does: that collector records
+ * pid's calls already, and a second one would record each of them again
+ * (two files of the same calls in one directory are counted twice). Called
+ * before our own map exists.
+ */
+static int32_t traced_elsewhere(int32_t pid)
+{
+	uint32_t id = 0, key = (uint32_t)pid;
+	int32_t holder = 0;
+	uint8_t val;
+
+	while (!bpf_map_get_next_id(id, &id)) {
+		struct bpf_map_info info = {0};
+		uint32_t len = sizeof(info);
+		int fd = bpf_map_get_fd_by_id(id);
+		if (fd < 0)
+			continue; /* gone meanwhile */
+		bool found = !bpf_obj_get_info_by_fd(fd, &info, &len) && info.type == BPF_MAP_TYPE_HASH &&
+			     !strcmp(info.name, "traced") && info.key_size == sizeof(key) &&
+			     info.value_size == sizeof(val) && !bpf_map_lookup_elem(fd, &key, &val);
+		close(fd);
+		if (found && (holder = map_holder(id)))
+			return holder;
+	}
+	return 0;
+}
+
+/*
+ * Bad usage: one line on stderr, exit status 2 (the usage itself with --help).
+ * RATIONALE: as the stepprof verbs do; getopt's own line followed by the three
+ * of the usage made four lines of which the error was the first.
+ */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs(PROG ": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (" PROG " --help)\n", stderr);
+	return 2;
+}
+
 /* Why the program did not load, in one line. */
 static const char *load_reason(int err, char *buf, size_t len)
 {
@@ -1106,12 +1480,14 @@ int main(int argc, char **argv)
 	struct ring_buffer *rb = NULL;
 	struct collector c = {0};
 	bool tf_open = false;
+	uint64_t unwritten_lost = 0, lost_calls = 0;
 	char *end, reason[512], err[256];
 	long pid = 0;
 	double duration = 0;
 	const char *dir = NULL;
 	int opt, ret = 1;
 
+	opterr = 0; /* bad usage is one line, ours */
 	while ((opt = getopt_long(argc, argv, "p:o:d:vh", opts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
@@ -1138,16 +1514,34 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		default:
-			usage(stderr);
-			return 2;
+			/* a long option as typed; a short one by optopt (it may be inside a cluster, "-vx") */
+			if (!strncmp(argv[optind - 1], "--", 2) || !optopt)
+				return usage_error("%s: unknown option or missing value", argv[optind - 1]);
+			return usage_error("-%c: unknown option or missing value", optopt);
 		}
 	}
-	if (!pid || !dir || optind != argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind != argc)
+		return usage_error("%s: unexpected argument", argv[optind]);
+	if (!pid || !dir)
+		return usage_error("%s is required", !pid ? "--pid PID" : "-o DIR");
 	if (pid_dead((int32_t)pid)) {
 		fprintf(stderr, PROG ": no process %ld\n", pid);
+		return 1;
+	}
+	pid = thread_group((int32_t)pid); /* a thread's id: its process */
+	int32_t other = traced_elsewhere((int32_t)pid);
+	if (other) {
+		fprintf(stderr,
+			PROG
+			": process %ld is traced by another stepprof-bpf already (pid %d): a second one would record "
+			"each of its calls again\n",
+			pid, other);
+		return 1;
+	}
+	if (in_child_pid_namespace()) {
+		fprintf(stderr,
+			PROG ": cannot trace from inside a PID namespace (a container): the kernel knows its "
+			     "processes by other pids; run stepprof-bpf on the host, with the job's pid there\n");
 		return 1;
 	}
 	if (access("/sys/kernel/btf/vmlinux", R_OK)) {
@@ -1174,6 +1568,11 @@ int main(int argc, char **argv)
 		skel->rodata->targ_call[call_nr[i]] = (uint8_t)(i + 1);
 	}
 	skel->rodata->targ_follow = true;
+	int ncpus = libbpf_num_possible_cpus();
+	if (ncpus <= 0 || bpf_map__set_max_entries(skel->maps.envbufs, (uint32_t)ncpus)) {
+		fprintf(stderr, PROG ": cannot load BPF: the number of CPUs is unknown\n");
+		goto cleanup;
+	}
 
 	int e = iotrace_bpf__load(skel);
 	if (e) {
@@ -1207,6 +1606,7 @@ int main(int argc, char **argv)
 	struct proc *root = proc_get(&c, (int32_t)pid, true);
 	proc_scan_fds(&c, root);
 	proc_cwd(root); /* now, while it is alive: its children inherit it */
+	proc_check_libc_io(&c, root, NULL, 0);
 
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), on_ring, &c, NULL);
 	if (!rb) {
@@ -1220,10 +1620,14 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 
+	trace_descendants(&c, skel->maps.traced);
+
 	struct sigaction sa = {.sa_handler = on_signal};
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	/* the terminal it was started from hung up (an ssh session lost): flush as for the others, not die */
+	sigaction(SIGHUP, &sa, NULL);
 	printf("ready\n");
 	fflush(stdout);
 
@@ -1250,6 +1654,7 @@ int main(int argc, char **argv)
 	ring_buffer__consume(rb);
 	drain_batches(&c, skel);
 	held_flush_pid(&c, -1); /* calls interrupted and not restarted before the end */
+	unwritten_lost = write_lost(&c, skel->maps.lost, &lost_calls);
 	ret = 0;
 
 cleanup:
@@ -1267,11 +1672,23 @@ cleanup:
 		for (size_t i = 0; i < c.streams.cap; i++)
 			if (c.streams.keys[i])
 				sp_tf_stream_close(c.streams.vals[i]);
-		__atomic_add_fetch(&c.tf.hdr->lost_records, dropped, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&c.tf.hdr->lost_records, dropped + unwritten_lost, __ATOMIC_RELAXED);
 		sp_tf_finish(&c.tf, now_ns());
+		/* Written to the end into a file nobody can open: say so, the only trace of the run is this line. */
+		struct stat fst;
+		if (fstat(c.tf.fd, &fst) == 0 && fst.st_nlink == 0)
+			fprintf(stderr,
+				PROG
+				": warning: %s was removed while tracing (its directory deleted?): %llu records lost\n",
+				c.tf.path, (unsigned long long)c.records);
+		/* Never silent: the trace says how many (LOST records, the header), and so does this line. */
+		if (lost_calls + dropped)
+			fprintf(stderr,
+				PROG ": warning: %llu calls not recorded (ring buffer full): counted as lost in %s\n",
+				(unsigned long long)(lost_calls + dropped), c.tf.path);
 		if (verbose)
-			fprintf(stderr, PROG ": %llu records, %llu dropped, in %s\n", (unsigned long long)c.records,
-				(unsigned long long)dropped, c.tf.path);
+			fprintf(stderr, PROG ": %llu records, %llu lost, in %s\n", (unsigned long long)c.records,
+				(unsigned long long)(lost_calls + dropped), c.tf.path);
 		sp_tf_release(&c.tf);
 	}
 	ring_buffer__free(rb);

@@ -36,7 +36,11 @@ enum iotrace_type {
 	IOTRACE_EV_EXIT,     /* thread tid of pid exited; IOTRACE_F_GROUP_DEAD: the whole process */
 	IOTRACE_EV_EXEC,     /* pid exec'd: path holds its open-fd bitmap after exec, for fds < fd */
 	IOTRACE_EV_EINTR,    /* thread tid's interrupted call (ret -ERESTART*) returns -EINTR: not restarted */
+	IOTRACE_EV_ENV,	     /* pid exec'd: its environment (bytes long) follows the header, IOTRACE_F_PATH_CUT: cut */
 };
+
+/* An exec's environment is sent up to this many bytes (a power of two: the BPF side masks with it). */
+#define IOTRACE_ENV_MAX 32768
 
 /*
  * The kernel-internal results of a syscall interrupted by a signal: never seen
@@ -119,6 +123,17 @@ struct iotrace_frame {
 /* Batches go to the ring once they hold this many bytes (a power of two). */
 #define IOTRACE_BATCH_BYTES 4096
 #define IOTRACE_ENTRY_MAX   (sizeof(struct iotrace_frame) + sizeof(struct iotrace_event))
+
+/*
+ * Calls of one process that could not be handed over (ring full), from the
+ * first such call to the last: the kernel side's map lost, by tgid; the
+ * loader writes it as the process's LOST record.
+ */
+struct iotrace_lost {
+	__u64 calls;
+	__u64 first_ns;
+	__u64 last_ns;
+};
 
 /* What sys_enter keeps for sys_exit, per thread. */
 struct iotrace_start {

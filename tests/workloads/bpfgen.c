@@ -4,6 +4,7 @@
  *   bpfgen DIR N [--fork]
  *   bpfgen DIR N --spin
  *   bpfgen DIR N --extra
+ *   bpfgen DIR N --prefork | --thread
  *
  * DIR holds files f0 .. f(N-1) (made by the test, any sizes). The program:
  *   1. lists DIR once (opendir/readdir: getdents64) from the main thread;
@@ -24,12 +25,22 @@
  *
  * --extra does only this, from the main thread, with files f4..f7 (N >= 8):
  * chdir(DIR); openat(AT_FDCWD, "f4"); preadv 1000 bytes at 0; the raw fstat
- * syscall; dup; read 1000 bytes through the dup; close both; open DIR;
- * statx(dirfd, "f5"); openat2(dirfd, "f6") and close; chdir("/");
- * fchdir(dirfd); stat("f7"); close(dirfd). Relative paths, dirfds, dup and
- * every traced syscall glibc does not use for the plain calls.
+ * syscall; preadv2 of its last byte (f4 has 1001); dup; read 1000 bytes
+ * through the dup; close both; open DIR; statx(dirfd, "f5"); openat2(dirfd,
+ * "f6") and close; chdir("/"); fchdir(dirfd); stat("f7"); close(dirfd).
+ * Relative paths, dirfds, dup and every traced syscall glibc does not use
+ * for the plain calls.
  *
- * Prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
+ * --prefork and --thread make a job that is already running, with its
+ * processes or threads, when the collector is started on it (by hand, on a
+ * trainer and its DataLoader workers). --prefork forks a child, which forks a
+ * grandchild, and prints {"pid": P, "child_pid": C, "grandchild_pid": G}
+ * once both exist; each of the two then reads one byte from stdin (the test
+ * releases them once the collector is ready) and every file as the child
+ * above does. --thread starts one thread, which prints {"pid": P, "tid": T},
+ * reads one byte from stdin, then every file the same way.
+ *
+ * Otherwise prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
  * where B is the bytes the parent's threads read (the child reads as many).
  */
 #include <dirent.h>
@@ -124,6 +135,9 @@ static int extra(void)
 	int fd = openat(AT_FDCWD, "f4", O_RDONLY);
 	if (fd < 0 || preadv(fd, iov, 2, 0) != BPFGEN_BUF || syscall(SYS_fstat, fd, &st))
 		return 1;
+	/* preadv2 (Python's os.preadv): the last byte of f4 (1001 bytes), flags 0 */
+	if (preadv2(fd, iov, 2, BPFGEN_BUF, 0) != 1)
+		return 1;
 	int nfd = dup(fd);
 	if (nfd < 0 || read(nfd, buf, sizeof(buf)) != BPFGEN_BUF)
 		return 1;
@@ -142,6 +156,62 @@ static int extra(void)
 	return 0;
 }
 
+/* Wait for the test's byte on stdin, then read every file from this one thread. */
+static void *gated_reader(void *arg)
+{
+	struct job j = {.thread = -1, .how = 0};
+	char c;
+	if (arg) {
+		printf("{\"pid\": %d, \"tid\": %d}\n", (int)getpid(), (int)syscall(SYS_gettid));
+		fflush(stdout);
+	}
+	if (read(0, &c, 1) != 1)
+		exit(3);
+	run_job(&j);
+	return NULL;
+}
+
+static int wait_ok(pid_t pid)
+{
+	int status = 0;
+	return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
+}
+
+/* --prefork: parent -> child -> grandchild, all running before the collector starts. */
+static int prefork(void)
+{
+	int p[2];
+	pid_t grandchild = 0;
+	if (pipe(p))
+		return 1;
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child == 0) {
+		pid_t g = fork();
+		if (g == 0) {
+			close(p[0]);
+			close(p[1]);
+			gated_reader(NULL);
+			_exit(0);
+		}
+		if (g < 0 || write(p[1], &g, sizeof(g)) != (ssize_t)sizeof(g))
+			_exit(1);
+		close(p[0]);
+		close(p[1]);
+		gated_reader(NULL);
+		_exit(wait_ok(g));
+	}
+	close(p[1]);
+	if (read(p[0], &grandchild, sizeof(grandchild)) != (ssize_t)sizeof(grandchild))
+		return 1;
+	close(p[0]);
+	printf("{\"pid\": %d, \"child_pid\": %d, \"grandchild_pid\": %d}\n", (int)getpid(), (int)child,
+	       (int)grandchild);
+	fflush(stdout);
+	return wait_ok(child);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -152,6 +222,16 @@ int main(int argc, char **argv)
 	nfiles = atoi(argv[2]);
 	int fork_child = argc > 3 && !strcmp(argv[3], "--fork");
 	int is_child = argc > 3 && !strcmp(argv[3], "--child");
+
+	if (argc > 3 && !strcmp(argv[3], "--prefork"))
+		return prefork();
+	if (argc > 3 && !strcmp(argv[3], "--thread")) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, gated_reader, "tid"))
+			return 1;
+		pthread_join(t, NULL);
+		return 0;
+	}
 
 	if (argc > 3 && !strcmp(argv[3], "--extra")) {
 		if (extra()) {
