@@ -1937,6 +1937,16 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 		goto oom;
 	if (pass1(&s))
 		goto oom;
+	/*
+	 * A collector's file holds many processes: what its header counts as lost
+	 * belongs to none of them (calls whose process is unknown, records a full
+	 * disk refused), but it is the run's.
+	 */
+	for (size_t f = 0; f < src->nfiles; f++) {
+		const struct sp_file_header *h = src->header(src->ctx, (int)f);
+		if (h && (h->features & SP_FEAT_BPF))
+			a->lost += h->lost_records;
+	}
 	if (choose_trainer(&s, err, errlen))
 		goto out;
 	link_speed(&s);

@@ -39,6 +39,8 @@
  */
 /* Iterations write_run writes (NITER unless a test asks for more). */
 static int run_iters = NITER;
+/* What the collector file's header counts as lost (calls of no known process). */
+static uint64_t bpf_header_lost;
 
 /* The six categories' numbers at <prefix><category> in j, summed (dflt for one that is missing). */
 static double sum_of_cats(const struct sp_json *j, const char *prefix, double dflt)
@@ -110,6 +112,7 @@ static void write_run(const char *dir, int truncate_trainer)
 	struct sp_tg_opts o = {.pid = 9999, .ppid = 1, .rank = -1};
 	g = sp_tg_create_opts(path, &o);
 	sp_tg_header(g)->features = SP_FEAT_BPF;
+	sp_tg_header(g)->lost_records = bpf_header_lost;
 	for (int i = 0; i < run_iters; i++) {
 		uint64_t t = T0 + (uint64_t)i * ITER_NS + 3500000;
 		struct sp_event ev = {.kind = SP_K_STAT, .api = SP_API_stat, .pid = GRANDCHILD, .tid = GRANDCHILD};
@@ -213,6 +216,35 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 	cr_expect_eq(r.status, 0);
 	cr_expect_not_null(strstr(r.out, "Bottleneck: input"), "%s", r.out);
 	cr_expect_not_null(strstr(r.out, "iterations: 12 (source: api"), "%s", r.out);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * A collector's file holds many processes: the calls its header counts as lost
+ * (a fork, exec or exit event that did not fit the ring, records a full disk
+ * refused) are no process's, but they are the run's: `lost`, and "(N lost)".
+ */
+Test(analyze_cli, a_collector_files_header_losses_are_the_runs)
+{
+	char *dir = sp_t_tmpdir("analyze-bpflost");
+	bpf_header_lost = 11;
+	write_run(dir, 0);
+	bpf_header_lost = 0;
+	struct sp_t_result r;
+	struct sp_json *j = analyze_json(dir, 0, &r);
+	cr_expect_eq(sp_json_num(j, "summary.lost", -1), 11);
+	struct sp_json *procs = sp_json_get(j, "processes");
+	cr_assert_not_null(procs);
+	for (size_t i = 0; i < procs->n; i++)
+		cr_expect_eq(sp_json_num(sp_json_at(procs, i), "lost", -1), 0, "no process's");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", dir, NULL};
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "(11 lost)") != NULL, "%s", r.out);
 	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);
