@@ -1591,7 +1591,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
 	}
-	struct sp_tf_opts to = {.dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF};
+	struct sp_tf_opts to = {.dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF, .prog = PROG};
 	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;

@@ -128,7 +128,7 @@ static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
 		}
 	}
 	char line[600];
-	int len = snprintf(line, sizeof(line), "stepprof: %s\n", msg);
+	int len = snprintf(line, sizeof(line), "%s: %s\n", tf && tf->prog ? tf->prog : "stepprof", msg);
 	if (len > (int)sizeof(line) - 1)
 		len = sizeof(line) - 1;
 	if (len > 0)
@@ -401,6 +401,7 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 	memset(tf, 0, sizeof(*tf));
 	tf->fd = -1;
 	tf->warn = o->warn;
+	tf->prog = o->prog;
 	uint64_t limit = fsize_limit();
 	if (limit < SP_TF_MIN_BYTES) {
 		fmt(err, errlen,

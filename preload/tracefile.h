@@ -63,6 +63,7 @@ struct sp_tf {
 	uint64_t closed_records; /* records of chunks closed so far (atomic; summaries report it) */
 	/* One warning per kind of trouble (disk full, keep area full); NULL: stderr. */
 	void (*warn)(const char *key, const char *msg);
+	const char *prog; /* who says the stderr warnings: NULL for "stepprof" */
 	char path[SP_TF_PATH_MAX];
 };
 
@@ -73,6 +74,7 @@ struct sp_tf_opts {
 	uint32_t features;   /* SP_FEAT_* */
 	const char *cmdline; /* NULL: /proc/self/cmdline */
 	void (*warn)(const char *key, const char *msg);
+	const char *prog; /* the producer's name in its warnings (NULL: "stepprof"), a static string */
 };
 
 /*

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -879,6 +880,60 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 		     STORM_PROCS * STORM_READS);
 	sp_json_free(j);
 	sp_t_result_free(&r);
+	session_free(&s);
+}
+
+/*
+ * The trace directory on a full disk (a 1 MiB tmpfs): the records that do not
+ * fit are counted as lost, said by the collector under its own name, and
+ * counted by `stepprof analyze` as `stepprof info` counts them: the header's
+ * share (no LOST record fits on a full disk) is the run's. Before, the warning
+ * said "stepprof:", and analyze said nothing of the losses.
+ */
+Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout = 180)
+{
+	const char *bin = collector_or_skip();
+	struct session s;
+	char nr[16], errpath[512];
+	session_init(&s, "bpffull");
+	cr_assert(mkdir(s.out, 0700) == 0);
+	if (mount("tmpfs", s.out, "tmpfs", 0, "size=1m,mode=0700")) {
+		printf("test_bpf: skipped: cannot mount a tmpfs (%s)\n", strerror(errno));
+		session_free(&s);
+		cr_skip_test("cannot mount a tmpfs");
+	}
+	snprintf(nr, sizeof(nr), "%d", 100000); /* 100,000 records: 3 MiB, three times the disk */
+	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), "1", nr, NULL};
+	start(&s, bin, argv);
+	wait_job_then_collector(&s, "bpfstorm");
+	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
+	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
+	cr_expect(strstr(s.bpf_err, "stepprof-bpf: ") == s.bpf_err && strstr(s.bpf_err, "disk space"),
+		  "the collector says the disk is full, under its own name: \"%s\"", s.bpf_err);
+	cr_expect(!strstr(s.bpf_err, "\nstepprof: ") && strncmp(s.bpf_err, "stepprof: ", 10),
+		  "no line of the collector's says \"stepprof:\": \"%s\"", s.bpf_err);
+
+	char *file = trace_file(&s);
+	char *in[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", file, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, in, NULL, NULL, 60), 0, "stepprof info --json failed: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "info --json is not JSON: %s", r.out);
+	long long info_lost = (long long)sp_json_num(j, "files.0.lost", -1);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	cr_expect_gt(info_lost, 0, "1 MiB cannot hold 100,000 records: some are lost");
+
+	char *an[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", s.out, NULL};
+	cr_assert_eq(sp_t_run(&r, an, NULL, NULL, 120), 0, "stepprof analyze --json failed: %s", r.err);
+	j = sp_json_parse(r.out);
+	cr_assert(j, "analyze --json is not JSON");
+	cr_expect_eq((long long)sp_json_num(j, "summary.lost", -1), info_lost,
+		     "analyze counts the %lld records info says were lost", info_lost);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	free(file);
+	umount2(s.out, MNT_DETACH);
 	session_free(&s);
 }
 
