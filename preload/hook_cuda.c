@@ -46,11 +46,12 @@
 /* ------------------------------------------- 1. descriptor and handlers */
 
 enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, FAM_FREE, FAM_HOSTALLOC, FAM_HOSTFREE,
-	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET };
+	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET, FAM_VMMMAP, FAM_VMMUNMAP, FAM_VMMRETAIN };
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
 	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
+	uint8_t vmm;          /* free: a VMM handle's release (its memory may outlive it, mapped) */
 	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
@@ -255,6 +256,17 @@ static void sp_pre(struct sp_call *c)
 	}
 }
 
+/* A free record (f holds the result and the stream already). */
+static void free_record(struct sp_call *c, uint64_t *f, uint64_t t1, uint64_t dptr, uint64_t size, unsigned dev,
+			uint64_t left)
+{
+	f[SP_F_DPTR] = dptr;
+	f[SP_F_BYTES] = size;
+	f[SP_F_LIVE] = left;
+	f[SP_F_DEVICE] = dev;
+	sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+}
+
 static void sp_post(struct sp_call *c, int r)
 {
 	uint64_t t1 = sp_now();
@@ -358,18 +370,54 @@ static void sp_post(struct sp_call *c, int r)
 		unsigned dev = 0;
 		uint64_t left = UINT64_MAX;
 		if (r == 0) {
-			left = sp_dalloc_remove(c->dptr, &size, &dev);
+			/*
+			 * A VMM handle released while mapped keeps its memory until
+			 * the unmap of its last mapping, as CUDA documents: nothing
+			 * leaves the books now, and that cuMemUnmap is the free record.
+			 */
+			left = c->vmm ? sp_dalloc_drop(c->dptr, &size, &dev) : sp_dalloc_remove(c->dptr, &size, &dev);
+			if (left == SP_DALLOC_HELD)
+				break;
 			sp_gpu_ptr_cache_flush();
 		}
 		if (left == UINT64_MAX) { /* unknown or failed: nothing leaves the books */
 			dev = sp_gpu_device();
 			left = sp_dev_live(dev);
 		}
-		f[SP_F_DPTR] = c->dptr;
-		f[SP_F_BYTES] = size;
-		f[SP_F_LIVE] = left;
-		f[SP_F_DEVICE] = dev;
-		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		free_record(c, f, t1, c->dptr, size, dev, left);
+		break;
+	}
+	case FAM_VMMMAP: /* a mapping holds its handle's memory: no record */
+		if (r == 0 && sp_vmap_add(c->dptr, c->bytes, c->ptr) == 0 && sp_dalloc_hold(c->ptr) != 0) {
+			uint64_t sz, hd; /* a handle stepprof does not know: nothing to hold */
+			sp_vmap_remove(c->dptr, &sz, &hd);
+		}
+		break;
+	case FAM_VMMRETAIN: { /* one more reference to the handle, which cuMemRelease gives back */
+		uint64_t h = 0;
+		if (r == 0 && c->out) {
+			memcpy(&h, c->out, sizeof(h));
+			sp_dalloc_hold(h);
+		}
+		break;
+	}
+	case FAM_VMMUNMAP: {
+		/*
+		 * The mappings of [dptr, dptr+bytes), in address order: the last
+		 * mapping of a released handle frees its memory (a free record).
+		 */
+		if (r != 0)
+			break;
+		uint64_t va = c->dptr, sz, hd;
+		while (va - c->dptr < c->bytes && sp_vmap_remove(va, &sz, &hd) == 0 && sz) {
+			uint64_t size = 0;
+			unsigned dev = 0;
+			uint64_t left = sp_dalloc_drop(hd, &size, &dev);
+			if (left != SP_DALLOC_HELD && left != UINT64_MAX)
+				free_record(c, f, t1, hd, size, dev, left);
+			va += sz;
+		}
+		sp_gpu_ptr_cache_flush();
 		break;
 	}
 	case FAM_HOSTALLOC: {
@@ -455,6 +503,7 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->dev = -1;
 	c->tim.b = NULL;
 	c->again = 0;
+	c->vmm = 0;
 }
 
 /*
@@ -651,6 +700,30 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.dptr = U64(p);                                                                                      \
 		c.stream = U64(s);                                                                                    \
 	} while (0)
+#define SP_SPEC_VMMFREE(h)                                                                                            \
+	do {                                                                                                          \
+		fam(&c, FAM_FREE);                                                                                    \
+		c.dptr = U64(h);                                                                                      \
+		c.vmm = 1;                                                                                            \
+	} while (0)
+#define SP_SPEC_VMMMAP(va, n, h)                                                                                      \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMMAP);                                                                                  \
+		c.dptr = U64(va);                                                                                     \
+		c.bytes = (uint64_t)(n);                                                                              \
+		c.ptr = U64(h);                                                                                       \
+	} while (0)
+#define SP_SPEC_VMMUNMAP(va, n)                                                                                       \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMUNMAP);                                                                                \
+		c.dptr = U64(va);                                                                                     \
+		c.bytes = (uint64_t)(n);                                                                              \
+	} while (0)
+#define SP_SPEC_VMMRETAIN(hp)                                                                                         \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMRETAIN);                                                                               \
+		c.out = (void *)(hp);                                                                                 \
+	} while (0)
 #define SP_SPEC_HOSTALLOC(pp, n)                                                                                      \
 	do {                                                                                                          \
 		fam(&c, FAM_HOSTALLOC);                                                                               \
@@ -707,6 +780,10 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_CALLER_ALLOCPITCH(...) 1
 #define SP_CALLER_VMMCREATE(...) 1
 #define SP_CALLER_FREE(...) 0
+#define SP_CALLER_VMMFREE(...) 0
+#define SP_CALLER_VMMMAP(...) 0
+#define SP_CALLER_VMMUNMAP(...) 0
+#define SP_CALLER_VMMRETAIN(...) 0
 #define SP_CALLER_HOSTALLOC(...) 1
 #define SP_CALLER_HOSTFREE(...) 0
 #define SP_CALLER_HOSTREG(...) 0
@@ -742,6 +819,10 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_EARLY_ALLOCPITCH(...)
 #define SP_EARLY_VMMCREATE(...)
 #define SP_EARLY_FREE(...)
+#define SP_EARLY_VMMFREE(...)
+#define SP_EARLY_VMMMAP(...)
+#define SP_EARLY_VMMUNMAP(...)
+#define SP_EARLY_VMMRETAIN(...)
 #define SP_EARLY_HOSTALLOC(...)
 #define SP_EARLY_HOSTFREE(...)
 #define SP_EARLY_HOSTREG(...)

@@ -190,29 +190,23 @@ Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .ti
 	edge_free(&e);
 }
 
-Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+/* One alloc or free record the program's calls must leave, in order. */
+struct want_mem {
+	const char *kind, *api;
+	unsigned dev;
+	uint64_t bytes, live;
+};
+
+/* The alloc and free records of e are exactly want[0..n), in order. */
+static void expect_alloc_free(const struct edge *e, const struct want_mem *want, size_t n)
 {
-	static const struct {
-		const char *kind, *api;
-		unsigned dev;
-		uint64_t bytes, live;
-	} want[] = {
-	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
-	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
-	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
-	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
-	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
-	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
-	};
-	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
-	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
-	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
-	for (size_t i = 0; i < e.nrec; i++) {
-		if (!str_eq(e.rec[i], "kind", "alloc") && !str_eq(e.rec[i], "kind", "free"))
+	size_t k = 0;
+	for (size_t i = 0; i < e->nrec; i++) {
+		if (!str_eq(e->rec[i], "kind", "alloc") && !str_eq(e->rec[i], "kind", "free"))
 			continue;
-		cr_assert_lt(k, n, "more alloc/free records than the program's calls");
-		const struct sp_json *r = e.rec[i];
+		cr_assert_lt(k, n, "more alloc/free records than the program's calls (%s %s)", sp_json_str(e->rec[i], "kind"),
+			     sp_json_str(e->rec[i], "api"));
+		const struct sp_json *r = e->rec[i];
 		cr_expect(str_eq(r, "kind", want[k].kind) && str_eq(r, "api", want[k].api),
 			  "record %zu: %s %s, expected %s %s", k, sp_json_str(r, "kind"), sp_json_str(r, "api"),
 			  want[k].kind, want[k].api);
@@ -225,11 +219,52 @@ Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
 		k++;
 	}
 	cr_expect_eq(k, n, "%zu alloc/free records, the program made %zu calls", k, n);
+}
+
+Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
+	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
+	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
+	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
+	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
 	/* the copy after the reset is timed (the timing state of the reset device starts afresh too) */
 	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 1);
 	cr_assert(cp);
 	cr_expect(sp_json_get(cp, "gpu_begin_ns"), "the copy after the reset has no GPU time");
 	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
+	edge_free(&e);
+}
+
+/*
+ * Before, cuMemRelease took a VMM handle's bytes off the books even while it
+ * was mapped: after A's release the live bytes read 0 with 4 MiB in use, and
+ * 9 MiB instead of 13 once all three and the cudaMalloc were held.
+ */
+Test(cuda_edges, vmm_memory_lives_until_its_last_mapping_and_handle_are_gone, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 4 << 20},  /* A */
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 8 << 20},  /* B (A released, still mapped) */
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 12 << 20}, /* C */
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 13 << 20},
+	    {"free", "cuMemUnmap", 0, 4 << 20, 9 << 20},   /* A's last mapping */
+	    {"free", "cuMemRelease", 0, 4 << 20, 5 << 20}, /* B, unmapped before */
+	    {"free", "cuMemRelease", 0, 4 << 20, 1 << 20}, /* C's own handle, after the retained one and the unmap */
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "vmm", 1, NULL);
+	cr_assert(strstr(e.res.out, "C: the same handle: 1"), "%s", e.res.out);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	expect_same_stdout(&e, "bin/cuda_edges", "vmm", NULL);
 	edge_free(&e);
 }
 

@@ -1003,6 +1003,31 @@ out:
 	return r;
 }
 
+/*
+ * cuMemRetainAllocationHandle: "Given an address addr, returns the allocation
+ * handle of the backing memory allocation. The handle is guaranteed to be the
+ * same handle value used to map the memory. If the address requested is not
+ * mapped, the function will fail. The returned handle must be released with
+ * corresponding number of calls to cuMemRelease" (any address of the mapping).
+ */
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_lock);
+	for (struct vrange *m = mappings; m; m = m->next)
+		if ((uintptr_t)addr >= m->va && (uintptr_t)addr < m->va + m->size) {
+			m->ph->refs++;
+			*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->ph;
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&sim_lock);
+	return r;
+}
+
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
 	int prot = PROT_NONE, found = 0;

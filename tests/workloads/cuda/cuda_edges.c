@@ -362,12 +362,68 @@ static int lastcopy(void)
 	return 0; /* the run ends with the process */
 }
 
+/*
+ * vmm: the physical memory of a VMM handle lives while it is mapped or its
+ * handle is held, whichever ends last (CUDA: "The memory allocation will be
+ * freed when all outstanding mappings to the memory are unmapped and when all
+ * outstanding references to the handle ... are also released"). Three 4 MiB
+ * handles in one reservation, released three ways: A right after its mapping
+ * (NVIDIA's samples), then unmapped; B unmapped, then released (PyTorch's
+ * expandable segments); C retained through its address, that reference
+ * released, unmapped, then released (NCCL's free). A 1 MiB cudaMalloc holds
+ * on meanwhile, freed last.
+ */
+static int vmm_create(CUmemGenericAllocationHandle *h, CUdeviceptr va, const char *what)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	char l[3][64];
+	snprintf(l[0], sizeof(l[0]), "%s: cuMemCreate 4MiB", what);
+	snprintf(l[1], sizeof(l[1]), "%s: cuMemMap", what);
+	snprintf(l[2], sizeof(l[2]), "%s: cuMemSetAccess", what);
+	SHOW(l[0], cuMemCreate(h, 4 * MiB, &prop, 0));
+	SHOW(l[1], cuMemMap(va, 4 * MiB, 0, *h, 0));
+	SHOW(l[2], cuMemSetAccess(va, 4 * MiB, &acc, 1));
+	return 0;
+}
+
+static int vmm(void)
+{
+	void *d = NULL;
+	CUdeviceptr va = 0;
+	CUmemGenericAllocationHandle a = 0, b = 0, c = 0, c2 = 0;
+	SHOW("cudaFree(NULL)", cudaFree(NULL));
+	SHOW("cuMemAddressReserve 12MiB", cuMemAddressReserve(&va, 12 * MiB, 0, 0, 0));
+	vmm_create(&a, va, "A");
+	SHOW("A: cuMemRelease (mapped)", cuMemRelease(a));
+	vmm_create(&b, va + 4 * MiB, "B");
+	vmm_create(&c, va + 8 * MiB, "C");
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	memset((void *)(uintptr_t)va, 1, 12 * MiB); /* all three are there to use */
+	SHOW("A: cuMemUnmap", cuMemUnmap(va, 4 * MiB));
+	SHOW("B: cuMemUnmap", cuMemUnmap(va + 4 * MiB, 4 * MiB));
+	SHOW("B: cuMemRelease", cuMemRelease(b));
+	SHOW("C: cuMemRetainAllocationHandle", cuMemRetainAllocationHandle(&c2, (void *)(uintptr_t)(va + 9 * MiB)));
+	printf("C: the same handle: %d\n", c2 == c);
+	SHOW("C: cuMemRelease (retained)", cuMemRelease(c2));
+	SHOW("C: cuMemUnmap", cuMemUnmap(va + 8 * MiB, 4 * MiB));
+	SHOW("C: cuMemRelease", cuMemRelease(c));
+	SHOW("cuMemAddressFree", cuMemAddressFree(va, 12 * MiB));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
+    {"vmm", vmm},
 };
 
 int main(int argc, char **argv)
