@@ -104,6 +104,7 @@ struct tstate {
 	uint64_t anchor_ns, cand_ns;
 	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
 	uint32_t launches;
+	int orphan; /* its thread exited: the next thread of its context that needs a state adopts it */
 };
 
 static __thread struct tstate *ts;
@@ -309,10 +310,47 @@ void sp_gpu_forget_thread(void)
 
 static void read_back_at_exit(void);
 
-static struct tstate *tstate_get(void)
+/*
+ * An exited thread's state, for a new thread whose current context is c:
+ * one bound to c (its events are c's), to none, or to a context gone since.
+ * RATIONALE: a state is never freed (another thread may be reading it back),
+ * and the registry holds MAX_THREADS: without adoption, a process whose
+ * threads come and go (a thread per batch, per request) filled it, after
+ * which no sync point of another thread read back a new thread's ops (511 of
+ * 700 one-launch threads timed), and each thread left ~82 KB and its events.
+ */
+static struct tstate *adopt(CUcontext c)
+{
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	for (unsigned i = 0; i < n; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		int one = 1;
+		if (!T || !__atomic_load_n(&T->orphan, __ATOMIC_ACQUIRE))
+			continue;
+		CUcontext tc = __atomic_load_n(&T->ctx, __ATOMIC_RELAXED);
+		if ((tc == c || !tc || dead(T)) &&
+		    __atomic_compare_exchange_n(&T->orphan, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return T;
+	}
+	return NULL;
+}
+
+void sp_gpu_thread_exit(void)
+{
+	if (ts)
+		__atomic_store_n(&ts->orphan, 1, __ATOMIC_RELEASE);
+	ts = NULL;
+}
+
+/* This thread's timing state (c: its current context), adopted or made. */
+static struct tstate *tstate_get(CUcontext c)
 {
 	static int exit_hooked;
 	if (ts)
+		return ts;
+	if ((ts = adopt(c)))
 		return ts;
 	int e = errno;
 	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -377,21 +415,21 @@ static const struct sp_drv *timing_drv(void)
 void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 {
 	t->b = NULL;
-	if (launch) {
-		unsigned k = sp_gpu_kernel_timing();
-		if (!k)
-			return;
-		if (k > 1) {
-			struct tstate *S = tstate_get();
-			if (!S || (S->launches++ % k) != 0)
-				return;
-		}
-	}
+	unsigned k = launch ? sp_gpu_kernel_timing() : 1;
+	if (!k)
+		return;
+	int counted = k > 1 && ts; /* 1 in k launches of the thread's state is timed */
+	if (counted && (ts->launches++ % k) != 0)
+		return;
 	int e = errno;
 	const struct sp_drv *d = timing_drv();
-	struct tstate *S = d ? tstate_get() : NULL;
-	CUcontext c = S ? cur_ctx(d) : NULL;
-	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
+	CUcontext c = d ? cur_ctx(d) : NULL;
+	struct tstate *S = c ? tstate_get(c) : NULL;
+	if (!S)
+		goto out;
+	if (k > 1 && !counted && (S->launches++ % k) != 0)
+		goto out;
+	if (!try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
 	drop_if_stale(S);
 	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
@@ -501,9 +539,9 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 		return; /* nothing was ever timed in this process */
 	int e = errno;
 	const struct sp_drv *d = timing_drv();
-	struct tstate *S = d ? tstate_get() : NULL;
-	CUcontext c = S ? cur_ctx(d) : NULL;
-	if (!c || !try_take(S))
+	CUcontext c = d ? cur_ctx(d) : NULL;
+	struct tstate *S = c ? tstate_get(c) : NULL;
+	if (!S || !try_take(S))
 		goto out;
 	drop_if_stale(S);
 	if (!S->ctx)

@@ -32,6 +32,7 @@ static inline unsigned sp_gpu_device(void)
 }
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
+void sp_gpu_thread_exit(void);   /* the thread exits: its timing state goes to the next thread that needs one */
 /*
  * After a reset of dev (cudaDeviceReset, cuDevicePrimaryCtxReset): its
  * streams and events are gone. Forgets the private streams of dev, every

@@ -111,12 +111,14 @@ static void poll_flush(void)
 	sp_emit(SP_K_SYNC, t_poll.api, t_poll.t_first, t_poll.t_last, f);
 }
 
-/* recorder.c, at this thread's exit and at the process's: a run never answered is a record too. */
+/* recorder.c, at this thread's exit and at the process's: a run never answered is a record too;
+ * the thread's timing state is handed on. */
 SP_HIDDEN void sp_cuda_thread_flush(void);
 void sp_cuda_thread_flush(void)
 {
 	if (t_poll.active)
 		poll_flush();
+	sp_gpu_thread_exit();
 }
 
 /* A query's record: 1 = emitted by the caller with *begin, 0 = held back. */

@@ -492,3 +492,22 @@ Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 	expect_same_stdout(&e, "bin/cuda_edges", "lastcopy", NULL);
 	edge_free(&e);
 }
+
+/*
+ * Before, the timing state of every thread that ever timed an op stayed in a
+ * registry of 512: past that, a new thread's ops were read back by no other
+ * thread's sync point (511 of 700 launches timed), and each exited thread
+ * kept its ~82 KB and its events. Now an exited thread's state is adopted.
+ */
+Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "threads", 1, NULL);
+	cr_assert(strstr(e.res.out, "threads: 0 calls failed"), "%s", e.res.out);
+	unsigned n = count(&e, "launch", "cudaLaunchKernel"), timed = 0;
+	cr_assert_eq(n, 700, "%u launch records for 700 launches", n);
+	for (unsigned i = 0; i < n; i++)
+		timed += sp_json_get(nth(&e, "launch", "cudaLaunchKernel", i), "gpu_begin_ns") != NULL;
+	cr_expect_eq(timed, n, "%u of %u launches have their GPU time", timed, n);
+	edge_free(&e);
+}

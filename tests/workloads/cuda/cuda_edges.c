@@ -331,6 +331,11 @@ static int pollexit(void)
 	return 0; /* the run ends with the process */
 }
 
+void edges_tiny_kernel(void **args)
+{
+	(void)args;
+}
+
 void edges_short_kernel(void **args)
 {
 	(void)args;
@@ -417,13 +422,46 @@ static int vmm(void)
 	return 0;
 }
 
+/*
+ * threads: 700 threads one after the other, each makes the device current and
+ * launches one kernel on a shared stream, then exits; the main thread joins it
+ * and synchronises the stream. stdout: how many launches failed (0).
+ */
+static cudaStream_t th_stream;
+
+static void *th_launch(void *arg)
+{
+	int *bad = arg;
+	*bad += cudaSetDevice(0) != cudaSuccess;
+	*bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+				 th_stream) != cudaSuccess;
+	return NULL;
+}
+
+static int threads(void)
+{
+	int bad = 0;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&th_stream));
+	for (int i = 0; i < 700; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, th_launch, &bad) != 0) {
+			bad++;
+			continue;
+		}
+		pthread_join(t, NULL);
+		bad += cudaStreamSynchronize(th_stream) != cudaSuccess;
+	}
+	printf("threads: %d calls failed\n", bad);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
-    {"vmm", vmm},
+    {"vmm", vmm},	    {"threads", threads},
 };
 
 int main(int argc, char **argv)
