@@ -9,9 +9,10 @@
  * Per-thread state is reached through an initial-exec TLS pointer and mmap'd at
  * the thread's first timed op (the slow path): no malloc, no lock afterwards.
  * RATIONALE for per-thread pools: events belong to a context and the ops are
- * issued by the thread; a per-thread pool needs no lock. An op whose thread
- * switched to another context than its pool's is not timed (counted as lost
- * timing, not a wrong time).
+ * issued by the thread; a per-thread pool needs no lock. A thread has one
+ * state (pool, pending ops, anchor) per context it works in, up to
+ * TS_PER_THREAD; an op in a context beyond those is not timed (lost timing,
+ * not a wrong time).
  */
 #include "cuda_gpu.h"
 
@@ -103,11 +104,18 @@ struct tstate {
 	CUevent anchor, cand; /* anchor: finished, its GPU time is anchor_ns */
 	uint64_t anchor_ns, cand_ns;
 	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
-	uint32_t launches;
 	int orphan; /* its thread exited: the next thread of its context that needs a state adopts it */
 };
 
+/*
+ * A thread's states, one per context it timed an op or synchronised in (a
+ * thread that drives several devices, as a single-process multi-GPU loop
+ * does), TS_PER_THREAD at most; ts is the one it used last.
+ */
+#define TS_PER_THREAD 8
 static __thread struct tstate *ts;
+static __thread struct tstate *t_states[TS_PER_THREAD];
+static __thread uint32_t t_launches; /* STEPPROF_KERNEL_TIMING=N: this thread's launches */
 unsigned sp_gpu_ktiming = ~0u;
 
 /*
@@ -303,6 +311,7 @@ void sp_gpu_forget_thread(void)
 	 * registry forgets every thread (the child has only this one).
 	 */
 	ts = NULL;
+	memset(t_states, 0, sizeof(t_states));
 	__atomic_store_n(&sp_gpu_nregistry, 0, __ATOMIC_RELEASE);
 	memset(privs, 0, sizeof(privs)); /* the parent's streams, as its events */
 	sp_gpu_ctx_changed();
@@ -339,32 +348,62 @@ static struct tstate *adopt(CUcontext c)
 
 void sp_gpu_thread_exit(void)
 {
-	if (ts)
-		__atomic_store_n(&ts->orphan, 1, __ATOMIC_RELEASE);
+	for (unsigned i = 0; i < TS_PER_THREAD; i++) {
+		if (t_states[i])
+			__atomic_store_n(&t_states[i]->orphan, 1, __ATOMIC_RELEASE);
+		t_states[i] = NULL;
+	}
 	ts = NULL;
 }
 
-/* This thread's timing state (c: its current context), adopted or made. */
-static struct tstate *tstate_get(CUcontext c)
+/* A new state, zeroed and in the registry, or NULL. */
+static struct tstate *tstate_new(void)
 {
 	static int exit_hooked;
-	if (ts)
-		return ts;
-	if ((ts = adopt(c)))
-		return ts;
 	int e = errno;
-	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct tstate *S = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	errno = e;
-	if (p == MAP_FAILED)
+	if (S == MAP_FAILED)
 		return NULL;
-	ts = p; /* mmap'd memory is zero */
 	if (!__atomic_exchange_n(&exit_hooked, 1, __ATOMIC_ACQ_REL))
 		atexit(read_back_at_exit); /* inherited by a forked child, whose registry starts empty */
 	errno = e;
 	unsigned i = __atomic_fetch_add(&sp_gpu_nregistry, 1, __ATOMIC_ACQ_REL);
 	if (i < MAX_THREADS)
-		__atomic_store_n(&registry[i], ts, __ATOMIC_RELEASE);
-	return ts;
+		__atomic_store_n(&registry[i], S, __ATOMIC_RELEASE);
+	return S;
+}
+
+/*
+ * This thread's timing state for its current context c: the one bound to c,
+ * else one bound to none or to a context gone since (drop_if_stale empties
+ * it), else an exited thread's, else a new one. With every slot bound to a
+ * live context, the last one used (c's ops then go untimed, as before).
+ */
+static struct tstate *tstate_get(CUcontext c)
+{
+	if (ts && ts->ctx == c)
+		return ts;
+	int free_slot = -1, unbound = -1;
+	for (int i = 0; i < TS_PER_THREAD; i++) {
+		struct tstate *S = t_states[i];
+		if (!S) {
+			if (free_slot < 0)
+				free_slot = i;
+		} else if (S->ctx == c) {
+			return ts = S;
+		} else if (unbound < 0 && (!S->ctx || dead(S))) {
+			unbound = i;
+		}
+	}
+	if (unbound >= 0)
+		return ts = t_states[unbound];
+	if (free_slot < 0)
+		return ts;
+	struct tstate *S = adopt(c);
+	if (!S && !(S = tstate_new()))
+		return ts;
+	return ts = t_states[free_slot] = S;
 }
 
 static CUevent pool_get(struct tstate *S, const struct sp_drv *d)
@@ -418,18 +457,13 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	unsigned k = launch ? sp_gpu_kernel_timing() : 1;
 	if (!k)
 		return;
-	int counted = k > 1 && ts; /* 1 in k launches of the thread's state is timed */
-	if (counted && (ts->launches++ % k) != 0)
+	if (k > 1 && (t_launches++ % k) != 0)
 		return;
 	int e = errno;
 	const struct sp_drv *d = timing_drv();
 	CUcontext c = d ? cur_ctx(d) : NULL;
 	struct tstate *S = c ? tstate_get(c) : NULL;
-	if (!S)
-		goto out;
-	if (k > 1 && !counted && (S->launches++ % k) != 0)
-		goto out;
-	if (!try_take(S)) /* another thread is reading our ops back: this one goes untimed */
+	if (!S || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
 	drop_if_stale(S);
 	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
@@ -452,6 +486,7 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	}
 	t->b = b;
 	t->s = st;
+	t->st = S;
 out_give:
 	give_back(S);
 out:
@@ -463,7 +498,7 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 	if (!t->b)
 		return;
 	int e = errno;
-	struct tstate *S = ts;
+	struct tstate *S = t->st; /* the begin event's */
 	const struct sp_drv *d = sp_drv();
 	/*
 	 * The begin event is ours until it is queued: wait for a reader to

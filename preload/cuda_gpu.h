@@ -50,6 +50,7 @@ enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP
 struct sp_gtim {
 	CUevent b;  /* begin event, NULL when this op is not timed */
 	CUstream s; /* the stream the events go to */
+	void *st;   /* the timing state (cuda_gpu.c) that holds b */
 };
 
 /* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */

@@ -511,3 +511,48 @@ Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout
 	cr_expect_eq(timed, n, "%u of %u launches have their GPU time", timed, n);
 	edge_free(&e);
 }
+
+/*
+ * Before, a thread's ops were timed only in the context of its first timed
+ * op: in devloop, device 1's copies and kernels (6 of 12 ops) had no GPU time.
+ * Now a thread keeps a timing state per context. Each kernel sleeps 2 ms;
+ * its GPU span lies between its launch and the device sync after it.
+ */
+Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 60)
+{
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "devloop", 1, env);
+	unsigned timed[2][2] = {{0}}, n = 0;
+	const struct sp_json *last_launch[2] = {NULL, NULL};
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		unsigned dev = (unsigned)sp_json_u64(r, "device", 9);
+		int launch = str_eq(r, "kind", "launch");
+		if (dev > 1)
+			continue;
+		if (str_eq(r, "kind", "sync") && last_launch[dev]) {
+			/* the kernel before this sync of its device ran between its launch and the sync's return */
+			const struct sp_json *l = last_launch[dev];
+			uint64_t gb = sp_json_u64(l, "gpu_begin_ns", 0), ge = sp_json_u64(l, "gpu_end_ns", 0);
+			cr_expect_geq(ge - gb, 1900000, "device %u: a 2 ms kernel took %llu ns on the GPU", dev,
+				      (unsigned long long)(ge - gb));
+			cr_expect_geq(gb + 2000000, sp_json_u64(l, "begin_ns", 0), "device %u: GPU begin before the launch",
+				      dev);
+			cr_expect_leq(ge, sp_json_u64(r, "end_ns", 0) + 2000000, "device %u: GPU end after the sync", dev);
+			last_launch[dev] = NULL;
+		}
+		if (!launch && !str_eq(r, "kind", "copy"))
+			continue;
+		n++;
+		timed[dev][launch] += sp_json_get(r, "gpu_begin_ns") != NULL;
+		if (launch && sp_json_get(r, "gpu_begin_ns"))
+			last_launch[dev] = r;
+	}
+	cr_assert_eq(n, 12, "%u copy and launch records for 12 calls", n);
+	for (unsigned dev = 0; dev < 2; dev++)
+		cr_expect(timed[dev][0] == 3 && timed[dev][1] == 3, "device %u: %u of 3 copies and %u of 3 launches timed",
+			  dev, timed[dev][0], timed[dev][1]);
+	expect_same_stdout(&e, "bin/cuda_edges", "devloop", env);
+	edge_free(&e);
+}

@@ -331,6 +331,14 @@ static int pollexit(void)
 	return 0; /* the run ends with the process */
 }
 
+void edges_2ms_kernel(void **args)
+{
+	(void)args;
+	struct timespec ts = {0, 2000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 void edges_tiny_kernel(void **args)
 {
 	(void)args;
@@ -455,13 +463,43 @@ static int threads(void)
 	return 0;
 }
 
+/*
+ * devloop (SIMGPU_DEVICES=2): one thread drives both devices, as a
+ * single-process multi-GPU loop does (DataParallel's scatter and gather):
+ * 3 rounds of, per device, cudaSetDevice, a 64 KiB pinned h2d cudaMemcpyAsync
+ * and a 2 ms kernel on the legacy stream, then per device cudaSetDevice and
+ * cudaDeviceSynchronize.
+ */
+static int devloop(void)
+{
+	void *d[2] = {NULL, NULL}, *pin = NULL;
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, 65536));
+	for (int dev = 0; dev < 2; dev++) {
+		SHOW("cudaSetDevice", cudaSetDevice(dev));
+		SHOW("cudaMalloc", cudaMalloc(&d[dev], 65536));
+	}
+	for (int round = 0; round < 3; round++) {
+		for (int dev = 0; dev < 2; dev++) {
+			SHOW("cudaSetDevice", cudaSetDevice(dev));
+			SHOW("cudaMemcpyAsync", cudaMemcpyAsync(d[dev], pin, 65536, cudaMemcpyHostToDevice, 0));
+			SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_2ms_kernel, (dim3){1, 1, 1},
+								  (dim3){1, 1, 1}, NULL, 0, 0));
+		}
+		for (int dev = 0; dev < 2; dev++) {
+			SHOW("cudaSetDevice", cudaSetDevice(dev));
+			SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+		}
+	}
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
-    {"vmm", vmm},	    {"threads", threads},
+    {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
 };
 
 int main(int argc, char **argv)
