@@ -75,13 +75,16 @@ unsigned sp_gpu_device_slow(void)
 /* ------------------------------------------------------------ 2. timing */
 
 /*
- * A training step may launch a few thousand kernels between two syncs; ops
- * beyond PEND_MAX before the next sync are not timed (STEPPROF_KERNEL_TIMING=N
- * thins them out). 2 events per op, plus anchors.
+ * A training step may launch a few thousand kernels between two syncs. A
+ * thread holds PEND_MAX ops pending; when they are all pending, the finished
+ * ones are read back before the next op (reclaim), else that op is not timed
+ * (STEPPROF_KERNEL_TIMING=N thins launches out). 2 events per op, plus anchors.
  */
 #define POOL_MAX 4160
 #define POOL_BATCH 64
 #define PEND_MAX 2048
+/* A reclaim stops after this many unfinished ops, and is not tried again for as many ops. */
+#define RECLAIM_SPAN 64
 #define ANCHOR_REFRESH_NS 1000000000ull
 
 struct pend {
@@ -104,6 +107,7 @@ struct tstate {
 	CUevent anchor, cand; /* anchor: finished, its GPU time is anchor_ns */
 	uint64_t anchor_ns, cand_ns;
 	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
+	unsigned reclaim_wait; /* ops to let go untimed before the next reclaim */
 	int orphan; /* its thread exited: the next thread of its context that needs a state adopts it */
 };
 
@@ -451,6 +455,8 @@ static const struct sp_drv *timing_drv(void)
 	return d;
 }
 
+static int reclaim(struct tstate *S, const struct sp_drv *d);
+
 void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 {
 	t->b = NULL;
@@ -466,7 +472,7 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	if (!S || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
 	drop_if_stale(S);
-	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
+	if ((S->ctx && S->ctx != c) || (S->npend >= PEND_MAX && !reclaim(S, d)))
 		goto out_give;
 	if (!S->ctx)
 		bind(S, c);
@@ -540,15 +546,20 @@ static void promote_candidate(struct tstate *S, const struct sp_drv *d)
 	}
 }
 
-/* Emit the GPU spans of T's finished ops against the anchor A (same context). */
-static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns)
+/*
+ * Emit the GPU spans of T's finished ops against the anchor A (same context);
+ * after give_up unfinished ones, keep the rest unasked.
+ */
+static void read_back_some(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns, unsigned give_up)
 {
-	unsigned keep = 0;
+	unsigned keep = 0, unfinished = 0;
 	for (unsigned i = 0; i < T->npend; i++) {
 		struct pend *p = &T->pend[i];
 		float ms0 = 0, ms1 = 0;
-		if (d->EventQuery(p->e) != CUDA_SUCCESS || d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
+		if (unfinished >= give_up || d->EventQuery(p->e) != CUDA_SUCCESS ||
+		    d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
 		    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
+			unfinished++;
 			T->pend[keep++] = *p;
 			continue;
 		}
@@ -566,6 +577,51 @@ static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint6
 		pool_put(T, p->e);
 	}
 	T->npend = keep;
+}
+
+static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns)
+{
+	read_back_some(T, d, A, A_ns, ~0u);
+}
+
+/*
+ * S (taken) has PEND_MAX ops pending: read back those the GPU has finished,
+ * with queries only (the program's stream is never waited for), against S's
+ * anchor or that of another thread of its context (a thread that launches but
+ * never synchronises: PyTorch's autograd threads). 1 when room was made.
+ * RATIONALE: ops were read back only at sync points, so a step of more than
+ * PEND_MAX ops between two syncs had its later ops untimed, and their GPU
+ * time went to "sync" (3000 back-to-back kernels per step read 67% compute).
+ * A GPU's queue of launches is bounded, so when the host is this far ahead
+ * most of the oldest ops are done; when none are, the next RECLAIM_SPAN ops
+ * go untimed before trying again, so the cost stays a few queries an op.
+ */
+static int reclaim(struct tstate *S, const struct sp_drv *d)
+{
+	if (S->reclaim_wait) {
+		S->reclaim_wait--;
+		return 0;
+	}
+	promote_candidate(S, d);
+	if (S->anchor) {
+		read_back_some(S, d, S->anchor, S->anchor_ns, RECLAIM_SPAN);
+	} else {
+		unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+		if (n > MAX_THREADS)
+			n = MAX_THREADS;
+		for (unsigned i = 0; i < n && S->npend >= PEND_MAX; i++) {
+			struct tstate *U = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+			if (!U || U == S || U->ctx != S->ctx || !try_take(U))
+				continue;
+			if (!dead(U) && U->anchor)
+				read_back_some(S, d, U->anchor, U->anchor_ns, RECLAIM_SPAN);
+			give_back(U);
+		}
+	}
+	if (S->npend < PEND_MAX)
+		return 1;
+	S->reclaim_wait = RECLAIM_SPAN;
+	return 0;
 }
 
 void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)

@@ -556,3 +556,34 @@ Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 
 	expect_same_stdout(&e, "bin/cuda_edges", "devloop", env);
 	edge_free(&e);
 }
+
+/*
+ * Before, ops were read back only at sync points, so a thread held at most
+ * 2048 ops pending: in longstep, 2049 of the 3001 main-thread launches and
+ * 2048 of the second thread's 3000 had a GPU time. Now the finished ones are
+ * read back when the list is full (the second thread with the main thread's
+ * anchor).
+ */
+Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "longstep", 1, NULL);
+	cr_assert(strstr(e.res.out, "longstep: 0 calls failed"), "%s", e.res.out);
+	unsigned timed[2] = {0, 0}, all[2] = {0, 0};
+	long main_tid = -1;
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		if (!str_eq(r, "kind", "launch"))
+			continue;
+		long tid = (long)sp_json_u64(r, "tid", 0);
+		if (main_tid < 0)
+			main_tid = tid;
+		all[tid != main_tid]++;
+		timed[tid != main_tid] += sp_json_get(r, "gpu_begin_ns") != NULL;
+	}
+	cr_assert(all[0] == 3001 && all[1] == 3000, "%u and %u launch records for 3001 and 3000 launches", all[0],
+		  all[1]);
+	cr_expect_eq(timed[0], all[0], "main thread: %u of %u launches have their GPU time", timed[0], all[0]);
+	cr_expect_eq(timed[1], all[1], "second thread: %u of %u launches have their GPU time", timed[1], all[1]);
+	edge_free(&e);
+}

@@ -493,6 +493,48 @@ static int devloop(void)
 	return 0;
 }
 
+/*
+ * longstep: steps of more ops between two syncs than a thread holds pending
+ * (3000 launches each), at the pace of a host that spends ~20 us per launch
+ * (the GPU keeps up: the kernel does nothing). One launch and a sync first,
+ * then a step on the main thread, then a step on a second thread that never
+ * synchronises (PyTorch's autograd thread), which the main thread joins and
+ * synchronises after. stdout: the launches that failed (0).
+ */
+static cudaStream_t ls_stream;
+
+static void *ls_step(void *arg)
+{
+	int *bad = arg;
+	*bad += cudaSetDevice(0) != cudaSuccess;
+	for (int i = 0; i < 3000; i++) {
+		struct timespec ts = {0, 20 * 1000};
+		*bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+					 ls_stream) != cudaSuccess;
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int longstep(void)
+{
+	int bad = 0;
+	pthread_t t;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&ls_stream));
+	bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+				ls_stream) != cudaSuccess;
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	ls_step(&bad);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	if (pthread_create(&t, NULL, ls_step, &bad) == 0)
+		pthread_join(t, NULL);
+	else
+		bad++;
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	printf("longstep: %d calls failed\n", bad);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -500,6 +542,7 @@ static const struct {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
+    {"longstep", longstep},
 };
 
 int main(int argc, char **argv)
