@@ -931,6 +931,22 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 	return kind;
 }
 
+static int ndevices; /* 0: not asked yet */
+
+int sp_gpu_ptr_device(uint64_t p)
+{
+	int e = errno;
+	const struct sp_drv *d = sp_drv();
+	int n = __atomic_load_n(&ndevices, __ATOMIC_RELAXED), dev = -1;
+	if (!n && d && d->DeviceGetCount && d->DeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+		__atomic_store_n(&ndevices, n, __ATOMIC_RELAXED);
+	if (n > 1 && d && d->PointerGetAttribute &&
+	    d->PointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS)
+		dev = -1;
+	errno = e;
+	return dev < 0 ? -1 : dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
+}
+
 /* ------------------------------------------------------ 5. the header */
 
 static int read_small(const char *path, char *buf, size_t len)

@@ -106,6 +106,8 @@ uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f);
 
 /* ---- 4. host memory kind (enum sp_hostmem) of a pointer ---- */
 unsigned sp_gpu_host_kind(uint64_t p, int may_be_device);
+/* The device of device memory at p, or -1 (also in a process that sees one device: never asked). */
+int sp_gpu_ptr_device(uint64_t p);
 void sp_gpu_ptr_cache_flush(void); /* an allocation went away: cached answers may be stale */
 
 /* ---- 5. trace header ---- */

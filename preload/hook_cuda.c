@@ -332,6 +332,12 @@ static void sp_post(struct sp_call *c, int r)
 				memcpy(&pitch, c->out2, sizeof(pitch));
 			c->bytes = (uint64_t)(r == 0 ? pitch : c->ptr) * c->bytes;
 		}
+		/*
+		 * A stream-ordered allocation comes from the pool of its stream's
+		 * device (or the pool named), which need not be the current one.
+		 */
+		if (r == 0 && p && sp_api_async[c->api] && c->dev < 0)
+			c->dev = sp_gpu_ptr_device(p);
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_SITE] = sp_cuda_site(c->caller);

@@ -587,3 +587,23 @@ Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeo
 	cr_expect_eq(timed[1], all[1], "second thread: %u of %u launches have their GPU time", timed[1], all[1]);
 	edge_free(&e);
 }
+
+/*
+ * Before, a stream-ordered allocation was booked on the current device: with
+ * device 0 current, 8 MiB allocated on a device-1 stream read live 8 MiB on
+ * device 0, and the cudaMalloc after it 9 MiB.
+ */
+Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMallocAsync", 1, 8 << 20, 8 << 20}, {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"alloc", "cuMemAllocAsync", 1, 2 << 20, 10 << 20}, {"free", "cudaFreeAsync", 1, 8 << 20, 2 << 20},
+	    {"free", "cuMemFreeAsync", 1, 2 << 20, 0},          {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pooldev", 1, env);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	expect_same_stdout(&e, "bin/cuda_edges", "pooldev", env);
+	edge_free(&e);
+}

@@ -535,6 +535,31 @@ static int longstep(void)
 	return 0;
 }
 
+/*
+ * pooldev (SIMGPU_DEVICES=2): a stream-ordered allocation comes from the pool
+ * of its stream's device, as CUDA documents for cudaMallocAsync, whatever the
+ * current device. With device 0 current: cudaMallocAsync 8 MiB on a stream of
+ * device 1, cudaMalloc 1 MiB, cuMemAllocAsync 2 MiB on the device-1 stream;
+ * cudaFreeAsync and cuMemFreeAsync of them on that stream, its sync, cudaFree.
+ */
+static int pooldev(void)
+{
+	cudaStream_t s1;
+	void *a = NULL, *b = NULL;
+	CUdeviceptr c = 0;
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaStreamCreate (dev 1)", cudaStreamCreate(&s1));
+	SHOW("cudaSetDevice 0", cudaSetDevice(0));
+	SHOW("cudaMallocAsync 8MiB on s1", cudaMallocAsync(&a, 8 * MiB, s1));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&b, MiB));
+	SHOW("cuMemAllocAsync 2MiB on s1", cuMemAllocAsync(&c, 2 * MiB, (CUstream)s1));
+	SHOW("cudaFreeAsync on s1", cudaFreeAsync(a, s1));
+	SHOW("cuMemFreeAsync on s1", cuMemFreeAsync(c, (CUstream)s1));
+	SHOW("cudaStreamSynchronize s1", cudaStreamSynchronize(s1));
+	SHOW("cudaFree", cudaFree(b));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -542,7 +567,7 @@ static const struct {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
-    {"longstep", longstep},
+    {"longstep", longstep}, {"pooldev", pooldev},
 };
 
 int main(int argc, char **argv)
