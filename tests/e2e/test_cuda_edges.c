@@ -607,3 +607,39 @@ Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, 
 	expect_same_stdout(&e, "bin/cuda_edges", "pooldev", env);
 	edge_free(&e);
 }
+
+/*
+ * Before, every NVTX domain shared one range stack: the default domain's pop
+ * ended lib's "prefetch" (pushed last), and lib's pop ended "step", 1 ms late
+ * (each step read 3 ms instead of 2, ending after the prefetch).
+ */
+Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "nvtxdomains", 1, NULL);
+	const char *line = "levels: push step 0, push lib prefetch 0, pop 0, pop lib 0\n";
+	char want[256];
+	snprintf(want, sizeof(want), "%s%s%s", line, line, line);
+	cr_expect_str_eq(e.res.out, want, "the levels NVTX calls returned, each within its domain");
+	const struct sp_json *step[3], *pre[3];
+	for (unsigned k = 0; k < 3; k++) {
+		step[k] = pre[k] = NULL;
+		for (size_t i = 0, ns = 0, np = 0; i < e.nrec; i++) {
+			const struct sp_json *r = e.rec[i];
+			if (!str_eq(r, "kind", "range"))
+				continue;
+			if (str_eq(r, "name", "step") && !sp_json_str(r, "domain") && ns++ == k)
+				step[k] = r;
+			if (str_eq(r, "name", "prefetch") && str_eq(r, "domain", "lib") && np++ == k)
+				pre[k] = r;
+		}
+		cr_assert(step[k] && pre[k], "step %u: no step range (default domain) or prefetch range (lib)", k);
+		uint64_t se = sp_json_u64(step[k], "end_ns", 0), pe = sp_json_u64(pre[k], "end_ns", 0);
+		cr_expect_geq(sp_json_u64(step[k], "dur_ns", 0), 2000000, "step %u: slept 2 ms", k);
+		cr_expect_geq(pe, se + 1000000, "step %u: the step ended %lld ns before the prefetch, which the program "
+					       "ended 1 ms after it", k, (long long)(pe - se));
+		cr_expect_eq(sp_json_u64(step[k], "value", 9), 0);
+		cr_expect_eq(sp_json_u64(pre[k], "value", 9), 0, "the first range of its domain");
+	}
+	edge_free(&e);
+}

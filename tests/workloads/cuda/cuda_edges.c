@@ -15,6 +15,7 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -560,6 +561,42 @@ static int pooldev(void)
 	return 0;
 }
 
+/*
+ * nvtxdomains: NVTX ranges of two domains that interleave, as a library's
+ * prefetch range started in a step and ended after it: 3 times, push "step"
+ * (the default domain), push "prefetch" in domain "lib", sleep 2 ms, pop the
+ * default domain's range, sleep 1 ms, pop lib's. NVTX: "Each domain maintains
+ * its own nvtxRangePush and nvtxRangePop stack". stdout: the levels the calls
+ * returned (without a tool NVTX tracks none and returns a negative number).
+ */
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static int nvtxdomains(void)
+{
+	nvtxDomainHandle_t lib = nvtxDomainCreateA("lib");
+	nvtxEventAttributes_t a;
+	memset(&a, 0, sizeof(a));
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = "prefetch";
+	for (int i = 0; i < 3; i++) {
+		int l0 = nvtxRangePushA("step");
+		int l1 = nvtxDomainRangePushEx(lib, &a);
+		sleep_ms(2);
+		int l2 = nvtxRangePop();
+		sleep_ms(1);
+		int l3 = nvtxDomainRangePop(lib);
+		printf("levels: push step %d, push lib prefetch %d, pop %d, pop lib %d\n", l0, l1, l2, l3);
+	}
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -567,7 +604,7 @@ static const struct {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
-    {"longstep", longstep}, {"pooldev", pooldev},
+    {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
 };
 
 int main(int argc, char **argv)
