@@ -613,7 +613,7 @@ static int reclaim(struct tstate *S, const struct sp_drv *d)
 			struct tstate *U = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
 			if (!U || U == S || U->ctx != S->ctx || !try_take(U))
 				continue;
-			if (!dead(U) && U->anchor)
+			if (U->ctx == S->ctx && !dead(U) && U->anchor) /* U's, now that it is taken */
 				read_back_some(S, d, U->anchor, U->anchor_ns, RECLAIM_SPAN);
 			give_back(U);
 		}
