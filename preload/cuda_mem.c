@@ -250,7 +250,7 @@ static int slot_release(struct dslot *s, uint64_t k)
 
 uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
 {
-	if (dev >= SP_DEV_MAX)
+	if (dev >= SP_DEV_MAX && dev != SP_DALLOC_HOST)
 		dev = SP_DEV_MAX - 1;
 	uint64_t k = norm_key(dptr);
 	struct dslot *s = slot_claim(dtab, k);
@@ -260,6 +260,8 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
 		__atomic_store_n(&s->holds, 1, __ATOMIC_RELAXED);
 		__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
 	}
+	if (dev == SP_DALLOC_HOST)
+		return 0;
 	/* Full table: the bytes still count, the free will not find them. */
 	uint64_t now = __atomic_add_fetch(&live[dev], size, __ATOMIC_RELAXED);
 	uint64_t p = __atomic_load_n(&peak[dev], __ATOMIC_RELAXED);
@@ -277,7 +279,7 @@ static uint64_t dalloc_take(struct dslot *s, uint64_t k, uint64_t *size, unsigne
 		return UINT64_MAX; /* a concurrent free of the same address won */
 	*size = sz;
 	*dev = d;
-	return __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
+	return d == SP_DALLOC_HOST ? 0 : __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
 }
 
 uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)

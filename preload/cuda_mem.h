@@ -42,7 +42,10 @@ void sp_pinned_set_limit(unsigned limit);
 #define SP_DEV_MAX 64
 #define SP_DALLOC_SLOTS (1u << 16)
 
-/* Record a live allocation; returns the device's live bytes after it. */
+/* The dev of a host allocation (VMM host memory): held and freed like the others, never in a device's bytes. */
+#define SP_DALLOC_HOST 0xffffffffu
+
+/* Record a live allocation; returns the device's live bytes after it (0 for SP_DALLOC_HOST). */
 uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev);
 /*
  * Forget the allocation at dptr: *size and *dev get what it was; returns the

@@ -51,7 +51,8 @@ enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, F
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
 	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
-	uint8_t vmm;          /* free: a VMM handle's release (its memory may outlive it, mapped) */
+	uint8_t vmm;          /* free: a VMM handle's release (its memory may outlive it, mapped);
+				 host alloc: a VMM handle of host memory */
 	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
@@ -258,10 +259,16 @@ static void sp_pre(struct sp_call *c)
 	}
 }
 
-/* A free record (f holds the result and the stream already). */
+/* A free record (f holds the result and the stream already); a host_free one for VMM host memory. */
 static void free_record(struct sp_call *c, uint64_t *f, uint64_t t1, uint64_t dptr, uint64_t size, unsigned dev,
 			uint64_t left)
 {
+	if (dev == SP_DALLOC_HOST) {
+		f[SP_F_PTR] = 0;
+		f[SP_F_BYTES] = size;
+		sp_emit(SP_K_HOST_FREE, c->api, c->t0, t1, f);
+		return;
+	}
 	f[SP_F_DPTR] = dptr;
 	f[SP_F_BYTES] = size;
 	f[SP_F_LIVE] = left;
@@ -432,7 +439,12 @@ static void sp_post(struct sp_call *c, int r)
 		uint64_t p = 0;
 		if (r == 0 && c->out) {
 			memcpy(&p, c->out, sizeof(p));
-			pinned_add(p, c->bytes);
+			if (c->vmm) { /* a VMM handle of host memory: no address until mapped */
+				sp_dalloc_add(p, c->bytes, SP_DALLOC_HOST);
+				p = 0;
+			} else {
+				pinned_add(p, c->bytes);
+			}
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
@@ -694,9 +706,14 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.ptr = (uint64_t)(w);                                                                                \
 		c.bytes = (uint64_t)(h);                                                                              \
 	} while (0)
+/* VMM memory on a device, or on the host (pinned host memory: NCCL's host buffers) */
 #define SP_SPEC_VMMCREATE(hp, n, prop)                                                                                \
 	do {                                                                                                          \
-		fam(&c, FAM_ALLOC);                                                                                   \
+		int host_ = (prop) && ((prop)->location.type == CU_MEM_LOCATION_TYPE_HOST ||                         \
+				       (prop)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||                    \
+				       (prop)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);             \
+		fam(&c, host_ ? FAM_HOSTALLOC : FAM_ALLOC);                                                           \
+		c.vmm = (uint8_t)host_;                                                                               \
 		c.out = (void *)(hp);                                                                                 \
 		c.bytes = (uint64_t)(n);                                                                              \
 		if ((prop) && (prop)->location.type == CU_MEM_LOCATION_TYPE_DEVICE && (prop)->location.id >= 0)      \

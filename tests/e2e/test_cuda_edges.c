@@ -643,3 +643,31 @@ Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
 	}
 	edge_free(&e);
 }
+
+/*
+ * Before, a cuMemCreate of host memory (NCCL's host buffers) was booked as
+ * device memory of the current device: 4 MiB live before the cudaMalloc, 5 MiB
+ * after it, with 1 MiB of device memory in use.
+ */
+Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "vmmhost", 1, NULL);
+	unsigned ok = 0;
+	for (const char *q = e.res.out; (q = strstr(q, "rc=0 ")); q++)
+		ok++;
+	cr_assert_eq(ok, 11, "every call succeeds:\n%s", e.res.out);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	const struct sp_json *ha = nth(&e, "host_alloc", "cuMemCreate", 0), *hf = nth(&e, "host_free", "cuMemRelease", 0);
+	cr_expect(ha && sp_json_u64(ha, "bytes", 0) == 4 << 20, "no host_alloc record of 4 MiB for the cuMemCreate");
+	cr_expect(hf && sp_json_u64(hf, "bytes", 0) == 4 << 20, "no host_free record of 4 MiB for the cuMemRelease");
+	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 0);
+	cr_assert(cp);
+	cr_expect(str_eq(cp, "host_memory", "pinned"), "the copy from host VMM memory: %s", sp_json_str(cp, "host_memory"));
+	expect_same_stdout(&e, "bin/cuda_edges", "vmmhost", NULL);
+	edge_free(&e);
+}

@@ -597,6 +597,39 @@ static int nvtxdomains(void)
 	return 0;
 }
 
+/*
+ * vmmhost: VMM memory on the host (cuda.h: location HOST_NUMA, id 0 on a
+ * system without NUMA), as NCCL allocates its host buffers: cuMemCreate 4 MiB,
+ * reserve, map, set access, a cudaMalloc of 1 MiB (the only device memory),
+ * a 64 KiB copy from the host VMM memory to the device, unmap, release,
+ * cudaFree.
+ */
+static int vmmhost(void)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+	prop.location.id = 0;
+	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	CUmemGenericAllocationHandle h = 0;
+	CUdeviceptr va = 0;
+	void *d = NULL;
+	SHOW("cudaFree(NULL)", cudaFree(NULL));
+	SHOW("cuMemCreate host 4MiB", cuMemCreate(&h, 4 * MiB, &prop, 0));
+	SHOW("cuMemAddressReserve", cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+	SHOW("cuMemMap", cuMemMap(va, 4 * MiB, 0, h, 0));
+	SHOW("cuMemSetAccess", cuMemSetAccess(va, 4 * MiB, &acc, 1));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	memset((void *)(uintptr_t)va, 7, 65536);
+	SHOW("cudaMemcpy h2d 64KiB", cudaMemcpy(d, (void *)(uintptr_t)va, 65536, cudaMemcpyHostToDevice));
+	SHOW("cuMemUnmap", cuMemUnmap(va, 4 * MiB));
+	SHOW("cuMemRelease", cuMemRelease(h));
+	SHOW("cuMemAddressFree", cuMemAddressFree(va, 4 * MiB));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -605,6 +638,7 @@ static const struct {
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
+    {"vmmhost", vmmhost},
 };
 
 int main(int argc, char **argv)
