@@ -671,3 +671,29 @@ Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeo
 	expect_same_stdout(&e, "bin/cuda_edges", "vmmhost", NULL);
 	edge_free(&e);
 }
+
+/*
+ * Before, a forked child wrote the parent's run of query polls as its own sync
+ * record at its exit (begun before the child existed), though it never
+ * called CUDA.
+ */
+Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pollfork", 1, NULL);
+	cr_assert(strstr(e.res.out, "cudaStreamQuery before the fork: not ready; child exited 0"), "%s", e.res.out);
+	const struct sp_json *l = nth(&e, "launch", NULL, 0);
+	cr_assert(l, "no launch record");
+	uint64_t parent = sp_json_u64(l, "pid", 0);
+	unsigned polls = 0;
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		const char *k = sp_json_str(r, "kind");
+		if (k && (!strcmp(k, "sync") || !strcmp(k, "copy") || !strcmp(k, "launch")))
+			cr_expect_eq(sp_json_u64(r, "pid", 0), parent, "a %s record (%s) in the child, which made no CUDA call",
+				     k, sp_json_str(r, "api"));
+		polls += str_eq(r, "api", "cudaStreamQuery") && sp_json_u64(r, "pid", 0) == parent;
+	}
+	cr_expect_eq(polls, 1, "the parent's poll: %u records", polls);
+	edge_free(&e);
+}

@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "show.h"
 
@@ -340,6 +342,14 @@ void edges_2ms_kernel(void **args)
 		;
 }
 
+void edges_100ms_kernel(void **args)
+{
+	(void)args;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
 void edges_tiny_kernel(void **args)
 {
 	(void)args;
@@ -630,6 +640,39 @@ static int vmmhost(void)
 	return 0;
 }
 
+/*
+ * pollfork: a fork while the thread polls: a 100 ms kernel, one
+ * cudaStreamQuery ("not ready"), fork; the child reads a file, makes no CUDA
+ * call and exits; the parent waits for it and synchronises the stream.
+ */
+static int pollfork(void)
+{
+	cudaStream_t s;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&s));
+	SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_100ms_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1},
+						  NULL, 0, s));
+	int q = cudaStreamQuery(s);
+	fflush(stdout);
+	pid_t p = fork();
+	if (p == 0) { /* a loader worker: reads a file, makes no CUDA call */
+		char buf[64];
+		FILE *f = fopen("/proc/self/stat", "r");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = 0;
+			fclose(f);
+		}
+		exit(0);
+	}
+	int st = -1;
+	if (p > 0)
+		waitpid(p, &st, 0);
+	printf("cudaStreamQuery before the fork: %s; child exited %d\n", q == cudaErrorNotReady ? "not ready" : "ready",
+	       p > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(s));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -638,7 +681,7 @@ static const struct {
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
-    {"vmmhost", vmmhost},
+    {"vmmhost", vmmhost},	    {"pollfork", pollfork},
 };
 
 int main(int argc, char **argv)
