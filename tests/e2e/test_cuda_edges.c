@@ -697,3 +697,37 @@ Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60
 	cr_expect_eq(polls, 1, "the parent's poll: %u records", polls);
 	edge_free(&e);
 }
+
+/*
+ * Before, each cudaMalloc of 0 bytes (a NULL pointer, never freed) took a slot
+ * of the allocation table for good: after 66000 of them the table was full,
+ * the 1 MiB allocated next was not found at its free (bytes 0, live 1 MiB).
+ */
+Test(cuda_edges, zero_byte_allocations_leave_the_books_alone, .timeout = 120)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "malloczero", 1, NULL);
+	cr_assert(strstr(e.res.out, "malloczero: 0 calls failed, 66000 NULL pointers"), "%s", e.res.out);
+	cr_assert_eq(count(&e, "alloc", "cudaMalloc"), 66001);
+	cr_expect_eq(count(&e, "free", NULL), 1, "cudaFree(NULL) is no free");
+	/* the last alloc and free records are the 1 MiB's */
+	struct edge tail = e;
+	size_t skip = 0;
+	for (size_t i = 0; i < e.nrec && skip < 66000; i++)
+		skip += str_eq(e.rec[i], "kind", "alloc");
+	while (skip < e.nrec && !str_eq(e.rec[skip], "kind", "alloc"))
+		skip++;
+	tail.rec = e.rec + skip;
+	tail.nrec = e.nrec - skip;
+	expect_alloc_free(&tail, want, sizeof(want) / sizeof(want[0]));
+	for (unsigned k = 0; k < 3; k++) {
+		const struct sp_json *z = nth(&e, "alloc", "cudaMalloc", k * 30000);
+		cr_expect(z && sp_json_u64(z, "bytes", 1) == 0 && sp_json_u64(z, "live_bytes", 1) == 0,
+			  "zero-byte allocation %u: bytes and live bytes 0", k * 30000);
+	}
+	edge_free(&e);
+}

@@ -673,6 +673,28 @@ static int pollfork(void)
 	return 0;
 }
 
+/*
+ * malloczero: cudaMalloc of 0 bytes succeeds with a NULL pointer (a library's
+ * empty workspace, every step), and cudaFree(NULL) frees nothing: 66000
+ * times each, then a cudaMalloc of 1 MiB and its cudaFree. stdout: the calls
+ * that failed, the NULL pointers.
+ */
+static int malloczero(void)
+{
+	unsigned bad = 0, null = 0;
+	void *p = NULL;
+	for (int i = 0; i < 66000; i++) {
+		p = &p;
+		bad += cudaMalloc(&p, 0) != cudaSuccess;
+		null += p == NULL;
+		bad += cudaFree(p) != cudaSuccess;
+	}
+	printf("malloczero: %u calls failed, %u NULL pointers\n", bad, null);
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&p, MiB));
+	SHOW("cudaFree", cudaFree(p));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -682,6 +704,7 @@ static const struct {
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
     {"vmmhost", vmmhost},	    {"pollfork", pollfork},
+    {"malloczero", malloczero},
 };
 
 int main(int argc, char **argv)
