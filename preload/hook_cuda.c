@@ -67,8 +67,8 @@ struct sp_call {
 	struct sp_gtim tim;
 };
 
-/* 1 for the *Async* functions of the table (filled at load). */
-static uint8_t sp_api_async[SP_API__COUNT];
+/* 1 for the *Async* functions of the table, and for the *FromPool* ones (filled at load). */
+static uint8_t sp_api_async[SP_API__COUNT], sp_api_pool[SP_API__COUNT];
 
 static inline int sp_should_record(void)
 {
@@ -341,9 +341,11 @@ static void sp_post(struct sp_call *c, int r)
 		}
 		/*
 		 * A stream-ordered allocation comes from the pool of its stream's
-		 * device (or the pool named), which need not be the current one.
+		 * device (or the pool named), which need not be the current one;
+		 * the default streams (0, legacy, per-thread) are the current
+		 * device's, which saves the driver query.
 		 */
-		if (r == 0 && p && sp_api_async[c->api] && c->dev < 0)
+		if (r == 0 && p && sp_api_async[c->api] && c->dev < 0 && (c->stream > 2 || sp_api_pool[c->api]))
 			c->dev = sp_gpu_ptr_device(p);
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
@@ -1094,8 +1096,10 @@ static void cuda_atfork_child(void)
 
 __attribute__((constructor)) static void cuda_hooks_init(void)
 {
-	for (int i = 0; i < SP_CUDA__COUNT; i++)
+	for (int i = 0; i < SP_CUDA__COUNT; i++) {
 		sp_api_async[sp_cuda_table[i].api] = strstr(sp_cuda_table[i].name, "Async") != NULL;
+		sp_api_pool[sp_cuda_table[i].api] = strstr(sp_cuda_table[i].name, "FromPool") != NULL;
+	}
 	pthread_atfork(NULL, NULL, cuda_atfork_child);
 }
 
