@@ -397,13 +397,20 @@ static int lastcopy(void)
  * released, unmapped, then released (NCCL's free). A 1 MiB cudaMalloc holds
  * on meanwhile, freed last.
  */
-static int vmm_create(CUmemGenericAllocationHandle *h, CUdeviceptr va, const char *what)
+/* The properties of a VMM allocation at a location of that type, id 0. */
+static CUmemAllocationProp vmm_prop(CUmemLocationType type)
 {
 	CUmemAllocationProp prop;
 	memset(&prop, 0, sizeof(prop));
 	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.type = type;
 	prop.location.id = 0;
+	return prop;
+}
+
+static int vmm_create(CUmemGenericAllocationHandle *h, CUdeviceptr va, const char *what)
+{
+	CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_DEVICE);
 	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 	char l[3][64];
 	snprintf(l[0], sizeof(l[0]), "%s: cuMemCreate 4MiB", what);
@@ -616,11 +623,7 @@ static int nvtxdomains(void)
  */
 static int vmmhost(void)
 {
-	CUmemAllocationProp prop;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-	prop.location.id = 0;
+	CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_HOST_NUMA);
 	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
 	CUmemGenericAllocationHandle h = 0;
 	CUdeviceptr va = 0;
