@@ -9,9 +9,10 @@
  * Per-thread state is reached through an initial-exec TLS pointer and mmap'd at
  * the thread's first timed op (the slow path): no malloc, no lock afterwards.
  * RATIONALE for per-thread pools: events belong to a context and the ops are
- * issued by the thread; a per-thread pool needs no lock. An op whose thread
- * switched to another context than its pool's is not timed (counted as lost
- * timing, not a wrong time).
+ * issued by the thread; a per-thread pool needs no lock. A thread has one
+ * state (pool, pending ops, anchor) per context it works in, up to
+ * TS_PER_THREAD; an op in a context beyond those is not timed (lost timing,
+ * not a wrong time).
  */
 #include "cuda_gpu.h"
 
@@ -74,13 +75,16 @@ unsigned sp_gpu_device_slow(void)
 /* ------------------------------------------------------------ 2. timing */
 
 /*
- * A training step may launch a few thousand kernels between two syncs; ops
- * beyond PEND_MAX before the next sync are not timed (STEPPROF_KERNEL_TIMING=N
- * thins them out). 2 events per op, plus anchors.
+ * A training step may launch a few thousand kernels between two syncs. A
+ * thread holds PEND_MAX ops pending; when they are all pending, the finished
+ * ones are read back before the next op (reclaim), else that op is not timed
+ * (STEPPROF_KERNEL_TIMING=N thins launches out). 2 events per op, plus anchors.
  */
 #define POOL_MAX 4160
 #define POOL_BATCH 64
 #define PEND_MAX 2048
+/* A reclaim stops after this many unfinished ops, and is not tried again for as many ops. */
+#define RECLAIM_SPAN 64
 #define ANCHOR_REFRESH_NS 1000000000ull
 
 struct pend {
@@ -103,10 +107,19 @@ struct tstate {
 	CUevent anchor, cand; /* anchor: finished, its GPU time is anchor_ns */
 	uint64_t anchor_ns, cand_ns;
 	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
-	uint32_t launches;
+	unsigned reclaim_wait; /* ops to let go untimed before the next reclaim */
+	int orphan; /* its thread exited: the next thread of its context that needs a state adopts it */
 };
 
+/*
+ * A thread's states, one per context it timed an op or synchronised in (a
+ * thread that drives several devices, as a single-process multi-GPU loop
+ * does), TS_PER_THREAD at most; ts is the one it used last.
+ */
+#define TS_PER_THREAD 8
 static __thread struct tstate *ts;
+static __thread struct tstate *t_states[TS_PER_THREAD];
+static __thread uint32_t t_launches; /* STEPPROF_KERNEL_TIMING=N: this thread's launches */
 unsigned sp_gpu_ktiming = ~0u;
 
 /*
@@ -302,6 +315,7 @@ void sp_gpu_forget_thread(void)
 	 * registry forgets every thread (the child has only this one).
 	 */
 	ts = NULL;
+	memset(t_states, 0, sizeof(t_states));
 	__atomic_store_n(&sp_gpu_nregistry, 0, __ATOMIC_RELEASE);
 	memset(privs, 0, sizeof(privs)); /* the parent's streams, as its events */
 	sp_gpu_ctx_changed();
@@ -309,24 +323,91 @@ void sp_gpu_forget_thread(void)
 
 static void read_back_at_exit(void);
 
-static struct tstate *tstate_get(void)
+/*
+ * An exited thread's state, for a new thread whose current context is c:
+ * one bound to c (its events are c's), to none, or to a context gone since.
+ * RATIONALE: a state is never freed (another thread may be reading it back),
+ * and the registry holds MAX_THREADS: without adoption, a process whose
+ * threads come and go (a thread per batch, per request) filled it, after
+ * which no sync point of another thread read back a new thread's ops (511 of
+ * 700 one-launch threads timed), and each thread left ~82 KB and its events.
+ */
+static struct tstate *adopt(CUcontext c)
+{
+	unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+	if (n > MAX_THREADS)
+		n = MAX_THREADS;
+	for (unsigned i = 0; i < n; i++) {
+		struct tstate *T = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+		int one = 1;
+		if (!T || !__atomic_load_n(&T->orphan, __ATOMIC_ACQUIRE))
+			continue;
+		CUcontext tc = __atomic_load_n(&T->ctx, __ATOMIC_RELAXED);
+		if ((tc == c || !tc || dead(T)) &&
+		    __atomic_compare_exchange_n(&T->orphan, &one, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return T;
+	}
+	return NULL;
+}
+
+void sp_gpu_thread_exit(void)
+{
+	for (unsigned i = 0; i < TS_PER_THREAD; i++) {
+		if (t_states[i])
+			__atomic_store_n(&t_states[i]->orphan, 1, __ATOMIC_RELEASE);
+		t_states[i] = NULL;
+	}
+	ts = NULL;
+}
+
+/* A new state, zeroed and in the registry, or NULL. */
+static struct tstate *tstate_new(void)
 {
 	static int exit_hooked;
-	if (ts)
-		return ts;
 	int e = errno;
-	void *p = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct tstate *S = mmap(NULL, sizeof(struct tstate), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	errno = e;
-	if (p == MAP_FAILED)
+	if (S == MAP_FAILED)
 		return NULL;
-	ts = p; /* mmap'd memory is zero */
 	if (!__atomic_exchange_n(&exit_hooked, 1, __ATOMIC_ACQ_REL))
 		atexit(read_back_at_exit); /* inherited by a forked child, whose registry starts empty */
 	errno = e;
 	unsigned i = __atomic_fetch_add(&sp_gpu_nregistry, 1, __ATOMIC_ACQ_REL);
 	if (i < MAX_THREADS)
-		__atomic_store_n(&registry[i], ts, __ATOMIC_RELEASE);
-	return ts;
+		__atomic_store_n(&registry[i], S, __ATOMIC_RELEASE);
+	return S;
+}
+
+/*
+ * This thread's timing state for its current context c: the one bound to c,
+ * else one bound to none or to a context gone since (drop_if_stale empties
+ * it), else an exited thread's, else a new one. With every slot bound to a
+ * live context, the last one used (c's ops then go untimed, as before).
+ */
+static struct tstate *tstate_get(CUcontext c)
+{
+	if (ts && ts->ctx == c)
+		return ts;
+	int free_slot = -1, unbound = -1;
+	for (int i = 0; i < TS_PER_THREAD; i++) {
+		struct tstate *S = t_states[i];
+		if (!S) {
+			if (free_slot < 0)
+				free_slot = i;
+		} else if (S->ctx == c) {
+			return ts = S;
+		} else if (unbound < 0 && (!S->ctx || dead(S))) {
+			unbound = i;
+		}
+	}
+	if (unbound >= 0)
+		return ts = t_states[unbound];
+	if (free_slot < 0)
+		return ts;
+	struct tstate *S = adopt(c);
+	if (!S && !(S = tstate_new()))
+		return ts;
+	return ts = t_states[free_slot] = S;
 }
 
 static CUevent pool_get(struct tstate *S, const struct sp_drv *d)
@@ -374,27 +455,24 @@ static const struct sp_drv *timing_drv(void)
 	return d;
 }
 
+static int reclaim(struct tstate *S, const struct sp_drv *d);
+
 void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 {
 	t->b = NULL;
-	if (launch) {
-		unsigned k = sp_gpu_kernel_timing();
-		if (!k)
-			return;
-		if (k > 1) {
-			struct tstate *S = tstate_get();
-			if (!S || (S->launches++ % k) != 0)
-				return;
-		}
-	}
+	unsigned k = launch ? sp_gpu_kernel_timing() : 1;
+	if (!k)
+		return;
+	if (k > 1 && (t_launches++ % k) != 0)
+		return;
 	int e = errno;
 	const struct sp_drv *d = timing_drv();
-	struct tstate *S = d ? tstate_get() : NULL;
-	CUcontext c = S ? cur_ctx(d) : NULL;
-	if (!c || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
+	CUcontext c = d ? cur_ctx(d) : NULL;
+	struct tstate *S = c ? tstate_get(c) : NULL;
+	if (!S || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
 		goto out;
 	drop_if_stale(S);
-	if ((S->ctx && S->ctx != c) || S->npend >= PEND_MAX)
+	if ((S->ctx && S->ctx != c) || (S->npend >= PEND_MAX && !reclaim(S, d)))
 		goto out_give;
 	if (!S->ctx)
 		bind(S, c);
@@ -414,6 +492,7 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	}
 	t->b = b;
 	t->s = st;
+	t->st = S;
 out_give:
 	give_back(S);
 out:
@@ -425,7 +504,7 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 	if (!t->b)
 		return;
 	int e = errno;
-	struct tstate *S = ts;
+	struct tstate *S = t->st; /* the begin event's */
 	const struct sp_drv *d = sp_drv();
 	/*
 	 * The begin event is ours until it is queued: wait for a reader to
@@ -467,15 +546,20 @@ static void promote_candidate(struct tstate *S, const struct sp_drv *d)
 	}
 }
 
-/* Emit the GPU spans of T's finished ops against the anchor A (same context). */
-static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns)
+/*
+ * Emit the GPU spans of T's finished ops against the anchor A (same context);
+ * after give_up unfinished ones, keep the rest unasked.
+ */
+static void read_back_some(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns, unsigned give_up)
 {
-	unsigned keep = 0;
+	unsigned keep = 0, unfinished = 0;
 	for (unsigned i = 0; i < T->npend; i++) {
 		struct pend *p = &T->pend[i];
 		float ms0 = 0, ms1 = 0;
-		if (d->EventQuery(p->e) != CUDA_SUCCESS || d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
+		if (unfinished >= give_up || d->EventQuery(p->e) != CUDA_SUCCESS ||
+		    d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
 		    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
+			unfinished++;
 			T->pend[keep++] = *p;
 			continue;
 		}
@@ -495,15 +579,60 @@ static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint6
 	T->npend = keep;
 }
 
+static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns)
+{
+	read_back_some(T, d, A, A_ns, ~0u);
+}
+
+/*
+ * S (taken) has PEND_MAX ops pending: read back those the GPU has finished,
+ * with queries only (the program's stream is never waited for), against S's
+ * anchor or that of another thread of its context (a thread that launches but
+ * never synchronises: PyTorch's autograd threads). 1 when room was made.
+ * RATIONALE: ops were read back only at sync points, so a step of more than
+ * PEND_MAX ops between two syncs had its later ops untimed, and their GPU
+ * time went to "sync" (3000 back-to-back kernels per step read 67% compute).
+ * A GPU's queue of launches is bounded, so when the host is this far ahead
+ * most of the oldest ops are done; when none are, the next RECLAIM_SPAN ops
+ * go untimed before trying again, so the cost stays a few queries an op.
+ */
+static int reclaim(struct tstate *S, const struct sp_drv *d)
+{
+	if (S->reclaim_wait) {
+		S->reclaim_wait--;
+		return 0;
+	}
+	promote_candidate(S, d);
+	if (S->anchor) {
+		read_back_some(S, d, S->anchor, S->anchor_ns, RECLAIM_SPAN);
+	} else {
+		unsigned n = __atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE);
+		if (n > MAX_THREADS)
+			n = MAX_THREADS;
+		for (unsigned i = 0; i < n && S->npend >= PEND_MAX; i++) {
+			struct tstate *U = __atomic_load_n(&registry[i], __ATOMIC_ACQUIRE);
+			if (!U || U == S || U->ctx != S->ctx || !try_take(U))
+				continue;
+			if (U->ctx == S->ctx && !dead(U) && U->anchor) /* U's, now that it is taken */
+				read_back_some(S, d, U->anchor, U->anchor_ns, RECLAIM_SPAN);
+			give_back(U);
+		}
+	}
+	if (S->npend < PEND_MAX)
+		return 1;
+	S->reclaim_wait = RECLAIM_SPAN;
+	return 0;
+}
+
 void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok)
 {
 	if (!__atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE))
 		return; /* nothing was ever timed in this process */
 	int e = errno;
 	const struct sp_drv *d = timing_drv();
-	struct tstate *S = d ? tstate_get() : NULL;
-	CUcontext c = S ? cur_ctx(d) : NULL;
-	if (!c || !try_take(S))
+	CUcontext c = d ? cur_ctx(d) : NULL;
+	struct tstate *S = c ? tstate_get(c) : NULL;
+	if (!S || !try_take(S))
 		goto out;
 	drop_if_stale(S);
 	if (!S->ctx)
@@ -800,6 +929,22 @@ unsigned sp_gpu_host_kind(uint64_t p, int may_be_device)
 	errno = e;
 	__atomic_store_n(&s->word, key << 8 | (kind & 0xff), __ATOMIC_RELAXED);
 	return kind;
+}
+
+static int ndevices; /* 0: not asked yet */
+
+int sp_gpu_ptr_device(uint64_t p)
+{
+	int e = errno;
+	const struct sp_drv *d = sp_drv();
+	int n = __atomic_load_n(&ndevices, __ATOMIC_RELAXED), dev = -1;
+	if (!n && d && d->DeviceGetCount && d->DeviceGetCount(&n) == CUDA_SUCCESS && n > 0)
+		__atomic_store_n(&ndevices, n, __ATOMIC_RELAXED);
+	if (n > 1 && d && d->PointerGetAttribute &&
+	    d->PointerGetAttribute(&dev, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, (CUdeviceptr)p) != CUDA_SUCCESS)
+		dev = -1;
+	errno = e;
+	return dev < 0 ? -1 : dev < SP_DEV_MAX ? dev : SP_DEV_MAX - 1;
 }
 
 /* ------------------------------------------------------ 5. the header */

@@ -32,6 +32,7 @@ static inline unsigned sp_gpu_device(void)
 }
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
+void sp_gpu_thread_exit(void);   /* the thread exits: its timing state goes to the next thread that needs one */
 /*
  * After a reset of dev (cudaDeviceReset, cuDevicePrimaryCtxReset): its
  * streams and events are gone. Forgets the private streams of dev, every
@@ -49,6 +50,7 @@ enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP
 struct sp_gtim {
 	CUevent b;  /* begin event, NULL when this op is not timed */
 	CUstream s; /* the stream the events go to */
+	void *st;   /* the timing state (cuda_gpu.c) that holds b */
 };
 
 /* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */
@@ -104,6 +106,8 @@ uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f);
 
 /* ---- 4. host memory kind (enum sp_hostmem) of a pointer ---- */
 unsigned sp_gpu_host_kind(uint64_t p, int may_be_device);
+/* The device of device memory at p, or -1 (also in a process that sees one device: never asked). */
+int sp_gpu_ptr_device(uint64_t p);
 void sp_gpu_ptr_cache_flush(void); /* an allocation went away: cached answers may be stale */
 
 /* ---- 5. trace header ---- */

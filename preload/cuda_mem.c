@@ -6,7 +6,8 @@
  *      and retry if the sequence moved. No malloc: the array grows by mmap in
  *      the writers, and readers take no lock.
  *   2. device allocations: an open-addressing hash of address -> (size, dev)
- *      with CAS-claimed keys and tombstones; live/peak bytes per device as atomics.
+ *      with CAS-claimed keys and tombstones; live/peak bytes per device as atomics;
+ *   3. VMM mappings: a second table of the same kind, virtual address -> (size, handle).
  */
 #include "cuda_mem.h"
 
@@ -180,10 +181,13 @@ void sp_pinned_set_limit(unsigned limit)
 #define KEY_TOMB 1ull
 #define KEY_BUSY 2ull /* claimed by an add that is filling it in */
 
+/* A slot of the allocation table (key: device address) or of the mapping table (key: virtual address). */
 struct dslot {
-	uint64_t key; /* device address; 0 empty, 1 tombstone, 2 being filled */
+	uint64_t key; /* 0 empty, 1 tombstone, 2 being filled */
 	uint64_t size;
+	uint64_t handle; /* mappings: the VMM handle mapped there */
 	uint32_t dev;
+	uint32_t holds; /* allocations: references (see sp_dalloc_hold) */
 };
 
 static struct dslot dtab[SP_DALLOC_SLOTS];
@@ -203,29 +207,61 @@ static uint64_t norm_key(uint64_t k)
 	return k <= KEY_BUSY ? k + 3 : k;
 }
 
-uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
+/*
+ * A free slot of tab for key k, claimed as BUSY (the caller fills it in and
+ * publishes the key), or NULL when the table is full.
+ * RATIONALE: claimed as BUSY, not TOMB: two adds that both saw this tombstone
+ * would both succeed a TOMB -> TOMB exchange and share the slot (one entry lost).
+ */
+static struct dslot *slot_claim(struct dslot *tab, uint64_t k)
 {
-	if (dev >= SP_DEV_MAX)
-		dev = SP_DEV_MAX - 1;
-	uint64_t k = norm_key(dptr);
 	unsigned h = hash64(k);
 	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
-		struct dslot *s = &dtab[(h + n) & (SP_DALLOC_SLOTS - 1)];
+		struct dslot *s = &tab[(h + n) & (SP_DALLOC_SLOTS - 1)];
 		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur != KEY_EMPTY && cur != KEY_TOMB)
 			continue;
-		/*
-		 * Claimed as BUSY, not TOMB: two adds that both saw this tombstone
-		 * would both succeed a TOMB -> TOMB exchange and share the slot (one
-		 * allocation lost). size/dev are written before the key is published.
-		 */
-		if (__atomic_compare_exchange_n(&s->key, &cur, KEY_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-			s->size = size;
-			s->dev = dev;
-			__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
-			break;
-		}
+		if (__atomic_compare_exchange_n(&s->key, &cur, KEY_BUSY, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			return s;
 	}
+	return NULL;
+}
+
+/* The slot of tab holding key k, or NULL. */
+static struct dslot *slot_find(struct dslot *tab, uint64_t k)
+{
+	unsigned h = hash64(k);
+	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
+		struct dslot *s = &tab[(h + n) & (SP_DALLOC_SLOTS - 1)];
+		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
+		if (cur == KEY_EMPTY)
+			return NULL;
+		if (cur == k)
+			return s;
+	}
+	return NULL;
+}
+
+/* Empty slot s of key k: 0, or -1 when a concurrent remover of the same key won. */
+static int slot_release(struct dslot *s, uint64_t k)
+{
+	return __atomic_compare_exchange_n(&s->key, &k, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED) ? 0 : -1;
+}
+
+uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
+{
+	if (dev >= SP_DEV_MAX && dev != SP_DALLOC_HOST)
+		dev = SP_DEV_MAX - 1;
+	uint64_t k = norm_key(dptr);
+	struct dslot *s = slot_claim(dtab, k);
+	if (s) { /* size/dev/holds are written before the key is published */
+		s->size = size;
+		s->dev = dev;
+		__atomic_store_n(&s->holds, 1, __ATOMIC_RELAXED);
+		__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
+	}
+	if (dev == SP_DALLOC_HOST)
+		return 0;
 	/* Full table: the bytes still count, the free will not find them. */
 	uint64_t now = __atomic_add_fetch(&live[dev], size, __ATOMIC_RELAXED);
 	uint64_t p = __atomic_load_n(&peak[dev], __ATOMIC_RELAXED);
@@ -234,28 +270,49 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
 	return now;
 }
 
+/* Take the allocation of slot s (key k) off the books. */
+static uint64_t dalloc_take(struct dslot *s, uint64_t k, uint64_t *size, unsigned *dev)
+{
+	uint64_t sz = s->size;
+	unsigned d = s->dev;
+	if (slot_release(s, k) != 0)
+		return UINT64_MAX; /* a concurrent free of the same address won */
+	*size = sz;
+	*dev = d;
+	return d == SP_DALLOC_HOST ? 0 : __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
+}
+
 uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
 {
 	uint64_t k = norm_key(dptr);
-	unsigned h = hash64(k);
+	struct dslot *s = slot_find(dtab, k);
 	*size = 0;
 	*dev = 0;
-	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
-		struct dslot *s = &dtab[(h + n) & (SP_DALLOC_SLOTS - 1)];
-		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
-		if (cur == KEY_EMPTY)
-			return UINT64_MAX;
-		if (cur != k)
-			continue;
-		uint64_t sz = s->size;
-		unsigned d = s->dev;
-		if (!__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-			return UINT64_MAX; /* a concurrent free of the same address won */
-		*size = sz;
-		*dev = d;
-		return __atomic_sub_fetch(&live[d], sz, __ATOMIC_RELAXED);
-	}
-	return UINT64_MAX;
+	return s ? dalloc_take(s, k, size, dev) : UINT64_MAX;
+}
+
+int sp_dalloc_hold(uint64_t dptr)
+{
+	struct dslot *s = slot_find(dtab, norm_key(dptr));
+	if (!s)
+		return -1;
+	__atomic_add_fetch(&s->holds, 1, __ATOMIC_ACQ_REL);
+	return 0;
+}
+
+uint64_t sp_dalloc_drop(uint64_t dptr, uint64_t *size, unsigned *dev)
+{
+	uint64_t k = norm_key(dptr);
+	struct dslot *s = slot_find(dtab, k);
+	*size = 0;
+	*dev = 0;
+	if (!s)
+		return UINT64_MAX;
+	uint32_t h = __atomic_load_n(&s->holds, __ATOMIC_ACQUIRE);
+	while (h > 1)
+		if (__atomic_compare_exchange_n(&s->holds, &h, h - 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			return SP_DALLOC_HELD;
+	return dalloc_take(s, k, size, dev);
 }
 
 uint64_t sp_dalloc_reset_dev(unsigned dev)
@@ -288,4 +345,40 @@ void sp_dalloc_reset(void)
 	memset(dtab, 0, sizeof(dtab));
 	memset(live, 0, sizeof(live));
 	memset(peak, 0, sizeof(peak));
+}
+
+/* ------------------------------------------------------ 3. VMM mappings */
+
+static struct dslot vtab[SP_VMAP_SLOTS];
+_Static_assert(SP_VMAP_SLOTS == SP_DALLOC_SLOTS, "one hash and probe length for both tables");
+
+int sp_vmap_add(uint64_t va, uint64_t size, uint64_t handle)
+{
+	uint64_t k = norm_key(va);
+	struct dslot *s = slot_claim(vtab, k);
+	if (!s)
+		return -1;
+	s->size = size;
+	s->handle = handle;
+	__atomic_store_n(&s->key, k, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int sp_vmap_remove(uint64_t va, uint64_t *size, uint64_t *handle)
+{
+	uint64_t k = norm_key(va);
+	struct dslot *s = slot_find(vtab, k);
+	if (!s)
+		return -1;
+	uint64_t sz = s->size, hd = s->handle;
+	if (slot_release(s, k) != 0)
+		return -1;
+	*size = sz;
+	*handle = hd;
+	return 0;
+}
+
+void sp_vmap_reset(void)
+{
+	memset(vtab, 0, sizeof(vtab));
 }

@@ -46,11 +46,13 @@
 /* ------------------------------------------- 1. descriptor and handlers */
 
 enum sp_fam { FAM_NONE, FAM_COPY, FAM_MEMSET, FAM_LAUNCH, FAM_SYNC, FAM_ALLOC, FAM_FREE, FAM_HOSTALLOC, FAM_HOSTFREE,
-	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET };
+	      FAM_HOSTREG, FAM_HOSTUNREG, FAM_MEMINFO, FAM_RESET, FAM_VMMMAP, FAM_VMMUNMAP, FAM_VMMRETAIN };
 
 struct sp_call {
 	uint8_t fam, ptds, dir, hostmem, sync, timed;
 	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
+	uint8_t vmm;          /* free: a VMM handle's release (its memory may outlive it, mapped);
+				 host alloc: a VMM handle of host memory */
 	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
@@ -65,8 +67,8 @@ struct sp_call {
 	struct sp_gtim tim;
 };
 
-/* 1 for the *Async* functions of the table (filled at load). */
-static uint8_t sp_api_async[SP_API__COUNT];
+/* 1 for the *Async* functions of the table, and for the *FromPool* ones (filled at load). */
+static uint8_t sp_api_async[SP_API__COUNT], sp_api_pool[SP_API__COUNT];
 
 static inline int sp_should_record(void)
 {
@@ -110,12 +112,14 @@ static void poll_flush(void)
 	sp_emit(SP_K_SYNC, t_poll.api, t_poll.t_first, t_poll.t_last, f);
 }
 
-/* recorder.c, at this thread's exit and at the process's: a run never answered is a record too. */
+/* recorder.c, at this thread's exit and at the process's: a run never answered is a record too;
+ * the thread's timing state is handed on. */
 SP_HIDDEN void sp_cuda_thread_flush(void);
 void sp_cuda_thread_flush(void)
 {
 	if (t_poll.active)
 		poll_flush();
+	sp_gpu_thread_exit();
 }
 
 /* A query's record: 1 = emitted by the caller with *begin, 0 = held back. */
@@ -255,6 +259,23 @@ static void sp_pre(struct sp_call *c)
 	}
 }
 
+/* A free record (f holds the result and the stream already); a host_free one for VMM host memory. */
+static void free_record(struct sp_call *c, uint64_t *f, uint64_t t1, uint64_t dptr, uint64_t size, unsigned dev,
+			uint64_t left)
+{
+	if (dev == SP_DALLOC_HOST) {
+		f[SP_F_PTR] = 0;
+		f[SP_F_BYTES] = size;
+		sp_emit(SP_K_HOST_FREE, c->api, c->t0, t1, f);
+		return;
+	}
+	f[SP_F_DPTR] = dptr;
+	f[SP_F_BYTES] = size;
+	f[SP_F_LIVE] = left;
+	f[SP_F_DEVICE] = dev;
+	sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+}
+
 static void sp_post(struct sp_call *c, int r)
 {
 	uint64_t t1 = sp_now();
@@ -318,6 +339,14 @@ static void sp_post(struct sp_call *c, int r)
 				memcpy(&pitch, c->out2, sizeof(pitch));
 			c->bytes = (uint64_t)(r == 0 ? pitch : c->ptr) * c->bytes;
 		}
+		/*
+		 * A stream-ordered allocation comes from the pool of its stream's
+		 * device (or the pool named), which need not be the current one;
+		 * the default streams (0, legacy, per-thread) are the current
+		 * device's, which saves the driver query.
+		 */
+		if (r == 0 && p && sp_api_async[c->api] && c->dev < 0 && (c->stream > 2 || sp_api_pool[c->api]))
+			c->dev = sp_gpu_ptr_device(p);
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
 		f[SP_F_SITE] = sp_cuda_site(c->caller);
@@ -346,7 +375,16 @@ static void sp_post(struct sp_call *c, int r)
 			break;
 		}
 		f[SP_F_DPTR] = p;
-		f[SP_F_LIVE] = sp_dalloc_add(p, c->bytes, (unsigned)f[SP_F_DEVICE]);
+		/*
+		 * cudaMalloc of 0 bytes succeeds with a NULL pointer, which no free
+		 * gives back (cudaFree(NULL) is no free): nothing to book. Before,
+		 * each took a slot of the table for good, every such call probed
+		 * past all the earlier ones, and once the table was full no
+		 * allocation was found at its free (66000 of them: the 1 MiB freed
+		 * after them stayed live, and the run took 2.3 s instead of 7 ms).
+		 */
+		f[SP_F_LIVE] = p ? sp_dalloc_add(p, c->bytes, (unsigned)f[SP_F_DEVICE]) :
+				   sp_dev_live((unsigned)f[SP_F_DEVICE]);
 		sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
 		sp_gpu_header_once();
 		break;
@@ -358,25 +396,66 @@ static void sp_post(struct sp_call *c, int r)
 		unsigned dev = 0;
 		uint64_t left = UINT64_MAX;
 		if (r == 0) {
-			left = sp_dalloc_remove(c->dptr, &size, &dev);
+			/*
+			 * A VMM handle released while mapped keeps its memory until
+			 * the unmap of its last mapping, as CUDA documents: nothing
+			 * leaves the books now, and that cuMemUnmap is the free record.
+			 */
+			left = c->vmm ? sp_dalloc_drop(c->dptr, &size, &dev) : sp_dalloc_remove(c->dptr, &size, &dev);
+			if (left == SP_DALLOC_HELD)
+				break;
 			sp_gpu_ptr_cache_flush();
 		}
 		if (left == UINT64_MAX) { /* unknown or failed: nothing leaves the books */
 			dev = sp_gpu_device();
 			left = sp_dev_live(dev);
 		}
-		f[SP_F_DPTR] = c->dptr;
-		f[SP_F_BYTES] = size;
-		f[SP_F_LIVE] = left;
-		f[SP_F_DEVICE] = dev;
-		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		free_record(c, f, t1, c->dptr, size, dev, left);
+		break;
+	}
+	case FAM_VMMMAP: /* a mapping holds its handle's memory: no record */
+		if (r == 0 && sp_vmap_add(c->dptr, c->bytes, c->ptr) == 0 && sp_dalloc_hold(c->ptr) != 0) {
+			uint64_t sz, hd; /* a handle stepprof does not know: nothing to hold */
+			sp_vmap_remove(c->dptr, &sz, &hd);
+		}
+		break;
+	case FAM_VMMRETAIN: { /* one more reference to the handle, which cuMemRelease gives back */
+		uint64_t h = 0;
+		if (r == 0 && c->out) {
+			memcpy(&h, c->out, sizeof(h));
+			sp_dalloc_hold(h);
+		}
+		break;
+	}
+	case FAM_VMMUNMAP: {
+		/*
+		 * The mappings of [dptr, dptr+bytes), in address order: the last
+		 * mapping of a released handle frees its memory (a free record).
+		 */
+		if (r != 0)
+			break;
+		uint64_t va = c->dptr, sz, hd;
+		while (va - c->dptr < c->bytes && sp_vmap_remove(va, &sz, &hd) == 0 && sz) {
+			uint64_t size = 0;
+			unsigned dev = 0;
+			uint64_t left = sp_dalloc_drop(hd, &size, &dev);
+			if (left != SP_DALLOC_HELD && left != UINT64_MAX)
+				free_record(c, f, t1, hd, size, dev, left);
+			va += sz;
+		}
+		sp_gpu_ptr_cache_flush();
 		break;
 	}
 	case FAM_HOSTALLOC: {
 		uint64_t p = 0;
 		if (r == 0 && c->out) {
 			memcpy(&p, c->out, sizeof(p));
-			pinned_add(p, c->bytes);
+			if (c->vmm) { /* a VMM handle of host memory: no address until mapped */
+				sp_dalloc_add(p, c->bytes, SP_DALLOC_HOST);
+				p = 0;
+			} else {
+				pinned_add(p, c->bytes);
+			}
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
@@ -455,6 +534,7 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->dev = -1;
 	c->tim.b = NULL;
 	c->again = 0;
+	c->vmm = 0;
 }
 
 /*
@@ -637,9 +717,14 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		c.ptr = (uint64_t)(w);                                                                                \
 		c.bytes = (uint64_t)(h);                                                                              \
 	} while (0)
+/* VMM memory on a device, or on the host (pinned host memory: NCCL's host buffers) */
 #define SP_SPEC_VMMCREATE(hp, n, prop)                                                                                \
 	do {                                                                                                          \
-		fam(&c, FAM_ALLOC);                                                                                   \
+		int host_ = (prop) && ((prop)->location.type == CU_MEM_LOCATION_TYPE_HOST ||                         \
+				       (prop)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||                    \
+				       (prop)->location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT);             \
+		fam(&c, host_ ? FAM_HOSTALLOC : FAM_ALLOC);                                                           \
+		c.vmm = (uint8_t)host_;                                                                               \
 		c.out = (void *)(hp);                                                                                 \
 		c.bytes = (uint64_t)(n);                                                                              \
 		if ((prop) && (prop)->location.type == CU_MEM_LOCATION_TYPE_DEVICE && (prop)->location.id >= 0)      \
@@ -650,6 +735,30 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		fam(&c, FAM_FREE);                                                                                    \
 		c.dptr = U64(p);                                                                                      \
 		c.stream = U64(s);                                                                                    \
+	} while (0)
+#define SP_SPEC_VMMFREE(h)                                                                                            \
+	do {                                                                                                          \
+		fam(&c, FAM_FREE);                                                                                    \
+		c.dptr = U64(h);                                                                                      \
+		c.vmm = 1;                                                                                            \
+	} while (0)
+#define SP_SPEC_VMMMAP(va, n, h)                                                                                      \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMMAP);                                                                                  \
+		c.dptr = U64(va);                                                                                     \
+		c.bytes = (uint64_t)(n);                                                                              \
+		c.ptr = U64(h);                                                                                       \
+	} while (0)
+#define SP_SPEC_VMMUNMAP(va, n)                                                                                       \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMUNMAP);                                                                                \
+		c.dptr = U64(va);                                                                                     \
+		c.bytes = (uint64_t)(n);                                                                              \
+	} while (0)
+#define SP_SPEC_VMMRETAIN(hp)                                                                                         \
+	do {                                                                                                          \
+		fam(&c, FAM_VMMRETAIN);                                                                               \
+		c.out = (void *)(hp);                                                                                 \
 	} while (0)
 #define SP_SPEC_HOSTALLOC(pp, n)                                                                                      \
 	do {                                                                                                          \
@@ -707,6 +816,10 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_CALLER_ALLOCPITCH(...) 1
 #define SP_CALLER_VMMCREATE(...) 1
 #define SP_CALLER_FREE(...) 0
+#define SP_CALLER_VMMFREE(...) 0
+#define SP_CALLER_VMMMAP(...) 0
+#define SP_CALLER_VMMUNMAP(...) 0
+#define SP_CALLER_VMMRETAIN(...) 0
 #define SP_CALLER_HOSTALLOC(...) 1
 #define SP_CALLER_HOSTFREE(...) 0
 #define SP_CALLER_HOSTREG(...) 0
@@ -742,6 +855,10 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_EARLY_ALLOCPITCH(...)
 #define SP_EARLY_VMMCREATE(...)
 #define SP_EARLY_FREE(...)
+#define SP_EARLY_VMMFREE(...)
+#define SP_EARLY_VMMMAP(...)
+#define SP_EARLY_VMMUNMAP(...)
+#define SP_EARLY_VMMRETAIN(...)
 #define SP_EARLY_HOSTALLOC(...)
 #define SP_EARLY_HOSTFREE(...)
 #define SP_EARLY_HOSTREG(...)
@@ -966,17 +1083,23 @@ SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion_ptsz, 1)
 /*
  * A forked child starts with the forking thread's timing state: events of the
  * parent's context, which mean nothing in the child. Forget them (the child
- * leaks nothing it could use), and the cached current device.
+ * leaks nothing it could use), and the cached current device. A run of query
+ * polls the thread was in is the parent's, which records it: before, the
+ * child wrote it too, at its first CUDA call or its exit, though it never
+ * called CUDA (a sync record in a DataLoader worker, begun before it existed).
  */
 static void cuda_atfork_child(void)
 {
+	t_poll.active = 0;
 	sp_gpu_forget_thread();
 }
 
 __attribute__((constructor)) static void cuda_hooks_init(void)
 {
-	for (int i = 0; i < SP_CUDA__COUNT; i++)
+	for (int i = 0; i < SP_CUDA__COUNT; i++) {
 		sp_api_async[sp_cuda_table[i].api] = strstr(sp_cuda_table[i].name, "Async") != NULL;
+		sp_api_pool[sp_cuda_table[i].api] = strstr(sp_cuda_table[i].name, "FromPool") != NULL;
+	}
 	pthread_atfork(NULL, NULL, cuda_atfork_child);
 }
 

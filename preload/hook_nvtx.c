@@ -172,28 +172,51 @@ static int push(uint32_t name, uint32_t domain)
 		s->depth = 0;
 		s->gen = gen;
 	}
-	int level = s->depth++;
-	if (level < STACK_MAX) {
-		s->r[level].name = name;
-		s->r[level].domain = domain;
-		s->r[level].begin_ns = sp_now();
+	int top = s->depth++, level = 0;
+	if (top < STACK_MAX) {
+		s->r[top].name = name;
+		s->r[top].domain = domain;
+		s->r[top].begin_ns = sp_now();
+		for (int j = 0; j < top; j++) /* the level within its domain */
+			level += s->r[j].domain == domain;
+	} else {
+		level = top;
 	}
 	return level;
 }
 
-static int pop(void)
+/*
+ * NVTX: "Each domain maintains its own nvtxRangePush and nvtxRangePop stack".
+ * The thread's ranges of every domain share one array in push order; a pop
+ * ends the last one open in its domain (the top, unless domains interleave),
+ * and the level is its depth within its domain.
+ * RATIONALE: before, a pop ended the top range whatever its domain: a core
+ * pop after a library's domain push ended the library's range, and the
+ * program's "step" was ended by the library's pop, later.
+ */
+static int pop(uint32_t domain)
 {
 	struct range_stack *s = &t_stack;
 	if (!sp_active || s->depth <= 0 || s->gen != __atomic_load_n(&g_gen, __ATOMIC_RELAXED))
 		return -1;
-	int level = --s->depth;
-	if (level < STACK_MAX) {
-		uint64_t f[SP_F__COUNT];
-		f[SP_F_NAME] = s->r[level].name;
-		f[SP_F_DOMAIN] = s->r[level].domain;
-		f[SP_F_VALUE] = (uint64_t)level;
-		sp_emit(SP_K_RANGE, SP_API_nvtx, s->r[level].begin_ns, sp_now(), f);
-	}
+	if (s->depth > STACK_MAX) /* a level past the array: counted, not recorded */
+		return --s->depth;
+	int i = s->depth - 1;
+	while (i >= 0 && s->r[i].domain != domain)
+		i--;
+	if (i < 0)
+		return -1; /* nothing open in this domain */
+	int level = 0;
+	for (int j = 0; j < i; j++)
+		level += s->r[j].domain == domain;
+	uint64_t f[SP_F__COUNT];
+	f[SP_F_NAME] = s->r[i].name;
+	f[SP_F_DOMAIN] = s->r[i].domain;
+	f[SP_F_VALUE] = (uint64_t)level;
+	sp_emit(SP_K_RANGE, SP_API_nvtx, s->r[i].begin_ns, sp_now(), f);
+	s->depth--;
+	for (int j = i; j < s->depth; j++)
+		s->r[j] = s->r[j + 1];
 	return level;
 }
 
@@ -220,12 +243,12 @@ static int NVTX_API domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttribut
 
 static int NVTX_API pop_core(void)
 {
-	return pop();
+	return pop(0);
 }
 
 static int NVTX_API domain_pop(nvtxDomainHandle_t d)
 {
-	return pop();
+	return sp_active ? pop(domain_id(d)) : -1;
 }
 
 /* -------------------------------------------------------- 3. start / end */

@@ -190,29 +190,23 @@ Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .ti
 	edge_free(&e);
 }
 
-Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+/* One alloc or free record the program's calls must leave, in order. */
+struct want_mem {
+	const char *kind, *api;
+	unsigned dev;
+	uint64_t bytes, live;
+};
+
+/* The alloc and free records of e are exactly want[0..n), in order. */
+static void expect_alloc_free(const struct edge *e, const struct want_mem *want, size_t n)
 {
-	static const struct {
-		const char *kind, *api;
-		unsigned dev;
-		uint64_t bytes, live;
-	} want[] = {
-	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
-	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
-	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
-	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
-	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
-	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
-	};
-	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
-	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
-	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
-	for (size_t i = 0; i < e.nrec; i++) {
-		if (!str_eq(e.rec[i], "kind", "alloc") && !str_eq(e.rec[i], "kind", "free"))
+	size_t k = 0;
+	for (size_t i = 0; i < e->nrec; i++) {
+		if (!str_eq(e->rec[i], "kind", "alloc") && !str_eq(e->rec[i], "kind", "free"))
 			continue;
-		cr_assert_lt(k, n, "more alloc/free records than the program's calls");
-		const struct sp_json *r = e.rec[i];
+		cr_assert_lt(k, n, "more alloc/free records than the program's calls (%s %s)", sp_json_str(e->rec[i], "kind"),
+			     sp_json_str(e->rec[i], "api"));
+		const struct sp_json *r = e->rec[i];
 		cr_expect(str_eq(r, "kind", want[k].kind) && str_eq(r, "api", want[k].api),
 			  "record %zu: %s %s, expected %s %s", k, sp_json_str(r, "kind"), sp_json_str(r, "api"),
 			  want[k].kind, want[k].api);
@@ -225,11 +219,52 @@ Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
 		k++;
 	}
 	cr_expect_eq(k, n, "%zu alloc/free records, the program made %zu calls", k, n);
+}
+
+Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 1, 2 << 20, 2 << 20},    {"alloc", "cudaMalloc", 0, 100 << 20, 100 << 20},
+	    {"free", "cudaDeviceReset", 0, 100 << 20, 0}, /* everything of device 0 */
+	    {"alloc", "cudaMalloc", 0, 10 << 20, 10 << 20},  {"free", "cudaFree", 0, 10 << 20, 0},
+	    {"alloc", "cuMemAlloc_v2", 0, 8 << 20, 8 << 20}, {"free", "cuDevicePrimaryCtxReset_v2", 0, 8 << 20, 0},
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},    {"free", "cudaFree", 0, 1 << 20, 0},
+	    {"free", "cudaDeviceReset", 1, 2 << 20, 0}, /* device 1's, kept through device 0's resets */
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
 	/* the copy after the reset is timed (the timing state of the reset device starts afresh too) */
 	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 1);
 	cr_assert(cp);
 	cr_expect(sp_json_get(cp, "gpu_begin_ns"), "the copy after the reset has no GPU time");
 	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
+	edge_free(&e);
+}
+
+/*
+ * Before, cuMemRelease took a VMM handle's bytes off the books even while it
+ * was mapped: after A's release the live bytes read 0 with 4 MiB in use, and
+ * 9 MiB instead of 13 once all three and the cudaMalloc were held.
+ */
+Test(cuda_edges, vmm_memory_lives_until_its_last_mapping_and_handle_are_gone, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 4 << 20},  /* A */
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 8 << 20},  /* B (A released, still mapped) */
+	    {"alloc", "cuMemCreate", 0, 4 << 20, 12 << 20}, /* C */
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 13 << 20},
+	    {"free", "cuMemUnmap", 0, 4 << 20, 9 << 20},   /* A's last mapping */
+	    {"free", "cuMemRelease", 0, 4 << 20, 5 << 20}, /* B, unmapped before */
+	    {"free", "cuMemRelease", 0, 4 << 20, 1 << 20}, /* C's own handle, after the retained one and the unmap */
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "vmm", 1, NULL);
+	cr_assert(strstr(e.res.out, "C: the same handle: 1"), "%s", e.res.out);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	expect_same_stdout(&e, "bin/cuda_edges", "vmm", NULL);
 	edge_free(&e);
 }
 
@@ -455,5 +490,244 @@ Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 			  sp_json_str(c, "direction"));
 	}
 	expect_same_stdout(&e, "bin/cuda_edges", "lastcopy", NULL);
+	edge_free(&e);
+}
+
+/*
+ * Before, the timing state of every thread that ever timed an op stayed in a
+ * registry of 512: past that, a new thread's ops were read back by no other
+ * thread's sync point (511 of 700 launches timed), and each exited thread
+ * kept its ~82 KB and its events. Now an exited thread's state is adopted.
+ */
+Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "threads", 1, NULL);
+	cr_assert(strstr(e.res.out, "threads: 0 calls failed"), "%s", e.res.out);
+	unsigned n = count(&e, "launch", "cudaLaunchKernel"), timed = 0;
+	cr_assert_eq(n, 700, "%u launch records for 700 launches", n);
+	for (unsigned i = 0; i < n; i++)
+		timed += sp_json_get(nth(&e, "launch", "cudaLaunchKernel", i), "gpu_begin_ns") != NULL;
+	cr_expect_eq(timed, n, "%u of %u launches have their GPU time", timed, n);
+	edge_free(&e);
+}
+
+/*
+ * Before, a thread's ops were timed only in the context of its first timed
+ * op: in devloop, device 1's copies and kernels (6 of 12 ops) had no GPU time.
+ * Now a thread keeps a timing state per context. Each kernel sleeps 2 ms;
+ * its GPU span lies between its launch and the device sync after it.
+ */
+Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 60)
+{
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "devloop", 1, env);
+	unsigned timed[2][2] = {{0}}, n = 0;
+	const struct sp_json *last_launch[2] = {NULL, NULL};
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		unsigned dev = (unsigned)sp_json_u64(r, "device", 9);
+		int launch = str_eq(r, "kind", "launch");
+		if (dev > 1)
+			continue;
+		if (str_eq(r, "kind", "sync") && last_launch[dev]) {
+			/* the kernel before this sync of its device ran between its launch and the sync's return */
+			const struct sp_json *l = last_launch[dev];
+			uint64_t gb = sp_json_u64(l, "gpu_begin_ns", 0), ge = sp_json_u64(l, "gpu_end_ns", 0);
+			cr_expect_geq(ge - gb, 1900000, "device %u: a 2 ms kernel took %llu ns on the GPU", dev,
+				      (unsigned long long)(ge - gb));
+			cr_expect_geq(gb + 2000000, sp_json_u64(l, "begin_ns", 0), "device %u: GPU begin before the launch",
+				      dev);
+			cr_expect_leq(ge, sp_json_u64(r, "end_ns", 0) + 2000000, "device %u: GPU end after the sync", dev);
+			last_launch[dev] = NULL;
+		}
+		if (!launch && !str_eq(r, "kind", "copy"))
+			continue;
+		n++;
+		timed[dev][launch] += sp_json_get(r, "gpu_begin_ns") != NULL;
+		if (launch && sp_json_get(r, "gpu_begin_ns"))
+			last_launch[dev] = r;
+	}
+	cr_assert_eq(n, 12, "%u copy and launch records for 12 calls", n);
+	for (unsigned dev = 0; dev < 2; dev++)
+		cr_expect(timed[dev][0] == 3 && timed[dev][1] == 3, "device %u: %u of 3 copies and %u of 3 launches timed",
+			  dev, timed[dev][0], timed[dev][1]);
+	expect_same_stdout(&e, "bin/cuda_edges", "devloop", env);
+	edge_free(&e);
+}
+
+/*
+ * Before, ops were read back only at sync points, so a thread held at most
+ * 2048 ops pending: in longstep, 2049 of the 3001 main-thread launches and
+ * 2048 of the second thread's 3000 had a GPU time. Now the finished ones are
+ * read back when the list is full (the second thread with the main thread's
+ * anchor).
+ */
+Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "longstep", 1, NULL);
+	cr_assert(strstr(e.res.out, "longstep: 0 calls failed"), "%s", e.res.out);
+	unsigned timed[2] = {0, 0}, all[2] = {0, 0};
+	long main_tid = -1;
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		if (!str_eq(r, "kind", "launch"))
+			continue;
+		long tid = (long)sp_json_u64(r, "tid", 0);
+		if (main_tid < 0)
+			main_tid = tid;
+		all[tid != main_tid]++;
+		timed[tid != main_tid] += sp_json_get(r, "gpu_begin_ns") != NULL;
+	}
+	cr_assert(all[0] == 3001 && all[1] == 3000, "%u and %u launch records for 3001 and 3000 launches", all[0],
+		  all[1]);
+	cr_expect_eq(timed[0], all[0], "main thread: %u of %u launches have their GPU time", timed[0], all[0]);
+	cr_expect_eq(timed[1], all[1], "second thread: %u of %u launches have their GPU time", timed[1], all[1]);
+	edge_free(&e);
+}
+
+/*
+ * Before, a stream-ordered allocation was booked on the current device: with
+ * device 0 current, 8 MiB allocated on a device-1 stream read live 8 MiB on
+ * device 0, and the cudaMalloc after it 9 MiB.
+ */
+Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMallocAsync", 1, 8 << 20, 8 << 20}, {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"alloc", "cuMemAllocAsync", 1, 2 << 20, 10 << 20}, {"free", "cudaFreeAsync", 1, 8 << 20, 2 << 20},
+	    {"free", "cuMemFreeAsync", 1, 2 << 20, 0},          {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pooldev", 1, env);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	expect_same_stdout(&e, "bin/cuda_edges", "pooldev", env);
+	edge_free(&e);
+}
+
+/*
+ * Before, every NVTX domain shared one range stack: the default domain's pop
+ * ended lib's "prefetch" (pushed last), and lib's pop ended "step", 1 ms late
+ * (each step read 3 ms instead of 2, ending after the prefetch).
+ */
+Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "nvtxdomains", 1, NULL);
+	const char *line = "levels: push step 0, push lib prefetch 0, pop 0, pop lib 0\n";
+	char want[256];
+	snprintf(want, sizeof(want), "%s%s%s", line, line, line);
+	cr_expect_str_eq(e.res.out, want, "the levels NVTX calls returned, each within its domain");
+	const struct sp_json *step[3], *pre[3];
+	for (unsigned k = 0; k < 3; k++) {
+		step[k] = pre[k] = NULL;
+		for (size_t i = 0, ns = 0, np = 0; i < e.nrec; i++) {
+			const struct sp_json *r = e.rec[i];
+			if (!str_eq(r, "kind", "range"))
+				continue;
+			if (str_eq(r, "name", "step") && !sp_json_str(r, "domain") && ns++ == k)
+				step[k] = r;
+			if (str_eq(r, "name", "prefetch") && str_eq(r, "domain", "lib") && np++ == k)
+				pre[k] = r;
+		}
+		cr_assert(step[k] && pre[k], "step %u: no step range (default domain) or prefetch range (lib)", k);
+		uint64_t se = sp_json_u64(step[k], "end_ns", 0), pe = sp_json_u64(pre[k], "end_ns", 0);
+		cr_expect_geq(sp_json_u64(step[k], "dur_ns", 0), 2000000, "step %u: slept 2 ms", k);
+		cr_expect_geq(pe, se + 1000000, "step %u: the step ended %lld ns before the prefetch, which the program "
+					       "ended 1 ms after it", k, (long long)(pe - se));
+		cr_expect_eq(sp_json_u64(step[k], "value", 9), 0);
+		cr_expect_eq(sp_json_u64(pre[k], "value", 9), 0, "the first range of its domain");
+	}
+	edge_free(&e);
+}
+
+/*
+ * Before, a cuMemCreate of host memory (NCCL's host buffers) was booked as
+ * device memory of the current device: 4 MiB live before the cudaMalloc, 5 MiB
+ * after it, with 1 MiB of device memory in use.
+ */
+Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeout = 60)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "vmmhost", 1, NULL);
+	unsigned ok = 0;
+	for (const char *q = e.res.out; (q = strstr(q, "rc=0 ")); q++)
+		ok++;
+	cr_assert_eq(ok, 11, "every call succeeds:\n%s", e.res.out);
+	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
+	const struct sp_json *ha = nth(&e, "host_alloc", "cuMemCreate", 0), *hf = nth(&e, "host_free", "cuMemRelease", 0);
+	cr_expect(ha && sp_json_u64(ha, "bytes", 0) == 4 << 20, "no host_alloc record of 4 MiB for the cuMemCreate");
+	cr_expect(hf && sp_json_u64(hf, "bytes", 0) == 4 << 20, "no host_free record of 4 MiB for the cuMemRelease");
+	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 0);
+	cr_assert(cp);
+	cr_expect(str_eq(cp, "host_memory", "pinned"), "the copy from host VMM memory: %s", sp_json_str(cp, "host_memory"));
+	expect_same_stdout(&e, "bin/cuda_edges", "vmmhost", NULL);
+	edge_free(&e);
+}
+
+/*
+ * Before, a forked child wrote the parent's run of query polls as its own sync
+ * record at its exit (begun before the child existed), though it never
+ * called CUDA.
+ */
+Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "pollfork", 1, NULL);
+	cr_assert(strstr(e.res.out, "cudaStreamQuery before the fork: not ready; child exited 0"), "%s", e.res.out);
+	const struct sp_json *l = nth(&e, "launch", NULL, 0);
+	cr_assert(l, "no launch record");
+	uint64_t parent = sp_json_u64(l, "pid", 0);
+	unsigned polls = 0;
+	for (size_t i = 0; i < e.nrec; i++) {
+		const struct sp_json *r = e.rec[i];
+		const char *k = sp_json_str(r, "kind");
+		if (k && (!strcmp(k, "sync") || !strcmp(k, "copy") || !strcmp(k, "launch")))
+			cr_expect_eq(sp_json_u64(r, "pid", 0), parent, "a %s record (%s) in the child, which made no CUDA call",
+				     k, sp_json_str(r, "api"));
+		polls += str_eq(r, "api", "cudaStreamQuery") && sp_json_u64(r, "pid", 0) == parent;
+	}
+	cr_expect_eq(polls, 1, "the parent's poll: %u records", polls);
+	edge_free(&e);
+}
+
+/*
+ * Before, each cudaMalloc of 0 bytes (a NULL pointer, never freed) took a slot
+ * of the allocation table for good: after 66000 of them the table was full,
+ * the 1 MiB allocated next was not found at its free (bytes 0, live 1 MiB).
+ */
+Test(cuda_edges, zero_byte_allocations_leave_the_books_alone, .timeout = 120)
+{
+	static const struct want_mem want[] = {
+	    {"alloc", "cudaMalloc", 0, 1 << 20, 1 << 20},
+	    {"free", "cudaFree", 0, 1 << 20, 0},
+	};
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "malloczero", 1, NULL);
+	cr_assert(strstr(e.res.out, "malloczero: 0 calls failed, 66000 NULL pointers"), "%s", e.res.out);
+	cr_assert_eq(count(&e, "alloc", "cudaMalloc"), 66001);
+	cr_expect_eq(count(&e, "free", NULL), 1, "cudaFree(NULL) is no free");
+	/* the last alloc and free records are the 1 MiB's */
+	struct edge tail = e;
+	size_t skip = 0;
+	for (size_t i = 0; i < e.nrec && skip < 66000; i++)
+		skip += str_eq(e.rec[i], "kind", "alloc");
+	while (skip < e.nrec && !str_eq(e.rec[skip], "kind", "alloc"))
+		skip++;
+	tail.rec = e.rec + skip;
+	tail.nrec = e.nrec - skip;
+	expect_alloc_free(&tail, want, sizeof(want) / sizeof(want[0]));
+	for (unsigned k = 0; k < 3; k++) {
+		const struct sp_json *z = nth(&e, "alloc", "cudaMalloc", k * 30000);
+		cr_expect(z && sp_json_u64(z, "bytes", 1) == 0 && sp_json_u64(z, "live_bytes", 1) == 0,
+			  "zero-byte allocation %u: bytes and live bytes 0", k * 30000);
+	}
 	edge_free(&e);
 }

@@ -435,6 +435,7 @@ static struct ptr_info ptr_info(uintptr_t p)
 	struct ptr_info pi = {.kind = -1};
 	struct sim_seg *s;
 	struct pin *pn;
+	int k;
 
 	pthread_mutex_lock(&sim_lock);
 	s = seg_find(p, &pi.dev);
@@ -443,8 +444,10 @@ static struct ptr_info ptr_info(uintptr_t p)
 		pi.start = (uintptr_t)sim_devs[pi.dev].base + s->off;
 		pi.size = s->request;
 		pi.pool = s->pool;
-	} else if (vmm_classify(p, 1, &pi.dev) == MEM_DEVICE) {
-		pi.kind = MEM_DEVICE;
+	} else if ((k = vmm_classify(p, 1, &pi.dev)) == MEM_DEVICE || k == MEM_PINNED) {
+		pi.kind = k;
+		if (k == MEM_PINNED)
+			pi.dev = 0;
 		pi.start = p;
 		pi.size = 1;
 	} else if ((pn = pin_find(p))) {
@@ -808,11 +811,13 @@ CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CU
 /* ---------------------------------------------------------------- 6. VMM */
 
 /* A physical allocation: accounted in the device arena (so mem-get-info and
- * fragmentation see it) but backed by its own memfd, which cuMemMap maps. */
+ * fragmentation see it) but backed by its own memfd, which cuMemMap maps.
+ * A host allocation (location HOST or HOST_NUMA) is pinned host memory: dev
+ * -1, no arena segment. */
 struct phys {
 	int dev;
 	int fd;
-	struct sim_seg *seg;
+	struct sim_seg *seg; /* NULL for host memory */
 	size_t size;
 	int refs; /* the handle itself + each mapping */
 };
@@ -833,6 +838,8 @@ static int vmm_classify(uintptr_t p, size_t n, int *dev)
 		if (p >= m->va && p < m->va + m->size) {
 			if (!m->access || p + n > m->va + m->size)
 				return -1;
+			if (m->ph->dev < 0) /* host memory, pinned */
+				return MEM_PINNED;
 			if (dev)
 				*dev = m->ph->dev;
 			return MEM_DEVICE;
@@ -843,7 +850,8 @@ static int vmm_classify(uintptr_t p, size_t n, int *dev)
 static void phys_put(struct phys *ph)
 {
 	if (--ph->refs == 0) {
-		arena_release(&sim_devs[ph->dev], ph->seg);
+		if (ph->seg)
+			arena_release(&sim_devs[ph->dev], ph->seg);
 		close(ph->fd);
 		free(ph);
 	}
@@ -862,16 +870,37 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 		     unsigned long long flags)
 {
 	struct phys *ph;
-	struct sim_seg *s;
+	struct sim_seg *s = NULL;
 	int dev;
 
 	if (!sim_inited)
 		return CUDA_ERROR_NOT_INITIALIZED;
-	if (!handle || !prop || size == 0 || size % SIM_VMM_GRAN || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+	if (!handle || !prop || size == 0 || size % SIM_VMM_GRAN)
 		return CUDA_ERROR_INVALID_VALUE;
-	dev = prop->location.id;
-	if (dev < 0 || dev >= sim_ndev)
-		return CUDA_ERROR_INVALID_DEVICE;
+	/*
+	 * cuda.h: a CPU allocation has location HOST (id ignored, requestedHandleTypes
+	 * 0) or HOST_NUMA (id: the NUMA node, 0 on a system without NUMA, as this
+	 * simulated host is); HOST_NUMA_CURRENT gives CUDA_ERROR_INVALID_VALUE.
+	 */
+	switch (prop->location.type) {
+	case CU_MEM_LOCATION_TYPE_DEVICE:
+		dev = prop->location.id;
+		if (dev < 0 || dev >= sim_ndev)
+			return CUDA_ERROR_INVALID_DEVICE;
+		break;
+	case CU_MEM_LOCATION_TYPE_HOST:
+		if (prop->requestedHandleTypes)
+			return CUDA_ERROR_INVALID_VALUE;
+		dev = -1;
+		break;
+	case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+		if (prop->location.id != 0)
+			return CUDA_ERROR_INVALID_VALUE;
+		dev = -1;
+		break;
+	default:
+		return CUDA_ERROR_INVALID_VALUE;
+	}
 	ph = calloc(1, sizeof(*ph));
 	if (!ph)
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -882,10 +911,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CU
 		free(ph);
 		return CUDA_ERROR_OUT_OF_MEMORY;
 	}
-	pthread_mutex_lock(&sim_lock);
-	s = arena_alloc(&sim_devs[dev], size, SIM_ALIGN, SEG_PHYS);
-	pthread_mutex_unlock(&sim_lock);
-	if (!s) {
+	if (dev >= 0) {
+		pthread_mutex_lock(&sim_lock);
+		s = arena_alloc(&sim_devs[dev], size, SIM_ALIGN, SEG_PHYS);
+		pthread_mutex_unlock(&sim_lock);
+	}
+	if (dev >= 0 && !s) {
 		close(ph->fd);
 		free(ph);
 		return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1003,6 +1034,31 @@ out:
 	return r;
 }
 
+/*
+ * cuMemRetainAllocationHandle: "Given an address addr, returns the allocation
+ * handle of the backing memory allocation. The handle is guaranteed to be the
+ * same handle value used to map the memory. If the address requested is not
+ * mapped, the function will fail. The returned handle must be released with
+ * corresponding number of calls to cuMemRelease" (any address of the mapping).
+ */
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+	CUresult r = CUDA_ERROR_INVALID_VALUE;
+
+	if (!handle)
+		return CUDA_ERROR_INVALID_VALUE;
+	pthread_mutex_lock(&sim_lock);
+	for (struct vrange *m = mappings; m; m = m->next)
+		if ((uintptr_t)addr >= m->va && (uintptr_t)addr < m->va + m->size) {
+			m->ph->refs++;
+			*handle = (CUmemGenericAllocationHandle)(uintptr_t)m->ph;
+			r = CUDA_SUCCESS;
+			break;
+		}
+	pthread_mutex_unlock(&sim_lock);
+	return r;
+}
+
 CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
 {
 	int prot = PROT_NONE, found = 0;
@@ -1057,6 +1113,10 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop, CUmem
 	prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
 	prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
 	prop->location.id = ph->dev;
+	if (ph->dev < 0) {
+		prop->location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		prop->location.id = 0;
+	}
 	return CUDA_SUCCESS;
 }
 

@@ -214,6 +214,32 @@ Test(cuda_mem, unknown_and_double_free_change_nothing)
 	cr_expect_eq(sp_dev_live(0), 0);
 }
 
+Test(cuda_mem, a_held_allocation_leaves_the_books_with_its_last_reference)
+{
+	sp_dalloc_reset();
+	uint64_t size, hd, sz;
+	unsigned dev;
+	sp_dalloc_add(0x7000, 4096, 1);
+	cr_expect_eq(sp_dalloc_hold(0x7000), 0, "a mapping");
+	cr_expect_eq(sp_dalloc_hold(0x7000), 0, "a retained handle");
+	cr_expect_eq(sp_dalloc_hold(0x8000), -1, "unknown");
+	cr_expect_eq(sp_dalloc_drop(0x7000, &size, &dev), SP_DALLOC_HELD);
+	cr_expect_eq(sp_dalloc_drop(0x7000, &size, &dev), SP_DALLOC_HELD);
+	cr_expect_eq(sp_dev_live(1), 4096, "still held once");
+	cr_expect_eq(sp_dalloc_drop(0x7000, &size, &dev), 0);
+	cr_expect_eq(size, 4096);
+	cr_expect_eq(dev, 1);
+	cr_expect_eq(sp_dalloc_drop(0x7000, &size, &dev), UINT64_MAX, "gone");
+
+	sp_vmap_reset();
+	cr_expect_eq(sp_vmap_add(0x200000, 0x200000, 0x7000), 0);
+	cr_expect_eq(sp_vmap_remove(0x300000, &sz, &hd), -1, "a mapping is found by its start only");
+	cr_expect_eq(sp_vmap_remove(0x200000, &sz, &hd), 0);
+	cr_expect_eq(sz, 0x200000);
+	cr_expect_eq(hd, 0x7000);
+	cr_expect_eq(sp_vmap_remove(0x200000, &sz, &hd), -1, "unmapped already");
+}
+
 Test(cuda_mem, many_cycles_reuse_slots)
 {
 	sp_dalloc_reset();

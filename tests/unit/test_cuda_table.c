@@ -41,7 +41,7 @@
 	X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister)                     \
 	X(cuMemHostUnregister) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuGetProcAddress)          \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
-	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy)
+	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy) X(cuMemRetainAllocationHandle)
 
 #ifndef SP_T_BASES_ONLY
 
@@ -602,6 +602,19 @@ Test(cuda_table, exact_names_never_prefixes)
 	cr_expect_lt(sp_cuda_find_name("cuGetExportTable"), 0);
 	cr_expect_geq(sp_cuda_find_name("cudaMemcpyAsync_ptsz"), 0);
 	cr_expect_geq(sp_cuda_find_name("cuMemcpyHtoD_v2_ptds"), 0);
+}
+
+/* What PyTorch's expandable segments and NCCL ask cudaGetDriverEntryPoint / cuGetProcAddress for. */
+Test(cuda_table, vmm_entry_points_get_their_wrappers)
+{
+	static const char *const names[] = {"cuMemCreate", "cuMemMap", "cuMemUnmap", "cuMemRelease",
+					    "cuMemRetainAllocationHandle"};
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+		for (int ver = 12000; ver <= 13000; ver += 1000) {
+			int i = sp_cuda_find_proc(names[k], ver, 0);
+			cr_expect(i >= 0 && !strcmp(sp_cuda_table[i].name, names[k]), "%s at %d: %s", names[k], ver,
+				  i >= 0 ? sp_cuda_table[i].name : "not hooked");
+		}
 }
 
 Test(cuda_table, every_entry_has_its_api_name)

@@ -988,6 +988,77 @@ Test(simgpu, vmm_maps_memory_that_holds_data)
 	cr_expect_eq(fr1, fr0);
 }
 
+/* cuMemRelease: the memory "will be freed when all outstanding mappings to the memory are unmapped and
+ * when all outstanding references to the handle ... are also released" (cuMemRetainAllocationHandle adds one). */
+Test(simgpu, vmm_memory_outlives_its_handle_while_mapped_or_retained)
+{
+	CUmemAllocationProp prop = {0};
+	CUmemGenericAllocationHandle hdl, again = 0;
+	CUdeviceptr va;
+	size_t gran = 0, fr0, fr1, total;
+
+	drv_init();
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = 0;
+	cr_assert_eq(D(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr0, &total), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemCreate)(&hdl, gran, &prop, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAddressReserve)(&va, gran, 0, 0, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemMap)(va, gran, 0, hdl, 0), CUDA_SUCCESS);
+	cr_expect_neq(D(cuMemRetainAllocationHandle)(&again, (void *)(uintptr_t)(va + gran)), CUDA_SUCCESS,
+		      "an address that is not mapped");
+	cr_assert_eq(D(cuMemRetainAllocationHandle)(&again, (void *)(uintptr_t)(va + 100)), CUDA_SUCCESS);
+	cr_expect_eq(again, hdl, "the handle that was mapped there");
+	cr_assert_eq(D(cuMemRelease)(hdl), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemUnmap)(va, gran), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr0 - fr1, gran, "released and unmapped, but still retained");
+	cr_assert_eq(D(cuMemRelease)(again), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr1, fr0, "the last reference gone");
+	cr_assert_eq(D(cuMemAddressFree)(va, gran), CUDA_SUCCESS);
+}
+
+/* cuda.h, cuMemCreate: "To create a CPU allocation targeting a specific host NUMA node ... type to
+ * CU_MEM_LOCATION_TYPE_HOST_NUMA ... On systems where NUMA is not available ... id must be set to 0.
+ * Specifying CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT ... will result in CUDA_ERROR_INVALID_VALUE." */
+Test(simgpu, vmm_host_memory_is_host_memory)
+{
+	CUmemAllocationProp prop = {0};
+	CUmemAccessDesc acc = {0};
+	CUmemGenericAllocationHandle hdl;
+	CUdeviceptr va;
+	size_t gran = 0, fr0, fr1, total;
+	unsigned int mtype = 0;
+	int yes = 0;
+
+	drv_init();
+	cr_assert_eq(D(cuDeviceGetAttribute)(&yes, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 0),
+		     CUDA_SUCCESS);
+	cr_expect_eq(yes, 1);
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
+	cr_assert_eq(D(cuMemGetAllocationGranularity)(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+	cr_expect_eq(D(cuMemCreate)(&hdl, gran, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+	prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+	prop.location.id = 0;
+	cr_assert_eq(D(cuMemGetInfo)(&fr0, &total), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemCreate)(&hdl, gran, &prop, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemGetInfo)(&fr1, &total), CUDA_SUCCESS);
+	cr_expect_eq(fr1, fr0, "host memory is not the device's");
+	cr_assert_eq(D(cuMemAddressReserve)(&va, gran, 0, 0, 0), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemMap)(va, gran, 0, hdl, 0), CUDA_SUCCESS);
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	cr_assert_eq(D(cuMemSetAccess)(va, gran, &acc, 1), CUDA_SUCCESS);
+	cr_assert_eq(D(cuPointerGetAttribute)(&mtype, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, va + 64), CUDA_SUCCESS);
+	cr_expect_eq(mtype, CU_MEMORYTYPE_HOST);
+	cr_assert_eq(D(cuMemUnmap)(va, gran), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemRelease)(hdl), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAddressFree)(va, gran), CUDA_SUCCESS);
+}
+
 Test(simgpu, stream_ordered_free_happens_in_stream_order)
 {
 	CUdeviceptr p;

@@ -15,12 +15,15 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
+#include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "show.h"
 
@@ -331,6 +334,27 @@ static int pollexit(void)
 	return 0; /* the run ends with the process */
 }
 
+void edges_2ms_kernel(void **args)
+{
+	(void)args;
+	struct timespec ts = {0, 2000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+void edges_100ms_kernel(void **args)
+{
+	(void)args;
+	struct timespec ts = {0, 100 * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+void edges_tiny_kernel(void **args)
+{
+	(void)args;
+}
+
 void edges_short_kernel(void **args)
 {
 	(void)args;
@@ -362,12 +386,328 @@ static int lastcopy(void)
 	return 0; /* the run ends with the process */
 }
 
+/*
+ * vmm: the physical memory of a VMM handle lives while it is mapped or its
+ * handle is held, whichever ends last (CUDA: "The memory allocation will be
+ * freed when all outstanding mappings to the memory are unmapped and when all
+ * outstanding references to the handle ... are also released"). Three 4 MiB
+ * handles in one reservation, released three ways: A right after its mapping
+ * (NVIDIA's samples), then unmapped; B unmapped, then released (PyTorch's
+ * expandable segments); C retained through its address, that reference
+ * released, unmapped, then released (NCCL's free). A 1 MiB cudaMalloc holds
+ * on meanwhile, freed last.
+ */
+/* The properties of a VMM allocation at a location of that type, id 0. */
+static CUmemAllocationProp vmm_prop(CUmemLocationType type)
+{
+	CUmemAllocationProp prop;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = type;
+	prop.location.id = 0;
+	return prop;
+}
+
+static int vmm_create(CUmemGenericAllocationHandle *h, CUdeviceptr va, const char *what)
+{
+	CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_DEVICE);
+	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	char l[3][64];
+	snprintf(l[0], sizeof(l[0]), "%s: cuMemCreate 4MiB", what);
+	snprintf(l[1], sizeof(l[1]), "%s: cuMemMap", what);
+	snprintf(l[2], sizeof(l[2]), "%s: cuMemSetAccess", what);
+	SHOW(l[0], cuMemCreate(h, 4 * MiB, &prop, 0));
+	SHOW(l[1], cuMemMap(va, 4 * MiB, 0, *h, 0));
+	SHOW(l[2], cuMemSetAccess(va, 4 * MiB, &acc, 1));
+	return 0;
+}
+
+static int vmm(void)
+{
+	void *d = NULL;
+	CUdeviceptr va = 0;
+	CUmemGenericAllocationHandle a = 0, b = 0, c = 0, c2 = 0;
+	SHOW("cudaFree(NULL)", cudaFree(NULL));
+	SHOW("cuMemAddressReserve 12MiB", cuMemAddressReserve(&va, 12 * MiB, 0, 0, 0));
+	vmm_create(&a, va, "A");
+	SHOW("A: cuMemRelease (mapped)", cuMemRelease(a));
+	vmm_create(&b, va + 4 * MiB, "B");
+	vmm_create(&c, va + 8 * MiB, "C");
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	memset((void *)(uintptr_t)va, 1, 12 * MiB); /* all three are there to use */
+	SHOW("A: cuMemUnmap", cuMemUnmap(va, 4 * MiB));
+	SHOW("B: cuMemUnmap", cuMemUnmap(va + 4 * MiB, 4 * MiB));
+	SHOW("B: cuMemRelease", cuMemRelease(b));
+	SHOW("C: cuMemRetainAllocationHandle", cuMemRetainAllocationHandle(&c2, (void *)(uintptr_t)(va + 9 * MiB)));
+	printf("C: the same handle: %d\n", c2 == c);
+	SHOW("C: cuMemRelease (retained)", cuMemRelease(c2));
+	SHOW("C: cuMemUnmap", cuMemUnmap(va + 8 * MiB, 4 * MiB));
+	SHOW("C: cuMemRelease", cuMemRelease(c));
+	SHOW("cuMemAddressFree", cuMemAddressFree(va, 12 * MiB));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+/*
+ * threads: 700 threads one after the other, each makes the device current and
+ * launches one kernel on a shared stream, then exits; the main thread joins it
+ * and synchronises the stream. stdout: how many launches failed (0).
+ */
+static cudaStream_t th_stream;
+
+static void *th_launch(void *arg)
+{
+	int *bad = arg;
+	*bad += cudaSetDevice(0) != cudaSuccess;
+	*bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+				 th_stream) != cudaSuccess;
+	return NULL;
+}
+
+static int threads(void)
+{
+	int bad = 0;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&th_stream));
+	for (int i = 0; i < 700; i++) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, th_launch, &bad) != 0) {
+			bad++;
+			continue;
+		}
+		pthread_join(t, NULL);
+		bad += cudaStreamSynchronize(th_stream) != cudaSuccess;
+	}
+	printf("threads: %d calls failed\n", bad);
+	return 0;
+}
+
+/*
+ * devloop (SIMGPU_DEVICES=2): one thread drives both devices, as a
+ * single-process multi-GPU loop does (DataParallel's scatter and gather):
+ * 3 rounds of, per device, cudaSetDevice, a 64 KiB pinned h2d cudaMemcpyAsync
+ * and a 2 ms kernel on the legacy stream, then per device cudaSetDevice and
+ * cudaDeviceSynchronize.
+ */
+static int devloop(void)
+{
+	void *d[2] = {NULL, NULL}, *pin = NULL;
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, 65536));
+	for (int dev = 0; dev < 2; dev++) {
+		SHOW("cudaSetDevice", cudaSetDevice(dev));
+		SHOW("cudaMalloc", cudaMalloc(&d[dev], 65536));
+	}
+	for (int round = 0; round < 3; round++) {
+		for (int dev = 0; dev < 2; dev++) {
+			SHOW("cudaSetDevice", cudaSetDevice(dev));
+			SHOW("cudaMemcpyAsync", cudaMemcpyAsync(d[dev], pin, 65536, cudaMemcpyHostToDevice, 0));
+			SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_2ms_kernel, (dim3){1, 1, 1},
+								  (dim3){1, 1, 1}, NULL, 0, 0));
+		}
+		for (int dev = 0; dev < 2; dev++) {
+			SHOW("cudaSetDevice", cudaSetDevice(dev));
+			SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+		}
+	}
+	return 0;
+}
+
+/*
+ * longstep: steps of more ops between two syncs than a thread holds pending
+ * (3000 launches each), at the pace of a host that spends ~20 us per launch
+ * (the GPU keeps up: the kernel does nothing). One launch and a sync first,
+ * then a step on the main thread, then a step on a second thread that never
+ * synchronises (PyTorch's autograd thread), which the main thread joins and
+ * synchronises after. stdout: the launches that failed (0).
+ */
+static cudaStream_t ls_stream;
+
+static void *ls_step(void *arg)
+{
+	int *bad = arg;
+	*bad += cudaSetDevice(0) != cudaSuccess;
+	for (int i = 0; i < 3000; i++) {
+		struct timespec ts = {0, 20 * 1000};
+		*bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+					 ls_stream) != cudaSuccess;
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int longstep(void)
+{
+	int bad = 0;
+	pthread_t t;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&ls_stream));
+	bad += cudaLaunchKernel((const void *)edges_tiny_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0,
+				ls_stream) != cudaSuccess;
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	ls_step(&bad);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	if (pthread_create(&t, NULL, ls_step, &bad) == 0)
+		pthread_join(t, NULL);
+	else
+		bad++;
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	printf("longstep: %d calls failed\n", bad);
+	return 0;
+}
+
+/*
+ * pooldev (SIMGPU_DEVICES=2): a stream-ordered allocation comes from the pool
+ * of its stream's device, as CUDA documents for cudaMallocAsync, whatever the
+ * current device. With device 0 current: cudaMallocAsync 8 MiB on a stream of
+ * device 1, cudaMalloc 1 MiB, cuMemAllocAsync 2 MiB on the device-1 stream;
+ * cudaFreeAsync and cuMemFreeAsync of them on that stream, its sync, cudaFree.
+ */
+static int pooldev(void)
+{
+	cudaStream_t s1;
+	void *a = NULL, *b = NULL;
+	CUdeviceptr c = 0;
+	SHOW("cudaSetDevice 1", cudaSetDevice(1));
+	SHOW("cudaStreamCreate (dev 1)", cudaStreamCreate(&s1));
+	SHOW("cudaSetDevice 0", cudaSetDevice(0));
+	SHOW("cudaMallocAsync 8MiB on s1", cudaMallocAsync(&a, 8 * MiB, s1));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&b, MiB));
+	SHOW("cuMemAllocAsync 2MiB on s1", cuMemAllocAsync(&c, 2 * MiB, (CUstream)s1));
+	SHOW("cudaFreeAsync on s1", cudaFreeAsync(a, s1));
+	SHOW("cuMemFreeAsync on s1", cuMemFreeAsync(c, (CUstream)s1));
+	SHOW("cudaStreamSynchronize s1", cudaStreamSynchronize(s1));
+	SHOW("cudaFree", cudaFree(b));
+	return 0;
+}
+
+/*
+ * nvtxdomains: NVTX ranges of two domains that interleave, as a library's
+ * prefetch range started in a step and ended after it: 3 times, push "step"
+ * (the default domain), push "prefetch" in domain "lib", sleep 2 ms, pop the
+ * default domain's range, sleep 1 ms, pop lib's. NVTX: "Each domain maintains
+ * its own nvtxRangePush and nvtxRangePop stack". stdout: the levels the calls
+ * returned (without a tool NVTX tracks none and returns a negative number).
+ */
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {0, ms * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static int nvtxdomains(void)
+{
+	nvtxDomainHandle_t lib = nvtxDomainCreateA("lib");
+	nvtxEventAttributes_t a;
+	memset(&a, 0, sizeof(a));
+	a.version = NVTX_VERSION;
+	a.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+	a.messageType = NVTX_MESSAGE_TYPE_ASCII;
+	a.message.ascii = "prefetch";
+	for (int i = 0; i < 3; i++) {
+		int l0 = nvtxRangePushA("step");
+		int l1 = nvtxDomainRangePushEx(lib, &a);
+		sleep_ms(2);
+		int l2 = nvtxRangePop();
+		sleep_ms(1);
+		int l3 = nvtxDomainRangePop(lib);
+		printf("levels: push step %d, push lib prefetch %d, pop %d, pop lib %d\n", l0, l1, l2, l3);
+	}
+	return 0;
+}
+
+/*
+ * vmmhost: VMM memory on the host (cuda.h: location HOST_NUMA, id 0 on a
+ * system without NUMA), as NCCL allocates its host buffers: cuMemCreate 4 MiB,
+ * reserve, map, set access, a cudaMalloc of 1 MiB (the only device memory),
+ * a 64 KiB copy from the host VMM memory to the device, unmap, release,
+ * cudaFree.
+ */
+static int vmmhost(void)
+{
+	CUmemAllocationProp prop = vmm_prop(CU_MEM_LOCATION_TYPE_HOST_NUMA);
+	CUmemAccessDesc acc = {{CU_MEM_LOCATION_TYPE_DEVICE, 0}, CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+	CUmemGenericAllocationHandle h = 0;
+	CUdeviceptr va = 0;
+	void *d = NULL;
+	SHOW("cudaFree(NULL)", cudaFree(NULL));
+	SHOW("cuMemCreate host 4MiB", cuMemCreate(&h, 4 * MiB, &prop, 0));
+	SHOW("cuMemAddressReserve", cuMemAddressReserve(&va, 4 * MiB, 0, 0, 0));
+	SHOW("cuMemMap", cuMemMap(va, 4 * MiB, 0, h, 0));
+	SHOW("cuMemSetAccess", cuMemSetAccess(va, 4 * MiB, &acc, 1));
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&d, MiB));
+	memset((void *)(uintptr_t)va, 7, 65536);
+	SHOW("cudaMemcpy h2d 64KiB", cudaMemcpy(d, (void *)(uintptr_t)va, 65536, cudaMemcpyHostToDevice));
+	SHOW("cuMemUnmap", cuMemUnmap(va, 4 * MiB));
+	SHOW("cuMemRelease", cuMemRelease(h));
+	SHOW("cuMemAddressFree", cuMemAddressFree(va, 4 * MiB));
+	SHOW("cudaFree", cudaFree(d));
+	return 0;
+}
+
+/*
+ * pollfork: a fork while the thread polls: a 100 ms kernel, one
+ * cudaStreamQuery ("not ready"), fork; the child reads a file, makes no CUDA
+ * call and exits; the parent waits for it and synchronises the stream.
+ */
+static int pollfork(void)
+{
+	cudaStream_t s;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&s));
+	SHOW("cudaLaunchKernel", cudaLaunchKernel((const void *)edges_100ms_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1},
+						  NULL, 0, s));
+	int q = cudaStreamQuery(s);
+	fflush(stdout);
+	pid_t p = fork();
+	if (p == 0) { /* a loader worker: reads a file, makes no CUDA call */
+		char buf[64];
+		FILE *f = fopen("/proc/self/stat", "r");
+		if (f) {
+			if (!fgets(buf, sizeof(buf), f))
+				buf[0] = 0;
+			fclose(f);
+		}
+		exit(0);
+	}
+	int st = -1;
+	if (p > 0)
+		waitpid(p, &st, 0);
+	printf("cudaStreamQuery before the fork: %s; child exited %d\n", q == cudaErrorNotReady ? "not ready" : "ready",
+	       p > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(s));
+	return 0;
+}
+
+/*
+ * malloczero: cudaMalloc of 0 bytes succeeds with a NULL pointer (a library's
+ * empty workspace, every step), and cudaFree(NULL) frees nothing: 66000
+ * times each, then a cudaMalloc of 1 MiB and its cudaFree. stdout: the calls
+ * that failed, the NULL pointers.
+ */
+static int malloczero(void)
+{
+	unsigned bad = 0, null = 0;
+	void *p = NULL;
+	for (int i = 0; i < 66000; i++) {
+		p = &p;
+		bad += cudaMalloc(&p, 0) != cudaSuccess;
+		null += p == NULL;
+		bad += cudaFree(p) != cudaSuccess;
+	}
+	printf("malloczero: %u calls failed, %u NULL pointers\n", bad, null);
+	SHOW("cudaMalloc 1MiB", cudaMalloc(&p, MiB));
+	SHOW("cudaFree", cudaFree(p));
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } scenarios[] = {
     {"lastcopy", lastcopy}, {"pollexit", pollexit},   {"argerr", argerr}, {"query", query},	{"reset", reset},
     {"ctx", ctx},	    {"newthread", newthread}, {"pinmax", pinmax}, {"managed", managed}, {"symbols", symbols},
+    {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
+    {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
+    {"vmmhost", vmmhost},	    {"pollfork", pollfork},
+    {"malloczero", malloczero},
 };
 
 int main(int argc, char **argv)
