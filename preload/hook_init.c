@@ -30,16 +30,16 @@ __attribute__((constructor)) static void sp_init(void)
 	if (sp_cfg.DISABLE)
 		return;
 	char dir[PATH_MAX];
+	int len;
 	if (sp_cfg.DIR && sp_cfg.DIR[0] == '/') {
-		snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
+		len = snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
 	} else if (sp_cfg.DIR && sp_cfg.DIR[0]) {
 		/* relative: made absolute and exported, so children that chdir write beside us */
-		char cwd[PATH_MAX - 256];
+		char cwd[PATH_MAX];
 		if (getcwd(cwd, sizeof(cwd)))
-			snprintf(dir, sizeof(dir), "%s/%.200s", cwd, sp_cfg.DIR);
+			len = snprintf(dir, sizeof(dir), "%s/%s", cwd, sp_cfg.DIR);
 		else
-			snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
-		setenv("STEPPROF_DIR", dir, 1);
+			len = snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
 	} else {
 		char cwd[PATH_MAX - 64];
 		time_t t = time(NULL);
@@ -47,10 +47,23 @@ __attribute__((constructor)) static void sp_init(void)
 		localtime_r(&t, &tm);
 		if (!getcwd(cwd, sizeof(cwd)))
 			snprintf(cwd, sizeof(cwd), "/tmp");
-		snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
-			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-		setenv("STEPPROF_DIR", dir, 1);
+		len = snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
+			       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
 	}
+	/*
+	 * A path cut short would be another directory (before, a relative
+	 * STEPPROF_DIR was cut at 200 bytes and an absolute one at 1,023, and the
+	 * traces went to, and children were told, a prefix of it): refused whole.
+	 */
+	if (len < 0 || len > SP_TF_DIR_MAX) {
+		sp_warn_once("dirlen",
+			     "the trace directory's path (STEPPROF_DIR, made absolute) is %d bytes long, more than "
+			     "the %d a trace file's path leaves it; this process is not recorded",
+			     len, SP_TF_DIR_MAX);
+		return;
+	}
+	if (!(sp_cfg.DIR && sp_cfg.DIR[0] == '/'))
+		setenv("STEPPROF_DIR", dir, 1);
 	/* our own look-ups (getcwd, realpath of this library) are not the program's input */
 	sp_hook_depth++;
 	const char *why = NULL;

@@ -194,8 +194,13 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
 	char p[SP_TF_PATH_MAX];
 	int rc = 0;
 	size_t len = strlen(dir);
-	if (len == 0 || len >= sizeof(p)) {
-		fmt(err, errlen, "bad trace directory name");
+	if (len == 0) {
+		fmt(err, errlen, "empty trace directory name");
+		return -ENOENT;
+	}
+	if (len > SP_TF_DIR_MAX) {
+		fmt(err, errlen, "the trace directory's path is %zu bytes long, more than the %d a trace file's path "
+			    "leaves it", len, SP_TF_DIR_MAX);
 		return -ENAMETOOLONG;
 	}
 	memcpy(p, dir, len + 1);
@@ -334,10 +339,12 @@ static int high_fd(int fd)
 static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
 {
 	for (int k = 0; k < 100; k++) {
-		if (k == 0)
-			snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX);
-		else
-			snprintf(path, n, "%s/%s.%d.%d%s", dir, host, pid, k, SP_TF_SUFFIX);
+		int len = k == 0 ? snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX)
+				 : snprintf(path, n, "%s/%s.%d.%d%s", dir, host, pid, k, SP_TF_SUFFIX);
+		if (len < 0 || (size_t)len >= n) {
+			errno = ENAMETOOLONG; /* a name cut short would be another file */
+			return -1;
+		}
 		long fd = sys_openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;

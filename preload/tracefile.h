@@ -37,6 +37,8 @@
 #define SP_TF_RESERVING 0xffffffffu /* chunk_info: disk space being reserved by one thread */
 #define SP_TF_MIN_BYTES	 (4ull << 20)
 #define SP_TF_PATH_MAX	 1024
+/* the longest directory a file's path leaves room for: "/" + host (64) + ".pid.k" + ".sptrace" */
+#define SP_TF_DIR_MAX	 (SP_TF_PATH_MAX - 96)
 
 /* ------------------------------------------------------------- 1. the file */
 

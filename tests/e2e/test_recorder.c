@@ -689,6 +689,49 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 	sp_t_rmrf(cwd);
 }
 
+/*
+ * A long STEPPROF_DIR is used whole, or refused with one warning: never a prefix
+ * of it. Before, a relative one was cut at 200 bytes (269 asked: the traces went
+ * to, and the exec'd child was told, a directory 200 bytes long) and an absolute
+ * one past the writer's 1,023 bytes made directories of its prefix and warned
+ * "cannot create a trace file in" that prefix.
+ */
+Test(recorder, a_long_trace_directory_is_used_whole_or_refused)
+{
+	char *cwd = sp_t_tmpdir("reclong");
+	char rel[400] = "", vars[512], path[1024];
+	for (int i = 0; i < 15; i++)
+		snprintf(rel + strlen(rel), sizeof(rel) - strlen(rel), "%ssub%03d_abcdefghij", i ? "/" : "", i);
+	cr_assert_eq(strlen(rel), 269);
+	snprintf(vars, sizeof(vars), "STEPPROF_DIR=%s ", rel);
+	struct sp_t_result r;
+	markgen_in(&r, cwd, vars, "-n 10 -e 5", 60);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	snprintf(path, sizeof(path), "%s/%s", cwd, rel);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "no trace directory %s", path);
+	struct sp_json *j = info(path);
+	cr_expect_eq(nfiles(j), 2, "the process and its exec'd child write into the directory asked for");
+	sp_json_free(j);
+	sp_t_rmrf(cwd);
+
+	/* 1,111 bytes: more than a trace file's path leaves a directory (SP_TF_DIR_MAX) */
+	char *top = sp_t_tmpdir("reclonga"), big[1400];
+	snprintf(big, sizeof(big), "%s", top);
+	while (strlen(big) < 1100)
+		snprintf(big + strlen(big), sizeof(big) - strlen(big), "/abcdefghijklmnopqrstuvwxyz");
+	cr_assert_gt(strlen(big), SP_TF_DIR_MAX);
+	cr_assert_eq(markgen(&r, big, NULL, "-n 10"), 0, "%s", r.err);
+	cr_expect(strstr(r.out, "marks=10"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "bytes long"), "the warning says why: %s", r.err);
+	cr_expect_eq(entries(top), 0, "nothing made in %s (a prefix of the directory asked for)", top);
+	sp_t_result_free(&r);
+	sp_t_rmrf(top);
+	free(top);
+}
+
 /* Pages of the file at path that are in the page cache (mincore on a mapping that touches none). */
 static long resident_pages(const char *path)
 {
