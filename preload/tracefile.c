@@ -531,6 +531,29 @@ void sp_tf_release(struct sp_tf *tf)
 	errno = saved;
 }
 
+static void warn_nothing(const char *key, const char *msg)
+{
+	(void)key;
+	(void)msg;
+}
+
+void sp_tf_orphan(struct sp_tf *tf)
+{
+	int saved = errno;
+	tf->warn = warn_nothing; /* the interrupted code's reservations fail: the child said why once */
+	/* NOTE: should this fail, that code's record lands in the parent's file: the bytes the parent writes there */
+	if (tf->base)
+		sys_mmap(tf->base, tf->size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	struct stat st;
+	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+	    (uint64_t)st.st_dev == tf->dev)
+		sys_close(tf->fd);
+	tf->fd = -1;
+	tf->path[0] = 0; /* nothing reopens the parent's file by its name (file_fd) */
+	errno = saved;
+}
+
 /* ------------------------------------------------ 3. disk space reservation */
 
 /*

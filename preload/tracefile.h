@@ -99,6 +99,15 @@ void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns);
  * or a forked child dropping its parent's file. */
 void sp_tf_release(struct sp_tf *tf);
 
+/*
+ * A forked child's copy of the parent's file that code interrupted by the fork
+ * may still use (a signal handler forked while its thread was inside the
+ * writer): the mapping becomes private zeros at the same address, so that
+ * code's stores stay in the child's memory; the descriptor is closed and the
+ * path forgotten, so nothing reaches the parent's file. The geometry stays.
+ */
+void sp_tf_orphan(struct sp_tf *tf);
+
 /* ------------------------------------------------------- 2. the keep area */
 
 /*

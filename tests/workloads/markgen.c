@@ -35,6 +35,10 @@
  *              SIGUSR1 every US microseconds; the handler calls stepprof_mark("sig")
  *              (a record made while the thread may be making its own). Prints
  *              "signals=<handler calls>" (each one mark "sig" or, counted, a lost record)
+ *     -Y F     with -I: the first F handler calls also fork() (in the handler); the child
+ *              returns from the handler into whatever its thread was doing (a mark, the
+ *              trace file's creation), writes 10 marks "sigchild" and _exits 0. The parent
+ *              prints "sigforks=<forks> bad=<children that did not exit 0>"
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
@@ -80,6 +84,18 @@ static void no_step(void)
 {
 }
 
+/* -Y: forks left to make in the handler, the children made, and "this is such a child" */
+static volatile long sig_forks_left, sig_nkids;
+static volatile pid_t sig_kids[4096];
+static volatile sig_atomic_t sig_child;
+
+static void sig_child_exit(void)
+{
+	for (int i = 0; i < 10; i++)
+		do_mark("sigchild");
+	_exit(0);
+}
+
 static void *writer(void *arg)
 {
 	(void)arg;
@@ -96,6 +112,8 @@ static void *writer(void *arg)
 	for (long i = 0; i < nmarks; i++) {
 		errno = 77; /* the recorder must leave errno alone, slow paths included */
 		do_mark(names[phases > 0 ? i * p / nmarks : 0]);
+		if (__builtin_expect(sig_child, 0))
+			sig_child_exit();
 		if (errno != 77)
 			__atomic_add_fetch(&errno_changed, 1, __ATOMIC_RELAXED);
 		if (i == 0 && use_barrier)
@@ -144,8 +162,17 @@ static void on_sigusr1(int sig)
 	int e = errno;
 	do_mark("sig");
 	sig_handled++;
+	if (sig_forks_left > 0 && sig_nkids < 4096) {
+		sig_forks_left--;
+		pid_t p = fork();
+		if (p == 0)
+			sig_child = 1; /* back into the interrupted code, then out at the writer's next check */
+		else if (p > 0)
+			sig_kids[sig_nkids++] = p;
+	}
 	errno = e;
 }
+
 
 struct ping {
 	pthread_t target;
@@ -223,7 +250,7 @@ int main(int argc, char **argv)
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:KI:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -263,6 +290,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			kill_after = atol(optarg);
+			break;
+		case 'Y':
+			sig_forks_left = atol(optarg);
 			break;
 		case 'I':
 			sig_us = atol(optarg);
@@ -341,6 +371,15 @@ int main(int argc, char **argv)
 		sigaddset(&block, SIGUSR1);
 		pthread_sigmask(SIG_BLOCK, &block, NULL); /* one sent after the stop: not handled, not counted */
 		printf("signals=%ld\n", sig_handled);
+		if (sig_nkids) {
+			long bad = 0;
+			for (long i = 0; i < sig_nkids; i++) {
+				int st = 0;
+				if (waitpid(sig_kids[i], &st, 0) != sig_kids[i] || !WIFEXITED(st) || WEXITSTATUS(st))
+					bad++;
+			}
+			printf("sigforks=%ld bad=%ld\n", (long)sig_nkids, bad);
+		}
 	} else if (nthreads <= 1) {
 		use_barrier = 0; /* nobody to wait for */
 		writer(NULL);
