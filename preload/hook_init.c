@@ -1,7 +1,8 @@
 /*
  * hook_init.c - the constructor and destructor of libstepprof.so.
  *
- * Constructor: read the configuration (config.def), choose the trace
+ * Constructor (or the first stepprof_mark/step, when a library's constructor
+ * calls one before ours has run): read the configuration (config.def), choose the trace
  * directory and start the recorder; the directory itself and the process's
  * file are created at its first record (a process that records nothing leaves
  * nothing behind). Destructor: mark the file as cleanly ended.
@@ -24,7 +25,10 @@
 #include "nvtx_inject.h"
 #include "recorder.h"
 
-__attribute__((constructor)) static void sp_init(void)
+/* 0: not started, 1: a thread is starting the recorder, 2: done (recording or not) */
+static int g_started;
+
+static void start(void)
 {
 	sp_config_load();
 	if (sp_cfg.DISABLE)
@@ -72,6 +76,32 @@ __attribute__((constructor)) static void sp_init(void)
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;
+}
+
+static void start_once(void)
+{
+	int s = 0;
+	if (!__atomic_compare_exchange_n(&g_started, &s, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	start();
+	__atomic_store_n(&g_started, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void sp_init(void)
+{
+	start_once();
+}
+
+/*
+ * The recorder for a call that may come before the constructor: a shared
+ * library's constructor (run before ours when the program links it) calling
+ * stepprof_mark/stepprof_step. Before, those were dropped without a count.
+ */
+int sp_start(void)
+{
+	if (__builtin_expect(__atomic_load_n(&g_started, __ATOMIC_ACQUIRE) == 0, 0))
+		start_once();
+	return __atomic_load_n(&sp_active, __ATOMIC_ACQUIRE);
 }
 
 __attribute__((destructor)) static void sp_fini(void)

@@ -32,6 +32,18 @@
 SP_HIDDEN extern volatile int sp_active;
 
 /*
+ * Start the recorder now if the constructor has not run yet (hook_init.c);
+ * returns sp_active. Weak: the recorder's core is also linked without the
+ * constructor (unit tests), where there is nothing to start.
+ */
+SP_HIDDEN int sp_start(void) __attribute__((weak));
+
+static inline int sp_started(void)
+{
+	return __builtin_expect(sp_active, 1) || (sp_start && sp_start());
+}
+
+/*
  * Per-thread hook depth. A wrapper increments it around the real call, so that
  * work the real function does through other hooked functions (the runtime
  * calling the driver, fopen calling open, the recorder's own file I/O) is not

@@ -579,6 +579,65 @@ Test(recorder, fork_in_a_signal_handler_harms_neither_process, .timeout = 240)
 	}
 }
 
+/*
+ * stepprof_mark/stepprof_step called by the constructor of a library the program
+ * links (built here: libctormark.so, linked NEEDED by ctormain), which the
+ * dynamic loader runs before libstepprof.so's own constructor. Before, both
+ * were dropped without a count (the recorder was not started yet): the trace
+ * held the program's marks only.
+ */
+static const char ctor_lib_src[] =
+    "#include <dlfcn.h>\n"
+    "__attribute__((constructor)) static void early(void)\n"
+    "{\n"
+    "\tvoid (*mark)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, \"stepprof_mark\");\n"
+    "\tvoid (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, \"stepprof_step\");\n"
+    "\tif (mark)\n\t\tmark(\"lib_ctor\");\n"
+    "\tif (step)\n\t\tstep();\n"
+    "}\n";
+static const char ctor_main_src[] = "#include <dlfcn.h>\n"
+				    "int main(void)\n"
+				    "{\n"
+				    "\tvoid (*mark)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, "
+				    "\"stepprof_mark\");\n"
+				    "\tif (mark)\n\t\tmark(\"in_main\");\n"
+				    "\treturn 0;\n"
+				    "}\n";
+
+Test(recorder, marks_from_a_linked_librarys_constructor_are_recorded, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recctor");
+	char lsrc[600], msrc[600], lib[600], exe[600], ldir[620], rpath[640], trace[600];
+	snprintf(lsrc, sizeof(lsrc), "%s/ctormark.c", dir);
+	snprintf(msrc, sizeof(msrc), "%s/ctormain.c", dir);
+	snprintf(lib, sizeof(lib), "%s/libctormark.so", dir);
+	snprintf(exe, sizeof(exe), "%s/ctormain", dir);
+	snprintf(ldir, sizeof(ldir), "-L%s", dir);
+	snprintf(rpath, sizeof(rpath), "-Wl,-rpath,%s", dir);
+	snprintf(trace, sizeof(trace), "%s/trace", dir);
+	cr_assert_eq(sp_t_write_file(lsrc, ctor_lib_src, strlen(ctor_lib_src)), 0);
+	cr_assert_eq(sp_t_write_file(msrc, ctor_main_src, strlen(ctor_main_src)), 0);
+	struct sp_t_result r;
+	char *cc_lib[] = {"cc", "-shared", "-fPIC", "-o", lib, lsrc, "-ldl", NULL};
+	cr_assert_eq(sp_t_run(&r, cc_lib, NULL, NULL, 60), 0, "cc failed: %s", r.err);
+	sp_t_result_free(&r);
+	char *cc_main[] = {"cc", "-o", exe, msrc, ldir, "-Wl,--no-as-needed", "-lctormark", rpath, "-ldl", NULL};
+	cr_assert_eq(sp_t_run(&r, cc_main, NULL, NULL, 60), 0, "cc failed: %s", r.err);
+	sp_t_result_free(&r);
+	char *argv[] = {exe, NULL};
+	char *env[] = {env_preload(), env_dir(trace), NULL};
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(trace);
+	struct sp_json *f = only_file(j);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 2, "the library constructor's mark and main's");
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.step", 0), 1, "the library constructor's step");
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* ------------------------------------------------------------ fork, exec */
 
 Test(recorder, fork_gives_each_process_its_own_file)
