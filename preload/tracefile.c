@@ -336,18 +336,57 @@ static int high_fd(int fd)
 	return fd;
 }
 
+/* The name of the k-th file of pid in dir (k = 0: <host>.<pid>.sptrace); -1 if it does not fit. */
+static int file_name(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+{
+	int len = k == 0 ? snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX)
+			 : snprintf(path, n, "%s/%s.%d.%lu%s", dir, host, pid, k, SP_TF_SUFFIX);
+	if (len < 0 || (size_t)len >= n) {
+		errno = ENAMETOOLONG; /* a name cut short would be another file */
+		return -1;
+	}
+	return 0;
+}
+
+static int name_taken(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+{
+	return file_name(path, n, dir, host, pid, k) == 0 &&
+	       syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
+}
+
+/*
+ * A new file for pid: <host>.<pid>.sptrace, or the first free <host>.<pid>.<k>
+ * when an earlier image of the same pid (a program that execs itself) has it.
+ * The free k is found by doubling then halving over the names taken (they are
+ * 1, 2, 3...: each image takes the next), a few look-ups whatever the number of
+ * images. Before, k went 1 to 99 one by one, and from the 101st image on every
+ * exec was unrecorded with the warning "File exists".
+ */
 static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
 {
-	for (int k = 0; k < 100; k++) {
-		int len = k == 0 ? snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX)
-				 : snprintf(path, n, "%s/%s.%d.%d%s", dir, host, pid, k, SP_TF_SUFFIX);
-		if (len < 0 || (size_t)len >= n) {
-			errno = ENAMETOOLONG; /* a name cut short would be another file */
+	unsigned long k = 0;
+	for (int tries = 0; tries < 100; tries++) {
+		if (file_name(path, n, dir, host, pid, k) != 0)
 			return -1;
-		}
 		long fd = sys_openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
+		if (tries == 0 && name_taken(path, n, dir, host, pid, 1)) {
+			/* names 1..lo are taken, hi is free (as far as the look-ups saw) */
+			unsigned long lo = 1, hi = 2;
+			while (hi < (1ul << 30) && name_taken(path, n, dir, host, pid, hi))
+				lo = hi, hi *= 2;
+			while (hi - lo > 1) {
+				unsigned long mid = lo + (hi - lo) / 2;
+				if (name_taken(path, n, dir, host, pid, mid))
+					lo = mid;
+				else
+					hi = mid;
+			}
+			k = hi;
+		} else {
+			k++; /* taken meanwhile by another process of the same pid (another pid namespace) */
+		}
 	}
 	return -1;
 }

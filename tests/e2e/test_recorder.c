@@ -725,6 +725,34 @@ Test(recorder, exec_child_writes_its_own_file_beside)
 	sp_t_rmrf(dir);
 }
 
+/*
+ * A program that execs itself again and again (same pid): every image has its
+ * file. Before, names went <host>.<pid>.1 to .99 one by one, and from the 101st
+ * image on each one was unrecorded, with the warning "File exists" (150 execs:
+ * 100 files, 51 warnings).
+ */
+Test(recorder, every_image_of_a_program_exec_ing_itself_has_its_file, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recchain");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 1 -X 150"), 0, "%s", r.err);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%.300s", r.err);
+	long pid = out_pid(r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_expect_eq(nfiles(j), 151, "the first image and 150 execs of pid %ld", pid);
+	struct sp_json *files = sp_json_get(j, "files");
+	uint64_t marks = 0;
+	for (size_t i = 0; files && i < files->n; i++) {
+		cr_expect_eq(sp_json_i64(&files->kids[i], "pid", -1), pid);
+		marks += sp_json_u64(&files->kids[i], "records_by_kind.mark", 0);
+	}
+	cr_expect_eq(marks, 151, "one mark per image");
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 {
 	char *dir = sp_t_tmpdir("recfd");

@@ -21,6 +21,8 @@
  *              "child" (a name the parent already interned before the fork)
  *     -e M     then fork and exec self in the child: it writes M marks "exec"
  *     -x M     then exec self in place (same pid): M marks "exec"
+ *     -X N     then exec self in place N times in a row (same pid), each image writing
+ *              one mark "exec" (a program that execs itself again and again)
  *     -C M     then make every fd 3..1023 a copy of a new file $MARKGEN_FILE (as a
  *              daemon closing and reusing descriptors would), write M marks
  *              "afterclose" and print "user_size=<bytes of that file>"
@@ -144,6 +146,16 @@ static void exec_self(long m)
 	_exit(127);
 }
 
+static void exec_chain(long n)
+{
+	char arg[32];
+	snprintf(arg, sizeof(arg), "%ld", n);
+	char *argv[] = {"markgen", "-n", "1", "-m", "exec", "-X", arg, NULL};
+	execv("/proc/self/exe", argv);
+	perror("markgen: exec");
+	_exit(127);
+}
+
 static double now_s(void)
 {
 	struct timespec t;
@@ -246,11 +258,11 @@ static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_n
 
 int main(int argc, char **argv)
 {
-	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -290,6 +302,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			kill_after = atol(optarg);
+			break;
+		case 'X':
+			chain = atol(optarg);
 			break;
 		case 'Y':
 			sig_forks_left = atol(optarg);
@@ -466,6 +481,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (inplace_m >= 0)
 		exec_self(inplace_m);
+	if (chain > 0)
+		exec_chain(chain - 1);
 	if (quick)
 		_exit(code);
 	return code;
