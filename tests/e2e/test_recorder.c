@@ -607,23 +607,21 @@ static const char ctor_main_src[] = "#include <dlfcn.h>\n"
 Test(recorder, marks_from_a_linked_librarys_constructor_are_recorded, .timeout = 120)
 {
 	char *dir = sp_t_tmpdir("recctor");
-	char lsrc[600], msrc[600], lib[600], exe[600], ldir[620], rpath[640], trace[600];
-	snprintf(lsrc, sizeof(lsrc), "%s/ctormark.c", dir);
-	snprintf(msrc, sizeof(msrc), "%s/ctormain.c", dir);
-	snprintf(lib, sizeof(lib), "%s/libctormark.so", dir);
-	snprintf(exe, sizeof(exe), "%s/ctormain", dir);
-	snprintf(ldir, sizeof(ldir), "-L%s", dir);
-	snprintf(rpath, sizeof(rpath), "-Wl,-rpath,%s", dir);
-	snprintf(trace, sizeof(trace), "%s/trace", dir);
-	cr_assert_eq(sp_t_write_file(lsrc, ctor_lib_src, strlen(ctor_lib_src)), 0);
-	cr_assert_eq(sp_t_write_file(msrc, ctor_main_src, strlen(ctor_main_src)), 0);
+	char src[600], exe[600], trace[600], cmd[2048];
+	snprintf(src, sizeof(src), "%s/ctormark.c", dir);
+	cr_assert_eq(sp_t_write_file(src, ctor_lib_src, strlen(ctor_lib_src)), 0);
+	snprintf(src, sizeof(src), "%s/ctormain.c", dir);
+	cr_assert_eq(sp_t_write_file(src, ctor_main_src, strlen(ctor_main_src)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && cc -shared -fPIC -o libctormark.so ctormark.c -ldl && "
+		 "cc -o ctormain ctormain.c -L. -Wl,--no-as-needed -lctormark -Wl,-rpath,%s -ldl",
+		 dir, dir);
 	struct sp_t_result r;
-	char *cc_lib[] = {"cc", "-shared", "-fPIC", "-o", lib, lsrc, "-ldl", NULL};
-	cr_assert_eq(sp_t_run(&r, cc_lib, NULL, NULL, 60), 0, "cc failed: %s", r.err);
+	char *cc[] = {"/bin/sh", "-c", cmd, NULL};
+	cr_assert_eq(sp_t_run(&r, cc, NULL, NULL, 60), 0, "cc failed: %s", r.err);
 	sp_t_result_free(&r);
-	char *cc_main[] = {"cc", "-o", exe, msrc, ldir, "-Wl,--no-as-needed", "-lctormark", rpath, "-ldl", NULL};
-	cr_assert_eq(sp_t_run(&r, cc_main, NULL, NULL, 60), 0, "cc failed: %s", r.err);
-	sp_t_result_free(&r);
+	snprintf(exe, sizeof(exe), "%s/ctormain", dir);
+	snprintf(trace, sizeof(trace), "%s/trace", dir);
 	char *argv[] = {exe, NULL};
 	char *env[] = {env_preload(), env_dir(trace), NULL};
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
