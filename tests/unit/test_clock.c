@@ -145,11 +145,20 @@ static int64_t ticks_in(uint64_t ns)
 	return (int64_t)(((unsigned __int128)ns << 32) / sp_clk.mult);
 }
 
-/* sp_now() reads the TSC again: its mode is TSC and the segment covers this moment. */
+/*
+ * sp_now() reads the TSC again: its mode is TSC and a segment covers the moment
+ * of a read (a few tries: on a loaded machine the segment may end between a
+ * read, which renews it, and the check).
+ */
 static int tsc_in_use(void)
 {
-	uint64_t t = sp_clock_ticks();
-	return sp_clk.mode == SP_CLK_TSC && sp_clk.tsc_len && t - sp_clk.tsc0 < sp_clk.tsc_len;
+	for (int i = 0; i < 5; i++) {
+		sp_now();
+		uint64_t t = sp_clock_ticks();
+		if (sp_clk.mode == SP_CLK_TSC && sp_clk.tsc_len && t - sp_clk.tsc0 < sp_clk.tsc_len)
+			return 1;
+	}
+	return 0;
 }
 
 /*
