@@ -478,6 +478,11 @@ void sp_recorder_shutdown(void)
 	sp_recorder_thread_exit(); /* first: its records count in the last summary */
 	summary_tick(now, 1);
 	sp_tf_finish(&g_tf, now);
+	/* written to the end into a file nobody can open: this line is all that is left of it */
+	if (sp_tf_removed(&g_tf))
+		sp_warn_once("removed",
+			     "%s was removed while the process ran (its directory deleted?): its %llu records are lost",
+			     g_tf.path, (unsigned long long)__atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED));
 }
 
 /* ------------------------------------------------------------ 5. warnings */

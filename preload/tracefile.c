@@ -551,6 +551,16 @@ void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns)
 		__atomic_store_n(&tf->hdr->end_mono_ns, end_ns, __ATOMIC_RELEASE);
 }
 
+int sp_tf_removed(const struct sp_tf *tf)
+{
+	int saved = errno;
+	struct stat st;
+	int gone = tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+		   (uint64_t)st.st_dev == tf->dev && st.st_nlink == 0;
+	errno = saved;
+	return gone;
+}
+
 void sp_tf_release(struct sp_tf *tf)
 {
 	int saved = errno;

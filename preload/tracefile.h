@@ -95,6 +95,9 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen);
 /* Clean end: end_mono_ns = end_ns. The mapping and fd stay, other threads may still write. */
 void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns);
 
+/* The file has no name any more (removed, or its directory deleted): 1, else 0. */
+int sp_tf_removed(const struct sp_tf *tf);
+
 /* Unmap and close without touching the file: a producer done with it (collector),
  * or a forked child dropping its parent's file. */
 void sp_tf_release(struct sp_tf *tf);

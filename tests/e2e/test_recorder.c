@@ -821,6 +821,28 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 }
 
 /*
+ * The trace directory deleted while the process runs (a job's clean-up): the
+ * process goes on unharmed and says, at its exit, that what it recorded is
+ * gone. Before, it exited 0 without a word: nothing left of the run, nothing
+ * said (as the eBPF collector does: bpf::a_trace_removed_while_tracing_is_reported).
+ */
+Test(recorder, a_trace_removed_while_the_process_runs_is_reported)
+{
+	char *top = sp_t_tmpdir("recrm");
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", top);
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 5000 -R 100000"), 0, "%s", r.err);
+	cr_expect(strstr(r.out, "marks=105000"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "was removed while the process ran"), "%s", r.err);
+	sp_t_result_free(&r);
+	cr_expect_eq(entries(top), 0, "the directory stays removed");
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/*
  * A long STEPPROF_DIR is used whole, or refused with one warning: never a prefix
  * of it. Before, a relative one was cut at 200 bytes (269 asked: the traces went
  * to, and the exec'd child was told, a directory 200 bytes long) and an absolute

@@ -21,6 +21,8 @@
  *              "child" (a name the parent already interned before the fork)
  *     -e M     then fork and exec self in the child: it writes M marks "exec"
  *     -x M     then exec self in place (same pid): M marks "exec"
+ *     -R M     then remove the trace directory ($STEPPROF_DIR, as a job's clean-up
+ *              would, while the process still runs) and write M marks "after_rm"
  *     -X N     then exec self in place N times in a row (same pid), each image writing
  *              one mark "exec" (a program that execs itself again and again)
  *     -C M     then make every fd 3..1023 a copy of a new file $MARKGEN_FILE (as a
@@ -51,6 +53,7 @@
  * Prints "markgen pid=<pid> marks=<total written by this process>" (and
  * "child=<pid>" lines) on stdout, and "errno_changed=N" if N marks changed errno.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -258,11 +261,11 @@ static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_n
 
 int main(int argc, char **argv)
 {
-	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0;
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0, rm_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -302,6 +305,9 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			kill_after = atol(optarg);
+			break;
+		case 'R':
+			rm_m = atol(optarg);
 			break;
 		case 'X':
 			chain = atol(optarg);
@@ -450,6 +456,24 @@ int main(int argc, char **argv)
 		struct stat st;
 		fstat(fd, &st);
 		printf("user_size=%ld\n", (long)st.st_size);
+	}
+	if (rm_m >= 0) {
+		/* the directory is flat: its files, then itself (no shell: it would write a trace of its own) */
+		const char *dir = getenv("STEPPROF_DIR");
+		DIR *d = dir ? opendir(dir) : NULL;
+		struct dirent *e;
+		char path[4200];
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+				snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+				unlink(path);
+			}
+		if (d)
+			closedir(d);
+		if (!dir || rmdir(dir) != 0)
+			perror("markgen: removing $STEPPROF_DIR");
+		marks_named("after_rm", rm_m);
+		total += rm_m;
 	}
 	if (fork_m >= 0) {
 		fflush(stdout);
