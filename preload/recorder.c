@@ -481,7 +481,8 @@ void sp_recorder_shutdown(void)
 	/* written to the end into a file nobody can open: this line is all that is left of it */
 	if (sp_tf_removed(&g_tf))
 		sp_warn_once("removed",
-			     "%s was removed while the process ran (its directory deleted?): its records (%llu or more) are lost",
+			     "%s was removed while the process ran (its directory deleted?): its records (%llu or "
+			     "more) are lost",
 			     g_tf.path, (unsigned long long)__atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED));
 }
 

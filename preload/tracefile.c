@@ -199,8 +199,10 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
 		return -ENOENT;
 	}
 	if (len > SP_TF_DIR_MAX) {
-		fmt(err, errlen, "the trace directory's path is %zu bytes long, more than the %d a trace file's path "
-			    "leaves it", len, SP_TF_DIR_MAX);
+		fmt(err, errlen,
+		    "the trace directory's path is %zu bytes long, more than the %d a trace file's path "
+		    "leaves it",
+		    len, SP_TF_DIR_MAX);
 		return -ENAMETOOLONG;
 	}
 	memcpy(p, dir, len + 1);
@@ -350,8 +352,7 @@ static int file_name(char *path, size_t n, const char *dir, const char *host, in
 
 static int name_taken(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
 {
-	return file_name(path, n, dir, host, pid, k) == 0 &&
-	       syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
+	return file_name(path, n, dir, host, pid, k) == 0 && syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
 }
 
 /*

@@ -38,7 +38,7 @@
 #define SP_TF_MIN_BYTES	 (4ull << 20)
 #define SP_TF_PATH_MAX	 1024
 /* the longest directory a file's path leaves room for: "/" + host (64) + ".pid.k" + ".sptrace" */
-#define SP_TF_DIR_MAX	 (SP_TF_PATH_MAX - 96)
+#define SP_TF_DIR_MAX (SP_TF_PATH_MAX - 96)
 
 /* ------------------------------------------------------------- 1. the file */
 

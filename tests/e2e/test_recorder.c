@@ -553,7 +553,8 @@ Test(recorder, fork_in_a_signal_handler_harms_neither_process, .timeout = 240)
 		cr_assert_eq(st, 0, "run %d: markgen exited %d: %s", run, st, r.err);
 		const char *s = strstr(r.out, "signals="), *k = strstr(r.out, "sigforks=");
 		cr_assert(s && k, "stdout: %s", r.out);
-		long sigs = atol(s + 8), forks = atol(k + 9), bad = strstr(k, "bad=") ? atol(strstr(k, "bad=") + 4) : -1;
+		long sigs = atol(s + 8), forks = atol(k + 9),
+		     bad = strstr(k, "bad=") ? atol(strstr(k, "bad=") + 4) : -1;
 		cr_assert_geq(forks, 5, "only %ld forks in handlers: the test says nothing", forks);
 		cr_expect_eq(bad, 0, "run %d: %ld of %ld children forked in a handler did not exit 0", run, bad, forks);
 		for (const char *l = r.err; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l)

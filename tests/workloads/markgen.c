@@ -261,7 +261,8 @@ static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_n
 
 int main(int argc, char **argv)
 {
-	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0, rm_m = -1;
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0,
+	     rm_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
