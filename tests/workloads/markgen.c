@@ -188,7 +188,6 @@ static void on_sigusr1(int sig)
 	errno = e;
 }
 
-
 struct ping {
 	pthread_t target;
 	long us;
