@@ -112,7 +112,7 @@ static inline uint32_t mark_id(const char *name)
 
 SP_EXPORT void stepprof_step(void)
 {
-	if (!sp_active)
+	if (!sp_started())
 		return;
 	uint64_t f[SP_F__COUNT];
 	uint64_t now = sp_now();
@@ -122,7 +122,7 @@ SP_EXPORT void stepprof_step(void)
 
 SP_EXPORT void stepprof_mark(const char *name)
 {
-	if (!sp_active)
+	if (!sp_started())
 		return;
 	/* NOTE: errno is kept by the recorder's every slow path, nothing to save here */
 	uint64_t f[SP_F__COUNT];

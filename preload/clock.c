@@ -22,6 +22,7 @@ struct sp_clk sp_clk; /* zero: no segment, every read takes clock_gettime */
 
 static uint64_t g_cal_tsc, g_cal_ns; /* last calibration point (0: none yet) */
 static uint64_t g_seg_ns;	     /* length of the next segment */
+static uint64_t g_rate;		     /* the last rate measured, ns per tick << 32 (0: none yet) */
 
 #define SEG_FIRST_NS 2000000ull	 /* the first rate is measured over >= 2 ms */
 #define MAX_BRACKET_TICKS 20000ull /* a pair measured across a preemption is not used */
@@ -59,6 +60,20 @@ static uint64_t ratio32(uint64_t x, uint64_t y)
 }
 
 /*
+ * Holding the odd count: calibration starts again at (ct, cn), with no segment
+ * (readers take clock_gettime until the first span is long enough to measure).
+ */
+static uint64_t restart(uint64_t ct, uint64_t cn)
+{
+	__atomic_store_n(&sp_clk.tsc_len, 0, __ATOMIC_RELAXED);
+	g_cal_tsc = ct;
+	__atomic_store_n(&g_cal_ns, cn, __ATOMIC_RELAXED);
+	g_rate = 0;
+	g_seg_ns = SEG_FIRST_NS;
+	return cn;
+}
+
+/*
  * Holding the odd count: calibrate and publish the next segment. Returns the
  * time to hand back (the new segment's start, or the true time).
  */
@@ -67,15 +82,20 @@ static uint64_t recalibrate(void)
 	uint64_t ct, cn;
 	if (!measure(&ct, &cn))
 		return sp_clock_mono(); /* preempted three times: next read retries */
-	if (!g_cal_tsc || ct <= g_cal_tsc || cn <= g_cal_ns) {
-		g_cal_tsc = ct;
-		__atomic_store_n(&g_cal_ns, cn, __ATOMIC_RELAXED);
-		g_seg_ns = SEG_FIRST_NS;
-		return cn;
-	}
+	if (!g_cal_tsc || ct <= g_cal_tsc || cn <= g_cal_ns)
+		return restart(ct, cn); /* no point yet, or the TSC went back (a VM moved to another host) */
 	if (cn - g_cal_ns < SEG_FIRST_NS / 2)
 		return cn; /* too short a span to measure a rate over: keep the segment */
 	uint64_t rate = ratio32(cn - g_cal_ns, ct - g_cal_tsc); /* ns per tick << 32 */
+	/*
+	 * A rate off the last one by more than 1/32 is no NTP correction (at most
+	 * 500 ppm) but a TSC that jumped within the span (a VM migrated, paused or
+	 * resumed): before, that rate was used for the next segment (a 100 ms jump
+	 * in a 64 ms span: timestamps 100 ms behind CLOCK_MONOTONIC at its end) or
+	 * the TSC abandoned for good (a rate out of range). Measured again from here.
+	 */
+	if (g_rate && (rate > g_rate + (g_rate >> 5) || rate < g_rate - (g_rate >> 5)))
+		return restart(ct, cn);
 	/* 0.25 to 8 GHz: anything else is not a TSC this code understands */
 	if (rate < (1ull << 32) / 8 || rate > (1ull << 32) * 4) {
 		__atomic_store_n(&sp_clk.mode, SP_CLK_VDSO, __ATOMIC_RELAXED);
@@ -105,6 +125,7 @@ static uint64_t recalibrate(void)
 	__atomic_store_n(&sp_clk.tsc_len, ticks, __ATOMIC_RELAXED);
 	g_cal_tsc = ct;
 	__atomic_store_n(&g_cal_ns, cn, __ATOMIC_RELAXED);
+	g_rate = rate;
 	g_seg_ns = seg * 2 > SP_CLK_SEG_NS ? SP_CLK_SEG_NS : seg * 2;
 	return start;
 }
@@ -123,8 +144,13 @@ uint64_t sp_now_slow(uint64_t t)
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (__atomic_load_n(&sp_clk.seq, __ATOMIC_RELAXED) != s)
 		return sp_clock_mono();
-	if (len && t < tsc0)
-		return sp_clock_mono(); /* a read that raced the segment's start */
+	/*
+	 * Before the segment's start: a read that raced its publication (a few
+	 * ticks), or a TSC that went back (a VM moved to another host). Before, the
+	 * latter made every later read a clock_gettime, the segment never renewed.
+	 */
+	if (len && t < tsc0 && tsc0 - t < len)
+		return sp_clock_mono();
 	if (t - tsc0 < len)
 		return ns0 + scale(t - tsc0, mult); /* another thread has just published it */
 	if (!len && g_cal_tsc) {
@@ -189,7 +215,7 @@ int sp_clock_init(const char *want, const char **why)
 #endif
 	}
 	memset(&sp_clk, 0, sizeof(sp_clk));
-	g_cal_tsc = g_cal_ns = 0;
+	g_cal_tsc = g_cal_ns = g_rate = 0;
 	g_seg_ns = SEG_FIRST_NS;
 	__atomic_store_n(&sp_clk.mode, (uint32_t)mode, __ATOMIC_RELEASE);
 	if (mode == SP_CLK_TSC) {
@@ -211,8 +237,20 @@ void sp_clock_fork_child(void)
 	if (s & 1) {
 		/* the parent's thread that was rewriting the segment does not exist here */
 		__atomic_store_n(&sp_clk.tsc_len, 0, __ATOMIC_RELAXED);
-		g_cal_tsc = g_cal_ns = 0;
+		g_cal_tsc = g_cal_ns = g_rate = 0;
 		g_seg_ns = SEG_FIRST_NS;
 		__atomic_store_n(&sp_clk.seq, s + 1, __ATOMIC_RELEASE);
 	}
+}
+
+void sp_clock_test_jump(int64_t ticks)
+{
+	uint32_t s = __atomic_load_n(&sp_clk.seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_clk.seq, s + 1, __ATOMIC_RELEASE);
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* every TSC value kept moves the other way: the TSC now reads `ticks` further on */
+	__atomic_store_n(&sp_clk.tsc0, sp_clk.tsc0 - (uint64_t)ticks, __ATOMIC_RELAXED);
+	if (g_cal_tsc)
+		g_cal_tsc -= (uint64_t)ticks;
+	__atomic_store_n(&sp_clk.seq, s + 2, __ATOMIC_RELEASE);
 }

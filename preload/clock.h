@@ -21,6 +21,10 @@
  * by more than that; the analyzer and the eBPF collector's bpf_ktime_get_ns
  * timestamps share the clock without conversion.
  *
+ * A TSC that jumps (a VM moved to another host) is noticed at the next
+ * calibration (behind the segment, or a rate off the last by more than 1/32):
+ * calibration restarts there.
+ *
  * Readers take no lock: the segment is published under a sequence count;
  * a reader that finds it being rewritten (a window of ~100 ns every 64 ms)
  * or out of range falls back to clock_gettime. Until the first segment is
@@ -102,5 +106,11 @@ __attribute__((visibility("hidden"))) int sp_clock_init(const char *want, const 
 
 /* In a forked child: a segment left half-written by a parent's thread is dropped. */
 __attribute__((visibility("hidden"))) void sp_clock_fork_child(void);
+
+/*
+ * Tests only: as if the TSC jumped by `ticks` (forward when positive) with
+ * CLOCK_MONOTONIC going on smoothly, as a VM moved to another host may see.
+ */
+__attribute__((visibility("hidden"))) void sp_clock_test_jump(int64_t ticks);
 
 #endif /* STEPPROF_CLOCK_H */

@@ -1,7 +1,8 @@
 /*
  * hook_init.c - the constructor and destructor of libstepprof.so.
  *
- * Constructor: read the configuration (config.def), choose the trace
+ * Constructor (or the first stepprof_mark/step, when a library's constructor
+ * calls one before ours has run): read the configuration (config.def), choose the trace
  * directory and start the recorder; the directory itself and the process's
  * file are created at its first record (a process that records nothing leaves
  * nothing behind). Destructor: mark the file as cleanly ended.
@@ -24,22 +25,25 @@
 #include "nvtx_inject.h"
 #include "recorder.h"
 
-__attribute__((constructor)) static void sp_init(void)
+/* 0: not started, 1: a thread is starting the recorder, 2: done (recording or not) */
+static int g_started;
+
+static void start(void)
 {
 	sp_config_load();
 	if (sp_cfg.DISABLE)
 		return;
 	char dir[PATH_MAX];
+	int len;
 	if (sp_cfg.DIR && sp_cfg.DIR[0] == '/') {
-		snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
+		len = snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
 	} else if (sp_cfg.DIR && sp_cfg.DIR[0]) {
 		/* relative: made absolute and exported, so children that chdir write beside us */
-		char cwd[PATH_MAX - 256];
+		char cwd[PATH_MAX];
 		if (getcwd(cwd, sizeof(cwd)))
-			snprintf(dir, sizeof(dir), "%s/%.200s", cwd, sp_cfg.DIR);
+			len = snprintf(dir, sizeof(dir), "%s/%s", cwd, sp_cfg.DIR);
 		else
-			snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
-		setenv("STEPPROF_DIR", dir, 1);
+			len = snprintf(dir, sizeof(dir), "%s", sp_cfg.DIR);
 	} else {
 		char cwd[PATH_MAX - 64];
 		time_t t = time(NULL);
@@ -47,10 +51,23 @@ __attribute__((constructor)) static void sp_init(void)
 		localtime_r(&t, &tm);
 		if (!getcwd(cwd, sizeof(cwd)))
 			snprintf(cwd, sizeof(cwd), "/tmp");
-		snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
-			 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-		setenv("STEPPROF_DIR", dir, 1);
+		len = snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
+			       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
 	}
+	/*
+	 * A path cut short would be another directory (before, a relative
+	 * STEPPROF_DIR was cut at 200 bytes and an absolute one at 1,023, and the
+	 * traces went to, and children were told, a prefix of it): refused whole.
+	 */
+	if (len < 0 || len > SP_TF_DIR_MAX) {
+		sp_warn_once("dirlen",
+			     "the trace directory's path (STEPPROF_DIR, made absolute) is %d bytes long, more than "
+			     "the %d a trace file's path leaves it; this process is not recorded",
+			     len, SP_TF_DIR_MAX);
+		return;
+	}
+	if (!(sp_cfg.DIR && sp_cfg.DIR[0] == '/'))
+		setenv("STEPPROF_DIR", dir, 1);
 	/* our own look-ups (getcwd, realpath of this library) are not the program's input */
 	sp_hook_depth++;
 	const char *why = NULL;
@@ -59,6 +76,32 @@ __attribute__((constructor)) static void sp_init(void)
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;
+}
+
+static void start_once(void)
+{
+	int s = 0;
+	if (!__atomic_compare_exchange_n(&g_started, &s, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		return;
+	start();
+	__atomic_store_n(&g_started, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void sp_init(void)
+{
+	start_once();
+}
+
+/*
+ * The recorder for a call that may come before the constructor: a shared
+ * library's constructor (run before ours when the program links it) calling
+ * stepprof_mark/stepprof_step. Before, those were dropped without a count.
+ */
+int sp_start(void)
+{
+	if (__builtin_expect(__atomic_load_n(&g_started, __ATOMIC_ACQUIRE) == 0, 0))
+		start_once();
+	return __atomic_load_n(&sp_active, __ATOMIC_ACQUIRE);
 }
 
 __attribute__((destructor)) static void sp_fini(void)

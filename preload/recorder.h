@@ -32,6 +32,18 @@
 SP_HIDDEN extern volatile int sp_active;
 
 /*
+ * Start the recorder now if the constructor has not run yet (hook_init.c);
+ * returns sp_active. Weak: the recorder's core is also linked without the
+ * constructor (unit tests), where there is nothing to start.
+ */
+SP_HIDDEN int sp_start(void) __attribute__((weak));
+
+static inline int sp_started(void)
+{
+	return __builtin_expect(sp_active, 1) || (sp_start && sp_start());
+}
+
+/*
  * Per-thread hook depth. A wrapper increments it around the real call, so that
  * work the real function does through other hooked functions (the runtime
  * calling the driver, fopen calling open, the recorder's own file I/O) is not
@@ -79,7 +91,17 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 		return;
 	const unsigned n = sp_tf_kind_slots(kind);
 	struct sp_tf_stream *st = &sp_rec_stream;
-	struct sp_slot *slot = st->cur, *end = st->end;
+	struct sp_slot *slot = st->cur;
+	/*
+	 * cur read before end: a signal handler that records (or forks: the child
+	 * clears the stream) after the read of cur moves cur, which the check after
+	 * the hiding sees. Read the other way round, a handler that took a new chunk
+	 * between the reads paired the old chunk's end with the new cur (restored
+	 * after the commit: records past the chunk, or none at all again), and a
+	 * child forked there wrote at cur NULL (SIGSEGV).
+	 */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	struct sp_slot *end = st->end;
 	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || end - slot < (long)n ||
 				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
 			     0)) {

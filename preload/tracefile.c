@@ -194,8 +194,15 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
 	char p[SP_TF_PATH_MAX];
 	int rc = 0;
 	size_t len = strlen(dir);
-	if (len == 0 || len >= sizeof(p)) {
-		fmt(err, errlen, "bad trace directory name");
+	if (len == 0) {
+		fmt(err, errlen, "empty trace directory name");
+		return -ENOENT;
+	}
+	if (len > SP_TF_DIR_MAX) {
+		fmt(err, errlen,
+		    "the trace directory's path is %zu bytes long, more than the %d a trace file's path "
+		    "leaves it",
+		    len, SP_TF_DIR_MAX);
 		return -ENAMETOOLONG;
 	}
 	memcpy(p, dir, len + 1);
@@ -331,16 +338,56 @@ static int high_fd(int fd)
 	return fd;
 }
 
+/* The name of the k-th file of pid in dir (k = 0: <host>.<pid>.sptrace); -1 if it does not fit. */
+static int file_name(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+{
+	int len = k == 0 ? snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX)
+			 : snprintf(path, n, "%s/%s.%d.%lu%s", dir, host, pid, k, SP_TF_SUFFIX);
+	if (len < 0 || (size_t)len >= n) {
+		errno = ENAMETOOLONG; /* a name cut short would be another file */
+		return -1;
+	}
+	return 0;
+}
+
+static int name_taken(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+{
+	return file_name(path, n, dir, host, pid, k) == 0 && syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
+}
+
+/*
+ * A new file for pid: <host>.<pid>.sptrace, or the first free <host>.<pid>.<k>
+ * when an earlier image of the same pid (a program that execs itself) has it.
+ * The free k is found by doubling then halving over the names taken (they are
+ * 1, 2, 3...: each image takes the next), a few look-ups whatever the number of
+ * images. Before, k went 1 to 99 one by one, and from the 101st image on every
+ * exec was unrecorded with the warning "File exists".
+ */
 static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
 {
-	for (int k = 0; k < 100; k++) {
-		if (k == 0)
-			snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX);
-		else
-			snprintf(path, n, "%s/%s.%d.%d%s", dir, host, pid, k, SP_TF_SUFFIX);
+	unsigned long k = 0;
+	for (int tries = 0; tries < 100; tries++) {
+		if (file_name(path, n, dir, host, pid, k) != 0)
+			return -1;
 		long fd = sys_openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
+		if (tries == 0 && name_taken(path, n, dir, host, pid, 1)) {
+			/* names 1..lo are taken, hi is free (as far as the look-ups saw) */
+			unsigned long lo = 1, hi = 2;
+			while (hi < (1ul << 30) && name_taken(path, n, dir, host, pid, hi))
+				lo = hi, hi *= 2;
+			while (hi - lo > 1) {
+				unsigned long mid = lo + (hi - lo) / 2;
+				if (name_taken(path, n, dir, host, pid, mid))
+					lo = mid;
+				else
+					hi = mid;
+			}
+			k = hi;
+		} else {
+			k++; /* taken meanwhile by another process of the same pid (another pid namespace) */
+		}
 	}
 	return -1;
 }
@@ -505,6 +552,16 @@ void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns)
 		__atomic_store_n(&tf->hdr->end_mono_ns, end_ns, __ATOMIC_RELEASE);
 }
 
+int sp_tf_removed(const struct sp_tf *tf)
+{
+	int saved = errno;
+	struct stat st;
+	int gone = tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+		   (uint64_t)st.st_dev == tf->dev && st.st_nlink == 0;
+	errno = saved;
+	return gone;
+}
+
 void sp_tf_release(struct sp_tf *tf)
 {
 	int saved = errno;
@@ -521,6 +578,29 @@ void sp_tf_release(struct sp_tf *tf)
 	tf->hdr = NULL;
 	tf->chunk_info = NULL;
 	tf->fd = -1;
+	errno = saved;
+}
+
+static void warn_nothing(const char *key, const char *msg)
+{
+	(void)key;
+	(void)msg;
+}
+
+void sp_tf_orphan(struct sp_tf *tf)
+{
+	int saved = errno;
+	tf->warn = warn_nothing; /* the interrupted code's reservations fail: the child said why once */
+	/* NOTE: should this fail, that code's record lands in the parent's file: the bytes the parent writes there */
+	if (tf->base)
+		sys_mmap(tf->base, tf->size, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+	struct stat st;
+	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+	    (uint64_t)st.st_dev == tf->dev)
+		sys_close(tf->fd);
+	tf->fd = -1;
+	tf->path[0] = 0; /* nothing reopens the parent's file by its name (file_fd) */
 	errno = saved;
 }
 

@@ -37,6 +37,8 @@
 #define SP_TF_RESERVING 0xffffffffu /* chunk_info: disk space being reserved by one thread */
 #define SP_TF_MIN_BYTES	 (4ull << 20)
 #define SP_TF_PATH_MAX	 1024
+/* the longest directory a file's path leaves room for: "/" + host (64) + ".pid.k" + ".sptrace" */
+#define SP_TF_DIR_MAX (SP_TF_PATH_MAX - 96)
 
 /* ------------------------------------------------------------- 1. the file */
 
@@ -93,9 +95,21 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen);
 /* Clean end: end_mono_ns = end_ns. The mapping and fd stay, other threads may still write. */
 void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns);
 
+/* The file has no name any more (removed, or its directory deleted): 1, else 0. */
+int sp_tf_removed(const struct sp_tf *tf);
+
 /* Unmap and close without touching the file: a producer done with it (collector),
  * or a forked child dropping its parent's file. */
 void sp_tf_release(struct sp_tf *tf);
+
+/*
+ * A forked child's copy of the parent's file that code interrupted by the fork
+ * may still use (a signal handler forked while its thread was inside the
+ * writer): the mapping becomes private zeros at the same address, so that
+ * code's stores stay in the child's memory; the descriptor is closed and the
+ * path forgotten, so nothing reaches the parent's file. The geometry stays.
+ */
+void sp_tf_orphan(struct sp_tf *tf);
 
 /* ------------------------------------------------------- 2. the keep area */
 

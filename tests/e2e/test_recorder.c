@@ -533,6 +533,110 @@ Test(recorder, marks_from_a_signal_handler_are_kept_or_counted, .timeout = 120)
 	sp_t_rmrf(dir);
 }
 
+/*
+ * fork() in a signal handler, the child going on with what its thread was doing
+ * (markgen -I 100 -Y 200: SIGUSR1 every 100 us during 300,000 marks; the first
+ * 200 handler calls fork, each child returns into the interrupted code, writes
+ * 10 marks and exits 0). Neither process is harmed and the parent's records are
+ * all kept or counted. Before, about 1 child in 5 died of SIGSEGV (the record
+ * it went on with pointed into the mapping the fork had unmapped), and in 2 runs
+ * of 3 the parent itself died of SIGBUS: a child forked while the parent made
+ * its trace file finished the creation on cleared state and truncated the
+ * parent's file to 0 bytes.
+ */
+Test(recorder, fork_in_a_signal_handler_harms_neither_process, .timeout = 240)
+{
+	for (int run = 0; run < 3; run++) {
+		char *dir = sp_t_tmpdir("recsigfork");
+		struct sp_t_result r;
+		int st = markgen(&r, dir, NULL, "-n 300000 -I 100 -Y 200");
+		cr_assert_eq(st, 0, "run %d: markgen exited %d: %s", run, st, r.err);
+		const char *s = strstr(r.out, "signals="), *k = strstr(r.out, "sigforks=");
+		cr_assert(s && k, "stdout: %s", r.out);
+		long sigs = atol(s + 8), forks = atol(k + 9),
+		     bad = strstr(k, "bad=") ? atol(strstr(k, "bad=") + 4) : -1;
+		cr_assert_geq(forks, 5, "only %ld forks in handlers: the test says nothing", forks);
+		cr_expect_eq(bad, 0, "run %d: %ld of %ld children forked in a handler did not exit 0", run, bad, forks);
+		for (const char *l = r.err; l && *l; l = strchr(l, '\n'), l = l ? l + 1 : l)
+			cr_expect(strncmp(l, "stepprof:", 9) != 0 || strstr(l, "signal handler") < strchr(l, '\n'),
+				  "only the unrecorded children's warning: %.200s", l);
+		long parent = out_pid(r.out);
+		sp_t_result_free(&r);
+		struct sp_json *j = info(dir);
+		struct sp_json *f = file_of(j, parent, 0);
+		cr_assert(f, "no file of the parent %ld", parent);
+		uint64_t got = sp_json_u64(f, "records_by_kind.mark", 0) + sp_json_u64(f, "records_by_kind.fork", 0) +
+			       sp_json_u64(f, "lost", 0) + sp_json_u64(f, "overwritten", 0);
+		cr_expect_eq(got, (uint64_t)(300000 + sigs + forks), "the parent's marks and forks: %lu, not %ld",
+			     (unsigned long)got, 300000 + sigs + forks);
+		struct sp_json *files = sp_json_get(j, "files");
+		for (size_t i = 0; files && i < files->n; i++)
+			cr_expect(!sp_json_num(&files->kids[i], "corrupt", 1) &&
+				      !sp_json_num(&files->kids[i], "truncated", 1),
+				  "a damaged trace file");
+		sp_json_free(j);
+		sp_t_rmrf(dir);
+		free(dir);
+	}
+}
+
+/*
+ * stepprof_mark/stepprof_step called by the constructor of a library the program
+ * links (built here: libctormark.so, linked NEEDED by ctormain), which the
+ * dynamic loader runs before libstepprof.so's own constructor. Before, both
+ * were dropped without a count (the recorder was not started yet): the trace
+ * held the program's marks only.
+ */
+static const char ctor_lib_src[] =
+    "#include <dlfcn.h>\n"
+    "__attribute__((constructor)) static void early(void)\n"
+    "{\n"
+    "\tvoid (*mark)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, \"stepprof_mark\");\n"
+    "\tvoid (*step)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, \"stepprof_step\");\n"
+    "\tif (mark)\n\t\tmark(\"lib_ctor\");\n"
+    "\tif (step)\n\t\tstep();\n"
+    "}\n";
+static const char ctor_main_src[] = "#include <dlfcn.h>\n"
+				    "int main(void)\n"
+				    "{\n"
+				    "\tvoid (*mark)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, "
+				    "\"stepprof_mark\");\n"
+				    "\tif (mark)\n\t\tmark(\"in_main\");\n"
+				    "\treturn 0;\n"
+				    "}\n";
+
+Test(recorder, marks_from_a_linked_librarys_constructor_are_recorded, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recctor");
+	char src[600], exe[600], trace[600], cmd[2048];
+	snprintf(src, sizeof(src), "%s/ctormark.c", dir);
+	cr_assert_eq(sp_t_write_file(src, ctor_lib_src, strlen(ctor_lib_src)), 0);
+	snprintf(src, sizeof(src), "%s/ctormain.c", dir);
+	cr_assert_eq(sp_t_write_file(src, ctor_main_src, strlen(ctor_main_src)), 0);
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && cc -shared -fPIC -o libctormark.so ctormark.c -ldl && "
+		 "cc -o ctormain ctormain.c -L. -Wl,--no-as-needed -lctormark -Wl,-rpath,%s -ldl",
+		 dir, dir);
+	struct sp_t_result r;
+	char *cc[] = {"/bin/sh", "-c", cmd, NULL};
+	cr_assert_eq(sp_t_run(&r, cc, NULL, NULL, 60), 0, "cc failed: %s", r.err);
+	sp_t_result_free(&r);
+	snprintf(exe, sizeof(exe), "%s/ctormain", dir);
+	snprintf(trace, sizeof(trace), "%s/trace", dir);
+	char *argv[] = {exe, NULL};
+	char *env[] = {env_preload(), env_dir(trace), NULL};
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(trace);
+	struct sp_json *f = only_file(j);
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), 2, "the library constructor's mark and main's");
+	cr_expect_eq(sp_json_u64(f, "records_by_kind.step", 0), 1, "the library constructor's step");
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* ------------------------------------------------------------ fork, exec */
 
 Test(recorder, fork_gives_each_process_its_own_file)
@@ -620,6 +724,34 @@ Test(recorder, exec_child_writes_its_own_file_beside)
 	sp_t_rmrf(dir);
 }
 
+/*
+ * A program that execs itself again and again (same pid): every image has its
+ * file. Before, names went <host>.<pid>.1 to .99 one by one, and from the 101st
+ * image on each one was unrecorded, with the warning "File exists" (150 execs:
+ * 100 files, 51 warnings).
+ */
+Test(recorder, every_image_of_a_program_exec_ing_itself_has_its_file, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recchain");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 1 -X 150"), 0, "%s", r.err);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%.300s", r.err);
+	long pid = out_pid(r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_expect_eq(nfiles(j), 151, "the first image and 150 execs of pid %ld", pid);
+	struct sp_json *files = sp_json_get(j, "files");
+	uint64_t marks = 0;
+	for (size_t i = 0; files && i < files->n; i++) {
+		cr_expect_eq(sp_json_i64(&files->kids[i], "pid", -1), pid);
+		marks += sp_json_u64(&files->kids[i], "records_by_kind.mark", 0);
+	}
+	cr_expect_eq(marks, 151, "one mark per image");
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 {
 	char *dir = sp_t_tmpdir("recfd");
@@ -687,6 +819,71 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 	cr_expect_eq(nfiles(j), 3, "parent, forked child and exec'd child all write into %s", found);
 	sp_json_free(j);
 	sp_t_rmrf(cwd);
+}
+
+/*
+ * The trace directory deleted while the process runs (a job's clean-up): the
+ * process goes on unharmed and says, at its exit, that what it recorded is
+ * gone. Before, it exited 0 without a word: nothing left of the run, nothing
+ * said (as the eBPF collector does: bpf::a_trace_removed_while_tracing_is_reported).
+ */
+Test(recorder, a_trace_removed_while_the_process_runs_is_reported)
+{
+	char *top = sp_t_tmpdir("recrm");
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", top);
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 5000 -R 100000"), 0, "%s", r.err);
+	cr_expect(strstr(r.out, "marks=105000"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "was removed while the process ran"), "%s", r.err);
+	sp_t_result_free(&r);
+	cr_expect_eq(entries(top), 0, "the directory stays removed");
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/*
+ * A long STEPPROF_DIR is used whole, or refused with one warning: never a prefix
+ * of it. Before, a relative one was cut at 200 bytes (269 asked: the traces went
+ * to, and the exec'd child was told, a directory 200 bytes long) and an absolute
+ * one past the writer's 1,023 bytes made directories of its prefix and warned
+ * "cannot create a trace file in" that prefix.
+ */
+Test(recorder, a_long_trace_directory_is_used_whole_or_refused)
+{
+	char *cwd = sp_t_tmpdir("reclong");
+	char rel[400] = "", vars[512], path[1024];
+	for (int i = 0; i < 15; i++)
+		snprintf(rel + strlen(rel), sizeof(rel) - strlen(rel), "%ssub%03d_abcdefghij", i ? "/" : "", i);
+	cr_assert_eq(strlen(rel), 269);
+	snprintf(vars, sizeof(vars), "STEPPROF_DIR=%s ", rel);
+	struct sp_t_result r;
+	markgen_in(&r, cwd, vars, "-n 10 -e 5", 60);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	snprintf(path, sizeof(path), "%s/%s", cwd, rel);
+	struct stat st;
+	cr_assert_eq(stat(path, &st), 0, "no trace directory %s", path);
+	struct sp_json *j = info(path);
+	cr_expect_eq(nfiles(j), 2, "the process and its exec'd child write into the directory asked for");
+	sp_json_free(j);
+	sp_t_rmrf(cwd);
+
+	/* 1,111 bytes: more than a trace file's path leaves a directory (SP_TF_DIR_MAX) */
+	char *top = sp_t_tmpdir("reclonga"), big[1400];
+	snprintf(big, sizeof(big), "%s", top);
+	while (strlen(big) < 1100)
+		snprintf(big + strlen(big), sizeof(big) - strlen(big), "/abcdefghijklmnopqrstuvwxyz");
+	cr_assert_gt(strlen(big), SP_TF_DIR_MAX);
+	cr_assert_eq(markgen(&r, big, NULL, "-n 10"), 0, "%s", r.err);
+	cr_expect(strstr(r.out, "marks=10"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "bytes long"), "the warning says why: %s", r.err);
+	cr_expect_eq(entries(top), 0, "nothing made in %s (a prefix of the directory asked for)", top);
+	sp_t_result_free(&r);
+	sp_t_rmrf(top);
+	free(top);
 }
 
 /* Pages of the file at path that are in the page cache (mincore on a mapping that touches none). */

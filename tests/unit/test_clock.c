@@ -137,3 +137,64 @@ Test(clock, fork_while_a_segment_is_half_written)
 	uint64_t a = sp_clock_mono(), x = sp_now(), b = sp_clock_mono();
 	cr_assert(x >= a && x <= b, "with the count odd, sp_now() must be clock_gettime");
 }
+
+/* Ticks of the TSC in ns nanoseconds, at the rate of the segment in use. */
+static int64_t ticks_in(uint64_t ns)
+{
+	cr_assert_gt(sp_clk.mult, 0);
+	return (int64_t)(((unsigned __int128)ns << 32) / sp_clk.mult);
+}
+
+/*
+ * sp_now() reads the TSC again: its mode is TSC and a segment covers the moment
+ * of a read (a few tries: on a loaded machine the segment may end between a
+ * read, which renews it, and the check).
+ */
+static int tsc_in_use(void)
+{
+	for (int i = 0; i < 5; i++) {
+		sp_now();
+		uint64_t t = sp_clock_ticks();
+		if (sp_clk.mode == SP_CLK_TSC && sp_clk.tsc_len && t - sp_clk.tsc0 < sp_clk.tsc_len)
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A TSC that jumps back (a VM moved to a host whose TSC is behind): the clock
+ * stays CLOCK_MONOTONIC and the TSC is used again. Before, the segment, now in
+ * the TSC's future, was never renewed: every later read was a clock_gettime.
+ */
+Test(clock, tsc_jump_back_recalibrates)
+{
+	need_tsc();
+	run_for(300);
+	sp_clock_test_jump(-ticks_in(10000000000ull)); /* 10 s back */
+	struct dev d = run_for(300);
+	cr_assert_leq(d.below, SLACK_NS, "%lld ns early", (long long)d.below);
+	cr_assert_leq(d.above, SLACK_NS, "%lld ns late", (long long)d.above);
+	cr_assert_leq(d.back, SLACK_NS, "stepped back %lld ns", (long long)d.back);
+	cr_assert(tsc_in_use(), "300 ms after the TSC went back, the TSC is still not read (mode %u, len %llu)",
+		  sp_clk.mode, (unsigned long long)sp_clk.tsc_len);
+}
+
+/*
+ * A TSC that jumps forward past the segment (a VM paused or migrated): the rate
+ * measured across the jump is no rate. Before, it was either used for the next
+ * segment (timestamps tens of ms behind CLOCK_MONOTONIC at its end) or out of
+ * range, and the TSC abandoned for the rest of the process.
+ */
+Test(clock, tsc_jump_forward_keeps_clock_monotonic)
+{
+	need_tsc();
+	run_for(300);
+	run_for(20); /* mid-segment: the span measured at the next calibration holds the jump */
+	sp_clock_test_jump(ticks_in(70000000ull)); /* 70 ms on: past any segment (64 ms) */
+	struct dev d = run_for(400);
+	cr_assert_leq(d.below, SLACK_NS, "%lld ns early", (long long)d.below);
+	cr_assert_leq(d.above, SLACK_NS, "%lld ns late", (long long)d.above);
+	cr_assert_leq(d.back, SLACK_NS, "stepped back %lld ns", (long long)d.back);
+	cr_assert(tsc_in_use(), "400 ms after a jump forward, the TSC is not read (mode %u, len %llu)", sp_clk.mode,
+		  (unsigned long long)sp_clk.tsc_len);
+}

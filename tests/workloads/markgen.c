@@ -21,6 +21,10 @@
  *              "child" (a name the parent already interned before the fork)
  *     -e M     then fork and exec self in the child: it writes M marks "exec"
  *     -x M     then exec self in place (same pid): M marks "exec"
+ *     -R M     then remove the trace directory ($STEPPROF_DIR, as a job's clean-up
+ *              would, while the process still runs) and write M marks "after_rm"
+ *     -X N     then exec self in place N times in a row (same pid), each image writing
+ *              one mark "exec" (a program that execs itself again and again)
  *     -C M     then make every fd 3..1023 a copy of a new file $MARKGEN_FILE (as a
  *              daemon closing and reusing descriptors would), write M marks
  *              "afterclose" and print "user_size=<bytes of that file>"
@@ -35,6 +39,10 @@
  *              SIGUSR1 every US microseconds; the handler calls stepprof_mark("sig")
  *              (a record made while the thread may be making its own). Prints
  *              "signals=<handler calls>" (each one mark "sig" or, counted, a lost record)
+ *     -Y F     with -I: the first F handler calls also fork() (in the handler); the child
+ *              returns from the handler into whatever its thread was doing (a mark, the
+ *              trace file's creation), writes 10 marks "sigchild" and _exits 0. The parent
+ *              prints "sigforks=<forks> bad=<children that did not exit 0>"
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
@@ -45,6 +53,7 @@
  * Prints "markgen pid=<pid> marks=<total written by this process>" (and
  * "child=<pid>" lines) on stdout, and "errno_changed=N" if N marks changed errno.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -80,6 +89,18 @@ static void no_step(void)
 {
 }
 
+/* -Y: forks left to make in the handler, the children made, and "this is such a child" */
+static volatile long sig_forks_left, sig_nkids;
+static volatile pid_t sig_kids[4096];
+static volatile sig_atomic_t sig_child;
+
+static void sig_child_exit(void)
+{
+	for (int i = 0; i < 10; i++)
+		do_mark("sigchild");
+	_exit(0);
+}
+
 static void *writer(void *arg)
 {
 	(void)arg;
@@ -96,6 +117,8 @@ static void *writer(void *arg)
 	for (long i = 0; i < nmarks; i++) {
 		errno = 77; /* the recorder must leave errno alone, slow paths included */
 		do_mark(names[phases > 0 ? i * p / nmarks : 0]);
+		if (__builtin_expect(sig_child, 0))
+			sig_child_exit();
 		if (errno != 77)
 			__atomic_add_fetch(&errno_changed, 1, __ATOMIC_RELAXED);
 		if (i == 0 && use_barrier)
@@ -126,6 +149,16 @@ static void exec_self(long m)
 	_exit(127);
 }
 
+static void exec_chain(long n)
+{
+	char arg[32];
+	snprintf(arg, sizeof(arg), "%ld", n);
+	char *argv[] = {"markgen", "-n", "1", "-m", "exec", "-X", arg, NULL};
+	execv("/proc/self/exe", argv);
+	perror("markgen: exec");
+	_exit(127);
+}
+
 static double now_s(void)
 {
 	struct timespec t;
@@ -144,6 +177,14 @@ static void on_sigusr1(int sig)
 	int e = errno;
 	do_mark("sig");
 	sig_handled++;
+	if (sig_forks_left > 0 && sig_nkids < 4096) {
+		sig_forks_left--;
+		pid_t p = fork();
+		if (p == 0)
+			sig_child = 1; /* back into the interrupted code, then out at the writer's next check */
+		else if (p > 0)
+			sig_kids[sig_nkids++] = p;
+	}
 	errno = e;
 }
 
@@ -219,11 +260,12 @@ static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_n
 
 int main(int argc, char **argv)
 {
-	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1;
+	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0,
+	     rm_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:C:k:qc:b:F:G:M:KI:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -263,6 +305,15 @@ int main(int argc, char **argv)
 			break;
 		case 'k':
 			kill_after = atol(optarg);
+			break;
+		case 'R':
+			rm_m = atol(optarg);
+			break;
+		case 'X':
+			chain = atol(optarg);
+			break;
+		case 'Y':
+			sig_forks_left = atol(optarg);
 			break;
 		case 'I':
 			sig_us = atol(optarg);
@@ -334,13 +385,27 @@ int main(int argc, char **argv)
 		pthread_create(&p, NULL, pinger, &arg);
 		use_barrier = 0;
 		writer(NULL);
-		sig_stop = 1;
-		pthread_join(p, NULL);
 		sigset_t block;
 		sigemptyset(&block);
 		sigaddset(&block, SIGUSR1);
-		pthread_sigmask(SIG_BLOCK, &block, NULL); /* one sent after the stop: not handled, not counted */
+		pthread_sigmask(SIG_BLOCK, &block, NULL); /* one sent after the marks: not handled, not counted */
+		if (sig_child)
+			sig_child_exit(); /* forked by a signal after the last mark */
+		sig_stop = 1;
+		pthread_join(p, NULL);
 		printf("signals=%ld\n", sig_handled);
+		if (sig_nkids) {
+			long bad = 0;
+			for (long i = 0; i < sig_nkids; i++) {
+				int st = 0;
+				if (waitpid(sig_kids[i], &st, 0) != sig_kids[i] || !WIFEXITED(st) || WEXITSTATUS(st)) {
+					if (!bad)
+						printf("bad_status=%#x\n", st);
+					bad++;
+				}
+			}
+			printf("sigforks=%ld bad=%ld\n", (long)sig_nkids, bad);
+		}
 	} else if (nthreads <= 1) {
 		use_barrier = 0; /* nobody to wait for */
 		writer(NULL);
@@ -392,6 +457,24 @@ int main(int argc, char **argv)
 		fstat(fd, &st);
 		printf("user_size=%ld\n", (long)st.st_size);
 	}
+	if (rm_m >= 0) {
+		/* the directory is flat: its files, then itself (no shell: it would write a trace of its own) */
+		const char *dir = getenv("STEPPROF_DIR");
+		DIR *d = dir ? opendir(dir) : NULL;
+		struct dirent *e;
+		char path[4200];
+		while (d && (e = readdir(d)))
+			if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) {
+				snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+				unlink(path);
+			}
+		if (d)
+			closedir(d);
+		if (!dir || rmdir(dir) != 0)
+			perror("markgen: removing $STEPPROF_DIR");
+		marks_named("after_rm", rm_m);
+		total += rm_m;
+	}
 	if (fork_m >= 0) {
 		fflush(stdout);
 		pid_t c = fork();
@@ -422,6 +505,8 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	if (inplace_m >= 0)
 		exec_self(inplace_m);
+	if (chain > 0)
+		exec_chain(chain - 1);
 	if (quick)
 		_exit(code);
 	return code;
