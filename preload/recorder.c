@@ -503,10 +503,22 @@ static void warn_fork_child(void)
 /* Claim the key; 0 if it was already warned about (or the table is full of others). */
 static int warn_first(const char *key)
 {
+	unsigned spins = 0;
 	for (unsigned i = 0; i < WARN_KEYS;) {
 		int u = __atomic_load_n(&g_warn_used[i], __ATOMIC_ACQUIRE);
-		if (u == 1)
-			continue; /* another thread is copying its key in (a few ns): it may be ours */
+		/*
+		 * Another thread is copying its key in (a few ns): it may be ours. Not
+		 * for ever: the copier may be this very thread, interrupted by the
+		 * signal handler that warns now; past ~1M looks the slot is taken
+		 * for another key (at worst one warning said twice).
+		 */
+		if (u == 1 && ++spins < (1u << 20))
+			continue;
+		if (u == 1) {
+			spins = 0;
+			i++;
+			continue;
+		}
 		/* NOTE: keys differing only after 63 bytes count as the same warning */
 		if (u == 2) {
 			if (strncmp(g_warn_keys[i], key, sizeof(g_warn_keys[i]) - 1) == 0)
