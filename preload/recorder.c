@@ -621,7 +621,11 @@ static void summary_fork_child(void)
 static void summary_note(unsigned kind, const uint64_t *f)
 {
 	if (kind == SP_K_STEP) {
-		__atomic_store_n(&g_sum_steps, f[SP_F_VALUE] + 1, __ATOMIC_RELAXED);
+		/* the highest step so far: threads that step at once never take the count back */
+		uint64_t v = f[SP_F_VALUE] + 1, s = __atomic_load_n(&g_sum_steps, __ATOMIC_RELAXED);
+		while (v > s &&
+		       !__atomic_compare_exchange_n(&g_sum_steps, &s, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
 		return;
 	}
 	uint64_t dev = f[SP_F_DEVICE], live = f[SP_F_LIVE];
