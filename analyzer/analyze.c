@@ -579,6 +579,24 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
 	/*
+	 * A loader worker may launch kernels too (a spawned DataLoader worker that
+	 * decodes on the GPU): a descendant of a trainer that launches less than half
+	 * of what that trainer launches, without a rank of its own (RANK unset or
+	 * inherited, as workers inherit it), is its worker, not another rank: its
+	 * file input is in the trainer's process tree. Ranks launch alike (each runs
+	 * the same step), so a rank is never half of another.
+	 */
+	for (size_t i = 0; i < a->nprocs; i++) {
+		struct an_proc *p = &a->procs[i];
+		if (p->role != AN_ROLE_TRAINER || p == best)
+			continue;
+		const struct an_proc *q = proc_find(a, p->ppid);
+		for (int depth = 0; q && !q->launches && q->ppid > 0 && depth < 64; depth++)
+			q = proc_find(a, q->ppid);
+		if (q && q->launches && p->launches * 2 < q->launches && (p->rank < 0 || p->rank == q->rank))
+			p->role = AN_ROLE_WORKER;
+	}
+	/*
 	 * Workers: descendants of a trainer (parent links from headers and FORK
 	 * records), each tied to the trainer it descends from (its rank). A process
 	 * seen only in an eBPF collector's file (no file of its own, so no header) is
@@ -598,7 +616,7 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 			struct an_proc *q = proc_find(a, pp);
 			if (!q)
 				break;
-			if (q->launches) {
+			if (q->role == AN_ROLE_TRAINER) {
 				p->role = AN_ROLE_WORKER;
 				p->trainer = q->pid;
 				break;

@@ -1964,3 +1964,80 @@ Test(analyze, a_single_trainer_has_one_rank_entry)
 	an_analysis_free(&a);
 	an_memsrc_free(&s.m);
 }
+
+/*
+ * A loader worker that decodes on the GPU (a spawned DataLoader worker may use
+ * CUDA): forked by the trainer, it stats, opens and reads 50 files of 16 KiB
+ * during each of the trainer's 12 input waits and launches `wlaunch` decode
+ * kernels per batch; the trainer launches 4 kernels per iteration. Returns the
+ * analysis of that run.
+ */
+static void gpu_worker_run(struct an_analysis *a, int wlaunch)
+{
+	struct sim s;
+	sim_init(&s);
+	sim_fork_worker(&s);
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/sample.jpg");
+	uint32_t dec = an_memsrc_string(&s.m, "nvjpeg_decode");
+	uint32_t wop = 1u << 20;
+	for (int i = 0; i < 12; i++) {
+		uint64_t t = s.t + 10 * US;
+		for (int k = 0; k < 50; k++, t += 6 * US) {
+			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + US);
+			worker_read_file(&s, path, 5, 16384, t + US, t + 2 * US, t + 4 * US, t + 5 * US);
+		}
+		for (int k = 0; k < wlaunch; k++, t += 2 * US) {
+			struct sp_event *e =
+			    an_memsrc_add(&s.m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, WPID, WPID, t, t + US);
+			e->f[SP_F_NAME] = dec;
+			e->f[SP_F_OP] = ++wop;
+		}
+		sim_iteration(&s, 2);
+	}
+	run_free(&s, NULL, a);
+}
+
+static const struct an_proc *proc_of(const struct an_analysis *a, int32_t pid)
+{
+	for (size_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].pid == pid)
+			return &a->procs[i];
+	return NULL;
+}
+
+/*
+ * The worker's 100 metadata operations per iteration are in the trainer's
+ * process tree whether or not the worker launches a kernel: it is the
+ * trainer's worker, not a second rank, and the storm is reported. A child
+ * that launches as much as the trainer (a rank started by it) stays a trainer.
+ */
+Test(analyze, a_loader_worker_that_launches_kernels_is_its_trainers_worker)
+{
+	static const int wlaunch[] = {0, 1};
+	for (size_t c = 0; c < 2; c++) {
+		struct an_analysis a;
+		gpu_worker_run(&a, wlaunch[c]);
+		cr_assert_eq(a.nit, 12);
+		cr_expect_eq(a.trainer_pid, PID);
+		const struct an_proc *w = proc_of(&a, WPID);
+		cr_assert_not_null(w);
+		cr_expect_eq(w->role, AN_ROLE_WORKER, "%d launches per batch: role %d", wlaunch[c], w->role);
+		cr_expect_eq(w->trainer, PID);
+		for (size_t i = 0; i < a.nit; i++) {
+			cr_expect_eq(a.it[i].metadata_ops, 100,
+				     "%d launches per batch, iteration %zu: %lu metadata ops", wlaunch[c], i,
+				     (unsigned long)a.it[i].metadata_ops);
+			cr_expect_eq(a.it[i].files_opened, 50);
+			cr_expect_eq(a.it[i].bytes_read, 50 * 16384);
+		}
+		const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+		cr_expect_not_null(f, "%d launches per batch: no small_file_storm", wlaunch[c]);
+		cr_expect_eq(a.nranks, 1, "%d launches per batch: %zu ranks", wlaunch[c], a.nranks);
+		an_analysis_free(&a);
+	}
+	struct an_analysis a;
+	gpu_worker_run(&a, 4);
+	cr_expect_eq(proc_of(&a, WPID)->role, AN_ROLE_TRAINER, "a child launching as much as its parent is a rank");
+	cr_expect_eq(a.nranks, 2);
+	an_analysis_free(&a);
+}
