@@ -1984,6 +1984,7 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 	/* a ring that lost the run's beginning: memory_growth and the peak from the summaries */
 	if (sm_apply(src, a, &s.col))
 		goto oom;
+	an_findings_order(a);
 	rc = 0;
 	goto out;
 oom:

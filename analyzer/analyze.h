@@ -185,6 +185,7 @@ struct an_result_finding {
 	char sites[AN_MAX_SITES][256];
 	int nsites;
 	char advice[1024];
+	uint64_t cost_ns; /* wall time the finding explains (input, pageable copies), 0 when none: its rank */
 };
 extern const char *const an_severity_name[3];
 

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "report.h"
 
 /* ------------------------------------------------------- 1. simulator */
 
@@ -1179,6 +1180,75 @@ static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes
 	e->f[SP_F_BYTES] = bytes;
 	e->f[SP_F_LIVE] = *live;
 	s->t += 2 * US;
+}
+
+/*
+ * A storm (a worker's 50 stats and 50 opens of 16 KiB files during each input
+ * wait of `wait_us`) and a pageable cudaMemcpyAsync H2D of `copy_us` on the GPU
+ * (the host blocks for it), then a kernel of `kernel_us` and its sync, 12
+ * iterations: the input share is wait / wall, the copies' share copy / wall,
+ * with wall = wait + copy + 5 + kernel (us). Returns the kinds of the findings
+ * in their order, and the text report's.
+ */
+static void order_run(uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us, int kinds[2], int text_kinds[2])
+{
+	struct sim s;
+	sim_init(&s);
+	sim_fork_worker(&s);
+	for (int i = 0; i < 12; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		uint64_t t = s.t + 1;
+		for (int k = 0; k < 50; k++, t += 4) {
+			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
+			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4);
+		}
+		sim_input(&s, wait_us * US);
+		sim_copy(&s, SP_DIR_H2D, 1 << 20, copy_us * US, 1);
+		sim_compute(&s, kernel_us * US);
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.nfnd, 2);
+	for (int k = 0; k < 2; k++)
+		kinds[k] = a.fnd[k].kind;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cr_assert_eq(report_text(f, &a, 0), 0);
+	fclose(f);
+	const char *sfs = strstr(text, "] small_file_storm"), *upc = strstr(text, "] unpinned_copy");
+	cr_assert(sfs && upc, "%s", text);
+	text_kinds[0] = sfs < upc ? AN_F_SMALL_FILE_STORM : AN_F_UNPINNED_COPY;
+	text_kinds[1] = sfs < upc ? AN_F_UNPINNED_COPY : AN_F_SMALL_FILE_STORM;
+	free(text);
+	an_analysis_free(&a);
+}
+
+static void expect_order(uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us, int first, const char *why)
+{
+	int kinds[2], text[2];
+	order_run(wait_us, copy_us, kernel_us, kinds, text);
+	int second = first == AN_F_SMALL_FILE_STORM ? AN_F_UNPINNED_COPY : AN_F_SMALL_FILE_STORM;
+	cr_expect(kinds[0] == first && kinds[1] == second, "%s: findings %s, %s", why, an_finding_name[kinds[0]],
+		  an_finding_name[kinds[1]]);
+	cr_expect(text[0] == first && text[1] == second, "%s: text report %s, %s", why, an_finding_name[text[0]],
+		  an_finding_name[text[1]]);
+}
+
+/*
+ * What to fix first comes first, in the JSON and the text report: the most
+ * severe finding, then the one that costs the most wall time.
+ */
+Test(findings, findings_come_in_the_order_to_fix_them)
+{
+	/* input 500 of 9705 us (5%: info); an Async copy from pageable memory: warning */
+	expect_order(500, 200, 9000, AN_F_UNPINNED_COPY, "info storm, warning copy");
+	/* both warnings: input 2000 of 9205 us (22%) against copies of 200 us (2%) */
+	expect_order(2000, 200, 7000, AN_F_SMALL_FILE_STORM, "storm costs 2000 us, copies 200");
+	/* both warnings: input 1200 of 10205 us (12%) against copies of 3000 us (29%) */
+	expect_order(1200, 3000, 6000, AN_F_UNPINNED_COPY, "storm costs 1200 us, copies 3000");
+	/* critical storm, input 4000 of 7205 us (56%), against copies of 3000 (42%: critical too) */
+	expect_order(4000, 3000, 200, AN_F_SMALL_FILE_STORM, "both critical, storm costs more");
 }
 
 /*
