@@ -839,7 +839,7 @@ static int auto_after_input(const struct autostate *as, size_t j)
 static void auto_start_phase(struct autostate *as)
 {
 	as->back = as->skip = 0;
-	size_t P = as->period, base = as->n - P;
+	size_t P = as->period, base = iter_period_base(as->sig, as->n, as->period);
 	uint32_t ia = 0;
 	while (ia < P && as->sig[base + ia] != as->anchor)
 		ia++;

@@ -391,6 +391,54 @@ Test(analyze, automatic_detection_prefers_the_iteration_over_a_sub_pattern)
 	an_memsrc_free(&s.m);
 }
 
+/*
+ * n reference iterations (11100 us each), then what happens once at the run's
+ * end: with `checkpoint`, the model's three tensors copied out (3, 5 and 7 MiB,
+ * 100 us each on the GPU) and a sync, as torch.save(model.state_dict()) does;
+ * with `log`, a loss printed every `every` iterations (a 4-byte D2H and a sync),
+ * the last one after the last iteration. The iterations are the n steps (the
+ * last one runs to the end of the run's CUDA work), whatever the prefix's last
+ * period holds.
+ */
+static void expect_auto_steps_before_an_end(int n, int checkpoint, int every)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t starts[100];
+	cr_assert_leq(n, 100);
+	for (int i = 0; i < n; i++) {
+		starts[i] = s.t;
+		sim_iteration(&s, 0);
+		if (every && i % every == every - 1) {
+			sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
+			sim_sync(&s);
+		}
+	}
+	if (checkpoint) {
+		sim_copy(&s, SP_DIR_D2H, 3 << 20, 100 * US, 1);
+		sim_copy(&s, SP_DIR_D2H, 5 << 20, 100 * US, 1);
+		sim_copy(&s, SP_DIR_D2H, 7 << 20, 100 * US, 1);
+		sim_sync(&s);
+	}
+	struct an_analysis a;
+	run(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, (size_t)n, "%d steps, then a %s: %zu iterations of %u calls", n,
+		     checkpoint ? "checkpoint" : "log line", a.nit, a.auto_period);
+	for (int i = 0; i < n; i++)
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %d", i);
+	cr_expect_eq(a.it[n - 1].end_ns, s.t, "the last iteration runs to the run's last CUDA work");
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, automatic_iterations_of_a_run_that_ends_with_a_checkpoint_or_a_log_line)
+{
+	expect_auto_steps_before_an_end(20, 1, 0);
+	expect_auto_steps_before_an_end(100, 1, 0);
+	expect_auto_steps_before_an_end(80, 0, 40);
+}
+
 Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
 {
 	struct sim s;
