@@ -1053,6 +1053,7 @@ struct openfile {
 	long iter;
 	uint64_t bytes;
 	int used;
+	int read; /* a read of it was recorded (not a file opened to be written: a checkpoint) */
 };
 #define OPENFILES 4096u
 
@@ -1228,6 +1229,13 @@ static void file_done(struct pass2 *p, struct openfile *f)
 {
 	if (!f || !f->used)
 		return;
+	if (!f->read) {
+		/* opened, never read: written (OPEN records have no access mode), not input */
+		if (f->iter >= 0 && (size_t)f->iter < p->a->nit)
+			p->a->it[f->iter].files_unread++;
+		f->used = 0;
+		return;
+	}
 	unsigned b = an_fsize_bucket(f->bytes);
 	p->s->col.fsize_hist[b]++;
 	p->s->col.fsize_sum[b] += f->bytes;
@@ -1638,7 +1646,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				struct openfile *f = file_slot(p, ev->pid, fd);
 				if (f) {
 					file_done(p, f); /* an fd reused without a recorded close */
-					*f = (struct openfile){ev->pid, fd, i, 0, 1};
+					*f = (struct openfile){ev->pid, fd, i, 0, 1, 0};
 				}
 			}
 			if (it) {
@@ -1666,8 +1674,10 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				it->data_ns += dur;
 			}
 			struct openfile *f = file_slot(p, ev->pid, fd);
-			if (f && f->used)
+			if (f && f->used) {
 				f->bytes += bytes;
+				f->read = 1;
+			}
 		}
 		break;
 	}
