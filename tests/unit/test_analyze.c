@@ -974,21 +974,34 @@ Test(findings, small_file_storm_median_of_mixed_sizes)
  * launches (5 us) and syncs on a kernel of `kernel_us`; the GPU is idle while it
  * waits, so the input share is wait / (wait + 5 + kernel), known exactly here.
  */
+/*
+ * 12 iterations, each: a step mark, the worker's 50 stats and 50 reads of 16 KiB
+ * files in the next 200 ns, the training thread's wait of `wait_us`, a pageable
+ * cudaMemcpyAsync H2D of `copy_us` on the GPU when not 0 (the host blocks for
+ * it), a launch (5 us) and the sync on its kernel of `kernel_us`.
+ */
+static void sim_storm(struct sim *s, uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us)
+{
+	sim_init(s);
+	sim_fork_worker(s);
+	for (int i = 0; i < 12; i++) {
+		add(s, SP_K_STEP, SP_API_stepprof_step, s->t, s->t);
+		uint64_t t = s->t + 1;
+		for (int k = 0; k < 50; k++, t += 4) {
+			an_memsrc_add(&s->m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
+			worker_read_file(s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
+		}
+		sim_input(s, wait_us * US);
+		if (copy_us)
+			sim_copy(s, SP_DIR_H2D, 1 << 20, copy_us * US, 1);
+		sim_compute(s, kernel_us * US);
+	}
+}
+
 static void storm_share_run(struct an_analysis *a, uint64_t wait_us, uint64_t kernel_us, double warn, double crit)
 {
 	struct sim s;
-	sim_init(&s);
-	sim_fork_worker(&s);
-	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		uint64_t t = s.t + 1;
-		for (int k = 0; k < 50; k++, t += 4) {
-			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
-			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
-		}
-		sim_input(&s, wait_us * US);
-		sim_compute(&s, kernel_us * US);
-	}
+	sim_storm(&s, wait_us, 0, kernel_us);
 	struct an_options o;
 	an_options_init(&o);
 	o.threshold[AN_T_SFS_WARN] = warn;
@@ -1231,29 +1244,14 @@ static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes
 }
 
 /*
- * A storm (a worker's 50 stats and 50 opens of 16 KiB files during each input
- * wait of `wait_us`) and a pageable cudaMemcpyAsync H2D of `copy_us` on the GPU
- * (the host blocks for it), then a kernel of `kernel_us` and its sync, 12
- * iterations: the input share is wait / wall, the copies' share copy / wall,
- * with wall = wait + copy + 5 + kernel (us). Returns the kinds of the findings
- * in their order, and the text report's.
+ * sim_storm with a pageable copy: the input share is wait / wall, the copies'
+ * share copy / wall, with wall = wait + copy + 5 + kernel (us). Returns the
+ * kinds of the findings in their order, and the text report's.
  */
 static void order_run(uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us, int kinds[2], int text_kinds[2])
 {
 	struct sim s;
-	sim_init(&s);
-	sim_fork_worker(&s);
-	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		uint64_t t = s.t + 1;
-		for (int k = 0; k < 50; k++, t += 4) {
-			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
-			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4);
-		}
-		sim_input(&s, wait_us * US);
-		sim_copy(&s, SP_DIR_H2D, 1 << 20, copy_us * US, 1);
-		sim_compute(&s, kernel_us * US);
-	}
+	sim_storm(&s, wait_us, copy_us, kernel_us);
 	struct an_analysis a;
 	run_free(&s, NULL, &a);
 	cr_assert_eq(a.nfnd, 2);
