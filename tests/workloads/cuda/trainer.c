@@ -47,6 +47,7 @@ static struct opts {
 	const char *scenario;
 	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
 	unsigned ckpt_every, ckpt_files; /* --checkpoint-every N --checkpoint-files K */
+	unsigned log_every;		 /* --log-every N: the loss printed every N iterations */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
 	bool pin_thread; /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
@@ -106,6 +107,7 @@ static void usage(FILE *f)
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
+		   "  --log-every N\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
@@ -206,6 +208,7 @@ static const struct field_opt {
     {"--static", F_TRUE, offsetof(struct opts, run_static), 0},
     {"--checkpoint-every", F_UINT, offsetof(struct opts, ckpt_every), 1000000},
     {"--checkpoint-files", F_UINT, offsetof(struct opts, ckpt_files), 100000},
+    {"--log-every", F_UINT, offsetof(struct opts, log_every), 1000000},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -1093,6 +1096,11 @@ static void iteration(unsigned i)
 	if (O.d2h_bytes)
 		copy(h_out, d_out, O.d2h_bytes, cudaMemcpyDeviceToHost, !O.pinned);
 	sync_stream(false);
+	if (O.log_every && (i + 1) % O.log_every == 0) {
+		/* print(loss.item()) every N steps: a 4-byte D2H into a Python scalar, then its sync */
+		copy(h_item, d_out, 4, cudaMemcpyDeviceToHost, true);
+		sync_stream(false);
+	}
 	if (ckpt_dir[0] && (i + 1) % O.ckpt_every == 0)
 		checkpoint(i);
 	marker_end();
@@ -1197,14 +1205,16 @@ int main(int argc, char **argv)
 	CHECK(cudaMemGetInfo, cudaMemGetInfo(&free0, &total0));
 
 	size_t out_bytes = O.d2h_bytes > O.item_bytes ? O.d2h_bytes : O.item_bytes;
+	if (O.log_every && out_bytes < 4)
+		out_bytes = 4;
 	if (O.h2d_bytes)
 		d_in = dev_alloc(O.h2d_bytes), h_in = host_alloc(O.h2d_bytes);
 	if (out_bytes)
 		d_out = dev_alloc(out_bytes);
 	if (O.d2h_bytes)
 		h_out = host_alloc(O.d2h_bytes);
-	if (O.syncs && O.item_bytes)
-		h_item = calloc(1, O.item_bytes);
+	if ((O.syncs && O.item_bytes) || O.log_every)
+		h_item = calloc(1, O.item_bytes > 4 ? O.item_bytes : 4);
 	kslots = calloc((size_t)O.iters * O.kernels + 1, sizeof(*kslots));
 	rcap = O.file_size < MiB ? O.file_size : MiB;
 	rbuf = malloc(rcap ? rcap : 1);
@@ -1255,8 +1265,8 @@ int main(int argc, char **argv)
 		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false");
 	for (const char *c = data_dir; *c; c++) /* a JSON string, whatever the path holds */
 		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
-	fprintf(f, "\",\"pin_thread\":%s,\"checkpoint_every\":%u,\"checkpoint_files\":%u",
-		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files);
+	fprintf(f, "\",\"pin_thread\":%s,\"checkpoint_every\":%u,\"checkpoint_files\":%u,\"log_every\":%u",
+		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files, O.log_every);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < O.workers && workers; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
