@@ -579,6 +579,24 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
 	/*
+	 * A loader worker may launch kernels too (a spawned DataLoader worker that
+	 * decodes on the GPU): a descendant of a trainer that launches less than half
+	 * of what that trainer launches, without a rank of its own (RANK unset or
+	 * inherited, as workers inherit it), is its worker, not another rank: its
+	 * file input is in the trainer's process tree. Ranks launch alike (each runs
+	 * the same step), so a rank is never half of another.
+	 */
+	for (size_t i = 0; i < a->nprocs; i++) {
+		struct an_proc *p = &a->procs[i];
+		if (p->role != AN_ROLE_TRAINER || p == best)
+			continue;
+		const struct an_proc *q = proc_find(a, p->ppid);
+		for (int depth = 0; q && !q->launches && q->ppid > 0 && depth < 64; depth++)
+			q = proc_find(a, q->ppid);
+		if (q && q->launches && p->launches * 2 < q->launches && (p->rank < 0 || p->rank == q->rank))
+			p->role = AN_ROLE_WORKER;
+	}
+	/*
 	 * Workers: descendants of a trainer (parent links from headers and FORK
 	 * records), each tied to the trainer it descends from (its rank). A process
 	 * seen only in an eBPF collector's file (no file of its own, so no header) is
@@ -598,7 +616,7 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 			struct an_proc *q = proc_find(a, pp);
 			if (!q)
 				break;
-			if (q->launches) {
+			if (q->role == AN_ROLE_TRAINER) {
 				p->role = AN_ROLE_WORKER;
 				p->trainer = q->pid;
 				break;
@@ -821,7 +839,7 @@ static int auto_after_input(const struct autostate *as, size_t j)
 static void auto_start_phase(struct autostate *as)
 {
 	as->back = as->skip = 0;
-	size_t P = as->period, base = as->n - P;
+	size_t P = as->period, base = iter_period_base(as->sig, as->n, as->period);
 	uint32_t ia = 0;
 	while (ia < P && as->sig[base + ia] != as->anchor)
 		ia++;
@@ -1035,6 +1053,7 @@ struct openfile {
 	long iter;
 	uint64_t bytes;
 	int used;
+	int read; /* a read of it was recorded (not a file opened to be written: a checkpoint) */
 };
 #define OPENFILES 4096u
 
@@ -1210,6 +1229,13 @@ static void file_done(struct pass2 *p, struct openfile *f)
 {
 	if (!f || !f->used)
 		return;
+	if (!f->read) {
+		/* opened, never read: written (OPEN records have no access mode), not input */
+		if (f->iter >= 0 && (size_t)f->iter < p->a->nit)
+			p->a->it[f->iter].files_unread++;
+		f->used = 0;
+		return;
+	}
 	unsigned b = an_fsize_bucket(f->bytes);
 	p->s->col.fsize_hist[b]++;
 	p->s->col.fsize_sum[b] += f->bytes;
@@ -1620,7 +1646,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				struct openfile *f = file_slot(p, ev->pid, fd);
 				if (f) {
 					file_done(p, f); /* an fd reused without a recorded close */
-					*f = (struct openfile){ev->pid, fd, i, 0, 1};
+					*f = (struct openfile){ev->pid, fd, i, 0, 1, 0};
 				}
 			}
 			if (it) {
@@ -1648,8 +1674,10 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				it->data_ns += dur;
 			}
 			struct openfile *f = file_slot(p, ev->pid, fd);
-			if (f && f->used)
+			if (f && f->used) {
 				f->bytes += bytes;
+				f->read = 1;
+			}
 		}
 		break;
 	}
@@ -1966,6 +1994,7 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 	/* a ring that lost the run's beginning: memory_growth and the peak from the summaries */
 	if (sm_apply(src, a, &s.col))
 		goto oom;
+	an_findings_order(a);
 	rc = 0;
 	goto out;
 oom:

@@ -158,6 +158,7 @@ struct an_iter {
 	 * half or more (exact at any threshold, in two counters).
 	 */
 	uint32_t files_sized, files_small;
+	uint32_t files_unread; /* opened and closed without a read: written files (a checkpoint), not sized */
 	uint32_t allocs, frees, alloc_failed, flushes;
 	uint32_t nsizes; /* distinct allocation sizes, saturates at AN_SIZESET + 1 */
 	uint64_t sizes[AN_SIZESET];
@@ -185,6 +186,7 @@ struct an_result_finding {
 	char sites[AN_MAX_SITES][256];
 	int nsites;
 	char advice[1024];
+	uint64_t cost_ns; /* wall time the finding explains (input, pageable copies), 0 when none: its rank */
 };
 extern const char *const an_severity_name[3];
 

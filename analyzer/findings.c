@@ -169,13 +169,17 @@ static uint64_t iter_wall(const struct an_iter *it)
 
 /*
  * Is the median of the bytes read per opened file (the lower median of an even
- * count) under max? Half the files or more are under it; when no file was
- * sized, the mean.
+ * count) under max? Half the files or more are under it; files opened and
+ * closed without a read (written, as a checkpoint's) are not in it, and when
+ * only such files were closed there is no read storm; when no file was
+ * closed, the mean.
  */
 static int iter_files_small(const struct an_iter *it, double max)
 {
 	if (it->files_sized)
 		return 2 * (uint64_t)it->files_small >= it->files_sized;
+	if (it->files_unread)
+		return 0;
 	return (double)(it->files_opened ? it->bytes_read / it->files_opened : 0) < max;
 }
 
@@ -224,6 +228,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 		return -1;
 	}
 	*f = tmp;
+	f->cost_ns = input;
 	double share = wall ? (double)input / (double)wall : 0;
 	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
 	an_evidence_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
@@ -281,6 +286,7 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 	if (!f)
 		return -1;
 	*f = tmp;
+	f->cost_ns = ns;
 	double share = wall ? (double)ns / (double)wall : 0;
 	f->severity = share >= th[AN_T_UPC_CRIT] ? 2 : (share >= th[AN_T_UPC_WARN] || async) ? 1 : 0;
 	double n = a->nit ? (double)a->nit : 1;
@@ -518,4 +524,25 @@ int an_findings_eval(struct an_analysis *a, const struct an_collect *c)
 	if (small_file_storm(a, c) || unpinned_copy(a, c) || alloc_fragmentation(a, c) || memory_growth(a, c))
 		return -1;
 	return 0;
+}
+
+/* -------------------------------------------------------------- ordering */
+
+static int fix_first(const struct an_result_finding *x, const struct an_result_finding *y)
+{
+	if (x->severity != y->severity)
+		return x->severity > y->severity;
+	return x->cost_ns > y->cost_ns;
+}
+
+void an_findings_order(struct an_analysis *a)
+{
+	/* an insertion sort: stable (equal findings keep findings.def's order), and they are few */
+	for (size_t i = 1; i < a->nfnd; i++) {
+		struct an_result_finding x = a->fnd[i];
+		size_t k = i;
+		for (; k > 0 && fix_first(&x, &a->fnd[k - 1]); k--)
+			a->fnd[k] = a->fnd[k - 1];
+		a->fnd[k] = x;
+	}
 }

@@ -79,4 +79,10 @@ void an_growth_evidence(struct an_result_finding *f, const double *th, double sl
 /* Evaluate every finding; fills a->fnd / a->nfnd. 0, or -1 when out of memory. */
 int an_findings_eval(struct an_analysis *a, const struct an_collect *c);
 
+/*
+ * Put the findings in the order to fix them: the most severe first, then the
+ * one that costs the most wall time (cost_ns), then findings.def's order.
+ */
+void an_findings_order(struct an_analysis *a);
+
 #endif /* STEPPROF_FINDINGS_H */

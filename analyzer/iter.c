@@ -54,12 +54,33 @@ uint32_t iter_find_period(const uint32_t *sig, size_t n, double min_match)
 	return best;
 }
 
+size_t iter_period_base(const uint32_t *sig, size_t n, uint32_t period)
+{
+	size_t P = period;
+	if (!P || n < 2 * P)
+		return n >= P ? n - P : 0;
+	/* m: positions of the window [b, b + P) equal to the one a period before, slid from the end */
+	size_t best = n - P, m = 0, best_m;
+	for (size_t i = n - P; i < n; i++)
+		m += sig[i] == sig[i - P];
+	best_m = m;
+	for (size_t b = n - P; b > P && best_m < P;) {
+		b--;
+		m = m + (sig[b] == sig[b - P]) - (sig[b + P] == sig[b]);
+		if (m > best_m) {
+			best_m = m;
+			best = b;
+		}
+	}
+	return best;
+}
+
 int iter_choose_anchor(const uint32_t *sig, const uint8_t *flags, size_t n, uint32_t period, uint32_t *anchor,
 		       uint32_t *every)
 {
 	if (period == 0 || n < 2 * (size_t)period)
 		return -1;
-	size_t base = n - period; /* the last whole period */
+	size_t base = iter_period_base(sig, n, period); /* the last clean period */
 	int best = -1, best_score = -1;
 	uint32_t min_count = UINT32_MAX;
 	int min_at = 0;

@@ -32,7 +32,16 @@
 uint32_t iter_find_period(const uint32_t *sig, size_t n, double min_match);
 
 /*
- * Choose the anchor among the last whole period of the prefix: a signature that
+ * Where the prefix's last clean period begins: the latest window of `period`
+ * signatures that repeats the period before it, or the one that repeats most of
+ * it (the latest of those). The prefix's last period need not be clean: a run
+ * shorter than the prefix ends with a final checkpoint's copies, an evaluation
+ * or a log line, which occur once. n - period when n < 2 period.
+ */
+size_t iter_period_base(const uint32_t *sig, size_t n, uint32_t period);
+
+/*
+ * Choose the anchor among the last clean period of the prefix: a signature that
  * occurs once per period, preferring one after an input wait, then an H2D copy,
  * then one that follows a sync. *every is 1 then; when every signature repeats
  * within the period, the least frequent one is used and *every is its count

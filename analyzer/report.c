@@ -405,7 +405,8 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
 			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
 	}
-	fprintf(f, "\nFindings:%s\n", a->nfnd ? "" : " none");
+	fprintf(f, "\nFindings:%s\n",
+		a->nfnd ? " in the order to fix them (the most severe first, then the most wall time)" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {
 		const struct an_result_finding *x = &a->fnd[i];
 		fprintf(f, "  [%s] %s%s%s%s, iterations %ld-%ld (%ld)\n", an_severity_name[x->severity],

@@ -67,15 +67,16 @@ static const struct sp_file_header *trainer_header(struct an_source *src, int32_
 }
 
 /*
- * The raw records lost part of the run: with steps, fewer raw iterations than
- * the process counted; without, the first surviving record comes more than a
- * window after the summaries' start.
+ * The raw records lost part of the run: with iterations from steps, fewer raw
+ * iterations than the process counted; otherwise (no steps, or NVTX ranges that
+ * give the iterations while the process also counts steps), the first surviving
+ * record comes more than a window after the summaries' start.
  */
 static int ring_lost_iterations(const struct an_analysis *a, const struct sm_window *w, size_t n)
 {
 	uint64_t steps = w[n - 1].steps;
-	if (steps)
-		return a->source_kind == AN_SRC_API && a->nit + 1 < steps;
+	if (steps && a->source_kind == AN_SRC_API)
+		return a->nit + 1 < steps;
 	for (size_t i = 0; i < a->nprocs; i++)
 		if (a->procs[i].pid == a->trainer_pid)
 			return a->procs[i].begin_ns != UINT64_MAX && a->procs[i].begin_ns > w[0].end_ns;

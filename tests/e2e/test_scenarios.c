@@ -19,7 +19,9 @@
  *     the training thread is the loop's (the main thread);
  *   - input-bound and clean with a pin-memory thread (--pin-thread), automatic
  *     detection: each iteration begins where the trainer's does, and the loaders'
- *     reads inside the iterations are the trainer's, no more (no set-up).
+ *     reads inside the iterations are the trainer's, no more (no set-up);
+ *   - clean with a checkpoint of 150 small files written every 4 iterations: no
+ *     small_file_storm (files opened to be written are not input).
  *
  * Divided into: 1. running a scenario, 2. the common checks, 3. one test per
  * scenario and marker mode.
@@ -520,6 +522,29 @@ Test(scenarios, clean_pin_thread_prefetch_waits_are_not_input, .timeout = 180)
 	scenario(&r, "clean", "step", "--pin-thread --worker-us 20000");
 	cr_expect_lt(sp_json_num(r.truth, "summary.breakdown_fraction.input", 1), 0.05);
 	cr_expect_lt(sp_json_num(r.an, "summary.breakdown_fraction.input", 1), 0.05);
+	no_warning(&r, NULL);
+	run_free(&r);
+}
+
+/*
+ * A checkpoint every 4 iterations (after iterations 3 and 7 of 10): the training
+ * thread writes 150 files of 4 KiB, as a sharded state dict is saved, while the
+ * batches are 2 MiB files read by the loaders. Those opens are 150 metadata
+ * operations of files never read: no small-file storm of input, and no finding
+ * above info; the breakdown is still the ground truth's (the opens and closes
+ * are file calls: input).
+ */
+Test(scenarios, clean_with_checkpoints_of_small_files_step, .timeout = 180)
+{
+	struct run r;
+	scenario(&r, "clean", "step", "--iters 10 --checkpoint-every 4 --checkpoint-files 150");
+	for (int i = 3; i <= 7; i += 4) {
+		char key[64];
+		snprintf(key, sizeof(key), "iterations.%d.metadata_ops", i);
+		cr_expect_geq(sp_json_num(r.an, key, 0), 150, "iteration %d: the checkpoint's opens", i);
+	}
+	cr_expect_null(finding(&r, "small_file_storm", NULL), "a checkpoint's written files are no input storm: %s",
+		       r.ar.out);
 	no_warning(&r, NULL);
 	run_free(&r);
 }

@@ -85,6 +85,9 @@ static void check_invariants(const struct sp_json *j)
 	uint64_t h2d = u(j, "config.h2d_bytes"), d2h = u(j, "config.d2h_bytes"), item = u(j, "config.item_bytes");
 	uint64_t files = u(j, "config.files_per_iter"), fsize = u(j, "config.file_size");
 	uint64_t kernel_us = u(j, "config.kernel_us");
+	/* every N-th iteration: a logged loss (4-byte pageable D2H, sync), a checkpoint's files opened */
+	uint64_t log_every = u(j, "config.log_every"), ck_every = u(j, "config.checkpoint_every");
+	uint64_t ck_files = ck_every ? u(j, "config.checkpoint_files") : 0;
 	double jit = sp_json_num(j, "config.jitter_pct", 0) / 100.0;
 	struct sp_json *its = sp_json_get(j, "iterations");
 	bool pageable = sp_json_path(j, "config.pinned")->num == 0;
@@ -120,16 +123,17 @@ static void check_invariants(const struct sp_json *j)
 		cr_assert_leq(iu(j, i, "breakdown_ns.compute"), iu(j, i, "kernel_ns"));
 
 		/* what the iteration issued, from the options */
+		uint64_t lg = log_every && (i + 1) % log_every == 0, ck = ck_every && (i + 1) % ck_every == 0;
 		cr_assert_eq(iu(j, i, "launches"), kernels);
-		cr_assert_eq(iu(j, i, "syncs"), syncs + 1);
-		cr_assert_eq(iu(j, i, "copies"), (h2d > 0) + syncs * (item > 0) + (d2h > 0));
+		cr_assert_eq(iu(j, i, "syncs"), syncs + 1 + lg);
+		cr_assert_eq(iu(j, i, "copies"), (h2d > 0) + syncs * (item > 0) + (d2h > 0) + lg);
 		cr_assert_eq(iu(j, i, "h2d_bytes"), h2d);
-		cr_assert_eq(iu(j, i, "d2h_bytes"), d2h + syncs * item);
+		cr_assert_eq(iu(j, i, "d2h_bytes"), d2h + syncs * item + 4 * lg);
 		/* .item() copies go to pageable memory whatever --pinned says */
-		cr_assert_eq(iu(j, i, "pageable_copies"), pageable ? iu(j, i, "copies") : syncs * (item > 0));
-		cr_assert_eq(iu(j, i, "files_opened"), files);
+		cr_assert_eq(iu(j, i, "pageable_copies"), pageable ? iu(j, i, "copies") : syncs * (item > 0) + lg);
+		cr_assert_eq(iu(j, i, "files_opened"), files + ck * ck_files);
 		cr_assert_eq(iu(j, i, "stats"), files);
-		cr_assert_eq(iu(j, i, "metadata_ops"), 2 * files);
+		cr_assert_eq(iu(j, i, "metadata_ops"), 2 * files + ck * ck_files);
 		cr_assert_eq(iu(j, i, "bytes_read"), files * fsize);
 		cr_assert_geq(iu(j, i, "device_bytes_peak"), iu(j, i, "device_bytes_live"));
 		if (files) {
@@ -144,10 +148,11 @@ static void check_invariants(const struct sp_json *j)
 	cr_assert_eq(u(j, "totals.iterations"), iters);
 	cr_assert_eq(u(j, "totals.launches"), iters * kernels);
 	cr_assert_eq(u(j, "totals.by_api.cudaLaunchKernel"), iters * kernels);
-	cr_assert_eq(u(j, "totals.syncs"), iters * (syncs + 1));
+	uint64_t logs = log_every ? iters / log_every : 0, cks = ck_every ? iters / ck_every : 0;
+	cr_assert_eq(u(j, "totals.syncs"), iters * (syncs + 1) + logs);
 	cr_assert_eq(u(j, "totals.by_api.cudaDeviceSynchronize"), iters * (syncs / 2));
-	cr_assert_eq(u(j, "totals.copies"), iters * ((h2d > 0) + syncs * (item > 0) + (d2h > 0)));
-	cr_assert_eq(u(j, "totals.files_opened"), iters * files);
+	cr_assert_eq(u(j, "totals.copies"), iters * ((h2d > 0) + syncs * (item > 0) + (d2h > 0)) + logs);
+	cr_assert_eq(u(j, "totals.files_opened"), iters * files + cks * ck_files);
 	cr_assert_eq(u(j, "totals.bytes_read"), iters * files * fsize);
 	cr_assert_eq(u(j, "totals.wall_ns"), iu(j, iters - 1, "end_ns") - iu(j, 0, "start_ns"));
 	cr_assert_eq(u(j, "totals.by_api.cudaStreamCreate"), 1);
@@ -291,6 +296,38 @@ Test(trainer, sync_heavy_syncs_after_each_kernel, .timeout = 120)
 	for (size_t i = 0; i < 8; i++)
 		cr_assert_gt(iu(r.j, i, "host_blocked_ns.sync"), 0);
 	run_free(&r);
+}
+
+/*
+ * --log-every 4: after iterations 3 and 7, one more 4-byte pageable D2H and one
+ * more stream sync; --checkpoint-every 4 --checkpoint-files 3: three files opened
+ * there too, not read (check_invariants counts both), and removed at exit.
+ */
+Test(trainer, log_every_and_checkpoint_every_act_every_n_iterations, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("trainer-ckpt");
+	char env_tmp[600];
+	snprintf(env_tmp, sizeof(env_tmp), "TMPDIR=%s", tmp);
+	struct run r;
+	const char *args[] = {
+	    "--scenario",	  "clean", "--iters", "8", "--log-every", "4", "--checkpoint-every", "4",
+	    "--checkpoint-files", "3",	   NULL};
+	char *env[] = {NO_PRELOAD, env_tmp, NULL};
+	run_trainer(&r, "bin/trainer", args, env);
+	check_invariants(r.j);
+	cr_expect_eq(iu(r.j, 3, "pageable_copies"), 1);
+	cr_expect_eq(iu(r.j, 7, "files_opened"), 2 + 3);
+	cr_expect_eq(iu(r.j, 7, "bytes_read"), 2 * (2u << 20), "the batch's: the checkpoint's files are not read");
+	DIR *d = opendir(tmp);
+	cr_assert_not_null(d);
+	int left = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		left += de->d_name[0] != '.';
+	closedir(d);
+	cr_expect_eq(left, 0, "the data and checkpoint directories are removed at exit");
+	run_free(&r);
+	sp_t_rmrf(tmp);
+	free(tmp);
 }
 
 /* ---- 4. variants ---- */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "report.h"
 
 /* ------------------------------------------------------- 1. simulator */
 
@@ -388,6 +389,54 @@ Test(analyze, automatic_detection_prefers_the_iteration_over_a_sub_pattern)
 	cr_expect_eq(a.auto_period, 1 + 39 * 3 + 3);
 	an_analysis_free(&a);
 	an_memsrc_free(&s.m);
+}
+
+/*
+ * n reference iterations (11100 us each), then what happens once at the run's
+ * end: with `checkpoint`, the model's three tensors copied out (3, 5 and 7 MiB,
+ * 100 us each on the GPU) and a sync, as torch.save(model.state_dict()) does;
+ * with `log`, a loss printed every `every` iterations (a 4-byte D2H and a sync),
+ * the last one after the last iteration. The iterations are the n steps (the
+ * last one runs to the end of the run's CUDA work), whatever the prefix's last
+ * period holds.
+ */
+static void expect_auto_steps_before_an_end(int n, int checkpoint, int every)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t starts[100];
+	cr_assert_leq(n, 100);
+	for (int i = 0; i < n; i++) {
+		starts[i] = s.t;
+		sim_iteration(&s, 0);
+		if (every && i % every == every - 1) {
+			sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
+			sim_sync(&s);
+		}
+	}
+	if (checkpoint) {
+		sim_copy(&s, SP_DIR_D2H, 3 << 20, 100 * US, 1);
+		sim_copy(&s, SP_DIR_D2H, 5 << 20, 100 * US, 1);
+		sim_copy(&s, SP_DIR_D2H, 7 << 20, 100 * US, 1);
+		sim_sync(&s);
+	}
+	struct an_analysis a;
+	run(&s, NULL, &a);
+	cr_expect_eq(a.source_kind, AN_SRC_AUTO);
+	cr_assert_eq(a.nit, (size_t)n, "%d steps, then a %s: %zu iterations of %u calls", n,
+		     checkpoint ? "checkpoint" : "log line", a.nit, a.auto_period);
+	for (int i = 0; i < n; i++)
+		cr_expect_eq(a.it[i].start_ns, starts[i], "iteration %d", i);
+	cr_expect_eq(a.it[n - 1].end_ns, s.t, "the last iteration runs to the run's last CUDA work");
+	an_analysis_free(&a);
+	an_memsrc_free(&s.m);
+}
+
+Test(analyze, automatic_iterations_of_a_run_that_ends_with_a_checkpoint_or_a_log_line)
+{
+	expect_auto_steps_before_an_end(20, 1, 0);
+	expect_auto_steps_before_an_end(100, 1, 0);
+	expect_auto_steps_before_an_end(80, 0, 40);
 }
 
 Test(analyze, no_gpu_work_and_no_markers_gives_no_iterations)
@@ -925,21 +974,34 @@ Test(findings, small_file_storm_median_of_mixed_sizes)
  * launches (5 us) and syncs on a kernel of `kernel_us`; the GPU is idle while it
  * waits, so the input share is wait / (wait + 5 + kernel), known exactly here.
  */
+/*
+ * 12 iterations, each: a step mark, the worker's 50 stats and 50 reads of 16 KiB
+ * files in the next 200 ns, the training thread's wait of `wait_us`, a pageable
+ * cudaMemcpyAsync H2D of `copy_us` on the GPU when not 0 (the host blocks for
+ * it), a launch (5 us) and the sync on its kernel of `kernel_us`.
+ */
+static void sim_storm(struct sim *s, uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us)
+{
+	sim_init(s);
+	sim_fork_worker(s);
+	for (int i = 0; i < 12; i++) {
+		add(s, SP_K_STEP, SP_API_stepprof_step, s->t, s->t);
+		uint64_t t = s->t + 1;
+		for (int k = 0; k < 50; k++, t += 4) {
+			an_memsrc_add(&s->m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
+			worker_read_file(s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
+		}
+		sim_input(s, wait_us * US);
+		if (copy_us)
+			sim_copy(s, SP_DIR_H2D, 1 << 20, copy_us * US, 1);
+		sim_compute(s, kernel_us * US);
+	}
+}
+
 static void storm_share_run(struct an_analysis *a, uint64_t wait_us, uint64_t kernel_us, double warn, double crit)
 {
 	struct sim s;
-	sim_init(&s);
-	sim_fork_worker(&s);
-	for (int i = 0; i < 12; i++) {
-		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
-		uint64_t t = s.t + 1;
-		for (int k = 0; k < 50; k++, t += 4) {
-			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + 1);
-			worker_read_file(&s, 0, 5, 16384, t + 1, t + 2, t + 3, t + 4); /* no path recorded */
-		}
-		sim_input(&s, wait_us * US);
-		sim_compute(&s, kernel_us * US);
-	}
+	sim_storm(&s, wait_us, 0, kernel_us);
 	struct an_options o;
 	an_options_init(&o);
 	o.threshold[AN_T_SFS_WARN] = warn;
@@ -1179,6 +1241,60 @@ static void alloc_ev(struct sim *s, unsigned kind, uint64_t dptr, uint64_t bytes
 	e->f[SP_F_BYTES] = bytes;
 	e->f[SP_F_LIVE] = *live;
 	s->t += 2 * US;
+}
+
+/*
+ * sim_storm with a pageable copy: the input share is wait / wall, the copies'
+ * share copy / wall, with wall = wait + copy + 5 + kernel (us). Returns the
+ * kinds of the findings in their order, and the text report's.
+ */
+static void order_run(uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us, int kinds[2], int text_kinds[2])
+{
+	struct sim s;
+	sim_storm(&s, wait_us, copy_us, kernel_us);
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.nfnd, 2);
+	for (int k = 0; k < 2; k++)
+		kinds[k] = a.fnd[k].kind;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	cr_assert_eq(report_text(f, &a, 0), 0);
+	fclose(f);
+	const char *sfs = strstr(text, "] small_file_storm"), *upc = strstr(text, "] unpinned_copy");
+	cr_assert(sfs && upc, "%s", text);
+	text_kinds[0] = sfs < upc ? AN_F_SMALL_FILE_STORM : AN_F_UNPINNED_COPY;
+	text_kinds[1] = sfs < upc ? AN_F_UNPINNED_COPY : AN_F_SMALL_FILE_STORM;
+	free(text);
+	an_analysis_free(&a);
+}
+
+static void expect_order(uint64_t wait_us, uint64_t copy_us, uint64_t kernel_us, int first, const char *why)
+{
+	int kinds[2], text[2];
+	order_run(wait_us, copy_us, kernel_us, kinds, text);
+	int second = first == AN_F_SMALL_FILE_STORM ? AN_F_UNPINNED_COPY : AN_F_SMALL_FILE_STORM;
+	cr_expect(kinds[0] == first && kinds[1] == second, "%s: findings %s, %s", why, an_finding_name[kinds[0]],
+		  an_finding_name[kinds[1]]);
+	cr_expect(text[0] == first && text[1] == second, "%s: text report %s, %s", why, an_finding_name[text[0]],
+		  an_finding_name[text[1]]);
+}
+
+/*
+ * What to fix first comes first, in the JSON and the text report: the most
+ * severe finding, then the one that costs the most wall time.
+ */
+Test(findings, findings_come_in_the_order_to_fix_them)
+{
+	/* input 500 of 9705 us (5%: info); an Async copy from pageable memory: warning */
+	expect_order(500, 200, 9000, AN_F_UNPINNED_COPY, "info storm, warning copy");
+	/* both warnings: input 2000 of 9205 us (22%) against copies of 200 us (2%) */
+	expect_order(2000, 200, 7000, AN_F_SMALL_FILE_STORM, "storm costs 2000 us, copies 200");
+	/* both warnings: input 1200 of 10205 us (12%) against copies of 3000 us (29%) */
+	expect_order(1200, 3000, 6000, AN_F_UNPINNED_COPY, "storm costs 1200 us, copies 3000");
+	/* critical storm, input 4000 of 7205 us (56%), against copies of 3000 (42%: critical too) */
+	expect_order(4000, 3000, 200, AN_F_SMALL_FILE_STORM, "both critical, storm costs more");
 }
 
 /*
@@ -1963,4 +2079,81 @@ Test(analyze, a_single_trainer_has_one_rank_entry)
 		cr_expect_eq(a.ranks[0].bd_total[c], 20 * want[c] * US, "%s", an_cat_name[c]);
 	an_analysis_free(&a);
 	an_memsrc_free(&s.m);
+}
+
+/*
+ * A loader worker that decodes on the GPU (a spawned DataLoader worker may use
+ * CUDA): forked by the trainer, it stats, opens and reads 50 files of 16 KiB
+ * during each of the trainer's 12 input waits and launches `wlaunch` decode
+ * kernels per batch; the trainer launches 4 kernels per iteration. Returns the
+ * analysis of that run.
+ */
+static void gpu_worker_run(struct an_analysis *a, int wlaunch)
+{
+	struct sim s;
+	sim_init(&s);
+	sim_fork_worker(&s);
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/sample.jpg");
+	uint32_t dec = an_memsrc_string(&s.m, "nvjpeg_decode");
+	uint32_t wop = 1u << 20;
+	for (int i = 0; i < 12; i++) {
+		uint64_t t = s.t + 10 * US;
+		for (int k = 0; k < 50; k++, t += 6 * US) {
+			an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, t, t + US);
+			worker_read_file(&s, path, 5, 16384, t + US, t + 2 * US, t + 4 * US, t + 5 * US);
+		}
+		for (int k = 0; k < wlaunch; k++, t += 2 * US) {
+			struct sp_event *e =
+			    an_memsrc_add(&s.m, SP_K_LAUNCH, SP_API_cudaLaunchKernel, WPID, WPID, t, t + US);
+			e->f[SP_F_NAME] = dec;
+			e->f[SP_F_OP] = ++wop;
+		}
+		sim_iteration(&s, 2);
+	}
+	run_free(&s, NULL, a);
+}
+
+static const struct an_proc *proc_of(const struct an_analysis *a, int32_t pid)
+{
+	for (size_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].pid == pid)
+			return &a->procs[i];
+	return NULL;
+}
+
+/*
+ * The worker's 100 metadata operations per iteration are in the trainer's
+ * process tree whether or not the worker launches a kernel: it is the
+ * trainer's worker, not a second rank, and the storm is reported. A child
+ * that launches as much as the trainer (a rank started by it) stays a trainer.
+ */
+Test(analyze, a_loader_worker_that_launches_kernels_is_its_trainers_worker)
+{
+	static const int wlaunch[] = {0, 1};
+	for (size_t c = 0; c < 2; c++) {
+		struct an_analysis a;
+		gpu_worker_run(&a, wlaunch[c]);
+		cr_assert_eq(a.nit, 12);
+		cr_expect_eq(a.trainer_pid, PID);
+		const struct an_proc *w = proc_of(&a, WPID);
+		cr_assert_not_null(w);
+		cr_expect_eq(w->role, AN_ROLE_WORKER, "%d launches per batch: role %d", wlaunch[c], w->role);
+		cr_expect_eq(w->trainer, PID);
+		for (size_t i = 0; i < a.nit; i++) {
+			cr_expect_eq(a.it[i].metadata_ops, 100,
+				     "%d launches per batch, iteration %zu: %lu metadata ops", wlaunch[c], i,
+				     (unsigned long)a.it[i].metadata_ops);
+			cr_expect_eq(a.it[i].files_opened, 50);
+			cr_expect_eq(a.it[i].bytes_read, 50 * 16384);
+		}
+		const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+		cr_expect_not_null(f, "%d launches per batch: no small_file_storm", wlaunch[c]);
+		cr_expect_eq(a.nranks, 1, "%d launches per batch: %zu ranks", wlaunch[c], a.nranks);
+		an_analysis_free(&a);
+	}
+	struct an_analysis a;
+	gpu_worker_run(&a, 4);
+	cr_expect_eq(proc_of(&a, WPID)->role, AN_ROLE_TRAINER, "a child launching as much as its parent is a rank");
+	cr_expect_eq(a.nranks, 2);
+	an_analysis_free(&a);
 }

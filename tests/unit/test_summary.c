@@ -137,7 +137,7 @@ Test(summary_reader, apart_from_events_in_order_and_found_by_header)
 #define LEAK  (4 * MiB)
 #define BASE  (64 * MiB)
 
-static struct an_analysis *analyze_leak(int wrapped, struct sp_reader **rp, char **dirp)
+static struct an_analysis *analyze_leak_marked(int wrapped, int nvtx, struct sp_reader **rp, char **dirp)
 {
 	char *dir = sp_t_tmpdir("summary_an");
 	char path[1024];
@@ -159,10 +159,12 @@ static struct an_analysis *analyze_leak(int wrapped, struct sp_reader **rp, char
 	m->hdr = *sp_reader_header(*rp); /* the file the analysis reads, as merge.c copies it */
 	m->hdr.ndevices = 1;
 	m->hdr.devices[0].mem_bytes = 1ull << 34;
-	uint32_t kn = an_memsrc_string(m, "k");
+	uint32_t kn = an_memsrc_string(m, "k"), step = an_memsrc_string(m, "train_step");
 	for (uint64_t i = STEPS - RAW; i < STEPS; i++) {
 		uint64_t b = t0 + i * 10 * MS;
 		an_memsrc_add(m, SP_K_STEP, SP_API_stepprof_step, PID, TID, b, b)->f[SP_F_VALUE] = i;
+		if (nvtx) /* NVTX ranges too, around each step: the iterations are theirs */
+			an_memsrc_add(m, SP_K_RANGE, SP_API_nvtx, PID, TID, b, b + 9 * MS)->f[SP_F_NAME] = step;
 		struct sp_event *e = an_memsrc_add(m, SP_K_ALLOC, SP_API_cudaMalloc, PID, TID, b + MS, b + MS + 1000);
 		e->f[SP_F_BYTES] = LEAK;
 		e->f[SP_F_DPTR] = 0x700000000000ull + i * LEAK;
@@ -182,6 +184,12 @@ static struct an_analysis *analyze_leak(int wrapped, struct sp_reader **rp, char
 	free(m);
 	*dirp = dir;
 	return a;
+}
+
+/* The trainer marks its steps with stepprof_step() only. */
+static struct an_analysis *analyze_leak(int wrapped, struct sp_reader **rp, char **dirp)
+{
+	return analyze_leak_marked(wrapped, 0, rp, dirp);
 }
 
 static const struct an_result_finding *growth_finding(const struct an_analysis *a, size_t *count)
@@ -254,5 +262,27 @@ Test(summary_analyze, unwrapped_ring_keeps_raw_verdict)
 		cr_assert_neq(strcmp(f->ev[i].key, "history"), 0, "summaries used though nothing was overwritten");
 	double growth = evidence(f, "growth_bytes", NULL, NULL);
 	cr_assert_float_eq(growth, (double)(RAW - 1) * LEAK, 16.0, "growth %.1f over the raw iterations", growth);
+	done(a, r, dir);
+}
+
+/*
+ * The same trainer also marks each step with an NVTX range, which gives the
+ * iterations (NVTX comes first): the ring lost 80 of its 100 steps all the
+ * same, and the whole run's growth is the summaries' (99 steps of 4 MiB).
+ */
+Test(summary_analyze, wrapped_ring_of_nvtx_iterations_and_step_marks_fits_whole_run)
+{
+	struct sp_reader *r;
+	char *dir;
+	struct an_analysis *a = analyze_leak_marked(1, 1, &r, &dir);
+	cr_assert_eq(a->source_kind, AN_SRC_NVTX);
+	cr_assert_eq(a->nit, RAW, "raw iterations: %zu", a->nit);
+	size_t n;
+	const struct an_result_finding *f = growth_finding(a, &n);
+	cr_assert_eq(n, 1, "%zu memory_growth findings", n);
+	double growth = evidence(f, "growth_bytes", NULL, NULL);
+	cr_expect_float_eq(growth, (double)(STEPS - 1) * LEAK, 16.0, "growth %.1f MiB, the run's is %llu MiB",
+			   growth / MiB, (unsigned long long)((STEPS - 1) * LEAK / MiB));
+	cr_expect_eq(a->device_bytes_peak, BASE + STEPS * LEAK);
 	done(a, r, dir);
 }

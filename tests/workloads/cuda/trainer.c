@@ -46,6 +46,8 @@ enum markers { MARK_NONE, MARK_NVTX, MARK_STEP };
 static struct opts {
 	const char *scenario;
 	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
+	unsigned ckpt_every, ckpt_files; /* --checkpoint-every N --checkpoint-files K */
+	unsigned log_every;		 /* --log-every N: the loss printed every N iterations */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
 	bool pin_thread; /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
@@ -104,7 +106,8 @@ static void usage(FILE *f)
 		   "  --workers K  --prefetch N  --worker-us U  --pin-thread  --h2d-bytes B  --pinned|--pageable\n"
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
-		   "  --host-us U  --static  --list-scenarios\n"
+		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
+		   "  --log-every N\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
@@ -203,6 +206,9 @@ static const struct field_opt {
     {"--seed", F_SIZE, offsetof(struct opts, seed), 0},
     {"--host-us", F_SIZE, offsetof(struct opts, host_us), 0},
     {"--static", F_TRUE, offsetof(struct opts, run_static), 0},
+    {"--checkpoint-every", F_UINT, offsetof(struct opts, ckpt_every), 1000000},
+    {"--checkpoint-files", F_UINT, offsetof(struct opts, ckpt_files), 100000},
+    {"--log-every", F_UINT, offsetof(struct opts, log_every), 1000000},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -887,6 +893,72 @@ static void fragment(void)
 	free(held);
 }
 
+/*
+ * --checkpoint-every N: after every N-th iteration's last sync, the main thread
+ * saves a checkpoint as a sharded state dict does, --checkpoint-files K files of
+ * 4 KiB each, written (opened for writing, never read) into a directory of its
+ * own; the GPU has nothing to do meanwhile. Its opens and closes are file calls
+ * of the training thread (input, as design.md §5 counts file I/O; the writes
+ * are not recorded and are other); its files are opened, not read.
+ */
+static char ckpt_dir[PATH_MAX];
+
+static void ckpt_path(char *buf, size_t len, unsigned c, unsigned k)
+{
+	snprintf(buf, len, "%s/ckpt-%u-%05u.pt", ckpt_dir, c, k);
+}
+
+static void ckpt_dir_make(void)
+{
+	if (!O.ckpt_every || !O.ckpt_files)
+		return;
+	const char *tmp = getenv("TMPDIR");
+	snprintf(ckpt_dir, sizeof(ckpt_dir), "%s/trainer-ckpt-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(ckpt_dir)) {
+		fprintf(stderr, "trainer: cannot create a checkpoint directory: %s\n", strerror(errno));
+		exit(1);
+	}
+}
+
+static void checkpoint(unsigned i)
+{
+	static const char shard[4096];
+	unsigned c = (i + 1) / O.ckpt_every;
+	for (unsigned k = 0; k < O.ckpt_files; k++) {
+		char path[PATH_MAX + 32];
+		ckpt_path(path, sizeof(path), c, k);
+		uint64_t t0 = tr_now();
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		uint64_t t1 = tr_now();
+		tr_input(t0, t1);
+		if (fd < 0) {
+			fprintf(stderr, "trainer: cannot write %s: %s\n", path, strerror(errno));
+			exit(1);
+		}
+		if (write(fd, shard, sizeof(shard)) != (ssize_t)sizeof(shard)) {
+			fprintf(stderr, "trainer: cannot write %s: %s\n", path, strerror(errno));
+			exit(1);
+		}
+		t0 = tr_now();
+		close(fd);
+		tr_input(t0, tr_now());
+	}
+	tr_files(O.ckpt_files, 0, 0);
+}
+
+static void ckpt_remove(void)
+{
+	if (!ckpt_dir[0])
+		return;
+	for (unsigned c = 1; c <= O.iters / O.ckpt_every; c++)
+		for (unsigned k = 0; k < O.ckpt_files; k++) {
+			char path[PATH_MAX + 32];
+			ckpt_path(path, sizeof(path), c, k);
+			unlink(path);
+		}
+	rmdir(ckpt_dir);
+}
+
 /* ---- 5b. the backward thread ---- */
 
 /*
@@ -1024,6 +1096,13 @@ static void iteration(unsigned i)
 	if (O.d2h_bytes)
 		copy(h_out, d_out, O.d2h_bytes, cudaMemcpyDeviceToHost, !O.pinned);
 	sync_stream(false);
+	if (O.log_every && (i + 1) % O.log_every == 0) {
+		/* print(loss.item()) every N steps: a 4-byte D2H into a Python scalar, then its sync */
+		copy(h_item, d_out, 4, cudaMemcpyDeviceToHost, true);
+		sync_stream(false);
+	}
+	if (ckpt_dir[0] && (i + 1) % O.ckpt_every == 0)
+		checkpoint(i);
 	marker_end();
 }
 
@@ -1110,12 +1189,14 @@ int main(int argc, char **argv)
 
 	/* Setup, as a training script does it: data, device, model buffers; workers last. */
 	make_data();
+	ckpt_dir_make();
 	int ndev = 0;
 	tr_api(TR_API_cudaGetDeviceCount);
 	cudaError_t r = cudaGetDeviceCount(&ndev);
 	if (r != cudaSuccess || ndev < 1) {
 		fprintf(stderr, "trainer: no CUDA device (error %d, %d devices)\n", (int)r, ndev);
 		remove_data();
+		ckpt_remove();
 		return 1;
 	}
 	CHECK(cudaSetDevice, cudaSetDevice(0));
@@ -1124,14 +1205,16 @@ int main(int argc, char **argv)
 	CHECK(cudaMemGetInfo, cudaMemGetInfo(&free0, &total0));
 
 	size_t out_bytes = O.d2h_bytes > O.item_bytes ? O.d2h_bytes : O.item_bytes;
+	if (O.log_every && out_bytes < 4)
+		out_bytes = 4;
 	if (O.h2d_bytes)
 		d_in = dev_alloc(O.h2d_bytes), h_in = host_alloc(O.h2d_bytes);
 	if (out_bytes)
 		d_out = dev_alloc(out_bytes);
 	if (O.d2h_bytes)
 		h_out = host_alloc(O.d2h_bytes);
-	if (O.syncs && O.item_bytes)
-		h_item = calloc(1, O.item_bytes);
+	if ((O.syncs && O.item_bytes) || O.log_every)
+		h_item = calloc(1, O.item_bytes > 4 ? O.item_bytes : 4);
 	kslots = calloc((size_t)O.iters * O.kernels + 1, sizeof(*kslots));
 	rcap = O.file_size < MiB ? O.file_size : MiB;
 	rbuf = malloc(rcap ? rcap : 1);
@@ -1161,6 +1244,7 @@ int main(int argc, char **argv)
 	free(h_item);
 	CHECK(cudaStreamDestroy, cudaStreamDestroy(stream));
 	remove_data();
+	ckpt_remove();
 
 	/* The ground truth: one JSON line. */
 	char *json = NULL;
@@ -1181,7 +1265,8 @@ int main(int argc, char **argv)
 		(unsigned long long)O.host_us, TRAINER_IS_STATIC ? "true" : "false");
 	for (const char *c = data_dir; *c; c++) /* a JSON string, whatever the path holds */
 		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
-	fprintf(f, "\",\"pin_thread\":%s", O.pin_thread ? "true" : "false");
+	fprintf(f, "\",\"pin_thread\":%s,\"checkpoint_every\":%u,\"checkpoint_files\":%u,\"log_every\":%u",
+		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files, O.log_every);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < O.workers && workers; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
