@@ -1095,6 +1095,13 @@ struct pass2 {
 	int live_file;
 	/* allocator flush detection */
 	uint64_t burst_n, burst_first, burst_bytes, burst_live_before, last_fail_ns;
+	/* the trainer's Async pageable copies not yet known to be awaited at once (async_settle) */
+	struct pend_async {
+		int32_t tid;
+		uint64_t stream;
+		long iter;
+	} pend_async[16];
+	unsigned npend_async;
 	int oom;
 };
 
@@ -1470,6 +1477,39 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 	}
 }
 
+/* A pending Async pageable copy settles as one that does serialise silently: counted. */
+static void async_count(struct pass2 *p, unsigned k)
+{
+	long it = p->pend_async[k].iter;
+	if (it >= 0 && (size_t)it < p->a->nit)
+		p->a->it[it].pageable_async++;
+	p->pend_async[k] = p->pend_async[--p->npend_async];
+}
+
+/*
+ * An Async copy from pageable memory is at least a warning because it
+ * serialises silently: the program believes it overlaps. Not when the
+ * thread's very next CUDA call is a blocking sync of its stream or of the
+ * device: the program waits for it at once anyway. That is how PyTorch
+ * makes every blocking copy to or from pageable memory (`loss.item()`,
+ * `.cpu()`, `.to("cuda")` without non_blocking): cudaMemcpyAsync, then
+ * cudaStreamSynchronize. ev is a CUDA call of thread ev->tid of the trainer.
+ */
+static void async_settle(struct pass2 *p, const struct sp_event *ev)
+{
+	for (unsigned k = 0; k < p->npend_async; k++) {
+		if (p->pend_async[k].tid != ev->tid)
+			continue;
+		const char *api = sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0];
+		if (is_blocking_sync(ev) && (ev->f[SP_F_STREAM] == p->pend_async[k].stream ||
+					     strstr(api, "DeviceSynchronize") || strstr(api, "CtxSynchronize")))
+			p->pend_async[k] = p->pend_async[--p->npend_async]; /* awaited at once */
+		else
+			async_count(p, k);
+		return;
+	}
+}
+
 static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 {
 	struct an_analysis *a = p->a;
@@ -1479,6 +1519,11 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 	long i = -2; /* the iteration of the record's begin, computed on demand */
 #define ITER() (i == -2 ? (i = iter_at(a, ev->begin_ns)) : i)
 	uint64_t dur = ev->end_ns - ev->begin_ns;
+
+	if (p->npend_async && is_p &&
+	    (ev->kind == SP_K_LAUNCH || ev->kind == SP_K_MEMSET || ev->kind == SP_K_COPY || ev->kind == SP_K_SYNC ||
+	     ev->kind == SP_K_ALLOC || ev->kind == SP_K_FREE))
+		async_settle(p, ev);
 
 	switch (ev->kind) {
 	case SP_K_LAUNCH:
@@ -1531,8 +1576,12 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			p->ring[op % OP_RING].pg_iter = i;
 			p->ring[op % OP_RING].pg_ns = dur;
 			p->ring[op % OP_RING].pg_pinned = 0;
-			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async"))
-				it->pageable_async++;
+			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async")) {
+				if (p->npend_async == sizeof(p->pend_async) / sizeof(p->pend_async[0]))
+					async_count(p, 0);
+				p->pend_async[p->npend_async++] =
+				    (struct pend_async){.tid = ev->tid, .stream = ev->f[SP_F_STREAM], .iter = i};
+			}
 			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
 			if (site)
 				an_top_add(&col->copy_sites, site, 1, ev->f[SP_F_BYTES], dur);
@@ -1751,6 +1800,8 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 			p.first_open++;
 		}
 	}
+	while (p.npend_async) /* never awaited: the trace ends first */
+		async_count(&p, 0);
 	while (p.first_open < a->nit) {
 		finalize(&p, p.first_open);
 		p.first_open++;

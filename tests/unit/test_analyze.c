@@ -1157,6 +1157,56 @@ Test(findings, unpinned_copy_severity_by_time_share_and_async)
 }
 
 /*
+ * `loss.item()` as PyTorch makes it: a 4-byte cudaMemcpyAsync D2H into pageable
+ * memory after the step's kernels, then what the thread calls next: 0 a sync of
+ * the copy's stream, 1 cudaDeviceSynchronize, 2 a launch (then the sync), 3 a
+ * sync of another stream. Returns the finding's severity; *async its
+ * async_copies evidence. The copies' 10 us in iterations of ~5 ms: under 5%.
+ */
+static int upc_item(int then, double *async)
+{
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		sim_step(&s, 1000 * US);
+		sim_kernel(&s, s.kname, 4000 * US);
+		sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
+		if (then == 2)
+			sim_kernel(&s, s.kname, 100 * US);
+		uint64_t e = s.t > s.gpu ? s.t : s.gpu;
+		struct sp_event *ev = add(&s, SP_K_SYNC,
+					  then == 1 ? SP_API_cudaDeviceSynchronize : SP_API_cudaStreamSynchronize, s.t, e);
+		ev->f[SP_F_STREAM] = then == 3 ? 7 : 0;
+		s.t = e;
+	}
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f, "pageable copies are reported, whatever their severity");
+	cr_expect_eq(f->iterations, 12);
+	*async = -1;
+	for (int k = 0; k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, "async_copies"))
+			*async = f->ev[k].num;
+	int sev = f->severity;
+	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, unpinned_copy_awaited_at_once_does_not_serialise_silently)
+{
+	double async;
+	cr_expect_eq(upc_item(0, &async), 0, "an .item() copy synchronised at once: info");
+	cr_expect_eq(async, 0);
+	cr_expect_eq(upc_item(1, &async), 0, "the device synchronised at once: info");
+	cr_expect_eq(async, 0);
+	cr_expect_eq(upc_item(2, &async), 1, "work queued after it: the copy serialised it silently");
+	cr_expect_eq(async, 12);
+	cr_expect_eq(upc_item(3, &async), 1, "another stream synchronised: not this copy's wait");
+	cr_expect_eq(async, 12);
+}
+
+/*
  * Exactly at each bound: 12 iterations of 5985 us (a 1 ms wait, a 5 us launch,
  * a 4980 us kernel, its sync), the first k of which first copy from pageable
  * memory for c us with cudaMemcpy (synchronous: only the share decides), a
