@@ -359,3 +359,37 @@ Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 		     (unsigned long long)b);
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A vfork()ed child runs on its parent's memory until it execs: its dup2 and
+ * close_range were done to the parent's fd table. Before, the child's
+ * close_range(3, ~0U) wiped every entry of the parent (its epoll fd no longer
+ * a wait for loader data: the epoll_wait after it was no record at all), and
+ * its dup2 of a socket onto a file's number made the parent's reads of that
+ * file loader waits on a socket, without a path.
+ */
+Test(io, a_vfork_child_leaves_the_parents_fd_table_alone, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "vfork", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "child_ok"), 1, "the vfork child did not run /bin/true");
+	cr_assert_eq(tnum(t, "ready"), 1);
+	cr_assert_eq(tnum(t, "taken"), 1);
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "epoll_wait", .fd_type = "socket" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "ep_fd"), NULL, NULL), 1, "the epoll_wait after the vfork is a loader wait");
+	char p1[PATH_MAX + 8];
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	uint64_t b;
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .fd_type = "file", .prefix = p1 };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f1_fd"), &b, NULL), tnum(t, "f1_reads"),
+		     "f1's reads are file reads of f1");
+	cr_expect_eq(b, (uint64_t)tnum(t, "f1_bytes"));
+	f = (struct io_filter){ .kind = "loader_wait", .pid = pid, .api = "read" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f1_fd"), NULL, NULL), 0, "no loader wait on f1's number");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .fd_type = "file" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f0_fd"), &b, NULL), tnum(t, "f0_reads"));
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}

@@ -33,6 +33,13 @@
  *                         while a child writes 3 chunks of 100 bytes into it,
  *                         20 ms apart; then DIR opened without O_DIRECTORY,
  *                         fstat'ed and closed
+ *   iolimits vfork DIR    DIR/f0 and DIR/f1 opened, a socket pair in an epoll
+ *                         set; a vfork()ed child (as Python's subprocess
+ *                         makes one) dup2s the socket onto f1's number, closes
+ *                         f0, closes every fd above f1 with close_range and
+ *                         execs /bin/true; then the parent waits on the epoll
+ *                         set for a byte sent on the pair, takes it, and reads
+ *                         both files to EOF (64 B buffer)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -44,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/close_range.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -317,10 +325,57 @@ static int do_fifo(void)
 	return 0;
 }
 
+static long read_all(int fd, long *calls)
+{
+	char buf[64];
+	long bytes = 0;
+	for (ssize_t n; (n = must("read", read(fd, buf, sizeof(buf)))) > 0; ++*calls)
+		bytes += n;
+	++*calls; /* and the read at EOF */
+	return bytes;
+}
+
+static int do_vfork(void)
+{
+	char p0[4096], p1[4096];
+	int s[2];
+	snprintf(p0, sizeof(p0), "%s/f0", dir);
+	snprintf(p1, sizeof(p1), "%s/f1", dir);
+	int f0 = (int)must("open f0", open(p0, O_RDONLY));
+	int f1 = (int)must("open f1", open(p1, O_RDONLY));
+	must("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, s));
+	int ep = (int)must("epoll_create1", epoll_create1(0));
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = s[0] };
+	must("epoll_ctl", epoll_ctl(ep, EPOLL_CTL_ADD, s[0], &ev));
+	pid_t kid = vfork();
+	if (kid == 0) {
+		/* only what a vfork child may do: calls into libc, then exec */
+		if (dup2(s[1], f1) < 0 || close(f0) != 0 || close_range((unsigned)f1 + 1, ~0U, 0) != 0)
+			_exit(126);
+		execl("/bin/true", "true", (char *)NULL);
+		_exit(127);
+	}
+	must("vfork", kid);
+	int status;
+	must("waitpid", waitpid(kid, &status, 0));
+	char c = 'x';
+	must("send", send(s[1], &c, 1, 0));
+	struct epoll_event got;
+	int ready = (int)must("epoll_wait", epoll_wait(ep, &got, 1, 5000));
+	long taken = must("recv", recv(s[0], &c, 1, 0));
+	long r0 = 0, r1 = 0, b0 = read_all(f0, &r0), b1 = read_all(f1, &r1);
+	close(f0);
+	close(f1);
+	printf("{\"pid\":%d,\"child_ok\":%d,\"ep_fd\":%d,\"ready\":%d,\"taken\":%ld,\"f0_fd\":%d,\"f0_reads\":%ld,"
+	       "\"f0_bytes\":%ld,\"f1_fd\":%d,\"f1_reads\":%ld,\"f1_bytes\":%ld}\n",
+	       (int)getpid(), WIFEXITED(status) && WEXITSTATUS(status) == 0, ep, ready, taken, f0, r0, b0, f1, r1, b1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -334,6 +389,8 @@ int main(int argc, char **argv)
 		return do_nftw();
 	if (!strcmp(argv[1], "fifo"))
 		return do_fifo();
+	if (!strcmp(argv[1], "vfork"))
+		return do_vfork();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
