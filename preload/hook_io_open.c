@@ -264,6 +264,21 @@ IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int
 	return r;
 }
 
+/*
+ * What the table knew of fd (w), or, for an fd never described (inherited
+ * across exec, received over a socket, from the parent's table after fork; a
+ * stream fdopen'ed on one), what the kernel says while it is still open,
+ * looked up outside the call's time.
+ */
+IO_INLINE uint64_t close_known(struct io_call *c, int fd, uint64_t w)
+{
+	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
+		w = io_fd_lookup(fd, w);
+		c->t0 = sp_now();
+	}
+	return w;
+}
+
 int close(int fd)
 {
 	int (*real)(int) = IO_REAL(close);
@@ -272,12 +287,7 @@ int close(int fd)
 	struct io_call c;
 	if (!io_begin(&c))
 		return real(fd);
-	/* An fd never described (inherited: across exec, or from the parent's
-	 * table after fork) is looked up while still open, outside the call's time. */
-	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
-		w = io_fd_lookup(fd, w);
-		c.t0 = sp_now();
-	}
+	w = close_known(&c, fd, w);
 	return close_end(&c, SP_API_close, fd, w, real(fd));
 }
 
@@ -295,6 +305,7 @@ int fclose(FILE *fp)
 		io_finish(&c);
 		return r;
 	}
+	w = close_known(&c, fd, w);
 	return close_end(&c, SP_API_fclose, fd, w, real(fp));
 }
 

@@ -352,7 +352,9 @@ IO_INLINE void io_rec_stat(struct io_call *c, unsigned api, int dirfd, const cha
 	/* AT_EMPTY_PATH with "" or, since Linux 6.11, NULL (a successful call): the fd itself */
 	if ((flags & AT_EMPTY_PATH) && (path ? !path[0] : r == 0)) {
 		fd = dirfd;
-		id = io_word_path(io_fd_word(dirfd));
+		/* An fd not seen born (received over a socket, inherited) is looked up
+		 * at its first use, this stat as well as a read (once per fd). */
+		id = io_word_path(r == 0 ? io_fd_word_typed(dirfd) : io_fd_word(dirfd));
 	} else {
 		id = io_path_id(path);
 	}

@@ -393,3 +393,33 @@ Test(io, a_vfork_child_leaves_the_parents_fd_table_alone, .timeout = 60)
 	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A descriptor the wrappers did not see born (received over a Unix socket, as
+ * a DataLoader worker hands tensor storage to the trainer; inherited across
+ * exec) is looked up at its first use. Before, an fstat or an fclose as that
+ * first use was not: PyTorch's trainer fstats every storage fd it receives,
+ * and each such stat had no path; an fclose said `other`, without a path.
+ */
+Test(io, the_first_fstat_or_fclose_of_a_received_fd_names_its_file, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "passfd", &rs);
+	int pid = (int)tnum(t, "pid");
+	char p0[PATH_MAX + 8], p1[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	const struct io_rec *last = NULL;
+	struct io_filter f = { .kind = "stat", .pid = pid, .api = "fstat" };
+	cr_assert_eq(matching(&rs, f, tnum(t, "g0_fd"), NULL, &last), 1, "one fstat of the received fd");
+	cr_expect(last->path && !strcmp(last->path, p0), "the fstat of the received fd: path %s, expected %s",
+		  last->path ? last->path : "(none)", p0);
+	cr_expect_eq(last->bytes, (uint64_t)tnum(t, "g0_size"));
+	f = (struct io_filter){ .kind = "close", .pid = pid, .api = "fclose" };
+	cr_assert_eq(matching(&rs, f, tnum(t, "g1_fd"), NULL, &last), 1, "one fclose of the received fd");
+	cr_expect(last->path && !strcmp(last->path, p1), "the fclose of the received fd: path %s, expected %s",
+		  last->path ? last->path : "(none)", p1);
+	cr_expect_str_eq(last->fd_type, "file");
+	lim_fini(&e, t, &rs);
+}

@@ -40,6 +40,11 @@
  *                         execs /bin/true; then the parent waits on the epoll
  *                         set for a byte sent on the pair, takes it, and reads
  *                         both files to EOF (64 B buffer)
+ *   iolimits passfd DIR   DIR/f0 and DIR/f1 opened, each sent over a Unix
+ *                         socket pair (SCM_RIGHTS, as a DataLoader worker
+ *                         hands tensor storage to the trainer) and closed;
+ *                         the copy of f0 received is fstat'ed, the copy of f1
+ *                         received is wrapped by fdopen and fclose'd
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -372,10 +377,63 @@ static int do_vfork(void)
 	return 0;
 }
 
+static void send_fd(int sock, int fd)
+{
+	char byte = 'f', ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	must("sendmsg", sendmsg(sock, &m, 0));
+}
+
+static int recv_fd(int sock)
+{
+	char byte, ctl[CMSG_SPACE(sizeof(int))];
+	struct iovec iov = { &byte, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof(ctl) };
+	must("recvmsg", recvmsg(sock, &m, 0));
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	int fd = -1;
+	if (!c || c->cmsg_type != SCM_RIGHTS)
+		die("no fd received");
+	memcpy(&fd, CMSG_DATA(c), sizeof(int));
+	return fd;
+}
+
+static int do_passfd(void)
+{
+	char p0[4096], p1[4096];
+	int s[2];
+	struct stat st;
+	snprintf(p0, sizeof(p0), "%s/f0", dir);
+	snprintf(p1, sizeof(p1), "%s/f1", dir);
+	must("socketpair", socketpair(AF_UNIX, SOCK_STREAM, 0, s));
+	int f0 = (int)must("open f0", open(p0, O_RDONLY));
+	send_fd(s[1], f0);
+	close(f0);
+	int g0 = recv_fd(s[0]);
+	must("fstat", fstat(g0, &st));
+	int f1 = (int)must("open f1", open(p1, O_RDONLY));
+	send_fd(s[1], f1);
+	close(f1);
+	int g1 = recv_fd(s[0]);
+	FILE *fp = fdopen(g1, "r");
+	if (!fp)
+		die("fdopen");
+	must("fclose", fclose(fp));
+	close(g0);
+	printf("{\"pid\":%d,\"g0_fd\":%d,\"g0_size\":%ld,\"g1_fd\":%d}\n", (int)getpid(), g0, (long)st.st_size, g1);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -391,6 +449,8 @@ int main(int argc, char **argv)
 		return do_fifo();
 	if (!strcmp(argv[1], "vfork"))
 		return do_vfork();
+	if (!strcmp(argv[1], "passfd"))
+		return do_passfd();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
