@@ -95,29 +95,66 @@ SP_HIDDEN extern volatile int io_capture;
 
 /* ------------------------------------------------------- 3. begin / end */
 
+/*
+ * A wrapper left by siglongjmp. A signal handler that jumps out of a blocking
+ * read (the alarm-and-jump timeout) leaves the depth raised: nothing more was
+ * recorded on that thread. So the outermost wrapper of a thread notes its
+ * frame and its return address (io_outer). A call met with the depth raised
+ * is nested in a live wrapper unless io_left_by_a_jump, the rare path, finds
+ * that wrapper gone: its return address overwritten in its frame (by the
+ * calls made after the jump, from its caller or above), or this call made at
+ * or above its frame (a nested call, or a handler that interrupted it on the
+ * same stack, runs below it) and not on an alternate signal stack (a handler
+ * there is nested, wherever that stack lies). It then lowers the depth.
+ * RATIONALE: the frame address (the wrapper's frame pointer, forced by
+ * __builtin_frame_address), not the stack pointer: it is the caller's stack
+ * pointer less 16 whatever the wrapper's frame size, so two wrappers called
+ * from one place compare equal; and the return address is the word above it
+ * (the frame record of x86_64 and aarch64). So the function that enters
+ * (io_enter*, io_begin*, always inlined) must stay on the stack until its
+ * io_leave: a wrapper, or a helper that leaves before it returns, or one
+ * always inlined into its wrapper (fread_recorded).
+ */
+struct io_outer {
+	uintptr_t frame; /* 0: no wrapper of ours raised the depth */
+	uintptr_t ret;
+};
+SP_HIDDEN extern __thread struct io_outer io_outer __attribute__((tls_model("initial-exec")));
+SP_HIDDEN int io_left_by_a_jump(uintptr_t frame);
+
 /* 1 = capture `cap` on this call (depth raised: io_leave after), 0 = not capturing, or nested. */
-static inline int io_enter_cap(int cap)
+static inline __attribute__((always_inline)) int io_enter_cap(int cap)
 {
-	if (__builtin_expect(!sp_active || !(io_capture & cap) || sp_hook_depth, 0))
+	if (__builtin_expect(!sp_active || !(io_capture & cap), 0))
 		return 0;
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	if (__builtin_expect(sp_hook_depth != 0, 0) && !io_left_by_a_jump(frame))
+		return 0;
+	if (sp_hook_depth == 0) {
+		io_outer.ret = (uintptr_t)__builtin_return_address(0);
+		io_outer.frame = frame;
+		/* both written before a handler can see the depth raised */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	}
 	sp_hook_depth++;
 	return 1;
 }
 
 /* File I/O; waits (hook_io_wait.c). Used as such by the calls that record nothing themselves. */
-static inline int io_enter(void)
+static inline __attribute__((always_inline)) int io_enter(void)
 {
 	return io_enter_cap(IO_CAP_FILES);
 }
 
-static inline int io_enter_wait(void)
+static inline __attribute__((always_inline)) int io_enter_wait(void)
 {
 	return io_enter_cap(IO_CAP_WAITS);
 }
 
 static inline void io_leave(void)
 {
-	sp_hook_depth--;
+	if (--sp_hook_depth == 0)
+		io_outer.frame = 0;
 }
 
 /*
@@ -132,7 +169,7 @@ struct io_call {
 };
 
 /* 1 = record this call (entered, start time taken), 0 = just forward. */
-static inline int io_begin(struct io_call *c)
+static inline __attribute__((always_inline)) int io_begin(struct io_call *c)
 {
 	if (!io_enter())
 		return 0;
@@ -140,7 +177,7 @@ static inline int io_begin(struct io_call *c)
 	return 1;
 }
 
-static inline int io_begin_wait(struct io_call *c)
+static inline __attribute__((always_inline)) int io_begin_wait(struct io_call *c)
 {
 	if (!io_enter_wait())
 		return 0;

@@ -423,3 +423,40 @@ Test(io, the_first_fstat_or_fclose_of_a_received_fd_names_its_file, .timeout = 6
 	cr_expect_str_eq(last->fd_type, "file");
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * The alarm-and-jump timeout: a SIGALRM handler leaves a blocking read with
+ * siglongjmp. Before, the thread's depth counter stayed raised and nothing it
+ * did afterwards was recorded (3 opens of f0, none in the trace). A handler on
+ * an alternate signal stack that lies above the thread's stack, interrupting
+ * a read, is still nested in it: its own open of f1 is not recorded, and the
+ * read it interrupted and the thread's calls after it are.
+ */
+Test(io, a_read_left_by_siglongjmp_does_not_end_the_threads_recording, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "jump", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "jumped"), 1, "the SIGALRM handler did not jump");
+	cr_assert_eq(tnum(t, "alt_above"), 1, "the alternate stack is not above the thread's stack");
+	cr_assert_eq(tnum(t, "thread_read"), 5);
+	char p0[PATH_MAX + 8], p1[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	/* f0: 3 opens by the main thread after the jump, 1 by the thread after the handler */
+	struct io_filter f = { .kind = "open", .pid = pid, .api = "open", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 4, "opens of f0 after the jump: %ld recorded, 4 made",
+		     io_t_count(&rs, f, NULL));
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = p0 };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), 8, "reads of f0: 2 per open");
+	cr_expect_eq(b, (uint64_t)(3 * tnum(t, "f0_bytes") + tnum(t, "thread_f0_bytes")));
+	f = (struct io_filter){ .kind = "open", .pid = pid, .prefix = p1 };
+	cr_assert_eq(tnum(t, "handler_bytes"), 2, "the handler did not read f1");
+	cr_expect_eq(io_t_count(&rs, f, NULL), 0, "the handler's open, nested in a read, is not recorded");
+	f = (struct io_filter){ .kind = "loader_wait", .pid = pid, .api = "read", .fd_type = "pipe" };
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "the read the handler interrupted is one loader wait");
+	cr_expect_eq(b, 5);
+	lim_fini(&e, t, &rs);
+}

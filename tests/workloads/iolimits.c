@@ -45,6 +45,15 @@
  *                         hands tensor storage to the trainer) and closed;
  *                         the copy of f0 received is fstat'ed, the copy of f1
  *                         received is wrapped by fdopen and fclose'd
+ *   iolimits jump DIR     a read of an empty pipe left by siglongjmp from a
+ *                         SIGALRM handler (the alarm-and-jump timeout), then
+ *                         DIR/f0 opened, read to EOF and closed 3 times; then a
+ *                         thread whose stack lies below its alternate signal
+ *                         stack blocks in a read of a pipe, a SIGUSR1 handler
+ *                         on that alternate stack opens, reads and closes
+ *                         DIR/f1 in the middle of it, the read returns the 5
+ *                         bytes written later, and the thread opens, reads and
+ *                         closes DIR/f0 once more
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -57,6 +66,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/time.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
@@ -430,10 +444,95 @@ static int do_passfd(void)
 	return 0;
 }
 
+static sigjmp_buf jump_env;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	siglongjmp(jump_env, 1);
+}
+
+/* open, read to EOF, close: the bytes read */
+static long slurp_file(const char *path)
+{
+	long calls = 0;
+	int fd = (int)must("open", open(path, O_RDONLY));
+	long n = read_all(fd, &calls);
+	close(fd);
+	return n;
+}
+
+static int jump_pipe[2];
+static long jump_handler_bytes, jump_read, jump_after;
+static char jump_f0[4096], jump_f1[4096];
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+	jump_handler_bytes = slurp_file(jump_f1);
+}
+
+static void *jump_thread(void *arg)
+{
+	stack_t ss = { .ss_sp = arg, .ss_size = 1 << 16 };
+	must("sigaltstack", sigaltstack(&ss, NULL));
+	char buf[16];
+	jump_read = must("read pipe", read(jump_pipe[0], buf, sizeof(buf)));
+	jump_after = slurp_file(jump_f0);
+	return NULL;
+}
+
+static int do_jump(void)
+{
+	int p[2];
+	snprintf(jump_f0, sizeof(jump_f0), "%s/f0", dir);
+	snprintf(jump_f1, sizeof(jump_f1), "%s/f1", dir);
+	must("pipe", pipe(p));
+	struct sigaction sa = { .sa_handler = on_alarm };
+	must("sigaction", sigaction(SIGALRM, &sa, NULL));
+	int jumped = 0;
+	if (sigsetjmp(jump_env, 1) == 0) {
+		struct itimerval it = { .it_value = { 0, 30000 } };
+		must("setitimer", setitimer(ITIMER_REAL, &it, NULL));
+		char c;
+		read(p[0], &c, 1); /* nothing is ever written: left by the jump */
+	} else {
+		jumped = 1;
+	}
+	long bytes = 0;
+	for (int i = 0; i < 3; i++)
+		bytes += slurp_file(jump_f0);
+
+	/* the alternate stack mapped first, the thread's stack after it: below it */
+	char *alt = mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *stk = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (alt == MAP_FAILED || stk == MAP_FAILED)
+		die("mmap");
+	must("pipe", pipe(jump_pipe));
+	struct sigaction su = { .sa_handler = on_usr1, .sa_flags = SA_ONSTACK | SA_RESTART };
+	must("sigaction", sigaction(SIGUSR1, &su, NULL));
+	pthread_attr_t at;
+	pthread_attr_init(&at);
+	pthread_attr_setstack(&at, stk, 1 << 20);
+	pthread_t th;
+	if (pthread_create(&th, &at, jump_thread, alt) != 0)
+		die("pthread_create");
+	struct timespec ts = { 0, 50 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	pthread_kill(th, SIGUSR1);
+	nanosleep(&ts, NULL);
+	must("write", write(jump_pipe[1], "hello", 5));
+	pthread_join(th, NULL);
+	printf("{\"pid\":%d,\"jumped\":%d,\"f0_bytes\":%ld,\"alt_above\":%d,\"handler_bytes\":%ld,"
+	       "\"thread_read\":%ld,\"thread_f0_bytes\":%ld}\n",
+	       (int)getpid(), jumped, bytes / 3, alt > stk, jump_handler_bytes, jump_read, jump_after);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -451,6 +550,8 @@ int main(int argc, char **argv)
 		return do_vfork();
 	if (!strcmp(argv[1], "passfd"))
 		return do_passfd();
+	if (!strcmp(argv[1], "jump"))
+		return do_jump();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
