@@ -131,7 +131,8 @@ static inline __attribute__((always_inline)) int io_enter_cap(int cap)
 	if (__builtin_expect(sp_hook_depth != 0, 0) && !io_left_by_a_jump(frame))
 		return 0;
 	if (sp_hook_depth == 0) {
-		io_outer.ret = (uintptr_t)__builtin_return_address(0);
+		/* the word itself, not __builtin_return_address: signed by aarch64's pac-ret */
+		io_outer.ret = *(const uintptr_t *)(frame + sizeof(void *));
 		io_outer.frame = frame;
 		/* both written before a handler can see the depth raised */
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
