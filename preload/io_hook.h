@@ -233,6 +233,16 @@ static inline int io_result(long r, int err)
  * below turned into registers. Measured (callgrind, small-file loop): ~105
  * instructions per record through sp_emit_slow's switch, ~35 inline.
  */
+/* The largest figure the bytes field holds: its width from fields.def. */
+enum {
+	IO_BYTES_WIDTH =
+#define SP_FIELD(id, name, width, type) (SP_F_##id == SP_F_BYTES ? (width) : 0) +
+#include "stepprof/fields.def"
+#undef SP_FIELD
+	0
+};
+#define IO_BYTES_MAX ((1ull << (8 * IO_BYTES_WIDTH)) - 1)
+
 static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigned api, uint64_t t0, uint64_t t1,
 							  uint32_t path, uint64_t bytes, int fd, int result,
 							  unsigned fdtype, uint32_t count)
@@ -248,8 +258,10 @@ static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigne
 	const uint64_t m = sp_kind_mask[kind];
 	if (m & (1ull << SP_F_PATH))
 		f[SP_F_PATH] = path;
+	/* A field holds 5 bytes (< 1 TiB): a larger figure (the st_size of a file of
+	 * 1 TiB or more) is saturated, not cut to its low bytes (a 1.1 TB file was 488 MB). */
 	if (m & (1ull << SP_F_BYTES))
-		f[SP_F_BYTES] = bytes;
+		f[SP_F_BYTES] = bytes < IO_BYTES_MAX ? bytes : IO_BYTES_MAX;
 	if (m & (1ull << SP_F_FD))
 		f[SP_F_FD] = (uint64_t)(int64_t)fd;
 	if (m & (1ull << SP_F_RESULT))

@@ -460,3 +460,33 @@ Test(io, a_read_left_by_siglongjmp_does_not_end_the_threads_recording, .timeout 
 	cr_expect_eq(b, 5);
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * The bytes field holds 5 bytes (< 1 TiB, docs/trace-format.md). The st_size
+ * of a larger file (a 1.1 TB LMDB or tar shard) was cut to its low 5 bytes:
+ * 1,100,000,000,000 bytes recorded as 488,372,224. It is now saturated at the
+ * field's largest value.
+ */
+Test(io, a_stat_of_a_file_of_a_terabyte_or_more_saturates_instead_of_wrapping, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "big", &rs);
+	if (tnum(t, "efbig")) {
+		lim_fini(&e, t, &rs);
+		cr_skip_test("the file system of the test's directory refuses a 1.1 TB sparse file");
+	}
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "size"), 1100000000000L);
+	cr_assert_eq(tnum(t, "statx_size"), 1100000000000L);
+	const uint64_t max = (1ull << 40) - 1;
+	static const char *const apis[] = { "stat", "fstat", "statx" };
+	for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++) {
+		const struct io_rec *last = NULL;
+		struct io_filter f = { .kind = "stat", .pid = pid, .api = apis[i] };
+		cr_assert_eq(matching(&rs, f, -1, NULL, &last), 1, "one %s", apis[i]);
+		cr_expect_eq(last->bytes, max, "%s of a 1,100,000,000,000-byte file: %llu bytes recorded, expected %llu",
+			     apis[i], (unsigned long long)last->bytes, (unsigned long long)max);
+	}
+	lim_fini(&e, t, &rs);
+}

@@ -54,6 +54,9 @@
  *                         DIR/f1 in the middle of it, the read returns the 5
  *                         bytes written later, and the thread opens, reads and
  *                         closes DIR/f0 once more
+ *   iolimits big DIR      DIR/big made a sparse file of 1.1 TB (ftruncate),
+ *                         stat'ed by path, by fd and by statx; prints its
+ *                         st_size, or "efbig":1 when the file system refuses
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -529,10 +532,31 @@ static int do_jump(void)
 	return 0;
 }
 
+static int do_big(void)
+{
+	char p[4096];
+	struct stat st;
+	struct statx sx;
+	snprintf(p, sizeof(p), "%s/big", dir);
+	int fd = (int)must("open big", open(p, O_RDWR | O_CREAT, 0600));
+	if (ftruncate(fd, 1100000000000LL) != 0) {
+		printf("{\"efbig\":1}\n");
+		return 0;
+	}
+	must("stat", stat(p, &st));
+	must("fstat", fstat(fd, &st));
+	must("statx", statx(AT_FDCWD, p, 0, STATX_SIZE, &sx));
+	close(fd);
+	unlink(p);
+	printf("{\"pid\":%d,\"efbig\":0,\"size\":%lld,\"statx_size\":%llu}\n", (int)getpid(), (long long)st.st_size,
+	       (unsigned long long)sx.stx_size);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -552,6 +576,8 @@ int main(int argc, char **argv)
 		return do_passfd();
 	if (!strcmp(argv[1], "jump"))
 		return do_jump();
+	if (!strcmp(argv[1], "big"))
+		return do_big();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
