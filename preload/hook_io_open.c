@@ -495,7 +495,7 @@ int memfd_create(const char *name, unsigned flags)
 	{                                                                                                              \
 		int r = CALL;                                                                                          \
 		if (r >= 0)                                                                                            \
-			io_fd_set(r, 0, SP_FDTYPE_OTHER, 1);                                                           \
+			io_fd_set_not_input(r);                                                                        \
 		return r;                                                                                              \
 	}
 

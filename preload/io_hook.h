@@ -344,11 +344,16 @@ static inline uint32_t io_path_id(const char *path)
 
 /*
  * A read-like call on fd returned r bytes (or -1): READ on a file, LOADER_WAIT
- * on a pipe or a socket (the trainer receiving a batch).
+ * on a pipe or a socket (the trainer receiving a batch), nothing on an fd
+ * whose reads are not input (IO_W_NOT_INPUT: an eventfd, a timerfd, a tty).
  */
 IO_INLINE void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
 {
 	uint64_t w = io_fd_word_typed(fd);
+	if (__builtin_expect(w & IO_W_NOT_INPUT, 0)) {
+		io_finish(c); /* an eventfd, timerfd, signalfd or character device: not input */
+		return;
+	}
 	unsigned type = io_word_type(w);
 	uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	int res = io_result(r, c->err);

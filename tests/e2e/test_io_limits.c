@@ -490,3 +490,38 @@ Test(io, a_stat_of_a_file_of_a_terabyte_or_more_saturates_instead_of_wrapping, .
 	}
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A read of an eventfd, a timerfd, a signalfd or a character device is a
+ * thread waiting for a counter, a timer or a signal (or reading /dev/zero),
+ * not file input: no record, as a poll on them alone is none. Before, each was
+ * a `read` record (fd_type other), input to the analysis: a training thread
+ * blocked 20 ms on a timerfd was 20 ms of file input. A file read in the same
+ * program is still recorded.
+ */
+Test(io, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "notinput", &rs);
+	int pid = (int)tnum(t, "pid");
+	static const char *const fds[] = { "eventfd", "timerfd", "signalfd", "raw_eventfd", "zero" };
+	static const char *const reads[] = { "eventfd_read", "timerfd_read", "signalfd_read", "raw_read", "zero_read" };
+	for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++) {
+		cr_assert_gt(tnum(t, reads[k]), 0, "the workload's read of its %s returned nothing", fds[k]);
+		long n = 0;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct io_rec *r = &rs.v[i];
+			if (r->pid == pid && r->fd == tnum(t, fds[k]) && !strcmp(r->api, "read"))
+				n++;
+		}
+		cr_expect_eq(n, 0, "the read of the %s: %ld records, expected none", fds[k], n);
+	}
+	char p0[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	uint64_t b;
+	struct io_filter f = { .kind = "read", .pid = pid, .api = "read", .fd_type = "file", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, &b), 2, "f0: a read with its bytes, a read at EOF");
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}

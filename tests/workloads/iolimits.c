@@ -57,6 +57,12 @@
  *   iolimits big DIR      DIR/big made a sparse file of 1.1 TB (ftruncate),
  *                         stat'ed by path, by fd and by statx; prints its
  *                         st_size, or "efbig":1 when the file system refuses
+ *   iolimits notinput DIR reads of descriptors that hold no file data: an
+ *                         eventfd (written 3, read), a timerfd (20 ms, read:
+ *                         it blocks), a signalfd (SIGUSR1 raised, read), an
+ *                         eventfd made by the raw syscall (no wrapper sees it
+ *                         born: written 1, read), /dev/zero (100 bytes); then
+ *                         DIR/f0 read to EOF, which is file input
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -76,7 +82,10 @@
 #include <sys/time.h>
 #include <sys/epoll.h>
 #include <sys/sendfile.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <sys/eventfd.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -553,10 +562,44 @@ static int do_big(void)
 	return 0;
 }
 
+static int do_notinput(void)
+{
+	uint64_t v = 3;
+	char buf[128], p0[4096];
+	int ev = (int)must("eventfd", eventfd(0, 0));
+	must("write eventfd", write(ev, &v, sizeof(v)));
+	long ev_r = must("read eventfd", read(ev, &v, sizeof(v)));
+	int tf = (int)must("timerfd_create", timerfd_create(CLOCK_MONOTONIC, 0));
+	struct itimerspec its = { .it_value = { 0, 20 * 1000 * 1000 } };
+	must("timerfd_settime", timerfd_settime(tf, 0, &its, NULL));
+	long tf_r = must("read timerfd", read(tf, &v, sizeof(v)));
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	must("sigprocmask", sigprocmask(SIG_BLOCK, &set, NULL));
+	int sf = (int)must("signalfd", signalfd(-1, &set, 0));
+	raise(SIGUSR1);
+	struct signalfd_siginfo si;
+	long sf_r = must("read signalfd", read(sf, &si, sizeof(si)));
+	int raw = (int)must("eventfd2", syscall(SYS_eventfd2, 0, 0));
+	v = 1;
+	must("write raw eventfd", write(raw, &v, sizeof(v)));
+	long raw_r = must("read raw eventfd", read(raw, &v, sizeof(v)));
+	int z = (int)must("open /dev/zero", open("/dev/zero", O_RDONLY));
+	long z_r = must("read /dev/zero", read(z, buf, 100));
+	snprintf(p0, sizeof(p0), "%s/f0", dir);
+	long f0_bytes = slurp_file(p0);
+	printf("{\"pid\":%d,\"eventfd\":%d,\"eventfd_read\":%ld,\"timerfd\":%d,\"timerfd_read\":%ld,"
+	       "\"signalfd\":%d,\"signalfd_read\":%ld,\"raw_eventfd\":%d,\"raw_read\":%ld,\"zero\":%d,"
+	       "\"zero_read\":%ld,\"f0_bytes\":%ld}\n",
+	       (int)getpid(), ev, ev_r, tf, tf_r, sf, sf_r, raw, raw_r, z, z_r, f0_bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big|notinput DIR\n");
 		return 2;
 	}
 	dir = argv[2];
@@ -578,6 +621,8 @@ int main(int argc, char **argv)
 		return do_jump();
 	if (!strcmp(argv[1], "big"))
 		return do_big();
+	if (!strcmp(argv[1], "notinput"))
+		return do_notinput();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
