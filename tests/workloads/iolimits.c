@@ -598,31 +598,22 @@ static int do_notinput(void)
 
 int main(int argc, char **argv)
 {
+	static const struct {
+		const char *name;
+		int (*run)(void);
+	} modes[] = {
+		{ "recv", do_recv },	 { "copy", do_copy },	  { "scandir", do_scandir }, { "nftw", do_nftw },
+		{ "fifo", do_fifo },	 { "vfork", do_vfork },	  { "passfd", do_passfd },   { "jump", do_jump },
+		{ "big", do_big },	 { "notinput", do_notinput },
+	};
 	if (argc < 3) {
 		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big|notinput DIR\n");
 		return 2;
 	}
 	dir = argv[2];
-	if (!strcmp(argv[1], "recv"))
-		return do_recv();
-	if (!strcmp(argv[1], "copy"))
-		return do_copy();
-	if (!strcmp(argv[1], "scandir"))
-		return do_scandir();
-	if (!strcmp(argv[1], "nftw"))
-		return do_nftw();
-	if (!strcmp(argv[1], "fifo"))
-		return do_fifo();
-	if (!strcmp(argv[1], "vfork"))
-		return do_vfork();
-	if (!strcmp(argv[1], "passfd"))
-		return do_passfd();
-	if (!strcmp(argv[1], "jump"))
-		return do_jump();
-	if (!strcmp(argv[1], "big"))
-		return do_big();
-	if (!strcmp(argv[1], "notinput"))
-		return do_notinput();
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++)
+		if (!strcmp(argv[1], modes[i].name))
+			return modes[i].run();
 	fprintf(stderr, "iolimits: unknown mode %s\n", argv[1]);
 	return 2;
 }
