@@ -189,10 +189,20 @@ int __openat64_2(int dirfd, const char *path, int flags)
 
 /* ------------------------------------------------------- 3. stdio open */
 
-/* The flags fopen's mode string means, as far as the fd's type guess cares. */
+/* The flags fopen's mode string means, as far as the fd table cares ("r+", "w+", "a+": read and write). */
 static int fmode_flags(const char *mode)
 {
-	return mode && mode[0] == 'r' ? O_RDONLY : O_WRONLY | O_CREAT;
+	if (!mode)
+		return O_RDONLY;
+	int rw = strchr(mode, '+') ? O_RDWR : 0;
+	switch (mode[0]) {
+	case 'w':
+		return (rw ? rw : O_WRONLY) | O_CREAT | O_TRUNC;
+	case 'a':
+		return (rw ? rw : O_WRONLY) | O_CREAT | O_APPEND;
+	default:
+		return rw ? rw : O_RDONLY;
+	}
 }
 
 /* A stream was opened (or not: NULL): OPEN of its fd. */
@@ -258,6 +268,10 @@ FILE *freopen64(const char *path, const char *mode, FILE *fp)
 IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
 {
 	io_end(c);
+	if (__builtin_expect(w & IO_W_OUTPUT, 0)) {
+		io_finish(c); /* an output file: no record */
+		return r;
+	}
 	unsigned type = (w & IO_W_KNOWN) ? io_word_type(w) : SP_FDTYPE_OTHER;
 	io_emit(SP_K_CLOSE, api, c->t0, c->t1, io_word_path(w), 0, fd, io_result(r, c->err), type, 0);
 	io_finish(c);

@@ -350,8 +350,8 @@ static inline uint32_t io_path_id(const char *path)
 IO_INLINE void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
 {
 	uint64_t w = io_fd_word_typed(fd);
-	if (__builtin_expect(w & IO_W_NOT_INPUT, 0)) {
-		io_finish(c); /* an eventfd, timerfd, signalfd or character device: not input */
+	if (__builtin_expect(w & (IO_W_NOT_INPUT | IO_W_OUTPUT), 0)) {
+		io_finish(c); /* an eventfd, timerfd, signalfd, character device or output file: not input */
 		return;
 	}
 	unsigned type = io_word_type(w);
@@ -372,10 +372,22 @@ IO_INLINE long io_end_read(struct io_call *c, unsigned api, int fd, long r)
 	return r;
 }
 
-/* An open-like call of path with flags returned fd r (or -1): OPEN; the fd table learns the fd. */
+/*
+ * An open-like call of path with flags returned fd r (or -1): OPEN; the fd
+ * table learns the fd. An output file (io_open_is_output) is no record.
+ */
 IO_INLINE void io_rec_open(struct io_call *c, unsigned api, const char *path, int flags, int r)
 {
 	path = io_path_after(path, r, c->err);
+	if (__builtin_expect(io_open_is_output(flags), 0)) {
+		if (r >= 0) {
+			int known;
+			unsigned type = io_guess_type(path, flags, &known);
+			io_fd_put(r, io_word_make(0, type, known) | IO_W_OUTPUT);
+		}
+		io_finish(c); /* output: no record */
+		return;
+	}
 	uint32_t id = io_path_id(path);
 	if (r >= 0) {
 		int known;
@@ -409,7 +421,12 @@ IO_INLINE void io_rec_stat(struct io_call *c, unsigned api, int dirfd, const cha
 		fd = dirfd;
 		/* An fd not seen born (received over a socket, inherited) is looked up
 		 * at its first use, this stat as well as a read (once per fd). */
-		id = io_word_path(r == 0 ? io_fd_word_typed(dirfd) : io_fd_word(dirfd));
+		uint64_t w = r == 0 ? io_fd_word_typed(dirfd) : io_fd_word(dirfd);
+		if (__builtin_expect(w & IO_W_OUTPUT, 0)) {
+			io_finish(c); /* an output file's fstat (Python's open(p, 'wb') makes one) */
+			return;
+		}
+		id = io_word_path(w);
 	} else {
 		id = io_path_id(path);
 	}

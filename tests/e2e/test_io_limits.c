@@ -525,3 +525,45 @@ Test(io, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeou
 	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A file opened for writing only, or truncated, is output: a step that saves
+ * its outputs (torch.save, np.save, a prediction per sample) reads nothing.
+ * Before, each save was an open, an fstat (Python's open() makes one) and a
+ * close of the input capture: a step writing 300 small files was a critical
+ * small_file_storm, 86% "input". Its open, fstat, reads and close are no
+ * record; a file opened "a+" (which can be read) and a file read are input.
+ */
+Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "output", &rs);
+	int pid = (int)tnum(t, "pid");
+	char out[PATH_MAX + 8], pa[PATH_MAX + 8], p0[PATH_MAX + 8];
+	snprintf(out, sizeof(out), "%s/out/", e.data);
+	snprintf(pa, sizeof(pa), "%s/out/a", e.data);
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	long written = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid == pid && r->path && !strncmp(r->path, out, strlen(out)) && strcmp(r->path, pa)) {
+			written++;
+			cr_expect(0, "a record of a file written: %s %s %s", r->kind, r->api, r->path);
+		}
+	}
+	cr_expect_eq(written, 0);
+	cr_assert_eq(tnum(t, "a_bytes"), 100);
+	struct io_filter f = { .kind = "open", .pid = pid, .api = "fopen", .prefix = pa };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "the \"a+\" file's open");
+	uint64_t b;
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "fread", .prefix = pa };
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "the \"a+\" file's fread");
+	cr_expect_eq(b, 100);
+	f = (struct io_filter){ .kind = "open", .pid = pid, .api = "open", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "f0's open");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, &b), 2);
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}

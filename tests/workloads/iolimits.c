@@ -63,6 +63,13 @@
  *                         eventfd made by the raw syscall (no wrapper sees it
  *                         born: written 1, read), /dev/zero (100 bytes); then
  *                         DIR/f0 read to EOF, which is file input
+ *   iolimits output DIR   files written, as a step that saves its outputs
+ *                         writes them: DIR/out/w0..w4 by open(O_WRONLY|O_CREAT|
+ *                         O_TRUNC) + fstat (as Python's open(p, 'wb')) + write
+ *                         + close, DIR/out/s0..s4 by fopen "w" + fwrite +
+ *                         fclose, DIR/out/t by open(O_RDWR|O_CREAT|O_TRUNC)
+ *                         (HDF5's "w"), DIR/out/a by fopen "a+" (which can
+ *                         read: input) then fread; then DIR/f0 read to EOF
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -596,6 +603,42 @@ static int do_notinput(void)
 	return 0;
 }
 
+static int do_output(void)
+{
+	char p[4096], buf[100];
+	struct stat st;
+	memset(buf, 'o', sizeof(buf));
+	snprintf(p, sizeof(p), "%s/out", dir);
+	must("mkdir", mkdir(p, 0700));
+	for (int i = 0; i < 5; i++) {
+		snprintf(p, sizeof(p), "%s/out/w%d", dir, i);
+		int fd = (int)must("open w", open(p, O_WRONLY | O_CREAT | O_TRUNC, 0600));
+		must("fstat w", fstat(fd, &st));
+		must("write w", write(fd, buf, sizeof(buf)));
+		must("close w", close(fd));
+		snprintf(p, sizeof(p), "%s/out/s%d", dir, i);
+		FILE *f = fopen(p, "w");
+		if (!f || fwrite(buf, 1, sizeof(buf), f) != sizeof(buf) || fclose(f) != 0)
+			die("fopen w");
+	}
+	snprintf(p, sizeof(p), "%s/out/t", dir);
+	int t = (int)must("open t", open(p, O_RDWR | O_CREAT | O_TRUNC, 0600));
+	must("write t", write(t, buf, sizeof(buf)));
+	close(t);
+	snprintf(p, sizeof(p), "%s/out/a", dir);
+	FILE *a = fopen(p, "a+");
+	if (!a || fwrite(buf, 1, sizeof(buf), a) != sizeof(buf))
+		die("fopen a+");
+	rewind(a);
+	long a_bytes = (long)fread(buf, 1, sizeof(buf), a);
+	int a_fd = fileno(a);
+	fclose(a);
+	snprintf(p, sizeof(p), "%s/f0", dir);
+	long f0_bytes = slurp_file(p);
+	printf("{\"pid\":%d,\"a_fd\":%d,\"a_bytes\":%ld,\"f0_bytes\":%ld}\n", (int)getpid(), a_fd, a_bytes, f0_bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct {
@@ -604,10 +647,10 @@ int main(int argc, char **argv)
 	} modes[] = {
 		{ "recv", do_recv },	 { "copy", do_copy },	  { "scandir", do_scandir }, { "nftw", do_nftw },
 		{ "fifo", do_fifo },	 { "vfork", do_vfork },	  { "passfd", do_passfd },   { "jump", do_jump },
-		{ "big", do_big },	 { "notinput", do_notinput },
+		{ "big", do_big },	 { "notinput", do_notinput }, { "output", do_output },
 	};
 	if (argc < 3) {
-		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big|notinput DIR\n");
+		fprintf(stderr, "usage: iolimits recv|copy|scandir|nftw|fifo|vfork|passfd|jump|big|notinput|output DIR\n");
 		return 2;
 	}
 	dir = argv[2];
