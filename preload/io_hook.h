@@ -130,14 +130,14 @@ static inline __attribute__((always_inline)) int io_enter_cap(int cap)
 	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
 	if (__builtin_expect(sp_hook_depth != 0, 0) && !io_left_by_a_jump(frame))
 		return 0;
-	if (sp_hook_depth == 0) {
-		/* the word itself, not __builtin_return_address: signed by aarch64's pac-ret */
-		io_outer.ret = *(const uintptr_t *)(frame + sizeof(void *));
-		io_outer.frame = frame;
-		/* both written before a handler can see the depth raised */
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	}
-	sp_hook_depth++;
+	/* The depth is 0 here (a wrapper never raises it from another value): this
+	 * call is the thread's outermost. The word itself, not
+	 * __builtin_return_address: aarch64's pac-ret signs the saved one. */
+	io_outer.ret = *(const uintptr_t *)(frame + sizeof(void *));
+	io_outer.frame = frame;
+	/* both written before a handler can see the depth raised */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	sp_hook_depth = 1;
 	return 1;
 }
 
@@ -152,10 +152,12 @@ static inline __attribute__((always_inline)) int io_enter_wait(void)
 	return io_enter_cap(IO_CAP_WAITS);
 }
 
+/* Back to 0 (io_enter_cap): the thread is in no wrapper of ours. */
 static inline void io_leave(void)
 {
-	if (--sp_hook_depth == 0)
-		io_outer.frame = 0;
+	io_outer.frame = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	sp_hook_depth = 0;
 }
 
 /*
