@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -31,8 +32,12 @@
 
 /* --------------------------------------------------------------- 1. set-up */
 
+/* This process's pid (io_in_vfork_child): set at start and in a fork()ed child. */
+static int io_pid;
+
 static void io_after_fork_child(void)
 {
+	io_pid = (int)syscall(SYS_getpid);
 	/* The child writes a trace file of its own, with string ids of its own. */
 	io_feature_marked = 0;
 	io_path_forget();
@@ -50,6 +55,7 @@ __attribute__((constructor)) static void io_init(void)
 	io_real_get(IO_FN_open64);
 	io_real_get(IO_FN_close);
 	io_real_get(IO_FN_stat);
+	io_pid = (int)syscall(SYS_getpid);
 	pthread_atfork(NULL, NULL, io_after_fork_child);
 	/* auto: the libc wrappers, unless `stepprof run --bpf` said STEPPROF_IO=bpf. */
 	if (mode == IO_MODE_AUTO || mode == IO_MODE_LIBC)
@@ -183,10 +189,20 @@ int __openat64_2(int dirfd, const char *path, int flags)
 
 /* ------------------------------------------------------- 3. stdio open */
 
-/* The flags fopen's mode string means, as far as the fd's type guess cares. */
+/* The flags fopen's mode string means, as far as the fd table cares ("r+", "w+", "a+": read and write). */
 static int fmode_flags(const char *mode)
 {
-	return mode && mode[0] == 'r' ? O_RDONLY : O_WRONLY | O_CREAT;
+	if (!mode)
+		return O_RDONLY;
+	int rw = strchr(mode, '+') ? O_RDWR : 0;
+	switch (mode[0]) {
+	case 'w':
+		return (rw ? rw : O_WRONLY) | O_CREAT | O_TRUNC;
+	case 'a':
+		return (rw ? rw : O_WRONLY) | O_CREAT | O_APPEND;
+	default:
+		return rw ? rw : O_RDONLY;
+	}
 }
 
 /* A stream was opened (or not: NULL): OPEN of its fd. */
@@ -252,10 +268,29 @@ FILE *freopen64(const char *path, const char *mode, FILE *fp)
 IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
 {
 	io_end(c);
+	if (__builtin_expect(w & IO_W_OUTPUT, 0)) {
+		io_finish(c); /* an output file: no record */
+		return r;
+	}
 	unsigned type = (w & IO_W_KNOWN) ? io_word_type(w) : SP_FDTYPE_OTHER;
 	io_emit(SP_K_CLOSE, api, c->t0, c->t1, io_word_path(w), 0, fd, io_result(r, c->err), type, 0);
 	io_finish(c);
 	return r;
+}
+
+/*
+ * What the table knew of fd (w), or, for an fd never described (inherited
+ * across exec, received over a socket, from the parent's table after fork; a
+ * stream fdopen'ed on one), what the kernel says while it is still open,
+ * looked up outside the call's time.
+ */
+IO_INLINE uint64_t close_known(struct io_call *c, int fd, uint64_t w)
+{
+	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
+		w = io_fd_lookup(fd, w);
+		c->t0 = sp_now();
+	}
+	return w;
 }
 
 int close(int fd)
@@ -266,12 +301,7 @@ int close(int fd)
 	struct io_call c;
 	if (!io_begin(&c))
 		return real(fd);
-	/* An fd never described (inherited: across exec, or from the parent's
-	 * table after fork) is looked up while still open, outside the call's time. */
-	if (__builtin_expect(!(w & IO_W_KNOWN), 0) && io_fd_tracked(fd)) {
-		w = io_fd_lookup(fd, w);
-		c.t0 = sp_now();
-	}
+	w = close_known(&c, fd, w);
 	return close_end(&c, SP_API_close, fd, w, real(fd));
 }
 
@@ -289,10 +319,29 @@ int fclose(FILE *fp)
 		io_finish(&c);
 		return r;
 	}
+	w = close_known(&c, fd, w);
 	return close_end(&c, SP_API_fclose, fd, w, real(fp));
 }
 
 /* ------------------------------------------------------ 5. fd table upkeep */
+
+/*
+ * A vfork()ed child (Python's subprocess makes one: _posixsubprocess) runs on
+ * its parent's memory until it execs, so what its dup2/close_range/fcntl did
+ * to the fd table was done to the parent's: a child's close_range(3, ~0U)
+ * wiped the parent's every entry (its epoll fds were no longer waits for
+ * loader data, its files looked up again), a dup2 of a pipe onto 0 made the
+ * parent's stdin a pipe. The calls below that change the table leave it alone
+ * there. RATIONALE: a getpid per call, these calls are not the hot path (close
+ * is, and is not guarded: a vfork child's close clears the parent's entry, which
+ * its next use looks up again, docs/input-capture.md); vfork itself cannot be
+ * wrapped in C (its child returns into the wrapper's frame, on the parent's
+ * stack).
+ */
+static int io_in_vfork_child(void)
+{
+	return (int)syscall(SYS_getpid) != io_pid;
+}
 
 /*
  * These calls make descriptors whose type the reads and waits need (a read on a
@@ -357,7 +406,7 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 int dup(int fd)
 {
 	int r = IO_REAL(dup)(fd);
-	if (r >= 0)
+	if (r >= 0 && !io_in_vfork_child())
 		io_fd_copy(fd, r);
 	return r;
 }
@@ -365,7 +414,7 @@ int dup(int fd)
 int dup2(int oldfd, int newfd)
 {
 	int (*real)(int, int) = IO_REAL(dup2);
-	if (oldfd == newfd)
+	if (oldfd == newfd || io_in_vfork_child())
 		return real(oldfd, newfd);
 	uint64_t w = io_fd_clear(newfd);
 	int r = real(oldfd, newfd);
@@ -379,7 +428,7 @@ int dup2(int oldfd, int newfd)
 int dup3(int oldfd, int newfd, int flags)
 {
 	int (*real)(int, int, int) = IO_REAL(dup3);
-	if (oldfd == newfd)
+	if (oldfd == newfd || io_in_vfork_child())
 		return real(oldfd, newfd, flags);
 	uint64_t w = io_fd_clear(newfd);
 	int r = real(oldfd, newfd, flags);
@@ -405,7 +454,7 @@ int dup3(int oldfd, int newfd, int flags)
 		void *arg = va_arg(ap, void *);                                                                        \
 		va_end(ap);                                                                                            \
 		int r = IO_REAL(NAME)(fd, cmd, arg);                                                                   \
-		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC))                                              \
+		if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !io_in_vfork_child())                       \
 			io_fd_copy(fd, r);                                                                             \
 		return r;                                                                                              \
 	}
@@ -434,7 +483,7 @@ int pclose(FILE *fp)
 int close_range(unsigned first, unsigned last, int flags)
 {
 	int r = IO_REAL(close_range)(first, last, flags);
-	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC))
+	if (r == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && !io_in_vfork_child())
 		io_fd_clear_range(first, last);
 	return r;
 }
@@ -442,7 +491,8 @@ int close_range(unsigned first, unsigned last, int flags)
 void closefrom(int lowfd)
 {
 	IO_REAL(closefrom)(lowfd);
-	io_fd_clear_range(lowfd < 0 ? 0 : (unsigned)lowfd, IO_FD_MAX - 1);
+	if (!io_in_vfork_child())
+		io_fd_clear_range(lowfd < 0 ? 0 : (unsigned)lowfd, IO_FD_MAX - 1);
 }
 
 /* Born of calls that are not input: a fresh entry (a memfd is a file without a path). */
@@ -459,7 +509,7 @@ int memfd_create(const char *name, unsigned flags)
 	{                                                                                                              \
 		int r = CALL;                                                                                          \
 		if (r >= 0)                                                                                            \
-			io_fd_set(r, 0, SP_FDTYPE_OTHER, 1);                                                           \
+			io_fd_set_not_input(r);                                                                        \
 		return r;                                                                                              \
 	}
 

@@ -147,7 +147,7 @@ ssize_t copy_file_range(int in, off64_t *in_off, int out, off64_t *out_off, size
  * A stream without an fd (fmemopen, open_memstream) is memory, not input:
  * fread_recorded says whether to record at all.
  */
-static inline int fread_recorded(FILE *fp, struct io_call *c)
+IO_INLINE int fread_recorded(FILE *fp, struct io_call *c)
 {
 	return io_file_fd(fp) >= 0 && io_begin(c);
 }

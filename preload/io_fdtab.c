@@ -75,7 +75,10 @@ uint64_t io_fd_lookup(int fd, uint64_t w)
 	uint32_t path = io_word_path(w);
 	if (!path && (type == SP_FDTYPE_FILE || type == SP_FDTYPE_DIR))
 		path = io_fd_proc_path(fd);
-	return io_word_make(path, type, 1) | (w & (7ull << IO_W_WAIT_SHIFT));
+	/* no file type (an anonymous inode: eventfd, timerfd, signalfd, epoll, pidfd,
+	 * inotify) or a character device (a tty, /dev/zero, /dev/urandom): not input */
+	uint64_t not_input = (st.st_mode & S_IFMT) == 0 || S_ISCHR(st.st_mode) ? IO_W_NOT_INPUT : 0;
+	return io_word_make(path, type, 1) | not_input | (w & ((7ull << IO_W_WAIT_SHIFT) | IO_W_OUTPUT));
 }
 
 uint64_t io_fd_resolve(int fd)

@@ -42,6 +42,8 @@
 #define IO_W_TYPE_SHIFT 24         /* enum sp_fdtype, 4 bits */
 #define IO_W_KNOWN (1ull << 28)    /* the type is known (else: fstat at first use) */
 #define IO_W_WAIT_SHIFT 29         /* epoll fds: sp_fdtype of the first pipe/socket added, 3 bits */
+#define IO_W_NOT_INPUT (1ull << 32) /* an eventfd, timerfd, signalfd, epoll fd or character device */
+#define IO_W_OUTPUT (1ull << 33)    /* opened for writing only, or truncated: io_open_is_output */
 
 struct io_fd {
 	uint64_t word;
@@ -96,14 +98,30 @@ static inline uint64_t io_word_make(uint32_t path, unsigned type, int known)
 	return (path & IO_W_PATH_MASK) | ((uint64_t)(type & 0xf) << IO_W_TYPE_SHIFT) | (known ? IO_W_KNOWN : 0);
 }
 
-/* A new descriptor: path id (0 = none) and type; known = 0 defers the type to first use. */
-static inline void io_fd_set(int fd, uint32_t path, unsigned type, int known)
+/* A new descriptor's word (its listing state reset). */
+static inline void io_fd_put(int fd, uint64_t w)
 {
 	if (!io_fd_tracked(fd))
 		return;
 	io_fd_note_hwm(fd);
 	__atomic_store_n(&io_fdtab[fd].dir_begin, 0, __ATOMIC_RELAXED);
-	__atomic_store_n(&io_fdtab[fd].word, io_word_make(path, type, known), __ATOMIC_RELAXED);
+	__atomic_store_n(&io_fdtab[fd].word, w, __ATOMIC_RELAXED);
+}
+
+/* A new descriptor: path id (0 = none) and type; known = 0 defers the type to first use. */
+static inline void io_fd_set(int fd, uint32_t path, unsigned type, int known)
+{
+	io_fd_put(fd, io_word_make(path, type, known));
+}
+
+/*
+ * A new descriptor whose reads are not input (type other): an eventfd, a
+ * timerfd, a signalfd, an epoll fd. A read of one is a thread waiting for a
+ * counter, a timer or a signal, not for file data: io_rec_read writes no record.
+ */
+static inline void io_fd_set_not_input(int fd)
+{
+	io_fd_put(fd, io_word_make(0, SP_FDTYPE_OTHER, 1) | IO_W_NOT_INPUT);
 }
 
 /*
@@ -171,6 +189,18 @@ static inline void io_fd_learn_mode(int fd, unsigned mode)
 		return;
 	uint64_t n = (w & ~(0xfull << IO_W_TYPE_SHIFT)) | ((uint64_t)t << IO_W_TYPE_SHIFT);
 	__atomic_compare_exchange_n(&io_fdtab[fd].word, &w, n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+}
+
+/*
+ * An open with these flags makes an output file, not input: write-only
+ * (Python's open(p, 'wb'), creat, fopen "w"/"a": torch.save, np.save, a log),
+ * or truncated (fopen "w+": what it holds is what the program writes). Its
+ * open, its fstat by fd, its reads and its close write no record: a step that
+ * saved 300 small files was a critical small_file_storm, 86% "input".
+ */
+static inline int io_open_is_output(int flags)
+{
+	return (flags & O_ACCMODE) == O_WRONLY || (flags & O_TRUNC);
 }
 
 /* ------------------------------------------------- 3. slow path, helpers */

@@ -95,29 +95,69 @@ SP_HIDDEN extern volatile int io_capture;
 
 /* ------------------------------------------------------- 3. begin / end */
 
+/*
+ * A wrapper left by siglongjmp. A signal handler that jumps out of a blocking
+ * read (the alarm-and-jump timeout) leaves the depth raised: nothing more was
+ * recorded on that thread. So the outermost wrapper of a thread notes its
+ * frame and its return address (io_outer). A call met with the depth raised
+ * is nested in a live wrapper unless io_left_by_a_jump, the rare path, finds
+ * that wrapper gone: its return address overwritten in its frame (by the
+ * calls made after the jump, from its caller or above), or this call made at
+ * or above its frame (a nested call, or a handler that interrupted it on the
+ * same stack, runs below it) and not on an alternate signal stack (a handler
+ * there is nested, wherever that stack lies). It then lowers the depth.
+ * RATIONALE: the frame address (the wrapper's frame pointer, forced by
+ * __builtin_frame_address), not the stack pointer: it is the caller's stack
+ * pointer less 16 whatever the wrapper's frame size, so two wrappers called
+ * from one place compare equal; and the return address is the word above it
+ * (the frame record of x86_64 and aarch64). So the function that enters
+ * (io_enter*, io_begin*, always inlined) must stay on the stack until its
+ * io_leave: a wrapper, or a helper that leaves before it returns, or one
+ * always inlined into its wrapper (fread_recorded).
+ */
+struct io_outer {
+	uintptr_t frame; /* 0: no wrapper of ours raised the depth */
+	uintptr_t ret;
+};
+SP_HIDDEN extern __thread struct io_outer io_outer __attribute__((tls_model("initial-exec")));
+SP_HIDDEN int io_left_by_a_jump(uintptr_t frame);
+
 /* 1 = capture `cap` on this call (depth raised: io_leave after), 0 = not capturing, or nested. */
-static inline int io_enter_cap(int cap)
+static inline __attribute__((always_inline)) int io_enter_cap(int cap)
 {
-	if (__builtin_expect(!sp_active || !(io_capture & cap) || sp_hook_depth, 0))
+	if (__builtin_expect(!sp_active || !(io_capture & cap), 0))
 		return 0;
-	sp_hook_depth++;
+	uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
+	if (__builtin_expect(sp_hook_depth != 0, 0) && !io_left_by_a_jump(frame))
+		return 0;
+	/* The depth is 0 here (a wrapper never raises it from another value): this
+	 * call is the thread's outermost. The word itself, not
+	 * __builtin_return_address: aarch64's pac-ret signs the saved one. */
+	io_outer.ret = *(const uintptr_t *)(frame + sizeof(void *));
+	io_outer.frame = frame;
+	/* both written before a handler can see the depth raised */
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	sp_hook_depth = 1;
 	return 1;
 }
 
 /* File I/O; waits (hook_io_wait.c). Used as such by the calls that record nothing themselves. */
-static inline int io_enter(void)
+static inline __attribute__((always_inline)) int io_enter(void)
 {
 	return io_enter_cap(IO_CAP_FILES);
 }
 
-static inline int io_enter_wait(void)
+static inline __attribute__((always_inline)) int io_enter_wait(void)
 {
 	return io_enter_cap(IO_CAP_WAITS);
 }
 
+/* Back to 0 (io_enter_cap): the thread is in no wrapper of ours. */
 static inline void io_leave(void)
 {
-	sp_hook_depth--;
+	io_outer.frame = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	sp_hook_depth = 0;
 }
 
 /*
@@ -132,7 +172,7 @@ struct io_call {
 };
 
 /* 1 = record this call (entered, start time taken), 0 = just forward. */
-static inline int io_begin(struct io_call *c)
+static inline __attribute__((always_inline)) int io_begin(struct io_call *c)
 {
 	if (!io_enter())
 		return 0;
@@ -140,7 +180,7 @@ static inline int io_begin(struct io_call *c)
 	return 1;
 }
 
-static inline int io_begin_wait(struct io_call *c)
+static inline __attribute__((always_inline)) int io_begin_wait(struct io_call *c)
 {
 	if (!io_enter_wait())
 		return 0;
@@ -195,6 +235,16 @@ static inline int io_result(long r, int err)
  * below turned into registers. Measured (callgrind, small-file loop): ~105
  * instructions per record through sp_emit_slow's switch, ~35 inline.
  */
+/* The largest figure the bytes field holds: its width from fields.def. */
+enum {
+	IO_BYTES_WIDTH =
+#define SP_FIELD(id, name, width, type) (SP_F_##id == SP_F_BYTES ? (width) : 0) +
+#include "stepprof/fields.def"
+#undef SP_FIELD
+	0
+};
+#define IO_BYTES_MAX ((1ull << (8 * IO_BYTES_WIDTH)) - 1)
+
 static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigned api, uint64_t t0, uint64_t t1,
 							  uint32_t path, uint64_t bytes, int fd, int result,
 							  unsigned fdtype, uint32_t count)
@@ -210,8 +260,10 @@ static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigne
 	const uint64_t m = sp_kind_mask[kind];
 	if (m & (1ull << SP_F_PATH))
 		f[SP_F_PATH] = path;
+	/* A field holds 5 bytes (< 1 TiB): a larger figure (the st_size of a file of
+	 * 1 TiB or more) is saturated, not cut to its low bytes (a 1.1 TB file was 488 MB). */
 	if (m & (1ull << SP_F_BYTES))
-		f[SP_F_BYTES] = bytes;
+		f[SP_F_BYTES] = bytes < IO_BYTES_MAX ? bytes : IO_BYTES_MAX;
 	if (m & (1ull << SP_F_FD))
 		f[SP_F_FD] = (uint64_t)(int64_t)fd;
 	if (m & (1ull << SP_F_RESULT))
@@ -294,11 +346,16 @@ static inline uint32_t io_path_id(const char *path)
 
 /*
  * A read-like call on fd returned r bytes (or -1): READ on a file, LOADER_WAIT
- * on a pipe or a socket (the trainer receiving a batch).
+ * on a pipe or a socket (the trainer receiving a batch), nothing on an fd
+ * whose reads are not input (IO_W_NOT_INPUT: an eventfd, a timerfd, a tty).
  */
 IO_INLINE void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
 {
 	uint64_t w = io_fd_word_typed(fd);
+	if (__builtin_expect(w & (IO_W_NOT_INPUT | IO_W_OUTPUT), 0)) {
+		io_finish(c); /* an eventfd, timerfd, signalfd, character device or output file: not input */
+		return;
+	}
 	unsigned type = io_word_type(w);
 	uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	int res = io_result(r, c->err);
@@ -317,10 +374,22 @@ IO_INLINE long io_end_read(struct io_call *c, unsigned api, int fd, long r)
 	return r;
 }
 
-/* An open-like call of path with flags returned fd r (or -1): OPEN; the fd table learns the fd. */
+/*
+ * An open-like call of path with flags returned fd r (or -1): OPEN; the fd
+ * table learns the fd. An output file (io_open_is_output) is no record.
+ */
 IO_INLINE void io_rec_open(struct io_call *c, unsigned api, const char *path, int flags, int r)
 {
 	path = io_path_after(path, r, c->err);
+	if (__builtin_expect(io_open_is_output(flags), 0)) {
+		if (r >= 0) {
+			int known;
+			unsigned type = io_guess_type(path, flags, &known);
+			io_fd_put(r, io_word_make(0, type, known) | IO_W_OUTPUT);
+		}
+		io_finish(c); /* output: no record */
+		return;
+	}
 	uint32_t id = io_path_id(path);
 	if (r >= 0) {
 		int known;
@@ -352,7 +421,14 @@ IO_INLINE void io_rec_stat(struct io_call *c, unsigned api, int dirfd, const cha
 	/* AT_EMPTY_PATH with "" or, since Linux 6.11, NULL (a successful call): the fd itself */
 	if ((flags & AT_EMPTY_PATH) && (path ? !path[0] : r == 0)) {
 		fd = dirfd;
-		id = io_word_path(io_fd_word(dirfd));
+		/* An fd not seen born (received over a socket, inherited) is looked up
+		 * at its first use, this stat as well as a read (once per fd). */
+		uint64_t w = r == 0 ? io_fd_word_typed(dirfd) : io_fd_word(dirfd);
+		if (__builtin_expect(w & IO_W_OUTPUT, 0)) {
+			io_finish(c); /* an output file's fstat (Python's open(p, 'wb') makes one) */
+			return;
+		}
+		id = io_word_path(w);
 	} else {
 		id = io_path_id(path);
 	}

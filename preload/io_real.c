@@ -2,12 +2,16 @@
  * io_real.c - the input capture's plumbing that holds no interposed symbol:
  * resolving the real libc functions, STEPPROF_IO, the trace feature bit.
  *
- * Divided into: 1. real functions, 2. mode, 3. path ids, 4. feature bit.
+ * Divided into: 1. real functions, 2. mode, 3. path ids, 4. feature bit,
+ * 5. a wrapper left by a jump.
  */
 #include "io_hook.h"
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------- 1. real functions */
 
@@ -137,4 +141,30 @@ void io_mark_feature(void)
 	struct sp_file_header *h = sp_trace_header();
 	if (h)
 		__atomic_fetch_or(&h->features, SP_FEAT_LIBC_IO, __ATOMIC_RELAXED);
+}
+
+/* ------------------------------------------------ 5. a wrapper left by a jump */
+
+__thread struct io_outer io_outer __attribute__((tls_model("initial-exec")));
+
+/* io_hook.h, io_enter_cap: the depth is raised and a wrapper is called at `frame`. */
+int io_left_by_a_jump(uintptr_t frame)
+{
+	uintptr_t outer = io_outer.frame;
+	if (!outer)
+		return 0; /* not raised by a wrapper of ours */
+	/* NOTE: the word lies in this thread's stack, mapped whether that wrapper is live or gone */
+	int gone = *(const volatile uintptr_t *)(outer + sizeof(void *)) != io_outer.ret;
+	if (!gone && frame >= outer) {
+		stack_t ss;
+		int saved = errno;
+		long r = syscall(SYS_sigaltstack, NULL, &ss);
+		errno = saved;
+		gone = r == 0 && !(ss.ss_flags & SS_ONSTACK);
+	}
+	if (!gone)
+		return 0; /* nested in it, or a handler on an alternate stack interrupting it */
+	sp_hook_depth = 0;
+	io_outer.frame = 0;
+	return 1;
 }

@@ -688,9 +688,11 @@ Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .time
 	struct io_recs rs;
 	io_t_load_dir(e.trace, &rs);
 	int pid = (int)tnum(t, "pid");
+	/* An eventfd's read is not input (no record): one named after the dead file would be a `read`. */
 	static const struct {
 		const char *fd, *api, *type;
-	} cases[] = { { "memfd1", "pread", "file" }, { "memfd2", "pread", "file" }, { "eventfd3", "read", "other" } };
+		long records;
+	} cases[] = { { "memfd1", "pread", "file", 1 }, { "memfd2", "pread", "file", 1 }, { "eventfd3", "read", "other", 0 } };
 	for (size_t k = 0; k < 3; k++) {
 		long fd = tnum(t, cases[k].fd), n = 0;
 		for (size_t i = 0; i < rs.n; i++) {
@@ -702,7 +704,7 @@ Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .time
 			cr_expect_str_eq(r->fd_type, cases[k].type, "%s: type %s", cases[k].fd, r->fd_type);
 			cr_expect_null(r->path, "%s is named %s, a file closed before it was born", cases[k].fd, r->path);
 		}
-		cr_expect_eq(n, 1, "%s: %ld %s records", cases[k].fd, n, cases[k].api);
+		cr_expect_eq(n, cases[k].records, "%s: %ld %s records", cases[k].fd, n, cases[k].api);
 	}
 	io_t_free(&rs);
 	sp_json_free(t);

@@ -53,8 +53,9 @@ static const struct expect each[] = {
     {"__openat64_2", "open", F1, 1, 0, NULL},
     {"read", "read", F1, 6, 1097, "file"},
     {"close", "close", F1, 6, 0, "file"},
-    {"creat", "open", NEW0, 1, 0, NULL},
-    {"creat64", "open", NEW1, 1, 0, NULL},
+    /* creat opens write-only: output, no record (io::files_opened_for_writing_are_not_input) */
+    {"creat", "open", NEW0, 0, 0, NULL},
+    {"creat64", "open", NEW1, 0, 0, NULL},
     {"fopen64", "open", F0, 1, 0, NULL},
     {"fread_unlocked", "read", F0, 1, 100, "file"},
     {"__fread_chk", "read", F0, 1, 100, "file"},

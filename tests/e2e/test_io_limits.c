@@ -359,3 +359,211 @@ Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 		     (unsigned long long)b);
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A vfork()ed child runs on its parent's memory until it execs: its dup2 and
+ * close_range were done to the parent's fd table. Before, the child's
+ * close_range(3, ~0U) wiped every entry of the parent (its epoll fd no longer
+ * a wait for loader data: the epoll_wait after it was no record at all), and
+ * its dup2 of a socket onto a file's number made the parent's reads of that
+ * file loader waits on a socket, without a path.
+ */
+Test(io, a_vfork_child_leaves_the_parents_fd_table_alone, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "vfork", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "child_ok"), 1, "the vfork child did not run /bin/true");
+	cr_assert_eq(tnum(t, "ready"), 1);
+	cr_assert_eq(tnum(t, "taken"), 1);
+	struct io_filter f = { .kind = "loader_wait", .pid = pid, .api = "epoll_wait", .fd_type = "socket" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "ep_fd"), NULL, NULL), 1, "the epoll_wait after the vfork is a loader wait");
+	char p1[PATH_MAX + 8];
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	uint64_t b;
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .fd_type = "file", .prefix = p1 };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f1_fd"), &b, NULL), tnum(t, "f1_reads"),
+		     "f1's reads are file reads of f1");
+	cr_expect_eq(b, (uint64_t)tnum(t, "f1_bytes"));
+	f = (struct io_filter){ .kind = "loader_wait", .pid = pid, .api = "read" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f1_fd"), NULL, NULL), 0, "no loader wait on f1's number");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .fd_type = "file" };
+	cr_expect_eq(matching(&rs, f, tnum(t, "f0_fd"), &b, NULL), tnum(t, "f0_reads"));
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * A descriptor the wrappers did not see born (received over a Unix socket, as
+ * a DataLoader worker hands tensor storage to the trainer; inherited across
+ * exec) is looked up at its first use. Before, an fstat or an fclose as that
+ * first use was not: PyTorch's trainer fstats every storage fd it receives,
+ * and each such stat had no path; an fclose said `other`, without a path.
+ */
+Test(io, the_first_fstat_or_fclose_of_a_received_fd_names_its_file, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "passfd", &rs);
+	int pid = (int)tnum(t, "pid");
+	char p0[PATH_MAX + 8], p1[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	const struct io_rec *last = NULL;
+	struct io_filter f = { .kind = "stat", .pid = pid, .api = "fstat" };
+	cr_assert_eq(matching(&rs, f, tnum(t, "g0_fd"), NULL, &last), 1, "one fstat of the received fd");
+	cr_expect(last->path && !strcmp(last->path, p0), "the fstat of the received fd: path %s, expected %s",
+		  last->path ? last->path : "(none)", p0);
+	cr_expect_eq(last->bytes, (uint64_t)tnum(t, "g0_size"));
+	f = (struct io_filter){ .kind = "close", .pid = pid, .api = "fclose" };
+	cr_assert_eq(matching(&rs, f, tnum(t, "g1_fd"), NULL, &last), 1, "one fclose of the received fd");
+	cr_expect(last->path && !strcmp(last->path, p1), "the fclose of the received fd: path %s, expected %s",
+		  last->path ? last->path : "(none)", p1);
+	cr_expect_str_eq(last->fd_type, "file");
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * The alarm-and-jump timeout: a SIGALRM handler leaves a blocking read with
+ * siglongjmp. Before, the thread's depth counter stayed raised and nothing it
+ * did afterwards was recorded (3 opens of f0, none in the trace). A handler on
+ * an alternate signal stack that lies above the thread's stack, interrupting
+ * a read, is still nested in it: its own open of f1 is not recorded, and the
+ * read it interrupted and the thread's calls after it are.
+ */
+Test(io, a_read_left_by_siglongjmp_does_not_end_the_threads_recording, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "jump", &rs);
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "jumped"), 1, "the SIGALRM handler did not jump");
+	cr_assert_eq(tnum(t, "alt_above"), 1, "the alternate stack is not above the thread's stack");
+	cr_assert_eq(tnum(t, "thread_read"), 5);
+	char p0[PATH_MAX + 8], p1[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	snprintf(p1, sizeof(p1), "%s/f1", e.data);
+	/* f0: 3 opens by the main thread after the jump, 1 by the thread after the handler */
+	struct io_filter f = { .kind = "open", .pid = pid, .api = "open", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 4, "opens of f0 after the jump: %ld recorded, 4 made",
+		     io_t_count(&rs, f, NULL));
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = p0 };
+	uint64_t b;
+	cr_expect_eq(io_t_count(&rs, f, &b), 8, "reads of f0: 2 per open");
+	cr_expect_eq(b, (uint64_t)(3 * tnum(t, "f0_bytes") + tnum(t, "thread_f0_bytes")));
+	f = (struct io_filter){ .kind = "open", .pid = pid, .prefix = p1 };
+	cr_assert_eq(tnum(t, "handler_bytes"), 2, "the handler did not read f1");
+	cr_expect_eq(io_t_count(&rs, f, NULL), 0, "the handler's open, nested in a read, is not recorded");
+	f = (struct io_filter){ .kind = "loader_wait", .pid = pid, .api = "read", .fd_type = "pipe" };
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "the read the handler interrupted is one loader wait");
+	cr_expect_eq(b, 5);
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * The bytes field holds 5 bytes (< 1 TiB, docs/trace-format.md). The st_size
+ * of a larger file (a 1.1 TB LMDB or tar shard) was cut to its low 5 bytes:
+ * 1,100,000,000,000 bytes recorded as 488,372,224. It is now saturated at the
+ * field's largest value.
+ */
+Test(io, a_stat_of_a_file_of_a_terabyte_or_more_saturates_instead_of_wrapping, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "big", &rs);
+	if (tnum(t, "efbig")) {
+		lim_fini(&e, t, &rs);
+		cr_skip_test("the file system of the test's directory refuses a 1.1 TB sparse file");
+	}
+	int pid = (int)tnum(t, "pid");
+	cr_assert_eq(tnum(t, "size"), 1100000000000L);
+	cr_assert_eq(tnum(t, "statx_size"), 1100000000000L);
+	const uint64_t max = (1ull << 40) - 1;
+	static const char *const apis[] = { "stat", "fstat", "statx" };
+	for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++) {
+		const struct io_rec *last = NULL;
+		struct io_filter f = { .kind = "stat", .pid = pid, .api = apis[i] };
+		cr_assert_eq(matching(&rs, f, -1, NULL, &last), 1, "one %s", apis[i]);
+		cr_expect_eq(last->bytes, max, "%s of a 1,100,000,000,000-byte file: %llu bytes recorded, expected %llu",
+			     apis[i], (unsigned long long)last->bytes, (unsigned long long)max);
+	}
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * A read of an eventfd, a timerfd, a signalfd or a character device is a
+ * thread waiting for a counter, a timer or a signal (or reading /dev/zero),
+ * not file input: no record, as a poll on them alone is none. Before, each was
+ * a `read` record (fd_type other), input to the analysis: a training thread
+ * blocked 20 ms on a timerfd was 20 ms of file input. A file read in the same
+ * program is still recorded.
+ */
+Test(io, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "notinput", &rs);
+	int pid = (int)tnum(t, "pid");
+	static const char *const fds[] = { "eventfd", "timerfd", "signalfd", "raw_eventfd", "zero" };
+	static const char *const reads[] = { "eventfd_read", "timerfd_read", "signalfd_read", "raw_read", "zero_read" };
+	for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++) {
+		cr_assert_gt(tnum(t, reads[k]), 0, "the workload's read of its %s returned nothing", fds[k]);
+		long n = 0;
+		for (size_t i = 0; i < rs.n; i++) {
+			const struct io_rec *r = &rs.v[i];
+			if (r->pid == pid && r->fd == tnum(t, fds[k]) && !strcmp(r->api, "read"))
+				n++;
+		}
+		cr_expect_eq(n, 0, "the read of the %s: %ld records, expected none", fds[k], n);
+	}
+	char p0[PATH_MAX + 8];
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	uint64_t b;
+	struct io_filter f = { .kind = "read", .pid = pid, .api = "read", .fd_type = "file", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, &b), 2, "f0: a read with its bytes, a read at EOF");
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}
+
+/*
+ * A file opened for writing only, or truncated, is output: a step that saves
+ * its outputs (torch.save, np.save, a prediction per sample) reads nothing.
+ * Before, each save was an open, an fstat (Python's open() makes one) and a
+ * close of the input capture: a step writing 300 small files was a critical
+ * small_file_storm, 86% "input". Its open, fstat, reads and close are no
+ * record; a file opened "a+" (which can be read) and a file read are input.
+ */
+Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	struct sp_json *t = lim_run(&e, "output", &rs);
+	int pid = (int)tnum(t, "pid");
+	char out[PATH_MAX + 8], pa[PATH_MAX + 8], p0[PATH_MAX + 8];
+	snprintf(out, sizeof(out), "%s/out/", e.data);
+	snprintf(pa, sizeof(pa), "%s/out/a", e.data);
+	snprintf(p0, sizeof(p0), "%s/f0", e.data);
+	long written = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->pid == pid && r->path && !strncmp(r->path, out, strlen(out)) && strcmp(r->path, pa)) {
+			written++;
+			cr_expect(0, "a record of a file written: %s %s %s", r->kind, r->api, r->path);
+		}
+	}
+	cr_expect_eq(written, 0);
+	cr_assert_eq(tnum(t, "a_bytes"), 100);
+	struct io_filter f = { .kind = "open", .pid = pid, .api = "fopen", .prefix = pa };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "the \"a+\" file's open");
+	uint64_t b;
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "fread", .prefix = pa };
+	cr_expect_eq(io_t_count(&rs, f, &b), 1, "the \"a+\" file's fread");
+	cr_expect_eq(b, 100);
+	f = (struct io_filter){ .kind = "open", .pid = pid, .api = "open", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, NULL), 1, "f0's open");
+	f = (struct io_filter){ .kind = "read", .pid = pid, .api = "read", .prefix = p0 };
+	cr_expect_eq(io_t_count(&rs, f, &b), 2);
+	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
+	lim_fini(&e, t, &rs);
+}

@@ -22,6 +22,7 @@
 #include <criterion/criterion.h>
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -268,6 +269,13 @@ static size_t cuda_records(const char *dir, char ***out)
 	char tdir[PATH_MAX];
 	snprintf(tdir, sizeof(tdir), "%s/trace", dir);
 	DIR *d = opendir(tdir);
+	/* A run that recorded nothing makes no directory: the static runtime's calls all
+	 * fail on the simulated driver, and the driver's log, opened for appending, is
+	 * output, not input (docs/input-capture.md): no record at all. */
+	if (!d && errno == ENOENT) {
+		*out = v;
+		return 0;
+	}
 	cr_assert(d, "no trace directory %s", tdir);
 	struct dirent *de;
 	while ((de = readdir(d))) {
