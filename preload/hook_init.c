@@ -28,8 +28,23 @@
 /* 0: not started, 1: a thread is starting the recorder, 2: done (recording or not) */
 static int g_started;
 
+/*
+ * stepprof's own programs (the analyzer and `stepprof run`, the eBPF collector)
+ * are not the job: under an LD_PRELOAD exported in the shell, `stepprof analyze`
+ * recorded its reads of the traces into the directory it was reading, and
+ * `stepprof run` wrote a file of its own beside its job's.
+ */
+static int our_own_program(void)
+{
+	extern char *program_invocation_short_name;
+	const char *n = program_invocation_short_name;
+	return n && (!strcmp(n, "stepprof") || !strcmp(n, "stepprof-bpf"));
+}
+
 static void start(void)
 {
+	if (our_own_program())
+		return;
 	sp_config_load();
 	if (sp_cfg.DISABLE)
 		return;

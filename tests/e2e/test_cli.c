@@ -8,6 +8,7 @@
  * and foreign inputs; 6. `make deps` (scripts/install-deps.sh, suite `deps`).
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -871,4 +872,48 @@ Test(deps, no_cuda_headers_says_what_to_do)
 	cr_expect(strstr(d.r.err, "no CUDA headers in /nonexistent/cuda/include"), "%s", d.r.err);
 	cr_expect(strstr(d.r.err, "CUDA_HOME"), "says to set CUDA_HOME: %s", d.r.err);
 	deps_free(&d);
+}
+
+/*
+ * stepprof's own programs are not the job: under LD_PRELOAD=libstepprof.so
+ * exported in the shell, `stepprof info`, `analyze` and `run` record nothing
+ * (before, each one wrote a trace file of its own reads into STEPPROF_DIR: the
+ * directory it was reading, or one beside its job's). The job of `stepprof run`
+ * is still recorded.
+ */
+Test(cli, stepprofs_own_programs_are_not_recorded)
+{
+	char *dir = sp_t_tmpdir("cli-self"), *file = path_in(dir, "t.sptrace"), *own = path_in(dir, "own"),
+	     *job = path_in(dir, "job");
+	write_small(file, 4242, 10);
+	char preload[PATH_MAX + 16], envdir[PATH_MAX + 16];
+	snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(envdir, sizeof(envdir), "STEPPROF_DIR=%s", own);
+	char *env[] = {preload, envdir, "STEPPROF_QUIET=1", NULL};
+	char *stepprof = (char *)sp_t_build("bin/stepprof");
+	char *info[] = {stepprof, "info", file, NULL};
+	char *analyze[] = {stepprof, "analyze", "--json", file, NULL};
+	char *run[] = {stepprof, "run", "--no-bpf", "-o", job, "--", (char *)sp_t_build("bin/markgen"), "-n", "5", NULL};
+	char *const *cmds[] = {info, analyze, run};
+	for (size_t i = 0; i < 3; i++) {
+		struct sp_t_result r;
+		sp_t_run(&r, cmds[i], env, NULL, 60);
+		cr_expect_eq(r.status, 0, "stepprof %s: %s", cmds[i][1], r.err);
+		sp_t_result_free(&r);
+		struct stat st;
+		cr_expect(stat(own, &st) != 0, "stepprof %s recorded itself into STEPPROF_DIR", cmds[i][1]);
+	}
+	/* the job's own file, and no other there */
+	char *jobs[] = {stepprof, "info", "--json", job, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, jobs, NULL, NULL, 60), 0, "%s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "%s", r.out);
+	const struct sp_json *files = sp_json_get(j, "files");
+	cr_assert_not_null(files);
+	cr_expect_eq(files->n, 1, "the job's file only");
+	cr_expect(strstr(sp_json_str(sp_json_at(files, 0), "cmdline"), "markgen") != NULL);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	rmrf_and_free(dir, file, own, job, NULL);
 }
