@@ -541,7 +541,8 @@ Test(scenarios, clean_with_checkpoints_of_small_files_step, .timeout = 180)
 	for (int i = 3; i <= 7; i += 4) {
 		char key[64];
 		snprintf(key, sizeof(key), "iterations.%d.metadata_ops", i);
-		cr_expect_geq(sp_json_num(r.an, key, 0), 150, "iteration %d: the checkpoint's opens", i);
+		/* written files are output: the wrappers record neither their opens nor their closes */
+		cr_expect_lt(sp_json_num(r.an, key, 1e9), 150, "iteration %d: the checkpoint's opens are no input", i);
 	}
 	cr_expect_null(finding(&r, "small_file_storm", NULL), "a checkpoint's written files are no input storm: %s",
 		       r.ar.out);

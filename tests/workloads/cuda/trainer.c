@@ -897,9 +897,9 @@ static void fragment(void)
  * --checkpoint-every N: after every N-th iteration's last sync, the main thread
  * saves a checkpoint as a sharded state dict does, --checkpoint-files K files of
  * 4 KiB each, written (opened for writing, never read) into a directory of its
- * own; the GPU has nothing to do meanwhile. Its opens and closes are file calls
- * of the training thread (input, as design.md §5 counts file I/O; the writes
- * are not recorded and are other); its files are opened, not read.
+ * own; the GPU has nothing to do meanwhile. Files opened for writing are the
+ * job's output, not its input (docs/input-capture.md): the whole checkpoint is
+ * host time, `other`, and its files are no files of the iteration.
  */
 static char ckpt_dir[PATH_MAX];
 
@@ -927,10 +927,7 @@ static void checkpoint(unsigned i)
 	for (unsigned k = 0; k < O.ckpt_files; k++) {
 		char path[PATH_MAX + 32];
 		ckpt_path(path, sizeof(path), c, k);
-		uint64_t t0 = tr_now();
 		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-		uint64_t t1 = tr_now();
-		tr_input(t0, t1);
 		if (fd < 0) {
 			fprintf(stderr, "trainer: cannot write %s: %s\n", path, strerror(errno));
 			exit(1);
@@ -939,11 +936,8 @@ static void checkpoint(unsigned i)
 			fprintf(stderr, "trainer: cannot write %s: %s\n", path, strerror(errno));
 			exit(1);
 		}
-		t0 = tr_now();
 		close(fd);
-		tr_input(t0, tr_now());
 	}
-	tr_files(O.ckpt_files, 0, 0);
 }
 
 static void ckpt_remove(void)
