@@ -962,6 +962,17 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 	}
 }
 
+/*
+ * A size into the 5-byte bytes field: saturated at its largest value
+ * (1 TiB - 1), as the libc wrappers do, not cut to its low bytes (the st_size
+ * of a 1.1 TB file was 81,604,378,624).
+ */
+static uint64_t bytes_of(uint64_t v)
+{
+	const uint64_t max = (1ull << (8 * sp_field_width[SP_F_BYTES])) - 1;
+	return v < max ? v : max;
+}
+
 static int16_t result_of(int64_t ret)
 {
 	return ret < 0 ? (int16_t)(ret < -32768 ? -32768 : ret) : 0;
@@ -1006,11 +1017,11 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 			f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 			f[SP_F_FD] = (uint64_t)-1;
 		}
-		f[SP_F_BYTES] = e->bytes;
+		f[SP_F_BYTES] = bytes_of(e->bytes);
 		break;
 	case SP_K_READ:
 		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
-		f[SP_F_BYTES] = e->bytes;
+		f[SP_F_BYTES] = bytes_of(e->bytes);
 		/* As the libc wrappers do: a read on a pipe or socket is waiting for a loader worker's data. */
 		if (e->fd_type == IOTRACE_FD_PIPE || e->fd_type == IOTRACE_FD_SOCKET)
 			kind = SP_K_LOADER_WAIT;

@@ -451,27 +451,40 @@ static void check_files_of(struct session *s, const struct dump *d, const struct
 	check_files(s, d, pid, 0);
 }
 
-/* The job's JSON line: {"pid", "child_pid", "files", "bytes"}. */
+/* The job's JSON line (bpfgen's: {"pid", "child_pid", "files", "bytes"}; iolimits' per mode). */
 static struct sp_json *job_result(struct session *s)
 {
 	char path[512], buf[1024];
 	snprintf(path, sizeof(path), "%s/job.out", s->tmp);
 	read_file_into(path, buf, sizeof(buf));
 	struct sp_json *j = sp_json_parse(buf);
-	cr_assert(j, "bpfgen printed no JSON: \"%s\"", buf);
+	cr_assert(j, "the job printed no JSON: \"%s\"", buf);
 	return j;
+}
+
+/* The job argv (argv[0] a workload of the build) under the collector: its JSON line and the collector's records. */
+static void run_job(struct session *s, char *const argv[], struct dump *d, struct sp_json **res)
+{
+	const char *bin = collector_or_skip();
+	start(s, bin, argv);
+	wait_job_then_collector(s, argv[0]);
+	*res = job_result(s);
+	dump_trace(s, d);
 }
 
 static void run_bpfgen(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
 {
-	const char *bin = collector_or_skip();
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
 	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
-	start(s, bin, argv);
-	wait_job_then_collector(s, "bpfgen");
-	*res = job_result(s);
-	dump_trace(s, d);
+	run_job(s, argv, d, res);
+}
+
+/* iolimits MODE on the data directory (tests/workloads/iolimits.c: its modes are shared with the io suite). */
+static void run_iolimits(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
+{
+	char *argv[] = {(char *)sp_t_build("bin/iolimits"), (char *)mode, s->data, NULL};
+	run_job(s, argv, d, res);
 }
 
 /*
@@ -1014,6 +1027,42 @@ Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
 	cr_expect(strstr(s.bpf_err, "stepprof-bpf: warning: ") == s.bpf_err && strstr(s.bpf_err, "was removed"),
 		  "the collector says its file was removed: \"%s\"", s.bpf_err);
 	session_free(&s);
+}
+
+/*
+ * The st_size of a file of 1 TiB or more (a sparse 1.1 TB file, stat'ed by
+ * path, by fd and with statx) saturates at the 5-byte field's largest value,
+ * 1 TiB - 1, as the libc wrappers record it. Before, it was cut to its low
+ * bytes: 1,100,000,000,000 bytes read 488,372,224.
+ */
+#define BYTES_FIELD_MAX 1099511627775LL /* 2^40 - 1: the trace's bytes field holds 5 bytes (docs/trace-format.md) */
+
+Test(bpf, a_stat_of_a_file_of_1_tib_or_more_saturates, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char path[512];
+	session_init(&s, "bpfbig");
+	run_iolimits(&s, "big", &d, &res);
+	if (sp_json_num(res, "efbig", 0) != 0) {
+		printf("test_bpf: skipped: the file system of %s cannot hold a 1.1 TB sparse file\n", s.data);
+		session_done(&s, &d, res);
+		cr_skip_test("no 1.1 TB sparse file here");
+	}
+	long long size = (long long)sp_json_num(res, "size", -1);
+	cr_assert_gt(size, BYTES_FIELD_MAX, "iolimits big made a file of %lld bytes", size);
+	cr_assert_eq((long long)sp_json_num(res, "statx_size", -1), size);
+	snprintf(path, sizeof(path), "%s/big", s.data);
+	tally(&d, (long long)sp_json_num(res, "pid", -1), path, &t);
+	cr_expect_eq(t.stat, 3, "stat, fstat and statx of %s: %d stat records", path, t.stat);
+	cr_expect_eq(t.stat_bytes_min, BYTES_FIELD_MAX, "a %lld-byte file: stat bytes %lld, expected %lld (saturated)",
+		     size, t.stat_bytes_min, BYTES_FIELD_MAX);
+	cr_expect_eq(t.stat_bytes_max, BYTES_FIELD_MAX, "a %lld-byte file: stat bytes %lld, expected %lld (saturated)",
+		     size, t.stat_bytes_max, BYTES_FIELD_MAX);
+	cr_expect_eq(t.open, 1, "opened to read and write (input): %d open records", t.open);
+	session_done(&s, &d, res);
 }
 
 /*
