@@ -159,6 +159,7 @@ struct {
 #define S_IFSOCK      0140000
 #define S_IFREG	      0100000
 #define S_IFDIR	      0040000
+#define S_IFCHR	      0020000
 #define S_IFIFO	      0010000
 #define AT_EMPTY_PATH 0x1000
 #define SA_RESTART    0x10000000
@@ -306,8 +307,11 @@ static __always_inline __u8 type_of(__u64 file)
 		return IOTRACE_FD_SOCKET;
 	case S_IFDIR:
 		return IOTRACE_FD_DIR;
+	case 0:	      /* an anonymous inode: eventfd, timerfd, signalfd, epoll, inotify */
+	case S_IFCHR: /* a tty, /dev/zero, /dev/urandom */
+		return IOTRACE_FD_NOT_INPUT;
 	default:
-		return IOTRACE_FD_OTHER;
+		return IOTRACE_FD_OTHER; /* a block device: its reads are file input */
 	}
 }
 
@@ -452,6 +456,19 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
 		st->file = file_of(task, st->fd);
 		st->fd_type = type_of(st->file);
+		/*
+		 * A read of an eventfd, a timerfd, a signalfd or a device is a
+		 * thread waiting for a counter, a timer, a signal or a keyboard,
+		 * not for file data: no event, as the libc wrappers write no
+		 * record (their close is one: the loader's fd table needs it).
+		 * RATIONALE: decided here, where the type is read anyway: the
+		 * call costs no event, and its exit finds nothing in flight.
+		 */
+		if (st->fd_type == IOTRACE_FD_NOT_INPUT && call != IOTRACE_sys_close &&
+		    call != IOTRACE_sys_getdents64) {
+			c->busy = 0;
+			return 0;
+		}
 		break;
 	}
 	/*

@@ -70,6 +70,12 @@ enum iotrace_type {
 #define IOTRACE_FD_PIPE	  2
 #define IOTRACE_FD_SOCKET 3
 #define IOTRACE_FD_DIR	  4
+/*
+ * Kernel side only (the loader takes it for other): no file type (an
+ * anonymous inode: eventfd, timerfd, signalfd, epoll, inotify) or a character
+ * device (a tty, /dev/zero). Reads of one are not input and are not sent.
+ */
+#define IOTRACE_FD_NOT_INPUT 0xff
 
 /*
  * One record of the ring buffer. Events of calls that take a path carry the

@@ -487,6 +487,18 @@ static void run_iolimits(struct session *s, const char *mode, struct dump *d, st
 	run_job(s, argv, d, res);
 }
 
+/* Data file f0 rewritten with n bytes (iolimits reads DIR/f0 as its file input). */
+static void rewrite_f0(struct session *s, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/f0", s->data);
+	FILE *f = fopen(path, "w");
+	cr_assert(f, "cannot create %s", path);
+	for (size_t k = 0; k < n; k++)
+		fputc('0' + (int)(k % 10), f);
+	fclose(f);
+}
+
 /*
  * The collector started by hand on a job that already runs: bpfgen in `mode`
  * (--prefork, --thread) makes its processes or threads and prints their ids,
@@ -835,7 +847,7 @@ Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
  * A storm the collector cannot keep up with (stopped, its ring buffer fills):
  * the calls that did not fit are counted, per process, as a LOST record that
  * `stepprof analyze` reports with the process, and the collector says so on
- * stderr. Each of bpfstorm's children makes exactly STORM_READS + 2 traced
+ * stderr. Each of bpfgen --storm's children makes exactly STORM_READS + 2 traced
  * calls: its records and its lost calls add up to that. Before, the count was
  * in the file header only, which the analyzer does not read for a
  * collector's file (many processes): 6 million calls lost of 16, and
@@ -852,7 +864,7 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 	session_init(&s, "bpfstorm");
 	snprintf(np, sizeof(np), "%d", STORM_PROCS);
 	snprintf(nr, sizeof(nr), "%d", STORM_READS);
-	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), np, nr, NULL};
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", np, nr, NULL};
 	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 	/* The collector stopped: nothing drains the ring while the job runs. */
@@ -861,7 +873,7 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 	close(gate);
 	int job_st = wait_for(s.job, 120000);
 	kill(s.bpf, SIGCONT);
-	cr_assert_eq(job_st, 0, "bpfstorm failed");
+	cr_assert_eq(job_st, 0, "bpfgen --storm failed");
 	wait_collector(&s);
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
 	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
@@ -888,7 +900,8 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 			     "pid %lld: %lld records + %lld lost, it made %d traced calls", pid, recs, plost,
 			     STORM_READS + 2);
 	}
-	cr_expect_eq(children, STORM_PROCS, "%d children in the analysis, bpfstorm forked %d", children, STORM_PROCS);
+	cr_expect_eq(children, STORM_PROCS, "%d children in the analysis, bpfgen --storm forked %d", children,
+		     STORM_PROCS);
 	cr_expect_gt(lost, 0, "the ring cannot hold %d events: some calls must be reported lost",
 		     STORM_PROCS * STORM_READS);
 	sp_json_free(j);
@@ -916,9 +929,9 @@ Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout 
 		cr_skip_test("cannot mount a tmpfs");
 	}
 	snprintf(nr, sizeof(nr), "%d", 100000); /* 100,000 records: 3 MiB, three times the disk */
-	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), "1", nr, NULL};
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", "1", nr, NULL};
 	start(&s, bin, argv);
-	wait_job_then_collector(&s, "bpfstorm");
+	wait_job_then_collector(&s, "bpfgen --storm");
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
 	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
 	cr_expect(strstr(s.bpf_err, "stepprof-bpf: ") == s.bpf_err && strstr(s.bpf_err, "disk space"),
@@ -1062,6 +1075,58 @@ Test(bpf, a_stat_of_a_file_of_1_tib_or_more_saturates, .timeout = 120)
 	cr_expect_eq(t.stat_bytes_max, BYTES_FIELD_MAX, "a %lld-byte file: stat bytes %lld, expected %lld (saturated)",
 		     size, t.stat_bytes_max, BYTES_FIELD_MAX);
 	cr_expect_eq(t.open, 1, "opened to read and write (input): %d open records", t.open);
+	session_done(&s, &d, res);
+}
+
+/*
+ * The reads (and loader waits) of pid on fd of a type other than file: not
+ * the dynamic loader's reads of the libraries, which had the number before.
+ */
+static int count_reads_not_file(const struct dump *d, long long pid, long long fd)
+{
+	int n = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sp_json *r = d->recs[i];
+		const char *kind = jstr(r, "kind");
+		n += jnum(r, "pid") == pid && jnum(r, "fd") == fd && strcmp(jstr(r, "fd_type"), "file") &&
+		     (!strcmp(kind, "read") || !strcmp(kind, "loader_wait"));
+	}
+	return n;
+}
+
+/*
+ * Reads of an eventfd, a timerfd, a signalfd (and an eventfd made by the raw
+ * syscall) and of /dev/zero are a thread waiting for a counter, a timer, a
+ * signal or a device, not file input: no record, as the libc wrappers write
+ * none. Before, each was a read record of fd_type other, input to the
+ * analysis (a 20 ms wait on a timerfd was 20 ms of file input). The file the
+ * same program reads is still recorded.
+ */
+Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 120)
+{
+	static const char *const fds[] = {"eventfd", "timerfd", "signalfd", "raw_eventfd", "zero"};
+	static const char *const reads[] = {"eventfd_read", "timerfd_read", "signalfd_read", "raw_read", "zero_read"};
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char path[512];
+	session_init(&s, "bpfnotin");
+	rewrite_f0(&s, 3000);
+	run_iolimits(&s, "notinput", &d, &res);
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++) {
+		long long fd = (long long)sp_json_num(res, fds[k], -1);
+		cr_assert_gt(sp_json_num(res, reads[k], 0), 0, "the workload's read of its %s returned nothing", fds[k]);
+		int n = count_reads_not_file(&d, pid, fd);
+		cr_expect_eq(n, 0, "the read of the %s (fd %lld): %d records, expected none", fds[k], fd, n);
+	}
+	snprintf(path, sizeof(path), "%s/f0", s.data);
+	tally(&d, pid, path, &t);
+	cr_expect_eq((long long)sp_json_num(res, "f0_bytes", -1), 3000);
+	cr_expect_eq(t.bytes_read, 3000, "%s: %lld bytes read recorded, the test wrote 3000", path, t.bytes_read);
+	cr_expect_geq(t.read, 2, "%s: a read of its bytes and one at EOF, %d recorded", path, t.read);
+	cr_expect_eq(t.open + t.close, 2, "%s: its open and its close", path);
 	session_done(&s, &d, res);
 }
 
