@@ -52,6 +52,8 @@
 #endif
 
 _Static_assert(IOTRACE_F_DUPFD == F_DUPFD && IOTRACE_F_DUPFD_CLOEXEC == F_DUPFD_CLOEXEC, "fcntl's dup commands");
+_Static_assert(IOTRACE_O_ACCMODE == O_ACCMODE && IOTRACE_O_WRONLY == O_WRONLY && IOTRACE_O_TRUNC == O_TRUNC,
+	       "the open flags of an output file");
 
 static volatile sig_atomic_t stop;
 static bool verbose;
@@ -261,8 +263,15 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 
 /* --------------------------------------------------------- 2. processes */
 
+/*
+ * The path of an fd opened for output (IOTRACE_F_OUTPUT): no record of it is
+ * written, and its dups and a forked child's copy are output as well, as the
+ * libc wrappers keep it (IO_W_OUTPUT). Never an interned id (strtab_get: none).
+ */
+#define PATH_OUTPUT UINT32_MAX
+
 struct fdent {
-	uint32_t path; /* interned path id, 0 = unknown */
+	uint32_t path; /* interned path id, 0 = unknown, PATH_OUTPUT */
 	uint64_t file; /* identity of the open file (kernel address), 0 = unknown (fds found in /proc) */
 	uint64_t born; /* end_ns of the call that made it (0: found in /proc), for close_range */
 };
@@ -1005,6 +1014,12 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 
 	switch (kind) {
 	case SP_K_OPEN:
+		if (e->flags & IOTRACE_F_OUTPUT) {
+			/* an output file: no record, its fd kept out of the input (PATH_OUTPUT) */
+			if (ret >= 0)
+				proc_new_fd(p, (int)ret, PATH_OUTPUT, e->nfile, e->end_ns);
+			return;
+		}
 		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 		f[SP_F_FD] = (uint64_t)(int64_t)(ret >= 0 ? ret : -1);
 		if (ret >= 0)
@@ -1037,6 +1052,8 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 			fd_closed(p, e->fd, e->file);
 		break;
 	}
+	if (f[SP_F_PATH] == PATH_OUTPUT)
+		return; /* an fstat, read or close of an output file's fd */
 	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
 	if (path && path->own)
 		return; /* the preload's trace file: stepprof's output, not the job's input */

@@ -1131,6 +1131,62 @@ Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeo
 }
 
 /*
+ * A file opened for writing only, or truncated, is output: a step that saves
+ * its outputs (torch.save, np.save, Python's open(p, 'wb')) reads nothing,
+ * and the libc wrappers write no record of its open, fstat, reads or close.
+ * iolimits output writes 5 files by open(O_WRONLY|O_CREAT|O_TRUNC) + fstat,
+ * 5 by fopen "w", one by open(O_RDWR|O_CREAT|O_TRUNC), then a file opened
+ * "a+" (it can be read: input) and f0 read. Before, the collector recorded
+ * an open, an fstat and a close of each file written (and a step saving 300
+ * small files was a critical small_file_storm under --bpf).
+ */
+Test(bpf, files_opened_for_writing_are_not_input, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char out[512], pa[512], p0[512];
+	session_init(&s, "bpfout");
+	rewrite_f0(&s, 3000);
+	run_iolimits(&s, "output", &d, &res);
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	snprintf(out, sizeof(out), "%s/out/", s.data);
+	snprintf(pa, sizeof(pa), "%s/out/a", s.data);
+	snprintf(p0, sizeof(p0), "%s/f0", s.data);
+	int written = 0, unnamed = 0;
+	for (size_t i = 0; i < d.n; i++) {
+		const struct sp_json *r = d.recs[i];
+		const char *p = jstr(r, "path"), *kind = jstr(r, "kind");
+		if (jnum(r, "pid") != pid)
+			continue;
+		if (!strncmp(p, out, strlen(out)) && strcmp(p, pa)) {
+			written++;
+			cr_expect(0, "a record of a file written: %s %s %s", kind, jstr(r, "api"), p);
+		}
+		/* an output file's fstat, read or close, recorded without its name (not the start gate's pipe) */
+		if (!p[0] && ((!strcmp(kind, "stat") && jnum(r, "fd") >= 0) ||
+			      ((!strcmp(kind, "read") || !strcmp(kind, "close")) && !strcmp(jstr(r, "fd_type"), "file")))) {
+			unnamed++;
+			cr_expect(0, "a record without a path: %s %s fd %lld", kind, jstr(r, "api"), jnum(r, "fd"));
+		}
+	}
+	cr_expect_eq(written, 0, "%d records of the files written", written);
+	cr_expect_eq(unnamed, 0, "%d records of fds without a path", unnamed);
+	/* read and write ("a+"): input */
+	cr_assert_eq((long long)sp_json_num(res, "a_bytes", -1), 100);
+	tally(&d, pid, pa, &t);
+	cr_expect_eq(t.open, 1, "%s (\"a+\"): %d opens", pa, t.open);
+	cr_expect_eq(t.bytes_read, 100, "%s: %lld bytes read recorded, 100 read", pa, t.bytes_read);
+	cr_expect_eq(t.close, 1, "%s: %d closes", pa, t.close);
+	tally(&d, pid, p0, &t);
+	cr_expect_eq(t.open, 1, "%s: %d opens", p0, t.open);
+	cr_expect_eq(t.bytes_read, 3000, "%s: %lld bytes read recorded, the test wrote 3000", p0, t.bytes_read);
+	cr_expect_eq(t.close, 1, "%s: %d closes", p0, t.close);
+	session_done(&s, &d, res);
+}
+
+/*
  * Bad usage: one line of our own and status 2. Before, getopt's line and the
  * 3-line usage (4 lines), or the usage alone.
  */
