@@ -42,7 +42,7 @@
  * reads one byte from stdin, then every file the same way.
  *
  * --storm NPROC NREADS (after DIR N) is a storm of traced calls, for the
- * lost-event tests: NPROC children each open DIR/f1 (at least 1 byte), pread
+ * lost-event tests: NPROC (1..64) children each open DIR/f1 (at least 1 byte), pread
  * its first byte NREADS times, close it and _exit (no stdio: exactly NREADS + 2
  * traced calls, open, reads and close, none other); the parent waits for them
  * and prints {"procs": NPROC, "reads": NREADS}, exits 1 when a child failed.
@@ -221,28 +221,30 @@ static int prefork(void)
 	return wait_ok(child);
 }
 
+/* --storm: one child's calls, exactly NREADS + 2 traced ones (open, preads, close), then _exit. */
+static void storm_child(const char *path, long nreads)
+{
+	char c;
+	long k = 0;
+	int fd = open(path, O_RDONLY);
+	while (fd >= 0 && k < nreads && pread(fd, &c, 1, 0) == 1)
+		k++;
+	_exit(fd < 0 || k < nreads || close(fd) ? 1 : 0);
+}
+
 static int storm(int nproc, long nreads)
 {
 	char path[4096];
+	pid_t pids[64];
+	int failed = 0;
+	if (nproc < 1 || nproc > 64)
+		return 2;
 	snprintf(path, sizeof(path), "%s/f1", dir);
-	for (int i = 0; i < nproc; i++) {
-		pid_t pid = fork();
-		if (pid < 0)
-			return 1;
-		if (pid == 0) {
-			char c;
-			int fd = open(path, O_RDONLY);
-			if (fd < 0)
-				_exit(1);
-			for (long k = 0; k < nreads; k++)
-				if (pread(fd, &c, 1, 0) != 1)
-					_exit(1);
-			_exit(close(fd) ? 1 : 0);
-		}
-	}
-	int status, failed = 0;
-	while (wait(&status) > 0)
-		failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+	for (int i = 0; i < nproc; i++)
+		if ((pids[i] = fork()) == 0)
+			storm_child(path, nreads);
+	for (int i = 0; i < nproc; i++)
+		failed |= pids[i] < 0 || wait_ok(pids[i]);
 	printf("{\"procs\": %d, \"reads\": %ld}\n", nproc, nreads);
 	return failed;
 }
