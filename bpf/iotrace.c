@@ -974,7 +974,7 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 /*
  * A size into the 5-byte bytes field: saturated at its largest value
  * (1 TiB - 1), as the libc wrappers do, not cut to its low bytes (the st_size
- * of a 1.1 TB file was 81,604,378,624).
+ * of a 1100 GiB file was 81,604,378,624).
  */
 static uint64_t bytes_of(uint64_t v)
 {

@@ -52,10 +52,10 @@ enum iotrace_type {
 #define IOTRACE_ERESTART_RESTARTBLOCK 516
 
 /* iotrace_event.flags */
-#define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */
-#define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "" or NULL, i.e. a stat of fd */
-#define IOTRACE_F_PATH_CUT   0x4u /* the path did not fit IOTRACE_PATH_MAX */
-#define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
+#define IOTRACE_F_GROUP_DEAD 0x1u  /* EXIT: the last thread of the process */
+#define IOTRACE_F_EMPTY_PATH 0x2u  /* *stat*: AT_EMPTY_PATH with "" or NULL, i.e. a stat of fd */
+#define IOTRACE_F_PATH_CUT   0x4u  /* the path did not fit IOTRACE_PATH_MAX */
+#define IOTRACE_F_PATH_FAULT 0x8u  /* the path could not be read from user memory */
 #define IOTRACE_F_OUTPUT     0x10u /* open: for writing only, or truncating (iotrace.bpf.c, open_is_output) */
 
 /*

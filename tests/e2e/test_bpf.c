@@ -1117,7 +1117,8 @@ Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeo
 	long long pid = (long long)sp_json_num(res, "pid", -1);
 	for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++) {
 		long long fd = (long long)sp_json_num(res, fds[k], -1);
-		cr_assert_gt(sp_json_num(res, reads[k], 0), 0, "the workload's read of its %s returned nothing", fds[k]);
+		cr_assert_gt(sp_json_num(res, reads[k], 0), 0, "the workload's read of its %s returned nothing",
+			     fds[k]);
 		int n = count_reads_not_file(&d, pid, fd);
 		cr_expect_eq(n, 0, "the read of the %s (fd %lld): %d records, expected none", fds[k], fd, n);
 	}
@@ -1165,8 +1166,9 @@ Test(bpf, files_opened_for_writing_are_not_input, .timeout = 120)
 			cr_expect(0, "a record of a file written: %s %s %s", kind, jstr(r, "api"), p);
 		}
 		/* an output file's fstat, read or close, recorded without its name (not the start gate's pipe) */
-		if (!p[0] && ((!strcmp(kind, "stat") && jnum(r, "fd") >= 0) ||
-			      ((!strcmp(kind, "read") || !strcmp(kind, "close")) && !strcmp(jstr(r, "fd_type"), "file")))) {
+		if (!p[0] &&
+		    ((!strcmp(kind, "stat") && jnum(r, "fd") >= 0) ||
+		     ((!strcmp(kind, "read") || !strcmp(kind, "close")) && !strcmp(jstr(r, "fd_type"), "file")))) {
 			unnamed++;
 			cr_expect(0, "a record without a path: %s %s fd %lld", kind, jstr(r, "api"), jnum(r, "fd"));
 		}
