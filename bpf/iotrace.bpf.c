@@ -159,6 +159,7 @@ struct {
 #define S_IFSOCK      0140000
 #define S_IFREG	      0100000
 #define S_IFDIR	      0040000
+#define S_IFCHR	      0020000
 #define S_IFIFO	      0010000
 #define AT_EMPTY_PATH 0x1000
 #define SA_RESTART    0x10000000
@@ -306,9 +307,24 @@ static __always_inline __u8 type_of(__u64 file)
 		return IOTRACE_FD_SOCKET;
 	case S_IFDIR:
 		return IOTRACE_FD_DIR;
+	case 0:	      /* an anonymous inode: eventfd, timerfd, signalfd, epoll, inotify */
+	case S_IFCHR: /* a tty, /dev/zero, /dev/urandom */
+		return IOTRACE_FD_NOT_INPUT;
 	default:
-		return IOTRACE_FD_OTHER;
+		return IOTRACE_FD_OTHER; /* a block device: its reads are file input */
 	}
+}
+
+/*
+ * An open with these flags makes an output file, not input, as the libc
+ * wrappers decide (preload/io_fdtab.h, io_open_is_output): write-only
+ * (Python's open(p, 'wb'), creat, fopen "w"/"a": torch.save, np.save, a log)
+ * or truncated (fopen "w+", HDF5's "w"). The loader records no open of it,
+ * and no fstat, read or close of its fd.
+ */
+static __always_inline bool open_is_output(__u64 flags)
+{
+	return (flags & IOTRACE_O_ACCMODE) == IOTRACE_O_WRONLY || (flags & IOTRACE_O_TRUNC);
 }
 
 /* --------------------------------------------------------- 3. sys_enter */
@@ -442,6 +458,13 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 	case IOTRACE_sys_close_range: /* its last fd */
 		st->ubuf = SYSCALL_ARG2(regs);
 		break;
+	case IOTRACE_sys_openat:
+		if (open_is_output(SYSCALL_ARG3(regs)))
+			st->flags |= IOTRACE_F_OUTPUT;
+		break;
+	case IOTRACE_sys_openat2:
+		st->ubuf = SYSCALL_ARG3(regs); /* its struct open_how: the flags are read at exit */
+		break;
 	case IOTRACE_sys_read:
 	case IOTRACE_sys_pread64:
 	case IOTRACE_sys_readv:
@@ -452,6 +475,19 @@ int BPF_PROG(sys_enter, struct pt_regs *regs, long id)
 		/* At entry: close removes the fd, and a read's fd may be closed by another thread meanwhile. */
 		st->file = file_of(task, st->fd);
 		st->fd_type = type_of(st->file);
+		/*
+		 * A read of an eventfd, a timerfd, a signalfd or a device is a
+		 * thread waiting for a counter, a timer, a signal or a keyboard,
+		 * not for file data: no event, as the libc wrappers write no
+		 * record (their close is one: the loader's fd table needs it).
+		 * RATIONALE: decided here, where the type is read anyway: the
+		 * call costs no event, and its exit finds nothing in flight.
+		 */
+		if (st->fd_type == IOTRACE_FD_NOT_INPUT && call != IOTRACE_sys_close &&
+		    call != IOTRACE_sys_getdents64) {
+			c->busy = 0;
+			return 0;
+		}
 		break;
 	}
 	/*
@@ -503,6 +539,8 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 static __always_inline void fill_call(struct iotrace_event *e, struct task_struct *task, const struct iotrace_start *st,
 				      int call, long ret)
 {
+	__u64 how_flags; /* openat2's struct open_how starts with its flags */
+
 	e->begin_ns = st->begin_ns;
 	e->end_ns = bpf_ktime_get_ns();
 	e->ret = ret;
@@ -536,8 +574,12 @@ static __always_inline void fill_call(struct iotrace_event *e, struct task_struc
 			bpf_probe_read_user(&e->bytes, sizeof(e->bytes),
 					    (void *)(st->ubuf + __builtin_offsetof(struct statx, stx_size)));
 		break;
-	case IOTRACE_sys_openat:
 	case IOTRACE_sys_openat2:
+		/* resident: the kernel has just copied it (a failed output open is no record either) */
+		if (!bpf_probe_read_user(&how_flags, sizeof(how_flags), (void *)st->ubuf) && open_is_output(how_flags))
+			e->flags |= IOTRACE_F_OUTPUT;
+		/* fallthrough */
+	case IOTRACE_sys_openat:
 	case IOTRACE_sys_dup:
 	case IOTRACE_sys_dup2:
 	case IOTRACE_sys_dup3:
@@ -591,7 +633,7 @@ int BPF_PROG(sys_exit, struct pt_regs *regs, long ret)
 	e = (struct iotrace_event *)(f + 1);
 	fill_call(e, task, st, call, ret);
 	size = IOTRACE_EVENT_HDR;
-	if (has_path(call)) {
+	if (has_path(call) && !(e->flags & IOTRACE_F_OUTPUT)) { /* an output file's name is not needed */
 		/*
 		 * RATIONALE: the path is read at exit: the kernel has just copied it,
 		 * so its page is resident (a read at entry fails on a page not yet

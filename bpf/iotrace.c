@@ -52,6 +52,8 @@
 #endif
 
 _Static_assert(IOTRACE_F_DUPFD == F_DUPFD && IOTRACE_F_DUPFD_CLOEXEC == F_DUPFD_CLOEXEC, "fcntl's dup commands");
+_Static_assert(IOTRACE_O_ACCMODE == O_ACCMODE && IOTRACE_O_WRONLY == O_WRONLY && IOTRACE_O_TRUNC == O_TRUNC,
+	       "the open flags of an output file");
 
 static volatile sig_atomic_t stop;
 static bool verbose;
@@ -261,8 +263,15 @@ static uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 
 /* --------------------------------------------------------- 2. processes */
 
+/*
+ * The path of an fd opened for output (IOTRACE_F_OUTPUT): no record of it is
+ * written, and its dups and a forked child's copy are output as well, as the
+ * libc wrappers keep it (IO_W_OUTPUT). Never an interned id (strtab_get: none).
+ */
+#define PATH_OUTPUT UINT32_MAX
+
 struct fdent {
-	uint32_t path; /* interned path id, 0 = unknown */
+	uint32_t path; /* interned path id, 0 = unknown, PATH_OUTPUT */
 	uint64_t file; /* identity of the open file (kernel address), 0 = unknown (fds found in /proc) */
 	uint64_t born; /* end_ns of the call that made it (0: found in /proc), for close_range */
 };
@@ -962,6 +971,17 @@ static void on_bookkeeping(struct collector *c, struct proc *p, const struct iot
 	}
 }
 
+/*
+ * A size into the 5-byte bytes field: saturated at its largest value
+ * (1 TiB - 1), as the libc wrappers do, not cut to its low bytes (the st_size
+ * of a 1100 GiB file was 81,604,378,624).
+ */
+static uint64_t bytes_of(uint64_t v)
+{
+	const uint64_t max = (1ull << (8 * sp_field_width[SP_F_BYTES])) - 1;
+	return v < max ? v : max;
+}
+
 static int16_t result_of(int64_t ret)
 {
 	return ret < 0 ? (int16_t)(ret < -32768 ? -32768 : ret) : 0;
@@ -994,6 +1014,12 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 
 	switch (kind) {
 	case SP_K_OPEN:
+		if (e->flags & IOTRACE_F_OUTPUT) {
+			/* an output file: no record, its fd kept out of the input (PATH_OUTPUT) */
+			if (ret >= 0)
+				proc_new_fd(p, (int)ret, PATH_OUTPUT, e->nfile, e->end_ns);
+			return;
+		}
 		f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 		f[SP_F_FD] = (uint64_t)(int64_t)(ret >= 0 ? ret : -1);
 		if (ret >= 0)
@@ -1006,11 +1032,11 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 			f[SP_F_PATH] = path_id(c, p, e->fd, e->file, e->path, plen);
 			f[SP_F_FD] = (uint64_t)-1;
 		}
-		f[SP_F_BYTES] = e->bytes;
+		f[SP_F_BYTES] = bytes_of(e->bytes);
 		break;
 	case SP_K_READ:
 		f[SP_F_PATH] = fd_path(p, e->fd, e->file);
-		f[SP_F_BYTES] = e->bytes;
+		f[SP_F_BYTES] = bytes_of(e->bytes);
 		/* As the libc wrappers do: a read on a pipe or socket is waiting for a loader worker's data. */
 		if (e->fd_type == IOTRACE_FD_PIPE || e->fd_type == IOTRACE_FD_SOCKET)
 			kind = SP_K_LOADER_WAIT;
@@ -1026,6 +1052,8 @@ static void record_call(struct collector *c, const struct iotrace_event *e, size
 			fd_closed(p, e->fd, e->file);
 		break;
 	}
+	if (f[SP_F_PATH] == PATH_OUTPUT)
+		return; /* an fstat, read or close of an output file's fd */
 	const struct interned *path = strtab_get(&c->strings, (uint32_t)f[SP_F_PATH]);
 	if (path && path->own)
 		return; /* the preload's trace file: stepprof's output, not the job's input */

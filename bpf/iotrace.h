@@ -52,10 +52,19 @@ enum iotrace_type {
 #define IOTRACE_ERESTART_RESTARTBLOCK 516
 
 /* iotrace_event.flags */
-#define IOTRACE_F_GROUP_DEAD 0x1u /* EXIT: the last thread of the process */
-#define IOTRACE_F_EMPTY_PATH 0x2u /* *stat*: AT_EMPTY_PATH with "" or NULL, i.e. a stat of fd */
-#define IOTRACE_F_PATH_CUT   0x4u /* the path did not fit IOTRACE_PATH_MAX */
-#define IOTRACE_F_PATH_FAULT 0x8u /* the path could not be read from user memory */
+#define IOTRACE_F_GROUP_DEAD 0x1u  /* EXIT: the last thread of the process */
+#define IOTRACE_F_EMPTY_PATH 0x2u  /* *stat*: AT_EMPTY_PATH with "" or NULL, i.e. a stat of fd */
+#define IOTRACE_F_PATH_CUT   0x4u  /* the path did not fit IOTRACE_PATH_MAX */
+#define IOTRACE_F_PATH_FAULT 0x8u  /* the path could not be read from user memory */
+#define IOTRACE_F_OUTPUT     0x10u /* open: for writing only, or truncating (iotrace.bpf.c, open_is_output) */
+
+/*
+ * The open flags that make an output file, the same on every Linux
+ * architecture (asm-generic and x86): O_ACCMODE, O_WRONLY, O_TRUNC.
+ */
+#define IOTRACE_O_ACCMODE 03
+#define IOTRACE_O_WRONLY  01
+#define IOTRACE_O_TRUNC	  01000
 
 /* fcntl's dup commands (the same on every Linux architecture): the only fcntl calls traced. */
 #define IOTRACE_F_DUPFD		0
@@ -70,6 +79,12 @@ enum iotrace_type {
 #define IOTRACE_FD_PIPE	  2
 #define IOTRACE_FD_SOCKET 3
 #define IOTRACE_FD_DIR	  4
+/*
+ * Kernel side only (the loader takes it for other): no file type (an
+ * anonymous inode: eventfd, timerfd, signalfd, epoll, inotify) or a character
+ * device (a tty, /dev/zero). Reads of one are not input and are not sent.
+ */
+#define IOTRACE_FD_NOT_INPUT 0xff
 
 /*
  * One record of the ring buffer. Events of calls that take a path carry the

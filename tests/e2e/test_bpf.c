@@ -451,27 +451,52 @@ static void check_files_of(struct session *s, const struct dump *d, const struct
 	check_files(s, d, pid, 0);
 }
 
-/* The job's JSON line: {"pid", "child_pid", "files", "bytes"}. */
+/* The job's JSON line (bpfgen's: {"pid", "child_pid", "files", "bytes"}; iolimits' per mode). */
 static struct sp_json *job_result(struct session *s)
 {
 	char path[512], buf[1024];
 	snprintf(path, sizeof(path), "%s/job.out", s->tmp);
 	read_file_into(path, buf, sizeof(buf));
 	struct sp_json *j = sp_json_parse(buf);
-	cr_assert(j, "bpfgen printed no JSON: \"%s\"", buf);
+	cr_assert(j, "the job printed no JSON: \"%s\"", buf);
 	return j;
+}
+
+/* The job argv (argv[0] a workload of the build) under the collector: its JSON line and the collector's records. */
+static void run_job(struct session *s, char *const argv[], struct dump *d, struct sp_json **res)
+{
+	const char *bin = collector_or_skip();
+	start(s, bin, argv);
+	wait_job_then_collector(s, argv[0]);
+	*res = job_result(s);
+	dump_trace(s, d);
 }
 
 static void run_bpfgen(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
 {
-	const char *bin = collector_or_skip();
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
 	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
-	start(s, bin, argv);
-	wait_job_then_collector(s, "bpfgen");
-	*res = job_result(s);
-	dump_trace(s, d);
+	run_job(s, argv, d, res);
+}
+
+/* iolimits MODE on the data directory (tests/workloads/iolimits.c: its modes are shared with the io suite). */
+static void run_iolimits(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
+{
+	char *argv[] = {(char *)sp_t_build("bin/iolimits"), (char *)mode, s->data, NULL};
+	run_job(s, argv, d, res);
+}
+
+/* Data file f0 rewritten with n bytes (iolimits reads DIR/f0 as its file input). */
+static void rewrite_f0(struct session *s, size_t n)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/f0", s->data);
+	FILE *f = fopen(path, "w");
+	cr_assert(f, "cannot create %s", path);
+	for (size_t k = 0; k < n; k++)
+		fputc('0' + (int)(k % 10), f);
+	fclose(f);
 }
 
 /*
@@ -822,7 +847,7 @@ Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
  * A storm the collector cannot keep up with (stopped, its ring buffer fills):
  * the calls that did not fit are counted, per process, as a LOST record that
  * `stepprof analyze` reports with the process, and the collector says so on
- * stderr. Each of bpfstorm's children makes exactly STORM_READS + 2 traced
+ * stderr. Each of bpfgen --storm's children makes exactly STORM_READS + 2 traced
  * calls: its records and its lost calls add up to that. Before, the count was
  * in the file header only, which the analyzer does not read for a
  * collector's file (many processes): 6 million calls lost of 16, and
@@ -839,7 +864,7 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 	session_init(&s, "bpfstorm");
 	snprintf(np, sizeof(np), "%d", STORM_PROCS);
 	snprintf(nr, sizeof(nr), "%d", STORM_READS);
-	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), np, nr, NULL};
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", np, nr, NULL};
 	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 	/* The collector stopped: nothing drains the ring while the job runs. */
@@ -848,7 +873,7 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 	close(gate);
 	int job_st = wait_for(s.job, 120000);
 	kill(s.bpf, SIGCONT);
-	cr_assert_eq(job_st, 0, "bpfstorm failed");
+	cr_assert_eq(job_st, 0, "bpfgen --storm failed");
 	wait_collector(&s);
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
 	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
@@ -875,7 +900,8 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 			     "pid %lld: %lld records + %lld lost, it made %d traced calls", pid, recs, plost,
 			     STORM_READS + 2);
 	}
-	cr_expect_eq(children, STORM_PROCS, "%d children in the analysis, bpfstorm forked %d", children, STORM_PROCS);
+	cr_expect_eq(children, STORM_PROCS, "%d children in the analysis, bpfgen --storm forked %d", children,
+		     STORM_PROCS);
 	cr_expect_gt(lost, 0, "the ring cannot hold %d events: some calls must be reported lost",
 		     STORM_PROCS * STORM_READS);
 	sp_json_free(j);
@@ -903,9 +929,9 @@ Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout 
 		cr_skip_test("cannot mount a tmpfs");
 	}
 	snprintf(nr, sizeof(nr), "%d", 100000); /* 100,000 records: 3 MiB, three times the disk */
-	char *argv[] = {(char *)sp_t_build("bin/bpfstorm"), "1", nr, NULL};
+	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", "1", nr, NULL};
 	start(&s, bin, argv);
-	wait_job_then_collector(&s, "bpfstorm");
+	wait_job_then_collector(&s, "bpfgen --storm");
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
 	read_file_into(errpath, s.bpf_err, sizeof(s.bpf_err));
 	cr_expect(strstr(s.bpf_err, "stepprof-bpf: ") == s.bpf_err && strstr(s.bpf_err, "disk space"),
@@ -1014,6 +1040,152 @@ Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
 	cr_expect(strstr(s.bpf_err, "stepprof-bpf: warning: ") == s.bpf_err && strstr(s.bpf_err, "was removed"),
 		  "the collector says its file was removed: \"%s\"", s.bpf_err);
 	session_free(&s);
+}
+
+/*
+ * The st_size of a file of 1 TiB or more (a sparse 1.1 TB file, stat'ed by
+ * path, by fd and with statx) saturates at the 5-byte field's largest value,
+ * 1 TiB - 1, as the libc wrappers record it. Before, it was cut to its low
+ * bytes: 1,100,000,000,000 bytes read 488,372,224.
+ */
+#define BYTES_FIELD_MAX 1099511627775LL /* 2^40 - 1: the trace's bytes field holds 5 bytes (docs/trace-format.md) */
+
+Test(bpf, a_stat_of_a_file_of_1_tib_or_more_saturates, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char path[512];
+	session_init(&s, "bpfbig");
+	run_iolimits(&s, "big", &d, &res);
+	if (sp_json_num(res, "efbig", 0) != 0) {
+		printf("test_bpf: skipped: the file system of %s cannot hold a 1.1 TB sparse file\n", s.data);
+		session_done(&s, &d, res);
+		cr_skip_test("no 1.1 TB sparse file here");
+	}
+	long long size = (long long)sp_json_num(res, "size", -1);
+	cr_assert_gt(size, BYTES_FIELD_MAX, "iolimits big made a file of %lld bytes", size);
+	cr_assert_eq((long long)sp_json_num(res, "statx_size", -1), size);
+	snprintf(path, sizeof(path), "%s/big", s.data);
+	tally(&d, (long long)sp_json_num(res, "pid", -1), path, &t);
+	cr_expect_eq(t.stat, 3, "stat, fstat and statx of %s: %d stat records", path, t.stat);
+	cr_expect_eq(t.stat_bytes_min, BYTES_FIELD_MAX, "a %lld-byte file: stat bytes %lld, expected %lld (saturated)",
+		     size, t.stat_bytes_min, BYTES_FIELD_MAX);
+	cr_expect_eq(t.stat_bytes_max, BYTES_FIELD_MAX, "a %lld-byte file: stat bytes %lld, expected %lld (saturated)",
+		     size, t.stat_bytes_max, BYTES_FIELD_MAX);
+	cr_expect_eq(t.open, 1, "opened to read and write (input): %d open records", t.open);
+	session_done(&s, &d, res);
+}
+
+/*
+ * The reads (and loader waits) of pid on fd of a type other than file: not
+ * the dynamic loader's reads of the libraries, which had the number before.
+ */
+static int count_reads_not_file(const struct dump *d, long long pid, long long fd)
+{
+	int n = 0;
+	for (size_t i = 0; i < d->n; i++) {
+		const struct sp_json *r = d->recs[i];
+		const char *kind = jstr(r, "kind");
+		n += jnum(r, "pid") == pid && jnum(r, "fd") == fd && strcmp(jstr(r, "fd_type"), "file") &&
+		     (!strcmp(kind, "read") || !strcmp(kind, "loader_wait"));
+	}
+	return n;
+}
+
+/*
+ * Reads of an eventfd, a timerfd, a signalfd (and an eventfd made by the raw
+ * syscall) and of /dev/zero are a thread waiting for a counter, a timer, a
+ * signal or a device, not file input: no record, as the libc wrappers write
+ * none. Before, each was a read record of fd_type other, input to the
+ * analysis (a 20 ms wait on a timerfd was 20 ms of file input). The file the
+ * same program reads is still recorded.
+ */
+Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 120)
+{
+	static const char *const fds[] = {"eventfd", "timerfd", "signalfd", "raw_eventfd", "zero"};
+	static const char *const reads[] = {"eventfd_read", "timerfd_read", "signalfd_read", "raw_read", "zero_read"};
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char path[512];
+	session_init(&s, "bpfnotin");
+	rewrite_f0(&s, 3000);
+	run_iolimits(&s, "notinput", &d, &res);
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	for (size_t k = 0; k < sizeof(fds) / sizeof(fds[0]); k++) {
+		long long fd = (long long)sp_json_num(res, fds[k], -1);
+		cr_assert_gt(sp_json_num(res, reads[k], 0), 0, "the workload's read of its %s returned nothing",
+			     fds[k]);
+		int n = count_reads_not_file(&d, pid, fd);
+		cr_expect_eq(n, 0, "the read of the %s (fd %lld): %d records, expected none", fds[k], fd, n);
+	}
+	snprintf(path, sizeof(path), "%s/f0", s.data);
+	tally(&d, pid, path, &t);
+	cr_expect_eq((long long)sp_json_num(res, "f0_bytes", -1), 3000);
+	cr_expect_eq(t.bytes_read, 3000, "%s: %lld bytes read recorded, the test wrote 3000", path, t.bytes_read);
+	cr_expect_geq(t.read, 2, "%s: a read of its bytes and one at EOF, %d recorded", path, t.read);
+	cr_expect_eq(t.open + t.close, 2, "%s: its open and its close", path);
+	session_done(&s, &d, res);
+}
+
+/*
+ * A file opened for writing only, or truncated, is output: a step that saves
+ * its outputs (torch.save, np.save, Python's open(p, 'wb')) reads nothing,
+ * and the libc wrappers write no record of its open, fstat, reads or close.
+ * iolimits output writes 5 files by open(O_WRONLY|O_CREAT|O_TRUNC) + fstat,
+ * 5 by fopen "w", one by open(O_RDWR|O_CREAT|O_TRUNC), then a file opened
+ * "a+" (it can be read: input) and f0 read. Before, the collector recorded
+ * an open, an fstat and a close of each file written (and a step saving 300
+ * small files was a critical small_file_storm under --bpf).
+ */
+Test(bpf, files_opened_for_writing_are_not_input, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char out[512], pa[512], p0[512];
+	session_init(&s, "bpfout");
+	rewrite_f0(&s, 3000);
+	run_iolimits(&s, "output", &d, &res);
+	long long pid = (long long)sp_json_num(res, "pid", -1);
+	snprintf(out, sizeof(out), "%s/out/", s.data);
+	snprintf(pa, sizeof(pa), "%s/out/a", s.data);
+	snprintf(p0, sizeof(p0), "%s/f0", s.data);
+	int written = 0, unnamed = 0;
+	for (size_t i = 0; i < d.n; i++) {
+		const struct sp_json *r = d.recs[i];
+		const char *p = jstr(r, "path"), *kind = jstr(r, "kind");
+		if (jnum(r, "pid") != pid)
+			continue;
+		if (!strncmp(p, out, strlen(out)) && strcmp(p, pa)) {
+			written++;
+			cr_expect(0, "a record of a file written: %s %s %s", kind, jstr(r, "api"), p);
+		}
+		/* an output file's fstat, read or close, recorded without its name (not the start gate's pipe) */
+		if (!p[0] &&
+		    ((!strcmp(kind, "stat") && jnum(r, "fd") >= 0) ||
+		     ((!strcmp(kind, "read") || !strcmp(kind, "close")) && !strcmp(jstr(r, "fd_type"), "file")))) {
+			unnamed++;
+			cr_expect(0, "a record without a path: %s %s fd %lld", kind, jstr(r, "api"), jnum(r, "fd"));
+		}
+	}
+	cr_expect_eq(written, 0, "%d records of the files written", written);
+	cr_expect_eq(unnamed, 0, "%d records of fds without a path", unnamed);
+	/* read and write ("a+"): input */
+	cr_assert_eq((long long)sp_json_num(res, "a_bytes", -1), 100);
+	tally(&d, pid, pa, &t);
+	cr_expect_eq(t.open, 1, "%s (\"a+\"): %d opens", pa, t.open);
+	cr_expect_eq(t.bytes_read, 100, "%s: %lld bytes read recorded, 100 read", pa, t.bytes_read);
+	cr_expect_eq(t.close, 1, "%s: %d closes", pa, t.close);
+	tally(&d, pid, p0, &t);
+	cr_expect_eq(t.open, 1, "%s: %d opens", p0, t.open);
+	cr_expect_eq(t.bytes_read, 3000, "%s: %lld bytes read recorded, the test wrote 3000", p0, t.bytes_read);
+	cr_expect_eq(t.close, 1, "%s: %d closes", p0, t.close);
+	session_done(&s, &d, res);
 }
 
 /*

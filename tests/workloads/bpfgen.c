@@ -5,6 +5,7 @@
  *   bpfgen DIR N --spin
  *   bpfgen DIR N --extra
  *   bpfgen DIR N --prefork | --thread
+ *   bpfgen DIR N --storm NPROC NREADS
  *
  * DIR holds files f0 .. f(N-1) (made by the test, any sizes). The program:
  *   1. lists DIR once (opendir/readdir: getdents64) from the main thread;
@@ -39,6 +40,14 @@
  * releases them once the collector is ready) and every file as the child
  * above does. --thread starts one thread, which prints {"pid": P, "tid": T},
  * reads one byte from stdin, then every file the same way.
+ *
+ * --storm NPROC NREADS (after DIR N) is a storm of traced calls, for the
+ * lost-event tests: NPROC (1..64) children each open DIR/f1 (at least 1 byte), pread
+ * its first byte NREADS times, close it and _exit (no stdio: exactly NREADS + 2
+ * traced calls, open, reads and close, none other); the parent waits for them
+ * and prints {"procs": NPROC, "reads": NREADS}, exits 1 when a child failed.
+ * RATIONALE: file reads, input; bpfstorm's reads of /dev/zero are not (a
+ * character device: no record, docs/bpf.md).
  *
  * Otherwise prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
  * where B is the bytes the parent's threads read (the child reads as many).
@@ -212,6 +221,34 @@ static int prefork(void)
 	return wait_ok(child);
 }
 
+/* --storm: one child's calls, exactly NREADS + 2 traced ones (open, preads, close), then _exit. */
+static void storm_child(const char *path, long nreads)
+{
+	char c;
+	long k = 0;
+	int fd = open(path, O_RDONLY);
+	while (fd >= 0 && k < nreads && pread(fd, &c, 1, 0) == 1)
+		k++;
+	_exit(fd < 0 || k < nreads || close(fd) ? 1 : 0);
+}
+
+static int storm(int nproc, long nreads)
+{
+	char path[4096];
+	pid_t pids[64];
+	int failed = 0;
+	if (nproc < 1 || nproc > 64)
+		return 2;
+	snprintf(path, sizeof(path), "%s/f1", dir);
+	for (int i = 0; i < nproc; i++)
+		if ((pids[i] = fork()) == 0)
+			storm_child(path, nreads);
+	for (int i = 0; i < nproc; i++)
+		failed |= pids[i] < 0 || wait_ok(pids[i]);
+	printf("{\"procs\": %d, \"reads\": %ld}\n", nproc, nreads);
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -225,6 +262,8 @@ int main(int argc, char **argv)
 
 	if (argc > 3 && !strcmp(argv[3], "--prefork"))
 		return prefork();
+	if (argc > 5 && !strcmp(argv[3], "--storm"))
+		return storm(atoi(argv[4]), atol(argv[5]));
 	if (argc > 3 && !strcmp(argv[3], "--thread")) {
 		pthread_t t;
 		if (pthread_create(&t, NULL, gated_reader, "tid"))
