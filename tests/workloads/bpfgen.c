@@ -46,8 +46,8 @@
  * its first byte NREADS times, close it and _exit (no stdio: exactly NREADS + 2
  * traced calls, open, reads and close, none other); the parent waits for them
  * and prints {"procs": NPROC, "reads": NREADS}, exits 1 when a child failed.
- * RATIONALE: file reads, input; bpfstorm's reads of /dev/zero are not (a
- * character device: no record, docs/bpf.md).
+ * RATIONALE: file reads, input; reads of /dev/zero are not (a character
+ * device: no record, docs/bpf.md).
  *
  * Otherwise prints one JSON line: {"pid": P, "child_pid": C, "files": N, "bytes": B}
  * where B is the bytes the parent's threads read (the child reads as many).
