@@ -199,13 +199,35 @@ static struct sp_intern_ent *find(struct sp_intern_ent *tab, uint32_t mask, uint
 	return NULL;
 }
 
-/* An entry found: its id, or a copy of the string while its first writer is not done. */
+/*
+ * The id of an entry whose first writer has not published it yet: waited for a
+ * little (the writer copies the string into the keep area: about a microsecond),
+ * then a copy of the string of our own. RATIONALE: not for ever, the writer may be
+ * this very thread, interrupted by the signal handler that interns now; before,
+ * never: 8 threads interning the same 2,000 names made 11.6% duplicates under
+ * AddressSanitizer (intern::concurrent_inserts_all_readable).
+ */
+static __attribute__((noinline)) uint32_t found_wait(struct sp_intern *t, struct sp_tf *tf, struct sp_intern_ent *e,
+						     const char *s, size_t len)
+{
+	for (unsigned spin = 0; spin < (1u << 14); spin++) {
+		uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
+		if (id)
+			return id == SP_INTERN_FAILED ? 0 : id;
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+	}
+	return store(t, tf, s, len);
+}
+
+/* An entry found: its id, or (its first writer not done) found_wait's. */
 static inline __attribute__((always_inline)) uint32_t found(struct sp_intern *t, struct sp_tf *tf, struct sp_intern_ent *e, const char *s, size_t len)
 {
 	uint32_t id = __atomic_load_n(&e->id, __ATOMIC_ACQUIRE);
 	if (id == SP_INTERN_FAILED)
 		return 0;
-	return id ? id : store(t, tf, s, len);
+	return id ? id : found_wait(t, tf, e, s, len);
 }
 
 uint32_t sp_intern_get(struct sp_intern *t, struct sp_tf *tf, const char *s, size_t len)
