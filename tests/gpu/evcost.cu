@@ -1,7 +1,9 @@
 // evcost.cu - what the calls stepprof adds cost on this GPU's driver, in host
 // time (tests/gpu/overhead.sh): N empty kernel launches, N cudaEventRecord on
 // the same stream, N cudaEventQuery of a completed event, N cuEventRecord
-// through the driver API, each the best of 5 rounds, in ns per call.
+// through the driver API, and the driver queries a timed op makes
+// (cuStreamIsCapturing, cuCtxGetCurrent, cuEventElapsedTime), a direct
+// cuLaunchKernel; each the best of 5 rounds, in ns per call.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -54,6 +56,22 @@ int main(int argc, char **argv)
 	BEST("event_query_done_ns", cudaEventQuery(done));
 	BEST("cu_event_record_ns", cuEventRecord((CUevent)ev[i & 63], (CUstream)s));
 	BEST("stream_query_ns", cudaStreamQuery(s));
+	CUstreamCaptureStatus cs;
+	BEST("cu_stream_is_capturing_ns", cuStreamIsCapturing((CUstream)s, &cs));
+	CUcontext cx;
+	BEST("cu_ctx_get_current_ns", cuCtxGetCurrent(&cx));
+	float ms;
+	cudaEventRecord(ev[0], s);
+	cudaEventRecord(ev[1], s);
+	cudaStreamSynchronize(s);
+	BEST("cu_event_elapsed_ns", cuEventElapsedTime(&ms, (CUevent)ev[0], (CUevent)ev[1]));
+	int dv;
+	BEST("cuda_get_device_ns", cudaGetDevice(&dv));
+	CUfunction fn;
+	if (cudaGetFuncBySymbol((cudaFunction_t *)&fn, (const void *)empty) == cudaSuccess) {
+		void *noargs[1] = { 0 };
+		BEST("cu_launch_kernel_ns", cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, (CUstream)s, noargs, NULL));
+	}
 	cudaStreamSynchronize(s);
 	printf("\"n\": %d}\n", n);
 	return 0;

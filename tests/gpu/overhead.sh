@@ -3,7 +3,9 @@
 # follow-up of scripts/gpu-check.sh; run on the device machine from the
 # repository root with .gpucheck/ from `scripts/gpu-check.sh --pack`).
 #  1. tests/gpu/evcost.cu: the host cost of the driver calls stepprof adds
-#     (event record, event query) beside a launch, without the preload.
+#     (event record, event query, capture and context queries) beside a launch,
+#     without the preload and under it (DISABLE=1, KERNEL_TIMING=off|8|all,
+#     SITES=0), twice. `--ev`: this part only.
 #  2. gpucheck's loop of small calls: bare, STEPPROF_DISABLE=1 (the wrappers
 #     alone), STEPPROF_KERNEL_TIMING=off, default; best of 3 each.
 #  3. tests/gpu/torch_loop.py pinned, 80 iterations: bare, DISABLE=1,
@@ -25,8 +27,14 @@ say() { echo "$*" | tee -a "$S"; }
 ARCH="-gencode arch=compute_90,code=sm_90"
 "$NVCC" -O2 $ARCH -cudart shared tests/gpu/evcost.cu -o "$W/evcost" -L"$CUDA_HOME/lib64/stubs" -lcuda >>"$OUT/log.txt" 2>&1 || say "evcost: nvcc failed"
 "$NVCC" -O2 $ARCH -cudart shared -Xlinker -rpath -Xlinker "$CUDA_HOME/lib64" tests/gpu/gpucheck.cu -o "$W/gc" >>"$OUT/log.txt" 2>&1 || say "gpucheck: nvcc failed"
-say "evcost bare: $("$W/evcost" 20000)"
-say "evcost preload (default): $(env "${PENV[@]}" LD_PRELOAD="$LIB" STEPPROF_DIR="$W/tr_ev" "$W/evcost" 20000)"
+for r in 1 2; do
+	say "evcost bare: $("$W/evcost" 20000)"
+	for v in DISABLE=1 KERNEL_TIMING=off KERNEL_TIMING=8 KERNEL_TIMING=all SITES=0; do
+		rm -rf "$W/tr_ev"
+		say "evcost STEPPROF_$v: $(env "${PENV[@]}" LD_PRELOAD="$LIB" STEPPROF_DIR="$W/tr_ev" STEPPROF_$v "$W/evcost" 20000)"
+	done
+done
+[ "${1:-}" = --ev ] && exit 0
 
 now_ns() { date +%s%N; }
 best() {
