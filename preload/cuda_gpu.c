@@ -87,13 +87,52 @@ unsigned sp_gpu_device_slow(void)
 #define RECLAIM_SPAN 64
 #define ANCHOR_REFRESH_NS 1000000000ull
 
+/* pend.flags */
+#define PF_PRIV 1   /* e was recorded on the context's private stream (sp_gpu_end_slow) */
+#define PF_CHAIN 2  /* a chained launch: no begin event, its GPU begin is lo_ns at least */
+#define PF_LINKED 4 /* the entry before it is its chain's predecessor, not read back yet */
+
 struct pend {
 	uint32_t op;
 	uint16_t api;
 	uint8_t dev;
-	uint8_t priv; /* e was recorded on the context's private stream (sp_gpu_end_slow) */
-	CUevent b, e;
+	uint8_t flags;
+	CUevent b, e; /* b: NULL for a chained launch */
+	uint64_t lo_ns; /* PF_CHAIN: the launch's host begin, then its predecessor's GPU end if later */
 };
+
+/*
+ * Launch chains.
+ * RATIONALE: on NVIDIA's driver an event record costs the host ~1.25 us, and
+ * a kernel launch ~3.3 us (an H200, driver 580: tests/gpu/evcost.cu); a
+ * launch timed with a begin and an end event took 6.3 us instead of 3.4. A
+ * launch queued right behind this thread's last timed op on the same stream,
+ * with nothing else queued there since, cannot start before that op's end
+ * event is reached, nor before the launch was called: its GPU begin is the
+ * later of the two, and its end event alone times it. Where the stream is
+ * busy (the GPU behind the host) that is exact; where it is idle, the begin
+ * is the host's call time, early by the launch's own latency (a few us on a
+ * GPU), as a begin event recorded before the call is. Anything else queued on
+ * the stream meanwhile (another thread's op, an untimed op, a wait on an
+ * event) breaks the chain: the next launch records a begin event.
+ * stream_tok[] holds, per stream (hashed), the token of the last op queued
+ * there through a wrapper; a launch chains only if it is still the token of
+ * its thread's last timed op. A collision or an op of a door stepprof does
+ * not wrap (cuLaunchHostFunc) can only break a chain or, for the latter, make
+ * a span start early.
+ */
+#define STREAM_TOK_SLOTS 256u
+static uint64_t stream_tok[STREAM_TOK_SLOTS];
+
+static inline unsigned stream_slot(CUstream st)
+{
+	return (unsigned)((((uintptr_t)st >> 3) * 0x9E3779B97F4A7C15ull) >> 56) & (STREAM_TOK_SLOTS - 1);
+}
+
+static inline void stream_break(CUstream st)
+{
+	__atomic_store_n(&stream_tok[stream_slot(st)], 0, __ATOMIC_RELAXED);
+}
 
 struct tstate {
 	int busy;      /* taken (never waited for) by whoever touches the pool or the pending ops */
@@ -108,6 +147,10 @@ struct tstate {
 	uint64_t anchor_ns, cand_ns;
 	int cand_late;        /* the candidate was not reached in time: recycle it, never use it */
 	unsigned reclaim_wait; /* ops to let go untimed before the next reclaim */
+	uint64_t tok_base, seq; /* tokens of this state's ops: tok_base | ++seq (launch chains) */
+	uint64_t last_tok;      /* the token of its last timed op, on last_s, op id last_op */
+	CUstream last_s;
+	uint32_t last_op;
 	int orphan; /* its thread exited: the next thread of its context that needs a state adopts it */
 };
 
@@ -375,6 +418,7 @@ static struct tstate *tstate_new(void)
 	unsigned i = __atomic_fetch_add(&sp_gpu_nregistry, 1, __ATOMIC_ACQ_REL);
 	if (i < MAX_THREADS)
 		__atomic_store_n(&registry[i], S, __ATOMIC_RELEASE);
+	S->tok_base = (uint64_t)(i + 1) << 40; /* a token is never 0 */
 	return S;
 }
 
@@ -463,22 +507,40 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	unsigned k = launch ? sp_gpu_kernel_timing() : 1;
 	if (!k)
 		return;
-	if (k > 1 && (t_launches++ % k) != 0)
+	CUstream st = map_stream(s, ptds);
+	if (k > 1 && (t_launches++ % k) != 0) {
+		stream_break(st); /* an untimed launch on st: the next one there needs its begin event */
 		return;
+	}
 	int e = errno;
+	/*
+	 * The trace file is made at the first record (recorder.c), i.e. at the
+	 * op id the end takes: made there, between the op and its end event, its
+	 * 10-20 ms were the first op's GPU time. Made before the begin event.
+	 */
+	(void)sp_trace_header();
 	const struct sp_drv *d = timing_drv();
 	CUcontext c = d ? cur_ctx(d) : NULL;
 	struct tstate *S = c ? tstate_get(c) : NULL;
 	if (!S || !try_take(S)) /* another thread is reading our ops back: this one goes untimed */
-		goto out;
+		goto out_break;
 	drop_if_stale(S);
 	if ((S->ctx && S->ctx != c) || (S->npend >= PEND_MAX && !reclaim(S, d)))
 		goto out_give;
 	if (!S->ctx)
 		bind(S, c);
-	CUstream st = map_stream(s, ptds);
 	if (capturing(d, st))
 		goto out_give;
+	if (launch && S->npend && S->last_s == st && S->pend[S->npend - 1].op == S->last_op &&
+	    !(S->pend[S->npend - 1].flags & PF_PRIV) &&
+	    __atomic_load_n(&stream_tok[stream_slot(st)], __ATOMIC_RELAXED) == S->last_tok) {
+		t->b = SP_GTIM_CHAIN; /* launch chains: the end event alone */
+		t->s = st;
+		t->st = S;
+		give_back(S);
+		errno = e;
+		return;
+	}
 	CUevent b = pool_get(S, d);
 	if (!b)
 		goto out_give;
@@ -493,9 +555,13 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 	t->b = b;
 	t->s = st;
 	t->st = S;
+	give_back(S);
+	errno = e;
+	return;
 out_give:
 	give_back(S);
-out:
+out_break:
+	stream_break(st); /* this op goes untimed */
 	errno = e;
 }
 
@@ -512,21 +578,34 @@ void sp_gpu_end_slow(struct sp_gtim *t, int ok, uint32_t op, unsigned api, unsig
 	 */
 	while (!try_take(S))
 		sched_yield();
+	int chain = t->b == SP_GTIM_CHAIN;
+	CUevent b = chain ? NULL : t->b;
 	CUevent en = ok ? pool_get(S, d) : NULL;
 	CUstream es = done && en ? priv_stream(d, S->ctx) : NULL; /* the begin event's context */
 	if (!es)
 		es = t->s;
 	if (!en || S->npend >= PEND_MAX || d->EventRecord(en, es) != CUDA_SUCCESS) {
 		pool_put(S, en);
-		pool_put(S, t->b);
+		pool_put(S, b);
+		if (ok)
+			stream_break(t->s); /* queued, untimed */
 	} else {
 		struct pend *p = &S->pend[S->npend++];
 		p->op = op;
 		p->api = (uint16_t)api;
 		p->dev = (uint8_t)dev;
-		p->priv = es != t->s;
-		p->b = t->b;
+		p->flags = (uint8_t)((es != t->s ? PF_PRIV : 0) | (chain ? PF_CHAIN | PF_LINKED : 0));
+		p->b = b;
 		p->e = en;
+		p->lo_ns = chain ? t->t0 : 0;
+		if (p->flags & PF_PRIV) {
+			stream_break(t->s);
+		} else {
+			S->last_tok = S->tok_base | (++S->seq & ((1ull << 40) - 1));
+			S->last_s = t->s;
+			S->last_op = op;
+			__atomic_store_n(&stream_tok[stream_slot(t->s)], S->last_tok, __ATOMIC_RELAXED);
+		}
 	}
 	give_back(S);
 	errno = e;
@@ -557,18 +636,30 @@ static void read_back_some(struct tstate *T, const struct sp_drv *d, CUevent A, 
 		struct pend *p = &T->pend[i];
 		float ms0 = 0, ms1 = 0;
 		if (unfinished >= give_up || d->EventQuery(p->e) != CUDA_SUCCESS ||
-		    d->EventElapsedTime(&ms0, A, p->b) != CUDA_SUCCESS ||
-		    d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS) {
+		    d->EventElapsedTime(&ms0, A, p->b ? p->b : p->e) != CUDA_SUCCESS ||
+		    (p->b && d->EventElapsedTime(&ms1, p->b, p->e) != CUDA_SUCCESS)) {
 			unfinished++;
 			T->pend[keep++] = *p;
 			continue;
 		}
 		double gb = (double)A_ns + (double)ms0 * 1e6;
 		double dur = (double)ms1 * 1e6;
+		if (p->flags & PF_CHAIN) { /* ms0 is its end: its begin is lo_ns */
+			double ge = gb;
+			gb = (double)p->lo_ns < ge ? (double)p->lo_ns : ge;
+			dur = ge - gb;
+		}
 		if (gb < 0)
 			gb = 0;
 		if (dur < 0)
 			dur = 0;
+		if (i + 1 < T->npend && (T->pend[i + 1].flags & PF_LINKED)) {
+			/* its chained successor cannot have begun before this op ended */
+			struct pend *q = &T->pend[i + 1];
+			if ((uint64_t)(gb + dur) > q->lo_ns)
+				q->lo_ns = (uint64_t)(gb + dur);
+			q->flags &= (uint8_t)~PF_LINKED;
+		}
 		uint64_t f[SP_F__COUNT];
 		f[SP_F_OP] = p->op;
 		f[SP_F_DEVICE] = p->dev;
@@ -629,6 +720,8 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 	if (!__atomic_load_n(&sp_gpu_nregistry, __ATOMIC_ACQUIRE))
 		return; /* nothing was ever timed in this process */
 	int e = errno;
+	if (kind == SP_SYNC_WAIT) /* the stream's next op may wait for another stream's: no chain across it */
+		stream_break(map_stream(s, ptds));
 	const struct sp_drv *d = timing_drv();
 	CUcontext c = d ? cur_ctx(d) : NULL;
 	struct tstate *S = c ? tstate_get(c) : NULL;
@@ -755,7 +848,7 @@ static unsigned exit_pass(const struct sp_drv *d)
 			}
 		}
 		for (unsigned k = 0; k < T->npend; k++)
-			left += T->pend[k].priv;
+			left += T->pend[k].flags & PF_PRIV;
 		give_back(T);
 	}
 	return left;

@@ -48,10 +48,16 @@ void sp_gpu_ctx_gone(CUcontext ctx);
 enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP_SYNC_QUERY, SP_SYNC_DONE };
 
 struct sp_gtim {
-	CUevent b;  /* begin event, NULL when this op is not timed */
-	CUstream s; /* the stream the events go to */
-	void *st;   /* the timing state (cuda_gpu.c) that holds b */
+	CUevent b;   /* begin event, NULL when this op is not timed, SP_GTIM_CHAIN (launches) */
+	CUstream s;  /* the stream the events go to */
+	void *st;    /* the timing state (cuda_gpu.c) that holds b */
+	uint64_t t0; /* launches: the host time the call began (set by the caller) */
 };
+/*
+ * b of a launch timed by its end event alone: its stream's previous op is
+ * this thread's last timed one (cuda_gpu.c, "Launch chains").
+ */
+#define SP_GTIM_CHAIN ((CUevent)(uintptr_t)1)
 
 /* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */
 unsigned sp_gpu_kernel_timing(void);

@@ -206,6 +206,7 @@ static inline __attribute__((always_inline)) uint64_t launch_pre(struct sp_gtim 
 {
 	poll_end();
 	uint64_t t0 = sp_now();
+	tim->t0 = t0;
 	sp_gpu_begin(tim, stream, ptds, 1);
 	return t0;
 }
@@ -215,14 +216,19 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 {
 	uint64_t t1 = sp_now();
 	uint32_t op = sp_next_op();
+	unsigned dev = sp_gpu_device();
+	/*
+	 * The end event first: where the kernel is done before it is recorded
+	 * (an idle stream, a short kernel), its time is the record's, and the
+	 * first launch of each kernel looks its name up (dladdr, interning).
+	 */
+	sp_gpu_end(tim, r == 0, op, api, dev, 0);
 	uint64_t f[SP_F__COUNT];
 	f[SP_F_RESULT] = (uint64_t)(int64_t)r;
 	f[SP_F_STREAM] = stream;
 	f[SP_F_NAME] = sp_gpu_kernel_name(stub, func);
 	f[SP_F_OP] = op;
-	unsigned dev = sp_gpu_device();
 	f[SP_F_DEVICE] = dev;
-	sp_gpu_end(tim, r == 0, op, api, dev, 0);
 	sp_emit(SP_K_LAUNCH, api, t0, t1, f);
 }
 

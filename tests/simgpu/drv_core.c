@@ -695,6 +695,21 @@ CUresult cuGetErrorName(CUresult error, const char **pStr)
  * take that variant's _ptds/_ptsz flavour when it has one. The table is sorted by
  * name, then version, so one pass finds both.
  */
+/*
+ * SIMGPU_COUNT_FILE=<file>: at exit, "event_records N": how many event records
+ * the process asked of the driver (its own and a profiler's), so that a test
+ * can measure what timing costs in records, as a count, not a time.
+ */
+__attribute__((destructor)) static void count_file(void)
+{
+	const char *path = getenv("SIMGPU_COUNT_FILE");
+	FILE *f = path && *path ? fopen(path, "we") : NULL;
+	if (f) {
+		fprintf(f, "event_records %lu\n", __atomic_load_n(&sim_event_records, __ATOMIC_RELAXED));
+		fclose(f);
+	}
+}
+
 /* SIMGPU_LOG_PROCS=<file>: append every request, one "name ver=V flags=F" line, in
  * the format of cudart_entry_points.txt, so a test can compare what a runtime asks. */
 static void proc_log(const char *symbol, int version, cuuint64_t flags)

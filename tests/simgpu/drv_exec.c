@@ -1077,6 +1077,8 @@ CUresult cuEventDestroy_v2(CUevent hEvent)
 	return CUDA_SUCCESS;
 }
 
+unsigned long sim_event_records;
+
 static CUresult event_record(CUevent ev, CUstream h, int pt)
 {
 	struct op *op;
@@ -1084,6 +1086,7 @@ static CUresult event_record(CUevent ev, CUstream h, int pt)
 
 	if (!ev)
 		return CUDA_ERROR_INVALID_HANDLE;
+	__atomic_add_fetch(&sim_event_records, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&sim_lock);
 	if (s->cgraph) {
 		/*

@@ -89,6 +89,8 @@ extern struct sim_config sim_cfg;
 extern struct sim_dev sim_devs[SIM_MAX_DEV];
 extern int sim_ndev;
 extern int sim_inited;
+/* cuEventRecord[WithFlags] calls, for SIMGPU_COUNT_FILE (what a profiler costs in records) */
+extern unsigned long sim_event_records;
 
 CUresult sim_check_init(void);
 CUcontext sim_cur_ctx(void);

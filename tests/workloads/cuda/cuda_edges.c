@@ -698,6 +698,112 @@ static int malloczero(void)
 	return 0;
 }
 
+/*
+ * chain: launches timed by their end event alone where they follow this
+ * thread's last timed op on the same stream (cuda_gpu.c, "Launch chains").
+ * Each kernel sleeps its argument's milliseconds and writes its own start and
+ * end (CLOCK_MONOTONIC) to the file CHAIN_TRUTH at exit, one "start end" line
+ * per launch, in launch order:
+ *   1. busy: a kernel and a sync, then 30 kernels of 3 ms queued at once on one
+ *      stream (the host far ahead of the GPU), a sync;
+ *   2. idle: 8 kernels of 5 ms, each followed by 10 ms of host sleep (the
+ *      stream idle when the next one comes), a sync;
+ *   3. two threads taking turns on one stream, 12 kernels of 3 ms each (the
+ *      stream busy with the other thread's kernel when a launch comes), a sync;
+ *   4. a 10 ms kernel and an event record on a second stream, a 1 ms kernel on
+ *      the first, cudaStreamWaitEvent of the first on that event, a 3 ms
+ *      kernel on the first (it starts when the 10 ms one ends), a device sync.
+ * stdout: the launches that failed (0).
+ */
+#define CHAIN_MAX 128
+static struct timespec chain_t[CHAIN_MAX][2];
+static cudaStream_t chain_s;
+static pthread_mutex_t chain_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t chain_cv = PTHREAD_COND_INITIALIZER;
+static int chain_next, chain_turn, chain_bad;
+
+void edges_chain_kernel(void **args)
+{
+	long i = *(long *)args[0], ms = *(long *)args[1];
+	clock_gettime(CLOCK_MONOTONIC, &chain_t[i][0]);
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+	clock_gettime(CLOCK_MONOTONIC, &chain_t[i][1]);
+}
+
+static void chain_launch_on(long ms, cudaStream_t st)
+{
+	long i = chain_next++;
+	void *args[] = {&i, &ms, NULL};
+	chain_bad += cudaLaunchKernel((const void *)edges_chain_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, args, 0,
+				      st) != cudaSuccess;
+}
+
+static void chain_launch(long ms)
+{
+	chain_launch_on(ms, chain_s);
+}
+
+static void *chain_turns(void *arg)
+{
+	int me = (int)(intptr_t)arg;
+	chain_bad += cudaSetDevice(0) != cudaSuccess;
+	for (int k = 0; k < 12; k++) {
+		pthread_mutex_lock(&chain_mu);
+		while (chain_turn != me)
+			pthread_cond_wait(&chain_cv, &chain_mu);
+		chain_launch(3);
+		chain_turn = !me;
+		pthread_cond_broadcast(&chain_cv);
+		pthread_mutex_unlock(&chain_mu);
+	}
+	return NULL;
+}
+
+static int chain(void)
+{
+	SHOW("cudaStreamCreate", cudaStreamCreate(&chain_s));
+	chain_launch(1);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(chain_s));
+	for (int k = 0; k < 30; k++)
+		chain_launch(3);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(chain_s));
+	for (int k = 0; k < 8; k++) {
+		chain_launch(5);
+		struct timespec ts = {0, 10 * 1000 * 1000};
+		while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+			;
+	}
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(chain_s));
+	pthread_t t[2];
+	for (int k = 0; k < 2; k++)
+		if (pthread_create(&t[k], NULL, chain_turns, (void *)(intptr_t)k) != 0)
+			return 1;
+	for (int k = 0; k < 2; k++)
+		pthread_join(t[k], NULL);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(chain_s));
+	cudaStream_t s2;
+	cudaEvent_t ev;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&s2));
+	SHOW("cudaEventCreate", cudaEventCreate(&ev));
+	chain_launch_on(10, s2);
+	SHOW("cudaEventRecord", cudaEventRecord(ev, s2));
+	chain_launch(1);
+	SHOW("cudaStreamWaitEvent", cudaStreamWaitEvent(chain_s, ev, 0));
+	chain_launch(3);
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	printf("chain: %d launches failed\n", chain_bad);
+	const char *path = getenv("CHAIN_TRUTH");
+	FILE *f = path ? fopen(path, "we") : NULL;
+	for (int i = 0; f && i < chain_next; i++)
+		fprintf(f, "%lld %lld\n", (long long)chain_t[i][0].tv_sec * 1000000000LL + chain_t[i][0].tv_nsec,
+			(long long)chain_t[i][1].tv_sec * 1000000000LL + chain_t[i][1].tv_nsec);
+	if (f)
+		fclose(f);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -707,7 +813,7 @@ static const struct {
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
     {"vmmhost", vmmhost},	    {"pollfork", pollfork},
-    {"malloczero", malloczero},
+    {"malloczero", malloczero}, {"chain", chain},
 };
 
 int main(int argc, char **argv)
