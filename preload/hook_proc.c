@@ -9,9 +9,15 @@
  * Written whatever STEPPROF_IO says (a fork is not input). Not wrapped: vfork
  * and clone (posix_spawn, subprocess: the child execs at once and its file
  * names its parent), glibc's _Fork.
+ *
+ * _exit and _Exit end the trace file as a clean exit does (recorder.c,
+ * sp_recorder_quick_exit), then call libc's; exit() reaches the kernel through
+ * glibc's internal _exit, not these.
  */
 #include "io_hook.h"
 
+#include <stdlib.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #pragma GCC visibility push(default)
@@ -29,6 +35,34 @@ pid_t fork(void)
 		errno = e;
 	}
 	return p;
+}
+
+typedef void (*exit_fn)(int);
+
+static __attribute__((noreturn)) void quick_exit_as(const char *name, int status)
+{
+	static exit_fn real[2];
+	int i = name[1] == 'E'; /* _Exit */
+	exit_fn r = __atomic_load_n(&real[i], __ATOMIC_RELAXED);
+	if (!r) {
+		r = (exit_fn)io_real_by_name(name);
+		__atomic_store_n(&real[i], r, __ATOMIC_RELAXED);
+	}
+	sp_recorder_quick_exit();
+	if (r)
+		r(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+void _exit(int status)
+{
+	quick_exit_as("_exit", status);
+}
+
+void _Exit(int status)
+{
+	quick_exit_as("_Exit", status);
 }
 
 #pragma GCC visibility pop

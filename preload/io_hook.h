@@ -57,6 +57,8 @@ SP_HIDDEN extern void *io_real_ptr[IO_FN__COUNT];
  * fails with ENOSYS, so a wrapper never calls NULL.
  */
 SP_HIDDEN void *io_real_resolve(unsigned fn);
+/* libc's own function of that name (after libstepprof.so), for a wrapper outside the lists: NULL when none */
+SP_HIDDEN void *io_real_by_name(const char *name);
 
 static inline void *io_real_get(unsigned fn)
 {

@@ -58,6 +58,15 @@ static dlsym_fn libc_dlsym(void)
 	return f;
 }
 
+void *io_real_by_name(const char *name)
+{
+	int saved = errno;
+	dlsym_fn d = libc_dlsym();
+	void *p = d ? d(RTLD_NEXT, name) : NULL;
+	errno = saved;
+	return p;
+}
+
 void *io_real_resolve(unsigned fn)
 {
 	void *p = NULL;

@@ -486,6 +486,21 @@ void sp_recorder_shutdown(void)
 			     g_tf.path, (unsigned long long)__atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED));
 }
 
+/*
+ * _exit and _Exit (hook_proc.c) end the file as exit() does: Python's
+ * multiprocessing ends every child with os._exit (each DataLoader worker), so
+ * `stepprof info` said "no clean exit recorded (crash, kill or still running)"
+ * of every worker, and a pid reused after one could be taken for its exec.
+ * Not in a vfork()ed child, whose memory is its parent's (a failed exec in
+ * Python's subprocess ends with _exit): the parent's file is the parent's to end.
+ */
+void sp_recorder_quick_exit(void)
+{
+	if (!sp_active || (int32_t)syscall(SYS_getpid) != g_pid)
+		return;
+	sp_recorder_shutdown();
+}
+
 /* ------------------------------------------------------------ 5. warnings */
 
 #define WARN_KEYS 64

@@ -1702,3 +1702,64 @@ Test(recorder, mark_name_cache_tells_every_name_apart)
 	sp_t_rmrf(dir);
 	free(dir);
 }
+
+/*
+ * _exit/_Exit end the file as a clean exit does: Python's multiprocessing ends
+ * every child with os._exit (each DataLoader worker), and before, `info` said
+ * "no clean exit recorded (crash, kill or still running)" of every worker.
+ * The script: a forked multiprocessing child reads a file 5 times; a
+ * subprocess of a missing program (CPython's vfork child calls _exit(255)
+ * when its exec fails, in the parent's memory); 7 more reads; os._exit(3).
+ * Both files end clean, the parent's status stays 3, and the parent's reads
+ * after the vfork child's _exit are all there (its file is the parent's to end).
+ */
+Test(recorder, a_process_ended_by_os_exit_ends_its_file_cleanly, .timeout = 60)
+{
+	char *dir = sp_t_tmpdir("recqexit");
+	char pre[600], d[600];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
+	char *env[] = {pre, d, "STEPPROF_IO=libc", NULL};
+	char *argv[] = {"/usr/bin/python3", "-c",
+			"import os, multiprocessing as mp, subprocess, tempfile\n"
+			"path = os.path.join(tempfile.gettempdir(), 'stepprof-qexit-%d' % os.getpid())\n"
+			"open(path, 'wb').write(b'x' * 100)\n"
+			"def w():\n"
+			"    for i in range(5): open(path, 'rb').read()\n"
+			"p = mp.get_context('fork').Process(target=w); p.start(); p.join()\n"
+			"try: subprocess.run(['/nonexistent-stepprof-test'])\n"
+			"except FileNotFoundError: pass\n"
+			"for i in range(7): open(path, 'rb').read()\n"
+			"os.unlink(path)\n"
+			"print('worker', p.exitcode, 'parent', os.getpid(), 'path', path, flush=True)\n"
+			"os._exit(3)",
+			NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 3, "%s", r.err);
+	long parent = -1;
+	char path[512] = "";
+	cr_assert_eq(sscanf(r.out, "worker 0 parent %ld path %511s", &parent, path), 2, "%s", r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 2, "one file for the parent, one for the worker");
+	struct sp_json *files = sp_json_get(j, "files");
+	for (size_t i = 0; i < files->n; i++) {
+		struct sp_json *f = &files->kids[i];
+		cr_expect(sp_json_path(f, "clean_exit") && sp_json_path(f, "clean_exit")->num == 1,
+			  "pid %ld (the %s): no clean exit", (long)sp_json_i64(f, "pid", -1),
+			  sp_json_i64(f, "pid", -1) == parent ? "parent" : "worker");
+		/* the parent's 7 opens of path are after the vfork child's _exit; the worker's 5 are its own */
+		struct sp_json **l = NULL;
+		size_t n = dump(sp_json_str(f, "path"), &l), opens = 0;
+		for (size_t k = 0; k < n; k++) {
+			const char *kind = sp_json_str(l[k], "kind"), *p = sp_json_str(l[k], "path");
+			opens += kind && p && !strcmp(kind, "open") && !strcmp(p, path);
+			sp_json_free(l[k]);
+		}
+		free(l);
+		cr_expect_eq(opens, sp_json_i64(f, "pid", -1) == parent ? 7u : 5u, "pid %ld: %zu opens of %s",
+			     (long)sp_json_i64(f, "pid", -1), opens, path);
+	}
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}
