@@ -258,6 +258,24 @@ Test(cli, unwritable_stdout_is_one_line_and_exit_4)
 	rmrf_and_free(dir, ref, NULL);
 }
 
+/*
+ * The same for what reads no trace: `stepprof --help >/dev/full` and `--version`
+ * exited 0 with nothing written, and `help VERB` 0 where `VERB --help` gave 4.
+ */
+Test(cli, help_and_version_to_an_unwritable_stdout_exit_4)
+{
+	const char *runs[][3] = {{"--help", NULL}, {"-h", NULL},	    {"help", NULL},	    {"--version", NULL},
+				 {"-V", NULL},	   {"version", NULL}, {"help", "info", NULL}, {"help", "run", NULL}};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		int st = stepprof_full(&r, runs[i]);
+		cr_expect_eq(st, 4, "stepprof %s %s >/dev/full: exit %d, stderr %s", runs[i][0],
+			     runs[i][1] ? runs[i][1] : "", st, r.err);
+		cr_expect_str_eq(r.err, "stepprof: cannot write the output\n", "stepprof %s", runs[i][0]);
+		sp_t_result_free(&r);
+	}
+}
+
 /* ------------------------------------------------------------------ 3. info */
 
 Test(cli, info_json_reports_what_was_written)
