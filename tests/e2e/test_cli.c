@@ -264,7 +264,7 @@ Test(cli, unwritable_stdout_is_one_line_and_exit_4)
  */
 Test(cli, help_and_version_to_an_unwritable_stdout_exit_4)
 {
-	const char *runs[][3] = {{"--help", NULL}, {"-h", NULL},	    {"help", NULL},	    {"--version", NULL},
+	const char *runs[][3] = {{"--help", NULL}, {"-h", NULL},      {"help", NULL},	      {"--version", NULL},
 				 {"-V", NULL},	   {"version", NULL}, {"help", "info", NULL}, {"help", "run", NULL}};
 	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
 		struct sp_t_result r;
