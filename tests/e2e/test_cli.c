@@ -935,3 +935,42 @@ Test(cli, stepprofs_own_programs_are_not_recorded)
 	sp_t_result_free(&r);
 	rmrf_and_free(dir, file, own, job, NULL);
 }
+
+/*
+ * `stepprof run`'s last line advises `stepprof analyze DIR` only when the job left a
+ * trace there: a job that records nothing (no CUDA, no file input, no step) leaves
+ * no file, and the advice was a command that fails ("no stepprof trace files in
+ * this directory", exit 2).
+ */
+Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
+{
+	char *dir = sp_t_tmpdir("cli-run"), *none = path_in(dir, "none"), *some = path_in(dir, "some");
+	char *stepprof = (char *)sp_t_build("bin/stepprof");
+	char *env[] = {"LD_PRELOAD=", "STEPPROF_QUIET=", "STEPPROF_DIR=", NULL};
+	char *quiet[] = {stepprof, "run", "--no-bpf", "-o", none, "--", "/bin/true", NULL};
+	char *marks[] = {stepprof, "run", "--no-bpf", "-o", some, "--", (char *)sp_t_build("bin/markgen"),
+			 "-n",	   "5",	  NULL};
+	char *const *runs[] = {quiet, marks};
+	const char *dirs[] = {none, some};
+	for (int i = 0; i < 2; i++) {
+		struct sp_t_result r, a;
+		cr_assert_eq(sp_t_run(&r, runs[i], env, NULL, 60), 0, "%s: %s", runs[i][6], r.err);
+		char *analyze[] = {stepprof, "analyze", (char *)dirs[i], NULL};
+		sp_t_run(&a, analyze, env, NULL, 60);
+		char advice[PATH_MAX * 2 + 64];
+		snprintf(advice, sizeof(advice), "stepprof: trace in %s (stepprof analyze %s)\n", dirs[i], dirs[i]);
+		if (i == 0) {
+			cr_expect_eq(a.status, 2, "/bin/true left a trace: %s", a.err);
+			cr_expect_null(strstr(r.err, "stepprof analyze"), "advice for a job that left no trace: %s",
+				       r.err);
+			cr_expect(strstr(r.err, "stepprof: no trace in ") && count_lines(r.err) == 1, "%s", r.err);
+		} else {
+			cr_expect_eq(a.status, 0, "%s", a.err);
+			cr_expect_str_eq(r.err, advice);
+		}
+		sp_t_result_free(&r);
+		sp_t_result_free(&a);
+	}
+	free(stepprof);
+	rmrf_and_free(dir, none, some, NULL);
+}
