@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "export_perfetto.h"
+#include "report.h"
 #include "util.h"
 
 #define EXPORT_DEFAULT_NAME "trace.perfetto.json"
@@ -172,6 +173,11 @@ int command_export(int argc, char **argv)
 	for (struct stat sb; first < argc - 1 && stat(argv[first], &sb) != 0;)
 		first++;
 	char *dest = output ? strdup(output) : default_output(argv[first]);
+	if (dest && report_output_is_input("export", "-o", dest, paths, n)) {
+		free(dest);
+		util_free_paths(paths);
+		return SP_EXIT_USAGE;
+	}
 	struct util_out uo;
 	if (!dest || util_out_open(&uo, dest, "cannot write")) {
 		if (!dest)

@@ -974,3 +974,43 @@ Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
 	free(stepprof);
 	rmrf_and_free(dir, none, some, NULL);
 }
+
+/*
+ * An output file (`analyze --html F`, `export -o F`) that is one of the trace files
+ * read, by any spelling or through a link, is refused (one line, exit 1) and the
+ * trace left as it was: before, `stepprof analyze --html DIR/x.sptrace DIR` replaced
+ * the trace with its report (exit 0), and the next analysis found no trace there.
+ */
+Test(cli, an_output_file_that_is_a_trace_read_is_refused)
+{
+	char *dir = sp_t_tmpdir("cli-out"), *ref = path_in(dir, "node1.4242.sptrace"), *link = path_in(dir, "out.json"),
+	     *dotted = path_in(dir, "./node1.4242.sptrace");
+	write_reference(ref);
+	cr_assert_eq(symlink("node1.4242.sptrace", link), 0);
+	size_t len0;
+	char *before = sp_t_read_file(ref, &len0);
+	const char *runs[][6] = {{"analyze", "--html", ref, dir, NULL},
+				 {"analyze", "--json", "--html", dotted, ref, NULL},
+				 {"export", "-o", ref, dir, NULL},
+				 {"export", "-o", link, ref, NULL}};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		int st = stepprof(&r, runs[i][0], runs[i][1], runs[i][2], runs[i][3], runs[i][4], NULL);
+		cr_expect_eq(st, 1, "%s %s %s: exit %d, %s", runs[i][0], runs[i][1], runs[i][2], st, r.err);
+		cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+		cr_expect(strstr(r.err, "would be overwritten"), "%s", r.err);
+		sp_t_result_free(&r);
+		size_t len;
+		char *after = sp_t_read_file(ref, &len);
+		cr_assert(after && len == len0 && !memcmp(after, before, len), "%s %s replaced the trace", runs[i][0],
+			  runs[i][1]);
+		free(after);
+	}
+	/* another file in the directory is an output like any other */
+	char *html = path_in(dir, "report.html");
+	struct sp_t_result r;
+	cr_expect_eq(stepprof(&r, "analyze", "--html", html, dir, NULL), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	free(before);
+	rmrf_and_free(dir, ref, link, dotted, html, NULL);
+}
