@@ -125,6 +125,10 @@ int command_analyze(int argc, char **argv)
 	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);
 	if (!paths)
 		return rc;
+	if (html && report_output_is_input("analyze", "--html", html, paths, n)) {
+		util_free_paths(paths);
+		return SP_EXIT_USAGE;
+	}
 	struct merge *m = merge_open(paths, n);
 	util_free_paths(paths);
 	if (!m)

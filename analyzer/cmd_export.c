@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 
 #include "export_perfetto.h"
+#include "report.h"
 #include "util.h"
 
 #define EXPORT_DEFAULT_NAME "trace.perfetto.json"
@@ -36,7 +37,7 @@ static void export_usage(FILE *f)
 		   "  --perfetto      the format (the default and only one)\n"
 		   "  -o FILE         where to write it; '-' is stdout\n"
 		   "                  default: DIR/" EXPORT_DEFAULT_NAME " for a DIR operand,\n"
-		   "                  FILE.perfetto.json for a FILE operand (the first operand decides)\n"
+		   "                  FILE.perfetto.json for a FILE operand (the first one that exists decides)\n"
 		   "  --from S, --to S  only what overlaps this window: seconds on the document's\n"
 		   "                  timeline (0 = the earliest file's start; decimals allowed)\n"
 		   "  --pretty        indent the JSON (larger; for reading by eye)\n"
@@ -141,21 +142,42 @@ int command_export(int argc, char **argv)
 		util_err("export", "-o: empty file name");
 		return SP_EXIT_USAGE;
 	}
+	/*
+	 * An operand that cannot be read (missing, a directory without traces) is one
+	 * line and exit 2, and the others are exported all the same (docs/export.md), as
+	 * `info` reports them; only when none is left is nothing written.
+	 */
 	size_t n = 0;
 	int rc = SP_EXIT_OK;
-	char **paths = util_verb_trace_paths("export", argv + optind, argc - optind, &n, &rc);
-	if (!paths)
+	char **paths = util_trace_paths(argv + optind, argc - optind, &n, &rc);
+	if (!n || rc == SP_EXIT_INTERNAL) {
+		if (rc == SP_EXIT_OK) {
+			util_err("export", "no trace files");
+			rc = SP_EXIT_INPUT;
+		}
+		util_free_paths(paths);
 		return rc;
+	}
+	int paths_rc = rc;
 
 	struct export_stats st;
 	if (output && !strcmp(output, "-")) {
 		fast_stream(stdout);
-		rc = export_perfetto(paths, n, stdout, &opts, &st);
+		rc = util_worse(paths_rc, export_perfetto(paths, n, stdout, &opts, &st));
 		util_free_paths(paths);
 		return rc;
 	}
 
-	char *dest = output ? strdup(output) : default_output(argv[optind]);
+	/* the first operand that exists decides: not "MISSING.perfetto.json" */
+	int first = optind;
+	for (struct stat sb; first < argc - 1 && stat(argv[first], &sb) != 0;)
+		first++;
+	char *dest = output ? strdup(output) : default_output(argv[first]);
+	if (dest && report_output_is_input("export", "-o", dest, paths, n)) {
+		free(dest);
+		util_free_paths(paths);
+		return SP_EXIT_USAGE;
+	}
 	struct util_out uo;
 	if (!dest || util_out_open(&uo, dest, "cannot write")) {
 		if (!dest)
@@ -166,7 +188,7 @@ int command_export(int argc, char **argv)
 	}
 	fast_stream(uo.f);
 	opts.out_name = dest; /* a failed write names it, not the temporary file */
-	rc = export_perfetto(paths, n, uo.f, &opts, &st);
+	rc = util_worse(paths_rc, export_perfetto(paths, n, uo.f, &opts, &st));
 	util_free_paths(paths);
 	/* nothing whole to show: no half document under the real name */
 	int whole = rc != SP_EXIT_INTERNAL && st.files;

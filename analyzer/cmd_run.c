@@ -45,6 +45,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "util.h"
+
 int command_run(int argc, char **argv);
 
 /* ---------------------------------------------------- 1. usage, exit codes */
@@ -922,6 +924,25 @@ static int wait_job(pid_t job, struct collector *c)
 	}
 }
 
+/*
+ * Whether the job left a trace file in dir: a process that records nothing leaves
+ * no file (docs/recorder.md), and `stepprof analyze DIR` of a directory without one
+ * (or of none at all) only fails, so the closing line must not advise it.
+ */
+static bool dir_has_trace(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return false;
+	bool found = false;
+	char path[PATH_MAX];
+	for (struct dirent *e; !found && (e = readdir(d));)
+		found = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
+			util_is_trace_file(path);
+	closedir(d);
+	return found;
+}
+
 /* -------------------------------------------------------------- 7. command_run */
 
 enum bpf_choice { BPF_DEFAULT, BPF_ON, BPF_OFF };
@@ -1127,7 +1148,12 @@ int command_run(int argc, char **argv)
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
 	const char *quiet = getenv("STEPPROF_QUIET");
-	if (!quiet || !*quiet || !strcmp(quiet, "0"))
-		fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
+	if (!quiet || !*quiet || !strcmp(quiet, "0")) {
+		if (dir_has_trace(dir))
+			fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
+		else
+			fprintf(stderr, "stepprof: no trace in %s: the job made no call that stepprof records "
+					"(CUDA, file input, steps)\n", dir);
+	}
 	return end_like(st);
 }

@@ -56,12 +56,9 @@ static void version(void)
 
 /* ------------------------------------------------------------ 3. dispatch */
 
-int main(int argc, char **argv)
+/* The verb, --help, --version or `help VERB` named by argv[1]; its exit status. */
+static int dispatch(int argc, char **argv)
 {
-	if (argc < 2) {
-		usage(stderr);
-		return SP_EXIT_USAGE;
-	}
 	const char *a = argv[1];
 	if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "help")) {
 		if (!strcmp(a, "help") && argc > 2) {
@@ -93,11 +90,21 @@ int main(int argc, char **argv)
 			util_err(a, "not built");
 			return SP_EXIT_INTERNAL;
 		}
-		int rc = verbs[i].fn(argc - 1, argv + 1);
-		if (fflush(stdout) || ferror(stdout))
-			rc = util_worse(rc, util_stdout_failed());
-		return rc;
+		return verbs[i].fn(argc - 1, argv + 1);
 	}
 	util_err(a, "unknown verb (stepprof --help lists them)");
 	return SP_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return SP_EXIT_USAGE;
+	}
+	int rc = dispatch(argc, argv);
+	/* --help, --version and `help VERB` too: a full disk is exit 4, not a silent 0 (docs/cli.md) */
+	if (fflush(stdout) || ferror(stdout))
+		rc = util_worse(rc, util_stdout_failed());
+	return rc;
 }

@@ -18,6 +18,24 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+/* -------------------------------------------------------- output files */
+
+int report_output_is_input(const char *verb, const char *option, const char *dest, char *const *paths,
+			   size_t n)
+{
+	struct stat d, p;
+	if (!strcmp(dest, "-") || stat(dest, &d) != 0 || !S_ISREG(d.st_mode))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (stat(paths[i], &p) == 0 && p.st_dev == d.st_dev && p.st_ino == d.st_ino) {
+			util_err(verb, "%s %s: is a trace file this command reads; it would be overwritten", option,
+				 dest);
+			return 1;
+		}
+	return 0;
+}
 
 /* ------------------------------------------------------------- summary */
 

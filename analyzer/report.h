@@ -46,6 +46,15 @@ struct report_rank_pick {
 };
 void report_rank_pick(const struct an_analysis *a, struct report_rank_pick *p);
 
+/*
+ * Whether dest (an output file: --html, export's -o) is one of the n trace files
+ * read (the same file, by device and inode, whatever the spelling or a link): then
+ * one line naming it and 1; writing there would replace a trace, the only copy of a
+ * job's record, with the report on it. 0 otherwise (stdout "-", a new file, a device).
+ */
+int report_output_is_input(const char *verb, const char *option, const char *dest, char *const *paths,
+			   size_t n);
+
 /* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
 int report_text(FILE *f, const struct an_analysis *a, int all);
 int report_json(FILE *f, const struct an_analysis *a);

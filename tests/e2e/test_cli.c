@@ -258,6 +258,24 @@ Test(cli, unwritable_stdout_is_one_line_and_exit_4)
 	rmrf_and_free(dir, ref, NULL);
 }
 
+/*
+ * The same for what reads no trace: `stepprof --help >/dev/full` and `--version`
+ * exited 0 with nothing written, and `help VERB` 0 where `VERB --help` gave 4.
+ */
+Test(cli, help_and_version_to_an_unwritable_stdout_exit_4)
+{
+	const char *runs[][3] = {{"--help", NULL}, {"-h", NULL},      {"help", NULL},	      {"--version", NULL},
+				 {"-V", NULL},	   {"version", NULL}, {"help", "info", NULL}, {"help", "run", NULL}};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		int st = stepprof_full(&r, runs[i]);
+		cr_expect_eq(st, 4, "stepprof %s %s >/dev/full: exit %d, stderr %s", runs[i][0],
+			     runs[i][1] ? runs[i][1] : "", st, r.err);
+		cr_expect_str_eq(r.err, "stepprof: cannot write the output\n", "stepprof %s", runs[i][0]);
+		sp_t_result_free(&r);
+	}
+}
+
 /* ------------------------------------------------------------------ 3. info */
 
 Test(cli, info_json_reports_what_was_written)
@@ -916,4 +934,83 @@ Test(cli, stepprofs_own_programs_are_not_recorded)
 	sp_json_free(j);
 	sp_t_result_free(&r);
 	rmrf_and_free(dir, file, own, job, NULL);
+}
+
+/*
+ * `stepprof run`'s last line advises `stepprof analyze DIR` only when the job left a
+ * trace there: a job that records nothing (no CUDA, no file input, no step) leaves
+ * no file, and the advice was a command that fails ("no stepprof trace files in
+ * this directory", exit 2).
+ */
+Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
+{
+	char *dir = sp_t_tmpdir("cli-run"), *none = path_in(dir, "none"), *some = path_in(dir, "some");
+	char *stepprof = (char *)sp_t_build("bin/stepprof");
+	char *env[] = {"LD_PRELOAD=", "STEPPROF_QUIET=", "STEPPROF_DIR=", NULL};
+	char *quiet[] = {stepprof, "run", "--no-bpf", "-o", none, "--", "/bin/true", NULL};
+	char *marks[] = {stepprof, "run", "--no-bpf", "-o", some, "--", (char *)sp_t_build("bin/markgen"),
+			 "-n",	   "5",	  NULL};
+	char *const *runs[] = {quiet, marks};
+	const char *dirs[] = {none, some};
+	for (int i = 0; i < 2; i++) {
+		struct sp_t_result r, a;
+		cr_assert_eq(sp_t_run(&r, runs[i], env, NULL, 60), 0, "%s: %s", runs[i][6], r.err);
+		char *analyze[] = {stepprof, "analyze", (char *)dirs[i], NULL};
+		sp_t_run(&a, analyze, env, NULL, 60);
+		char advice[PATH_MAX * 2 + 64];
+		snprintf(advice, sizeof(advice), "stepprof: trace in %s (stepprof analyze %s)\n", dirs[i], dirs[i]);
+		if (i == 0) {
+			cr_expect_eq(a.status, 2, "/bin/true left a trace: %s", a.err);
+			cr_expect_null(strstr(r.err, "stepprof analyze"), "advice for a job that left no trace: %s",
+				       r.err);
+			cr_expect(strstr(r.err, "stepprof: no trace in ") && count_lines(r.err) == 1, "%s", r.err);
+		} else {
+			cr_expect_eq(a.status, 0, "%s", a.err);
+			cr_expect_str_eq(r.err, advice);
+		}
+		sp_t_result_free(&r);
+		sp_t_result_free(&a);
+	}
+	free(stepprof);
+	rmrf_and_free(dir, none, some, NULL);
+}
+
+/*
+ * An output file (`analyze --html F`, `export -o F`) that is one of the trace files
+ * read, by any spelling or through a link, is refused (one line, exit 1) and the
+ * trace left as it was: before, `stepprof analyze --html DIR/x.sptrace DIR` replaced
+ * the trace with its report (exit 0), and the next analysis found no trace there.
+ */
+Test(cli, an_output_file_that_is_a_trace_read_is_refused)
+{
+	char *dir = sp_t_tmpdir("cli-out"), *ref = path_in(dir, "node1.4242.sptrace"), *link = path_in(dir, "out.json"),
+	     *dotted = path_in(dir, "./node1.4242.sptrace");
+	write_reference(ref);
+	cr_assert_eq(symlink("node1.4242.sptrace", link), 0);
+	size_t len0;
+	char *before = sp_t_read_file(ref, &len0);
+	const char *runs[][6] = {{"analyze", "--html", ref, dir, NULL},
+				 {"analyze", "--json", "--html", dotted, ref, NULL},
+				 {"export", "-o", ref, dir, NULL},
+				 {"export", "-o", link, ref, NULL}};
+	for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+		struct sp_t_result r;
+		int st = stepprof(&r, runs[i][0], runs[i][1], runs[i][2], runs[i][3], runs[i][4], NULL);
+		cr_expect_eq(st, 1, "%s %s %s: exit %d, %s", runs[i][0], runs[i][1], runs[i][2], st, r.err);
+		cr_expect_eq(count_lines(r.err), 1, "%s", r.err);
+		cr_expect(strstr(r.err, "would be overwritten"), "%s", r.err);
+		sp_t_result_free(&r);
+		size_t len;
+		char *after = sp_t_read_file(ref, &len);
+		cr_assert(after && len == len0 && !memcmp(after, before, len), "%s %s replaced the trace", runs[i][0],
+			  runs[i][1]);
+		free(after);
+	}
+	/* another file in the directory is an output like any other */
+	char *html = path_in(dir, "report.html");
+	struct sp_t_result r;
+	cr_expect_eq(stepprof(&r, "analyze", "--html", html, dir, NULL), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	free(before);
+	rmrf_and_free(dir, ref, link, dotted, html, NULL);
 }

@@ -229,6 +229,39 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 }
 
 /*
+ * An operand that cannot be read (missing, a directory without traces) is one line
+ * each and exit 2, and the other operands are still exported (docs/export.md), into
+ * the default file of the first operand that exists. Before, nothing was written.
+ */
+Test(export_cli, an_unreadable_operand_leaves_the_others_exported, .timeout = 60)
+{
+	char tdir[512], empty[600], missing[600], out[700];
+	char *dir = gen("1000", tdir);
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	snprintf(missing, sizeof(missing), "%s/missing", dir);
+	cr_assert_eq(mkdir(empty, 0700), 0);
+	struct sp_t_result r;
+	cr_expect_eq(export_run(&r, missing, tdir, empty, NULL), 2, "%s", r.err);
+	cr_expect_eq(lines_of(r.err), 2, "%s", r.err);
+	cr_expect(strstr(r.err, "missing: No such file or directory"), "%s", r.err);
+	cr_expect(strstr(r.err, "empty: no stepprof trace files"), "%s", r.err);
+	sp_t_result_free(&r);
+	snprintf(out, sizeof(out), "%s/trace.perfetto.json", tdir);
+	struct sp_json *j = load(out);
+	cr_expect_eq(sp_json_u64(j, "otherData.records", 0), 1000, "gentrace wrote 1000 records");
+	sp_json_free(j);
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	cr_expect_eq(export_run(&r, "-o", out, tdir, missing), 2, "%s", r.err);
+	cr_expect_eq(lines_of(r.err), 1, "%s", r.err);
+	sp_t_result_free(&r);
+	j = load(out);
+	cr_expect_eq(sp_json_u64(j, "otherData.records", 0), 1000);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
  * A write that fails mid-document (a file size limit, a full disk) is one line naming
  * the file and the reason, exit 4, and no file left under the name nor a temporary one
  * beside it. Before, the line was "stepprof: cannot write the trace": neither which
