@@ -1495,12 +1495,15 @@ Test(recorder, bench_prints_mark_cost_against_an_empty_call, .timeout = 120)
 /* ------------------------------------------------------- exported symbols */
 
 /* The names libstepprof.so may export: the public API, the NVTX injection entry,
- * dlsym, and the hook lists (the same .def files the version script comes from). */
+ * dlsym, _exit and _Exit (they end the trace file: hook_proc.c), and the hook
+ * lists (the same .def files the version script comes from). */
 static const char *const exportable[] = {
     "stepprof_step",
     "stepprof_mark",
     "InitializeInjectionNvtx2",
     "dlsym",
+    "_exit",
+    "_Exit",
 #define SP_API_CUDA(name, ...) #name,
 #define SP_API_IO(name, ...)   #name,
 #include "stepprof/api_cuda.def"
