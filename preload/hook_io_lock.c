@@ -50,7 +50,7 @@ int sem_clockwait(sem_t *sem, clockid_t clock, const struct timespec *abstime);
 
 static inline int lock_end(struct io_call *c, unsigned api, int r)
 {
-	io_end(c);
+	io_end(c, r);
 	if (__builtin_expect(c->t1 - c->t0 >= LOCK_WAIT_MIN_NS, 0))
 		io_emit(SP_K_LOCK_WAIT, api, c->t0, c->t1, 0, 0, -1, io_result(r, c->err), 0, 0);
 	io_finish(c);

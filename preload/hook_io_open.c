@@ -208,8 +208,9 @@ static int fmode_flags(const char *mode)
 /* A stream was opened (or not: NULL): OPEN of its fd. */
 IO_INLINE FILE *fopen_end(struct io_call *c, unsigned api, const char *path, const char *mode, FILE *r)
 {
-	io_end(c);
-	io_rec_open(c, api, path, fmode_flags(mode), r ? io_file_fd(r) : -1);
+	int fd = r ? io_file_fd(r) : -1;
+	io_end(c, fd);
+	io_rec_open(c, api, path, fmode_flags(mode), fd);
 	return r;
 }
 
@@ -244,7 +245,7 @@ static FILE *do_freopen(unsigned api, FILE *(*real)(const char *, const char *, 
 		return real(path, mode, fp);
 	if (!path) {
 		FILE *r = real(path, mode, fp);
-		io_end(&c);
+		io_end(&c, r ? 0 : -1);
 		io_finish(&c);
 		return r;
 	}
@@ -267,7 +268,7 @@ FILE *freopen64(const char *path, const char *mode, FILE *fp)
 /* What close records of fd: what the table knew (w), type "other" if it was never resolved. */
 IO_INLINE int close_end(struct io_call *c, unsigned api, int fd, uint64_t w, int r)
 {
-	io_end(c);
+	io_end(c, r);
 	if (__builtin_expect(w & IO_W_OUTPUT, 0)) {
 		io_finish(c); /* an output file: no record */
 		return r;
@@ -315,7 +316,7 @@ int fclose(FILE *fp)
 		return real(fp);
 	if (fd < 0) { /* a memory stream: no fd to record, the depth raised over its clean-up all the same */
 		int r = real(fp);
-		io_end(&c);
+		io_end(&c, r);
 		io_finish(&c);
 		return r;
 	}

@@ -154,8 +154,9 @@ IO_INLINE int fread_recorded(FILE *fp, struct io_call *c)
 
 static inline size_t fread_end(struct io_call *c, unsigned api, FILE *fp, size_t size, size_t r)
 {
-	io_end(c);
-	io_rec_read(c, api, fp->_fileno, r == 0 && ferror_unlocked(fp) ? -1 : (long)(r * size));
+	long got = r == 0 && ferror_unlocked(fp) ? -1 : (long)(r * size);
+	io_end(c, got);
+	io_rec_read(c, api, fp->_fileno, got);
 	return r;
 }
 
@@ -238,7 +239,7 @@ DIR *opendir(const char *path)
 	if (!io_begin(&c))
 		return real(path);
 	DIR *d = real(path);
-	io_end(&c);
+	io_end(&c, d ? 0 : -1);
 	if (d) {
 		int fd = dirfd(d);
 		io_fd_set(fd, io_path_id(path), SP_FDTYPE_DIR, 1);
@@ -258,7 +259,7 @@ DIR *fdopendir(int fd)
 	if (!io_begin(&c))
 		return real(fd);
 	DIR *d = real(fd);
-	io_end(&c);
+	io_end(&c, d ? 0 : -1);
 	if (d && io_fd_tracked(fd)) {
 		io_fd_set(fd, io_word_path(io_fd_word(fd)), SP_FDTYPE_DIR, 1);
 		io_dir_start(fd, c.t0);
@@ -297,7 +298,7 @@ struct dirent *readdir(DIR *dirp)
 		return real(dirp);
 	int fd = dirfd(dirp), e0 = errno;
 	struct dirent *d = real(dirp);
-	io_end(&c);
+	io_end(&c, -1); /* errno whatever the result: a NULL is the end or an error (readdir_rec) */
 	readdir_rec(&c, SP_API_readdir, fd, e0, d != NULL, d ? d->d_reclen : 0);
 	return d;
 }
@@ -310,7 +311,7 @@ struct dirent64 *readdir64(DIR *dirp)
 		return real(dirp);
 	int fd = dirfd(dirp), e0 = errno;
 	struct dirent64 *d = real(dirp);
-	io_end(&c);
+	io_end(&c, -1);
 	readdir_rec(&c, SP_API_readdir64, fd, e0, d != NULL, d ? d->d_reclen : 0);
 	return d;
 }
@@ -338,7 +339,7 @@ ssize_t getdents64(int fd, void *buf, size_t n)
 	if (!io_begin(&c))
 		return real(fd, buf, n);
 	ssize_t r = real(fd, buf, n);
-	io_end(&c);
+	io_end(&c, r);
 	emit_listdir(SP_API_getdents64, fd, c.t0, c.t1, r > 0 ? (uint64_t)r : 0, io_result(r, c.err));
 	io_finish(&c);
 	return r;
@@ -399,7 +400,7 @@ static int scan_end(struct scan_state *s, struct io_call *c, unsigned api, const
 	scan_top = s->prev;
 	if (!io_enter())
 		return r; /* capture turned off meanwhile */
-	io_end(c);
+	io_end(c, r);
 	io_emit(SP_K_LISTDIR, api, c->t0, c->t1, io_path_id(io_path_after(path, r, c->err)), 0, -1,
 		io_result(r, c->err), 0, s->bytes > 0xffffffffu ? 0xffffffffu : (uint32_t)s->bytes);
 	io_finish(c);
@@ -575,7 +576,7 @@ static int walk(unsigned api, walk_real_t real, const char *dir, walk_fn_t fn, i
 	struct io_call c;
 	if (!io_enter())
 		return r;
-	io_end(&c);
+	io_end(&c, r);
 	for (int j = WALK_LEVELS - 1; j >= 0; j--)
 		walk_close(&s, j, c.t1);
 	/* nothing walked: the error of the stat of dir (ENOENT, EACCES...) */

@@ -65,7 +65,7 @@ int statx(int dirfd, const char *path, int flags, unsigned int mask, struct stat
 	if (!io_begin(&c))
 		return real(dirfd, path, flags, mask, stx);
 	int r = real(dirfd, path, flags, mask, stx);
-	io_end(&c);
+	io_end(&c, r);
 	io_rec_stat(&c, SP_API_statx, dirfd, path, flags, r,
 		    r == 0 && (stx->stx_mask & STATX_SIZE) ? stx->stx_size : 0);
 	return r;

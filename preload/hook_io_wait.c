@@ -49,7 +49,7 @@ static inline void wait_rec(struct io_call *c, unsigned api, int fd, unsigned ty
 
 static inline int wait_end(struct io_call *c, unsigned api, int fd, unsigned type, int r)
 {
-	io_end(c);
+	io_end(c, r);
 	wait_rec(c, api, fd, type, r);
 	return r;
 }
@@ -82,7 +82,7 @@ static int poll_wait_fd(const struct pollfd *fds, nfds_t n, unsigned *type)
 static inline int poll_end(struct io_call *c, unsigned api, const struct pollfd *fds, nfds_t n, int r)
 {
 	unsigned type = 0;
-	io_end(c);
+	io_end(c, r);
 	int fd = r >= 0 || c->err == EINTR ? poll_wait_fd(fds, n, &type) : -1;
 	wait_rec(c, api, fd, type, r);
 	return r;
@@ -156,7 +156,7 @@ static int select_wait_fd(const struct io_call *c, int nfds, const fd_set *rd, i
 static inline int select_end(struct io_call *c, unsigned api, int nfds, const fd_set *rd, int r)
 {
 	unsigned type = 0;
-	io_end(c);
+	io_end(c, r);
 	int fd = select_wait_fd(c, nfds, rd, r, &type);
 	wait_rec(c, api, fd, type, r);
 	return r;
@@ -245,7 +245,7 @@ static inline size_t msg_cap(const struct msghdr *m)
 
 static inline ssize_t recv_end(struct io_call *c, unsigned api, int fd, ssize_t r, int flags, size_t cap)
 {
-	io_end(c);
+	io_end(c, r);
 	io_rec_read(c, api, fd, recv_taken(r, flags, cap));
 	return r;
 }
@@ -314,7 +314,7 @@ int recvmmsg(int fd, struct mmsghdr *vec, unsigned int vlen, int flags, struct t
 	if (!io_begin_wait(&c))
 		return real(fd, vec, vlen, flags, tmo);
 	int r = real(fd, vec, vlen, flags, tmo);
-	io_end(&c);
+	io_end(&c, r);
 	long bytes = r;
 	if (r > 0) {
 		bytes = 0;

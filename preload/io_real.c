@@ -163,7 +163,7 @@ int io_left_by_a_jump(uintptr_t frame)
 	if (!outer)
 		return 0; /* not raised by a wrapper of ours */
 	/* NOTE: the word lies in this thread's stack, mapped whether that wrapper is live or gone */
-	int gone = *(const volatile uintptr_t *)(outer + sizeof(void *)) != io_outer.ret;
+	int gone = *(const volatile uintptr_t *)IO_RET_SLOT(outer) != io_outer.ret;
 	if (!gone && frame >= outer) {
 		stack_t ss;
 		int saved = errno;
