@@ -676,6 +676,43 @@ static void read_back(struct tstate *T, const struct sp_drv *d, CUevent A, uint6
 }
 
 /*
+ * S (taken): a candidate anchor recorded on st, a stream that should be idle,
+ * polled for a short while (2 ms for a thread's first anchor, 0.5 ms to
+ * refresh one) and promoted only if it was reached within that bound, which
+ * is then its accuracy (sp_gpu_sync_point_slow).
+ */
+static void anchor_try(struct tstate *S, const struct sp_drv *d, CUstream st)
+{
+	CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
+	if (!a)
+		return;
+	uint64_t h0 = sp_now();
+	if (d->EventRecord(a, st) != CUDA_SUCCESS) {
+		pool_put(S, a);
+		return;
+	}
+	uint64_t h1 = sp_now(), limit = S->anchor ? 500000 : 2000000;
+	S->cand = a;
+	S->cand_ns = h0 + (h1 - h0) / 2;
+	S->cand_late = 0;
+	while (S->cand) {
+		int done = d->EventQuery(a) == CUDA_SUCCESS;
+		if (sp_now() - h0 > limit) {
+			S->cand_late = 1; /* reached too late (or not yet): unusable */
+			if (done)
+				promote_candidate(S, d);
+			break;
+		}
+		if (done) {
+			promote_candidate(S, d);
+			break;
+		}
+		struct timespec ts1 = {0, 1000};
+		nanosleep(&ts1, NULL);
+	}
+}
+
+/*
  * S (taken) has PEND_MAX ops pending: read back those the GPU has finished,
  * with queries only (the program's stream is never waited for), against S's
  * anchor or that of another thread of its context (a thread that launches but
@@ -707,6 +744,19 @@ static int reclaim(struct tstate *S, const struct sp_drv *d)
 			if (U->ctx == S->ctx && !dead(U) && U->anchor) /* U's, now that it is taken */
 				read_back_some(S, d, U->anchor, U->anchor_ns, RECLAIM_SPAN);
 			give_back(U);
+		}
+		/*
+		 * No thread of the context has an anchor: the program has not
+		 * synchronised since its first timed op (a first step of thousands
+		 * of launches). One on stepprof's private stream, idle: before, the
+		 * ops past PEND_MAX went untimed until the first sync (2,048 of
+		 * 3,000 launches timed).
+		 */
+		CUstream p = S->npend >= PEND_MAX && !S->cand && !S->cand_late ? priv_stream(d, S->ctx) : NULL;
+		if (p) {
+			anchor_try(S, d, p);
+			if (S->anchor)
+				read_back_some(S, d, S->anchor, S->anchor_ns, RECLAIM_SPAN);
 		}
 	}
 	if (S->npend < PEND_MAX)
@@ -750,33 +800,7 @@ void sp_gpu_sync_point_slow(uint64_t s, int ptds, enum sp_sync_kind kind, int ok
 			if (p)
 				st = p;
 		}
-		CUevent a = capturing(d, st) ? NULL : pool_get(S, d);
-		if (a) {
-			uint64_t h0 = sp_now();
-			if (d->EventRecord(a, st) == CUDA_SUCCESS) {
-				uint64_t h1 = sp_now(), limit = S->anchor ? 500000 : 2000000;
-				S->cand = a;
-				S->cand_ns = h0 + (h1 - h0) / 2;
-				S->cand_late = 0;
-				while (S->cand) {
-					int done = d->EventQuery(a) == CUDA_SUCCESS;
-					if (sp_now() - h0 > limit) {
-						S->cand_late = 1; /* reached too late (or not yet): unusable */
-						if (done)
-							promote_candidate(S, d);
-						break;
-					}
-					if (done) {
-						promote_candidate(S, d);
-						break;
-					}
-					struct timespec ts1 = { 0, 1000 };
-					nanosleep(&ts1, NULL);
-				}
-			} else {
-				pool_put(S, a);
-			}
-		}
+		anchor_try(S, d, st);
 	}
 	CUevent A = S->anchor;
 	uint64_t A_ns = S->anchor_ns;

@@ -818,3 +818,22 @@ Test(cuda_edges, launches_behind_a_timed_op_take_one_event_and_keep_their_gpu_ti
 	 */
 	cr_expect_leq(records, 66 + 24 + 3 + 1 + 8, "%lu event records for 66 launches", records);
 }
+
+/*
+ * A first step of 3000 launches before the program's first sync: no thread
+ * had an anchor, so past the pending list's 2048 ops the rest went untimed
+ * until that sync (2,048 of 3,000 timed; their GPU time read as sync). Now
+ * the reclaim takes an anchor on stepprof's private stream.
+ */
+Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_sync, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "firststep", 1, NULL);
+	cr_assert(strstr(e.res.out, "firststep: 0 calls failed"), "%s", e.res.out);
+	unsigned all = count(&e, "launch", NULL), timed = 0;
+	for (size_t i = 0; i < e.nrec; i++)
+		timed += str_eq(e.rec[i], "kind", "launch") && sp_json_get(e.rec[i], "gpu_begin_ns") != NULL;
+	cr_assert_eq(all, 3000, "%u launch records for 3000 launches", all);
+	cr_expect_eq(timed, 3000, "%u of 3000 launches timed", timed);
+	edge_free(&e);
+}

@@ -554,6 +554,21 @@ static int longstep(void)
 }
 
 /*
+ * firststep: a step of 3000 launches (at longstep's pace) before the program's
+ * first sync, then the sync: no anchor exists while they are queued.
+ * stdout: the launches that failed (0).
+ */
+static int firststep(void)
+{
+	int bad = 0;
+	SHOW("cudaStreamCreate", cudaStreamCreate(&ls_stream));
+	ls_step(&bad);
+	SHOW("cudaStreamSynchronize", cudaStreamSynchronize(ls_stream));
+	printf("firststep: %d calls failed\n", bad);
+	return 0;
+}
+
+/*
  * pooldev (SIMGPU_DEVICES=2): a stream-ordered allocation comes from the pool
  * of its stream's device, as CUDA documents for cudaMallocAsync, whatever the
  * current device. With device 0 current: cudaMallocAsync 8 MiB on a stream of
@@ -813,7 +828,7 @@ static const struct {
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
     {"vmmhost", vmmhost},	    {"pollfork", pollfork},
-    {"malloczero", malloczero}, {"chain", chain},
+    {"malloczero", malloczero}, {"chain", chain}, {"firststep", firststep},
 };
 
 int main(int argc, char **argv)
