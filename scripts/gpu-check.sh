@@ -17,7 +17,8 @@
 #   -cudart shared and static)   4. each gpucheck variant without and with the
 #   preload: same output, then compare.py cuda (counts, kernel and copy GPU
 #   times against the program's own events)   5. per-call overhead (a loop of
-#   small calls, best of 3, without/with the preload)   6. tests/gpu/torch_loop.py
+#   small calls, best of 3, without/with the preload); 5b. a launch's host cost,
+#   bare, kernel timing off and all (tests/gpu/evcost.cu)   6. tests/gpu/torch_loop.py
 #   pinned and pageable: bare, under LD_PRELOAD, under `stepprof run`; compare.py
 #   torch   7. summary.txt + summary.json in $OUT.
 # A check that disagrees (a count, a time) is a "FAIL" line, not a stop: one GPU
@@ -203,7 +204,7 @@ fi
 ITERS=20
 BYTES=$((8 << 20))
 SPIN_US=2000
-declare -A FIG
+declare -A FIG EV
 for v in "${VARIANTS[@]}"; do
 	step "gpucheck $v"
 	exe=$WORK/$v
@@ -283,6 +284,31 @@ if [ ${#VARIANTS[@]} -gt 0 ]; then
 	else
 		OVERHEAD_NS=$(((tp - tb) / (OV_IT * 9)))
 		say "per-call overhead ($v, $OV_IT iterations x 9 calls, best of 3): bare $((tb / 1000000)) ms, preload $((tp / 1000000)) ms, $OVERHEAD_NS ns per call"
+	fi
+fi
+
+# ------------------------------------- 5b. what a timed launch costs
+# tests/gpu/evcost.cu: tight loops of 20,000 calls, best of 5 rounds, bare and
+# under the preload with kernel timing off and all, twice: the host cost of a
+# launch and of the driver calls timing adds (the loop of 5. mixes copies and
+# syncs, and moved 1.9-4.7 us a call from one run to the next on the H200).
+if [ "$MODE" = gpu ]; then
+	step "launch cost (evcost)"
+	if run 120 "$NVCC" -O2 $ARCH -cudart shared tests/gpu/evcost.cu -o "$WORK/evcost" -L"$CUDA_HOME/lib64/stubs" -lcuda; then
+		for r in 1 2; do
+			for v in bare off all; do
+				e=()
+				[ $v != bare ] && e=("${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_ev" STEPPROF_KERNEL_TIMING=$v)
+				rm -rf "$WORK/tr_ev"
+				j=$(env "${e[@]}" "$WORK/evcost" 20000 2>>"$LOG") || { soft_fail "evcost ($v) failed"; continue; }
+				echo "evcost $v round $r: $j" >>"$LOG"
+				EV[$v]="${EV[$v]:-} $(echo "$j" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["launch_ns"])')"
+			done
+		done
+		say "launch cost (ns, two rounds): bare${EV[bare]:-}, timing off${EV[off]:-}, timing all${EV[all]:-}"
+		FIG[launch_ns]=$("$PY" -c 'import json,sys; print(json.dumps({k: [float(x) for x in v.split()] for k, v in zip(("bare","off","all"), sys.argv[1:])}))' "${EV[bare]:-}" "${EV[off]:-}" "${EV[all]:-}")
+	else
+		soft_fail "nvcc tests/gpu/evcost.cu"
 	fi
 fi
 
