@@ -80,6 +80,7 @@ static const struct sp_drv *drv_load(void)
 	R(MemGetInfo, "cuMemGetInfo_v2", "cuMemGetInfo", 3020);
 	R(PointerGetAttribute, "cuPointerGetAttribute", "cuPointerGetAttribute", 4000);
 	R(FuncGetName, "cuFuncGetName", "cuFuncGetName", 12030);
+	R(KernelGetName, "cuKernelGetName", "cuKernelGetName", 12030);
 	R(DeviceGetCount, "cuDeviceGetCount", "cuDeviceGetCount", 2000);
 	R(DeviceGet, "cuDeviceGet", "cuDeviceGet", 2000);
 	R(DeviceGetName, "cuDeviceGetName", "cuDeviceGetName", 2000);

@@ -26,6 +26,7 @@ struct sp_drv {
 	CUresult (*MemGetInfo)(size_t *, size_t *);
 	CUresult (*PointerGetAttribute)(void *, CUpointer_attribute, CUdeviceptr);
 	CUresult (*FuncGetName)(const char **, CUfunction);
+	CUresult (*KernelGetName)(const char **, CUkernel);
 	CUresult (*DeviceGetCount)(int *);
 	CUresult (*DeviceGet)(CUdevice *, int);
 	CUresult (*DeviceGetName)(char *, int, CUdevice);

@@ -361,6 +361,21 @@ for pin in $PINS; do
 		grep -E '^CHECK .* FAIL$' "$WORK/$lbl.$k.cmp" | tee -a "$SUM"
 		FIG[$lbl.$k]=$(grep '^FIGURES' "$WORK/$lbl.$k.cmp" | cut -d' ' -f3-)
 	done
+	# Kernel names: launches named by the driver (cuFuncGetName, cuKernelGetName)
+	# or dladdr, against "kernel@0x..." (a figure, not a check).
+	if [ -d "$WORK/tr_$lbl" ]; then
+		for f in "$WORK/tr_$lbl"/*.sptrace; do "$SP" dump --json "$f" 2>>"$LOG"; done |
+			"$PY" -c 'import json,sys
+n=u=0; names={}
+for l in sys.stdin:
+    r=json.loads(l)
+    if r.get("kind")!="launch": continue
+    n+=1; nm=r.get("name","")
+    if nm.startswith("kernel@"): u+=1
+    names[nm]=names.get(nm,0)+1
+top=sorted(names.items(), key=lambda x:-x[1])[:5]
+print("kernel names: %d of %d launches named; most launched: %s" % (n-u, n, ", ".join("%s (%d)" % (k[:60], v) for k, v in top)))' | tee -a "$SUM"
+	fi
 	case " $KINDS " in *" pre "*) ;; *) continue ;; esac
 	sb=$("$PY" -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["step_ms_median"])' "$WORK/$lbl.bare")
 	sp=$("$PY" -c 'import json,sys; print("%.2f" % json.load(open(sys.argv[1]))["step_ms_median"])' "$WORK/$lbl.pre")
