@@ -139,13 +139,17 @@ static inline uint64_t io_fd_clear(int fd)
 	return w;
 }
 
-/* dup/dup2/dup3: newfd describes what oldfd describes. */
+/*
+ * dup/dup2/dup3: newfd describes what oldfd describes, an epoll fd's wait type
+ * included (the copy is the same epoll instance; before, the copy's waits on
+ * the pipes added through the original were no record).
+ */
 static inline void io_fd_copy(int oldfd, int newfd)
 {
 	if (!io_fd_tracked(newfd))
 		return;
 	io_fd_note_hwm(newfd);
-	__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd) & ~(7ull << IO_W_WAIT_SHIFT), __ATOMIC_RELAXED);
+	__atomic_store_n(&io_fdtab[newfd].word, io_fd_word(oldfd), __ATOMIC_RELAXED);
 }
 
 /* epoll_ctl(ADD) of a pipe or socket: the epoll fd now waits for loader data. */

@@ -567,3 +567,57 @@ Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
 	cr_expect_eq(b, (uint64_t)tnum(t, "f0_bytes"));
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * A dup of an epoll fd is the same epoll instance: its waits on a pipe added
+ * through the original are loader waits too. Before, the copy lost the wait
+ * type (io_fd_copy masked it): Python's select.epoll.fromfd(os.dup(...)),
+ * waiting 30 ms for a pipe a thread writes, was no record. The script: an
+ * epoll with a pipe's read end, a dup of it, a thread writing the pipe after
+ * 30 ms, epoll_wait on the dup (Python's epoll.poll), three rounds.
+ */
+Test(io, a_dup_of_an_epoll_fd_keeps_its_loader_waits, .timeout = 60)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	struct lim_env e;
+	struct io_recs rs;
+	e.tmp = sp_t_tmpdir("io-limits-epdup");
+	e.bin = NULL;
+	e.lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	static const char script[] = "import json, os, select, threading, time\n"
+				     "r, w = os.pipe()\n"
+				     "ep = select.epoll()\n"
+				     "ep.register(r, select.EPOLLIN)\n"
+				     "dup = select.epoll.fromfd(os.dup(ep.fileno()))\n"
+				     "got = 0\n"
+				     "for i in range(3):\n"
+				     "    t = threading.Thread(target=lambda: (time.sleep(0.03), os.write(w, b'x')))\n"
+				     "    t.start()\n"
+				     "    got += len(dup.poll(5))\n"
+				     "    os.read(r, 1)\n"
+				     "    t.join()\n"
+				     "print(json.dumps({'pid': os.getpid(), 'ready': got, 'dupfd': dup.fileno()}))\n";
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	struct sp_json *t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	io_t_load_dir(e.trace, &rs);
+	cr_assert_eq(tnum(t, "ready"), 3);
+	struct io_filter f = { .kind = "loader_wait", .pid = (int)tnum(t, "pid"), .api = "epoll_wait" };
+	unsigned n = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		if (io_t_match(&rs.v[i], &f) && rs.v[i].fd == (int64_t)tnum(t, "dupfd")) {
+			n++;
+			cr_expect_geq(rs.v[i].end - rs.v[i].begin, 20000000, "an epoll_wait of %llu ns for a 30 ms wait",
+				      (unsigned long long)(rs.v[i].end - rs.v[i].begin));
+		}
+	cr_expect_eq(n, 3, "%u loader waits on the dup of the epoll fd for 3 waits", n);
+	lim_fini(&e, t, &rs);
+}
