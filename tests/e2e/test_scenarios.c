@@ -27,6 +27,7 @@
  * scenario and marker mode.
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -624,4 +625,38 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	cr_expect_eq(in_iterations(&r, "files_opened"), sp_json_num(r.truth, "totals.files_opened", -1));
 	cr_expect_not_null(finding(&r, "small_file_storm", NULL));
 	run_free(&r);
+}
+
+/* ------------------------------------------------------------ 4. the scripts */
+
+/*
+ * make bench's scripts with STEPPROF_BUILD an absolute path (as the tests'
+ * STEPPROF_BUILD may be): each finds the library and prints its figure. Before,
+ * 20-cuda.sh, 60-trainer.sh and 70-trace-size.sh looked for $PWD/$STEPPROF_BUILD
+ * and said "skipped" (not built).
+ */
+Test(scenarios, bench_scripts_take_an_absolute_build_directory, .timeout = 240)
+{
+	static const struct {
+		const char *script, *figure;
+	} b[] = {
+	    {"scripts/bench.d/20-cuda.sh", "BENCH cuda_wrapper_ns: "},
+	    {"scripts/bench.d/60-trainer.sh", "BENCH trainer_step_ratio: "},
+	    {"scripts/bench.d/70-trace-size.sh", "BENCH trace_bytes_per_event: "},
+	};
+	char abs[PATH_MAX], env_build[PATH_MAX + 32];
+	if (access(b[0].script, R_OK) || !realpath(sp_t_build(""), abs))
+		cr_skip_test("needs scripts/bench.d (run from the repository root) and the build");
+	snprintf(env_build, sizeof(env_build), "STEPPROF_BUILD=%s", abs);
+	char *env[] = {env_build, "SP_BENCH_CUDA_N=2000", "SP_BENCH_TRAINER_ITERS=4", NULL};
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
+		if (i == 2 && access("/usr/bin/python3", X_OK))
+			continue; /* 70-trace-size.sh counts with python3 */
+		struct sp_t_result r;
+		char *argv[] = {"/bin/bash", (char *)b[i].script, NULL};
+		cr_expect_eq(sp_t_run(&r, argv, env, NULL, 200), 0, "%s: %s", b[i].script, r.err);
+		cr_expect_null(strstr(r.out, "skipped"), "%s with STEPPROF_BUILD=%s: %s", b[i].script, abs, r.out);
+		cr_expect_not_null(strstr(r.out, b[i].figure), "%s: %s", b[i].script, r.out);
+		sp_t_result_free(&r);
+	}
 }
