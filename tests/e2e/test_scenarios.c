@@ -629,6 +629,67 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 
 /* ------------------------------------------------------------ 4. the scripts */
 
+/* `git status --porcelain --untracked-files=all` of the working tree here, malloc'd; NULL without git. */
+static char *git_status(void)
+{
+	struct sp_t_result g;
+	char *argv[] = {"git", "status", "--porcelain", "--untracked-files=all", NULL};
+	if (sp_t_run(&g, argv, NULL, NULL, 60) != 0) {
+		sp_t_result_free(&g);
+		return NULL;
+	}
+	char *s = strdup(g.out);
+	sp_t_result_free(&g);
+	return s;
+}
+
+/*
+ * `scripts/scenarios.sh --profile NAME` run from the repository leaves it as it
+ * was (git status): the trace directory is a stepprof-* directory, which git
+ * ignores, and the ground truth is inside it. Before, the ground truth was
+ * written beside it as stepprof-NAME-DATE-PID.truth.json, an untracked file.
+ */
+Test(scenarios, the_profile_script_leaves_the_working_tree_clean, .timeout = 180)
+{
+	char *before = access("scripts/scenarios.sh", R_OK) ? NULL : git_status();
+	if (!before)
+		cr_skip_test("needs scripts/scenarios.sh in a git working tree (run from the repository root)");
+	struct sp_t_result r;
+	char *argv[] = {"/bin/sh", "scripts/scenarios.sh", "--profile", "clean", "--iters", "4", NULL};
+	char *env[] = {"STEPPROF_DIR=", NULL};
+	int st = sp_t_run(&r, argv, env, NULL, 120);
+	char *after = git_status();
+	/* what it names its trace directory, removed before the checks */
+	char dir[512] = "";
+	const char *t = strstr(r.err, "trace: ");
+	if (t)
+		sscanf(t + 7, "%511s", dir);
+	cr_expect(dir[0] && !strncmp(dir, "stepprof-clean-", 15) && !strchr(dir, '/'),
+		  "the trace directory is a fresh stepprof-* directory here: %s", r.err);
+	char truth[600];
+	snprintf(truth, sizeof(truth), "%s/truth.json", dir);
+	size_t n = 0;
+	char *text = dir[0] ? sp_t_read_file(truth, &n) : NULL;
+	struct sp_json *j = text ? sp_json_parse(text) : NULL;
+	cr_expect_eq(j ? sp_json_num(j, "totals.iterations", -1) : -1, 4, "the ground truth in %s: %.200s", truth,
+		     text ? text : "(none)");
+	sp_json_free(j);
+	free(text);
+	if (dir[0] && !strncmp(dir, "stepprof-clean-", 15) && !strchr(dir, '/')) {
+		char tj[600];
+		snprintf(tj, sizeof(tj), "%s.truth.json", dir);
+		unlink(tj);
+		sp_t_rmrf(dir);
+	}
+	cr_expect_eq(st, 0, "scenarios.sh --profile clean: exit %d: %s", st, r.err);
+	cr_expect(strstr(r.out, "stepprof analyze:"), "the report: %.300s", r.out);
+	cr_expect_str_eq(after ? after : "(git failed)", before, "git status before:\n%s\nafter:\n%s", before,
+			 after ? after : "(git failed)");
+	sp_t_result_free(&r);
+	free(before);
+	free(after);
+}
+
 /*
  * make bench's scripts with STEPPROF_BUILD an absolute path (as the tests'
  * STEPPROF_BUILD may be): each finds the library and prints its figure. Before,
