@@ -68,7 +68,7 @@ struct proc {
 	int has_hdr;
 	int32_t pid, ppid, rank;
 	uint32_t host;
-	char *cmdline;	   /* of its last image (a process that execs has a file per image) */
+	char *cmdline;	    /* of its last image (a process that execs has a file per image) */
 	uint64_t cmd_start; /* that image's start_mono_ns */
 };
 

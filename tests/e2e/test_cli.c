@@ -252,15 +252,11 @@ static int doc_synopsis(const char *md, const char *verb, char *buf, size_t cap)
 {
 	char row[64];
 	snprintf(row, sizeof(row), "\n| `%s` | `", verb);
-	const char *p = strstr(md, row);
-	if (!p)
-		return -1;
-	p += strlen(row);
-	const char *e = strstr(p, "` |");
+	const char *p = strstr(md, row), *e = p ? strstr(p + strlen(row), "` |") : NULL;
 	if (!e)
 		return -1;
 	int n = snprintf(buf, cap, "stepprof %s ", verb);
-	for (; p < e && (size_t)n + 1 < cap; p++)
+	for (p += strlen(row); p < e && (size_t)n + 1 < cap; p++)
 		if (!(p[0] == '\\' && p[1] == '|'))
 			buf[n++] = *p;
 	buf[n] = 0;
@@ -289,9 +285,11 @@ Test(cli, the_overview_shows_each_verbs_own_synopsis)
 		cr_assert_eq(stepprof(&r, verbs[i], "--help", NULL), 0, "%s --help: %s", verbs[i], r.err);
 		cr_assert_eq(own_synopsis(r.out, own, sizeof(own)), 0, "%s --help: %s", verbs[i], r.out);
 		sp_t_result_free(&r);
-		cr_expect_str_eq(over, own, "%s: stepprof --help says\n  %s\nits own --help\n  %s", verbs[i], over, own);
+		cr_expect_str_eq(over, own, "%s: stepprof --help says\n  %s\nits own --help\n  %s", verbs[i], over,
+				 own);
 		if (md) {
-			cr_expect_eq(doc_synopsis(md, verbs[i], doc, sizeof(doc)), 0, "docs/cli.md: no row of %s", verbs[i]);
+			cr_expect_eq(doc_synopsis(md, verbs[i], doc, sizeof(doc)), 0, "docs/cli.md: no row of %s",
+				     verbs[i]);
 			cr_expect_str_eq(doc, own, "%s: docs/cli.md says\n  %s\nits --help\n  %s", verbs[i], doc, own);
 		}
 	}
