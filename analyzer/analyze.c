@@ -233,19 +233,37 @@ static struct an_proc *proc_get(struct state *s, int32_t pid)
 	p->file = -1;
 	p->role = AN_ROLE_OTHER;
 	p->begin_ns = UINT64_MAX;
+	/*
+	 * A process that execs keeps its pid and writes a file per image (a pyenv
+	 * shim: bash, then bash again, then python3): the process is described
+	 * by its last image, the one that ran last (its name, rank, devices), and
+	 * its first image's command line is kept beside (images > 1). Before, the
+	 * first file found was taken: with three images, the trainer was named
+	 * "bash ./shim.sh". The merge already made the images one pid (merge.c).
+	 */
+	const struct sp_file_header *first = NULL, *last = NULL;
 	for (size_t f = 0; f < s->src->nfiles; f++) {
 		const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
-		if (h && h->pid == pid && !(h->features & SP_FEAT_BPF)) {
+		if (!h || h->pid != pid || (h->features & SP_FEAT_BPF))
+			continue;
+		p->images++;
+		p->lost += h->lost_records; /* plus the LOST records read later */
+		a->lost += h->lost_records;
+		if (!first || h->start_mono_ns < first->start_mono_ns)
+			first = h;
+		if (!last || h->start_mono_ns >= last->start_mono_ns) {
+			last = h;
 			p->file = (int)f;
-			p->ppid = h->ppid;
-			p->rank = h->rank;
-			p->local_rank = h->local_rank;
-			p->world_size = h->world_size;
-			p->lost = h->lost_records; /* plus the LOST records read later */
-			a->lost += h->lost_records;
-			snprintf(p->cmdline, sizeof(p->cmdline), "%.*s", (int)sizeof(p->cmdline) - 1, h->cmdline);
-			break;
 		}
+	}
+	if (last) {
+		p->ppid = last->ppid;
+		p->rank = last->rank;
+		p->local_rank = last->local_rank;
+		p->world_size = last->world_size;
+		snprintf(p->cmdline, sizeof(p->cmdline), "%.*s", (int)sizeof(p->cmdline) - 1, last->cmdline);
+		snprintf(p->first_cmdline, sizeof(p->first_cmdline), "%.*s", (int)sizeof(p->first_cmdline) - 1,
+			 first->cmdline);
 	}
 	return p;
 }

@@ -136,7 +136,9 @@ struct an_proc {
 	int32_t trainer; /* a worker: the trainer it descends from (0 unknown: a collector-only process) */
 	uint64_t records, lost, launches;
 	uint64_t begin_ns, end_ns;
-	char cmdline[128];
+	uint32_t images;	 /* its trace files: 1 + the execs recorded (0: seen only by the collector) */
+	char cmdline[128];	 /* of its last image (what it ran last) */
+	char first_cmdline[128]; /* of its first image (the same when images is 1) */
 };
 
 #define AN_FSIZE_BUCKETS 41 /* log2 buckets of bytes per opened file: 0, 1, 2-3, ... */

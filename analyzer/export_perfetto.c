@@ -68,7 +68,8 @@ struct proc {
 	int has_hdr;
 	int32_t pid, ppid, rank;
 	uint32_t host;
-	char *cmdline;
+	char *cmdline;	    /* of its last image (a process that execs has a file per image) */
+	uint64_t cmd_start; /* that image's start_mono_ns */
 };
 
 struct thread {
@@ -786,13 +787,17 @@ static int export_file(struct ex *x, struct file_info *fi)
 	if (!fi->bpf) {
 		/* the collector's header names the collector, not the pids it saw */
 		struct proc *p = proc_get(x, out_id(x, fi->hdr->pid));
+		/* named by what it ran last, as stepprof analyze does, whatever the files' order */
+		if (!p->has_hdr || fi->hdr->start_mono_ns >= p->cmd_start) {
+			p->pid = fi->hdr->pid;
+			p->ppid = fi->hdr->ppid;
+			p->rank = fi->hdr->rank;
+			p->host = fi->host;
+			free(p->cmdline);
+			p->cmdline = xstrdup(fi->hdr->cmdline);
+			p->cmd_start = fi->hdr->start_mono_ns;
+		}
 		p->has_hdr = 1;
-		p->pid = fi->hdr->pid;
-		p->ppid = fi->hdr->ppid;
-		p->rank = fi->hdr->rank;
-		p->host = fi->host;
-		free(p->cmdline);
-		p->cmdline = xstrdup(fi->hdr->cmdline);
 	}
 	struct sp_event ev;
 	/* A reader gone (export -o - | head, SIGPIPE ignored): the rest would go nowhere. */

@@ -35,6 +35,36 @@ static const struct verb verbs[] = {
 
 /* ---------------------------------------------------------- 2. help text */
 
+#define HELP_WIDTH 80 /* columns of the synopses' lines */
+
+/* Length of the synopsis's item at w: up to a space outside brackets ("[--threshold NAME=VALUE]..." is one). */
+static size_t item_len(const char *w)
+{
+	size_t n = 0;
+	for (int depth = 0; w[n] && (depth > 0 || w[n] != ' '); n++)
+		depth += (w[n] == '[') - (w[n] == ']');
+	return n;
+}
+
+/*
+ * "stepprof <verb> <synopsis>" from column `indent`, wrapped between items at
+ * HELP_WIDTH, the continuation lines under the first item (the way the verbs'
+ * own usage lines wrap).
+ */
+static void synopsis(FILE *f, int indent, const struct verb *v)
+{
+	int col = fprintf(f, "%*sstepprof %s", indent, "", v->name);
+	int first = col + 1;
+	for (const char *w = v->operands; *w;) {
+		size_t n = item_len(w);
+		if (col + 1 + (int)n > HELP_WIDTH && col > first)
+			col = fprintf(f, "\n%*s", first - 1, "") - 1;
+		col += fprintf(f, " %.*s", (int)n, w);
+		w += n + strspn(w + n, " ");
+	}
+	fputc('\n', f);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: stepprof <verb> [options] [operands]\n"
@@ -42,8 +72,10 @@ static void usage(FILE *f)
 		   "A profiler for GPU training jobs: capture with LD_PRELOAD=libstepprof.so, then\n"
 		   "ask where each iteration's time went.\n\nverbs:\n");
 	for (size_t i = 0; i < NVERBS; i++)
-		fprintf(f, "  %-8s %-27s %s%s\n", verbs[i].name, verbs[i].operands, verbs[i].summary,
-			verbs[i].fn ? "" : " (not built)");
+		fprintf(f, "  %-8s %s%s\n", verbs[i].name, verbs[i].summary, verbs[i].fn ? "" : " (not built)");
+	fprintf(f, "\nthe options and operands of each (stepprof <verb> --help says what they do):\n");
+	for (size_t i = 0; i < NVERBS; i++)
+		synopsis(f, 2, &verbs[i]);
 	fprintf(f, "\nexit status: 0 ok, 1 usage, 2 unreadable input, 3 damaged input (truncated or\n"
 		   "corrupt; what was whole is reported), 4 internal error or verb not built.\n"
 		   "See docs/cli.md and docs/trace-format.md.\n");

@@ -215,6 +215,8 @@ int report_json(FILE *f, const struct an_analysis *a)
 		jw_ki64(&w, "ppid", p->ppid);
 		jw_ku64(&w, "launches", p->launches);
 		jw_kstr(&w, "cmdline", p->cmdline);
+		jw_ku64(&w, "images", p->images);
+		jw_kstr(&w, "first_cmdline", p->first_cmdline);
 		jw_obj_end(&w);
 	}
 	jw_arr_end(&w);
@@ -395,6 +397,11 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 			p->rank >= 0 ? (snprintf(b1, sizeof(b1), "%d", p->rank), b1) : "-",
 			(unsigned long long)p->records);
 		util_put_text(f, p->cmdline, 0);
+		if (p->images > 1) {
+			fputs(" (exec'd from ", f);
+			util_put_text(f, p->first_cmdline, 0);
+			fprintf(f, ", %u images)", (unsigned)p->images);
+		}
 		fputc('\n', f);
 	}
 	if (a->nranks > 1)

@@ -226,7 +226,15 @@ static void html_run(FILE *f, const struct an_analysis *a)
 		memcpy(cmd, p->cmdline, sizeof(p->cmdline));
 		cmd[sizeof(p->cmdline)] = 0;
 		esc(f, cmd);
-		fputs("</code></td></tr>\n", f);
+		fputs("</code>", f);
+		if (p->images > 1) {
+			memcpy(cmd, p->first_cmdline, sizeof(p->first_cmdline));
+			cmd[sizeof(p->first_cmdline)] = 0;
+			fputs(" (exec'd from <code>", f);
+			esc(f, cmd);
+			fprintf(f, "</code>, %u images)", (unsigned)p->images);
+		}
+		fputs("</td></tr>\n", f);
 	}
 	fputs("</tbody></table>\n</details>\n</section>\n", f);
 }

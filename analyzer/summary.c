@@ -56,13 +56,12 @@ size_t sm_windows(const struct sp_file_header *h, struct sm_window **out)
 
 /* ------------------------------------------------- 2. coverage of the ring */
 
-static const struct sp_file_header *trainer_header(struct an_source *src, int32_t pid)
+/* The header of the trainer's file: of its last image when it exec'd (analyze.c's choice, an_proc.file). */
+static const struct sp_file_header *trainer_header(struct an_source *src, const struct an_analysis *a)
 {
-	for (size_t f = 0; f < src->nfiles; f++) {
-		const struct sp_file_header *h = src->header(src->ctx, (int)f);
-		if (h && h->pid == pid && !(h->features & SP_FEAT_BPF))
-			return h;
-	}
+	for (size_t i = 0; i < a->nprocs; i++)
+		if (a->procs[i].pid == a->trainer_pid && a->procs[i].file >= 0)
+			return src->header(src->ctx, a->procs[i].file);
 	return NULL;
 }
 
@@ -89,7 +88,7 @@ int sm_apply(struct an_source *src, struct an_analysis *a, const struct an_colle
 {
 	if (!a->trainer_pid || !a->nit)
 		return 0;
-	const struct sp_file_header *h = trainer_header(src, a->trainer_pid);
+	const struct sp_file_header *h = trainer_header(src, a);
 	if (!h || !h->overwritten_records)
 		return 0;
 	struct sm_window *w;

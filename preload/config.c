@@ -130,13 +130,31 @@ static const char *real_get(const char *name)
 
 #define MAX_BAD 16
 static char bad_msgs[MAX_BAD][256];
+static char bad_keys[MAX_BAD][32];
 static int nbad;
+
+/*
+ * The warning's key (sp_warn_once): the variable's name in lower case without
+ * STEPPROF_, "kernel_timing" for STEPPROF_KERNEL_TIMING. RATIONALE: a module
+ * that checks its variable again where it uses it (cuda_gpu.c reads
+ * STEPPROF_KERNEL_TIMING at the first launch) warns under that same key, so
+ * a bad value is said once, here, at start-up (before, twice: design.md §3).
+ */
+static void warn_key(const char *var, char *key, size_t n)
+{
+	size_t skip = strlen("STEPPROF_"), i = 0;
+	for (const char *p = var + skip; *p && i + 1 < n; p++)
+		key[i++] = (char)tolower((unsigned char)*p);
+	key[i] = 0;
+}
 
 static void collect(const char *var, const char *value, const char *expected)
 {
-	if (nbad < MAX_BAD)
-		snprintf(bad_msgs[nbad++], sizeof(bad_msgs[0]),
-			 "%s=\"%.80s\" is not valid (expected %s); using the default", var, value, expected);
+	if (nbad >= MAX_BAD)
+		return;
+	warn_key(var, bad_keys[nbad], sizeof(bad_keys[0]));
+	snprintf(bad_msgs[nbad++], sizeof(bad_msgs[0]), "%s=\"%.80s\" is not valid (expected %s); using the default",
+		 var, value, expected);
 }
 
 void sp_config_load(void)
@@ -145,5 +163,5 @@ void sp_config_load(void)
 	sp_config_parse(&sp_cfg, real_get, collect);
 	/* warnings after the parse, so that a valid STEPPROF_QUIET=1 silences them all */
 	for (int i = 0; i < nbad; i++)
-		sp_warn_once(bad_msgs[i], "%s", bad_msgs[i]);
+		sp_warn_once(bad_keys[i], "%s", bad_msgs[i]);
 }

@@ -32,7 +32,12 @@ typedef void (*sp_config_warn_fn)(const char *var, const char *value, const char
  * Returns the number of bad values (each reported to warn, may be NULL). */
 SP_HIDDEN int sp_config_parse(struct sp_config *c, const char *(*get)(const char *name), sp_config_warn_fn warn);
 
-/* sp_cfg from the real environment; warnings through sp_warn_once (after QUIET is known). */
+/*
+ * sp_cfg from the real environment; warnings through sp_warn_once (after QUIET
+ * is known), keyed by the variable's lower-case name without STEPPROF_
+ * ("kernel_timing"): a module that checks the variable again must warn under
+ * that key, so that one bad value is one warning.
+ */
 SP_HIDDEN void sp_config_load(void);
 
 /*

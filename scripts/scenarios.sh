@@ -7,7 +7,8 @@
 #   scripts/scenarios.sh --profile NAME [OPTION...]
 #                                            the same under LD_PRELOAD=libstepprof.so,
 #                                            trace in $STEPPROF_DIR (default: a fresh
-#                                            stepprof-* directory here), then the report
+#                                            stepprof-* directory here, which git ignores),
+#                                            ground truth in its truth.json, then the report
 #
 # The presets live in the trainer itself (trainer --list-scenarios), so this
 # script, the tests and the docs cannot drift apart. STEPPROF_BUILD: default build.
@@ -25,8 +26,12 @@ if [ "$1" = --profile ]; then
 	dir=${STEPPROF_DIR:-stepprof-$1-$(date +%Y%m%d-%H%M%S)-$$}
 	name=$1
 	shift
-	LD_PRELOAD=$(cd "$B/lib" && pwd)/libstepprof.so STEPPROF_DIR=$dir "$T" --scenario "$name" "$@" >"$dir.truth.json"
-	echo "trace: $dir   ground truth: $dir.truth.json" >&2
+	# NOTE: the ground truth goes inside the trace directory (readers take trace
+	# files by their magic): beside it, as $dir.truth.json, it was a file that
+	# .gitignore's /stepprof-*/ does not cover, left untracked in the repository.
+	mkdir -p "$dir"
+	LD_PRELOAD=$(cd "$B/lib" && pwd)/libstepprof.so STEPPROF_DIR=$dir "$T" --scenario "$name" "$@" >"$dir/truth.json"
+	echo "trace: $dir   ground truth: $dir/truth.json" >&2
 	exec "$B/bin/stepprof" analyze "$dir"
 fi
 name=$1

@@ -9,10 +9,10 @@
 set -u
 B=${STEPPROF_BUILD:-build}
 bin=$B/bin/door_plt
-lib=$PWD/$B/lib/libstepprof.so
+lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 N=${SP_BENCH_CUDA_N:-200000}
 if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then
-	echo "BENCH cuda_wrapper_ns: skipped ($bin or $lib not built)"
+	echo "BENCH cuda_wrapper_ns: skipped ($bin or $B/lib/libstepprof.so not built)"
 	exit 0
 fi
 dir=$(mktemp -d)

@@ -10,10 +10,10 @@
 set -u
 B=${STEPPROF_BUILD:-build}
 bin=$B/bin/trainer
-lib=$PWD/$B/lib/libstepprof.so
+lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 ITERS=${SP_BENCH_TRAINER_ITERS:-30}
 if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then
-	echo "BENCH trainer_step_ratio: skipped ($bin or $lib not built)"
+	echo "BENCH trainer_step_ratio: skipped ($bin or $B/lib/libstepprof.so not built)"
 	exit 0
 fi
 dir=$(mktemp -d)

@@ -10,7 +10,7 @@
 set -u
 B=${STEPPROF_BUILD:-build}
 bin=$B/bin/trainer
-lib=$PWD/$B/lib/libstepprof.so
+lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 py=/usr/bin/python3
 if [ ! -x "$bin" ] || [ ! -f "$lib" ] || [ ! -x "$py" ]; then
 	echo "BENCH trace_bytes_per_event: skipped (trainer, libstepprof.so or python3 missing)"

@@ -10,6 +10,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1002,6 +1003,83 @@ Test(analyze_cli, trace_strings_in_the_report_cannot_drive_the_terminal)
 
 	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", "--html", "-");
 	expect_inert(r.out, r.outlen, "HTML", 0);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* ------------------------------------------------ a process that execs */
+
+/*
+ * A program that execs itself, as a pyenv shim does (`bash .../pyenv exec
+ * python3 train.py`: bash, bash again, then python3, one pid): outer.sh execs
+ * bash on inner.sh, which execs the trainer; each image reads its script or
+ * its data, so each has its trace file. The process is named by what it ran
+ * last, the trainer, with its first command line once beside it. Before, it
+ * was named by whichever file came first in the directory: "/bin/bash
+ * DIR/inner.sh", the middle image.
+ */
+Test(analyze_cli, a_process_that_execs_is_named_by_its_last_image, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("acexec");
+	char trainer[PATH_MAX], lib[PATH_MAX], outer[600], inner[600], trace[600], data[600], text[PATH_MAX + 1400];
+	cr_assert(realpath(sp_t_build("bin/trainer"), trainer) && realpath(sp_t_build("lib/libstepprof.so"), lib));
+	snprintf(outer, sizeof(outer), "%s/outer.sh", dir);
+	snprintf(inner, sizeof(inner), "%s/inner.sh", dir);
+	snprintf(trace, sizeof(trace), "%s/trace", dir);
+	snprintf(data, sizeof(data), "%s/d", dir);
+	snprintf(text, sizeof(text), "exec /bin/bash %s \"$@\"\n", inner);
+	cr_assert_eq(sp_t_write_file(outer, text, strlen(text)), 0);
+	snprintf(text, sizeof(text), "exec %s --iters 4 --data-dir %s\n", trainer, data);
+	cr_assert_eq(sp_t_write_file(inner, text, strlen(text)), 0);
+	/* what each image's command line is: the argv the test gave */
+	char first[700], last[PATH_MAX + 700];
+	snprintf(first, sizeof(first), "/bin/bash %s", outer);
+	snprintf(last, sizeof(last), "%s --iters 4 --data-dir %s", trainer, data);
+
+	char env_lib[PATH_MAX + 16], env_dir[700];
+	snprintf(env_lib, sizeof(env_lib), "LD_PRELOAD=%s", lib);
+	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", trace);
+	char *argv[] = {"/bin/bash", outer, NULL};
+	char *env[] = {env_lib, env_dir, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 100), 0, "%s", r.err);
+	struct sp_json *truth = sp_json_parse(r.out);
+	cr_assert_not_null(truth, "the trainer's ground truth: %s", r.out);
+	int64_t pid = sp_json_i64(truth, "pid", -1);
+	sp_json_free(truth);
+	sp_t_result_free(&r);
+
+	struct sp_json *j = analyze_json(trace, 0, &r);
+	sp_t_result_free(&r);
+	struct sp_json *procs = sp_json_get(j, "processes"), *p = NULL;
+	for (size_t i = 0; procs && i < procs->n; i++)
+		if (sp_json_i64(sp_json_at(procs, i), "pid", -1) == pid)
+			p = sp_json_at(procs, i);
+	cr_assert_not_null(p, "no process %ld", (long)pid);
+	const char *cmd = sp_json_str(p, "cmdline"), *cmd0 = sp_json_str(p, "first_cmdline");
+	/* a header holds 127 bytes of the command line */
+	cr_expect(cmd && !strncmp(cmd, last, 127), "named by its last image: %s, not %s", last, cmd ? cmd : "(none)");
+	cr_expect(cmd0 && !strcmp(cmd0, first), "its first image: %s, not %s", first, cmd0 ? cmd0 : "(none)");
+	cr_expect_eq(sp_json_i64(p, "images", -1), 3, "outer.sh, inner.sh and the trainer");
+	cr_expect_str_eq(sp_json_str(p, "role"), "trainer");
+	sp_json_free(j);
+
+	/* the text report says both, the first once; export names the process as analyze does */
+	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", trace, NULL};
+	cr_assert_eq(sp_t_run(&r, aargv, NULL, NULL, 60), 0, "%s", r.err);
+	char want[1024];
+	snprintf(want, sizeof(want), "(exec'd from %s, 3 images)", first);
+	const char *line = strstr(r.out, want);
+	cr_expect_not_null(line, "%s in:\n%s", want, r.out);
+	sp_t_result_free(&r);
+	char *eargv[] = {(char *)sp_t_build("bin/stepprof"), "export", "-o", "-", trace, NULL};
+	cr_assert_eq(sp_t_run(&r, eargv, NULL, NULL, 60), 0, "%s", r.err);
+	snprintf(want, sizeof(want), "\"process_name\",\"pid\":%ld,", (long)pid);
+	const char *m = strstr(r.out, want);
+	cr_assert_not_null(m, "no process_name of %ld", (long)pid);
+	const char *nm = strstr(m, "\"name\":\"");
+	cr_expect(nm && !strncmp(nm + 8, trainer, strlen(trainer)), "export names %ld: %.200s", (long)pid, m);
 	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);

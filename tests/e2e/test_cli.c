@@ -177,6 +177,126 @@ Test(cli, help_version_and_usage_errors)
 	sp_t_result_free(&r);
 }
 
+/* Indentation of the line at p (spaces before its first other character). */
+static size_t indent_of(const char *p)
+{
+	return strspn(p, " ");
+}
+
+/* Append the line at p (up to its newline) to buf, after a space, runs of spaces made one. */
+static void append_words(char *buf, size_t cap, const char *p)
+{
+	size_t n = strlen(buf);
+	for (; *p && *p != '\n' && n + 2 < cap; p++) {
+		if (*p == ' ' && (n == 0 || buf[n - 1] == ' '))
+			continue;
+		buf[n++] = *p;
+	}
+	while (n && buf[n - 1] == ' ')
+		n--;
+	if (n && n + 1 < cap)
+		buf[n++] = ' ';
+	buf[n] = 0;
+}
+
+static void trim_end(char *buf)
+{
+	size_t n = strlen(buf);
+	while (n && buf[n - 1] == ' ')
+		buf[--n] = 0;
+}
+
+/*
+ * The overview's synopsis of verb `verb` (`stepprof --help`, after its list of
+ * verbs: an indented line "stepprof <verb> ..." and the lines indented deeper
+ * under it) as one line into buf; 0, or -1 when the verb has none.
+ */
+static int overview_synopsis(const char *out, const char *verb, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	const char *p = strstr(out, "\nverbs:\n");
+	char start[64];
+	snprintf(start, sizeof(start), "stepprof %s ", verb);
+	size_t syn_indent = 0;
+	for (; p && p[1]; p = strchr(p + 1, '\n')) {
+		const char *l = p + 1;
+		size_t ind = indent_of(l);
+		if (syn_indent && ind <= syn_indent)
+			break;
+		if (syn_indent || (ind && !strncmp(l + ind, start, strlen(start)))) {
+			syn_indent = syn_indent ? syn_indent : ind;
+			append_words(buf, cap, l);
+		}
+	}
+	trim_end(buf);
+	return buf[0] ? 0 : -1;
+}
+
+/* The synopsis of a verb's own --help: "usage: stepprof <verb> ..." and the lines indented under it. */
+static int own_synopsis(const char *out, char *buf, size_t cap)
+{
+	buf[0] = 0;
+	static const char u[] = "usage: ";
+	if (strncmp(out, u, strlen(u)))
+		return -1;
+	append_words(buf, cap, out + strlen(u));
+	for (const char *p = strchr(out, '\n'); p && p[1] && indent_of(p + 1) >= strlen("usage: stepprof ");
+	     p = strchr(p + 1, '\n'))
+		append_words(buf, cap, p + 1);
+	trim_end(buf);
+	return 0;
+}
+
+/* docs/cli.md's table row of the verb: "stepprof <verb> " + its operands column, \| read as |. */
+static int doc_synopsis(const char *md, const char *verb, char *buf, size_t cap)
+{
+	char row[64];
+	snprintf(row, sizeof(row), "\n| `%s` | `", verb);
+	const char *p = strstr(md, row), *e = p ? strstr(p + strlen(row), "` |") : NULL;
+	if (!e)
+		return -1;
+	int n = snprintf(buf, cap, "stepprof %s ", verb);
+	for (p += strlen(row); p < e && (size_t)n + 1 < cap; p++)
+		if (!(p[0] == '\\' && p[1] == '|'))
+			buf[n++] = *p;
+	buf[n] = 0;
+	return 0;
+}
+
+/*
+ * `stepprof --help` shows each verb's whole synopsis, the same as the verb's
+ * own --help (and docs/cli.md's table), compared by parsing both outputs.
+ * Before, the overview had a short list of each verb's options that disagreed
+ * with the verb's: dump without --summaries, analyze without --html or --rank,
+ * export without --from/--to, run's options spelt otherwise.
+ */
+Test(cli, the_overview_shows_each_verbs_own_synopsis)
+{
+	struct sp_t_result all;
+	cr_assert_eq(stepprof(&all, "--help", NULL), 0);
+	size_t mdlen = 0;
+	char *md = sp_t_read_file("docs/cli.md", &mdlen);
+	static const char *const verbs[] = {"analyze", "run", "info", "dump", "export"};
+	for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+		char over[1024], own[1024], doc[1024];
+		cr_expect_eq(overview_synopsis(all.out, verbs[i], over, sizeof(over)), 0,
+			     "stepprof --help has no synopsis of %s:\n%s", verbs[i], all.out);
+		struct sp_t_result r;
+		cr_assert_eq(stepprof(&r, verbs[i], "--help", NULL), 0, "%s --help: %s", verbs[i], r.err);
+		cr_assert_eq(own_synopsis(r.out, own, sizeof(own)), 0, "%s --help: %s", verbs[i], r.out);
+		sp_t_result_free(&r);
+		cr_expect_str_eq(over, own, "%s: stepprof --help says\n  %s\nits own --help\n  %s", verbs[i], over,
+				 own);
+		if (md) {
+			cr_expect_eq(doc_synopsis(md, verbs[i], doc, sizeof(doc)), 0, "docs/cli.md: no row of %s",
+				     verbs[i]);
+			cr_expect_str_eq(doc, own, "%s: docs/cli.md says\n  %s\nits --help\n  %s", verbs[i], doc, own);
+		}
+	}
+	free(md);
+	sp_t_result_free(&all);
+}
+
 /*
  * Every verb that reads traces takes its options before or after the operands (the
  * way analyze and export always did: `stepprof info DIR --json`), and a usage error

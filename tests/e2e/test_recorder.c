@@ -1432,6 +1432,72 @@ Test(recorder, bad_config_value_one_warning_and_default)
 	sp_t_rmrf(dir);
 }
 
+/* Every variable of config.def: its name and type (the one list the preload parses). */
+static const struct {
+	const char *name, *type;
+} config_vars[] = {
+#define SP_CONFIG(name, type, dflt, help) {"STEPPROF_" #name, #type},
+#include "config.def"
+#undef SP_CONFIG
+};
+
+/*
+ * A bad value of any STEPPROF_* variable (but STEPPROF_DIR, where any string
+ * is a path) is one warning naming it, in a job that exercises what reads the
+ * variables later: the trainer launches kernels, allocates device memory and
+ * reads files through its loader workers. Before, STEPPROF_KERNEL_TIMING=foo
+ * gave two warnings, the parser's at start-up and the CUDA hooks' at the first
+ * launch. And the default is used: with kernel timing's (all), each of the
+ * trainer's launches (its own count, cudaLaunchKernel) has its GPU span.
+ */
+Test(recorder, a_bad_value_of_any_variable_is_one_warning_and_the_default, .timeout = 240)
+{
+	for (size_t i = 0; i < sizeof(config_vars) / sizeof(config_vars[0]); i++) {
+		if (!strcmp(config_vars[i].type, "STR"))
+			continue;
+		char *dir = sp_t_tmpdir("recbadvar"), trace[600], data[600], bad[128];
+		snprintf(trace, sizeof(trace), "%s/trace", dir);
+		snprintf(data, sizeof(data), "%s/data", dir);
+		snprintf(bad, sizeof(bad), "%s=foo", config_vars[i].name);
+		char *argv[] = {(char *)sp_t_build("bin/trainer"), "--iters", "2", "--kernels", "3", "--workers", "1",
+				"--files-per-iter", "2", "--data-dir", data, NULL};
+		char *env[] = {env_preload(), env_dir(trace), bad, NULL};
+		struct sp_t_result r;
+		cr_assert_eq(sp_t_run(&r, argv, env, NULL, 120), 0, "%s: %s", bad, r.err);
+		cr_expect_eq(stepprof_lines(r.err), 1, "%s: one warning, stderr: %s", bad, r.err);
+		cr_expect(strstr(r.err, config_vars[i].name), "%s: the warning names the variable: %s", bad, r.err);
+		struct sp_json *truth = sp_json_parse(r.out);
+		cr_assert_not_null(truth, "%s: the trainer's ground truth: %s", bad, r.out);
+		uint64_t launched = sp_json_u64(truth, "totals.by_api.cudaLaunchKernel", 0);
+		sp_json_free(truth);
+		sp_t_result_free(&r);
+		if (!strcmp(config_vars[i].name, "STEPPROF_KERNEL_TIMING")) {
+			struct sp_json *j = info(trace);
+			struct sp_json *files = sp_json_get(j, "files");
+			size_t launches = 0, timed = 0;
+			for (size_t f = 0; files && f < files->n; f++) {
+				struct sp_json **l;
+				size_t n = dump(sp_json_str(&files->kids[f], "path"), &l);
+				for (size_t k = 0; k < n; k++) {
+					const char *kind = sp_json_str(l[k], "kind");
+					if (kind && !strcmp(kind, "launch")) {
+						launches++;
+						timed += sp_json_get(l[k], "gpu_begin_ns") != NULL;
+					}
+				}
+				sp_json_free_lines(l, n);
+			}
+			sp_json_free(j);
+			cr_expect_eq(launches, 6, "%zu launch records for 2 iterations of 3 kernels", launches);
+			cr_expect_eq(launched, 6, "the trainer's own count: %lu", (unsigned long)launched);
+			cr_expect_eq(timed, launches, "%s: all (the default): %zu of %zu launches timed", bad, timed,
+				     launches);
+		}
+		sp_t_rmrf(dir);
+		free(dir);
+	}
+}
+
 /* ---------------------------------------------------------------- the bench */
 
 static double field_after(const char *s, const char *key)

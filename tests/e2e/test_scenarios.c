@@ -27,6 +27,7 @@
  * scenario and marker mode.
  */
 #include <criterion/criterion.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -624,4 +625,99 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	cr_expect_eq(in_iterations(&r, "files_opened"), sp_json_num(r.truth, "totals.files_opened", -1));
 	cr_expect_not_null(finding(&r, "small_file_storm", NULL));
 	run_free(&r);
+}
+
+/* ------------------------------------------------------------ 4. the scripts */
+
+/* `git status --porcelain --untracked-files=all` of the working tree here, malloc'd; NULL without git. */
+static char *git_status(void)
+{
+	struct sp_t_result g;
+	char *argv[] = {"git", "status", "--porcelain", "--untracked-files=all", NULL};
+	if (sp_t_run(&g, argv, NULL, NULL, 60) != 0) {
+		sp_t_result_free(&g);
+		return NULL;
+	}
+	char *s = strdup(g.out);
+	sp_t_result_free(&g);
+	return s;
+}
+
+/*
+ * `scripts/scenarios.sh --profile NAME` run from the repository leaves it as it
+ * was (git status): the trace directory is a stepprof-* directory, which git
+ * ignores, and the ground truth is inside it. Before, the ground truth was
+ * written beside it as stepprof-NAME-DATE-PID.truth.json, an untracked file.
+ */
+Test(scenarios, the_profile_script_leaves_the_working_tree_clean, .timeout = 180)
+{
+	char *before = access("scripts/scenarios.sh", R_OK) ? NULL : git_status();
+	if (!before)
+		cr_skip_test("needs scripts/scenarios.sh in a git working tree (run from the repository root)");
+	struct sp_t_result r;
+	char *argv[] = {"/bin/sh", "scripts/scenarios.sh", "--profile", "clean", "--iters", "4", NULL};
+	char *env[] = {"STEPPROF_DIR=", NULL};
+	int st = sp_t_run(&r, argv, env, NULL, 120);
+	char *after = git_status();
+	/* what it names its trace directory, removed before the checks */
+	char dir[512] = "";
+	const char *t = strstr(r.err, "trace: ");
+	if (t)
+		sscanf(t + 7, "%511s", dir);
+	cr_expect(dir[0] && !strncmp(dir, "stepprof-clean-", 15) && !strchr(dir, '/'),
+		  "the trace directory is a fresh stepprof-* directory here: %s", r.err);
+	char truth[600];
+	snprintf(truth, sizeof(truth), "%s/truth.json", dir);
+	size_t n = 0;
+	char *text = dir[0] ? sp_t_read_file(truth, &n) : NULL;
+	struct sp_json *j = text ? sp_json_parse(text) : NULL;
+	cr_expect_eq(j ? sp_json_num(j, "totals.iterations", -1) : -1, 4, "the ground truth in %s: %.200s", truth,
+		     text ? text : "(none)");
+	sp_json_free(j);
+	free(text);
+	if (dir[0] && !strncmp(dir, "stepprof-clean-", 15) && !strchr(dir, '/')) {
+		char tj[600];
+		snprintf(tj, sizeof(tj), "%s.truth.json", dir);
+		unlink(tj);
+		sp_t_rmrf(dir);
+	}
+	cr_expect_eq(st, 0, "scenarios.sh --profile clean: exit %d: %s", st, r.err);
+	cr_expect(strstr(r.out, "stepprof analyze:"), "the report: %.300s", r.out);
+	cr_expect_str_eq(after ? after : "(git failed)", before, "git status before:\n%s\nafter:\n%s", before,
+			 after ? after : "(git failed)");
+	sp_t_result_free(&r);
+	free(before);
+	free(after);
+}
+
+/*
+ * make bench's scripts with STEPPROF_BUILD an absolute path (as the tests'
+ * STEPPROF_BUILD may be): each finds the library and prints its figure. Before,
+ * 20-cuda.sh, 60-trainer.sh and 70-trace-size.sh looked for $PWD/$STEPPROF_BUILD
+ * and said "skipped" (not built).
+ */
+Test(scenarios, bench_scripts_take_an_absolute_build_directory, .timeout = 240)
+{
+	static const struct {
+		const char *script, *figure;
+	} b[] = {
+	    {"scripts/bench.d/20-cuda.sh", "BENCH cuda_wrapper_ns: "},
+	    {"scripts/bench.d/60-trainer.sh", "BENCH trainer_step_ratio: "},
+	    {"scripts/bench.d/70-trace-size.sh", "BENCH trace_bytes_per_event: "},
+	};
+	char abs[PATH_MAX], env_build[PATH_MAX + 32];
+	if (access(b[0].script, R_OK) || !realpath(sp_t_build(""), abs))
+		cr_skip_test("needs scripts/bench.d (run from the repository root) and the build");
+	snprintf(env_build, sizeof(env_build), "STEPPROF_BUILD=%s", abs);
+	char *env[] = {env_build, "SP_BENCH_CUDA_N=2000", "SP_BENCH_TRAINER_ITERS=4", NULL};
+	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
+		if (i == 2 && access("/usr/bin/python3", X_OK))
+			continue; /* 70-trace-size.sh counts with python3 */
+		struct sp_t_result r;
+		char *argv[] = {"/bin/bash", (char *)b[i].script, NULL};
+		cr_expect_eq(sp_t_run(&r, argv, env, NULL, 200), 0, "%s: %s", b[i].script, r.err);
+		cr_expect_null(strstr(r.out, "skipped"), "%s with STEPPROF_BUILD=%s: %s", b[i].script, abs, r.out);
+		cr_expect_not_null(strstr(r.out, b[i].figure), "%s: %s", b[i].script, r.out);
+		sp_t_result_free(&r);
+	}
 }
