@@ -136,9 +136,9 @@ static int nbad;
 /*
  * The warning's key (sp_warn_once): the variable's name in lower case without
  * STEPPROF_, "kernel_timing" for STEPPROF_KERNEL_TIMING. RATIONALE: a module
- * that checks its variable again where it uses it (cuda_gpu.c reads
- * STEPPROF_KERNEL_TIMING at the first launch) warns under that same key, so
- * a bad value is said once, here, at start-up (before, twice: design.md §3).
+ * that checks its variable again where it uses it warns under that same key,
+ * so a bad value is said once, here, at start-up (before, STEPPROF_KERNEL_TIMING
+ * twice: design.md §3; cuda_gpu.c now takes sp_cfg's value).
  */
 static void warn_key(const char *var, char *key, size_t n)
 {

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "cuda_mem.h"
 #include "recorder.h"
 
@@ -185,33 +186,29 @@ static void give_back(struct tstate *S)
 	__atomic_store_n(&S->busy, 0, __ATOMIC_RELEASE);
 }
 
+/*
+ * STEPPROF_KERNEL_TIMING as the configuration parsed it (config.c: a bad
+ * value was warned about there, once, and is the default, all).
+ * RATIONALE: this read the variable again with rules of its own, which took
+ * "0", "none" and "+5" (refused by the configuration, whose warning said
+ * "using the default") as off, off and 5.
+ */
 unsigned sp_gpu_kernel_timing(void)
 {
 	unsigned k = __atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED);
 	if (k != ~0u)
 		return k;
-	int e = errno; /* strtoul, the warning */
-	const char *v = getenv("STEPPROF_KERNEL_TIMING");
+	const char *v = sp_cfg.KERNEL_TIMING;
 	k = 1;
-	if (v && *v) {
-		char *end;
-		if (!strcmp(v, "all")) {
-			k = 1;
-		} else if (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "none")) {
-			k = 0;
-		} else {
-			unsigned long n = strtoul(v, &end, 10);
-			if (*end || n == 0 || n > 1000000) {
-				sp_warn_once("kernel_timing", "STEPPROF_KERNEL_TIMING=%s: expected all, off or a number "
-							      "1..1000000; using all\n", v);
-				k = 1;
-			} else {
-				k = (unsigned)n;
-			}
-		}
+	if (v && !strcmp(v, "off")) {
+		k = 0;
+	} else if (v && strcmp(v, "all")) {
+		int e = errno;
+		unsigned long long n = strtoull(v, NULL, 10); /* a positive number: config.c checked it */
+		errno = e;
+		k = n == 0 ? 1 : n >= ~0u ? ~0u - 1 : (unsigned)n;
 	}
 	__atomic_store_n(&sp_gpu_ktiming, k, __ATOMIC_RELAXED);
-	errno = e;
 	return k;
 }
 

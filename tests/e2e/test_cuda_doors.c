@@ -610,12 +610,22 @@ Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
 	cr_expect_eq(t, 3, "STEPPROF_KERNEL_TIMING=2: %u of 6 launches timed", t);
 	door_free(&d);
 
-	const char *bad[] = { "STEPPROF_KERNEL_TIMING=sometimes", NULL };
-	door_run(&d, "bin/door_plt", 1, NULL, bad);
-	timed_counts(&d, "launch", &t, &n);
-	cr_expect_eq(t, n, "a bad value means all");
-	cr_expect(strstr(d.res.err, "STEPPROF_KERNEL_TIMING"), "no warning for a bad value:\n%s", d.res.err);
-	door_free(&d);
+	/*
+	 * A bad value: one warning and the default, all. "0", "none" and "+5"
+	 * were refused by the configuration (its warning said "using the
+	 * default") but read by the timing code as off, off and 5.
+	 */
+	const char *bads[] = { "sometimes", "0", "none", "+5" };
+	for (unsigned i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+		char var[64];
+		snprintf(var, sizeof(var), "STEPPROF_KERNEL_TIMING=%s", bads[i]);
+		const char *bad[] = { var, NULL };
+		door_run(&d, "bin/door_plt", 1, NULL, bad);
+		timed_counts(&d, "launch", &t, &n);
+		cr_expect_eq(t, n, "%s is a bad value, which means all: %u of %u launches timed", var, t, n);
+		cr_expect(strstr(d.res.err, "STEPPROF_KERNEL_TIMING"), "no warning for %s:\n%s", var, d.res.err);
+		door_free(&d);
+	}
 }
 
 Test(cuda_doors, a_polling_loop_is_one_sync_record, .timeout = 120)
