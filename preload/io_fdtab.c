@@ -78,7 +78,18 @@ uint64_t io_fd_lookup(int fd, uint64_t w)
 	/* no file type (an anonymous inode: eventfd, timerfd, signalfd, epoll, pidfd,
 	 * inotify) or a character device (a tty, /dev/zero, /dev/urandom): not input */
 	uint64_t not_input = (st.st_mode & S_IFMT) == 0 || S_ISCHR(st.st_mode) ? IO_W_NOT_INPUT : 0;
-	return io_word_make(path, type, 1) | not_input | (w & ((7ull << IO_W_WAIT_SHIFT) | IO_W_OUTPUT));
+	/*
+	 * An fd not seen born that is open for writing only is output, as a file
+	 * opened so here is (io_open_is_output): a stdout the shell redirected to
+	 * a file (`job > log`), a pipe's write end. Before, the close of such a
+	 * stdout and stderr at exit were the only records of `true > f`, and made
+	 * it a trace. One fcntl per such fd, at its first use.
+	 */
+	saved = errno;
+	long fl = syscall(SYS_fcntl, fd, F_GETFL);
+	errno = saved;
+	uint64_t output = fl >= 0 && (fl & O_ACCMODE) == O_WRONLY ? IO_W_OUTPUT : 0;
+	return io_word_make(path, type, 1) | not_input | output | (w & ((7ull << IO_W_WAIT_SHIFT) | IO_W_OUTPUT));
 }
 
 uint64_t io_fd_resolve(int fd)

@@ -621,3 +621,57 @@ Test(io, a_dup_of_an_epoll_fd_keeps_its_loader_waits, .timeout = 60)
 	cr_expect_eq(n, 3, "%u loader waits on the dup of the epoll fd for 3 waits", n);
 	lim_fini(&e, t, &rs);
 }
+
+/*
+ * An fd the process did not open, open for writing only (a stdout the shell
+ * redirected to a file, a stderr that is a pipe's write end), is output, as a
+ * file the process opens write-only is: its close is no record. Before, `true
+ * > f` left a trace of two closes (fd 1 and 2), and every program of a job
+ * recorded the close of its stdout. `sh -c 'exec cat < in > out'`: cat's trace
+ * holds the read of in on fd 0 and its close, and nothing on fd 1 or 2.
+ */
+Test(io, inherited_write_only_fds_are_output_not_input, .timeout = 60)
+{
+	struct lim_env e;
+	struct io_recs rs;
+	e.tmp = sp_t_tmpdir("io-limits-wronly");
+	e.bin = NULL;
+	e.lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	char in[PATH_MAX + 8], out[PATH_MAX + 8], cmd[3 * PATH_MAX];
+	snprintf(in, sizeof(in), "%s/in", e.tmp);
+	snprintf(out, sizeof(out), "%s/out", e.tmp);
+	FILE *f = fopen(in, "w");
+	cr_assert_not_null(f);
+	fputs("twelve bytes", f);
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "exec cat < '%s' > '%s'", in, out);
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
+	sp_t_result_free(&res);
+	io_t_load_dir(e.trace, &rs);
+	uint64_t bytes = 0;
+	unsigned reads = 0, closes0 = 0, on_out = 0;
+	for (size_t i = 0; i < rs.n; i++) {
+		const struct io_rec *r = &rs.v[i];
+		if (r->fd == 1 || r->fd == 2 || (r->path && !strcmp(r->path, out)))
+			on_out++;
+		if (r->fd == 0 && r->path && !strcmp(r->path, in)) {
+			if (!strcmp(r->kind, "read"))
+				reads++, bytes += r->bytes;
+			closes0 += !strcmp(r->kind, "close");
+		}
+	}
+	cr_expect_eq(on_out, 0, "%u records on the write-only stdout/stderr", on_out);
+	cr_expect_geq(reads, 1, "cat's read of its stdin");
+	cr_expect_eq(bytes, 12, "%llu bytes read of in, 12 written", (unsigned long long)bytes);
+	cr_expect_eq(closes0, 1, "%u closes of the stdin", closes0);
+	io_t_free(&rs);
+	sp_t_rmrf(e.tmp);
+	free(e.tmp), free(e.lib);
+}
