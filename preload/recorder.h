@@ -78,6 +78,28 @@ SP_HIDDEN extern uint64_t sp_sum_next;
 #define SP_SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
 
 /*
+ * sp_emit_rare given a copy of the kind's own fields of f[], for sp_emit_k.
+ * RATIONALE: the caller's f[] is a local array that the inline path turns into
+ * registers, but only while its address goes nowhere: passed to sp_emit_rare
+ * itself, the array escaped, so every field was stored to the stack before the
+ * record and, past sp_emit_k's signal fences (a compiler barrier for escaped
+ * memory), loaded back for the encoding (objdump of read: five stores and five
+ * loads). The copy is made on the rare path only.
+ */
+static inline __attribute__((always_inline)) void sp_emit_rare_copy(unsigned kind, unsigned api, uint64_t begin_ns,
+								    uint64_t end_ns, const uint64_t *f)
+{
+	const uint64_t m = sp_kind_mask[kind];
+	uint64_t g[SP_F__COUNT];
+#define SP_FIELD(id, name, width, type)                                                                                \
+	if ((m >> SP_F_##id) & 1)                                                                                      \
+		g[SP_F_##id] = f[SP_F_##id];
+#include "stepprof/fields.def"
+#undef SP_FIELD
+	sp_emit_rare(kind, api, begin_ns, end_ns, g);
+}
+
+/*
  * A record of a kind known at compile time (a valid kind other than STRING).
  * RATIONALE: with the kind constant the encoder folds to straight-line shifts
  * and stores of the caller's f[] values (sp_tf_encode_k), with no field loop
@@ -105,7 +127,7 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || end - slot < (long)n ||
 				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
 			     0)) {
-		sp_emit_rare(kind, api, begin_ns, end_ns, f);
+		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
 	}
 	/* busy until the commit: a signal handler recording meanwhile takes the rare path (sp_tf_stream_busy) */
@@ -114,7 +136,7 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	if (__builtin_expect(st->cur != slot, 0)) {
 		/* a handler recorded between the loads above and the hiding: the slot is its record */
 		sp_tf_stream_unhide(st);
-		sp_emit_rare(kind, api, begin_ns, end_ns, f);
+		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
 	}
 	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
