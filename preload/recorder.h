@@ -109,8 +109,17 @@ static inline __attribute__((always_inline)) void sp_emit_rare_copy(unsigned kin
 static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsigned api, uint64_t begin_ns,
 							    uint64_t end_ns, const uint64_t *f)
 {
-	if (__builtin_expect(!sp_active, 0))
-		return;
+	/*
+	 * RATIONALE: no test of sp_active here; sp_emit_rare makes it. Its callers
+	 * tested it already (io_enter, sp_started, the CUDA hooks), and a stream
+	 * with room exists only once the recorder is active: STEPPROF_DISABLE and a
+	 * failed start leave every stream without a chunk (end - slot == 0: the rare
+	 * path), and the one process whose sp_active goes back to 0, a child forked
+	 * by a signal handler in the middle of a record (fork_child_mid_record),
+	 * keeps its stream in a mapping turned into private zeros: what it writes
+	 * there reaches no file. sp_active is volatile: tested here too, every
+	 * record read and tested it twice (3 instructions a record).
+	 */
 	const unsigned n = sp_tf_kind_slots(kind);
 	struct sp_tf_stream *st = &sp_rec_stream;
 	struct sp_slot *slot = st->cur;
