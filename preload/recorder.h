@@ -148,7 +148,7 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
 	}
-	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_encode_k(slot, kind, api, begin_ns, sp_tf_dur_ns(begin_ns, end_ns), f);
 	sp_tf_commit_n(st, slot, kind, n);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	st->end = end;
