@@ -133,7 +133,12 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	 */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	struct sp_slot *end = st->end;
-	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || end - slot < (long)n ||
+	/*
+	 * Room: the record's end (slot + n, the commit's next cur: one lea for
+	 * both) not past end. As addresses: cur and end are NULL without a chunk.
+	 * `end - slot < n` took a subtraction, a test and a copy more.
+	 */
+	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || (uintptr_t)slot + n * sizeof(*slot) > (uintptr_t)end ||
 				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
 			     0)) {
 		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
