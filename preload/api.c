@@ -84,8 +84,12 @@ __attribute__((no_sanitize("address"))) static inline int mark_cached(const stru
 {
 	unsigned nw = c->nw;
 	if (__builtin_expect(((uintptr_t)name & 4095) <= 4096 - MARK_CACHE_NAME, 1)) {
-		for (unsigned i = 0; i < nw; i++) {
-			uint64_t x;
+		/* the first word outside the loop: a cached name has one (nw >= 1), most have no other */
+		uint64_t x;
+		memcpy(&x, name, 8);
+		if ((x ^ c->w[0]) & c->m[0])
+			return 0;
+		for (unsigned i = 1; i < nw; i++) {
 			memcpy(&x, name + 8 * i, 8);
 			if ((x ^ c->w[i]) & c->m[i])
 				return 0;

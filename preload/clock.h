@@ -88,7 +88,12 @@ static inline uint64_t sp_now(void)
 	uint64_t d = t - sp_clk.tsc0, len = sp_clk.tsc_len, ns0 = sp_clk.ns0, mult = sp_clk.mult;
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	/* d < len also rejects t < tsc0 (unsigned), and len == 0 (no segment) */
-	if (__builtin_expect(d < len && __atomic_load_n(&sp_clk.seq, __ATOMIC_RELAXED) == s && !(s & 1), 1))
+	/*
+	 * An odd count (the segment being rewritten) made even, so that the second
+	 * read, never equal to it then, rejects it: one compare for both tests
+	 * (`== s && !(s & 1)`).
+	 */
+	if (__builtin_expect(d < len && __atomic_load_n(&sp_clk.seq, __ATOMIC_RELAXED) == (s & ~1u), 1))
 		return ns0 + ((d * mult) >> 32);
 	return sp_now_slow(t);
 #else

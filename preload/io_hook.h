@@ -286,8 +286,9 @@ static inline __attribute__((always_inline)) void io_emit(unsigned kind, unsigne
 	uint64_t f[SP_F__COUNT];
 	if (__builtin_expect(!io_feature_marked, 0))
 		io_mark_feature();
-	/* Only the kind's own fields (a constant mask): the array's address goes to
-	 * the recorder's rare path, so every store here is a real store. */
+	/* Only the kind's own fields (a constant mask). The array's address goes
+	 * nowhere (sp_emit_k hands its rare path a copy): the stores fold into the
+	 * encoding, in registers. */
 	const uint64_t m = sp_kind_mask[kind];
 	if (m & (1ull << SP_F_PATH))
 		f[SP_F_PATH] = path;

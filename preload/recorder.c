@@ -240,7 +240,7 @@ static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st
 			break;
 		sp_tf_stream_unhide(st); /* a handler recorded into the slot before the hiding: reserve again */
 	}
-	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_encode_k(slot, kind, api, begin_ns, sp_tf_dur_ns(begin_ns, end_ns), f);
 	sp_tf_commit_n(st, slot, kind, n);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	st->end = end;

@@ -78,6 +78,28 @@ SP_HIDDEN extern uint64_t sp_sum_next;
 #define SP_SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
 
 /*
+ * sp_emit_rare given a copy of the kind's own fields of f[], for sp_emit_k.
+ * RATIONALE: the caller's f[] is a local array that the inline path turns into
+ * registers, but only while its address goes nowhere: passed to sp_emit_rare
+ * itself, the array escaped, so every field was stored to the stack before the
+ * record and, past sp_emit_k's signal fences (a compiler barrier for escaped
+ * memory), loaded back for the encoding (objdump of read: five stores and five
+ * loads). The copy is made on the rare path only.
+ */
+static inline __attribute__((always_inline)) void sp_emit_rare_copy(unsigned kind, unsigned api, uint64_t begin_ns,
+								    uint64_t end_ns, const uint64_t *f)
+{
+	const uint64_t m = sp_kind_mask[kind];
+	uint64_t g[SP_F__COUNT];
+#define SP_FIELD(id, name, width, type)                                                                                \
+	if ((m >> SP_F_##id) & 1)                                                                                      \
+		g[SP_F_##id] = f[SP_F_##id];
+#include "stepprof/fields.def"
+#undef SP_FIELD
+	sp_emit_rare(kind, api, begin_ns, end_ns, g);
+}
+
+/*
  * A record of a kind known at compile time (a valid kind other than STRING).
  * RATIONALE: with the kind constant the encoder folds to straight-line shifts
  * and stores of the caller's f[] values (sp_tf_encode_k), with no field loop
@@ -87,8 +109,17 @@ SP_HIDDEN extern uint64_t sp_sum_next;
 static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsigned api, uint64_t begin_ns,
 							    uint64_t end_ns, const uint64_t *f)
 {
-	if (__builtin_expect(!sp_active, 0))
-		return;
+	/*
+	 * RATIONALE: no test of sp_active here; sp_emit_rare makes it. Its callers
+	 * tested it already (io_enter, sp_started, the CUDA hooks), and a stream
+	 * with room exists only once the recorder is active: STEPPROF_DISABLE and a
+	 * failed start leave every stream without a chunk (end - slot == 0: the rare
+	 * path), and the one process whose sp_active goes back to 0, a child forked
+	 * by a signal handler in the middle of a record (fork_child_mid_record),
+	 * keeps its stream in a mapping turned into private zeros: what it writes
+	 * there reaches no file. sp_active is volatile: tested here too, every
+	 * record read and tested it twice (3 instructions a record).
+	 */
 	const unsigned n = sp_tf_kind_slots(kind);
 	struct sp_tf_stream *st = &sp_rec_stream;
 	struct sp_slot *slot = st->cur;
@@ -102,10 +133,15 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	 */
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	struct sp_slot *end = st->end;
-	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || end - slot < (long)n ||
+	/*
+	 * Room: the record's end (slot + n, the commit's next cur: one lea for
+	 * both) not past end. As addresses: cur and end are NULL without a chunk.
+	 * `end - slot < n` took a subtraction, a test and a copy more.
+	 */
+	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || (uintptr_t)slot + n * sizeof(*slot) > (uintptr_t)end ||
 				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
 			     0)) {
-		sp_emit_rare(kind, api, begin_ns, end_ns, f);
+		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
 	}
 	/* busy until the commit: a signal handler recording meanwhile takes the rare path (sp_tf_stream_busy) */
@@ -114,10 +150,10 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	if (__builtin_expect(st->cur != slot, 0)) {
 		/* a handler recorded between the loads above and the hiding: the slot is its record */
 		sp_tf_stream_unhide(st);
-		sp_emit_rare(kind, api, begin_ns, end_ns, f);
+		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
 	}
-	sp_tf_encode_k(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_encode_k(slot, kind, api, begin_ns, sp_tf_dur_ns(begin_ns, end_ns), f);
 	sp_tf_commit_n(st, slot, kind, n);
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	st->end = end;

@@ -1028,7 +1028,7 @@ int sp_tf_write(struct sp_tf_stream *s, unsigned kind, unsigned api, uint64_t be
 	struct sp_slot *slot = sp_tf_reserve(s, sp_tf_layout[kind].nslots, end_ns);
 	if (!slot)
 		return -1;
-	sp_tf_encode(slot, kind, api, begin_ns, end_ns > begin_ns ? end_ns - begin_ns : 0, f);
+	sp_tf_encode(slot, kind, api, begin_ns, sp_tf_dur_ns(begin_ns, end_ns), f);
 	sp_tf_commit(s, slot, kind);
 	return 0;
 }
