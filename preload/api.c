@@ -28,6 +28,7 @@ static uint64_t g_step; /* next step index of this process */
 struct mark_cache {
 	uint32_t id, nw;		 /* nw: words holding the name and its NUL */
 	uint32_t busy;			 /* being rewritten (a signal handler marking meanwhile leaves it alone) */
+	uint32_t gen;			 /* odd while rewritten, +2 a rewrite: mark_id's check that none came between */
 	uint64_t w[MARK_CACHE_NAME / 8]; /* the name, NUL, zeros */
 	uint64_t m[MARK_CACHE_NAME / 8]; /* per word: the bytes that belong to the name and its NUL */
 };
@@ -50,6 +51,7 @@ static __attribute__((noinline)) uint32_t mark_id_slow(const char *name)
 	if (id && len < MARK_CACHE_NAME && !c->busy) {
 		/* id 0 first: a signal handler marking meanwhile neither uses nor rewrites a half-written entry */
 		c->busy = 1;
+		c->gen++;
 		c->id = 0;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		memset(c->w, 0, sizeof(c->w));
@@ -61,6 +63,7 @@ static __attribute__((noinline)) uint32_t mark_id_slow(const char *name)
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		c->id = id;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		c->gen++;
 		c->busy = 0;
 	}
 	return id;
@@ -106,11 +109,24 @@ __attribute__((no_sanitize("address"))) static inline int mark_cached(const stru
 	return 0;
 }
 
+/*
+ * The cached id when name is the cached name. A signal handler's mark may
+ * rewrite the cache while this compares (its generation then moved): the
+ * words compared were then a mix of two names, which could match a third
+ * (marks of "xxxxxxxxBBBBBBB" recorded as "xxxxxxxxAAAAAAA" under a handler
+ * marking "yyyyyyyyBBBBBBB": 137 of 500,000), so the id and the generation
+ * are read before the compare and the generation checked after it.
+ */
 static inline uint32_t mark_id(const char *name)
 {
 	const struct mark_cache *c = &t_cache;
-	if (c->id && mark_cached(c, name))
-		return c->id;
+	uint32_t gen = c->gen, id = c->id;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (id && mark_cached(c, name)) {
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		if (__builtin_expect(c->gen == gen, 1))
+			return id;
+	}
 	return mark_id_slow(name);
 }
 

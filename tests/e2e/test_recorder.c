@@ -1832,3 +1832,40 @@ Test(recorder, a_process_ended_by_os_exit_ends_its_file_cleanly, .timeout = 60)
 	sp_json_free(j);
 	sp_t_rmrf(dir);
 }
+
+/*
+ * A signal handler's mark rewrites the thread's name cache while the mark it
+ * interrupted compares its name with that cache: the words compared were a
+ * mix of two names, which matched a third. markgen -W: 300,000 rounds of
+ * "xxxxxxxxAAAAAAA" and "xxxxxxxxBBBBBBB" (same first word) under SIGALRM
+ * every 20 us marking "yyyyyyyyBBBBBBB" (same second word). Before, ~0.03% of
+ * the B marks were recorded as A (500,135 A for 500,000). Every mark is its
+ * own name or a counted lost record.
+ */
+Test(recorder, a_signal_handlers_mark_never_renames_the_mark_it_interrupted, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recrace");
+	struct sp_t_result r;
+	char *extra[] = {"STEPPROF_MAX_MB=64", NULL};
+	cr_assert_eq(markgen(&r, dir, extra, "-W 300000"), 0, "%s", r.err);
+	long alarms = -1;
+	const char *a = strstr(r.out, "alarms=");
+	cr_assert(a && sscanf(a, "alarms=%ld", &alarms) == 1, "%s", r.out);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	struct sp_json *f = only_file(j);
+	expect_marks_accounted(f, 600000 + alarms);
+	struct sp_json **l = NULL;
+	size_t n = dump(sp_json_str(f, "path"), &l);
+	uint64_t xa = count_name(l, n, "mark", "xxxxxxxxAAAAAAA"), xb = count_name(l, n, "mark", "xxxxxxxxBBBBBBB"),
+		 yb = count_name(l, n, "mark", "yyyyyyyyBBBBBBB");
+	cr_expect_leq(xa, 300000, "%lu marks named xxxxxxxxAAAAAAA for 300000 made", (unsigned long)xa);
+	cr_expect_leq(xb, 300000, "%lu marks named xxxxxxxxBBBBBBB for 300000 made", (unsigned long)xb);
+	cr_expect_leq(yb, (uint64_t)alarms, "%lu marks named yyyyyyyyBBBBBBB for %ld made", (unsigned long)yb, alarms);
+	cr_expect_eq(xa + xb + yb, sp_json_u64(f, "records_by_kind.mark", 0), "marks of another name");
+	for (size_t i = 0; i < n; i++)
+		sp_json_free(l[i]);
+	free(l);
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+}

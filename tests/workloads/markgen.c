@@ -43,6 +43,11 @@
  *              returns from the handler into whatever its thread was doing (a mark, the
  *              trace file's creation), writes 10 marks "sigchild" and _exits 0. The parent
  *              prints "sigforks=<forks> bad=<children that did not exit 0>"
+ *     -W N     name race: N rounds of two marks, "xxxxxxxxAAAAAAA" then "xxxxxxxxBBBBBBB"
+ *              (the same first 8 bytes), while SIGALRM every 20 us marks
+ *              "yyyyyyyyBBBBBBB" (the same last 8) from its handler, rewriting the
+ *              thread's name cache under a mark comparing its name with it; prints
+ *              "alarms=<handler calls>"
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
@@ -59,6 +64,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,14 +264,42 @@ static void bench_all(long n, double *empty_ns, double *mark_ns, double *clock_n
 	*empty_ns = best[0], *mark_ns = best[1], *clock_ns = best[2];
 }
 
+static volatile sig_atomic_t race_alarms;
+
+static void race_alarm(int sig)
+{
+	(void)sig;
+	int e = errno;
+	do_mark("yyyyyyyyBBBBBBB");
+	race_alarms++;
+	errno = e;
+}
+
+static void name_race(long n)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = race_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 20}, {0, 20}}, off = {{0, 0}, {0, 0}};
+	setitimer(ITIMER_REAL, &it, NULL);
+	for (long i = 0; i < n; i++) {
+		do_mark("xxxxxxxxAAAAAAA");
+		do_mark("xxxxxxxxBBBBBBB");
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	printf("alarms=%ld\n", (long)race_alarms);
+}
+
 int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0,
 	     rm_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
-	long alloc_mib = -1, sig_us = -1;
+	long alloc_mib = -1, sig_us = -1, race_n = 0;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:W:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -321,6 +355,9 @@ int main(int argc, char **argv)
 		case 'q':
 			quick = 1;
 			break;
+		case 'W':
+			race_n = atol(optarg);
+			break;
 		case 'c':
 			code = atoi(optarg);
 			break;
@@ -353,6 +390,10 @@ int main(int argc, char **argv)
 	if (!do_step)
 		do_step = no_step;
 
+	if (race_n > 0) {
+		name_race(race_n);
+		return 0;
+	}
 	if (bench > 0) {
 		double base_ns, mark_ns, clock_ns;
 		bench_all(bench, &base_ns, &mark_ns, &clock_ns);
