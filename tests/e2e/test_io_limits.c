@@ -62,6 +62,40 @@ static void lim_fini(struct lim_env *e, struct sp_json *t, struct io_recs *rs)
 	free(e->tmp), free(e->bin), free(e->lib);
 }
 
+/* e for a command of the test's own (no iolimits): a fresh e->tmp, e->trace in it. */
+static void lim_env_own(struct lim_env *e, const char *tag);
+
+/* The same for a script of /usr/bin/python3 (the test skips without it). */
+static void lim_env_python(struct lim_env *e, const char *tag)
+{
+	if (access("/usr/bin/python3", X_OK) != 0)
+		cr_skip_test("/usr/bin/python3 not installed");
+	lim_env_own(e, tag);
+}
+
+static void lim_env_own(struct lim_env *e, const char *tag)
+{
+	e->tmp = sp_t_tmpdir(tag);
+	e->bin = NULL;
+	e->lib = io_t_abs("lib/libstepprof.so");
+	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
+}
+
+/* argv under the preload (STEPPROF_IO=libc, e->trace), exit 0 asserted: its truth when it prints one, the records in *rs. */
+static struct sp_json *lim_run_argv(struct lim_env *e, char *argv[], struct io_recs *rs)
+{
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s: %s", argv[0], res.err);
+	struct sp_json *t = strchr(res.out, '{') ? io_t_truth(res.out) : NULL;
+	sp_t_result_free(&res);
+	io_t_load_dir(e->trace, rs);
+	return t;
+}
+
 static long tnum(const struct sp_json *t, const char *key)
 {
 	long v = (long)sp_json_i64(t, key, -1);
@@ -325,14 +359,9 @@ Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
  */
 Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 {
-	if (access("/usr/bin/python3", X_OK) != 0)
-		cr_skip_test("/usr/bin/python3 not installed");
 	struct lim_env e;
 	struct io_recs rs;
-	e.tmp = sp_t_tmpdir("io-limits-py");
-	e.bin = NULL;
-	e.lib = io_t_abs("lib/libstepprof.so");
-	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	lim_env_python(&e, "io-limits-py");
 	static const char script[] = "import json, os, shutil, sys\n"
 				     "d = sys.argv[1]\n"
 				     "src = os.path.join(d, 'src')\n"
@@ -341,16 +370,8 @@ Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 				     "shutil.copyfile(src, os.path.join(d, 'dst'))\n"
 				     "print(json.dumps({'pid': os.getpid(), 'src': src,\n"
 				     "                  'size': os.path.getsize(os.path.join(d, 'dst'))}))\n";
-	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
-	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
-	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
 	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, e.tmp, NULL };
-	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
-	struct sp_json *t = io_t_truth(res.out);
-	sp_t_result_free(&res);
-	io_t_load_dir(e.trace, &rs);
+	struct sp_json *t = lim_run_argv(&e, argv, &rs);
 	cr_assert_eq(tnum(t, "size"), 100000);
 	struct io_filter f = { .kind = "read", .pid = (int)tnum(t, "pid"), .prefix = sp_json_str(t, "src") };
 	uint64_t b;
@@ -578,14 +599,9 @@ Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
  */
 Test(io, a_dup_of_an_epoll_fd_keeps_its_loader_waits, .timeout = 60)
 {
-	if (access("/usr/bin/python3", X_OK) != 0)
-		cr_skip_test("/usr/bin/python3 not installed");
 	struct lim_env e;
 	struct io_recs rs;
-	e.tmp = sp_t_tmpdir("io-limits-epdup");
-	e.bin = NULL;
-	e.lib = io_t_abs("lib/libstepprof.so");
-	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	lim_env_python(&e, "io-limits-epdup");
 	static const char script[] = "import json, os, select, threading, time\n"
 				     "r, w = os.pipe()\n"
 				     "ep = select.epoll()\n"
@@ -599,16 +615,8 @@ Test(io, a_dup_of_an_epoll_fd_keeps_its_loader_waits, .timeout = 60)
 				     "    os.read(r, 1)\n"
 				     "    t.join()\n"
 				     "print(json.dumps({'pid': os.getpid(), 'ready': got, 'dupfd': dup.fileno()}))\n";
-	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
-	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
-	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
 	char *argv[] = { "/usr/bin/python3", "-c", (char *)script, NULL };
-	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
-	struct sp_json *t = io_t_truth(res.out);
-	sp_t_result_free(&res);
-	io_t_load_dir(e.trace, &rs);
+	struct sp_json *t = lim_run_argv(&e, argv, &rs);
 	cr_assert_eq(tnum(t, "ready"), 3);
 	struct io_filter f = { .kind = "loader_wait", .pid = (int)tnum(t, "pid"), .api = "epoll_wait" };
 	unsigned n = 0;
@@ -634,10 +642,7 @@ Test(io, inherited_write_only_fds_are_output_not_input, .timeout = 60)
 {
 	struct lim_env e;
 	struct io_recs rs;
-	e.tmp = sp_t_tmpdir("io-limits-wronly");
-	e.bin = NULL;
-	e.lib = io_t_abs("lib/libstepprof.so");
-	snprintf(e.trace, sizeof(e.trace), "%s/trace", e.tmp);
+	lim_env_own(&e, "io-limits-wronly");
 	char in[PATH_MAX + 8], out[PATH_MAX + 8], cmd[3 * PATH_MAX];
 	snprintf(in, sizeof(in), "%s/in", e.tmp);
 	snprintf(out, sizeof(out), "%s/out", e.tmp);
@@ -646,15 +651,8 @@ Test(io, inherited_write_only_fds_are_output_not_input, .timeout = 60)
 	fputs("twelve bytes", f);
 	fclose(f);
 	snprintf(cmd, sizeof(cmd), "exec cat < '%s' > '%s'", in, out);
-	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e.lib);
-	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e.trace);
-	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
-	struct sp_t_result res;
-	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 60), 0, "%s", res.err);
-	sp_t_result_free(&res);
-	io_t_load_dir(e.trace, &rs);
+	cr_assert_null(lim_run_argv(&e, argv, &rs));
 	uint64_t bytes = 0;
 	unsigned reads = 0, closes0 = 0, on_out = 0;
 	for (size_t i = 0; i < rs.n; i++) {
@@ -671,7 +669,5 @@ Test(io, inherited_write_only_fds_are_output_not_input, .timeout = 60)
 	cr_expect_geq(reads, 1, "cat's read of its stdin");
 	cr_expect_eq(bytes, 12, "%llu bytes read of in, 12 written", (unsigned long long)bytes);
 	cr_expect_eq(closes0, 1, "%u closes of the stdin", closes0);
-	io_t_free(&rs);
-	sp_t_rmrf(e.tmp);
-	free(e.tmp), free(e.lib);
+	lim_fini(&e, NULL, &rs);
 }

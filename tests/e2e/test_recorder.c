@@ -348,19 +348,27 @@ Test(recorder, steps_are_numbered_per_process)
 	sp_t_rmrf(dir);
 }
 
+/* /usr/bin/python3 -c script under the preload, its trace in dir (io: STEPPROF_IO, NULL for the default); its status. */
+static int python_in(struct sp_t_result *r, const char *dir, const char *script, const char *io)
+{
+	char pre[600], d[600], iov[64];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
+	snprintf(iov, sizeof(iov), "STEPPROF_IO=%s", io ? io : "auto");
+	char *env[] = {pre, d, iov, NULL};
+	char *argv[] = {"/usr/bin/python3", "-c", (char *)script, NULL};
+	return sp_t_run(r, argv, env, NULL, 60);
+}
+
 Test(recorder, python_ctypes_reaches_the_api)
 {
 	char *dir = sp_t_tmpdir("recpy");
-	char pre[600], d[600];
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
-	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
-	char *env[] = {pre, d, NULL};
-	char *argv[] = {"/usr/bin/python3", "-c",
-			"import ctypes\nlib = ctypes.CDLL(None)\nfor i in range(7):\n"
-			"    lib.stepprof_step()\n    lib.stepprof_mark(b'py')\nprint('done')",
-			NULL};
 	struct sp_t_result r;
-	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	cr_assert_eq(python_in(&r, dir,
+			       "import ctypes\nlib = ctypes.CDLL(None)\nfor i in range(7):\n"
+			       "    lib.stepprof_step()\n    lib.stepprof_mark(b'py')\nprint('done')",
+			       NULL),
+		     0, "%s", r.err);
 	cr_expect_str_eq(r.out, "done\n");
 	sp_t_result_free(&r);
 	struct sp_json *j = info(dir);
@@ -1785,11 +1793,7 @@ Test(recorder, mark_name_cache_tells_every_name_apart)
 Test(recorder, a_process_ended_by_os_exit_ends_its_file_cleanly, .timeout = 60)
 {
 	char *dir = sp_t_tmpdir("recqexit");
-	char pre[600], d[600];
-	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
-	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
-	char *env[] = {pre, d, "STEPPROF_IO=libc", NULL};
-	char *argv[] = {"/usr/bin/python3", "-c",
+	static const char script[] =
 			"import os, multiprocessing as mp, subprocess, tempfile\n"
 			"path = os.path.join(tempfile.gettempdir(), 'stepprof-qexit-%d' % os.getpid())\n"
 			"open(path, 'wb').write(b'x' * 100)\n"
@@ -1801,10 +1805,9 @@ Test(recorder, a_process_ended_by_os_exit_ends_its_file_cleanly, .timeout = 60)
 			"for i in range(7): open(path, 'rb').read()\n"
 			"os.unlink(path)\n"
 			"print('worker', p.exitcode, 'parent', os.getpid(), 'path', path, flush=True)\n"
-			"os._exit(3)",
-			NULL};
+			"os._exit(3)";
 	struct sp_t_result r;
-	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 3, "%s", r.err);
+	cr_assert_eq(python_in(&r, dir, script, "libc"), 3, "%s", r.err);
 	long parent = -1;
 	char path[512] = "";
 	cr_assert_eq(sscanf(r.out, "worker 0 parent %ld path %511s", &parent, path), 2, "%s", r.out);
