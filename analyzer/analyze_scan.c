@@ -35,7 +35,9 @@ static void kind_slots_init(void)
 static int needs_fields(unsigned kind)
 {
 	/* COPY: its direction tells the training thread (analyze.c, thr_trains_more); copies are few */
-	return kind == SP_K_RANGE || kind == SP_K_STEP || kind == SP_K_FORK || kind == SP_K_LOST || kind == SP_K_COPY;
+	/* GPU_SPAN2: two spans, returned as two GPU_SPAN records, as the reader does */
+	return kind == SP_K_RANGE || kind == SP_K_STEP || kind == SP_K_FORK || kind == SP_K_LOST || kind == SP_K_COPY ||
+	       kind == SP_K_GPU_SPAN2;
 }
 
 /* One chunk of which `bytes` are in the file (less than the chunk size when the file was cut). */
@@ -65,6 +67,12 @@ static void scan_chunk(const uint8_t *c, uint32_t bytes, int file, an_scan_fn fn
 			if (sp_decode(&s[i], used - i, &ev)) {
 				ev.pid = h->pid;
 				ev.tid = h->tid;
+				if (kind == SP_K_GPU_SPAN2) {
+					struct sp_event b;
+					sp_span2_split(&ev, &ev, &b);
+					fn(arg, &ev, file);
+					ev = b;
+				}
 				fn(arg, &ev, file);
 			}
 		} else {

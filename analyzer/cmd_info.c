@@ -113,6 +113,9 @@ static void info_text(const char *path, const struct info *in)
 	printf("  threads     %u\n", st->threads);
 	printf("  records     %llu (strings %llu, lost %llu, overwritten %llu)\n", (unsigned long long)st->records,
 	       (unsigned long long)st->strings, (unsigned long long)st->lost, (unsigned long long)st->overwritten);
+	if (st->records)
+		printf("  size        %llu slots of %u bytes, %.1f bytes per record\n", (unsigned long long)st->slots,
+		       SP_SLOT_SIZE, (double)st->slots * SP_SLOT_SIZE / (double)st->records);
 	if (st->summaries)
 		printf("  summaries   %llu windows, %llu .. %llu ns, span %s\n", (unsigned long long)st->summaries,
 		       (unsigned long long)in->sum_begin, (unsigned long long)in->sum_end,
@@ -171,6 +174,7 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 	jw_kbool(w, "clean_exit", h->end_mono_ns != 0);
 	jw_ku64(w, "threads", st->threads);
 	jw_ku64(w, "records", st->records);
+	jw_ku64(w, "record_slots", st->slots);
 	jw_ku64(w, "strings", st->strings);
 	jw_ku64(w, "lost", st->lost);
 	jw_ku64(w, "overwritten", st->overwritten);
@@ -179,7 +183,8 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 	jw_ku64(w, "summaries_end_ns", in->sum_end);
 	jw_kobj_begin(w, "records_by_kind");
 	for (unsigned k = 1; k < SP_K__COUNT; k++)
-		if (k != SP_K_STRING && k != SP_K_SUMMARY && k != SP_K_SUMMARY_DEVICE) /* those: "summaries" */
+		/* summaries: "summaries"; a GPU_SPAN2 is read as two gpu_span records */
+		if (k != SP_K_STRING && k != SP_K_SUMMARY && k != SP_K_SUMMARY_DEVICE && k != SP_K_GPU_SPAN2)
 			jw_ku64(w, sp_kind_name[k], st->by_kind[k]);
 	jw_obj_end(w);
 	jw_kbool(w, "truncated", st->truncated);

@@ -92,6 +92,7 @@ struct stream {
 	int had_records;
 	const struct sp_slot *pending; /* the stream's next record, validated, in buf */
 	uint64_t key;		       /* its begin time */
+	int second;		       /* pending is a GPU_SPAN2 whose first span was returned */
 };
 
 struct heap_ent {
@@ -1000,6 +1001,7 @@ static void account(struct sp_reader *r, struct stream *s, const struct sp_event
 	if (ev->end_ns > st->end_ns)
 		st->end_ns = ev->end_ns;
 	st->records++;
+	st->slots += ev->nslots;
 	st->by_kind[ev->kind]++;
 	if (ev->kind == SP_K_LOST)
 		st->lost += ev->f[SP_F_COUNT];
@@ -1026,6 +1028,20 @@ int sp_reader_next(struct sp_reader *r, struct sp_event *ev)
 	decode(r, s->pending, ev);
 	ev->pid = s->pid;
 	ev->tid = s->tid;
+	if (ev->kind == SP_K_GPU_SPAN2) {
+		/* two spans: the first now, the second at its own begin time, from the same slot */
+		struct sp_event a, b;
+		sp_span2_split(ev, &a, &b);
+		*ev = s->second ? b : a;
+		s->second = !s->second;
+		if (s->second) {
+			account(r, s, ev);
+			r->heap[0].key = s->key = b.begin_ns;
+			if (r->nheap > 1)
+				heap_down(r, 0);
+			return 1;
+		}
+	}
 	account(r, s, ev);
 	if (stream_advance(r, s)) {
 		r->heap[0].key = s->key;

@@ -26,6 +26,7 @@ struct sp_reader;
 
 struct sp_reader_stats {
 	uint64_t records;             /* records returned by sp_reader_next (strings excluded) */
+	uint64_t slots;               /* 32-byte slots those records take (a GPU_SPAN2's two spans: one) */
 	uint64_t by_kind[SP_K__COUNT];
 	uint64_t strings;
 	uint64_t lost;                /* header lost_records + LOST records' counts */

@@ -623,12 +623,60 @@ static void promote_candidate(struct tstate *S, const struct sp_drv *d)
 }
 
 /*
+ * GPU spans on their way to the trace: one is held back so that the next, when
+ * close enough (same device, op ids within 255, begins within 2^31 ns), shares
+ * its slot as a GPU_SPAN2 (trace.h, sp_span2_split). Flushed at the end of each
+ * read-back: a span is never held past it.
+ */
+struct span_out {
+	int held;
+	uint16_t api;
+	uint8_t dev;
+	uint32_t op;
+	uint64_t b, e;
+};
+
+static void span_flush(struct span_out *o)
+{
+	if (!o->held)
+		return;
+	uint64_t f[SP_F__COUNT];
+	f[SP_F_OP] = o->op;
+	f[SP_F_DEVICE] = o->dev;
+	sp_emit(SP_K_GPU_SPAN, o->api, o->b, o->e, f);
+	o->held = 0;
+}
+
+static void span_out(struct span_out *o, unsigned api, unsigned dev, uint32_t op, uint64_t b, uint64_t e)
+{
+	if (o->held) {
+		int64_t db = (int64_t)(b - o->b);
+		uint32_t dop = op - o->op;
+		if (dev == o->dev && dop >= 1 && dop <= 255 && db >= INT32_MIN && db <= INT32_MAX) {
+			uint64_t f[SP_F__COUNT];
+			f[SP_F_OP] = o->op;
+			f[SP_F_DEVICE] = o->dev;
+			f[SP_F_OP_DELTA] = dop;
+			f[SP_F_API2] = api;
+			f[SP_F_BEGIN_DELTA] = (uint64_t)db;
+			f[SP_F_DUR2] = sp_dur_encode(e - b);
+			sp_emit(SP_K_GPU_SPAN2, o->api, o->b, o->e, f);
+			o->held = 0;
+			return;
+		}
+		span_flush(o);
+	}
+	*o = (struct span_out){.held = 1, .api = (uint16_t)api, .dev = (uint8_t)dev, .op = op, .b = b, .e = e};
+}
+
+/*
  * Emit the GPU spans of T's finished ops against the anchor A (same context);
  * after give_up unfinished ones, keep the rest unasked.
  */
 static void read_back_some(struct tstate *T, const struct sp_drv *d, CUevent A, uint64_t A_ns, unsigned give_up)
 {
 	unsigned keep = 0, unfinished = 0;
+	struct span_out out = {0};
 	for (unsigned i = 0; i < T->npend; i++) {
 		struct pend *p = &T->pend[i];
 		float ms0 = 0, ms1 = 0;
@@ -657,13 +705,11 @@ static void read_back_some(struct tstate *T, const struct sp_drv *d, CUevent A, 
 				q->lo_ns = (uint64_t)(gb + dur);
 			q->flags &= (uint8_t)~PF_LINKED;
 		}
-		uint64_t f[SP_F__COUNT];
-		f[SP_F_OP] = p->op;
-		f[SP_F_DEVICE] = p->dev;
-		sp_emit(SP_K_GPU_SPAN, p->api, (uint64_t)gb, (uint64_t)gb + (uint64_t)dur, f);
+		span_out(&out, p->api, p->dev, p->op, (uint64_t)gb, (uint64_t)gb + (uint64_t)dur);
 		pool_put(T, p->b);
 		pool_put(T, p->e);
 	}
+	span_flush(&out);
 	T->npend = keep;
 }
 

@@ -231,8 +231,11 @@ static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st
 	struct sp_slot *slot, *end;
 	for (;;) {
 		slot = sp_tf_reserve(st, n, end_ns);
-		if (__builtin_expect(!slot, 0))
+		if (__builtin_expect(!slot, 0)) {
+			if (sp_kind_records(kind) == 2)
+				sp_tf_drop(st); /* the reservation counted one of its two records */
 			return;
+		}
 		end = st->end;
 		st->end = slot; /* busy until the commit, as in sp_emit_k */
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
@@ -267,10 +270,12 @@ void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 	 * without a count (3 of 29 handler marks in a loop of 3 million).
 	 */
 	if (__builtin_expect(t_rare || (st->tf && sp_tf_stream_busy(st)), 0)) {
-		if (st->tf)
-			sp_tf_drop(st);
-		else
-			t_early_lost++; /* the thread is attaching: counted by thread_attach */
+		for (unsigned i = 0; i < sp_kind_records(kind); i++) {
+			if (st->tf)
+				sp_tf_drop(st);
+			else
+				t_early_lost++; /* the thread is attaching: counted by thread_attach */
+		}
 		return;
 	}
 	t_rare = 1;
@@ -292,7 +297,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 	if (__builtin_expect(!st->tf, 0) && !thread_attach()) {
 		/* a signal handler's record while this very thread creates the file: counted at its attach */
 		if (t_creating)
-			t_early_lost++;
+			t_early_lost += sp_kind_records(kind);
 		return;
 	}
 	/* before this record counts: a summary describes the records that ended before its window's end */

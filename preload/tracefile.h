@@ -136,7 +136,7 @@ struct sp_tf_stream {
 	struct sp_tf *tf;
 	int32_t pid, tid;
 	uint32_t lost;	   /* dropped records not yet reported by a LOST record */
-	uint32_t nrec;	   /* records committed in the current chunk */
+	uint32_t nrec;	   /* records committed in the current chunk (a GPU_SPAN2 counts two) */
 	uint64_t retry_ns; /* after a failed claim: no new attempt before this time */
 };
 
@@ -397,7 +397,7 @@ static inline void sp_tf_commit_n(struct sp_tf_stream *s, struct sp_slot *slot, 
 	if (slot == first)
 		c->first_ns = slot->ts;
 	__atomic_store_n(&slot->kind, (uint8_t)kind, __ATOMIC_RELEASE);
-	s->nrec++;
+	s->nrec += sp_kind_records(kind); /* a constant where the kind is */
 	s->cur = slot + nslots;
 	/* the line a few records ahead: its read-for-ownership overlaps the caller's work */
 	__builtin_prefetch(s->cur + 8, 1, 3);

@@ -26,7 +26,8 @@
 
 #define SP_MAGIC "STEPPROF"
 #define SP_VERSION_MAJOR 1
-#define SP_VERSION_MINOR 2 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended */
+#define SP_VERSION_MINOR 3 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
+                              3: GPU_SPAN2 (two GPU spans in one slot) */
 #define SP_ENDIAN_TAG 0x01020304u
 #define SP_HEADER_SIZE 4096u
 #define SP_SLOT_SIZE 32u
@@ -357,6 +358,41 @@ static inline unsigned sp_decode(const struct sp_slot *s, unsigned avail, struct
 		off += w;
 	}
 	return n;
+}
+
+/*
+ * GPU_SPAN2 (1.3): two GPU spans in one slot. Fills *a and *b with the two
+ * GPU_SPAN records it stands for (a may be the pair itself; pid and tid are
+ * copied; nslots is 1 for the first and 0 for the second, which shares its
+ * slot). An api2 this reader does not know reads as none, as the head's api of
+ * a newer minor does.
+ *
+ * RATIONALE: a GPU span is a third of a compute-bound trace's records (one per
+ * timed launch or copy) and needs 5 payload bytes of its slot's 16; spans are
+ * read back in batches at sync points, so two consecutive ones of a device
+ * share a slot: design.md §7's <= 32 bytes per raw event, which copies and
+ * allocations (two slots each) otherwise exceed.
+ */
+/* Records a stored record stands for: two for a GPU_SPAN2, else one (the counts of lost and overwritten records). */
+static inline unsigned sp_kind_records(unsigned kind)
+{
+	return kind == SP_K_GPU_SPAN2 ? 2u : 1u;
+}
+
+static inline void sp_span2_split(const struct sp_event *pair, struct sp_event *a, struct sp_event *b)
+{
+	const struct sp_event pc = *pair, *p = &pc; /* a may be pair */
+	*a = *p;
+	a->kind = SP_K_GPU_SPAN;
+	a->mask = sp_kind_mask[SP_K_GPU_SPAN];
+	a->f[SP_F_OP_DELTA] = a->f[SP_F_API2] = a->f[SP_F_BEGIN_DELTA] = a->f[SP_F_DUR2] = 0;
+	*b = *a;
+	b->nslots = 0;
+	b->api = p->f[SP_F_API2] < SP_API__COUNT ? (uint16_t)p->f[SP_F_API2] : 0;
+	b->f[SP_F_OP] = (p->f[SP_F_OP] + p->f[SP_F_OP_DELTA]) & 0xffffffffu; /* the op field's 4 bytes */
+	int64_t d = (int64_t)p->f[SP_F_BEGIN_DELTA];
+	b->begin_ns = d < 0 && 0 - (uint64_t)d > p->begin_ns ? 0 : p->begin_ns + (uint64_t)d;
+	b->end_ns = b->begin_ns + sp_dur_decode((uint32_t)p->f[SP_F_DUR2]);
 }
 
 /*

@@ -837,3 +837,45 @@ Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_s
 	cr_expect_eq(timed, 3000, "%u of 3000 launches timed", timed);
 	edge_free(&e);
 }
+
+/*
+ * GPU spans are read back in batches and written two to a 32-byte slot
+ * (GPU_SPAN2, format 1.3): the first step's 3000 timed launches above leave
+ * 3000 gpu_span records in at most 1500 + (one per batch) slots. Before, one
+ * slot each: 3000.
+ */
+Test(cuda_edges, gpu_spans_are_stored_two_to_a_slot, .timeout = 120)
+{
+	struct edge e;
+	edge_run(&e, "bin/cuda_edges", "firststep", 1, NULL);
+	cr_assert(strstr(e.res.out, "firststep: 0 calls failed"), "%s", e.res.out);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", e.dir, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "stepprof info: %s", r.err);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert(j, "info --json is not JSON:\n%s", r.out);
+	struct sp_json *files = sp_json_get(j, "files");
+	uint64_t spans = 0, records = 0, slots = 0, multi = 0;
+	for (size_t i = 0; files && i < files->n; i++) {
+		const struct sp_json *f = sp_json_at(files, i);
+		spans += sp_json_u64(f, "records_by_kind.gpu_span", 0);
+		records += sp_json_u64(f, "records", 0);
+		slots += sp_json_u64(f, "record_slots", 0);
+		/* records of two slots: copies, memsets, allocations */
+		static const char *const two[] = {"copy", "memset", "alloc", "free", "alloc_failed"};
+		for (size_t k = 0; k < sizeof(two) / sizeof(two[0]); k++) {
+			char key[64];
+			snprintf(key, sizeof(key), "records_by_kind.%s", two[k]);
+			multi += sp_json_u64(f, key, 0);
+		}
+	}
+	cr_assert_eq(spans, 3000, "%llu gpu_span records for 3000 timed launches", (unsigned long long)spans);
+	/* every record one slot, copies and allocations two, minus one per pair of spans */
+	uint64_t pairs = records + multi - slots;
+	cr_expect_leq(pairs, 1500, "%llu pairs of 3000 spans", (unsigned long long)pairs);
+	cr_expect_geq(pairs, 1400, "%llu pairs of 3000 spans (records %llu, slots %llu)", (unsigned long long)pairs,
+		      (unsigned long long)records, (unsigned long long)slots);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	edge_free(&e);
+}

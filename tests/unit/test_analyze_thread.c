@@ -45,18 +45,42 @@ struct loop {
 	int ag_waits;	   /* AG after each launch: 0 nothing, 1 cudaStreamWaitEvent, 2 cudaStreamSynchronize */
 };
 
+/* analyze_loop writes GPU spans two to a record (GPU_SPAN2), as the recorder does */
+static int pair_spans;
+
 struct gen {
 	struct sp_tg *g;
 	uint64_t gpu; /* when the stream is free */
 	uint32_t op, kname, path;
 	uint64_t starts[ITERS];
+	int pair;			/* pair_spans */
+	int held;			/* a span waiting for a second one (pair) */
+	uint64_t held_b, held_e, held_op;
 };
+
+static void gpu_span_flush(struct gen *x)
+{
+	if (x->held)
+		SP_TG_ADD(x->g, MAIN, SP_K_GPU_SPAN, 0, x->held_b, x->held_e, {SP_F_OP, x->held_op});
+	x->held = 0;
+}
 
 static void gpu_span(struct gen *x, uint64_t b, uint64_t dur)
 {
 	uint64_t gb = b > x->gpu ? b : x->gpu;
 	x->gpu = gb + dur;
-	SP_TG_ADD(x->g, MAIN, SP_K_GPU_SPAN, 0, gb, gb + dur, {SP_F_OP, x->op});
+	if (!x->pair) {
+		SP_TG_ADD(x->g, MAIN, SP_K_GPU_SPAN, 0, gb, gb + dur, {SP_F_OP, x->op});
+	} else if (!x->held) {
+		x->held = 1;
+		x->held_b = gb;
+		x->held_e = gb + dur;
+		x->held_op = x->op;
+	} else {
+		SP_TG_ADD(x->g, MAIN, SP_K_GPU_SPAN2, 0, x->held_b, x->held_e, {SP_F_OP, x->held_op},
+			  {SP_F_OP_DELTA, x->op - x->held_op}, {SP_F_BEGIN_DELTA, gb - x->held_b}, {SP_F_DUR2, dur});
+		x->held = 0;
+	}
 }
 
 /* A kernel launch of tid at t (5 us), running dur on the GPU; returns the call's end. */
@@ -138,6 +162,7 @@ static uint64_t iteration(struct gen *x, const struct loop *l, unsigned i, uint6
 	if (l->copies)
 		t = copy(x, MAIN, t, SP_DIR_D2H, 4, 5 * US, 1); /* loss.item() */
 	t = sync_stream(x, MAIN, t);
+	gpu_span_flush(x); /* the recorder reads spans back at syncs */
 	if (l->markers == 1)
 		SP_TG_ADD(x->g, MAIN, SP_K_RANGE, SP_API_nvtx, start, t, {SP_F_NAME, sp_tg_intern(x->g, "train_step")},
 			  {SP_F_VALUE, 1});
@@ -150,6 +175,7 @@ static void analyze_loop(const struct loop *l, struct gen *x, struct an_analysis
 	char *dir = sp_t_tmpdir("analyze_thread"), path[1024];
 	snprintf(path, sizeof(path), "%s/t.sptrace", dir);
 	memset(x, 0, sizeof(*x));
+	x->pair = pair_spans;
 	x->g = sp_tg_create(path, PID, 1, -1);
 	x->kname = sp_tg_intern(x->g, "trainer_kernel");
 	x->path = sp_tg_intern(x->g, "/data/f000001.bin");
@@ -160,6 +186,7 @@ static void analyze_loop(const struct loop *l, struct gen *x, struct an_analysis
 	t += 1000 * US;
 	for (unsigned i = 0; i < ITERS; i++)
 		t = iteration(x, l, i, t);
+	gpu_span_flush(x);
 	cr_assert_eq(sp_tg_finish(x->g), 0);
 
 	char *paths[1] = {path};
@@ -196,6 +223,47 @@ static void expect_loop(const struct loop *l, const char *what)
 			cr_expect_eq(a.it[i].bd[AN_INPUT], WAIT, "%s, markers %d: iteration %zu", what, l->markers, i);
 	}
 	an_analysis_free(&a);
+}
+
+/*
+ * GPU spans stored two to a slot (GPU_SPAN2, format 1.3) are analysed as the
+ * same spans one to a record: the same iterations, breakdown and blocked times,
+ * through the first pass's unordered scan and the merged stream alike.
+ */
+Test(analyze_thread, gpu_spans_two_to_a_record_give_the_same_analysis)
+{
+	static const struct loop loops[] = {
+	    {IN_PIPE, 0, 3, 6, 0, 1, 0},
+	    {IN_FILES, 1, 5, 6, 12, 1, 0},
+	    {IN_NONE, 2, 4, 8, 0, 1, 2},
+	};
+	for (size_t k = 0; k < sizeof(loops) / sizeof(loops[0]); k++) {
+		struct gen x, y;
+		struct an_analysis a, b;
+		pair_spans = 0;
+		analyze_loop(&loops[k], &x, &a);
+		pair_spans = 1;
+		analyze_loop(&loops[k], &y, &b);
+		pair_spans = 0;
+		cr_assert_gt(a.nit, 0, "loop %zu", k);
+		cr_assert_eq(b.records, a.records, "loop %zu: %llu records paired, %llu single", k,
+			     (unsigned long long)b.records, (unsigned long long)a.records);
+		cr_assert_eq(b.training_tid, a.training_tid, "loop %zu", k);
+		cr_assert_eq(b.nit, a.nit, "loop %zu: %zu iterations paired, %zu single", k, b.nit, a.nit);
+		for (size_t i = 0; i < a.nit; i++) {
+			cr_assert_eq(b.it[i].start_ns, a.it[i].start_ns, "loop %zu iteration %zu", k, i);
+			cr_assert_eq(b.it[i].end_ns, a.it[i].end_ns, "loop %zu iteration %zu", k, i);
+			for (int c = 0; c < AN_CAT__COUNT; c++)
+				cr_assert_eq(b.it[i].bd[c], a.it[i].bd[c], "loop %zu iteration %zu part %d: %llu paired, %llu single",
+					     k, i, c, (unsigned long long)b.it[i].bd[c], (unsigned long long)a.it[i].bd[c]);
+			cr_assert_eq(memcmp(b.it[i].blocked, a.it[i].blocked, sizeof(a.it[i].blocked)), 0,
+				     "loop %zu iteration %zu", k, i);
+		}
+		/* what the loop's kernels ran: compute time in every iteration */
+		cr_assert_gt(a.it[a.nit / 2].bd[AN_COMPUTE], 0, "loop %zu", k);
+		an_analysis_free(&a);
+		an_analysis_free(&b);
+	}
 }
 
 /*

@@ -873,7 +873,7 @@ Test(reader, every_kind_reads_back_field_by_field)
 	static uint64_t want[SP_K__COUNT * PER_KIND][SP_F__COUNT];
 	size_t n = 0;
 	for (unsigned kind = 1; kind < SP_K__COUNT; kind++) {
-		if (kind == SP_K_STRING)
+		if (kind == SP_K_STRING || kind == SP_K_GPU_SPAN2) /* GPU_SPAN2: two records, the test below */
 			continue;
 		for (int i = 0; i < PER_KIND; i++, n++) {
 			uint64_t f[SP_F__COUNT];
@@ -903,6 +903,68 @@ Test(reader, every_kind_reads_back_field_by_field)
 		for (unsigned fld = 0; fld < SP_F__COUNT; fld++)
 			cr_assert_eq(e->f[fld], want[i][fld], "record %zu kind %s field %s", i, sp_kind_name[e->kind],
 				     sp_field_name[fld]);
+	}
+	readout_free(&r);
+}
+
+/*
+ * A GPU_SPAN2 (two GPU spans in one slot, format 1.3) reads as the two gpu_span
+ * records it holds: the second's op, api, begin and duration from the deltas
+ * (a begin before the first's too), in begin order with another thread's
+ * records; counted as two records in one slot. A second span whose begin would
+ * fall before 0 begins at 0; an api2 this reader does not know is none.
+ */
+Test(reader, a_gpu_span2_reads_as_two_gpu_spans)
+{
+	struct sp_tg_opts o = {.pid = 5, .chunk_size = 1024, .keep_slots = 8};
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	/* thread 5: (op 7, 1000..1500) and (op 9, 3000..3250); then (op 10, 9000..9100) and (op 11, 8000..8040) */
+	SP_TG_ADD(g, 5, SP_K_GPU_SPAN2, SP_API_cudaLaunchKernel, 1000, 1500, {SP_F_OP, 7}, {SP_F_DEVICE, 1},
+		  {SP_F_OP_DELTA, 2}, {SP_F_API2, SP_API_cudaMemcpyAsync}, {SP_F_BEGIN_DELTA, 2000}, {SP_F_DUR2, 250});
+	SP_TG_ADD(g, 5, SP_K_GPU_SPAN2, SP_API_cudaLaunchKernel, 9000, 9100, {SP_F_OP, 10}, {SP_F_DEVICE, 0},
+		  {SP_F_OP_DELTA, 1}, {SP_F_API2, SP_API__COUNT + 7}, {SP_F_BEGIN_DELTA, (uint64_t)-1000},
+		  {SP_F_DUR2, 40});
+	/* thread 6: one record between the two spans of the first pair */
+	SP_TG_ADD(g, 6, SP_K_SYNC, SP_API_cudaStreamSynchronize, 2000, 2100);
+	/* a second span that would begin before 0, and one of over 2^31 ns (the head's encoding: microseconds) */
+	SP_TG_ADD(g, 7, SP_K_GPU_SPAN2, SP_API_cuLaunchKernel, 100, 200, {SP_F_OP, 1}, {SP_F_DEVICE, 0},
+		  {SP_F_OP_DELTA, 255}, {SP_F_API2, SP_API_cuLaunchKernel}, {SP_F_BEGIN_DELTA, (uint64_t)-500},
+		  {SP_F_DUR2, sp_dur_encode(3000000000ull)});
+	struct readout r;
+	read_tg(g, &r);
+	cr_assert_eq(r.st.corrupt, 0);
+	cr_assert_eq(r.n, 7, "%zu records", r.n);
+	cr_assert_eq(r.st.records, 7);
+	cr_assert_eq(r.st.by_kind[SP_K_GPU_SPAN], 6);
+	cr_assert_eq(r.st.by_kind[SP_K_GPU_SPAN2], 0);
+	cr_assert_eq(r.st.slots, 4, "three pairs and a sync: 4 slots, %llu", (unsigned long long)r.st.slots);
+	struct {
+		int32_t tid;
+		unsigned kind, api;
+		uint64_t b, e, op, dev;
+	} want[] = {
+	    {7, SP_K_GPU_SPAN, SP_API_cuLaunchKernel, 100, 200, 1, 0},
+	    {7, SP_K_GPU_SPAN, SP_API_cuLaunchKernel, 0, 3000000000ull, 256, 0},
+	    {5, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, 1000, 1500, 7, 1},
+	    {6, SP_K_SYNC, SP_API_cudaStreamSynchronize, 2000, 2100, 0, 0},
+	    {5, SP_K_GPU_SPAN, SP_API_cudaMemcpyAsync, 3000, 3250, 9, 1},
+	    {5, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, 9000, 9100, 10, 0},
+	    {5, SP_K_GPU_SPAN, SP_API_NONE, 8000, 8040, 11, 0},
+	};
+	/* a pair's first span, then its second, whatever their begins: one thread's records keep their order */
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const struct sp_event *e = &r.ev[i];
+		cr_assert_eq(e->tid, want[i].tid, "record %zu: tid %d", i, e->tid);
+		cr_assert_eq(e->kind, want[i].kind, "record %zu: kind %s", i, sp_kind_name[e->kind]);
+		cr_assert_eq(e->api, want[i].api, "record %zu: api %u", i, e->api);
+		cr_assert_eq(e->begin_ns, want[i].b, "record %zu: begin %llu", i, (unsigned long long)e->begin_ns);
+		cr_assert_eq(e->end_ns, want[i].e, "record %zu: end %llu", i, (unsigned long long)e->end_ns);
+		if (e->kind == SP_K_GPU_SPAN) {
+			cr_assert_eq(e->mask, sp_kind_mask[SP_K_GPU_SPAN]);
+			cr_assert_eq(e->f[SP_F_OP], want[i].op, "record %zu: op %llu", i, (unsigned long long)e->f[SP_F_OP]);
+			cr_assert_eq(e->f[SP_F_DEVICE], want[i].dev, "record %zu", i);
+			cr_assert_eq(e->f[SP_F_OP_DELTA] | e->f[SP_F_API2] | e->f[SP_F_BEGIN_DELTA] | e->f[SP_F_DUR2], 0);
+		}
 	}
 	readout_free(&r);
 }
