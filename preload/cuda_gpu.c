@@ -879,7 +879,8 @@ out:
  * sync: what is still running stays unknown), against the thread's own
  * anchor or one of another thread of the same context. An atexit handler
  * runs before the libraries' destructors, while the driver is still there;
- * _exit, a signal or an OOM kill skip it (those ops stay without GPU time).
+ * _exit and _Exit run it too (sp_gpu_quick_exit); a signal or an OOM kill
+ * skips it (those ops stay without GPU time).
  */
 /* The ops of every thread that the GPU has finished, read back at exit; returns
  * how many ops whose end event is on a private stream are left pending. */
@@ -953,6 +954,20 @@ static void read_back_at_exit(void)
 		nanosleep(&ts1, NULL);
 	}
 	errno = e;
+}
+
+/*
+ * _exit and _Exit (hook_proc.c): what the atexit handler above does, which
+ * they skip. Python's os._exit ends training scripts that would rather not
+ * wait for NCCL's and the driver's teardown: their last step's ops lost their
+ * GPU time. Not when this thread is inside a CUDA call of its own (a signal
+ * handler that calls _exit, interrupting it: the driver may hold a lock there
+ * that a query would wait for). A forked child's registry is empty: nothing.
+ */
+void sp_gpu_quick_exit(void)
+{
+	if (!sp_hook_depth)
+		read_back_at_exit();
 }
 
 /* ------------------------------------------------------ 3. kernel names */

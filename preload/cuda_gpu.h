@@ -33,6 +33,7 @@ static inline unsigned sp_gpu_device(void)
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
 void sp_gpu_thread_exit(void);   /* the thread exits: its timing state goes to the next thread that needs one */
+void sp_gpu_quick_exit(void);    /* _exit: read back what the GPU has finished, as at exit() */
 /*
  * After a reset of dev (cudaDeviceReset, cuDevicePrimaryCtxReset): its
  * streams and events are gone. Forgets the private streams of dev, every

@@ -10,11 +10,13 @@
  * and clone (posix_spawn, subprocess: the child execs at once and its file
  * names its parent), glibc's _Fork.
  *
- * _exit and _Exit end the trace file as a clean exit does (recorder.c,
+ * _exit and _Exit read back the GPU times of finished ops and end the trace
+ * file as a clean exit does (cuda_gpu.c, sp_gpu_quick_exit; recorder.c,
  * sp_recorder_quick_exit), then call libc's; exit() reaches the kernel through
  * glibc's internal _exit, not these.
  */
 #include "io_hook.h"
+#include "cuda_gpu.h"
 
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -48,6 +50,8 @@ static __attribute__((noreturn)) void quick_exit_as(const char *name, int status
 		r = (exit_fn)io_real_by_name(name);
 		__atomic_store_n(&real[i], r, __ATOMIC_RELAXED);
 	}
+	if (sp_recorder_quick_exit_due())
+		sp_gpu_quick_exit(); /* first, as exit()'s atexit handler runs before the file is ended */
 	sp_recorder_quick_exit();
 	if (r)
 		r(status);

@@ -499,11 +499,15 @@ void sp_recorder_shutdown(void)
  * Not in a vfork()ed child, whose memory is its parent's (a failed exec in
  * Python's subprocess ends with _exit): the parent's file is the parent's to end.
  */
+int sp_recorder_quick_exit_due(void)
+{
+	return sp_active && (int32_t)syscall(SYS_getpid) == g_pid;
+}
+
 void sp_recorder_quick_exit(void)
 {
-	if (!sp_active || (int32_t)syscall(SYS_getpid) != g_pid)
-		return;
-	sp_recorder_shutdown();
+	if (sp_recorder_quick_exit_due())
+		sp_recorder_shutdown();
 }
 
 /* ------------------------------------------------------------ 5. warnings */

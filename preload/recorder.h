@@ -210,5 +210,7 @@ SP_HIDDEN void sp_recorder_thread_watch(void);
 SP_HIDDEN void sp_recorder_shutdown(void);
 /* _exit/_Exit: the clean exit's end, in the process that owns the file only (not a vfork()ed child) */
 SP_HIDDEN void sp_recorder_quick_exit(void);
+/* 1 when this process's _exit should end its file (not a vfork()ed child, whose memory is its parent's) */
+SP_HIDDEN int sp_recorder_quick_exit_due(void);
 
 #endif /* STEPPROF_RECORDER_H */

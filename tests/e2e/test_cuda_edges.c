@@ -495,6 +495,37 @@ Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 }
 
 /*
+ * A kernel and an async copy that the GPU finished but nobody waited for, then
+ * _exit (Python's os._exit): read back as at exit(). Before, _exit skipped the
+ * atexit handler that does it, and both had no GPU time.
+ */
+Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeout = 60)
+{
+	/* NOTE: up to three runs, as the timing tests above, for the precondition */
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct edge e;
+		edge_run(&e, "bin/cuda_edges", "lastcopyexit", 1, NULL);
+		cr_assert_eq(count(&e, "launch", NULL), 6);
+		cr_assert_eq(count(&e, "copy", NULL), 3);
+		/* precondition, as above: the synced launches got GPU time (a time anchor was taken) */
+		unsigned timed = 0;
+		for (unsigned k = 0; k < 5; k++)
+			timed += sp_json_get(nth(&e, "launch", NULL, k), "gpu_begin_ns") != NULL;
+		if (timed) {
+			const struct sp_json *l = nth(&e, "launch", NULL, 5), *c = nth(&e, "copy", NULL, 2);
+			cr_assert(l && c);
+			cr_expect(sp_json_get(l, "gpu_begin_ns"), "the last launch has no GPU time");
+			cr_expect(sp_json_get(c, "gpu_begin_ns"), "the last copy (%s) has no GPU time",
+				  sp_json_str(c, "direction"));
+			edge_free(&e);
+			return;
+		}
+		edge_free(&e);
+	}
+	cr_skip_test("no kernel got GPU time: no time anchor on this loaded machine");
+}
+
+/*
  * Before, the timing state of every thread that ever timed an op stayed in a
  * registry of 512: past that, a new thread's ops were read back by no other
  * thread's sync point (511 of 700 launches timed), and each exited thread

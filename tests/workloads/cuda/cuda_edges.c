@@ -387,6 +387,26 @@ static int lastcopy(void)
 }
 
 /*
+ * lastcopy, then a kernel and an async copy that nobody waits for, finished by
+ * the GPU when the program ends with _exit, as Python's os._exit ends a script
+ * (no atexit handler runs).
+ */
+static int lastcopyexit(void)
+{
+	static char h[4096];
+	void *dev = NULL, *pin = NULL;
+	lastcopy();
+	SHOW("cudaMalloc", cudaMalloc(&dev, sizeof(h)));
+	SHOW("cudaMallocHost", cudaMallocHost(&pin, sizeof(h)));
+	SHOW("cudaLaunchKernel",
+	     cudaLaunchKernel((const void *)edges_short_kernel, (dim3){1, 1, 1}, (dim3){1, 1, 1}, NULL, 0, 0));
+	SHOW("cudaMemcpyAsync", cudaMemcpyAsync(pin, dev, sizeof(h), cudaMemcpyDeviceToHost, 0));
+	usleep(100000); /* the GPU is done long before: no sync, as a script that exits without one */
+	fflush(stdout);
+	_exit(0);
+}
+
+/*
  * vmm: the physical memory of a VMM handle lives while it is mapped or its
  * handle is held, whichever ends last (CUDA: "The memory allocation will be
  * freed when all outstanding mappings to the memory are unmapped and when all
@@ -828,7 +848,7 @@ static const struct {
     {"vmm", vmm},	    {"threads", threads},     {"devloop", devloop},
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
     {"vmmhost", vmmhost},	    {"pollfork", pollfork},
-    {"malloczero", malloczero}, {"chain", chain}, {"firststep", firststep},
+    {"malloczero", malloczero}, {"chain", chain}, {"firststep", firststep}, {"lastcopyexit", lastcopyexit},
 };
 
 int main(int argc, char **argv)
