@@ -782,8 +782,10 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 
 /* Kernel registration lives in drv_exec.c; the export table hands it to the runtime. */
 int simgpu_register_kernel(const void *fn, const char *name, int nargs, const size_t *argsizes);
+void *simgpu_kernel_of(const void *fn);
 
-static const struct simgpu_export_table export_table = {sizeof(export_table), simgpu_register_kernel};
+static const struct simgpu_export_table export_table = {sizeof(export_table), simgpu_register_kernel,
+							 simgpu_kernel_of};
 
 /* One documented table: SIMGPU_EXPORT_TABLE_ID (simgpu.h). Anything else is refused
  * with CUDA_ERROR_INVALID_VALUE, so a caller can tell a pass-through from a forgery. */

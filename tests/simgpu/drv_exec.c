@@ -1572,6 +1572,53 @@ static struct kreg *kreg_find_locked(const void *fn)
 	return NULL;
 }
 
+/*
+ * CUkernel handles. Since CUDA 12.0 NVIDIA's runtime loads its programs'
+ * kernels as a library (cuLibraryLoadData) and launches the CUkernel that
+ * cuLibraryGetKernel gives (cudart_entry_points.txt: both requested), which
+ * cuLaunchKernel takes in place of a CUfunction; cuFuncGetName does not name
+ * it (on an H200, CUDA 13.0: 10 of PyTorch's 12 most-launched kernels, all
+ * but a cuBLAS one launched from its module's CUfunction, went unnamed), and
+ * cuKernelGetName and cuKernelGetFunction take it. Here a CUkernel is an entry
+ * of this table, never a host function: a tool that takes it for a CUfunction
+ * is told apart, as on a GPU. Entries are never freed (a library's kernels
+ * live as long as the library, and the simulated one is never unloaded).
+ */
+#define MAX_KERNELS 4096
+static const void *kernel_fn[MAX_KERNELS]; /* a CUkernel is &kernel_fn[i] */
+static unsigned nkernels;
+
+static int is_kernel(const void *h)
+{
+	const void *const *p = (const void *const *)h;
+	return p >= kernel_fn && p < kernel_fn + __atomic_load_n(&nkernels, __ATOMIC_ACQUIRE);
+}
+
+/* The host function behind a CUfunction or a CUkernel. */
+static const void *fn_of(const void *h)
+{
+	return is_kernel(h) ? *(const void *const *)h : h;
+}
+
+void *simgpu_kernel_of(const void *fn)
+{
+	void *k = NULL;
+
+	if (!fn)
+		return NULL;
+	pthread_mutex_lock(&sim_lock);
+	for (unsigned i = 0; i < nkernels && !k; i++)
+		if (kernel_fn[i] == fn)
+			k = (void *)&kernel_fn[i];
+	if (!k && nkernels < MAX_KERNELS) {
+		kernel_fn[nkernels] = fn;
+		k = (void *)&kernel_fn[nkernels];
+		__atomic_store_n(&nkernels, nkernels + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&sim_lock);
+	return k;
+}
+
 CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 {
 	struct kreg *k;
@@ -1579,6 +1626,8 @@ CUresult cuFuncGetName(const char **name, CUfunction hfunc)
 
 	if (!name || !hfunc)
 		return CUDA_ERROR_INVALID_VALUE;
+	if (is_kernel(hfunc))
+		return CUDA_ERROR_INVALID_HANDLE; /* a CUkernel: cuKernelGetName names it */
 	pthread_mutex_lock(&sim_lock);
 	k = kreg_find_locked(hfunc);
 	*name = k ? k->name : NULL;
@@ -1740,6 +1789,7 @@ static CUresult launch(CUfunction f, CUstream h, int pt, void **params, void **e
 	op = op_new(OP_KERNEL);
 	if (!op)
 		return CUDA_ERROR_OUT_OF_MEMORY;
+	f = (CUfunction)(void *)fn_of(f); /* a CUkernel runs its function */
 	op->u.kern.fn = (void (*)(void **))(void *)f;
 	op->u.kern.args = pack_args(f, params, extra, &op->u.kern.store_size, &fail);
 	if (fail) {
@@ -2425,13 +2475,19 @@ CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
 {
 	if (!pFunc || !kernel)
 		return CUDA_ERROR_INVALID_VALUE;
-	*pFunc = (CUfunction)(void *)kernel; /* a kernel is its host function */
+	if (!is_kernel(kernel))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*pFunc = (CUfunction)(void *)fn_of(kernel); /* the context's function is the kernel's host function */
 	return CUDA_SUCCESS;
 }
 
 CUresult cuKernelGetName(const char **name, CUkernel hfunc)
 {
-	return cuFuncGetName(name, (CUfunction)(void *)hfunc);
+	if (!name || !hfunc)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (!is_kernel(hfunc))
+		return CUDA_ERROR_INVALID_HANDLE;
+	return cuFuncGetName(name, (CUfunction)(void *)fn_of(hfunc));
 }
 
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *numBlocks, CUfunction func, int blockSize,

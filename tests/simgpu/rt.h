@@ -41,6 +41,9 @@ cudaError_t simrt_enter(void);
 cudaError_t simrt_ret(CUresult r);
 cudaError_t simrt_err(cudaError_t e);
 int simrt_device(void);
+/* The CUkernel of a host function (the driver's export table), what NVIDIA's runtime
+ * launches since CUDA 12.0; the function itself when the driver gives none. */
+CUfunction simrt_kernel_of(const void *fn);
 
 #define ENTER()                                                                                                        \
 	do {                                                                                                           \

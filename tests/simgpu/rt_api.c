@@ -643,17 +643,18 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 /* ---------------------------------------------------------------- 7. launches */
 
-/* A kernel is its host function: the runtime hands the stub's address to the
- * driver as the CUfunction, where NVIDIA's would look up the registered module
- * function. */
+/* A kernel runs its host function: the runtime launches the stub's CUkernel, as
+ * NVIDIA's launches the kernel cuLibraryGetKernel gave for the stub's registered
+ * device function (drv_exec.c, CUkernel handles). */
 static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s, int coop, int pt)
 {
-	CUfunction f = (CUfunction)(uintptr_t)func;
+	CUfunction f;
 	CUresult r;
 
 	ENTER();
 	if (!func)
 		return simrt_err(cudaErrorInvalidDeviceFunction);
+	f = simrt_kernel_of(func);
 	if (coop)
 		r = pt ? DRVP(cuLaunchCooperativeKernel, 9000, 9000)(f, g.x, g.y, g.z, b.x, b.y, b.z,
 								     (unsigned int)shmem, s, args)
@@ -712,8 +713,8 @@ static cudaError_t launch_ex(const cudaLaunchConfig_t *config, const void *func,
 	/* cudaLaunchAttribute and CUlaunchAttribute have the same layout. */
 	c.attrs = (CUlaunchAttribute *)config->attrs;
 	c.numAttrs = config->numAttrs;
-	r = pt ? DRVP(cuLaunchKernelEx, 11060, 11060)(&c, (CUfunction)(uintptr_t)func, args, NULL)
-	       : DRV(cuLaunchKernelEx, 11060)(&c, (CUfunction)(uintptr_t)func, args, NULL);
+	r = pt ? DRVP(cuLaunchKernelEx, 11060, 11060)(&c, simrt_kernel_of(func), args, NULL)
+	       : DRV(cuLaunchKernelEx, 11060)(&c, simrt_kernel_of(func), args, NULL);
 	if (r == CUDA_ERROR_INVALID_VALUE)
 		return simrt_err(cudaErrorInvalidConfiguration);
 	return simrt_ret(r);

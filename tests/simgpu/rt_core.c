@@ -481,18 +481,33 @@ cudaError_t cudaGetDriverEntryPointByVersion_ptsz(const char *symbol, void **fun
 	return entry_point(symbol, funcPtr, (int)cudaVersion, flags, driverStatus, 1);
 }
 
-/* Kernel registration goes to the driver through its export table, the private
- * door NVIDIA's runtime uses too, so the runtime still links nothing of the driver. */
-int simgpu_register_kernel(const void *fn, const char *name, int nargs, const size_t *argsizes)
+/* The driver's export table (after simrt_enter), NULL when it has none. */
+static const struct simgpu_export_table *export_table(void)
 {
 	static const char id[16] = SIMGPU_EXPORT_TABLE_ID;
 	const struct simgpu_export_table *t = NULL;
 	CUuuid uuid;
 
-	if (simrt_enter() != cudaSuccess)
-		return -1;
 	memcpy(uuid.bytes, id, sizeof(id));
 	if (DRV(cuGetExportTable, 3000)((const void **)&t, &uuid) != CUDA_SUCCESS || !t || t->size < sizeof(*t))
+		return NULL;
+	return t;
+}
+
+/* Kernel registration goes to the driver through its export table, the private
+ * door NVIDIA's runtime uses too, so the runtime still links nothing of the driver. */
+int simgpu_register_kernel(const void *fn, const char *name, int nargs, const size_t *argsizes)
+{
+	const struct simgpu_export_table *t;
+
+	if (simrt_enter() != cudaSuccess || !(t = export_table()))
 		return -1;
 	return t->register_kernel(fn, name, nargs, argsizes);
+}
+
+CUfunction simrt_kernel_of(const void *fn)
+{
+	const struct simgpu_export_table *t = export_table();
+	void *k = t ? t->kernel_of(fn) : NULL;
+	return (CUfunction)(k ? k : (void *)(uintptr_t)fn);
 }

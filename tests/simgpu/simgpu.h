@@ -41,6 +41,8 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
 struct simgpu_export_table {
 	size_t size; /* sizeof(struct simgpu_export_table) */
 	int (*register_kernel)(const void *fn, const char *name, int nargs, const size_t *argsizes);
+	/* the CUkernel of a host function, what NVIDIA's runtime gets from cuLibraryGetKernel; NULL: none left */
+	void *(*kernel_of)(const void *fn);
 };
 
 #ifdef __cplusplus

@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../simgpu/simgpu.h"
 #include "testlib.h"
 
 /* ---------------------------------------------------------------- 1. loading */
@@ -1184,6 +1185,48 @@ Test(simgpu, runtime_launch_and_kernel_name)
 	cr_expect_str_eq(name, "k_append");
 	cr_expect_eq(D(cuFuncGetName)(&name, (CUfunction)(void *)k_sleep), CUDA_ERROR_NOT_FOUND,
 		     "a static, unregistered kernel has no name");
+}
+
+/*
+ * CUkernel handles, as NVIDIA's runtime launches them since CUDA 12.0 (from
+ * cuLibraryGetKernel; here the export table's kernel_of): not the host
+ * function, refused by cuFuncGetName, named by cuKernelGetName, mapped to the
+ * function by cuKernelGetFunction, launched by cuLaunchKernel. A CUfunction is
+ * no CUkernel.
+ */
+Test(simgpu, kernel_handles_are_not_functions)
+{
+	static const char id[16] = "simgpu-export-v1";
+	const struct simgpu_export_table *t = NULL;
+	CUuuid u;
+	int log[4] = {0};
+	int *lp = log, v = 7;
+	void *args[] = {&lp, &v, NULL};
+	size_t sizes[] = {sizeof(int *), sizeof(int)};
+	const char *name = NULL;
+	CUfunction f = NULL;
+
+	drv_init();
+	memcpy(u.bytes, id, 16);
+	cr_assert_eq(D(cuGetExportTable)((const void **)&t, &u), CUDA_SUCCESS);
+	cr_assert(t && t->size >= sizeof(*t));
+	cr_assert_eq(t->register_kernel((const void *)k_append, "k_append", 2, sizes), 0);
+	CUkernel k = (CUkernel)t->kernel_of((const void *)k_append);
+	cr_assert_not_null(k);
+	cr_assert_neq((void *)k, (void *)k_append);
+	cr_expect_eq((void *)t->kernel_of((const void *)k_append), (void *)k, "one handle per function");
+	cr_expect_eq(D(cuFuncGetName)(&name, (CUfunction)(void *)k), CUDA_ERROR_INVALID_HANDLE);
+	cr_assert_eq(D(cuKernelGetName)(&name, k), CUDA_SUCCESS);
+	cr_expect_str_eq(name, "k_append");
+	cr_assert_eq(D(cuKernelGetFunction)(&f, k), CUDA_SUCCESS);
+	cr_assert_eq(D(cuFuncGetName)(&name, f), CUDA_SUCCESS);
+	cr_expect_str_eq(name, "k_append");
+	cr_expect_eq(D(cuKernelGetName)(&name, (CUkernel)(void *)k_append), CUDA_ERROR_INVALID_HANDLE);
+	cr_expect_eq(D(cuKernelGetFunction)(&f, (CUkernel)(void *)k_append), CUDA_ERROR_INVALID_HANDLE);
+	cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+	cr_expect_eq(log[0], 1);
+	cr_expect_eq(log[1], 7);
 }
 
 /* Two simulated devices: separate memories, peer access, data moves between them. */
