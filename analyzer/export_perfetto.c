@@ -64,7 +64,8 @@ struct host {
 
 /* A process: named from its file header, or "pid N" when only seen in records. */
 struct proc {
-	uint32_t opid; /* output pid; 0 = empty slot */
+	uint32_t opid; /* output pid (0 too: a damaged file's) */
+	int used;      /* 0 = empty slot */
 	int has_hdr;
 	int32_t pid, ppid, rank;
 	uint32_t host;
@@ -73,7 +74,8 @@ struct proc {
 };
 
 struct thread {
-	uint32_t opid, otid; /* otid 0 = empty slot */
+	uint32_t opid, otid; /* 0 too: a damaged file's */
+	int used;	     /* 0 = empty slot */
 	int32_t tid;
 	uint64_t launches;
 	char *name; /* from a THREAD record */
@@ -166,10 +168,10 @@ static struct proc *proc_get(struct ex *x, uint32_t opid)
 		size_t cap = x->procs_cap ? 2 * x->procs_cap : 64;
 		struct proc *t = xcalloc(cap, sizeof(*t));
 		for (size_t i = 0; i < x->procs_cap; i++) {
-			if (!x->procs[i].opid)
+			if (!x->procs[i].used)
 				continue;
 			size_t j = mix(x->procs[i].opid) & (cap - 1);
-			while (t[j].opid)
+			while (t[j].used)
 				j = (j + 1) & (cap - 1);
 			t[j] = x->procs[i];
 		}
@@ -178,9 +180,10 @@ static struct proc *proc_get(struct ex *x, uint32_t opid)
 		x->procs_cap = cap;
 	}
 	size_t j = mix(opid) & (x->procs_cap - 1);
-	while (x->procs[j].opid && x->procs[j].opid != opid)
+	while (x->procs[j].used && x->procs[j].opid != opid)
 		j = (j + 1) & (x->procs_cap - 1);
-	if (!x->procs[j].opid) {
+	if (!x->procs[j].used) {
+		x->procs[j].used = 1;
 		x->procs[j].opid = opid;
 		x->procs[j].rank = -1;
 		x->nprocs++;
@@ -194,10 +197,10 @@ static struct thread *thread_get(struct ex *x, uint32_t opid, uint32_t otid, int
 		size_t cap = x->threads_cap ? 2 * x->threads_cap : 256;
 		struct thread *t = xcalloc(cap, sizeof(*t));
 		for (size_t i = 0; i < x->threads_cap; i++) {
-			if (!x->threads[i].otid)
+			if (!x->threads[i].used)
 				continue;
 			size_t j = mix((uint64_t)x->threads[i].opid << 32 | x->threads[i].otid) & (cap - 1);
-			while (t[j].otid)
+			while (t[j].used)
 				j = (j + 1) & (cap - 1);
 			t[j] = x->threads[i];
 		}
@@ -206,9 +209,10 @@ static struct thread *thread_get(struct ex *x, uint32_t opid, uint32_t otid, int
 		x->threads_cap = cap;
 	}
 	size_t j = mix((uint64_t)opid << 32 | otid) & (x->threads_cap - 1);
-	while (x->threads[j].otid && !(x->threads[j].otid == otid && x->threads[j].opid == opid))
+	while (x->threads[j].used && !(x->threads[j].otid == otid && x->threads[j].opid == opid))
 		j = (j + 1) & (x->threads_cap - 1);
-	if (!x->threads[j].otid) {
+	if (!x->threads[j].used) {
+		x->threads[j].used = 1;
 		x->threads[j].opid = opid;
 		x->threads[j].otid = otid;
 		x->threads[j].tid = tid;
@@ -712,7 +716,7 @@ static void write_metadata(struct ex *x)
 	char name[1200];
 	for (size_t i = 0; i < x->procs_cap; i++) {
 		struct proc *p = &x->procs[i];
-		if (!p->opid)
+		if (!p->used)
 			continue;
 		if (!p->has_hdr) {
 			snprintf(name, sizeof(name), "pid %" PRIu32, p->opid);
@@ -731,12 +735,12 @@ static void write_metadata(struct ex *x)
 	/* The training thread of a process: the one with the most kernel launches (design.md §5). */
 	for (size_t i = 0; i < x->threads_cap; i++) {
 		struct thread *t = &x->threads[i];
-		if (!t->otid)
+		if (!t->used)
 			continue;
 		int training = t->launches > 0;
 		for (size_t j = 0; j < x->threads_cap && training; j++) {
 			struct thread *u = &x->threads[j];
-			if (u->otid && u->opid == t->opid && u != t &&
+			if (u->used && u->opid == t->opid && u != t &&
 			    (u->launches > t->launches || (u->launches == t->launches && u->otid < t->otid)))
 				training = 0;
 		}

@@ -489,6 +489,36 @@ Test(export, a_foreign_file_is_reported_and_the_others_exported)
 	free(dir);
 }
 
+/*
+ * A damaged header's pid 0, and thread 0 (the keep area's records): named and
+ * counted once like any other (fuzz_export found pid 0 taken for an empty slot:
+ * its process was never named, each of its records added a thread and a
+ * process to the tables, and its command line leaked).
+ */
+Test(export, pid_0_and_thread_0_are_a_process_and_a_thread_like_any_other)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *path = tmpfile_path(dir, "zero.sptrace");
+	struct sp_tg_opts o = {.pid = 0, .ppid = 1, .rank = -1, .cmdline = "damaged"};
+	struct sp_tg *g = sp_tg_create_opts(path, &o);
+	for (int i = 0; i < 200; i++)
+		SP_TG_ADD(g, 0, SP_K_STEP, SP_API_stepprof_step, T0 + 1000 * (uint64_t)i, T0 + 1000 * (uint64_t)i,
+			  {SP_F_VALUE, (uint64_t)i});
+	cr_assert_eq(sp_tg_finish(g), 0);
+	struct doc d;
+	export_to(&d, &path, 1);
+	cr_assert_eq(d.rc, SP_EXIT_OK);
+	cr_expect_eq(sp_json_u64(d.j, "otherData.records", 0), 200);
+	cr_expect_str_eq(meta_name(&d, "process_name", 0, 0), "damaged");
+	cr_expect_not_null(meta_name(&d, "thread_name", 0, 0), "thread 0 of pid 0 has no name");
+	cr_expect_eq(count(&d, "M", "process_name"), 1, "%zu process names", count(&d, "M", "process_name"));
+	cr_expect_eq(count(&d, "M", "thread_name"), 1, "%zu thread names", count(&d, "M", "thread_name"));
+	doc_free(&d);
+	free(path);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 Test(export, collector_records_join_their_processes)
 {
 	char *dir = sp_t_tmpdir("export");
