@@ -27,7 +27,7 @@
 #define SP_MAGIC "STEPPROF"
 #define SP_VERSION_MAJOR 1
 #define SP_VERSION_MINOR 3 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
-                              3: GPU_SPAN2 (two GPU spans in one slot) */
+                              3: GPU_SPAN2 (two GPU spans in one slot), apis appended */
 #define SP_ENDIAN_TAG 0x01020304u
 #define SP_HEADER_SIZE 4096u
 #define SP_SLOT_SIZE 32u

@@ -17,6 +17,7 @@
 #ifndef SP_T_BASES_ONLY
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Before cuda.h: its version macros (cuGetProcAddress -> cuGetProcAddress_v2)
@@ -41,7 +42,8 @@
 	X(cuMemGetInfo) X(cuMemHostAlloc) X(cuMemAllocHost) X(cuMemFreeHost) X(cuMemHostRegister)                     \
 	X(cuMemHostUnregister) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuGetProcAddress)          \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
-	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy) X(cuMemRetainAllocationHandle)
+	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy) X(cuMemRetainAllocationHandle) \
+	X(cuLaunchHostFunc) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWaitValue64) X(cuStreamBatchMemOp)
 
 #ifndef SP_T_BASES_ONLY
 
@@ -83,6 +85,13 @@ static const char *expected(const char *base, int ver, int flags)
 		return ver >= 11000 ? "cuDevicePrimaryCtxReset_v2" : "cuDevicePrimaryCtxReset";
 	if (!strcmp(base, "cuCtxCreate")) /* at 3020 */
 		return ver >= 12050 ? "cuCtxCreate_v4" : ver >= 11040 ? "cuCtxCreate_v3" : "cuCtxCreate_v2";
+	/* the stream memory operations: at 8000 and 9000, before their _v2 (11070) */
+	if (ver < 11070 && (!strcmp(base, "cuStreamWaitValue32") || !strcmp(base, "cuStreamWaitValue64") ||
+			    !strcmp(base, "cuStreamBatchMemOp"))) {
+		static char v1[64];
+		snprintf(v1, sizeof(v1), "%s%s", base, (flags & 2) ? "_ptsz" : "");
+		return v1;
+	}
 	return (flags & 2) ? sp_t_ptds_name(base) : plain_name(base);
 }
 

@@ -747,7 +747,10 @@ static int malloczero(void)
  *      stream busy with the other thread's kernel when a launch comes), a sync;
  *   4. a 10 ms kernel and an event record on a second stream, a 1 ms kernel on
  *      the first, cudaStreamWaitEvent of the first on that event, a 3 ms
- *      kernel on the first (it starts when the 10 ms one ends), a device sync.
+ *      kernel on the first (it starts when the 10 ms one ends), a device sync;
+ *   5. a 1 ms kernel, a host function of 15 ms (cudaLaunchHostFunc), a 2 ms
+ *      kernel (it starts when the host function returns), a stream callback
+ *      of 15 ms (cudaStreamAddCallback), a 2 ms kernel, a device sync.
  * stdout: the launches that failed (0).
  */
 #define CHAIN_MAX 128
@@ -778,6 +781,22 @@ static void chain_launch_on(long ms, cudaStream_t st)
 static void chain_launch(long ms)
 {
 	chain_launch_on(ms, chain_s);
+}
+
+/* Host work the stream waits for (phase 5): 15 ms. */
+static void chain_host_sleep(void *arg)
+{
+	(void)arg;
+	struct timespec ts = {0, 15 * 1000 * 1000};
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
+}
+
+static void chain_callback(cudaStream_t s, cudaError_t st, void *arg)
+{
+	(void)s;
+	(void)st;
+	chain_host_sleep(arg);
 }
 
 static void *chain_turns(void *arg)
@@ -827,6 +846,12 @@ static int chain(void)
 	chain_launch(1);
 	SHOW("cudaStreamWaitEvent", cudaStreamWaitEvent(chain_s, ev, 0));
 	chain_launch(3);
+	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
+	chain_launch(1);
+	SHOW("cudaLaunchHostFunc", cudaLaunchHostFunc(chain_s, chain_host_sleep, NULL));
+	chain_launch(2);
+	SHOW("cudaStreamAddCallback", cudaStreamAddCallback(chain_s, chain_callback, NULL, 0));
+	chain_launch(2);
 	SHOW("cudaDeviceSynchronize", cudaDeviceSynchronize());
 	printf("chain: %d launches failed\n", chain_bad);
 	const char *path = getenv("CHAIN_TRUTH");
