@@ -235,10 +235,38 @@ static void expect_main_thread(struct run *r)
 		     sp_json_num(r->an, "summary.training_tid", -1), sp_json_num(r->truth, "pid", -2));
 }
 
-/* The trainer in scenario and marker mode, analysed; the checks every scenario shares. */
+/* The run's iteration count and breakdown shares are those check_common accepts. */
+static int breakdown_within(struct run *r)
+{
+	if (sp_json_num(r->an, "summary.iterations", -2) != sp_json_num(r->truth, "totals.iterations", -1))
+		return 0;
+	for (int c = 0; c < 6; c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		if (fabs(sp_json_num(r->an, key, -1) - sp_json_num(r->truth, key, -1)) > 0.03)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The trainer in scenario and marker mode, analysed; the checks every scenario shares.
+ * NOTE: up to three runs, as the suite's other timing tests: the simulated GPU's
+ * kernels and copies are times its stream thread measures, and on a loaded machine
+ * (2 cores, a fuzzer or another suite beside) that thread wakes late: compute read
+ * 0.70 for 0.64 in one run of six under two busy loops (docs/definitions.md, Limits).
+ * A wrong analysis is wrong in every run.
+ */
 static void scenario(struct run *r, const char *name, const char *markers, const char *extra)
 {
-	run_scenario(r, name, markers, extra);
+	for (int attempt = 1;; attempt++) {
+		run_scenario(r, name, markers, extra);
+		if (attempt == 3 || breakdown_within(r))
+			break;
+		fprintf(stderr, "scenarios: %s, markers %s%s%s: breakdown off its ground truth, run %d of 3\n", name,
+			markers, extra ? ", " : "", extra ? extra : "", attempt);
+		run_free(r);
+	}
 	check_common(r, markers);
 	if (extra && strstr(extra, "--backward-thread"))
 		expect_main_thread(r);
