@@ -464,23 +464,29 @@ Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
  * which waits for those events only (the GPU reaches them at once; the
  * simulated GPU's stream thread may take a moment on a loaded machine).
  */
+/*
+ * lastcopy's five launches, each followed by a sync: how many got GPU time.
+ * Precondition of the tests below: GPU timing worked in this run at all. A time
+ * anchor is an event the GPU must reach within 2 ms of its record
+ * (docs/cuda-capture.md); on a machine so loaded that the simulated GPU's thread
+ * never ran in time at any of the five syncs, no op has GPU time and these
+ * tests have nothing to check.
+ */
+static unsigned synced_launches_timed(const struct edge *e)
+{
+	unsigned timed = 0;
+	for (unsigned k = 0; k < 5; k++)
+		timed += sp_json_get(nth(e, "launch", NULL, k), "gpu_begin_ns") != NULL;
+	return timed;
+}
+
 Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 {
 	struct edge e;
 	edge_run(&e, "bin/cuda_edges", "lastcopy", 1, NULL);
 	cr_assert_eq(count(&e, "copy", NULL), 2);
 	cr_assert_eq(count(&e, "launch", NULL), 5);
-	/*
-	 * Precondition: GPU timing worked in this run at all. A time anchor is an
-	 * event the GPU must reach within 2 ms of its record (docs/cuda-capture.md);
-	 * on a machine so loaded that the simulated GPU's thread never ran in time
-	 * at any of the five syncs, no op has GPU time and this test has nothing
-	 * to check.
-	 */
-	unsigned timed = 0;
-	for (unsigned k = 0; k < 5; k++)
-		timed += sp_json_get(nth(&e, "launch", NULL, k), "gpu_begin_ns") != NULL;
-	if (!timed) {
+	if (!synced_launches_timed(&e)) {
 		edge_free(&e);
 		cr_skip_test("no kernel got GPU time: no time anchor on this loaded machine");
 	}
@@ -507,11 +513,7 @@ Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeou
 		edge_run(&e, "bin/cuda_edges", "lastcopyexit", 1, NULL);
 		cr_assert_eq(count(&e, "launch", NULL), 6);
 		cr_assert_eq(count(&e, "copy", NULL), 3);
-		/* precondition, as above: the synced launches got GPU time (a time anchor was taken) */
-		unsigned timed = 0;
-		for (unsigned k = 0; k < 5; k++)
-			timed += sp_json_get(nth(&e, "launch", NULL, k), "gpu_begin_ns") != NULL;
-		if (timed) {
+		if (synced_launches_timed(&e)) {
 			const struct sp_json *l = nth(&e, "launch", NULL, 5), *c = nth(&e, "copy", NULL, 2);
 			cr_assert(l && c);
 			cr_expect(sp_json_get(l, "gpu_begin_ns"), "the last launch has no GPU time");
