@@ -61,11 +61,18 @@ static void add_loop(struct sp_tg *g, int32_t pid, int iters, uint64_t t0)
 		SP_TG_ADD(g, pid, SP_K_LOADER_WAIT, SP_API_poll, t + 200, t + 21000, {SP_F_FD, 9}, {SP_F_BYTES, 64});
 		SP_TG_ADD(g, pid, SP_K_COPY, SP_API_cudaMemcpyAsync, t + 21000, t + 21500, {SP_F_STREAM, 0x10},
 			  {SP_F_DPTR, 0x7000}, {SP_F_BYTES, 65536}, {SP_F_OP, op}, {SP_F_DIRECTION, 1});
-		SP_TG_ADD(g, pid, SP_K_GPU_SPAN, SP_API_cudaMemcpyAsync, t + 21200, t + 25000, {SP_F_OP, op});
 		SP_TG_ADD(g, pid, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 22000, t + 22400, {SP_F_STREAM, 0x10},
 			  {SP_F_NAME, kn}, {SP_F_OP, op + 1});
-		SP_TG_ADD(g, pid, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, t + 25000, t + 80000, {SP_F_OP, op + 1});
 		SP_TG_ADD(g, pid, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 23000, t + 80500, {SP_F_STREAM, 0x10});
+		/* the spans, read back at the sync: one to a record, or two (GPU_SPAN2) as the recorder writes them */
+		if (i % 2) {
+			SP_TG_ADD(g, pid, SP_K_GPU_SPAN2, SP_API_cudaMemcpyAsync, t + 21200, t + 25000, {SP_F_OP, op},
+				  {SP_F_OP_DELTA, 1}, {SP_F_API2, SP_API_cudaLaunchKernel}, {SP_F_BEGIN_DELTA, 3800},
+				  {SP_F_DUR2, 55000});
+		} else {
+			SP_TG_ADD(g, pid, SP_K_GPU_SPAN, SP_API_cudaMemcpyAsync, t + 21200, t + 25000, {SP_F_OP, op});
+			SP_TG_ADD(g, pid, SP_K_GPU_SPAN, SP_API_cudaLaunchKernel, t + 25000, t + 80000, {SP_F_OP, op + 1});
+		}
 	}
 	SP_TG_ADD(g, pid, SP_K_FREE, SP_API_cudaFree, t0 + 1000 + (uint64_t)iters * 100000, 0, {SP_F_DPTR, 0x7000},
 		  {SP_F_BYTES, 1 << 20});
