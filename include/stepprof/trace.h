@@ -360,6 +360,12 @@ static inline unsigned sp_decode(const struct sp_slot *s, unsigned avail, struct
 	return n;
 }
 
+/* Records a stored record stands for: two for a GPU_SPAN2, else one (the counts of lost and overwritten records). */
+static inline unsigned sp_kind_records(unsigned kind)
+{
+	return kind == SP_K_GPU_SPAN2 ? 2u : 1u;
+}
+
 /*
  * GPU_SPAN2 (1.3): two GPU spans in one slot. Fills *a and *b with the two
  * GPU_SPAN records it stands for (a may be the pair itself; pid and tid are
@@ -373,12 +379,6 @@ static inline unsigned sp_decode(const struct sp_slot *s, unsigned avail, struct
  * share a slot: design.md §7's <= 32 bytes per raw event, which copies and
  * allocations (two slots each) otherwise exceed.
  */
-/* Records a stored record stands for: two for a GPU_SPAN2, else one (the counts of lost and overwritten records). */
-static inline unsigned sp_kind_records(unsigned kind)
-{
-	return kind == SP_K_GPU_SPAN2 ? 2u : 1u;
-}
-
 static inline void sp_span2_split(const struct sp_event *pair, struct sp_event *a, struct sp_event *b)
 {
 	const struct sp_event pc = *pair, *p = &pc; /* a may be pair */
