@@ -2428,16 +2428,68 @@ CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocat
 	return stream_attr(h, 1);
 }
 
-/* A batch is its copies, queued in order on the stream. */
-static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, size_t *failIdx, CUstream h,
-		      int pt)
+/*
+ * A batch is its copies, queued in order on the stream (CUDA runs them in any
+ * order; in order is one of those). What cuMemcpyBatchAsync documents: the
+ * legacy NULL stream is refused; every copy needs attributes: attrsIdxs[0] is
+ * 0, the indices increase and stay below count, numAttrs <= count, and each
+ * srcAccessOrder is one of the three (else CUDA_ERROR_INVALID_VALUE). A copy
+ * whose source is to be read "during the API call" returns once it has run:
+ * its source is read before the call returns, as the order requires (the
+ * driver may read it out of stream order; waiting for the stream is the
+ * stricter way to meet it).
+ */
+static int batch_order_ok(CUmemcpySrcAccessOrder o)
 {
-	RESOLVE(h, pt, s);
+	return o == CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || o == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL ||
+	       o == CU_MEMCPY_SRC_ACCESS_ORDER_ANY;
+}
 
-	if (!dsts || !srcs || !sizes || count == 0)
+/* The stream of a batch: any but the legacy NULL stream ("Must not be legacy NULL stream"). */
+static CUresult batch_stream(CUstream h, int pt, struct CUstream_st **out)
+{
+	CUresult r = stream_of(h, pt, out);
+	if (r == CUDA_SUCCESS && (*out)->kind == ST_LEGACY)
 		return CUDA_ERROR_INVALID_VALUE;
-	for (size_t i = 0; i < count; i++) {
-		CUresult r = copy(s, lin(PTR(dsts[i])), lin(PTR(srcs[i])), sizes[i], 1, 1, 0, 0);
+	return r;
+}
+
+/* One copy of a batch: queued, and waited for when its source must be read by the return. */
+static CUresult batch_copy(struct CUstream_st *s, struct span dst, struct span src, size_t w, size_t h, size_t d,
+			   CUmemcpySrcAccessOrder order)
+{
+	struct op *op;
+	int host_sync = 0;
+	CUresult r = copy_op(dst, src, w, h, d, 0, 0, &op, &host_sync);
+
+	if (r != CUDA_SUCCESS || !op)
+		return r;
+	if (host_sync == HOST_STAGED && !s->cgraph)
+		op->u.copy.staged_on = s;
+	if (order == CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL && !host_sync)
+		host_sync = 1;
+	return enqueue(s, op, s->cgraph ? 0 : host_sync);
+}
+
+static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count, CUmemcpyAttributes *attrs,
+		      size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream h, int pt)
+{
+	struct CUstream_st *s;
+	CUresult r = batch_stream(h, pt, &s);
+
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!dsts || !srcs || !sizes || count == 0 || !attrs || !attrsIdxs || numAttrs == 0 || numAttrs > count ||
+	    attrsIdxs[0] != 0)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t k = 0; k < numAttrs; k++)
+		if (!batch_order_ok(attrs[k].srcAccessOrder) || attrsIdxs[k] >= count ||
+		    (k && attrsIdxs[k] <= attrsIdxs[k - 1]))
+			return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0, k = 0; i < count; i++) {
+		while (k + 1 < numAttrs && attrsIdxs[k + 1] <= i)
+			k++;
+		r = batch_copy(s, lin(PTR(dsts[i])), lin(PTR(srcs[i])), sizes[i], 1, 1, attrs[k].srcAccessOrder);
 		if (r != CUDA_SUCCESS) {
 			if (failIdx)
 				*failIdx = i;
@@ -2452,23 +2504,23 @@ static CUresult batch(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_
 CUresult cuMemcpyBatchAsync(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
 			    CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx, CUstream h)
 {
-	return batch(dsts, srcs, sizes, count, failIdx, h, 0);
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, h, 0);
 }
 CUresult cuMemcpyBatchAsync_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
 				 CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, size_t *failIdx,
 				 CUstream h)
 {
-	return batch(dsts, srcs, sizes, count, failIdx, h, 1);
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, failIdx, h, 1);
 }
 CUresult cuMemcpyBatchAsync_v2(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
 			       CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream h)
 {
-	return batch(dsts, srcs, sizes, count, NULL, h, 0);
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, h, 0);
 }
 CUresult cuMemcpyBatchAsync_v2_ptsz(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
 				    CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, CUstream h)
 {
-	return batch(dsts, srcs, sizes, count, NULL, h, 1);
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, NULL, h, 1);
 }
 
 CUresult cuKernelGetFunction(CUfunction *pFunc, CUkernel kernel)
@@ -2507,18 +2559,38 @@ CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *dynamicSmemSize, CUfunc
 	return CUDA_SUCCESS;
 }
 
-/* 3D batches: pointer operands only (CUDA arrays are not simulated); sizes in bytes. */
-static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx, CUstream h, int pt)
+/*
+ * 3D batches: pointer operands only (CUDA arrays are not simulated); extents in
+ * elements of one byte (pointer to pointer). Refused as cuMemcpy3DBatchAsync
+ * documents: the default NULL stream, flags other than 0, a zero extent, a row
+ * length or layer height below the extent, an invalid srcAccessOrder.
+ */
+static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *failIdx, unsigned long long flags,
+			CUstream h, int pt)
 {
-	RESOLVE(h, pt, s);
+	struct CUstream_st *s;
+	CUresult r = batch_stream(h, pt, &s);
 
-	if (!ops || numOps == 0)
+	if (r != CUDA_SUCCESS)
+		return r;
+	if (!ops || numOps == 0 || flags != 0)
 		return CUDA_ERROR_INVALID_VALUE;
+	for (size_t i = 0; i < numOps; i++) {
+		const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
+		if (!batch_order_ok(o->srcAccessOrder) || !o->extent.width || !o->extent.height || !o->extent.depth)
+			return CUDA_ERROR_INVALID_VALUE;
+		for (int side = 0; side < 2; side++) {
+			const CUmemcpy3DOperand *x = side ? &o->dst : &o->src;
+			if (x->type == CU_MEMCPY_OPERAND_TYPE_POINTER &&
+			    ((x->op.ptr.rowLength && x->op.ptr.rowLength < o->extent.width) ||
+			     (x->op.ptr.layerHeight && x->op.ptr.layerHeight < o->extent.height)))
+				return CUDA_ERROR_INVALID_VALUE;
+		}
+	}
 	for (size_t i = 0; i < numOps; i++) {
 		const CUDA_MEMCPY3D_BATCH_OP *o = &ops[i];
 		struct span d, s_;
 		size_t w = o->extent.width, hh = o->extent.height, dd = o->extent.depth;
-		CUresult r;
 		if (o->src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o->dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER) {
 			r = CUDA_ERROR_NOT_SUPPORTED;
 		} else {
@@ -2528,7 +2600,7 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
 			s_.p = PTR(o->src.op.ptr.ptr);
 			s_.pitch = o->src.op.ptr.rowLength ? o->src.op.ptr.rowLength : w;
 			s_.slice = s_.pitch * (o->src.op.ptr.layerHeight ? o->src.op.ptr.layerHeight : hh);
-			r = copy(s, d, s_, w, hh, dd, 0, 0);
+			r = batch_copy(s, d, s_, w, hh, dd, o->srcAccessOrder);
 		}
 		if (r != CUDA_SUCCESS) {
 			if (failIdx)
@@ -2544,21 +2616,21 @@ static CUresult batch3d(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *ops, size_t *fail
 CUresult cuMemcpy3DBatchAsync(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx, unsigned long long flags,
 			      CUstream h)
 {
-	return batch3d(numOps, opList, failIdx, h, 0);
+	return batch3d(numOps, opList, failIdx, flags, h, 0);
 }
 CUresult cuMemcpy3DBatchAsync_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, size_t *failIdx,
 				   unsigned long long flags, CUstream h)
 {
-	return batch3d(numOps, opList, failIdx, h, 1);
+	return batch3d(numOps, opList, failIdx, flags, h, 1);
 }
 CUresult cuMemcpy3DBatchAsync_v2(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags, CUstream h)
 {
-	return batch3d(numOps, opList, NULL, h, 0);
+	return batch3d(numOps, opList, NULL, flags, h, 0);
 }
 CUresult cuMemcpy3DBatchAsync_v2_ptsz(size_t numOps, CUDA_MEMCPY3D_BATCH_OP *opList, unsigned long long flags,
 				      CUstream h)
 {
-	return batch3d(numOps, opList, NULL, h, 1);
+	return batch3d(numOps, opList, NULL, flags, h, 1);
 }
 
 static CUresult update_deps(CUstream h, int pt)

@@ -514,6 +514,54 @@ cudaError_t cudaMemcpyPeerAsync(void *dst, int dstDevice, const void *src, int s
 	return peer(dst, dstDevice, src, srcDevice, count, stream, 1);
 }
 
+/*
+ * Batches (CUDA 13's signature: no failIdx): the attributes converted to the
+ * driver's, the copies handed to cuMemcpyBatchAsync as requested at 13000.
+ * A batch of more than 64 attribute sets is refused here (the simulator's
+ * bound, not CUDA's).
+ */
+static cudaError_t batch(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+			 struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs, cudaStream_t stream,
+			 int pt)
+{
+	CUmemcpyAttributes a[64];
+
+	ENTER();
+	if (numAttrs > 64 || (numAttrs && !attrs))
+		return simrt_err(cudaErrorInvalidValue);
+	for (size_t k = 0; k < numAttrs; k++) {
+		memset(&a[k], 0, sizeof(a[k]));
+		a[k].srcAccessOrder = (CUmemcpySrcAccessOrder)attrs[k].srcAccessOrder;
+		a[k].srcLocHint.type = (CUmemLocationType)attrs[k].srcLocHint.type;
+		a[k].srcLocHint.id = attrs[k].srcLocHint.id;
+		a[k].dstLocHint.type = (CUmemLocationType)attrs[k].dstLocHint.type;
+		a[k].dstLocHint.id = attrs[k].dstLocHint.id;
+		a[k].flags = attrs[k].flags;
+	}
+	CUdeviceptr *d = (CUdeviceptr *)(uintptr_t)dsts, *s = (CUdeviceptr *)(uintptr_t)srcs;
+	size_t *n = (size_t *)(uintptr_t)sizes;
+	_Static_assert(sizeof(CUdeviceptr) == sizeof(void *), "a device pointer is a pointer");
+	CUresult r = pt ? DRVP(cuMemcpyBatchAsync, 13000, 13000)(d, s, n, count, numAttrs ? a : NULL, attrsIdxs,
+								   numAttrs, stream)
+			: DRV(cuMemcpyBatchAsync, 13000)(d, s, n, count, numAttrs ? a : NULL, attrsIdxs, numAttrs,
+							 stream);
+	return simrt_ret(r);
+}
+
+cudaError_t cudaMemcpyBatchAsync(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+				 struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+				 cudaStream_t stream)
+{
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 0);
+}
+
+cudaError_t cudaMemcpyBatchAsync_ptsz(void *const *dsts, const void *const *srcs, const size_t *sizes, size_t count,
+				      struct cudaMemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+				      cudaStream_t stream)
+{
+	return batch(dsts, srcs, sizes, count, attrs, attrsIdxs, numAttrs, stream, 1);
+}
+
 /* ---------------------------------------------------------------- 4. memsets */
 
 RT_CALL_PT(cudaMemset, ptds, (void *devPtr, int value, size_t count), cuMemsetD8, 3020, 7000,

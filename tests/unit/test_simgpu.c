@@ -1598,3 +1598,64 @@ Test(simgpu, device_reset_frees_allocations)
 	cr_assert_eq(R(cudaMemGetInfo)(&fr1, &total), cudaSuccess);
 	cr_expect_eq(fr1, fr0);
 }
+
+/*
+ * Batches (cuMemcpyBatchAsync): refused as cuda.h documents them (the legacy
+ * stream; every copy needs attributes: attrsIdxs from 0, increasing, below count,
+ * numAttrs <= count; a valid srcAccessOrder); the per-thread stream is allowed.
+ * A copy in stream order is queued (the call returns before the kernel ahead of
+ * it ends); one whose source is read "during the API call" has read it by the
+ * return (the kernel ahead has ended, and the source can be overwritten at once).
+ */
+Test(simgpu, batch_copies_follow_their_attributes)
+{
+	size_t n = 4096;
+	unsigned char *pin = NULL, back[4096];
+	CUdeviceptr d;
+	CUstream s;
+	uint64_t k[2] = {0, 0};
+
+	drv_init();
+	cr_assert_eq(D(cuMemAllocHost)((void **)&pin, 2 * n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemAlloc)(&d, 2 * n), CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamCreate)(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+	CUdeviceptr dst[2] = {d, d + n}, src[2] = {(CUdeviceptr)(uintptr_t)pin, (CUdeviceptr)(uintptr_t)(pin + n)};
+	size_t sz[2] = {n, n}, idx[2] = {0, 1}, from1[1] = {1}, same[2] = {0, 0};
+	CUmemcpyAttributes a[3];
+	memset(a, 0, sizeof(a));
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 1, s), CUDA_ERROR_INVALID_VALUE, "order INVALID");
+	a[0].srcAccessOrder = a[1].srcAccessOrder = a[2].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 1, CU_STREAM_LEGACY), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 1, NULL), CUDA_ERROR_INVALID_VALUE,
+		     "NULL is the legacy stream outside the _ptsz variant");
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, NULL, idx, 1, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 0, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, from1, 1, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, same, 2, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 3, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 0, a, idx, 1, s), CUDA_ERROR_INVALID_VALUE);
+	cr_expect_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 2, a, idx, 2, CU_STREAM_PER_THREAD), CUDA_SUCCESS);
+	cr_assert_eq(D(cuCtxSynchronize)(), CUDA_SUCCESS);
+
+	memset(pin, 1, n);
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 1, a, idx, 1, s), CUDA_SUCCESS);
+	cr_expect_eq(k[1], 0, "a copy in stream order waited for the kernel ahead of it");
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+
+	memset(pin, 2, n);
+	k[0] = k[1] = 0;
+	a[0].srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_DURING_API_CALL;
+	launch_sleep(s, 100, k);
+	cr_assert_eq(D(cuMemcpyBatchAsync)(dst, src, sz, 1, a, idx, 1, s), CUDA_SUCCESS);
+	cr_expect_neq(k[1], 0, "the source was not read by the return");
+	memset(pin, 0xee, n);
+	cr_assert_eq(D(cuStreamSynchronize)(s), CUDA_SUCCESS);
+	cr_assert_eq(D(cuMemcpyDtoH)(back, d, n), CUDA_SUCCESS);
+	for (size_t i = 0; i < n; i++)
+		if (back[i] != 2)
+			cr_assert_fail("byte %zu is %#x, the source as it was at the call is 2", i, back[i]);
+	D(cuStreamDestroy)(s);
+	D(cuMemFree)(d);
+	D(cuMemFreeHost)(pin);
+}
