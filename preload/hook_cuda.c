@@ -53,6 +53,11 @@ struct sp_call {
 	uint8_t again;        /* told apart without a context, again after the call: 1 unified, 2 host side */
 	uint8_t vmm;          /* free: a VMM handle's release (its memory may outlive it, mapped);
 				 host alloc: a VMM handle of host memory */
+	uint8_t batch;        /* copy: 0 one copy, 1 a cuMemcpyBatchAsync, 2 a cuMemcpy3DBatchAsync */
+	const void *bops;     /* batch: dsts (1) or the operations (2) */
+	const void *bsrc;     /* batch 1: srcs */
+	const size_t *bsize;  /* batch 1: sizes */
+	size_t bcount;        /* batch: copies */
 	uint64_t udst, usrc;  /* its pointers (2: usrc, the host side) */
 	uint16_t api;
 	uint64_t t0;
@@ -233,6 +238,7 @@ static inline __attribute__((always_inline)) void launch_post(unsigned api, stru
 }
 
 static void copy_unified_again(struct sp_call *c);
+static void batch_post(struct sp_call *c, int r, uint64_t t1, uint64_t *f);
 
 /* A pinned range into the map; one that does not fit is said once (its copies read "unknown"). */
 static void pinned_add(uint64_t p, uint64_t size)
@@ -290,6 +296,10 @@ static void sp_post(struct sp_call *c, int r)
 	f[SP_F_STREAM] = c->stream;
 	switch (c->fam) {
 	case FAM_COPY:
+		if (c->batch) {
+			batch_post(c, r, t1, f);
+			break;
+		}
 		if (c->again == 1)
 			copy_unified_again(c);
 		else if (c->again == 2 && sp_gpu_host_kind(c->usrc, 1) == SP_HOSTMEM_MANAGED)
@@ -541,6 +551,7 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->tim.b = NULL;
 	c->again = 0;
 	c->vmm = 0;
+	c->batch = 0;
 }
 
 /*
@@ -573,11 +584,9 @@ static void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t h
 	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : host_side(c, host);
 }
 
-/* Both sides by kind (unified addressing: cuMemcpy, cudaMemcpyDefault). */
-static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
+/* Both sides by their kinds (sp_gpu_host_kind's answers; SP_HOSTMEM_DEVICE for a CUDA array). */
+static void copy_kinds(struct sp_call *c, uint64_t dst, unsigned dk, uint64_t src, unsigned sk, uint64_t n, uint64_t s)
 {
-	unsigned dk = sp_gpu_host_kind(dst, 1), sk = sp_gpu_host_kind(src, 1);
-	int unknown = dk == SP_HOSTMEM_UNKNOWN || sk == SP_HOSTMEM_UNKNOWN;
 	int dd = dk == SP_HOSTMEM_DEVICE || dk == SP_HOSTMEM_MANAGED;
 	int sd = sk == SP_HOSTMEM_DEVICE || sk == SP_HOSTMEM_MANAGED;
 	if (dd && sd)
@@ -595,7 +604,15 @@ static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t
 	else if (dk == SP_HOSTMEM_MANAGED || sk == SP_HOSTMEM_MANAGED)
 		c->hostmem = SP_HOSTMEM_MANAGED;
 	c->again = 0;
-	if (unknown) { /* no context yet: the runtime call about to be made makes one current */
+}
+
+/* Both sides by kind (unified addressing: cuMemcpy, cudaMemcpyDefault). */
+static void copy_unified(struct sp_call *c, uint64_t dst, uint64_t src, uint64_t n, uint64_t s)
+{
+	unsigned dk = sp_gpu_host_kind(dst, 1), sk = sp_gpu_host_kind(src, 1);
+	copy_kinds(c, dst, dk, src, sk, n, s);
+	if (dk == SP_HOSTMEM_UNKNOWN || sk == SP_HOSTMEM_UNKNOWN) {
+		/* no context yet: the runtime call about to be made makes one current */
 		c->again = 1;
 		c->udst = dst;
 		c->usrc = src;
@@ -650,6 +667,131 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 		copy_known(c, SP_DIR_H2H, 0, src, n, s);
 }
 
+/*
+ * A batch of copies (cuMemcpyBatchAsync, cuMemcpy3DBatchAsync), after the call
+ * (the context is current then). Each copy is told apart as a unified copy is
+ * (sp_gpu_host_kind: stepprof's pinned map, then the driver's answer, cached
+ * per page; a CUDA array operand is device memory), and the batch's copies are
+ * grouped by direction and host memory: one `copy` record per group (at most
+ * BATCH_GROUPS; a copy of a fifth kind counts in the fourth), in the order of
+ * their first copy, with the group's bytes summed and its first copy's
+ * pointers. The batch's GPU time is one span (a begin and an end event around
+ * the whole batch: CUDA runs its copies in any order), given to the group of
+ * the most bytes; the other groups' records have no op, their time is their
+ * call's. A batch that names no copy (NULL arrays, none: the driver refuses it)
+ * is one record without direction, as a 2D copy without its descriptor is.
+ * A 3D copy's bytes are its width x height x depth: exact for pointer
+ * operands (one-byte elements), its elements for a CUDA array operand.
+ * RATIONALE: per group, not per copy: a batch moves hundreds to thousands of
+ * blocks (KV caches, offloaded weights) in one call, and what the analysis
+ * needs of them is their direction, bytes and host memory; a record per copy
+ * would cost 64 bytes of trace each.
+ */
+#define BATCH_GROUPS 4
+
+struct batch_group {
+	uint8_t dir, hostmem;
+	uint64_t bytes, dptr, ptr;
+};
+
+static void batch_add(struct batch_group *g, unsigned *n, const struct sp_call *u)
+{
+	unsigned k = 0;
+	while (k < *n && (g[k].dir != u->dir || g[k].hostmem != u->hostmem))
+		k++;
+	if (k == *n) {
+		if (*n == BATCH_GROUPS) {
+			k = BATCH_GROUPS - 1;
+		} else {
+			g[k] = (struct batch_group){u->dir, u->hostmem, 0, u->dptr, u->ptr};
+			(*n)++;
+		}
+	}
+	g[k].bytes += u->bytes;
+}
+
+/* One side of a 3D batch copy: its address (0 for an array) and kind. */
+static unsigned operand_kind(const CUmemcpy3DOperand *x, uint64_t *addr)
+{
+	if (x->type == CU_MEMCPY_OPERAND_TYPE_ARRAY) {
+		*addr = 0;
+		return SP_HOSTMEM_DEVICE;
+	}
+	*addr = (uint64_t)x->op.ptr.ptr;
+	return sp_gpu_host_kind(*addr, 1);
+}
+
+static unsigned batch_groups(const struct sp_call *c, struct batch_group *g)
+{
+	unsigned n = 0;
+	struct sp_call u;
+	if (c->batch == 1 && c->bops && c->bsrc && c->bsize) {
+		const CUdeviceptr *dst = c->bops, *src = c->bsrc;
+		for (size_t i = 0; i < c->bcount; i++) {
+			copy_unified(&u, (uint64_t)dst[i], (uint64_t)src[i], (uint64_t)c->bsize[i], c->stream);
+			batch_add(g, &n, &u);
+		}
+	} else if (c->batch == 2 && c->bops) {
+		const CUDA_MEMCPY3D_BATCH_OP *op = c->bops;
+		for (size_t i = 0; i < c->bcount; i++) {
+			uint64_t d, s;
+			unsigned dk = operand_kind(&op[i].dst, &d), sk = operand_kind(&op[i].src, &s);
+			copy_kinds(&u, d, dk, s, sk,
+				   (uint64_t)op[i].extent.width * op[i].extent.height * op[i].extent.depth, c->stream);
+			batch_add(g, &n, &u);
+		}
+	}
+	if (!n)
+		g[n++] = (struct batch_group){SP_DIR_NONE, SP_HOSTMEM_UNKNOWN, 0, 0, 0};
+	return n;
+}
+
+static void batch_post(struct sp_call *c, int r, uint64_t t1, uint64_t *f)
+{
+	struct batch_group g[BATCH_GROUPS];
+	unsigned n = batch_groups(c, g), lead = 0;
+	for (unsigned k = 1; k < n; k++)
+		if (g[k].bytes > g[lead].bytes)
+			lead = k;
+	site_and_dev(c, f);
+	uint64_t site = 0;
+	for (unsigned k = 0; k < n; k++) {
+		if (g[k].hostmem == SP_HOSTMEM_PAGEABLE && !site)
+			site = sp_cuda_site(c->caller);
+		f[SP_F_PTR] = g[k].ptr;
+		f[SP_F_DPTR] = g[k].dptr;
+		f[SP_F_BYTES] = g[k].bytes;
+		f[SP_F_DIRECTION] = g[k].dir;
+		f[SP_F_HOST_MEMORY] = g[k].hostmem;
+		f[SP_F_SITE] = g[k].hostmem == SP_HOSTMEM_PAGEABLE ? site : 0;
+		f[SP_F_OP] = 0;
+		if (k == lead) {
+			c->op = sp_next_op();
+			f[SP_F_OP] = c->op;
+			sp_gpu_end(&c->tim, r == 0, c->op, c->api, (unsigned)f[SP_F_DEVICE], 0);
+		}
+		sp_emit(SP_K_COPY, c->api, c->t0, t1, f);
+	}
+}
+
+#define SP_SPEC_BATCH(d, s_, n, cnt, st)                                                                              \
+	do {                                                                                                          \
+		fam(&c, FAM_COPY);                                                                                    \
+		c.stream = U64(st);                                                                                   \
+		c.batch = 1;                                                                                          \
+		c.bops = (d);                                                                                         \
+		c.bsrc = (s_);                                                                                        \
+		c.bsize = (n);                                                                                        \
+		c.bcount = (cnt);                                                                                     \
+	} while (0)
+#define SP_SPEC_BATCH3D(cnt, ops, st)                                                                                 \
+	do {                                                                                                          \
+		fam(&c, FAM_COPY);                                                                                    \
+		c.stream = U64(st);                                                                                   \
+		c.batch = 2;                                                                                          \
+		c.bops = (ops);                                                                                       \
+		c.bcount = (cnt);                                                                                     \
+	} while (0)
 #define SP_SPEC_COPY(d, dev, host, n, s) copy_known(&c, SP_DIR_##d, U64(dev), U64(host), (uint64_t)(n), U64(s))
 #define SP_SPEC_COPYU(dst, src, n, s) copy_unified(&c, U64(dst), U64(src), (uint64_t)(n), U64(s))
 #define SP_SPEC_COPYRT(k, dst, src, n, s) copy_rt(&c, (int)(k), U64(dst), U64(src), (uint64_t)(n), U64(s))
@@ -815,6 +957,8 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_CALLER_COPY3DPEER(...) 1
 #define SP_CALLER_COPYRT3D(...) 1
 #define SP_CALLER_PEER(...) 1
+#define SP_CALLER_BATCH(...) 1
+#define SP_CALLER_BATCH3D(...) 1
 #define SP_CALLER_MEMSET(...) 0
 #define SP_CALLER_LAUNCH(...) 0
 #define SP_CALLER_SYNC(...) 0
@@ -854,6 +998,8 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
 #define SP_EARLY_COPY3DPEER(...)
 #define SP_EARLY_COPYRT3D(...)
 #define SP_EARLY_PEER(...)
+#define SP_EARLY_BATCH(...)
+#define SP_EARLY_BATCH3D(...)
 #define SP_EARLY_MEMSET(...)
 #define SP_EARLY_LAUNCH(...)
 #define SP_EARLY_SYNC(...)

@@ -915,3 +915,79 @@ Test(cuda_edges, gpu_spans_are_stored_two_to_a_slot, .timeout = 120)
 	sp_t_result_free(&r);
 	edge_free(&e);
 }
+
+/*
+ * Batches of copies (cuda_edges batch): one copy record per direction and host
+ * memory of a batch, bytes summed, the batch's GPU time on its group of the most
+ * bytes, through every door the program takes (the runtime's driver table, the
+ * driver by name, CUDA 12.8's variant through cuGetProcAddress), in both builds.
+ * Before, none of them was recorded: an H2D that a loader moved with
+ * cudaMemcpyBatchAsync was missing from h2d altogether.
+ */
+static void batch_records(const char *bin, const char *sfx)
+{
+	char v1[64], v2[64], v2_3d[64];
+	/* cuGetProcAddress's default mode is the build's: per-thread in the _ptds one (cuda.h) */
+	snprintf(v1, sizeof(v1), "cuMemcpyBatchAsync%s", sfx);
+	snprintf(v2, sizeof(v2), "cuMemcpyBatchAsync_v2%s", sfx);
+	snprintf(v2_3d, sizeof(v2_3d), "cuMemcpy3DBatchAsync_v2%s", sfx);
+	const struct {
+		const char *api, *dir, *mem;
+		uint64_t bytes;
+		int timed, result;
+	} want[] = {
+	    {v2, "h2d", "pinned", 1 << 20, 1, 0},	  {v2, "h2d", "pageable", 256 << 10, 1, 0},
+	    {v2, "d2h", "pinned", 64 << 10, 0, 0},	  {v2, "d2d", "device", 1 << 20, 1, 0},
+	    {v2_3d, "h2d", "pinned", 32 << 10, 1, 0}, {v1, "h2d", "pinned", 4096, 1, 0},
+	    {v2, "h2d", "pinned", 4096, 0, 1},
+	};
+	struct edge e;
+	edge_run(&e, bin, "batch", 1, NULL);
+	const struct sp_json *got[16];
+	unsigned n = 0, other = 0;
+	for (size_t i = 0; i < e.nrec; i++) {
+		if (!str_eq(e.rec[i], "kind", "copy"))
+			continue;
+		const char *api = sp_json_str(e.rec[i], "api");
+		if (api && strstr(api, "BatchAsync") && n < 16)
+			got[n++] = e.rec[i];
+		else
+			other++;
+	}
+	size_t nw = sizeof(want) / sizeof(want[0]);
+	cr_assert_eq(n, nw, "%s: %u batch copy records, expected %zu", bin, n, nw);
+	cr_expect_eq(other, 5, "%s: %u other copies (the program's 5 cudaMemcpy checks)", bin, other);
+	for (unsigned k = 0; k < nw; k++) {
+		const struct sp_json *c = got[k];
+		cr_expect(str_eq(c, "api", want[k].api) && str_eq(c, "direction", want[k].dir) &&
+			      str_eq(c, "host_memory", want[k].mem),
+			  "%s: batch copy %u is %s %s %s, expected %s %s %s", bin, k, sp_json_str(c, "api"),
+			  sp_json_str(c, "direction"), sp_json_str(c, "host_memory"), want[k].api, want[k].dir,
+			  want[k].mem);
+		cr_expect_eq(sp_json_u64(c, "bytes", 0), want[k].bytes, "%s: batch copy %u: %llu bytes", bin, k,
+			     (unsigned long long)sp_json_u64(c, "bytes", 0));
+		cr_expect_eq(sp_json_num(c, "result", -1), want[k].result, "%s: batch copy %u: result", bin, k);
+		int timed = sp_json_get(c, "gpu_begin_ns") != NULL;
+		cr_expect_eq(timed, want[k].timed, "%s: batch copy %u %s GPU time", bin, k, timed ? "has" : "has no");
+		cr_expect_eq(sp_json_u64(c, "op", 0) != 0, want[k].timed || want[k].result, "%s: batch copy %u: op",
+			     bin, k);
+		if (timed)
+			cr_expect_gt(sp_json_u64(c, "gpu_end_ns", 0), sp_json_u64(c, "gpu_begin_ns", 0));
+	}
+	/* the mixed batch: one call, two records */
+	cr_expect_eq(sp_json_u64(got[1], "begin_ns", 0), sp_json_u64(got[2], "begin_ns", 1));
+	cr_expect_eq(sp_json_u64(got[1], "end_ns", 0), sp_json_u64(got[2], "end_ns", 1));
+	/* a pageable group names its call site, in the program */
+	const char *site = sp_json_str(got[1], "site");
+	cr_expect(site && strstr(site, "cuda_edges"), "%s: pageable batch site %s", bin, site ? site : "(none)");
+	cr_assert(strstr(e.res.out, "5 failIdx SIZE_MAX"), "%s", e.res.out);
+	cr_assert(!strstr(e.res.out, "differs"), "%s", e.res.out);
+	expect_same_stdout(&e, bin, "batch", NULL);
+	edge_free(&e);
+}
+
+Test(cuda_edges, batches_of_copies_are_recorded_by_direction_and_host_memory, .timeout = 60)
+{
+	batch_records("bin/cuda_edges", "");
+	batch_records("bin/cuda_edges_ptds", "_ptsz");
+}

@@ -43,7 +43,8 @@
 	X(cuMemHostUnregister) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuGetProcAddress)          \
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
 	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy) X(cuMemRetainAllocationHandle) \
-	X(cuLaunchHostFunc) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWaitValue64) X(cuStreamBatchMemOp)
+	X(cuLaunchHostFunc) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWaitValue64) X(cuStreamBatchMemOp)   \
+	X(cuMemcpyBatchAsync) X(cuMemcpy3DBatchAsync)
 
 #ifndef SP_T_BASES_ONLY
 
@@ -88,6 +89,12 @@ static const char *expected(const char *base, int ver, int flags)
 	/* the stream memory operations: at 8000 and 9000, before their _v2 (11070) */
 	if (ver < 11070 && (!strcmp(base, "cuStreamWaitValue32") || !strcmp(base, "cuStreamWaitValue64") ||
 			    !strcmp(base, "cuStreamBatchMemOp"))) {
+		static char v1[64];
+		snprintf(v1, sizeof(v1), "%s%s", base, (flags & 2) ? "_ptsz" : "");
+		return v1;
+	}
+	/* the batches: at 12080 too, before their _v2 (13000, which drops failIdx) */
+	if (ver < 13000 && (!strcmp(base, "cuMemcpyBatchAsync") || !strcmp(base, "cuMemcpy3DBatchAsync"))) {
 		static char v1[64];
 		snprintf(v1, sizeof(v1), "%s%s", base, (flags & 2) ? "_ptsz" : "");
 		return v1;

@@ -13,6 +13,7 @@
  * test expects of the trace.
  */
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <nvtx3/nvToolsExt.h>
@@ -864,6 +865,137 @@ static int chain(void)
 	return 0;
 }
 
+/*
+ * batch: batches of copies on a stream of the program, each checked by its
+ * data (stdout). Expected of the trace: one `copy` record per direction and
+ * host memory of a batch, in the order of their first copy, the batch's GPU
+ * span on the group of the most bytes, the others without op:
+ *   1. cudaMemcpyBatchAsync, 4 x 256 KiB pinned -> device: h2d pinned 1 MiB, timed;
+ *   2. cudaMemcpyBatchAsync, 2 x 128 KiB pageable -> device (source read during
+ *      the call) and 1 x 64 KiB device -> pinned (stream order): h2d pageable
+ *      256 KiB timed, then d2h pinned 64 KiB without op;
+ *   3. cuMemcpyBatchAsync (CUDA 13's: _v2), 2 x 512 KiB device -> device: d2d 1 MiB;
+ *   4. cuMemcpy3DBatchAsync (_v2), one 1024 x 16 x 2 pinned -> device: h2d pinned 32 KiB;
+ *   5. CUDA 12.8's cuMemcpyBatchAsync (with failIdx) through cuGetProcAddress at
+ *      12080, 1 x 4 KiB pinned -> device: h2d pinned 4 KiB; failIdx SIZE_MAX;
+ *   6. cudaMemcpyBatchAsync on the legacy stream, 1 x 4 KiB pinned -> device:
+ *      refused (CUDA_ERROR_INVALID_VALUE, 1), recorded with its result and bytes.
+ * The data checks copy back with cudaMemcpy (records of their own api).
+ */
+static unsigned long long sum_bytes(const unsigned char *p, size_t n)
+{
+	unsigned long long s = 0;
+	for (size_t i = 0; i < n; i++)
+		s = s * 131 + p[i];
+	return s;
+}
+
+static int batch(void)
+{
+	cudaStream_t s = NULL;
+	unsigned char *pin = NULL, *back = NULL, *d = NULL, *d2 = NULL;
+	unsigned char *pg = malloc(256 * 1024);
+	SHOW("cudaStreamCreate", cudaStreamCreate(&s));
+	SHOW("cudaMallocHost pin", cudaMallocHost((void **)&pin, 2 * MiB));
+	SHOW("cudaMallocHost back", cudaMallocHost((void **)&back, 2 * MiB));
+	SHOW("cudaMalloc d", cudaMalloc((void **)&d, 2 * MiB));
+	SHOW("cudaMalloc d2", cudaMalloc((void **)&d2, 2 * MiB));
+	if (!pg || !pin || !back || !d || !d2)
+		return 1;
+	for (size_t i = 0; i < 2 * MiB; i++)
+		pin[i] = (unsigned char)(i * 7 + 3);
+	for (size_t i = 0; i < 256 * 1024; i++)
+		pg[i] = (unsigned char)(i * 13 + 1);
+	struct cudaMemcpyAttributes at[2];
+	memset(at, 0, sizeof(at));
+	at[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	size_t idx0 = 0;
+
+	/* 1 */
+	void *dst[4];
+	const void *src[4];
+	size_t sz[4];
+	for (int i = 0; i < 4; i++) {
+		dst[i] = d + i * 256 * 1024;
+		src[i] = pin + i * 256 * 1024;
+		sz[i] = 256 * 1024;
+	}
+	SHOW("1 cudaMemcpyBatchAsync h2d pinned", cudaMemcpyBatchAsync(dst, src, sz, 4, at, &idx0, 1, s));
+	SHOW("1 cudaStreamSynchronize", cudaStreamSynchronize(s));
+	SHOW("1 cudaMemcpy back", cudaMemcpy(back, d, MiB, cudaMemcpyDeviceToHost));
+	printf("1 data %s\n", memcmp(back, pin, MiB) ? "differs" : "ok");
+
+	/* 2 */
+	at[0].srcAccessOrder = cudaMemcpySrcAccessOrderDuringApiCall;
+	at[1].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	size_t idx2[2] = {0, 2};
+	dst[0] = d2, src[0] = pg, sz[0] = 128 * 1024;
+	dst[1] = d2 + 128 * 1024, src[1] = pg + 128 * 1024, sz[1] = 128 * 1024;
+	dst[2] = back + MiB, src[2] = d, sz[2] = 64 * 1024;
+	SHOW("2 cudaMemcpyBatchAsync mixed", cudaMemcpyBatchAsync(dst, src, sz, 3, at, idx2, 2, s));
+	SHOW("2 cudaStreamSynchronize", cudaStreamSynchronize(s));
+	printf("2 d2h data %s\n", memcmp(back + MiB, pin, 64 * 1024) ? "differs" : "ok");
+	SHOW("2 cudaMemcpy back", cudaMemcpy(back, d2, 256 * 1024, cudaMemcpyDeviceToHost));
+	printf("2 h2d data %s\n", memcmp(back, pg, 256 * 1024) ? "differs" : "ok");
+
+	/* 3 */
+	CUdeviceptr dd[2] = {(CUdeviceptr)(uintptr_t)(d2 + MiB), (CUdeviceptr)(uintptr_t)(d2 + MiB + 512 * 1024)};
+	CUdeviceptr ds[2] = {(CUdeviceptr)(uintptr_t)d, (CUdeviceptr)(uintptr_t)(d + 512 * 1024)};
+	size_t dz[2] = {512 * 1024, 512 * 1024};
+	CUmemcpyAttributes ca;
+	memset(&ca, 0, sizeof(ca));
+	ca.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	SHOW("3 cuMemcpyBatchAsync d2d", cuMemcpyBatchAsync(dd, ds, dz, 2, &ca, &idx0, 1, (CUstream)s));
+	SHOW("3 cuStreamSynchronize", cuStreamSynchronize((CUstream)s));
+	SHOW("3 cudaMemcpy back", cudaMemcpy(back, d2 + MiB, MiB, cudaMemcpyDeviceToHost));
+	printf("3 data %s\n", memcmp(back, pin, MiB) ? "differs" : "ok");
+
+	/* 4 */
+	CUDA_MEMCPY3D_BATCH_OP op;
+	memset(&op, 0, sizeof(op));
+	op.src.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+	op.src.op.ptr.ptr = (CUdeviceptr)(uintptr_t)(pin + 4096);
+	op.dst.type = CU_MEMCPY_OPERAND_TYPE_POINTER;
+	op.dst.op.ptr.ptr = (CUdeviceptr)(uintptr_t)d;
+	op.extent.width = 1024;
+	op.extent.height = 16;
+	op.extent.depth = 2;
+	op.srcAccessOrder = CU_MEMCPY_SRC_ACCESS_ORDER_STREAM;
+	SHOW("4 cuMemcpy3DBatchAsync h2d", cuMemcpy3DBatchAsync(1, &op, 0, (CUstream)s));
+	SHOW("4 cuStreamSynchronize", cuStreamSynchronize((CUstream)s));
+	SHOW("4 cudaMemcpy back", cudaMemcpy(back, d, 32 * 1024, cudaMemcpyDeviceToHost));
+	printf("4 data %s\n", memcmp(back, pin + 4096, 32 * 1024) ? "differs" : "ok");
+
+	/* 5 */
+	void *fn = NULL;
+	CUdriverProcAddressQueryResult q;
+	SHOW("5 cuGetProcAddress 12080",
+	     cuGetProcAddress("cuMemcpyBatchAsync", &fn, 12080, CU_GET_PROC_ADDRESS_DEFAULT, &q));
+	size_t fail = 0;
+	CUdeviceptr d5 = (CUdeviceptr)(uintptr_t)(d + MiB), s5 = (CUdeviceptr)(uintptr_t)(pin + 8192);
+	size_t z5 = 4096;
+	if (fn)
+		SHOW("5 cuMemcpyBatchAsync 12.8",
+		     ((PFN_cuMemcpyBatchAsync_v12080)fn)(&d5, &s5, &z5, 1, &ca, &idx0, 1, &fail, (CUstream)s));
+	printf("5 failIdx %s\n", fail == SIZE_MAX ? "SIZE_MAX" : "set");
+	SHOW("5 cuStreamSynchronize", cuStreamSynchronize((CUstream)s));
+	SHOW("5 cudaMemcpy back", cudaMemcpy(back, d + MiB, 4096, cudaMemcpyDeviceToHost));
+	printf("5 data %s\n", memcmp(back, pin + 8192, 4096) ? "differs" : "ok");
+
+	/* 6 */
+	at[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	dst[0] = d, src[0] = pin, sz[0] = 4096;
+	SHOW("6 cudaMemcpyBatchAsync legacy stream", cudaMemcpyBatchAsync(dst, src, sz, 1, at, &idx0, 1, cudaStreamLegacy));
+	printf("batch: sums %llx %llx\n", sum_bytes(pin, 4096), sum_bytes(pg, 4096));
+	cudaFree(d);
+	cudaFree(d2);
+	cudaFreeHost(pin);
+	cudaFreeHost(back);
+	cudaStreamDestroy(s);
+	free(pg);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -874,6 +1006,7 @@ static const struct {
     {"longstep", longstep}, {"pooldev", pooldev},	      {"nvtxdomains", nvtxdomains},
     {"vmmhost", vmmhost},	    {"pollfork", pollfork},
     {"malloczero", malloczero}, {"chain", chain}, {"firststep", firststep}, {"lastcopyexit", lastcopyexit},
+    {"batch", batch},
 };
 
 int main(int argc, char **argv)

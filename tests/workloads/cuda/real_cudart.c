@@ -67,6 +67,25 @@ int main(void)
 	note("cudaMemcpyAsync", "copy",
 	     cudaMemcpyAsync(dev, pinned ? pinned : pageable, NB, cudaMemcpyHostToDevice, s));
 	note("cudaMemcpyAsync", "copy", cudaMemcpyAsync(dev, pageable, NB, cudaMemcpyHostToDevice, s));
+	/*
+	 * A batch of two copies: the runtime hands it to the driver's
+	 * cuMemcpyBatchAsync as requested at 13000 (_v2), which is where it is
+	 * recorded; the runtime's own symbol is not wrapped (its signature changed
+	 * in 13.0 under the same name). A batch the runtime refuses (on the
+	 * simulated driver it cannot start) may never reach the driver: a record
+	 * is expected only of one that succeeded.
+	 */
+	{
+		const unsigned char *from = pinned ? pinned : pageable;
+		void *d2[2] = {dev, (unsigned char *)dev + NB / 2};
+		const void *s2[2] = {from, from + NB / 2};
+		size_t z2[2] = {NB / 2, NB / 2}, first = 0;
+		struct cudaMemcpyAttributes at;
+		memset(&at, 0, sizeof(at));
+		at.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+		cudaError_t b = cudaMemcpyBatchAsync(d2, s2, z2, 2, &at, &first, 1, s);
+		note("cuMemcpyBatchAsync_v2", b == cudaSuccess ? "copy" : "-", b);
+	}
 	note("cudaEventRecord", "-", cudaEventRecord(ev, s));
 	note("cudaEventSynchronize", "sync", cudaEventSynchronize(ev));
 	note("cudaStreamSynchronize", "sync", cudaStreamSynchronize(s));

@@ -48,6 +48,7 @@ static struct opts {
 	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
 	unsigned ckpt_every, ckpt_files; /* --checkpoint-every N --checkpoint-files K */
 	unsigned log_every;		 /* --log-every N: the loss printed every N iterations */
+	unsigned batch_copies;		 /* --batch-copies N: each copy as N pieces of one cudaMemcpyBatchAsync */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
 	bool pin_thread; /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
@@ -107,7 +108,7 @@ static void usage(FILE *f)
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
-		   "  --log-every N\n"
+		   "  --log-every N  --batch-copies N\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
@@ -209,6 +210,7 @@ static const struct field_opt {
     {"--checkpoint-every", F_UINT, offsetof(struct opts, ckpt_every), 1000000},
     {"--checkpoint-files", F_UINT, offsetof(struct opts, ckpt_files), 100000},
     {"--log-every", F_UINT, offsetof(struct opts, log_every), 1000000},
+    {"--batch-copies", F_UINT, offsetof(struct opts, batch_copies), 1024},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -749,14 +751,45 @@ static void host_free(void *p)
 	tr_host_free();
 }
 
+/*
+ * --batch-copies N: the copy as N pieces (the last takes the remainder; fewer
+ * when n < N) of one cudaMemcpyBatchAsync on the stream, in stream order, as a
+ * loader that moves a batch's tensors in one call does. One copy for the ground
+ * truth: its pieces run one after the other on the stream.
+ */
+static cudaError_t copy_batched(void *dst, const void *src, size_t n)
+{
+	enum { MAXB = 1024 };
+	static void *dsts[MAXB];
+	static const void *srcs[MAXB];
+	static size_t sizes[MAXB];
+	size_t k = O.batch_copies < n ? O.batch_copies : (n ? n : 1), piece = n / k;
+	for (size_t i = 0; i < k; i++) {
+		dsts[i] = (char *)dst + i * piece;
+		srcs[i] = (const char *)src + i * piece;
+		sizes[i] = i + 1 < k ? piece : n - i * piece;
+	}
+	struct cudaMemcpyAttributes attr;
+	memset(&attr, 0, sizeof(attr));
+	attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+	size_t first = 0;
+	return cudaMemcpyBatchAsync(dsts, srcs, sizes, k, &attr, &first, 1, stream);
+}
+
 static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind, bool pageable)
 {
 	uint64_t cb = tr_now();
-	tr_api(TR_API_cudaMemcpyAsync);
-	cudaError_t r = cudaMemcpyAsync(dst, src, n, kind, stream);
+	cudaError_t r;
+	if (O.batch_copies) {
+		tr_api(TR_API_cudaMemcpyBatchAsync);
+		r = copy_batched(dst, src, n);
+	} else {
+		tr_api(TR_API_cudaMemcpyAsync);
+		r = cudaMemcpyAsync(dst, src, n, kind, stream);
+	}
 	uint64_t ce = tr_now();
 	if (r != cudaSuccess)
-		die_cuda("cudaMemcpyAsync", r);
+		die_cuda(O.batch_copies ? "cudaMemcpyBatchAsync" : "cudaMemcpyAsync", r);
 	tr_copy(kind == cudaMemcpyHostToDevice ? TR_H2D : TR_D2H, n, pageable, cb, ce);
 }
 

@@ -33,6 +33,7 @@ enum tr_cat { TR_COMPUTE, TR_H2D, TR_D2H, TR_INPUT, TR_SYNC, TR_NCAT };
 	X(cudaFreeHost)                                                                                                \
 	X(cudaMemGetInfo)                                                                                              \
 	X(cudaMemcpyAsync)                                                                                             \
+	X(cudaMemcpyBatchAsync)                                                                                        \
 	X(cudaLaunchKernel)                                                                                            \
 	X(cudaStreamSynchronize)                                                                                       \
 	X(cudaDeviceSynchronize)

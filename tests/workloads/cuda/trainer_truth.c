@@ -147,6 +147,7 @@ void tr_api(enum tr_api api)
 	T.by_api[api]++;
 	switch (api) {
 	case TR_API_cudaMemcpyAsync:
+	case TR_API_cudaMemcpyBatchAsync:
 		tot = &T.total.copies, per = c ? &c->copies : NULL;
 		break;
 	case TR_API_cudaLaunchKernel:
