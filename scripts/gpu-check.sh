@@ -255,6 +255,19 @@ if [ -x build/bin/real_cudart ] && [ -f build/bin/real_spy.so ]; then
 		[ $rc = 1 ] && FAILS=$((FAILS + 1))
 	fi
 	grep -E '^CHECK|^MISSED|^WRONG' "$WORK/door.cmp" | head -20 | tee -a "$SUM" >/dev/null
+	# real_cudart's cudaMemcpyBatchAsync: recorded as the driver's batch it calls
+	# (one H2D group), when the runtime accepted it (real_cudart's "failures 0").
+	if grep -q '^call cuMemcpyBatchAsync_v2 copy 0$' "$WORK/door.pre.out"; then
+		nb=0
+		for f in "$WORK"/tr_door/*.sptrace; do
+			[ -f "$f" ] || continue
+			n=$(build/bin/stepprof dump --json "$f" 2>>"$LOG" | grep -c '"api":"cuMemcpyBatchAsync_v2"')
+			nb=$((nb + n))
+		done
+		if [ "$nb" = 1 ]; then r=ok; else r=FAIL; FAILS=$((FAILS + 1)); fi
+		echo "CHECK door batch: cudaMemcpyBatchAsync recorded as cuMemcpyBatchAsync_v2 $nb time(s), want 1 $r" |
+			tee -a "$SUM"
+	fi
 	say "real runtime door: $(grep '^FIGURES' "$WORK/door.cmp" | cut -d' ' -f3-); real_cudart: $(grep -E '^(failures|data)' "$WORK/door.pre.out" | tr '\n' ' ')"
 	FIG[door]=$(grep '^FIGURES' "$WORK/door.cmp" | cut -d' ' -f3-)
 fi
