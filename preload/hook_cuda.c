@@ -678,8 +678,10 @@ static void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv
  * pointers. The batch's GPU time is one span (a begin and an end event around
  * the whole batch: CUDA runs its copies in any order), given to the group of
  * the most bytes; the other groups' records have no op, their time is their
- * call's. A batch that names no copy (NULL arrays, none: the driver refuses it)
- * is one record without direction, as a 2D copy without its descriptor is.
+ * call's. A batch the driver refused is one record without direction or bytes,
+ * with its result, as a 2D copy without its descriptor is: its arrays are not
+ * read (the program may have named more copies than they hold, which is why
+ * it was refused).
  * A 3D copy's bytes are its width x height x depth: exact for pointer
  * operands (one-byte elements), its elements for a CUDA array operand.
  * RATIONALE: per group, not per copy: a batch moves hundreds to thousands of
@@ -721,17 +723,19 @@ static unsigned operand_kind(const CUmemcpy3DOperand *x, uint64_t *addr)
 	return sp_gpu_host_kind(*addr, 1);
 }
 
-static unsigned batch_groups(const struct sp_call *c, struct batch_group *g)
+static unsigned batch_groups(const struct sp_call *c, int r, struct batch_group *g)
 {
 	unsigned n = 0;
 	struct sp_call u;
-	if (c->batch == 1 && c->bops && c->bsrc && c->bsize) {
+	/* Only a batch the driver accepted has been read by it whole: a refused one
+	 * may name more copies than its arrays hold (count is what it refused). */
+	if (r == 0 && c->batch == 1 && c->bops && c->bsrc && c->bsize) {
 		const CUdeviceptr *dst = c->bops, *src = c->bsrc;
 		for (size_t i = 0; i < c->bcount; i++) {
 			copy_unified(&u, (uint64_t)dst[i], (uint64_t)src[i], (uint64_t)c->bsize[i], c->stream);
 			batch_add(g, &n, &u);
 		}
-	} else if (c->batch == 2 && c->bops) {
+	} else if (r == 0 && c->batch == 2 && c->bops) {
 		const CUDA_MEMCPY3D_BATCH_OP *op = c->bops;
 		for (size_t i = 0; i < c->bcount; i++) {
 			uint64_t d, s;
@@ -749,7 +753,7 @@ static unsigned batch_groups(const struct sp_call *c, struct batch_group *g)
 static void batch_post(struct sp_call *c, int r, uint64_t t1, uint64_t *f)
 {
 	struct batch_group g[BATCH_GROUPS];
-	unsigned n = batch_groups(c, g), lead = 0;
+	unsigned n = batch_groups(c, r, g), lead = 0;
 	for (unsigned k = 1; k < n; k++)
 		if (g[k].bytes > g[lead].bytes)
 			lead = k;

@@ -879,7 +879,11 @@ static int chain(void)
  *   5. CUDA 12.8's cuMemcpyBatchAsync (with failIdx) through cuGetProcAddress at
  *      12080, 1 x 4 KiB pinned -> device: h2d pinned 4 KiB; failIdx SIZE_MAX;
  *   6. cudaMemcpyBatchAsync on the legacy stream, 1 x 4 KiB pinned -> device:
- *      refused (CUDA_ERROR_INVALID_VALUE, 1), recorded with its result and bytes.
+ *      refused (CUDA_ERROR_INVALID_VALUE, 1): one record with its result, no
+ *      direction, no bytes (a refused batch's arrays are not read);
+ *   7. cuMemcpyBatchAsync naming 2^40 copies with arrays of one and no
+ *      attributes: refused; the program goes on (reading its arrays as far as
+ *      it said would have crashed it).
  * The data checks copy back with cudaMemcpy (records of their own api).
  */
 static unsigned long long sum_bytes(const unsigned char *p, size_t n)
@@ -986,6 +990,8 @@ static int batch(void)
 	at[0].srcAccessOrder = cudaMemcpySrcAccessOrderStream;
 	dst[0] = d, src[0] = pin, sz[0] = 4096;
 	SHOW("6 cudaMemcpyBatchAsync legacy stream", cudaMemcpyBatchAsync(dst, src, sz, 1, at, &idx0, 1, cudaStreamLegacy));
+	/* 7 */
+	SHOW("7 cuMemcpyBatchAsync 2^40 copies", cuMemcpyBatchAsync(dd, ds, dz, (size_t)1 << 40, &ca, &idx0, 0, (CUstream)s));
 	printf("batch: sums %llx %llx\n", sum_bytes(pin, 4096), sum_bytes(pg, 4096));
 	cudaFree(d);
 	cudaFree(d2);
