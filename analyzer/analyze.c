@@ -1102,7 +1102,7 @@ struct pass2 {
 		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
 		long pg_iter;	   /* an H2D/D2H copy: its iteration (-1: none), */
 		uint64_t pg_ns;	   /* the call's duration counted in its pageable_ns or pinned_ns, */
-		uint8_t pg_pinned; /* and which */
+		uint8_t pg_pinned; /* and which (1 pinned_ns; 0 pageable_ns, 2 pageable_ns and pageable_small_ns) */
 	} * ring;
 	struct openfile *files;
 	struct liveblk *live;
@@ -1591,9 +1591,14 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			it->pageable_copies++;
 			it->pageable_bytes += ev->f[SP_F_BYTES];
 			it->pageable_ns += dur;
+			int small = (double)ev->f[SP_F_BYTES] <= p->a->opt.threshold[AN_T_UPC_SMALL];
+			if (small) {
+				it->pageable_small++;
+				it->pageable_small_ns += dur;
+			}
 			p->ring[op % OP_RING].pg_iter = i;
 			p->ring[op % OP_RING].pg_ns = dur;
-			p->ring[op % OP_RING].pg_pinned = 0;
+			p->ring[op % OP_RING].pg_pinned = small ? 2 : 0;
 			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async")) {
 				if (p->npend_async == sizeof(p->pend_async) / sizeof(p->pend_async[0]))
 					async_count(p, 0);
@@ -1630,8 +1635,11 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		 */
 		if (known && p->ring[op % OP_RING].pg_iter >= 0 && ge >= gb) {
 			struct an_iter *cit = &a->it[p->ring[op % OP_RING].pg_iter];
-			uint64_t *ns = p->ring[op % OP_RING].pg_pinned ? &cit->pinned_ns : &cit->pageable_ns;
+			uint8_t kind = p->ring[op % OP_RING].pg_pinned;
+			uint64_t *ns = kind == 1 ? &cit->pinned_ns : &cit->pageable_ns;
 			*ns = *ns - p->ring[op % OP_RING].pg_ns + (ge - gb);
+			if (kind == 2)
+				cit->pageable_small_ns = cit->pageable_small_ns - p->ring[op % OP_RING].pg_ns + (ge - gb);
 			p->ring[op % OP_RING].pg_iter = -1;
 		}
 		add_span(p, BD_GPU, gb, ge);

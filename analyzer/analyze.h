@@ -154,6 +154,7 @@ struct an_iter {
 	/* for the findings */
 	uint64_t opens, stats, meta_ns, data_ns;
 	uint64_t pageable_bytes, pageable_ns, pageable_async, pinned_bytes, pinned_ns, pinned_copies;
+	uint64_t pageable_small, pageable_small_ns; /* pageable copies of at most unpinned_copy.small_copy_bytes */
 	/*
 	 * Files opened in the iteration and sized at their close; of them, those under
 	 * small_file_storm.max_median_file_bytes: the median is under it when they are

@@ -262,10 +262,31 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 
 /* --------------------------------------------------------- unpinned_copy */
 
+static const char upc_advice[] =
+    "Host-to-device and device-to-host copies use pageable host memory: the driver stages them through "
+    "a bounce buffer, they run at a fraction of the link's bandwidth and an Async copy from pageable "
+    "memory silently becomes synchronous, so the host blocks instead of overlapping the transfer with "
+    "compute. Allocate the buffers that feed the GPU as pinned (page-locked) memory (DataLoader "
+    "pin_memory=True, cudaHostAlloc or cudaHostRegister) and copy with non_blocking/async copies; pin the "
+    "loader's buffers, not everything, since locked memory is taken from the host.";
+
+static const char upc_small_advice[] =
+    "Most of this copy time is in copies of a few bytes from the GPU to pageable memory: values read "
+    "back one at a time (loss.item(), .cpu() or printing a scalar, Python control flow on a tensor), "
+    "each of which waits for the work queued before it, so the host stops queuing work ahead of the GPU. "
+    "Their cost is the synchronisation, not the bandwidth, and pinning does not remove it: read values "
+    "back less often (accumulate losses and metrics on the GPU and fetch them every N steps), keep "
+    "tensors on the GPU rather than moving them back and forth, and drop synchronisations the step does "
+    "not need.";
+
+static const char upc_also_pin[] =
+    " The larger copies from pageable memory: allocate their host buffers pinned (DataLoader "
+    "pin_memory=True, cudaHostAlloc or cudaHostRegister) and copy them with non_blocking/async copies.";
+
 static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 {
 	const double *th = a->opt.threshold;
-	uint64_t copies = 0, bytes = 0, ns = 0, async = 0, pbytes = 0, pns = 0, wall = 0;
+	uint64_t copies = 0, bytes = 0, ns = 0, async = 0, pbytes = 0, pns = 0, wall = 0, small = 0, small_ns = 0;
 	struct an_result_finding tmp = {.kind = AN_F_UNPINNED_COPY, .first_iteration = -1, .last_iteration = -1};
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
@@ -279,6 +300,8 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 		bytes += it->pageable_bytes;
 		ns += it->pageable_ns;
 		async += it->pageable_async;
+		small += it->pageable_small;
+		small_ns += it->pageable_small_ns;
 	}
 	if (!copies || (double)copies < th[AN_T_UPC_MIN_COPIES])
 		return 0;
@@ -302,14 +325,18 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 		an_evidence_num(f, "pinned_gbps", (double)pbytes / (double)pns);
 	if (c->link_gbps > 0)
 		an_evidence_num(f, "link_gbps", c->link_gbps);
+	an_evidence_num(f, "small_copies", (double)small);
+	an_evidence_num(f, "small_copies_time_share", ns ? (double)small_ns / (double)ns : 0);
 	add_top_sites(f, &c->copy_sites);
-	snprintf(f->advice, sizeof(f->advice),
-		 "Host-to-device and device-to-host copies use pageable host memory: the driver stages them through "
-		 "a bounce buffer, they run at a fraction of the link's bandwidth and an Async copy from pageable "
-		 "memory silently becomes synchronous, so the host blocks instead of overlapping the transfer with "
-		 "compute. Allocate the buffers that feed the GPU as pinned (page-locked) memory (DataLoader "
-		 "pin_memory=True, cudaHostAlloc or cudaHostRegister) and copy with non_blocking/async copies; pin the "
-		 "loader's buffers, not everything, since locked memory is taken from the host.");
+	/*
+	 * Copies of a few bytes holding half the copies' time or more: scalars read
+	 * back (loss.item(), printing a value), each a synchronisation; pinning is
+	 * no remedy there (PyTorch's .item() has no pinned form), fewer reads are.
+	 */
+	if (small && small_ns * 2 >= ns)
+		snprintf(f->advice, sizeof(f->advice), "%s%s", upc_small_advice, copies > small ? upc_also_pin : "");
+	else
+		snprintf(f->advice, sizeof(f->advice), "%s", upc_advice);
 	return 0;
 }
 

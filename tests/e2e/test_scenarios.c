@@ -324,6 +324,10 @@ static void pageable(const char *markers, const char *extra)
 	expect_trainer_site(f);
 	cr_expect_eq(sp_json_num(r.an, "iterations.3.pageable_copies", -1),
 		     sp_json_num(r.truth, "iterations.3.pageable_copies", -2));
+	/* 32 MiB batches: pin them (the few-byte loss read is a sliver of the copy time) */
+	const char *adv = sp_json_str(f, "advice");
+	cr_expect(adv && strstr(adv, "pinned") && !strstr(adv, "less often"), "advice: %s", adv ? adv : "(none)");
+	cr_expect_lt(sp_json_num(f, "evidence.small_copies_time_share", 1), 0.5);
 	run_free(&r);
 }
 
@@ -393,10 +397,21 @@ static void leaking(const char *markers, const char *extra)
 	run_free(&r);
 }
 
+/*
+ * Each kernel followed by a 4-byte .item() read into pageable memory: the
+ * pageable copies are scalar reads, each a sync; the advice is to read back less
+ * often, not to pin (before: "allocate the buffers pinned", which .item() cannot).
+ */
 static void sync_heavy(const char *markers, const char *extra)
 {
 	struct run r;
 	scenario(&r, "sync-heavy", markers, extra);
+	struct sp_json *f = must_find(&r, "unpinned_copy", NULL);
+	cr_expect_eq(sp_json_num(f, "evidence.small_copies", -1), sp_json_num(f, "evidence.copies", -2));
+	cr_expect_geq(sp_json_num(f, "evidence.small_copies_time_share", 0), 0.5);
+	const char *adv = sp_json_str(f, "advice");
+	cr_expect(adv && strstr(adv, "less often") && !strstr(adv, "larger copies"), "advice: %s",
+		  adv ? adv : "(none)");
 	run_free(&r);
 }
 

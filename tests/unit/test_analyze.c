@@ -1213,6 +1213,83 @@ Test(findings, unpinned_copy_awaited_at_once_does_not_serialise_silently)
 }
 
 /*
+ * Which advice unpinned_copy gives: 12 iterations of 1 ms of input and a 4 ms
+ * kernel, then per iteration `items` 4-byte loss.item() reads (D2H to pageable
+ * memory, 10 us on the GPU, each synchronised at once) and `big` 8 MiB pageable
+ * H2D copies of big_us on the GPU. Returns the finding's small_copies and
+ * small_copies_time_share evidence and its advice (static).
+ */
+static const char *upc_advice_of(int items, int big, uint64_t big_us, const struct an_options *o, double *nsmall,
+				 double *share)
+{
+	static char advice[1024];
+	struct sim s;
+	sim_init(&s);
+	for (int i = 0; i < 12; i++) {
+		sim_step(&s, 1000 * US);
+		for (int b = 0; b < big; b++)
+			sim_copy(&s, SP_DIR_H2D, 8 << 20, big_us * US, 1);
+		sim_kernel(&s, s.kname, 4000 * US);
+		for (int k = 0; k < items; k++) {
+			sim_copy(&s, SP_DIR_D2H, 4, 10 * US, 1);
+			uint64_t e = s.t > s.gpu ? s.t : s.gpu;
+			add(&s, SP_K_SYNC, SP_API_cudaStreamSynchronize, s.t, e);
+			s.t = e;
+		}
+	}
+	struct an_analysis a;
+	run_free(&s, o, &a);
+	const struct an_result_finding *f = find(&a, AN_F_UNPINNED_COPY, NULL);
+	cr_assert_not_null(f);
+	*nsmall = *share = -1;
+	for (int k = 0; k < f->nev; k++) {
+		if (!strcmp(f->ev[k].key, "small_copies"))
+			*nsmall = f->ev[k].num;
+		if (!strcmp(f->ev[k].key, "small_copies_time_share"))
+			*share = f->ev[k].num;
+	}
+	snprintf(advice, sizeof(advice), "%s", f->advice);
+	an_analysis_free(&a);
+	return advice;
+}
+
+/*
+ * Copies of a few bytes that hold half the pageable copies' time or more are
+ * scalar reads: the advice is to read back less often (pinning cannot help a
+ * loss.item()), with the pinning advice added for larger pageable copies; below
+ * half, or with unpinned_copy.small_copy_bytes under their size, the pinning
+ * advice alone. Before, every pageable copy got the pinning advice.
+ */
+Test(findings, unpinned_copy_of_scalars_advises_fewer_reads_not_pinning)
+{
+	double n, share;
+	const char *adv = upc_advice_of(3, 0, 0, NULL, &n, &share);
+	cr_expect_eq(n, 36);
+	cr_expect_float_eq(share, 1.0, 1e-9);
+	cr_expect(strstr(adv, "less often") && !strstr(adv, "larger copies"), "%s", adv);
+	/* 36 x 10 us of items against 12 x 200 us of 8 MiB copies: the big ones dominate */
+	adv = upc_advice_of(3, 1, 200, NULL, &n, &share);
+	cr_expect_eq(n, 36);
+	cr_expect_float_eq(share, 360.0 / (360 + 2400), 1e-6);
+	cr_expect(!strstr(adv, "less often") && strstr(adv, "pinned"), "%s", adv);
+	/* 12 x 20 us of 8 MiB copies: the items dominate, both remedies */
+	adv = upc_advice_of(3, 1, 20, NULL, &n, &share);
+	cr_expect_float_eq(share, 360.0 / (360 + 240), 1e-6);
+	cr_expect(strstr(adv, "less often") && strstr(adv, "larger copies"), "%s", adv);
+	/* exactly half: fewer reads */
+	adv = upc_advice_of(3, 1, 30, NULL, &n, &share);
+	cr_expect_float_eq(share, 0.5, 1e-9);
+	cr_expect(strstr(adv, "less often"), "%s", adv);
+	/* 4-byte copies above a small_copy_bytes of 2: not scalar reads */
+	struct an_options o;
+	an_options_init(&o);
+	o.threshold[AN_T_UPC_SMALL] = 2;
+	adv = upc_advice_of(3, 0, 0, &o, &n, &share);
+	cr_expect_eq(n, 0);
+	cr_expect(!strstr(adv, "less often") && strstr(adv, "pinned"), "%s", adv);
+}
+
+/*
  * Exactly at each bound: 12 iterations of 5985 us (a 1 ms wait, a 5 us launch,
  * a 4980 us kernel, its sync), the first k of which first copy from pageable
  * memory for c us with cudaMemcpy (synchronous: only the share decides), a
