@@ -8,7 +8,8 @@
  * LISTDIR record (io_fdtab.h, section 4).
  *
  * Divided into: 1. read, pread, readv, preadv (+ fortify _chk), sendfile,
- * copy_file_range, 2. stdio fread, 3. directory listing, 4. scandir.
+ * copy_file_range, 3. directory listing, 4. scandir (stdio's fread, 2., is in
+ * hook_io_stdio.c with the other stdio reads).
  */
 #include "io_hook.h"
 
@@ -137,69 +138,6 @@ ssize_t copy_file_range(int in, off64_t *in_off, int out, off64_t *out_off, size
 	if (!io_begin_wait(&c))
 		return real(in, in_off, out, out_off, n, flags);
 	return io_end_read(&c, SP_API_copy_file_range, in, real(in, in_off, out, out_off, n, flags));
-}
-
-/* ------------------------------------------------------------ 2. stdio fread */
-
-/*
- * bytes = items read x size: what the program received, whatever stdio
- * buffered; -1 when nothing was read because of a stream error.
- * A stream without an fd (fmemopen, open_memstream) is memory, not input:
- * fread_recorded says whether to record at all.
- */
-IO_INLINE int fread_recorded(FILE *fp, struct io_call *c)
-{
-	return io_file_fd(fp) >= 0 && io_begin(c);
-}
-
-static inline size_t fread_end(struct io_call *c, unsigned api, FILE *fp, size_t size, size_t r)
-{
-	long got = r == 0 && ferror_unlocked(fp) ? -1 : (long)(r * size);
-	io_end(c, got);
-	io_rec_read(c, api, fp->_fileno, got);
-	return r;
-}
-
-/* NOTE: <stdio.h> may define fread_unlocked as a macro when optimising. */
-#undef fread_unlocked
-
-size_t fread(void *ptr, size_t size, size_t n, FILE *fp)
-{
-	size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(fread);
-	struct io_call c;
-	if (!fread_recorded(fp, &c))
-		return real(ptr, size, n, fp);
-	return fread_end(&c, SP_API_fread, fp, size, real(ptr, size, n, fp));
-}
-
-size_t fread_unlocked(void *ptr, size_t size, size_t n, FILE *fp)
-{
-	size_t (*real)(void *, size_t, size_t, FILE *) = IO_REAL(fread_unlocked);
-	struct io_call c;
-	if (!fread_recorded(fp, &c))
-		return real(ptr, size, n, fp);
-	return fread_end(&c, SP_API_fread_unlocked, fp, size, real(ptr, size, n, fp));
-}
-
-size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
-size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp);
-
-size_t __fread_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)
-{
-	size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(__fread_chk);
-	struct io_call c;
-	if (!fread_recorded(fp, &c))
-		return real(ptr, ptrlen, size, n, fp);
-	return fread_end(&c, SP_API___fread_chk, fp, size, real(ptr, ptrlen, size, n, fp));
-}
-
-size_t __fread_unlocked_chk(void *ptr, size_t ptrlen, size_t size, size_t n, FILE *fp)
-{
-	size_t (*real)(void *, size_t, size_t, size_t, FILE *) = IO_REAL(__fread_unlocked_chk);
-	struct io_call c;
-	if (!fread_recorded(fp, &c))
-		return real(ptr, ptrlen, size, n, fp);
-	return fread_end(&c, SP_API___fread_unlocked_chk, fp, size, real(ptr, ptrlen, size, n, fp));
 }
 
 /* ------------------------------------------------------ 3. directory listing */

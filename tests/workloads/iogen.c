@@ -84,6 +84,17 @@
  *                                  (EINTR), then the read again; an open of the FIFO DIR/fifo
  *                                  restarted (SA_RESTART), which the thread then opens for
  *                                  writing; a child killed (SIGTERM) while blocked in a read
+ *   iogen stdio DIR N              stdio reads through the stream's buffer: writes DIR/text
+ *                                  (lines of numbers, 20,000+ bytes, several buffers), then
+ *                                  reads it to EOF once with each of fgets, fgets_unlocked,
+ *                                  __fgets_chk, getline, getdelim, __getdelim, fgetc, getc,
+ *                                  _IO_getc, fgetc_unlocked, getc_unlocked (the function and
+ *                                  the macro: __uflow), __underflow then fgetc, fscanf
+ *                                  (__isoc99_fscanf), vfscanf (__isoc99_vfscanf) and the plain
+ *                                  fscanf/vfscanf symbols (found with dlsym), and on DIR/text2
+ *                                  (the same) fgets of one line then fread to EOF; prints the
+ *                                  file's size, its st_blksize and per function the bytes it
+ *                                  took (numbers read, for the scanf ones)
  *
  * Divided into: helpers, the modes (each and forkio last), main.
  */
@@ -91,6 +102,8 @@
 #define _GNU_SOURCE
 #endif
 #include <dirent.h>
+#include <stdarg.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -1355,6 +1368,134 @@ static int do_eintr(void)
 	return 0;
 }
 
+/* ------------------------------------------------------------------ stdio */
+
+char *__fgets_chk(char *s, size_t size, int n, FILE *fp);
+ssize_t __getdelim(char **line, size_t *n, int delim, FILE *fp);
+int _IO_getc(FILE *fp);
+int __uflow(FILE *fp);
+int __underflow(FILE *fp);
+
+static int vscan(FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfscanf(fp, fmt, ap); /* __isoc99_vfscanf under -std=gnu11 */
+	va_end(ap);
+	return r;
+}
+
+typedef int (*vscanf_fn)(FILE *, const char *, va_list);
+static vscanf_fn plain_vfscanf;
+
+static int vscan_plain(FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = plain_vfscanf(fp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/*
+ * The functions by address, so that each is called under its own name: with
+ * optimisation, <stdio.h> inlines getline as __getdelim and getc_unlocked and
+ * fgetc_unlocked as the buffer test plus __uflow (case 11 keeps that form).
+ */
+static char *(*volatile p_fgets)(char *, int, FILE *) = fgets;
+static char *(*volatile p_fgets_unlocked)(char *, int, FILE *) = fgets_unlocked;
+static char *(*volatile p_fgets_chk)(char *, size_t, int, FILE *) = __fgets_chk;
+static ssize_t (*volatile p_getline)(char **, size_t *, FILE *) = getline;
+static ssize_t (*volatile p_getdelim)(char **, size_t *, int, FILE *) = getdelim;
+static ssize_t (*volatile p___getdelim)(char **, size_t *, int, FILE *) = __getdelim;
+static int (*volatile p_fgetc)(FILE *) = fgetc;
+static int (*volatile p_getc)(FILE *) = (getc);
+static int (*volatile p_IO_getc)(FILE *) = _IO_getc;
+static int (*volatile p_fgetc_unlocked)(FILE *) = (fgetc_unlocked);
+static int (*volatile p_getc_unlocked)(FILE *) = (getc_unlocked);
+static int (*volatile p_underflow)(FILE *) = __underflow;
+
+/* Bytes taken from fp to EOF by function k (numbers for the scanf ones); -1 for an unknown k. */
+static long stdio_read_all(int k, FILE *fp)
+{
+	long took = 0;
+	char buf[128], *line = NULL;
+	size_t cap = 0, n;
+	ssize_t r;
+	int c, x;
+	int (*plain_fscanf)(FILE *, const char *, ...) = (int (*)(FILE *, const char *, ...))dlsym(RTLD_DEFAULT, "fscanf");
+	switch (k) {
+	case 0: while (p_fgets(buf, sizeof(buf), fp)) took += (long)strlen(buf); break;
+	case 1: while (p_fgets_unlocked(buf, sizeof(buf), fp)) took += (long)strlen(buf); break;
+	case 2: while (p_fgets_chk(buf, sizeof(buf), sizeof(buf), fp)) took += (long)strlen(buf); break;
+	case 3: while ((r = p_getline(&line, &cap, fp)) > 0) took += r; break;
+	case 4: while ((r = p_getdelim(&line, &cap, ' ', fp)) > 0) took += r; break; /* no space: one call */
+	case 5: while ((r = p___getdelim(&line, &cap, '\n', fp)) > 0) took += r; break;
+	case 6: while (p_fgetc(fp) != EOF) took++; break;
+	case 7: while (p_getc(fp) != EOF) took++; break;
+	case 8: while (p_IO_getc(fp) != EOF) took++; break;
+	case 9: while (p_fgetc_unlocked(fp) != EOF) took++; break;
+	case 10: while (p_getc_unlocked(fp) != EOF) took++; break;
+	case 11: while ((c = getc_unlocked(fp)) != EOF) took++; break; /* the macro: __uflow when empty */
+	case 12: /* fills the buffer and takes nothing; the rest by fread */
+		if (p_underflow(fp) != EOF)
+			while ((n = fread(buf, 1, sizeof(buf), fp)) > 0)
+				took += (long)n;
+		break;
+	case 13: while (fscanf(fp, "%d", &x) == 1) took++; break;
+	case 14: while (vscan(fp, "%d", &x) == 1) took++; break;
+	case 15: while (plain_fscanf && plain_fscanf(fp, "%d", &x) == 1) took++; break;
+	case 16: while (plain_vfscanf && vscan_plain(fp, "%d", &x) == 1) took++; break;
+	case 17: /* a header line, then the body by fread: each byte read from the file once */
+		if (p_fgets(buf, sizeof(buf), fp)) {
+			took += (long)strlen(buf);
+			while ((n = fread(buf, 1, sizeof(buf), fp)) > 0)
+				took += (long)n;
+		}
+		break;
+	default: return -1;
+	}
+	(void)c;
+	free(line);
+	return took;
+}
+
+static const char *const stdio_names[] = {"fgets", "fgets_unlocked", "__fgets_chk", "getline", "getdelim",
+					  "__getdelim", "fgetc", "getc", "_IO_getc", "fgetc_unlocked",
+					  "getc_unlocked", "__uflow", "__underflow", "__isoc99_fscanf",
+					  "__isoc99_vfscanf", "fscanf", "vfscanf", "fgets+fread"};
+
+static int do_stdio(void)
+{
+	char path[4096], path2[4096];
+	snprintf(path, sizeof(path), "%s/text", dir);
+	snprintf(path2, sizeof(path2), "%s/text2", dir);
+	for (int f = 0; f < 2; f++) {
+		FILE *w = fopen(f ? path2 : path, "we");
+		if (!w)
+			die("fopen text");
+		for (int i = 0; i < 4000; i++)
+			fprintf(w, "%d\n", 100000 + i * 7);
+		if (fclose(w))
+			die("fclose text");
+	}
+	struct stat st;
+	if (stat(path, &st))
+		die("stat text");
+	plain_vfscanf = (vscanf_fn)dlsym(RTLD_DEFAULT, "vfscanf");
+	printf("{\"pid\":%d,\"size\":%lld,\"blksize\":%ld", (int)getpid(), (long long)st.st_size,
+	       (long)st.st_blksize);
+	for (int k = 0; k < (int)(sizeof(stdio_names) / sizeof(stdio_names[0])); k++) {
+		FILE *fp = fopen(k == 17 ? path2 : path, "re"); /* the mix on a file of its own */
+		if (!fp)
+			die("fopen");
+		printf(",\"%s\":%ld", stdio_names[k], stdio_read_all(k, fp));
+		fclose(fp);
+	}
+	printf("}\n");
+	return 0;
+}
+
 /* ------------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
@@ -1421,6 +1562,8 @@ int main(int argc, char **argv)
 		return do_closerange("/proc/self/exe");
 	if (!strcmp(mode, "closerange-exec"))
 		return argc < 6 ? 2 : do_closerange_exec(atoi(argv[4]), atoi(argv[5]));
+	if (!strcmp(mode, "stdio"))
+		return do_stdio();
 	if (!strcmp(mode, "exit")) {
 		do_run(1);
 		_exit(0);
