@@ -778,24 +778,21 @@ static void batch_post(struct sp_call *c, int r, uint64_t t1, uint64_t *f)
 	}
 }
 
-#define SP_SPEC_BATCH(d, s_, n, cnt, st)                                                                              \
-	do {                                                                                                          \
-		fam(&c, FAM_COPY);                                                                                    \
-		c.stream = U64(st);                                                                                   \
-		c.batch = 1;                                                                                          \
-		c.bops = (d);                                                                                         \
-		c.bsrc = (s_);                                                                                        \
-		c.bsize = (n);                                                                                        \
-		c.bcount = (cnt);                                                                                     \
-	} while (0)
-#define SP_SPEC_BATCH3D(cnt, ops, st)                                                                                 \
-	do {                                                                                                          \
-		fam(&c, FAM_COPY);                                                                                    \
-		c.stream = U64(st);                                                                                   \
-		c.batch = 2;                                                                                          \
-		c.bops = (ops);                                                                                       \
-		c.bcount = (cnt);                                                                                     \
-	} while (0)
+/* A batch's descriptor (kind 1: cuMemcpyBatchAsync's arrays, 2: cuMemcpy3DBatchAsync's operations). */
+static void batch_spec(struct sp_call *c, unsigned kind, const void *ops, const void *src, const size_t *size,
+		       size_t count, uint64_t stream)
+{
+	fam(c, FAM_COPY);
+	c->stream = stream;
+	c->batch = (uint8_t)kind;
+	c->bops = ops;
+	c->bsrc = src;
+	c->bsize = size;
+	c->bcount = count;
+}
+
+#define SP_SPEC_BATCH(d, s_, n, cnt, st) batch_spec(&c, 1, (d), (s_), (n), (cnt), U64(st))
+#define SP_SPEC_BATCH3D(cnt, ops, st) batch_spec(&c, 2, (ops), NULL, NULL, (cnt), U64(st))
 #define SP_SPEC_COPY(d, dev, host, n, s) copy_known(&c, SP_DIR_##d, U64(dev), U64(host), (uint64_t)(n), U64(s))
 #define SP_SPEC_COPYU(dst, src, n, s) copy_unified(&c, U64(dst), U64(src), (uint64_t)(n), U64(s))
 #define SP_SPEC_COPYRT(k, dst, src, n, s) copy_rt(&c, (int)(k), U64(dst), U64(src), (uint64_t)(n), U64(s))
