@@ -1189,6 +1189,36 @@ Test(bpf, files_opened_for_writing_are_not_input, .timeout = 120)
 }
 
 /*
+ * stdio reads seen by the collector (iogen stdio: a 28,000-byte text file read to
+ * its end once by each of 17 stdio functions, and its copy by fgets then fread):
+ * the read syscalls glibc makes to fill the streams' buffers sum to 17 times the
+ * file and once its copy, the figures the libc wrappers record for the same run
+ * (io::stdio_reads_record_what_they_read_from_the_file): the two modes agree.
+ */
+Test(bpf, stdio_reads_sum_to_what_the_libc_wrappers_record, .timeout = 120)
+{
+	struct session s;
+	struct dump d;
+	struct sp_json *res;
+	struct tally t;
+	char text[512], text2[512];
+	session_init(&s, "bpfstdio");
+	char *argv[] = {(char *)sp_t_build("bin/iogen"), "stdio", s.data, "1", NULL};
+	run_job(&s, argv, &d, &res);
+	long long pid = (long long)sp_json_num(res, "pid", -1), size = (long long)sp_json_num(res, "size", -1);
+	cr_assert_eq(size, 28000);
+	snprintf(text, sizeof(text), "%s/text", s.data);
+	snprintf(text2, sizeof(text2), "%s/text2", s.data);
+	tally(&d, pid, text, &t);
+	cr_expect_eq(t.open, 17, "%s: %d opens for reading", text, t.open);
+	cr_expect_eq(t.bytes_read, 17 * size, "%s: %lld bytes read, 17 x %lld", text, t.bytes_read, size);
+	cr_expect_eq(t.bad_fd_type, 0);
+	tally(&d, pid, text2, &t);
+	cr_expect_eq(t.bytes_read, size, "%s: %lld bytes read, %lld", text2, t.bytes_read, size);
+	session_done(&s, &d, res);
+}
+
+/*
  * Bad usage: one line of our own and status 2. Before, getopt's line and the
  * 3-line usage (4 lines), or the usage alone.
  */

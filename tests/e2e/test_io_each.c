@@ -328,6 +328,13 @@ Test(io, stdio_reads_record_what_they_read_from_the_file, .timeout = 60)
 	stdio_sum(&rs, pid, "fread", text, &bf);
 	cr_expect_eq(b + bf, (uint64_t)size, "__underflow %llu + fread %llu bytes of %ld", (unsigned long long)b,
 		     (unsigned long long)bf, size);
+	/* all 17 readings of text, as the eBPF collector sums its read syscalls
+	 * (bpf::stdio_reads_sum_to_what_the_libc_wrappers_record) */
+	uint64_t all = 0;
+	for (size_t i = 0; i < rs.n; i++)
+		if (rs.v[i].pid == pid && !strcmp(rs.v[i].kind, "read") && rs.v[i].path && !strcmp(rs.v[i].path, text))
+			all += rs.v[i].bytes;
+	cr_expect_eq(all, 17 * (uint64_t)size, "%llu bytes read from %s, 17 x %ld", (unsigned long long)all, text, size);
 	/* fgets then fread on text2: each byte once */
 	cr_expect_eq(stdio_sum(&rs, pid, "fgets", text2, &b), 1);
 	stdio_sum(&rs, pid, "fread", text2, &bf);
