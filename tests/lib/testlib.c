@@ -20,6 +20,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -778,4 +779,14 @@ void sp_json_free_lines(struct sp_json **arr, size_t n)
 	for (size_t i = 0; i < n; i++)
 		sp_json_free(arr[i]);
 	free(arr);
+}
+
+void sp_t_note(const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "note: %s\n", line);
 }

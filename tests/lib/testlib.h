@@ -40,6 +40,14 @@ struct sp_t_result {
 int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], const char *stdin_text, int timeout_s);
 void sp_t_result_free(struct sp_t_result *res);
 
+/*
+ * A line on stderr for the reader of the test log ("note: ..."). Criterion 2.4
+ * turns any cr_log_warn into a failing exit status even when every test passes:
+ * tests say what they could not check with this, and why they skip in the
+ * cr_skip_test message itself.
+ */
+void sp_t_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* Whole file into a malloc'd NUL-terminated buffer (NULL when unreadable); write one (0 or -1). */
 char *sp_t_read_file(const char *path, size_t *len);
 int sp_t_write_file(const char *path, const void *data, size_t len);
