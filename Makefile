@@ -28,7 +28,7 @@ endif
 WARN := -Wall -Wextra -Wno-unused-parameter $(if $(filter 1,$(WERROR)),-Werror)
 OPT ?= -O2 -g
 CFLAGS_COMMON := -std=gnu11 $(OPT) -fPIC -fno-strict-aliasing $(WARN)
-CPPFLAGS_COMMON := -D_GNU_SOURCE -Iinclude -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
+CPPFLAGS_COMMON := -D_GNU_SOURCE -Iinclude -Ilibtrace -I$(BUILD)/gen -isystem $(CUDA_HOME)/include
 DEPFLAGS = -MMD -MP
 
 ALL_TARGETS :=
@@ -40,6 +40,7 @@ CLEAN_EXTRA :=
 .PHONY: all test demo bench sanitize install clean deps check-cuda
 all: build-all
 
+include libtrace/module.mk
 include preload/module.mk
 include analyzer/module.mk
 -include bpf/module.mk

@@ -2,7 +2,7 @@
 #
 #   1. can this machine build it? (BTF of the running kernel, clang, bpftool, libbpf headers)
 #   2. build/gen/bpf/vmlinux.h from the kernel's BTF, the BPF object, its skeleton
-#   3. the loader, linked with the trace-file writer of preload/
+#   3. the loader, linked with the trace-file writer of libtrace/
 #
 # When something is missing the BPF part is skipped with one message and the rest
 # of the project builds; `stepprof run` then captures input with the libc wrappers.
@@ -24,10 +24,9 @@ BPFTOOL_BIN := $(firstword $(shell command -v $(BPFTOOL) 2>/dev/null || command 
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Wno-unused-function \
 	-I$(BPF_GEN) -Ibpf -Iinclude -idirafter /usr/include/$(shell uname -m)-linux-gnu
 
-# The trace-file writer shared with the preload (per-(pid, tid) streams); the collector
-# interns its strings itself (one thread, no need for the lock-free table of the preload).
-BPF_WRITER_SRCS := $(wildcard preload/tracefile.c)
-BPF_LOADER_OBJS := $(BUILD)/obj/bpf/iotrace.o $(patsubst %.c,$(BUILD)/obj/%.o,$(BPF_WRITER_SRCS))
+# The trace-file writer is libtrace's (per-(pid, tid) streams); the collector interns
+# its strings itself (one thread, no need for the lock-free table of the preload).
+BPF_LOADER_OBJS := $(BUILD)/obj/bpf/iotrace.o
 
 # ---- 2. kernel side
 $(BPF_GEN)/vmlinux.h: $(BPF_VMLINUX_BTF)
@@ -45,18 +44,13 @@ $(BPF_GEN)/iotrace.skel.h: $(BPF_GEN)/iotrace.bpf.o
 
 # ---- 3. loader
 $(BUILD)/obj/bpf/iotrace.o: $(BPF_GEN)/iotrace.skel.h
-$(BUILD)/obj/bpf/%.o: MODULE_CPPFLAGS = -Ibpf -I$(BPF_GEN) -Ipreload
-$(BUILD)/bin/stepprof-bpf: $(BPF_LOADER_OBJS)
+$(BUILD)/obj/bpf/%.o: MODULE_CPPFLAGS = -Ibpf -I$(BPF_GEN)
+$(BUILD)/bin/stepprof-bpf: $(BPF_LOADER_OBJS) $(LIBTRACE)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $(BPF_LOADER_OBJS) -lbpf -lelf -lz -lpthread
+	$(Q)$(CC) -o $@ $(BPF_LOADER_OBJS) $(LIBTRACE) -lbpf -lelf -lz -lpthread
 
-# NOTE: until the shared writer (preload/tracefile.c) is in the tree the loader cannot link.
-ifneq ($(wildcard preload/tracefile.c),)
 ALL_TARGETS += $(BUILD)/bin/stepprof-bpf
-else
-$(info stepprof: skipping the eBPF collector for now: preload/tracefile.c (the trace writer) is not there yet)
-endif
 
 else
 $(info stepprof: skipping the eBPF collector (build/bin/stepprof-bpf): $(BPF_MISSING); input is captured by the libc wrappers)

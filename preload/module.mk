@@ -3,7 +3,8 @@
 # preload/hook_*.c hold interposed symbols or constructors: they go into the
 # shared library only. Every other preload/*.c is "core" (recorder, intern table,
 # config, interval maps...): also archived into libsppreload-core.a so that the
-# unit tests can link it without interposing on the test binary itself.
+# unit tests can link it without interposing on the test binary itself. The
+# trace-file writer comes from libtrace/ (libsptrace.a).
 
 PRELOAD_HOOK_SRCS := $(wildcard preload/hook_*.c)
 PRELOAD_CORE_SRCS := $(filter-out $(PRELOAD_HOOK_SRCS),$(wildcard preload/*.c))
@@ -19,10 +20,10 @@ $(PRELOAD_MAP): preload/libstepprof.map.in $(wildcard include/stepprof/*.def)
 	@mkdir -p $(dir $@)
 	$(Q)$(CC) -E -P -x c -Iinclude $< -o $@
 
-$(BUILD)/lib/libstepprof.so: $(PRELOAD_OBJS) $(PRELOAD_MAP)
+$(BUILD)/lib/libstepprof.so: $(PRELOAD_OBJS) $(LIBTRACE) $(PRELOAD_MAP)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -shared -o $@ $(PRELOAD_OBJS) -Wl,--version-script=$(PRELOAD_MAP) -Wl,-z,now $(PRELOAD_LIBS)
+	$(Q)$(CC) -shared -o $@ $(PRELOAD_OBJS) $(LIBTRACE) -Wl,--version-script=$(PRELOAD_MAP) -Wl,-z,now $(PRELOAD_LIBS)
 
 $(BUILD)/lib/libsppreload-core.a: $(PRELOAD_CORE_OBJS)
 	@mkdir -p $(dir $@)

@@ -18,8 +18,8 @@ FUZZ_DIR := $(BUILD)/fuzz
 FUZZ_TARGETS := fuzz_reader fuzz_analyze fuzz_export
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -O1 -g -fno-omit-frame-pointer $(WARN) $(FUZZ_SAN)
-FUZZ_CPPFLAGS := -D_GNU_SOURCE -Iinclude -I$(BUILD)/gen -Ianalyzer -Itests/lib -isystem $(CUDA_HOME)/include
-FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(ANALYZER_LIB_SRCS))
+FUZZ_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Ilibtrace -I$(BUILD)/gen -Ianalyzer -Itests/lib -isystem $(CUDA_HOME)/include
+FUZZ_LIB_OBJS := $(patsubst %.c,$(FUZZ_DIR)/obj/%.o,$(ANALYZER_LIB_SRCS) $(LIBTRACE_SRCS))
 
 $(FUZZ_DIR)/obj/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 /*
  * test_intern.c - the intern table (preload/intern.c) and the trace-file writer
- * it stores into (preload/tracefile.c), checked through the analyzer's reader:
+ * it stores into (libtrace/tracefile.c), checked through the analyzer's reader:
  * what the reader finds in the file is the ground truth, not the table.
  *
  * Divided into: helpers; ids; concurrency; limits (keep area full, long

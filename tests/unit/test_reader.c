@@ -1,5 +1,5 @@
 /*
- * test_reader.c - the streaming trace reader (analyzer/reader.c) on files built
+ * test_reader.c - the streaming trace reader (libtrace/reader.c) on files built
  * by tracegen (tests/lib/tracegen.c), so the expected records are the ones the
  * test wrote.
  *
