@@ -544,6 +544,25 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
 	return CUDA_SUCCESS;
 }
 
+CUresult cuCtxSynchronize(void)
+{
+	CUresult err = CUDA_SUCCESS;
+	int dev = sim_cur_dev(&err);
+
+	return dev < 0 ? err : sim_ctx_sync_dev(dev);
+}
+
+CUresult cuCtxSynchronize_v2(CUcontext ctx)
+{
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	if (!ctx)
+		return cuCtxSynchronize();
+	if (!sim_inited)
+		return CUDA_ERROR_NOT_INITIALIZED;
+	return sim_ctx_sync_dev(ctx->device);
+}
+
 CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
 {
 	CHECK_INIT();
@@ -780,7 +799,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 	return proc_lookup(symbol, pfn, cudaVersion, flags, NULL);
 }
 
-/* Kernel registration lives in drv_exec.c; the export table hands it to the runtime. */
+/* Kernel registration lives in drv_launch.c; the export table hands it to the runtime. */
 int simgpu_register_kernel(const void *fn, const char *name, int nargs, const size_t *argsizes);
 void *simgpu_kernel_of(const void *fn);
 

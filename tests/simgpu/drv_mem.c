@@ -7,9 +7,9 @@
  *   2. pinned host ranges (cuMemHostAlloc / cuMemHostRegister) and classification
  *      of any pointer as pageable, pinned, device or managed
  *   3. the allocation API: cuMemAlloc, cuMemFree, managed memory, mem-get-info,
- *      address ranges, pointer attributes
+ *      address ranges, pointer attributes, advice and prefetches
  *   4. pinned host memory API
- *   5. memory pools (the stream-ordered calls themselves are in drv_exec.c)
+ *   5. memory pools (the stream-ordered calls themselves are in drv_allocasync.c)
  *   6. virtual memory management: physical handles (accounted in the arena, backed
  *      by a memfd each), address reservations, maps of those memfds
  *
@@ -549,6 +549,34 @@ CUresult cuPointerGetAttributes(unsigned int numAttributes, CUpointer_attribute 
 	return CUDA_SUCCESS;
 }
 
+/* Managed memory lives on the device arena already: advice and prefetches are
+ * accepted and do nothing. */
+CUresult cuMemAdvise(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUdevice device)
+{
+	return sim_inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+CUresult cuMemAdvise_v2(CUdeviceptr devPtr, size_t count, CUmem_advise advice, CUmemLocation location)
+{
+	return sim_inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
+}
+CUresult cuMemPrefetchAsync(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream h)
+{
+	return sim_stream_check(h, 0);
+}
+CUresult cuMemPrefetchAsync_ptsz(CUdeviceptr devPtr, size_t count, CUdevice dstDevice, CUstream h)
+{
+	return sim_stream_check(h, 1);
+}
+CUresult cuMemPrefetchAsync_v2(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags, CUstream h)
+{
+	return sim_stream_check(h, 0);
+}
+CUresult cuMemPrefetchAsync_v2_ptsz(CUdeviceptr devPtr, size_t count, CUmemLocation location, unsigned int flags,
+				    CUstream h)
+{
+	return sim_stream_check(h, 1);
+}
+
 /* ---------------------------------------------------------------- 4. pinned host memory */
 
 CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags)
@@ -792,7 +820,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void
 	return CUDA_SUCCESS;
 }
 
-/* Used by the stream-ordered allocation calls in drv_exec.c. */
+/* Used by the stream-ordered allocation calls in drv_allocasync.c. */
 CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CUdeviceptr *out)
 {
 	struct sim_dev *d = &sim_devs[pool->device];

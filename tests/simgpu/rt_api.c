@@ -693,7 +693,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 /* A kernel runs its host function: the runtime launches the stub's CUkernel, as
  * NVIDIA's launches the kernel cuLibraryGetKernel gave for the stub's registered
- * device function (drv_exec.c, CUkernel handles). */
+ * device function (drv_launch.c, CUkernel handles). */
 static cudaError_t launch(const void *func, dim3 g, dim3 b, void **args, size_t shmem, cudaStream_t s, int coop, int pt)
 {
 	CUfunction f;

@@ -1,14 +1,24 @@
 /*
  * sim.h - internal declarations of the simulated CUDA driver (libcuda.so.1).
  *
- * The driver is three files sharing this header:
- *   drv_core.c  process state, lazy init, configuration (SIMGPU_*), devices,
- *               contexts, error strings, cuGetProcAddress and cuGetExportTable;
- *   drv_mem.c   device memory (a first-fit arena per device), pinned host ranges,
- *               pointer classification and attributes, async pools, VMM;
- *   drv_exec.c  streams (one FIFO worker thread each), the operations they run
- *               (copies, memsets, kernels, host functions, event records, waits,
- *               graphs), events, synchronisation and stream capture.
+ * The driver is these files sharing this header, most of them one group of
+ * CUDA's Driver API reference:
+ *   drv_core.c       process state, lazy init, configuration (SIMGPU_*), devices,
+ *                    contexts, error strings, cuGetProcAddress and cuGetExportTable;
+ *   drv_mem.c        device memory (a first-fit arena per device), pinned host ranges,
+ *                    pointer classification and attributes, async pools, VMM;
+ *   drv_exec.c       the engine: streams (one FIFO worker thread each) and the
+ *                    operations they run (copies, memsets, kernels, host functions,
+ *                    event records, waits, graphs);
+ *   drv_stream.c     stream management: create, synchronise, query, wait for an
+ *                    event, attributes, stream capture;
+ *   drv_event.c      event management;
+ *   drv_memop.c      stream memory operations (write and wait for a value);
+ *   drv_copy.c       copies and memsets, batches of copies;
+ *   drv_allocasync.c the stream-ordered memory allocator's calls;
+ *   drv_launch.c     execution control: kernels, launches, host functions;
+ *   drv_graph.c      graph management;
+ *   drv_procs.c      the table behind cuGetProcAddress (procs.h).
  *
  * RATIONALE: one process-wide mutex (sim_lock) guards every piece of simulator
  * state and one condition variable (sim_cond) is broadcast whenever any operation
@@ -111,11 +121,168 @@ void sim_commit(const void *p, size_t n);
 void sim_mem_reset_locked(int dev);
 CUresult sim_pool_alloc_locked(struct CUmemPoolHandle_st *pool, size_t bytes, CUdeviceptr *out);
 
-/* --- execution (drv_exec.c) --- */
-CUresult sim_ctx_sync_dev(int dev);
-/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a call a capture prohibits (drv_exec.c). */
-CUresult sim_refuse_unsafe(void);
+/* --- execution: operations, streams, events, graphs (drv_exec.c) --- */
+enum sim_op_type { OP_NOP, OP_COPY, OP_MEMSET, OP_KERNEL, OP_HOST, OP_EVENT, OP_FREE, OP_GRAPH, OP_WRITE, OP_WAITVAL };
+
+struct sim_dep {
+	struct CUstream_st *s;
+	uint64_t seq;
+};
+
+struct sim_op {
+	enum sim_op_type type;
+	struct sim_op *next;
+	uint64_t seq;
+	uint64_t submit_ns; /* host time at which it was queued */
+	struct sim_dep *deps;
+	int ndeps;
+	union {
+		struct {
+			char *dst;
+			const char *src;
+			size_t width, height, depth, dpitch, spitch, dslice, sslice;
+			double gbps;
+			struct CUstream_st *staged_on; /* pageable to device: the host waits for staging */
+			size_t staged;		       /* bytes still in flight when the host returns */
+		} copy;
+		struct {
+			char *dst;
+			size_t pitch, width, height; /* width in elements */
+			unsigned int elem;
+			uint32_t value;
+		} set;
+		struct {
+			void (*fn)(void **);
+			void **args; /* points into store */
+			size_t store_size;
+		} kern;
+		struct {
+			CUhostFn fn;
+			void *ud;
+			CUstreamCallback cb;
+			struct CUstream_st *cbs;
+		} host;
+		struct {
+			struct CUevent_st *ev;
+		} event;
+		struct {
+			CUdeviceptr p;
+		} fr;
+		struct {
+			struct CUgraphExec_st *exec;
+		} graph;
+		struct {
+			void *addr;
+			uint64_t value;
+			int is64;
+			unsigned int flags;
+		} val;
+	} u;
+};
+
+enum sim_stream_kind { ST_USER, ST_LEGACY, ST_PERTHREAD };
+
+struct CUstream_st {
+	int dev;
+	enum sim_stream_kind kind;
+	unsigned int flags;
+	int prio;
+	unsigned long long id;
+	pthread_t thr;
+	int started, dying, exited;
+	struct sim_op *head, *tail;
+	uint64_t submitted, completed;
+	uint64_t released; /* the latest staged copy whose caller may return (drv_copy.c) */
+	/* the stream's timeline: when its recent operations ended (see worker() in drv_exec.c) */
+	uint64_t last_end;
+	struct {
+		uint64_t seq, end;
+	} ends[64];
+	/* capture */
+	struct CUgraph_st *cgraph;
+	struct CUstream_st *corigin; /* the stream that began the capture */
+	CUstreamCaptureMode cmode;
+	pthread_t cthread; /* the thread that began the capture */
+	unsigned long long cid;
+	int cinvalid;
+	struct CUstream_st *next_all;
+};
+
+struct CUevent_st {
+	unsigned int flags;
+	struct CUstream_st *s; /* of the latest record, NULL: never recorded */
+	uint64_t seq;
+	uint64_t t_ns;
+	int has_time, captured, refs;
+};
+
+struct CUgraph_st {
+	struct sim_op *head, *tail;
+	size_t n;
+};
+
+struct CUgraphExec_st {
+	struct sim_op **nodes;
+	size_t n;
+	int refs;
+};
+
+/* Every stream ever made, newest first; a stream leaves it when its worker ends. */
+extern struct CUstream_st *sim_all_streams;
+
+/* SIM_HOST_STAGED as sim_enqueue's host_sync: return once the source is staged. */
+#define SIM_HOST_STAGED 2
+
+struct CUstream_st *sim_stream_new_locked(int dev, enum sim_stream_kind kind, unsigned int flags, int prio);
+int sim_stream_blocking(const struct CUstream_st *s);
+int sim_add_dep(struct sim_op *op, struct CUstream_st *s, uint64_t seq);
+void sim_wait_seq_locked(struct CUstream_st *s, uint64_t seq);
+void sim_graph_append(struct CUgraph_st *g, struct sim_op *op);
+CUresult sim_enqueue(struct CUstream_st *s, struct sim_op *op, int host_sync);
+struct sim_op *sim_op_new(enum sim_op_type type);
+/* Callers hold sim_lock when op may be an event record or a graph launch. */
+void sim_op_free(struct sim_op *op);
+CUresult sim_stream_of(CUstream h, int per_thread, struct CUstream_st **out);
+void sim_event_put_locked(struct CUevent_st *ev);
+void sim_reach_events_locked(struct CUstream_st *s);
 void sim_exec_thread_exit(void);
+
+/* Declares s, the stream handle h names (pt: a _ptds/_ptsz entry point), or returns the error. */
+#define SIM_RESOLVE(h, pt, s)                                                                                          \
+	struct CUstream_st *s;                                                                                         \
+	do {                                                                                                           \
+		CUresult r_ = sim_stream_of(h, pt, &s);                                                                \
+		if (r_ != CUDA_SUCCESS)                                                                                \
+			return r_;                                                                                     \
+	} while (0)
+
+#define SIM_PTR(d) ((void *)(uintptr_t)(d))
+
+/* --- streams (drv_stream.c) --- */
+CUresult sim_ctx_sync_dev(int dev);
+/* CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED for a call a capture prohibits. */
+CUresult sim_refuse_unsafe(void);
+CUresult sim_refuse_unsafe_locked(void);
+/* CUDA_SUCCESS when h names a usable stream. */
+CUresult sim_stream_check(CUstream h, int pt);
+
+/* --- copies (drv_copy.c) --- */
+struct sim_span {
+	char *p;
+	size_t pitch, slice;
+};
+
+CUresult sim_copy_op(struct sim_span dst, struct sim_span src, size_t width, size_t height, size_t depth, int sync,
+		     int need, struct sim_op **out, int *host_sync);
+CUresult sim_spans3d(const CUDA_MEMCPY3D *c, struct sim_span *d, struct sim_span *s_);
+CUresult sim_spans3dpeer(const CUDA_MEMCPY3D_PEER *c, struct sim_span *d, struct sim_span *s_);
+
+/* --- kernels (drv_launch.c) --- */
+void **sim_pack_args(const void *fn, void **params, void **extra, size_t *store_size, int *fail);
+
+/* --- graphs (drv_graph.c) --- */
+void sim_graph_free(struct CUgraph_st *g);
+void sim_exec_put_locked(struct CUgraphExec_st *e);
 
 #pragma GCC visibility pop
 
