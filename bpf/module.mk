@@ -26,7 +26,8 @@ BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(BPF_ARCH) -Wall -Wno-unused-f
 
 # The trace-file writer is libtrace's (per-(pid, tid) streams); the collector interns
 # its strings itself (one thread, no need for the lock-free table of the preload).
-BPF_LOADER_OBJS := $(BUILD)/obj/bpf/iotrace.o
+BPF_LOADER_SRCS := $(filter-out %.bpf.c,$(wildcard bpf/*.c))
+BPF_LOADER_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(BPF_LOADER_SRCS))
 
 # ---- 2. kernel side
 $(BPF_GEN)/vmlinux.h: $(BPF_VMLINUX_BTF)
@@ -43,7 +44,7 @@ $(BPF_GEN)/iotrace.skel.h: $(BPF_GEN)/iotrace.bpf.o
 	$(Q)$(BPFTOOL_BIN) gen skeleton $< name iotrace_bpf > $@.tmp && mv $@.tmp $@
 
 # ---- 3. loader
-$(BUILD)/obj/bpf/iotrace.o: $(BPF_GEN)/iotrace.skel.h
+$(BPF_LOADER_OBJS): $(BPF_GEN)/iotrace.skel.h
 $(BUILD)/obj/bpf/%.o: MODULE_CPPFLAGS = -Ibpf -I$(BPF_GEN)
 $(BUILD)/bin/stepprof-bpf: $(BPF_LOADER_OBJS) $(LIBTRACE)
 	@mkdir -p $(dir $@)
