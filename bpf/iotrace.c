@@ -278,6 +278,13 @@ static int usage_error(const char *fmt, ...)
 	return 2;
 }
 
+/* The value of option opt (optarg) is not what: one line, exit status 2. */
+static int bad_value(const char *opt, const char *what)
+{
+	fprintf(stderr, PROG ": %s: not %s: %s\n", opt, what, optarg);
+	return 2;
+}
+
 /* Why the program did not load, in one line. */
 static const char *load_reason(int err, char *buf, size_t len)
 {
@@ -313,20 +320,16 @@ int main(int argc, char **argv)
 		switch (opt) {
 		case 'p':
 			pid = strtol(optarg, &end, 10);
-			if (*end || pid <= 0 || pid > INT_MAX) {
-				fprintf(stderr, PROG ": --pid: not a process id: %s\n", optarg);
-				return 2;
-			}
+			if (*end || pid <= 0 || pid > INT_MAX)
+				return bad_value("--pid", "a process id");
 			break;
 		case 'o':
 			dir = optarg;
 			break;
 		case 'd':
 			duration = strtod(optarg, &end);
-			if (*end || duration <= 0) {
-				fprintf(stderr, PROG ": --duration: not a positive number of seconds: %s\n", optarg);
-				return 2;
-			}
+			if (*end || duration <= 0)
+				return bad_value("--duration", "a positive number of seconds");
 			break;
 		case 'v':
 			verbose = true;
