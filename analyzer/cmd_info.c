@@ -11,9 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "jsonw.h"
 #include "reader.h"
+#include "tracefile.h"
 #include "util.h"
 
 /* ------------------------------------------------------------ 1. options */
@@ -23,7 +25,8 @@ static void info_usage(FILE *f)
 	fprintf(f, "usage: stepprof info [--json] DIR|FILE...\n\n"
 		   "For each trace file (a DIR means every trace file directly in it): host, pid,\n"
 		   "ppid, rank, command line, time span, threads, records in total and per kind,\n"
-		   "lost and overwritten records, per-window summaries (count and time span),\n"
+		   "lost and overwritten records, used and apparent file size, per-window\n"
+		   "summaries (count and time span),\n"
 		   "truncated/corrupt flags.\n\n"
 		   "  --json    one JSON object {\"files\": [...]} (fields in docs/cli.md)\n"
 		   "  -h, --help\n");
@@ -35,7 +38,17 @@ struct info {
 	struct sp_file_header hdr;
 	struct sp_reader_stats st;
 	uint64_t sum_begin, sum_end; /* span of the SUMMARY records (st.summaries of them) */
+	uint64_t apparent, used;     /* the file's size, and what it holds (its compact size) */
 };
+
+/* Apparent size (st_size) and used size: what `stepprof compact` would leave. */
+static void info_sizes(const char *path, struct info *in)
+{
+	struct stat sb;
+	in->apparent = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
+	struct sp_tf_compact_plan p;
+	in->used = sp_tf_compact_plan(&in->hdr, in->apparent, &p, NULL, 0) >= 0 ? p.size : in->apparent;
+}
 
 /*
  * Read the whole file; 0 ok, else the exit code (the error is printed): a file never
@@ -67,6 +80,7 @@ static int info_read(const char *path, struct info *in)
 	in->hdr.cmdline[sizeof(in->hdr.cmdline) - 1] = 0;
 	for (unsigned i = 0; i < SP_MAX_DEVICES; i++)
 		in->hdr.devices[i].name[sizeof(in->hdr.devices[i].name) - 1] = 0;
+	info_sizes(path, in);
 	return 0;
 }
 
@@ -116,6 +130,9 @@ static void info_text(const char *path, const struct info *in)
 	if (st->records)
 		printf("  size        %llu slots of %u bytes, %.1f bytes per record\n", (unsigned long long)st->slots,
 		       SP_SLOT_SIZE, (double)st->slots * SP_SLOT_SIZE / (double)st->records);
+	printf("  file        %s used, %s apparent%s\n", util_fmt_bytes(in->used, b1, sizeof(b1)),
+	       util_fmt_bytes(in->apparent, b2, sizeof(b2)),
+	       in->apparent > in->used + in->hdr.chunk_size ? " (sparse: stepprof compact shrinks it)" : "");
 	if (st->summaries)
 		printf("  summaries   %llu windows, %llu .. %llu ns, span %s\n", (unsigned long long)st->summaries,
 		       (unsigned long long)in->sum_begin, (unsigned long long)in->sum_end,
@@ -175,6 +192,8 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 	jw_ku64(w, "threads", st->threads);
 	jw_ku64(w, "records", st->records);
 	jw_ku64(w, "record_slots", st->slots);
+	jw_ku64(w, "used_bytes", in->used);
+	jw_ku64(w, "apparent_bytes", in->apparent);
 	jw_ku64(w, "strings", st->strings);
 	jw_ku64(w, "lost", st->lost);
 	jw_ku64(w, "overwritten", st->overwritten);

@@ -500,7 +500,8 @@ cleanup:
 		sp_tf_finish(&c.tf, now_ns());
 		/* Written to the end into a file nobody can open: say so, the only trace of the run is this line. */
 		struct stat fst;
-		if (fstat(c.tf.fd, &fst) == 0 && fst.st_nlink == 0)
+		int removed = fstat(c.tf.fd, &fst) == 0 && fst.st_nlink == 0;
+		if (removed)
 			fprintf(stderr,
 				PROG
 				": warning: %s was removed while tracing (its directory deleted?): %llu records lost\n",
@@ -513,6 +514,8 @@ cleanup:
 		if (verbose)
 			fprintf(stderr, PROG ": %llu records, %llu lost, in %s\n", (unsigned long long)c.records,
 				(unsigned long long)(lost_calls + dropped), c.tf.path);
+		if (!removed)
+			sp_tf_compact(&c.tf); /* the file the size of what it holds (one warning if not) */
 		sp_tf_release(&c.tf);
 	}
 	ring_buffer__free(rb);

@@ -111,6 +111,55 @@ void sp_tf_release(struct sp_tf *tf);
  */
 void sp_tf_orphan(struct sp_tf *tf);
 
+/* ------------------------------------------------------- compaction (compact.c) */
+
+/*
+ * The geometry of a file cut to what it holds: the keep area to its used slots
+ * (rounded up to 4 KiB), the ring to the chunks handed out.
+ */
+struct sp_tf_compact_plan {
+	uint64_t keep_slots, ring_off, ring_chunks, size; /* the compact file */
+	uint64_t old_ring_off, old_size;
+};
+struct sp_tf_compact_opts {
+	uint32_t uid, gid; /* owner to give the new file, (uint32_t)-1: the caller's */
+	int sync;	   /* fsync before the rename */
+};
+/* A file above this many bytes, at least half full, is not compacted at exit. */
+#define SP_TF_COMPACT_EXIT_MAX (256ull << 20)
+
+/*
+ * Plan the compaction of a file of fsize bytes with header h: 1 when it would
+ * shrink by more than a chunk, 0 when it is compact already, -EINVAL (a reason
+ * in err) when its header does not describe a file this build can rewrite.
+ */
+int sp_tf_compact_plan(const struct sp_file_header *h, uint64_t fsize, struct sp_tf_compact_plan *p, char *err,
+		       size_t errlen);
+
+/*
+ * Write the compact image of the file mapped at base to a hidden sibling of
+ * path, header last, and rename it over path. 0, or -errno with a reason in
+ * err. Raw syscalls, no malloc.
+ */
+int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p, const char *path,
+			const struct sp_tf_compact_opts *o, char *err, size_t errlen);
+
+/*
+ * The writer's clean exit (after sp_tf_finish): compact its own file unless it
+ * is large and mostly full (SP_TF_COMPACT_EXIT_MAX). Records that other threads
+ * write after the copy go to the old file, which is gone. 1 compacted, 0 not
+ * needed, -errno (one warning through tf->warn).
+ */
+int sp_tf_compact(struct sp_tf *tf);
+
+/*
+ * `stepprof compact`: the file at path, in place. Refuses (-EBUSY, reason in
+ * err) a file whose writer still maps it, or one with no clean exit whose
+ * writer cannot be checked (another host) unless force. 1 compacted, 0
+ * compact already, -errno.
+ */
+int sp_tf_compact_file(const char *path, int force, char *err, size_t errlen);
+
 /* ------------------------------------------------------- 2. the keep area */
 
 /*

@@ -471,8 +471,10 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 }
 
 /*
- * Clean exit. NOTE: the mapping and the fd stay: other threads may still be
- * writing, and records emitted by later destructors are still welcome.
+ * Clean exit. The file is then compacted (libtrace/compact.c): copied without
+ * its holes beside itself and renamed over its name, so that its apparent size
+ * is what it holds. NOTE: the mapping and the fd stay: other threads may still
+ * be writing, into the old file, whose records after the copy are lost.
  */
 void sp_recorder_shutdown(void)
 {
@@ -489,6 +491,8 @@ void sp_recorder_shutdown(void)
 			     "%s was removed while the process ran (its directory deleted?): its records (%llu or "
 			     "more) are lost",
 			     g_tf.path, (unsigned long long)__atomic_load_n(&g_tf.closed_records, __ATOMIC_RELAXED));
+	else if (sp_tf_compact(&g_tf) == 1)
+		g_tf.path[0] = 0; /* the name is the compact file's now: nothing may reopen it by name */
 }
 
 /*
