@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh - `make bench`: the budgets of design.md §7, each measured as a ratio
+# bench.sh - `make bench`: the budgets of docs/architecture.md ("Budgets"), each measured as a ratio
 # against a baseline taken in the same run (these machines are noisy).
 # Runs every scripts/bench.d/*.sh in order; each prints its own lines
 #   BENCH <name>: <value> <unit> (budget <budget>) <ok|OVER>

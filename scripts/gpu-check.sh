@@ -1,15 +1,15 @@
 #!/bin/bash
-# scripts/gpu-check.sh - the one-command check of stepprof on a real GPU (issue 3),
-# for a session lent the device machine (docs/gpu-check.md). Runs in the
+# scripts/gpu-check.sh - the one-command check of stepprof on a machine with an
+# NVIDIA GPU (docs/gpu-check.md). Runs in the
 # repository root; everything it keeps goes to $OUT (default ./gpu-check-out).
 #
 #   scripts/gpu-check.sh            on a GPU machine: build, check, measure
 #   scripts/gpu-check.sh --dry-run  without a GPU: the nvcc compile, then the same
 #                                   steps on the simulated GPU (build/simgpu) and
 #                                   the PyTorch loop on the CPU
-#   scripts/gpu-check.sh --pack     here, before a device call: build libstepprof.so
-#                                   and stepprof into .gpucheck/ (with libunwind),
-#                                   for a machine that cannot build them
+#   scripts/gpu-check.sh --pack     build libstepprof.so and stepprof into .gpucheck/
+#                                   (with libunwind), for a GPU machine that cannot
+#                                   build them
 #
 # Steps (each prints "== step"; the first broken one stops the script with
 # "gpu-check: FAILED at <step>: <why>"):
@@ -24,7 +24,7 @@
 # A check that disagrees (a count, a time) is a "FAIL" line, not a stop: one GPU
 # run must bring back every figure; the exit status is then 1.
 #
-# Files in $OUT (at most 8 come back from the device tool): summary.txt,
+# Files in $OUT: summary.txt,
 # summary.json, log.txt (every command's output), traces.tar.gz (the analyses).
 set -u -o pipefail
 
@@ -59,7 +59,7 @@ if [ "$MODE" = pack ]; then
 	for l in $(ldd build/lib/libstepprof.so | awk '/libunwind|liblzma/ {print $3}'); do cp -L "$l" .gpucheck/lib/; done
 	grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null || echo '/.gpucheck/' >>.git/info/exclude
 	echo "packed: $(ls .gpucheck .gpucheck/lib | tr '\n' ' ')"
-	echo "carry [\".gpucheck\"] in the device call; the script uses it when the machine cannot build"
+	echo "copy .gpucheck/ with the working tree to the GPU machine; the script uses it when that machine cannot build"
 	exit 0
 fi
 
@@ -82,7 +82,7 @@ step() {
 	STEP=$1
 	echo "== $STEP ($(($(date +%s) - T0)) s)" | tee -a "$LOG"
 }
-# The device tool brings back files of up to 16 MiB: keep the log's end.
+# Keep the log small enough to copy back from a remote machine: its last 8 MiB.
 cap_log() {
 	if [ "$(stat -c %s "$LOG" 2>/dev/null || echo 0)" -gt $((8 << 20)) ]; then
 		tail -c $((8 << 20)) "$LOG" >"$LOG.tmp" && mv "$LOG.tmp" "$LOG"
@@ -104,7 +104,7 @@ die() {
 	exit 1
 }
 # A step that broke after the builds: said, counted, and the script goes on with
-# the next one, so that one device call still brings back every other figure.
+# the next one, so that one run still brings back every other figure.
 soft_fail() {
 	say "gpu-check: FAILED at $STEP: $*"
 	FAILS=$((FAILS + 1))
@@ -154,9 +154,9 @@ PRELOAD_ENV=()
 # where libstepprof.so cannot be.
 run 300 make -k -j"$JOBS" $TARGETS
 if ! [ -f build/lib/libstepprof.so ] || ! [ -x build/bin/stepprof ]; then
-	# The device machine may lack libunwind's headers: use what --pack prepared.
+	# The GPU machine may lack libunwind's headers: use what --pack prepared.
 	[ -x .gpucheck/stepprof ] && [ -f .gpucheck/libstepprof.so ] && [ "$MODE" = gpu ] ||
-		die "make $TARGETS failed (see log.txt; libunwind-dev missing? run scripts/gpu-check.sh --pack here and carry .gpucheck)"
+		die "make $TARGETS failed (see log.txt; libunwind-dev missing? run scripts/gpu-check.sh --pack on a machine that has it and copy .gpucheck/ here)"
 	SPLIB=$ROOT/.gpucheck/libstepprof.so
 	SP=$ROOT/.gpucheck/stepprof
 	say "note: make failed, using the prebuilt .gpucheck/ (from --pack)"
@@ -400,7 +400,7 @@ done
 
 # ------------------------------------- 6b. two budgets on this machine
 # Informative, when time is left: the stepprof_mark and small-file-loop
-# budgets of design.md §7 measured by make bench's own scripts on this
+# budgets of docs/architecture.md ("Budgets") measured by make bench's own scripts on this
 # machine's kernel (the build VM's figures are make bench's).
 if [ "$MODE" = gpu ] && [ $(($(date +%s) - T0)) -lt 330 ]; then
 	step "bench (mark, small-file loop)"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 20-cuda.sh - host cost the CUDA hooks add per wrapped call (design.md §7:
+# 20-cuda.sh - host cost the CUDA hooks add per wrapped call (docs/architecture.md, "Budgets":
 # <= 60 ns with STEPPROF_KERNEL_TIMING=off), measured as a difference against
 # the same loop without the preload in the same run, on the simulated GPU:
 #   - cudaStreamQuery on an idle stream (one SYNC record per call),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 30-io.sh - the small-file loop of design.md §7: stat + open + read + close of
+# 30-io.sh - the small-file loop of docs/architecture.md ("Budgets"): stat + open + read + close of
 # cached 4 KiB files (build/bin/iogen bench), measured in one run
 #   plain, under the libc wrappers (LD_PRELOAD, budget <= 1.15x), and under
 #   strace -f (for comparison; not a budget).

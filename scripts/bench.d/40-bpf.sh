@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# 40-bpf.sh - the eBPF collector's budget (design.md §7): the small-file loop
+# 40-bpf.sh - the eBPF collector's budget (docs/architecture.md, "Budgets"): the small-file loop
 # (stat + open + read + close on cached 4 KiB files, build/bin/bpfloop) plain
 # and under build/bin/stepprof-bpf, as a ratio measured in this run.
 #
 # The two are run alternately, ROUNDS times each, so that a burst of load on a
 # shared machine does not land on one side only, and the best (lowest) round
 # of each is compared, as 30-io.sh and 10-mark.sh do: load only ever adds time,
-# and on the development VM one round moves by up to 50% (the same build gave
+# and on a shared 2-core VM one round moves by up to 50% (the same build gave
 # 1.33x and 2.06x by medians in two consecutive runs). The medians' ratio is
 # printed beside it (bpf_small_file_loop_median).
 # The loop times itself: process start-up and the collector's start are not in it.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 50-analyzer.sh - the analyzer's budgets (design.md §7): throughput of
+# 50-analyzer.sh - the analyzer's budgets (docs/architecture.md, "Budgets"): throughput of
 # `stepprof analyze` on a generated trace of 50 million records (>= 10 M records/s
 # on one core, the whole command: every pass over the files included), and its
 # peak RSS on 5 M and 50 M records (memory independent of trace length: within 20%).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 60-trainer.sh - the simulated trainer's step time with all capture on, as a
-# ratio to the same run without the preload (design.md §7: <= 1.02x).
+# ratio to the same run without the preload (docs/architecture.md, "Budgets": <= 1.02x).
 #
 # The trainer measures its own iterations (ground truth, docs/workloads.md); the
 # figure of a run is the first quartile of its iteration wall times. Runs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# 70-trace-size.sh - trace size per raw event (design.md §7: <= 32 bytes), on a
+# 70-trace-size.sh - trace size per raw event (docs/architecture.md, "Budgets": <= 32 bytes), on a
 # realistic mix: the simulated trainer's input-bound scenario (launches, copies,
 # syncs, gpu spans, allocations, file I/O in 4 loader workers) under the preload.
 #

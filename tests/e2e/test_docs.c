@@ -1,5 +1,7 @@
 /*
- * test_docs.c - what users read must describe what exists: every STEPPROF_*
+ * test_docs.c - what users read must describe what exists (and only the project:
+ * no development history, no design.md citations, no test turning a warning
+ * into a failing exit status): every STEPPROF_*
  * variable of preload/config.def is in the README's table, every record kind
  * and field of the trace format is in docs/trace-format.md, and docs/cli.md and
  * docs/definitions.md name what the `stepprof` binary offers: each verb of
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "analyze.h"
 #include "stepprof/trace.h"
@@ -444,4 +447,95 @@ Test(docs, readme_lists_every_docs_page)
 	}
 	closedir(d);
 	free(readme);
+}
+
+/* ------------------------------------------------ the project speaks of itself */
+
+/*
+ * Every file of the tree that git tracks below the given roots, one per line
+ * ("git ls-files"): what a user of a clone reads.
+ */
+static char *tracked_files(const char *roots)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "git ls-files -- %s 2>/dev/null", roots);
+	FILE *p = popen(cmd, "r");
+	cr_assert_not_null(p);
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
+		n += got;
+		if (cap - n < 2)
+			buf = realloc(buf, cap *= 2);
+	}
+	buf[n] = 0;
+	pclose(p);
+	if (n == 0)
+		cr_skip_test("not a git working tree: nothing to scan");
+	return buf;
+}
+
+/* Case-insensitive: the line of text where needle first stands, or NULL. */
+static const char *find_ci(const char *text, const char *needle)
+{
+	size_t k = strlen(needle);
+	for (const char *t = text; *t; t++)
+		if (!strncasecmp(t, needle, k))
+			return t;
+	return NULL;
+}
+
+static void expect_none_of(const char *path, const char *text, const char *const *words, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		const char *at = find_ci(text, words[i]);
+		if (!at)
+			continue;
+		const char *bol = at;
+		while (bol > text && bol[-1] != '\n')
+			bol--;
+		int line = 1;
+		for (const char *c = text; c < bol; c++)
+			line += *c == '\n';
+		cr_expect(0, "%s:%d speaks of \"%s\": %.*s", path, line, words[i], (int)strcspn(bol, "\n"), bol);
+	}
+}
+
+/*
+ * README, docs and scripts describe stepprof for its users and maintainers: no
+ * development history ("the ninth session"), no instructions for the machines
+ * it was developed with, no absolute paths of such a machine, no citation of
+ * the design brief that is not part of the project.
+ */
+Test(docs, the_project_speaks_of_itself_only)
+{
+	static const char *const words[] = {" session", "session's", "device tool", "give_back", "carry=",
+					    "/work/",	"/root/",    "design.md"};
+	char *list = tracked_files("README.md docs scripts");
+	for (char *path = strtok(list, "\n"); path; path = strtok(NULL, "\n")) {
+		char *text = slurp(path);
+		expect_none_of(path, text, words, sizeof(words) / sizeof(words[0]));
+		free(text);
+	}
+	free(list);
+}
+
+/*
+ * Criterion 2.4 exits 1 after any cr_log_warn, even when every test passed: a
+ * test says what it could not check with sp_t_note and why it skips in the
+ * cr_skip_test message, so that the exit status agrees with the summary.
+ */
+Test(docs, no_test_logs_a_criterion_warning)
+{
+	static const char *const words[] = {"cr_log_" "warn(", "cr_log_" "error("};
+	char *list = tracked_files("tests");
+	for (char *path = strtok(list, "\n"); path; path = strtok(NULL, "\n")) {
+		size_t len = strlen(path);
+		if (len < 2 || (strcmp(path + len - 2, ".c") && strcmp(path + len - 2, ".h")))
+			continue;
+		char *text = slurp(path);
+		expect_none_of(path, text, words, sizeof(words) / sizeof(words[0]));
+		free(text);
+	}
+	free(list);
 }
