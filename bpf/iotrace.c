@@ -15,6 +15,7 @@
  * The traced processes and their fd tables are in proctree.c, the records
  * written from the events in emit.c (iotrace_user.h).
  */
+#include "envconfig.h"
 #include "iotrace_user.h"
 
 #include <errno.h>
@@ -153,17 +154,23 @@ static void own_dirs(const char *dir, char *own[2])
 }
 
 /* The file's cap: STEPPROF_MAX_MB as for the preload's files (4..1048576 MiB), default 1 GiB. */
+static void config_warn(const char *var, const char *value, const char *expected)
+{
+	fprintf(stderr, PROG ": warning: %s=\"%.80s\" is not valid (expected %s); using the default\n", var, value,
+		expected);
+}
+
+static const char *config_get(const char *name)
+{
+	return getenv(name);
+}
+
+/* The file's cap: STEPPROF_MAX_MB as for the preload's files (config.def). */
 static uint64_t max_bytes(void)
 {
-	const char *v = getenv("STEPPROF_MAX_MB");
-	char *end;
-	long long mb = v && *v ? strtoll(v, &end, 10) : 1024;
-	if (v && *v && (*end || mb < 4 || mb > 1048576)) {
-		fprintf(stderr, PROG ": warning: STEPPROF_MAX_MB=%s is not a number of MiB in 4..1048576; using 1024\n",
-			v);
-		mb = 1024;
-	}
-	return (uint64_t)mb << 20;
+	struct sp_config cfg;
+	sp_config_parse(&cfg, SP_CFG_BPF, config_get, config_warn);
+	return (uint64_t)cfg.MAX_MB << 20;
 }
 
 static void usage(FILE *to)

@@ -7,6 +7,7 @@
  *      exit, liveness from /proc, the descendants found at the start
  *   3. paths: made absolute against those tables; the calls that only move them
  */
+#include "envconfig.h"
 #include "iotrace_user.h"
 
 #include <dirent.h>
@@ -370,19 +371,33 @@ static bool is_own_dir(struct collector *c, struct proc *p, const char *dir)
  * job run with LD_PRELOAD cannot tell them, so it stands down itself (before:
  * 24 opens in the directory for the 12 made).
  */
+/* The environment block sp_config_parse reads (the collector has one thread). */
+static const char *cfg_env;
+static size_t cfg_env_len;
+
+static const char *cfg_get(const char *name)
+{
+	const char *v;
+	return env_get(cfg_env, cfg_env_len, name, &v) ? v : NULL;
+}
+
 void proc_check_libc_io(struct collector *c, struct proc *p, const char *given, size_t given_len)
 {
-	const char *preload, *io, *off, *dir;
+	const char *preload, *dir = "";
 	size_t len = given_len;
 	char *read = given ? NULL : env_read(p->pid, &len);
 	const char *env = given ? given : read;
+	struct sp_config cfg;
 
-	p->libc_io =
-	    env && env_get(env, len, "LD_PRELOAD", &preload) && strstr(preload, "libstepprof") &&
-	    !(env_get(env, len, "STEPPROF_IO", &io) && (!strcmp(io, "bpf") || !strcmp(io, "off"))) &&
-	    !(env_get(env, len, "STEPPROF_DISABLE", &off) &&
-	      (!strcmp(off, "1") || !strcasecmp(off, "yes") || !strcasecmp(off, "on") || !strcasecmp(off, "true"))) &&
-	    env_get(env, len, "STEPPROF_DIR", &dir) && dir[0] && is_own_dir(c, p, dir);
+	/* its STEPPROF_* as its preload parses them: a bad value is that value's default there too */
+	if (env) {
+		cfg_env = env, cfg_env_len = len;
+		sp_config_parse(&cfg, SP_CFG_PRELOAD, cfg_get, NULL);
+		dir = cfg.DIR;
+	}
+	p->libc_io = env && env_get(env, len, "LD_PRELOAD", &preload) && strstr(preload, "libstepprof") &&
+		     strcmp(cfg.IO, "bpf") && strcmp(cfg.IO, "off") && !cfg.DISABLE && dir[0] &&
+		     is_own_dir(c, p, dir);
 	if (p->libc_io && !c->told_libc_io) {
 		c->told_libc_io = true;
 		fprintf(stderr,

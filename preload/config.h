@@ -1,36 +1,17 @@
 /*
- * config.h - the STEPPROF_* variables of config.def, parsed once at load.
- *
- * sp_cfg.<NAME> holds each variable's value, valid or its default: STR and
- * ENUM as strings (an ENUM is one of the words of its help text, or a number
- * where the word N is allowed), INT as long long within the bounds of its help
- * text, BOOL as 0/1. A bad value gives one `stepprof:` warning and the default.
+ * config.h - the STEPPROF_* variables of config.def that the preload reads,
+ * parsed once at load (libtrace/envconfig.h: the parser and struct sp_config).
+ * A bad value gives one `stepprof:` warning and the default.
  */
 #ifndef STEPPROF_CONFIG_H
 #define STEPPROF_CONFIG_H
 
 #include "recorder.h"
 
-typedef const char *sp_cfg_STR;
-typedef const char *sp_cfg_ENUM;
-typedef long long sp_cfg_INT;
-typedef int sp_cfg_BOOL;
-
-struct sp_config {
-#define SP_CONFIG(name, type, dflt, help) sp_cfg_##type name;
-#include "config.def"
-#undef SP_CONFIG
-};
+#include "envconfig.h"
 
 /* The process's configuration (filled by sp_config_load, defaults before). */
 SP_HIDDEN extern struct sp_config sp_cfg;
-
-/* Called once per bad value: the variable (with STEPPROF_), the value, what was expected. */
-typedef void (*sp_config_warn_fn)(const char *var, const char *value, const char *expected);
-
-/* Parse into c with get(name) as the environment (name includes STEPPROF_).
- * Returns the number of bad values (each reported to warn, may be NULL). */
-SP_HIDDEN int sp_config_parse(struct sp_config *c, const char *(*get)(const char *name), sp_config_warn_fn warn);
 
 /*
  * sp_cfg from the real environment; warnings through sp_warn_once (after QUIET

@@ -44,7 +44,7 @@ Test(docs, readme_lists_every_config_variable)
 {
 	char *readme = slurp("README.md");
 	static const char *const rows[][3] = {
-#define SP_CONFIG(name, type, dflt, help) {"STEPPROF_" #name, dflt, help},
+#define SP_CONFIG(name, type, dflt, lo, hi, words, readers, help) {"STEPPROF_" #name, dflt, help},
 #include "config.def"
 #undef SP_CONFIG
 	};

@@ -1,7 +1,8 @@
 /*
- * test_config.c - the STEPPROF_* parser (preload/config.c) on a fake
- * environment: defaults, valid values of each type, and bad values (one
- * warning each, naming the variable, and the default kept).
+ * test_config.c - the STEPPROF_* parser (libtrace/envconfig.c) on a fake
+ * environment: defaults, valid values of each type, bad values (one warning
+ * each, naming the variable, and the default kept), each program reading only
+ * its own variables, and the help text agreeing with the bounds columns.
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ static int parse(struct sp_config *c, const char *const *kv)
 	nwarn = 0;
 	lastwarn[0] = 0;
 	memset(c, 0, sizeof(*c));
-	return sp_config_parse(c, get, warn);
+	return sp_config_parse(c, SP_CFG_PRELOAD | SP_CFG_RUN | SP_CFG_BPF, get, warn);
 }
 
 Test(config, defaults_without_environment)
@@ -107,7 +108,7 @@ Test(config, bad_values_warn_once_each_and_keep_defaults)
 	cr_expect(strstr(lastwarn, "STEPPROF_IO=nfs") && strstr(lastwarn, "auto|libc|bpf|off"), "%s", lastwarn);
 }
 
-Test(config, integer_bounds_come_from_the_help_text)
+Test(config, integer_bounds_come_from_their_column)
 {
 	struct sp_config c;
 	const char *lo[] = {"STEPPROF_MAX_MB", "3", NULL}, *hi[] = {"STEPPROF_MAX_MB", "1048577", NULL},
@@ -129,4 +130,51 @@ Test(config, enum_number_word_takes_positive_integers_only)
 	cr_expect_eq(parse(&c, word), 1, "the letter N itself is not a number");
 	cr_expect_eq(parse(&c, empty), 1);
 	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+}
+
+/* Each program parses its own variables: the others keep their default, silently. */
+Test(config, each_reader_parses_only_its_own_variables)
+{
+	struct sp_config c;
+	const char *kv[] = {"STEPPROF_ATTACH_S", "0", "STEPPROF_KERNEL_TIMING", "off", "STEPPROF_LIB", "/x.so", NULL};
+	memset(fake, 0, sizeof(fake));
+	for (int i = 0; kv[2 * i]; i++)
+		fake[i][0] = kv[2 * i], fake[i][1] = kv[2 * i + 1];
+	nwarn = 0;
+	cr_expect_eq(sp_config_parse(&c, SP_CFG_PRELOAD, get, warn), 0, "the preload does not read ATTACH_S");
+	cr_expect_str_eq(c.KERNEL_TIMING, "off");
+	cr_expect_str_eq(c.LIB, "");
+	cr_expect_eq(c.ATTACH_S, 30);
+	cr_expect_eq(sp_config_parse(&c, SP_CFG_RUN, get, warn), 1, "run reads ATTACH_S: 0 is out of 1..3600");
+	cr_expect_eq(nwarn, 1);
+	cr_expect(strstr(lastwarn, "STEPPROF_ATTACH_S=0") && strstr(lastwarn, "1..3600"), "%s", lastwarn);
+	cr_expect_str_eq(c.KERNEL_TIMING, "all", "run does not read KERNEL_TIMING");
+	cr_expect_str_eq(c.LIB, "/x.so");
+}
+
+/* The README's meaning column says the same bounds and words as the parser's columns. */
+Test(config, help_text_states_the_bounds_and_words_of_the_columns)
+{
+	static const struct {
+		const char *name, *type;
+		long long lo, hi;
+		const char *words, *help;
+	} vars[] = {
+#define SP_CONFIG(name, type, dflt, lo, hi, words, readers, help) {#name, #type, lo, hi, words, help},
+#include "config.def"
+#undef SP_CONFIG
+	};
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		char want[160] = "";
+		if (!strcmp(vars[i].type, "INT"))
+			snprintf(want, sizeof(want), "(%lld..%lld)", vars[i].lo, vars[i].hi);
+		else if (!strcmp(vars[i].type, "ENUM"))
+			snprintf(want, sizeof(want), "(%s)", vars[i].words);
+		else
+			cr_expect(vars[i].lo == 0 && vars[i].hi == 0 && !*vars[i].words, "%s: bounds on a %s",
+				  vars[i].name, vars[i].type);
+		if (*want)
+			cr_expect_not_null(strstr(vars[i].help, want), "STEPPROF_%s's help lacks %s: %s", vars[i].name,
+					   want, vars[i].help);
+	}
 }
