@@ -2,9 +2,7 @@
  * main.c - the `stepprof` command: a table of verbs (commands.def), each in its
  * own file analyzer/cmd_<verb>.c, in the manner of uftrace.
  *
- * Divided into: 1. the verb table (weak references, so a verb whose file is not
- * built yet is reported instead of breaking the link), 2. --help/--version,
- * 3. dispatch.
+ * Divided into: 1. the verb table, 2. --help/--version, 3. dispatch.
  */
 #include "commands.h"
 
@@ -16,10 +14,6 @@
 #include "util.h"
 
 /* -------------------------------------------------------------- 1. verbs */
-
-#define SP_COMMAND(verb, operands, summary) extern int command_##verb(int argc, char **argv) __attribute__((weak));
-#include "commands.def"
-#undef SP_COMMAND
 
 struct verb {
 	const char *name, *operands, *summary;
@@ -72,12 +66,12 @@ static void usage(FILE *f)
 		   "A profiler for GPU training jobs: capture with LD_PRELOAD=libstepprof.so, then\n"
 		   "ask where each iteration's time went.\n\nverbs:\n");
 	for (size_t i = 0; i < NVERBS; i++)
-		fprintf(f, "  %-8s %s%s\n", verbs[i].name, verbs[i].summary, verbs[i].fn ? "" : " (not built)");
+		fprintf(f, "  %-8s %s\n", verbs[i].name, verbs[i].summary);
 	fprintf(f, "\nthe options and operands of each (stepprof <verb> --help says what they do):\n");
 	for (size_t i = 0; i < NVERBS; i++)
 		synopsis(f, 2, &verbs[i]);
 	fprintf(f, "\nexit status: 0 ok, 1 usage, 2 unreadable input, 3 damaged input (truncated or\n"
-		   "corrupt; what was whole is reported), 4 internal error or verb not built.\n"
+		   "corrupt; what was whole is reported), 4 internal error.\n"
 		   "See docs/cli.md and docs/trace-format.md.\n");
 }
 
@@ -99,10 +93,6 @@ static int dispatch(int argc, char **argv)
 			for (size_t i = 0; i < NVERBS; i++) {
 				if (strcmp(verbs[i].name, argv[2]))
 					continue;
-				if (!verbs[i].fn) {
-					util_err(argv[2], "not built");
-					return SP_EXIT_INTERNAL;
-				}
 				return verbs[i].fn(2, sub);
 			}
 			util_err(argv[2], "unknown verb (stepprof --help lists them)");
@@ -118,10 +108,6 @@ static int dispatch(int argc, char **argv)
 	for (size_t i = 0; i < NVERBS; i++) {
 		if (strcmp(verbs[i].name, a))
 			continue;
-		if (!verbs[i].fn) {
-			util_err(a, "not built");
-			return SP_EXIT_INTERNAL;
-		}
 		return verbs[i].fn(argc - 1, argv + 1);
 	}
 	util_err(a, "unknown verb (stepprof --help lists them)");

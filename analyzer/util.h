@@ -20,7 +20,7 @@
 #define SP_EXIT_USAGE	 1 /* bad command line */
 #define SP_EXIT_INPUT	 2 /* a file could not be read at all (missing, not a trace, newer format) */
 #define SP_EXIT_DAMAGED	 3 /* read, but truncated or corrupt: the output covers what was whole */
-#define SP_EXIT_INTERNAL 4 /* verb not built, out of memory, output not written */
+#define SP_EXIT_INTERNAL 4 /* out of memory, output not written */
 
 /* "stepprof: <what>: <message>\n" on stderr (what may be NULL: "stepprof: <message>"). */
 void util_err(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

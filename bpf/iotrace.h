@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0 OR MIT
 /*
  * iotrace.h - what the eBPF collector's two halves share: the kernel side
  * (iotrace.bpf.c) and the loader (iotrace.c).

@@ -5,8 +5,8 @@
 #
 #   1. find the build outputs and the GPU (simulated unless a real one works)
 #   2. run the workload under LD_PRELOAD=libstepprof.so into a fresh trace directory
-#   3. print `stepprof analyze` (or `stepprof info` while analyze is not built),
-#      and, on the simulated GPU, the trainer's own ground truth beside it
+#   3. print `stepprof analyze` and, on the simulated GPU, the trainer's own
+#      ground truth beside it
 #
 # Environment: STEPPROF_BUILD (default build), DEMO_DIR (default build/demo),
 # DEMO_SIMULATED=1 to use the simulated GPU even when a real one is present.
@@ -98,18 +98,8 @@ echo
 
 # ---- 3. the report ----
 echo "\$ $STEPPROF analyze $TRACE"
-err=$OUT/.analyze-$stamp.err
 rc=0
-"$STEPPROF" analyze "$TRACE" 2>"$err" || rc=$?
-if grep -q "not built" "$err"; then
-	echo "(stepprof analyze is not built yet in this tree; showing stepprof info instead)"
-	echo "\$ $STEPPROF info $TRACE"
-	rc=0
-	"$STEPPROF" info "$TRACE" || rc=$?
-else
-	cat "$err" >&2
-fi
-rm -f "$err"
+"$STEPPROF" analyze "$TRACE" || rc=$?
 
 if [ -s "$TRUTH" ]; then
 	# What the trainer measured itself, to compare with the report above.
