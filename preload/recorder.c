@@ -149,7 +149,7 @@ static int g_key_ok;
 
 /*
  * Records a thread holds back, written at its exit and at the process's: a run
- * of CUDA query polls not answered yet (hook_cuda.c). Weak: the recorder's core
+ * of CUDA query polls not answered yet (cuda_call.c). Weak: the recorder's core
  * is also linked without the hooks (unit tests).
  */
 __attribute__((weak)) void sp_cuda_thread_flush(void);

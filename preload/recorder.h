@@ -205,7 +205,7 @@ SP_HIDDEN void sp_warn_once(const char *key, const char *fmt, ...) __attribute__
 
 /* Flush the calling thread's state (thread exit) and the process's (exit). */
 SP_HIDDEN void sp_recorder_thread_exit(void);
-/* This thread holds records back (hook_cuda.c's poll runs): call its flush at the thread's exit. */
+/* This thread holds records back (cuda_call.c's poll runs): call its flush at the thread's exit. */
 SP_HIDDEN void sp_recorder_thread_watch(void);
 SP_HIDDEN void sp_recorder_shutdown(void);
 /* _exit/_Exit: the clean exit's end, in the process that owns the file only (not a vfork()ed child) */
