@@ -134,7 +134,7 @@ void sp_post(struct sp_call *c, int r)
 		 * A synchronous copy is complete when it returns, as CUDA documents,
 		 * for device-to-host, pinned host-to-device and host-to-host copies:
 		 * its end event goes to stepprof's private stream, its own is left
-		 * idle (cuda_gpu.c). A pageable H2D may return once staged, with the
+		 * idle (cuda_timing.c). A pageable H2D may return once staged, with the
 		 * DMA in flight, a D2D or peer copy does not wait: their end event
 		 * is ordered after them on their stream.
 		 */

@@ -5,7 +5,7 @@
  *      stream, or the end on a private stream of stepprof's own when the op is
  *      complete at return; read back at the application's own sync points,
  *      converted to host CLOCK_MONOTONIC through an anchor event, emitted as
- *      GPU_SPAN),
+ *      GPU_SPAN: cuda_timing.c and cuda_spans.c),
  *   3. kernel names (dladdr of a runtime stub, cuFuncGetName of a driver function),
  *   4. the kind of a copy's host pointer (pinned map, then a cached
  *      cuPointerGetAttribute),
@@ -31,6 +31,9 @@ static inline unsigned sp_gpu_device(void)
 	return d >= 0 ? (unsigned)d : sp_gpu_device_slow();
 }
 void sp_gpu_ctx_changed(void); /* cuCtxSetCurrent, cudaSetDevice...: forget the cache */
+/* The thread's current context, cached while ctx_gen stays (a device reset bumps it: cuda_timing.c). */
+SP_HIDDEN extern unsigned ctx_gen;
+CUcontext cur_ctx(const struct sp_drv *d);
 void sp_gpu_forget_thread(void); /* fork child: drop the thread's timing state and caches */
 void sp_gpu_thread_exit(void);   /* the thread exits: its timing state goes to the next thread that needs one */
 void sp_gpu_quick_exit(void);    /* _exit: read back what the GPU has finished, as at exit() */
@@ -51,12 +54,12 @@ enum sp_sync_kind { SP_SYNC_ALL, SP_SYNC_STREAM, SP_SYNC_EVENT, SP_SYNC_WAIT, SP
 struct sp_gtim {
 	CUevent b;   /* begin event, NULL when this op is not timed, SP_GTIM_CHAIN (launches) */
 	CUstream s;  /* the stream the events go to */
-	void *st;    /* the timing state (cuda_gpu.c) that holds b */
+	void *st;    /* the timing state (cuda_timing.c) that holds b */
 	uint64_t t0; /* launches: the host time the call began (set by the caller) */
 };
 /*
  * b of a launch timed by its end event alone: its stream's previous op is
- * this thread's last timed one (cuda_gpu.c, "Launch chains").
+ * this thread's last timed one (cuda_timing.c, "Launch chains").
  */
 #define SP_GTIM_CHAIN ((CUevent)(uintptr_t)1)
 

@@ -11,7 +11,7 @@
  * names its parent), glibc's _Fork.
  *
  * _exit and _Exit read back the GPU times of finished ops and end the trace
- * file as a clean exit does (cuda_gpu.c, sp_gpu_quick_exit; recorder.c,
+ * file as a clean exit does (cuda_spans.c, sp_gpu_quick_exit; recorder.c,
  * sp_recorder_quick_exit), then call libc's; exit() reaches the kernel through
  * glibc's internal _exit, not these.
  */
