@@ -1,0 +1,854 @@
+/*
+ * analyze_attr.c - pass 2 of the analysis (see analyze_int.h): each record of
+ * the merged stream is given to the iterations it overlaps. The training
+ * thread's spans of each open iteration (a time window of open iterations) are
+ * partitioned into input, h2d, compute, d2h, sync and other (breakdown.h) once
+ * the iteration is final; the counters of every iteration and the evidence of
+ * the findings are collected on the way, with bounded tables of open files and
+ * live allocations.
+ */
+#include "analyze_int.h"
+#include "breakdown.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define OP_RING 65536u
+enum { OPC_NONE, OPC_COMPUTE, OPC_H2D, OPC_D2H };
+
+struct openfile {
+	int32_t pid, fd;
+	long iter;
+	uint64_t bytes;
+	int used;
+	int read; /* a read of it was recorded (not a file opened to be written: a checkpoint) */
+};
+#define OPENFILES 4096u
+
+struct liveblk {
+	uint64_t dptr;
+	uint64_t bytes;
+	uint32_t site;
+	uint32_t dev, gen; /* its device, and the device's reset count when it was allocated */
+	int used;
+	int in_iteration; /* allocated inside an iteration: can hold a growth */
+};
+#define LIVEBLKS 65536u
+
+struct pass2 {
+	struct state *s;
+	struct an_analysis *a;
+	/*
+	 * Span lists of the open iterations, a ring indexed by iteration % wcap that
+	 * covers [first_open, first_open + wcap): memory follows the window, not the run.
+	 */
+	struct bd_list (*lists)[BD__COUNT];
+	size_t wcap;
+	size_t first_open, hint;
+	uint64_t maxbegin, maxlate;
+	struct {
+		uint32_t op;
+		uint8_t cls;
+		uint64_t sync_end; /* a host-synchronous copy's return: its GPU work ended by then */
+		long pg_iter;	   /* an H2D/D2H copy: its iteration (-1: none), */
+		uint64_t pg_ns;	   /* the call's duration counted in its pageable_ns or pinned_ns, */
+		uint8_t pg_pinned; /* and which (1 pinned_ns; 0 pageable_ns, 2 pageable_ns and pageable_small_ns) */
+	} * ring;
+	struct openfile *files;
+	struct liveblk *live;
+	size_t nlive;
+	uint32_t dev_resets[SP_MAX_DEVICES]; /* a block of an older count was released by a reset */
+	uint64_t live_now[SP_MAX_DEVICES], live_total;
+	long live_iter;
+	int live_file;
+	/* allocator flush detection */
+	uint64_t burst_n, burst_first, burst_bytes, burst_live_before, last_fail_ns;
+	/* the trainer's Async pageable copies not yet known to be awaited at once (async_settle) */
+	struct pend_async {
+		int32_t tid;
+		uint64_t stream;
+		long iter;
+	} pend_async[16];
+	unsigned npend_async;
+	int oom;
+};
+
+/* The first iteration whose start (by_end: end) is after t, a->nit when none (both are sorted). */
+static size_t iter_first_after(const struct an_analysis *a, uint64_t t, int by_end)
+{
+	size_t lo = 0, hi = a->nit;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if ((by_end ? a->it[mid].end_ns : a->it[mid].start_ns) <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The iteration holding t, -1 when none. */
+static long iter_at(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = iter_first_after(a, t, 0);
+	if (!lo)
+		return -1;
+	return t < a->it[lo - 1].end_ns ? (long)lo - 1 : -1;
+}
+
+/* The first iteration that starts after t, -1 when none. */
+static long iter_after(const struct an_analysis *a, uint64_t t)
+{
+	size_t lo = iter_first_after(a, t, 0);
+	return lo < a->nit ? (long)lo : -1;
+}
+
+/* The span lists of open iteration i (>= first_open), growing the ring when needed; NULL when out of memory. */
+static struct bd_list *win_lists(struct pass2 *p, size_t i)
+{
+	if (i - p->first_open >= p->wcap) {
+		size_t cap = p->wcap ? p->wcap : 16;
+		while (i - p->first_open >= cap)
+			cap *= 2;
+		struct bd_list(*n)[BD__COUNT] = calloc(cap, sizeof(*n));
+		if (!n)
+			return NULL;
+		for (size_t k = p->first_open; k < p->first_open + p->wcap; k++)
+			memcpy(n[k % cap], p->lists[k % p->wcap], sizeof(n[0]));
+		free(p->lists);
+		p->lists = n;
+		p->wcap = cap;
+	}
+	return p->lists[i % p->wcap];
+}
+
+/* Add [b, e) to condition c of every iteration it overlaps. */
+static void add_span(struct pass2 *p, int c, uint64_t b, uint64_t e)
+{
+	struct an_analysis *a = p->a;
+	if (e <= b || !a->nit)
+		return;
+	size_t lo;
+	/* records mostly arrive in time order: try the iteration of the previous span first */
+	if (p->hint < a->nit && a->it[p->hint].end_ns > b && (p->hint == 0 || a->it[p->hint - 1].end_ns <= b))
+		lo = p->hint;
+	else
+		lo = iter_first_after(a, b, 1);
+	p->hint = lo;
+	for (size_t i = lo; i < a->nit && a->it[i].start_ns < e; i++) {
+		if (a->it[i].finalized) {
+			a->late_events++;
+			continue;
+		}
+		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
+		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
+		struct bd_list *l = win_lists(p, i);
+		if (!l || bd_push(&l[c], cb, ce))
+			p->oom = 1;
+	}
+}
+
+/*
+ * Host-blocked time: the call's overlap with each iteration (overlap between calls
+ * allowed), also when the call began before the iteration: before the first one,
+ * or in a gap between NVTX ranges or marks of another thread.
+ */
+static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
+{
+	struct an_analysis *a = p->a;
+	for (size_t i = iter_first_after(a, b, 1); i < a->nit && a->it[i].start_ns < e; i++) {
+		uint64_t cb = b > a->it[i].start_ns ? b : a->it[i].start_ns;
+		uint64_t ce = e < a->it[i].end_ns ? e : a->it[i].end_ns;
+		if (ce > cb)
+			a->it[i].blocked[k] += ce - cb;
+	}
+}
+
+static void finalize(struct pass2 *p, size_t i)
+{
+	struct an_iter *it = &p->a->it[i];
+	uint64_t busy = 0;
+	uint64_t lock_input = 0;
+	struct bd_list *l = win_lists(p, i);
+	if (!l || bd_lock_input(l, it->start_ns, it->end_ns, &lock_input) ||
+	    bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy))
+		p->oom = 1;
+	it->blocked[AN_BLK_INPUT] += lock_input;
+	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
+	for (int c = 0; l && c < BD__COUNT; c++)
+		bd_list_free(&l[c]);
+	it->finalized = 1;
+}
+
+static void note_size(struct an_iter *it, uint64_t bytes)
+{
+	for (uint32_t i = 0; i < it->nsizes && i < AN_SIZESET; i++)
+		if (it->sizes[i] == bytes)
+			return;
+	if (it->nsizes < AN_SIZESET)
+		it->sizes[it->nsizes] = bytes;
+	if (it->nsizes <= AN_SIZESET)
+		it->nsizes++;
+}
+
+static struct openfile *file_slot(struct pass2 *p, int32_t pid, int32_t fd)
+{
+	size_t h = hash64(((uint64_t)(uint32_t)pid << 32) | (uint32_t)fd) & (OPENFILES - 1);
+	for (size_t k = 0; k < 16; k++, h = (h + 1) & (OPENFILES - 1))
+		if (!p->files[h].used || (p->files[h].pid == pid && p->files[h].fd == fd))
+			return &p->files[h];
+	return NULL; /* full neighbourhood: this file is not sized (bounded table) */
+}
+
+static void file_done(struct pass2 *p, struct openfile *f)
+{
+	if (!f || !f->used)
+		return;
+	if (!f->read) {
+		/* opened, never read: written (OPEN records have no access mode), not input */
+		if (f->iter >= 0 && (size_t)f->iter < p->a->nit)
+			p->a->it[f->iter].files_unread++;
+		f->used = 0;
+		return;
+	}
+	unsigned b = an_fsize_bucket(f->bytes);
+	p->s->col.fsize_hist[b]++;
+	p->s->col.fsize_sum[b] += f->bytes;
+	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
+		p->a->it[f->iter].files_sized++;
+		if ((double)f->bytes < p->a->opt.threshold[AN_T_SFS_MAX_FILE])
+			p->a->it[f->iter].files_small++;
+	}
+	f->used = 0;
+}
+
+static void dir_of(const char *path, char *out, size_t len)
+{
+	const char *sl = strrchr(path, '/');
+	if (!sl)
+		snprintf(out, len, ".");
+	else if (sl == path)
+		snprintf(out, len, "/");
+	else
+		snprintf(out, len, "%.*s", (int)(sl - path), path);
+}
+
+static const char *str_of(struct pass2 *p, int file, uint64_t id)
+{
+	const char *s = id ? p->s->src->string(p->s->src->ctx, file, (uint32_t)id) : NULL;
+	return s;
+}
+
+static unsigned dev_index(uint64_t dev)
+{
+	return dev < SP_MAX_DEVICES ? (unsigned)dev : 0;
+}
+
+/* A block a device reset released since it was allocated (a free record with dptr 0). */
+static int live_stale(const struct pass2 *p, const struct liveblk *b)
+{
+	return b->gen != p->dev_resets[dev_index(b->dev)];
+}
+
+/*
+ * Live allocations of the trainer, by device pointer (bounded; the overflow is
+ * not attributed to a site). A block a reset released (live_stale) stays in
+ * its slot until an insert reuses it or its address is freed: a reset costs
+ * one count, not a scan.
+ */
+static struct liveblk *live_slot(struct pass2 *p, uint64_t dptr, int insert)
+{
+	size_t h = hash64(dptr) & (LIVEBLKS - 1);
+	struct liveblk *reuse = NULL;
+	for (size_t k = 0; k < 64; k++, h = (h + 1) & (LIVEBLKS - 1)) {
+		if (p->live[h].used && p->live[h].dptr == dptr)
+			return &p->live[h];
+		if (!p->live[h].used)
+			return insert ? (reuse ? reuse : &p->live[h]) : NULL;
+		if (!reuse && live_stale(p, &p->live[h]))
+			reuse = &p->live[h];
+	}
+	return insert ? reuse : NULL;
+}
+
+static void live_remove(struct pass2 *p, struct liveblk *b)
+{
+	/* backward-shift deletion keeps linear probing correct without tombstones */
+	size_t i = (size_t)(b - p->live);
+	p->live[i].used = 0;
+	p->nlive--;
+	for (size_t j = (i + 1) & (LIVEBLKS - 1); p->live[j].used; j = (j + 1) & (LIVEBLKS - 1)) {
+		size_t h = hash64(p->live[j].dptr) & (LIVEBLKS - 1);
+		/* can j's entry move to the hole at i? only if i lies cyclically in [h, j) */
+		if ((j > i && (h <= i || h > j)) || (j < i && h <= i && h > j)) {
+			p->live[i] = p->live[j];
+			p->live[j].used = 0;
+			i = j;
+		}
+	}
+}
+
+/* Iteration it held the trainer's present device memory (the total and each device's). */
+static void iter_held(struct an_iter *it, const struct pass2 *p)
+{
+	if (it->device_bytes_peak < p->live_total)
+		it->device_bytes_peak = p->live_total;
+	for (unsigned d = 0; d < SP_MAX_DEVICES; d++)
+		if (it->dev_peak[d] < p->live_now[d])
+			it->dev_peak[d] = p->live_now[d];
+}
+
+/* Device memory of the trainer changed: carry the level into iterations without events, then the peak. */
+static void live_update(struct pass2 *p, uint64_t t, unsigned dev, uint64_t live_after)
+{
+	struct an_analysis *a = p->a;
+	long i = iter_at(a, t);
+	/*
+	 * The iterations before t that saw no memory event held the level until now.
+	 * NOTE: also when t is in no iteration (the frees of a teardown after the last
+	 * one): otherwise those iterations would take the level after the teardown.
+	 */
+	long before = i;
+	if (i < 0) {
+		before = p->live_iter + 1; /* the iterations up to live_iter are done: O(1) after the first */
+		while ((size_t)before < a->nit && a->it[before].end_ns <= t)
+			before++;
+	}
+	for (long k = p->live_iter + 1; k < before; k++)
+		iter_held(&a->it[k], p);
+	if (before - 1 > p->live_iter)
+		p->live_iter = before - 1;
+	if (i >= 0) {
+		if (i > p->live_iter)
+			p->live_iter = i;
+		iter_held(&a->it[i], p);
+	}
+	if (dev >= SP_MAX_DEVICES)
+		dev = 0;
+	p->live_total = p->live_total - p->live_now[dev] + live_after;
+	p->live_now[dev] = live_after;
+	if (i >= 0)
+		iter_held(&a->it[i], p);
+	if (a->device_bytes_peak < p->live_total)
+		a->device_bytes_peak = p->live_total;
+}
+
+static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file, long i)
+{
+	struct an_analysis *a = p->a;
+	const double *th = a->opt.threshold;
+	struct an_collect *col = &p->s->col;
+	switch (ev->kind) {
+	case SP_K_ALLOC: {
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			break;
+		a->dev_used |= 1u << dev_index(ev->f[SP_F_DEVICE]);
+		if (i >= 0) {
+			a->it[i].allocs++;
+			note_size(&a->it[i], ev->f[SP_F_BYTES]);
+		}
+		if (p->burst_n >= th[AN_T_AF_FLUSH_FREES] &&
+		    ev->begin_ns - p->burst_first <= (uint64_t)(th[AN_T_AF_FLUSH_WINDOW] * 1e6)) {
+			int after_fail = p->last_fail_ns && p->burst_first >= p->last_fail_ns &&
+					 p->burst_first - p->last_fail_ns <= (uint64_t)(th[AN_T_AF_FLUSH_WINDOW] * 1e6);
+			if (after_fail ||
+			    (p->burst_live_before &&
+			     (double)p->burst_bytes >= th[AN_T_AF_FLUSH_FRACTION] * (double)p->burst_live_before)) {
+				if (i >= 0)
+					a->it[i].flushes++;
+				if (col->nflush < AN_MAX_EVENTS)
+					col->flush[col->nflush++] = (struct an_flush){
+					    i,	       ev->begin_ns, p->burst_n, p->burst_bytes, p->burst_live_before,
+					    after_fail};
+				col->nflush_total++;
+			}
+		}
+		p->burst_n = 0;
+		live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 1);
+		if (b && !b->used) {
+			b->used = 1;
+			p->nlive++;
+		}
+		if (b) {
+			b->dptr = ev->f[SP_F_DPTR];
+			b->bytes = ev->f[SP_F_BYTES];
+			b->dev = (uint32_t)ev->f[SP_F_DEVICE];
+			b->gen = p->dev_resets[dev_index(ev->f[SP_F_DEVICE])];
+			b->site = (uint32_t)ev->f[SP_F_SITE];
+			b->in_iteration = i >= 0;
+			p->live_file = file;
+		}
+		break;
+	}
+	case SP_K_FREE: {
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			break;
+		if (i >= 0)
+			a->it[i].frees++;
+		if (!ev->f[SP_F_DPTR]) {
+			/*
+			 * A device reset released everything on its device (a free
+			 * of NULL leaves no record): the program's doing, not an
+			 * allocator's flush, so it ends any burst of frees.
+			 */
+			p->burst_n = 0;
+			p->dev_resets[dev_index(ev->f[SP_F_DEVICE])]++;
+			live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+			break;
+		}
+		if (!p->burst_n) {
+			p->burst_first = ev->begin_ns;
+			p->burst_bytes = 0;
+			p->burst_live_before = p->live_total;
+		}
+		p->burst_n++;
+		struct liveblk *b = live_slot(p, ev->f[SP_F_DPTR], 0);
+		uint64_t bytes = ev->f[SP_F_BYTES] ? ev->f[SP_F_BYTES] : (b && !live_stale(p, b) ? b->bytes : 0);
+		p->burst_bytes += bytes;
+		if (b)
+			live_remove(p, b);
+		live_update(p, ev->begin_ns, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_LIVE]);
+		break;
+	}
+	case SP_K_ALLOC_FAILED: {
+		if (i >= 0)
+			a->it[i].alloc_failed++;
+		p->last_fail_ns = ev->end_ns;
+		p->burst_n = 0;
+		if (ev->f[SP_F_TOTAL] && !a->device_capacity)
+			a->device_capacity = ev->f[SP_F_TOTAL];
+		if (!a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])])
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
+		col->nfail_total++;
+		if (ev->f[SP_F_FREE] >= ev->f[SP_F_BYTES])
+			col->nfail_with_free++;
+		if (col->nfail < AN_MAX_EVENTS) {
+			struct an_alloc_failure *f = &col->fail[col->nfail++];
+			memset(f, 0, sizeof(*f));
+			f->iteration = i;
+			f->ns = ev->begin_ns;
+			f->request = ev->f[SP_F_BYTES];
+			f->free = ev->f[SP_F_FREE];
+			f->total = ev->f[SP_F_TOTAL];
+			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
+			snprintf(f->site, sizeof(f->site), "%s", site ? site : "");
+		}
+		break;
+	}
+	case SP_K_MEM_INFO:
+		if (ev->f[SP_F_TOTAL]) {
+			a->device_capacity = ev->f[SP_F_TOTAL];
+			a->dev_capacity[dev_index(ev->f[SP_F_DEVICE])] = ev->f[SP_F_TOTAL];
+		}
+		break;
+	}
+}
+
+/* A pending Async pageable copy settles as one that does serialise silently: counted. */
+static void async_count(struct pass2 *p, unsigned k)
+{
+	long it = p->pend_async[k].iter;
+	if (it >= 0 && (size_t)it < p->a->nit)
+		p->a->it[it].pageable_async++;
+	p->pend_async[k] = p->pend_async[--p->npend_async];
+}
+
+/*
+ * An Async copy from pageable memory is at least a warning because it
+ * serialises silently: the program believes it overlaps. Not when the
+ * thread's very next CUDA call is a blocking sync of its stream or of the
+ * device: the program waits for it at once anyway. That is how PyTorch
+ * makes every blocking copy to or from pageable memory (`loss.item()`,
+ * `.cpu()`, `.to("cuda")` without non_blocking): cudaMemcpyAsync, then
+ * cudaStreamSynchronize. ev is a CUDA call of thread ev->tid of the trainer.
+ */
+static void async_settle(struct pass2 *p, const struct sp_event *ev)
+{
+	for (unsigned k = 0; k < p->npend_async; k++) {
+		if (p->pend_async[k].tid != ev->tid)
+			continue;
+		const char *api = sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0];
+		if (is_blocking_sync(ev) && (ev->f[SP_F_STREAM] == p->pend_async[k].stream ||
+					     strstr(api, "DeviceSynchronize") || strstr(api, "CtxSynchronize")))
+			p->pend_async[k] = p->pend_async[--p->npend_async]; /* awaited at once */
+		else
+			async_count(p, k);
+		return;
+	}
+}
+
+static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
+{
+	struct an_analysis *a = p->a;
+	struct an_collect *col = &p->s->col;
+	int is_p = ev->pid == a->trainer_pid;
+	int is_t = is_p && ev->tid == a->training_tid;
+	long i = -2; /* the iteration of the record's begin, computed on demand */
+#define ITER() (i == -2 ? (i = iter_at(a, ev->begin_ns)) : i)
+	uint64_t dur = ev->end_ns - ev->begin_ns;
+
+	if (p->npend_async && is_p &&
+	    (ev->kind == SP_K_LAUNCH || ev->kind == SP_K_MEMSET || ev->kind == SP_K_COPY || ev->kind == SP_K_SYNC ||
+	     ev->kind == SP_K_ALLOC || ev->kind == SP_K_FREE))
+		async_settle(p, ev);
+
+	switch (ev->kind) {
+	case SP_K_LAUNCH:
+	case SP_K_MEMSET:
+		if (is_p) {
+			uint32_t op = (uint32_t)ev->f[SP_F_OP];
+			p->ring[op % OP_RING].op = op;
+			p->ring[op % OP_RING].cls = OPC_COMPUTE;
+			p->ring[op % OP_RING].sync_end = 0;
+			p->ring[op % OP_RING].pg_iter = -1;
+		}
+		break;
+	case SP_K_COPY: {
+		if (!is_p)
+			break;
+		unsigned dir = (unsigned)ev->f[SP_F_DIRECTION];
+		uint8_t cls = dir == SP_DIR_H2D				  ? OPC_H2D
+			      : dir == SP_DIR_D2H			  ? OPC_D2H
+			      : (dir == SP_DIR_D2D || dir == SP_DIR_PEER) ? OPC_COMPUTE
+									  : OPC_NONE;
+		uint32_t op = (uint32_t)ev->f[SP_F_OP];
+		p->ring[op % OP_RING].op = op;
+		p->ring[op % OP_RING].cls = cls;
+		/*
+		 * A copy from or to pageable memory, or one without "Async" in its name,
+		 * returns only when the data has moved (CUDA's semantics): its GPU span
+		 * cannot end later than the call, whatever the timing events say.
+		 */
+		int host_sync = ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE ||
+				!strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async");
+		p->ring[op % OP_RING].sync_end = host_sync && (cls == OPC_H2D || cls == OPC_D2H) ? ev->end_ns : 0;
+		p->ring[op % OP_RING].pg_iter = -1;
+		if (cls != OPC_H2D && cls != OPC_D2H)
+			break;
+		if (is_t) {
+			add_span(p, cls == OPC_H2D ? BD_H2D : BD_D2H, ev->begin_ns, ev->end_ns);
+			add_blocked(p, cls == OPC_H2D ? AN_BLK_H2D : AN_BLK_D2H, ev->begin_ns, ev->end_ns);
+		}
+		if (ITER() < 0)
+			break;
+		struct an_iter *it = &a->it[i];
+		if (cls == OPC_H2D)
+			it->h2d_bytes += ev->f[SP_F_BYTES];
+		else
+			it->d2h_bytes += ev->f[SP_F_BYTES];
+		if (ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE) {
+			it->pageable_copies++;
+			it->pageable_bytes += ev->f[SP_F_BYTES];
+			it->pageable_ns += dur;
+			int small = (double)ev->f[SP_F_BYTES] <= p->a->opt.threshold[AN_T_UPC_SMALL];
+			if (small) {
+				it->pageable_small++;
+				it->pageable_small_ns += dur;
+			}
+			p->ring[op % OP_RING].pg_iter = i;
+			p->ring[op % OP_RING].pg_ns = dur;
+			p->ring[op % OP_RING].pg_pinned = small ? 2 : 0;
+			if (strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async")) {
+				if (p->npend_async == sizeof(p->pend_async) / sizeof(p->pend_async[0]))
+					async_count(p, 0);
+				p->pend_async[p->npend_async++] =
+				    (struct pend_async){.tid = ev->tid, .stream = ev->f[SP_F_STREAM], .iter = i};
+			}
+			const char *site = str_of(p, file, ev->f[SP_F_SITE]);
+			if (site)
+				an_top_add(&col->copy_sites, site, 1, ev->f[SP_F_BYTES], dur);
+		} else if (ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PINNED) {
+			it->pinned_copies++;
+			it->pinned_bytes += ev->f[SP_F_BYTES];
+			it->pinned_ns += dur;
+			p->ring[op % OP_RING].pg_iter = i;
+			p->ring[op % OP_RING].pg_ns = dur;
+			p->ring[op % OP_RING].pg_pinned = 1;
+		}
+		break;
+	}
+	case SP_K_GPU_SPAN: {
+		if (!is_p)
+			break;
+		uint32_t op = (uint32_t)ev->f[SP_F_OP];
+		int known = p->ring[op % OP_RING].op == op;
+		uint8_t cls = known ? p->ring[op % OP_RING].cls : OPC_NONE;
+		uint64_t gb = ev->begin_ns, ge = ev->end_ns;
+		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
+			ge = p->ring[op % OP_RING].sync_end;
+		/*
+		 * A copy's time is the copy's own, on the GPU, once known: a pageable copy's
+		 * call also waits for the work queued before it (a 4-byte .item() copy behind
+		 * a kernel) and a pinned Async call returns before the copy ran; either way
+		 * the call's duration is not the copy's cost and its GB/s would be absurd.
+		 */
+		if (known && p->ring[op % OP_RING].pg_iter >= 0 && ge >= gb) {
+			struct an_iter *cit = &a->it[p->ring[op % OP_RING].pg_iter];
+			uint8_t kind = p->ring[op % OP_RING].pg_pinned;
+			uint64_t *ns = kind == 1 ? &cit->pinned_ns : &cit->pageable_ns;
+			*ns = *ns - p->ring[op % OP_RING].pg_ns + (ge - gb);
+			if (kind == 2)
+				cit->pageable_small_ns = cit->pageable_small_ns - p->ring[op % OP_RING].pg_ns + (ge - gb);
+			p->ring[op % OP_RING].pg_iter = -1;
+		}
+		add_span(p, BD_GPU, gb, ge);
+		if (cls == OPC_COMPUTE)
+			add_span(p, BD_COMPUTE, gb, ge);
+		else if (cls == OPC_H2D)
+			add_span(p, BD_H2D, gb, ge);
+		else if (cls == OPC_D2H)
+			add_span(p, BD_D2H, gb, ge);
+		break;
+	}
+	case SP_K_SYNC:
+		if (is_t) {
+			add_span(p, BD_SYNC, ev->begin_ns, ev->end_ns);
+			add_blocked(p, AN_BLK_SYNC, ev->begin_ns, ev->end_ns);
+		}
+		break;
+	case SP_K_ALLOC:
+	case SP_K_FREE:
+	case SP_K_ALLOC_FAILED:
+	case SP_K_MEM_INFO:
+		if (is_p)
+			on_alloc_events(p, ev, file, ITER());
+		break;
+	case SP_K_LOCK_WAIT:
+		/* input only while another thread of the process waits for a batch (finalize) */
+		if (is_t)
+			add_span(p, BD_LOCK, ev->begin_ns, ev->end_ns);
+		break;
+	case SP_K_OPEN:
+	case SP_K_STAT:
+	case SP_K_READ:
+	case SP_K_LISTDIR:
+	case SP_K_LOADER_WAIT:
+	case SP_K_CLOSE: {
+		if (is_t) { /* close included: the thread is blocked in file I/O */
+			add_span(p, BD_INPUT, ev->begin_ns, ev->end_ns);
+			add_blocked(p, AN_BLK_INPUT, ev->begin_ns, ev->end_ns);
+		} else if (is_p && ev->kind == SP_K_LOADER_WAIT) {
+			/* a pin-memory thread receiving the batch the training thread may be waiting for */
+			add_span(p, BD_PEER_WAIT, ev->begin_ns, ev->end_ns);
+		}
+		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
+		struct an_proc *pr = proc_find(a, ev->pid);
+		if (!is_p && pr &&
+		    (pr->role == AN_ROLE_TRAINER ||
+		     (pr->role == AN_ROLE_WORKER && pr->trainer && pr->trainer != a->trainer_pid)))
+			break;
+		int32_t fd = (int32_t)ev->f[SP_F_FD];
+		int ok = (int64_t)ev->f[SP_F_RESULT] >= 0;
+		if (ev->kind == SP_K_CLOSE) {
+			struct openfile *f = file_slot(p, ev->pid, fd);
+			if (f && f->used)
+				file_done(p, f);
+			break;
+		}
+		if (ev->kind == SP_K_LOADER_WAIT)
+			break;
+		ITER();
+		/*
+		 * Loader workers start reading the first batches as soon as they are
+		 * forked, before the training thread first waits: those reads belong to
+		 * the first iteration (the first load). Likewise a read between two
+		 * iterations (NVTX ranges leave a gap between a pop and the next push)
+		 * feeds the next one: every file a loader reads counts in some iteration.
+		 */
+		if (i < 0 && pr && pr->role == AN_ROLE_WORKER)
+			i = iter_after(a, ev->begin_ns);
+		struct an_iter *it = i >= 0 ? &a->it[i] : NULL;
+		if (ev->kind == SP_K_OPEN) {
+			if (it) {
+				it->opens++;
+				it->metadata_ops++;
+				it->meta_ns += dur;
+				if (ok)
+					it->files_opened++;
+			}
+			if (ok && fd >= 0) {
+				struct openfile *f = file_slot(p, ev->pid, fd);
+				if (f) {
+					file_done(p, f); /* an fd reused without a recorded close */
+					*f = (struct openfile){ev->pid, fd, i, 0, 1, 0};
+				}
+			}
+			if (it) {
+				const char *path = str_of(p, file, ev->f[SP_F_PATH]);
+				if (path) {
+					char dir[256];
+					dir_of(path, dir, sizeof(dir));
+					an_top_add(&col->dirs, dir, 1, 0, dur);
+				}
+			}
+		} else if (ev->kind == SP_K_STAT || ev->kind == SP_K_LISTDIR) {
+			if (it) {
+				if (ev->kind == SP_K_STAT)
+					it->stats++;
+				it->metadata_ops++;
+				it->meta_ns += dur;
+			}
+		} else if (ev->kind == SP_K_READ) {
+			unsigned ft = (unsigned)ev->f[SP_F_FD_TYPE];
+			if (ft == SP_FDTYPE_PIPE || ft == SP_FDTYPE_SOCKET)
+				break;
+			uint64_t bytes = ok ? ev->f[SP_F_BYTES] : 0;
+			if (it) {
+				it->bytes_read += bytes;
+				it->data_ns += dur;
+			}
+			struct openfile *f = file_slot(p, ev->pid, fd);
+			if (f && f->used) {
+				f->bytes += bytes;
+				f->read = 1;
+			}
+		}
+		break;
+	}
+	}
+#undef ITER
+}
+
+/*
+ * One pass 2 with a lateness of *maxlate assumed from the start: 0, -1 (out of
+ * memory, rewind failed), or when may_retry and a record came too late for an
+ * iteration already finalized, 1 with its lateness in *maxlate (a pass over
+ * with that window would have kept the iteration open for it).
+ */
+static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
+{
+	struct an_analysis *a = s->a;
+	struct pass2 p = {0};
+	p.s = s;
+	p.a = a;
+	p.maxlate = *maxlate;
+	p.live_iter = -1;
+	p.wcap = 16;
+	p.lists = calloc(p.wcap, sizeof(*p.lists));
+	p.ring = calloc(OP_RING, sizeof(*p.ring));
+	p.files = calloc(OPENFILES, sizeof(*p.files));
+	p.live = calloc(LIVEBLKS, sizeof(*p.live));
+	int rc = -1;
+	if (!p.lists || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
+		goto out;
+	/*
+	 * An unused slot (op 0, zeroed) must not read as a copy of iteration 0: a GPU
+	 * span of an op nothing launched (a damaged trace) would move copy time into
+	 * iteration 0, or index a->it when there are no iterations (found by make fuzz).
+	 */
+	for (size_t k = 0; k < OP_RING; k++)
+		p.ring[k].pg_iter = -1;
+	const struct sp_event *ev;
+	int file;
+	while ((ev = s->src->next(s->src->ctx, &file))) {
+		if (ev->begin_ns > p.maxbegin)
+			p.maxbegin = ev->begin_ns;
+		else if (p.maxbegin - ev->begin_ns > p.maxlate)
+			p.maxlate = p.maxbegin - ev->begin_ns;
+		uint64_t late = a->late_events;
+		on_event(&p, ev, file);
+		if (p.oom)
+			goto out;
+		if (a->late_events != late && may_retry) {
+			*maxlate = p.maxlate;
+			rc = 1;
+			goto out;
+		}
+		/*
+		 * An iteration is final once the stream's begin times are well past its end:
+		 * records arrive by begin time except for a bounded lateness (GPU spans read
+		 * back at the next sync, a call written after the calls it made), which is
+		 * measured as we go: the window is the larger of twice the iteration's wall
+		 * time, four times the worst lateness seen and 1 ms. A record later than
+		 * that starts the pass over with its lateness known (pass2()).
+		 */
+		while (p.first_open < a->nit) {
+			const struct an_iter *it = &a->it[p.first_open];
+			uint64_t window = 2 * (it->end_ns - it->start_ns);
+			if (window < 4 * p.maxlate)
+				window = 4 * p.maxlate;
+			if (window < 1000000ull)
+				window = 1000000ull;
+			if (it->end_ns + window >= p.maxbegin)
+				break;
+			finalize(&p, p.first_open);
+			p.first_open++;
+		}
+	}
+	while (p.npend_async) /* never awaited: the trace ends first */
+		async_count(&p, 0);
+	while (p.first_open < a->nit) {
+		finalize(&p, p.first_open);
+		p.first_open++;
+	}
+	if (p.oom)
+		goto out;
+	/* iterations after the last memory event keep its level */
+	for (long k = p.live_iter + 1; k >= 0 && (size_t)k < a->nit; k++)
+		iter_held(&a->it[k], &p);
+	for (size_t k = 0; k < OPENFILES; k++)
+		file_done(&p, &p.files[k]);
+	for (size_t k = 0; k < LIVEBLKS; k++)
+		if (p.live[k].used && p.live[k].in_iteration && !live_stale(&p, &p.live[k])) {
+			const char *site = p.live[k].site ? str_of(&p, p.live_file, p.live[k].site) : NULL;
+			if (site)
+				an_top_add(&s->col.live_sites, site, 1, p.live[k].bytes, 0);
+		}
+	rc = 0;
+out:
+	if (p.lists)
+		for (size_t k = 0; k < p.wcap; k++)
+			for (int c = 0; c < BD__COUNT; c++)
+				bd_list_free(&p.lists[k][c]);
+	free(p.lists);
+	free(p.ring);
+	free(p.files);
+	free(p.live);
+	return rc;
+}
+
+/* Passes 2 over at most, each with a lateness 4 times the last one's at least: 4^8 ms is 65 s. */
+#define PASS2_RETRIES 8
+
+/*
+ * Pass 2, started over when a record arrives after its iteration was
+ * finalized: GPU spans are read back at the program's syncs, so a loop that
+ * synchronises every N iterations (a loss logged every N steps) writes them
+ * N iterations late, which the first iterations cannot have known. The pass
+ * over assumes that lateness from the start; memory is still the window's (the
+ * open iterations'), not the run's. After PASS2_RETRIES, late records are
+ * counted (late_events), not added.
+ */
+int pass2(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	uint64_t maxlate = 0, capacity = a->device_capacity, dev_capacity[SP_MAX_DEVICES];
+	double link_gbps = s->col.link_gbps;
+	memcpy(dev_capacity, a->dev_capacity, sizeof(dev_capacity));
+	for (int tries = 0;; tries++) {
+		int rc = pass2_once(s, &maxlate, tries < PASS2_RETRIES);
+		if (rc < 0)
+			return rc;
+		if (!rc) {
+			/* the capacity of the devices the trainer used, when each one's is known */
+			uint64_t sum = 0;
+			for (unsigned d = 0; d < SP_MAX_DEVICES && sum != UINT64_MAX; d++)
+				if (a->dev_used >> d & 1)
+					sum = a->dev_capacity[d] ? sum + a->dev_capacity[d] : UINT64_MAX;
+			if (sum && sum != UINT64_MAX)
+				a->device_capacity = sum;
+			return 0;
+		}
+		/* what the pass filled, as it was before it */
+		for (size_t i = 0; i < a->nit; i++)
+			a->it[i] = (struct an_iter){.start_ns = a->it[i].start_ns, .end_ns = a->it[i].end_ns};
+		a->late_events = 0;
+		a->device_bytes_peak = 0;
+		a->device_capacity = capacity;
+		memcpy(a->dev_capacity, dev_capacity, sizeof(dev_capacity));
+		a->dev_used = 0;
+		memset(&s->col, 0, sizeof(s->col));
+		s->col.link_gbps = link_gbps;
+	}
+}
