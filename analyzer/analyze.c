@@ -28,7 +28,11 @@
 
 /* ------------------------------------------------ 1. names and options */
 
-const char *const an_cat_name[AN_CAT__COUNT] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+const char *const an_cat_name[AN_CAT__COUNT] = {
+#define SP_CATEGORY(id, name) name,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+};
 const char *const an_blk_name[AN_BLK__COUNT] = {"input", "h2d", "d2h", "sync"};
 const char *const an_role_name[3] = {"trainer", "worker", "other"};
 const char *const an_source_name[4] = {"none", "nvtx", "api", "auto"};

@@ -117,7 +117,12 @@ int an_options_set_threshold(struct an_options *o, const char *arg, char *err, s
 /* ----------------------------------------------------------- 3. results */
 
 /* The breakdown categories, in the JSON's order. */
-enum an_cat { AN_INPUT, AN_H2D, AN_COMPUTE, AN_D2H, AN_SYNC, AN_OTHER, AN_CAT__COUNT };
+enum an_cat {
+#define SP_CATEGORY(id, name) AN_##id,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+	AN_CAT__COUNT
+};
 extern const char *const an_cat_name[AN_CAT__COUNT];
 /* host_blocked_ns members */
 enum an_blk { AN_BLK_INPUT, AN_BLK_H2D, AN_BLK_D2H, AN_BLK_SYNC, AN_BLK__COUNT };

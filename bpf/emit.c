@@ -19,12 +19,12 @@
 
 /* The api and record kind of each traced call (api_sys.def). */
 static const uint16_t call_api[IOTRACE_CALL__COUNT] = {
-#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SP_API_##id,
+#define SP_API_SYS(id, num, nr, kind) [IOTRACE_##id] = SP_API_##id,
 #include "stepprof/api_sys.def"
 #undef SP_API_SYS
 };
 static const uint8_t call_kind[IOTRACE_CALL__COUNT] = {
-#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SP_K_##kind,
+#define SP_API_SYS(id, num, nr, kind) [IOTRACE_##id] = SP_K_##kind,
 #include "stepprof/api_sys.def"
 #undef SP_API_SYS
 };

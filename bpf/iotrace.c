@@ -55,7 +55,7 @@ static char libbpf_last[256]; /* libbpf's last warning: the reason of a failed l
 
 /* The syscall number of each traced call (api_sys.def). */
 static const long call_nr[IOTRACE_CALL__COUNT] = {
-#define SP_API_SYS(id, nr, kind) [IOTRACE_##id] = SYS_##nr,
+#define SP_API_SYS(id, num, nr, kind) [IOTRACE_##id] = SYS_##nr,
 #include "stepprof/api_sys.def"
 #undef SP_API_SYS
 };

@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------- 1. calls */
 
 enum iotrace_call {
-#define SP_API_SYS(id, nr, kind) IOTRACE_##id,
+#define SP_API_SYS(id, num, nr, kind) IOTRACE_##id,
 #include "stepprof/api_sys.def"
 #undef SP_API_SYS
 	IOTRACE_CALL__COUNT

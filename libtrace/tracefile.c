@@ -429,7 +429,7 @@ void sp_tf_encode_any(struct sp_slot *s, unsigned kind, unsigned api, uint64_t b
 		      const uint64_t *f)
 {
 	switch (kind) {
-#define SP_KIND(id, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                        \
 	case SP_K_##id:                                                                                                \
 		if (SP_K_##id != SP_K_STRING)                                                                          \
 			sp_tf_encode_k(s, SP_K_##id, api, begin_ns, dur_ns, f);                                        \

@@ -1,6 +1,6 @@
 /*
  * cuda_table.c - the hooked CUDA functions as data (see cuda_table.h):
- *   1. the table, generated from api_cuda.def and api_cuda_late.def,
+ *   1. the table, generated from api_cuda.def,
  *   2. exact-name lookup (hash of the names, built once),
  *   3. the cuGetProcAddress variant choice.
  */
@@ -11,10 +11,9 @@
 /* ------------------------------------------------------------- 1. table */
 
 const struct sp_cuda_entry sp_cuda_table[SP_CUDA__COUNT] = {
-#define SP_API_CUDA(name, how, ret, params, args, base, ver, ptds, spec)                                            \
+#define SP_API_CUDA(name, id, how, ret, params, args, base, ver, ptds, spec)                                            \
 	[SP_CIDX_##name] = { #name, #base, ver, ptds, SP_API_##name },
 #include "stepprof/api_cuda.def"
-#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 };
 

@@ -1,6 +1,5 @@
 /*
- * cuda_table.h - the table of hooked CUDA functions (api_cuda.def, then
- * api_cuda_late.def) as data:
+ * cuda_table.h - the table of hooked CUDA functions (api_cuda.def) as data:
  * exact-name lookup for the dlsym door, and the variant choice of the
  * cuGetProcAddress / cudaGetDriverEntryPoint doors (base name + cudaVersion +
  * per-thread-default-stream flag -> the exact versioned function).
@@ -19,7 +18,6 @@
 enum sp_cuda_idx {
 #define SP_API_CUDA(name, ...) SP_CIDX_##name,
 #include "stepprof/api_cuda.def"
-#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 	SP_CUDA__COUNT
 };

@@ -2,11 +2,11 @@
  * hook_cuda.c - the CUDA wrappers of libstepprof.so (design.md §3).
  *
  * Divided into:
- *   1. the SP_SPEC_* macros: the last column of api_cuda[_late].def, turning a
+ *   1. the SP_SPEC_* macros: the last column of api_cuda.def, turning a
  *      function's arguments into a call descriptor (cuda_call.h), whose
  *      family handlers (what a COPY, LAUNCH, ALLOC... records) are in
  *      cuda_call.c, inlined from cuda_call.h for SYNC and LAUNCH;
- *   2. the generated wrappers, one per GEN line of api_cuda[_late].def, each an
+ *   2. the generated wrappers, one per GEN line of api_cuda.def, each an
  *      exported front (pass through, or tail-call) and a name__rec that records;
  *   3. the doors written by hand: cuGetProcAddress[_v2] and
  *      cudaGetDriverEntryPoint[ByVersion][_ptsz];
@@ -377,9 +377,8 @@ static __thread const void *t_caller;
 		return r;                                                                                             \
 	}
 
-#define SP_API_CUDA(name, how, ret, params, args, base, ver, ptds, spec) SP_WRAP_##how(name, ret, params, args, ptds, spec)
+#define SP_API_CUDA(name, id, how, ret, params, args, base, ver, ptds, spec) SP_WRAP_##how(name, ret, params, args, ptds, spec)
 #include "stepprof/api_cuda.def"
-#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 
 /* ------------------------------------------------------ 3. the doors */
@@ -520,6 +519,5 @@ __attribute__((constructor)) static void cuda_hooks_init(void)
 void *const sp_cuda_wrapper[SP_CUDA__COUNT] = {
 #define SP_API_CUDA(name, ...) [SP_CIDX_##name] = (void *)name,
 #include "stepprof/api_cuda.def"
-#include "stepprof/api_cuda_late.def"
 #undef SP_API_CUDA
 };

@@ -43,9 +43,8 @@
 /* ------------------------------------------------------- 1. real functions */
 
 enum io_fn {
-#define SP_API_IO(name, version) IO_FN_##name,
+#define SP_API_IO(name, id, version) IO_FN_##name,
 #include "stepprof/api_io.def"
-#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 	IO_FN__COUNT
 };
@@ -269,7 +268,7 @@ static inline int io_result(long r, int err)
 /* The largest figure the bytes field holds: its width from fields.def. */
 enum {
 	IO_BYTES_WIDTH =
-#define SP_FIELD(id, name, width, type) (SP_F_##id == SP_F_BYTES ? (width) : 0) +
+#define SP_FIELD(id, num, name, width, type) (SP_F_##id == SP_F_BYTES ? (width) : 0) +
 #include "stepprof/fields.def"
 #undef SP_FIELD
 	0

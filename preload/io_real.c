@@ -18,16 +18,14 @@
 void *io_real_ptr[IO_FN__COUNT];
 
 static const char *const io_fn_name[IO_FN__COUNT] = {
-#define SP_API_IO(name, version) [IO_FN_##name] = #name,
+#define SP_API_IO(name, id, version) [IO_FN_##name] = #name,
 #include "stepprof/api_io.def"
-#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 };
 
 static const char *const io_fn_version[IO_FN__COUNT] = {
-#define SP_API_IO(name, version) [IO_FN_##name] = version,
+#define SP_API_IO(name, id, version) [IO_FN_##name] = version,
 #include "stepprof/api_io.def"
-#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 };
 
@@ -107,7 +105,7 @@ int io_mode_parse(const char *s)
 #define F(x)	  (1ull << SP_F_##x)
 #define IO_FIELDS (F(PATH) | F(BYTES) | F(FD) | F(RESULT) | F(FD_TYPE) | F(SOURCE) | F(COUNT))
 enum {
-#define SP_KIND(id, name, mask) IO_MASK_##id = (int)(mask),
+#define SP_KIND(id, num, name, mask) IO_MASK_##id = (int)(mask),
 #include "stepprof/kinds.def"
 #undef SP_KIND
 };

@@ -313,7 +313,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 		break;
 	}
 	switch (kind) {
-#define SP_KIND(id, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                        \
 	case SP_K_##id:                                                                                                \
 		if (SP_K_##id != SP_K_STRING)                                                                          \
 			emit_k(st, SP_K_##id, api, begin_ns, end_ns, f);                                               \
@@ -333,7 +333,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
  * registers, so every record paid their saving and restoring; small separate
  * functions need none.
  */
-#define SP_KIND(id, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                        \
 	static __attribute__((noinline)) void emit_##id(unsigned api, uint64_t begin_ns, uint64_t end_ns,              \
 							const uint64_t *f)                                             \
 	{                                                                                                              \
@@ -346,7 +346,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
 	switch (kind) {
-#define SP_KIND(id, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                        \
 	case SP_K_##id:                                                                                                \
 		emit_##id(api, begin_ns, end_ns, f);                                                                   \
 		return;

@@ -127,20 +127,45 @@ struct sp_slot {
 #define SP_CONT_PAYLOAD 31u
 #define SP_K_CONT 255u /* continuation slot: kind byte then 31 payload bytes */
 
+/*
+ * Kinds and fields carry their wire number in the .def list's second column, and
+ * stand in the list in that order (a field's number is also its bit in a kind's
+ * mask and its place in the payload): the build fails when one does not, and
+ * tests/unit/test_wire_ids.c pins every released number.
+ */
 enum sp_kind {
 	SP_K_NONE = 0,
-#define SP_KIND(id, name, mask) SP_K_##id,
+#define SP_KIND(id, num, name, mask) SP_K_##id = (num),
 #include "kinds.def"
 #undef SP_KIND
 	SP_K__COUNT
 };
+enum sp_kind_pos_ {
+	SP_KPOS_NONE_ = 0,
+#define SP_KIND(id, num, name, mask) SP_KPOS_##id,
+#include "kinds.def"
+#undef SP_KIND
+};
+#define SP_KIND(id, num, name, mask) \
+	_Static_assert(SP_KPOS_##id == (num), "kinds.def: " #id "'s number is not its place in the list");
+#include "kinds.def"
+#undef SP_KIND
 
 enum sp_field {
-#define SP_FIELD(id, name, width, type) SP_F_##id,
+#define SP_FIELD(id, num, name, width, type) SP_F_##id = (num),
 #include "fields.def"
 #undef SP_FIELD
 	SP_F__COUNT
 };
+enum sp_field_pos_ {
+#define SP_FIELD(id, num, name, width, type) SP_FPOS_##id,
+#include "fields.def"
+#undef SP_FIELD
+};
+#define SP_FIELD(id, num, name, width, type) \
+	_Static_assert(SP_FPOS_##id == (num), "fields.def: " #id "'s number is not its place in the list");
+#include "fields.def"
+#undef SP_FIELD
 
 enum sp_field_type { SP_T_U, SP_T_I, SP_T_HEX, SP_T_STR, SP_T_DIR, SP_T_HOSTMEM, SP_T_FDTYPE, SP_T_SOURCE };
 
@@ -158,17 +183,18 @@ static const char *const sp_fdtype_name[SP_FDTYPE__COUNT] = { "other", "file", "
 enum sp_source { SP_SOURCE_NONE, SP_SOURCE_LIBC, SP_SOURCE_BPF, SP_SOURCE__COUNT };
 static const char *const sp_source_name[SP_SOURCE__COUNT] = { "none", "libc", "bpf" };
 
+/* Api ids: each list's id column (apis.def); dense up to SP_API_NEXT_ID - 1. */
 enum sp_api {
 	SP_API_NONE = 0,
-#define SP_API(name) SP_API_##name,
+#define SP_API(name, id) SP_API_##name = (id),
 #include "apis.def"
 #undef SP_API
-	SP_API__COUNT
+	SP_API__COUNT = SP_API_NEXT_ID
 };
 
 #define F(x) (1ull << SP_F_##x)
 static const uint64_t sp_kind_mask[SP_K__COUNT] = {
-#define SP_KIND(id, name, mask) [SP_K_##id] = (mask),
+#define SP_KIND(id, num, name, mask) [SP_K_##id] = (mask),
 #include "kinds.def"
 #undef SP_KIND
 };
@@ -176,32 +202,32 @@ static const uint64_t sp_kind_mask[SP_K__COUNT] = {
 
 static const char *const sp_kind_name[SP_K__COUNT] = {
 	[SP_K_NONE] = "none",
-#define SP_KIND(id, name, mask) [SP_K_##id] = name,
+#define SP_KIND(id, num, name, mask) [SP_K_##id] = name,
 #include "kinds.def"
 #undef SP_KIND
 };
 
 static const uint8_t sp_field_width[SP_F__COUNT] = {
-#define SP_FIELD(id, name, width, type) [SP_F_##id] = width,
+#define SP_FIELD(id, num, name, width, type) [SP_F_##id] = width,
 #include "fields.def"
 #undef SP_FIELD
 };
 
 static const uint8_t sp_field_type[SP_F__COUNT] = {
-#define SP_FIELD(id, name, width, type) [SP_F_##id] = SP_T_##type,
+#define SP_FIELD(id, num, name, width, type) [SP_F_##id] = SP_T_##type,
 #include "fields.def"
 #undef SP_FIELD
 };
 
 static const char *const sp_field_name[SP_F__COUNT] = {
-#define SP_FIELD(id, name, width, type) [SP_F_##id] = name,
+#define SP_FIELD(id, num, name, width, type) [SP_F_##id] = name,
 #include "fields.def"
 #undef SP_FIELD
 };
 
 static const char *const sp_api_name[SP_API__COUNT] = {
 	[SP_API_NONE] = "",
-#define SP_API(name) [SP_API_##name] = #name,
+#define SP_API(name, id) [SP_API_##name] = #name,
 #include "apis.def"
 #undef SP_API
 };
@@ -210,7 +236,7 @@ static const char *const sp_api_name[SP_API__COUNT] = {
 static inline unsigned sp_payload_bytes(uint64_t m)
 {
 	return 0
-#define SP_FIELD(id, name, width, type) +(unsigned)(((m) >> SP_F_##id) & 1u) * (width)
+#define SP_FIELD(id, num, name, width, type) +(unsigned)(((m) >> SP_F_##id) & 1u) * (width)
 #include "fields.def"
 #undef SP_FIELD
 		;

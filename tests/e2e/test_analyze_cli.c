@@ -46,9 +46,13 @@ static uint64_t bpf_header_lost;
 /* The six categories' numbers at <prefix><category> in j, summed (dflt for one that is missing). */
 static double sum_of_cats(const struct sp_json *j, const char *prefix, double dflt)
 {
-	static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+	static const char *const cats[] = {
+	#define SP_CATEGORY(id, name) name,
+	#include "stepprof/categories.def"
+	#undef SP_CATEGORY
+	};
 	double sum = 0;
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96];
 		snprintf(key, sizeof(key), "%s%s", prefix, cats[c]);
 		sum += sp_json_num(j, key, dflt);

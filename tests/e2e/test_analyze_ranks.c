@@ -41,7 +41,11 @@
 
 TestSuite(analyze_ranks, .fini = sp_t_remove_cur_dir);
 
-static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+static const char *const cats[] = {
+#define SP_CATEGORY(id, name) name,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+};
 
 /* Run `scenarios[k]` as rank k (k < n; n == 1: no RANK variables at all) at the
  * same time into <dir>/trace; truth[k] gets each trainer's JSON line. */
@@ -114,7 +118,7 @@ static struct sp_json *rank_entry(struct sp_json *an, int rank)
 /* `x` (a ranks[] entry or the document's summary) against a trainer's ground truth: shares ±3 points. */
 static void expect_shares(struct sp_json *x, const char *prefix, struct sp_json *truth, const char *what)
 {
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96], tkey[96];
 		snprintf(key, sizeof(key), "%sbreakdown_fraction.%s", prefix, cats[c]);
 		snprintf(tkey, sizeof(tkey), "summary.breakdown_fraction.%s", cats[c]);

@@ -268,7 +268,6 @@ Test(docs, input_capture_names_every_wrapped_libc_function)
 	static const char *const fns[] = {
 #define SP_API_IO(name, ...) #name,
 #include "stepprof/api_io.def"
-#include "stepprof/api_io_late.def"
 #undef SP_API_IO
 	};
 	char *doc = slurp("docs/input-capture.md");

@@ -36,7 +36,11 @@
 
 TestSuite(html_e2e, .fini = sp_t_remove_cur_dir, .timeout = 300);
 
-static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+static const char *const cats[] = {
+#define SP_CATEGORY(id, name) name,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+};
 
 /*
  * Reads an HTML document on stdin; prints one JSON line: the tag-nesting errors,
@@ -134,7 +138,7 @@ static char *capture(const char *scenario, const char *data_dir)
 /* The six shares of the HTML (h's shares.<cat>) are the JSON's exact doubles (j's <prefix><cat>); who: for messages. */
 static void expect_same_shares(const struct sp_json *j, const char *prefix, const struct sp_json *h, const char *who)
 {
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96];
 		snprintf(key, sizeof(key), "%s%s", prefix, cats[c]);
 		double want = sp_json_num(j, key, -1);
@@ -172,7 +176,7 @@ Test(html_e2e, report_matches_the_json_and_escapes_paths)
 	check_structure(h);
 	/* same analysis, same numbers: the exact double, and the percent shown */
 	expect_same_shares(an, "summary.breakdown_fraction.", h, "summary");
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96], pct[32];
 		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
 		snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * sp_json_num(an, key, -1));
@@ -501,7 +505,7 @@ Test(html_e2e, two_ranks_table_matches_the_json, .timeout = 300)
 		struct sp_json *y = sp_json_at(rh, i);
 		if (sp_json_num(y, "rank", -1) != 1)
 			continue;
-		for (int c = 0; c < 6; c++) {
+		for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 			char key[64];
 			snprintf(key, sizeof(key), "shares.%s", cats[c]);
 			cr_expect_str_eq(sp_json_str(y, key), sp_json_str(h, key), "--rank 1: %s", cats[c]);

@@ -1583,9 +1583,7 @@ static const char *const exportable[] = {
 #define SP_API_CUDA(name, ...) #name,
 #define SP_API_IO(name, ...)   #name,
 #include "stepprof/api_cuda.def"
-#include "stepprof/api_cuda_late.def"
 #include "stepprof/api_io.def"
-#include "stepprof/api_io_late.def"
 #undef SP_API_CUDA
 #undef SP_API_IO
 };

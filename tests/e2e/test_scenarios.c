@@ -47,7 +47,11 @@ struct run {
 
 TestSuite(scenarios, .fini = sp_t_remove_cur_dir);
 
-static const char *const cats[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+static const char *const cats[] = {
+#define SP_CATEGORY(id, name) name,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+};
 
 /* `stepprof analyze --json tdir`, which must succeed, into r->ar and r->an. */
 static void analyze_into(struct run *r, const char *tdir)
@@ -95,7 +99,7 @@ static void check_common(struct run *r, const char *markers)
 	double n_truth = sp_json_num(r->truth, "totals.iterations", -1);
 	double n = sp_json_num(r->an, "summary.iterations", -2);
 	cr_assert_eq(n, n_truth, "iterations: %g, the trainer ran %g", n, n_truth);
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96];
 		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
 		double got = sp_json_num(r->an, key, -1), want = sp_json_num(r->truth, key, -1);
@@ -106,7 +110,7 @@ static void check_common(struct run *r, const char *markers)
 	for (size_t i = 0; i < its->n; i++) {
 		struct sp_json *it = sp_json_at(its, i);
 		double wall = sp_json_num(it, "wall_ns", 0), sum = 0;
-		for (int c = 0; c < 6; c++) {
+		for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 			char key[64];
 			snprintf(key, sizeof(key), "breakdown_ns.%s", cats[c]);
 			sum += sp_json_num(it, key, 0);
@@ -144,7 +148,7 @@ static void check_common(struct run *r, const char *markers)
 	/* the bottleneck, when the ground truth's is clear (not a near tie) */
 	double comp = sp_json_num(r->truth, "summary.breakdown_fraction.compute", 0);
 	double top = 0, second = 0;
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		if (c == 2)
 			continue;
 		char key[96];
@@ -240,7 +244,7 @@ static int breakdown_within(struct run *r)
 {
 	if (sp_json_num(r->an, "summary.iterations", -2) != sp_json_num(r->truth, "totals.iterations", -1))
 		return 0;
-	for (int c = 0; c < 6; c++) {
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96];
 		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
 		if (fabs(sp_json_num(r->an, key, -1) - sp_json_num(r->truth, key, -1)) > 0.03)

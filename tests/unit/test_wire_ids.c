@@ -1,0 +1,532 @@
+/*
+ * test_wire_ids.c - every number written into a trace file that a released
+ * stepprof may have written stays what it was: api ids (apis.def), record
+ * kinds (kinds.def), fields (fields.def: number, width, type) and the one-byte
+ * enumerations of trace.h. A trace written by an older release must read the
+ * same. The tables below are the pins: a new name gets a new number (and a new
+ * pin here); changing or removing a pin is a format change, which needs a new
+ * major version (trace.h) and a reader for the old one.
+ *
+ * Also: the numbers in use are dense (no name missing between 1 and the
+ * highest) and each name stands once.
+ */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "stepprof/trace.h"
+
+struct pin {
+	unsigned id;
+	const char *name;
+};
+struct field_pin {
+	unsigned id;
+	const char *name;
+	unsigned width, type;
+};
+
+/* ---- the pins: released numbers, never to change ---- */
+
+static const struct pin apis[] = {
+	{1, "stepprof_step"},
+	{2, "stepprof_mark"},
+	{3, "nvtx"},
+	{4, "cuMemcpy"},
+	{5, "cuMemcpy_ptds"},
+	{6, "cuMemcpyAsync"},
+	{7, "cuMemcpyAsync_ptsz"},
+	{8, "cuMemcpyPeer"},
+	{9, "cuMemcpyPeer_ptds"},
+	{10, "cuMemcpyPeerAsync"},
+	{11, "cuMemcpyPeerAsync_ptsz"},
+	{12, "cuMemcpyHtoD_v2"},
+	{13, "cuMemcpyHtoD_v2_ptds"},
+	{14, "cuMemcpyHtoDAsync_v2"},
+	{15, "cuMemcpyHtoDAsync_v2_ptsz"},
+	{16, "cuMemcpyDtoH_v2"},
+	{17, "cuMemcpyDtoH_v2_ptds"},
+	{18, "cuMemcpyDtoHAsync_v2"},
+	{19, "cuMemcpyDtoHAsync_v2_ptsz"},
+	{20, "cuMemcpyDtoD_v2"},
+	{21, "cuMemcpyDtoD_v2_ptds"},
+	{22, "cuMemcpyDtoDAsync_v2"},
+	{23, "cuMemcpyDtoDAsync_v2_ptsz"},
+	{24, "cuMemcpy2D_v2"},
+	{25, "cuMemcpy2D_v2_ptds"},
+	{26, "cuMemcpy2DUnaligned_v2"},
+	{27, "cuMemcpy2DUnaligned_v2_ptds"},
+	{28, "cuMemcpy2DAsync_v2"},
+	{29, "cuMemcpy2DAsync_v2_ptsz"},
+	{30, "cuMemcpy3D_v2"},
+	{31, "cuMemcpy3D_v2_ptds"},
+	{32, "cuMemcpy3DAsync_v2"},
+	{33, "cuMemcpy3DAsync_v2_ptsz"},
+	{34, "cuMemcpy3DPeer"},
+	{35, "cuMemcpy3DPeer_ptds"},
+	{36, "cuMemcpy3DPeerAsync"},
+	{37, "cuMemcpy3DPeerAsync_ptsz"},
+	{38, "cuMemsetD8_v2"},
+	{39, "cuMemsetD8_v2_ptds"},
+	{40, "cuMemsetD16_v2"},
+	{41, "cuMemsetD16_v2_ptds"},
+	{42, "cuMemsetD32_v2"},
+	{43, "cuMemsetD32_v2_ptds"},
+	{44, "cuMemsetD2D8_v2"},
+	{45, "cuMemsetD2D8_v2_ptds"},
+	{46, "cuMemsetD2D16_v2"},
+	{47, "cuMemsetD2D16_v2_ptds"},
+	{48, "cuMemsetD2D32_v2"},
+	{49, "cuMemsetD2D32_v2_ptds"},
+	{50, "cuMemsetD8Async"},
+	{51, "cuMemsetD8Async_ptsz"},
+	{52, "cuMemsetD16Async"},
+	{53, "cuMemsetD16Async_ptsz"},
+	{54, "cuMemsetD32Async"},
+	{55, "cuMemsetD32Async_ptsz"},
+	{56, "cuMemsetD2D8Async"},
+	{57, "cuMemsetD2D8Async_ptsz"},
+	{58, "cuMemsetD2D16Async"},
+	{59, "cuMemsetD2D16Async_ptsz"},
+	{60, "cuMemsetD2D32Async"},
+	{61, "cuMemsetD2D32Async_ptsz"},
+	{62, "cuLaunchKernel"},
+	{63, "cuLaunchKernel_ptsz"},
+	{64, "cuLaunchKernelEx"},
+	{65, "cuLaunchKernelEx_ptsz"},
+	{66, "cuLaunchCooperativeKernel"},
+	{67, "cuLaunchCooperativeKernel_ptsz"},
+	{68, "cuGraphLaunch"},
+	{69, "cuGraphLaunch_ptsz"},
+	{70, "cuCtxSynchronize"},
+	{71, "cuCtxSynchronize_v2"},
+	{72, "cuStreamSynchronize"},
+	{73, "cuStreamSynchronize_ptsz"},
+	{74, "cuEventSynchronize"},
+	{75, "cuStreamWaitEvent"},
+	{76, "cuStreamWaitEvent_ptsz"},
+	{77, "cuStreamQuery"},
+	{78, "cuStreamQuery_ptsz"},
+	{79, "cuEventQuery"},
+	{80, "cuMemAlloc_v2"},
+	{81, "cuMemAllocPitch_v2"},
+	{82, "cuMemAllocManaged"},
+	{83, "cuMemFree_v2"},
+	{84, "cuMemAllocAsync"},
+	{85, "cuMemAllocAsync_ptsz"},
+	{86, "cuMemAllocFromPoolAsync"},
+	{87, "cuMemAllocFromPoolAsync_ptsz"},
+	{88, "cuMemFreeAsync"},
+	{89, "cuMemFreeAsync_ptsz"},
+	{90, "cuMemCreate"},
+	{91, "cuMemRelease"},
+	{92, "cuMemMap"},
+	{93, "cuMemUnmap"},
+	{94, "cuMemGetInfo_v2"},
+	{95, "cuMemHostAlloc"},
+	{96, "cuMemAllocHost_v2"},
+	{97, "cuMemFreeHost"},
+	{98, "cuMemHostRegister_v2"},
+	{99, "cuMemHostUnregister"},
+	{100, "cuCtxSetCurrent"},
+	{101, "cuCtxPushCurrent_v2"},
+	{102, "cuCtxPopCurrent_v2"},
+	{103, "cuGetProcAddress"},
+	{104, "cuGetProcAddress_v2"},
+	{105, "cudaMemcpy"},
+	{106, "cudaMemcpy_ptds"},
+	{107, "cudaMemcpyAsync"},
+	{108, "cudaMemcpyAsync_ptsz"},
+	{109, "cudaMemcpy2D"},
+	{110, "cudaMemcpy2D_ptds"},
+	{111, "cudaMemcpy2DAsync"},
+	{112, "cudaMemcpy2DAsync_ptsz"},
+	{113, "cudaMemcpy3D"},
+	{114, "cudaMemcpy3D_ptds"},
+	{115, "cudaMemcpy3DAsync"},
+	{116, "cudaMemcpy3DAsync_ptsz"},
+	{117, "cudaMemcpyPeer"},
+	{118, "cudaMemcpyPeerAsync"},
+	{119, "cudaMemcpyToSymbol"},
+	{120, "cudaMemcpyFromSymbol"},
+	{121, "cudaMemcpyToSymbolAsync"},
+	{122, "cudaMemcpyFromSymbolAsync"},
+	{123, "cudaMemset"},
+	{124, "cudaMemset_ptds"},
+	{125, "cudaMemsetAsync"},
+	{126, "cudaMemsetAsync_ptsz"},
+	{127, "cudaMemset2D"},
+	{128, "cudaMemset2D_ptds"},
+	{129, "cudaMemset2DAsync"},
+	{130, "cudaMemset2DAsync_ptsz"},
+	{131, "cudaLaunchKernel"},
+	{132, "cudaLaunchKernel_ptsz"},
+	{133, "cudaLaunchKernelExC"},
+	{134, "cudaLaunchKernelExC_ptsz"},
+	{135, "cudaLaunchCooperativeKernel"},
+	{136, "cudaLaunchCooperativeKernel_ptsz"},
+	{137, "cudaGraphLaunch"},
+	{138, "cudaGraphLaunch_ptsz"},
+	{139, "cudaDeviceSynchronize"},
+	{140, "cudaStreamSynchronize"},
+	{141, "cudaStreamSynchronize_ptsz"},
+	{142, "cudaEventSynchronize"},
+	{143, "cudaStreamWaitEvent"},
+	{144, "cudaStreamWaitEvent_ptsz"},
+	{145, "cudaStreamQuery"},
+	{146, "cudaStreamQuery_ptsz"},
+	{147, "cudaEventQuery"},
+	{148, "cudaMalloc"},
+	{149, "cudaMallocPitch"},
+	{150, "cudaMallocManaged"},
+	{151, "cudaFree"},
+	{152, "cudaMallocAsync"},
+	{153, "cudaMallocAsync_ptsz"},
+	{154, "cudaMallocFromPoolAsync"},
+	{155, "cudaMallocFromPoolAsync_ptsz"},
+	{156, "cudaFreeAsync"},
+	{157, "cudaFreeAsync_ptsz"},
+	{158, "cudaMemGetInfo"},
+	{159, "cudaHostAlloc"},
+	{160, "cudaMallocHost"},
+	{161, "cudaFreeHost"},
+	{162, "cudaHostRegister"},
+	{163, "cudaHostUnregister"},
+	{164, "cudaSetDevice"},
+	{165, "cudaGetDriverEntryPoint"},
+	{166, "cudaGetDriverEntryPoint_ptsz"},
+	{167, "cudaGetDriverEntryPointByVersion"},
+	{168, "cudaGetDriverEntryPointByVersion_ptsz"},
+	{169, "cuInit"},
+	{170, "cuDevicePrimaryCtxRetain"},
+	{171, "cuModuleLoadData"},
+	{172, "cudaGetDeviceCount"},
+	{173, "cudaStreamCreate"},
+	{174, "cudaStreamCreateWithFlags"},
+	{175, "cudaEventCreate"},
+	{176, "cudaEventCreateWithFlags"},
+	{177, "open"},
+	{178, "open64"},
+	{179, "openat"},
+	{180, "openat64"},
+	{181, "creat"},
+	{182, "creat64"},
+	{183, "__open_2"},
+	{184, "__open64_2"},
+	{185, "__openat_2"},
+	{186, "__openat64_2"},
+	{187, "fopen"},
+	{188, "fopen64"},
+	{189, "freopen"},
+	{190, "freopen64"},
+	{191, "read"},
+	{192, "pread"},
+	{193, "pread64"},
+	{194, "readv"},
+	{195, "preadv"},
+	{196, "preadv64"},
+	{197, "preadv2"},
+	{198, "preadv64v2"},
+	{199, "fread"},
+	{200, "fread_unlocked"},
+	{201, "__read_chk"},
+	{202, "__pread_chk"},
+	{203, "__pread64_chk"},
+	{204, "__fread_chk"},
+	{205, "__fread_unlocked_chk"},
+	{206, "stat"},
+	{207, "stat64"},
+	{208, "lstat"},
+	{209, "lstat64"},
+	{210, "fstat"},
+	{211, "fstat64"},
+	{212, "fstatat"},
+	{213, "fstatat64"},
+	{214, "statx"},
+	{215, "__xstat"},
+	{216, "__xstat64"},
+	{217, "__lxstat"},
+	{218, "__lxstat64"},
+	{219, "__fxstat"},
+	{220, "__fxstat64"},
+	{221, "__fxstatat"},
+	{222, "__fxstatat64"},
+	{223, "close"},
+	{224, "fclose"},
+	{225, "opendir"},
+	{226, "fdopendir"},
+	{227, "readdir"},
+	{228, "readdir64"},
+	{229, "closedir"},
+	{230, "getdents64"},
+	{231, "poll"},
+	{232, "ppoll"},
+	{233, "__poll_chk"},
+	{234, "__ppoll_chk"},
+	{235, "select"},
+	{236, "pselect"},
+	{237, "epoll_wait"},
+	{238, "epoll_pwait"},
+	{239, "recv"},
+	{240, "recvfrom"},
+	{241, "recvmsg"},
+	{242, "__recv_chk"},
+	{243, "__recvfrom_chk"},
+	{244, "pipe"},
+	{245, "pipe2"},
+	{246, "socket"},
+	{247, "socketpair"},
+	{248, "accept"},
+	{249, "accept4"},
+	{250, "dup"},
+	{251, "dup2"},
+	{252, "dup3"},
+	{253, "epoll_ctl"},
+	{254, "sys_read"},
+	{255, "sys_pread64"},
+	{256, "sys_readv"},
+	{257, "sys_preadv"},
+	{258, "sys_openat"},
+	{259, "sys_openat2"},
+	{260, "sys_newfstatat"},
+	{261, "sys_statx"},
+	{262, "sys_newfstat"},
+	{263, "sys_getdents64"},
+	{264, "sys_close"},
+	{265, "sys_chdir"},
+	{266, "sys_fchdir"},
+	{267, "sys_dup"},
+	{268, "sys_dup2"},
+	{269, "sys_dup3"},
+	{270, "sys_fcntl"},
+	{271, "sys_close_range"},
+	{272, "sys_preadv2"},
+	{273, "fcntl"},
+	{274, "fcntl64"},
+	{275, "pclose"},
+	{276, "close_range"},
+	{277, "closefrom"},
+	{278, "memfd_create"},
+	{279, "eventfd"},
+	{280, "epoll_create"},
+	{281, "epoll_create1"},
+	{282, "timerfd_create"},
+	{283, "signalfd"},
+	{284, "recvmmsg"},
+	{285, "epoll_pwait2"},
+	{286, "sendfile"},
+	{287, "sendfile64"},
+	{288, "copy_file_range"},
+	{289, "scandir"},
+	{290, "scandir64"},
+	{291, "scandirat"},
+	{292, "scandirat64"},
+	{293, "nftw"},
+	{294, "nftw64"},
+	{295, "sem_wait"},
+	{296, "sem_timedwait"},
+	{297, "sem_clockwait"},
+	{298, "fork"},
+	{299, "fgetc"},
+	{300, "getc"},
+	{301, "_IO_getc"},
+	{302, "fgetc_unlocked"},
+	{303, "getc_unlocked"},
+	{304, "__uflow"},
+	{305, "__underflow"},
+	{306, "fgets"},
+	{307, "fgets_unlocked"},
+	{308, "__fgets_chk"},
+	{309, "__fgets_unlocked_chk"},
+	{310, "getline"},
+	{311, "getdelim"},
+	{312, "__getdelim"},
+	{313, "vfscanf"},
+	{314, "__isoc99_vfscanf"},
+	{315, "fscanf"},
+	{316, "__isoc99_fscanf"},
+	{317, "cudaDeviceReset"},
+	{318, "cuDevicePrimaryCtxReset"},
+	{319, "cuDevicePrimaryCtxReset_v2"},
+	{320, "cuCtxCreate_v2"},
+	{321, "cuCtxCreate_v3"},
+	{322, "cuCtxCreate_v4"},
+	{323, "cuCtxDestroy_v2"},
+	{324, "cudaMemcpyToSymbol_ptds"},
+	{325, "cudaMemcpyFromSymbol_ptds"},
+	{326, "cudaMemcpyToSymbolAsync_ptsz"},
+	{327, "cudaMemcpyFromSymbolAsync_ptsz"},
+	{328, "cuMemRetainAllocationHandle"},
+	{329, "cuLaunchHostFunc"},
+	{330, "cuLaunchHostFunc_ptsz"},
+	{331, "cuStreamAddCallback"},
+	{332, "cuStreamAddCallback_ptsz"},
+	{333, "cuStreamWaitValue32"},
+	{334, "cuStreamWaitValue32_ptsz"},
+	{335, "cuStreamWaitValue32_v2"},
+	{336, "cuStreamWaitValue32_v2_ptsz"},
+	{337, "cuStreamWaitValue64"},
+	{338, "cuStreamWaitValue64_ptsz"},
+	{339, "cuStreamWaitValue64_v2"},
+	{340, "cuStreamWaitValue64_v2_ptsz"},
+	{341, "cuStreamBatchMemOp"},
+	{342, "cuStreamBatchMemOp_ptsz"},
+	{343, "cuStreamBatchMemOp_v2"},
+	{344, "cuStreamBatchMemOp_v2_ptsz"},
+	{345, "cudaLaunchHostFunc"},
+	{346, "cudaLaunchHostFunc_ptsz"},
+	{347, "cudaStreamAddCallback"},
+	{348, "cudaStreamAddCallback_ptsz"},
+	{349, "cuMemcpyBatchAsync"},
+	{350, "cuMemcpyBatchAsync_ptsz"},
+	{351, "cuMemcpyBatchAsync_v2"},
+	{352, "cuMemcpyBatchAsync_v2_ptsz"},
+	{353, "cuMemcpy3DBatchAsync"},
+	{354, "cuMemcpy3DBatchAsync_ptsz"},
+	{355, "cuMemcpy3DBatchAsync_v2"},
+	{356, "cuMemcpy3DBatchAsync_v2_ptsz"},
+};
+
+static const struct pin kinds[] = {
+	{1, "string"},
+	{2, "lost"},
+	{3, "thread"},
+	{4, "fork"},
+	{5, "mark"},
+	{6, "step"},
+	{7, "range"},
+	{8, "nvtx_mark"},
+	{9, "copy"},
+	{10, "memset"},
+	{11, "launch"},
+	{12, "sync"},
+	{13, "gpu_span"},
+	{14, "alloc"},
+	{15, "free"},
+	{16, "alloc_failed"},
+	{17, "host_alloc"},
+	{18, "host_free"},
+	{19, "host_register"},
+	{20, "host_unregister"},
+	{21, "mem_info"},
+	{22, "open"},
+	{23, "stat"},
+	{24, "read"},
+	{25, "close"},
+	{26, "listdir"},
+	{27, "loader_wait"},
+	{28, "summary"},
+	{29, "summary_device"},
+	{30, "lock_wait"},
+	{31, "gpu_span2"},
+};
+
+static const struct field_pin fields[] = {
+	{0, "stream", 6, SP_T_HEX},
+	{1, "ptr", 6, SP_T_HEX},
+	{2, "dptr", 6, SP_T_HEX},
+	{3, "event", 6, SP_T_HEX},
+	{4, "bytes", 5, SP_T_U},
+	{5, "live_bytes", 6, SP_T_U},
+	{6, "free", 6, SP_T_U},
+	{7, "total", 6, SP_T_U},
+	{8, "name", 3, SP_T_STR},
+	{9, "domain", 3, SP_T_STR},
+	{10, "path", 3, SP_T_STR},
+	{11, "site", 3, SP_T_STR},
+	{12, "op", 4, SP_T_U},
+	{13, "value", 8, SP_T_U},
+	{14, "count", 4, SP_T_U},
+	{15, "child_pid", 4, SP_T_I},
+	{16, "fd", 4, SP_T_I},
+	{17, "result", 2, SP_T_I},
+	{18, "device", 1, SP_T_U},
+	{19, "direction", 1, SP_T_DIR},
+	{20, "host_memory", 1, SP_T_HOSTMEM},
+	{21, "fd_type", 1, SP_T_FDTYPE},
+	{22, "source", 1, SP_T_SOURCE},
+	{23, "flags", 4, SP_T_U},
+	{24, "steps", 5, SP_T_U},
+	{25, "records", 6, SP_T_U},
+	{26, "lost", 5, SP_T_U},
+	{27, "peak_bytes", 6, SP_T_U},
+	{28, "op_delta", 1, SP_T_U},
+	{29, "api2", 2, SP_T_U},
+	{30, "begin_delta", 4, SP_T_I},
+	{31, "dur2", 4, SP_T_U},
+};
+
+static const char *const dirs[] = {"none", "h2d", "d2h", "d2d", "h2h", "peer"};
+static const char *const hostmems[] = {"unknown", "pinned", "pageable", "device", "managed"};
+static const char *const fdtypes[] = {"other", "file", "pipe", "socket", "dir"};
+static const char *const sources[] = {"none", "libc", "bpf"};
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+Test(wire_ids, every_released_api_id_names_its_function)
+{
+	cr_assert_geq(SP_API__COUNT, N(apis) + 1);
+	for (size_t i = 0; i < N(apis); i++)
+		cr_expect(sp_api_name[apis[i].id] && !strcmp(sp_api_name[apis[i].id], apis[i].name),
+			  "api id %u was %s, is now %s", apis[i].id, apis[i].name,
+			  sp_api_name[apis[i].id] ? sp_api_name[apis[i].id] : "(none)");
+}
+
+Test(wire_ids, every_released_kind_keeps_its_number)
+{
+	cr_assert_geq(SP_K__COUNT, N(kinds) + 1);
+	cr_expect_eq(SP_K_NONE, 0);
+	cr_expect_eq(SP_K_CONT, 255, "the continuation slot's kind byte");
+	for (size_t i = 0; i < N(kinds); i++)
+		cr_expect(sp_kind_name[kinds[i].id] && !strcmp(sp_kind_name[kinds[i].id], kinds[i].name),
+			  "kind %u was %s, is now %s", kinds[i].id, kinds[i].name,
+			  sp_kind_name[kinds[i].id] ? sp_kind_name[kinds[i].id] : "(none)");
+}
+
+Test(wire_ids, every_released_field_keeps_its_number_width_and_type)
+{
+	cr_assert_geq(SP_F__COUNT, N(fields));
+	cr_assert_leq(SP_F__COUNT, 64, "a kind's field mask has 64 bits");
+	for (size_t i = 0; i < N(fields); i++) {
+		unsigned id = fields[i].id;
+		cr_expect(sp_field_name[id] && !strcmp(sp_field_name[id], fields[i].name), "field %u was %s, is now %s",
+			  id, fields[i].name, sp_field_name[id] ? sp_field_name[id] : "(none)");
+		cr_expect_eq(sp_field_width[id], fields[i].width, "field %s: width %u, was %u", fields[i].name,
+			     sp_field_width[id], fields[i].width);
+		cr_expect_eq(sp_field_type[id], fields[i].type, "field %s: type %u, was %u", fields[i].name,
+			     sp_field_type[id], fields[i].type);
+	}
+}
+
+Test(wire_ids, one_byte_enumerations_keep_their_values)
+{
+	cr_assert_geq(SP_DIR__COUNT, N(dirs));
+	for (size_t i = 0; i < N(dirs); i++)
+		cr_expect_str_eq(sp_dir_name[i], dirs[i]);
+	cr_assert_geq(SP_HOSTMEM__COUNT, N(hostmems));
+	for (size_t i = 0; i < N(hostmems); i++)
+		cr_expect_str_eq(sp_hostmem_name[i], hostmems[i]);
+	cr_assert_geq(SP_FDTYPE__COUNT, N(fdtypes));
+	for (size_t i = 0; i < N(fdtypes); i++)
+		cr_expect_str_eq(sp_fdtype_name[i], fdtypes[i]);
+	cr_assert_geq(SP_SOURCE__COUNT, N(sources));
+	for (size_t i = 0; i < N(sources); i++)
+		cr_expect_str_eq(sp_source_name[i], sources[i]);
+}
+
+/* No hole below the highest number, no name twice: a gap or a copy is a mistake in a .def list. */
+static void expect_dense_unique(const char *what, const char *const *names, unsigned from, unsigned count)
+{
+	for (unsigned i = from; i < count; i++) {
+		cr_expect(names[i] && names[i][0], "%s %u has no name (a gap in the list's numbers)", what, i);
+		for (unsigned j = from; names[i] && j < i; j++)
+			cr_expect(!names[j] || strcmp(names[i], names[j]), "%s: %s is both %u and %u", what, names[i], j,
+				  i);
+	}
+}
+
+Test(wire_ids, numbers_in_use_are_dense_and_names_unique)
+{
+	expect_dense_unique("api id", sp_api_name, 1, SP_API__COUNT);
+	expect_dense_unique("kind", sp_kind_name, 1, SP_K__COUNT);
+	expect_dense_unique("field", sp_field_name, 0, SP_F__COUNT);
+}
