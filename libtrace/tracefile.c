@@ -1,69 +1,35 @@
 /*
- * tracefile.c - the writer of one trace file: creation and header, the keep
- * area, and the ring of per-thread chunks (see tracefile.h for the contract).
+ * tracefile.c - the writer of one trace file (see tracefile.h for the contract):
+ * its directory, its creation, header and geometry, and its release. The disk
+ * space and the keep area are tf_space.c's, the ring's chunks and the streams
+ * tf_chunks.c's.
  *
  * Divided into:
- *   1. raw syscalls and small helpers (errno-preserving, no libc I/O),
- *   2. directory and file creation, the header,
- *   3. disk space reservation,
- *   4. the keep area,
- *   5. chunks and streams.
+ *   1. small helpers (errno-preserving, no libc I/O): warnings, environment,
+ *   2. directory and file creation, the header.
  *
  * RATIONALE: every file operation is a raw syscall so that the preload's libc
  * I/O wrappers never record (or recurse into) stepprof's own I/O, and nothing
  * here calls malloc: the recorder may create its file from inside any hooked
  * call, including one made by a signal handler.
  */
-#include "tracefile.h"
+#include "tracefile_int.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <signal.h>
 #include <fcntl.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/uio.h>
 #include <sys/utsname.h>
-#include <time.h>
-#include <unistd.h>
 
 /* ------------------------------------------------------------ 1. helpers */
-
-static long sys_openat(int dirfd, const char *path, int flags, int mode)
-{
-	return syscall(SYS_openat, dirfd, path, flags, mode);
-}
-
-static void sys_close(int fd)
-{
-	syscall(SYS_close, fd);
-}
 
 static void *sys_mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	return (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-}
-
-static uint64_t mono_ns(clockid_t id)
-{
-	struct timespec ts;
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void fmt(char *buf, size_t n, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void fmt(char *buf, size_t n, const char *f, ...)
-{
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(buf, n, f, ap);
-	va_end(ap);
 }
 
 /*
@@ -105,7 +71,7 @@ void sp_tf_write_stderr(const char *line, size_t len)
 }
 
 /* Default warning sink when the producer gave none: once per key, raw write to stderr. */
-static void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
+void tf_warn(struct sp_tf *tf, const char *key, const char *msg)
 {
 	static const char *seen[8];
 	if (tf && tf->warn) {
@@ -233,8 +199,6 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
 	return rc;
 }
 
-static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len);
-
 static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
 {
 	struct sp_file_header *h = tf->hdr;
@@ -287,7 +251,7 @@ static uint64_t fsize_limit(void)
 	return (uint64_t)r.rlim_cur;
 }
 
-static int under_fsize_limit(uint64_t off, uint64_t len)
+int under_fsize_limit(uint64_t off, uint64_t len)
 {
 	if (off + len <= fsize_limit())
 		return 1;
@@ -319,7 +283,7 @@ static void geometry(struct sp_tf *tf, uint64_t cap)
  * Move fd out of the way of the program's own descriptors: code that closes
  * "all fds from 3" or reuses low numbers is less likely to hit it.
  */
-static int high_fd(int fd)
+int high_fd(int fd)
 {
 	/* under a descriptor limit below 256 (ulimit -n), the top of the program's table */
 	struct rlimit r;
@@ -602,433 +566,4 @@ void sp_tf_orphan(struct sp_tf *tf)
 	tf->fd = -1;
 	tf->path[0] = 0; /* nothing reopens the parent's file by its name (file_fd) */
 	errno = saved;
-}
-
-/* ------------------------------------------------ 3. disk space reservation */
-
-/*
- * Give [off, off+len) real blocks before the mapping touches it: writing a page
- * of a MAP_SHARED file that has no block behind it on a full disk raises
- * SIGBUS, a failed fallocate only costs records. Filesystems without fallocate
- * get the blocks by writing zeros. Returns 0 or -1 (errno set).
- */
-/*
- * The fd still names our file? A program may close every descriptor (daemons,
- * close_range in a child) and reuse the number for a file of its own: then
- * fallocate would grow the user's file. Checked before each reservation (once
- * per 64 KiB chunk); a lost fd is reopened by path.
- */
-static int file_fd(struct sp_tf *tf)
-{
-	int fd = __atomic_load_n(&tf->fd, __ATOMIC_ACQUIRE);
-	struct stat st;
-	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
-	    (uint64_t)st.st_dev == tf->dev)
-		return fd;
-	long nfd = sys_openat(AT_FDCWD, tf->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
-	if (nfd < 0)
-		return -1;
-	if (syscall(SYS_fstat, (int)nfd, &st) != 0 || (uint64_t)st.st_ino != tf->ino ||
-	    (uint64_t)st.st_dev != tf->dev) {
-		sys_close((int)nfd);
-		errno = ESTALE;
-		return -1;
-	}
-	int h = high_fd((int)nfd);
-	/* NOTE: the old number is not ours any more: never close it */
-	if (!__atomic_compare_exchange_n(&tf->fd, &fd, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-		sys_close(h); /* another thread reopened first */
-		return fd;
-	}
-	return h;
-}
-
-/* Zeros over [off, off+len) of fd, up to 64 KiB a call (one 4 KiB page of zeros, repeated). */
-static int write_zeros(int fd, uint64_t off, uint64_t len)
-{
-	static const char zeros[4096] __attribute__((aligned(4096)));
-	struct iovec iov[16];
-	for (unsigned i = 0; i < 16; i++)
-		iov[i] = (struct iovec){ (void *)zeros, sizeof(zeros) };
-	while (len) {
-		unsigned n = 0;
-		uint64_t bytes = 0;
-		while (n < 16 && bytes < len) {
-			iov[n].iov_len = len - bytes < sizeof(zeros) ? (size_t)(len - bytes) : sizeof(zeros);
-			bytes += iov[n++].iov_len;
-		}
-		/* the raw call: offset as (low, high) words; the high word is ignored on 64-bit */
-		long w = syscall(SYS_pwritev, fd, iov, n, (unsigned long)off, (unsigned long)((off >> 16) >> 16));
-		for (unsigned i = 0; i < n; i++)
-			iov[i].iov_len = sizeof(zeros);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			if (w == 0)
-				errno = ENOSPC;
-			return -1;
-		}
-		off += (uint64_t)w;
-		len -= (uint64_t)w;
-	}
-	return 0;
-}
-
-static int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
-{
-	if (!under_fsize_limit(off, len))
-		return -1;
-	int fd = file_fd(tf);
-	if (fd < 0)
-		return -1;
-	if (!__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED)) {
-		if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
-			return 0;
-		if (errno != EOPNOTSUPP && errno != ENOSYS)
-			return -1;
-		/* known at the file's creation (its header is reserved here first, one thread) */
-		__atomic_store_n(&tf->no_fallocate, 1, __ATOMIC_RELAXED);
-	}
-	return write_zeros(fd, off, len);
-}
-
-/*
- * A new ring chunk's disk space: zeros written through the page cache, by the
- * one thread that reserves the chunk (claim(): chunk_info RESERVING). Zeros
- * written over a range that another thread already fills would erase its
- * records: the keep area, whose ranges threads may reserve twice, gets
- * fallocate, which never changes data, or, without it, zeros written one
- * thread at a time (keep_space_zeros).
- *
- * RATIONALE: measured on ext4 (Linux 6.18, the development VM), per 64 KiB
- * chunk, reserving it, mapping its pages (MADV_POPULATE_WRITE) and then
- * writing a byte every 32: fallocate 50-99 us, written zeros 20-27 us; in the
- * small-file loop of `make bench` that was ~0.1x of the loop. fallocate leaves
- * unwritten extents: every page is first "read" as zeros on the read path and
- * made writable through the file system's page_mkwrite; written zeros are
- * page-cache pages already up to date and dirty. A full disk still answers
- * here (ENOSPC at the write: delayed allocation reserves the blocks then),
- * never with a SIGBUS at a later store. tmpfs: the same cost either way.
- * A file system that refuses the write (none known) gets fallocate.
- */
-static int reserve_chunk(struct sp_tf *tf, uint64_t off, uint64_t len)
-{
-	if (!under_fsize_limit(off, len))
-		return -1;
-	int fd = file_fd(tf);
-	if (fd < 0)
-		return -1;
-	if (write_zeros(fd, off, len) == 0)
-		return 0;
-	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
-		return -1;
-	return reserve_range(tf, off, len);
-}
-
-static void warn_space(struct sp_tf *tf, const char *what)
-{
-	char msg[400];
-	fmt(msg, sizeof(msg), "%s: cannot reserve disk space for the %s (%s); records are counted as lost", tf->path,
-	    what, strerror(errno));
-	tf_warn(tf, "disk", msg);
-}
-
-/* ------------------------------------------------------------- 4. keep area */
-
-/* A spinning thread's hint to the CPU. */
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	__asm__ volatile("yield");
-#endif
-}
-
-/*
- * keep_space on a file system without fallocate: the zeros that reserve a range
- * would erase a string another thread wrote there after its own reservation, so
- * one thread at a time writes them (keep_busy), and the others wait for it
- * (a write of at most 64 KiB; once per 64 KiB of strings). The wait is bounded
- * (~1 ms): a signal handler that records while its own thread holds the flag
- * gets -1 (its string is missing) rather than waiting forever.
- */
-static int keep_space_zeros(struct sp_tf *tf, uint64_t end, uint64_t want)
-{
-	for (unsigned spins = 0;; spins++) {
-		int idle = 0;
-		if (__atomic_compare_exchange_n(&tf->keep_busy, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-			break;
-		if (end <= __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE))
-			return 0;
-		if (spins >= 1000) {
-			errno = EBUSY;
-			return -1;
-		}
-		if (spins >= 16)
-			sched_yield();
-		else
-			cpu_relax();
-	}
-	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
-	int rc = 0;
-	if (end > have) {
-		rc = reserve_range(tf, have, want - have);
-		if (rc == 0)
-			__atomic_store_n(&tf->keep_reserved, want, __ATOMIC_RELEASE);
-	}
-	__atomic_store_n(&tf->keep_busy, 0, __ATOMIC_RELEASE);
-	return rc;
-}
-
-/* Disk space up to byte `end` of the file, ahead in 64 KiB steps. */
-static int keep_space(struct sp_tf *tf, uint64_t end)
-{
-	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
-	if (end <= have)
-		return 0;
-	uint64_t want = (end + SP_TF_CHUNK_SIZE - 1) & ~(uint64_t)(SP_TF_CHUNK_SIZE - 1);
-	if (want > tf->ring_off)
-		want = tf->ring_off;
-	if (__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED))
-		return keep_space_zeros(tf, end, want);
-	if (reserve_range(tf, have, want - have) != 0)
-		return -1;
-	/* several threads may have reserved overlapping ranges (fallocate changes no data): keep the maximum */
-	while (have < want &&
-	       !__atomic_compare_exchange_n(&tf->keep_reserved, &have, want, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-		;
-	return 0;
-}
-
-struct sp_slot *sp_tf_keep_reserve(struct sp_tf *tf, unsigned nslots)
-{
-	if (!tf->hdr)
-		return NULL;
-	int saved = errno;
-	struct sp_slot *keep = (struct sp_slot *)(tf->base + tf->keep_off);
-	uint64_t at = __atomic_load_n(&tf->hdr->keep_next_slot, __ATOMIC_ACQUIRE);
-	for (;;) {
-		if (at + nslots > tf->keep_slots) {
-			char msg[300];
-			fmt(msg, sizeof(msg), "%s: the area for strings is full; later names are missing", tf->path);
-			tf_warn(tf, "keep", msg);
-			break;
-		}
-		/* space first, then the counter: the area never has a hole without blocks */
-		if (keep_space(tf, tf->keep_off + (at + nslots) * SP_SLOT_SIZE) != 0) {
-			if (errno != EBUSY) /* EBUSY: keep_space_zeros' bounded wait, not the disk */
-				warn_space(tf, "string area");
-			break;
-		}
-		if (__atomic_compare_exchange_n(&tf->hdr->keep_next_slot, &at, at + nslots, 0, __ATOMIC_ACQ_REL,
-						__ATOMIC_ACQUIRE)) {
-			errno = saved;
-			return keep + at;
-		}
-	}
-	errno = saved;
-	return NULL;
-}
-
-int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len)
-{
-	if (len > SP_MAX_STRING)
-		len = SP_MAX_STRING;
-	unsigned n = sp_string_slots(len);
-	if (tf->keep_string_max &&
-	    __atomic_add_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED) > tf->keep_string_max) {
-		__atomic_sub_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED);
-		char msg[300];
-		fmt(msg, sizeof(msg),
-		    "%s: the strings' half of the keep area is full (%llu slots); later names and paths are "
-		    "missing (raise STEPPROF_MAX_MB)",
-		    tf->path, (unsigned long long)tf->keep_string_max);
-		tf_warn(tf, "keep", msg);
-		return -1;
-	}
-	struct sp_slot *slot = sp_tf_keep_reserve(tf, n);
-	if (!slot)
-		return -1;
-	sp_string_encode(slot, id, s, len);
-	sp_tf_publish(slot, SP_K_STRING);
-	return 0;
-}
-
-/* ------------------------------------------------------ 5. chunks, streams */
-
-#define SP_MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL and fault lazily */
-
-static struct sp_chunk_header *chunk_at(struct sp_tf *tf, uint32_t idx)
-{
-	return (struct sp_chunk_header *)(tf->base + tf->ring_off + (uint64_t)idx * tf->chunk_size);
-}
-
-/*
- * Claim a chunk for (pid, tid): the next sequence number's chunk, unless a
- * thread still appends to it (ACTIVE: skipped, the next one is tried). A reused
- * chunk's records are counted as overwritten. NULL when no disk space.
- */
-static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
-{
-	struct sp_file_header *h = tf->hdr;
-	for (uint64_t tries = 0; tries < 2ull * tf->ring_chunks + 2; tries++) {
-		uint64_t seq = __atomic_fetch_add(&h->ring_next_seq, 1, __ATOMIC_ACQ_REL);
-		uint32_t idx = (uint32_t)(seq % tf->ring_chunks);
-		struct sp_chunk_header *c = chunk_at(tf, idx);
-		/*
-		 * Space before the first store into the chunk (c->state included):
-		 * a store into a page without blocks on a full disk is a SIGBUS.
-		 * One thread reserves (0 -> RESERVING -> 1); a thread that finds a
-		 * chunk being reserved tries the next one, as for an ACTIVE chunk.
-		 */
-		uint32_t info = __atomic_load_n(&tf->chunk_info[idx], __ATOMIC_ACQUIRE);
-		if (!info && __atomic_compare_exchange_n(&tf->chunk_info[idx], &info, SP_TF_RESERVING, 0,
-							 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			if (reserve_chunk(tf, (uint64_t)((uint8_t *)c - tf->base), tf->chunk_size) != 0) {
-				__atomic_store_n(&tf->chunk_info[idx], 0, __ATOMIC_RELEASE);
-				warn_space(tf, "trace ring");
-				return NULL;
-			}
-			/* RATIONALE: one call maps the chunk's 16 pages instead of 16 page faults on the hot path */
-			syscall(SYS_madvise, c, tf->chunk_size, SP_MADV_POPULATE_WRITE);
-			info = 1;
-			__atomic_store_n(&tf->chunk_info[idx], info, __ATOMIC_RELEASE);
-		}
-		if (info == SP_TF_RESERVING)
-			continue;
-		uint32_t st = __atomic_load_n(&c->state, __ATOMIC_ACQUIRE);
-		if (st == SP_CHUNK_ACTIVE)
-			continue;
-		if (!__atomic_compare_exchange_n(&c->state, &st, SP_CHUNK_ACTIVE, 0, __ATOMIC_ACQ_REL,
-						 __ATOMIC_ACQUIRE))
-			continue;
-		if (c->magic == SP_CHUNK_MAGIC) {
-			/* the count its last stream stored before its release of the state */
-			uint64_t gone = (uint64_t)__atomic_load_n(&tf->chunk_info[idx], __ATOMIC_ACQUIRE) - 1;
-			/*
-			 * A LOST record opens the chunk when c->lost is set: its count goes
-			 * back to the header (the loss stays counted) and the LOST record
-			 * itself is no overwritten event.
-			 */
-			uint32_t lost = c->lost;
-			if (lost && gone) {
-				__atomic_fetch_add(&h->lost_records, lost, __ATOMIC_RELAXED);
-				gone--;
-			}
-			__atomic_fetch_add(&h->overwritten_records, gone, __ATOMIC_RELAXED);
-			__atomic_fetch_add(&h->overwritten_chunks, 1, __ATOMIC_RELAXED);
-			__atomic_store_n(&tf->chunk_info[idx], 1, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&c->used, 0, __ATOMIC_RELEASE);
-		c->seq = seq;
-		c->pid = pid;
-		c->tid = tid;
-		c->lost = 0;
-		c->first_ns = 0;
-		__atomic_store_n(&c->magic, SP_CHUNK_MAGIC, __ATOMIC_RELEASE);
-		return c;
-	}
-	char msg[300];
-	fmt(msg, sizeof(msg),
-	    "%s: all %u chunks of the ring are held by threads; records are counted as lost "
-	    "(raise STEPPROF_MAX_MB)",
-	    tf->path, tf->ring_chunks);
-	tf_warn(tf, "ring", msg);
-	return NULL;
-}
-
-void sp_tf_stream_init(struct sp_tf_stream *s, struct sp_tf *tf, int32_t pid, int32_t tid)
-{
-	memset(s, 0, sizeof(*s));
-	s->tf = tf;
-	s->pid = pid;
-	s->tid = tid;
-}
-
-static void close_chunk(struct sp_tf_stream *s)
-{
-	if (s->chunk) {
-		struct sp_tf *tf = s->tf;
-		uint32_t idx = (uint32_t)(((uint8_t *)s->chunk - tf->base - tf->ring_off) / tf->chunk_size);
-		__atomic_store_n(&tf->chunk_info[idx], 1 + s->nrec, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&tf->closed_records, s->nrec, __ATOMIC_RELAXED);
-		__atomic_store_n(&s->chunk->state, SP_CHUNK_CLOSED, __ATOMIC_RELEASE);
-	}
-	s->nrec = 0;
-	s->chunk = NULL;
-	s->cur = s->end = NULL;
-}
-
-static struct sp_slot *drop(struct sp_tf_stream *s)
-{
-	s->lost++;
-	/* counted in the header at once (exact after a crash), moved to a LOST record later */
-	if (s->tf && s->tf->hdr)
-		__atomic_fetch_add(&s->tf->hdr->lost_records, 1, __ATOMIC_RELAXED);
-	return NULL;
-}
-
-void sp_tf_drop(struct sp_tf_stream *s)
-{
-	drop(s);
-}
-
-struct sp_slot *sp_tf_refill(struct sp_tf_stream *s, unsigned nslots, uint64_t now_ns)
-{
-	struct sp_tf *tf = s->tf;
-	close_chunk(s);
-	if (!tf || !tf->hdr || nslots + 1 > tf->chunk_size / SP_SLOT_SIZE - SP_CHUNK_HDR_SLOTS)
-		return drop(s);
-	if (!now_ns)
-		now_ns = mono_ns(CLOCK_MONOTONIC);
-	if (s->retry_ns && now_ns < s->retry_ns)
-		return drop(s);
-	int saved = errno;
-	struct sp_chunk_header *c = claim(tf, s->pid, s->tid);
-	errno = saved;
-	if (!c) {
-		/* RATIONALE: a full disk stays full for a while; try again in 1 ms, not at every record */
-		s->retry_ns = now_ns + 1000000;
-		return drop(s);
-	}
-	s->retry_ns = 0;
-	s->chunk = c;
-	s->nrec = 0;
-	s->cur = (struct sp_slot *)c + SP_CHUNK_HDR_SLOTS;
-	/* no room shown until the LOST record is committed (sp_tf_stream_busy) */
-	s->end = s->cur;
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (s->lost) {
-		uint64_t f[SP_F__COUNT] = {0};
-		uint32_t lost = s->lost;
-		f[SP_F_COUNT] = lost;
-		struct sp_slot *slot = s->cur;
-		sp_tf_encode(slot, SP_K_LOST, SP_API_NONE, now_ns, 0, f);
-		c->lost = lost;
-		sp_tf_commit(s, slot, SP_K_LOST);
-		__atomic_fetch_sub(&tf->hdr->lost_records, lost, __ATOMIC_RELAXED);
-		s->lost -= lost; /* a record dropped meanwhile (signal handler) stays to report */
-	}
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	s->end = (struct sp_slot *)((uint8_t *)c + tf->chunk_size);
-	return s->cur;
-}
-
-void sp_tf_stream_close(struct sp_tf_stream *s)
-{
-	close_chunk(s);
-}
-
-int sp_tf_write(struct sp_tf_stream *s, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
-		const uint64_t *f)
-{
-	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
-		return -1;
-	struct sp_slot *slot = sp_tf_reserve(s, sp_tf_layout[kind].nslots, end_ns);
-	if (!slot)
-		return -1;
-	sp_tf_encode(slot, kind, api, begin_ns, sp_tf_dur_ns(begin_ns, end_ns), f);
-	sp_tf_commit(s, slot, kind);
-	return 0;
 }

@@ -1,0 +1,270 @@
+/*
+ * tf_space.c - the trace-file writer's disk space and keep area: blocks
+ * reserved before the mapping touches a page (a store into a page without
+ * blocks on a full disk is a SIGBUS), and the keep area's slots and strings.
+ *
+ * Divided into:
+ *   1. disk space reservation,
+ *   2. the keep area.
+ *
+ * Raw syscalls only, no malloc (tracefile_int.h says why).
+ */
+#include "tracefile_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+
+/* ------------------------------------------------ 1. disk space reservation */
+
+/*
+ * Give [off, off+len) real blocks before the mapping touches it: writing a page
+ * of a MAP_SHARED file that has no block behind it on a full disk raises
+ * SIGBUS, a failed fallocate only costs records. Filesystems without fallocate
+ * get the blocks by writing zeros. Returns 0 or -1 (errno set).
+ */
+/*
+ * The fd still names our file? A program may close every descriptor (daemons,
+ * close_range in a child) and reuse the number for a file of its own: then
+ * fallocate would grow the user's file. Checked before each reservation (once
+ * per 64 KiB chunk); a lost fd is reopened by path.
+ */
+static int file_fd(struct sp_tf *tf)
+{
+	int fd = __atomic_load_n(&tf->fd, __ATOMIC_ACQUIRE);
+	struct stat st;
+	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+	    (uint64_t)st.st_dev == tf->dev)
+		return fd;
+	long nfd = sys_openat(AT_FDCWD, tf->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (nfd < 0)
+		return -1;
+	if (syscall(SYS_fstat, (int)nfd, &st) != 0 || (uint64_t)st.st_ino != tf->ino ||
+	    (uint64_t)st.st_dev != tf->dev) {
+		sys_close((int)nfd);
+		errno = ESTALE;
+		return -1;
+	}
+	int h = high_fd((int)nfd);
+	/* NOTE: the old number is not ours any more: never close it */
+	if (!__atomic_compare_exchange_n(&tf->fd, &fd, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		sys_close(h); /* another thread reopened first */
+		return fd;
+	}
+	return h;
+}
+
+/* Zeros over [off, off+len) of fd, up to 64 KiB a call (one 4 KiB page of zeros, repeated). */
+static int write_zeros(int fd, uint64_t off, uint64_t len)
+{
+	static const char zeros[4096] __attribute__((aligned(4096)));
+	struct iovec iov[16];
+	for (unsigned i = 0; i < 16; i++)
+		iov[i] = (struct iovec){ (void *)zeros, sizeof(zeros) };
+	while (len) {
+		unsigned n = 0;
+		uint64_t bytes = 0;
+		while (n < 16 && bytes < len) {
+			iov[n].iov_len = len - bytes < sizeof(zeros) ? (size_t)(len - bytes) : sizeof(zeros);
+			bytes += iov[n++].iov_len;
+		}
+		/* the raw call: offset as (low, high) words; the high word is ignored on 64-bit */
+		long w = syscall(SYS_pwritev, fd, iov, n, (unsigned long)off, (unsigned long)((off >> 16) >> 16));
+		for (unsigned i = 0; i < n; i++)
+			iov[i].iov_len = sizeof(zeros);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (w == 0)
+				errno = ENOSPC;
+			return -1;
+		}
+		off += (uint64_t)w;
+		len -= (uint64_t)w;
+	}
+	return 0;
+}
+
+int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
+{
+	if (!under_fsize_limit(off, len))
+		return -1;
+	int fd = file_fd(tf);
+	if (fd < 0)
+		return -1;
+	if (!__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED)) {
+		if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
+			return 0;
+		if (errno != EOPNOTSUPP && errno != ENOSYS)
+			return -1;
+		/* known at the file's creation (its header is reserved here first, one thread) */
+		__atomic_store_n(&tf->no_fallocate, 1, __ATOMIC_RELAXED);
+	}
+	return write_zeros(fd, off, len);
+}
+
+/*
+ * A new ring chunk's disk space: zeros written through the page cache, by the
+ * one thread that reserves the chunk (claim(): chunk_info RESERVING). Zeros
+ * written over a range that another thread already fills would erase its
+ * records: the keep area, whose ranges threads may reserve twice, gets
+ * fallocate, which never changes data, or, without it, zeros written one
+ * thread at a time (keep_space_zeros).
+ *
+ * RATIONALE: measured on ext4 (Linux 6.18, the development VM), per 64 KiB
+ * chunk, reserving it, mapping its pages (MADV_POPULATE_WRITE) and then
+ * writing a byte every 32: fallocate 50-99 us, written zeros 20-27 us; in the
+ * small-file loop of `make bench` that was ~0.1x of the loop. fallocate leaves
+ * unwritten extents: every page is first "read" as zeros on the read path and
+ * made writable through the file system's page_mkwrite; written zeros are
+ * page-cache pages already up to date and dirty. A full disk still answers
+ * here (ENOSPC at the write: delayed allocation reserves the blocks then),
+ * never with a SIGBUS at a later store. tmpfs: the same cost either way.
+ * A file system that refuses the write (none known) gets fallocate.
+ */
+int reserve_chunk(struct sp_tf *tf, uint64_t off, uint64_t len)
+{
+	if (!under_fsize_limit(off, len))
+		return -1;
+	int fd = file_fd(tf);
+	if (fd < 0)
+		return -1;
+	if (write_zeros(fd, off, len) == 0)
+		return 0;
+	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
+		return -1;
+	return reserve_range(tf, off, len);
+}
+
+void warn_space(struct sp_tf *tf, const char *what)
+{
+	char msg[400];
+	fmt(msg, sizeof(msg), "%s: cannot reserve disk space for the %s (%s); records are counted as lost", tf->path,
+	    what, strerror(errno));
+	tf_warn(tf, "disk", msg);
+}
+
+/* ------------------------------------------------------------- 2. keep area */
+
+/* A spinning thread's hint to the CPU. */
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ volatile("yield");
+#endif
+}
+
+/*
+ * keep_space on a file system without fallocate: the zeros that reserve a range
+ * would erase a string another thread wrote there after its own reservation, so
+ * one thread at a time writes them (keep_busy), and the others wait for it
+ * (a write of at most 64 KiB; once per 64 KiB of strings). The wait is bounded
+ * (~1 ms): a signal handler that records while its own thread holds the flag
+ * gets -1 (its string is missing) rather than waiting forever.
+ */
+static int keep_space_zeros(struct sp_tf *tf, uint64_t end, uint64_t want)
+{
+	for (unsigned spins = 0;; spins++) {
+		int idle = 0;
+		if (__atomic_compare_exchange_n(&tf->keep_busy, &idle, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+			break;
+		if (end <= __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE))
+			return 0;
+		if (spins >= 1000) {
+			errno = EBUSY;
+			return -1;
+		}
+		if (spins >= 16)
+			sched_yield();
+		else
+			cpu_relax();
+	}
+	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
+	int rc = 0;
+	if (end > have) {
+		rc = reserve_range(tf, have, want - have);
+		if (rc == 0)
+			__atomic_store_n(&tf->keep_reserved, want, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&tf->keep_busy, 0, __ATOMIC_RELEASE);
+	return rc;
+}
+
+/* Disk space up to byte `end` of the file, ahead in 64 KiB steps. */
+static int keep_space(struct sp_tf *tf, uint64_t end)
+{
+	uint64_t have = __atomic_load_n(&tf->keep_reserved, __ATOMIC_ACQUIRE);
+	if (end <= have)
+		return 0;
+	uint64_t want = (end + SP_TF_CHUNK_SIZE - 1) & ~(uint64_t)(SP_TF_CHUNK_SIZE - 1);
+	if (want > tf->ring_off)
+		want = tf->ring_off;
+	if (__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED))
+		return keep_space_zeros(tf, end, want);
+	if (reserve_range(tf, have, want - have) != 0)
+		return -1;
+	/* several threads may have reserved overlapping ranges (fallocate changes no data): keep the maximum */
+	while (have < want &&
+	       !__atomic_compare_exchange_n(&tf->keep_reserved, &have, want, 1, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		;
+	return 0;
+}
+
+struct sp_slot *sp_tf_keep_reserve(struct sp_tf *tf, unsigned nslots)
+{
+	if (!tf->hdr)
+		return NULL;
+	int saved = errno;
+	struct sp_slot *keep = (struct sp_slot *)(tf->base + tf->keep_off);
+	uint64_t at = __atomic_load_n(&tf->hdr->keep_next_slot, __ATOMIC_ACQUIRE);
+	for (;;) {
+		if (at + nslots > tf->keep_slots) {
+			char msg[300];
+			fmt(msg, sizeof(msg), "%s: the area for strings is full; later names are missing", tf->path);
+			tf_warn(tf, "keep", msg);
+			break;
+		}
+		/* space first, then the counter: the area never has a hole without blocks */
+		if (keep_space(tf, tf->keep_off + (at + nslots) * SP_SLOT_SIZE) != 0) {
+			if (errno != EBUSY) /* EBUSY: keep_space_zeros' bounded wait, not the disk */
+				warn_space(tf, "string area");
+			break;
+		}
+		if (__atomic_compare_exchange_n(&tf->hdr->keep_next_slot, &at, at + nslots, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			errno = saved;
+			return keep + at;
+		}
+	}
+	errno = saved;
+	return NULL;
+}
+
+int sp_tf_keep_string(struct sp_tf *tf, uint32_t id, const char *s, unsigned len)
+{
+	if (len > SP_MAX_STRING)
+		len = SP_MAX_STRING;
+	unsigned n = sp_string_slots(len);
+	if (tf->keep_string_max &&
+	    __atomic_add_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED) > tf->keep_string_max) {
+		__atomic_sub_fetch(&tf->keep_string_used, n, __ATOMIC_RELAXED);
+		char msg[300];
+		fmt(msg, sizeof(msg),
+		    "%s: the strings' half of the keep area is full (%llu slots); later names and paths are "
+		    "missing (raise STEPPROF_MAX_MB)",
+		    tf->path, (unsigned long long)tf->keep_string_max);
+		tf_warn(tf, "keep", msg);
+		return -1;
+	}
+	struct sp_slot *slot = sp_tf_keep_reserve(tf, n);
+	if (!slot)
+		return -1;
+	sp_string_encode(slot, id, s, len);
+	sp_tf_publish(slot, SP_K_STRING);
+	return 0;
+}
