@@ -93,12 +93,32 @@ static void self_dir(char *out, size_t n)
 	snprintf(out, n, "%s", buf);
 }
 
+/* ---------------------------------------------------------------- config */
+
+static struct sp_config run_cfg;
+
+static const char *run_getenv(const char *name)
+{
+	return getenv(name);
+}
+
+static void run_config_warn(const char *var, const char *value, const char *expected)
+{
+	fprintf(stderr, "stepprof: run: warning: %s=\"%.80s\" is not valid (expected %s); using the default\n", var,
+		value, expected);
+}
+
+const struct sp_config *run_config(void)
+{
+	return &run_cfg;
+}
+
 /* libstepprof.so: $STEPPROF_LIB, else ../lib/ next to this binary. Absolute. */
 static int find_lib(char *out, size_t n)
 {
 	char cand[PATH_MAX + 32], dir[PATH_MAX];
-	const char *env = getenv("STEPPROF_LIB");
-	if (env && *env) {
+	const char *env = run_cfg.LIB;
+	if (*env) {
 		snprintf(cand, sizeof(cand), "%s", env);
 	} else {
 		self_dir(dir, sizeof(dir));
@@ -296,6 +316,8 @@ int command_run(int argc, char **argv)
 	const char *outdir = NULL;
 	int i = 1; /* argv[0] is "run" */
 
+	sp_config_parse(&run_cfg, SP_CFG_RUN, run_getenv, run_config_warn);
+
 	/*
 	 * Our exit status is the job's: a line of ours to a stderr that is a closed pipe
 	 * (`stepprof run ... 2>&1 | head`) must not turn it into 141, nor the go byte to
@@ -384,8 +406,8 @@ int command_run(int argc, char **argv)
 	if (rc)
 		return rc;
 	/* Without -o, a STEPPROF_DIR the user exported is the directory (as for LD_PRELOAD alone). */
-	if (!outdir && getenv("STEPPROF_DIR") && *getenv("STEPPROF_DIR"))
-		outdir = getenv("STEPPROF_DIR");
+	if (!outdir && *run_cfg.DIR)
+		outdir = run_cfg.DIR;
 	rc = prepare_dir(outdir, dir, sizeof(dir), &j, j.drop, j.uid, j.gid);
 	if (rc)
 		return rc;
@@ -440,7 +462,7 @@ int command_run(int argc, char **argv)
 					"captured by the libc wrappers instead\n", coll_path);
 			go_byte = 'f';
 		} else if (have) {
-			int got = collector_start(&c, coll_path, j.pid, dir, attach_timeout_s(), why, sizeof(why));
+			int got = collector_start(&c, coll_path, j.pid, dir, (int)run_cfg.ATTACH_S, why, sizeof(why));
 			if (got == 0) {
 				go_byte = 'b';
 			} else if (got < 0 && !job_gone(j.pid)) {
@@ -490,8 +512,7 @@ int command_run(int argc, char **argv)
 							   "interpreter or ELF loader)", cmd[0]);
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
-	const char *quiet = getenv("STEPPROF_QUIET");
-	if (!quiet || !*quiet || !strcmp(quiet, "0")) {
+	if (!run_cfg.QUIET) {
 		if (dir_has_trace(dir))
 			fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
 		else

@@ -12,12 +12,13 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
+#include "envconfig.h"
+
 /* Like env(1) and timeout(1): codes a job rarely uses itself. */
 #define RUN_EXIT_FAIL 125   /* stepprof run itself failed: usage, -o DIR, libstepprof.so */
 #define RUN_EXIT_NOEXEC 126 /* the command exists but cannot be executed */
 #define RUN_EXIT_NOTFOUND 127 /* the command was not found */
 
-#define COLLECTOR_READY_S 30 /* how long the collector may take to attach (STEPPROF_ATTACH_S) */
 #define COLLECTOR_STOP_S 10  /* how long it may take to flush after SIGTERM */
 
 struct job {
@@ -62,8 +63,10 @@ int end_like(int st);
 int job_gone(pid_t job);
 int collector_start(struct collector *c, const char *path, pid_t job, const char *dir, int ready_s, char *why,
 		    size_t whylen);
-int attach_timeout_s(void);
 void collector_drain(struct collector *c, int timeout_ms);
 void collector_stop(struct collector *c);
+
+/* The STEPPROF_* variables `stepprof run` reads (config.def, SP_CFG_RUN), parsed once at its start. */
+const struct sp_config *run_config(void);
 
 #endif /* STEPPROF_CMD_RUN_H */

@@ -168,24 +168,6 @@ fail_errno:
 	return -1;
 }
 
-/*
- * How long the collector may take to attach: STEPPROF_ATTACH_S seconds (1..3600),
- * else COLLECTOR_READY_S. Loading takes well under a second on an idle machine; a
- * loaded one, or a test of the timeout, may want another figure.
- */
-int attach_timeout_s(void)
-{
-	const char *v = getenv("STEPPROF_ATTACH_S");
-	char *end;
-	long n = v && *v ? strtol(v, &end, 10) : COLLECTOR_READY_S;
-	if (v && *v && (*end || n < 1 || n > 3600)) {
-		fprintf(stderr, "stepprof: run: warning: STEPPROF_ATTACH_S=%s is not a number of seconds in 1..3600; "
-				"using %d\n", v, COLLECTOR_READY_S);
-		n = COLLECTOR_READY_S;
-	}
-	return (int)n;
-}
-
 /* Pass on what the collector prints; close a side at EOF. */
 void collector_drain(struct collector *c, int timeout_ms)
 {

@@ -117,8 +117,7 @@ void job_child(struct job *j)
 	} else {
 		/* No collector ('f': it failed, as the line we printed says; 'l': --no-bpf, or not
 		 * root): an inherited STEPPROF_IO=bpf would leave file input captured by no one. */
-		const char *io = getenv("STEPPROF_IO");
-		if (io && !strcmp(io, "bpf"))
+		if (!strcmp(run_config()->IO, "bpf"))
 			setenv("STEPPROF_IO", "libc", 1);
 	}
 
