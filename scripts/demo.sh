@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 B=${STEPPROF_BUILD:-build}
 LIB=$B/lib/libstepprof.so
 STEPPROF=$B/bin/stepprof
-TRAINER=$B/bin/trainer
+TRAINER=$B/tests/bin/trainer
 OUT=${DEMO_DIR:-$B/demo}
 
 for f in "$LIB" "$STEPPROF" "$TRAINER"; do

@@ -53,9 +53,9 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 # ---------------------------------------------------------------- --pack
 if [ "$MODE" = pack ]; then
-	make -j"$JOBS" build/lib/libstepprof.so build/bin/stepprof build/bin/iogen build/bin/markgen || exit 1
+	make -j"$JOBS" build/lib/libstepprof.so build/bin/stepprof build/tests/bin/iogen build/tests/bin/markgen || exit 1
 	rm -rf .gpucheck && mkdir -p .gpucheck/lib || exit 1
-	cp build/lib/libstepprof.so build/bin/stepprof build/bin/iogen build/bin/markgen .gpucheck/ || exit 1
+	cp build/lib/libstepprof.so build/bin/stepprof build/tests/bin/iogen build/tests/bin/markgen .gpucheck/ || exit 1
 	for l in $(ldd build/lib/libstepprof.so | awk '/libunwind|liblzma/ {print $3}'); do cp -L "$l" .gpucheck/lib/; done
 	grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null || echo '/.gpucheck/' >>.git/info/exclude
 	echo "packed: $(ls .gpucheck .gpucheck/lib | tr '\n' ' ')"
@@ -146,8 +146,8 @@ SPLIB=$ROOT/build/lib/libstepprof.so
 SP=$ROOT/build/bin/stepprof
 TARGETS="build/lib/libstepprof.so build/bin/stepprof"
 # NVIDIA's runtime's own requests, watched above the door (tests/workloads/cuda/real.mk).
-[ -f "$CUDA_HOME/lib64/libcudart.so.13" ] && TARGETS="$TARGETS build/bin/real_cudart build/bin/real_spy.so"
-TARGETS="$TARGETS build/bin/iogen build/bin/markgen"
+[ -f "$CUDA_HOME/lib64/libcudart.so.13" ] && TARGETS="$TARGETS build/tests/bin/real_cudart build/tests/bin/real_spy.so"
+TARGETS="$TARGETS build/tests/bin/iogen build/tests/bin/markgen"
 [ "$MODE" = dry ] && TARGETS="$TARGETS build/simgpu/libcuda.so.1 build/simgpu/libcudart.so.12 build/simgpu/libcudart_static.a"
 PRELOAD_ENV=()
 # -k: the programs that need no libunwind (real_cudart, iogen) are built even
@@ -230,18 +230,18 @@ for v in "${VARIANTS[@]}"; do
 done
 
 # ------------------------- 4b. the real runtime's cuGetProcAddress requests
-# build/bin/real_cudart (libcudart.so.13) with build/bin/real_spy.so preloaded
+# build/tests/bin/real_cudart (libcudart.so.13) with build/tests/bin/real_spy.so preloaded
 # first: what the runtime received for each request, without and with stepprof.
 # On the simulated driver this is the real_cudart/* test; here it is the GPU's driver.
-if [ -x build/bin/real_cudart ] && [ -f build/bin/real_spy.so ]; then
+if [ -x build/tests/bin/real_cudart ] && [ -f build/tests/bin/real_spy.so ]; then
 	step "real runtime door"
 	for k in bare pre; do
-		pl=$ROOT/build/bin/real_spy.so
+		pl=$ROOT/build/tests/bin/real_spy.so
 		[ $k = pre ] && pl=$pl:$SPLIB
 		# PRELOAD_ENV: libstepprof.so's own libraries when it is the packed one.
 		env "${SIMENV[@]}" "${PRELOAD_ENV[@]}" LD_PRELOAD="$pl" REAL_SPY_NEXT="$SPLIB" REAL_SPY_LOG="$WORK/door.$k.log" \
-			STEPPROF_DIR="$WORK/tr_door" build/bin/real_cudart >"$WORK/door.$k.out" 2>>"$LOG" ||
-			{ soft_fail "build/bin/real_cudart failed ($k, exit $?)"; break; }
+			STEPPROF_DIR="$WORK/tr_door" build/tests/bin/real_cudart >"$WORK/door.$k.out" 2>>"$LOG" ||
+			{ soft_fail "build/tests/bin/real_cudart failed ($k, exit $?)"; break; }
 	done
 	if ! cmp -s "$WORK/door.bare.out" "$WORK/door.pre.out"; then
 		soft_fail "real_cudart's output differs under the preload"
@@ -405,11 +405,11 @@ done
 if [ "$MODE" = gpu ] && [ $(($(date +%s) - T0)) -lt 330 ]; then
 	step "bench (mark, small-file loop)"
 	BB=$WORK/bench-build
-	mkdir -p "$BB/bin" "$BB/lib"
+	mkdir -p "$BB/tests/bin" "$BB/lib"
 	ln -s "$SPLIB" "$BB/lib/libstepprof.so"
 	for p in iogen markgen; do
-		if [ -x build/bin/$p ]; then ln -s "$ROOT/build/bin/$p" "$BB/bin/$p"
-		elif [ -x .gpucheck/$p ]; then ln -s "$ROOT/.gpucheck/$p" "$BB/bin/$p"; fi
+		if [ -x build/tests/bin/$p ]; then ln -s "$ROOT/build/tests/bin/$p" "$BB/tests/bin/$p"
+		elif [ -x .gpucheck/$p ]; then ln -s "$ROOT/.gpucheck/$p" "$BB/tests/bin/$p"; fi
 	done
 	say "kernel $(uname -r), $(nproc) CPUs"
 	env "${PRELOAD_ENV[@]}" STEPPROF_BUILD="$BB" MARK_BENCH_CALLS=1000000 timeout 40 scripts/bench.d/10-mark.sh 2>>"$LOG" |

@@ -20,7 +20,7 @@ if [ "${1:-}" = --traces ]; then
 fi
 [ $# -eq 1 ] || { echo "usage: same-outputs.sh [--traces DIR] REV" >&2; exit 2; }
 rev=$1
-for f in "$B/bin/stepprof" "$B/bin/trainer" "$B/lib/libstepprof.so"; do
+for f in "$B/bin/stepprof" "$B/tests/bin/trainer" "$B/lib/libstepprof.so"; do
 	[ -e "$f" ] || { echo "same-outputs: $f is missing: run make first" >&2; exit 2; }
 done
 git rev-parse --verify -q "$rev^{commit}" >/dev/null || { echo "same-outputs: $rev: not a revision" >&2; exit 2; }
@@ -34,14 +34,14 @@ make -s -C "$work/src" BUILD="$work/build" "$work/build/bin/stepprof" >"$work/bu
 old=$work/build/bin/stepprof
 new=$B/bin/stepprof
 
-scenarios=$("$B/bin/trainer" --list-scenarios | awk '/^[a-z]/ { print $1 }')
+scenarios=$("$B/tests/bin/trainer" --list-scenarios | awk '/^[a-z]/ { print $1 }')
 mkdir -p "$traces"
 lib=$(cd "$B/lib" && pwd)/libstepprof.so
 for s in $scenarios; do
 	[ -d "$traces/$s" ] && continue
 	echo "same-outputs: recording the $s scenario" >&2
 	mkdir -p "$traces/$s.tmp"
-	LD_PRELOAD=$lib STEPPROF_DIR=$traces/$s.tmp "$B/bin/trainer" --scenario "$s" >/dev/null
+	LD_PRELOAD=$lib STEPPROF_DIR=$traces/$s.tmp "$B/tests/bin/trainer" --scenario "$s" >/dev/null
 	mv "$traces/$s.tmp" "$traces/$s"
 done
 

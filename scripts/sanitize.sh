@@ -61,8 +61,10 @@ suite build-san "undefined (log: build-san/tests.log)" || fail=1
 build build-asan address,undefined
 cp build/lib/libstepprof.so build-asan/lib/libstepprof.so
 cp -a build/simgpu/. build-asan/simgpu/
-for f in build/bin/*; do
-	[ "$(basename "$f")" = stepprof ] || cp -a "$f" build-asan/bin/
+for f in build/bin/* build/tests/bin/*; do
+	d=build-asan/${f#build/}
+	mkdir -p "$(dirname "$d")"
+	[ "$(basename "$f")" = stepprof ] || cp -a "$f" "$d"
 done
 supp=$(mktemp)
 # the test helpers' strings, and the simulated GPU's objects that unit tests load in-process and never destroy

@@ -14,7 +14,7 @@
 # script, the tests and the docs cannot drift apart. STEPPROF_BUILD: default build.
 set -eu
 B=${STEPPROF_BUILD:-build}
-T=$B/bin/trainer
+T=$B/tests/bin/trainer
 [ -x "$T" ] || { echo "scenarios: $T is missing: run make first" >&2; exit 1; }
 
 if [ $# -eq 0 ]; then

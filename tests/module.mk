@@ -19,3 +19,17 @@ $(TEST_BIN): $(TEST_OBJS) $(TEST_LIBS) $(TEST_DEPS)
 
 .PHONY: test-bin
 test-bin: $(TEST_BIN)
+
+# The unit tests alone (tests/unit/*.c and their helpers), a binary of their own:
+# `make test-unit` runs it in seconds, without the programs of the end-to-end tests.
+UNIT_BIN := $(BUILD)/tests/stepprof-unit
+UNIT_OBJS = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/unit/*.c) $(wildcard tests/lib/*.c))
+
+$(UNIT_BIN): $(UNIT_OBJS) $(TEST_LIBS)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $(UNIT_OBJS) $(TEST_LIBS) -lcriterion -lm -lpthread -ldl
+
+.PHONY: test-unit
+test-unit: $(UNIT_BIN)
+	$(Q)CUDA_HOME=$(CUDA_HOME) STEPPROF_BUILD=$(BUILD) $(UNIT_BIN) $(TEST_ARGS)

@@ -18,7 +18,7 @@ B=${STEPPROF_BUILD:-build}
 N=${MARK_BENCH_CALLS:-3000000}
 BUDGET=30
 so=$(readlink -f "$B/lib/libstepprof.so")
-mg="$B/bin/markgen"
+mg="$B/tests/bin/markgen"
 if [ ! -x "$mg" ] || [ ! -f "$so" ]; then
 	echo "10-mark: $mg or $so missing: run make first"
 	exit 0

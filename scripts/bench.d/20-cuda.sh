@@ -8,7 +8,7 @@
 # Each figure is the best of 5 runs of N calls (these machines are shared).
 set -u
 B=${STEPPROF_BUILD:-build}
-bin=$B/bin/door_plt
+bin=$B/tests/bin/door_plt
 lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 N=${SP_BENCH_CUDA_N:-200000}
 if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 30-io.sh - the small-file loop of docs/architecture.md ("Budgets"): stat + open + read + close of
-# cached 4 KiB files (build/bin/iogen bench), measured in one run
+# cached 4 KiB files (build/tests/bin/iogen bench), measured in one run
 #   plain, under the libc wrappers (LD_PRELOAD, budget <= 1.15x), and under
 #   strace -f (for comparison; not a budget).
 # Rounds alternate between the modes and each mode keeps its best round (the
@@ -24,10 +24,10 @@
 # allocate and an unwritten extent to convert), the rest is the wrappers'.
 set -u
 B=${STEPPROF_BUILD:-build}
-iogen="$B/bin/iogen"
+iogen="$B/tests/bin/iogen"
 lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null)
 if [ ! -x "$iogen" ] || [ -z "$lib" ]; then
-	echo "30-io: build/bin/iogen or build/lib/libstepprof.so missing (make)" >&2
+	echo "30-io: build/tests/bin/iogen or build/lib/libstepprof.so missing (make)" >&2
 	exit 0
 fi
 tmp=$(mktemp -d)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # 40-bpf.sh - the eBPF collector's budget (docs/architecture.md, "Budgets"): the small-file loop
-# (stat + open + read + close on cached 4 KiB files, build/bin/bpfloop) plain
+# (stat + open + read + close on cached 4 KiB files, build/tests/bin/bpfloop) plain
 # and under build/bin/stepprof-bpf, as a ratio measured in this run.
 #
 # The two are run alternately, ROUNDS times each, so that a burst of load on a
@@ -22,8 +22,8 @@ ROUNDS=${BPF_BENCH_ROUNDS:-7}
 NFILES=256
 OPS=${BPF_BENCH_OPS:-100000}
 
-if [ ! -x "$B/bin/stepprof-bpf" ] || [ ! -x "$B/bin/bpfloop" ]; then
-	echo "40-bpf: skipped: $B/bin/stepprof-bpf or $B/bin/bpfloop not built"
+if [ ! -x "$B/bin/stepprof-bpf" ] || [ ! -x "$B/tests/bin/bpfloop" ]; then
+	echo "40-bpf: skipped: $B/bin/stepprof-bpf or $B/tests/bin/bpfloop not built"
 	exit 0
 fi
 if [ "$(id -u)" != 0 ]; then
@@ -42,14 +42,14 @@ mkdir -p "$tmp/files"
 
 # Each run prints "<wall ns/op> <cpu ns/op>".
 plain() {
-	"$B/bin/bpfloop" "$tmp/files" $NFILES "$OPS" | awk '/^ns_per_op/ {print $2, $4}'
+	"$B/tests/bin/bpfloop" "$tmp/files" $NFILES "$OPS" | awk '/^ns_per_op/ {print $2, $4}'
 }
 
 # The loop is held at a fifo until the collector says "ready" (stepprof run's protocol).
 traced() { # $1 = run name, $2 = rounds (default OPS)
 	local r=$1 go="$tmp/go.$1" loop
 	mkfifo "$go"
-	( exec "$B/bin/bpfloop" "$tmp/files" $NFILES "${2:-$OPS}" <"$go" >"$tmp/loop.$r" ) &
+	( exec "$B/tests/bin/bpfloop" "$tmp/files" $NFILES "${2:-$OPS}" <"$go" >"$tmp/loop.$r" ) &
 	loop=$!
 	/usr/bin/env time -f "%U %S" -o "$tmp/bpfcpu.$r" "$B/bin/stepprof-bpf" --pid "$loop" -o "$tmp/trace.$r" \
 		>"$tmp/bpf.$r" 2>"$tmp/bpf.err.$r" &

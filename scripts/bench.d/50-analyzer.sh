@@ -4,7 +4,7 @@
 # on one core, the whole command: every pass over the files included), and its
 # peak RSS on 5 M and 50 M records (memory independent of trace length: within 20%).
 #
-# build/bin/gentrace writes the traces (a trainer with stepprof_step marks, 1000
+# build/tests/bin/gentrace writes the traces (a trainer with stepprof_step marks, 1000
 # iterations, plus a loader worker) into /tmp; they are deleted at exit. The
 # command runs pinned to one CPU (taskset) and timed with /usr/bin/time; the rate
 # uses its CPU time (user + system: what one core spent, robust on a shared
@@ -17,8 +17,8 @@ B=${STEPPROF_BUILD:-build}
 BIG=${ANALYZER_BENCH_RECORDS:-50000000}
 SMALL=$((BIG / 10))
 
-if [ ! -x "$B/bin/stepprof" ] || [ ! -x "$B/bin/gentrace" ] || [ ! -x /usr/bin/time ]; then
-	echo "50-analyzer: skipped: $B/bin/stepprof, $B/bin/gentrace or /usr/bin/time missing"
+if [ ! -x "$B/bin/stepprof" ] || [ ! -x "$B/tests/bin/gentrace" ] || [ ! -x /usr/bin/time ]; then
+	echo "50-analyzer: skipped: $B/bin/stepprof, $B/tests/bin/gentrace or /usr/bin/time missing"
 	exit 0
 fi
 tmp=$(mktemp -d /tmp/stepprof-bench-analyzer-XXXXXX)
@@ -29,7 +29,7 @@ command -v taskset >/dev/null && pin="taskset -c 0"
 # run N: generate N records, analyze; prints "<records> <elapsed s> <maxrss KiB> <user s> <sys s>"
 run() {
 	local n=$1 dir="$tmp/t$1" recs
-	recs=$("$B/bin/gentrace" "$dir" "$n" | awk '{print $2}') || return 1
+	recs=$("$B/tests/bin/gentrace" "$dir" "$n" | awk '{print $2}') || return 1
 	# warm the page cache so that the disk is not what is measured
 	cat "$dir"/* >/dev/null
 	/usr/bin/time -f "%e %M %U %S" -o "$tmp/time" $pin "$B/bin/stepprof" analyze --json "$dir" >"$tmp/out.json" || return 1

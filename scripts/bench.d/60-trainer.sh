@@ -9,7 +9,7 @@
 # of 2 ms, a 4 MiB pinned copy, two 1 MiB files per step), 30 iterations.
 set -u
 B=${STEPPROF_BUILD:-build}
-bin=$B/bin/trainer
+bin=$B/tests/bin/trainer
 lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 ITERS=${SP_BENCH_TRAINER_ITERS:-30}
 if [ ! -x "$bin" ] || [ ! -f "$lib" ]; then

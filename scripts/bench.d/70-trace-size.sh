@@ -10,7 +10,7 @@
 # thread) per record.
 set -u
 B=${STEPPROF_BUILD:-build}
-bin=$B/bin/trainer
+bin=$B/tests/bin/trainer
 lib=$(realpath "$B/lib/libstepprof.so" 2>/dev/null) # STEPPROF_BUILD relative or absolute
 py=/usr/bin/python3
 if [ ! -x "$bin" ] || [ ! -f "$lib" ] || [ ! -x "$py" ]; then

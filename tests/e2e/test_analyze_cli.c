@@ -451,9 +451,9 @@ Test(analyze_cli, text_report_categories_and_iteration_table)
  */
 Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout = 120)
 {
-	if (access("scripts/bench.d/50-analyzer.sh", R_OK) || access(sp_t_build("bin/gentrace"), X_OK) ||
+	if (access("scripts/bench.d/50-analyzer.sh", R_OK) || access(sp_t_build("tests/bin/gentrace"), X_OK) ||
 	    access("/usr/bin/time", X_OK))
-		cr_skip_test("needs scripts/bench.d/50-analyzer.sh (run from the repository root), build/bin/gentrace "
+		cr_skip_test("needs scripts/bench.d/50-analyzer.sh (run from the repository root), build/tests/bin/gentrace "
 			     "and /usr/bin/time");
 	char *argv[] = {"/bin/bash", "scripts/bench.d/50-analyzer.sh", NULL};
 	char *env[] = {"ANALYZER_BENCH_RECORDS=1000000", NULL};
@@ -479,7 +479,7 @@ Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout =
 		char tdir[512];
 		snprintf(tdir, sizeof(tdir), "%s/t", dir);
 		char *gargv[] = {
-		    (char *)sp_t_build("bin/gentrace"), tdir, "200000", "--markers", (char *)modes[m][0], NULL};
+		    (char *)sp_t_build("tests/bin/gentrace"), tdir, "200000", "--markers", (char *)modes[m][0], NULL};
 		sp_t_run(&r, gargv, NULL, NULL, 60);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		unsigned long long recs = 0, iters = 0;
@@ -1027,7 +1027,7 @@ Test(analyze_cli, a_process_that_execs_is_named_by_its_last_image, .timeout = 12
 {
 	char *dir = sp_t_tmpdir("acexec");
 	char trainer[PATH_MAX], lib[PATH_MAX], outer[600], inner[600], trace[600], data[600], text[PATH_MAX + 1400];
-	cr_assert(realpath(sp_t_build("bin/trainer"), trainer) && realpath(sp_t_build("lib/libstepprof.so"), lib));
+	cr_assert(realpath(sp_t_build("tests/bin/trainer"), trainer) && realpath(sp_t_build("lib/libstepprof.so"), lib));
 	snprintf(outer, sizeof(outer), "%s/outer.sh", dir);
 	snprintf(inner, sizeof(inner), "%s/inner.sh", dir);
 	snprintf(trace, sizeof(trace), "%s/trace", dir);

@@ -312,7 +312,7 @@ static char *run_markgen(const char *dir, int rank, const char *args)
 	char *env[] = {pre, d, rank < 0 ? "RANK=" : rk, rank < 0 ? "WORLD_SIZE=" : "WORLD_SIZE=2", NULL};
 	char *copy = strdup(args);
 	int a = 0;
-	argv[a++] = (char *)sp_t_build("bin/markgen");
+	argv[a++] = (char *)sp_t_build("tests/bin/markgen");
 	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
 		argv[a++] = w;
 	argv[a] = NULL;

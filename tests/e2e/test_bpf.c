@@ -476,14 +476,14 @@ static void run_bpfgen(struct session *s, const char *mode, struct dump *d, stru
 {
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s->data, n, (char *)mode, NULL};
 	run_job(s, argv, d, res);
 }
 
 /* iolimits MODE on the data directory (tests/workloads/iolimits.c: its modes are shared with the io suite). */
 static void run_iolimits(struct session *s, const char *mode, struct dump *d, struct sp_json **res)
 {
-	char *argv[] = {(char *)sp_t_build("bin/iolimits"), (char *)mode, s->data, NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/iolimits"), (char *)mode, s->data, NULL};
 	run_job(s, argv, d, res);
 }
 
@@ -513,7 +513,7 @@ static void run_running(struct session *s, const char *mode, const char *target_
 	char n[8], outpath[512], errpath[512], buf[1024] = {0};
 	int gate[2];
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s->data, n, (char *)mode, NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s->data, n, (char *)mode, NULL};
 	/* CLOEXEC: only the job's stdin (a dup2, which clears it) keeps the read end; nobody else the write end. */
 	cr_assert(pipe2(gate, O_CLOEXEC) == 0);
 	snprintf(outpath, sizeof(outpath), "%s/job.out", s->tmp);
@@ -725,7 +725,7 @@ Test(bpf, sigterm_while_the_job_runs_loses_no_call, .timeout = 90)
 	char n[8], path[512], buf[1024] = {0};
 	session_init(&s, "bpfspin");
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--spin", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s.data, n, "--spin", NULL};
 	start(&s, bin, argv);
 	/* bpfgen prints its line once it has read every file, then spins (read_file_into keeps the first line). */
 	snprintf(path, sizeof(path), "%s/job.out", s.tmp);
@@ -816,7 +816,7 @@ Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
 		snprintf(preload, sizeof(preload), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
 		snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", s.out);
 		snprintf(io, sizeof(io), "STEPPROF_IO=%s", modes[m]);
-		const char *gen = sp_t_build("bin/bpfgen");
+		const char *gen = sp_t_build("tests/bin/bpfgen");
 		char *argv[] = {"/usr/bin/env", preload, dir, io, (char *)gen, s.data, n, "--child", NULL};
 		start(&s, bin, argv);
 		wait_job_then_collector(&s, modes[m]);
@@ -864,7 +864,7 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
 	session_init(&s, "bpfstorm");
 	snprintf(np, sizeof(np), "%d", STORM_PROCS);
 	snprintf(nr, sizeof(nr), "%d", STORM_READS);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", np, nr, NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s.data, "1", "--storm", np, nr, NULL};
 	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 	/* The collector stopped: nothing drains the ring while the job runs. */
@@ -929,7 +929,7 @@ Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout 
 		cr_skip_test("cannot mount a tmpfs");
 	}
 	snprintf(nr, sizeof(nr), "%d", 100000); /* 100,000 records: 3 MiB, three times the disk */
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, "1", "--storm", "1", nr, NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s.data, "1", "--storm", "1", nr, NULL};
 	start(&s, bin, argv);
 	wait_job_then_collector(&s, "bpfgen --storm");
 	snprintf(errpath, sizeof(errpath), "%s/bpf.err", s.tmp);
@@ -978,7 +978,7 @@ Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 	session_init(&s, "bpftwo");
 	char n[8];
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s.data, n, "--child", NULL};
 	int gate = hold_job(&s, argv);
 	snprintf(pidstr, sizeof(pidstr), "%d", (int)s.job);
 
@@ -1027,7 +1027,7 @@ Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
 	char n[8], errpath[512];
 	session_init(&s, "bpfrm");
 	snprintf(n, sizeof(n), "%d", NFILES);
-	char *argv[] = {(char *)sp_t_build("bin/bpfgen"), s.data, n, "--child", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/bpfgen"), s.data, n, "--child", NULL};
 	int gate = hold_job(&s, argv);
 	start_collector(&s, bin);
 	sp_t_rmrf(s.out);
@@ -1203,7 +1203,7 @@ Test(bpf, stdio_reads_sum_to_what_the_libc_wrappers_record, .timeout = 120)
 	struct tally t;
 	char text[512], text2[512];
 	session_init(&s, "bpfstdio");
-	char *argv[] = {(char *)sp_t_build("bin/iogen"), "stdio", s.data, "1", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/iogen"), "stdio", s.data, "1", NULL};
 	run_job(&s, argv, &d, &res);
 	long long pid = (long long)sp_json_num(res, "pid", -1), size = (long long)sp_json_num(res, "size", -1);
 	cr_assert_eq(size, 28000);

@@ -1031,7 +1031,7 @@ Test(cli, stepprofs_own_programs_are_not_recorded)
 	char *stepprof = (char *)sp_t_build("bin/stepprof");
 	char *info[] = {stepprof, "info", file, NULL};
 	char *analyze[] = {stepprof, "analyze", "--json", file, NULL};
-	char *run[] = {stepprof, "run", "--no-bpf", "-o", job, "--", (char *)sp_t_build("bin/markgen"), "-n", "5", NULL};
+	char *run[] = {stepprof, "run", "--no-bpf", "-o", job, "--", (char *)sp_t_build("tests/bin/markgen"), "-n", "5", NULL};
 	char *const *cmds[] = {info, analyze, run};
 	for (size_t i = 0; i < 3; i++) {
 		struct sp_t_result r;
@@ -1068,7 +1068,7 @@ Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
 	char *stepprof = (char *)sp_t_build("bin/stepprof");
 	char *env[] = {"LD_PRELOAD=", "STEPPROF_QUIET=", "STEPPROF_DIR=", NULL};
 	char *quiet[] = {stepprof, "run", "--no-bpf", "-o", none, "--", "/bin/true", NULL};
-	char *marks[] = {stepprof, "run", "--no-bpf", "-o", some, "--", (char *)sp_t_build("bin/markgen"),
+	char *marks[] = {stepprof, "run", "--no-bpf", "-o", some, "--", (char *)sp_t_build("tests/bin/markgen"),
 			 "-n",	   "5",	  NULL};
 	char *const *runs[] = {quiet, marks};
 	const char *dirs[] = {none, some};

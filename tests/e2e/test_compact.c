@@ -77,7 +77,7 @@ static char *run_out(char *const argv[], int want)
 
 Test(compact, a_clean_exit_leaves_files_the_size_of_what_they_hold, .timeout = 120)
 {
-	const char *trainer = sp_t_build("bin/trainer"), *stepprof = sp_t_build("bin/stepprof");
+	const char *trainer = sp_t_build("tests/bin/trainer"), *stepprof = sp_t_build("bin/stepprof");
 	const char *lib = sp_t_build("lib/libstepprof.so");
 	char *dir = sp_t_tmpdir("compact-clean");
 	char ld[1100], sd[1100];
@@ -151,7 +151,7 @@ static void wait_records(const char *stepprof, const char *dir)
 
 Test(compact, a_killed_jobs_trace_is_compacted_with_the_same_analysis, .timeout = 180)
 {
-	const char *trainer = sp_t_build("bin/trainer"), *stepprof = sp_t_build("bin/stepprof");
+	const char *trainer = sp_t_build("tests/bin/trainer"), *stepprof = sp_t_build("bin/stepprof");
 	const char *lib = sp_t_build("lib/libstepprof.so");
 	char *dir = sp_t_tmpdir("compact-kill");
 	char trace[1024], copy[1100];

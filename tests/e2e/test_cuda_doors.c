@@ -65,7 +65,7 @@ static void read_traces(struct door *d)
 	closedir(dir);
 }
 
-/* Run build/bin/<bin> args... under the preload (preload=0: without); env extra entries. */
+/* Run build/<bin> (tests/bin/...) args... under the preload (preload=0: without); env extra entries. */
 static void door_run(struct door *d, const char *bin, int preload, const char *const *args, const char *const *env)
 {
 	memset(d, 0, sizeof(*d));
@@ -167,7 +167,7 @@ static size_t count_api_prefix(const struct door *d, const char *kind, const cha
 Test(cuda_doors, plt_every_family_counted_exactly, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_plt", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_plt", 1, NULL, NULL);
 	expect_counts(&d, "PLT");
 	/* the driver half was reached through cudaGetDriverEntryPointByVersion */
 	cr_expect_eq(count_api_prefix(&d, "launch", "cuLaunchKernel"), truth_u(&d, "launches") / 2);
@@ -183,7 +183,7 @@ Test(cuda_doors, plt_every_family_counted_exactly, .timeout = 120)
 Test(cuda_doors, dlsym_by_handle_every_family_counted_exactly, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_dlsym", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_dlsym", 1, NULL, NULL);
 	expect_counts(&d, "dlsym");
 	cr_expect_eq(count_api_prefix(&d, "launch", "cuLaunchKernel"), truth_u(&d, "launches") / 2);
 	cr_expect_eq(count_api_prefix(&d, "copy", "cuMemcpyHtoD"), 2);
@@ -193,7 +193,7 @@ Test(cuda_doors, dlsym_by_handle_every_family_counted_exactly, .timeout = 120)
 Test(cuda_doors, static_runtime_seen_through_driver_doors_only, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_static", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_static", 1, NULL, NULL);
 	expect_counts(&d, "static");
 	/* nothing can be recorded at the runtime level: every api is a driver one */
 	cr_expect_eq(count_api_prefix(&d, "launch", "cuda"), 0);
@@ -233,7 +233,7 @@ static void expect_live(const struct door *d)
 Test(cuda_doors, live_bytes_follow_the_workload, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_plt", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_plt", 1, NULL, NULL);
 	expect_live(&d);
 	door_free(&d);
 }
@@ -241,7 +241,7 @@ Test(cuda_doors, live_bytes_follow_the_workload, .timeout = 120)
 Test(cuda_doors, live_bytes_static_runtime, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_static", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_static", 1, NULL, NULL);
 	expect_live(&d);
 	door_free(&d);
 }
@@ -251,7 +251,7 @@ Test(cuda_doors, fragmentation_gives_alloc_failed_with_free_memory, .timeout = 1
 	struct door d;
 	const char *args[] = { "--frag", NULL };
 	const char *env[] = { "SIMGPU_MEM_BYTES=67108864", NULL };
-	door_run(&d, "bin/door_plt", 1, args, env);
+	door_run(&d, "tests/bin/door_plt", 1, args, env);
 	expect_counts(&d, "PLT --frag");
 	expect_live(&d);
 	const struct sp_json *last = NULL;
@@ -309,12 +309,12 @@ static void expect_host_kinds(const char *bin, int static_rt)
 
 Test(cuda_doors, host_memory_kind_of_every_copy, .timeout = 120)
 {
-	expect_host_kinds("bin/door_plt", 0);
+	expect_host_kinds("tests/bin/door_plt", 0);
 }
 
 Test(cuda_doors, host_memory_kind_static_runtime, .timeout = 120)
 {
-	expect_host_kinds("bin/door_static", 1);
+	expect_host_kinds("tests/bin/door_static", 1);
 }
 
 /*
@@ -327,7 +327,7 @@ static unsigned misses_in_three_runs(unsigned (*misses)(const struct door *, uns
 	unsigned miss = 1;
 	for (int attempt = 0; attempt < 3 && miss; attempt++) {
 		struct door d;
-		door_run(&d, "bin/door_plt", 1, NULL, NULL);
+		door_run(&d, "tests/bin/door_plt", 1, NULL, NULL);
 		miss = misses(&d, checked, why, whylen);
 		door_free(&d);
 	}
@@ -437,22 +437,22 @@ static void expect_same_output(const char *bin)
 
 Test(cuda_doors, plt_output_codes_errno_unchanged, .timeout = 120)
 {
-	expect_same_output("bin/door_plt");
+	expect_same_output("tests/bin/door_plt");
 }
 
 Test(cuda_doors, dlsym_output_codes_errno_unchanged, .timeout = 120)
 {
-	expect_same_output("bin/door_dlsym");
+	expect_same_output("tests/bin/door_dlsym");
 }
 
 Test(cuda_doors, static_output_codes_errno_unchanged, .timeout = 120)
 {
-	expect_same_output("bin/door_static");
+	expect_same_output("tests/bin/door_static");
 }
 
 Test(cuda_doors, process_without_cuda_is_unchanged_and_never_maps_it, .timeout = 60)
 {
-	const char *bin = sp_t_build("bin/cuda_probe_nocuda");
+	const char *bin = sp_t_build("tests/bin/cuda_probe_nocuda");
 	char *dir = sp_t_tmpdir("cudanone");
 	char dirv[1100], pre[1100];
 	snprintf(dirv, sizeof(dirv), "STEPPROF_DIR=%s", dir);
@@ -487,7 +487,7 @@ Test(cuda_doors, forked_child_without_cuda_records_none, .timeout = 120)
 {
 	const char *args[] = { "--fork", NULL };
 	struct door d;
-	door_run(&d, "bin/door_plt", 1, args, NULL);
+	door_run(&d, "tests/bin/door_plt", 1, args, NULL);
 	cr_assert(strstr(d.res.out, "child read ok"), "%s", d.res.out);
 	cr_expect(strstr(d.res.out, "child read ok, threads 1\n"), "the child has more than its own thread:\n%s",
 		  d.res.out);
@@ -515,8 +515,8 @@ Test(cuda_doors, capture_is_left_alone_and_graph_launch_is_one_timed_unit, .time
 	/* the door records no event while capturing: with this, an event of ours there fails its capture */
 	const char *env[] = { "SIMGPU_CAPTURE_NO_EVENTS=1", NULL };
 	struct door a, d;
-	door_run(&a, "bin/door_plt", 0, args, env);
-	door_run(&d, "bin/door_plt", 1, args, env);
+	door_run(&a, "tests/bin/door_plt", 0, args, env);
+	door_run(&d, "tests/bin/door_plt", 1, args, env);
 	/* an event of ours in the capturing stream would break the capture */
 	cr_expect_str_eq(d.res.out, a.res.out);
 	cr_expect(strstr(d.res.out, "cudaStreamEndCapture                     rc=0"), "%s", d.res.out);
@@ -546,7 +546,7 @@ Test(cuda_doors, trace_header_has_the_device, .timeout = 120)
 {
 	const char *env[] = { "SIMGPU_MEM_BYTES=536870912", NULL };
 	struct door d;
-	door_run(&d, "bin/door_plt", 1, NULL, env);
+	door_run(&d, "tests/bin/door_plt", 1, NULL, env);
 	DIR *dir = opendir(d.dir);
 	cr_assert(dir);
 	struct dirent *de;
@@ -595,7 +595,7 @@ Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
 	unsigned t, n;
 	struct door d;
 	const char *off[] = { "STEPPROF_KERNEL_TIMING=off", NULL };
-	door_run(&d, "bin/door_plt", 1, NULL, off);
+	door_run(&d, "tests/bin/door_plt", 1, NULL, off);
 	timed_counts(&d, "launch", &t, &n);
 	cr_expect_eq(n, 6);
 	cr_expect_eq(t, 0, "STEPPROF_KERNEL_TIMING=off, but %u launches were timed", t);
@@ -604,7 +604,7 @@ Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
 	door_free(&d);
 
 	const char *two[] = { "STEPPROF_KERNEL_TIMING=2", NULL };
-	door_run(&d, "bin/door_plt", 1, NULL, two);
+	door_run(&d, "tests/bin/door_plt", 1, NULL, two);
 	timed_counts(&d, "launch", &t, &n);
 	cr_expect_eq(n, 6);
 	cr_expect_eq(t, 3, "STEPPROF_KERNEL_TIMING=2: %u of 6 launches timed", t);
@@ -620,7 +620,7 @@ Test(cuda_doors, kernel_timing_policy_off_and_one_in_n, .timeout = 120)
 		char var[64];
 		snprintf(var, sizeof(var), "STEPPROF_KERNEL_TIMING=%s", bads[i]);
 		const char *bad[] = { var, NULL };
-		door_run(&d, "bin/door_plt", 1, NULL, bad);
+		door_run(&d, "tests/bin/door_plt", 1, NULL, bad);
 		timed_counts(&d, "launch", &t, &n);
 		cr_expect_eq(t, n, "%s is a bad value, which means all: %u of %u launches timed", var, t, n);
 		cr_expect(strstr(d.res.err, "STEPPROF_KERNEL_TIMING"), "no warning for %s:\n%s", var, d.res.err);
@@ -632,7 +632,7 @@ Test(cuda_doors, a_polling_loop_is_one_sync_record, .timeout = 120)
 {
 	const char *args[] = { "--poll", NULL };
 	struct door d;
-	door_run(&d, "bin/door_plt", 1, args, NULL);
+	door_run(&d, "tests/bin/door_plt", 1, args, NULL);
 	long p0 = 0, p1 = 0;
 	const char *pl = strstr(d.res.err, "polls ");
 	cr_assert(pl && sscanf(pl, "polls %ld %ld", &p0, &p1) == 2, "%s", d.res.err);
@@ -670,7 +670,7 @@ Test(cuda_doors, launches_of_a_thread_that_never_syncs_are_timed, .timeout = 120
 	char why[256] = "";
 	for (int attempt = 0; attempt < 3 && (timed != 2 || miss); attempt++) {
 		struct door d;
-		door_run(&d, "bin/door_plt", 1, args, NULL);
+		door_run(&d, "tests/bin/door_plt", 1, args, NULL);
 		expect_counts(&d, "PLT --thread");
 		timed_counts(&d, "launch", &timed, &all);
 		/* and right: the kernels' own clocks */
@@ -685,7 +685,7 @@ Test(cuda_doors, launches_of_a_thread_that_never_syncs_are_timed, .timeout = 120
 Test(cuda_doors, per_thread_default_stream_variants_counted_and_timed, .timeout = 120)
 {
 	struct door d;
-	door_run(&d, "bin/door_ptds", 1, NULL, NULL);
+	door_run(&d, "tests/bin/door_ptds", 1, NULL, NULL);
 	expect_counts(&d, "ptds");
 	/* compiled with CUDA_API_PER_THREAD_DEFAULT_STREAM: every copy and launch is a _ptds/_ptsz variant */
 	for (size_t i = 0; i < d.nrec; i++) {
@@ -697,7 +697,7 @@ Test(cuda_doors, per_thread_default_stream_variants_counted_and_timed, .timeout 
 			cr_expect(sp_json_get(d.rec[i], "gpu_begin_ns"), "%s on the per-thread stream has no GPU time", a);
 	}
 	door_free(&d);
-	expect_same_output("bin/door_ptds");
+	expect_same_output("tests/bin/door_ptds");
 }
 
 /*
@@ -829,22 +829,22 @@ static void expect_every(const char *bin, const char *door)
 
 Test(cuda_doors, every_entry_point_plt, .timeout = 120)
 {
-	expect_every("bin/door_plt", "PLT");
+	expect_every("tests/bin/door_plt", "PLT");
 }
 
 Test(cuda_doors, every_entry_point_dlsym, .timeout = 120)
 {
-	expect_every("bin/door_dlsym", "dlsym");
+	expect_every("tests/bin/door_dlsym", "dlsym");
 }
 
 Test(cuda_doors, every_entry_point_static, .timeout = 120)
 {
-	expect_every("bin/door_static", "static");
+	expect_every("tests/bin/door_static", "static");
 }
 
 Test(cuda_doors, every_entry_point_ptds, .timeout = 120)
 {
-	expect_every("bin/door_ptds", "ptds");
+	expect_every("tests/bin/door_ptds", "ptds");
 }
 
 /*
@@ -889,7 +889,7 @@ Test(cuda_doors, bench_reports_the_per_call_cost_off_and_on, .timeout = 120)
 	const char *const args[] = { "--bench", "3000", NULL };
 	for (int k = 0; k < 2; k++) {
 		struct door d;
-		door_run(&d, "bin/door_plt", 1, args, k ? all : off);
+		door_run(&d, "tests/bin/door_plt", 1, args, k ? all : off);
 		size_t q = 0, l = 0, timed = 0;
 		for (size_t i = 0; i < d.nrec; i++) {
 			const char *a = sp_json_str(d.rec[i], "api");

@@ -140,7 +140,7 @@ static int has_finding(const struct edge *e, const char *kind)
 Test(cuda_edges, argument_errors_are_allocs_with_their_result_not_alloc_failed, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "argerr", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "argerr", 1, NULL);
 	/* only the out-of-memory answer is a failed allocation */
 	cr_expect_eq(count(&e, "alloc_failed", NULL), 1, "%u alloc_failed records", count(&e, "alloc_failed", NULL));
 	const struct sp_json *oom = nth(&e, "alloc_failed", NULL, 0);
@@ -164,14 +164,14 @@ Test(cuda_edges, argument_errors_are_allocs_with_their_result_not_alloc_failed, 
 		     (unsigned long long)sp_json_u64(fr, "live_bytes", 1));
 	/* no false fragmentation: the only failure had less free memory than it asked for */
 	cr_expect(!has_finding(&e, "alloc_fragmentation"), "alloc_fragmentation raised for argument errors");
-	expect_same_stdout(&e, "bin/cuda_edges", "argerr", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "argerr", NULL);
 	edge_free(&e);
 }
 
 Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "query", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "query", 1, NULL);
 	/* 500 of each: D2H pageable and pinned, H2D pinned, H2H, cuMemcpyDtoH, cuMemcpyHtoD pinned */
 	cr_expect(strstr(e.res.out, "not ready after 500 of each: d2h pageable 0, d2h pinned 0, h2d pinned 0, h2h 0, "
 				    "cuMemcpyDtoH 0, cuMemcpyHtoD pinned 0\n"),
@@ -187,7 +187,7 @@ Test(cuda_edges, stream_is_idle_after_a_synchronous_copy_complete_at_return, .ti
 	}
 	cr_expect_eq(copies, 7 * 500);
 	cr_expect_eq(timed, copies, "%u of %u copies timed", timed, copies);
-	expect_same_stdout(&e, "bin/cuda_edges", "query", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "query", NULL);
 	edge_free(&e);
 }
 
@@ -234,13 +234,13 @@ Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
 	};
 	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "reset", 1, env);
+	edge_run(&e, "tests/bin/cuda_edges", "reset", 1, env);
 	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
 	/* the copy after the reset is timed (the timing state of the reset device starts afresh too) */
 	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 1);
 	cr_assert(cp);
 	cr_expect(sp_json_get(cp, "gpu_begin_ns"), "the copy after the reset has no GPU time");
-	expect_same_stdout(&e, "bin/cuda_edges", "reset", env);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "reset", env);
 	edge_free(&e);
 }
 
@@ -262,10 +262,10 @@ Test(cuda_edges, vmm_memory_lives_until_its_last_mapping_and_handle_are_gone, .t
 	    {"free", "cudaFree", 0, 1 << 20, 0},
 	};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "vmm", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "vmm", 1, NULL);
 	cr_assert(strstr(e.res.out, "C: the same handle: 1"), "%s", e.res.out);
 	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
-	expect_same_stdout(&e, "bin/cuda_edges", "vmm", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "vmm", NULL);
 	edge_free(&e);
 }
 
@@ -286,7 +286,7 @@ Test(cuda_edges, context_changes_change_the_device_of_the_records, .timeout = 60
 	};
 	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "ctx", 1, env);
+	edge_run(&e, "tests/bin/cuda_edges", "ctx", 1, env);
 	size_t k = 0, n = sizeof(want) / sizeof(want[0]);
 	for (size_t i = 0; i < e.nrec; i++) {
 		const char *kind = sp_json_str(e.rec[i], "kind");
@@ -309,7 +309,7 @@ Test(cuda_edges, context_changes_change_the_device_of_the_records, .timeout = 60
 	cr_assert(back && last);
 	cr_expect(sp_json_get(back, "gpu_begin_ns"), "the copy after cuCtxDestroy has no GPU time");
 	cr_expect(sp_json_get(last, "gpu_begin_ns"), "the copy after cuCtxSetCurrent has no GPU time");
-	expect_same_stdout(&e, "bin/cuda_edges", "ctx", env);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "ctx", env);
 	edge_free(&e);
 }
 
@@ -320,7 +320,7 @@ Test(cuda_edges, unified_copy_first_in_a_new_thread_is_told_apart, .timeout = 60
 		uint64_t dptr_off; /* from the 1 MiB allocation */
 	} want[] = {{"h2d", "pageable", 4096}, {"d2h", "pageable", 0}, {"h2d", "pinned", 0}};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "newthread", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "newthread", 1, NULL);
 	const struct sp_json *al = nth(&e, "alloc", "cudaMalloc", 0);
 	cr_assert(al);
 	uint64_t base = strtoull(sp_json_str(al, "dptr"), NULL, 16);
@@ -341,14 +341,14 @@ Test(cuda_edges, unified_copy_first_in_a_new_thread_is_told_apart, .timeout = 60
 			cr_expect(sp_json_str(c, "site") && strstr(sp_json_str(c, "site"), "cuda_edges!"),
 				  "copy %u: site %s", k, sp_json_str(c, "site") ? sp_json_str(c, "site") : "(none)");
 	}
-	expect_same_stdout(&e, "bin/cuda_edges", "newthread", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "newthread", NULL);
 	edge_free(&e);
 }
 
 Test(cuda_edges, pinned_ranges_beyond_4096_are_still_pinned, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "pinmax", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "pinmax", 1, NULL);
 	cr_expect(strstr(e.res.out, "cudaHostAlloc x5000: 0 failed"), "%s", e.res.out);
 	cr_expect_eq(count(&e, "copy", NULL), 4);
 	for (unsigned k = 0; k < 4; k++) {
@@ -367,7 +367,7 @@ Test(cuda_edges, pinned_ranges_beyond_4096_are_still_pinned, .timeout = 60)
 	cr_expect_eq(sized, 5000, "%u of 5000 host_free records have the range's 256 bytes", sized);
 	cr_expect(!strstr(e.res.err, "pinned host range"), "a warning although the map grew:\n%s", e.res.err);
 	cr_expect(!has_finding(&e, "unpinned_copy"), "unpinned_copy raised for pinned copies");
-	expect_same_stdout(&e, "bin/cuda_edges", "pinmax", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "pinmax", NULL);
 	edge_free(&e);
 }
 
@@ -382,7 +382,7 @@ Test(cuda_edges, managed_memory_named_host_is_managed, .timeout = 60)
 	    {"cudaMemcpy", "h2d", "pageable"},
 	};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "managed", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "managed", 1, NULL);
 	size_t n = sizeof(want) / sizeof(want[0]);
 	cr_expect_eq(count(&e, "copy", NULL), n);
 	for (unsigned k = 0; k < n; k++) {
@@ -393,7 +393,7 @@ Test(cuda_edges, managed_memory_named_host_is_managed, .timeout = 60)
 		cr_expect(str_eq(c, "host_memory", want[k].mem), "copy %u (%s %s): host memory %s, expected %s", k,
 			  want[k].api, want[k].dir, sp_json_str(c, "host_memory"), want[k].mem);
 	}
-	expect_same_stdout(&e, "bin/cuda_edges", "managed", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "managed", NULL);
 	edge_free(&e);
 }
 
@@ -431,8 +431,8 @@ static void expect_symbol_copies(const char *bin, const char *sync_suffix, const
 
 Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
 {
-	expect_symbol_copies("bin/cuda_edges", "", "");
-	expect_symbol_copies("bin/cuda_edges_ptds", "_ptds", "_ptsz");
+	expect_symbol_copies("tests/bin/cuda_edges", "", "");
+	expect_symbol_copies("tests/bin/cuda_edges_ptds", "_ptds", "_ptsz");
 }
 
 /*
@@ -444,7 +444,7 @@ Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
 Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "pollexit", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "pollexit", 1, NULL);
 	const struct sp_json *q = nth(&e, "sync", "cudaStreamQuery", 0), *v = nth(&e, "sync", "cudaEventQuery", 0);
 	cr_assert(q, "no record of the thread's 3 cudaStreamQuery polls");
 	cr_assert(v, "no record of the main thread's 3 cudaEventQuery polls");
@@ -454,7 +454,7 @@ Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
 	cr_expect_eq(sp_json_i64(v, "result", 0), 600);
 	cr_expect_neq(sp_json_i64(q, "tid", 0), sp_json_i64(q, "pid", 0), "the polling thread's own record");
 	cr_expect_eq(sp_json_i64(v, "tid", 0), sp_json_i64(v, "pid", 0), "the main thread's own record");
-	expect_same_stdout(&e, "bin/cuda_edges", "pollexit", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "pollexit", NULL);
 	edge_free(&e);
 }
 
@@ -483,7 +483,7 @@ static unsigned synced_launches_timed(const struct edge *e)
 Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "lastcopy", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "lastcopy", 1, NULL);
 	cr_assert_eq(count(&e, "copy", NULL), 2);
 	cr_assert_eq(count(&e, "launch", NULL), 5);
 	if (!synced_launches_timed(&e)) {
@@ -496,7 +496,7 @@ Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 		cr_expect(sp_json_get(c, "gpu_begin_ns"), "copy %u (%s) has no GPU time", k,
 			  sp_json_str(c, "direction"));
 	}
-	expect_same_stdout(&e, "bin/cuda_edges", "lastcopy", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "lastcopy", NULL);
 	edge_free(&e);
 }
 
@@ -510,7 +510,7 @@ Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeou
 	/* NOTE: up to three runs, as the timing tests above, for the precondition */
 	for (int attempt = 0; attempt < 3; attempt++) {
 		struct edge e;
-		edge_run(&e, "bin/cuda_edges", "lastcopyexit", 1, NULL);
+		edge_run(&e, "tests/bin/cuda_edges", "lastcopyexit", 1, NULL);
 		cr_assert_eq(count(&e, "launch", NULL), 6);
 		cr_assert_eq(count(&e, "copy", NULL), 3);
 		if (synced_launches_timed(&e)) {
@@ -536,7 +536,7 @@ Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeou
 Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout = 120)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "threads", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "threads", 1, NULL);
 	cr_assert(strstr(e.res.out, "threads: 0 calls failed"), "%s", e.res.out);
 	unsigned n = count(&e, "launch", "cudaLaunchKernel"), timed = 0;
 	cr_assert_eq(n, 700, "%u launch records for 700 launches", n);
@@ -556,7 +556,7 @@ Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 
 {
 	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "devloop", 1, env);
+	edge_run(&e, "tests/bin/cuda_edges", "devloop", 1, env);
 	unsigned timed[2][2] = {{0}}, n = 0;
 	const struct sp_json *last_launch[2] = {NULL, NULL};
 	for (size_t i = 0; i < e.nrec; i++) {
@@ -587,7 +587,7 @@ Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 
 	for (unsigned dev = 0; dev < 2; dev++)
 		cr_expect(timed[dev][0] == 3 && timed[dev][1] == 3, "device %u: %u of 3 copies and %u of 3 launches timed",
 			  dev, timed[dev][0], timed[dev][1]);
-	expect_same_stdout(&e, "bin/cuda_edges", "devloop", env);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "devloop", env);
 	edge_free(&e);
 }
 
@@ -601,7 +601,7 @@ Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 
 Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeout = 120)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "longstep", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "longstep", 1, NULL);
 	cr_assert(strstr(e.res.out, "longstep: 0 calls failed"), "%s", e.res.out);
 	unsigned timed[2] = {0, 0}, all[2] = {0, 0};
 	long main_tid = -1;
@@ -636,9 +636,9 @@ Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, 
 	};
 	const char *env[] = {"SIMGPU_DEVICES=2", NULL};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "pooldev", 1, env);
+	edge_run(&e, "tests/bin/cuda_edges", "pooldev", 1, env);
 	expect_alloc_free(&e, want, sizeof(want) / sizeof(want[0]));
-	expect_same_stdout(&e, "bin/cuda_edges", "pooldev", env);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "pooldev", env);
 	edge_free(&e);
 }
 
@@ -650,7 +650,7 @@ Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, 
 Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "nvtxdomains", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "nvtxdomains", 1, NULL);
 	const char *line = "levels: push step 0, push lib prefetch 0, pop 0, pop lib 0\n";
 	char want[256];
 	snprintf(want, sizeof(want), "%s%s%s", line, line, line);
@@ -690,7 +690,7 @@ Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeo
 	    {"free", "cudaFree", 0, 1 << 20, 0},
 	};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "vmmhost", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "vmmhost", 1, NULL);
 	unsigned ok = 0;
 	for (const char *q = e.res.out; (q = strstr(q, "rc=0 ")); q++)
 		ok++;
@@ -702,7 +702,7 @@ Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeo
 	const struct sp_json *cp = nth(&e, "copy", "cudaMemcpy", 0);
 	cr_assert(cp);
 	cr_expect(str_eq(cp, "host_memory", "pinned"), "the copy from host VMM memory: %s", sp_json_str(cp, "host_memory"));
-	expect_same_stdout(&e, "bin/cuda_edges", "vmmhost", NULL);
+	expect_same_stdout(&e, "tests/bin/cuda_edges", "vmmhost", NULL);
 	edge_free(&e);
 }
 
@@ -714,7 +714,7 @@ Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeo
 Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "pollfork", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "pollfork", 1, NULL);
 	cr_assert(strstr(e.res.out, "cudaStreamQuery before the fork: not ready; child exited 0"), "%s", e.res.out);
 	const struct sp_json *l = nth(&e, "launch", NULL, 0);
 	cr_assert(l, "no launch record");
@@ -744,7 +744,7 @@ Test(cuda_edges, zero_byte_allocations_leave_the_books_alone, .timeout = 120)
 	    {"free", "cudaFree", 0, 1 << 20, 0},
 	};
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "malloczero", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "malloczero", 1, NULL);
 	cr_assert(strstr(e.res.out, "malloczero: 0 calls failed, 66000 NULL pointers"), "%s", e.res.out);
 	cr_assert_eq(count(&e, "alloc", "cudaMalloc"), 66001);
 	cr_expect_eq(count(&e, "free", NULL), 1, "cudaFree(NULL) is no free");
@@ -830,7 +830,7 @@ Test(cuda_edges, launches_behind_a_timed_op_take_one_event_and_keep_their_gpu_ti
 		snprintf(cv, sizeof(cv), "SIMGPU_COUNT_FILE=%s/count", tmp);
 		const char *env[] = {tv, cv, "STEPPROF_KERNEL_TIMING=all", NULL};
 		struct edge e;
-		edge_run(&e, "bin/cuda_edges", "chain", 1, env);
+		edge_run(&e, "tests/bin/cuda_edges", "chain", 1, env);
 		cr_assert(strstr(e.res.out, "chain: 0 launches failed"), "%s", e.res.out);
 		char *truth = sp_t_read_file(tv + strlen("CHAIN_TRUTH="), NULL);
 		char *cnt = sp_t_read_file(cv + strlen("SIMGPU_COUNT_FILE="), NULL);
@@ -864,7 +864,7 @@ Test(cuda_edges, launches_behind_a_timed_op_take_one_event_and_keep_their_gpu_ti
 Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_sync, .timeout = 120)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "firststep", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "firststep", 1, NULL);
 	cr_assert(strstr(e.res.out, "firststep: 0 calls failed"), "%s", e.res.out);
 	unsigned all = count(&e, "launch", NULL), timed = 0;
 	for (size_t i = 0; i < e.nrec; i++)
@@ -883,7 +883,7 @@ Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_s
 Test(cuda_edges, gpu_spans_are_stored_two_to_a_slot, .timeout = 120)
 {
 	struct edge e;
-	edge_run(&e, "bin/cuda_edges", "firststep", 1, NULL);
+	edge_run(&e, "tests/bin/cuda_edges", "firststep", 1, NULL);
 	cr_assert(strstr(e.res.out, "firststep: 0 calls failed"), "%s", e.res.out);
 	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "info", "--json", e.dir, NULL};
 	struct sp_t_result r;
@@ -989,6 +989,6 @@ static void batch_records(const char *bin, const char *sfx)
 
 Test(cuda_edges, batches_of_copies_are_recorded_by_direction_and_host_memory, .timeout = 60)
 {
-	batch_records("bin/cuda_edges", "");
-	batch_records("bin/cuda_edges_ptds", "_ptsz");
+	batch_records("tests/bin/cuda_edges", "");
+	batch_records("tests/bin/cuda_edges_ptds", "_ptsz");
 }

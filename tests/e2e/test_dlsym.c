@@ -36,7 +36,7 @@ static void same_with_and_without(char *const argv[], const char *what)
 /* A malloc of the program's own that finds the real one with dlsym(RTLD_NEXT): it recursed without end (99). */
 Test(dlsym, a_malloc_shim_that_looks_up_the_real_malloc_works)
 {
-	char *argv[] = { (char *)sp_t_build("bin/dlshim"), "malloc", NULL };
+	char *argv[] = { (char *)sp_t_build("tests/bin/dlshim"), "malloc", NULL };
 	same_with_and_without(argv, "dlshim malloc");
 }
 
@@ -44,17 +44,17 @@ Test(dlsym, a_malloc_shim_that_looks_up_the_real_malloc_works)
 Test(dlsym, a_local_library_finds_its_own_symbols)
 {
 	char lib[PATH_MAX];
-	char *abs = realpath(sp_t_build("lib/libdllocal.so"), NULL);
-	cr_assert(abs, "build/lib/libdllocal.so missing");
+	char *abs = realpath(sp_t_build("tests/lib/libdllocal.so"), NULL);
+	cr_assert(abs, "build/tests/lib/libdllocal.so missing");
 	snprintf(lib, sizeof(lib), "%s", abs);
 	free(abs);
-	char *argv[] = { (char *)sp_t_build("bin/dlscope"), "local", lib, NULL };
+	char *argv[] = { (char *)sp_t_build("tests/bin/dlscope"), "local", lib, NULL };
 	same_with_and_without(argv, "dlscope local");
 }
 
 /* A failed lookup's dlerror() names the caller's object, not libstepprof.so. */
 Test(dlsym, a_failed_lookup_says_what_glibc_says)
 {
-	char *argv[] = { (char *)sp_t_build("bin/dlscope"), "dlerror", NULL };
+	char *argv[] = { (char *)sp_t_build("tests/bin/dlscope"), "dlerror", NULL };
 	same_with_and_without(argv, "dlscope dlerror");
 }

@@ -77,7 +77,7 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", tdir);
 	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
 	char *argv[] = {
-	    (char *)sp_t_build("bin/trainer"), "--scenario", "clean", "--iters", "3", "--markers", "step", NULL};
+	    (char *)sp_t_build("tests/bin/trainer"), "--scenario", "clean", "--iters", "3", "--markers", "step", NULL};
 	struct sp_t_result tr;
 	cr_assert_eq(sp_t_run(&tr, argv, env, NULL, 120), 0, "trainer: %s", tr.err);
 	struct sp_json *truth = sp_json_parse(tr.out);
@@ -134,7 +134,7 @@ static char *gen(const char *records, char tdir[512])
 	if (!tdir)
 		tdir = t;
 	snprintf(tdir, 512, "%s/t", dir);
-	char *argv[] = {(char *)sp_t_build("bin/gentrace"), tdir, (char *)records, "--iters", "50", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/gentrace"), tdir, (char *)records, "--iters", "50", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 120), 0, "gentrace: %s", r.err);
 	sp_t_result_free(&r);

@@ -357,7 +357,7 @@ Test(html_e2e, the_file_is_written_before_stdout_can_end_the_run)
 	char tdir[600], out[600], cmd[2400];
 	snprintf(tdir, sizeof(tdir), "%s/trace", base);
 	snprintf(out, sizeof(out), "%s/r.html", base);
-	char *gen = (char *)sp_t_build("bin/gentrace"), *sp = (char *)sp_t_build("bin/stepprof");
+	char *gen = (char *)sp_t_build("tests/bin/gentrace"), *sp = (char *)sp_t_build("bin/stepprof");
 	char *ga[] = {gen, tdir, "20000", "--iters", "1000", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, ga, NULL, NULL, 120), 0, "gentrace: %s", r.err);

@@ -29,7 +29,7 @@ struct io_env {
 static void env_init(struct io_env *e, const char *tag, int nfiles)
 {
 	e->tmp = sp_t_tmpdir(tag);
-	e->iogen = io_t_abs("bin/iogen");
+	e->iogen = io_t_abs("tests/bin/iogen");
 	e->lib = io_t_abs("lib/libstepprof.so");
 	e->stepprof = io_t_abs("bin/stepprof");
 	if (asprintf(&e->data, "%s/data", e->tmp) < 0 || asprintf(&e->trace, "%s/trace", e->tmp) < 0)
@@ -222,7 +222,7 @@ Test(io, plain_stat_calls_bind_to_glibc_2_33_and_are_wrapped)
 {
 	if (access("/usr/bin/objdump", X_OK) != 0)
 		cr_skip_test("objdump not installed");
-	char *iogen = io_t_abs("bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
+	char *iogen = io_t_abs("tests/bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
 	char *a1[] = { "/usr/bin/objdump", "-T", iogen, NULL };
 	struct sp_t_result res;
 	cr_assert_eq(sp_t_run(&res, a1, NULL, NULL, 30), 0);

@@ -125,7 +125,7 @@ static void check(const struct io_recs *rs, const struct expect *x, int pid, cha
 Test(io, every_wrapped_entry_point_records_once, .timeout = 60)
 {
 	char *tmp = sp_t_tmpdir("io-each");
-	char *iogen = io_t_abs("bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
+	char *iogen = io_t_abs("tests/bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
 	char data[PATH_MAX], trace[PATH_MAX], f0[PATH_MAX + 8], f1[PATH_MAX + 8], n0[PATH_MAX + 8], n1[PATH_MAX + 8];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(trace, sizeof(trace), "%s/trace", tmp);
@@ -273,7 +273,7 @@ Test(io, stdio_reads_record_what_they_read_from_the_file, .timeout = 60)
 					    "_IO_getc", "fgetc_unlocked", "getc_unlocked", "__uflow",
 					    "__isoc99_fscanf", "__isoc99_vfscanf", "fscanf", "vfscanf"};
 	char *tmp = sp_t_tmpdir("io-stdio");
-	char *iogen = io_t_abs("bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
+	char *iogen = io_t_abs("tests/bin/iogen"), *lib = io_t_abs("lib/libstepprof.so");
 	char data[PATH_MAX], trace[PATH_MAX], off[PATH_MAX], text[PATH_MAX + 8], text2[PATH_MAX + 8];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(trace, sizeof(trace), "%s/trace", tmp);

@@ -21,7 +21,7 @@ struct lim_env {
 static struct sp_json *lim_run_io(struct lim_env *e, const char *mode, const char *io, struct io_recs *rs)
 {
 	e->tmp = sp_t_tmpdir("io-limits");
-	e->bin = io_t_abs("bin/iolimits");
+	e->bin = io_t_abs("tests/bin/iolimits");
 	e->lib = io_t_abs("lib/libstepprof.so");
 	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);
 	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);

@@ -19,7 +19,7 @@ struct procs_env {
 static void penv_init(struct procs_env *e, const char *tag)
 {
 	e->tmp = sp_t_tmpdir(tag);
-	e->iogen = io_t_abs("bin/iogen");
+	e->iogen = io_t_abs("tests/bin/iogen");
 	e->lib = io_t_abs("lib/libstepprof.so");
 	snprintf(e->data, sizeof(e->data), "%s/data", e->tmp);
 	snprintf(e->trace, sizeof(e->trace), "%s/trace", e->tmp);

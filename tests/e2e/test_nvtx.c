@@ -29,7 +29,7 @@ static void run_marknvtx(struct run *r, const char *args, char *const extra_env)
 	char *env[] = {pre, dir, extra_env ? extra_env : "NVTX_INJECTION64_PATH=", NULL};
 	char *argv[16], *copy = strdup(args), *save;
 	int a = 0;
-	argv[a++] = (char *)sp_t_build("bin/marknvtx");
+	argv[a++] = (char *)sp_t_build("tests/bin/marknvtx");
 	for (char *w = strtok_r(copy, " ", &save); w && a < 15; w = strtok_r(NULL, " ", &save))
 		argv[a++] = w;
 	argv[a] = NULL;
@@ -212,7 +212,7 @@ Test(nvtx, user_injection_path_is_left_alone)
 Test(nvtx, runs_unchanged_without_the_preload)
 {
 	struct sp_t_result res;
-	char *argv[] = {(char *)sp_t_build("bin/marknvtx"), "-n", "2", "-u", "100", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/marknvtx"), "-n", "2", "-u", "100", NULL};
 	char *env[] = {"LD_PRELOAD=", "NVTX_INJECTION64_PATH=", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0);
 	cr_expect(strstr(res.out, "steps=2"));

@@ -10,7 +10,7 @@
  *
  *   1. helpers: skip reasons, runs, logs
  *   2. the door: for every request of the real runtime, the pointer it RECEIVED
- *      (seen above stepprof by build/bin/real_spy.so) is stepprof's wrapper of
+ *      (seen above stepprof by build/tests/bin/real_spy.so) is stepprof's wrapper of
  *      exactly the variant the driver hands out for that request (the one
  *      cuda.h names), or the driver's own pointer for an unhooked name
  *   3. the program is unchanged (stdout, exit status), and its runtime calls
@@ -73,7 +73,7 @@ static void run_real(struct real_run *r, const char *prog, int preload, int spy)
 	memset(r, 0, sizeof(*r));
 	r->dir = sp_t_tmpdir("real_cudart");
 	char *simgpu = absolute(sp_t_build("simgpu")), *sp = absolute(sp_t_build("lib/libstepprof.so"));
-	char *spylib = spy ? absolute(sp_t_build("bin/real_spy.so")) : NULL;
+	char *spylib = spy ? absolute(sp_t_build("tests/bin/real_spy.so")) : NULL;
 	char e_ld[PATH_MAX + 32], e_pre[3 * PATH_MAX], e_next[PATH_MAX + 32], e_log[PATH_MAX + 32],
 	    e_drv[PATH_MAX + 32], e_dir[PATH_MAX + 32];
 	snprintf(e_ld, sizeof(e_ld), "LD_LIBRARY_PATH=%s", simgpu);
@@ -180,7 +180,7 @@ static const char *const from_cuda_h[][2] = {
 static void check_door(const char *prog)
 {
 	need(prog);
-	need("bin/real_spy.so");
+	need("tests/bin/real_spy.so");
 	struct real_run bare, pre;
 	run_real(&bare, prog, 0, 1);
 	run_real(&pre, prog, 1, 1);
@@ -249,12 +249,12 @@ static void check_door(const char *prog)
 
 Test(real_cudart, every_request_of_the_shared_runtime_gets_the_right_wrapper, .timeout = 120)
 {
-	check_door("bin/real_cudart");
+	check_door("tests/bin/real_cudart");
 }
 
 Test(real_cudart, every_request_of_the_static_runtime_gets_the_right_wrapper, .timeout = 120)
 {
-	check_door("bin/real_cudart_static");
+	check_door("tests/bin/real_cudart_static");
 }
 
 /* ------------------------------------------- 3. program and its records */
@@ -371,10 +371,10 @@ static void check_program(const char *prog, int is_static)
 
 Test(real_cudart, shared_runtime_program_unchanged_and_each_call_recorded_once, .timeout = 120)
 {
-	check_program("bin/real_cudart", 0);
+	check_program("tests/bin/real_cudart", 0);
 }
 
 Test(real_cudart, static_runtime_program_unchanged_and_only_driver_calls_recorded, .timeout = 120)
 {
-	check_program("bin/real_cudart_static", 1);
+	check_program("tests/bin/real_cudart_static", 1);
 }

@@ -54,12 +54,12 @@ static char *env_preload(void)
 	return e;
 }
 
-/* argv[] of build/bin/markgen with args split at spaces (at most 30 words); free the returned copy they point into. */
+/* argv[] of build/tests/bin/markgen with args split at spaces (at most 30 words); free the returned copy they point into. */
 static char *markgen_argv(char *argv[32], const char *args)
 {
 	char *copy = strdup(args), *save;
 	int a = 0;
-	argv[a++] = (char *)sp_t_build("bin/markgen");
+	argv[a++] = (char *)sp_t_build("tests/bin/markgen");
 	for (char *w = strtok_r(copy, " ", &save); w && a < 31; w = strtok_r(NULL, " ", &save))
 		argv[a++] = w;
 	argv[a] = NULL;
@@ -263,7 +263,7 @@ Test(recorder, header_names_the_process_and_its_rank)
 	cr_expect_eq(sp_json_i64(f, "local_rank", -9), 1);
 	cr_expect_eq(sp_json_i64(f, "world_size", -9), 4);
 	char cmd[600];
-	snprintf(cmd, sizeof(cmd), "%s -n 10 -m hdr", sp_t_build("bin/markgen"));
+	snprintf(cmd, sizeof(cmd), "%s -n 10 -m hdr", sp_t_build("tests/bin/markgen"));
 	cr_expect_str_eq(sp_json_str(f, "cmdline"), cmd);
 	uint64_t b = sp_json_u64(f, "begin_ns", 0), e = sp_json_u64(f, "end_ns", 0);
 	uint64_t lo = ts_ns(&t0), hi = ts_ns(&t1);
@@ -790,7 +790,7 @@ Test(recorder, program_reusing_the_trace_fd_is_not_touched)
 static void markgen_in(struct sp_t_result *r, const char *cwd, const char *vars, const char *args, int timeout_s)
 {
 	char so[512], mg[512], cmd[2048];
-	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("bin/markgen"), mg));
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("tests/bin/markgen"), mg));
 	snprintf(cmd, sizeof(cmd), "cd %s && %sLD_PRELOAD=%s exec %s %s", cwd, vars, so, mg, args);
 	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
 	char *env[] = {"STEPPROF_DIR=", NULL};
@@ -1469,7 +1469,7 @@ Test(recorder, a_bad_value_of_any_variable_is_one_warning_and_the_default, .time
 		snprintf(trace, sizeof(trace), "%s/trace", dir);
 		snprintf(data, sizeof(data), "%s/data", dir);
 		snprintf(bad, sizeof(bad), "%s=foo", config_vars[i].name);
-		char *argv[] = {(char *)sp_t_build("bin/trainer"), "--iters", "2", "--kernels", "3", "--workers", "1",
+		char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--iters", "2", "--kernels", "3", "--workers", "1",
 				"--files-per-iter", "2", "--data-dir", data, NULL};
 		char *env[] = {env_preload(), env_dir(trace), bad, NULL};
 		struct sp_t_result r;
@@ -1559,7 +1559,7 @@ Test(recorder, bench_prints_mark_cost_against_an_empty_call, .timeout = 120)
 	double added = field_after(r.out, "added_ns=");
 	sp_t_result_free(&r);
 
-	char *bare[] = {(char *)sp_t_build("bin/markgen"), "-b", "300000", NULL};
+	char *bare[] = {(char *)sp_t_build("tests/bin/markgen"), "-b", "300000", NULL};
 	char *noenv[] = {"LD_PRELOAD=", NULL};
 	cr_assert_eq(sp_t_run(&r, bare, noenv, NULL, 60), 0, "%s", r.err);
 	double none = field_after(r.out, "added_ns=");

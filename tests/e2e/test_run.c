@@ -195,7 +195,7 @@ Test(run, every_signal_sent_is_forwarded_to_the_job, .timeout = 120)
 Test(run, default_directory_is_created_in_the_cwd)
 {
 	char *tmp = sp_t_tmpdir("run-default");
-	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("bin/iogen");
+	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("tests/bin/iogen");
 	char cmd[4 * PATH_MAX];
 	snprintf(cmd, sizeof(cmd), "cd '%s' && '%s' run --no-bpf -- '%s' pipe 1 1", tmp, stepprof, iogen);
 	char *argv[] = { "/bin/sh", "-c", cmd, NULL };
@@ -233,7 +233,7 @@ Test(run, input_is_captured_with_or_without_bpf, .timeout = 60)
 	char data[PATH_MAX], out[PATH_MAX];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
-	char *iogen = io_t_abs("bin/iogen");
+	char *iogen = io_t_abs("tests/bin/iogen");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -272,7 +272,7 @@ Test(run, as_root_the_collector_is_the_default, .timeout = 60)
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen");
+	char *iogen = io_t_abs("tests/bin/iogen");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -332,7 +332,7 @@ Test(run, a_slow_exit_is_not_a_collector_gone_early, .timeout = 60)
 	char *tmp = sp_t_tmpdir("run-slow-exit");
 	char out[PATH_MAX];
 	snprintf(out, sizeof(out), "%s/trace", tmp);
-	char *markgen = io_t_abs("bin/markgen");
+	char *markgen = io_t_abs("tests/bin/markgen");
 	char *job[] = { markgen, "-n", "10", "-M", "256", "-K", NULL };
 	struct sp_t_result res;
 	for (int i = 0; i < 3; i++) {
@@ -398,7 +398,7 @@ Test(run, the_collector_follows_a_job_whose_main_thread_exited, .timeout = 60)
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen");
+	char *iogen = io_t_abs("tests/bin/iogen");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -477,7 +477,7 @@ Test(run, a_collector_gone_after_the_main_thread_exited_is_reported, .timeout = 
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(errf, sizeof(errf), "%s/err", tmp);
-	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	char *iogen = io_t_abs("tests/bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "2", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -680,7 +680,7 @@ Test(run, through_sudo_every_level_created_is_the_users, .timeout = 60)
 	char data[PATH_MAX], prefix[PATH_MAX + 4];
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("bin/iogen");
+	char *stepprof = io_t_abs("bin/stepprof"), *iogen = io_t_abs("tests/bin/iogen");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "2", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -855,7 +855,7 @@ Test(run, without_the_collector_the_wrappers_capture_even_if_told_bpf, .timeout 
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen"), *copy = stepprof_copy(tmp, NULL, libenv, sizeof(libenv));
+	char *iogen = io_t_abs("tests/bin/iogen"), *copy = stepprof_copy(tmp, NULL, libenv, sizeof(libenv));
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);
@@ -1048,7 +1048,7 @@ Test(run, with_no_bpf_the_wrappers_capture_even_if_told_bpf, .timeout = 60)
 	snprintf(data, sizeof(data), "%s/data", tmp);
 	snprintf(out, sizeof(out), "%s/trace", tmp);
 	snprintf(prefix, sizeof(prefix), "%s/f", data);
-	char *iogen = io_t_abs("bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
+	char *iogen = io_t_abs("tests/bin/iogen"), *stepprof = io_t_abs("bin/stepprof");
 	struct sp_t_result res;
 	char *setup[] = { iogen, "setup", data, "4", NULL };
 	cr_assert_eq(sp_t_run(&res, setup, NULL, NULL, 30), 0);

@@ -659,7 +659,7 @@ Test(scenarios, input_bound_with_bpf_collector, .timeout = 180)
 	snprintf(tdir, sizeof(tdir), "%s/trace", r.dir);
 	char *env[] = {"STEPPROF_MAX_MB=64", NULL};
 	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "run",	  "--bpf",	 "-o", tdir, "--",
-			(char *)sp_t_build("bin/trainer"),  "--scenario", "input-bound", NULL};
+			(char *)sp_t_build("tests/bin/trainer"),  "--scenario", "input-bound", NULL};
 	sp_t_run(&r.tr, argv, env, NULL, 120);
 	if (r.tr.status != 0 && strstr(r.tr.err, "bpf"))
 		cr_skip_test("the eBPF collector could not start here: %s", r.tr.err);

@@ -152,7 +152,7 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 	 * 1 ms margin below after an iteration's start and are checked exactly (with 1.3 ms
 	 * iterations about 1 window in 5 was, under the 1 in 4 asked below: "3 of 16" in
 	 * one full-suite run here; now 24-64 of 45-79 windows in three runs) */
-	struct sp_json *t = run("bin/trainer",
+	struct sp_json *t = run("tests/bin/trainer",
 				"--iters 300 --files-per-iter 100 --file-size 1K --dataset-files 100 --kernels 1 "
 				"--kernel-us 100 --host-us 2000 --h2d-bytes 64K --leak-bytes 1M --markers step",
 				trace, "4", "20", 180);
@@ -281,7 +281,7 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 Test(summary, off_writes_none)
 {
 	char *dir = sp_t_tmpdir("summary_off");
-	run("bin/markgen", "-n 20000 -s 50", dir, "4", "0", 60);
+	run("tests/bin/markgen", "-n 20000 -s 50", dir, "4", "0", 60);
 	struct sp_json *all;
 	struct sp_json *f = info_one(dir, &all);
 	cr_assert_eq(sp_json_u64(f, "records_by_kind.step", 0), 50, "the run recorded");
@@ -294,7 +294,7 @@ Test(summary, off_writes_none)
 Test(summary, short_run_has_exit_summary_by_default)
 {
 	char *dir = sp_t_tmpdir("summary_short");
-	run("bin/markgen", "-n 20000 -s 50", dir, "4", NULL, 60);
+	run("tests/bin/markgen", "-n 20000 -s 50", dir, "4", NULL, 60);
 	struct sp_json *all;
 	struct sp_json *f = info_one(dir, &all);
 	struct win *w;
@@ -320,7 +320,7 @@ Test(summary, short_run_has_exit_summary_by_default)
 Test(summary, window_doubles_as_keep_area_fills, .timeout = 240)
 {
 	char *dir = sp_t_tmpdir("summary_double");
-	struct sp_json *t = run("bin/trainer",
+	struct sp_json *t = run("tests/bin/trainer",
 				"--iters 5000 --kernels 2 --kernel-us 500 --host-us 0 --h2d-bytes 4K "
 				"--d2h-bytes 0 --leak-bytes 4K --markers step",
 				dir, "4", "1", 180);

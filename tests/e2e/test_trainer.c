@@ -31,7 +31,7 @@ struct run {
 	struct sp_json *j;
 };
 
-/* Run build/bin/<bin> with args (NULL-terminated) and env; expects exit 0 and one JSON line. */
+/* Run build/<bin> (tests/bin/...) with args (NULL-terminated) and env; expects exit 0 and one JSON line. */
 static void run_trainer(struct run *r, const char *bin, const char *const *args, char *const *env)
 {
 	const char *path = sp_t_build(bin);
@@ -173,7 +173,7 @@ static void run_scenario(struct run *r, const char *name, const char *const *ext
 		args[n++] = *extra;
 	args[n] = NULL;
 	char *env[] = {NO_PRELOAD, NULL};
-	run_trainer(r, "bin/trainer", args, env);
+	run_trainer(r, "tests/bin/trainer", args, env);
 	cr_assert_str_eq(sp_json_str(r->j, "config.scenario"), name);
 	check_invariants(r->j);
 }
@@ -318,7 +318,7 @@ Test(trainer, log_every_and_checkpoint_every_act_every_n_iterations, .timeout = 
 	    "--scenario",	  "clean", "--iters", "8", "--log-every", "4", "--checkpoint-every", "4",
 	    "--checkpoint-files", "3",	   NULL};
 	char *env[] = {NO_PRELOAD, env_tmp, NULL};
-	run_trainer(&r, "bin/trainer", args, env);
+	run_trainer(&r, "tests/bin/trainer", args, env);
 	check_invariants(r.j);
 	cr_expect_eq(iu(r.j, 3, "pageable_copies"), 1);
 	cr_expect_eq(iu(r.j, 7, "files_opened"), 2, "the batch's: the checkpoint's files are written");
@@ -372,8 +372,8 @@ Test(trainer, static_runtime_variant_does_the_same, .timeout = 120)
 	const char *args[] = {"--scenario", "fragmenting", "--iters", "6", NULL};
 	const char *sargs[] = {"--static", "--scenario", "fragmenting", "--iters", "6", NULL};
 	char *env[] = {NO_PRELOAD, NULL};
-	run_trainer(&d, "bin/trainer", args, env);
-	run_trainer(&s, "bin/trainer", sargs, env); /* execs trainer-static */
+	run_trainer(&d, "tests/bin/trainer", args, env);
+	run_trainer(&s, "tests/bin/trainer", sargs, env); /* execs trainer-static */
 	cr_assert(sp_json_path(s.j, "config.static")->num == 1, "--static did not run trainer-static");
 	cr_assert(sp_json_path(d.j, "config.static")->num == 0);
 	check_invariants(s.j);
@@ -381,7 +381,7 @@ Test(trainer, static_runtime_variant_does_the_same, .timeout = 120)
 	run_free(&d);
 	run_free(&s);
 
-	run_trainer(&s, "bin/trainer-static", args, env);
+	run_trainer(&s, "tests/bin/trainer-static", args, env);
 	cr_assert(sp_json_path(s.j, "config.static")->num == 1);
 	run_free(&s);
 }
@@ -393,9 +393,9 @@ Test(trainer, markers_are_noops_without_the_preload, .timeout = 120)
 	const char *a1[] = {"--scenario", "sync-heavy", "--iters", "4", "--markers", "nvtx", NULL};
 	const char *a2[] = {"--scenario", "sync-heavy", "--iters", "4", "--markers", "step", NULL};
 	char *env[] = {NO_PRELOAD, NULL};
-	run_trainer(&none, "bin/trainer", a0, env);
-	run_trainer(&nvtx, "bin/trainer", a1, env);
-	run_trainer(&step, "bin/trainer", a2, env);
+	run_trainer(&none, "tests/bin/trainer", a0, env);
+	run_trainer(&nvtx, "tests/bin/trainer", a1, env);
+	run_trainer(&step, "tests/bin/trainer", a2, env);
 	cr_assert_str_eq(sp_json_str(nvtx.j, "config.markers"), "nvtx");
 	cr_assert_str_eq(sp_json_str(step.j, "config.markers"), "step");
 	assert_same_counts(none.j, nvtx.j);
@@ -412,7 +412,7 @@ Test(trainer, jitter_spreads_durations_within_its_bounds, .timeout = 120)
 			      "--h2d-bytes", "0",  "--d2h-bytes", "0", "--host-us",   "0",
 			      "--jitter",    "20", "--seed",	  "7", NULL};
 	char *env[] = {NO_PRELOAD, NULL};
-	run_trainer(&r, "bin/trainer", args, env);
+	run_trainer(&r, "tests/bin/trainer", args, env);
 	check_invariants(r.j); /* every kernel slept >= 4 ms (5 ms - 20%) */
 	/* A loaded machine only lengthens sleeps: a kernel shorter than its nominal 5 ms can only
 	 * come from the jitter. Each of the 20 draws is below 4.9 ms with probability 0.45. */
@@ -438,7 +438,7 @@ Test(trainer, same_counts_under_the_preload, .timeout = 180)
 	/* loader workers and NVTX; the static runtime, the fragmentation OOM and stepprof_step */
 	static const char *const scen[] = {"input-bound", "fragmenting"};
 	static const char *const marks[] = {"nvtx", "step"};
-	static const char *const bins[] = {"bin/trainer", "bin/trainer-static"};
+	static const char *const bins[] = {"tests/bin/trainer", "tests/bin/trainer-static"};
 	for (size_t k = 0; k < 2; k++) {
 		struct run bare, pro;
 		const char *args[] = {"--scenario", scen[k], "--iters", "6", "--markers", marks[k], NULL};
@@ -473,7 +473,7 @@ Test(trainer, backward_thread_launches_its_share, .timeout = 120)
 	struct run r;
 	const char *args[] = {"--scenario", "sync-heavy", "--iters", "6", "--backward-thread", "2/3", NULL};
 	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", NULL};
-	run_trainer(&r, "bin/trainer", args, env);
+	run_trainer(&r, "tests/bin/trainer", args, env);
 	check_invariants(r.j);
 	cr_assert_eq(u(r.j, "backward_thread.kernels"), 13, "round(20 x 2/3)");
 	cr_assert_eq(u(r.j, "totals.by_api.cudaSetDevice"), 2, "the main thread's and the backward thread's");
@@ -522,7 +522,7 @@ Test(trainer, bad_options_exit_2_with_a_message)
 					      {"--backward-thread", "2/0"},
 					      {"--backward-thread", NULL},
 					      {"--pin-thread", NULL}}; /* without --workers: no batches to hand over */
-	const char *path = sp_t_build("bin/trainer");
+	const char *path = sp_t_build("tests/bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
 		struct sp_t_result res;
 		char *argv[] = {(char *)path, (char *)bads[k][0], (char *)bads[k][1], NULL};
@@ -537,7 +537,7 @@ Test(trainer, bad_options_exit_2_with_a_message)
 Test(trainer, lists_every_scenario)
 {
 	struct sp_t_result res;
-	char *argv[] = {(char *)sp_t_build("bin/trainer"), "--list-scenarios", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--list-scenarios", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
 	static const char *const names[] = {
 	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean", "fragmenting", "leaking", "sync-heavy"};
@@ -555,14 +555,14 @@ Test(trainer, data_dir_is_reused_and_kept, .timeout = 120)
 	char *env[] = {NO_PRELOAD, NULL};
 	struct run a, b;
 
-	run_trainer(&a, "bin/trainer", args, env);
+	run_trainer(&a, "tests/bin/trainer", args, env);
 	cr_assert_eq(u(a.j, "totals.data_files_created"), 6, "2 x files-per-iter distinct files by default");
 	cr_assert_str_eq(sp_json_str(a.j, "config.data_dir"), data);
 	check_invariants(a.j);
 	char f[600];
 	snprintf(f, sizeof(f), "%s/f000005.bin", data);
 	cr_assert(access(f, R_OK) == 0, "a --data-dir is kept after the run");
-	run_trainer(&b, "bin/trainer", args, env);
+	run_trainer(&b, "tests/bin/trainer", args, env);
 	cr_assert_eq(u(b.j, "totals.data_files_created"), 0, "files of the right size are reused");
 	cr_assert_eq(u(b.j, "totals.bytes_read"), 2 * 3 * 5000);
 	run_free(&a);

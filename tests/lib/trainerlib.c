@@ -38,7 +38,7 @@ void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[
 {
 	char *argv[32], cmd[1024], env_dir[PATH_MAX + 16];
 	int n = 0, len = snprintf(cmd, sizeof(cmd), "trainer");
-	argv[n++] = (char *)sp_t_build("bin/trainer");
+	argv[n++] = (char *)sp_t_build("tests/bin/trainer");
 	for (; args[n - 1] && n < 31; n++) {
 		argv[n] = args[n - 1];
 		len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " %s", args[n - 1]);
@@ -83,7 +83,7 @@ char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const 
 					"RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d ", k, k, n);
 		len += snprintf(script + len, sizeof(script) - (size_t)len,
 				"%s --scenario %s --iters %d > %s/truth%d.json 2> %s/err%d.txt & p%d=$!; ",
-				sp_t_build("bin/trainer"), scenarios[k], iters, dir, k, dir, k, k);
+				sp_t_build("tests/bin/trainer"), scenarios[k], iters, dir, k, dir, k, k);
 	}
 	/* every rank's exit status: a failed trainer fails the test */
 	len += snprintf(script + len, sizeof(script) - (size_t)len, "rc=0; ");

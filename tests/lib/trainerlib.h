@@ -1,6 +1,6 @@
 /*
  * trainerlib.h - helpers shared by the end-to-end tests that run the trainer
- * workload (build/bin/trainer) under the preload: the test's directory, the
+ * workload (build/tests/bin/trainer) under the preload: the test's directory, the
  * LD_PRELOAD entry, the trainer's ground truth (its last line of output, JSON)
  * and a job of several ranks started at the same time, as torchrun starts a
  * node's ranks.
@@ -21,7 +21,7 @@ void sp_t_remove_cur_dir(void);
 char *sp_t_preload_env(void);
 
 /*
- * build/bin/trainer args... (NULL-terminated) under the preload into the trace
+ * build/tests/bin/trainer args... (NULL-terminated) under the preload into the trace
  * directory tdir (STEPPROF_MAX_MB=64), which must exit 0; its output in *r.
  */
 void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[]);

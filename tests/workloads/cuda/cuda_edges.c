@@ -1,8 +1,8 @@
 /*
  * cuda_edges.c - one short scenario per edge case of the CUDA hooks
  * (tests/e2e/test_cuda_edges.c), on the simulated GPU. Built twice
- * (tests/workloads/cuda/doors.mk): build/bin/cuda_edges, linked to the
- * runtime and the driver, and build/bin/cuda_edges_ptds, the same compiled
+ * (tests/workloads/cuda/doors.mk): build/tests/bin/cuda_edges, linked to the
+ * runtime and the driver, and build/tests/bin/cuda_edges_ptds, the same compiled
  * with CUDA_API_PER_THREAD_DEFAULT_STREAM.
  *
  *   cuda_edges SCENARIO      one of the table at the end (`cuda_edges` alone lists them)

@@ -1,17 +1,17 @@
 # tests/workloads/cuda/doors.mk - the CUDA hooks' own test programs (owned with
 # preload/hook_cuda.c), included by tests/workloads/cuda/module.mk.
 #
-#   build/bin/door_plt      door_cuda.c linked to build/simgpu/libcudart.so.12
-#   build/bin/door_static   the same with build/simgpu/libcudart_static.a
-#   build/bin/door_dlsym    no CUDA linked: dlopen + dlsym by handle
-#   build/bin/door_ptds     door_plt built with CUDA_API_PER_THREAD_DEFAULT_STREAM
-#   build/bin/cuda_probe_nocuda   a program that never touches CUDA (fork, errno, /proc/self/maps)
-#   build/bin/cuda_edges    cuda_edges.c: one scenario per edge case (runtime and driver linked)
-#   build/bin/cuda_edges_ptds   the same built with CUDA_API_PER_THREAD_DEFAULT_STREAM
+#   build/tests/bin/door_plt      door_cuda.c linked to build/simgpu/libcudart.so.12
+#   build/tests/bin/door_static   the same with build/simgpu/libcudart_static.a
+#   build/tests/bin/door_dlsym    no CUDA linked: dlopen + dlsym by handle
+#   build/tests/bin/door_ptds     door_plt built with CUDA_API_PER_THREAD_DEFAULT_STREAM
+#   build/tests/bin/cuda_probe_nocuda   a program that never touches CUDA (fork, errno, /proc/self/maps)
+#   build/tests/bin/cuda_edges    cuda_edges.c: one scenario per edge case (runtime and driver linked)
+#   build/tests/bin/cuda_edges_ptds   the same built with CUDA_API_PER_THREAD_DEFAULT_STREAM
 #
-# RUNPATH $ORIGIN/../simgpu as for the trainer; -rdynamic so dladdr names the kernels.
+# RUNPATH $ORIGIN/../../simgpu as for the trainer; -rdynamic so dladdr names the kernels.
 
-DOOR_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../simgpu'
+DOOR_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../simgpu'
 
 $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o: tests/workloads/cuda/door_cuda.c
 	@mkdir -p $(dir $@)
@@ -28,22 +28,22 @@ $(BUILD)/obj/tests/workloads/cuda/door_ptds.o: tests/workloads/cuda/door_cuda.c
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/bin/door_ptds: $(BUILD)/obj/tests/workloads/cuda/door_ptds.o $(BUILD)/simgpu/libcudart.so.12
+$(BUILD)/tests/bin/door_ptds: $(BUILD)/obj/tests/workloads/cuda/door_ptds.o $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 $(DOOR_LDFLAGS) -ldl -lpthread
 
-$(BUILD)/bin/door_plt: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart.so.12
+$(BUILD)/tests/bin/door_plt: $(BUILD)/obj/tests/workloads/cuda/door_cuda.o $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 $(DOOR_LDFLAGS) -ldl -lpthread
 
-$(BUILD)/bin/door_static: $(BUILD)/obj/tests/workloads/cuda/door_static.o $(BUILD)/simgpu/libcudart_static.a
+$(BUILD)/tests/bin/door_static: $(BUILD)/obj/tests/workloads/cuda/door_static.o $(BUILD)/simgpu/libcudart_static.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< $(BUILD)/simgpu/libcudart_static.a $(DOOR_LDFLAGS) -ldl -lpthread -lrt
 
-$(BUILD)/bin/door_dlsym: $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o
+$(BUILD)/tests/bin/door_dlsym: $(BUILD)/obj/tests/workloads/cuda/door_dlsym.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< $(DOOR_LDFLAGS) -ldl -lpthread
@@ -53,19 +53,19 @@ $(BUILD)/obj/tests/workloads/cuda/cuda_edges_ptds.o: tests/workloads/cuda/cuda_e
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -DCUDA_API_PER_THREAD_DEFAULT_STREAM $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/bin/cuda_edges $(BUILD)/bin/cuda_edges_ptds: $(BUILD)/bin/%: $(BUILD)/obj/tests/workloads/cuda/%.o \
+$(BUILD)/tests/bin/cuda_edges $(BUILD)/tests/bin/cuda_edges_ptds: $(BUILD)/tests/bin/%: $(BUILD)/obj/tests/workloads/cuda/%.o \
 		$(BUILD)/simgpu/libcudart.so.12 $(BUILD)/simgpu/libcuda.so.1
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -L$(BUILD)/simgpu -l:libcudart.so.12 -l:libcuda.so.1 $(DOOR_LDFLAGS) -ldl -lpthread
 
-$(BUILD)/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_nocuda.o
+$(BUILD)/tests/bin/cuda_probe_nocuda: $(BUILD)/obj/tests/workloads/cuda/cuda_probe_nocuda.o
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $< -ldl -lpthread
 
-ALL_TARGETS += $(BUILD)/bin/cuda_probe_nocuda
+ALL_TARGETS += $(BUILD)/tests/bin/cuda_probe_nocuda
 ifneq ($(wildcard tests/simgpu/module.mk),)
-ALL_TARGETS += $(BUILD)/bin/door_plt $(BUILD)/bin/door_static $(BUILD)/bin/door_dlsym $(BUILD)/bin/door_ptds
-ALL_TARGETS += $(BUILD)/bin/cuda_edges $(BUILD)/bin/cuda_edges_ptds
+ALL_TARGETS += $(BUILD)/tests/bin/door_plt $(BUILD)/tests/bin/door_static $(BUILD)/tests/bin/door_dlsym $(BUILD)/tests/bin/door_ptds
+ALL_TARGETS += $(BUILD)/tests/bin/cuda_edges $(BUILD)/tests/bin/cuda_edges_ptds
 endif

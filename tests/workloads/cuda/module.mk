@@ -1,11 +1,11 @@
 # tests/workloads/cuda/module.mk - workloads that run on the simulated GPU.
 #
-#   build/bin/trainer         the synthetic training loop (trainer.c + trainer_truth.c),
+#   build/tests/bin/trainer         the synthetic training loop (trainer.c + trainer_truth.c),
 #                             linked to build/simgpu/libcudart.so.12
-#   build/bin/trainer-static  the same, linked with build/simgpu/libcudart_static.a
+#   build/tests/bin/trainer-static  the same, linked with build/simgpu/libcudart_static.a
 #                             (trainer.c compiled again with -DTRAINER_STATIC)
 #
-# Both carry RUNPATH $ORIGIN/../simgpu: they run from anywhere without
+# Both carry RUNPATH $ORIGIN/../../simgpu: they run from anywhere without
 # LD_LIBRARY_PATH, and the static runtime's dlopen("libcuda.so.1") finds the
 # simulated driver through the executable's RUNPATH; LD_LIBRARY_PATH still wins,
 # which is how a real GPU's libraries are put first. -rdynamic exports
@@ -17,7 +17,7 @@
 TRAINER_OBJS := $(BUILD)/obj/tests/workloads/cuda/trainer.o $(BUILD)/obj/tests/workloads/cuda/trainer_truth.o
 TRAINER_STATIC_OBJS := $(BUILD)/obj/tests/workloads/cuda/trainer-static.o \
 	$(BUILD)/obj/tests/workloads/cuda/trainer_truth.o
-TRAINER_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../simgpu'
+TRAINER_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../simgpu'
 
 $(BUILD)/obj/tests/workloads/cuda/%.o: MODULE_CPPFLAGS = -Itests/workloads/cuda
 
@@ -26,19 +26,19 @@ $(BUILD)/obj/tests/workloads/cuda/trainer-static.o: tests/workloads/cuda/trainer
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -Itests/workloads/cuda -DTRAINER_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/bin/trainer: $(TRAINER_OBJS) $(BUILD)/simgpu/libcudart.so.12
+$(BUILD)/tests/bin/trainer: $(TRAINER_OBJS) $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $(TRAINER_OBJS) -L$(BUILD)/simgpu -l:libcudart.so.12 $(TRAINER_LDFLAGS) -ldl -lpthread -lm
 
-$(BUILD)/bin/trainer-static: $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a
+$(BUILD)/tests/bin/trainer-static: $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a $(TRAINER_LDFLAGS) \
 		-ldl -lpthread -lrt -lm
 
 ifneq ($(wildcard tests/simgpu/module.mk),)
-ALL_TARGETS += $(BUILD)/bin/trainer $(BUILD)/bin/trainer-static
+ALL_TARGETS += $(BUILD)/tests/bin/trainer $(BUILD)/tests/bin/trainer-static
 endif
 
 

@@ -1,7 +1,7 @@
 /*
  * real_cudart.c - a plain C program (no device code) for NVIDIA's real CUDA
- * runtime: build/bin/real_cudart links /usr/local/cuda/lib64/libcudart.so.13,
- * build/bin/real_cudart_static links libcudart_static.a (tests/workloads/cuda/real.mk).
+ * runtime: build/tests/bin/real_cudart links /usr/local/cuda/lib64/libcudart.so.13,
+ * build/tests/bin/real_cudart_static links libcudart_static.a (tests/workloads/cuda/real.mk).
  *
  * It issues one of each call the hooks must see - device and pinned allocation,
  * H2D/D2H copies sync and async from pinned and pageable memory, a memset,

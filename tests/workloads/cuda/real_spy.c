@@ -1,5 +1,5 @@
 /*
- * real_spy.c - build/bin/real_spy.so, a test fixture that watches what NVIDIA's
+ * real_spy.c - build/tests/bin/real_spy.so, a test fixture that watches what NVIDIA's
  * real runtime RECEIVES from cuGetProcAddress, above stepprof's door.
  *
  * The runtime reaches the driver by dlsym(handle, "cuGetProcAddress_v2") and then

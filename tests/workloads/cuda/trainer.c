@@ -1,8 +1,8 @@
 /*
  * trainer.c - a synthetic training loop on the (simulated) GPU whose options
  * choose the scenario, and which prints the ground truth of what it did
- * (docs/workloads.md). Built twice: build/bin/trainer (libcudart.so.12) and
- * build/bin/trainer-static (libcudart_static.a, -DTRAINER_STATIC).
+ * (docs/workloads.md). Built twice: build/tests/bin/trainer (libcudart.so.12) and
+ * build/tests/bin/trainer-static (libcudart_static.a, -DTRAINER_STATIC).
  *
  *   1. options and scenarios (presets expanded into options)
  *   2. helpers: jitter, sleeping and spinning, checked CUDA calls

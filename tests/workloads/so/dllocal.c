@@ -1,5 +1,5 @@
 /*
- * dllocal.c - build/lib/libdllocal.so, for tests/e2e/test_dlsym.c: a library
+ * dllocal.c - build/tests/lib/libdllocal.so, for tests/e2e/test_dlsym.c: a library
  * that a program opens RTLD_LOCAL (as Python opens its extension modules) and
  * that looks its own symbol up with dlsym(RTLD_DEFAULT, ...): glibc searches
  * the global scope and the caller's local scope, so it finds it.
