@@ -494,7 +494,7 @@ static int recurs(const struct callspan *c, const struct thr *t)
  * reads and decodes files on the GPU does not wait for them); then one whose
  * input calls or H2D/D2H copies recur (the loop waits for batches, copies them
  * in and reads results back; an engine thread only launches); then one whose
- * blocking syncs recur; then the most launches (design.md's rule); then
+ * blocking syncs recur; then the most launches (the base rule); then
  * the most input calls, the most records, the lowest id: never the hash table's
  * order. docs/definitions.md has the rule and its reasons.
  */

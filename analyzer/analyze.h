@@ -1,6 +1,6 @@
 /*
  * analyze.h - `stepprof analyze`: iterations, the per-iteration breakdown and the
- * findings of a set of trace files (design.md §5 holds the definitions).
+ * findings of a set of trace files (docs/definitions.md holds the definitions).
  *
  * Divided into:
  *   1. event sources: the merged stream of records the analysis reads, twice or

@@ -7,7 +7,7 @@
  *
  * RATIONALE: the first pass over a merged, fully decoded stream cost as much as
  * the second; this scan is several times cheaper, so the analysis costs about
- * one ordered pass (design.md §7: >= 10 M records/s). Bytes are untrusted: every
+ * one ordered pass (docs/architecture.md's budgets: >= 10 M records/s). Bytes are untrusted: every
  * length is bounded by the file's size and the header's geometry; a slot that
  * does not make a record is skipped, as the reader does.
  */

@@ -1,6 +1,6 @@
 /*
  * breakdown.h - the partition of one iteration's wall time into the six categories
- * of design.md §5, by set arithmetic on sorted disjoint spans (a sweep line).
+ * of docs/definitions.md, by set arithmetic on sorted disjoint spans (a sweep line).
  *
  * The caller collects, per iteration, the spans during which each condition holds
  * (a GPU span of a kernel, the training thread inside an H2D call, ...) in one

@@ -1,7 +1,7 @@
 /*
  * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json] [--all] [--rank N] [--step-regex RE]
  * [--threshold NAME=VALUE]...`: the per-iteration breakdown and the findings of a
- * run (design.md §5; docs/definitions.md and docs/analysis-json.md for users).
+ * run (docs/definitions.md and docs/analysis-json.md).
  *
  * Divided into: usage (with the thresholds of findings.def and their defaults),
  * option parsing, and the run: trace files → merged stream → analysis → report.

@@ -1,5 +1,5 @@
 /*
- * findings.h - the findings of design.md §5 (findings.def lists them with their
+ * findings.h - the findings of docs/definitions.md (findings.def lists them with their
  * thresholds): what the streaming pass collects for them beyond the per-iteration
  * counters (bounded "top N" tables, allocation failures, flushes, live allocations
  * by call site), and the evaluation that turns it into findings with severity,

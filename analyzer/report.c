@@ -2,7 +2,7 @@
  * report.c - the text report and the JSON document of `stepprof analyze`.
  *
  * Divided into: the summary numbers both share (bottleneck, per-category median
- * and p95), the JSON writer (schema stepprof.analysis/1 of design.md §5, fields
+ * and p95), the JSON writer (schema stepprof.analysis/1, fields
  * only added, never renamed) and the text report (the run, the per-rank table
  * when there are several trainer processes, the six categories,
  * the bottleneck sentence, the findings, the per-iteration table).

@@ -12,7 +12,7 @@
 #include "analyze.h"
 
 /*
- * The bottleneck of the run (design.md §5): compute when it takes at least
+ * The bottleneck of the run (docs/definitions.md): compute when it takes at least
  * compute_share of the wall time (threshold bottleneck.compute_share, findings.def),
  * else the largest other category; "none" without iterations.
  */

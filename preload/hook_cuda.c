@@ -1,5 +1,5 @@
 /*
- * hook_cuda.c - the CUDA wrappers of libstepprof.so (design.md §3).
+ * hook_cuda.c - the CUDA wrappers of libstepprof.so (docs/cuda-capture.md).
  *
  * Divided into:
  *   1. the SP_SPEC_* macros: the last column of api_cuda.def, turning a

@@ -1,5 +1,5 @@
 /*
- * hook_dlsym.c - the dlsym door (design.md §3): cudart, TensorFlow, Triton and
+ * hook_dlsym.c - the dlsym door (docs/cuda-capture.md): cudart, TensorFlow, Triton and
  * Numba look CUDA functions up by handle, past any PLT interposition.
  *
  * A lookup of a hooked name returns our wrapper, after storing what the real

@@ -402,7 +402,7 @@ static inline unsigned sp_kind_records(unsigned kind)
  * RATIONALE: a GPU span is a third of a compute-bound trace's records (one per
  * timed launch or copy) and needs 5 payload bytes of its slot's 16; spans are
  * read back in batches at sync points, so two consecutive ones of a device
- * share a slot: design.md §7's <= 32 bytes per raw event, which copies and
+ * share a slot: the budget of <= 32 bytes per raw event (docs/architecture.md), which copies and
  * allocations (two slots each) otherwise exceed.
  */
 static inline void sp_span2_split(const struct sp_event *pair, struct sp_event *a, struct sp_event *b)

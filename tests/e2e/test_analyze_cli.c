@@ -359,7 +359,7 @@ static double unit_ms(const char *u)
 }
 
 /*
- * The text report (issue 5): the run, the six categories with median, p95 and
+ * The text report: the run, the six categories with median, p95 and
  * share, the bottleneck sentence, and the per-iteration table: the first and last
  * 10 iterations of a longer run, every one with --all. 25 iterations of 10 ms:
  * input 4 ms, h2d 0.5 ms, compute 5 ms, other 0.5 ms (the last ends at its sync).
@@ -500,7 +500,7 @@ Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout =
 	}
 }
 
-/* Every member of design.md §5's schema stepprof.analysis/1 is there, with its type. */
+/* Every member of the schema stepprof.analysis/1 is there, with its type. */
 static void expect_member(struct sp_json *j, const char *path, int type)
 {
 	struct sp_json *m = sp_json_path(j, path);
@@ -907,7 +907,7 @@ static void analyze_out(struct sp_t_result *r, const char *dir, const char *thre
 }
 
 /*
- * design.md §5: every threshold is overridable, the bottleneck's "compute under 80%
+ * docs/definitions.md: every threshold is overridable, the bottleneck's "compute under 80%
  * of the wall time" too. The workload computes 75% of each iteration: input by
  * default, compute with bottleneck.compute_share=0.7, in the summary, in each rank,
  * in the text and in the HTML. A value that is not a share is one line, exit 1.

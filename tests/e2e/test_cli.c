@@ -886,7 +886,7 @@ Test(cli, damaged_copies_never_crash_the_command, .timeout = 120)
 	rmrf_and_free(dir, ref, dmg, NULL);
 }
 
-/* design.md §7: the reader's memory does not depend on the trace's length. */
+/* docs/architecture.md's budgets: the reader's memory does not depend on the trace's length. */
 static void write_threads(const char *path, int threads, int per_thread)
 {
 	struct sp_tg *g = sp_tg_create(path, 900, 1, 0);

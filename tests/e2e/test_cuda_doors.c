@@ -1,6 +1,6 @@
 /*
- * test_cuda_doors.c - the CUDA hooks end to end on the simulated GPU (issue 3
- * acceptance): tests/workloads/cuda/door_cuda.c issues a known number of every
+ * test_cuda_doors.c - the CUDA hooks end to end on the simulated GPU:
+ * tests/workloads/cuda/door_cuda.c issues a known number of every
  * wrapped family and writes its ground truth; the test runs it under
  * LD_PRELOAD=libstepprof.so and compares `stepprof dump --json` with it.
  *

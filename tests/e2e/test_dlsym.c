@@ -1,5 +1,5 @@
 /*
- * test_dlsym.c - the preload overrides dlsym (the CUDA door of design.md §3),
+ * test_dlsym.c - the preload overrides dlsym (a CUDA door, docs/cuda-capture.md),
  * so it sees every lookup of every program: those of names it does not hook
  * must be glibc's own, made from the caller, with and without the preload:
  * the scope of RTLD_NEXT and RTLD_DEFAULT and the dlerror() text come from

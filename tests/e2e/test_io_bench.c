@@ -1,5 +1,5 @@
 /*
- * test_io_bench.c - `make bench` reports the small-file loop of design.md §7
+ * test_io_bench.c - `make bench` reports the small-file loop of docs/architecture.md's budgets
  * plain, under the libc wrappers (budget 1.15x; and callgrind's instructions
  * per file, plain and wrapped), under the eBPF collector (budget 1.5x) and
  * under strace -f: scripts/bench.d/30-io.sh and 40-bpf.sh

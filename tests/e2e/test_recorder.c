@@ -1062,7 +1062,7 @@ Test(recorder, full_disk_one_warning_program_unchanged_lost_counted, .timeout = 
 }
 
 /*
- * design.md §8 and `ulimit -f`: a write or truncate past RLIMIT_FSIZE gets SIGXFSZ,
+ * docs/architecture.md's rules and `ulimit -f`: a write or truncate past RLIMIT_FSIZE gets SIGXFSZ,
  * which kills the program. The trace file stays under the limit set before it is
  * created, none is made when the limit is below the smallest file, and a limit
  * lowered while the program runs costs records, never the program.
@@ -1368,7 +1368,7 @@ Test(recorder, without_fallocate_every_string_is_kept, .timeout = 120)
 	sp_t_rmrf(dir);
 }
 
-/* design.md §8: trace files are mode 0600, and a directory the user does not own is not written into. */
+/* docs/architecture.md's rules: trace files are mode 0600, and a directory the user does not own is not written into. */
 Test(recorder, files_private_and_foreign_owned_dir_refused)
 {
 	char *dir = sp_t_tmpdir("recown");
@@ -1588,7 +1588,7 @@ static const char *const exportable[] = {
 #undef SP_API_IO
 };
 
-/* design.md §3 / issue 2: the public API is exported, everything else is hidden. */
+/* docs/cuda-capture.md: the public API is exported, everything else is hidden. */
 Test(recorder, exports_only_the_api_and_the_hooked_names)
 {
 	char *argv[] = {"nm", "-D", "--defined-only", (char *)sp_t_build("lib/libstepprof.so"), NULL};

@@ -1,5 +1,5 @@
 /*
- * test_scenarios.c - the acceptance tests of `stepprof analyze` (issue 5): every
+ * test_scenarios.c - the acceptance tests of `stepprof analyze`: every
  * scenario of the synthetic trainer (docs/workloads.md) in every marker mode
  * (none: automatic detection, nvtx, step; and automatic detection with ±20%
  * jitter on every duration), run under LD_PRELOAD=libstepprof.so
@@ -502,7 +502,7 @@ static void expect_reads_in_iterations(struct run *r)
 }
 
 /*
- * Automatic iterations begin where the trainer's do (design.md §5: where the
+ * Automatic iterations begin where the trainer's do (docs/definitions.md: where the
  * training thread starts waiting for its batch), as far as the trace can tell:
  *   - not before the trainer's iteration (1 ms of slack): the first one does not
  *     take in the set-up (the trainer writes its data set);

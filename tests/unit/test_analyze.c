@@ -456,7 +456,7 @@ static void expect_auto_starts(struct sim *s, const uint64_t *starts, size_t n, 
  * once per iteration) after a 3 ms wait, an "embed" kernel, three kernels, a
  * 4 KiB D2H copy, a sync and 200 us of host time. The first iteration also
  * tunes: five more kernels of their own between its copies and "embed". Each
- * iteration begins where its wait begins (design.md: at the wait before its
+ * iteration begins where its wait begins (docs/definitions.md: at the wait before its
  * first H2D copy), the first one with the first load, whatever is anchored.
  */
 Test(analyze, automatic_iterations_begin_at_the_wait_when_the_anchor_does_not_follow_it)

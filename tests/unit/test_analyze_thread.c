@@ -322,7 +322,7 @@ Test(analyze_thread, a_gpu_decoding_loader_thread_is_not_the_loop)
 }
 
 /*
- * Only one thread launches (or launches 8 times more than any other): design.md's
+ * Only one thread launches (or launches 8 times more than any other): the base
  * rule, the most launches, whatever another thread marks or waits for. A loop's
  * thread with 1 kernel per iteration against the engine thread's 8 launches 1/8 as
  * much: still a candidate, the loop. Against 9: no longer a candidate, the engine

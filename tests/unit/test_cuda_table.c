@@ -1,7 +1,7 @@
 /*
  * test_cuda_table.c - the door tables of the CUDA hooks (preload/cuda_table.c):
  *   1. the driver functions the hooks must see, by the base name the runtime
- *      asks cuGetProcAddress for (design.md §3: copies, memsets, launches,
+ *      asks cuGetProcAddress for (docs/cuda-capture.md: copies, memsets, launches,
  *      syncs, device and pinned memory, memory info, the door itself);
  *   2. for every one of the 440 requests NVIDIA's CUDA 13.0 runtime makes
  *      (../shared/reference/cudart-13.0-driver-entry-points.txt, embedded
@@ -574,7 +574,7 @@ Test(cuda_table, every_runtime_request_gets_the_right_variant_or_passes_through)
 					 reference[k].ver, reference[k].flags);
 		hooked++;
 	}
-	/* the families of design.md §3 are all requested by the runtime */
+	/* the families of docs/cuda-capture.md are all requested by the runtime */
 	cr_expect_geq(hooked, 70);
 	cr_expect_geq(passed, 300);
 }

@@ -410,7 +410,7 @@ static size_t open_growth(struct memfile *m, const uint8_t *img, size_t len, str
 }
 
 /*
- * What grows with the file is the chunk index (design.md §7: memory independent
+ * What grows with the file is the chunk index (docs/architecture.md's budgets: memory independent
  * of the trace's length). 50,000 chunks of one record: four threads that take
  * turns cost at most 16 bytes a chunk, one thread's runs almost nothing (64 KiB
  * in all: streams, path, thread table). Before, 32 bytes a chunk in an array

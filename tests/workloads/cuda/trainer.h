@@ -2,7 +2,7 @@
  * trainer.h - shared between the synthetic trainer's loop (trainer.c) and its
  * ground-truth bookkeeping (trainer_truth.c).
  *
- *   - the categories of the breakdown, in design.md §5's priority order
+ *   - the categories of the breakdown, in docs/definitions.md's priority order
  *   - the CUDA runtime calls the trainer makes (one X-macro list, counted by name)
  *   - the record API the loop calls around every operation it measures
  *

@@ -6,7 +6,7 @@
  *   1. state: per-iteration counters, the stream's ops in issue order, input calls
  *   2. recording: the tr_* calls the loop makes (cheap appends, no I/O)
  *   3. resolution: GPU intervals of copies from the stream order, then a sweep that
- *      partitions each iteration with design.md §5's priorities
+ *      partitions each iteration with docs/definitions.md's priorities
  *   4. JSON output
  *
  * RATIONALE: resolution waits for exit because a kernel's interval is written
@@ -544,7 +544,7 @@ void tr_truth_write(FILE *f)
 		fprintf(f, "%s\"%s\":%llu", a ? "," : "", api_name[a], (unsigned long long)T.by_api[a]);
 	fputs("}}", f);
 
-	/* summary: design.md §5's bottleneck rule on the totals */
+	/* summary: docs/definitions.md's bottleneck rule on the totals */
 	qsort(walls, T.iters, sizeof(*walls), u64_cmp);
 	uint64_t median = !T.iters	? 0
 			  : T.iters % 2 ? walls[T.iters / 2]
