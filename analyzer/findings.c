@@ -78,11 +78,6 @@ unsigned an_fsize_bucket(uint64_t n)
 	return b < AN_FSIZE_BUCKETS ? b : AN_FSIZE_BUCKETS - 1;
 }
 
-uint64_t an_fsize_bucket_hi(unsigned b)
-{
-	return b ? (1ull << b) - 1 : 0;
-}
-
 /* The bucket of the (lower) median of a bucket histogram, -1 when it is empty. */
 static int fsize_median_bucket(const uint32_t *hist)
 {

@@ -59,9 +59,8 @@ struct an_collect {
 	double link_gbps; /* PCIe bandwidth of the trainer's device from the header, 0 unknown */
 };
 
-/* Bucket of n bytes in AN_FSIZE_BUCKETS log2 buckets, and the bucket's upper bound. */
+/* Bucket of n bytes in AN_FSIZE_BUCKETS log2 buckets. */
 unsigned an_fsize_bucket(uint64_t n);
-uint64_t an_fsize_bucket_hi(unsigned b);
 
 /* Add a number or a string to a finding's evidence (ignored when it is full). */
 void an_evidence_num(struct an_result_finding *f, const char *key, double v);

@@ -403,11 +403,6 @@ int merge_report_damage(struct merge *m)
 	return rc;
 }
 
-const struct sp_reader_stats *merge_stats(struct merge *m, size_t i)
-{
-	return i < m->n ? &m->f[i].st : NULL;
-}
-
 void merge_close(struct merge *m)
 {
 	if (!m)

@@ -46,8 +46,6 @@ void merge_source(struct merge *m, struct an_source *src);
  * (once) and return the worst exit code (util.h: SP_EXIT_OK or SP_EXIT_DAMAGED).
  */
 int merge_report_damage(struct merge *m);
-/* The reader statistics of file i after a full pass. */
-const struct sp_reader_stats *merge_stats(struct merge *m, size_t i);
 void merge_close(struct merge *m);
 
 #endif /* STEPPROF_MERGE_H */
