@@ -35,22 +35,11 @@ static void compact_usage(FILE *f)
 
 int command_compact(int argc, char **argv)
 {
-	static const struct option opts[] = {{"force", no_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'}, {0}};
-	int force = 0, c;
-	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'f':
-			force = 1;
-			break;
-		case 'h':
-			compact_usage(stdout);
-			return 0;
-		default:
-			return util_bad_option("compact", argv[optind - 1]);
-		}
-	}
+	int force = 0;
+	const struct util_flag flags[] = {{"force", 0, &force}};
+	int done = util_parse_flags(argc, argv, "compact", flags, 1, compact_usage);
+	if (done >= 0)
+		return done;
 	if (optind >= argc)
 		return util_no_operand("compact");
 	size_t n;

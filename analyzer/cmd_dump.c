@@ -259,31 +259,11 @@ static int collect_spans(const char *path, struct spans *sp)
 
 int command_dump(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"summaries", no_argument, NULL, 's'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	int json = 0, sums = 0, c;
-	optind = 1;
-	opterr = 0;
-	/* Options anywhere among the operands, as analyze and export take them. */
-	while ((c = getopt_long(argc, argv, "jsh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = 1;
-			break;
-		case 's':
-			sums = 1;
-			break;
-		case 'h':
-			dump_usage(stdout);
-			return SP_EXIT_OK;
-		default:
-			return util_bad_option("dump", argv[optind - 1]);
-		}
-	}
+	int json = 0, sums = 0;
+	const struct util_flag flags[] = {{"json", 'j', &json}, {"summaries", 's', &sums}};
+	int done = util_parse_flags(argc, argv, "dump", flags, 2, dump_usage);
+	if (done >= 0)
+		return done;
 	if (optind + 1 != argc) {
 		util_err("dump", "%s (stepprof dump --help)",
 			 optind >= argc ? "which trace? give one FILE" : "one FILE at a time");

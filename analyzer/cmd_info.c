@@ -233,27 +233,11 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 
 int command_info(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},
-	    {"help", no_argument, NULL, 'h'},
-	    {0},
-	};
-	int json = 0, c;
-	optind = 1;
-	opterr = 0;
-	/* Options anywhere among the operands, as analyze and export take them. */
-	while ((c = getopt_long(argc, argv, "jh", opts, NULL)) != -1) {
-		switch (c) {
-		case 'j':
-			json = 1;
-			break;
-		case 'h':
-			info_usage(stdout);
-			return SP_EXIT_OK;
-		default:
-			return util_bad_option("info", argv[optind - 1]);
-		}
-	}
+	int json = 0;
+	const struct util_flag flags[] = {{"json", 'j', &json}};
+	int done = util_parse_flags(argc, argv, "info", flags, 1, info_usage);
+	if (done >= 0)
+		return done;
 	if (optind >= argc)
 		return util_no_operand("info");
 	size_t n;

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <getopt.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,35 @@ int util_no_operand(const char *verb)
 {
 	util_err(verb, "no trace directory given (stepprof %s --help)", verb);
 	return SP_EXIT_USAGE;
+}
+
+int util_parse_flags(int argc, char **argv, const char *verb, const struct util_flag *flags, size_t n,
+		     void (*usage)(FILE *))
+{
+	struct option opts[9] = {{"help", no_argument, NULL, 'h'}};
+	char shorts[2 * 9] = "h";
+	size_t k = 0, ns = 1;
+	for (; k < n && k < 8; k++) {
+		opts[k + 1] = (struct option){flags[k].name, no_argument, NULL, 256 + (int)k};
+		if (flags[k].letter)
+			shorts[ns++] = flags[k].letter;
+	}
+	shorts[ns] = 0;
+	optind = 1;
+	opterr = 0;
+	for (int c; (c = getopt_long(argc, argv, shorts, opts, NULL)) != -1;) {
+		if (c == 'h') {
+			usage(stdout);
+			return SP_EXIT_OK;
+		}
+		size_t i = 0;
+		while (i < k && c != 256 + (int)i && c != flags[i].letter)
+			i++;
+		if (i == k || c == 0)
+			return util_bad_option(verb, argv[optind - 1]);
+		*flags[i].set = 1;
+	}
+	return -1;
 }
 
 int util_report_damage(const char *path, const struct sp_reader_stats *st)

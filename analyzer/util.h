@@ -34,6 +34,22 @@ void util_err(const char *what, const char *fmt, ...) __attribute__((format(prin
 int util_bad_option(const char *verb, const char *arg);
 int util_no_operand(const char *verb);
 
+/* A flag of a verb whose options are all flags (info, dump, compact). */
+struct util_flag {
+	const char *name; /* the long option, without "--" */
+	char letter;	  /* its short form, 0 for none */
+	int *set;	  /* set to 1 when given */
+};
+
+/*
+ * Parse the options of such a verb, anywhere among its operands, and -h/--help:
+ * -1 when the verb goes on with its operands from optind; else the exit code
+ * to return (its usage printed for --help, util_bad_option's line for anything
+ * else).
+ */
+int util_parse_flags(int argc, char **argv, const char *verb, const struct util_flag *flags, size_t n,
+		     void (*usage)(FILE *));
+
 /*
  * Standard output could not be written (a full disk, `stepprof ... | head` with SIGPIPE
  * ignored): "stepprof: cannot write the output" once per process, however many layers

@@ -16,6 +16,7 @@
  * by a crash (sp_tf_compact_file).
  */
 #include "tracefile.h"
+#include "tracefile_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -30,16 +31,8 @@
 
 #define KEEP_ALIGN 4096u
 
-static void say(char *err, size_t errlen, const char *f, ...) __attribute__((format(printf, 3, 4)));
-static void say(char *err, size_t errlen, const char *f, ...)
-{
-	if (!err || !errlen)
-		return;
-	va_list ap;
-	va_start(ap, f);
-	vsnprintf(err, errlen, f, ap);
-	va_end(ap);
-}
+/* A reason into err (NULL: none wanted). */
+#define say(err, errlen, ...) ((err) ? fmt((err), (errlen), __VA_ARGS__) : (void)0)
 
 int sp_tf_compact_plan(const struct sp_file_header *h, uint64_t fsize, struct sp_tf_compact_plan *p, char *err,
 		       size_t errlen)

@@ -393,13 +393,9 @@ void sp_tf_encode_any(struct sp_slot *s, unsigned kind, unsigned api, uint64_t b
 		      const uint64_t *f)
 {
 	switch (kind) {
-#define SP_KIND(id, num, name, mask)                                                                                        \
-	case SP_K_##id:                                                                                                \
-		if (SP_K_##id != SP_K_STRING)                                                                          \
-			sp_tf_encode_k(s, SP_K_##id, api, begin_ns, dur_ns, f);                                        \
-		break;
-#include "stepprof/kinds.def"
-#undef SP_KIND
+#define SP_KIND_CASE(K) sp_tf_encode_k(s, K, api, begin_ns, dur_ns, f)
+#include "stepprof/kind_cases.h"
+#undef SP_KIND_CASE
 	default:
 		break;
 	}

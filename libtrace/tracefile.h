@@ -351,7 +351,7 @@ SP_TF_INLINE void sp_tf_payload1(unsigned kind, const uint64_t *f, uint64_t w[2]
 	const uint64_t m = sp_kind_mask[kind];
 	uint64_t lo = 0, hi = 0;
 	unsigned off = 0;
-#define SP_FIELD(id, num, name, width, type)                                                                                \
+#define SP_FIELD(id, num, name, width, type)                                                                           \
 	if ((m >> SP_F_##id) & 1) {                                                                                    \
 		uint64_t x = f[SP_F_##id];                                                                             \
 		if ((width) < 8)                                                                                       \
@@ -423,7 +423,7 @@ SP_TF_INLINE void sp_tf_encode_k(struct sp_slot *s, unsigned kind, unsigned api,
 		memcpy(rec + SP_SLOT_SIZE * i + 24, &z, 8);
 	}
 	unsigned off = 0;
-#define SP_FIELD(id, num, name, width, type)                                                                                \
+#define SP_FIELD(id, num, name, width, type)                                                                           \
 	if ((m >> SP_F_##id) & 1) {                                                                                    \
 		sp_tf_put_field(rec, off, (width), f[SP_F_##id]);                                                      \
 		off += (width);                                                                                        \

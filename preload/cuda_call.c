@@ -382,19 +382,25 @@ void copy_known(struct sp_call *c, unsigned dir, uint64_t dev, uint64_t host, ui
 	c->hostmem = dir == SP_DIR_D2D || dir == SP_DIR_PEER ? SP_HOSTMEM_DEVICE : host_side(c, host);
 }
 
+/* The direction of a copy whose sides are known to be on the device or not. */
+static void copy_sides(struct sp_call *c, int ddev, uint64_t dst, int sdev, uint64_t src, uint64_t n, uint64_t s)
+{
+	if (ddev && sdev)
+		copy_known(c, SP_DIR_D2D, dst, 0, n, s);
+	else if (ddev)
+		copy_known(c, SP_DIR_H2D, dst, src, n, s);
+	else if (sdev)
+		copy_known(c, SP_DIR_D2H, src, dst, n, s);
+	else
+		copy_known(c, SP_DIR_H2H, 0, src, n, s);
+}
+
 /* Both sides by their kinds (sp_gpu_host_kind's answers; SP_HOSTMEM_DEVICE for a CUDA array). */
 static void copy_kinds(struct sp_call *c, uint64_t dst, unsigned dk, uint64_t src, unsigned sk, uint64_t n, uint64_t s)
 {
 	int dd = dk == SP_HOSTMEM_DEVICE || dk == SP_HOSTMEM_MANAGED;
 	int sd = sk == SP_HOSTMEM_DEVICE || sk == SP_HOSTMEM_MANAGED;
-	if (dd && sd)
-		copy_known(c, SP_DIR_D2D, dst, 0, n, s);
-	else if (dd)
-		copy_known(c, SP_DIR_H2D, dst, src, n, s);
-	else if (sd)
-		copy_known(c, SP_DIR_D2H, src, dst, n, s);
-	else
-		copy_known(c, SP_DIR_H2H, 0, src, n, s);
+	copy_sides(c, dd, dst, sd, src, n, s);
 	if (dd && !sd)
 		c->hostmem = (uint8_t)sk;
 	else if (sd && !dd)
@@ -455,14 +461,8 @@ void copy_typed(struct sp_call *c, unsigned st, uint64_t sh, uint64_t sdv, unsig
 	int ddev = dt == CU_MEMORYTYPE_DEVICE || dt == CU_MEMORYTYPE_ARRAY;
 	if (st == CU_MEMORYTYPE_UNIFIED || dt == CU_MEMORYTYPE_UNIFIED)
 		copy_unified(c, dst, src, n, s);
-	else if (sdev && ddev)
-		copy_known(c, SP_DIR_D2D, dst, 0, n, s);
-	else if (ddev)
-		copy_known(c, SP_DIR_H2D, dst, src, n, s);
-	else if (sdev)
-		copy_known(c, SP_DIR_D2H, src, dst, n, s);
 	else
-		copy_known(c, SP_DIR_H2H, 0, src, n, s);
+		copy_sides(c, ddev, dst, sdev, src, n, s);
 }
 
 /* ------------------------------------------------------- 3. batches */

@@ -11,7 +11,7 @@
 /* ------------------------------------------------------------- 1. table */
 
 const struct sp_cuda_entry sp_cuda_table[SP_CUDA__COUNT] = {
-#define SP_API_CUDA(name, id, how, ret, params, args, base, ver, ptds, spec)                                            \
+#define SP_API_CUDA(name, id, how, ret, params, args, base, ver, ptds, spec)                                           \
 	[SP_CIDX_##name] = { #name, #base, ver, ptds, SP_API_##name },
 #include "stepprof/api_cuda.def"
 #undef SP_API_CUDA

@@ -313,13 +313,9 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 		break;
 	}
 	switch (kind) {
-#define SP_KIND(id, num, name, mask)                                                                                        \
-	case SP_K_##id:                                                                                                \
-		if (SP_K_##id != SP_K_STRING)                                                                          \
-			emit_k(st, SP_K_##id, api, begin_ns, end_ns, f);                                               \
-		break;
-#include "stepprof/kinds.def"
-#undef SP_KIND
+#define SP_KIND_CASE(K) emit_k(st, K, api, begin_ns, end_ns, f)
+#include "stepprof/kind_cases.h"
+#undef SP_KIND_CASE
 	default:
 		break; /* SP_K_NONE or out of range: nothing */
 	}
@@ -333,7 +329,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
  * registers, so every record paid their saving and restoring; small separate
  * functions need none.
  */
-#define SP_KIND(id, num, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                   \
 	static __attribute__((noinline)) void emit_##id(unsigned api, uint64_t begin_ns, uint64_t end_ns,              \
 							const uint64_t *f)                                             \
 	{                                                                                                              \
@@ -346,7 +342,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
 	switch (kind) {
-#define SP_KIND(id, num, name, mask)                                                                                        \
+#define SP_KIND(id, num, name, mask)                                                                                   \
 	case SP_K_##id:                                                                                                \
 		emit_##id(api, begin_ns, end_ns, f);                                                                   \
 		return;

@@ -91,7 +91,7 @@ static inline __attribute__((always_inline)) void sp_emit_rare_copy(unsigned kin
 {
 	const uint64_t m = sp_kind_mask[kind];
 	uint64_t g[SP_F__COUNT];
-#define SP_FIELD(id, num, name, width, type)                                                                                \
+#define SP_FIELD(id, num, name, width, type)                                                                           \
 	if ((m >> SP_F_##id) & 1)                                                                                      \
 		g[SP_F_##id] = f[SP_F_##id];
 #include "stepprof/fields.def"
