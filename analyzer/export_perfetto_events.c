@@ -1,0 +1,339 @@
+/*
+ * export_perfetto_events.c - the records of a trace as trace events of the
+ * Perfetto export (export_perfetto_int.h): host calls as X slices, marks and
+ * steps as instants, the device memory counter, and the GPU spans joined to
+ * the launch, copy or memset that queued them, with a flow arrow between.
+ *
+ * Divided into:
+ *   1. writing one trace event (common members, args from fields.def),
+ *   2. host records: calls as X slices, marks/steps as instants, the memory counter,
+ *   3. the GPU track: joining gpu_span to its op, flow arrows.
+ */
+#include "export_perfetto_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ------------------------------------------------------ 1. one event */
+
+int64_t rel(const struct ex *x, uint64_t ns)
+{
+	return sat_sub(sat_add(clamp_ns(ns), x->hosts[x->fi->host].offset_ns), x->zero);
+}
+
+/* Does [b, e] (document time) overlap the window? */
+int in_window(const struct ex *x, int64_t b, int64_t e)
+{
+	return e >= x->from && b <= x->to;
+}
+
+/* Microseconds with exact nanoseconds: ns / 1000 has at most 15 digits below 11 days from ts 0. */
+static void put_us(struct jsonw *w, const char *key, int64_t ns)
+{
+	jw_key(w, key);
+	if (ns % 1000 == 0)
+		jw_i64(w, ns / 1000);
+	else
+		jw_double(w, (double)ns / 1000.0);
+}
+
+/* Opens the event object: ph, name, cat, pid, tid, ts; the caller adds the rest and closes it. */
+static void ev_open(struct ex *x, const char *ph, const char *name, const char *cat, uint32_t pid, uint32_t tid,
+		    int64_t ts)
+{
+	struct jsonw *w = &x->w;
+	jw_obj_begin(w);
+	jw_kstr(w, "ph", ph);
+	if (name)
+		jw_kstr(w, "name", name);
+	if (cat)
+		jw_kstr(w, "cat", cat);
+	jw_ku64(w, "pid", pid);
+	jw_ku64(w, "tid", tid);
+	put_us(w, "ts", ts);
+	x->st->events++;
+}
+
+/* A record's fields as args, by fields.def: strings resolved, enumerations by name. */
+static void put_field(struct ex *x, const struct sp_event *ev, unsigned f)
+{
+	struct jsonw *w = &x->w;
+	uint64_t v = ev->f[f];
+	jw_key(w, sp_field_name[f]);
+	switch (sp_field_type[f]) {
+	case SP_T_I:
+		jw_i64(w, (int64_t)v);
+		break;
+	case SP_T_HEX:
+		jw_hex(w, v);
+		break;
+	case SP_T_STR: {
+		const char *s = v ? sp_reader_string(x->r, (uint32_t)v) : NULL;
+		jw_str(w, s); /* null: no string, or one the trace lost */
+		break;
+	}
+	case SP_T_DIR:
+		jw_str(w, v < SP_DIR__COUNT ? sp_dir_name[v] : "?");
+		break;
+	case SP_T_HOSTMEM:
+		jw_str(w, v < SP_HOSTMEM__COUNT ? sp_hostmem_name[v] : "?");
+		break;
+	case SP_T_FDTYPE:
+		jw_str(w, v < SP_FDTYPE__COUNT ? sp_fdtype_name[v] : "?");
+		break;
+	case SP_T_SOURCE:
+		jw_str(w, v < SP_SOURCE__COUNT ? sp_source_name[v] : "?");
+		break;
+	default:
+		jw_u64(w, v);
+	}
+}
+
+static void put_args(struct ex *x, const struct sp_event *ev)
+{
+	struct jsonw *w = &x->w;
+	jw_kobj_begin(w, "args");
+	if (ev->api && ev->api < SP_API__COUNT)
+		jw_kstr(w, "api", sp_api_name[ev->api]);
+	for (unsigned f = 0; f < SP_F__COUNT; f++)
+		if ((ev->mask >> f) & 1)
+			put_field(x, ev, f);
+	jw_obj_end(w);
+}
+
+const char *str_or(const struct ex *x, uint64_t id, const char *dflt)
+{
+	const char *s = id ? sp_reader_string(x->r, (uint32_t)id) : NULL;
+	return s && *s ? s : dflt;
+}
+
+/* ------------------------------------------------------ 2. host records */
+
+static int is_instant(unsigned kind)
+{
+	return kind == SP_K_MARK || kind == SP_K_STEP || kind == SP_K_NVTX_MARK || kind == SP_K_FORK ||
+	       kind == SP_K_LOST;
+}
+
+static const char *call_name(const struct ex *x, const struct sp_event *ev, char *buf, size_t len)
+{
+	const char *base = ev->api && ev->api < SP_API__COUNT ? sp_api_name[ev->api] : sp_kind_name[ev->kind];
+	switch (ev->kind) {
+	case SP_K_RANGE:
+		return str_or(x, ev->f[SP_F_NAME], "range");
+	case SP_K_MARK:
+	case SP_K_NVTX_MARK:
+		return str_or(x, ev->f[SP_F_NAME], sp_kind_name[ev->kind]);
+	case SP_K_STEP:
+		snprintf(buf, len, "step %" PRIu64, ev->f[SP_F_VALUE]);
+		return buf;
+	case SP_K_FORK:
+		snprintf(buf, len, "fork: child %" PRId64, (int64_t)ev->f[SP_F_PID]);
+		return buf;
+	case SP_K_LOST:
+		snprintf(buf, len, "lost %" PRIu64 " records", ev->f[SP_F_COUNT]);
+		return buf;
+	case SP_K_ALLOC_FAILED: {
+		/* the one call a user looks for after an OOM: it must stand out by name */
+		char b[32];
+		snprintf(buf, len, "%s failed (%s)", base, util_fmt_bytes(ev->f[SP_F_BYTES], b, sizeof(b)));
+		return buf;
+	}
+	default:
+		break;
+	}
+	if ((ev->mask >> SP_F_PATH) & 1) {
+		const char *p = str_or(x, ev->f[SP_F_PATH], NULL);
+		if (p) {
+			snprintf(buf, len, "%s %s", base, p);
+			return buf;
+		}
+	}
+	return base;
+}
+
+/* The slice's category: what a user filters on (the kind; NVTX ranges "nvtx"). */
+static const char *call_cat(unsigned kind)
+{
+	return kind == SP_K_RANGE || kind == SP_K_NVTX_MARK ? "nvtx" : sp_kind_name[kind];
+}
+
+static void memory_counter(struct ex *x, const struct sp_event *ev, uint32_t opid, uint32_t otid)
+{
+	char name[48];
+	snprintf(name, sizeof(name), "GPU %u memory", (unsigned)ev->f[SP_F_DEVICE]);
+	ev_open(x, "C", name, "memory", opid, otid, rel(x, ev->end_ns));
+	jw_kobj_begin(&x->w, "args");
+	jw_ku64(&x->w, "live_bytes", ev->f[SP_F_LIVE]);
+	jw_obj_end(&x->w);
+	jw_obj_end(&x->w);
+}
+
+void host_record(struct ex *x, const struct sp_event *ev, uint32_t opid, uint32_t otid)
+{
+	char buf[SP_MAX_STRING + 64];
+	const char *name = call_name(x, ev, buf, sizeof(buf));
+	if (is_instant(ev->kind)) {
+		ev_open(x, "i", name, call_cat(ev->kind), opid, otid, rel(x, ev->begin_ns));
+		jw_kstr(&x->w, "s", "t");
+	} else {
+		ev_open(x, "X", name, call_cat(ev->kind), opid, otid, rel(x, ev->begin_ns));
+		put_us(&x->w, "dur", (int64_t)(ev->end_ns - ev->begin_ns));
+	}
+	put_args(x, ev);
+	jw_obj_end(&x->w);
+	if ((ev->kind == SP_K_ALLOC || ev->kind == SP_K_FREE) && ((ev->mask >> SP_F_LIVE) & 1))
+		memory_counter(x, ev, opid, otid);
+}
+
+/* --------------------------------------------------------- 3. GPU track */
+
+static const char *gpu_name(const struct ex *x, const struct op *o, char *buf, size_t len)
+{
+	char b[32];
+	switch (o->kind) {
+	case SP_K_LAUNCH:
+		return str_or(x, o->name, o->api < SP_API__COUNT && o->api ? sp_api_name[o->api] : "kernel");
+	case SP_K_COPY: {
+		const char *d = o->dir && o->dir < SP_DIR__COUNT ? sp_dir_name[o->dir] : "copy";
+		char up[8];
+		size_t i = 0;
+		for (; d[i] && i < sizeof(up) - 1; i++)
+			up[i] = (char)(d[i] >= 'a' && d[i] <= 'z' ? d[i] - 32 : d[i]);
+		up[i] = 0;
+		snprintf(buf, len, "%s %s", up, util_fmt_bytes(o->bytes, b, sizeof(b)));
+		return buf;
+	}
+	case SP_K_MEMSET:
+		snprintf(buf, len, "memset %s", util_fmt_bytes(o->bytes, b, sizeof(b)));
+		return buf;
+	default:
+		snprintf(buf, len, "op %" PRIu32, o->op);
+		return buf;
+	}
+}
+
+/*
+ * Write the GPU slice [sb, se) of op on device; call is its launch/copy/memset (or
+ * NULL when unknown). A flow arrow goes from the middle of the call to the middle
+ * of the span: Perfetto binds a flow end to the slice enclosing its time.
+ */
+static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, uint64_t sb, uint64_t se,
+		      const struct op *call)
+{
+	struct jsonw *w = &x->w;
+	char buf[SP_MAX_STRING + 64];
+	struct op anon = {.op = op};
+	const struct op *o = call ? call : &anon;
+	uint32_t opid = out_id(x, pid);
+	/* the span's length from the record (se - sb wraps back to it), not from two clamped ends */
+	int64_t b = rel(x, sb), e = sat_add(b, clamp_ns(se - sb));
+	if (!in_window(x, b, e))
+		return;
+	uint32_t tid = gpu_lane(x, opid, device, b, e);
+
+	ev_open(x, "X", gpu_name(x, o, buf, sizeof(buf)), "gpu", opid, tid, b);
+	put_us(w, "dur", e - b);
+	jw_kobj_begin(w, "args");
+	jw_ku64(w, "op", op);
+	jw_ku64(w, "device", device);
+	if (call) {
+		jw_kstr(w, "kind", sp_kind_name[o->kind]);
+		if (o->api && o->api < SP_API__COUNT)
+			jw_kstr(w, "api", sp_api_name[o->api]);
+		jw_khex(w, "stream", o->stream);
+		if (o->kind != SP_K_LAUNCH)
+			jw_ku64(w, "bytes", o->bytes);
+		if (o->kind == SP_K_COPY) {
+			jw_kstr(w, "direction", o->dir < SP_DIR__COUNT ? sp_dir_name[o->dir] : "?");
+			jw_kstr(w, "host_memory", o->hostmem < SP_HOSTMEM__COUNT ? sp_hostmem_name[o->hostmem] : "?");
+		}
+		jw_ku64(w, "host_tid", out_id(x, o->tid));
+		put_us(w, "queued_us", sat_sub(b, rel(x, o->b))); /* from the call's begin to the GPU's */
+	}
+	jw_obj_end(w);
+	jw_obj_end(w);
+	x->st->gpu_spans++;
+	if (!call) {
+		x->st->gpu_unjoined++;
+		return;
+	}
+	if (!in_window(x, rel(x, o->b), rel(x, o->e)))
+		return; /* its call is not in the document: no arrow from nowhere */
+	const char *fname = sp_kind_name[o->kind];
+	uint64_t id = ++x->next_flow;
+	ev_open(x, "s", fname, "flow", opid, out_id(x, o->tid), rel(x, o->b + (o->e - o->b) / 2));
+	jw_ku64(w, "id", id);
+	jw_obj_end(w);
+	ev_open(x, "f", fname, "flow", opid, tid, b + (e - b) / 2);
+	jw_ku64(w, "id", id);
+	jw_kstr(w, "bp", "e");
+	jw_obj_end(w);
+}
+
+static struct op *op_slot(struct ex *x, int32_t pid, uint32_t op)
+{
+	x->ops_dirty = 1;
+	return &x->ops[(op ^ (uint32_t)mix((uint32_t)pid)) & (EXPORT_OP_WINDOW - 1)];
+}
+
+/* A launch/copy/memset with an op id: its span may already wait, else remember it. */
+void gpu_call(struct ex *x, const struct sp_event *ev)
+{
+	uint32_t op = (uint32_t)ev->f[SP_F_OP];
+	struct op *s = op_slot(x, ev->pid, op);
+	struct op c = {.op = op,
+		       .pid = ev->pid,
+		       .tid = ev->tid,
+		       .state = OP_CALL,
+		       .kind = ev->kind,
+		       .dir = (uint8_t)ev->f[SP_F_DIRECTION],
+		       .hostmem = (uint8_t)ev->f[SP_F_HOST_MEMORY],
+		       .device = (uint8_t)ev->f[SP_F_DEVICE],
+		       .api = ev->api,
+		       .name = (uint32_t)ev->f[SP_F_NAME],
+		       .bytes = ev->f[SP_F_BYTES],
+		       .stream = ev->f[SP_F_STREAM],
+		       .b = ev->begin_ns,
+		       .e = ev->end_ns};
+	if (s->state == OP_SPAN && s->op == op && s->pid == ev->pid) {
+		gpu_slice(x, s->pid, op, s->device, s->b, s->e, &c);
+		s->state = OP_EMPTY;
+		return;
+	}
+	if (s->state == OP_SPAN) /* a span whose op fell out of the window: shown unnamed */
+		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL);
+	*s = c;
+}
+
+void gpu_span(struct ex *x, const struct sp_event *ev)
+{
+	uint32_t op = (uint32_t)ev->f[SP_F_OP];
+	unsigned dev = (unsigned)ev->f[SP_F_DEVICE];
+	struct op *s = op_slot(x, ev->pid, op);
+	if (s->state == OP_CALL && s->op == op && s->pid == ev->pid) {
+		gpu_slice(x, ev->pid, op, dev, ev->begin_ns, ev->end_ns, s);
+		s->state = OP_EMPTY;
+		return;
+	}
+	if (s->state == OP_SPAN)
+		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL);
+	/* Its call may come later (another thread's record merged after it): wait in the window. */
+	*s = (struct op){
+	    .op = op, .pid = ev->pid, .state = OP_SPAN, .device = (uint8_t)dev, .b = ev->begin_ns, .e = ev->end_ns};
+}
+
+/* End of a file: spans whose call never came are shown unnamed; the window is cleared. */
+void gpu_flush(struct ex *x)
+{
+	if (!x->ops_dirty)
+		return;
+	for (size_t i = 0; i < EXPORT_OP_WINDOW; i++)
+		if (x->ops[i].state == OP_SPAN)
+			gpu_slice(x, x->ops[i].pid, x->ops[i].op, x->ops[i].device, x->ops[i].b, x->ops[i].e, NULL);
+	memset(x->ops, 0, EXPORT_OP_WINDOW * sizeof(*x->ops));
+	x->ops_dirty = 0;
+}
