@@ -203,7 +203,7 @@ void write_metadata(struct ex *x)
 		meta(x, "process_sort_index", p->opid, p->opid, "sort_index", NULL, p->rank >= 0 ? p->rank : 1 << 20);
 	}
 
-	/* The training thread of a process: the one with the most kernel launches (design.md §5). */
+	/* The training thread of a process: the one with the most kernel launches (docs/definitions.md). */
 	for (size_t i = 0; i < x->threads_cap; i++) {
 		struct thread *t = &x->threads[i];
 		if (!t->used)
