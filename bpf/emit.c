@@ -46,11 +46,11 @@ static uint64_t strhash(const char *s, size_t len, uint64_t seed)
 	for (; i + 8 <= len; i += 8) {
 		uint64_t w;
 		memcpy(&w, s + i, 8);
-		h = (h ^ mix64(w)) * 0x9e3779b97f4a7c15ull;
+		h = (h ^ hashmap_hash(w)) * 0x9e3779b97f4a7c15ull;
 	}
 	uint64_t w = 0;
 	memcpy(&w, s + i, len - i);
-	h = mix64(h ^ mix64(w ^ 0x5bd1e995));
+	h = hashmap_hash(h ^ hashmap_hash(w ^ 0x5bd1e995));
 	return h ? h : 1;
 }
 
@@ -60,7 +60,7 @@ uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 		len = SP_MAX_STRING;
 	for (uint64_t seed = 0;; seed++) {
 		uint64_t h = strhash(s, len, seed);
-		void **slot = umap_slot(&t->byhash, h, true);
+		void **slot = xslot(&t->byhash, h);
 		struct interned *e = *slot;
 		if (e && e->len == len && !memcmp(e->s, s, len))
 			return e->id;
@@ -68,7 +68,7 @@ uint32_t strtab_intern(struct strtab *t, const char *s, size_t len)
 			continue; /* a different string with this hash: next seed */
 		uint32_t id = ++t->next_id;
 		if (sp_tf_keep_string(t->tf, id, s, (unsigned)len)) {
-			umap_del(&t->byhash, h); /* keep area full: record the path as unknown */
+			hashmap_del(&t->byhash, h); /* keep area full: record the path as unknown */
 			t->next_id--;
 			return 0;
 		}
@@ -103,12 +103,12 @@ const struct interned *strtab_get(const struct strtab *t, uint32_t id)
 
 void stream_close(struct collector *c, uint64_t key)
 {
-	struct sp_tf_stream *s = umap_get(&c->streams, key);
+	struct sp_tf_stream *s = hashmap_get(&c->streams, key);
 	if (!s)
 		return;
 	c->last_stream = NULL;
 	sp_tf_stream_close(s);
-	umap_del(&c->streams, key);
+	hashmap_del(&c->streams, key);
 	free(s);
 }
 
@@ -117,7 +117,7 @@ static struct sp_tf_stream *stream_get(struct collector *c, int32_t pid, int32_t
 	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
 	if (c->last_stream && key == c->last_key)
 		return c->last_stream; /* a thread's calls come in runs */
-	void **slot = umap_slot(&c->streams, key, true);
+	void **slot = xslot(&c->streams, key);
 	if (!*slot) {
 		struct sp_tf_stream *s = xcalloc(1, sizeof(*s));
 		sp_tf_stream_init(s, &c->tf, pid, tid);
@@ -249,10 +249,10 @@ static bool interrupted(int64_t ret)
 /* The held call of thread key, recorded with -EINTR: it was not restarted. */
 static void held_flush(struct collector *c, uint64_t key)
 {
-	struct held *h = umap_get(&c->held, key);
+	struct held *h = hashmap_get(&c->held, key);
 	if (!h)
 		return;
-	umap_del(&c->held, key);
+	hashmap_del(&c->held, key);
 	record_call(c, &h->e, h->size, h->begin_ns, -EINTR);
 	free(h);
 }
@@ -276,11 +276,11 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 
 	if (e->call >= IOTRACE_CALL__COUNT)
 		return;
-	if (c->held.n && (h = umap_get(&c->held, key))) {
+	if (c->held.n && (h = hashmap_get(&c->held, key))) {
 		if (h->e.call == e->call && h->e.fd == e->fd && h->size == size &&
 		    !memcmp(h->e.path, e->path, size - IOTRACE_EVENT_HDR)) {
 			begin_ns = h->begin_ns; /* its restart */
-			umap_del(&c->held, key);
+			hashmap_del(&c->held, key);
 			free(h);
 		} else {
 			held_flush(c, key);
@@ -292,7 +292,7 @@ static void on_call(struct collector *c, const struct iotrace_event *e, size_t s
 			h->begin_ns = begin_ns;
 			h->size = size;
 			memcpy(&h->e, e, size);
-			*umap_slot(&c->held, key, true) = h;
+			*xslot(&c->held, key) = h;
 			return;
 		}
 	}

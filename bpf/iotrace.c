@@ -76,7 +76,7 @@ static void check_liveness(struct collector *c, struct ring_buffer *rb)
 {
 	int ndead = 0;
 	for (size_t i = 0; i < c->procs.cap; i++) {
-		struct proc *p = c->procs.vals[i];
+		struct proc *p = c->procs.vals[i].p;
 		if (p && pid_dead(p->pid)) {
 			p->dead = true;
 			ndead++;
@@ -86,7 +86,7 @@ static void check_liveness(struct collector *c, struct ring_buffer *rb)
 		return;
 	ring_buffer__consume(rb);
 	for (size_t i = 0; i < c->procs.cap; i++) {
-		struct proc *p = c->procs.vals[i];
+		struct proc *p = c->procs.vals[i].p;
 		if (p && p->dead) {
 			held_flush_pid(c, p->pid);
 			proc_exited(c, p);
@@ -502,7 +502,7 @@ cleanup:
 		}
 		for (size_t i = 0; i < c.streams.cap; i++)
 			if (c.streams.keys[i])
-				sp_tf_stream_close(c.streams.vals[i]);
+				sp_tf_stream_close(c.streams.vals[i].p);
 		__atomic_add_fetch(&c.tf.hdr->lost_records, dropped + unwritten_lost, __ATOMIC_RELAXED);
 		sp_tf_finish(&c.tf, now_ns());
 		/* Written to the end into a file nobody can open: say so, the only trace of the run is this line. */

@@ -3,7 +3,7 @@
  * collector's state and the functions one file calls in another.
  *
  *   iotrace.c   options, open -> configure -> load -> attach -> poll, main()
- *   proctree.c  the traced processes, their fd -> path tables, the hash table
+ *   proctree.c  the traced processes, their fd -> path tables
  *   emit.c      events -> trace records (string interning, streams, LOST)
  */
 #ifndef STEPPROF_IOTRACE_USER_H
@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <linux/types.h> /* the __u32/__u64 of iotrace.h */
 
+#include "hashmap.h"
 #include "tracefile.h"
 #include "iotrace.h"
 
@@ -21,13 +22,6 @@
 
 struct bpf_map;
 struct iotrace_bpf;
-
-/* Open addressing, linear probing, key 0 reserved as empty; grows at 1/2 load. */
-struct umap {
-	uint64_t *keys;
-	void **vals;
-	size_t cap, n;
-};
 
 /*
  * Interned paths: each distinct string is written once to the trace's keep
@@ -42,7 +36,7 @@ struct interned {
 };
 
 struct strtab {
-	struct umap byhash;	/* hash -> struct interned * */
+	struct hashmap byhash;	/* hash -> struct interned * */
 	struct interned **byid; /* id -> string, for joining a path to its directory fd's */
 	uint32_t next_id, cap_id;
 	struct sp_tf *tf;
@@ -97,23 +91,20 @@ struct proc {
 struct collector {
 	struct sp_tf tf;
 	struct strtab strings;
-	struct umap procs;   /* tgid -> struct proc * */
-	struct umap streams; /* (tgid << 32 | tid) -> struct sp_tf_stream * */
-	uint64_t last_key;   /* the stream of the previous record */
+	struct hashmap procs;	/* tgid -> struct proc * */
+	struct hashmap streams; /* (tgid << 32 | tid) -> struct sp_tf_stream * */
+	uint64_t last_key;	/* the stream of the previous record */
 	struct sp_tf_stream *last_stream;
 	uint32_t nalive;
 	uint64_t records;
-	bool told_libc_io; /* the line of proc_check_libc_io was printed */
-	struct umap held;  /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
+	bool told_libc_io;   /* the line of proc_check_libc_io was printed */
+	struct hashmap held; /* (tgid << 32 | tid) -> struct held *: an interrupted call, see on_call() */
 };
 
 /* proctree.c */
 void die_oom(void);
 void *xcalloc(size_t n, size_t sz);
-uint64_t mix64(uint64_t k);
-void **umap_slot(struct umap *m, uint64_t key, bool insert);
-void *umap_get(struct umap *m, uint64_t key);
-void umap_del(struct umap *m, uint64_t key);
+void **xslot(struct hashmap *m, uint64_t key);
 struct proc *proc_get(struct collector *c, int32_t pid, bool create);
 void proc_new_fd(struct proc *p, int fd, uint32_t path, uint64_t file, uint64_t born);
 uint32_t fd_path(struct proc *p, int fd, uint64_t file);

@@ -2,7 +2,7 @@
  * proctree.c - the traced processes of stepprof-bpf: which pids belong to the
  * traced tree, and per process its fd -> path table and working directory.
  *
- *   1. tables: the u64-keyed hash the collector keeps its tables in
+ *   1. allocation that stops the collector when out of memory
  *   2. processes: fd tables, cwd, whose libc wrappers record already, fork and
  *      exit, liveness from /proc, the descendants found at the start
  *   3. paths: made absolute against those tables; the calls that only move them
@@ -23,6 +23,8 @@
 
 #define MAX_FD (1 << 20) /* fd tables stop growing here (RLIMIT_NOFILE's usual hard cap) */
 
+/* ---------------------------------------------------------- 1. allocation */
+
 void die_oom(void)
 {
 	fprintf(stderr, PROG ": out of memory\n");
@@ -37,87 +39,26 @@ void *xcalloc(size_t n, size_t sz)
 	return p;
 }
 
-/* ------------------------------------------------------------- 1. tables */
-
-uint64_t mix64(uint64_t k)
+/* The value of key in m, added when absent: the collector stops when out of memory. */
+void **xslot(struct hashmap *m, uint64_t key)
 {
-	k ^= k >> 33;
-	k *= 0xff51afd7ed558ccdull;
-	k ^= k >> 33;
-	return k;
-}
-
-void **umap_slot(struct umap *m, uint64_t key, bool insert)
-{
-	if (insert && (m->n + 1) * 2 > m->cap) {
-		struct umap g = {.cap = m->cap ? m->cap * 2 : 64};
-		g.keys = xcalloc(g.cap, sizeof(*g.keys));
-		g.vals = xcalloc(g.cap, sizeof(*g.vals));
-		for (size_t i = 0; i < m->cap; i++)
-			if (m->keys[i])
-				*umap_slot(&g, m->keys[i], true) = m->vals[i];
-		free(m->keys);
-		free(m->vals);
-		g.n = m->n;
-		*m = g;
-	}
-	if (!m->cap)
-		return NULL;
-	for (size_t i = mix64(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
-		if (m->keys[i] == key)
-			return &m->vals[i];
-		if (!m->keys[i]) {
-			if (!insert)
-				return NULL;
-			m->keys[i] = key;
-			m->n++;
-			return &m->vals[i];
-		}
-	}
-}
-
-void *umap_get(struct umap *m, uint64_t key)
-{
-	void **v = umap_slot(m, key, false);
-	return v ? *v : NULL;
-}
-
-/* Remove by backward-shift deletion, so that probe chains stay whole. */
-void umap_del(struct umap *m, uint64_t key)
-{
-	if (!m->cap)
-		return;
-	size_t mask = m->cap - 1, i = mix64(key) & mask;
-	while (m->keys[i] != key) {
-		if (!m->keys[i])
-			return;
-		i = (i + 1) & mask;
-	}
-	m->n--;
-	for (size_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
-		size_t home = mix64(m->keys[j]) & mask;
-		/* j's entry may move to the hole i when its home is not within (i, j] cyclically. */
-		if (((j - home) & mask) >= ((j - i) & mask)) {
-			m->keys[i] = m->keys[j];
-			m->vals[i] = m->vals[j];
-			i = j;
-		}
-	}
-	m->keys[i] = 0;
-	m->vals[i] = NULL;
+	union hashmap_val *v = hashmap_slot(m, key, true);
+	if (!v)
+		die_oom();
+	return &v->p;
 }
 
 /* ---------------------------------------------------------- 2. processes */
 
 struct proc *proc_get(struct collector *c, int32_t pid, bool create)
 {
-	struct proc *p = umap_get(&c->procs, (uint32_t)pid);
+	struct proc *p = hashmap_get(&c->procs, (uint32_t)pid);
 	if (p || !create)
 		return p;
 	p = xcalloc(1, sizeof(*p));
 	p->pid = pid;
 	p->alive = true;
-	*umap_slot(&c->procs, (uint32_t)pid, true) = p;
+	*xslot(&c->procs, (uint32_t)pid) = p;
 	c->nalive++;
 	return p;
 }
@@ -440,7 +381,7 @@ void proc_exited(struct collector *c, struct proc *p)
 			i--; /* backward-shift deletion may have moved another entry into slot i */
 		}
 	}
-	umap_del(&c->procs, (uint32_t)p->pid);
+	hashmap_del(&c->procs, (uint32_t)p->pid);
 	free(p->cwd);
 	free(p->fds);
 	free(p);
