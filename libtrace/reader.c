@@ -16,6 +16,7 @@
  * (or one 64 KiB block of the keep area) at a time, never a whole-file mapping.
  */
 #include "reader_int.h"
+#include "hashmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -38,8 +39,7 @@ struct thread_ent {
 struct thread_tab {
 	struct thread_ent *t;
 	uint32_t n, cap;
-	uint32_t *slot; /* open addressing: table index + 1, 0 empty */
-	uint32_t mask;	/* slots - 1; slots a power of two > 2 n */
+	struct hashmap map; /* (pid << 32 | tid) -> table index + 1 */
 };
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -355,47 +355,27 @@ static uint32_t seq_key(uint64_t seq, uint64_t next)
 	return seq - next >= half ? UINT32_MAX : (uint32_t)(half + (seq - next));
 }
 
-/* The first hash slot of (pid, tid): a multiplicative hash's top bits. */
-static uint32_t thread_slot(const struct thread_tab *tt, int32_t pid, int32_t tid)
-{
-	uint64_t h = ((uint64_t)(uint32_t)pid << 32 | (uint32_t)tid) * 0x9e3779b97f4a7c15ull;
-	return (uint32_t)(h >> 32) & tt->mask;
-}
-
 /* The index of (pid, tid) in the table, added when new; UINT32_MAX when out of memory. */
 static uint32_t thread_find(struct thread_tab *tt, int32_t pid, int32_t tid)
 {
-	if (2 * (uint64_t)tt->n >= tt->mask) {
-		uint32_t nslots = tt->mask ? 2 * (tt->mask + 1) : 64;
-		uint32_t *ns = nslots ? calloc(nslots, sizeof(*ns)) : NULL;
-		if (!ns)
-			return UINT32_MAX;
-		free(tt->slot);
-		tt->slot = ns;
-		tt->mask = nslots - 1;
-		for (uint32_t i = 0; i < tt->n; i++) {
-			uint32_t j = thread_slot(tt, tt->t[i].pid, tt->t[i].tid);
-			while (tt->slot[j])
-				j = (j + 1) & tt->mask;
-			tt->slot[j] = i + 1;
-		}
-	}
-	uint32_t j = thread_slot(tt, pid, tid);
-	for (; tt->slot[j]; j = (j + 1) & tt->mask) {
-		const struct thread_ent *e = &tt->t[tt->slot[j] - 1];
-		if (e->pid == pid && e->tid == tid)
-			return tt->slot[j] - 1;
-	}
+	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+	union hashmap_val *v = hashmap_slot(&tt->map, key, true);
+	if (!v)
+		return UINT32_MAX;
+	if (v->u)
+		return (uint32_t)v->u - 1;
 	if (tt->n == tt->cap) {
 		uint32_t nc = tt->cap ? 2 * tt->cap : 16;
 		struct thread_ent *n = realloc(tt->t, nc * sizeof(*n));
-		if (!n)
+		if (!n) {
+			hashmap_del(&tt->map, key);
 			return UINT32_MAX;
+		}
 		tt->t = n;
 		tt->cap = nc;
 	}
 	tt->t[tt->n] = (struct thread_ent){.pid = pid, .tid = tid, .idx = tt->n};
-	tt->slot[j] = ++tt->n;
+	v->u = ++tt->n;
 	return tt->n - 1;
 }
 
@@ -681,7 +661,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 	struct thread_tab tt = {0};
 	int bad = index_ring(r, &tt) || make_streams(r, &tt) || !r->path;
 	free(tt.t);
-	free(tt.slot);
+	hashmap_free(&tt.map);
 	if (bad) {
 		set_err(err, errlen, "out of memory");
 		sp_reader_close(r);
