@@ -130,32 +130,19 @@ uint64_t hash64(uint64_t x)
 
 struct thr *thr_get(struct state *s, int32_t pid, int32_t tid)
 {
-	if (s->nthr * 2 >= s->capthr) {
-		size_t cap = s->capthr ? s->capthr * 2 : 64;
-		struct thr *t = calloc(cap, sizeof(*t));
-		if (!t)
-			return NULL;
-		for (size_t i = 0; i < s->capthr; i++) {
-			if (!s->thr[i].used)
-				continue;
-			size_t h =
-			    hash64(((uint64_t)(uint32_t)s->thr[i].pid << 32) | (uint32_t)s->thr[i].tid) & (cap - 1);
-			while (t[h].used)
-				h = (h + 1) & (cap - 1);
-			t[h] = s->thr[i];
-		}
-		free(s->thr);
-		s->thr = t;
-		s->capthr = cap;
+	uint64_t key = (uint64_t)(uint32_t)pid << 32 | (uint32_t)tid;
+	union hashmap_val *v = hashmap_slot(&s->thr, key, true);
+	if (!v || v->p)
+		return v ? v->p : NULL;
+	struct thr *t = calloc(1, sizeof(*t));
+	if (!t) {
+		hashmap_del(&s->thr, key);
+		return NULL;
 	}
-	size_t h = hash64(((uint64_t)(uint32_t)pid << 32) | (uint32_t)tid) & (s->capthr - 1);
-	while (s->thr[h].used && (s->thr[h].pid != pid || s->thr[h].tid != tid))
-		h = (h + 1) & (s->capthr - 1);
-	if (!s->thr[h].used) {
-		s->thr[h] = (struct thr){.pid = pid, .tid = tid, .used = 1};
-		s->nthr++;
-	}
-	return &s->thr[h];
+	t->pid = pid;
+	t->tid = tid;
+	v->p = t;
+	return t;
 }
 
 struct an_proc *proc_find(struct an_analysis *a, int32_t pid)
@@ -540,14 +527,17 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	 * little (a loader's pinned copies, a logger's sync) is never the loop's.
 	 */
 	uint64_t top = 0;
-	for (size_t i = 0; i < s->capthr; i++)
-		if (s->thr[i].used && s->thr[i].pid == best->pid && s->thr[i].launches > top)
-			top = s->thr[i].launches;
+	union hashmap_val *v;
+	for (size_t i = 0; (v = hashmap_next(&s->thr, &i, NULL));) {
+		const struct thr *t = v->p;
+		if (t->pid == best->pid && t->launches > top)
+			top = t->launches;
+	}
 	struct thr *bt = NULL;
-	for (size_t i = 0; i < s->capthr; i++) {
-		struct thr *t = &s->thr[i];
-		if (t->used && t->pid == best->pid && t->launches * LAUNCH_SHARE_DIV >= top &&
-		    (!bt || thr_trains_more(t, bt)))
+	/* NOTE: in the map's order: thr_trains_more orders the threads of a process totally (tid last) */
+	for (size_t i = 0; (v = hashmap_next(&s->thr, &i, NULL));) {
+		struct thr *t = v->p;
+		if (t->pid == best->pid && t->launches * LAUNCH_SHARE_DIV >= top && (!bt || thr_trains_more(t, bt)))
 			bt = t;
 	}
 	a->training_tid = bt ? bt->tid : best->pid;
@@ -779,7 +769,10 @@ out:
 		free(s.verdict[f]);
 	free(s.verdict);
 	free(s.nverdict);
-	free(s.thr);
+	union hashmap_val *t;
+	for (size_t i = 0; (t = hashmap_next(&s.thr, &i, NULL));)
+		free(t->p);
+	hashmap_free(&s.thr);
 	free(s.ranges);
 	free(s.steps);
 	free(s.gpu_end);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "analyze.h"
+#include "hashmap.h"
 #include "findings.h"
 
 /* The calls of a kind a thread made: how many, and from the first one's begin to the last one's end. */
@@ -30,7 +31,6 @@ struct thr {
 	 * feed a loop (input, H2D and D2H copies) and its blocking syncs.
 	 */
 	struct callspan launch, batch, feed, wait;
-	int used;
 };
 
 struct state {
@@ -38,9 +38,7 @@ struct state {
 	struct an_source *src;
 	regex_t re;
 	int re_ok;
-	/* threads: open addressing, grows (threads are few) */
-	struct thr *thr;
-	size_t nthr, capthr;
+	struct hashmap thr; /* (pid << 32 | tid) -> struct thr * */
 	/* regex verdicts per (file, name id): 0 unknown, 1 no, 2 yes */
 	uint8_t **verdict;
 	uint32_t *nverdict;
