@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hashmap.h"
 #include "jsonw.h"
 #include "reader.h"
 #include "util.h"
@@ -60,55 +61,38 @@ static int is_instant(unsigned kind)
 /* ------------------------------------------------------- 2. GPU-span table */
 
 struct span {
-	int32_t pid;
-	uint32_t op;
 	uint64_t begin, end;
-	int used;
 };
 
-struct spans {
-	struct span *t;
-	size_t n, cap; /* cap: power of two */
-};
-
-static size_t span_slot(const struct spans *s, int32_t pid, uint32_t op)
+static uint64_t span_key(int32_t pid, uint32_t op)
 {
-	uint64_t h = ((uint64_t)(uint32_t)pid << 32 | op) * 0x9e3779b97f4a7c15ull;
-	size_t i = (size_t)(h >> 20) & (s->cap - 1);
-	while (s->t[i].used && !(s->t[i].pid == pid && s->t[i].op == op))
-		i = (i + 1) & (s->cap - 1);
-	return i;
+	return (uint64_t)(uint32_t)pid << 32 | op;
 }
 
-static int spans_add(struct spans *s, int32_t pid, uint32_t op, uint64_t begin, uint64_t end)
+/* Record the GPU span of (pid, op): the first span of an op wins. -1 when out of memory. */
+static int spans_add(struct hashmap *m, int32_t pid, uint32_t op, uint64_t begin, uint64_t end)
 {
-	if ((s->n + 1) * 2 > s->cap) {
-		size_t nc = s->cap ? s->cap * 2 : 1024;
-		struct spans ns = {.t = calloc(nc, sizeof(struct span)), .cap = nc};
-		if (!ns.t)
-			return -1;
-		for (size_t i = 0; i < s->cap; i++)
-			if (s->t[i].used) {
-				ns.t[span_slot(&ns, s->t[i].pid, s->t[i].op)] = s->t[i];
-				ns.n++;
-			}
-		free(s->t);
-		*s = ns;
+	union hashmap_val *v = hashmap_slot(m, span_key(pid, op), true);
+	if (!v)
+		return -1;
+	if (v->p)
+		return 0;
+	struct span *g = malloc(sizeof(*g));
+	if (!g) {
+		hashmap_del(m, span_key(pid, op));
+		return -1;
 	}
-	size_t i = span_slot(s, pid, op);
-	if (s->t[i].used)
-		return 0; /* the first span of an op wins */
-	s->t[i] = (struct span){.pid = pid, .op = op, .begin = begin, .end = end, .used = 1};
-	s->n++;
+	*g = (struct span){begin, end};
+	v->p = g;
 	return 0;
 }
 
-static const struct span *spans_find(const struct spans *s, int32_t pid, uint32_t op)
+static void spans_free(struct hashmap *m)
 {
-	if (!s->cap)
-		return NULL;
-	size_t i = span_slot(s, pid, op);
-	return s->t[i].used ? &s->t[i] : NULL;
+	union hashmap_val *v;
+	for (size_t i = 0; (v = hashmap_next(m, &i, NULL));)
+		free(v->p);
+	hashmap_free(m);
 }
 
 /* -------------------------------------------------------- 3. one record */
@@ -239,7 +223,7 @@ static void record_text(struct sp_reader *r, const struct sp_event *ev, const st
 
 /* ------------------------------------------------------------- 4. the verb */
 
-static int collect_spans(const char *path, struct spans *sp)
+static int collect_spans(const char *path, struct hashmap *sp)
 {
 	struct sp_reader *r;
 	if (util_reader_open(path, &r))
@@ -270,15 +254,15 @@ int command_dump(int argc, char **argv)
 		return SP_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	struct spans sp = {0};
+	struct hashmap sp = {0};
 	int rc = collect_spans(path, &sp);
 	if (rc) {
-		free(sp.t);
+		spans_free(&sp);
 		return rc;
 	}
 	struct sp_reader *r;
 	if (util_reader_open(path, &r)) {
-		free(sp.t);
+		spans_free(&sp);
 		return SP_EXIT_INPUT;
 	}
 	struct jsonw w;
@@ -299,7 +283,7 @@ int command_dump(int argc, char **argv)
 		const struct span *gs = NULL;
 		/* op 0 means "no op id" (sp_next_op starts at 1) */
 		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])
-			gs = spans_find(&sp, ev.pid, (uint32_t)ev.f[SP_F_OP]);
+			gs = hashmap_get(&sp, span_key(ev.pid, (uint32_t)ev.f[SP_F_OP]));
 		if (json)
 			record_json(&w, r, &ev, gs);
 		else
@@ -309,6 +293,6 @@ int command_dump(int argc, char **argv)
 		rc = util_stdout_failed();
 	rc = util_worse(rc, util_report_damage(path, sp_reader_stats(r)));
 	sp_reader_close(r);
-	free(sp.t);
+	spans_free(&sp);
 	return rc;
 }
