@@ -181,13 +181,17 @@ int sp_tf_compact(struct sp_tf *tf)
 	 */
 	if (p.size > SP_TF_COMPACT_EXIT_MAX && p.size * 2 >= p.old_size)
 		return 0;
+	/* a copy past the file size limit (ulimit -f) would raise SIGXFSZ in the program */
+	if (!under_fsize_limit(0, p.size))
+		return 0;
 	/* the owner the file has now: the collector gives its file to the user it traces */
 	struct sp_tf_compact_opts o = {.uid = (uint32_t)-1, .gid = (uint32_t)-1, .sync = 0};
 	struct stat st;
 	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && st.st_uid != geteuid())
 		o.uid = st.st_uid, o.gid = st.st_gid;
 	int rc = sp_tf_compact_image(tf->base, &p, tf->path, &o, err, sizeof(err));
-	if (rc != 0 && tf->warn) {
+	if (rc != 0 && tf->warn && rc != -ENOSPC && rc != -EDQUOT) {
+		/* (a full disk has had its warning: the file stays as it is, stepprof info says so) */
 		char msg[sizeof(err) + 64];
 		snprintf(msg, sizeof(msg), "%s; the trace stays at its full size (stepprof compact)", err);
 		tf->warn("compact", msg);
