@@ -186,9 +186,9 @@ static struct an_proc *proc_get(struct state *s, int32_t pid)
 	 * A process that execs keeps its pid and writes a file per image (a pyenv
 	 * shim: bash, then bash again, then python3): the process is described
 	 * by its last image, the one that ran last (its name, rank, devices), and
-	 * its first image's command line is kept beside (images > 1). Before, the
-	 * first file found was taken: with three images, the trainer was named
-	 * "bash ./shim.sh". The merge already made the images one pid (merge.c).
+	 * its first image's command line is kept beside (images > 1). The first file
+	 * found would name a trainer started through a shell script "bash
+	 * ./shim.sh". The merge already made the images one pid (merge.c).
 	 */
 	const struct sp_file_header *first = NULL, *last = NULL;
 	for (size_t f = 0; f < s->src->nfiles; f++) {

@@ -142,8 +142,8 @@ static int open_all(struct merge *m)
 
 /*
  * The first opening. A file that never got its header (a process killed while
- * it created its file: before, that empty file stopped the analysis of the whole
- * directory) holds no record: one line, left out, exit status 3, the others
+ * it created its file; it must not stop the analysis of the whole directory)
+ * holds no record: one line, left out, exit status 3, the others
  * analysed. Any other file that cannot be read (not a trace, a newer major)
  * refuses the whole set, as an analysis of part of a job could mislead: one line
  * per such file, -1.

@@ -487,8 +487,8 @@ int32_t thread_group(int32_t tid)
  * followed by the kernel side; a pass over /proc finds the children of the
  * processes known so far, and passes go on until one finds none (a child
  * forked by a process just before we added it is found by the next pass).
- * RATIONALE: before, only --pid itself was traced: started by hand on a
- * running job, the collector recorded none of its workers' reads. A process
+ * RATIONALE: with --pid alone traced, a collector started by hand on a
+ * running job would record none of its workers' reads. A process
  * whose parent exited before this scan (reparented) is not found.
  */
 void trace_descendants(struct collector *c, struct bpf_map *traced)

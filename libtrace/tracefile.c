@@ -324,8 +324,7 @@ static int name_taken(char *path, size_t n, const char *dir, const char *host, i
  * when an earlier image of the same pid (a program that execs itself) has it.
  * The free k is found by doubling then halving over the names taken (they are
  * 1, 2, 3...: each image takes the next), a few look-ups whatever the number of
- * images. Before, k went 1 to 99 one by one, and from the 101st image on every
- * exec was unrecorded with the warning "File exists".
+ * images, and no limit on their number (a program that execs itself in a loop).
  */
 static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
 {

@@ -90,9 +90,10 @@ static uint64_t recalibrate(void)
 	/*
 	 * A rate off the last one by more than 1/32 is no NTP correction (at most
 	 * 500 ppm) but a TSC that jumped within the span (a VM migrated, paused or
-	 * resumed): before, that rate was used for the next segment (a 100 ms jump
-	 * in a 64 ms span: timestamps 100 ms behind CLOCK_MONOTONIC at its end) or
-	 * the TSC abandoned for good (a rate out of range). Measured again from here.
+	 * resumed): that rate, used for the next segment, would put timestamps
+	 * 100 ms behind CLOCK_MONOTONIC at its end after a 100 ms jump in a 64 ms
+	 * span, or abandon the TSC for good (a rate out of range). Measured again
+	 * from here.
 	 */
 	if (g_rate && (rate > g_rate + (g_rate >> 5) || rate < g_rate - (g_rate >> 5)))
 		return restart(ct, cn);
@@ -146,8 +147,8 @@ uint64_t sp_now_slow(uint64_t t)
 		return sp_clock_mono();
 	/*
 	 * Before the segment's start: a read that raced its publication (a few
-	 * ticks), or a TSC that went back (a VM moved to another host). Before, the
-	 * latter made every later read a clock_gettime, the segment never renewed.
+	 * ticks), or a TSC that went back (a VM moved to another host): this read
+	 * only; the segment is renewed, so later reads do not all fall back.
 	 */
 	if (len && t < tsc0 && tsc0 - t < len)
 		return sp_clock_mono();

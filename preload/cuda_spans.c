@@ -202,8 +202,8 @@ int reclaim(struct tstate *S, const struct sp_drv *d)
 		/*
 		 * No thread of the context has an anchor: the program has not
 		 * synchronised since its first timed op (a first step of thousands
-		 * of launches). One on stepprof's private stream, idle: before, the
-		 * ops past PEND_MAX went untimed until the first sync (2,048 of
+		 * of launches). One on stepprof's private stream, idle: otherwise the
+		 * ops past PEND_MAX would go untimed until the first sync (2,048 of
 		 * 3,000 launches timed).
 		 */
 		CUstream p = S->npend >= PEND_MAX && !S->cand && !S->cand_late ? priv_stream(d, S->ctx) : NULL;

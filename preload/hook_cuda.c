@@ -495,9 +495,9 @@ SP_DOOR_VERSION(cudaGetDriverEntryPointByVersion_ptsz, 1)
  * A forked child starts with the forking thread's timing state: events of the
  * parent's context, which mean nothing in the child. Forget them (the child
  * leaks nothing it could use), and the cached current device. A run of query
- * polls the thread was in is the parent's, which records it: before, the
- * child wrote it too, at its first CUDA call or its exit, though it never
- * called CUDA (a sync record in a DataLoader worker, begun before it existed).
+ * polls the thread was in is the parent's, which records it: the child must
+ * not write it too, at its first CUDA call or its exit, though it never called
+ * CUDA (a sync record in a DataLoader worker, begun before it existed).
  */
 static void cuda_atfork_child(void)
 {

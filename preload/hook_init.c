@@ -70,9 +70,8 @@ static void start(void)
 			       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
 	}
 	/*
-	 * A path cut short would be another directory (before, a relative
-	 * STEPPROF_DIR was cut at 200 bytes and an absolute one at 1,023, and the
-	 * traces went to, and children were told, a prefix of it): refused whole.
+	 * A path cut short would be another directory (the traces would go to,
+	 * and children be told, a prefix of it): refused whole.
 	 */
 	if (len < 0 || len > SP_TF_DIR_MAX) {
 		sp_warn_once("dirlen",
@@ -110,7 +109,7 @@ __attribute__((constructor)) static void sp_init(void)
 /*
  * The recorder for a call that may come before the constructor: a shared
  * library's constructor (run before ours when the program links it) calling
- * stepprof_mark/stepprof_step. Before, those were dropped without a count.
+ * stepprof_mark/stepprof_step: those are recorded, not dropped.
  */
 int sp_start(void)
 {

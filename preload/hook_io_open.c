@@ -329,10 +329,10 @@ int fclose(FILE *fp)
 /*
  * A vfork()ed child (Python's subprocess makes one: _posixsubprocess) runs on
  * its parent's memory until it execs, so what its dup2/close_range/fcntl did
- * to the fd table was done to the parent's: a child's close_range(3, ~0U)
- * wiped the parent's every entry (its epoll fds were no longer waits for
- * loader data, its files looked up again), a dup2 of a pipe onto 0 made the
- * parent's stdin a pipe. The calls below that change the table leave it alone
+ * to the fd table would be done to the parent's: a child's close_range(3, ~0U)
+ * would wipe the parent's every entry (its epoll fds no longer waits for
+ * loader data, its files looked up again), a dup2 of a pipe onto 0 would make
+ * the parent's stdin a pipe. The calls below that change the table leave it alone
  * there. RATIONALE: a getpid per call, these calls are not the hot path (close
  * is, and is not guarded: a vfork child's close clears the parent's entry, which
  * its next use looks up again, docs/input-capture.md); vfork itself cannot be

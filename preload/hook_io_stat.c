@@ -8,7 +8,7 @@
  * (fstat), 3. the pre-2.33 entry points (__xstat & co).
  *
  * NOTE: since glibc 2.33 programs bind to stat@GLIBC_2.33 and friends, real
- * exported functions; before, stat() was a static stub calling __xstat. Both
+ * exported functions; older ones have stat() as a static stub calling __xstat. Both
  * sets are wrapped, so every program counts whichever glibc built it.
  */
 #include "io_hook.h"

@@ -13,10 +13,9 @@
  * never dereferenced). So the records of a file read to its end sum to its
  * size whichever functions read it, one after the other on one stream (a
  * header line by fgets, then the body by fread), and they agree with the
- * eBPF collector's, which sees the read() calls themselves. Before, fread's
- * record held what the program received: fread(100) of a 1,000-byte file
- * read 1,000 bytes from it, recorded 100, and a later fread served from the
- * buffer recorded bytes the first one had read already.
+ * eBPF collector's, which sees the read() calls themselves. Recording what the
+ * program receives would be wrong: fread(100) of a 1,000-byte file reads 1,000 bytes
+ * from it, and a later fread served from the buffer reads none.
  *
  * fread is one record per call (0 bytes when served from the buffer). The
  * others are called per line or per character: a call is recorded only when

@@ -190,9 +190,9 @@ static int push(uint32_t name, uint32_t domain)
  * The thread's ranges of every domain share one array in push order; a pop
  * ends the last one open in its domain (the top, unless domains interleave),
  * and the level is its depth within its domain.
- * RATIONALE: before, a pop ended the top range whatever its domain: a core
- * pop after a library's domain push ended the library's range, and the
- * program's "step" was ended by the library's pop, later.
+ * RATIONALE: a pop that ended the top range whatever its domain would let a
+ * core pop after a library's domain push end the library's range, and the
+ * program's "step" be ended by the library's pop, later.
  */
 static int pop(uint32_t domain)
 {

@@ -273,9 +273,9 @@ static __attribute__((noinline)) uint32_t get_probe(struct sp_intern *t, struct 
  * in the newest table (a table is at most half full; the lookup tries the
  * newest first): its id is taken there, in a path that saves three
  * callee-saved registers, and everything else goes on to get_probe (its own
- * frame). Before, every lookup saved and restored six registers and made a
- * stack frame (callgrind, small-file loop, whose stat of each file looks up a
- * path seen before: 1,018 -> 1,000 instructions added per file).
+ * frame). One function would save and restore six registers and make a stack
+ * frame for every lookup (callgrind, small-file loop, whose stat of each file
+ * looks up a path seen already: 18 more instructions per file).
  */
 uint32_t sp_intern_get(struct sp_intern *t, struct sp_tf *tf, const char *s, size_t len)
 {

@@ -81,9 +81,8 @@ uint64_t io_fd_lookup(int fd, uint64_t w)
 	/*
 	 * An fd not seen born that is open for writing only is output, as a file
 	 * opened so here is (io_open_is_output): a stdout the shell redirected to
-	 * a file (`job > log`), a pipe's write end. Before, the close of such a
-	 * stdout and stderr at exit were the only records of `true > f`, and made
-	 * it a trace. One fcntl per such fd, at its first use.
+	 * a file (`job > log`), a pipe's write end: the close of such a stdout and
+	 * stderr at exit must not be records (they would make `true > f` a trace). One fcntl per such fd, at its first use.
 	 */
 	saved = errno;
 	long fl = syscall(SYS_fcntl, fd, F_GETFL);

@@ -141,8 +141,8 @@ static inline uint64_t io_fd_clear(int fd)
 
 /*
  * dup/dup2/dup3: newfd describes what oldfd describes, an epoll fd's wait type
- * included (the copy is the same epoll instance; before, the copy's waits on
- * the pipes added through the original were no record).
+ * included (the copy is the same epoll instance: its waits on the pipes
+ * added through the original are loader waits too).
  */
 static inline void io_fd_copy(int oldfd, int newfd)
 {

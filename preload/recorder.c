@@ -265,9 +265,9 @@ void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 	struct sp_tf_stream *st = &sp_rec_stream;
 	/*
 	 * A record of a signal handler that interrupted this thread's own record (its
-	 * slot taken, not committed yet) or this path: counted lost. Before, it was
-	 * written into the interrupted record's slot, and one of the two was gone
-	 * without a count (3 of 29 handler marks in a loop of 3 million).
+	 * slot taken, not committed yet) or this path: counted lost. Written into the
+	 * interrupted record's slot, one of the two would be gone without a count
+	 * (3 of 29 handler marks in a loop of 3 million).
 	 */
 	if (__builtin_expect(t_rare || (st->tf && sp_tf_stream_busy(st)), 0)) {
 		for (unsigned i = 0; i < sp_kind_records(kind); i++) {
@@ -403,9 +403,9 @@ static void summary_init(void);
  * fork() in a signal handler that interrupted this thread inside the recorder
  * (a record, the rare path, an intern): once the handler returns, the child goes
  * on with the interrupted code, which holds pointers into the parent's mapping,
- * its stream and its intern table. Before, the child unmapped and cleared them
- * under it and died of SIGSEGV (19 of 91 such children in markgen -I 100 -Y 200).
- * Now they stay, the file made harmless (sp_tf_orphan: the interrupted record
+ * its stream and its intern table: unmapped and cleared under it, the child
+ * would die of SIGSEGV (19 of 91 such children in markgen -I 100 -Y 200).
+ * They stay, the file made harmless (sp_tf_orphan: the interrupted record
  * lands in the child's own memory, never in the parent's file), and this child
  * records nothing (its exec'd programs do).
  */
