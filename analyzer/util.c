@@ -419,6 +419,8 @@ const char *util_fmt_bytes(uint64_t b, char *buf, size_t len)
 	}
 	if (u == 0)
 		snprintf(buf, len, "%llu B", (unsigned long long)b);
+	else if (v >= 999.5) /* %.3g would write 1.02e+03 */
+		snprintf(buf, len, "%.0f %s", v, unit[u]);
 	else
 		snprintf(buf, len, "%.3g %s", v, unit[u]);
 	return buf;
