@@ -422,7 +422,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;
 	}
-	struct sp_tf_opts to = {.dir = dir, .max_bytes = max_bytes(), .features = SP_FEAT_BPF, .prog = PROG};
+	struct sp_tf_opts to = {.dir = dir,
+				.max_bytes = max_bytes(),
+				.features = SP_FEAT_BPF,
+				.prog = PROG,
+				.dir_flags = geteuid() == 0 ? SP_TF_DIR_ANY_OWNER : 0};
 	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;

@@ -99,8 +99,9 @@ static int tmp_name(char *out, size_t n, const char *path)
 	return len < 0 || (size_t)len >= n ? -ENAMETOOLONG : 0;
 }
 
-int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p, const char *path,
-			const struct sp_tf_compact_opts *o, char *err, size_t errlen)
+/* sp_tf_compact_image with path relative to the directory dfd (AT_FDCWD: path as it is). */
+static int compact_image_at(const uint8_t *base, const struct sp_tf_compact_plan *p, int dfd, const char *path,
+			    const struct sp_tf_compact_opts *o, char *err, size_t errlen)
 {
 	int saved = errno, rc;
 	const struct sp_file_header *h = (const struct sp_file_header *)base;
@@ -109,11 +110,11 @@ int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p,
 		say(err, errlen, "%s: the name is too long to compact beside it", path);
 		goto out;
 	}
-	long fd = syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	long fd = syscall(SYS_openat, dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0 && errno == EEXIST) {
 		/* left by a compaction that was killed: never a trace reader's (hidden name) */
-		syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
-		fd = syscall(SYS_openat, AT_FDCWD, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		syscall(SYS_unlinkat, dfd, tmp, 0);
+		fd = syscall(SYS_openat, dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	}
 	if (fd < 0) {
 		rc = -errno;
@@ -149,7 +150,7 @@ int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p,
 		say(err, errlen, "cannot flush %s: %s", tmp, strerror(errno));
 		goto fail;
 	}
-	if (syscall(SYS_renameat, AT_FDCWD, tmp, AT_FDCWD, path) != 0) {
+	if (syscall(SYS_renameat, dfd, tmp, dfd, path) != 0) {
 		rc = -errno;
 		say(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 		goto fail;
@@ -159,10 +160,16 @@ int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p,
 	goto out;
 fail:
 	syscall(SYS_close, fd);
-	syscall(SYS_unlinkat, AT_FDCWD, tmp, 0);
+	syscall(SYS_unlinkat, dfd, tmp, 0);
 out:
 	errno = saved;
 	return rc;
+}
+
+int sp_tf_compact_image(const uint8_t *base, const struct sp_tf_compact_plan *p, const char *path,
+			const struct sp_tf_compact_opts *o, char *err, size_t errlen)
+{
+	return compact_image_at(base, p, AT_FDCWD, path, o, err, errlen);
 }
 
 int sp_tf_compact(struct sp_tf *tf)
@@ -189,7 +196,15 @@ int sp_tf_compact(struct sp_tf *tf)
 	struct stat st;
 	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && st.st_uid != geteuid())
 		o.uid = st.st_uid, o.gid = st.st_gid;
-	int rc = sp_tf_compact_image(tf->base, &p, tf->path, &o, err, sizeof(err));
+	/* in the file's directory, walked and checked again: never a directory another user swapped in */
+	int dfd = tf_open_own_dir(tf), rc;
+	if (dfd < 0) {
+		rc = -errno;
+		snprintf(err, sizeof(err), "%s: its directory: %s", tf->path, strerror(errno));
+	} else {
+		rc = compact_image_at(tf->base, &p, dfd, tf->path + tf->name_off, &o, err, sizeof(err));
+		syscall(SYS_close, dfd);
+	}
 	if (rc != 0 && tf->warn && rc != -ENOSPC && rc != -EDQUOT) {
 		/* (a full disk has had its warning: the file stays as it is, stepprof info says so) */
 		char msg[sizeof(err) + 64];

@@ -30,7 +30,9 @@
  * The fd still names our file? A program may close every descriptor (daemons,
  * close_range in a child) and reuse the number for a file of its own: then
  * fallocate would grow the user's file. Checked before each reservation (once
- * per 64 KiB chunk); a lost fd is reopened by path.
+ * per 64 KiB chunk); a lost fd is reopened by its name in its directory, the
+ * directory walked and checked again (tf_open_own_dir), and the file taken
+ * only if it is the same one.
  */
 static int file_fd(struct sp_tf *tf)
 {
@@ -39,7 +41,11 @@ static int file_fd(struct sp_tf *tf)
 	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
 	    (uint64_t)st.st_dev == tf->dev)
 		return fd;
-	long nfd = sys_openat(AT_FDCWD, tf->path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	int dfd = tf_open_own_dir(tf);
+	if (dfd < 0)
+		return -1;
+	long nfd = sys_openat(dfd, tf->path + tf->name_off, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	sys_close(dfd);
 	if (nfd < 0)
 		return -1;
 	if (syscall(SYS_fstat, (int)nfd, &st) != 0 || (uint64_t)st.st_ino != tf->ino ||

@@ -135,7 +135,13 @@ static void read_cmdline(char *out, size_t n)
 
 /* --------------------------------------------------- 2. directory and file */
 
-static int check_dir(int fd, const char *dir, char *err, size_t errlen)
+/* A directory whose entries another user can replace (/tmp, a group-writable or foreign one). */
+static int others_may_write(const struct stat *st)
+{
+	return (st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_uid != 0 && st->st_uid != geteuid());
+}
+
+static int check_dir(int fd, const char *dir, unsigned flags, unsigned *mode, char *err, size_t errlen)
 {
 	struct stat st;
 	if (syscall(SYS_fstat, fd, &st) != 0) {
@@ -147,18 +153,56 @@ static int check_dir(int fd, const char *dir, char *err, size_t errlen)
 		fmt(err, errlen, "%s: not a directory", dir);
 		return -ENOTDIR;
 	}
-	if (st.st_uid != geteuid()) {
+	if (st.st_uid != geteuid() && !(flags & SP_TF_DIR_ANY_OWNER)) {
 		fmt(err, errlen, "%s: directory not owned by uid %u", dir, (unsigned)geteuid());
 		return -EPERM;
 	}
+	if (mode)
+		*mode = (unsigned)st.st_mode & 07777;
 	return 0;
 }
 
-int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
+/*
+ * One component of the walk: name in the directory parent (O_PATH fd), made
+ * when missing and asked to. A symbolic link is followed only when parent is
+ * a directory no other user can write.
+ * RATIONALE: refusing every link would refuse /home -> /data/home and the
+ * like; a link in a directory only its owner (or root) can write was put there
+ * by one of them, so following it gives nobody else a say. Another user's
+ * link in /tmp is refused.
+ */
+static long open_component(long parent, const char *comp, const char *dir, unsigned flags, char *err,
+			   size_t errlen)
 {
-	int saved = errno;
-	char p[SP_TF_PATH_MAX];
-	int rc = 0;
+	const int oflags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+	long next = sys_openat((int)parent, comp, oflags, 0);
+	if (next < 0 && errno == ENOENT && (flags & SP_TF_DIR_CREATE) &&
+	    (syscall(SYS_mkdirat, (int)parent, comp, 0700) == 0 || errno == EEXIST))
+		next = sys_openat((int)parent, comp, oflags, 0);
+	if (next < 0 && (errno == ENOTDIR || errno == ELOOP)) {
+		int e = errno;
+		struct stat lst, pst;
+		if (syscall(SYS_newfstatat, (int)parent, comp, &lst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(lst.st_mode)) {
+			if (syscall(SYS_fstat, (int)parent, &pst) != 0 || others_may_write(&pst)) {
+				fmt(err, errlen,
+				    "%s: \"%s\" is a symbolic link in a directory other users can write; refused", dir,
+				    comp);
+				errno = ELOOP;
+				return -1;
+			}
+			next = sys_openat((int)parent, comp, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+		} else {
+			errno = e;
+		}
+	}
+	if (next < 0)
+		fmt(err, errlen, "%s: %s", dir, strerror(errno));
+	return next;
+}
+
+int sp_tf_open_dir(const char *dir, unsigned flags, unsigned *mode, char *err, size_t errlen)
+{
+	int saved = errno, rc;
 	size_t len = strlen(dir);
 	if (len == 0) {
 		fmt(err, errlen, "empty trace directory name");
@@ -171,32 +215,77 @@ int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
 		    len, SP_TF_DIR_MAX);
 		return -ENAMETOOLONG;
 	}
-	memcpy(p, dir, len + 1);
-	/* mkdir -p: each prefix, ignoring EEXIST; the last one's error is the answer */
-	for (size_t i = 1; i <= len; i++) {
-		if (p[i] != '/' && p[i] != 0)
+	long fd = sys_openat(AT_FDCWD, dir[0] == '/' ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
+	if (fd < 0) {
+		rc = -errno;
+		fmt(err, errlen, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	for (const char *p = dir; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n == 0)
+			break;
+		char comp[256];
+		if (n >= sizeof(comp)) {
+			rc = -ENAMETOOLONG;
+			fmt(err, errlen, "%s: %s", dir, strerror(ENAMETOOLONG));
+			goto fail;
+		}
+		memcpy(comp, p, n);
+		comp[n] = 0;
+		p += n;
+		if (strcmp(comp, ".") == 0)
 			continue;
-		char c = p[i];
-		p[i] = 0;
-		long r = syscall(SYS_mkdirat, AT_FDCWD, p, 0700);
-		if (r != 0 && errno != EEXIST && c == 0) {
+		long next = open_component(fd, comp, dir, flags, err, errlen);
+		if (next < 0) {
 			rc = -errno;
-			fmt(err, errlen, "%s: %s", dir, strerror(errno));
+			goto fail;
 		}
-		p[i] = c;
+		sys_close((int)fd);
+		fd = next;
 	}
+	rc = check_dir((int)fd, dir, flags, mode, err, errlen);
 	if (rc == 0) {
-		long fd = sys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-		if (fd < 0) {
-			rc = -errno;
-			fmt(err, errlen, "%s: %s", dir, strerror(errno));
-		} else {
-			rc = check_dir((int)fd, dir, err, errlen);
-			sys_close((int)fd);
-		}
+		errno = saved;
+		return (int)fd;
 	}
+fail:
+	sys_close((int)fd);
+out:
 	errno = saved;
 	return rc;
+}
+
+int sp_tf_mkdir(const char *dir, char *err, size_t errlen)
+{
+	int fd = sp_tf_open_dir(dir, SP_TF_DIR_CREATE, NULL, err, errlen);
+	if (fd < 0)
+		return fd;
+	sys_close(fd);
+	return 0;
+}
+
+/* The descriptor of tf's directory, opened and checked again as sp_tf_open_dir does. */
+int tf_open_own_dir(const struct sp_tf *tf)
+{
+	char dir[SP_TF_PATH_MAX], err[64];
+	if (tf->name_off == 0 || tf->name_off > sizeof(dir)) {
+		errno = ENOENT;
+		return -1;
+	}
+	size_t n = tf->name_off - 1;
+	memcpy(dir, tf->path, n);
+	dir[n ? n : 1] = 0;
+	if (n == 0)
+		dir[0] = '/';
+	int fd = sp_tf_open_dir(dir, tf->dir_flags & SP_TF_DIR_ANY_OWNER, NULL, err, sizeof(err));
+	if (fd < 0) {
+		errno = -fd;
+		return -1;
+	}
+	return fd;
 }
 
 static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
@@ -302,11 +391,11 @@ int high_fd(int fd)
 	return fd;
 }
 
-/* The name of the k-th file of pid in dir (k = 0: <host>.<pid>.sptrace); -1 if it does not fit. */
-static int file_name(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+/* The name of the k-th file of pid (k = 0: <host>.<pid>.sptrace); -1 if it does not fit. */
+static int file_name(char *name, size_t n, const char *host, int pid, unsigned long k)
 {
-	int len = k == 0 ? snprintf(path, n, "%s/%s.%d%s", dir, host, pid, SP_TF_SUFFIX)
-			 : snprintf(path, n, "%s/%s.%d.%lu%s", dir, host, pid, k, SP_TF_SUFFIX);
+	int len = k == 0 ? snprintf(name, n, "%s.%d%s", host, pid, SP_TF_SUFFIX)
+			 : snprintf(name, n, "%s.%d.%lu%s", host, pid, k, SP_TF_SUFFIX);
 	if (len < 0 || (size_t)len >= n) {
 		errno = ENAMETOOLONG; /* a name cut short would be another file */
 		return -1;
@@ -314,9 +403,11 @@ static int file_name(char *path, size_t n, const char *dir, const char *host, in
 	return 0;
 }
 
-static int name_taken(char *path, size_t n, const char *dir, const char *host, int pid, unsigned long k)
+static int name_taken(int dfd, char *name, size_t n, const char *host, int pid, unsigned long k)
 {
-	return file_name(path, n, dir, host, pid, k) == 0 && syscall(SYS_faccessat, AT_FDCWD, path, F_OK) == 0;
+	struct stat st;
+	return file_name(name, n, host, pid, k) == 0 &&
+	       syscall(SYS_newfstatat, dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /*
@@ -326,23 +417,23 @@ static int name_taken(char *path, size_t n, const char *dir, const char *host, i
  * 1, 2, 3...: each image takes the next), a few look-ups whatever the number of
  * images, and no limit on their number (a program that execs itself in a loop).
  */
-static long create_file(const char *dir, char *path, size_t n, const char *host, int pid)
+static long create_file(int dfd, char *name, size_t n, const char *host, int pid)
 {
 	unsigned long k = 0;
 	for (int tries = 0; tries < 100; tries++) {
-		if (file_name(path, n, dir, host, pid, k) != 0)
+		if (file_name(name, n, host, pid, k) != 0)
 			return -1;
-		long fd = sys_openat(AT_FDCWD, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		long fd = sys_openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0 || errno != EEXIST)
 			return fd;
-		if (tries == 0 && name_taken(path, n, dir, host, pid, 1)) {
+		if (tries == 0 && name_taken(dfd, name, n, host, pid, 1)) {
 			/* names 1..lo are taken, hi is free (as far as the look-ups saw) */
 			unsigned long lo = 1, hi = 2;
-			while (hi < (1ul << 30) && name_taken(path, n, dir, host, pid, hi))
+			while (hi < (1ul << 30) && name_taken(dfd, name, n, host, pid, hi))
 				lo = hi, hi *= 2;
 			while (hi - lo > 1) {
 				unsigned long mid = lo + (hi - lo) / 2;
-				if (name_taken(path, n, dir, host, pid, mid))
+				if (name_taken(dfd, name, n, host, pid, mid))
 					lo = mid;
 				else
 					hi = mid;
@@ -402,7 +493,7 @@ void sp_tf_encode_any(struct sp_slot *s, unsigned kind, unsigned api, uint64_t b
 
 int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen)
 {
-	int saved = errno, rc;
+	int saved = errno, rc, dfd = -1;
 	sp_tf_layout_init();
 	memset(tf, 0, sizeof(*tf));
 	tf->fd = -1;
@@ -455,12 +546,25 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 			*c = '_';
 	int pid = o->pid ? o->pid : (int)getpid();
 
-	long fd = create_file(o->dir, tf->path, sizeof(tf->path), host, pid);
+	tf->dir_flags = o->dir_flags & ~SP_TF_DIR_CREATE;
+	dfd = sp_tf_open_dir(o->dir, o->dir_flags, &tf->dir_mode, err, errlen);
+	if (dfd < 0) {
+		rc = dfd;
+		goto out;
+	}
+	char name[128];
+	long fd = create_file(dfd, name, sizeof(name), host, pid);
 	if (fd < 0) {
 		rc = -errno;
 		fmt(err, errlen, "cannot create a trace file in %s: %s", o->dir, strerror(errno));
 		goto out;
 	}
+	/* the name, for messages and for a descriptor reopened in its directory (tf_open_own_dir) */
+	size_t dl = strlen(o->dir);
+	while (dl > 1 && o->dir[dl - 1] == '/')
+		dl--;
+	snprintf(tf->path, sizeof(tf->path), "%.*s/%s", (int)dl, o->dir, name);
+	tf->name_off = (unsigned)(strlen(tf->path) - strlen(name));
 	tf->fd = high_fd((int)fd);
 	struct stat st;
 	if (syscall(SYS_fstat, tf->fd, &st) != 0)
@@ -498,9 +602,11 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 fail:
 	rc = -errno;
 	fmt(err, errlen, "cannot create trace file %s: %s", tf->path, strerror(errno));
-	syscall(SYS_unlinkat, AT_FDCWD, tf->path, 0);
+	syscall(SYS_unlinkat, dfd, tf->path + tf->name_off, 0);
 	sp_tf_release(tf);
 out:
+	if (dfd >= 0)
+		sys_close(dfd);
 	errno = saved;
 	return rc;
 }

@@ -66,6 +66,9 @@ struct sp_tf {
 	/* One warning per kind of trouble (disk full, keep area full); NULL: stderr. */
 	void (*warn)(const char *key, const char *msg);
 	const char *prog; /* who says the stderr warnings: NULL for "stepprof" */
+	unsigned dir_flags; /* SP_TF_DIR_ANY_OWNER when the directory may be another user's */
+	unsigned dir_mode;  /* the directory's permission bits when the file was made */
+	unsigned name_off;  /* path + name_off: the file's name in its directory */
 	char path[SP_TF_PATH_MAX];
 };
 
@@ -77,6 +80,7 @@ struct sp_tf_opts {
 	const char *cmdline; /* NULL: /proc/self/cmdline */
 	void (*warn)(const char *key, const char *msg);
 	const char *prog; /* the producer's name in its warnings (NULL: "stepprof"), a static string */
+	unsigned dir_flags; /* SP_TF_DIR_*: make the directory, accept another user's */
 };
 
 /*
@@ -91,6 +95,23 @@ void sp_tf_write_stderr(const char *line, size_t len);
 /* Make `dir` (and missing parents, mode 0700) and check that it is a directory
  * owned by the effective user. Returns 0 or -errno with a reason in err. */
 int sp_tf_mkdir(const char *dir, char *err, size_t errlen);
+
+#define SP_TF_DIR_CREATE    1u /* make the directory and its missing parents, mode 0700 */
+#define SP_TF_DIR_ANY_OWNER 2u /* accept a directory of another user (the collector as root) */
+
+/*
+ * The directory `dir` as a descriptor (O_PATH, close-on-exec), walked one
+ * component at a time from / (or the working directory), each opened
+ * O_NOFOLLOW relative to the one before: a symbolic link is followed only in a
+ * directory that no other user can write (owned by root or the effective user,
+ * no group or other write bit), so another user can never point a component
+ * elsewhere. The last one is checked through the descriptor: a directory,
+ * owned by the effective user (unless SP_TF_DIR_ANY_OWNER). Returns the fd
+ * (its permission bits in *mode when mode is not NULL), or -errno with a
+ * reason in err. Files are then made relative to it, so nothing is resolved
+ * twice.
+ */
+int sp_tf_open_dir(const char *dir, unsigned flags, unsigned *mode, char *err, size_t errlen);
 
 /* Clean end: end_mono_ns = end_ns. The mapping and fd stay, other threads may still write. */
 void sp_tf_finish(struct sp_tf *tf, uint64_t end_ns);

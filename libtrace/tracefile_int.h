@@ -50,6 +50,7 @@ static inline void fmt(char *buf, size_t n, const char *f, ...)
 void tf_warn(struct sp_tf *tf, const char *key, const char *msg);
 int under_fsize_limit(uint64_t off, uint64_t len);
 int high_fd(int fd);
+int tf_open_own_dir(const struct sp_tf *tf);
 
 /* tf_space.c */
 int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len);

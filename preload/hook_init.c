@@ -14,10 +14,15 @@
  * NVTX: NVTX_INJECTION64_PATH is pointed at this library when unset, so that
  * NVTX v3 in the program loads it as its tool (hook_nvtx.c).
  */
+#include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -39,6 +44,37 @@ static int our_own_program(void)
 	extern char *program_invocation_short_name;
 	const char *n = program_invocation_short_name;
 	return n && (!strcmp(n, "stepprof") || !strcmp(n, "stepprof-bpf"));
+}
+
+/*
+ * The working directory lets other users make names in it (/tmp, mode 1777 or
+ * o+w, g+w, or another user's): the predictable default name could be taken
+ * there first. The directory is then opened without following links and
+ * checked (tracefile.c), so a name taken by another user is refused, never
+ * followed; a random suffix keeps it from being taken at all.
+ */
+static int shared_dir(const char *path)
+{
+	struct stat st;
+	if (syscall(SYS_newfstatat, AT_FDCWD, path, &st, 0) != 0)
+		return 0;
+	return (st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_uid != 0 && st.st_uid != geteuid());
+}
+
+/* "-" and 8 characters of [a-z0-9] from the kernel's random pool (the clock when it has none). */
+static void random_suffix(char *out)
+{
+	static const char set[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	uint64_t r = 0;
+	if (syscall(SYS_getrandom, &r, sizeof(r), GRND_NONBLOCK) != (long)sizeof(r)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid() << 32;
+	}
+	out[0] = '-';
+	for (int i = 1; i <= 8; i++, r /= 36)
+		out[i] = set[r % 36];
+	out[9] = 0;
 }
 
 static void start(void)
@@ -68,6 +104,14 @@ static void start(void)
 			snprintf(cwd, sizeof(cwd), "/tmp");
 		len = snprintf(dir, sizeof(dir), "%s/stepprof-%04d%02d%02d-%02d%02d%02d-%d", cwd, tm.tm_year + 1900,
 			       tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+		if (len > 0 && (size_t)len + 10 < sizeof(dir) && shared_dir(cwd)) {
+			random_suffix(dir + len);
+			len += 9;
+			sp_warn_once("shareddir",
+				     "%s is writable by other users: the trace directory's name has a random "
+				     "suffix there: %s",
+				     cwd, dir);
+		}
 	}
 	/*
 	 * A path cut short would be another directory (the traces would go to,
