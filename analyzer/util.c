@@ -483,7 +483,8 @@ void util_put_text(FILE *f, const char *s, int quoted)
 			i += l;
 			continue;
 		}
-		if (quoted && (p[i] == '"' || p[i] == '\\'))
+		/* a backslash is always doubled: a literal "\\x1b" in a name never reads as an escaped byte */
+		if (p[i] == '\\' || (quoted && p[i] == '"'))
 			fputc('\\', f);
 		l = util_utf8_len(p + i, n - i);
 		fwrite(p + i, 1, l, f);

@@ -128,8 +128,9 @@ const char *util_fmt_bytes(uint64_t bytes, char *buf, size_t len);
  * Untrusted text (a trace's host, command line, names; a file name) for a terminal or
  * a text report: printable UTF-8 as it is; C0 and C1 control characters, DEL and
  * bytes that are not UTF-8 as \xNN, so that nothing from a trace can move the
- * cursor, retitle the window or break the line. quoted: also \" and \\ (the
- * caller writes the quotes around it).
+ * cursor, retitle the window or break the line; a backslash as \\, so that text
+ * that spells \xNN is told from an escaped byte. quoted: also \" (the caller
+ * writes the quotes around it).
  */
 void util_put_text(FILE *f, const char *s, int quoted);
 

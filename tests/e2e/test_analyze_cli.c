@@ -1012,6 +1012,32 @@ Test(analyze_cli, trace_strings_in_the_report_cannot_drive_the_terminal)
 	free(dir);
 }
 
+/*
+ * A literal backslash in a trace's string is shown doubled in the text report,
+ * as info and dump show it: the text "\x1b" (four characters) in a command line
+ * must not read as the escaped byte ESC. The JSON keeps the exact string.
+ */
+Test(analyze_cli, backslashes_in_the_text_report_are_escaped)
+{
+	char *dir = sp_t_tmpdir("analyze-bslash");
+	write_share_run(dir, 1, "python C:\\x1b\\dir", "train.py \\x07", "/data/a\\b");
+	struct sp_t_result r;
+	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", NULL, NULL);
+	cr_expect(strstr(r.out, " python C:\\\\x1b\\\\dir\n"), "the command line: %s", r.out);
+	cr_expect(strstr(r.out, "    site: train.py \\\\x07\n"), "the call site: %s", r.out);
+	cr_expect(strstr(r.out, "top_directories=\"/data/a\\\\b (30 opens)\""), "the directory: %s", r.out);
+	cr_expect(!strstr(r.out, "C:\\x1b\\dir"), "no backslash shown bare: %s", r.out);
+	sp_t_result_free(&r);
+	analyze_out(&r, dir, "small_file_storm.min_metadata_ops=1", "--json", NULL);
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "not JSON: %s", r.out);
+	cr_expect_str_eq(sp_json_str(j, "processes.0.cmdline"), "python C:\\x1b\\dir");
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
 /* ------------------------------------------------ a process that execs */
 
 /*
