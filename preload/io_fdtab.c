@@ -72,9 +72,6 @@ uint64_t io_fd_lookup(int fd, uint64_t w)
 	if (r != 0)
 		return w; /* not open (yet): leave unknown, "other" for now */
 	unsigned type = io_type_from_mode(st.st_mode);
-	uint32_t path = io_word_path(w);
-	if (!path && (type == SP_FDTYPE_FILE || type == SP_FDTYPE_DIR))
-		path = io_fd_proc_path(fd);
 	/* no file type (an anonymous inode: eventfd, timerfd, signalfd, epoll, pidfd,
 	 * inotify) or a character device (a tty, /dev/zero, /dev/urandom): not input */
 	uint64_t not_input = (st.st_mode & S_IFMT) == 0 || S_ISCHR(st.st_mode) ? IO_W_NOT_INPUT : 0;
@@ -88,6 +85,14 @@ uint64_t io_fd_lookup(int fd, uint64_t w)
 	long fl = syscall(SYS_fcntl, fd, F_GETFL);
 	errno = saved;
 	uint64_t output = fl >= 0 && (fl & O_ACCMODE) == O_WRONLY ? IO_W_OUTPUT : 0;
+	/*
+	 * The path of an fd that is no input is never in a record: not interned,
+	 * since interning creates the trace file (`/bin/echo hi > f` would leave
+	 * a file holding the names of its stdout and stderr, and no record).
+	 */
+	uint32_t path = io_word_path(w);
+	if (!path && !output && !(w & IO_W_OUTPUT) && (type == SP_FDTYPE_FILE || type == SP_FDTYPE_DIR))
+		path = io_fd_proc_path(fd);
 	return io_word_make(path, type, 1) | not_input | output | (w & ((7ull << IO_W_WAIT_SHIFT) | IO_W_OUTPUT));
 }
 
