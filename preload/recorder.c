@@ -27,6 +27,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -41,13 +42,21 @@ __thread int sp_hook_depth __attribute__((tls_model("initial-exec")));
 
 enum { FILE_NONE, FILE_CREATING, FILE_READY, FILE_FAILED };
 
+struct sp_proc_page sp_proc;
+static int g_wipe_ok; /* sp_proc is MADV_WIPEONFORK (Linux >= 4.14) */
 static struct sp_tf g_tf = {.fd = -1};
 static struct sp_intern g_intern;
-static int g_state; /* FILE_*, atomic */
 /* this thread is creating the file (a signal handler on it must not wait for itself) */
 static __thread int t_creating __attribute__((tls_model("initial-exec")));
 /* records of signal handlers lost while this thread had no stream yet (creating the file, attaching) */
 static __thread uint32_t t_early_lost __attribute__((tls_model("initial-exec")));
+/*
+ * The rare path of this thread is running (t_rare): a signal handler that records
+ * meanwhile must not claim a chunk or write a summary under it.
+ */
+static __thread int t_rare __attribute__((tls_model("initial-exec")));
+/* this thread is interning (a fork in a signal handler meanwhile: fork_child_mid_record) */
+static __thread int t_interning __attribute__((tls_model("initial-exec")));
 static char g_dir[SP_TF_PATH_MAX];
 static uint64_t g_max_bytes;
 static int32_t g_pid, g_ppid; /* g_ppid: the forking parent in a child, else 0 (getppid at creation) */
@@ -62,6 +71,106 @@ static int32_t gettid_raw(void)
 	return (int32_t)syscall(SYS_gettid);
 }
 
+/* ------------------------------------ a child the atfork handlers missed */
+
+static void atfork_child(void);
+
+/*
+ * Set up sp_proc as a page of its own that a child made by clone() without
+ * CLONE_VM finds zeroed (MADV_WIPEONFORK). Called before the recorder is
+ * active: every value in it is 0 until then, so replacing the page loses nothing.
+ */
+static void proc_page_init(void)
+{
+	void *p = (void *)syscall(SYS_mmap, &sp_proc, sizeof(sp_proc), PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	g_wipe_ok = p == (void *)&sp_proc && syscall(SYS_madvise, &sp_proc, sizeof(sp_proc), MADV_WIPEONFORK) == 0;
+	sp_proc.alive = 1;
+}
+
+/*
+ * sp_proc reads 0 (alive) in a child made by a raw clone(SIGCHLD): its memory
+ * is a copy of the parent's, the trace mapping (MAP_SHARED) included, and no
+ * atfork handler told the recorder. Its records would go into the chunk the
+ * parent writes at the same time, under the parent's pid, over the parent's
+ * own. It is given its own file, as fork does.
+ * Not in a vfork()ed child: it shares the page, alive stays 1 (thread_attach's
+ * getpid keeps it out).
+ */
+static __attribute__((noinline)) void proc_check_slow(void)
+{
+	int saved = errno;
+	if ((int32_t)syscall(SYS_getpid) != g_pid)
+		atfork_child();
+	__atomic_store_n(&sp_proc.alive, 1, __ATOMIC_RELEASE);
+	errno = saved;
+}
+
+static inline void proc_check(void)
+{
+	if (__builtin_expect(!__atomic_load_n(&sp_proc.alive, __ATOMIC_ACQUIRE), 0) && g_wipe_ok && sp_active)
+		proc_check_slow();
+}
+
+/* --------------------------------------------- the trace file cut short */
+
+/*
+ * The file is MAP_SHARED: when another program truncates it (`: > file`, a
+ * log rotation) a store into a page past its new end raises SIGBUS, whose
+ * default kills the job (exit 135). A handler, chained to the one the program
+ * had: a fault inside the trace mapping turns the mapping into private zeros
+ * at the same address (MAP_FIXED), so the store completes in memory, the
+ * process stops recording (sp_active 0: threads finish their current chunk in
+ * that memory, nothing more), and one warning says so; any other SIGBUS goes
+ * to the program's handler, or kills as it would have.
+ * NOTE: installed when the file is made; a handler the program sets later
+ * replaces it (the program then sees the SIGBUS of a truncated trace).
+ */
+static struct sigaction g_prev_bus;
+static int g_bus_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+	uint8_t *a = (uint8_t *)si->si_addr, *base = __atomic_load_n(&g_tf.base, __ATOMIC_ACQUIRE);
+	if (si->si_code > 0 && base && a >= base && a < base + g_tf.size) {
+		int saved = errno;
+		__atomic_store_n(&sp_active, 0, __ATOMIC_RELEASE);
+		syscall(SYS_mmap, base, g_tf.size, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+		sp_warn_once("truncated",
+			     "%s was truncated while the process ran: its records are lost, this process is no "
+			     "longer recorded",
+			     g_tf.path);
+		errno = saved;
+		return; /* the store is made again, into memory */
+	}
+	if (g_prev_bus.sa_flags & SA_SIGINFO) {
+		g_prev_bus.sa_sigaction(sig, si, uc);
+		return;
+	}
+	if (g_prev_bus.sa_handler != SIG_DFL && g_prev_bus.sa_handler != SIG_IGN) {
+		g_prev_bus.sa_handler(sig);
+		return;
+	}
+	/* the default: a fault comes again when the instruction does and kills; a sent one is sent again */
+	struct sigaction dfl = {.sa_handler = SIG_DFL};
+	sigaction(SIGBUS, &dfl, NULL);
+	if (si->si_code <= 0 && g_prev_bus.sa_handler == SIG_DFL)
+		raise(SIGBUS);
+}
+
+static void sigbus_install(void)
+{
+	if (g_bus_installed)
+		return; /* a forked child: its parent's handler, and what it chained to, came with it */
+	struct sigaction sa = {0};
+	sa.sa_sigaction = on_sigbus;
+	sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	if (sigaction(SIGBUS, &sa, &g_prev_bus) == 0)
+		g_bus_installed = 1;
+}
+
 static void create_file(void)
 {
 	char err[512];
@@ -71,17 +180,24 @@ static void create_file(void)
 	    .pid = g_pid,
 	    .ppid = g_ppid,
 	    .warn = tf_warn,
+	    .dir_flags = SP_TF_DIR_CREATE,
 	    .features = __atomic_load_n(&sp_clk.mode, __ATOMIC_RELAXED) == SP_CLK_TSC ? SP_FEAT_TSC : 0,
 	};
 	int state = FILE_FAILED;
-	if (sp_tf_mkdir(g_dir, err, sizeof(err)) != 0 || sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0) {
+	sigbus_install();
+	if (sp_tf_create(&g_tf, &o, err, sizeof(err)) != 0) {
 		sp_warn_once("create", "%s; this process is not recorded", err);
 	} else {
+		if (g_tf.dir_mode & 077)
+			sp_warn_once("dirmode",
+				     "%s: the trace directory is open to other users (mode %04o): its files are "
+				     "private (0600), their names are not; `chmod go= %s` closes it",
+				     g_dir, g_tf.dir_mode, g_dir);
 		/* strings (paths, names) never take the summaries' half of the keep area */
 		g_tf.keep_string_max = g_tf.keep_slots - g_tf.keep_slots / 2;
 		state = FILE_READY;
 	}
-	__atomic_store_n(&g_state, state, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_proc.state, state, __ATOMIC_RELEASE);
 }
 
 /*
@@ -93,12 +209,14 @@ static __attribute__((noinline)) int file_ready_slow(void);
 
 static inline int file_ready(void)
 {
-	return __builtin_expect(__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_READY, 1) || file_ready_slow();
+	return __builtin_expect(__atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) == FILE_READY, 1) || file_ready_slow();
 }
 
 static __attribute__((noinline)) int file_ready_slow(void)
 {
-	int s = __atomic_load_n(&g_state, __ATOMIC_ACQUIRE);
+	if (!t_rare && !t_interning)
+		proc_check();
+	int s = __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE);
 	if (s == FILE_READY)
 		return 1;
 	if (s == FILE_FAILED)
@@ -126,16 +244,16 @@ static __attribute__((noinline)) int file_ready_slow(void)
 		 */
 		t_creating = 1;
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-		if (__atomic_compare_exchange_n(&g_state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		if (__atomic_compare_exchange_n(&sp_proc.state, &s, FILE_CREATING, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
 			create_file();
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		t_creating = 0;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	while (__atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_CREATING)
+	while (__atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) == FILE_CREATING)
 		syscall(SYS_sched_yield);
 	errno = saved;
-	return __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) == FILE_READY;
+	return __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) == FILE_READY;
 }
 
 /* -------------------------------------------------------- 2. thread state */
@@ -219,7 +337,6 @@ void sp_recorder_thread_exit(void)
 /* ------------------------------------------------------- 3. record path */
 
 /* Section 6: the summary window's end (UINT64_MAX: off) and the slow path. */
-uint64_t sp_sum_next = UINT64_MAX;
 static void summary_tick(uint64_t now, int final);
 static void summary_note(unsigned kind, const uint64_t *f);
 
@@ -249,11 +366,6 @@ static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st
 	st->end = end;
 }
 
-/*
- * The rare path of this thread is running (t_rare): a signal handler that records
- * meanwhile must not claim a chunk or write a summary under it.
- */
-static __thread int t_rare __attribute__((tls_model("initial-exec")));
 
 static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
 		      const uint64_t *f);
@@ -262,6 +374,7 @@ void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 {
 	if (__builtin_expect(!sp_active, 0))
 		return;
+	proc_check();
 	struct sp_tf_stream *st = &sp_rec_stream;
 	/*
 	 * A record of a signal handler that interrupted this thread's own record (its
@@ -301,7 +414,7 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 		return;
 	}
 	/* before this record counts: a summary describes the records that ended before its window's end */
-	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED), 0))
+	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED), 0))
 		summary_tick(end_ns, 0);
 	switch (kind) {
 	case SP_K_STEP:
@@ -353,13 +466,12 @@ void sp_emit_slow(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_n
 	}
 }
 
-/* this thread is interning (a fork in a signal handler meanwhile: fork_child_mid_record) */
-static __thread int t_interning __attribute__((tls_model("initial-exec")));
 
 uint32_t sp_intern(const char *s, size_t len)
 {
 	if (!sp_active)
 		return 0;
+	proc_check();
 	t_interning++;
 	__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	uint32_t id = file_ready() ? sp_intern_get(&g_intern, &g_tf, s, len) : 0;
@@ -373,13 +485,15 @@ uint32_t sp_intern_cstr(const char *s)
 	return s ? sp_intern(s, strlen(s)) : 0;
 }
 
-uint64_t *sp_op_counter;
 
 uint32_t sp_next_op_slow(void)
 {
-	if (!sp_active || !file_ready())
+	if (!sp_active)
 		return 0;
-	__atomic_store_n(&sp_op_counter, &g_tf.hdr->next_op, __ATOMIC_RELEASE);
+	proc_check();
+	if (!file_ready())
+		return 0;
+	__atomic_store_n(&sp_proc.op_counter, &g_tf.hdr->next_op, __ATOMIC_RELEASE);
 	return (uint32_t)__atomic_add_fetch(&g_tf.hdr->next_op, 1, __ATOMIC_RELAXED);
 }
 
@@ -415,8 +529,12 @@ static void fork_child_mid_record(void)
 	warn_fork_child();
 	sp_clock_fork_child();
 	g_pid = (int32_t)syscall(SYS_getpid);
-	__atomic_store_n(&sp_op_counter, NULL, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_proc.op_counter, NULL, __ATOMIC_RELAXED);
 	sp_tf_orphan(&g_tf);
+	/* the page came wiped: nothing is made for this child, no summary */
+	__atomic_store_n(&sp_proc.state, FILE_FAILED, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_proc.sum_next, UINT64_MAX, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_proc.alive, 1, __ATOMIC_RELEASE);
 	sp_warn_once("forkrec", "fork() in a signal handler that interrupted a record of its thread: "
 				"this child process is not recorded");
 }
@@ -434,7 +552,7 @@ static void atfork_child(void)
 	int32_t parent = g_pid;
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = parent;
-	__atomic_store_n(&sp_op_counter, NULL, __ATOMIC_RELAXED); /* the parent's header */
+	__atomic_store_n(&sp_proc.op_counter, NULL, __ATOMIC_RELAXED); /* the parent's header */
 	sp_tf_release(&g_tf);
 	memset(&g_tf, 0, sizeof(g_tf));
 	g_tf.fd = -1;
@@ -444,7 +562,8 @@ static void atfork_child(void)
 	t_early_lost = 0;
 	summary_fork_child();
 	t_creating = 0;
-	__atomic_store_n(&g_state, FILE_NONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_proc.state, FILE_NONE, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_proc.alive, 1, __ATOMIC_RELEASE); /* the page was wiped by the fork */
 	sp_api_fork_child();
 	errno = saved;
 }
@@ -455,6 +574,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	g_max_bytes = max_bytes;
 	g_pid = (int32_t)syscall(SYS_getpid);
 	g_ppid = 0;
+	proc_page_init();
 	sp_tf_layout_init();
 	if (sp_intern_init(&g_intern, 16) != 0) {
 		sp_warn_once("intern", "cannot map the string table; this process is not recorded");
@@ -474,7 +594,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
  */
 void sp_recorder_shutdown(void)
 {
-	if (!sp_active || __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
+	if (!sp_active || __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) != FILE_READY)
 		return;
 	flush_held(); /* the exiting thread's */
 	uint64_t now = sp_now();
@@ -628,7 +748,7 @@ static void summary_reset(uint64_t t0)
 	g_sum_devmask = 0;
 	memset(g_sum_live, 0, sizeof(g_sum_live));
 	memset(g_sum_peak, 0, sizeof(g_sum_peak));
-	__atomic_store_n(&sp_sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
+	__atomic_store_n(&sp_proc.sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
 }
 
 static void summary_init(void)
@@ -713,9 +833,9 @@ static void summary_tick(uint64_t now, int final)
 	if (!g_sum_win || !__atomic_compare_exchange_n(&g_sum_busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 		return;
 	int saved = errno;
-	uint64_t next = __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED);
+	uint64_t next = __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED);
 	if (next == UINT64_MAX || (!final && now < next) || now < g_sum_t0 ||
-	    __atomic_load_n(&g_state, __ATOMIC_ACQUIRE) != FILE_READY)
+	    __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) != FILE_READY)
 		goto out;
 	uint64_t end = final ? now : g_sum_t0 + (now - g_sum_t0) / g_sum_win * g_sum_win;
 	int full = 0;
@@ -729,7 +849,7 @@ static void summary_tick(uint64_t now, int final)
 		g_sum_doublings++;
 	}
 	next = final || full ? UINT64_MAX : g_sum_t0 + ((end - g_sum_t0) / g_sum_win + 1) * g_sum_win;
-	__atomic_store_n(&sp_sum_next, next, __ATOMIC_RELAXED);
+	__atomic_store_n(&sp_proc.sum_next, next, __ATOMIC_RELAXED);
 out:
 	__atomic_store_n(&g_sum_busy, 0, __ATOMIC_RELEASE);
 	errno = saved;

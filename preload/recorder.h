@@ -70,9 +70,24 @@ SP_HIDDEN void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint
 /* The calling thread's writer stream (recorder.c; cur == end == NULL: no chunk yet). */
 SP_HIDDEN extern __thread struct sp_tf_stream sp_rec_stream __attribute__((tls_model("initial-exec")));
 
-/* End of the current summary window (UINT64_MAX: summaries off); a record ending
- * at or after it takes the rare path, which writes the summary. */
-SP_HIDDEN extern uint64_t sp_sum_next;
+/*
+ * What the record path reads that a child made without fork()'s handlers (a
+ * raw clone(SIGCHLD), which runs no pthread_atfork handler) must not take from
+ * its parent: one page of its own, MADV_WIPEONFORK, which such a child finds
+ * zeroed. sum_next is the summary window's end (UINT64_MAX: summaries off): a
+ * record ending at or after it takes the rare path, which writes the summary;
+ * at 0 every record of the child takes the rare path, which sees alive == 0
+ * and gives the child its own file, as fork does. So the check costs the hot
+ * path nothing: the compare it made anyway.
+ */
+struct sp_proc_page {
+	uint64_t sum_next;
+	uint64_t *op_counter; /* sp_next_op: the file header's counter (NULL: none yet) */
+	int state;	      /* the file: recorder.c's FILE_* */
+	int alive;	      /* 1 in the process that set the page up; 0 in a child not told of the fork */
+	char pad[4096 - 24];
+} __attribute__((aligned(4096)));
+SP_HIDDEN extern struct sp_proc_page sp_proc;
 
 /* Kinds whose records update the summaries' running values (rare path only). */
 #define SP_SUM_KINDS ((1ull << SP_K_STEP) | (1ull << SP_K_ALLOC) | (1ull << SP_K_FREE))
@@ -139,7 +154,7 @@ static inline __attribute__((always_inline)) void sp_emit_k(unsigned kind, unsig
 	 * `end - slot < n` took a subtraction, a test and a copy more.
 	 */
 	if (__builtin_expect(((SP_SUM_KINDS >> kind) & 1) || (uintptr_t)slot + n * sizeof(*slot) > (uintptr_t)end ||
-				 end_ns >= __atomic_load_n(&sp_sum_next, __ATOMIC_RELAXED),
+				 end_ns >= __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED),
 			     0)) {
 		sp_emit_rare_copy(kind, api, begin_ns, end_ns, f);
 		return;
@@ -181,14 +196,13 @@ SP_HIDDEN uint32_t sp_intern_cstr(const char *s);
 /*
  * The next per-process GPU op id (joins an op's record with its gpu_span); 0
  * when there is no trace. Inline: one atomic add on the file header's counter
- * once the file exists (sp_op_counter, NULL before and in a forked child
+ * once the file exists (sp_proc.op_counter, NULL before and in a forked child
  * until its own file), the slow path otherwise.
  */
-SP_HIDDEN extern uint64_t *sp_op_counter;
 SP_HIDDEN uint32_t sp_next_op_slow(void);
 static inline uint32_t sp_next_op(void)
 {
-	uint64_t *c = __atomic_load_n(&sp_op_counter, __ATOMIC_ACQUIRE);
+	uint64_t *c = __atomic_load_n(&sp_proc.op_counter, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(c != NULL, 1))
 		return (uint32_t)__atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
 	return sp_next_op_slow();

@@ -21,6 +21,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <grp.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -1872,4 +1873,294 @@ Test(recorder, a_signal_handlers_mark_never_renames_the_mark_it_interrupted, .ti
 	free(l);
 	sp_json_free(j);
 	sp_t_rmrf(dir);
+}
+
+/* ------------------------------------------- the directory and other users */
+
+/* This (forked) process becomes uid/gid 65534, a second, unprivileged user; exits 3 if it cannot. */
+static void become_nobody(void)
+{
+	if (setgroups(0, NULL) != 0 || setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0)
+		_exit(3);
+}
+
+/* The stepprof-* entries of dir: how many, the last one's name in name. */
+static int trace_dirs_in(const char *dir, char *name, size_t n)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int dirs = 0;
+	name[0] = 0;
+	while (d && (e = readdir(d)))
+		if (strncmp(e->d_name, "stepprof-", 9) == 0) {
+			dirs++;
+			snprintf(name, n, "%s", e->d_name);
+		}
+	if (d)
+		closedir(d);
+	return dirs;
+}
+
+/* Run fn(arg) in a child as uid 65534; its exit status. */
+static int as_nobody(void (*fn)(void *), void *arg)
+{
+	pid_t c = fork();
+	if (c == 0) {
+		become_nobody();
+		fn(arg);
+		_exit(0);
+	}
+	int st = 0;
+	waitpid(c, &st, 0);
+	return st;
+}
+
+struct plant {
+	const char *link, *target, *target2; /* target2: flip between target and it until killed */
+};
+
+static void plant_link(void *arg)
+{
+	struct plant *p = arg;
+	char tmp[700];
+	snprintf(tmp, sizeof(tmp), "%s.new", p->link);
+	for (unsigned long i = 0;; i++) {
+		unlink(tmp);
+		if (symlink(i % 2 && p->target2 ? p->target2 : p->target, tmp) != 0 || rename(tmp, p->link) != 0)
+			_exit(4);
+		if (!p->target2)
+			return;
+	}
+}
+
+/* top (mode 0755), top/shared (1777, as /tmp), top/mine (the victim's, 0700), top/theirs (uid 65534's, 0777) */
+static char *shared_layout(char shared[600], char mine[600], char theirs[600])
+{
+	if (geteuid() != 0)
+		cr_skip_test("needs root to act as a second user (uid 65534)");
+	char *top = sp_t_tmpdir("recshared");
+	cr_assert_eq(chmod(top, 0755), 0);
+	snprintf(shared, 600, "%s/shared", top);
+	snprintf(mine, 600, "%s/mine", top);
+	snprintf(theirs, 600, "%s/theirs", top);
+	cr_assert_eq(mkdir(shared, 0700), 0);
+	cr_assert_eq(chmod(shared, 01777), 0);
+	cr_assert_eq(mkdir(mine, 0700), 0);
+	cr_assert_eq(mkdir(theirs, 0700), 0);
+	cr_assert_eq(chown(theirs, 65534, 65534), 0);
+	cr_assert_eq(chmod(theirs, 0777), 0);
+	return top;
+}
+
+/*
+ * Another user plants a symbolic link where the victim's traces are to go, in a
+ * directory anyone can write (/tmp): to a directory of the victim's (which the
+ * owner check passes) or to one of their own. The link is refused, with one
+ * warning, and nothing is written through it.
+ */
+Test(recorder, a_link_planted_by_another_user_is_never_followed)
+{
+	char shared[600], mine[600], theirs[600], link[700];
+	char *top = shared_layout(shared, mine, theirs);
+	snprintf(link, sizeof(link), "%s/stepprof-planted", shared);
+	const char *targets[] = {mine, theirs};
+	for (int t = 0; t < 2; t++) {
+		struct plant p = {link, targets[t], NULL};
+		unlink(link);
+		cr_assert_eq(as_nobody(plant_link, &p), 0, "uid 65534 plants %s", link);
+		struct sp_t_result r;
+		cr_expect_eq(markgen(&r, link, NULL, "-n 100 -f 10"), 0, "%s", r.err);
+		cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+		cr_expect(strstr(r.err, "symbolic link in a directory other users can write"), "%s", r.err);
+		sp_t_result_free(&r);
+		cr_expect_eq(entries(targets[t]), 0, "nothing written through the link into %s", targets[t]);
+	}
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/*
+ * The same link flipped by the other user between a directory of the victim's
+ * and one of their own while the victim's process opens its directory and
+ * creates its file: 1,000 runs, not one trace anywhere but where it was meant
+ * to go (here: nowhere, the link is refused every time).
+ */
+Test(recorder, a_link_flipped_by_another_user_never_redirects_a_trace, .timeout = 600)
+{
+	char shared[600], mine[600], theirs[600], link[700];
+	char *top = shared_layout(shared, mine, theirs);
+	snprintf(link, sizeof(link), "%s/trace", shared);
+	struct plant p = {link, mine, theirs};
+	pid_t flipper = fork();
+	if (flipper == 0) {
+		become_nobody();
+		plant_link(&p);
+		_exit(0);
+	}
+	for (int i = 0; i < 1000 && access(link, F_OK) != 0; i++)
+		usleep(1000); /* the link exists before the first run */
+	char *env[] = {env_preload(), env_dir(link), "STEPPROF_IO=off", NULL};
+	char *argv[32], *copy = markgen_argv(argv, "-n 50");
+	int bad_exit = 0, warned = 0;
+	for (int i = 0; i < 1000; i++) {
+		struct sp_t_result r;
+		bad_exit += sp_t_run(&r, argv, env, NULL, 60) != 0;
+		warned += stepprof_lines(r.err) == 1;
+		sp_t_result_free(&r);
+	}
+	free(copy);
+	int fst = 0;
+	cr_expect_eq(waitpid(flipper, &fst, WNOHANG), 0, "the flipper ran to the end: status %#x", fst);
+	kill(flipper, SIGKILL);
+	waitpid(flipper, NULL, 0);
+	cr_expect_eq(bad_exit, 0, "every run exits 0");
+	cr_expect_eq(warned, 1000, "each run says why it is not recorded");
+	cr_expect_eq(entries(mine), 0, "no trace in the victim's other directory");
+	cr_expect_eq(entries(theirs), 0, "no trace in the other user's directory");
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/*
+ * The default directory in a working directory anyone can write: its name gets
+ * a random suffix (one warning says where), so that another user cannot have
+ * taken it first.
+ */
+Test(recorder, the_default_directory_in_a_shared_directory_has_a_random_name)
+{
+	char shared[600], mine[600], theirs[600];
+	char *top = shared_layout(shared, mine, theirs);
+	struct sp_t_result r;
+	markgen_in(&r, shared, "", "-n 10", 60);
+	long pid = out_pid(r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "random suffix"), "%s", r.err);
+	sp_t_result_free(&r);
+	char suffix[32], name[256];
+	snprintf(suffix, sizeof(suffix), "-%ld-", pid);
+	int dirs = trace_dirs_in(shared, name, sizeof(name));
+	cr_expect(strlen(name) == strlen("stepprof-YYYYmmdd-HHMMSS") + strlen(suffix) + 8 && strstr(name, suffix),
+		  "%s is stepprof-YYYYmmdd-HHMMSS-%ld-<8 random characters>", name, pid);
+	cr_expect_eq(dirs, 1);
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/* An existing directory of the user's that others may enter or read is used, with one warning. */
+Test(recorder, an_own_directory_open_to_others_is_used_with_one_warning)
+{
+	char *top = sp_t_tmpdir("recopen");
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/open", top);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	cr_assert_eq(chmod(dir, 0755), 0);
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 100 -f 10"), 0, "%s", r.err);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning for parent and child: %s", r.err);
+	cr_expect(strstr(r.err, "open to other users (mode 0755)"), "%s", r.err);
+	sp_t_result_free(&r);
+	cr_expect_eq(entries(dir), 2, "the parent's and the child's files");
+	sp_t_rmrf(top);
+	free(top);
+}
+
+/* ------------------------------------------ the file truncated, a raw clone */
+
+/*
+ * Another program truncates the trace file while the job writes marks: the
+ * MAP_SHARED pages past the new end would raise SIGBUS (exit 135). The job
+ * goes on and exits 0; one warning says the process is no longer recorded.
+ */
+Test(recorder, a_trace_truncated_while_the_process_runs_costs_it_nothing, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("rectrunc");
+	struct sp_t_result r;
+	int st = markgen(&r, dir, NULL, "-n 3000 -U 200000");
+	cr_expect_eq(st, 0, "status %d: %s", st, r.err);
+	cr_expect(strstr(r.out, "truncated=1"), "%s", r.out);
+	cr_expect(strstr(r.out, "marks=203000"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 1, "one warning: %s", r.err);
+	cr_expect(strstr(r.err, "was truncated while the process ran"), "%s", r.err);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* A SIGBUS that is not the trace's still reaches the program as it would without stepprof. */
+Test(recorder, a_sigbus_of_the_program_still_kills_it)
+{
+	char *dir = sp_t_tmpdir("recbus");
+	char so[PATH_MAX], mg[PATH_MAX], cmd[3 * PATH_MAX];
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so) && realpath(sp_t_build("tests/bin/markgen"), mg));
+	/* a SIGBUS sent from outside while markgen writes its marks (the trace's handler is installed) */
+	snprintf(cmd, sizeof(cmd),
+		 "STEPPROF_MAX_MB=8 STEPPROF_DIR=%s LD_PRELOAD=%s %s -n 400000000 & sleep 0.5; kill -BUS $!; wait $!; "
+		 "echo status=$?",
+		 dir, so, mg);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_expect(strstr(r.out, "status=135"), "killed by SIGBUS as without stepprof: %s %s", r.out, r.err);
+	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * A child made by the raw clone(SIGCHLD) syscall runs no atfork handler: its
+ * memory is a copy of the parent's, the trace mapping included. Parent and
+ * child each write their marks at the same time: each finds all of its own in
+ * its own file, under its own pid.
+ */
+Test(recorder, a_raw_clone_child_writes_its_own_file, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("recclone");
+	struct sp_t_result r;
+	cr_assert_eq(markgen(&r, dir, NULL, "-n 1 -O 100000"), 0, "%s", r.err);
+	long parent = out_pid(r.out), child = child_pid(r.out);
+	cr_expect(strstr(r.out, "child_status=0"), "%s", r.out);
+	cr_expect_eq(stepprof_lines(r.err), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	struct sp_json *j = info(dir);
+	cr_assert_eq(nfiles(j), 2, "one file each");
+	/* each pid's marks, all of them, none lost; the child names the parent */
+	const long pids[] = {parent, child};
+	const uint64_t want[] = {100001, 100000};
+	for (int i = 0; i < 2; i++) {
+		struct sp_json *f = file_of(j, pids[i], 0);
+		cr_assert(f, "a file of pid %ld", pids[i]);
+		cr_expect_eq(sp_json_u64(f, "records_by_kind.mark", 0), want[i], "pid %ld", pids[i]);
+		cr_expect_eq(sp_json_u64(f, "lost", 99), 0, "pid %ld", pids[i]);
+		cr_expect_eq(sp_json_i64(f, "ppid", 0), i ? parent : sp_json_i64(f, "ppid", 0));
+	}
+	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* ---------------------------------------------- programs that record nothing */
+
+/*
+ * /bin/echo and readlink record nothing (their output is no input): no trace
+ * directory, no file. Their stdout and stderr are files here, whose names the
+ * fd table would otherwise have interned into a file of no record.
+ */
+Test(recorder, echo_and_readlink_leave_no_trace)
+{
+	char *cwd = sp_t_tmpdir("rececho");
+	char so[PATH_MAX], cmd[4 * PATH_MAX];
+	cr_assert(realpath(sp_t_build("lib/libstepprof.so"), so));
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && LD_PRELOAD=%s /bin/echo hi >out1 2>err1 && LD_PRELOAD=%s readlink /proc/self/exe >out2 "
+		 "2>err2 && LD_PRELOAD=%s readlink -f /usr/bin/env >out3 2>err3",
+		 cwd, so, so, so);
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	char *env[] = {"STEPPROF_DIR=", "PATH=/usr/bin:/bin", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	char name[256];
+	cr_expect_eq(trace_dirs_in(cwd, name, sizeof(name)), 0, "no trace directory in %s: %s", cwd, name);
+	sp_t_rmrf(cwd);
+	free(cwd);
 }

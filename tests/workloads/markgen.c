@@ -34,6 +34,11 @@
  *              or "alloc=failed" (what an address space limit leaves the program)
  *     -K       with -M: keep that memory mapped, so that the exit unmaps it (a process
  *              whose exit takes a while after its last thread has left)
+ *     -O M     then clone(SIGCHLD) by the raw syscall (no atfork handlers run): the child
+ *              writes M marks "child" and exits 0 (exit: its destructors run), the
+ *              parent writes M marks "after" meanwhile, then waits; prints child=<pid>
+ *     -U M     then truncate this process's own trace file to 0 bytes (found in
+ *              /proc/self/maps) and write M marks "after_trunc"
  *     -k K     SIGKILL self after K marks (main thread, one thread only)
  *     -I US    with one thread: while it writes its marks, another thread sends it
  *              SIGUSR1 every US microseconds; the handler calls stepprof_mark("sig")
@@ -71,6 +76,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -292,14 +298,33 @@ static void name_race(long n)
 	printf("alarms=%ld\n", (long)race_alarms);
 }
 
+/* The trace file this process maps (the preload's), cut to 0 bytes as another program could. */
+static void truncate_own_trace(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[4600];
+	int done = 0;
+	while (f && !done && fgets(line, sizeof(line), f)) {
+		char *p = strchr(line, '/');
+		size_t n = strlen(line);
+		if (n && line[n - 1] == '\n')
+			line[--n] = 0;
+		if (p && n > 8 && strcmp(line + n - 8, ".sptrace") == 0)
+			done = syscall(SYS_truncate, p, 0) == 0;
+	}
+	if (f)
+		fclose(f);
+	printf("truncated=%d\n", done);
+}
+
 int main(int argc, char **argv)
 {
 	long nthreads = 1, steps = 0, fork_m = -1, exec_m = -1, inplace_m = -1, bench = 0, close_m = -1, chain = 0,
-	     rm_m = -1;
+	     rm_m = -1, clone_m = -1, trunc_m = -1;
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1, race_n = 0;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:W:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:W:O:U:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -375,6 +400,12 @@ int main(int argc, char **argv)
 			break;
 		case 'K':
 			keep_alloc = 1;
+			break;
+		case 'O':
+			clone_m = atol(optarg);
+			break;
+		case 'U':
+			trunc_m = atol(optarg);
 			break;
 		default:
 			fprintf(stderr, "markgen: bad option (see the source)\n");
@@ -515,6 +546,26 @@ int main(int argc, char **argv)
 			perror("markgen: removing $STEPPROF_DIR");
 		marks_named("after_rm", rm_m);
 		total += rm_m;
+	}
+	if (trunc_m >= 0) {
+		truncate_own_trace();
+		marks_named("after_trunc", trunc_m);
+		total += trunc_m;
+	}
+	if (clone_m >= 0) {
+		fflush(stdout);
+		long c = syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+		if (c == 0) {
+			marks_named("child", clone_m);
+			printf("markgen pid=%d marks=%ld\n", (int)getpid(), clone_m);
+			fflush(stdout);
+			exit(0);
+		}
+		marks_named("after", clone_m);
+		total += clone_m;
+		int st = 0;
+		waitpid((pid_t)c, &st, 0);
+		printf("child=%ld child_status=%d\n", c, st);
 	}
 	if (fork_m >= 0) {
 		fflush(stdout);
