@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #define SCAN_BLOCK (4u << 20) /* bytes read per pread */
+_Static_assert(SCAN_BLOCK >= SP_CHUNK_SIZE_MAX, "a block holds at least one chunk of any size the reader accepts");
 
 /* Slots per kind, computed once (sp_kind_slots walks the field list every call). */
 static uint8_t kind_slots[SP_K__COUNT];
@@ -97,8 +98,8 @@ int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg)
 	struct stat st;
 	struct sp_file_header h;
 	if (fstat(fd, &st) || pread(fd, &h, sizeof(h), 0) != (ssize_t)sizeof(h) || memcmp(h.magic, SP_MAGIC, 8) ||
-	    h.chunk_size < (SP_CHUNK_HDR_SLOTS + 1) * SP_SLOT_SIZE || h.chunk_size % SP_SLOT_SIZE ||
-	    h.chunk_size > SCAN_BLOCK || h.keep_slots > (1ull << 40) || h.header_size < sizeof(h)) {
+	    h.chunk_size < SP_CHUNK_SIZE_MIN || h.chunk_size % SP_SLOT_SIZE || h.chunk_size > SP_CHUNK_SIZE_MAX ||
+	    h.keep_slots > SP_KEEP_SLOTS_MAX || h.header_size < sizeof(h)) {
 		close(fd);
 		return -1;
 	}

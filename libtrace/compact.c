@@ -48,8 +48,8 @@ int sp_tf_compact_plan(const struct sp_file_header *h, uint64_t fsize, struct sp
 		return -EINVAL;
 	}
 	uint64_t chunk = h->chunk_size;
-	if (h->header_size != SP_HEADER_SIZE || chunk < 2 * SP_SLOT_SIZE * SP_CHUNK_HDR_SLOTS ||
-	    chunk % SP_SLOT_SIZE || chunk > (64u << 20) || h->keep_slots > (1ull << 40) ||
+	if (h->header_size != SP_HEADER_SIZE || chunk < SP_CHUNK_SIZE_MIN || chunk % SP_SLOT_SIZE ||
+	    chunk > SP_CHUNK_SIZE_MAX || h->keep_slots > SP_KEEP_SLOTS_MAX ||
 	    h->keep_next_slot > h->keep_slots) {
 		say(err, errlen, "damaged header (geometry): not compacted");
 		return -EINVAL;

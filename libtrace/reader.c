@@ -109,13 +109,25 @@ static int check_header(struct sp_reader *r, size_t got, char *err, size_t errle
 		set_err(err, errlen, "corrupt header: header_size %u", h->header_size);
 		return -1;
 	}
-	if (h->chunk_size % SP_SLOT_SIZE || h->chunk_size < (SP_CHUNK_HDR_SLOTS + 1) * SP_SLOT_SIZE ||
-	    h->chunk_size > MAX_CHUNK_SIZE) {
-		set_err(err, errlen, "corrupt header: chunk_size %u", h->chunk_size);
+	if (h->chunk_size % SP_SLOT_SIZE || h->chunk_size < SP_CHUNK_SIZE_MIN || h->chunk_size > SP_CHUNK_SIZE_MAX) {
+		set_err(err, errlen, "corrupt header: chunk_size %u (a multiple of %u from %u to %u)", h->chunk_size,
+			SP_SLOT_SIZE, SP_CHUNK_SIZE_MIN, SP_CHUNK_SIZE_MAX);
 		return -1;
 	}
-	if (h->keep_slots > (1ull << 40)) {
-		set_err(err, errlen, "corrupt header: keep_slots %llu", (unsigned long long)h->keep_slots);
+	if (h->keep_slots > SP_KEEP_SLOTS_MAX) {
+		set_err(err, errlen, "corrupt header: keep_slots %llu (at most %llu)", (unsigned long long)h->keep_slots,
+			(unsigned long long)SP_KEEP_SLOTS_MAX);
+		return -1;
+	}
+	/* no overflow: header_size < 2^21, keep_slots * 32 <= 2^45, ring_chunks * chunk_size < 2^52 */
+	uint64_t ring_off = h->header_size + h->keep_slots * SP_SLOT_SIZE;
+	uint64_t size = ring_off + (uint64_t)h->ring_chunks * h->chunk_size;
+	if (h->file_size != size) {
+		set_err(err, errlen,
+			"corrupt header: file_size %llu, but its geometry (header %u + keep_slots %llu x %u + "
+			"ring_chunks %u x chunk_size %u) makes %llu",
+			(unsigned long long)h->file_size, h->header_size, (unsigned long long)h->keep_slots, SP_SLOT_SIZE,
+			h->ring_chunks, h->chunk_size, (unsigned long long)size);
 		return -1;
 	}
 	return 0;

@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MAX_CHUNK_SIZE (64u << 20) /* a larger chunk_size is corruption */
 
 struct str_ent {
 	uint32_t id;
@@ -39,12 +38,12 @@ struct chunk_ref {
 	uint32_t run;	 /* RUN_SLOTS: record slots to read in the last chunk, min(used, what the
 			    file holds); RUN_CUT: the file ends inside it; >> RUN_SHIFT: chunks - 1 */
 };
-#define RUN_SLOT_BITS 21u /* a chunk's record slots: < MAX_CHUNK_SIZE / SP_SLOT_SIZE */
+#define RUN_SLOT_BITS 21u /* a chunk's record slots: < SP_CHUNK_SIZE_MAX / SP_SLOT_SIZE */
 #define RUN_SLOTS     ((1u << RUN_SLOT_BITS) - 1)
 #define RUN_CUT	      (1u << RUN_SLOT_BITS)
 #define RUN_SHIFT     (RUN_SLOT_BITS + 1)
 #define RUN_MAX	      (1u << (32 - RUN_SHIFT)) /* 1024 chunks: 64 MiB of 64 KiB chunks */
-_Static_assert(MAX_CHUNK_SIZE / SP_SLOT_SIZE <= RUN_SLOTS + 1, "a chunk's slot count fits RUN_SLOTS");
+_Static_assert(SP_CHUNK_SIZE_MAX / SP_SLOT_SIZE <= RUN_SLOTS + 1, "a chunk's slot count fits RUN_SLOTS");
 
 struct stream {
 	int32_t pid, tid;

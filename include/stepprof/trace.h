@@ -34,6 +34,14 @@
 #define SP_CHUNK_MAGIC 0x4b434853u /* "SHCK" */
 #define SP_CHUNK_HDR_SLOTS 2u      /* the chunk header takes the first two slots */
 #define SP_MAX_RECORD_SLOTS 40u    /* longest record: a 1 KiB string */
+/*
+ * The geometry a reader accepts (docs/trace-format.md section 3): a chunk of
+ * at least one record slot and at most 1 MiB (the recorder uses 64 KiB; a
+ * reader holds one chunk per thread in memory), at most 2^40 keep slots.
+ */
+#define SP_CHUNK_SIZE_MIN ((SP_CHUNK_HDR_SLOTS + 1) * SP_SLOT_SIZE)
+#define SP_CHUNK_SIZE_MAX (1u << 20)
+#define SP_KEEP_SLOTS_MAX (1ull << 40)
 #define SP_MAX_STRING 1024u
 
 /* Feature bits of sp_file_header.features. */

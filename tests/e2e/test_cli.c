@@ -923,6 +923,92 @@ Test(cli, info_memory_does_not_grow_with_the_trace, .timeout = 120)
 	rmrf_and_free(dir, small, big, NULL);
 }
 
+/*
+ * A header whose geometry cannot be (docs/trace-format.md section 8, step 1) is
+ * refused by every verb alike: one line "corrupt header: ...", exit 2. A chunk
+ * size the reader accepts, up to 1 MiB, is read by all of them.
+ */
+static void write_geometry(const char *path, uint32_t chunk_size)
+{
+	struct sp_tg_opts o = {.pid = 4242, .ppid = 1, .rank = -1, .chunk_size = chunk_size};
+	struct sp_tg *g = sp_tg_create_opts(path, &o);
+	uint32_t nm = sp_tg_intern(g, "m");
+	for (int i = 0; i < 100; i++)
+		SP_TG_ADD(g, 4242, SP_K_MARK, SP_API_stepprof_mark, T0 + 1000ull * i, T0 + 1000ull * i, {SP_F_NAME, nm});
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+static int run_verb(struct sp_t_result *r, int verb, const char *file)
+{
+	switch (verb) {
+	case 0:
+		return stepprof(r, "info", "--json", file, NULL);
+	case 1:
+		return stepprof(r, "dump", file, NULL);
+	case 2:
+		return stepprof(r, "export", "-o", "/dev/null", file, NULL);
+	default:
+		return stepprof(r, "analyze", "--json", file, NULL);
+	}
+}
+
+Test(cli, an_impossible_geometry_is_refused_by_every_verb, .timeout = 120)
+{
+	static const char *const verbs[] = {"info", "dump", "export", "analyze"};
+	char *dir = sp_t_tmpdir("cli");
+	char *good = path_in(dir, "good.sptrace"), *bad = path_in(dir, "bad.sptrace");
+	for (uint32_t cs = SP_CHUNK_SIZE_MIN; cs <= SP_CHUNK_SIZE_MAX; cs = cs == 96 ? 65536 : cs * 16) {
+		write_geometry(good, cs);
+		for (int v = 0; v < 4; v++) {
+			struct sp_t_result r;
+			int st = run_verb(&r, v, good);
+			cr_assert_eq(st, 0, "chunk_size %u: %s: exit %d, stderr: %s", cs, verbs[v], st, r.err);
+			sp_t_result_free(&r);
+		}
+	}
+	write_geometry(good, 65536);
+	size_t len;
+	char *img = sp_t_read_file(good, &len);
+	cr_assert_not_null(img);
+	const struct sp_file_header h0 = *(struct sp_file_header *)img;
+	struct {
+		const char *what;
+		uint32_t chunk_size, ring_chunks;
+		uint64_t keep_slots, file_size;
+	} cases[] = {
+	    {"ring_chunks 0xffffffff", 0, 0xffffffffu, 0, 0},
+	    {"file_size 4096", 0, 0, 0, 4096},
+	    {"chunk_size not a multiple of 32", 65536 + 16, 0, 0, 0},
+	    {"chunk_size 4 MiB", 4u << 20, 0, 0, 0},
+	    {"chunk_size 64 MiB", 64u << 20, 0, 0, 0},
+	    {"chunk_size 32", 32, 0, 0, 0},
+	    {"keep_slots beyond the file", 0, 0, 1ull << 30, 0},
+	    {"keep_slots beyond 2^40", 0, 0, (1ull << 40) + 1, 0},
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		struct sp_file_header *h = (struct sp_file_header *)img;
+		*h = h0;
+		if (cases[c].chunk_size)
+			h->chunk_size = cases[c].chunk_size;
+		if (cases[c].ring_chunks)
+			h->ring_chunks = cases[c].ring_chunks;
+		if (cases[c].keep_slots)
+			h->keep_slots = cases[c].keep_slots;
+		if (cases[c].file_size)
+			h->file_size = cases[c].file_size;
+		cr_assert_eq(sp_t_write_file(bad, img, len), 0);
+		for (int v = 0; v < 4; v++) {
+			struct sp_t_result r;
+			int st = run_verb(&r, v, bad);
+			cr_assert_eq(st, 2, "%s: %s: exit %d, stderr: %s", cases[c].what, verbs[v], st, r.err);
+			assert_one_error_line(&r, bad, "corrupt header: ");
+			sp_t_result_free(&r);
+		}
+	}
+	free(img);
+	rmrf_and_free(dir, good, bad, NULL);
+}
+
 /* ------------------------------------------------ 6. make deps (install-deps.sh) */
 
 /*

@@ -775,6 +775,51 @@ Test(reader, refuses_foreign_newer_and_odd_files)
 	close(m.fd);
 }
 
+/*
+ * A header whose geometry cannot be is refused at open with "corrupt header":
+ * file_size that is not header + keep + ring, a chunk size out of range or not
+ * a multiple of 32, keep slots beyond 2^40.
+ */
+Test(reader, impossible_geometry_is_refused_at_open)
+{
+	struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
+	SP_TG_ADD(g, 1, SP_K_STEP, 0, 1, 1, {SP_F_VALUE, 1});
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct sp_file_header *h = (struct sp_file_header *)img;
+	const struct sp_file_header h0 = *h;
+	struct memfile m;
+	mf_open(&m);
+	char err[256];
+	struct sp_reader *rd;
+	for (int c = 0; c < 7; c++) {
+		*h = h0;
+		switch (c) {
+		case 0: h->ring_chunks = 0xffffffffu; break;
+		case 1: h->file_size = 4096; break;
+		case 2: h->chunk_size = 65536 + 16; break;
+		case 3: h->chunk_size = SP_CHUNK_SIZE_MAX + 32; break;
+		case 4: h->chunk_size = 64; break;
+		case 5: h->keep_slots = 1ull << 30; break;
+		case 6: h->keep_slots = SP_KEEP_SLOTS_MAX + 1; break;
+		}
+		if (c != 1)
+			h->file_size = h->header_size + h->keep_slots * SP_SLOT_SIZE + (uint64_t)h->ring_chunks * h->chunk_size;
+		if (c == 0 || c == 5)
+			h->file_size = h0.file_size; /* the geometry grew, the size did not */
+		mf_set(&m, img, len);
+		cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), -1, "case %d was opened", c);
+		cr_assert_eq(strncmp(err, "corrupt header: ", 16), 0, "case %d: %s", c, err);
+	}
+	/* the largest chunk accepted is read */
+	*h = h0;
+	mf_set(&m, img, len);
+	cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), 0, "%s", err);
+	sp_reader_close(rd);
+	free(img);
+	close(m.fd);
+}
+
 /* A huge ring_chunks/keep_slots in a small file must not make the reader allocate or loop for them. */
 Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 {
@@ -784,6 +829,7 @@ Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 	uint8_t *img = sp_tg_image(g, &len);
 	struct sp_file_header *h = (struct sp_file_header *)img;
 	h->ring_chunks = 0xffffffffu;
+	h->file_size = h->header_size + h->keep_slots * SP_SLOT_SIZE + (uint64_t)h->ring_chunks * h->chunk_size;
 	h->ring_next_seq = ~0ull;
 	h->keep_next_slot = ~0ull;
 	struct readout r;
