@@ -33,6 +33,7 @@ struct sp_reader_stats {
 	uint64_t overwritten;         /* header overwritten_records */
 	uint64_t corrupt_slots;       /* slots skipped because they did not decode */
 	uint32_t threads;             /* distinct (pid, tid) with records */
+	uint64_t reused_chunks;       /* chunks a live writer reused while the file was read: skipped */
 	int truncated;                /* the file is shorter than its header says */
 	int corrupt;                  /* something did not decode (see corrupt_slots) */
 	uint64_t begin_ns, end_ns;    /* first begin and last end among records */

@@ -132,6 +132,22 @@ static inline __attribute__((always_inline)) void sift_down(void *base, size_t s
 	}
 }
 
+/*
+ * A chunk's seq as a 32-bit key: the distance from the header's ring_next_seq,
+ * seq - ring_next_seq + 2^31, clamped to [0, 2^32 - 1]. Non-decreasing in seq,
+ * so the order of any two chunks is the order of their seqs, or a tie (broken
+ * by ring position) when both lie 2^31 chunks or more (128 TiB of 64 KiB
+ * chunks) from the counter, on the same side: a damaged seq or counter can
+ * misplace a chunk, never make the sort loop or the reader fail.
+ */
+static inline uint32_t seq_key(uint64_t seq, uint64_t next)
+{
+	const uint64_t half = 1ull << 31;
+	if (seq < next)
+		return next - seq >= half ? 0 : (uint32_t)(half - (next - seq));
+	return seq - next >= half ? UINT32_MAX : (uint32_t)(half + (seq - next));
+}
+
 /* reader.c */
 size_t pread_full(int fd, void *buf, size_t n, uint64_t off);
 void registry_remove(struct sp_reader *r);

@@ -17,6 +17,22 @@
 
 /* ------------------------------------------------------------ 1. streams */
 
+/*
+ * The second read of a seqlock: the chunk's header read again after its slots.
+ * A live writer that reuses a chunk (tf_chunks.c, claim) stores its state, then
+ * used = 0, then the new seq, before it writes any slot; a chunk whose header
+ * still has the seq the index saw and at least the `want` slots committed held
+ * those slots, as committed, while they were read. 0 when it was reused since.
+ */
+static int chunk_unchanged(const struct sp_reader *r, uint64_t chunk_off, uint32_t key, uint32_t want)
+{
+	struct sp_chunk_header ch;
+	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* the slots before the header, as the writer's release orders them */
+	if (pread_full(r->fd, &ch, sizeof(ch), chunk_off) < sizeof(ch))
+		return 1; /* the file shrank since: the read of the slots says so */
+	return ch.magic == SP_CHUNK_MAGIC && seq_key(ch.seq, r->hdr.ring_next_seq) == key && ch.used >= want;
+}
+
 /* Load the stream's next chunk; 0 when it has none left. */
 static int stream_load(struct sp_reader *r, struct stream *s)
 {
@@ -31,15 +47,20 @@ static int stream_load(struct sp_reader *r, struct stream *s)
 			if (!s->buf)
 				return 0;
 		}
-		uint64_t off =
-		    r->ring_off + ((uint64_t)c->pos + k) * r->hdr.chunk_size + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE;
-		size_t got = pread_full(r->fd, s->buf, (size_t)want * SP_SLOT_SIZE, off);
+		uint64_t chunk_off = r->ring_off + ((uint64_t)c->pos + k) * r->hdr.chunk_size;
+		size_t got =
+		    pread_full(r->fd, s->buf, (size_t)want * SP_SLOT_SIZE, chunk_off + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE);
 		s->nslots = (uint32_t)(got / SP_SLOT_SIZE);
 		s->off = 0;
 		s->cut = last && (c->run & RUN_CUT);
 		if (s->nslots < want) {
 			r->st.truncated = 1; /* the file shrank since open */
 			s->cut = 1;
+		}
+		if (!chunk_unchanged(r, chunk_off, c->order + k, want)) {
+			/* reused by the writer since the index: its records are overwritten ones, not damage */
+			r->st.reused_chunks++;
+			s->nslots = 0;
 		}
 		if (s->nslots)
 			return 1;

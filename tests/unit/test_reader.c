@@ -85,6 +85,17 @@ static void read_all(const char *path, struct readout *o)
 }
 
 /* img[0..len) in a memfd, read whole (asserted readable). */
+/* A reader open on a memfd holding img, left open (the test changes the file under it). */
+static struct sp_reader *open_image(struct memfile *m, const uint8_t *img, size_t len)
+{
+	struct sp_reader *rd;
+	char err[256];
+	mf_open(m);
+	mf_set(m, img, len);
+	cr_assert_eq(sp_reader_open(m->path, &rd, err, sizeof(err)), 0, "%s", err);
+	return rd;
+}
+
 static void read_image(const uint8_t *img, size_t len, struct readout *r)
 {
 	struct memfile m;
@@ -1031,4 +1042,67 @@ Test(reader, refuses_what_is_not_a_regular_file, .timeout = 20)
 	}
 	sp_t_rmrf(dir);
 	free(dir);
+}
+
+/*
+ * A chunk a live writer reuses between the reader's index and its read of the
+ * chunk (tf_chunks.c: state, used = 0, a new seq, then new records over the
+ * old ones) is skipped as overwritten, not read as a mix of two chunks: no
+ * corrupt slot, no record of the new chunk under the old one's thread.
+ */
+Test(reader, a_chunk_reused_while_read_is_skipped_not_corrupt)
+{
+	const uint32_t cs = (SP_CHUNK_HDR_SLOTS + 10) * SP_SLOT_SIZE; /* 10 record slots: 5 copies */
+	for (int stage = 0; stage < 2; stage++) {
+		struct sp_tg_opts o = {.pid = 7, .chunk_size = cs};
+		struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+		for (int i = 0; i < 10; i++)
+			SP_TG_ADD(g, 10, SP_K_COPY, SP_API_cudaMemcpy, 1000 + 10 * i, 1005 + 10 * i, {SP_F_BYTES, i},
+				  {SP_F_OP, i + 1});
+		for (int i = 0; i < 3; i++)
+			SP_TG_ADD(g, 20, SP_K_STEP, 0, 1001 + 10 * i, 1001 + 10 * i, {SP_F_VALUE, i});
+		size_t len;
+		uint8_t *img = sp_tg_image(g, &len);
+		const struct sp_file_header *h = (const struct sp_file_header *)img;
+		uint64_t ring_off = h->header_size + h->keep_slots * SP_SLOT_SIZE;
+		struct memfile m;
+		struct sp_reader *rd = open_image(&m, img, len);
+		/* the writer takes chunk 0 (thread 10's first) for thread 11 */
+		struct sp_chunk_header ch;
+		memcpy(&ch, img + ring_off, sizeof(ch));
+		ch.state = SP_CHUNK_ACTIVE;
+		ch.used = 0;
+		if (stage == 1) {
+			/* its new seq and records: a step, then a copy astride the old copies */
+			ch.seq = h->ring_next_seq;
+			ch.tid = 11;
+			ch.used = 3;
+			uint8_t slots[3 * SP_SLOT_SIZE];
+			memcpy(slots, img + ring_off + (SP_CHUNK_HDR_SLOTS + 2) * SP_SLOT_SIZE, 2 * SP_SLOT_SIZE);
+			memcpy(slots + 2 * SP_SLOT_SIZE, slots + SP_SLOT_SIZE, SP_SLOT_SIZE);
+			memcpy(slots + SP_SLOT_SIZE, slots, SP_SLOT_SIZE);
+			memcpy(slots, img + ring_off + 2 * cs + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE, SP_SLOT_SIZE);
+			cr_assert_eq(pwrite(m.fd, slots, sizeof(slots), (off_t)(ring_off + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE)),
+				     (ssize_t)sizeof(slots));
+		}
+		cr_assert_eq(pwrite(m.fd, &ch, sizeof(ch), (off_t)ring_off), (ssize_t)sizeof(ch));
+		struct sp_event ev;
+		size_t n = 0, copies = 0;
+		while (sp_reader_next(rd, &ev)) {
+			n++;
+			copies += ev.kind == SP_K_COPY;
+			cr_assert(ev.tid == 10 || ev.tid == 20, "stage %d: a record of thread %d", stage, ev.tid);
+			cr_assert(ev.kind != SP_K_COPY || ev.f[SP_F_BYTES] >= 5, "stage %d: copy %llu of the reused chunk",
+				  stage, (unsigned long long)ev.f[SP_F_BYTES]);
+		}
+		const struct sp_reader_stats *st = sp_reader_stats(rd);
+		cr_assert_eq(st->corrupt, 0, "stage %d: %llu corrupt slots", stage, (unsigned long long)st->corrupt_slots);
+		cr_assert_eq(st->truncated, 0);
+		cr_assert_eq(st->reused_chunks, 1, "stage %d", stage);
+		cr_assert_eq(copies, 5, "stage %d", stage);
+		cr_assert_eq(n, 8, "stage %d", stage);
+		sp_reader_close(rd);
+		free(img);
+		close(m.fd);
+	}
 }
