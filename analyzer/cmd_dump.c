@@ -6,10 +6,11 @@
  *
  * Divided into:
  *   1. options,
- *   2. the GPU-span table: a first pass collects gpu_span records by (pid, op) so
- *      that the copy/memset/launch record of the same op can show its GPU-side
- *      time (memory proportional to the number of GPU spans, acceptable for dump;
- *      the reader itself stays bounded),
+ *   2. the GPU-span window: a second reader of the file runs SPAN_AHEAD records
+ *      ahead of the one printed and collects the gpu_span records it passes by
+ *      (pid, op), so that the copy/memset/launch record of the same op can show
+ *      its GPU-side time; spans are forgotten SPAN_BEHIND records after the
+ *      printed record passed them, so dump's memory is bounded like the reader's,
  *   3. one record as a JSON object / as a text line (fields by fields.def),
  *   4. the verb.
  */
@@ -58,10 +59,32 @@ static int is_instant(unsigned kind)
 	}
 }
 
-/* ------------------------------------------------------- 2. GPU-span table */
+/* ------------------------------------------------------- 2. GPU-span window */
+
+/*
+ * A gpu_span is written after its op's record and begins after it (the GPU
+ * starts the op once it was called), so in the reader's order it comes later,
+ * usually within the few iterations the host runs ahead of the GPU. An op
+ * whose span lies farther than SPAN_AHEAD records from its record is shown
+ * without GPU time. RATIONALE: a window of records, not the whole file's
+ * spans: memory stays about 8 MB whatever the length of the trace.
+ */
+#define SPAN_AHEAD  (1u << 16)
+#define SPAN_BEHIND (1u << 12) /* a span a little before its op (clock conversion) */
+#define SPAN_CAP    (SPAN_AHEAD + SPAN_BEHIND + 1)
 
 struct span {
+	uint64_t key; /* span_key(pid, op) */
 	uint64_t begin, end;
+	uint64_t pos; /* its position in the file's records */
+};
+
+struct span_window {
+	struct sp_reader *ahead; /* NULL once it has read every record */
+	uint64_t pos;		 /* records the ahead reader has read */
+	struct span *ring;	 /* SPAN_CAP entries, oldest at head */
+	size_t head, n;
+	struct hashmap map; /* key -> ring index + 1 */
 };
 
 static uint64_t span_key(int32_t pid, uint32_t op)
@@ -69,30 +92,62 @@ static uint64_t span_key(int32_t pid, uint32_t op)
 	return (uint64_t)(uint32_t)pid << 32 | op;
 }
 
-/* Record the GPU span of (pid, op): the first span of an op wins. -1 when out of memory. */
-static int spans_add(struct hashmap *m, int32_t pid, uint32_t op, uint64_t begin, uint64_t end)
+static void window_free(struct span_window *w)
 {
-	union hashmap_val *v = hashmap_slot(m, span_key(pid, op), true);
-	if (!v)
-		return -1;
-	if (v->p)
-		return 0;
-	struct span *g = malloc(sizeof(*g));
-	if (!g) {
-		hashmap_del(m, span_key(pid, op));
-		return -1;
+	sp_reader_close(w->ahead);
+	free(w->ring);
+	hashmap_free(&w->map);
+}
+
+/* Forget the spans more than SPAN_BEHIND records behind record `at`. */
+static void window_forget(struct span_window *w, uint64_t at)
+{
+	while (w->n && w->ring[w->head].pos + SPAN_BEHIND < at) {
+		const struct span *g = &w->ring[w->head];
+		union hashmap_val *v = hashmap_find(&w->map, g->key);
+		if (v && v->u == w->head + 1)
+			hashmap_del(&w->map, g->key);
+		w->head = (w->head + 1) % SPAN_CAP;
+		w->n--;
 	}
-	*g = (struct span){begin, end};
-	v->p = g;
+}
+
+/*
+ * Read ahead up to SPAN_AHEAD records past record `at`, the one about to be
+ * printed; the first span of an op in the window wins. -1 when out of memory.
+ */
+static int window_fill(struct span_window *w, uint64_t at)
+{
+	window_forget(w, at);
+	struct sp_event ev;
+	while (w->ahead && w->pos <= at + SPAN_AHEAD) {
+		if (!sp_reader_next(w->ahead, &ev)) {
+			sp_reader_close(w->ahead);
+			w->ahead = NULL;
+			break;
+		}
+		uint64_t pos = w->pos++;
+		/* op 0 means "no op id" (sp_next_op starts at 1) */
+		if (ev.kind != SP_K_GPU_SPAN || !ev.f[SP_F_OP])
+			continue;
+		uint64_t key = span_key(ev.pid, (uint32_t)ev.f[SP_F_OP]);
+		union hashmap_val *v = hashmap_slot(&w->map, key, true);
+		if (!v)
+			return -1;
+		if (v->u)
+			continue;
+		/* the ring holds the spans of at most SPAN_AHEAD + SPAN_BEHIND records: never full here */
+		size_t i = (w->head + w->n++) % SPAN_CAP;
+		w->ring[i] = (struct span){key, ev.begin_ns, ev.end_ns, pos};
+		v->u = i + 1;
+	}
 	return 0;
 }
 
-static void spans_free(struct hashmap *m)
+static const struct span *window_get(const struct span_window *w, int32_t pid, uint32_t op)
 {
-	union hashmap_val *v;
-	for (size_t i = 0; (v = hashmap_next(m, &i, NULL));)
-		free(v->p);
-	hashmap_free(m);
+	const union hashmap_val *v = hashmap_find(&w->map, span_key(pid, op));
+	return v ? &w->ring[v->u - 1] : NULL;
 }
 
 /* -------------------------------------------------------- 3. one record */
@@ -223,24 +278,6 @@ static void record_text(struct sp_reader *r, const struct sp_event *ev, const st
 
 /* ------------------------------------------------------------- 4. the verb */
 
-static int collect_spans(const char *path, struct hashmap *sp)
-{
-	struct sp_reader *r;
-	if (util_reader_open(path, &r))
-		return SP_EXIT_INPUT;
-	struct sp_event ev;
-	int rc = 0;
-	while (sp_reader_next(r, &ev))
-		if (ev.kind == SP_K_GPU_SPAN && ev.f[SP_F_OP] &&
-		    spans_add(sp, ev.pid, (uint32_t)ev.f[SP_F_OP], ev.begin_ns, ev.end_ns)) {
-			util_err(path, "out of memory");
-			rc = SP_EXIT_INTERNAL;
-			break;
-		}
-	sp_reader_close(r);
-	return rc;
-}
-
 int command_dump(int argc, char **argv)
 {
 	int json = 0, sums = 0;
@@ -254,16 +291,23 @@ int command_dump(int argc, char **argv)
 		return SP_EXIT_USAGE;
 	}
 	const char *path = argv[optind];
-	struct hashmap sp = {0};
-	int rc = collect_spans(path, &sp);
-	if (rc) {
-		spans_free(&sp);
-		return rc;
-	}
 	struct sp_reader *r;
-	if (util_reader_open(path, &r)) {
-		spans_free(&sp);
-		return SP_EXIT_INPUT;
+	int rc = util_reader_open(path, &r);
+	if (rc)
+		return rc;
+	struct span_window sw = {0};
+	if (!sums) {
+		rc = util_reader_open(path, &sw.ahead);
+		sw.ring = malloc(SPAN_CAP * sizeof(*sw.ring));
+		if (!rc && !sw.ring) {
+			util_err(path, "out of memory");
+			rc = SP_EXIT_INTERNAL;
+		}
+		if (rc) {
+			window_free(&sw);
+			sp_reader_close(r);
+			return rc;
+		}
 	}
 	struct jsonw w;
 	jw_init(&w, stdout, 0);
@@ -279,11 +323,15 @@ int command_dump(int argc, char **argv)
 		else
 			record_text(r, &ev, NULL);
 	}
-	while (!sums && !ferror(stdout) && sp_reader_next(r, &ev)) {
+	for (uint64_t at = 0; !sums && !ferror(stdout) && sp_reader_next(r, &ev); at++) {
+		if (window_fill(&sw, at)) {
+			util_err(path, "out of memory");
+			rc = SP_EXIT_INTERNAL;
+			break;
+		}
 		const struct span *gs = NULL;
-		/* op 0 means "no op id" (sp_next_op starts at 1) */
 		if (ev.kind != SP_K_GPU_SPAN && ((ev.mask >> SP_F_OP) & 1) && ev.f[SP_F_OP])
-			gs = hashmap_get(&sp, span_key(ev.pid, (uint32_t)ev.f[SP_F_OP]));
+			gs = window_get(&sw, ev.pid, (uint32_t)ev.f[SP_F_OP]);
 		if (json)
 			record_json(&w, r, &ev, gs);
 		else
@@ -293,6 +341,6 @@ int command_dump(int argc, char **argv)
 		rc = util_stdout_failed();
 	rc = util_worse(rc, util_report_damage(path, sp_reader_stats(r)));
 	sp_reader_close(r);
-	spans_free(&sp);
+	window_free(&sw);
 	return rc;
 }

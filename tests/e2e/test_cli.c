@@ -664,6 +664,65 @@ Test(cli, dump_json_one_object_per_record)
 	rmrf_and_free(dir, ref, NULL);
 }
 
+/*
+ * dump joins each op's record to its gpu_span through a window of records, not
+ * a table of every span of the file: its peak memory for 2 M ops is that for
+ * 500 K. The spans come 1,000 records after their launches (within the window).
+ */
+static void write_ops(const char *path, uint32_t nops)
+{
+	struct sp_tg *g = sp_tg_create(path, 4242, 1, -1);
+	uint32_t k = sp_tg_intern(g, "kernel");
+	for (uint32_t i = 0; i < nops + 500; i++) {
+		uint64_t t = T0 + 1000ull * i;
+		if (i < nops)
+			SP_TG_ADD(g, 4242, SP_K_LAUNCH, SP_API_cuLaunchKernel, t, t + 400, {SP_F_STREAM, 7},
+				  {SP_F_NAME, k}, {SP_F_OP, i + 1});
+		if (i >= 500)
+			SP_TG_ADD(g, 4242, SP_K_GPU_SPAN, SP_API_NONE, t + 500, t + 900, {SP_F_OP, i - 500 + 1});
+	}
+	cr_assert_eq(sp_tg_finish(g), 0);
+}
+
+static long dump_peak_kb(const char *file, const char *check_line)
+{
+	char *bin = (char *)sp_t_build("bin/stepprof");
+	char *argv[] = {"sh", "-c", "exec \"$0\" dump \"$1\" >\"$1.out\"", bin, (char *)file, NULL};
+	char *env[] = {"LD_PRELOAD=", NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 300), 0, "stderr: %s", r.err);
+	long kb = r.maxrss_kb;
+	sp_t_result_free(&r);
+	free(bin);
+	char out[4096];
+	snprintf(out, sizeof(out), "%s.out", file);
+	FILE *f = fopen(out, "r");
+	cr_assert_not_null(f);
+	char line[512];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = strstr(line, check_line) != NULL;
+	fclose(f);
+	cr_assert(found, "no line with '%s' in the dump of %s", check_line, file);
+	unlink(out);
+	return kb;
+}
+
+Test(cli, dump_memory_does_not_grow_with_gpu_spans, .timeout = 600)
+{
+	char *dir = sp_t_tmpdir("cli");
+	char *small = path_in(dir, "small.sptrace"), *big = path_in(dir, "big.sptrace");
+	const uint32_t n = 500000;
+	write_ops(small, n);
+	long kb1 = dump_peak_kb(small, "op=250000 result=0 device=0 gpu=1000250499500+400");
+	unlink(small);
+	write_ops(big, 4 * n);
+	long kb4 = dump_peak_kb(big, "op=1999999 result=0 device=0 gpu=1002000498500+400");
+	sp_t_note("dump peak RSS: %ld KB for %u ops, %ld KB for %u", kb1, n, kb4, 4 * n);
+	cr_assert_lt(kb4, kb1 + kb1 / 4, "peak RSS grew from %ld KB to %ld KB with 4x the GPU spans", kb1, kb4);
+	rmrf_and_free(dir, small, big, NULL);
+}
+
 /* ------------------------------------------------- 5. damaged and foreign */
 
 Test(cli, foreign_newer_missing_files_one_line_and_exit_2)
