@@ -911,7 +911,7 @@ static void analyze_out(struct sp_t_result *r, const char *dir, const char *thre
  * of the wall time" too. The workload computes 75% of each iteration: input by
  * default, compute with bottleneck.compute_share=0.7, in the summary, in each rank,
  * in the text and in the HTML. A value that is not a share is one line, exit 1.
- * Before, bottleneck.compute_share was an unknown threshold.
+ * It guards against bottleneck.compute_share being an unknown threshold.
  */
 Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
 {
@@ -959,8 +959,8 @@ Test(analyze_cli, bottleneck_compute_share_is_a_threshold)
 /*
  * The text report shows strings from the trace (a command line, a directory in the
  * evidence, a call site) with their control characters and bytes that are not UTF-8
- * as \xNN, as info and dump do: before, they went to the terminal raw (ESC [2J
- * cleared it). The JSON escapes the C0 controls (and keeps the exact string), the
+ * as \xNN, as info and dump do: raw, they would reach the terminal (ESC [2J
+ * clears it). The JSON escapes the C0 controls (and keeps the exact string), the
  * HTML shows them as \xNN too.
  */
 #define EVIL                                                                                                           \
@@ -1045,9 +1045,9 @@ Test(analyze_cli, backslashes_in_the_text_report_are_escaped)
  * python3 train.py`: bash, bash again, then python3, one pid): outer.sh execs
  * bash on inner.sh, which execs the trainer; each image reads its script or
  * its data, so each has its trace file. The process is named by what it ran
- * last, the trainer, with its first command line once beside it. Before, it
- * was named by whichever file came first in the directory: "/bin/bash
- * DIR/inner.sh", the middle image.
+ * last, the trainer, with its first command line once beside it, not by
+ * whichever file comes first in the directory ("/bin/bash DIR/inner.sh", the
+ * middle image).
  */
 Test(analyze_cli, a_process_that_execs_is_named_by_its_last_image, .timeout = 120)
 {

@@ -405,8 +405,8 @@ static int32_t header_pid(const char *path, char host[64], int32_t *ppid)
  * rank 1 on two nodes (other = 1), or in two pid namespaces of one host
  * (other = 0: `unshare --pid`, containers; rank 1's pid-1 process has ppid 0).
  * Each must stay a process of its own: its rank, its records (marks + steps
- * it was asked for), its iterations (steps - 1). Before, both were one process:
- * 2 ranks' records and steps under one pid, one rank gone.
+ * it was asked for), its iterations (steps - 1). Made one process, they would
+ * put 2 ranks' records and steps under one pid, one rank gone.
  */
 static void two_ranks_one_pid(int other_host)
 {
@@ -482,7 +482,7 @@ Test(analyze_ranks, a_program_that_execs_itself_stays_one_process, .timeout = 12
  * the file's creation and its header): an empty *.sptrace, and one of 1 MiB of
  * zeros (after its ftruncate). They hold no record: each gets its one line, the
  * exit status is 3 (damaged input), and the other process is still analysed
- * (before: exit 2 and nothing but the error line, the whole job unreadable).
+ * (not exit 2 and nothing but the error line, the whole job unreadable).
  */
 Test(analyze_ranks, a_file_killed_before_its_header_leaves_the_others_analysed, .timeout = 120)
 {

@@ -632,7 +632,7 @@ Test(bpf, forked_and_execed_child_followed, .timeout = 120)
  * By hand, on a job that already runs: a trainer whose DataLoader workers were
  * forked before the collector started. Its descendants of that time (a child
  * and the grandchild it forked) are traced as well as the ones it forks later.
- * Before, only --pid itself was: the reads of every running worker were lost.
+ * Were only --pid itself traced, the reads of every running worker would be lost.
  */
 Test(bpf, descendants_running_before_the_attach_are_traced, .timeout = 120)
 {
@@ -648,8 +648,8 @@ Test(bpf, descendants_running_before_the_attach_are_traced, .timeout = 120)
 
 /*
  * --pid given a thread's id (what `top -H`, `py-spy dump` or a tid in the
- * trace show) traces the thread's process. Before, nothing was recorded: the
- * kernel side filters by process id, and no process has a thread's id.
+ * trace show) traces the thread's process. Taken as it is, it would record
+ * nothing: the kernel side filters by process id, and no process has a thread's id.
  */
 Test(bpf, the_pid_of_a_thread_traces_its_process, .timeout = 120)
 {
@@ -695,7 +695,7 @@ Test(bpf, every_syscall_relative_paths_dirfd_dup, .timeout = 120)
 	cr_expect_eq(count(&d, pid, "open", "sys_openat", f4, -1), 1, "openat of relative f4");
 	cr_expect_eq(count(&d, pid, "read", "sys_preadv", f4, BUF), 1, "preadv of %d bytes", BUF);
 	cr_expect_eq(count(&d, pid, "stat", "sys_newfstat", f4, (long long)file_size(4)), 1, "fstat syscall: size");
-	/* preadv2 (Python's os.preadv calls it): before, not traced, no record. */
+	/* preadv2 (Python's os.preadv calls it) is traced too: one record. */
 	cr_expect_eq(count(&d, pid, "read", "sys_preadv2", f4, 1), 1, "preadv2 of f4's last byte");
 	/* The read through dup(fd) is joined to the path of fd. */
 	cr_expect_eq(count(&d, pid, "read", "sys_read", f4, BUF), 1, "read through the dup'd fd");
@@ -754,8 +754,8 @@ Test(bpf, sigterm_while_the_job_runs_loses_no_call, .timeout = 90)
 /*
  * SIGTERM, SIGINT (Ctrl-C) and SIGHUP (the terminal of a collector started by
  * hand hung up: an ssh session lost) each end the collector with its file
- * flushed, status 0. Before, SIGHUP killed it (status 129): the ring's last
- * events and the lost count were lost, the file had no clean end.
+ * flushed, status 0. Killed by SIGHUP (status 129), it would lose the ring's
+ * last events and the lost count, and the file would have no clean end.
  */
 Test(bpf, exits_on_sigterm_sigint_sighup_with_a_readable_file, .timeout = 90)
 {
@@ -801,7 +801,7 @@ Test(bpf, no_such_pid_is_a_one_line_error)
  * STEPPROF_IO=bpf (which only `stepprof run --bpf` does), so the collector
  * stands down for such a process. Each file is opened, read and closed once
  * in the directory, whoever records it; with STEPPROF_IO=bpf, the collector
- * records them. Before, 2 opens of each file (libc and bpf).
+ * records them: not 2 opens of each file (libc and bpf).
  */
 Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
 {
@@ -848,10 +848,10 @@ Test(bpf, by_hand_on_a_preloaded_job_nothing_is_counted_twice, .timeout = 180)
  * the calls that did not fit are counted, per process, as a LOST record that
  * `stepprof analyze` reports with the process, and the collector says so on
  * stderr. Each of bpfgen --storm's children makes exactly STORM_READS + 2 traced
- * calls: its records and its lost calls add up to that. Before, the count was
- * in the file header only, which the analyzer does not read for a
- * collector's file (many processes): 6 million calls lost of 16, and
- * `stepprof analyze` said nothing.
+ * calls: its records and its lost calls add up to that. A count in the file
+ * header only, which the analyzer does not read for a collector's file (many
+ * processes), would leave 6 million calls lost of 16 with `stepprof analyze`
+ * saying nothing.
  */
 #define STORM_PROCS 2
 #define STORM_READS 300000 /* 2 x 300,000 events: more than the 16 MiB ring holds (64 bytes an event at least) */
@@ -913,8 +913,8 @@ Test(bpf, calls_lost_in_a_storm_are_reported_per_process, .timeout = 180)
  * The trace directory on a full disk (a 1 MiB tmpfs): the records that do not
  * fit are counted as lost, said by the collector under its own name, and
  * counted by `stepprof analyze` as `stepprof info` counts them: the header's
- * share (no LOST record fits on a full disk) is the run's. Before, the warning
- * said "stepprof:", and analyze said nothing of the losses.
+ * share (no LOST record fits on a full disk) is the run's: the warning is not
+ * under "stepprof:", and analyze does not leave the losses unsaid.
  */
 Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout = 180)
 {
@@ -966,8 +966,8 @@ Test(bpf, a_full_disk_is_said_by_the_collector_and_counted_by_analyze, .timeout 
 /*
  * A second collector on a process the first one traces already would write a
  * second file of the same calls into the directory, counted twice by the
- * analyzer: it says so in one line and exits 1. Before: "ready", and a
- * second full file.
+ * analyzer: it says so in one line and exits 1, not "ready" and a second
+ * full file.
  */
 Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 {
@@ -1017,7 +1017,7 @@ Test(bpf, a_second_collector_on_a_traced_process_is_refused, .timeout = 120)
 /*
  * The trace directory removed while the collector writes into it (a job that
  * cleans up its temporary directory): the records went into a file nobody can
- * open, and the collector says so at the end. Before: exit 0, not a word, and
+ * open, and the collector says so at the end: not exit 0 without a word, and
  * nothing left of the run.
  */
 Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
@@ -1045,8 +1045,8 @@ Test(bpf, a_trace_removed_while_tracing_is_reported, .timeout = 120)
 /*
  * The st_size of a file of 1 TiB or more (a sparse 1.1 TB file, stat'ed by
  * path, by fd and with statx) saturates at the 5-byte field's largest value,
- * 1 TiB - 1, as the libc wrappers record it. Before, it was cut to its low
- * bytes: 1,100,000,000,000 bytes read 488,372,224.
+ * 1 TiB - 1, as the libc wrappers record it. Cut to its low bytes, it would
+ * make 1,100,000,000,000 bytes read 488,372,224.
  */
 #define BYTES_FIELD_MAX 1099511627775LL /* 2^40 - 1: the trace's bytes field holds 5 bytes (docs/trace-format.md) */
 
@@ -1098,8 +1098,8 @@ static int count_reads_not_file(const struct dump *d, long long pid, long long f
  * Reads of an eventfd, a timerfd, a signalfd (and an eventfd made by the raw
  * syscall) and of /dev/zero are a thread waiting for a counter, a timer, a
  * signal or a device, not file input: no record, as the libc wrappers write
- * none. Before, each was a read record of fd_type other, input to the
- * analysis (a 20 ms wait on a timerfd was 20 ms of file input). The file the
+ * none. As a read record of fd_type other, each would be input to the
+ * analysis (a 20 ms wait on a timerfd 20 ms of file input). The file the
  * same program reads is still recorded.
  */
 Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 120)
@@ -1137,9 +1137,9 @@ Test(bpf, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeo
  * and the libc wrappers write no record of its open, fstat, reads or close.
  * iolimits output writes 5 files by open(O_WRONLY|O_CREAT|O_TRUNC) + fstat,
  * 5 by fopen "w", one by open(O_RDWR|O_CREAT|O_TRUNC), then a file opened
- * "a+" (it can be read: input) and f0 read. Before, the collector recorded
- * an open, an fstat and a close of each file written (and a step saving 300
- * small files was a critical small_file_storm under --bpf).
+ * "a+" (it can be read: input) and f0 read. The collector records no open,
+ * fstat or close of a file written (otherwise a step saving 300 small files
+ * would be a critical small_file_storm under --bpf).
  */
 Test(bpf, files_opened_for_writing_are_not_input, .timeout = 120)
 {
@@ -1219,8 +1219,8 @@ Test(bpf, stdio_reads_sum_to_what_the_libc_wrappers_record, .timeout = 120)
 }
 
 /*
- * Bad usage: one line of our own and status 2. Before, getopt's line and the
- * 3-line usage (4 lines), or the usage alone.
+ * Bad usage: one line of our own and status 2, not getopt's line and the
+ * 3-line usage (4 lines), nor the usage alone.
  */
 Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
 {
@@ -1250,7 +1250,7 @@ Test(bpf, bad_usage_is_one_line_and_status_2, .timeout = 60)
  * Inside a PID namespace (a container), the kernel knows the job's processes
  * by other pids than --pid: the collector must say it cannot trace, not
  * "ready" and then record nothing (under `stepprof run --bpf` the libc
- * wrappers stood down as well: no input at all). Before: "ready", exit 0,
+ * wrappers stand down as well: no input at all), not "ready", exit 0 and
  * an empty file.
  */
 Test(bpf, inside_a_pid_namespace_is_a_one_line_error, .timeout = 60)
@@ -1266,7 +1266,7 @@ Test(bpf, inside_a_pid_namespace_is_a_one_line_error, .timeout = 60)
 	char *argv[] = {
 	    "/usr/bin/unshare", "--pid", "--kill-child", "--mount-proc", (char *)bin, "--pid=1", "-o", out, NULL};
 	struct sp_t_result r;
-	int st = sp_t_run(&r, argv, NULL, NULL, 5); /* before: "ready", and tracing until killed */
+	int st = sp_t_run(&r, argv, NULL, NULL, 5); /* not "ready", and tracing until killed */
 	if (st != 0 && strstr(r.err, "unshare:") == r.err) {
 		printf("test_bpf: skipped: cannot make a PID namespace: %s", r.err);
 		sp_t_result_free(&r);

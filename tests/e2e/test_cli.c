@@ -266,9 +266,9 @@ static int doc_synopsis(const char *md, const char *verb, char *buf, size_t cap)
 /*
  * `stepprof --help` shows each verb's whole synopsis, the same as the verb's
  * own --help (and docs/cli.md's table), compared by parsing both outputs.
- * Before, the overview had a short list of each verb's options that disagreed
- * with the verb's: dump without --summaries, analyze without --html or --rank,
- * export without --from/--to, run's options spelt otherwise.
+ * A short list of each verb's options in the overview would drift from the
+ * verb's: dump without --summaries, analyze without --html or --rank, export
+ * without --from/--to, run's options spelt otherwise.
  */
 Test(cli, the_overview_shows_each_verbs_own_synopsis)
 {
@@ -853,7 +853,7 @@ Test(cli, truncated_and_corrupt_files_read_what_is_whole_exit_3)
  * A file that never got its header (empty, or a header of zeros: its process died
  * while creating it, or is still starting) holds no record. Every verb leaves it out
  * as analyze does: one line, once, exit 3, the other files read; alone, exit 2.
- * Before, export and info said "not a stepprof trace" and exited 2.
+ * Export and info must not say "not a stepprof trace" and exit 2.
  */
 Test(cli, a_file_never_written_is_left_out_by_every_verb)
 {
@@ -1160,8 +1160,8 @@ Test(deps, no_cuda_headers_says_what_to_do)
 /*
  * stepprof's own programs are not the job: under LD_PRELOAD=libstepprof.so
  * exported in the shell, `stepprof info`, `analyze` and `run` record nothing
- * (before, each one wrote a trace file of its own reads into STEPPROF_DIR: the
- * directory it was reading, or one beside its job's). The job of `stepprof run`
+ * (recorded, each one would write a trace file of its own reads into STEPPROF_DIR:
+ * the directory it was reading, or one beside its job's). The job of `stepprof run`
  * is still recorded.
  */
 Test(cli, stepprofs_own_programs_are_not_recorded)
@@ -1243,8 +1243,8 @@ Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
 /*
  * An output file (`analyze --html F`, `export -o F`) that is one of the trace files
  * read, by any spelling or through a link, is refused (one line, exit 1) and the
- * trace left as it was: before, `stepprof analyze --html DIR/x.sptrace DIR` replaced
- * the trace with its report (exit 0), and the next analysis found no trace there.
+ * trace left as it was: `stepprof analyze --html DIR/x.sptrace DIR` must not replace
+ * the trace with its report (exit 0), leaving the next analysis no trace there.
  */
 Test(cli, an_output_file_that_is_a_trace_read_is_refused)
 {

@@ -93,7 +93,7 @@ Test(compact, a_clean_exit_leaves_files_the_size_of_what_they_hold, .timeout = 1
 	int files;
 	dir_sizes(dir, &app, &alloc, &files);
 	cr_assert_gt(files, 1, "the trainer and its loader workers each have a file");
-	/* before: 1 GiB apparent per file, for a few hundred KiB of records */
+	/* not 1 GiB apparent per file, for a few hundred KiB of records */
 	cr_expect_leq(app, 2 * alloc + 4096 * (uint64_t)files, "apparent %llu bytes for %llu allocated",
 		      (unsigned long long)app, (unsigned long long)alloc);
 	struct sp_json *j = info_json(stepprof, dir);

@@ -245,9 +245,9 @@ Test(cuda_edges, device_reset_starts_the_device_books_afresh, .timeout = 60)
 }
 
 /*
- * Before, cuMemRelease took a VMM handle's bytes off the books even while it
- * was mapped: after A's release the live bytes read 0 with 4 MiB in use, and
- * 9 MiB instead of 13 once all three and the cudaMalloc were held.
+ * cuMemRelease must not take a VMM handle's bytes off the books while it is
+ * mapped: after A's release the live bytes would read 0 with 4 MiB in use, and
+ * 9 MiB instead of 13 once all three and the cudaMalloc are held.
  */
 Test(cuda_edges, vmm_memory_lives_until_its_last_mapping_and_handle_are_gone, .timeout = 60)
 {
@@ -437,9 +437,9 @@ Test(cuda_edges, symbol_copies_are_runtime_copies_in_both_builds, .timeout = 60)
 
 /*
  * A run of query polls held back for its answer is written when its thread exits
- * or the process ends without one (result 600): before, a thread that polled a
- * busy stream and exited, and a main thread that polled an event and returned,
- * left no record of their waits.
+ * or the process ends without one (result 600): otherwise a thread that polls a
+ * busy stream and exits, and a main thread that polls an event and returns,
+ * leave no record of their waits.
  */
 Test(cuda_edges, polls_never_answered_are_recorded_at_exit, .timeout = 60)
 {
@@ -502,8 +502,8 @@ Test(cuda_edges, the_last_copies_before_exit_get_their_gpu_time, .timeout = 60)
 
 /*
  * A kernel and an async copy that the GPU finished but nobody waited for, then
- * _exit (Python's os._exit): read back as at exit(). Before, _exit skipped the
- * atexit handler that does it, and both had no GPU time.
+ * _exit (Python's os._exit): read back as at exit(). _exit skips the atexit
+ * handlers: read back in one only, both would have no GPU time.
  */
 Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeout = 60)
 {
@@ -528,10 +528,10 @@ Test(cuda_edges, ops_left_unwaited_before_an_os_exit_get_their_gpu_time, .timeou
 }
 
 /*
- * Before, the timing state of every thread that ever timed an op stayed in a
- * registry of 512: past that, a new thread's ops were read back by no other
- * thread's sync point (511 of 700 launches timed), and each exited thread
- * kept its ~82 KB and its events. Now an exited thread's state is adopted.
+ * An exited thread's timing state is adopted. Kept for good in a registry of
+ * 512, the states would leave a new thread's ops past that read back by no
+ * other thread's sync point (511 of 700 launches timed), and each exited
+ * thread would keep its ~82 KB and its events.
  */
 Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout = 120)
 {
@@ -547,9 +547,9 @@ Test(cuda_edges, ops_of_short_lived_threads_are_timed_past_512_threads, .timeout
 }
 
 /*
- * Before, a thread's ops were timed only in the context of its first timed
- * op: in devloop, device 1's copies and kernels (6 of 12 ops) had no GPU time.
- * Now a thread keeps a timing state per context. Each kernel sleeps 2 ms;
+ * A thread keeps a timing state per context. Timed only in the context of its
+ * first timed op, devloop's device 1 copies and kernels (6 of 12 ops) would
+ * have no GPU time. Each kernel sleeps 2 ms;
  * its GPU span lies between its launch and the device sync after it.
  */
 Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 60)
@@ -592,11 +592,10 @@ Test(cuda_edges, a_thread_driving_two_devices_times_the_ops_of_both, .timeout = 
 }
 
 /*
- * Before, ops were read back only at sync points, so a thread held at most
- * 2048 ops pending: in longstep, 2049 of the 3001 main-thread launches and
- * 2048 of the second thread's 3000 had a GPU time. Now the finished ones are
- * read back when the list is full (the second thread with the main thread's
- * anchor).
+ * The finished ops are read back when a thread's pending list is full (the
+ * second thread with the main thread's anchor). Read back only at sync points,
+ * a thread would hold at most 2048 ops pending: in longstep, 2049 of the 3001
+ * main-thread launches and 2048 of the second thread's 3000 would have a GPU time.
  */
 Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeout = 120)
 {
@@ -623,9 +622,9 @@ Test(cuda_edges, steps_longer_than_the_pending_list_are_timed_throughout, .timeo
 }
 
 /*
- * Before, a stream-ordered allocation was booked on the current device: with
- * device 0 current, 8 MiB allocated on a device-1 stream read live 8 MiB on
- * device 0, and the cudaMalloc after it 9 MiB.
+ * A stream-ordered allocation is booked on its stream's device, not the current
+ * one: otherwise, with device 0 current, 8 MiB allocated on a device-1 stream
+ * would read live 8 MiB on device 0, and the cudaMalloc after it 9 MiB.
  */
 Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, .timeout = 60)
 {
@@ -643,9 +642,9 @@ Test(cuda_edges, stream_ordered_allocations_are_booked_on_their_streams_device, 
 }
 
 /*
- * Before, every NVTX domain shared one range stack: the default domain's pop
- * ended lib's "prefetch" (pushed last), and lib's pop ended "step", 1 ms late
- * (each step read 3 ms instead of 2, ending after the prefetch).
+ * Each NVTX domain has its own range stack. With one shared stack, the default
+ * domain's pop would end lib's "prefetch" (pushed last), and lib's pop "step",
+ * 1 ms late (each step would read 3 ms instead of 2, ending after the prefetch).
  */
 Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
 {
@@ -679,9 +678,9 @@ Test(cuda_edges, nvtx_domains_keep_their_own_range_stacks, .timeout = 60)
 }
 
 /*
- * Before, a cuMemCreate of host memory (NCCL's host buffers) was booked as
- * device memory of the current device: 4 MiB live before the cudaMalloc, 5 MiB
- * after it, with 1 MiB of device memory in use.
+ * A cuMemCreate of host memory (NCCL's host buffers) is not device memory of the
+ * current device: booked so, it would read 4 MiB live before the cudaMalloc,
+ * 5 MiB after it, with 1 MiB of device memory in use.
  */
 Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeout = 60)
 {
@@ -707,9 +706,9 @@ Test(cuda_edges, vmm_host_memory_is_pinned_host_memory_not_device_memory, .timeo
 }
 
 /*
- * Before, a forked child wrote the parent's run of query polls as its own sync
- * record at its exit (begun before the child existed), though it never
- * called CUDA.
+ * A forked child, which never calls CUDA, must not write the parent's run of
+ * query polls as its own sync record at its exit (begun before the child
+ * existed).
  */
 Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60)
 {
@@ -733,9 +732,10 @@ Test(cuda_edges, a_forked_child_does_not_record_the_parents_polls, .timeout = 60
 }
 
 /*
- * Before, each cudaMalloc of 0 bytes (a NULL pointer, never freed) took a slot
- * of the allocation table for good: after 66000 of them the table was full,
- * the 1 MiB allocated next was not found at its free (bytes 0, live 1 MiB).
+ * A cudaMalloc of 0 bytes (a NULL pointer, never freed) takes no slot of the
+ * allocation table: were each to take one for good, after 66000 of them the
+ * table would be full, and the 1 MiB allocated next not found at its free
+ * (bytes 0, live 1 MiB).
  */
 Test(cuda_edges, zero_byte_allocations_leave_the_books_alone, .timeout = 120)
 {
@@ -850,16 +850,16 @@ Test(cuda_edges, launches_behind_a_timed_op_take_one_event_and_keep_their_gpu_ti
 	 * stream than the one before, or behind a wait) and the 2 of phase 5
 	 * behind a host function, the program's own record, at most 8 more for
 	 * the first launch of the other phases and the anchors; a begin and an
-	 * end event each were 139 and more.
+	 * end event each would be 139 and more.
 	 */
 	cr_expect_leq(records, 69 + 24 + 3 + 2 + 1 + 8, "%lu event records for 69 launches", records);
 }
 
 /*
  * A first step of 3000 launches before the program's first sync: no thread
- * had an anchor, so past the pending list's 2048 ops the rest went untimed
- * until that sync (2,048 of 3,000 timed; their GPU time read as sync). Now
- * the reclaim takes an anchor on stepprof's private stream.
+ * has an anchor, so the reclaim takes one on stepprof's private stream;
+ * without it, past the pending list's 2048 ops the rest would go untimed
+ * until that sync (2,048 of 3,000 timed; their GPU time read as sync).
  */
 Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_sync, .timeout = 120)
 {
@@ -877,7 +877,7 @@ Test(cuda_edges, a_first_step_longer_than_the_pending_list_is_timed_before_any_s
 /*
  * GPU spans are read back in batches and written two to a 32-byte slot
  * (GPU_SPAN2, format 1.3): the first step's 3000 timed launches above leave
- * 3000 gpu_span records in at most 1500 + (one per batch) slots. Before, one
+ * 3000 gpu_span records in at most 1500 + (one per batch) slots, not one
  * slot each: 3000.
  */
 Test(cuda_edges, gpu_spans_are_stored_two_to_a_slot, .timeout = 120)
@@ -921,8 +921,8 @@ Test(cuda_edges, gpu_spans_are_stored_two_to_a_slot, .timeout = 120)
  * memory of a batch, bytes summed, the batch's GPU time on its group of the most
  * bytes, through every door the program takes (the runtime's driver table, the
  * driver by name, CUDA 12.8's variant through cuGetProcAddress), in both builds.
- * Before, none of them was recorded: an H2D that a loader moved with
- * cudaMemcpyBatchAsync was missing from h2d altogether.
+ * Unrecorded, an H2D that a loader moves with cudaMemcpyBatchAsync would be
+ * missing from h2d altogether.
  */
 static void batch_records(const char *bin, const char *sfx)
 {

@@ -231,7 +231,8 @@ Test(export_cli, bad_input_is_one_line_and_a_nonzero_exit, .timeout = 60)
 /*
  * An operand that cannot be read (missing, a directory without traces) is one line
  * each and exit 2, and the other operands are still exported (docs/export.md), into
- * the default file of the first operand that exists. Before, nothing was written.
+ * the default file of the first operand that exists: one bad operand must not leave
+ * nothing written.
  */
 Test(export_cli, an_unreadable_operand_leaves_the_others_exported, .timeout = 60)
 {
@@ -264,8 +265,8 @@ Test(export_cli, an_unreadable_operand_leaves_the_others_exported, .timeout = 60
 /*
  * A write that fails mid-document (a file size limit, a full disk) is one line naming
  * the file and the reason, exit 4, and no file left under the name nor a temporary one
- * beside it. Before, the line was "stepprof: cannot write the trace": neither which
- * file nor why.
+ * beside it; not "stepprof: cannot write the trace", which says neither which file
+ * nor why.
  */
 Test(export_cli, a_failed_write_names_the_file_and_the_reason, .timeout = 60)
 {

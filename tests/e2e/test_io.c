@@ -377,9 +377,9 @@ Test(io, bpf_collector_records_every_call_once, .timeout = 180)
  * The flake of the test above, made certain: a close frees its fd number in the
  * middle of the call, so another thread's open can get the number and return
  * before the close does. The collector sees the calls in the order they return
- * and used to let the late close erase the new file's fd -> path entry (and
+ * and must not let the late close erase the new file's fd -> path entry (and
  * name the closed socket with the new file's path): every later read of the
- * file had no path. iogen reuse holds the close for ~1 s (a lingering socket).
+ * file would have no path. iogen reuse holds the close for ~1 s (a lingering socket).
  */
 Test(io, bpf_fd_reused_while_its_close_is_in_flight, .timeout = 60)
 {
@@ -479,8 +479,8 @@ Test(io, select_epoll_and_recv_on_sockets_are_loader_waits, .timeout = 60)
 /*
  * fcntl(F_DUPFD_CLOEXEC) is how Python's os.dup copies an fd, fcntl64(F_DUPFD, n)
  * the name and command a program built with _FILE_OFFSET_BITS=64 may use: the
- * copies describe the file too. Before they were followed, every read, fstat and
- * close through such a copy had no path, with the libc wrappers and the collector
+ * copies describe the file too. Unfollowed, every read, fstat and close through
+ * such a copy would have no path, with the libc wrappers and the collector
  * alike (reads of os.dup'ed fds in a Python script: "path": null).
  */
 static void check_dupfd(struct io_env *e, const struct sp_json *t, const char *source)
@@ -536,8 +536,8 @@ Test(io, fd_copies_made_by_fcntl_keep_their_path_bpf, .timeout = 60)
 /*
  * A bad or NULL path, poll array or select set: the program gets its EFAULT back,
  * as without the preload. The wrappers read a path or an array only once the
- * kernel has read it (and not at all after EFAULT): before, open((char *)1), stat
- * (NULL) and eleven more crashed the program (SIGSEGV, status 139). And
+ * kernel has read it (and not at all after EFAULT): otherwise open((char *)1), stat
+ * (NULL) and eleven more crash the program (SIGSEGV, status 139). And
  * fstatat/statx(fd, NULL, AT_EMPTY_PATH), valid since Linux 6.11, are stats of fd.
  */
 Test(io, bad_pointers_get_their_error_not_a_crash, .timeout = 60)
@@ -591,8 +591,8 @@ Test(io, bad_pointers_get_their_error_not_a_crash, .timeout = 60)
  * A fork()ed child reading an fd its parent opened (a Dataset that opens its file
  * in __init__, read by the DataLoader workers): the child's records name that file.
  * The child's trace has string ids of its own while the fd table it inherits held
- * the parent's: its reads were named after whatever the child interned first under
- * the same id (here DIR/f001, which it stats first), or had no path.
+ * the parent's: its reads must not be named after whatever the child interned first
+ * under the same id (here DIR/f001, which it stats first), nor have no path.
  */
 Test(io, forked_child_names_the_fds_it_inherited, .timeout = 60)
 {
@@ -674,8 +674,8 @@ Test(io, a_memory_stream_is_not_stdin, .timeout = 60)
  * A descriptor that dies without close() (pclose, close_range: Python's
  * os.closerange, closefrom) and a number reused by a descriptor born of a call
  * that is not input (memfd_create, eventfd): the new one must not inherit the
- * dead one's entry. Before: a memfd read after a pclose was a "loader_wait" on a
- * "pipe", and reads of a memfd or an eventfd were named after a closed file.
+ * dead one's entry: a memfd read after a pclose must not be a "loader_wait" on a
+ * "pipe", nor reads of a memfd or an eventfd named after a closed file.
  */
 Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .timeout = 60)
 {
@@ -715,10 +715,10 @@ Test(io, numbers_reused_after_pclose_or_close_range_are_not_the_dead_file, .time
 
 /*
  * A vfork()ed child shares its parent's memory, thread state included: when its
- * calls (before exec) were the process's first records, the parent's trace file
- * was made from the child (header ppid = the parent's own pid) and every later
- * record of the parent's thread carried the child's tid. The child's calls are
- * not recorded now, and the parent's are its own.
+ * calls (before exec) are not recorded, and the parent's are its own. Were they
+ * the process's first records, the parent's trace file would be made from the
+ * child (header ppid = the parent's own pid) and every later record of the
+ * parent's thread would carry the child's tid.
  */
 Test(io, a_vfork_child_does_not_take_over_the_parents_trace, .timeout = 60)
 {
@@ -765,8 +765,8 @@ Test(io, a_vfork_child_does_not_take_over_the_parents_trace, .timeout = 60)
  * kept their fd -> path entries, and the file-identity check does not help
  * where the fd was found in /proc at start (no identity) or where the new
  * file got the dead one's struct file address (the slab reuses it at once).
- * Before: the eventfd read on the number close_range freed, every memfd pread
- * (20 of 20) and the eventfd read after exec were named DIR/f000.
+ * Otherwise the eventfd read on the number close_range freed, every memfd pread
+ * (20 of 20) and the eventfd read after exec would be named DIR/f000.
  */
 Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
 {
@@ -814,10 +814,10 @@ Test(io, bpf_fds_closed_by_close_range_or_exec_are_forgotten, .timeout = 60)
 /*
  * Paths the kernel side could not read whole (over 511 bytes: IOTRACE_F_PATH_CUT)
  * or at all (IOTRACE_F_PATH_FAULT) have no name: their first 511 bytes name
- * another file, or none. Before: the 569-byte relative path was recorded as the
- * cwd + its first 511 bytes (and its reads and close with it), and a chdir to a
- * cut path kept the old directory, so the open of "deepfile" after it was named
- * DIR/deepfile, a file that does not exist.
+ * another file, or none. The 569-byte relative path must not be recorded as the
+ * cwd + its first 511 bytes (nor its reads and close with it), and a chdir to a
+ * cut path must not keep the old directory, which would name the open of
+ * "deepfile" after it DIR/deepfile, a file that does not exist.
  */
 Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
 {
@@ -852,8 +852,8 @@ Test(io, bpf_paths_cut_or_unreadable_are_not_recorded, .timeout = 60)
 
 /*
  * fstatat/statx(fd, NULL, AT_EMPTY_PATH), valid since Linux 6.11, are stats of
- * fd, as with "". The kernel side took the NULL for a path it could not read:
- * before, both were recorded with fd -1 and no path.
+ * fd, as with "". The kernel side must not take the NULL for a path it could not
+ * read, which would record both with fd -1 and no path.
  */
 Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
 {
@@ -892,9 +892,9 @@ Test(io, bpf_stat_of_an_fd_with_a_null_path, .timeout = 60)
 /*
  * With --bpf the preload still makes its own trace file in the trace directory:
  * its open, stats and close are stepprof's output, not the job's input, and the
- * collector drops records of paths in its -o directory. Before: the opens and
- * fstats of DIR and of the preload's .sptrace (an fstat of fd 1000 with bytes
- * = the file's 1 GiB cap) were recorded as the job's.
+ * collector drops records of paths in its -o directory: the opens and fstats
+ * of DIR and of the preload's .sptrace (an fstat of fd 1000 with bytes = the
+ * file's 1 GiB cap) are not the job's.
  */
 Test(io, bpf_the_trace_directory_is_not_input, .timeout = 60)
 {
@@ -961,8 +961,8 @@ Test(io, bpf_dot_and_dotdot_are_resolved, .timeout = 60)
 /*
  * fchdir to a directory fd whose path the collector does not know (received over
  * SCM_RIGHTS) makes the working directory unknown: later relative paths are
- * recorded as given. Before, the old directory was kept: the open of "data" in
- * DIR/two was recorded as DIR/one/data, another file.
+ * recorded as given. Keeping the old directory would record the open of "data"
+ * in DIR/two as DIR/one/data, another file.
  */
 Test(io, bpf_fchdir_to_an_unknown_directory, .timeout = 60)
 {
@@ -1015,11 +1015,10 @@ static size_t io_t_pipe_calls(const struct io_recs *rs, int pid, int tid, const 
 /*
  * A syscall interrupted by a signal returns a kernel-internal -ERESTART* code
  * at its exit; the program sees -EINTR, or the kernel runs the call again
- * (SA_RESTART, or no handler). Before: the interrupted part was recorded with
- * -512 (ERESTARTSYS), and a restarted call was two records (-512, then the
- * restart), where the libc wrappers record one. Now: one record from the first
- * entry to the last exit for a restart, -EINTR for the part the program saw
- * fail, and a call left interrupted by a killed process is recorded (-EINTR).
+ * (SA_RESTART, or no handler). A restart is one record from the first entry to
+ * the last exit, as the libc wrappers record it, not two (-512, then the
+ * restart); the part the program saw fail is -EINTR, not -512 (ERESTARTSYS);
+ * and a call left interrupted by a killed process is recorded (-EINTR).
  */
 Test(io, bpf_calls_interrupted_by_signals, .timeout = 60)
 {

@@ -230,9 +230,9 @@ Test(io, every_wrapped_entry_point_records_once, .timeout = 60)
  * read from the file: they sum to the file's size, one record per refill of the
  * 4 KiB buffer (plus the one that meets the end of the file) for the per-line
  * and per-character ones, not one per line; fgets then fread on one stream read
- * each byte once; __underflow fills one buffer. Before, only fread was recorded
- * (with what the program received), and a file read by fgets, getline, fgetc or
- * fscanf was opened and never read as far as the trace could tell. The program
+ * each byte once; __underflow fills one buffer. Were fread alone recorded (with
+ * what the program received), a file read by fgets, getline, fgetc or fscanf
+ * would be opened and never read as far as the trace could tell. The program
  * prints the same with and without the preload; with STEPPROF_IO=off nothing.
  */
 /* Records of api on exactly path (pid's): their number, *bytes their sum. */

@@ -134,8 +134,8 @@ static long on_fd(const struct io_recs *rs, int pid, const char *api, long fd, u
 
 /*
  * A peek takes nothing: the bytes are taken (and counted) by the next call.
- * Before, recv(MSG_PEEK) then recv counted the same 64 bytes twice (128), and a
- * 100-byte datagram received into 10 bytes with MSG_TRUNC counted 100.
+ * recv(MSG_PEEK) then recv must not count the same 64 bytes twice (128), nor a
+ * 100-byte datagram received into 10 bytes with MSG_TRUNC count 100.
  */
 Test(io, a_peek_takes_no_bytes_and_a_cut_datagram_counts_what_was_received, .timeout = 60)
 {
@@ -165,7 +165,7 @@ Test(io, a_peek_takes_no_bytes_and_a_cut_datagram_counts_what_was_received, .tim
 	lim_fini(&e, t, &rs);
 }
 
-/* Before, neither was recorded: a trainer receiving its batches by recvmmsg or waiting in epoll_pwait2 showed no input. */
+/* Unrecorded, a trainer receiving its batches by recvmmsg or waiting in epoll_pwait2 would show no input. */
 Test(io, recvmmsg_and_epoll_pwait2_are_loader_waits, .timeout = 60)
 {
 	struct lim_env e;
@@ -193,8 +193,8 @@ Test(io, recvmmsg_and_epoll_pwait2_are_loader_waits, .timeout = 60)
 /*
  * shutil.copyfile copies with sendfile (Python 3.8+), os.copy_file_range and
  * cp with copy_file_range: the source is read by the kernel for the program.
- * Before, neither was recorded: a Dataset that copies its files to local disk
- * read nothing. The eBPF collector does not trace them either, so they are
+ * Unrecorded, they would leave a Dataset that copies its files to local disk
+ * reading nothing. The eBPF collector does not trace them either, so they are
  * recorded with STEPPROF_IO=bpf too, where open and read are the collector's.
  */
 static void check_copy(const char *io)
@@ -243,9 +243,9 @@ static long listdir_of(const struct io_recs *rs, int pid, const char *api, const
 
 /*
  * scandir reads its directory with glibc's internal opendir/readdir, which the
- * wrappers do not see: before, a scandir was no record at all. Now one listdir
- * per call, counting the bytes of every entry read (those a filter rejects
- * too), and what the program's filter does meanwhile is recorded as well.
+ * wrappers do not see: a scandir is one listdir per call (rather than no record
+ * at all), counting the bytes of every entry read (those a filter rejects too),
+ * and what the program's filter does meanwhile is recorded as well.
  */
 Test(io, scandir_is_one_listdir_and_its_filter_input_is_recorded, .timeout = 60)
 {
@@ -277,11 +277,12 @@ Test(io, scandir_is_one_listdir_and_its_filter_input_is_recorded, .timeout = 60)
 }
 
 /*
- * nftw reads and stats with glibc's internal calls: before, a walk was no
- * record at all. Now a stat per entry called back (st_size, path) and a
- * listdir per directory, whose count is what getdents64 returned for it (the
- * workload lists each directory again with the raw syscall), and the files the
- * callback reads are read records as before, not counted twice.
+ * nftw reads and stats with glibc's internal calls, which the wrappers do not
+ * see: a walk is a stat per entry called back (st_size, path) and a listdir per
+ * directory (rather than no record at all), whose count is what getdents64
+ * returned for it (the workload lists each directory again with the raw
+ * syscall), and the files the callback reads are read records as any read is,
+ * not counted twice.
  */
 Test(io, nftw_is_a_stat_per_entry_and_a_listdir_per_directory, .timeout = 60)
 {
@@ -325,11 +326,11 @@ Test(io, nftw_is_a_stat_per_entry_and_a_listdir_per_directory, .timeout = 60)
 }
 
 /*
- * open() guesses an fd's type without a syscall: a FIFO opened by its path was
- * a `file` for its whole life, its reads `read` records (a loader handing
- * batches through a named pipe showed no loader wait), and a directory opened
- * without O_DIRECTORY (Python's os.open) a `file`. The program's own fstat
- * (Python's open() makes one) now tells the fd table.
+ * open() guesses an fd's type without a syscall, so the program's own fstat
+ * (Python's open() makes one) tells the fd table: otherwise a FIFO opened by its
+ * path would be a `file` for its whole life, its reads `read` records (a loader
+ * handing batches through a named pipe would show no loader wait), and a
+ * directory opened without O_DIRECTORY (Python's os.open) a `file`.
  */
 Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
 {
@@ -383,11 +384,11 @@ Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 
 /*
  * A vfork()ed child runs on its parent's memory until it execs: its dup2 and
- * close_range were done to the parent's fd table. Before, the child's
- * close_range(3, ~0U) wiped every entry of the parent (its epoll fd no longer
- * a wait for loader data: the epoll_wait after it was no record at all), and
- * its dup2 of a socket onto a file's number made the parent's reads of that
- * file loader waits on a socket, without a path.
+ * close_range are done to the parent's fd table, and must leave its entries
+ * alone: the child's close_range(3, ~0U) would wipe every entry of the parent
+ * (its epoll fd not a wait for loader data: the epoll_wait after it no record
+ * at all), and its dup2 of a socket onto a file's number would make the
+ * parent's reads of that file loader waits on a socket, without a path.
  */
 Test(io, a_vfork_child_leaves_the_parents_fd_table_alone, .timeout = 60)
 {
@@ -418,9 +419,9 @@ Test(io, a_vfork_child_leaves_the_parents_fd_table_alone, .timeout = 60)
 /*
  * A descriptor the wrappers did not see born (received over a Unix socket, as
  * a DataLoader worker hands tensor storage to the trainer; inherited across
- * exec) is looked up at its first use. Before, an fstat or an fclose as that
- * first use was not: PyTorch's trainer fstats every storage fd it receives,
- * and each such stat had no path; an fclose said `other`, without a path.
+ * exec) is looked up at its first use, an fstat or an fclose too: PyTorch's
+ * trainer fstats every storage fd it receives, and each such stat would have
+ * no path; an fclose would say `other`, without a path.
  */
 Test(io, the_first_fstat_or_fclose_of_a_received_fd_names_its_file, .timeout = 60)
 {
@@ -447,8 +448,8 @@ Test(io, the_first_fstat_or_fclose_of_a_received_fd_names_its_file, .timeout = 6
 
 /*
  * The alarm-and-jump timeout: a SIGALRM handler leaves a blocking read with
- * siglongjmp. Before, the thread's depth counter stayed raised and nothing it
- * did afterwards was recorded (3 opens of f0, none in the trace). A handler on
+ * siglongjmp. The thread's depth counter must not stay raised, leaving nothing
+ * it does afterwards recorded (3 opens of f0, none in the trace). A handler on
  * an alternate signal stack that lies above the thread's stack, interrupting
  * a read, is still nested in it: its own open of f1 is not recorded, and the
  * read it interrupted and the thread's calls after it are.
@@ -484,9 +485,9 @@ Test(io, a_read_left_by_siglongjmp_does_not_end_the_threads_recording, .timeout 
 
 /*
  * The bytes field holds 5 bytes (< 1 TiB, docs/trace-format.md). The st_size
- * of a larger file (a 1.1 TB LMDB or tar shard) was cut to its low 5 bytes:
- * 1,100,000,000,000 bytes recorded as 488,372,224. It is now saturated at the
- * field's largest value.
+ * of a larger file (a 1.1 TB LMDB or tar shard) is saturated at the field's
+ * largest value; cut to its low 5 bytes, 1,100,000,000,000 bytes would be
+ * recorded as 488,372,224.
  */
 Test(io, a_stat_of_a_file_of_a_terabyte_or_more_saturates_instead_of_wrapping, .timeout = 60)
 {
@@ -515,9 +516,9 @@ Test(io, a_stat_of_a_file_of_a_terabyte_or_more_saturates_instead_of_wrapping, .
 /*
  * A read of an eventfd, a timerfd, a signalfd or a character device is a
  * thread waiting for a counter, a timer or a signal (or reading /dev/zero),
- * not file input: no record, as a poll on them alone is none. Before, each was
- * a `read` record (fd_type other), input to the analysis: a training thread
- * blocked 20 ms on a timerfd was 20 ms of file input. A file read in the same
+ * not file input: no record, as a poll on them alone is none. As a `read`
+ * record (fd_type other), each would be input to the analysis: a training thread
+ * blocked 20 ms on a timerfd 20 ms of file input. A file read in the same
  * program is still recorded.
  */
 Test(io, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeout = 60)
@@ -550,10 +551,10 @@ Test(io, reads_of_eventfds_timerfds_signalfds_and_devices_are_not_input, .timeou
 /*
  * A file opened for writing only, or truncated, is output: a step that saves
  * its outputs (torch.save, np.save, a prediction per sample) reads nothing.
- * Before, each save was an open, an fstat (Python's open() makes one) and a
- * close of the input capture: a step writing 300 small files was a critical
- * small_file_storm, 86% "input". Its open, fstat, reads and close are no
- * record; a file opened "a+" (which can be read) and a file read are input.
+ * Its open, fstat, reads and close are no record; a file opened "a+" (which can
+ * be read) and a file read are input. Were each save an open, an fstat
+ * (Python's open() makes one) and a close of the input capture, a step writing
+ * 300 small files would be a critical small_file_storm, 86% "input".
  */
 Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
 {
@@ -591,9 +592,9 @@ Test(io, files_opened_for_writing_are_not_input, .timeout = 60)
 
 /*
  * A dup of an epoll fd is the same epoll instance: its waits on a pipe added
- * through the original are loader waits too. Before, the copy lost the wait
- * type (io_fd_copy masked it): Python's select.epoll.fromfd(os.dup(...)),
- * waiting 30 ms for a pipe a thread writes, was no record. The script: an
+ * through the original are loader waits too. The copy keeps the wait type
+ * (io_fd_copy must not mask it): otherwise Python's select.epoll.fromfd(os.dup(...)),
+ * waiting 30 ms for a pipe a thread writes, would be no record. The script: an
  * epoll with a pipe's read end, a dup of it, a thread writing the pipe after
  * 30 ms, epoll_wait on the dup (Python's epoll.poll), three rounds.
  */
@@ -633,9 +634,9 @@ Test(io, a_dup_of_an_epoll_fd_keeps_its_loader_waits, .timeout = 60)
 /*
  * An fd the process did not open, open for writing only (a stdout the shell
  * redirected to a file, a stderr that is a pipe's write end), is output, as a
- * file the process opens write-only is: its close is no record. Before, `true
- * > f` left a trace of two closes (fd 1 and 2), and every program of a job
- * recorded the close of its stdout. `sh -c 'exec cat < in > out'`: cat's trace
+ * file the process opens write-only is: its close is no record. Otherwise `true
+ * > f` leaves a trace of two closes (fd 1 and 2), and every program of a job
+ * records the close of its stdout. `sh -c 'exec cat < in > out'`: cat's trace
  * holds the read of in on fd 0 and its close, and nothing on fd 1 or 2.
  */
 Test(io, inherited_write_only_fds_are_output_not_input, .timeout = 60)

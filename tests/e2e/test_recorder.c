@@ -521,9 +521,9 @@ Test(recorder, exit_without_destructors_loses_nothing)
  * A signal handler that marks while its thread is making a record of its own
  * (markgen -I: SIGUSR1 every 20 us during 2,000,000 marks; the handler marks
  * "sig"). Each of the program's marks and each handler's mark is kept or counted
- * lost, exactly once, and no slot is damaged. Before, the handler's record went
- * into the slot the interrupted record was being written to: 26 of the
- * program's marks and 105 of 2,008 handler marks vanished, none counted.
+ * lost, exactly once, and no slot is damaged. Were the handler's record to go
+ * into the slot the interrupted record is being written to, 26 of the
+ * program's marks and 105 of 2,008 handler marks would vanish, none counted.
  */
 Test(recorder, marks_from_a_signal_handler_are_kept_or_counted, .timeout = 120)
 {
@@ -548,11 +548,11 @@ Test(recorder, marks_from_a_signal_handler_are_kept_or_counted, .timeout = 120)
  * (markgen -I 100 -Y 200: SIGUSR1 every 100 us during 300,000 marks; the first
  * 200 handler calls fork, each child returns into the interrupted code, writes
  * 10 marks and exits 0). Neither process is harmed and the parent's records are
- * all kept or counted. Before, about 1 child in 5 died of SIGSEGV (the record
- * it went on with pointed into the mapping the fork had unmapped), and in 2 runs
- * of 3 the parent itself died of SIGBUS: a child forked while the parent made
- * its trace file finished the creation on cleared state and truncated the
- * parent's file to 0 bytes.
+ * all kept or counted. It guards against a child dying of SIGSEGV (the record
+ * it goes on with pointing into the mapping the fork unmapped; about 1 child in
+ * 5) and the parent dying of SIGBUS (in 2 runs of 3): a child forked while the
+ * parent makes its trace file must not finish the creation on cleared state
+ * and truncate the parent's file to 0 bytes.
  */
 Test(recorder, fork_in_a_signal_handler_harms_neither_process, .timeout = 240)
 {
@@ -593,9 +593,9 @@ Test(recorder, fork_in_a_signal_handler_harms_neither_process, .timeout = 240)
 /*
  * stepprof_mark/stepprof_step called by the constructor of a library the program
  * links (built here: libctormark.so, linked NEEDED by ctormain), which the
- * dynamic loader runs before libstepprof.so's own constructor. Before, both
- * were dropped without a count (the recorder was not started yet): the trace
- * held the program's marks only.
+ * dynamic loader runs before libstepprof.so's own constructor: the first call
+ * starts the recorder. Dropped without a count (the recorder not started yet),
+ * they would leave the trace with the program's marks only.
  */
 static const char ctor_lib_src[] =
     "#include <dlfcn.h>\n"
@@ -736,9 +736,9 @@ Test(recorder, exec_child_writes_its_own_file_beside)
 
 /*
  * A program that execs itself again and again (same pid): every image has its
- * file. Before, names went <host>.<pid>.1 to .99 one by one, and from the 101st
- * image on each one was unrecorded, with the warning "File exists" (150 execs:
- * 100 files, 51 warnings).
+ * file. Names tried <host>.<pid>.1 to .99 one by one would leave each image from
+ * the 101st on unrecorded, with the warning "File exists" (150 execs: 100 files,
+ * 51 warnings).
  */
 Test(recorder, every_image_of_a_program_exec_ing_itself_has_its_file, .timeout = 120)
 {
@@ -834,8 +834,8 @@ Test(recorder, default_directory_is_created_and_shared_with_children)
 /*
  * The trace directory deleted while the process runs (a job's clean-up): the
  * process goes on unharmed and says, at its exit, that what it recorded is
- * gone. Before, it exited 0 without a word: nothing left of the run, nothing
- * said (as the eBPF collector does: bpf::a_trace_removed_while_tracing_is_reported).
+ * gone, not exit 0 without a word with nothing left of the run (as the eBPF
+ * collector does: bpf::a_trace_removed_while_tracing_is_reported).
  */
 Test(recorder, a_trace_removed_while_the_process_runs_is_reported)
 {
@@ -855,9 +855,9 @@ Test(recorder, a_trace_removed_while_the_process_runs_is_reported)
 
 /*
  * A long STEPPROF_DIR is used whole, or refused with one warning: never a prefix
- * of it. Before, a relative one was cut at 200 bytes (269 asked: the traces went
- * to, and the exec'd child was told, a directory 200 bytes long) and an absolute
- * one past the writer's 1,023 bytes made directories of its prefix and warned
+ * of it: a relative one cut at 200 bytes (269 asked) would send the traces to,
+ * and tell the exec'd child, a directory 200 bytes long, and an absolute one
+ * past the writer's 1,023 bytes would make directories of its prefix and warn
  * "cannot create a trace file in" that prefix.
  */
 Test(recorder, a_long_trace_directory_is_used_whole_or_refused)
@@ -1457,8 +1457,8 @@ static const struct {
  * A bad value of any STEPPROF_* variable (but STEPPROF_DIR, where any string
  * is a path) is one warning naming it, in a job that exercises what reads the
  * variables later: the trainer launches kernels, allocates device memory and
- * reads files through its loader workers. Before, STEPPROF_KERNEL_TIMING=foo
- * gave two warnings, the parser's at start-up and the CUDA hooks' at the first
+ * reads files through its loader workers: STEPPROF_KERNEL_TIMING=foo must not
+ * give two warnings, the parser's at start-up and the CUDA hooks' at the first
  * launch. And the default is used: with kernel timing's (all), each of the
  * trainer's launches (its own count, cudaLaunchKernel) has its GPU span.
  */
@@ -1784,8 +1784,8 @@ Test(recorder, mark_name_cache_tells_every_name_apart)
 
 /*
  * _exit/_Exit end the file as a clean exit does: Python's multiprocessing ends
- * every child with os._exit (each DataLoader worker), and before, `info` said
- * "no clean exit recorded (crash, kill or still running)" of every worker.
+ * every child with os._exit (each DataLoader worker), of which `info` must not
+ * say "no clean exit recorded (crash, kill or still running)".
  * The script: a forked multiprocessing child reads a file 5 times; a
  * subprocess of a missing program (CPython's vfork child calls _exit(255)
  * when its exec fails, in the parent's memory); 7 more reads; os._exit(3).
@@ -1840,11 +1840,11 @@ Test(recorder, a_process_ended_by_os_exit_ends_its_file_cleanly, .timeout = 60)
 
 /*
  * A signal handler's mark rewrites the thread's name cache while the mark it
- * interrupted compares its name with that cache: the words compared were a
- * mix of two names, which matched a third. markgen -W: 300,000 rounds of
+ * interrupted compares its name with that cache: the words compared can be a
+ * mix of two names, which match a third. markgen -W: 300,000 rounds of
  * "xxxxxxxxAAAAAAA" and "xxxxxxxxBBBBBBB" (same first word) under SIGALRM
- * every 20 us marking "yyyyyyyyBBBBBBB" (same second word). Before, ~0.03% of
- * the B marks were recorded as A (500,135 A for 500,000). Every mark is its
+ * every 20 us marking "yyyyyyyyBBBBBBB" (same second word); unguarded, ~0.03% of
+ * the B marks would be recorded as A (500,135 A for 500,000). Every mark is its
  * own name or a counted lost record.
  */
 Test(recorder, a_signal_handlers_mark_never_renames_the_mark_it_interrupted, .timeout = 120)

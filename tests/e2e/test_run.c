@@ -183,7 +183,7 @@ Test(run, sigint_is_forwarded_to_the_job, .timeout = 60)
 /*
  * Any signal sent to stepprof run is the job's: SIGUSR1 (Slurm's --signal=USR1@60,
  * a trainer's "checkpoint now", faulthandler's stack dump), SIGALRM, a real-time
- * signal. They killed stepprof run itself, and the job ran on, orphaned.
+ * signal. Were they to kill stepprof run itself, the job would run on, orphaned.
  */
 Test(run, every_signal_sent_is_forwarded_to_the_job, .timeout = 120)
 {
@@ -321,8 +321,8 @@ static int run_with_collector(struct sp_t_result *res, const char *out, char *co
 /*
  * The collector leaves once the traced tree has exited, at the last thread's exit
  * tracepoint; the job is reaped only after its exit has unmapped its memory. A job
- * with 256 MiB still mapped lost that race every time (5 of 5), and every run of a
- * PyTorch job said the collector had "exited early": it had not, and nothing was lost.
+ * with 256 MiB still mapped loses that race every time (5 of 5): the collector is not
+ * "exited early" then (every run of a PyTorch job would say so), and nothing is lost.
  */
 Test(run, a_slow_exit_is_not_a_collector_gone_early, .timeout = 60)
 {
@@ -464,8 +464,8 @@ static pid_t child_named(pid_t parent, const char *comm)
 
 /*
  * ... and a collector stopped while such a job runs on is "exited early": the
- * job's zombie main thread is not the job leaving (stepprof run took it for that,
- * and said nothing).
+ * job's zombie main thread is not the job leaving (taken for that, it would leave
+ * stepprof run saying nothing).
  */
 Test(run, a_collector_gone_after_the_main_thread_exited_is_reported, .timeout = 60)
 {
@@ -944,8 +944,8 @@ static void expect_ended_by(const char *tmp, pid_t pid, int sig, time_t t0)
 
 /*
  * A signal sent to stepprof run while the collector attaches (the job child waits on
- * its pipe) is the job's: it used to be dropped there, by our handler inherited by a
- * child that did not know the job's pid, and the job then ran to its end.
+ * its pipe) is the job's: it must not be dropped there, by our handler inherited by a
+ * child that does not know the job's pid, leaving the job to run to its end.
  */
 Test(run, a_signal_during_the_attach_ends_the_job, .timeout = 60)
 {
@@ -1239,8 +1239,9 @@ static int run_with_sigchld_ignored(const char *dir, char *const *cmd, char *job
 
 /*
  * Started with SIGCHLD ignored (a launcher that leaves it so: its children are
- * reaped by the kernel), stepprof run lost the job's status: waitpid said ECHILD,
- * and every job "exited 0". The job still gets SIGCHLD ignored, as it was given.
+ * reaped by the kernel), stepprof run must still get the job's status: otherwise
+ * waitpid says ECHILD, and every job "exited 0". The job still gets SIGCHLD
+ * ignored, as it was given.
  */
 Test(run, a_sigchld_inherited_ignored_keeps_the_status, .timeout = 30)
 {
@@ -1431,8 +1432,8 @@ static void expect_stopped_alike(pid_t pid, pid_t job, int sig)
 /*
  * A job that stops (it stops itself, or a SIGSTOP is sent to its pid) stops
  * stepprof run alike, so that the shell sees it stopped ("Stopped", fg, bg);
- * continued, stepprof run continues the job. It was left running: the shell
- * waited, in the foreground, on a job that never went on.
+ * continued, stepprof run continues the job. Left running, stepprof run would
+ * keep the shell waiting, in the foreground, on a job that never goes on.
  */
 Test(run, a_job_that_stops_stops_stepprof_run, .timeout = 60)
 {
@@ -1449,8 +1450,8 @@ Test(run, a_job_that_stops_stops_stepprof_run, .timeout = 60)
 
 /*
  * A SIGTSTP sent to stepprof run (kill -TSTP, not the terminal's Ctrl-Z, which
- * reaches the job itself) stops the job, and then stepprof run: it stopped
- * stepprof run alone, and the job ran on.
+ * reaches the job itself) stops the job, and then stepprof run, not stepprof
+ * run alone with the job running on.
  */
 Test(run, a_sigtstp_sent_stops_the_job, .timeout = 60)
 {

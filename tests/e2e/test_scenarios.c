@@ -404,7 +404,7 @@ static void leaking(const char *markers, const char *extra)
 /*
  * Each kernel followed by a 4-byte .item() read into pageable memory: the
  * pageable copies are scalar reads, each a sync; the advice is to read back less
- * often, not to pin (before: "allocate the buffers pinned", which .item() cannot).
+ * often, not to pin (.item() cannot allocate its buffers pinned).
  */
 static void sync_heavy(const char *markers, const char *extra)
 {
@@ -446,8 +446,8 @@ static void sync_heavy(const char *markers, const char *extra)
  * The same jobs moving each copy as 8 pieces of one cudaMemcpyBatchAsync
  * (--batch-copies 8): from pageable memory the finding fires as it does for
  * single copies; from pinned memory (clean) no warning; both breakdowns, bytes
- * and pageable copies per iteration against the ground truth. Before batches
- * were recorded: no h2d or d2h at all (h2d 0.00 for 0.73), no finding.
+ * and pageable copies per iteration against the ground truth. Batches unrecorded
+ * would show no h2d or d2h at all (h2d 0.00 for 0.73), no finding.
  */
 Test(scenarios, pageable_h2d_bound_batched, .timeout = 180)
 {
@@ -540,9 +540,9 @@ static void expect_starts(struct run *r)
 /*
  * Automatic detection with a pin thread: an iteration begins where the training
  * thread's input begins, its lock wait while the pin thread waits for the
- * workers (before: at the H2D copy after a long wait, which went to the
- * iteration before, and the first iteration took in the data set's creation:
- * 3,328 files counted for 3,072 read).
+ * workers (not at the H2D copy after a long wait, which would go to the
+ * previous iteration, and the first iteration would take in the data set's
+ * creation: 3,328 files counted for 3,072 read).
  */
 static void pin_thread_auto(void (*fn)(struct run *, const char *, const char *), const char *extra)
 {
@@ -710,8 +710,8 @@ static char *git_status(void)
 /*
  * `scripts/scenarios.sh --profile NAME` run from the repository leaves it as it
  * was (git status): the trace directory is a stepprof-* directory, which git
- * ignores, and the ground truth is inside it. Before, the ground truth was
- * written beside it as stepprof-NAME-DATE-PID.truth.json, an untracked file.
+ * ignores, and the ground truth is inside it, not beside it as
+ * stepprof-NAME-DATE-PID.truth.json, an untracked file.
  */
 Test(scenarios, the_profile_script_leaves_the_working_tree_clean, .timeout = 180)
 {

@@ -150,8 +150,8 @@ Test(summary, wrapped_ring_keeps_whole_run_history, .timeout = 240)
 	uint64_t t_before = mono_now();
 	/* --host-us 2000: iterations of ~3 ms, so that most window ends fall more than the
 	 * 1 ms margin below after an iteration's start and are checked exactly (with 1.3 ms
-	 * iterations about 1 window in 5 was, under the 1 in 4 asked below: "3 of 16" in
-	 * one full-suite run here; now 24-64 of 45-79 windows in three runs) */
+	 * iterations about 1 window in 5 is, under the 1 in 4 asked below: "3 of 16" in
+	 * one full-suite run here; with 3 ms, 24-64 of 45-79 windows in three runs) */
 	struct sp_json *t = run("tests/bin/trainer",
 				"--iters 300 --files-per-iter 100 --file-size 1K --dataset-files 100 --kernels 1 "
 				"--kernel-us 100 --host-us 2000 --h2d-bytes 64K --leak-bytes 1M --markers step",

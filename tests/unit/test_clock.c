@@ -163,8 +163,8 @@ static int tsc_in_use(void)
 
 /*
  * A TSC that jumps back (a VM moved to a host whose TSC is behind): the clock
- * stays CLOCK_MONOTONIC and the TSC is used again. Before, the segment, now in
- * the TSC's future, was never renewed: every later read was a clock_gettime.
+ * stays CLOCK_MONOTONIC and the TSC is used again. The segment, then in the
+ * TSC's future, must be renewed, or every later read is a clock_gettime.
  */
 Test(clock, tsc_jump_back_recalibrates)
 {
@@ -181,9 +181,9 @@ Test(clock, tsc_jump_back_recalibrates)
 
 /*
  * A TSC that jumps forward past the segment (a VM paused or migrated): the rate
- * measured across the jump is no rate. Before, it was either used for the next
- * segment (timestamps tens of ms behind CLOCK_MONOTONIC at its end) or out of
- * range, and the TSC abandoned for the rest of the process.
+ * measured across the jump is no rate: used for the next segment, it would put
+ * timestamps tens of ms behind CLOCK_MONOTONIC at its end, or, out of range,
+ * have the TSC abandoned for the rest of the process.
  */
 Test(clock, tsc_jump_forward_keeps_clock_monotonic)
 {

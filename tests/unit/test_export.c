@@ -417,8 +417,8 @@ Test(export, hosts_keep_their_pids_apart_and_share_one_clock)
  * Two processes of one pid on one host (two pid namespaces: `unshare --pid` gives each
  * pid 1; or a pid reused), each exited cleanly: two processes, each named with its
  * rank, numbered as the analysis numbers them (merge_pid_spaces: the later one in a
- * pid space of its own, 1 + (1 << 22)). Before, both were one process (pid 1, named
- * with the rank of the file read last), the records of the two mixed on thread 1.
+ * pid space of its own, 1 + (1 << 22)), not one process (pid 1, named with the rank
+ * of the file read last) with the records of the two mixed on thread 1.
  */
 Test(export, two_processes_of_one_pid_on_one_host_stay_apart)
 {

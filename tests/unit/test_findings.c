@@ -434,7 +434,7 @@ static const char *upc_advice_of(int items, int big, uint64_t big_us, const stru
  * scalar reads: the advice is to read back less often (pinning cannot help a
  * loss.item()), with the pinning advice added for larger pageable copies; below
  * half, or with unpinned_copy.small_copy_bytes under their size, the pinning
- * advice alone. Before, every pageable copy got the pinning advice.
+ * advice alone: not every pageable copy gets the pinning advice.
  */
 Test(findings, unpinned_copy_of_scalars_advises_fewer_reads_not_pinning)
 {

@@ -424,8 +424,8 @@ static size_t open_growth(struct memfile *m, const uint8_t *img, size_t len, str
  * What grows with the file is the chunk index (docs/architecture.md's budgets: memory independent
  * of the trace's length). 50,000 chunks of one record: four threads that take
  * turns cost at most 16 bytes a chunk, one thread's runs almost nothing (64 KiB
- * in all: streams, path, thread table). Before, 32 bytes a chunk in an array
- * grown by doubling: 2 MiB for both.
+ * in all: streams, path, thread table). 32 bytes a chunk in an array grown by
+ * doubling would be 2 MiB for both.
  */
 Test(reader, the_chunk_index_takes_16_bytes_a_chunk_and_runs_less, .timeout = 60)
 {
@@ -855,8 +855,8 @@ Test(reader, lying_header_geometry_is_bounded, .timeout = 10)
 /*
  * A sparse file whose header claims 4 billion chunks handed out (384 GB, 8 KiB
  * on disk: a damaged or hostile header) with records in its first and last
- * chunks: both are read, in well under the test's 10 s. Before, the reader read
- * a header per chunk of the holes: hours.
+ * chunks: both are read, in well under the test's 10 s. Reading a header per
+ * chunk of the holes would take hours.
  */
 Test(reader, a_sparse_file_claiming_billions_of_chunks_is_read_in_seconds, .timeout = 10)
 {
