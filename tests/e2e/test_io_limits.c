@@ -355,8 +355,8 @@ Test(io, an_fstat_tells_a_fifo_or_a_directory_opened_by_path, .timeout = 60)
 
 /*
  * The Python way: shutil.copyfile binds sendfile64 (Python is built with
- * _FILE_OFFSET_BITS=64), the name the C workload above does not call. Before,
- * a 100000-byte copy recorded no read of its source.
+ * _FILE_OFFSET_BITS=64), the name the C workload above does not call: unwrapped,
+ * a 100000-byte copy would record no read of its source.
  */
 Test(io, shutil_copyfile_reads_its_source, .timeout = 60)
 {

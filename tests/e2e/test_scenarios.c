@@ -756,9 +756,8 @@ Test(scenarios, the_profile_script_leaves_the_working_tree_clean, .timeout = 180
 
 /*
  * make bench's scripts with STEPPROF_BUILD an absolute path (as the tests'
- * STEPPROF_BUILD may be): each finds the library and prints its figure. Before,
- * 20-cuda.sh, 60-trainer.sh and 70-trace-size.sh looked for $PWD/$STEPPROF_BUILD
- * and said "skipped" (not built).
+ * STEPPROF_BUILD may be): each finds the library and prints its figure, rather
+ * than look for $PWD/$STEPPROF_BUILD and say "skipped" (not built).
  */
 Test(scenarios, bench_scripts_take_an_absolute_build_directory, .timeout = 240)
 {
