@@ -5,6 +5,11 @@
 #
 #   run.sh DIR SECONDS TARGET...
 #
+# Every target starts from the generated seeds, its own corpus of earlier runs
+# and the regression corpus tests/fuzz/regress/ (committed: damaged headers and
+# files cut short that once misled a verb; add a reproducer there when a target
+# finds one).
+#
 # Exit status: 0 when no target crashed, timed out or leaked; 1 otherwise (the
 # reproducer is DIR/artifacts/<target>-crash-*, the log DIR/<target>.log).
 set -u
@@ -21,7 +26,7 @@ for t in "$@"; do
 	# target's stderr and would flood the log; sanitizer reports still come through.
 	"$dir/$t" -max_len=262144 -timeout=10 -rss_limit_mb=2048 -max_total_time="$secs" \
 		-close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$dir/artifacts/$t-" \
-		"$dir/corpus/$t" "$dir/corpus/seeds" >"$log" 2>&1
+		"$dir/corpus/$t" "$dir/corpus/seeds" "$(dirname "$0")/regress" >"$log" 2>&1
 	rc=$?
 	took=$(($(date +%s) - start))
 	runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
