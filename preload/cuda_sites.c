@@ -9,6 +9,17 @@
  *   5. sp_cuda_site: the fast path (one probe), the walk that fills the cache,
  *      and the runtime path (one short unwind, probes).
  *
+ * RATIONALE: the stack is walked with libgcc's _Unwind_Backtrace (linked
+ * statically: -static-libgcc; cuda_unwind.c), not libunwind. libunwind 1.6
+ * validates addresses through a pipe it opens at its first unwind, at the
+ * lowest free descriptor numbers: a job that closes those numbers and reuses
+ * them gets its own files read and written by the unwinder when a frame
+ * without unwind info makes it guess the next frame. libgcc's unwinder reads
+ * only .eh_frame (found through _dl_find_object), opens nothing and never
+ * guesses: a frame without unwind info ends the walk there. Frames that
+ * dladdr cannot name are named from the module's .symtab (sp_symtab_name,
+ * cuda_symtab.c).
+ *
  * RATIONALE: a driver wrapper called by a statically linked cudart (nvcc's
  * default) returns into cudart's own code inside the program: that address is
  * the same for every cudaMalloc of the program. Such an address is cached as
@@ -16,17 +27,17 @@
  * address keys the site. A wrapper called by the program itself (a runtime
  * wrapper behind the PLT, a driver call of the program) keeps the one-probe path.
  */
-#define UNW_LOCAL_ONLY
 #include "cuda_sites.h"
 
 #include <dlfcn.h>
 #include <errno.h>
-#include <libunwind.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
 
+#include "cuda_symtab.h"
+#include "cuda_unwind.h"
 #include "recorder.h"
 
 /* ---------------------------------------------------------- 1. one frame */
@@ -104,10 +115,10 @@ static int module_is_cuda(const char *fname)
 /*
  * The class of the frame at pc. dladdr knows only exported names: a static
  * cudart inside a program that is not -rdynamic has none there, so a frame
- * without one is named from the module's symbol table through libunwind
- * (cur: the cursor standing on that frame; NULL: dladdr only).
+ * without one is named from the module's symbol table (symtab: 1; 0: dladdr
+ * only).
  */
-static enum frame_class frame_class(const void *pc, unw_cursor_t *cur)
+static enum frame_class frame_class(const void *pc, int symtab)
 {
 	Dl_info di;
 	memset(&di, 0, sizeof(di));
@@ -120,12 +131,9 @@ static enum frame_class frame_class(const void *pc, unw_cursor_t *cur)
 	if (di.dli_sname)
 		return sp_cuda_runtime_name(di.dli_sname) ? FR_RUNTIME : FR_PROGRAM;
 	char name[256];
-	unw_word_t off;
-	if (cur) {
-		int r = unw_get_proc_name(cur, name, sizeof(name), &off);
-		if (r == 0 || r == -UNW_ENOMEM) /* ENOMEM: truncated, the prefix is there */
-			return sp_cuda_runtime_name(name) ? FR_RUNTIME : FR_PROGRAM;
-	}
+	/* a return address points after the call: -1 lands in the caller's function */
+	if (symtab && sp_symtab_name((const char *)pc - 1, name, sizeof(name)) == 0)
+		return sp_cuda_runtime_name(name) ? FR_RUNTIME : FR_PROGRAM;
 	return FR_PROGRAM;
 }
 
@@ -142,7 +150,7 @@ static uint32_t site_string(void *const *pcs, int n)
 	size_t used = 0;
 	int kept = 0;
 	for (int i = 0; i < n && kept < 3; i++) {
-		if (kept && frame_class(pcs[i], NULL) != FR_PROGRAM)
+		if (kept && frame_class(pcs[i], 0) != FR_PROGRAM)
 			continue;
 		if (kept && used + 5 < sizeof(buf)) {
 			memcpy(buf + used, " <- ", 4);
@@ -256,49 +264,45 @@ static void cache_put(uintptr_t k, uint32_t id)
 #define SITE_CALLERS 8 /* K and its callers as unwound; site_string keeps 3 of the program's */
 
 /*
- * The slow path, once per new address: walk the stack with a cursor up to
- * the frame that returns to `ret`, class it and, if it is the runtime's, the
- * frames beyond it (caching each runtime frame), until the program's first
- * frame K; the site is K and its callers, cached under K. *ret_class says what
- * `ret` was. Raises sp_hook_depth: libunwind may open and read the module
- * files to name a frame, which the input wrappers must not record.
+ * The slow path, once per new address: walk the stack up to the frame that
+ * returns to `ret`, class it and, if it is the runtime's, the frames beyond it
+ * (caching each runtime frame), until the program's first frame K; the site is
+ * K and its callers, cached under K. *ret_class says what `ret` was. Raises
+ * sp_hook_depth: naming a frame maps the module's file, which the input
+ * wrappers must not record.
  */
 static uint32_t walk_site(const void *ret, enum frame_class *ret_class)
 {
-	unw_context_t uc;
-	unw_cursor_t cur;
+	void *walk[WALK_FRAMES];
 	void *pcs[SITE_CALLERS];
-	int kept = 0, found = 0, depth = 0;
+	int kept = 0, found = 0;
 	*ret_class = FR_PROGRAM;
 	sp_hook_depth++;
-	if (unw_getcontext(&uc) == 0 && unw_init_local(&cur, &uc) == 0) {
-		do {
-			unw_word_t ip;
-			if (unw_get_reg(&cur, UNW_REG_IP, &ip) < 0 || !ip)
-				break;
-			if (!found) {
-				if ((const void *)ip != ret)
-					continue; /* stepprof's own frames, below the wrapper's caller */
-				found = 1;
-			}
-			if (kept) { /* K's callers: site_string sorts them */
-				pcs[kept++] = (void *)ip;
-				continue;
-			}
-			uint32_t id;
-			enum frame_class c;
-			if ((const void *)ip != ret && cache_get(ip, &id))
-				c = id == SITE_RUNTIME ? FR_RUNTIME : FR_PROGRAM;
-			else
-				c = frame_class((const void *)ip, &cur);
-			if ((const void *)ip == ret)
-				*ret_class = c;
-			if (c == FR_PROGRAM) {
-				pcs[kept++] = (void *)ip;
-			} else if ((const void *)ip != ret && c == FR_RUNTIME) {
-				cache_put(ip, SITE_RUNTIME);
-			}
-		} while (kept < SITE_CALLERS && ++depth < WALK_FRAMES && unw_step(&cur) > 0);
+	int nwalk = sp_unwind_pcs(walk, WALK_FRAMES);
+	for (int i = 0; i < nwalk && kept < SITE_CALLERS; i++) {
+		uintptr_t ip = (uintptr_t)walk[i];
+		if (!found) {
+			if ((const void *)ip != ret)
+				continue; /* stepprof's own frames, below the wrapper's caller */
+			found = 1;
+		}
+		if (kept) { /* K's callers: site_string sorts them */
+			pcs[kept++] = (void *)ip;
+			continue;
+		}
+		uint32_t id;
+		enum frame_class c;
+		if ((const void *)ip != ret && cache_get(ip, &id))
+			c = id == SITE_RUNTIME ? FR_RUNTIME : FR_PROGRAM;
+		else
+			c = frame_class((const void *)ip, 1);
+		if ((const void *)ip == ret)
+			*ret_class = c;
+		if (c == FR_PROGRAM) {
+			pcs[kept++] = (void *)ip;
+		} else if ((const void *)ip != ret && c == FR_RUNTIME) {
+			cache_put(ip, SITE_RUNTIME);
+		}
 	}
 	uint32_t id;
 	if (!kept) { /* no unwinding, or no frame of the program: at least the immediate caller */
@@ -318,14 +322,14 @@ static uint32_t walk_site(const void *ret, enum frame_class *ret_class)
 #define FAST_FRAMES 16
 
 /*
- * A call whose caller `ret` is a runtime frame: unwind (libunwind's cached
- * fast trace) to `ret`, then on through frames cached as runtime to the first
- * one cached as the program's; a frame not cached yet falls back to the walk.
+ * A call whose caller `ret` is a runtime frame: unwind to `ret`, then on
+ * through frames cached as runtime to the first one cached as the program's;
+ * a frame not cached yet falls back to the walk.
  */
 static __attribute__((noinline)) uint32_t runtime_site(const void *ret)
 {
 	void *pcs[FAST_FRAMES];
-	int n = unw_backtrace(pcs, FAST_FRAMES);
+	int n = sp_unwind_pcs(pcs, FAST_FRAMES);
 	int i = 0;
 	while (i < n && pcs[i] != ret)
 		i++;
@@ -356,7 +360,7 @@ static __attribute__((noinline)) uint32_t new_site(const void *ret)
 	return id;
 }
 
-/* The slow paths (libunwind, dladdr, interning) leave errno as they found it. */
+/* The slow paths (unwinding, dladdr, interning) leave errno as they found it. */
 static __attribute__((noinline)) uint32_t site_slow(const void *ret, int runtime)
 {
 	int e = errno;

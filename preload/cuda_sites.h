@@ -1,7 +1,7 @@
 /*
  * cuda_sites.h - call sites of allocations and pageable copies: the program's
- * frames above the CUDA call, unwound with libunwind once per distinct return
- * address and kept as an interned string "module!symbol+0xoff <- ...". When
+ * frames above the CUDA call, unwound with libgcc's unwinder once per distinct
+ * return address and kept as an interned string "module!symbol+0xoff <- ...". When
  * that address is the CUDA runtime's own (a statically linked cudart calling
  * the driver wrapper), the site is the program's first frame above the
  * runtime, found by a short unwind on each such call.

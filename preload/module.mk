@@ -10,7 +10,7 @@ PRELOAD_HOOK_SRCS := $(wildcard preload/hook_*.c)
 PRELOAD_CORE_SRCS := $(filter-out $(PRELOAD_HOOK_SRCS),$(wildcard preload/*.c))
 PRELOAD_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(PRELOAD_HOOK_SRCS) $(PRELOAD_CORE_SRCS))
 PRELOAD_CORE_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(PRELOAD_CORE_SRCS))
-PRELOAD_LIBS ?= -ldl -lpthread -lunwind
+PRELOAD_LIBS ?= -ldl -lpthread -static-libgcc
 PRELOAD_MAP := $(BUILD)/gen/libstepprof.map
 
 $(BUILD)/obj/preload/%.o: MODULE_CFLAGS = -fvisibility=hidden -ftls-model=initial-exec

@@ -8,8 +8,7 @@
 #                                   steps on the simulated GPU (build/simgpu) and
 #                                   the PyTorch loop on the CPU
 #   scripts/gpu-check.sh --pack     build libstepprof.so and stepprof into .gpucheck/
-#                                   (with libunwind), for a GPU machine that cannot
-#                                   build them
+#                                   for a GPU machine that cannot build them
 #
 # Steps (each prints "== step"; the first broken one stops the script with
 # "gpu-check: FAILED at <step>: <why>"):
@@ -56,7 +55,6 @@ if [ "$MODE" = pack ]; then
 	make -j"$JOBS" build/lib/libstepprof.so build/bin/stepprof build/tests/bin/iogen build/tests/bin/markgen || exit 1
 	rm -rf .gpucheck && mkdir -p .gpucheck/lib || exit 1
 	cp build/lib/libstepprof.so build/bin/stepprof build/tests/bin/iogen build/tests/bin/markgen .gpucheck/ || exit 1
-	for l in $(ldd build/lib/libstepprof.so | awk '/libunwind|liblzma/ {print $3}'); do cp -L "$l" .gpucheck/lib/; done
 	grep -qx '/.gpucheck/' .git/info/exclude 2>/dev/null || echo '/.gpucheck/' >>.git/info/exclude
 	echo "packed: $(ls .gpucheck .gpucheck/lib | tr '\n' ' ')"
 	echo "copy .gpucheck/ with the working tree to the GPU machine; the script uses it when that machine cannot build"
@@ -150,13 +148,13 @@ TARGETS="build/lib/libstepprof.so build/bin/stepprof"
 TARGETS="$TARGETS build/tests/bin/iogen build/tests/bin/markgen"
 [ "$MODE" = dry ] && TARGETS="$TARGETS build/simgpu/libcuda.so.1 build/simgpu/libcudart.so.12 build/simgpu/libcudart_static.a"
 PRELOAD_ENV=()
-# -k: the programs that need no libunwind (real_cudart, iogen) are built even
-# where libstepprof.so cannot be.
+# -k: the other programs (real_cudart, iogen) are built even where
+# libstepprof.so cannot be.
 run 300 make -k -j"$JOBS" $TARGETS
 if ! [ -f build/lib/libstepprof.so ] || ! [ -x build/bin/stepprof ]; then
-	# The GPU machine may lack libunwind's headers: use what --pack prepared.
+	# The GPU machine may be unable to build it: use what --pack prepared.
 	[ -x .gpucheck/stepprof ] && [ -f .gpucheck/libstepprof.so ] && [ "$MODE" = gpu ] ||
-		die "make $TARGETS failed (see log.txt; libunwind-dev missing? run scripts/gpu-check.sh --pack on a machine that has it and copy .gpucheck/ here)"
+		die "make $TARGETS failed (see log.txt; run scripts/gpu-check.sh --pack on a machine that can build it and copy .gpucheck/ here)"
 	SPLIB=$ROOT/.gpucheck/libstepprof.so
 	SP=$ROOT/.gpucheck/stepprof
 	say "note: make failed, using the prebuilt .gpucheck/ (from --pack)"

@@ -11,7 +11,7 @@ set -u
 # (/usr/bin/time) and valgrind for the benchmarks that the suite runs in short;
 # PyTorch for the real input-pipeline test (test-only dependency).
 PKGS="gcc make pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-libunwind-dev libcriterion-dev strace time valgrind python3 python3-torch python3-numpy"
+libcriterion-dev strace time valgrind python3 python3-torch python3-numpy"
 
 missing=""
 for p in $PKGS; do

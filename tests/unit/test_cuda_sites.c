@@ -15,13 +15,11 @@
  * read from /proc/self/maps (not from dladdr, which the code itself uses), and
  * the stacks the tests script.
  */
-#define UNW_LOCAL_ONLY
 #include <criterion/criterion.h>
 
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <libunwind.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,16 +32,16 @@
 #include "testlib.h"
 
 /*
- * A scripted unwinder. NOTE: the test binary is not linked with libunwind
- * (tests/module.mk is not this part's); cuda_sites.o needs its local cursor
- * functions and unw_backtrace. These stand-ins satisfy the link and walk a
- * stack the test writes (fake_ip[0] innermost), with names for the frames
- * (NULL: no name); 0 frames: unwinding fails, as without unwind tables.
+ * A scripted unwinder: stand-ins for cuda_unwind.c's sp_unwind_pcs and
+ * cuda_symtab.c's sp_symtab_name (the archive's members are not linked when
+ * the test defines their one symbol), over a stack the test writes
+ * (fake_ip[0] innermost) with names for the frames (NULL: no name); 0 frames:
+ * unwinding fails, as without unwind tables.
  */
 #define FAKE_MAX 16
 static uintptr_t fake_ip[FAKE_MAX];
 static const char *fake_name[FAKE_MAX];
-static int fake_n, fake_walks, fake_namings;
+static int fake_n, fake_unwinds, fake_namings;
 
 static void fake_stack(int n, const uintptr_t *ip, const char *const *name)
 {
@@ -54,50 +52,25 @@ static void fake_stack(int n, const uintptr_t *ip, const char *const *name)
 	}
 }
 
-__attribute__((weak)) int unw_backtrace(void **buf, int size)
+int sp_unwind_pcs(void **pcs, int max)
 {
-	int n = fake_n < size ? fake_n : size;
+	fake_unwinds++;
+	int n = fake_n < max ? fake_n : max;
 	for (int i = 0; i < n; i++)
-		buf[i] = (void *)fake_ip[i];
+		pcs[i] = (void *)fake_ip[i];
 	return n;
 }
 
-__attribute__((weak)) int unw_tdep_getcontext(unw_tdep_context_t *uc)
-{
-	(void)uc;
-	return 0;
-}
-
-__attribute__((weak)) int unw_init_local(unw_cursor_t *c, unw_context_t *uc)
-{
-	(void)uc;
-	fake_walks++;
-	c->opaque[0] = 0;
-	return fake_n ? 0 : -UNW_EUNSPEC;
-}
-
-__attribute__((weak)) int unw_step(unw_cursor_t *c)
-{
-	return ++c->opaque[0] < (unw_word_t)fake_n ? 1 : 0;
-}
-
-__attribute__((weak)) int unw_get_reg(unw_cursor_t *c, unw_regnum_t reg, unw_word_t *v)
-{
-	if (reg != UNW_REG_IP || c->opaque[0] >= (unw_word_t)fake_n)
-		return -UNW_EBADREG;
-	*v = fake_ip[c->opaque[0]];
-	return 0;
-}
-
-__attribute__((weak)) int unw_get_proc_name(unw_cursor_t *c, char *buf, size_t len, unw_word_t *off)
+/* pc: a return address - 1, as cuda_sites.c asks */
+int sp_symtab_name(const void *pc, char *buf, size_t len)
 {
 	fake_namings++;
-	const char *n = c->opaque[0] < (unw_word_t)fake_n ? fake_name[c->opaque[0]] : NULL;
-	if (!n)
-		return -UNW_ENOINFO;
-	snprintf(buf, len, "%s", n);
-	*off = 4;
-	return 0;
+	for (int i = 0; i < fake_n; i++)
+		if (fake_ip[i] == (uintptr_t)pc + 1 && fake_name[i]) {
+			snprintf(buf, len, "%s", fake_name[i]);
+			return 0;
+		}
+	return -1;
 }
 
 /* ---------------------------------------------------------- 1. one frame */
@@ -337,10 +310,10 @@ Test(cuda_sites, program_caller_is_its_own_site)
 	cr_expect(strstr(s, " <- "), "the site has the caller's caller too: %s", s);
 	free(s);
 	/* cached by the return address: no unwinding the second time */
-	int walks = fake_walks;
+	int unwinds = fake_unwinds;
 	fake_stack(2, a, an);
 	cr_expect_eq(sp_cuda_site((const void *)RA(fr_user_a)), id);
-	cr_expect_eq(fake_walks, walks);
+	cr_expect_eq(fake_unwinds, unwinds);
 	sp_t_rmrf(x.dir);
 }
 
@@ -363,12 +336,12 @@ Test(cuda_sites, static_runtime_caller_is_the_program_frame_above_it)
 	cr_expect_neq(ida, idb);
 
 	/* again, both: the runtime path, one short unwind and probes, no walk and no naming */
-	int walks = fake_walks, namings = fake_namings;
+	int unwinds = fake_unwinds, namings = fake_namings;
 	fake_stack(5, a, names);
 	cr_expect_eq(sp_cuda_site(ret), ida);
 	fake_stack(5, b, names);
 	cr_expect_eq(sp_cuda_site(ret), idb);
-	cr_expect_eq(fake_walks, walks);
+	cr_expect_eq(fake_unwinds, unwinds + 2, "one unwind a call, no walk after it");
 	cr_expect_eq(fake_namings, namings);
 	sp_t_rmrf(x.dir);
 }

@@ -44,3 +44,17 @@ endif
 
 -include tests/workloads/cuda/doors.mk
 -include tests/workloads/cuda/real.mk
+
+# jobfds: a job that reuses the low descriptor numbers, with CUDA calls from a
+# frame without unwind info (jobfds_noinfo.c).
+JOBFDS_OBJS := $(BUILD)/obj/tests/workloads/cuda/jobfds.o $(BUILD)/obj/tests/workloads/cuda/jobfds_noinfo.o
+$(BUILD)/obj/tests/workloads/cuda/jobfds_noinfo.o: MODULE_CFLAGS = -fno-asynchronous-unwind-tables -fno-unwind-tables
+
+$(BUILD)/tests/bin/jobfds: $(JOBFDS_OBJS) $(BUILD)/simgpu/libcudart.so.12
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $(JOBFDS_OBJS) -L$(BUILD)/simgpu -l:libcudart.so.12 $(TRAINER_LDFLAGS) -ldl -lpthread
+
+ifneq ($(wildcard tests/simgpu/module.mk),)
+ALL_TARGETS += $(BUILD)/tests/bin/jobfds
+endif
