@@ -426,7 +426,8 @@ int main(int argc, char **argv)
 				.max_bytes = max_bytes(),
 				.features = SP_FEAT_BPF,
 				.prog = PROG,
-				.dir_flags = geteuid() == 0 ? SP_TF_DIR_ANY_OWNER : 0};
+				.dir_flags = geteuid() == 0 ? SP_TF_DIR_ANY_OWNER : 0,
+				.keep_fd = 1};
 	if (sp_tf_create(&c.tf, &to, err, sizeof(err))) {
 		fprintf(stderr, PROG ": %s\n", err);
 		goto cleanup;

@@ -194,7 +194,8 @@ int sp_tf_compact(struct sp_tf *tf)
 	/* the owner the file has now: the collector gives its file to the user it traces */
 	struct sp_tf_compact_opts o = {.uid = (uint32_t)-1, .gid = (uint32_t)-1, .sync = 0};
 	struct stat st;
-	if (tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && st.st_uid != geteuid())
+	if ((tf->fd >= 0 ? syscall(SYS_fstat, tf->fd, &st) : syscall(SYS_newfstatat, AT_FDCWD, tf->path, &st, 0)) == 0 &&
+	    st.st_uid != geteuid())
 		o.uid = st.st_uid, o.gid = st.st_gid;
 	/* in the file's directory, walked and checked again: never a directory another user swapped in */
 	int dfd = tf_open_own_dir(tf), rc;

@@ -11,8 +11,6 @@
 #include <errno.h>
 #include <string.h>
 
-#define SP_MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL and fault lazily */
-
 static struct sp_chunk_header *chunk_at(struct sp_tf *tf, uint32_t idx)
 {
 	return (struct sp_chunk_header *)(tf->base + tf->ring_off + (uint64_t)idx * tf->chunk_size);
@@ -44,8 +42,6 @@ static struct sp_chunk_header *claim(struct sp_tf *tf, int32_t pid, int32_t tid)
 				warn_space(tf, "trace ring");
 				return NULL;
 			}
-			/* RATIONALE: one call maps the chunk's 16 pages instead of 16 page faults on the hot path */
-			syscall(SYS_madvise, c, tf->chunk_size, SP_MADV_POPULATE_WRITE);
 			info = 1;
 			__atomic_store_n(&tf->chunk_info[idx], info, __ATOMIC_RELEASE);
 		}

@@ -23,21 +23,54 @@
 /*
  * Give [off, off+len) real blocks before the mapping touches it: writing a page
  * of a MAP_SHARED file that has no block behind it on a full disk raises
- * SIGBUS, a failed fallocate only costs records. Filesystems without fallocate
- * get the blocks by writing zeros. Returns 0 or -1 (errno set).
+ * SIGBUS, a failed reservation only costs records.
+ *
+ * RATIONALE: through the mapping, with MADV_POPULATE_WRITE (Linux 5.14): it
+ * write-faults every page of the range (the file system reserves its block
+ * there: ext4's delayed allocation, tmpfs's page) and answers EFAULT where a
+ * store would have raised SIGBUS (no space), so the writer needs no
+ * descriptor and holds none (tracefile.c). It never changes data: threads may
+ * reserve overlapping ranges of the keep area. Without it (EINVAL: an older
+ * kernel), or for a writer that keeps its descriptor, the blocks come from
+ * fallocate or, on a file system without it, written zeros, through the kept
+ * descriptor or one opened by path for the call (O_CLOEXEC) and closed.
  */
+#define SP_MADV_POPULATE_WRITE 23
+
+/* 0, 1 (not supported: use a descriptor) or -1 (no space, errno ENOSPC) */
+static int populate(struct sp_tf *tf, uint64_t off, uint64_t len)
+{
+	if (!tf->base || __atomic_load_n(&tf->no_populate, __ATOMIC_RELAXED))
+		return 1;
+	for (;;) {
+		if (syscall(SYS_madvise, tf->base + off, (size_t)len, SP_MADV_POPULATE_WRITE) == 0)
+			return 0;
+		if (errno == EINTR || errno == EAGAIN)
+			continue;
+		if (errno == EINVAL) {
+			__atomic_store_n(&tf->no_populate, 1, __ATOMIC_RELAXED);
+			return 1;
+		}
+		if (errno == EFAULT)
+			errno = ENOSPC;
+		return -1;
+	}
+}
+
 /*
- * The fd still names our file? A program may close every descriptor (daemons,
- * close_range in a child) and reuse the number for a file of its own: then
- * fallocate would grow the user's file. Checked before each reservation (once
- * per 64 KiB chunk); a lost fd is reopened by its name in its directory, the
- * directory walked and checked again (tf_open_own_dir), and the file taken
- * only if it is the same one.
+ * A descriptor of our file: the kept one while it still names the file (a
+ * program may close every descriptor and reuse the number for a file of its
+ * own: fallocate would then grow the user's file; checked before each use), or
+ * one reopened by its name in its directory, the directory walked and checked
+ * again (tf_open_own_dir), taken only if it is the same file: *own set, the
+ * caller closes it. A kept one that was lost is replaced by the reopened one,
+ * moved high.
  */
-static int file_fd(struct sp_tf *tf)
+static int file_fd(struct sp_tf *tf, int *own)
 {
 	int fd = __atomic_load_n(&tf->fd, __ATOMIC_ACQUIRE);
 	struct stat st;
+	*own = 0;
 	if (fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
 	    (uint64_t)st.st_dev == tf->dev)
 		return fd;
@@ -54,6 +87,10 @@ static int file_fd(struct sp_tf *tf)
 		errno = ESTALE;
 		return -1;
 	}
+	if (!tf->keep_fd) {
+		*own = 1;
+		return (int)nfd;
+	}
 	int h = high_fd((int)nfd);
 	/* NOTE: the old number is not ours any more: never close it */
 	if (!__atomic_compare_exchange_n(&tf->fd, &fd, h, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -61,6 +98,15 @@ static int file_fd(struct sp_tf *tf)
 		return fd;
 	}
 	return h;
+}
+
+static void fd_done(int fd, int own)
+{
+	if (own) {
+		int e = errno;
+		sys_close(fd);
+		errno = e;
+	}
 }
 
 /* Zeros over [off, off+len) of fd, up to 64 KiB a call (one 4 KiB page of zeros, repeated). */
@@ -94,51 +140,62 @@ static int write_zeros(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
+static int reserve_by_fd(struct sp_tf *tf, uint64_t off, uint64_t len)
+{
+	int own;
+	int fd = file_fd(tf, &own);
+	if (fd < 0)
+		return -1;
+	int rc = -1;
+	if (!__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED)) {
+		if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0) {
+			fd_done(fd, own);
+			return 0;
+		}
+		if (errno != EOPNOTSUPP && errno != ENOSYS) {
+			fd_done(fd, own);
+			return -1;
+		}
+		/* known at the file's creation (its header is reserved here first, one thread) */
+		__atomic_store_n(&tf->no_fallocate, 1, __ATOMIC_RELAXED);
+	}
+	rc = write_zeros(fd, off, len);
+	fd_done(fd, own);
+	return rc;
+}
+
 int reserve_range(struct sp_tf *tf, uint64_t off, uint64_t len)
 {
 	if (!under_fsize_limit(off, len))
 		return -1;
-	int fd = file_fd(tf);
-	if (fd < 0)
-		return -1;
-	if (!__atomic_load_n(&tf->no_fallocate, __ATOMIC_RELAXED)) {
-		if (syscall(SYS_fallocate, fd, 0, (off_t)off, (off_t)len) == 0)
-			return 0;
-		if (errno != EOPNOTSUPP && errno != ENOSYS)
-			return -1;
-		/* known at the file's creation (its header is reserved here first, one thread) */
-		__atomic_store_n(&tf->no_fallocate, 1, __ATOMIC_RELAXED);
-	}
-	return write_zeros(fd, off, len);
+	int p = populate(tf, off, len);
+	return p <= 0 ? p : reserve_by_fd(tf, off, len);
 }
 
 /*
- * A new ring chunk's disk space: zeros written through the page cache, by the
- * one thread that reserves the chunk (claim(): chunk_info RESERVING). Zeros
- * written over a range that another thread already fills would erase its
- * records: the keep area, whose ranges threads may reserve twice, gets
- * fallocate, which never changes data, or, without it, zeros written one
- * thread at a time (keep_space_zeros).
- *
- * RATIONALE: measured on ext4 (Linux 6.18, the development VM), per 64 KiB
- * chunk, reserving it, mapping its pages (MADV_POPULATE_WRITE) and then
- * writing a byte every 32: fallocate 50-99 us, written zeros 20-27 us; in the
- * small-file loop of `make bench` that was ~0.1x of the loop. fallocate leaves
- * unwritten extents: every page is first "read" as zeros on the read path and
- * made writable through the file system's page_mkwrite; written zeros are
- * page-cache pages already up to date and dirty. A full disk still answers
- * here (ENOSPC at the write: delayed allocation reserves the blocks then),
- * never with a SIGBUS at a later store. tmpfs: the same cost either way.
- * A file system that refuses the write (none known) gets fallocate.
+ * A new ring chunk's disk space, reserved by the one thread that claims the
+ * chunk (claim(): chunk_info RESERVING): through the mapping (populate, which
+ * also maps the chunk's 16 pages at once instead of 16 page faults on the hot
+ * path), or, where a descriptor is needed, zeros written through the page
+ * cache (measured on ext4, per 64 KiB chunk: fallocate 50-99 us, written
+ * zeros 20-27 us; fallocate's unwritten extents make every page go through
+ * the read path and page_mkwrite), then fallocate on a file system that
+ * refuses the write.
  */
 int reserve_chunk(struct sp_tf *tf, uint64_t off, uint64_t len)
 {
 	if (!under_fsize_limit(off, len))
 		return -1;
-	int fd = file_fd(tf);
+	int p = populate(tf, off, len);
+	if (p <= 0)
+		return p;
+	int own;
+	int fd = file_fd(tf, &own);
 	if (fd < 0)
 		return -1;
-	if (write_zeros(fd, off, len) == 0)
+	int rc = write_zeros(fd, off, len);
+	fd_done(fd, own);
+	if (rc == 0)
 		return 0;
 	if (errno == ENOSPC || errno == EDQUOT || errno == EFBIG)
 		return -1;

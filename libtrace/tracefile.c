@@ -499,6 +499,7 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 	tf->fd = -1;
 	tf->warn = o->warn;
 	tf->prog = o->prog;
+	tf->keep_fd = o->keep_fd;
 	uint64_t limit = fsize_limit();
 	if (limit < SP_TF_MIN_BYTES) {
 		fmt(err, errlen,
@@ -565,7 +566,8 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 		dl--;
 	snprintf(tf->path, sizeof(tf->path), "%.*s/%s", (int)dl, o->dir, name);
 	tf->name_off = (unsigned)(strlen(tf->path) - strlen(name));
-	tf->fd = high_fd((int)fd);
+	/* NOTE: not moved high unless kept: closed below, once the file is mapped */
+	tf->fd = o->keep_fd ? high_fd((int)fd) : (int)fd;
 	struct stat st;
 	if (syscall(SYS_fstat, tf->fd, &st) != 0)
 		goto fail;
@@ -597,6 +599,15 @@ int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t
 		goto fail;
 	tf->keep_reserved = SP_HEADER_SIZE;
 	fill_header(tf, o);
+	/*
+	 * RATIONALE: the mapping holds the file; a descriptor would hold a number
+	 * of the program's table for the whole run (a job at its `ulimit -n`
+	 * failed its last open). Space is reserved through the mapping (tf_space.c).
+	 */
+	if (!o->keep_fd) {
+		sys_close(tf->fd);
+		tf->fd = -1;
+	}
 	rc = 0;
 	goto out;
 fail:
@@ -621,8 +632,15 @@ int sp_tf_removed(const struct sp_tf *tf)
 {
 	int saved = errno;
 	struct stat st;
-	int gone = tf->fd >= 0 && syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
-		   (uint64_t)st.st_dev == tf->dev && st.st_nlink == 0;
+	int gone;
+	if (tf->fd >= 0)
+		gone = syscall(SYS_fstat, tf->fd, &st) == 0 && (uint64_t)st.st_ino == tf->ino &&
+		       (uint64_t)st.st_dev == tf->dev && st.st_nlink == 0;
+	else /* no descriptor: the name no longer leads to the file */
+		gone = tf->base && tf->path[0] &&
+		       (syscall(SYS_newfstatat, AT_FDCWD, tf->path, &st, AT_SYMLINK_NOFOLLOW) != 0 ?
+				(errno == ENOENT || errno == ENOTDIR) :
+				(uint64_t)st.st_ino != tf->ino || (uint64_t)st.st_dev != tf->dev);
 	errno = saved;
 	return gone;
 }

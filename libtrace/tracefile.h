@@ -43,7 +43,8 @@
 /* ------------------------------------------------------------- 1. the file */
 
 struct sp_tf {
-	int fd;			     /* moved high (>= 512 when allowed); reopened if the program closes it */
+	int fd;			     /* -1 after the mapping, unless opts.keep_fd (see tf_space.c) */
+	int keep_fd;		     /* opts.keep_fd: fd moved high, reopened if the program closes it */
 	uint64_t dev, ino;	     /* identity of the file, to notice a closed-and-reused fd */
 	uint8_t *base;		     /* the MAP_SHARED mapping of the whole file */
 	struct sp_file_header *hdr;  /* == base */
@@ -52,6 +53,7 @@ struct sp_tf {
 	uint64_t keep_slots;
 	uint32_t chunk_size, ring_chunks;
 	uint64_t keep_reserved; /* bytes [0, keep_reserved) have disk space (atomic) */
+	int no_populate;	/* the kernel has no MADV_POPULATE_WRITE: space is reserved through a fd */
 	int no_fallocate;	/* the file system has no fallocate: space is reserved by writing zeros */
 	int keep_busy;		/* with no_fallocate: a thread writes the keep area's zeros (atomic) */
 	/* Keep slots strings may take (0: all of them); the recorder leaves the other
@@ -81,6 +83,7 @@ struct sp_tf_opts {
 	void (*warn)(const char *key, const char *msg);
 	const char *prog; /* the producer's name in its warnings (NULL: "stepprof"), a static string */
 	unsigned dir_flags; /* SP_TF_DIR_*: make the directory, accept another user's */
+	int keep_fd;	  /* keep a descriptor of the file (a collector's own process); 0: closed once mapped */
 };
 
 /*

@@ -6,7 +6,10 @@
  * unwind info (jobfds_noinfo.c), then copies the input to the output with one
  * read and one write, and prints the descriptors it holds ("fds: 0 1 2 3 4").
  *
- *   jobfds IN OUT
+ *   jobfds IN OUT [--keep-fds]
+ *
+ * --keep-fds: no descriptor is closed, the files open wherever they can; the
+ * line shows every descriptor the process holds at its end.
  */
 #include <cuda_runtime_api.h>
 #include <dirent.h>
@@ -33,18 +36,19 @@ static int copy(void *d, size_t n)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: jobfds IN OUT\n");
+	int keep = argc == 4 && !strcmp(argv[3], "--keep-fds");
+	if (argc != 3 && !keep) {
+		fprintf(stderr, "usage: jobfds IN OUT [--keep-fds]\n");
 		return 2;
 	}
 	void *first = alloc(4096);
 	if (!first || copy(first, 64) != 0)
 		return 3;
-	for (int fd = 3; fd < 1024; fd++)
+	for (int fd = 3; fd < 1024 && !keep; fd++)
 		close(fd);
 	int in = open(argv[1], O_RDONLY);
 	int out = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	if (in != 3 || out != 4) {
+	if (in < 0 || out < 0 || (!keep && (in != 3 || out != 4))) {
 		fprintf(stderr, "jobfds: got fds %d and %d\n", in, out);
 		return 4;
 	}
