@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cuda_mem.h"
+#include "lazymap.h"
 #include "recorder.h"
 
 /* ------------------------------------------------------------ 1. device */
@@ -70,7 +71,7 @@ struct name_slot {
 	uint32_t id;
 };
 
-static struct name_slot names[NAME_SLOTS];
+static struct sp_lazy names = SP_LAZY_INIT(NAME_SLOTS * sizeof(struct name_slot), "kernel name cache");
 
 static uint32_t name_of(const void *stub, CUfunction f)
 {
@@ -118,8 +119,9 @@ static inline unsigned name_hash(uintptr_t k)
 static __attribute__((noinline)) uint32_t name_slow(const void *stub, CUfunction f, uintptr_t k)
 {
 	unsigned h = name_hash(k);
-	for (unsigned n = 0; n < 32; n++) {
-		struct name_slot *s = &names[(h + n) & (NAME_SLOTS - 1)];
+	struct name_slot *tab = sp_lazy_get(&names);
+	for (unsigned n = 0; tab && n < 32; n++) {
+		struct name_slot *s = &tab[(h + n) & (NAME_SLOTS - 1)];
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur == k)
 			return __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
@@ -145,9 +147,12 @@ static __attribute__((noinline)) uint32_t name_slow(const void *stub, CUfunction
 uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
 {
 	uintptr_t k = name_key(stub, f);
-	struct name_slot *s = &names[name_hash(k)];
-	if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == k, 1))
-		return __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
+	struct name_slot *tab = sp_lazy_peek(&names);
+	if (__builtin_expect(tab != NULL, 1)) {
+		struct name_slot *s = &tab[name_hash(k)];
+		if (__builtin_expect(__atomic_load_n(&s->key, __ATOMIC_ACQUIRE) == k, 1))
+			return __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
+	}
 	return name_slow(stub, f, k);
 }
 

@@ -10,6 +10,7 @@
  *   3. VMM mappings: a second table of the same kind, virtual address -> (size, handle).
  */
 #include "cuda_mem.h"
+#include "lazymap.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -23,15 +24,14 @@ struct range {
 };
 
 /*
- * The array starts static and is replaced by one twice its size, mmap'd, when
- * full (in sp_pinned_add, under the lock and the sequence: never on a copy's
+ * The array is mapped at the first pinned range (SP_PINNED_INITIAL ranges) and
+ * replaced by one twice its size when full (in sp_pinned_add, under the lock and the sequence: never on a copy's
  * path). A replaced array is never unmapped: a reader may still be reading it
  * (it retries, since the sequence moved), and the ones left behind add up to
  * less than the current one.
  */
-static struct range pinned0[SP_PINNED_INITIAL];
-static struct range *pinned = pinned0;
-static unsigned pinned_cap = SP_PINNED_INITIAL, pinned_limit = SP_PINNED_MAX;
+static struct range *pinned;
+static unsigned pinned_cap, pinned_limit = SP_PINNED_MAX;
 static unsigned npinned;
 static unsigned pinned_missing; /* ranges added that the map could not hold, not removed since */
 static unsigned pinned_seq;     /* odd while a writer changes the array */
@@ -65,18 +65,23 @@ static unsigned upper(const struct range *a, uint64_t p, unsigned n)
 /* Lock held, the array full: double it. 0, or -1 (at the limit, or no memory). */
 static int grow(void)
 {
-	unsigned cap = pinned_cap * 2;
+	unsigned cap = pinned_cap ? pinned_cap * 2 : SP_PINNED_INITIAL;
 	if (pinned_cap >= pinned_limit)
 		return -1;
 	if (cap > pinned_limit)
 		cap = pinned_limit;
 	int e = errno; /* errno-neutral, as every helper a wrapper calls */
-	void *m = mmap(NULL, (size_t)cap * sizeof(struct range), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+	void *m = mmap(NULL, (size_t)cap * sizeof(struct range), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
 		       -1, 0);
-	errno = e;
-	if (m == MAP_FAILED)
+	if (m == MAP_FAILED) {
+		sp_warn_once("pinnedmap", "cannot map %zu KiB for the pinned memory map (%s): fewer records",
+			     (size_t)cap * sizeof(struct range) >> 10, strerror(errno));
+		errno = e;
 		return -1;
-	memcpy(m, pinned, (size_t)npinned * sizeof(struct range));
+	}
+	errno = e;
+	if (npinned)
+		memcpy(m, pinned, (size_t)npinned * sizeof(struct range));
 	seq_begin();
 	__atomic_store_n(&pinned, (struct range *)m, __ATOMIC_RELEASE);
 	__atomic_store_n(&pinned_cap, cap, __ATOMIC_RELAXED);
@@ -190,7 +195,7 @@ struct dslot {
 	uint32_t holds; /* allocations: references (see sp_dalloc_hold) */
 };
 
-static struct dslot dtab[SP_DALLOC_SLOTS];
+static struct sp_lazy dtab = SP_LAZY_INIT(SP_DALLOC_SLOTS * sizeof(struct dslot), "device allocation table");
 static uint64_t live[SP_DEV_MAX], peak[SP_DEV_MAX];
 
 static unsigned hash64(uint64_t k)
@@ -213,8 +218,11 @@ static uint64_t norm_key(uint64_t k)
  * RATIONALE: claimed as BUSY, not TOMB: two adds that both saw this tombstone
  * would both succeed a TOMB -> TOMB exchange and share the slot (one entry lost).
  */
-static struct dslot *slot_claim(struct dslot *tab, uint64_t k)
+static struct dslot *slot_claim(struct sp_lazy *t, uint64_t k)
 {
+	struct dslot *tab = sp_lazy_get(t);
+	if (!tab)
+		return NULL;
 	unsigned h = hash64(k);
 	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
 		struct dslot *s = &tab[(h + n) & (SP_DALLOC_SLOTS - 1)];
@@ -228,8 +236,11 @@ static struct dslot *slot_claim(struct dslot *tab, uint64_t k)
 }
 
 /* The slot of tab holding key k, or NULL. */
-static struct dslot *slot_find(struct dslot *tab, uint64_t k)
+static struct dslot *slot_find(struct sp_lazy *t, uint64_t k)
 {
+	struct dslot *tab = sp_lazy_peek(t);
+	if (!tab)
+		return NULL;
 	unsigned h = hash64(k);
 	for (unsigned n = 0; n < SP_DALLOC_SLOTS; n++) {
 		struct dslot *s = &tab[(h + n) & (SP_DALLOC_SLOTS - 1)];
@@ -253,7 +264,7 @@ uint64_t sp_dalloc_add(uint64_t dptr, uint64_t size, unsigned dev)
 	if (dev >= SP_DEV_MAX && dev != SP_DALLOC_HOST)
 		dev = SP_DEV_MAX - 1;
 	uint64_t k = norm_key(dptr);
-	struct dslot *s = slot_claim(dtab, k);
+	struct dslot *s = slot_claim(&dtab, k);
 	if (s) { /* size/dev/holds are written before the key is published */
 		s->size = size;
 		s->dev = dev;
@@ -285,7 +296,7 @@ static uint64_t dalloc_take(struct dslot *s, uint64_t k, uint64_t *size, unsigne
 uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
 {
 	uint64_t k = norm_key(dptr);
-	struct dslot *s = slot_find(dtab, k);
+	struct dslot *s = slot_find(&dtab, k);
 	*size = 0;
 	*dev = 0;
 	return s ? dalloc_take(s, k, size, dev) : UINT64_MAX;
@@ -293,7 +304,7 @@ uint64_t sp_dalloc_remove(uint64_t dptr, uint64_t *size, unsigned *dev)
 
 int sp_dalloc_hold(uint64_t dptr)
 {
-	struct dslot *s = slot_find(dtab, norm_key(dptr));
+	struct dslot *s = slot_find(&dtab, norm_key(dptr));
 	if (!s)
 		return -1;
 	__atomic_add_fetch(&s->holds, 1, __ATOMIC_ACQ_REL);
@@ -303,7 +314,7 @@ int sp_dalloc_hold(uint64_t dptr)
 uint64_t sp_dalloc_drop(uint64_t dptr, uint64_t *size, unsigned *dev)
 {
 	uint64_t k = norm_key(dptr);
-	struct dslot *s = slot_find(dtab, k);
+	struct dslot *s = slot_find(&dtab, k);
 	*size = 0;
 	*dev = 0;
 	if (!s)
@@ -320,8 +331,9 @@ uint64_t sp_dalloc_reset_dev(unsigned dev)
 	if (dev >= SP_DEV_MAX)
 		return 0;
 	/* NOTE: a scan of the whole table; a reset is rare and slow itself. */
-	for (unsigned i = 0; i < SP_DALLOC_SLOTS; i++) {
-		struct dslot *s = &dtab[i];
+	struct dslot *tab = sp_lazy_peek(&dtab);
+	for (unsigned i = 0; tab && i < SP_DALLOC_SLOTS; i++) {
+		struct dslot *s = &tab[i];
 		uint64_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur > KEY_BUSY && s->dev == dev)
 			__atomic_compare_exchange_n(&s->key, &cur, KEY_TOMB, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
@@ -342,20 +354,22 @@ uint64_t sp_dev_peak(unsigned dev)
 
 void sp_dalloc_reset(void)
 {
-	memset(dtab, 0, sizeof(dtab));
+	struct dslot *tab = sp_lazy_peek(&dtab);
+	if (tab)
+		memset(tab, 0, dtab.size);
 	memset(live, 0, sizeof(live));
 	memset(peak, 0, sizeof(peak));
 }
 
 /* ------------------------------------------------------ 3. VMM mappings */
 
-static struct dslot vtab[SP_VMAP_SLOTS];
+static struct sp_lazy vtab = SP_LAZY_INIT(SP_VMAP_SLOTS * sizeof(struct dslot), "device mapping table");
 _Static_assert(SP_VMAP_SLOTS == SP_DALLOC_SLOTS, "one hash and probe length for both tables");
 
 int sp_vmap_add(uint64_t va, uint64_t size, uint64_t handle)
 {
 	uint64_t k = norm_key(va);
-	struct dslot *s = slot_claim(vtab, k);
+	struct dslot *s = slot_claim(&vtab, k);
 	if (!s)
 		return -1;
 	s->size = size;
@@ -367,7 +381,7 @@ int sp_vmap_add(uint64_t va, uint64_t size, uint64_t handle)
 int sp_vmap_remove(uint64_t va, uint64_t *size, uint64_t *handle)
 {
 	uint64_t k = norm_key(va);
-	struct dslot *s = slot_find(vtab, k);
+	struct dslot *s = slot_find(&vtab, k);
 	if (!s)
 		return -1;
 	uint64_t sz = s->size, hd = s->handle;
@@ -380,5 +394,7 @@ int sp_vmap_remove(uint64_t va, uint64_t *size, uint64_t *handle)
 
 void sp_vmap_reset(void)
 {
-	memset(vtab, 0, sizeof(vtab));
+	struct dslot *tab = sp_lazy_peek(&vtab);
+	if (tab)
+		memset(tab, 0, vtab.size);
 }

@@ -16,7 +16,7 @@
 
 /* ---- 1. pinned host ranges ---- */
 /*
- * The map starts with room for SP_PINNED_INITIAL ranges and doubles (mmap'd,
+ * The map is mapped at the first range, with room for SP_PINNED_INITIAL, and doubles (mmap'd,
  * in sp_pinned_add: never on a copy's path) up to SP_PINNED_MAX ranges.
  */
 #define SP_PINNED_INITIAL 4096

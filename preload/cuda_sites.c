@@ -38,6 +38,7 @@
 
 #include "cuda_symtab.h"
 #include "cuda_unwind.h"
+#include "lazymap.h"
 #include "recorder.h"
 
 /* ---------------------------------------------------------- 1. one frame */
@@ -174,7 +175,7 @@ struct site_slot {
 	uint32_t id;
 };
 
-static struct site_slot sites[SITE_SLOTS];
+static struct sp_lazy sites = SP_LAZY_INIT(SITE_SLOTS * sizeof(struct site_slot), "call site cache");
 static int sites_on = -1;
 
 static int sites_enabled(void)
@@ -198,8 +199,9 @@ static inline unsigned site_hash(uintptr_t k)
 static inline int cache_get(uintptr_t k, uint32_t *id)
 {
 	unsigned h = site_hash(k);
-	for (unsigned n = 0; n < SITE_PROBES; n++) {
-		struct site_slot *s = &sites[(h + n) & (SITE_SLOTS - 1)];
+	struct site_slot *tab = sp_lazy_peek(&sites);
+	for (unsigned n = 0; tab && n < SITE_PROBES; n++) {
+		struct site_slot *s = &tab[(h + n) & (SITE_SLOTS - 1)];
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur == k) {
 			*id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
@@ -221,8 +223,9 @@ static struct site_slot *cache_claim(uintptr_t k, uint32_t *id, int *found)
 {
 	unsigned h = site_hash(k);
 	*found = 0;
-	for (unsigned n = 0; n < SITE_PROBES; n++) {
-		struct site_slot *s = &sites[(h + n) & (SITE_SLOTS - 1)];
+	struct site_slot *tab = sp_lazy_get(&sites);
+	for (unsigned n = 0; tab && n < SITE_PROBES; n++) {
+		struct site_slot *s = &tab[(h + n) & (SITE_SLOTS - 1)];
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur == k) { /* the common case first: one load, one compare */
 			*id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);
@@ -376,8 +379,9 @@ uint32_t sp_cuda_site(const void *ret)
 	/* the common case, kept to one probe and two compares: the address is cached, not the runtime's */
 	uintptr_t k = (uintptr_t)ret;
 	unsigned h = site_hash(k);
-	for (unsigned n = 0; n < SITE_PROBES; n++) {
-		struct site_slot *s = &sites[(h + n) & (SITE_SLOTS - 1)];
+	struct site_slot *tab = sp_lazy_peek(&sites);
+	for (unsigned n = 0; tab && n < SITE_PROBES; n++) {
+		struct site_slot *s = &tab[(h + n) & (SITE_SLOTS - 1)];
 		uintptr_t cur = __atomic_load_n(&s->key, __ATOMIC_ACQUIRE);
 		if (cur == k) {
 			uint32_t id = __atomic_load_n(&s->id, __ATOMIC_ACQUIRE);

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <wchar.h>
 
+#include "lazymap.h"
 #include "nvtx_inject.h"
 #include "recorder.h"
 
@@ -261,17 +262,20 @@ struct range_slot {
 	uint32_t name, domain, gen;
 };
 
-static struct range_slot g_open[OPEN_SLOTS];
+static struct sp_lazy g_open = SP_LAZY_INIT(OPEN_SLOTS * sizeof(struct range_slot), "NVTX range table");
 static uint64_t g_open_next;
 
 static nvtxRangeId_t start(uint32_t name, uint32_t domain)
 {
 	if (!sp_active)
 		return 0;
+	struct range_slot *tab = sp_lazy_get(&g_open);
+	if (!tab)
+		return 0;
 	uint64_t now = sp_now();
 	for (int probe = 0; probe < 16; probe++) {
 		uint64_t n = __atomic_fetch_add(&g_open_next, 1, __ATOMIC_RELAXED);
-		struct range_slot *s = &g_open[n % OPEN_SLOTS];
+		struct range_slot *s = &tab[n % OPEN_SLOTS];
 		uint64_t expect = 0, seq = n / OPEN_SLOTS + 1;
 		if (!__atomic_compare_exchange_n(&s->seq, &expect, ~0ull, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 			continue; /* still open: try the next slot */
@@ -287,9 +291,10 @@ static nvtxRangeId_t start(uint32_t name, uint32_t domain)
 
 static void end(nvtxRangeId_t id)
 {
-	if (!sp_active || id < OPEN_SLOTS)
+	struct range_slot *tab = sp_lazy_peek(&g_open);
+	if (!sp_active || id < OPEN_SLOTS || !tab)
 		return;
-	struct range_slot *s = &g_open[id % OPEN_SLOTS];
+	struct range_slot *s = &tab[id % OPEN_SLOTS];
 	uint64_t seq = id / OPEN_SLOTS;
 	if (__atomic_load_n(&s->seq, __ATOMIC_ACQUIRE) != seq)
 		return; /* unknown, already ended, or overwritten */

@@ -5,6 +5,7 @@
  * Divided into: the table, type classification, the once-per-fd fstat.
  */
 #include "io_hook.h"
+#include "lazymap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +13,21 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-struct io_fd io_fdtab[IO_FD_MAX];
+struct io_fd *io_fdtab;
 int io_fd_hwm = -1;
+
+static struct sp_lazy fdtab_map = SP_LAZY_INIT(IO_FD_MAX * sizeof(struct io_fd), "descriptor table");
+
+int io_fdtab_map(void)
+{
+	/* a process that records nothing (STEPPROF_DISABLE=1, not started yet, no trace file) maps nothing */
+	if (!__atomic_load_n(&sp_active, __ATOMIC_ACQUIRE) || sp_recorder_failed())
+		return 0;
+	struct io_fd *t = sp_lazy_get(&fdtab_map);
+	if (t)
+		__atomic_store_n(&io_fdtab, t, __ATOMIC_RELEASE);
+	return t != NULL;
+}
 
 unsigned io_type_from_mode(mode_t mode)
 {
@@ -55,6 +69,8 @@ static uint32_t io_fd_proc_path(int fd)
 void io_fd_after_fork(void)
 {
 	int hwm = io_fd_hwm < IO_FD_MAX ? io_fd_hwm : IO_FD_MAX - 1;
+	if (!io_fdtab)
+		return;
 	for (int fd = 0; fd <= hwm; fd++) {
 		uint64_t w = io_fdtab[fd].word;
 		if (io_word_path(w))

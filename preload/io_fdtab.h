@@ -18,8 +18,10 @@
  * Lock-free and fixed size: one 64-bit word per fd below IO_FD_MAX, read and
  * written with relaxed atomics (a torn view is impossible, a stale one only
  * after a racy close/reuse that the program itself would have to get wrong).
- * Higher fds are not tracked: type "other", no path. The table lives in .bss,
- * so untouched pages cost nothing. fork() copies it with the fds it describes.
+ * Higher fds are not tracked: type "other", no path. The table (2 MiB) is
+ * mapped at its first use while the process records (lazymap.h): a process
+ * that records nothing never maps it; one whose mapping fails tracks no fd
+ * (one warning). fork() copies it with the fds it describes.
  *
  * Divided into: 1. the word layout, 2. lookups and updates (inline, hot path),
  * 3. the slow path and helpers (io_fdtab.c), 4. directory-listing state.
@@ -53,7 +55,11 @@ struct io_fd {
 	uint64_t dir_bytes;
 };
 
-SP_HIDDEN extern struct io_fd io_fdtab[IO_FD_MAX];
+/* NULL until io_fdtab_map: set once, never unmapped */
+SP_HIDDEN extern struct io_fd *io_fdtab;
+
+/* Maps the table if the process records: 1 when it is there (the slow path, once). */
+SP_HIDDEN int io_fdtab_map(void);
 
 /* The highest fd ever given an entry (bounds io_fd_after_fork's scan). */
 SP_HIDDEN extern int io_fd_hwm;
@@ -70,7 +76,8 @@ static inline void io_fd_note_hwm(int fd)
 
 static inline int io_fd_tracked(int fd)
 {
-	return fd >= 0 && fd < IO_FD_MAX;
+	return fd >= 0 && fd < IO_FD_MAX &&
+	       (__builtin_expect(__atomic_load_n(&io_fdtab, __ATOMIC_ACQUIRE) != NULL, 1) || io_fdtab_map());
 }
 
 static inline uint64_t io_fd_word(int fd)

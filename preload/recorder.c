@@ -212,6 +212,11 @@ static inline int file_ready(void)
 	return __builtin_expect(__atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) == FILE_READY, 1) || file_ready_slow();
 }
 
+int sp_recorder_failed(void)
+{
+	return __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) == FILE_FAILED;
+}
+
 static __attribute__((noinline)) int file_ready_slow(void)
 {
 	if (!t_rare && !t_interning)

@@ -31,6 +31,9 @@
 /* Nonzero once the recorder is initialised and not disabled (STEPPROF_DISABLE). */
 SP_HIDDEN extern volatile int sp_active;
 
+/* 1 when this process's trace file could not be made: it records nothing, ever. */
+SP_HIDDEN int sp_recorder_failed(void);
+
 /*
  * Start the recorder now if the constructor has not run yet (hook_init.c);
  * returns sp_active. Weak: the recorder's core is also linked without the

@@ -21,7 +21,25 @@
 #include "reader.h"
 #include "testlib.h"
 
-Test(io_fdtab, real_descriptors_get_their_type_from_one_fstat)
+/* The table is mapped at its first use by a process that records (each test is a process of its own). */
+static void recording(void)
+{
+	sp_active = 1;
+}
+
+Test(io_fdtab, a_process_that_records_nothing_maps_no_table)
+{
+	io_fd_set(5, 42, SP_FDTYPE_PIPE, 1);
+	cr_expect_eq(io_fd_word(5), 0);
+	cr_expect(!io_fd_tracked(5));
+	cr_expect_null(io_fdtab, "the 2 MiB table was mapped by a process that records nothing");
+	recording();
+	io_fd_set(5, 42, SP_FDTYPE_PIPE, 1);
+	cr_expect_not_null(io_fdtab);
+	cr_expect_eq(io_word_path(io_fd_word(5)), 42);
+}
+
+Test(io_fdtab, real_descriptors_get_their_type_from_one_fstat, .init = recording)
 {
 	int p[2], s[2];
 	cr_assert_eq(pipe(p), 0);
@@ -58,7 +76,7 @@ Test(io_fdtab, real_descriptors_get_their_type_from_one_fstat)
 	close(p[0]), close(p[1]), close(s[0]), close(s[1]), close(file), close(dir);
 }
 
-Test(io_fdtab, set_copy_clear_and_untracked_fds)
+Test(io_fdtab, set_copy_clear_and_untracked_fds, .init = recording)
 {
 	io_fd_set(5, 42, SP_FDTYPE_PIPE, 1);
 	uint64_t w = io_fd_word(5);
