@@ -8,7 +8,7 @@
 #   make test       install missing packages (as root), build, run the whole test suite
 #   make demo       profile the bundled input-bound workload and print the report
 #   make bench      measure the performance budgets of docs/architecture.md as ratios
-#   make sanitize   the test suite under UBSan and AddressSanitizer (not in CI: ~12 min)
+#   make sanitize   the test suite under UBSan and AddressSanitizer (~12 min; CI runs it)
 #   make install PREFIX=/usr/local
 #   make V=1        show full commands;  make WERROR=1  warnings are errors (CI)
 

@@ -20,7 +20,7 @@
 #
 #   scripts/sanitize.sh [CRITERION-FILTER]    e.g. 'io/*'
 #
-# Not part of `make test` or CI: it builds the tree twice more and runs the
+# Not part of `make test`; CI runs it (.ci/run). It builds the tree twice more and runs the
 # suite twice (about 12 minutes on 2 cores). Prints each run's Synthesis line;
 # exits 1 when either has a failure.
 set -u

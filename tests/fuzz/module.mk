@@ -1,6 +1,6 @@
 # tests/fuzz/module.mk - `make fuzz`: libFuzzer targets for everything stepprof
 # parses (design rule: bad input gets a one-line error and a non-zero exit, never
-# a crash). Not part of `make`, `make test` or CI: it takes FUZZ_SECONDS per target.
+# a crash). Not part of `make` or `make test`; CI runs it for 60 s a target (.ci/run).
 #
 #   make fuzz                      build build/fuzz/fuzz_{reader,analyze,export}, seed, run each
 #   make fuzz FUZZ_SECONDS=600     longer runs
