@@ -32,7 +32,11 @@ flags="-fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 args=(--jobs 1 --timeout 600)
 [ -n "$filter" ] && args+=(--filter "$filter")
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# SAN_LOG_DIR: every sanitizer report, of any process of the suite, also goes to a
+# file there (<dir>/report.<pid>), so a report in a program a test runs is seen
+# even when the test does not print that program's stderr (.ci/run uses it).
+logto=${SAN_LOG_DIR:+:log_path=$SAN_LOG_DIR/report}
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1$logto
 
 # The plain build the two borrow from.
 make -s -j"$jobs" build-all || exit 1
@@ -70,7 +74,7 @@ supp=$(mktemp)
 # the test helpers' strings, and the simulated GPU's objects that unit tests load in-process and never destroy
 printf 'leak:criterion_internal_test_main\nleak:libcuda.so\nleak:libcudart.so\n' >"$supp"
 # verify_asan_link_order=0: a test runs `stepprof run` with LD_PRELOAD=libm.so.6 set, to see it kept
-ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0 LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" \
+ASAN_OPTIONS=detect_leaks=1:verify_asan_link_order=0$logto LSAN_OPTIONS="suppressions=$supp:print_suppressions=0" \
 	suite build-asan "address,undefined (log: build-asan/tests.log)" || fail=1
 rm -f "$supp"
 exit $fail
