@@ -22,6 +22,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ static pthread_once_t ptds_once = PTHREAD_ONCE_INIT;
 
 static uint64_t op_run(struct sim_op *op, uint64_t start);
 static void op_done_locked(struct sim_op *op, struct CUstream_st *s, uint64_t t);
+static void event_reached_locked(struct CUstream_st *s, struct sim_op *op);
 
 static int deps_met(const struct sim_op *op)
 {
@@ -65,6 +67,16 @@ static uint64_t end_of(const struct CUstream_st *s, uint64_t seq)
 static void *worker(void *arg)
 {
 	struct CUstream_st *s = arg;
+	struct sched_param batch = {0};
+
+	/*
+	 * RATIONALE: a GPU runs beside the host's CPUs, not on them. A worker is
+	 * SCHED_BATCH so that waking it (work queued) never preempts the host thread
+	 * that queued the work: as SCHED_OTHER it did, on a loaded machine, and the
+	 * launching thread lost its CPU for milliseconds right after each launch, a
+	 * host delay no real launch causes. The worker still gets its fair share.
+	 */
+	pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
 
 	pthread_mutex_lock(&sim_lock);
 	for (;;) {
@@ -244,6 +256,18 @@ CUresult sim_enqueue(struct CUstream_st *s, struct sim_op *op, int host_sync)
 		ev->captured = 0;
 	}
 	op->next = NULL;
+	/*
+	 * An event recorded on an idle stream is reached at once, as a GPU reaches it
+	 * within microseconds, and without waking anyone: nothing can wait for it yet
+	 * (its sequence number is new). RATIONALE: waking the stream's worker here let
+	 * a loaded machine's scheduler preempt the recording thread before its next
+	 * call (a launch) reached the stream, a host delay no GPU adds.
+	 */
+	if (op->type == OP_EVENT && !s->tail && s->completed + 1 == op->seq && deps_met(op)) {
+		event_reached_locked(s, op);
+		pthread_mutex_unlock(&sim_lock);
+		return CUDA_SUCCESS;
+	}
 	if (s->tail) {
 		s->tail->next = op; /* the worker is busy with the queue: no need to wake anyone */
 	} else {
@@ -449,6 +473,15 @@ static int waitval_ready(struct sim_op *op)
 	return 1;
 }
 
+/* While this worker runs a kernel: how far its timeline is behind the host's clock. */
+static __thread uint64_t kernel_lag_ns;
+static __thread int in_kernel;
+
+uint64_t simgpu_globaltimer_ns(void)
+{
+	return sim_now_ns() - (in_kernel ? kernel_lag_ns : 0);
+}
+
 /* Run op's body; start: its start on the stream's timeline; returns its end there. */
 static uint64_t op_run(struct sim_op *op, uint64_t start)
 {
@@ -460,7 +493,10 @@ static uint64_t op_run(struct sim_op *op, uint64_t start)
 	case OP_MEMSET:
 		return body_memset(op, start);
 	case OP_KERNEL:
+		kernel_lag_ns = t0 > start ? t0 - start : 0;
+		in_kernel = 1;
 		op->u.kern.fn(op->u.kern.args);
+		in_kernel = 0;
 		return start + (sim_now_ns() - t0);
 	case OP_HOST:
 		if (op->u.host.cb)
@@ -535,26 +571,32 @@ void sim_op_free(struct sim_op *op)
  * this a query on an idle stream answered "not ready" until the host scheduled
  * the worker (milliseconds on a loaded machine).
  */
+/* Complete the event op at the head of s, or just submitted to an idle s (not queued). */
+static void event_reached_locked(struct CUstream_st *s, struct sim_op *op)
+{
+	uint64_t start = op->submit_ns > s->last_end ? op->submit_ns : s->last_end;
+	for (int i = 0; i < op->ndeps; i++) {
+		uint64_t e = end_of(op->deps[i].s, op->deps[i].seq);
+		if (e > start)
+			start = e;
+	}
+	op_done_locked(op, s, start);
+	s->last_end = start;
+	s->ends[op->seq % 64].seq = op->seq;
+	s->ends[op->seq % 64].end = start;
+	s->completed = op->seq;
+	sim_op_free(op);
+}
+
 void sim_reach_events_locked(struct CUstream_st *s)
 {
 	struct sim_op *op;
 	int done = 0;
 	while ((op = s->head) && op->type == OP_EVENT && s->completed + 1 == op->seq && deps_met(op)) {
-		uint64_t start = op->submit_ns > s->last_end ? op->submit_ns : s->last_end;
-		for (int i = 0; i < op->ndeps; i++) {
-			uint64_t e = end_of(op->deps[i].s, op->deps[i].seq);
-			if (e > start)
-				start = e;
-		}
 		s->head = op->next;
 		if (!s->head)
 			s->tail = NULL;
-		op_done_locked(op, s, start);
-		s->last_end = start;
-		s->ends[op->seq % 64].seq = op->seq;
-		s->ends[op->seq % 64].end = start;
-		s->completed = op->seq;
-		sim_op_free(op);
+		event_reached_locked(s, op);
 		done = 1;
 	}
 	if (done)

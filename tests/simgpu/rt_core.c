@@ -505,6 +505,15 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
 	return t->register_kernel(fn, name, nargs, argsizes);
 }
 
+uint64_t simgpu_globaltimer_ns(void)
+{
+	const struct simgpu_export_table *t;
+
+	if (simrt_enter() != cudaSuccess || !(t = export_table()))
+		return 0;
+	return t->globaltimer_ns();
+}
+
 CUfunction simrt_kernel_of(const void *fn)
 {
 	const struct simgpu_export_table *t = export_table();

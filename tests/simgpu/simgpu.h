@@ -20,6 +20,7 @@
 #define SIMGPU_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -30,6 +31,16 @@ extern "C" {
  * copied; `argsizes` may be NULL when nargs is 0; nargs < 0 registers the name only
  * (arguments then follow the NULL-terminated rule). Registering again replaces. */
 int simgpu_register_kernel(const void *fn, const char *name, int nargs, const size_t *argsizes);
+
+/*
+ * The GPU's clock, as a kernel reads %globaltimer on a real GPU (CLOCK_MONOTONIC
+ * nanoseconds). Inside a kernel it is the time on the stream's timeline
+ * (drv_exec.c): the kernel started when the stream reached it, even if the
+ * worker thread that runs it was scheduled later on a loaded machine, and its
+ * clock runs from there at the host's pace. Elsewhere it is the host's clock.
+ * A kernel that times itself reads this, not the host's clock.
+ */
+uint64_t simgpu_globaltimer_ns(void);
 
 /* The id of the driver's export table (cuGetExportTable) that holds the registration:
  * struct simgpu_export_table below. Any other id gives CUDA_ERROR_INVALID_VALUE. */
@@ -43,6 +54,7 @@ struct simgpu_export_table {
 	int (*register_kernel)(const void *fn, const char *name, int nargs, const size_t *argsizes);
 	/* the CUkernel of a host function, what NVIDIA's runtime gets from cuLibraryGetKernel; NULL: none left */
 	void *(*kernel_of)(const void *fn);
+	uint64_t (*globaltimer_ns)(void); /* simgpu_globaltimer_ns */
 };
 
 #ifdef __cplusplus

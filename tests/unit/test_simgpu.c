@@ -22,6 +22,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -885,6 +886,77 @@ Test(simgpu, event_on_an_idle_stream_is_reached_at_once)
 	D(cuEventDestroy_v2)(e[0]);
 	D(cuEventDestroy_v2)(e[1]);
 	D(cuStreamDestroy_v2)(s);
+}
+
+/* A kernel that reads the GPU's clock and the host's when it starts. */
+static uint64_t (*globaltimer)(void);
+static void k_clocks(void **args)
+{
+	uint64_t *t = *(uint64_t **)args[0]; /* t[0] the GPU's clock, t[1] the host's */
+
+	t[0] = globaltimer();
+	t[1] = now_ns();
+}
+
+/*
+ * Inside a kernel, simgpu_globaltimer_ns is the stream's timeline: a kernel
+ * queued on an idle stream starts when it is queued, as on a GPU, even when the
+ * worker thread that runs it gets a CPU later. Pinned to one CPU that this
+ * thread keeps busy, the worker runs late (a worker never preempts the host
+ * thread that fed it); the kernel's GPU clock still reads the launch's time.
+ */
+Test(simgpu, a_kernel_clock_is_the_timeline_even_when_its_worker_is_late)
+{
+	cpu_set_t one;
+	uint64_t t[2] = {0}, *tp = t, before, after, late = 0;
+	void *args[] = {&tp, NULL};
+
+	drv_init();
+	globaltimer = (uint64_t (*)(void))dsym(drv, "simgpu_globaltimer_ns");
+	uint64_t host = now_ns(), g = globaltimer();
+	cr_expect(g >= host && g - host < 1000000, "outside a kernel: the host's clock (%llu vs %llu)",
+		  (unsigned long long)g, (unsigned long long)host);
+	CPU_ZERO(&one);
+	CPU_SET(sched_getcpu(), &one);
+	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
+	cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS); /* the worker exists, idle */
+	for (int i = 0; i < 50 && late < 1000000; i++) {
+		before = now_ns();
+		cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_clocks, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+			     CUDA_SUCCESS);
+		after = now_ns();
+		while (now_ns() - after < 5000000) /* keep the CPU 5 ms */
+			;
+		cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS);
+		late = t[1] - after;
+		cr_expect(t[0] >= before && t[0] <= after + 200000,
+			  "the kernel's GPU clock %lld us from its launch call [0, %lld us]",
+			  (long long)(t[0] - before) / 1000, (long long)(after - before) / 1000);
+	}
+	cr_expect_geq(late, 1000000, "in 50 launches the worker never ran 1 ms late on a busy CPU: "
+				     "nothing above was tested");
+}
+
+static void k_policy(void **args)
+{
+	int *p = *(int **)args[0];
+
+	*p = sched_getscheduler(0);
+}
+
+/* A GPU runs beside the host's CPUs: the thread that runs a kernel is SCHED_BATCH,
+ * so that waking it never preempts the host thread that queued the work. */
+Test(simgpu, a_worker_never_preempts_the_host_thread_that_fed_it)
+{
+	int policy = -1, *pp = &policy;
+	void *args[] = {&pp, NULL};
+
+	drv_init();
+	cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_policy, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
+		     CUDA_SUCCESS);
+	cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS);
+	cr_expect_eq(policy, SCHED_BATCH, "the worker's policy is %d, not SCHED_BATCH (%d)", policy, SCHED_BATCH);
+	cr_expect_eq(sched_getscheduler(0), SCHED_OTHER, "the host thread's policy changed");
 }
 
 /* cudaMallocManaged: "flags must be one of cudaMemAttachGlobal or cudaMemAttachHost";

@@ -19,12 +19,12 @@ TRAINER_STATIC_OBJS := $(BUILD)/obj/tests/workloads/cuda/trainer-static.o \
 	$(BUILD)/obj/tests/workloads/cuda/trainer_truth.o
 TRAINER_LDFLAGS := -rdynamic -Wl,--enable-new-dtags -Wl,-rpath,'$$ORIGIN/../../simgpu'
 
-$(BUILD)/obj/tests/workloads/cuda/%.o: MODULE_CPPFLAGS = -Itests/workloads/cuda
+$(BUILD)/obj/tests/workloads/cuda/%.o: MODULE_CPPFLAGS = -Itests/workloads/cuda -Itests/simgpu
 
 $(BUILD)/obj/tests/workloads/cuda/trainer-static.o: tests/workloads/cuda/trainer.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) $(CPPFLAGS_COMMON) -Itests/workloads/cuda -DTRAINER_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CPPFLAGS_COMMON) -Itests/workloads/cuda -Itests/simgpu -DTRAINER_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
 $(BUILD)/tests/bin/trainer: $(TRAINER_OBJS) $(BUILD)/simgpu/libcudart.so.12
 	@mkdir -p $(dir $@)

@@ -15,6 +15,7 @@
 #include "trainer.h"
 
 #include <cuda_runtime_api.h>
+#include "simgpu.h"
 #include <nvtx3/nvToolsExt.h>
 
 #include <dlfcn.h>
@@ -363,10 +364,10 @@ void trainer_kernel(void **args);
 void trainer_kernel(void **args)
 {
 	struct tr_kslot *k = *(struct tr_kslot **)args[0];
-	uint64_t b = tr_now();
-	sleep_until(b + k->sleep_ns);
+	uint64_t b = simgpu_globaltimer_ns(); /* the GPU's clock, as a CUDA kernel reads %globaltimer */
+	sleep_until(tr_now() + k->sleep_ns);
 	k->begin = b;
-	k->end = tr_now();
+	k->end = simgpu_globaltimer_ns();
 }
 
 /* ---- 3. data directory and batch readers ---- */
