@@ -195,6 +195,15 @@ static void create_file(void)
 				     g_dir, g_tf.dir_mode, g_dir);
 		/* strings (paths, names) never take the summaries' half of the keep area */
 		g_tf.keep_string_max = g_tf.keep_slots - g_tf.keep_slots / 2;
+		/*
+		 * The string table, mapped with the file that its strings go to, not
+		 * before: a process that records nothing maps nothing (1 MiB of address
+		 * space counts against `ulimit -v`). A forked child keeps its parent's
+		 * table, emptied (atfork_child). Without one, records name no path.
+		 */
+		if (!g_intern.ntab && sp_intern_init(&g_intern, 16) != 0 && sp_intern_init(&g_intern, 10) != 0)
+			sp_warn_once("intern", "cannot map the string table (%s): records name no path or kernel",
+				     strerror(errno));
 		state = FILE_READY;
 	}
 	__atomic_store_n(&sp_proc.state, state, __ATOMIC_RELEASE);
@@ -581,10 +590,6 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	g_ppid = 0;
 	proc_page_init();
 	sp_tf_layout_init();
-	if (sp_intern_init(&g_intern, 16) != 0) {
-		sp_warn_once("intern", "cannot map the string table; this process is not recorded");
-		return;
-	}
 	g_key_ok = pthread_key_create(&g_key, thread_dtor) == 0;
 	pthread_atfork(NULL, NULL, atfork_child);
 	summary_init();
