@@ -72,6 +72,25 @@ int sp_reader_summary(const struct sp_reader *r, size_t *pos, struct sp_event *e
  */
 const struct sp_reader *sp_reader_find(const struct sp_file_header *h);
 
+/*
+ * Following a file while it is written (stepprof watch): read it to its end,
+ * keep the marks (one per thread: the chunk read last, by seq, and the slots of
+ * it consumed; the keep area's records consumed), close; later open it again,
+ * resume from the marks before the first sp_reader_next, and only records
+ * committed since are returned. Chunks the ring reused in between are gone
+ * (the header's overwritten_records counts them).
+ * sp_reader_resume: 0, or -1 (records already read, out of memory).
+ * sp_reader_marks: once sp_reader_next has returned 0; writes up to max marks,
+ * returns how many there are.
+ */
+struct sp_reader_mark {
+	int32_t pid, tid; /* tid 0: the keep area */
+	uint32_t slots;
+	uint64_t seq;
+};
+int sp_reader_resume(struct sp_reader *r, const struct sp_reader_mark *m, size_t n);
+size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, size_t max);
+
 void sp_reader_close(struct sp_reader *r);
 
 #endif /* STEPPROF_READER_H */

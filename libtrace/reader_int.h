@@ -58,6 +58,14 @@ struct stream {
 	const struct sp_slot *pending; /* the stream's next record, validated, in buf */
 	uint64_t key;		       /* its begin time */
 	int second;		       /* pending is a GPU_SPAN2 whose first span was returned */
+	/* sp_reader_resume: where a previous reader of the file stopped in this thread */
+	int marked;
+	uint64_t mark_seq; /* the chunk it read last (absolute seq) */
+	uint32_t mark_slots; /* the slots of it that it consumed (the keep stream: of the kept records) */
+	/* for sp_reader_marks: the chunk loaded last and the slots skipped at its start */
+	int loaded;
+	uint64_t cur_seq;
+	uint32_t cur_base;
 };
 
 struct heap_ent {
@@ -146,6 +154,16 @@ static inline uint32_t seq_key(uint64_t seq, uint64_t next)
 	if (seq < next)
 		return next - seq >= half ? 0 : (uint32_t)(half - (next - seq));
 	return seq - next >= half ? UINT32_MAX : (uint32_t)(half + (seq - next));
+}
+
+/* The absolute seq of a chunk from its key (seq_key); 0 when the key was clamped (unknown). */
+static inline int seq_of_key(uint32_t key, uint64_t next, uint64_t *seq)
+{
+	const uint64_t half = 1ull << 31;
+	if (key == 0 || key == UINT32_MAX || next + key < half)
+		return 0;
+	*seq = next + key - half;
+	return 1;
 }
 
 /* reader.c */

@@ -41,19 +41,30 @@ static int stream_load(struct sp_reader *r, struct stream *s)
 		uint32_t k = s->sub, last = k == c->run >> RUN_SHIFT;
 		s->sub = last ? 0 : k + 1;
 		s->next += last;
-		uint32_t want = last ? c->run & RUN_SLOTS : r->chunk_slots;
+		uint32_t want = last ? c->run & RUN_SLOTS : r->chunk_slots, base = 0;
+		uint64_t seq = 0;
+		int known = seq_of_key(c->order + k, r->hdr.ring_next_seq, &seq);
+		if (s->marked && known) {
+			/* a follower's earlier reader consumed the chunks before its mark, and part of the mark's */
+			if (seq < s->mark_seq)
+				continue;
+			if (seq == s->mark_seq)
+				base = s->mark_slots;
+			if (base >= want)
+				continue;
+		}
 		if (!s->buf) {
 			s->buf = malloc((size_t)r->chunk_slots * SP_SLOT_SIZE);
 			if (!s->buf)
 				return 0;
 		}
 		uint64_t chunk_off = r->ring_off + ((uint64_t)c->pos + k) * r->hdr.chunk_size;
-		size_t got =
-		    pread_full(r->fd, s->buf, (size_t)want * SP_SLOT_SIZE, chunk_off + SP_CHUNK_HDR_SLOTS * SP_SLOT_SIZE);
+		size_t got = pread_full(r->fd, s->buf, (size_t)(want - base) * SP_SLOT_SIZE,
+					chunk_off + (SP_CHUNK_HDR_SLOTS + (uint64_t)base) * SP_SLOT_SIZE);
 		s->nslots = (uint32_t)(got / SP_SLOT_SIZE);
 		s->off = 0;
 		s->cut = last && (c->run & RUN_CUT);
-		if (s->nslots < want) {
+		if (s->nslots < want - base) {
 			r->st.truncated = 1; /* the file shrank since open */
 			s->cut = 1;
 		}
@@ -62,8 +73,12 @@ static int stream_load(struct sp_reader *r, struct stream *s)
 			r->st.reused_chunks++;
 			s->nslots = 0;
 		}
-		if (s->nslots)
+		if (s->nslots) {
+			s->loaded = known;
+			s->cur_seq = seq;
+			s->cur_base = base;
 			return 1;
+		}
 	}
 	return 0;
 }
@@ -304,6 +319,68 @@ int sp_reader_summary(const struct sp_reader *r, size_t *pos, struct sp_event *e
 		}
 	}
 	return 0;
+}
+
+static int mark_cmp(const void *x, const void *y)
+{
+	const struct sp_reader_mark *a = x, *b = y;
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	return a->tid < b->tid ? -1 : a->tid > b->tid;
+}
+
+int sp_reader_resume(struct sp_reader *r, const struct sp_reader_mark *m, size_t n)
+{
+	if (r->started)
+		return -1;
+	struct sp_reader_mark *v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v)
+		return -1;
+	memcpy(v, m, n * sizeof(*v));
+	qsort(v, n, sizeof(*v), mark_cmp);
+	for (size_t i = 0; i < r->nstreams; i++) {
+		struct stream *s = &r->streams[i];
+		struct sp_reader_mark key = {.pid = s->pid, .tid = s->keep ? 0 : s->tid};
+		const struct sp_reader_mark *f = bsearch(&key, v, n, sizeof(*v), mark_cmp);
+		if (!f)
+			continue;
+		if (s->keep) {
+			/* the keep area only grows: the records the earlier reader had are its first ones */
+			s->off = f->slots < s->nslots ? f->slots : s->nslots;
+			s->mark_slots = f->slots;
+			s->marked = 1;
+			continue;
+		}
+		s->marked = 1;
+		s->mark_seq = f->seq;
+		s->mark_slots = f->slots;
+	}
+	free(v);
+	return 0;
+}
+
+size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, size_t max)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < r->nstreams; i++) {
+		const struct stream *s = &r->streams[i];
+		struct sp_reader_mark m = {.pid = s->pid, .tid = s->keep ? 0 : s->tid};
+		if (s->keep) {
+			m.slots = s->nslots > s->mark_slots ? s->nslots : s->mark_slots;
+		} else if (s->loaded) {
+			m.seq = s->cur_seq;
+			m.slots = s->cur_base + s->off;
+		} else if (s->marked) {
+			m.seq = s->mark_seq; /* nothing newer: the earlier mark holds */
+			m.slots = s->mark_slots;
+		} else {
+			continue; /* nothing read whose seq is known */
+		}
+		if (n < max)
+			out[n] = m;
+		n++;
+	}
+	return n;
 }
 
 const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r)

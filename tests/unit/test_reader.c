@@ -1106,3 +1106,89 @@ Test(reader, a_chunk_reused_while_read_is_skipped_not_corrupt)
 		close(m.fd);
 	}
 }
+
+/* ------------------------------------------------ following a live file */
+
+/*
+ * Records value = t * 1000000 + i on threads 100..102, i from 0; phase a: i in
+ * [0, a), the file then read to its end (marks kept); phase b: i in [a, b),
+ * the file (the same writer, further on) opened again and resumed from the
+ * marks. Returned: the second read's records.
+ */
+static void follow_two_reads(const struct sp_tg_opts *o, int a, int b, struct readout *second, uint64_t *last_first)
+{
+	struct sp_tg *g[2] = {sp_tg_create_opts(NULL, o), sp_tg_create_opts(NULL, o)};
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < (k ? b : a); i++)
+			for (int t = 0; t < 3; t++)
+				SP_TG_ADD(g[k], 100 + t, SP_K_STEP, 0, 1000000 + i * 10 + t, 1000000 + i * 10 + t,
+					  {SP_F_VALUE, (uint64_t)(t * 1000000 + i)});
+	size_t len[2];
+	uint8_t *img[2] = {sp_tg_image(g[0], &len[0]), sp_tg_image(g[1], &len[1])};
+	struct memfile m[2];
+	struct sp_reader *r = open_image(&m[0], img[0], len[0]);
+	struct sp_event ev;
+	last_first[0] = last_first[1] = last_first[2] = 0;
+	while (sp_reader_next(r, &ev))
+		last_first[ev.tid - 100] = ev.f[SP_F_VALUE];
+	struct sp_reader_mark mk[8];
+	size_t nm = sp_reader_marks(r, mk, 8);
+	cr_assert_eq(nm, 3, "one mark per thread: %zu", nm);
+	sp_reader_close(r);
+	r = open_image(&m[1], img[1], len[1]);
+	cr_assert_eq(sp_reader_resume(r, mk, nm), 0);
+	memset(second, 0, sizeof(*second));
+	size_t cap = 1024;
+	second->ev = malloc(cap * sizeof(*second->ev));
+	while (sp_reader_next(r, &ev)) {
+		if (second->n == cap)
+			second->ev = realloc(second->ev, (cap *= 2) * sizeof(*second->ev));
+		second->ev[second->n++] = ev;
+	}
+	second->st = *sp_reader_stats(r);
+	cr_expect_eq(sp_reader_resume(r, mk, nm), -1, "no resume once read");
+	sp_reader_close(r);
+	close(m[0].fd);
+	close(m[1].fd);
+	free(img[0]);
+	free(img[1]);
+}
+
+Test(reader, a_resumed_reader_returns_only_what_was_written_since)
+{
+	/* 6 slots a chunk: phase a ends inside a chunk of each thread, which phase b fills */
+	struct sp_tg_opts o = {.pid = 3, .chunk_size = 256, .keep_slots = 8, .leave_active = 1};
+	struct readout r;
+	uint64_t last[3];
+	follow_two_reads(&o, 40, 100, &r, last);
+	cr_assert_eq(r.n, 3 * 60, "records since the marks: %zu, written 180", r.n);
+	int next[3] = {40, 40, 40};
+	for (size_t i = 0; i < r.n; i++) {
+		int t = r.ev[i].tid - 100;
+		cr_assert_eq(r.ev[i].f[SP_F_VALUE], (uint64_t)(t * 1000000 + next[t]), "thread %d: %llu, expected %d", t,
+			     (unsigned long long)r.ev[i].f[SP_F_VALUE], next[t]);
+		next[t]++;
+	}
+	readout_free(&r);
+}
+
+Test(reader, a_resumed_reader_of_a_wrapped_ring_skips_what_is_gone_and_repeats_nothing)
+{
+	/* a ring of 12 chunks (72 slots): phase b writes 3 x 300 records, most overwritten */
+	struct sp_tg_opts o = {.pid = 4, .chunk_size = 256, .ring_chunks = 12, .keep_slots = 8, .leave_active = 1};
+	struct readout r;
+	uint64_t last[3];
+	follow_two_reads(&o, 10, 310, &r, last);
+	cr_assert_gt(r.n, 0);
+	cr_assert_lt(r.n, 3 * 300, "the ring kept %zu", r.n);
+	uint64_t prev[3] = {last[0], last[1], last[2]};
+	for (size_t i = 0; i < r.n; i++) {
+		int t = r.ev[i].tid - 100;
+		cr_assert_gt(r.ev[i].f[SP_F_VALUE], prev[t], "thread %d: %llu after %llu: repeated or out of order", t,
+			     (unsigned long long)r.ev[i].f[SP_F_VALUE], (unsigned long long)prev[t]);
+		prev[t] = r.ev[i].f[SP_F_VALUE];
+	}
+	for (int t = 0; t < 3; t++)
+		cr_expect_eq(prev[t], (uint64_t)(t * 1000000 + 309), "thread %d ends at its last record", t);
+	readout_free(&r);
+}
