@@ -21,3 +21,12 @@ $(BUILD)/tests/lib/libdllocal.so: $(BUILD)/obj/tests/workloads/so/dllocal.o
 
 ALL_TARGETS += $(WORKLOAD_BINS) $(BUILD)/tests/lib/libdllocal.so
 -include tests/workloads/cuda/module.mk
+
+# promserve: the Prometheus exposition and HTTP server of `stepprof watch`
+# (analyzer/watch_prom.c, watch_httpd.c) on a sample snapshot, for
+# tests/e2e/test_watch_prom.c; linked with the analyzer's library.
+$(BUILD)/obj/tests/workloads/promserve.o: MODULE_CPPFLAGS = -Ianalyzer
+$(BUILD)/tests/bin/promserve: $(BUILD)/obj/tests/workloads/promserve.o $(BUILD)/lib/libspanalyzer.a
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $< $(BUILD)/lib/libspanalyzer.a -lm
