@@ -215,6 +215,10 @@ static int listen_host(struct watch_httpd *h, const char *host, const char *port
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP, .ai_flags = AI_NUMERICSERV};
 	struct addrinfo *res = NULL;
+	if (addr[0] == '[') { /* brackets hold an IPv6 literal, never a name to look up */
+		hints.ai_family = AF_INET6;
+		hints.ai_flags |= AI_NUMERICHOST;
+	}
 	int rc = getaddrinfo(host, port, &hints, &res);
 	if (rc != 0) {
 		snprintf(err, errlen, "%s: cannot resolve %s: %s", addr, host,
@@ -363,6 +367,7 @@ static int parse_request(const char *in, size_t n, int *head)
 	for (size_t i = 0; i < mlen; i++)
 		if (!is_tchar((unsigned char)in[i]))
 			return 400;
+	*head = mlen == 4 && !memcmp(in, "HEAD", 4); /* whatever the status: a HEAD's answer has no body */
 	if (vlen != 8 || memcmp(version, "HTTP/", 5) != 0 || version[5] < '0' || version[5] > '9' ||
 	    version[6] != '.' || version[7] < '0' || version[7] > '9')
 		return 400;
@@ -383,12 +388,8 @@ static int parse_request(const char *in, size_t n, int *head)
 		plen++;
 	if (plen != 8 || memcmp(target, "/metrics", 8) != 0)
 		return 404;
-	if (mlen == 3 && !memcmp(in, "GET", 3))
+	if (*head || (mlen == 3 && !memcmp(in, "GET", 3)))
 		return 200;
-	if (mlen == 4 && !memcmp(in, "HEAD", 4)) {
-		*head = 1;
-		return 200;
-	}
 	return 405;
 }
 
