@@ -150,7 +150,8 @@ int sp_t_http_get(const char *host, int port, const char *method, const char *pa
 		  struct sp_t_http_resp *r)
 {
 	char req[1024];
-	int n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: stepprof-tests\r\n\r\n",
+	int n = snprintf(req, sizeof(req),
+			 "%s %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: stepprof-tests\r\nConnection: close\r\n\r\n",
 			 method, path, host, port);
 	return sp_t_http(host, port, req, (size_t)n, 0, timeout_ms, r);
 }

@@ -7,7 +7,8 @@
  *   sp_t_free_port()        a TCP port free on 127.0.0.1 now (bound to port 0, closed)
  *   sp_t_connect(host, p)   a connected blocking socket to a numeric address, -1 on failure
  *   sp_t_http(...)          send a request, read the response until the server closes
- *   sp_t_http_get(...)      "GET path HTTP/1.1" with a Host header
+ *   sp_t_http_get(...)      "METHOD path HTTP/1.1" with Host and "Connection: close" (no
+ *                           chunked decoding: servers that may chunk get HTTP/1.0 through sp_t_http)
  */
 #ifndef STEPPROF_TESTHTTP_H
 #define STEPPROF_TESTHTTP_H
