@@ -9,9 +9,12 @@ set -u
 
 # Build: compiler, BPF toolchain, libraries. Test: Criterion; strace, time
 # (/usr/bin/time) and valgrind for the benchmarks that the suite runs in short;
-# PyTorch for the real input-pipeline test (test-only dependency).
+# PyTorch for the real input-pipeline test; Prometheus (promtool, prometheus)
+# and node_exporter, which the tests of `stepprof watch`'s metrics start
+# themselves (test-only dependencies; their packaged services are not used).
 PKGS="gcc make pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
-libcriterion-dev strace time valgrind python3 python3-torch python3-numpy"
+libcriterion-dev strace time valgrind python3 python3-torch python3-numpy
+prometheus prometheus-node-exporter"
 
 missing=""
 for p in $PKGS; do
