@@ -99,14 +99,16 @@ int main(int argc, char **argv)
 	m.ranks = ranks;
 
 	char err[512];
-	if (print)
-		return watch_prom_write(stdout, &m) == 0 ? 0 : 2;
-	if (file) {
-		if (watch_prom_file(file, &m, err, sizeof(err)) != 0) {
+	int rc = 0;
+	if (print || file) {
+		if (print && watch_prom_write(stdout, &m) != 0)
+			rc = 2;
+		if (file && watch_prom_file(file, &m, err, sizeof(err)) != 0) {
 			fprintf(stderr, "promserve: %s\n", err);
-			return 2;
+			rc = 2;
 		}
-		return 0;
+		free(ranks);
+		return rc;
 	}
 
 	char *body = NULL;
@@ -123,11 +125,12 @@ int main(int argc, char **argv)
 	struct watch_httpd *h;
 	if (watch_httpd_open(listen, &h, err, sizeof(err)) != 0) {
 		fprintf(stderr, "promserve: %s\n", err);
+		free(body);
+		free(ranks);
 		return 2;
 	}
 	printf("%d\n", watch_httpd_port(h));
 	fflush(stdout);
-	int rc = 0;
 	while (!stop)
 		if (watch_httpd_serve(h, 1000, body, len) != 0) {
 			perror("promserve: serve");
