@@ -27,6 +27,8 @@
  *     side down and reads (and drops) what the client still sends for up to
  *     LINGER_MS before closing, so that unread bytes (a pipelined request, a
  *     body) do not make the kernel reset the connection under the response.
+ * A NULL body (no tick yet) is an empty page, which Prometheus takes as a
+ * scrape without samples.
  * Status codes: 200 (GET/HEAD /metrics, any query string), 404 (any other
  * path, whatever the method), 405 (another method on /metrics), 400 (not an
  * HTTP request line), 431 (too large), 505 (not HTTP/1.x).

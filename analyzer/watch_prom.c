@@ -49,7 +49,8 @@ _Static_assert(SP_MAX_DEVICES <= 32, "dev_mask holds one bit per device");
 /*
  * A double as the format's parser (Go's strconv.ParseFloat) reads it: NaN,
  * +Inf, -Inf, else the shortest %g that reads back as the same double (0.1,
- * not 0.10000000000000001).
+ * not 0.10000000000000001). printf's decimal point is the C locale's: stepprof
+ * never calls setlocale().
  */
 static void put_double(FILE *f, double v)
 {
