@@ -51,12 +51,14 @@ int command_run(int argc, char **argv);
 static void run_usage(FILE *to)
 {
 	fprintf(to,
-		"usage: stepprof run [--bpf|--no-bpf] [-o DIR] [--] CMD [ARGS...]\n"
+		"usage: stepprof run [--bpf|--no-bpf] [-o DIR] [--watch[=OPTIONS]] [--] CMD [ARGS...]\n"
 		"  Run CMD with libstepprof.so preloaded; its trace goes to DIR\n"
 		"  (default ./stepprof-YYYYmmdd-HHMMSS-PID).\n"
 		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
 		"  --no-bpf   capture input with the libc wrappers only\n"
 		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
+		"  --watch[=OPTIONS]  run `stepprof watch OPTIONS DIR` beside the job, its output on\n"
+		"             stderr, stopped after the job (OPTIONS: watch's, separated by spaces)\n"
 		"  Exit status: CMD's (killed by signal N: dies of signal N too); 125 stepprof run failed\n"
 		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
 		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
@@ -313,7 +315,7 @@ enum bpf_choice { BPF_DEFAULT, BPF_ON, BPF_OFF };
 int command_run(int argc, char **argv)
 {
 	enum bpf_choice bpf = BPF_DEFAULT;
-	const char *outdir = NULL;
+	const char *outdir = NULL, *watch = NULL;
 	int i = 1; /* argv[0] is "run" */
 
 	sp_config_parse(&run_cfg, SP_CFG_RUN, run_getenv, run_config_warn);
@@ -350,6 +352,10 @@ int command_run(int argc, char **argv)
 			bpf = BPF_ON;
 		else if (!strcmp(a, "--no-bpf"))
 			bpf = BPF_OFF;
+		else if (!strcmp(a, "--watch"))
+			watch = "";
+		else if (!strncmp(a, "--watch=", 8))
+			watch = a + 8;
 		else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
 			if (++i >= argc)
 				return run_fail(RUN_EXIT_FAIL, "%s needs a directory", a);
@@ -366,7 +372,7 @@ int command_run(int argc, char **argv)
 		}
 	}
 	if (i >= argc)
-		return run_fail(RUN_EXIT_FAIL, "no command given (stepprof run [--bpf|--no-bpf] [-o DIR] -- CMD ARGS...)");
+		return run_fail(RUN_EXIT_FAIL, "no command given (stepprof run [--bpf|--no-bpf] [-o DIR] [--watch[=OPTIONS]] -- CMD ARGS...)");
 	char **cmd = argv + i;
 
 	/* Who the job runs as: the invoking user when root came from sudo. */
@@ -474,6 +480,8 @@ int command_run(int argc, char **argv)
 		}
 	}
 
+	pid_t watcher = watch ? watcher_start(dir, watch) : -1;
+
 	/* (A job that died of a signal during the attach has closed its end: EPIPE, no SIGPIPE.) */
 	ssize_t w;
 	do
@@ -506,6 +514,7 @@ int command_run(int argc, char **argv)
 	int st = wait_job(j.pid, &c);
 	run_job_pid = 0;
 	collector_stop(&c);
+	watcher_stop(watcher);
 	if (r == (ssize_t)sizeof(child_errno) && child_errno) {
 		if (child_errno == ENOENT) /* it was there: what it needs is not (bash says the same) */
 			return run_fail(RUN_EXIT_NOTFOUND, "%s: cannot execute: required file not found (its #! "

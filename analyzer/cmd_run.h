@@ -66,6 +66,10 @@ int collector_start(struct collector *c, const char *path, pid_t job, const char
 void collector_drain(struct collector *c, int timeout_ms);
 void collector_stop(struct collector *c);
 
+/* cmd_run_watch.c */
+pid_t watcher_start(const char *dir, const char *opts);
+void watcher_stop(pid_t pid);
+
 /* The STEPPROF_* variables `stepprof run` reads (config.def, SP_CFG_RUN), parsed once at its start. */
 const struct sp_config *run_config(void);
 

@@ -31,6 +31,7 @@
 
 #include "testhttp.h"
 #include "testlib.h"
+#include "trainerlib.h"
 
 /* The sample of promserve (tests/workloads/promserve.c). */
 #define SAMPLE_JOB	  "train \"resnet\" C:\\runs\nnext"
@@ -751,4 +752,126 @@ Test(watch_prom_tools, node_exporter_exposes_the_textfile, .timeout = 60)
 	free(log);
 	free(bin);
 	free(exporter);
+}
+
+/* -------------------------------------------------- 4. the watcher itself */
+
+/*
+ * `stepprof watch --listen --prom-file` on a running trainer: a Prometheus
+ * server of the test's own scrapes the watcher and its query API returns
+ * stepprof_iterations_total for the job (labelled with the trace directory's
+ * name), growing; promtool accepts what the watcher serves and the textfile
+ * it writes; the last textfile counts every iteration the trainer ran.
+ */
+Test(watch_prom_tools, prometheus_scrapes_the_watcher_of_a_running_job, .timeout = 180)
+{
+	char *prometheus = need_tool("prometheus", "prometheus");
+	char *promtool = need_tool("promtool", "prometheus");
+	char *tdir = tmp_path("job-trace"), *prom = tmp_path("job.prom"), *tlog = tmp_path("trainer.log");
+	char *wlog = tmp_path("watch.log"), *plog = tmp_path("prometheus.log");
+	/* the job: 240 iterations of the clean scenario (about 15 s), preloaded */
+	char *env_dir, *env_pre;
+	cr_assert_geq(asprintf(&env_dir, "STEPPROF_DIR=%s", tdir), 0);
+	env_pre = sp_t_preload_env();
+	pid_t job = fork();
+	cr_assert_geq(job, 0);
+	if (job == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		putenv(env_dir);
+		putenv(env_pre);
+		int fd = open(tlog, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		execl(sp_t_build("tests/bin/trainer"), "trainer", "--scenario", "clean", "--iters", "240", "--markers",
+		      "step", (char *)NULL);
+		_exit(127);
+	}
+	int job_slot = g_nchild;
+	g_child[g_nchild++] = job;
+	int wport = sp_t_free_port(), pport = sp_t_free_port();
+	cr_assert(wport > 0 && pport > 0);
+	char listen[64];
+	snprintf(listen, sizeof(listen), "127.0.0.1:%d", wport);
+	pid_t watcher = spawn((char *[]){(char *)sp_t_build("bin/stepprof"), "watch", "--interval", "0.5", "--listen",
+					  listen, "--prom-file", prom, tdir, NULL},
+			      NULL, wlog);
+	char *conf = tmp_path("prometheus.yml"), *data = tmp_path("data");
+	char yml[512];
+	int n = snprintf(yml, sizeof(yml),
+			 "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+			 "scrape_configs:\n  - job_name: stepprof\n    honor_labels: true\n"
+			 "    static_configs:\n      - targets: ['127.0.0.1:%d']\n",
+			 wport);
+	cr_assert_eq(sp_t_write_file(conf, yml, (size_t)n), 0);
+	char *a_conf, *a_data, *a_listen;
+	cr_assert_geq(asprintf(&a_conf, "--config.file=%s", conf), 0);
+	cr_assert_geq(asprintf(&a_data, "--storage.tsdb.path=%s", data), 0);
+	cr_assert_geq(asprintf(&a_listen, "--web.listen-address=127.0.0.1:%d", pport), 0);
+	pid_t pp = spawn((char *[]){prometheus, a_conf, a_data, a_listen, NULL}, NULL, plog);
+	/* the iteration count as Prometheus has it, until it has grown past 0 twice */
+	double first = -1, last = -1;
+	long long t0 = mono_ms();
+	while (mono_ms() - t0 < 60000 && !(first > 0 && last > first)) {
+		usleep(500000);
+		cr_assert(alive(pp), "prometheus exited:\n%s", log_tail(plog));
+		char *body = go_get(pport, "/api/v1/query?query=stepprof_iterations_total");
+		struct sp_json *j = body ? sp_json_parse(body) : NULL;
+		struct sp_json *res = sp_json_at(sp_json_path(j, "data.result"), 0);
+		const char *job_label = sp_json_str(res, "metric.job");
+		const char *v = sp_json_str(sp_json_at(sp_json_get(res, "value"), 1), "");
+		if (v && job_label && !strcmp(job_label, "job-trace")) {
+			double x = atof(v);
+			if (first <= 0)
+				first = x;
+			last = x;
+		}
+		sp_json_free(j);
+		free(body);
+	}
+	sp_t_note("watch_prom_tools: prometheus saw stepprof_iterations_total of the job go from %.0f to %.0f "
+		  "(%lld ms)",
+		  first, last, mono_ms() - t0);
+	cr_expect(first > 0 && last > first, "Prometheus never saw the job's iterations grow (%.0f, %.0f):\n%s\n%s",
+		  first, last, log_tail(wlog), log_tail(plog));
+	/* promtool on what the watcher serves, while the job runs */
+	struct sp_t_http_resp r;
+	cr_assert_eq(sp_t_http_get("127.0.0.1", wport, "GET", "/metrics", 5000, &r), 0);
+	cr_assert_eq(r.status, 200);
+	char *said;
+	int st = promtool_check(promtool, r.body, &said);
+	cr_expect_eq(st, 0, "promtool check metrics (watcher's /metrics): status %d:\n%s\n%s", st, said, r.body);
+	free(said);
+	sp_t_http_free(&r);
+	/* the job ends, then the watcher by itself; its last textfile counts every iteration */
+	int jst;
+	cr_assert_eq(waitpid(job, &jst, 0), job);
+	g_child[job_slot] = 0; /* reaped: its pid is no longer ours to signal */
+	cr_assert(WIFEXITED(jst) && WEXITSTATUS(jst) == 0, "trainer failed:\n%s", log_tail(tlog));
+	for (int i = 0; i < 200 && alive(watcher); i++)
+		usleep(100000);
+	cr_assert(!alive(watcher), "the watcher did not end with the job:\n%s", log_tail(wlog));
+	char *text = sp_t_read_file(prom, NULL);
+	cr_assert_not_null(text, "no textfile");
+	st = promtool_check(promtool, text, &said);
+	cr_expect_eq(st, 0, "promtool check metrics (textfile): status %d:\n%s", st, said);
+	free(said);
+	const char *line = strstr(text, "\nstepprof_iterations_total{");
+	cr_assert_not_null(line, "no stepprof_iterations_total in the textfile:\n%s", text);
+	const char *val = strchr(line + 1, '}');
+	cr_expect(val && atof(val + 1) == 240, "the textfile's last count: %s", val ? val + 1 : "?");
+	free(text);
+	free(a_conf);
+	free(a_data);
+	free(a_listen);
+	free(conf);
+	free(data);
+	free(env_dir);
+	free(env_pre);
+	free(tdir);
+	free(prom);
+	free(tlog);
+	free(wlog);
+	free(plog);
+	free(prometheus);
+	free(promtool);
 }

@@ -49,6 +49,8 @@ static struct opts {
 	unsigned iters, files_per_iter, dataset_files, workers, prefetch, kernels, syncs, fragment_iter;
 	unsigned ckpt_every, ckpt_files; /* --checkpoint-every N --checkpoint-files K */
 	unsigned log_every;		 /* --log-every N: the loss printed every N iterations */
+	unsigned slow_from, pause_at;	 /* --slow-from N (0: never), --pause-at N (0: never) */
+	uint64_t slow_host_us, pause_ms; /* --slow-host-us U: host time from then on; --pause-ms M */
 	unsigned batch_copies;		 /* --batch-copies N: each copy as N pieces of one cudaMemcpyBatchAsync */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
@@ -109,7 +111,7 @@ static void usage(FILE *f)
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
-		   "  --log-every N  --batch-copies N\n"
+		   "  --log-every N  --batch-copies N  --slow-from N --slow-host-us U  --pause-at N --pause-ms M\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
@@ -212,6 +214,10 @@ static const struct field_opt {
     {"--checkpoint-files", F_UINT, offsetof(struct opts, ckpt_files), 100000},
     {"--log-every", F_UINT, offsetof(struct opts, log_every), 1000000},
     {"--batch-copies", F_UINT, offsetof(struct opts, batch_copies), 1024},
+    {"--slow-from", F_UINT, offsetof(struct opts, slow_from), 100000000},
+    {"--slow-host-us", F_SIZE, offsetof(struct opts, slow_host_us), 0},
+    {"--pause-at", F_UINT, offsetof(struct opts, pause_at), 100000000},
+    {"--pause-ms", F_SIZE, offsetof(struct opts, pause_ms), 0},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -342,9 +348,13 @@ static void spin_for(uint64_t ns)
 		;
 }
 
+static long cur_iteration = -1; /* the iteration running, -1 outside the loop */
+
+/* The failure, the iteration it happened in and when (CLOCK_MONOTONIC): what a test of an OOM compares. */
 static void die_cuda(const char *what, cudaError_t r)
 {
-	fprintf(stderr, "trainer: %s failed: CUDA error %d\n", what, (int)r);
+	fprintf(stderr, "trainer: %s failed: CUDA error %d (iteration %ld, at %llu ns)\n", what, (int)r, cur_iteration,
+		(unsigned long long)tr_now());
 	exit(1);
 }
 
@@ -1086,11 +1096,15 @@ static void backward_stop(void)
 
 static void iteration(unsigned i)
 {
+	cur_iteration = (long)i;
 	tr_iter_begin(i, tr_now());
 	marker_begin();
 
 	get_batch(i);
-	spin_for(jitter(&rng_state, O.host_us * 1000));
+	if (O.pause_at && i == O.pause_at)
+		sleep_until(tr_now() + O.pause_ms * 1000000); /* a hung step: no call at all */
+	uint64_t host_us = O.slow_from && i >= O.slow_from ? O.slow_host_us : O.host_us;
+	spin_for(jitter(&rng_state, host_us * 1000));
 	if (O.h2d_bytes)
 		copy(d_in, h_in, O.h2d_bytes, cudaMemcpyHostToDevice, !O.pinned);
 

@@ -1,0 +1,462 @@
+/*
+ * watch_follow.c - the files of a watched directory, read incrementally (see
+ * watch.h): at each tick every file is opened again and resumed where the last
+ * read stopped (sp_reader_resume), so a tick costs the file's chunk index and
+ * the new records, not the file.
+ *
+ * Divided into:
+ *   1. a file's strings and live allocations;
+ *   2. the record buffer and its an_source;
+ *   3. one file's new records;
+ *   4. the directory, watch_poll.
+ */
+#include "watch.h"
+#include "util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------ 1. strings and allocations */
+
+const char *watch_string(const struct watch_file *f, uint32_t id)
+{
+	return id ? hashmap_get(&f->strings, id) : NULL;
+}
+
+/* Copy the string fields of ev that f does not know yet from the open reader. */
+static void take_strings(struct watch_file *f, const struct sp_reader *r, const struct sp_event *ev)
+{
+	static const int str_fields[] = {SP_F_NAME, SP_F_DOMAIN, SP_F_PATH, SP_F_SITE};
+	for (size_t i = 0; i < sizeof(str_fields) / sizeof(str_fields[0]); i++) {
+		int k = str_fields[i];
+		uint32_t id = (uint32_t)ev->f[k];
+		if (!(ev->mask >> k & 1) || !id || hashmap_find(&f->strings, id))
+			continue;
+		const char *s = sp_reader_string(r, id);
+		if (!s)
+			continue; /* not written yet (the keep area is read at open): asked again next time */
+		char *c = strdup(s);
+		union hashmap_val *v = c ? hashmap_slot(&f->strings, id, true) : NULL;
+		if (v)
+			v->p = c;
+		else
+			free(c);
+	}
+}
+
+static void track_memory(struct watch_file *f, const struct sp_event *ev)
+{
+	unsigned d = (unsigned)ev->f[SP_F_DEVICE];
+	if (d >= SP_MAX_DEVICES)
+		return;
+	uint64_t key = ev->f[SP_F_DPTR];
+	switch (ev->kind) {
+	case SP_K_ALLOC: {
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			return;
+		f->dev_live[d] = ev->f[SP_F_LIVE];
+		f->dev_seen |= 1u << d;
+		struct watch_alloc *a = malloc(sizeof(*a));
+		union hashmap_val *v = a ? hashmap_slot(&f->allocs, key, true) : NULL;
+		if (!v) {
+			free(a);
+			return;
+		}
+		free(v->p); /* an address given again: the old block was freed unseen */
+		*a = (struct watch_alloc){ev->f[SP_F_BYTES], ev->begin_ns, (uint32_t)ev->f[SP_F_SITE], (uint8_t)d};
+		v->p = a;
+		return;
+	}
+	case SP_K_FREE:
+		if ((int64_t)ev->f[SP_F_RESULT] != 0)
+			return;
+		f->dev_live[d] = ev->f[SP_F_LIVE];
+		f->dev_seen |= 1u << d;
+		free(hashmap_get(&f->allocs, key));
+		hashmap_del(&f->allocs, key);
+		return;
+	case SP_K_ALLOC_FAILED:
+		f->alloc_failures++;
+		if (ev->f[SP_F_TOTAL])
+			f->dev_capacity[d] = ev->f[SP_F_TOTAL];
+		f->dev_seen |= 1u << d;
+		return;
+	case SP_K_MEM_INFO:
+		if (ev->f[SP_F_TOTAL])
+			f->dev_capacity[d] = ev->f[SP_F_TOTAL];
+		return;
+	}
+}
+
+/* ---------------------------------------------------- 2. record buffer */
+
+struct entry_head {
+	int32_t tid;
+	uint32_t nslots;
+};
+
+static int buffer_add(struct watch_file *f, const struct sp_event *ev)
+{
+	struct sp_slot sl[8];
+	unsigned n = sp_encode(sl, ev->kind, ev->api, ev->begin_ns, ev->end_ns - ev->begin_ns, ev->f);
+	sl[0].kind = ev->kind;
+	size_t need = sizeof(struct entry_head) + (size_t)n * SP_SLOT_SIZE;
+	if (f->buf_len + need > f->buf_cap) {
+		size_t cap = f->buf_cap ? f->buf_cap * 2 : 1 << 16;
+		while (cap < f->buf_len + need)
+			cap *= 2;
+		uint8_t *b = realloc(f->buf, cap);
+		if (!b)
+			return -1;
+		f->buf = b;
+		f->buf_cap = cap;
+	}
+	struct entry_head h = {ev->tid, n};
+	memcpy(f->buf + f->buf_len, &h, sizeof(h));
+	memcpy(f->buf + f->buf_len + sizeof(h), sl, (size_t)n * SP_SLOT_SIZE);
+	f->buf_len += need;
+	f->buf_slots += n;
+	return 0;
+}
+
+static const struct sp_slot *entry_slots(const uint8_t *p)
+{
+	return (const struct sp_slot *)(p + sizeof(struct entry_head));
+}
+
+static size_t entry_size(const uint8_t *p)
+{
+	struct entry_head h;
+	memcpy(&h, p, sizeof(h));
+	return sizeof(h) + (size_t)h.nslots * SP_SLOT_SIZE;
+}
+
+static uint64_t entry_begin(const uint8_t *p)
+{
+	return entry_slots(p)->ts;
+}
+
+void watch_buffer_trim(struct watch_file *f, uint64_t t)
+{
+	size_t in = 0, out = 0;
+	uint64_t slots = 0;
+	while (in < f->buf_len) {
+		size_t sz = entry_size(f->buf + in);
+		if (entry_begin(f->buf + in) >= t) {
+			memmove(f->buf + out, f->buf + in, sz);
+			out += sz;
+			slots += (sz - sizeof(struct entry_head)) / SP_SLOT_SIZE;
+		}
+		in += sz;
+	}
+	f->buf_len = out;
+	f->buf_slots = slots;
+}
+
+/* The buffer as an an_source: its entries by begin time (stable), decoded one at a time. */
+struct bufsrc {
+	struct watch_file *f;
+	size_t *order, n, pos;
+	struct sp_event ev;
+};
+static struct bufsrc g_bs; /* one analysis at a time */
+
+static const uint8_t *g_sort_base;
+static int by_begin(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	uint64_t bx = entry_begin(g_sort_base + x), by = entry_begin(g_sort_base + y);
+	if (bx != by)
+		return bx < by ? -1 : 1;
+	return x < y ? -1 : x > y; /* stable: arrival order */
+}
+
+static int bs_index(struct bufsrc *s)
+{
+	size_t n = 0;
+	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
+		n++;
+	size_t *o = realloc(s->order, (n ? n : 1) * sizeof(*o));
+	if (!o)
+		return -1;
+	s->order = o;
+	n = 0;
+	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
+		o[n++] = off;
+	g_sort_base = s->f->buf;
+	qsort(o, n, sizeof(*o), by_begin);
+	s->n = n;
+	s->pos = 0;
+	return 0;
+}
+
+static const struct sp_event *bs_next(void *ctx, int *file)
+{
+	struct bufsrc *s = ctx;
+	while (s->pos < s->n) {
+		const uint8_t *p = s->f->buf + s->order[s->pos++];
+		struct entry_head h;
+		memcpy(&h, p, sizeof(h));
+		if (!sp_decode(entry_slots(p), h.nslots, &s->ev))
+			continue;
+		s->ev.pid = s->f->hdr.pid;
+		s->ev.tid = h.tid;
+		*file = 0;
+		return &s->ev;
+	}
+	return NULL;
+}
+
+static int bs_rewind(void *ctx)
+{
+	((struct bufsrc *)ctx)->pos = 0;
+	return 0;
+}
+
+static const char *bs_string(void *ctx, int file, uint32_t id)
+{
+	(void)file;
+	return watch_string(((struct bufsrc *)ctx)->f, id);
+}
+
+static const struct sp_file_header *bs_header(void *ctx, int file)
+{
+	(void)file;
+	return &((struct bufsrc *)ctx)->f->hdr;
+}
+
+void watch_buffer_source(struct watch_file *f, struct an_source *src)
+{
+	memset(src, 0, sizeof(*src));
+	g_bs.f = f;
+	if (bs_index(&g_bs))
+		g_bs.n = 0;
+	src->ctx = &g_bs;
+	src->nfiles = 1;
+	src->next = bs_next;
+	src->rewind = bs_rewind;
+	src->string = bs_string;
+	src->header = bs_header;
+}
+
+/* ------------------------------------------------- 3. one file's records */
+
+/* The process of hdr has ended: a clean end, or (same host) no such process. */
+static int process_ended(const struct watch *w, const struct sp_file_header *h)
+{
+	if (h->end_mono_ns)
+		return 1;
+	if (strncmp(h->host, w->host, sizeof(h->host)) != 0)
+		return 0; /* another host's: only its clean end says it */
+	return kill(h->pid, 0) != 0 && errno == ESRCH;
+}
+
+static int same_file_start(const struct sp_file_header *a, const struct sp_file_header *b)
+{
+	return a->pid == b->pid && a->start_mono_ns == b->start_mono_ns && a->start_real_ns == b->start_real_ns;
+}
+
+static void read_file(struct watch *w, struct watch_file *f)
+{
+	struct sp_reader *r;
+	char err[256];
+	/* the process's state before reading: records written after this check are read now too */
+	int ended = f->have_hdr && process_ended(w, &f->hdr);
+	if (sp_reader_open(f->path, &r, err, sizeof(err)) != 0) {
+		if (f->warned++ == 1) /* a file being created reads so once: said at its second failure */
+			util_err(f->path, "%s; skipped until it can be read", err);
+		return;
+	}
+	const struct sp_file_header *h = sp_reader_header(r);
+	if (f->have_hdr && !same_file_start(&f->hdr, h)) {
+		/* another process's file under the name (or a file written over): start again */
+		util_err(f->path, "replaced by another trace file; read from its start");
+		free(f->marks);
+		f->marks = NULL;
+		f->nmarks = 0;
+	}
+	if (f->warned > 1)
+		util_err(f->path, "readable again");
+	f->warned = 0;
+	f->hdr = *h;
+	f->have_hdr = 1;
+	for (unsigned d = 0; d < SP_MAX_DEVICES && d < h->ndevices; d++)
+		if (!f->dev_capacity[d] && h->devices[d].mem_bytes)
+			f->dev_capacity[d] = h->devices[d].mem_bytes;
+	if (f->nmarks)
+		sp_reader_resume(r, f->marks, f->nmarks);
+	struct sp_event ev;
+	uint64_t n = 0;
+	while (sp_reader_next(r, &ev)) {
+		n++;
+		if (ev.end_ns > f->last_record_ns)
+			f->last_record_ns = ev.end_ns;
+		if (ev.kind == SP_K_LAUNCH)
+			f->launches++;
+		track_memory(f, &ev);
+		take_strings(f, r, &ev);
+		if (buffer_add(f, &ev) != 0)
+			break;
+	}
+	f->records += n;
+	f->quiet_ticks = n ? 0 : f->quiet_ticks + 1;
+	const struct sp_reader_stats *st = sp_reader_stats(r);
+	f->overwritten = st->overwritten;
+	f->lost = st->lost > f->lost ? st->lost : f->lost;
+	size_t nm = sp_reader_marks(r, NULL, 0);
+	struct sp_reader_mark *m = malloc((nm ? nm : 1) * sizeof(*m));
+	if (m) {
+		sp_reader_marks(r, m, nm);
+		free(f->marks);
+		f->marks = m;
+		f->nmarks = nm;
+	}
+	sp_reader_close(r);
+	if (!f->launches) {
+		/* not a trainer (yet): its records count, they are not analysed */
+		f->buf_len = 0;
+		f->buf_slots = 0;
+	} else if (f->buf_slots > WATCH_BUF_MAX_SLOTS) {
+		/* no iteration found in that much: keep the newer half */
+		size_t off = 0;
+		uint64_t slots = 0;
+		while (off < f->buf_len && slots < f->buf_slots / 2) {
+			size_t sz = entry_size(f->buf + off);
+			slots += (sz - sizeof(struct entry_head)) / SP_SLOT_SIZE;
+			off += sz;
+		}
+		memmove(f->buf, f->buf + off, f->buf_len - off);
+		f->buf_len -= off;
+		f->buf_slots -= slots;
+	}
+	if (ended || h->end_mono_ns)
+		f->ended = 1;
+}
+
+/* -------------------------------------------------------- 4. directory */
+
+int watch_init(struct watch *w, const char *dir, const struct watch_opts *o)
+{
+	memset(w, 0, sizeof(*w));
+	w->dir = strdup(dir);
+	w->o = *o;
+	if (gethostname(w->host, sizeof(w->host) - 1) != 0)
+		w->host[0] = 0;
+	return w->dir ? 0 : -1;
+}
+
+static struct watch_file *file_find(struct watch *w, const char *path)
+{
+	for (size_t i = 0; i < w->nfiles; i++)
+		if (!strcmp(w->files[i]->path, path))
+			return w->files[i];
+	return NULL;
+}
+
+static int name_is_trace(const char *name)
+{
+	size_t n = strlen(name);
+	return name[0] != '.' && n > 8 && !strcmp(name + n - 8, ".sptrace");
+}
+
+int watch_poll(struct watch *w)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	w->now_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	w->tick++;
+	DIR *d = opendir(w->dir);
+	if (!d) {
+		if (!w->dir_warned++)
+			util_err(w->dir, w->dir_seen ? "%s; waiting for it" : "%s; waiting for it to appear",
+				 strerror(errno));
+		return 0;
+	}
+	w->dir_seen = 1;
+	if (w->dir_warned) {
+		w->dir_warned = 0;
+		util_err(w->dir, "found");
+	}
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!name_is_trace(de->d_name))
+			continue;
+		char *path;
+		if (asprintf(&path, "%s/%s", w->dir, de->d_name) < 0) {
+			closedir(d);
+			return -1;
+		}
+		struct stat st;
+		if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || file_find(w, path)) {
+			free(path);
+			continue;
+		}
+		struct watch_file *f = calloc(1, sizeof(*f));
+		struct watch_file **v = f ? realloc(w->files, (w->nfiles + 1) * sizeof(*v)) : NULL;
+		if (!v) {
+			free(f);
+			free(path);
+			closedir(d);
+			return -1;
+		}
+		w->files = v;
+		f->path = path;
+		f->dev = st.st_dev;
+		f->ino = st.st_ino;
+		w->files[w->nfiles++] = f;
+	}
+	closedir(d);
+	for (size_t i = 0; i < w->nfiles; i++)
+		if (!w->files[i]->ended)
+			read_file(w, w->files[i]);
+	return 0;
+}
+
+int watch_all_ended(const struct watch *w)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < w->nfiles; i++) {
+		if (!w->files[i]->have_hdr)
+			continue;
+		if (!w->files[i]->ended)
+			return 0;
+		n++;
+	}
+	return n > 0;
+}
+
+static void file_free(struct watch_file *f)
+{
+	size_t pos = 0;
+	union hashmap_val *v;
+	while ((v = hashmap_next(&f->strings, &pos, NULL)))
+		free(v->p);
+	hashmap_free(&f->strings);
+	pos = 0;
+	while ((v = hashmap_next(&f->allocs, &pos, NULL)))
+		free(v->p);
+	hashmap_free(&f->allocs);
+	watch_trainer_free(f->tr);
+	free(f->marks);
+	free(f->buf);
+	free(f->path);
+	free(f);
+}
+
+void watch_free(struct watch *w)
+{
+	for (size_t i = 0; i < w->nfiles; i++)
+		file_free(w->files[i]);
+	free(w->files);
+	free(w->dir);
+	free(g_bs.order);
+	memset(&g_bs, 0, sizeof(g_bs));
+}

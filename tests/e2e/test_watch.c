@@ -1,0 +1,440 @@
+/*
+ * test_watch.c - `stepprof watch` on running jobs of the synthetic trainer
+ * (simulated GPU), through `stepprof run --watch='... --json'` or beside a
+ * preloaded job; the assertions read the watcher's JSON lines
+ * (stepprof.watch/1) and compare them with what the job did:
+ *   1. a leaking job: memory_runaway raised early, its projection against the
+ *      iteration and the time at which the allocation really failed (the
+ *      trainer's own message), the site; the job's stdout and exit status
+ *      those of the bare run;
+ *   2. jobs that must not alarm (clean, compute-bound, fragmenting, input-bound,
+ *      ten times the leak's length): no memory_runaway, not stalled, no
+ *      step_regression unless the trainer's own clock shows a sustained slowdown
+ *      (a machine loaded by other tests); the fragmenting one raises alloc_retry_storm; a job whose steps
+ *      slow down raises step_regression, one that hangs raises stalled;
+ *   3. the watcher's own life: the iteration count equals the trainer's, it
+ *      waits for a directory that does not exist yet, a damaged file is one
+ *      warning, --once, bad options.
+ */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "trainerlib.h"
+
+TestSuite(watch, .fini = sp_t_remove_cur_dir);
+
+/* ------------------------------------------------------------ helpers */
+
+struct ticks {
+	struct sp_json **t;
+	size_t n;
+};
+
+/* The watcher's JSON lines in text (one object per line, other lines ignored). */
+static void parse_ticks(const char *text, struct ticks *k)
+{
+	memset(k, 0, sizeof(*k));
+	const char *p = text;
+	while (p && *p) {
+		const char *nl = strchr(p, '\n');
+		size_t len = nl ? (size_t)(nl - p) : strlen(p);
+		if (len > 30 && !strncmp(p, "{\"schema\":\"stepprof.watch/1\"", 28)) {
+			char *line = strndup(p, len);
+			struct sp_json *j = sp_json_parse(line);
+			free(line);
+			cr_assert_not_null(j, "a watch line that is not JSON: %.*s", (int)len, p);
+			k->t = realloc(k->t, (k->n + 1) * sizeof(*k->t));
+			k->t[k->n++] = j;
+		}
+		p = nl ? nl + 1 : NULL;
+	}
+}
+
+static void ticks_free(struct ticks *k)
+{
+	for (size_t i = 0; i < k->n; i++)
+		sp_json_free(k->t[i]);
+	free(k->t);
+}
+
+/* The first tick with an event (alert, state); its index, or -1. */
+static long first_event(const struct ticks *k, const char *alert, const char *state)
+{
+	for (size_t i = 0; i < k->n; i++) {
+		struct sp_json *ev = sp_json_get(k->t[i], "events");
+		for (size_t e = 0; ev && e < ev->n; e++) {
+			struct sp_json *x = sp_json_at(ev, e);
+			const char *a = sp_json_str(x, "alert"), *s = sp_json_str(x, "state");
+			if (a && s && !strcmp(a, alert) && !strcmp(s, state))
+				return (long)i;
+		}
+	}
+	return -1;
+}
+
+/* `stepprof run -o DIR --watch=WOPTS -- trainer ARGS` with env; the result in r. */
+static void run_watched(struct sp_t_result *r, const char *dir, const char *wopts, char *const targs[],
+			char *const env[], int timeout_s)
+{
+	char *argv[48], wo[256];
+	int n = 0;
+	snprintf(wo, sizeof(wo), "--watch=%s", wopts);
+	argv[n++] = (char *)sp_t_build("bin/stepprof");
+	argv[n++] = "run";
+	argv[n++] = "--no-bpf";
+	argv[n++] = "-o";
+	argv[n++] = (char *)dir;
+	argv[n++] = wo;
+	argv[n++] = "--";
+	argv[n++] = (char *)sp_t_build("tests/bin/trainer");
+	for (int i = 0; targs[i] && n < 46; i++)
+		argv[n++] = targs[i];
+	argv[n] = NULL;
+	sp_t_run(r, argv, env, NULL, timeout_s);
+}
+
+/* The bare trainer (no preload) with targs: its result. */
+static void run_bare(struct sp_t_result *r, char *const targs[], char *const env[])
+{
+	char *argv[40];
+	int n = 0;
+	argv[n++] = (char *)sp_t_build("tests/bin/trainer");
+	for (int i = 0; targs[i] && n < 38; i++)
+		argv[n++] = targs[i];
+	argv[n] = NULL;
+	sp_t_run(r, argv, env, NULL, 300);
+}
+
+/* ------------------------------------------------------- 1. the leak */
+
+/*
+ * 8 MiB leaked per iteration on a 1 GiB device: the allocation fails near
+ * iteration 127, after about 7 s. The alert must come in the first 75% of
+ * the run, project the failing iteration within ±10% and the time left
+ * within ±15%, and name the trainer's code as the site that holds the growth.
+ */
+Test(watch, a_leak_is_caught_before_the_oom_and_its_end_projected, .timeout = 240)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	char *targs[] = {"--scenario", "leaking", "--iters", "400", "--markers", "step", NULL};
+	char *env[] = {"STEPPROF_MAX_MB=64", NULL};
+	struct sp_t_result r, bare;
+	run_watched(&r, dir, "--interval 0.5 --json", targs, env, 240);
+	run_bare(&bare, targs, env);
+	/* the job as bare: its exit status and stdout */
+	cr_expect_eq(r.status, bare.status, "exit %d watched, %d bare: %s", r.status, bare.status, r.err);
+	cr_expect_str_eq(r.out, bare.out, "the job's stdout changed");
+	cr_assert_neq(bare.status, 0, "the leak did not fail the job: %s", bare.err);
+	const char *fail = strstr(r.err, "cudaMalloc failed: CUDA error 2 (iteration ");
+	cr_assert_not_null(fail, "no out-of-memory failure: %s", r.err);
+	long fail_iter = -1;
+	unsigned long long fail_ns = 0;
+	cr_assert_eq(sscanf(fail, "cudaMalloc failed: CUDA error 2 (iteration %ld, at %llu ns)", &fail_iter, &fail_ns),
+		     2);
+	struct ticks k;
+	parse_ticks(r.err, &k);
+	cr_assert_gt(k.n, 3, "too few watch ticks: %s", r.err);
+	long at = first_event(&k, "memory_runaway", "raised");
+	cr_assert_geq(at, 0, "memory_runaway never raised: %s", r.err);
+	struct sp_json *rk = sp_json_at(sp_json_get(k.t[at], "ranks"), 0);
+	double it_raise = sp_json_num(rk, "iterations", -1);
+	double proj_iter = sp_json_num(rk, "memory_runaway.full_at_iteration", -1);
+	double proj_s = sp_json_num(rk, "memory_runaway.full_in_s", -1);
+	double tick_ns = sp_json_num(k.t[at], "time_mono_ns", 0);
+	double left_s = ((double)fail_ns - tick_ns) / 1e9;
+	sp_t_note("leak: raised after %.0f iterations, failed in iteration %ld; projected iteration %.1f, %.2f s left "
+		  "(really %.2f s)",
+		  it_raise, fail_iter, proj_iter, proj_s, left_s);
+	cr_expect_leq(it_raise, 0.75 * (double)fail_iter, "raised after %.0f of %ld iterations", it_raise, fail_iter);
+	cr_expect(fabs(proj_iter - (double)fail_iter) <= 0.10 * (double)fail_iter,
+		  "projected iteration %.1f, the allocation failed in %ld", proj_iter, fail_iter);
+	cr_expect(fabs(proj_s - left_s) <= 0.15 * left_s, "projected %.2f s left, it failed %.2f s after the tick",
+		  proj_s, left_s);
+	struct sp_json *site = sp_json_at(sp_json_path(rk, "memory_runaway.sites"), 0);
+	cr_assert_not_null(site, "no site for the growth");
+	cr_expect(strstr(sp_json_str(site, "site"), "trainer!") != NULL, "the growth's site is not the trainer's: %s",
+		  sp_json_str(site, "site"));
+	/* the growth since the fit's first iteration is the leak's: 8 MiB an iteration, held live */
+	cr_expect_geq(sp_json_num(site, "bytes", 0), 8.0 * 1048576 * (it_raise > 12 ? 8 : 1),
+		      "the site holds %.0f bytes", sp_json_num(site, "bytes", 0));
+	ticks_free(&k);
+	sp_t_result_free(&r);
+	sp_t_result_free(&bare);
+}
+
+/* ------------------------------------------------- 2. must stay silent */
+
+static int cmp_dbl(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static double median_of(const double *v, size_t n)
+{
+	double *c = malloc(n * sizeof(*c));
+	memcpy(c, v, n * sizeof(*c));
+	qsort(c, n, sizeof(*c), cmp_dbl);
+	double m = c[(n + 1) / 2 - 1];
+	free(c);
+	return m;
+}
+
+/*
+ * Did the job itself slow down, by the trainer's own clock? The watcher's rule
+ * on the trainer's per-iteration wall times: the median of the last `window`
+ * iterations at least `share` over the first window's, held for a window of
+ * iterations and min_s seconds. A machine busy with other tests can slow a
+ * job for that long: step_regression is then right to say so.
+ */
+static int truth_slowed(const struct sp_json *truth, size_t window, double share, double min_s)
+{
+	const struct sp_json *its = sp_json_get(truth, "iterations");
+	size_t n = its ? its->n : 0;
+	if (n < 2 * window)
+		return 0;
+	double *wall = malloc(n * sizeof(*wall)), m0;
+	for (size_t i = 0; i < n; i++)
+		wall[i] = sp_json_num(sp_json_at(its, i), "wall_ns", 0);
+	m0 = median_of(wall, window);
+	long since = -1;
+	double since_ns = 0;
+	int held = 0;
+	for (size_t i = window; i < n && !held; i++) {
+		double m = median_of(wall + i + 1 - window, window);
+		double end = sp_json_num(sp_json_at(its, i), "end_ns", 0);
+		if (m / m0 - 1 < share) {
+			since = -1;
+			continue;
+		}
+		if (since < 0) {
+			since = (long)i;
+			since_ns = end;
+		}
+		held = i - (size_t)since >= window && (end - since_ns) / 1e9 >= min_s;
+	}
+	free(wall);
+	return held;
+}
+
+/* Ten times the leak's 127 iterations (the clean scenario's 1,300 take about 70 s). */
+static void silent(const char *scenario, const char *markers, const char *alert_wanted)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	char *targs[] = {"--scenario", (char *)scenario, "--iters", "1300", "--markers", (char *)markers, NULL};
+	char *env[] = {"STEPPROF_MAX_MB=64", NULL};
+	struct sp_t_result r;
+	run_watched(&r, dir, "--interval 1 --json", targs, env, 600);
+	cr_assert_eq(r.status, 0, "%s: exit %d: %s", scenario, r.status, r.err);
+	struct ticks k;
+	parse_ticks(r.err, &k);
+	cr_assert_gt(k.n, 2, "too few watch ticks: %s", r.err);
+	struct sp_json *last = sp_json_at(sp_json_get(k.t[k.n - 1], "ranks"), 0);
+	struct sp_json *truth = sp_t_parse_last_line(r.out);
+	cr_assert_not_null(truth);
+	cr_expect_eq(sp_json_num(last, "iterations", -1), sp_json_num(truth, "totals.iterations", -2),
+		     "%s: the watcher counted %.0f iterations, the trainer ran %.0f", scenario,
+		     sp_json_num(last, "iterations", -1), sp_json_num(truth, "totals.iterations", -2));
+	cr_expect_lt(first_event(&k, "memory_runaway", "raised"), 0, "%s: memory_runaway raised", scenario);
+	/* silent unless the job really slowed down (a machine loaded by other tests): then it must be so */
+	if (first_event(&k, "step_regression", "raised") >= 0) {
+		cr_expect(truth_slowed(truth, 50, 0.15, 8), "%s: step_regression raised, the trainer's own steps "
+			  "did not slow down by 15%% for a window and 8 s:\n%s", scenario, r.err);
+		sp_t_note("watch: %s slowed down on this machine (the trainer's own steps): step_regression raised",
+			  scenario);
+	} else {
+		cr_expect(!truth_slowed(truth, 50, 0.3, 12), "%s: the trainer's steps slowed down by 30%% for 12 s, "
+			  "no step_regression", scenario);
+	}
+	cr_expect_lt(first_event(&k, "stalled", "raised"), 0, "%s: stalled raised", scenario);
+	if (alert_wanted)
+		cr_expect_geq(first_event(&k, alert_wanted, "raised"), 0, "%s: %s not raised: %s", scenario,
+			      alert_wanted, r.err);
+	sp_json_free(truth);
+	ticks_free(&k);
+	sp_t_result_free(&r);
+}
+
+Test(watch, a_clean_job_raises_nothing, .timeout = 600)
+{
+	silent("clean", "nvtx", NULL);
+}
+
+Test(watch, a_compute_bound_job_raises_nothing, .timeout = 600)
+{
+	silent("compute-bound", "none", NULL);
+}
+
+Test(watch, a_fragmenting_job_raises_the_retry_storm_and_no_runaway, .timeout = 600)
+{
+	silent("fragmenting", "step", "alloc_retry_storm");
+}
+
+Test(watch, an_input_bound_job_raises_nothing, .timeout = 600)
+{
+	silent("input-bound", "step", NULL);
+}
+
+/*
+ * From iteration 100 on, 30 ms more host time per iteration (about +50%): a
+ * slowdown held (here for 3 s, not the default 10, and a window of 50
+ * iterations) raises step_regression, after the slowdown began, naming
+ * "other" (host time outside any call) as what grew.
+ */
+Test(watch, a_step_slowdown_raises_step_regression, .timeout = 300)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	char *targs[] = {"--scenario", "clean", "--iters", "260", "--markers", "step",
+			 "--slow-from", "100", "--slow-host-us", "30000", NULL};
+	struct sp_t_result r;
+	run_watched(&r, dir, "--interval 0.5 --json --threshold step_regression.min_seconds=3", targs, NULL, 300);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	struct ticks k;
+	parse_ticks(r.err, &k);
+	long at = first_event(&k, "step_regression", "raised");
+	cr_assert_geq(at, 0, "step_regression not raised: %s", r.err);
+	double it = sp_json_num(sp_json_at(sp_json_get(k.t[at], "ranks"), 0), "iterations", -1);
+	cr_expect_geq(it, 150, "raised after %.0f iterations: before the slowdown held a window", it);
+	cr_expect(strstr(r.err, "other grew the most") != NULL, "the grown category is not named: %s", r.err);
+	ticks_free(&k);
+	sp_t_result_free(&r);
+}
+
+/* A step that hangs 4 s without a call: stalled raised during it, cleared after. */
+Test(watch, a_hung_step_raises_stalled_then_clears_it, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	char *targs[] = {"--scenario", "clean", "--iters", "60", "--pause-at", "30", "--pause-ms", "4000", NULL};
+	struct sp_t_result r;
+	run_watched(&r, dir, "--interval 0.5 --json", targs, NULL, 120);
+	cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	struct ticks k;
+	parse_ticks(r.err, &k);
+	long up = first_event(&k, "stalled", "raised"), down = first_event(&k, "stalled", "cleared");
+	cr_assert_geq(up, 0, "stalled not raised: %s", r.err);
+	cr_expect_gt(down, up, "stalled not cleared after the pause: %s", r.err);
+	ticks_free(&k);
+	sp_t_result_free(&r);
+}
+
+/* ------------------------------------------------- 3. the watcher's life */
+
+/* Started before its directory exists: it waits, says so once, then follows the job. */
+Test(watch, waits_for_a_directory_that_does_not_exist_yet, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], out[700], err[700];
+	snprintf(dir, sizeof(dir), "%s/later", tmp);
+	snprintf(out, sizeof(out), "%s/watch.out", tmp);
+	snprintf(err, sizeof(err), "%s/watch.err", tmp);
+	pid_t w = fork();
+	if (w == 0) {
+		freopen(out, "w", stdout);
+		freopen(err, "w", stderr);
+		execl(sp_t_build("bin/stepprof"), "stepprof", "watch", "--interval", "0.3", "--json", dir, (char *)NULL);
+		_exit(127);
+	}
+	struct timespec d = {1, 0};
+	nanosleep(&d, NULL);
+	char *targs[] = {"--scenario", "clean", "--iters", "30", NULL};
+	struct sp_t_result r;
+	sp_t_run_trainer(&r, dir, targs);
+	int st = -1;
+	for (int i = 0; i < 100; i++) { /* it ends by itself once the job has ended */
+		if (waitpid(w, &st, WNOHANG) == w)
+			break;
+		nanosleep(&(struct timespec){0, 100000000}, NULL);
+	}
+	if (!WIFEXITED(st)) {
+		kill(w, SIGKILL);
+		waitpid(w, &st, 0);
+		cr_assert_fail("the watcher did not end after the job");
+	}
+	cr_expect_eq(WEXITSTATUS(st), 0);
+	char *e = sp_t_read_file(err, NULL), *o = sp_t_read_file(out, NULL);
+	cr_assert(e && o);
+	const char *wait_line = strstr(e, "waiting for it to appear");
+	cr_expect_not_null(wait_line, "no word that it waits: %s", e);
+	cr_expect_null(wait_line ? strstr(wait_line + 1, "waiting for it to appear") : NULL, "said more than once: %s",
+		       e);
+	struct ticks k;
+	parse_ticks(o, &k);
+	cr_assert_gt(k.n, 0);
+	struct sp_json *last = sp_json_at(sp_json_get(k.t[k.n - 1], "ranks"), 0);
+	cr_expect_eq(sp_json_num(last, "iterations", -1), 30, "iterations %.0f", sp_json_num(last, "iterations", -1));
+	cr_expect(sp_json_num(k.t[k.n - 1], "ended", 0) == 1, "the last tick does not say the job ended");
+	ticks_free(&k);
+	free(e);
+	free(o);
+	sp_t_result_free(&r);
+}
+
+/* A file of garbage in the directory: one warning, and the watcher carries on with the rest. */
+Test(watch, a_damaged_file_is_one_warning_and_the_rest_is_followed, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], bad[700];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	char *targs[] = {"--scenario", "clean", "--iters", "20", NULL};
+	struct sp_t_result r;
+	sp_t_run_trainer(&r, dir, targs);
+	sp_t_result_free(&r);
+	snprintf(bad, sizeof(bad), "%s/other.1.sptrace", dir);
+	char junk[8192];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 131 + 7);
+	memcpy(junk, "STEPPROF", 8);
+	cr_assert_eq(sp_t_write_file(bad, junk, sizeof(junk)), 0);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "watch", "--once", "--json", dir, NULL};
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_expect_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+	struct ticks k;
+	parse_ticks(r.out, &k);
+	cr_assert_eq(k.n, 1, "--once: one tick");
+	cr_expect_eq(sp_json_num(sp_json_at(sp_json_get(k.t[0], "ranks"), 0), "iterations", -1), 20);
+	ticks_free(&k);
+	sp_t_result_free(&r);
+}
+
+Test(watch, bad_options_are_one_line_and_exit_1)
+{
+	static const char *const bad[][3] = {
+	    {"--interval", "0", NULL}, {"--window", "x", NULL}, {"--threshold", "nope=1", NULL},
+	    {"--threshold", "memory_high.share=-1", NULL}, {"--frobnicate", NULL, NULL},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *argv[6] = {(char *)sp_t_build("bin/stepprof"), "watch", (char *)bad[i][0]};
+		int n = 3;
+		if (bad[i][1])
+			argv[n++] = (char *)bad[i][1];
+		argv[n++] = "/nonexistent";
+		argv[n] = NULL;
+		struct sp_t_result r;
+		sp_t_run(&r, argv, NULL, NULL, 20);
+		cr_expect_eq(r.status, 1, "%s %s: exit %d", bad[i][0], bad[i][1] ? bad[i][1] : "", r.status);
+		cr_expect(r.err && strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "not one line: %s", r.err);
+		sp_t_result_free(&r);
+	}
+}
