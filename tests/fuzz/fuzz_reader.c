@@ -1,7 +1,10 @@
 /*
  * fuzz_reader.c - libFuzzer target: the input bytes are one trace file, read the
  * way `stepprof info` and `dump` read it: open, every record, the strings each
- * record names, the keep area's summaries, the statistics.
+ * record names, the keep area's summaries, the statistics; then the way
+ * `stepprof watch` follows it: opened again and resumed from the first read's
+ * marks (it may return no more records than the first read did), and once
+ * more from marks made of the input's own bytes.
  *
  * The reader promises (reader.h) that every byte is untrusted: a bad file is
  * refused at open with a one-line reason, or read with bad slots skipped and
@@ -51,8 +54,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	sink += st->records + st->strings + st->corrupt_slots;
 	if (sp_reader_find(h) != r)
 		abort();
-	(void)sink;
+	uint64_t first = st->records;
+	struct sp_reader_mark mk[64];
+	size_t nm = sp_reader_marks(r, mk, 64);
 	sp_reader_close(r);
+	for (int round = 0; round < 2; round++) {
+		if (sp_reader_open(path, &r, err, sizeof(err)))
+			abort(); /* it opened a moment ago, unchanged */
+		if (round == 1) {
+			/* marks from the input's bytes: any pid, tid, seq and slot count */
+			nm = size / sizeof(mk[0]) < 64 ? size / sizeof(mk[0]) : 64;
+			memcpy(mk, data, nm * sizeof(mk[0]));
+		}
+		if (sp_reader_resume(r, mk, nm < 64 ? nm : 64))
+			abort();
+		uint64_t again = 0;
+		while (sp_reader_next(r, &ev) == 1)
+			again++;
+		if (again > first)
+			abort();
+		sp_reader_close(r);
+	}
+	(void)sink;
 	close(fd);
 	return 0;
 }
