@@ -474,6 +474,8 @@ int command_watch(int argc, char **argv)
 	int rc = SP_EXIT_OK, raised = 0;
 	double last_t = 0;
 	for (;;) {
+		/* a stop that came before this tick's reading: this tick is the last (it reads all before it) */
+		int last = g_stop;
 		if (watch_poll(&w) != 0) {
 			rc = SP_EXIT_INTERNAL;
 			break;
@@ -536,7 +538,7 @@ int command_watch(int argc, char **argv)
 			rc = SP_EXIT_ALERT;
 			break;
 		}
-		if (once || ended || g_stop)
+		if (once || ended || last)
 			break;
 		/* until the next tick: serve /metrics, or sleep; a signal ends the wait */
 		struct timespec t0, t1;
