@@ -64,19 +64,28 @@ static uint64_t end_of(const struct CUstream_st *s, uint64_t seq)
  * nothing the program can measure: the timeline is never later than real time, and
  * the worker catches up by sleeping less.
  */
+/*
+ * RATIONALE: a GPU runs beside the host's CPUs, not on them. An idle worker is
+ * SCHED_BATCH, so that waking it (work queued) never preempts the host thread
+ * that queued the work: as SCHED_OTHER it did, on a loaded machine, and the
+ * launching thread lost its CPU for milliseconds right after each launch, a
+ * host delay no real launch causes. While it runs an operation it is
+ * SCHED_OTHER again: a kernel's own sleep ends on time (as SCHED_BATCH, each
+ * wake-up of a 50 us kernel waited for a busy CPU's slice: 2.3 ms a kernel).
+ */
+static void worker_batch(int on, int *cur)
+{
+	struct sched_param p = {0};
+	if (*cur == on)
+		return;
+	pthread_setschedparam(pthread_self(), on ? SCHED_BATCH : SCHED_OTHER, &p);
+	*cur = on;
+}
+
 static void *worker(void *arg)
 {
 	struct CUstream_st *s = arg;
-	struct sched_param batch = {0};
-
-	/*
-	 * RATIONALE: a GPU runs beside the host's CPUs, not on them. A worker is
-	 * SCHED_BATCH so that waking it (work queued) never preempts the host thread
-	 * that queued the work: as SCHED_OTHER it did, on a loaded machine, and the
-	 * launching thread lost its CPU for milliseconds right after each launch, a
-	 * host delay no real launch causes. The worker still gets its fair share.
-	 */
-	pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+	int batch = -1;
 
 	pthread_mutex_lock(&sim_lock);
 	for (;;) {
@@ -85,10 +94,12 @@ static void *worker(void *arg)
 		if (!op) {
 			if (s->dying)
 				break;
+			worker_batch(1, &batch);
 			pthread_cond_wait(&sim_cond, &sim_lock);
 			continue;
 		}
 		if (!deps_met(op)) {
+			worker_batch(1, &batch);
 			pthread_cond_wait(&sim_cond, &sim_lock);
 			continue;
 		}
@@ -105,6 +116,7 @@ static void *worker(void *arg)
 			end = start; /* reached, under the lock: a query never sees it taken but not done */
 		} else {
 			pthread_mutex_unlock(&sim_lock);
+			worker_batch(0, &batch);
 			end = op_run(op, start);
 			pthread_mutex_lock(&sim_lock);
 		}

@@ -941,21 +941,51 @@ static void k_policy(void **args)
 {
 	int *p = *(int **)args[0];
 
-	*p = sched_getscheduler(0);
+	p[0] = sched_getscheduler(0);
+	p[1] = (int)gettid();
 }
 
-/* A GPU runs beside the host's CPUs: the thread that runs a kernel is SCHED_BATCH,
- * so that waking it never preempts the host thread that queued the work. */
+/* The scheduling policy of thread tid of this process (field 41 of its stat). */
+static int thread_policy(int tid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/self/task/%d/stat", tid);
+	FILE *f = fopen(path, "r");
+	cr_assert_not_null(f, "%s", path);
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	char *p = strrchr(buf, ')'); /* after the command name, which may hold spaces */
+	cr_assert_not_null(p);
+	int field = 2, policy = -1;
+	for (char *t = strtok(p + 1, " "); t; t = strtok(NULL, " "))
+		if (++field == 41)
+			policy = atoi(t);
+	return policy;
+}
+
+/*
+ * A GPU runs beside the host's CPUs: an idle worker is SCHED_BATCH, so that
+ * waking it never preempts the host thread that queued the work; while it runs
+ * a kernel it is SCHED_OTHER, so that the kernel's own sleeps end on time.
+ */
 Test(simgpu, a_worker_never_preempts_the_host_thread_that_fed_it)
 {
-	int policy = -1, *pp = &policy;
+	int got[2] = {-1, 0}, *pp = got;
 	void *args[] = {&pp, NULL};
 
 	drv_init();
 	cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_policy, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
 		     CUDA_SUCCESS);
 	cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS);
-	cr_expect_eq(policy, SCHED_BATCH, "the worker's policy is %d, not SCHED_BATCH (%d)", policy, SCHED_BATCH);
+	cr_expect_eq(got[0], SCHED_OTHER, "running a kernel, the worker's policy is %d, not SCHED_OTHER", got[0]);
+	int idle = -1;
+	for (int i = 0; i < 200 && idle != SCHED_BATCH; i++) { /* it goes idle just after the sync returns */
+		idle = thread_policy(got[1]);
+		if (idle != SCHED_BATCH)
+			usleep(1000);
+	}
+	cr_expect_eq(idle, SCHED_BATCH, "the idle worker's policy is %d, not SCHED_BATCH (%d)", idle, SCHED_BATCH);
 	cr_expect_eq(sched_getscheduler(0), SCHED_OTHER, "the host thread's policy changed");
 }
 
