@@ -54,7 +54,8 @@ static struct opts {
 	unsigned batch_copies;		 /* --batch-copies N: each copy as N pieces of one cudaMemcpyBatchAsync */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
-	bool pin_thread; /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
+	bool pin_thread;  /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
+	bool print_iters; /* --print-iters: "iteration N" on stdout as each iteration ends */
 	bool pinned, fragment, fragment_iter_set, run_static;
 	enum markers markers;
 	double jitter_pct;
@@ -111,7 +112,8 @@ static void usage(FILE *f)
 		   "  --kernels N  --kernel-us U  --d2h-bytes B  --syncs N  --item-bytes B  --leak-bytes B\n"
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
-		   "  --log-every N  --batch-copies N  --slow-from N --slow-host-us U  --pause-at N --pause-ms M\n"
+		   "  --log-every N  --batch-copies N  --print-iters  --slow-from N --slow-host-us U\n"
+		   "  --pause-at N --pause-ms M\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
@@ -196,6 +198,7 @@ static const struct field_opt {
     {"--workers", F_UINT, offsetof(struct opts, workers), 64},
     {"--prefetch", F_UINT, offsetof(struct opts, prefetch), 64},
     {"--pin-thread", F_TRUE, offsetof(struct opts, pin_thread), 0},
+    {"--print-iters", F_TRUE, offsetof(struct opts, print_iters), 0},
     {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
     {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
     {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
@@ -1268,8 +1271,14 @@ int main(int argc, char **argv)
 		start_workers();
 	backward_start();
 
-	for (unsigned i = 0; i < O.iters; i++)
+	for (unsigned i = 0; i < O.iters; i++) {
 		iteration(i);
+		if (O.print_iters) {
+			/* flushed: a run that dies (an out-of-memory error) has shown how far it got */
+			printf("iteration %u\n", i);
+			fflush(stdout);
+		}
+	}
 	tr_iter_finish(tr_now());
 
 	/* Teardown: outside the iterations, counted in the totals only. */
