@@ -170,6 +170,9 @@ static char **make_env(char *const env[])
 struct sink {
 	char *buf;
 	size_t len, cap;
+	double *line_s; /* when each newline was read (CLOCK_MONOTONIC s), if kept */
+	size_t nlines, lcap;
+	int keep_times;
 };
 
 static void sink_add(struct sink *s, const char *p, size_t n)
@@ -184,12 +187,24 @@ static void sink_add(struct sink *s, const char *p, size_t n)
 }
 
 /* What is ready on *fd, into s; at its end or on an error, *fd is closed and set to -1. */
+static double now_s(void);
+
 static void sink_read(struct sink *s, int *fd, char *buf, size_t size)
 {
 	ssize_t r = read(*fd, buf, size);
-	if (r > 0)
+	if (r > 0) {
 		sink_add(s, buf, (size_t)r);
-	else if (r == 0 || errno != EINTR) {
+		double t = s->keep_times ? now_s() : 0;
+		for (ssize_t i = 0; s->keep_times && i < r; i++) {
+			if (buf[i] != '\n')
+				continue;
+			if (s->nlines == s->lcap) {
+				s->lcap = s->lcap ? 2 * s->lcap : 64;
+				s->line_s = xrealloc(s->line_s, s->lcap * sizeof(*s->line_s));
+			}
+			s->line_s[s->nlines++] = t;
+		}
+	} else if (r == 0 || errno != EINTR) {
 		close(*fd);
 		*fd = -1;
 	}
@@ -242,7 +257,7 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 	struct sigaction ign = {.sa_handler = SIG_IGN}, old;
 	sigaction(SIGPIPE, &ign, &old);
 
-	struct sink out = {0}, err = {0};
+	struct sink out = {0}, err = {.keep_times = 1};
 	sink_add(&out, "", 0);
 	sink_add(&err, "", 0);
 	const char *in = stdin_text ? stdin_text : "";
@@ -310,6 +325,8 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 	res->outlen = out.len;
 	res->err = err.buf;
 	res->errlen = err.len;
+	res->err_line_s = err.line_s;
+	res->err_lines = err.nlines;
 	return status;
 }
 
@@ -317,6 +334,9 @@ void sp_t_result_free(struct sp_t_result *res)
 {
 	free(res->out);
 	free(res->err);
+	free(res->err_line_s);
+	res->err_line_s = NULL;
+	res->err_lines = 0;
 	res->out = res->err = NULL;
 	res->outlen = res->errlen = 0;
 }

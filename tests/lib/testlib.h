@@ -29,6 +29,8 @@ struct sp_t_result {
 	size_t outlen;
 	char *err; /* captured stderr */
 	size_t errlen;
+	double *err_line_s; /* CLOCK_MONOTONIC seconds at which the test read each line of err (its newline) */
+	size_t err_lines;
 	long maxrss_kb; /* peak resident memory of the command (getrusage of the child) */
 };
 
