@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alert.h"
 #include "cuda_mem.h"
 #include "lazymap.h"
 #include "recorder.h"
@@ -292,6 +293,8 @@ void sp_gpu_header_slow(void)
 		return;
 	}
 	sp_hook_depth++; /* our own sysfs reads and driver queries are not the program's */
+	/* the alert's time of day: in a CUDA call, never a signal handler (alert.h) */
+	sp_alert_clock_prepare();
 	__atomic_or_fetch(&h->features, SP_FEAT_CUDA, __ATOMIC_RELAXED);
 	int v = 0;
 	if (d->DriverGetVersion && d->DriverGetVersion(&v) == CUDA_SUCCESS)

@@ -8,7 +8,8 @@
  *   3. the record path (sp_emit, sp_intern, sp_next_op),
  *   4. fork, start-up and shutdown,
  *   5. warnings,
- *   6. per-window summaries (SUMMARY, SUMMARY_DEVICE in the keep area).
+ *   6. per-window summaries (SUMMARY, SUMMARY_DEVICE in the keep area), which
+ *      also feed the in-job runaway-memory alert (alert.h).
  *
  * The hot path is recorder.h's inline sp_emit (a one-slot kind named by a
  * constant) on a thread that already has a chunk: a TLS load, a bounds check,
@@ -31,6 +32,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "alert.h"
 #include "config.h"
 #include "intern.h"
 #include "tracefile.h"
@@ -758,6 +760,7 @@ static void summary_reset(uint64_t t0)
 	g_sum_devmask = 0;
 	memset(g_sum_live, 0, sizeof(g_sum_live));
 	memset(g_sum_peak, 0, sizeof(g_sum_peak));
+	sp_alert_reset();
 	__atomic_store_n(&sp_proc.sum_next, g_sum_win ? t0 + g_sum_win : UINT64_MAX, __ATOMIC_RELEASE);
 }
 
@@ -794,8 +797,13 @@ static void summary_note(unsigned kind, const uint64_t *f)
 		__atomic_fetch_or(&g_sum_devmask, 1u << dev, __ATOMIC_RELAXED);
 }
 
-/* Write the summary of [begin, end) into the keep area; 0, or -1 when there is no room. */
-static int summary_write(uint64_t begin, uint64_t end)
+/*
+ * Write the summary of [begin, end) into the keep area; 0, or -1 when there is
+ * no room. Each device's peak then goes to the in-job alert (alert.h), with the
+ * device's capacity from the file header (filled at the first allocation), but
+ * for the last, shorter window of an exit (final): the process is ending.
+ */
+static int summary_write(uint64_t begin, uint64_t end, uint64_t now, int final)
 {
 	uint32_t mask = __atomic_load_n(&g_sum_devmask, __ATOMIC_RELAXED);
 	unsigned n = 1 + (unsigned)__builtin_popcount(mask);
@@ -817,6 +825,7 @@ static int summary_write(uint64_t begin, uint64_t end)
 	f[SP_F_LOST] = __atomic_load_n(&g_tf.hdr->lost_records, __ATOMIC_RELAXED);
 	/* the devices first, the SUMMARY head last: a reader that sees it sees its devices */
 	unsigned i = 1;
+	uint64_t peaks[SUM_DEVS];
 	for (unsigned d = 0; d < SUM_DEVS; d++) {
 		if (!(mask & (1u << d)))
 			continue;
@@ -826,13 +835,17 @@ static int summary_write(uint64_t begin, uint64_t end)
 		uint64_t g[SP_F__COUNT] = {0};
 		g[SP_F_DEVICE] = d;
 		g[SP_F_LIVE] = live;
-		g[SP_F_PEAK] = peak > live ? peak : live;
+		g[SP_F_PEAK] = peaks[d] = peak > live ? peak : live;
 		sp_tf_encode(&slot[i], SP_K_SUMMARY_DEVICE, SP_API_NONE, begin, end - begin, g);
 		sp_tf_publish(&slot[i], SP_K_SUMMARY_DEVICE);
 		i++;
 	}
 	sp_tf_encode(slot, SP_K_SUMMARY, SP_API_NONE, begin, end - begin, f);
 	sp_tf_publish(slot, SP_K_SUMMARY);
+	for (unsigned d = 0; d < SUM_DEVS && !final; d++)
+		if (mask & (1u << d))
+			sp_alert_window(d, end, peaks[d],
+					__atomic_load_n(&g_tf.hdr->devices[d].mem_bytes, __ATOMIC_RELAXED), now, g_dir);
 	return 0;
 }
 
@@ -850,7 +863,7 @@ static void summary_tick(uint64_t now, int final)
 	uint64_t end = final ? now : g_sum_t0 + (now - g_sum_t0) / g_sum_win * g_sum_win;
 	int full = 0;
 	if (end > g_sum_begin) {
-		full = summary_write(g_sum_begin, end) != 0;
+		full = summary_write(g_sum_begin, end, now, final) != 0;
 		g_sum_begin = end;
 	}
 	uint64_t budget = g_tf.keep_slots / 2;
