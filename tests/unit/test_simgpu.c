@@ -904,11 +904,15 @@ static void k_clocks(void **args)
  * worker thread that runs it gets a CPU later. Pinned to one CPU that this
  * thread keeps busy, the worker runs late (a worker never preempts the host
  * thread that fed it); the kernel's GPU clock still reads the launch's time.
+ * NOTE: a tick may preempt the worker between the start of the operation and
+ * the kernel's first read (its clock runs on meanwhile, as the kernel's time):
+ * a launch counts once it was late by 1 ms and its clock read the launch.
  */
 Test(simgpu, a_kernel_clock_is_the_timeline_even_when_its_worker_is_late)
 {
 	cpu_set_t one;
 	uint64_t t[2] = {0}, *tp = t, before, after, late = 0;
+	int seen = 0, host_clock = 0;
 	void *args[] = {&tp, NULL};
 
 	drv_init();
@@ -920,7 +924,7 @@ Test(simgpu, a_kernel_clock_is_the_timeline_even_when_its_worker_is_late)
 	CPU_SET(sched_getcpu(), &one);
 	cr_assert_eq(sched_setaffinity(0, sizeof(one), &one), 0);
 	cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS); /* the worker exists, idle */
-	for (int i = 0; i < 50 && late < 1000000; i++) {
+	for (int i = 0; i < 50 && !seen; i++) {
 		before = now_ns();
 		cr_assert_eq(D(cuLaunchKernel)((CUfunction)(void *)k_clocks, 1, 1, 1, 1, 1, 1, 0, NULL, args, NULL),
 			     CUDA_SUCCESS);
@@ -929,12 +933,14 @@ Test(simgpu, a_kernel_clock_is_the_timeline_even_when_its_worker_is_late)
 			;
 		cr_assert_eq(D(cuStreamSynchronize)(NULL), CUDA_SUCCESS);
 		late = t[1] - after;
-		cr_expect(t[0] >= before && t[0] <= after + 200000,
-			  "the kernel's GPU clock %lld us from its launch call [0, %lld us]",
-			  (long long)(t[0] - before) / 1000, (long long)(after - before) / 1000);
+		cr_expect_geq(t[0], before, "the kernel's GPU clock before its launch");
+		if (late >= 1000000) {
+			seen = t[0] <= after + 200000;
+			host_clock += t[0] + 500000 > t[1]; /* read the host's clock, not the timeline */
+		}
 	}
-	cr_expect_geq(late, 1000000, "in 50 launches the worker never ran 1 ms late on a busy CPU: "
-				     "nothing above was tested");
+	cr_expect(seen, "in 50 launches, none whose worker ran 1 ms late had its GPU clock at the launch "
+			"(%d of the late ones read the host's clock)", host_clock);
 }
 
 static void k_policy(void **args)
