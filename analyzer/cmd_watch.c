@@ -209,7 +209,7 @@ static size_t build_views(struct watch *w, struct rankview **views, size_t *cap,
 			m->dev_peak[d] = t->dev_peak[d];
 			m->dev_capacity[d] = f->dev_capacity[d];
 		}
-		m->lost_records = f->lost + f->overwritten;
+		m->lost_records = f->lost;
 		memcpy(m->alert, t->alert, sizeof(m->alert));
 	}
 	return n;
@@ -249,6 +249,8 @@ static void put_text_line(const struct watch *w, const struct rankview *v)
 	}
 	if (v->m.lost_records)
 		printf(" | lost %llu", (unsigned long long)v->m.lost_records);
+	if (f->overwritten)
+		printf(" | ring wrapped (%llu overwritten)", (unsigned long long)f->overwritten);
 	int any = 0;
 	for (int k = 0; k < WATCH_A__COUNT; k++)
 		if (t->alert[k])
@@ -273,6 +275,15 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 	for (size_t i = 0; i < w->nfiles; i++)
 		procs += w->files[i]->have_hdr;
 	jw_ku64(&j, "processes", procs);
+	/* how far behind the newest record this tick read is (the trainers still running) */
+	uint64_t newest = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!v[i].f->ended && v[i].f->last_record_ns > newest)
+			newest = v[i].f->last_record_ns;
+	if (newest && w->now_ns > newest)
+		jw_kdouble(&j, "lag_s", (double)(w->now_ns - newest) / 1e9);
+	else
+		jw_knull(&j, "lag_s");
 	jw_kbool(&j, "ended", ended);
 	jw_karr_begin(&j, "ranks");
 	for (size_t i = 0; i < n; i++) {
@@ -308,6 +319,7 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 		jw_arr_end(&j);
 		jw_ku64(&j, "records", f->records);
 		jw_ku64(&j, "lost_records", v[i].m.lost_records);
+		jw_ku64(&j, "overwritten_records", f->overwritten);
 		jw_kbool(&j, "ended", f->ended);
 		jw_karr_begin(&j, "alerts");
 		for (int k = 0; k < WATCH_A__COUNT; k++)
