@@ -231,7 +231,7 @@ static void put_text_line(const struct watch *w, const struct rankview *v)
 		printf(", step %s", util_fmt_ns((uint64_t)(v->m.step_quantile[0] * 1e9), b1, sizeof(b1)));
 		if (isfinite(v->change))
 			printf(" (%+.0f%% vs first %u)", v->change * 100, w->o.window);
-	} else if (f->launches) {
+	} else {
 		printf(", no iteration yet (%s)", t->source_kind == AN_SRC_NONE ? "none found" : "first one open");
 	}
 	if (isfinite(v->share[0])) {
@@ -251,6 +251,8 @@ static void put_text_line(const struct watch *w, const struct rankview *v)
 		printf(" | lost %llu", (unsigned long long)v->m.lost_records);
 	if (f->overwritten)
 		printf(" | ring wrapped (%llu overwritten)", (unsigned long long)f->overwritten);
+	if (f->missed_chunks)
+		printf(" | %llu chunks missed", (unsigned long long)f->missed_chunks);
 	int any = 0;
 	for (int k = 0; k < WATCH_A__COUNT; k++)
 		if (t->alert[k])
@@ -280,8 +282,8 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 	for (size_t i = 0; i < n; i++)
 		if (!v[i].f->ended && v[i].f->last_record_ns > newest)
 			newest = v[i].f->last_record_ns;
-	if (newest && w->now_ns > newest)
-		jw_kdouble(&j, "lag_s", (double)(w->now_ns - newest) / 1e9);
+	if (newest)
+		jw_kdouble(&j, "lag_s", w->now_ns > newest ? (double)(w->now_ns - newest) / 1e9 : 0);
 	else
 		jw_knull(&j, "lag_s");
 	jw_kbool(&j, "ended", ended);
@@ -320,6 +322,7 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 		jw_ku64(&j, "records", f->records);
 		jw_ku64(&j, "lost_records", v[i].m.lost_records);
 		jw_ku64(&j, "overwritten_records", f->overwritten);
+		jw_ku64(&j, "missed_chunks", f->missed_chunks);
 		jw_kbool(&j, "ended", f->ended);
 		jw_karr_begin(&j, "alerts");
 		for (int k = 0; k < WATCH_A__COUNT; k++)
@@ -357,8 +360,7 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 		jw_obj_end(&j);
 	}
 	jw_arr_end(&j);
-	jw_obj_end(&j);
-	putchar('\n');
+	jw_obj_end(&j); /* a top-level value ends its line */
 }
 
 /* The metrics text for --listen: into *body (malloc'd). */

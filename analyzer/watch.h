@@ -13,7 +13,7 @@
  *
  * Memory: per trainer, the records since its last complete iteration (bounded
  * by WATCH_BUF_MAX_SLOTS), the per-iteration history (bounded: the first window
- * and the last WATCH_HIST_MAX iterations), and the live allocations.
+ * and the last max(window, WATCH_HIST_MIN) iterations), and the live allocations.
  */
 #ifndef STEPPROF_WATCH_H
 #define STEPPROF_WATCH_H
@@ -27,7 +27,8 @@
 #include "watch_metrics.h"
 
 #define WATCH_BUF_MAX_SLOTS (2u << 20) /* 64 MiB of records without an iteration: the older half goes */
-#define WATCH_HIST_MAX	    4096       /* iterations kept beyond the first window */
+#define WATCH_BATCH_SLOTS   (256u << 10) /* a backlog is analysed every 8 MiB of records read */
+#define WATCH_HIST_MIN	    256	       /* iterations kept at least (the window, if larger) */
 #define WATCH_MAX_SITES	    3
 
 /* One complete iteration of a trainer. */
@@ -82,35 +83,46 @@ struct watch_file {
 	struct sp_reader_mark *marks;
 	size_t nmarks;
 	uint64_t records, overwritten, lost;
+	uint64_t next_seq;	/* the ring's counter at the last read */
+	uint64_t missed_chunks; /* chunks the ring reused before a tick read them */
+	int missed_warned;
 	uint64_t last_record_ns; /* newest end time read */
 	uint64_t quiet_ticks;	 /* ticks in a row without a new record */
 	struct hashmap strings;	 /* id -> char * */
 	struct hashmap allocs;	 /* device pointer -> struct watch_alloc * */
 	uint64_t dev_live[SP_MAX_DEVICES], dev_capacity[SP_MAX_DEVICES];
 	uint32_t dev_seen;
-	uint64_t launches, alloc_failures;
+	uint64_t launches, steps, alloc_failures;
 	/* the record buffer: entries of [int32 tid][uint32 nslots][slots], in arrival order */
 	uint8_t *buf;
 	size_t buf_len, buf_cap;
 	uint64_t buf_slots;
-	struct watch_trainer *tr; /* set once it launched a kernel */
+	struct watch_trainer *tr; /* set once it is a trainer (watch_is_trainer) */
 };
 
-/* What the watcher knows of a trainer (a file whose process launched kernels). */
+/* A trainer: a file whose process launched kernels, or marked steps (a loop on the CPU trains too). */
+static inline int watch_is_trainer(const struct watch_file *f)
+{
+	return f->launches || f->steps;
+}
+
+/* What the watcher knows of a trainer. */
+
 struct watch_trainer {
 	int source_kind; /* enum an_source_kind of the last analysis */
 	uint64_t iterations;
 	uint64_t last_start_ns;	       /* start of the newest iteration in the history */
 	struct watch_iter *first;      /* the first window's iterations (baseline) */
 	size_t nfirst;
-	struct watch_iter *hist;       /* the most recent ones, a ring of WATCH_HIST_MAX */
-	size_t nhist, hist_head;
+	struct watch_iter *hist;       /* the most recent ones, a ring of hist_cap */
+	size_t nhist, hist_head, hist_cap;
 	double step_sum_s, phase_s[AN_CAT__COUNT];
 	uint64_t dev_peak[SP_MAX_DEVICES]; /* the highest per-iteration peak and live value so far */
 	uint8_t alert[WATCH_A__COUNT];
 	uint64_t alert_quiet[WATCH_A__COUNT]; /* ticks since the condition last held */
 	char alert_msg[WATCH_A__COUNT][512];
 	uint64_t failures_seen; /* alloc_failures at the last tick */
+	uint64_t checked;	/* iterations already looked at for alloc_retry_storm */
 	uint64_t slow_since_iter, slow_since_ns; /* step_regression: when the window's median went over (0: not) */
 	/* the runaway projection, for the JSON */
 	int runaway_dev;
@@ -160,6 +172,8 @@ struct watch_event {
 	int raised; /* 1 raised, 0 cleared */
 	const char *msg;
 };
+/* Analyse f's buffer: its complete iterations into the history, the buffer trimmed (f a trainer). */
+int watch_analyse(struct watch *w, struct watch_file *f);
 /* Analyse each trainer's new records and update the alerts; *ev (malloc'd) the alerts raised or cleared. */
 int watch_eval(struct watch *w, struct watch_event **ev, size_t *nev);
 void watch_trainer_free(struct watch_trainer *t);

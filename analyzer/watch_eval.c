@@ -81,18 +81,20 @@ static int history_add(struct watch_trainer *t, const struct an_iter *a, unsigne
 	memcpy(it.bd, a->bd, sizeof(it.bd));
 	memcpy(it.dev_peak, a->dev_peak, sizeof(it.dev_peak));
 	if (!t->hist) {
-		t->hist = calloc(WATCH_HIST_MAX, sizeof(*t->hist));
+		/* the window, or more: a tick may complete many iterations (alloc_retry_storm looks at each) */
+		t->hist_cap = window > WATCH_HIST_MIN ? window : WATCH_HIST_MIN;
+		t->hist = calloc(t->hist_cap, sizeof(*t->hist));
 		t->first = calloc(window ? window : 1, sizeof(*t->first));
 		if (!t->hist || !t->first)
 			return -1;
 	}
 	if (t->nfirst < window)
 		t->first[t->nfirst++] = it;
-	t->hist[(t->hist_head + t->nhist) % WATCH_HIST_MAX] = it;
-	if (t->nhist < WATCH_HIST_MAX)
+	t->hist[(t->hist_head + t->nhist) % t->hist_cap] = it;
+	if (t->nhist < t->hist_cap)
 		t->nhist++;
 	else
-		t->hist_head = (t->hist_head + 1) % WATCH_HIST_MAX;
+		t->hist_head = (t->hist_head + 1) % t->hist_cap;
 	t->iterations++;
 	t->last_start_ns = a->start_ns;
 	for (unsigned d = 0; d < SP_MAX_DEVICES; d++)
@@ -109,7 +111,7 @@ size_t watch_recent(const struct watch_trainer *t, struct watch_iter *out, size_
 	if (n > t->nhist)
 		n = t->nhist;
 	for (size_t i = 0; i < n; i++)
-		out[i] = t->hist[(t->hist_head + t->nhist - n + i) % WATCH_HIST_MAX];
+		out[i] = t->hist[(t->hist_head + t->nhist - n + i) % t->hist_cap];
 	return n;
 }
 
@@ -164,11 +166,13 @@ void watch_trainer_free(struct watch_trainer *t)
 
 /* ------------------------------------------------------- 3. the analysis */
 
-static void analyse(struct watch *w, struct watch_file *f)
+int watch_analyse(struct watch *w, struct watch_file *f)
 {
+	if (!f->tr && !(f->tr = calloc(1, sizeof(*f->tr))))
+		return -1;
 	struct watch_trainer *t = f->tr;
 	if (!f->buf_len)
-		return;
+		return 0;
 	struct an_options opt;
 	an_options_init(&opt);
 	opt.step_regex = w->o.step_regex;
@@ -179,7 +183,7 @@ static void analyse(struct watch *w, struct watch_file *f)
 	char err[256];
 	if (an_analyze(&src, &opt, &a, err, sizeof(err)) != 0) {
 		util_err(f->path, "%s", err);
-		return;
+		return -1;
 	}
 	t->source_kind = a.source_kind;
 	/* the last iteration may still grow (late GPU spans, an open step): it waits for the next tick */
@@ -196,6 +200,7 @@ static void analyse(struct watch *w, struct watch_file *f)
 		watch_buffer_trim(f, UINT64_MAX);
 	}
 	an_analysis_free(&a);
+	return 0;
 }
 
 /* ---------------------------------------------------------- 4. alerts */
@@ -502,19 +507,20 @@ int watch_eval(struct watch *w, struct watch_event **ev, size_t *nev)
 	struct evlist out = {0};
 	for (size_t i = 0; i < w->nfiles; i++) {
 		struct watch_file *f = w->files[i];
-		if (!f->launches || !f->have_hdr)
+		if (!watch_is_trainer(f) || !f->have_hdr)
 			continue;
 		if (!f->tr && !(f->tr = calloc(1, sizeof(*f->tr))))
 			return -1;
-		uint64_t before = f->tr->iterations;
-		analyse(w, f);
+		watch_analyse(w, f);
 		struct watch_trainer *t = f->tr;
+		/* the iterations completed since the last look (those analysed while a backlog was read too) */
 		int storm = 0;
-		struct watch_iter *r = malloc((t->iterations - before + 1) * sizeof(*r));
-		size_t n = r ? watch_recent(t, r, (size_t)(t->iterations - before)) : 0;
+		struct watch_iter *r = malloc((t->iterations - t->checked + 1) * sizeof(*r));
+		size_t n = r ? watch_recent(t, r, (size_t)(t->iterations - t->checked)) : 0;
 		for (size_t k = 0; k < n; k++)
 			storm |= r[k].alloc_failed && r[k].flushes;
 		free(r);
+		t->checked = t->iterations;
 		runaway(w, f, &out);
 		memory_high(w, f, &out);
 		char msg[160];

@@ -105,9 +105,10 @@ struct entry_head {
 
 static int buffer_add(struct watch_file *f, const struct sp_event *ev)
 {
-	struct sp_slot sl[8];
-	unsigned n = sp_encode(sl, ev->kind, ev->api, ev->begin_ns, ev->end_ns - ev->begin_ns, ev->f);
-	sl[0].kind = ev->kind;
+	struct sp_slot sl[SP_MAX_RECORD_SLOTS];
+	unsigned n = sp_encode_fast(sl, ev);
+	if (!n)
+		return 0;
 	size_t need = sizeof(struct entry_head) + (size_t)n * SP_SLOT_SIZE;
 	if (f->buf_len + need > f->buf_cap) {
 		size_t cap = f->buf_cap ? f->buf_cap * 2 : 1 << 16;
@@ -191,8 +192,13 @@ static int bs_index(struct bufsrc *s)
 	n = 0;
 	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
 		o[n++] = off;
+	/* in arrival order, which is time order but for what a tick read of a record older than the last */
+	int sorted = 1;
+	for (size_t i = 1; i < n && sorted; i++)
+		sorted = entry_begin(s->f->buf + o[i - 1]) <= entry_begin(s->f->buf + o[i]);
 	g_sort_base = s->f->buf;
-	qsort(o, n, sizeof(*o), by_begin);
+	if (!sorted)
+		qsort(o, n, sizeof(*o), by_begin);
 	s->n = n;
 	s->pos = 0;
 	return 0;
@@ -205,7 +211,7 @@ static const struct sp_event *bs_next(void *ctx, int *file)
 		const uint8_t *p = s->f->buf + s->order[s->pos++];
 		struct entry_head h;
 		memcpy(&h, p, sizeof(h));
-		if (!sp_decode(entry_slots(p), h.nslots, &s->ev))
+		if (!sp_decode_fast(entry_slots(p), h.nslots, &s->ev))
 			continue;
 		s->ev.pid = s->f->hdr.pid;
 		s->ev.tid = h.tid;
@@ -286,6 +292,20 @@ static void read_file(struct watch *w, struct watch_file *f)
 	if (f->warned > 1)
 		util_err(f->path, "readable again");
 	f->warned = 0;
+	/*
+	 * More chunks handed out since the last read than the ring holds: the
+	 * difference was written and overwritten between two ticks, unread.
+	 */
+	if (f->have_hdr && h->ring_chunks && h->ring_next_seq > f->next_seq + h->ring_chunks) {
+		uint64_t n = h->ring_next_seq - f->next_seq - h->ring_chunks;
+		f->missed_chunks += n;
+		if (!f->missed_warned++)
+			util_err(f->path,
+				 "the ring wraps faster than the interval: %llu chunks were overwritten before a tick "
+				 "read them (a shorter --interval, or a larger STEPPROF_MAX_MB, keeps up)",
+				 (unsigned long long)n);
+	}
+	f->next_seq = h->ring_next_seq;
 	f->hdr = *h;
 	f->have_hdr = 1;
 	for (unsigned d = 0; d < SP_MAX_DEVICES && d < h->ndevices; d++)
@@ -301,10 +321,15 @@ static void read_file(struct watch *w, struct watch_file *f)
 			f->last_record_ns = ev.end_ns;
 		if (ev.kind == SP_K_LAUNCH)
 			f->launches++;
+		else if (ev.kind == SP_K_STEP)
+			f->steps++;
 		track_memory(f, &ev);
 		take_strings(f, r, &ev);
 		if (buffer_add(f, &ev) != 0)
 			break;
+		/* a backlog (a watcher started late, a long tick) is analysed as it is read: bounded memory */
+		if (f->buf_slots >= WATCH_BATCH_SLOTS && watch_is_trainer(f))
+			watch_analyse(w, f);
 	}
 	f->records += n;
 	f->quiet_ticks = n ? 0 : f->quiet_ticks + 1;
@@ -320,7 +345,7 @@ static void read_file(struct watch *w, struct watch_file *f)
 		f->nmarks = nm;
 	}
 	sp_reader_close(r);
-	if (!f->launches) {
+	if (!watch_is_trainer(f)) {
 		/* not a trainer (yet): its records count, they are not analysed */
 		f->buf_len = 0;
 		f->buf_slots = 0;

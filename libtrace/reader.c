@@ -320,10 +320,10 @@ static void load_keep(struct sp_reader *r)
 		qsort(r->strs, r->nstrs, sizeof(*r->strs), str_cmp);
 }
 
-static void init_layouts(struct sp_reader *r)
+void layouts_init(struct kind_layout *lay)
 {
 	for (unsigned k = 1; k < SP_K__COUNT; k++) {
-		struct kind_layout *L = &r->lay[k];
+		struct kind_layout *L = &lay[k];
 		unsigned off = 0, n = 0;
 		if (k == SP_K_STRING)
 			continue;
@@ -647,7 +647,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 		return -1;
 	}
 	r->path = strdup(path);
-	init_layouts(r);
+	layouts_init(r->lay);
 	r->newer_minor = r->hdr.version_major == SP_VERSION_MAJOR && r->hdr.version_minor > SP_VERSION_MINOR;
 	r->st.lost = r->hdr.lost_records;
 	r->st.overwritten = r->hdr.overwritten_records;

@@ -91,6 +91,16 @@ struct sp_reader_mark {
 int sp_reader_resume(struct sp_reader *r, const struct sp_reader_mark *m, size_t n);
 size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, size_t max);
 
+/*
+ * sp_decode's result, with the reader's precomputed field layouts (several
+ * times faster): for code that keeps records as slots and decodes them again
+ * (stepprof watch). The record's slot count, or 0 when it does not decode.
+ */
+unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_event *ev);
+/* The record of ev (as sp_reader_next returned it) into s (SP_MAX_RECORD_SLOTS slots), kind
+ * byte included, with the same layouts; its slot count, 0 for a kind that has no record. */
+unsigned sp_encode_fast(struct sp_slot *s, const struct sp_event *ev);
+
 void sp_reader_close(struct sp_reader *r);
 
 #endif /* STEPPROF_READER_H */

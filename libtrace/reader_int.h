@@ -168,6 +168,7 @@ static inline int seq_of_key(uint32_t key, uint64_t next, uint64_t *seq)
 
 /* reader.c */
 size_t pread_full(int fd, void *buf, size_t n, uint64_t off);
+void layouts_init(struct kind_layout *lay); /* every kind of this version's format */
 void registry_remove(struct sp_reader *r);
 
 #endif /* STEPPROF_READER_INT_H */

@@ -113,9 +113,10 @@ static unsigned validate(const struct sp_reader *r, const struct sp_slot *sl, un
  * unit test compares them on every kind), with the kind's field list, offsets
  * and widths precomputed: the reader spends its time here.
  */
-static void decode(const struct sp_reader *r, const struct sp_slot *sl, struct sp_event *ev)
+static inline __attribute__((always_inline)) void decode_with(const struct kind_layout *lay, const struct sp_slot *sl,
+								       struct sp_event *ev)
 {
-	const struct kind_layout *L = &r->lay[sl->kind];
+	const struct kind_layout *L = &lay[sl->kind];
 	uint8_t buf[SP_HEAD_PAYLOAD + (LAYOUT_MAX_SLOTS - 1) * SP_CONT_PAYLOAD + 8];
 	unsigned len = SP_HEAD_PAYLOAD;
 	memcpy(buf, sl->p, SP_HEAD_PAYLOAD);
@@ -140,6 +141,11 @@ static void decode(const struct sp_reader *r, const struct sp_slot *sl, struct s
 		}
 		ev->f[L->field[j]] = v;
 	}
+}
+
+static void decode(const struct sp_reader *r, const struct sp_slot *sl, struct sp_event *ev)
+{
+	decode_with(r->lay, sl, ev);
 }
 
 /* Find the stream's next record (s->pending, s->key); 0 when the stream is finished. */
@@ -381,6 +387,60 @@ size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, si
 		n++;
 	}
 	return n;
+}
+
+/* The layouts of sp_decode_fast: made once (every thread makes the same, a race is harmless). */
+static struct kind_layout g_lay[SP_K__COUNT];
+static int g_lay_ready;
+
+unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_event *ev)
+{
+	if (!__atomic_load_n(&g_lay_ready, __ATOMIC_ACQUIRE)) {
+		layouts_init(g_lay);
+		__atomic_store_n(&g_lay_ready, 1, __ATOMIC_RELEASE);
+	}
+	unsigned kind = sl->kind;
+	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING || !g_lay[kind].ok)
+		return sp_decode(sl, avail, ev);
+	unsigned n = g_lay[kind].nslots;
+	if (sl->nslots != n || n > avail || sl->api >= SP_API__COUNT)
+		return 0;
+	for (unsigned i = 1; i < n; i++)
+		if (((const uint8_t *)&sl[i])[0] != SP_K_CONT)
+			return 0;
+	decode_with(g_lay, sl, ev);
+	return n;
+}
+
+unsigned sp_encode_fast(struct sp_slot *s, const struct sp_event *ev)
+{
+	if (!__atomic_load_n(&g_lay_ready, __ATOMIC_ACQUIRE)) {
+		layouts_init(g_lay);
+		__atomic_store_n(&g_lay_ready, 1, __ATOMIC_RELEASE);
+	}
+	unsigned kind = ev->kind;
+	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING)
+		return 0;
+	const struct kind_layout *L = &g_lay[kind];
+	if (!L->ok) {
+		unsigned n = sp_encode(s, kind, ev->api, ev->begin_ns, ev->end_ns - ev->begin_ns, ev->f);
+		s->kind = (uint8_t)kind;
+		return n;
+	}
+	uint8_t buf[SP_HEAD_PAYLOAD + (LAYOUT_MAX_SLOTS - 1) * SP_CONT_PAYLOAD + 8];
+	unsigned len = 0;
+	for (unsigned j = 0; j < L->nfields; j++) {
+		uint64_t v = ev->f[L->field[j]];
+		memcpy(buf + L->off[j], &v, 8); /* little-endian: the low bytes; the next field overwrites the rest */
+		len = L->off[j] + L->width[j];
+	}
+	s->kind = (uint8_t)kind;
+	s->nslots = L->nslots;
+	s->api = ev->api;
+	s->dur = sp_dur_encode(ev->end_ns - ev->begin_ns);
+	s->ts = ev->begin_ns;
+	sp_put_payload(s, L->nslots, buf, len);
+	return L->nslots;
 }
 
 const struct sp_reader_stats *sp_reader_stats(const struct sp_reader *r)

@@ -53,6 +53,9 @@
  *              "yyyyyyyyBBBBBBB" (the same last 8) from its handler, rewriting the
  *              thread's name cache under a mark comparing its name with it; prints
  *              "alarms=<handler calls>"
+ *     -r RATE  with -t 1: the marks paced at RATE a second (bursts of 1000, then a sleep
+ *              to the pace), for a live job at a known record rate
+ *     -E K     with -r: a stepprof_step() after every K marks (iterations of K marks)
  *     -q       end with _exit(0): no destructors, no atexit handlers
  *     -c CODE  exit status (default 0)
  *     -b N     benchmark: ns per call of an empty function, of stepprof_mark and of
@@ -86,7 +89,7 @@ typedef void (*step_fn)(void);
 
 static mark_fn do_mark;
 static step_fn do_step;
-static long nmarks = 1000, phases, kill_after = -1;
+static long nmarks = 1000, phases, kill_after = -1, pace_rate, step_every;
 static int last_mark, child_same_name, use_barrier;
 static pthread_barrier_t start_barrier;
 static long errno_changed; /* marks after which errno was not what it was before */
@@ -138,6 +141,23 @@ static void *writer(void *arg)
 		if (i + 1 == kill_after) {
 			fflush(stdout);
 			kill(getpid(), SIGKILL);
+		}
+		if (step_every && (i + 1) % step_every == 0)
+			do_step();
+		if (pace_rate && (i + 1) % 1000 == 0) {
+			static struct timespec t0;
+			if (!t0.tv_sec)
+				clock_gettime(CLOCK_MONOTONIC, &t0);
+			/* the time mark i+1 is due at the pace: sleep until then */
+			double due = (double)(i + 1) / (double)pace_rate;
+			struct timespec at = t0;
+			at.tv_sec += (time_t)due;
+			at.tv_nsec += (long)((due - (double)(long)due) * 1e9);
+			if (at.tv_nsec >= 1000000000) {
+				at.tv_sec++;
+				at.tv_nsec -= 1000000000;
+			}
+			clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL);
 		}
 	}
 	if (last_mark)
@@ -324,7 +344,7 @@ int main(int argc, char **argv)
 	long long fsize_at_start = -1, fsize_after = -1;
 	long alloc_mib = -1, sig_us = -1, race_n = 0;
 	int quick = 0, code = 0, keep_alloc = 0, opt;
-	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:W:O:U:")) != -1) {
+	while ((opt = getopt(argc, argv, "t:n:m:P:LSBs:f:e:x:X:R:C:k:qc:b:F:G:M:KI:Y:W:O:U:r:E:")) != -1) {
 		switch (opt) {
 		case 't':
 			nthreads = atol(optarg);
@@ -379,6 +399,12 @@ int main(int argc, char **argv)
 			break;
 		case 'q':
 			quick = 1;
+			break;
+		case 'r':
+			pace_rate = atol(optarg);
+			break;
+		case 'E':
+			step_every = atol(optarg);
 			break;
 		case 'W':
 			race_n = atol(optarg);
