@@ -277,15 +277,11 @@ static void put_json(const struct watch *w, const struct rankview *v, size_t n, 
 	for (size_t i = 0; i < w->nfiles; i++)
 		procs += w->files[i]->have_hdr;
 	jw_ku64(&j, "processes", procs);
-	/* how far behind the newest record this tick read is (the trainers still running) */
-	uint64_t newest = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!v[i].f->ended && v[i].f->last_record_ns > newest)
-			newest = v[i].f->last_record_ns;
-	if (newest)
-		jw_kdouble(&j, "lag_s", w->now_ns > newest ? (double)(w->now_ns - newest) / 1e9 : 0);
-	else
-		jw_knull(&j, "lag_s");
+	/* how long this tick took to read and analyse what was new: a record is said at most interval + that after */
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t done = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	jw_kdouble(&j, "tick_s", done > w->now_ns ? (double)(done - w->now_ns) / 1e9 : 0);
 	jw_kbool(&j, "ended", ended);
 	jw_karr_begin(&j, "ranks");
 	for (size_t i = 0; i < n; i++) {
@@ -530,15 +526,13 @@ int command_watch(int argc, char **argv)
 				break;
 			}
 			rm = nrm;
-			uint64_t newest = 0;
-			for (size_t i = 0; i < n; i++) {
+			for (size_t i = 0; i < n; i++)
 				rm[i] = views[i].m;
-				if (views[i].f->last_record_ns > newest)
-					newest = views[i].f->last_record_ns;
-			}
-			struct watch_metrics m = {job, w.host, STEPPROF_VERSION, n, rm,
-						  newest && w.now_ns > newest && !ended ? (double)(w.now_ns - newest) / 1e9
-											: 0};
+			/* the oldest a record can be when a tick reports it: the interval and the tick's own time */
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			double tick_s = ((double)ts.tv_sec * 1e9 + (double)ts.tv_nsec - (double)w.now_ns) / 1e9;
+			struct watch_metrics m = {job, w.host, STEPPROF_VERSION, n, rm, o.interval_s + tick_s};
 			if (prom_file && watch_prom_file(prom_file, &m, err, sizeof(err)))
 				util_err("watch", "--prom-file %s: %s", prom_file, err);
 			if (httpd) {

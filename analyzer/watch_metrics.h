@@ -59,7 +59,7 @@ struct watch_metrics {
 	const char *version;
 	size_t nranks;
 	const struct watch_rank_metrics *ranks;
-	double scrape_lag_seconds; /* how far the last tick was behind the newest record (a gauge) */
+	double scrape_lag_seconds; /* the oldest a record can be when a tick reports it: interval + the tick's own time (a gauge) */
 };
 
 /* The text exposition format 0.0.4 of m into f. 0, or -1 on a write error. */

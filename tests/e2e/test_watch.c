@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,8 @@
 #include "trainerlib.h"
 
 TestSuite(watch, .fini = sp_t_remove_cur_dir);
+/* the runs of a minute or more (left out of the sanitized runs, as the scenarios are) */
+TestSuite(watch_long, .fini = sp_t_remove_cur_dir);
 
 /* ------------------------------------------------------------ helpers */
 
@@ -269,22 +272,22 @@ static void silent(const char *scenario, const char *markers, const char *alert_
 	sp_t_result_free(&r);
 }
 
-Test(watch, a_clean_job_raises_nothing, .timeout = 600)
+Test(watch_long, a_clean_job_raises_nothing, .timeout = 600)
 {
 	silent("clean", "nvtx", NULL);
 }
 
-Test(watch, a_compute_bound_job_raises_nothing, .timeout = 600)
+Test(watch_long, a_compute_bound_job_raises_nothing, .timeout = 600)
 {
 	silent("compute-bound", "none", NULL);
 }
 
-Test(watch, a_fragmenting_job_raises_the_retry_storm_and_no_runaway, .timeout = 600)
+Test(watch_long, a_fragmenting_job_raises_the_retry_storm_and_no_runaway, .timeout = 600)
 {
 	silent("fragmenting", "step", "alloc_retry_storm");
 }
 
-Test(watch, an_input_bound_job_raises_nothing, .timeout = 600)
+Test(watch_long, an_input_bound_job_raises_nothing, .timeout = 600)
 {
 	silent("input-bound", "step", NULL);
 }
@@ -437,4 +440,117 @@ Test(watch, bad_options_are_one_line_and_exit_1)
 		cr_expect(r.err && strchr(r.err, '\n') == r.err + strlen(r.err) - 1, "not one line: %s", r.err);
 		sp_t_result_free(&r);
 	}
+}
+
+/* VmRSS of pid in kB, -1 when gone. */
+static long rss_kb(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	char *s = sp_t_read_file(path, NULL);
+	const char *v = s ? strstr(s, "VmRSS:") : NULL;
+	long kb = v ? strtol(v + 6, NULL, 10) : -1;
+	free(s);
+	return kb;
+}
+
+/*
+ * A soak of a compressed long job: a trainer writing 50,000-100,000 records a
+ * second (100 small files and 3 ms of host time an iteration) through an 8 MiB
+ * ring, which wraps every 2-5 seconds, for two minutes or more, watched at
+ * 0.5 s: the watcher keeps up (each tick less than two intervals behind the
+ * newest record, no chunk overwritten unread), its resident memory is flat
+ * (the last quarter's mean within 10% of the first quarter's), and it counts
+ * every iteration the trainer ran.
+ */
+Test(watch_long, a_two_minute_soak_through_a_wrapping_ring, .timeout = 600)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], out[700], tout[700];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	snprintf(out, sizeof(out), "%s/watch.out", tmp);
+	snprintf(tout, sizeof(tout), "%s/trainer.out", tmp);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	pid_t w = fork();
+	if (w == 0) {
+		freopen(out, "w", stdout);
+		execl(sp_t_build("bin/stepprof"), "stepprof", "watch", "--interval", "0.5", "--json", dir, (char *)NULL);
+		_exit(127);
+	}
+	char *pre = sp_t_preload_env(), envdir[700];
+	snprintf(envdir, sizeof(envdir), "STEPPROF_DIR=%s", dir);
+	pid_t t = fork();
+	if (t == 0) {
+		putenv(pre);
+		putenv(envdir);
+		putenv("STEPPROF_MAX_MB=8");
+		freopen(tout, "w", stdout);
+		execl(sp_t_build("tests/bin/trainer"), "trainer", "--iters", "27000", "--kernels", "4", "--kernel-us", "100",
+		      "--files-per-iter", "100", "--file-size", "1K", "--dataset-files", "100", "--h2d-bytes", "4K",
+		      "--d2h-bytes", "4K", "--host-us", "3000", "--markers", "step", (char *)NULL);
+		_exit(127);
+	}
+	long rss[1024];
+	size_t nrss = 0;
+	int st;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (waitpid(t, &st, WNOHANG) == 0) {
+		nanosleep(&(struct timespec){1, 0}, NULL);
+		long kb = rss_kb(w);
+		if (kb > 0 && nrss < sizeof(rss) / sizeof(rss[0]))
+			rss[nrss++] = kb;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	int wst = -1;
+	for (int i = 0; i < 300 && waitpid(w, &wst, WNOHANG) == 0; i++)
+		nanosleep(&(struct timespec){0, 100000000}, NULL);
+	if (wst == -1) {
+		kill(w, SIGKILL);
+		waitpid(w, &wst, 0);
+		cr_assert_fail("the watcher did not end after the job");
+	}
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the trainer failed");
+	char *o = sp_t_read_file(out, NULL), *to = sp_t_read_file(tout, NULL);
+	cr_assert(o && to);
+	struct ticks k;
+	parse_ticks(o, &k);
+	cr_assert_gt(k.n, 10);
+	/* a record is reported at most interval + tick_s after it was written */
+	double lag_max = 0;
+	for (size_t i = 0; i < k.n; i++)
+		if (0.5 + sp_json_num(k.t[i], "tick_s", 0) > lag_max)
+			lag_max = 0.5 + sp_json_num(k.t[i], "tick_s", 0);
+	struct sp_json *last = sp_json_at(sp_json_get(k.t[k.n - 1], "ranks"), 0);
+	struct sp_json *truth = sp_t_parse_last_line(to);
+	cr_assert_not_null(truth);
+	double over = sp_json_num(last, "overwritten_records", 0), read = sp_json_num(last, "records", 0);
+	size_t q = nrss / 4;
+	double first = 0, lastq = 0;
+	for (size_t i = 0; i < q; i++) {
+		first += (double)rss[i];
+		lastq += (double)rss[nrss - q + i];
+	}
+	first /= (double)(q ? q : 1);
+	lastq /= (double)(q ? q : 1);
+	sp_t_note("watch soak: %.0f s, %zu ticks, %.0f records read, %.0f overwritten by the ring, lag at most %.2f s, "
+		  "RSS %.0f kB (first quarter) -> %.0f kB (last)",
+		  secs, k.n, read, over, lag_max, first, lastq);
+	cr_expect_geq(secs, 100, "the soak ran %.0f s", secs);
+	cr_expect_geq(over, 20 * 200000.0, "the ring wrapped less than 20 times (%.0f records overwritten)", over);
+	cr_expect_lt(lag_max, 1.0, "a record was reported up to %.2f s after it was written (interval 0.5 s)", lag_max);
+	cr_expect_eq(sp_json_num(last, "missed_chunks", -1), 0, "the watcher fell behind the ring");
+	cr_assert_geq(q, 5, "too few RSS samples");
+	cr_expect(fabs(lastq - first) <= 0.10 * first, "RSS %.0f kB in the first quarter, %.0f kB in the last", first,
+		  lastq);
+	cr_expect_eq(sp_json_num(last, "iterations", -1), sp_json_num(truth, "totals.iterations", -2),
+		     "the watcher counted %.0f iterations, the trainer ran %.0f", sp_json_num(last, "iterations", -1),
+		     sp_json_num(truth, "totals.iterations", -2));
+	sp_json_free(truth);
+	ticks_free(&k);
+	free(o);
+	free(to);
+	free(pre);
 }

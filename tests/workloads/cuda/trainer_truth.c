@@ -346,15 +346,34 @@ static uint64_t copy_ns(uint64_t bytes)
  * idles meanwhile); otherwise the stream idled after the copy, which took its
  * time (e.g. the kernels launched after the fragmentation pattern).
  */
+/*
+ * The first index of a list whose entries carry an iteration, in the order
+ * they were recorded (iterations only increase), at or after iteration i.
+ * RATIONALE: resolving each iteration by a scan of every op made the trainer's
+ * exit quadratic: 27,000 iterations took minutes to print their truth.
+ */
+#define FIRST_OF(arr, n, i)                                                                                            \
+	({                                                                                                             \
+		size_t lo_ = 0, hi_ = (n);                                                                             \
+		while (lo_ < hi_) {                                                                                    \
+			size_t mid_ = lo_ + (hi_ - lo_) / 2;                                                           \
+			if ((arr)[mid_].iter < (i))                                                                    \
+				lo_ = mid_ + 1;                                                                        \
+			else                                                                                           \
+				hi_ = mid_;                                                                            \
+		}                                                                                                      \
+		lo_;                                                                                                   \
+	})
+
 static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 {
 	size_t n = 0;
 	uint64_t prev_end = T.it[i].start;
 
-	for (size_t j = 0; j < T.nops; j++) {
+	for (size_t j = FIRST_OF(T.ops, T.nops, i); j < T.nops; j++) {
 		struct op *o = &T.ops[j];
 		if (o->iter != i)
-			continue;
+			break;
 		*out = grow(*out, cap, n + 2, sizeof(**out));
 		if (o->type == OP_KERNEL) {
 			(*out)[n++] = (struct ival){o->k->begin, o->k->end, TR_COMPUTE, true, false};
@@ -375,7 +394,7 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 				for (size_t m = j + 1; m < T.nops; m++) {
 					struct op *q = &T.ops[m];
 					if (q->iter != i)
-						continue;
+						break;
 					/* q's kernel start, or the return of the sync or copy call q */
 					uint64_t bound = q->type == OP_KERNEL ? q->k->begin : q->ce;
 					if (q->cb <=
@@ -397,9 +416,9 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			prev_end = e;
 		}
 	}
-	for (size_t j = 0; j < T.ninputs; j++) {
+	for (size_t j = FIRST_OF(T.inputs, T.ninputs, i); j < T.ninputs; j++) {
 		if (T.inputs[j].iter != i)
-			continue;
+			break;
 		*out = grow(*out, cap, n + 1, sizeof(**out));
 		(*out)[n++] = (struct ival){T.inputs[j].b, T.inputs[j].e, TR_INPUT, false, true};
 	}
