@@ -279,6 +279,8 @@ static void read_file(struct watch *w, struct watch_file *f)
 	if (sp_reader_open(f->path, &r, err, sizeof(err)) != 0) {
 		if (f->warned++ == 1) /* a file being created reads so once: said at its second failure */
 			util_err(f->path, "%s; skipped until it can be read", err);
+		if (ended)
+			f->ended = 1; /* unreadable, and its process is gone: nothing more will come */
 		return;
 	}
 	const struct sp_file_header *h = sp_reader_header(r);

@@ -14,9 +14,14 @@
  *      slow down raises step_regression, one that hangs raises stalled;
  *   3. the watcher's own life: the iteration count equals the trainer's, it
  *      waits for a directory that does not exist yet, a damaged file is one
- *      warning, --once, bad options.
+ *      warning, --once, bad options;
+ *   4. faults while it watches: a job killed mid-write, a file cut and written
+ *      over, workers that come and go every epoch; a two-minute soak through a
+ *      wrapping ring.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -153,17 +158,34 @@ Test(watch, a_leak_is_caught_before_the_oom_and_its_end_projected, .timeout = 24
 	struct sp_json *rk = sp_json_at(sp_json_get(k.t[at], "ranks"), 0);
 	double it_raise = sp_json_num(rk, "iterations", -1);
 	double proj_iter = sp_json_num(rk, "memory_runaway.full_at_iteration", -1);
-	double proj_s = sp_json_num(rk, "memory_runaway.full_in_s", -1);
-	double tick_ns = sp_json_num(k.t[at], "time_mono_ns", 0);
+	/*
+	 * The time left, as projected at the tick nearest the middle of the run (the
+	 * window then holds 50 iterations of the job's present pace; at the raise it
+	 * holds the first ones, whose pace a machine busy with other tests changes).
+	 */
+	long mid = at;
+	for (size_t i = (size_t)at; i < k.n; i++) {
+		struct sp_json *x = sp_json_at(sp_json_get(k.t[i], "ranks"), 0);
+		if (sp_json_num(x, "iterations", 0) > 0.5 * (double)fail_iter || !sp_json_path(x, "memory_runaway"))
+			break;
+		mid = (long)i;
+	}
+	struct sp_json *rm = sp_json_at(sp_json_get(k.t[mid], "ranks"), 0);
+	double proj_s = sp_json_num(rm, "memory_runaway.full_in_s", -1);
+	double tick_ns = sp_json_num(k.t[mid], "time_mono_ns", 0);
 	double left_s = ((double)fail_ns - tick_ns) / 1e9;
-	sp_t_note("leak: raised after %.0f iterations, failed in iteration %ld; projected iteration %.1f, %.2f s left "
-		  "(really %.2f s)",
-		  it_raise, fail_iter, proj_iter, proj_s, left_s);
+	sp_t_note("leak: raised after %.0f iterations, failed in iteration %ld; projected iteration %.1f; at iteration "
+		  "%.0f, %.2f s left (really %.2f s)",
+		  it_raise, fail_iter, proj_iter, sp_json_num(rm, "iterations", 0), proj_s, left_s);
 	cr_expect_leq(it_raise, 0.75 * (double)fail_iter, "raised after %.0f of %ld iterations", it_raise, fail_iter);
 	cr_expect(fabs(proj_iter - (double)fail_iter) <= 0.10 * (double)fail_iter,
 		  "projected iteration %.1f, the allocation failed in %ld", proj_iter, fail_iter);
 	cr_expect(fabs(proj_s - left_s) <= 0.15 * left_s, "projected %.2f s left, it failed %.2f s after the tick",
 		  proj_s, left_s);
+	/* the end of the road is said too: memory high, then the failed allocation */
+	long high = first_event(&k, "memory_high", "raised"), failed = first_event(&k, "alloc_failed", "raised");
+	cr_expect_geq(high, at, "memory_high not raised after memory_runaway: %s", r.err);
+	cr_expect_geq(failed, high, "alloc_failed not raised after memory_high: %s", r.err);
 	struct sp_json *site = sp_json_at(sp_json_path(rk, "memory_runaway.sites"), 0);
 	cr_assert_not_null(site, "no site for the growth");
 	cr_expect(strstr(sp_json_str(site, "site"), "trainer!") != NULL, "the growth's site is not the trainer's: %s",
@@ -264,6 +286,11 @@ static void silent(const char *scenario, const char *markers, const char *alert_
 			  "no step_regression", scenario);
 	}
 	cr_expect_lt(first_event(&k, "stalled", "raised"), 0, "%s: stalled raised", scenario);
+	if (!alert_wanted) { /* the fragmenting job's OOM is on purpose: alloc_failed is right there */
+		static const char *const quiet[] = {"memory_high", "alloc_failed", "alloc_retry_storm"};
+		for (size_t a = 0; a < 3; a++)
+			cr_expect_lt(first_event(&k, quiet[a], "raised"), 0, "%s: %s raised", scenario, quiet[a]);
+	}
 	if (alert_wanted)
 		cr_expect_geq(first_event(&k, alert_wanted, "raised"), 0, "%s: %s not raised: %s", scenario,
 			      alert_wanted, r.err);
@@ -553,4 +580,193 @@ Test(watch_long, a_two_minute_soak_through_a_wrapping_ring, .timeout = 600)
 	free(o);
 	free(to);
 	free(pre);
+}
+
+/* ------------------------------------------------------------ 4. faults */
+
+/* `stepprof watch --interval 0.3 --json dir` started in the background: its pid; stdout to out, stderr to err. */
+static pid_t watch_bg(const char *dir, const char *out, const char *err)
+{
+	pid_t w = fork();
+	cr_assert_geq(w, 0);
+	if (w == 0) {
+		freopen(out, "w", stdout);
+		freopen(err, "w", stderr);
+		execl(sp_t_build("bin/stepprof"), "stepprof", "watch", "--interval", "0.3", "--json", dir, (char *)NULL);
+		_exit(127);
+	}
+	return w;
+}
+
+/* Wait up to s seconds for pid to exit: its wait status, or -1 (then killed). */
+static int wait_for(pid_t pid, int s)
+{
+	int st;
+	for (int i = 0; i < s * 10; i++) {
+		if (waitpid(pid, &st, WNOHANG) == pid)
+			return st;
+		nanosleep(&(struct timespec){0, 100000000}, NULL);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+/* A job run by sh -c script with the preload and STEPPROF_DIR=dir: its pid. */
+static pid_t job_bg(const char *dir, const char *script)
+{
+	char *pre = sp_t_preload_env(), envdir[700];
+	snprintf(envdir, sizeof(envdir), "STEPPROF_DIR=%s", dir);
+	pid_t j = fork();
+	cr_assert_geq(j, 0);
+	if (j == 0) {
+		putenv(pre);
+		putenv(envdir);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+		_exit(127);
+	}
+	free(pre);
+	return j;
+}
+
+/*
+ * A trainer killed with SIGKILL in the middle of its run: the watcher sees
+ * its process gone, reads what it left, and ends by itself (exit 0) with the
+ * iterations it had.
+ */
+Test(watch, a_job_killed_mid_write_ends_the_watch_cleanly, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], out[700], err[700], script[1200];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	snprintf(out, sizeof(out), "%s/w.out", tmp);
+	snprintf(err, sizeof(err), "%s/w.err", tmp);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	pid_t w = watch_bg(dir, out, err);
+	snprintf(script, sizeof(script), "exec %s --scenario clean --iters 400 --markers step", sp_t_build("tests/bin/trainer"));
+	pid_t j = job_bg(dir, script);
+	nanosleep(&(struct timespec){3, 0}, NULL);
+	kill(j, SIGKILL);
+	int st;
+	waitpid(j, &st, 0);
+	int wst = wait_for(w, 30);
+	char *o = sp_t_read_file(out, NULL), *e = sp_t_read_file(err, NULL);
+	cr_assert(wst != -1, "the watcher did not end after the job was killed: %s", e);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "watcher status %d: %s", wst, e);
+	struct ticks k;
+	parse_ticks(o, &k);
+	cr_assert_gt(k.n, 0);
+	struct sp_json *last = sp_json_at(sp_json_get(k.t[k.n - 1], "ranks"), 0);
+	cr_expect_gt(sp_json_num(last, "iterations", 0), 5, "iterations before the kill: %.0f",
+		     sp_json_num(last, "iterations", 0));
+	cr_expect_eq(sp_json_num(last, "ended", 0), 1);
+	ticks_free(&k);
+	free(o);
+	free(e);
+}
+
+/*
+ * The trace file truncated to nothing, then written over with garbage, while
+ * its job runs (the job stops recording, one warning of its own): the watcher
+ * says so once, carries on, and ends with the job.
+ */
+Test(watch, a_file_cut_and_overwritten_while_watched_is_one_warning, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], out[700], err[700], script[1200];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	snprintf(out, sizeof(out), "%s/w.out", tmp);
+	snprintf(err, sizeof(err), "%s/w.err", tmp);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	pid_t w = watch_bg(dir, out, err);
+	/* 8 s of marks at 100,000 a second, a step every 1,000 */
+	snprintf(script, sizeof(script), "exec %s -n 800000 -r 100000 -E 1000", sp_t_build("tests/bin/markgen"));
+	pid_t j = job_bg(dir, script);
+	nanosleep(&(struct timespec){2, 0}, NULL);
+	char path[1000] = "";
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d)))
+		if (strstr(de->d_name, ".sptrace"))
+			snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+	if (d)
+		closedir(d);
+	cr_assert(path[0], "no trace file after 2 s");
+	cr_assert_eq(truncate(path, 0), 0);
+	nanosleep(&(struct timespec){1, 0}, NULL);
+	char junk[65536];
+	for (size_t i = 0; i < sizeof(junk); i++)
+		junk[i] = (char)(i * 7919 + 13);
+	memcpy(junk, "STEPPROF", 8);
+	cr_assert_eq(sp_t_write_file(path, junk, sizeof(junk)), 0);
+	int st;
+	waitpid(j, &st, 0);
+	cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the job did not survive its file's truncation");
+	int wst = wait_for(w, 30);
+	char *e = sp_t_read_file(err, NULL), *o = sp_t_read_file(out, NULL);
+	cr_assert(wst != -1, "the watcher did not end with the job: %s", e);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "watcher status %d: %s", wst, e);
+	/* one warning for the file (said once while it stays unreadable), no crash */
+	size_t warns = 0;
+	for (const char *p = e; (p = strstr(p, path)); p++)
+		warns++;
+	cr_expect(warns >= 1 && warns <= 3, "%zu warnings about the file: %s", warns, e);
+	struct ticks k;
+	parse_ticks(o, &k);
+	cr_expect_gt(k.n, 3);
+	ticks_free(&k);
+	free(e);
+	free(o);
+}
+
+/*
+ * A job whose worker processes come and go every epoch (five epochs of two
+ * short-lived workers beside a long-lived trainer): every file is followed as
+ * it appears, the workers' end does not end the watch, and it ends with the
+ * trainer, which it counted whole.
+ */
+Test(watch, workers_that_come_and_go_every_epoch, .timeout = 120)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	char dir[600], out[700], err[700], script[2400];
+	snprintf(dir, sizeof(dir), "%s/trace", tmp);
+	snprintf(out, sizeof(out), "%s/w.out", tmp);
+	snprintf(err, sizeof(err), "%s/w.err", tmp);
+	cr_assert_eq(mkdir(dir, 0700), 0);
+	pid_t w = watch_bg(dir, out, err);
+	const char *mg = sp_t_build("tests/bin/markgen");
+	/* the trainer: 5 s of marks, 50 steps of 10,000 marks; the workers: 5 epochs of two */
+	snprintf(script, sizeof(script),
+		 "%s -n 500000 -r 100000 -E 10000 & t=$!; "
+		 "for e in 1 2 3 4 5; do %s -n 20000 -m worker & %s -n 20000 -m worker & wait %%2 %%3 2>/dev/null; "
+		 "sleep 0.8; done; wait $t",
+		 mg, mg, mg);
+	pid_t j = job_bg(dir, script);
+	int st;
+	waitpid(j, &st, 0);
+	int wst = wait_for(w, 30);
+	char *e = sp_t_read_file(err, NULL), *o = sp_t_read_file(out, NULL);
+	cr_assert(wst != -1, "the watcher did not end with the job: %s", e);
+	cr_expect(WIFEXITED(wst) && WEXITSTATUS(wst) == 0, "watcher status %d: %s", wst, e);
+	struct ticks k;
+	parse_ticks(o, &k);
+	cr_assert_gt(k.n, 3);
+	struct sp_json *lastt = k.t[k.n - 1];
+	cr_expect_geq(sp_json_num(lastt, "processes", 0), 11, "processes seen: %.0f (1 trainer, 10 workers)",
+		      sp_json_num(lastt, "processes", 0));
+	struct sp_json *rk = sp_json_at(sp_json_get(lastt, "ranks"), 0);
+	/* 50 steps: 49 iterations between them and the one after the last */
+	cr_expect_geq(sp_json_num(rk, "iterations", 0), 49, "the trainer's iterations: %.0f",
+		      sp_json_num(rk, "iterations", 0));
+	for (size_t i = 0; i + 1 < k.n; i++)
+		cr_expect_eq(sp_json_num(k.t[i], "ended", 0), 0, "tick %zu said the job ended while it ran", i);
+	ticks_free(&k);
+	free(e);
+	free(o);
 }
