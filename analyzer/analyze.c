@@ -66,7 +66,8 @@ void an_options_init(struct an_options *o)
 		o->threshold[i] = an_threshold_default[i];
 }
 
-int an_options_set_threshold(struct an_options *o, const char *arg, char *err, size_t errlen)
+int an_parse_threshold(const char *arg, const char *const *names, int n, double *values, const char *verb, char *err,
+		       size_t errlen)
 {
 	const char *eq = strchr(arg, '=');
 	if (!eq) {
@@ -74,8 +75,8 @@ int an_options_set_threshold(struct an_options *o, const char *arg, char *err, s
 		return -1;
 	}
 	size_t len = (size_t)(eq - arg);
-	for (int i = 0; i < AN_T__COUNT; i++) {
-		if (strlen(an_threshold_name[i]) != len || strncmp(arg, an_threshold_name[i], len))
+	for (int i = 0; i < n; i++) {
+		if (strlen(names[i]) != len || strncmp(arg, names[i], len))
 			continue;
 		char *end;
 		double v = strtod(eq + 1, &end);
@@ -83,11 +84,16 @@ int an_options_set_threshold(struct an_options *o, const char *arg, char *err, s
 			snprintf(err, errlen, "--threshold %s: not a non-negative number", arg);
 			return -1;
 		}
-		o->threshold[i] = v;
+		values[i] = v;
 		return 0;
 	}
-	snprintf(err, errlen, "--threshold %.*s: unknown threshold (see stepprof analyze --help)", (int)len, arg);
+	snprintf(err, errlen, "--threshold %.*s: unknown threshold (see stepprof %s --help)", (int)len, arg, verb);
 	return -1;
+}
+
+int an_options_set_threshold(struct an_options *o, const char *arg, char *err, size_t errlen)
+{
+	return an_parse_threshold(arg, an_threshold_name, AN_T__COUNT, o->threshold, "analyze", err, errlen);
 }
 
 static int cmp_u64(const void *a, const void *b)

@@ -113,6 +113,9 @@ struct an_options {
 void an_options_init(struct an_options *o);
 /* "name=value": 0, or -1 with a one-line reason in err. */
 int an_options_set_threshold(struct an_options *o, const char *arg, char *err, size_t errlen);
+/* "name=value" into values[i] for names[i] (n of them; verb for the reason's --help); 0 or -1 with err. */
+int an_parse_threshold(const char *arg, const char *const *names, int n, double *values, const char *verb, char *err,
+		       size_t errlen);
 
 /* ----------------------------------------------------------- 3. results */
 

@@ -45,26 +45,7 @@ const double watch_threshold_default[WATCH_T__COUNT] = {
 
 int watch_set_threshold(struct watch_opts *o, const char *arg, char *err, size_t errlen)
 {
-	const char *eq = strchr(arg, '=');
-	if (!eq) {
-		snprintf(err, errlen, "--threshold %s: expected NAME=VALUE", arg);
-		return -1;
-	}
-	size_t len = (size_t)(eq - arg);
-	for (int i = 0; i < WATCH_T__COUNT; i++) {
-		if (strlen(watch_threshold_name[i]) != len || strncmp(arg, watch_threshold_name[i], len))
-			continue;
-		char *end;
-		double v = strtod(eq + 1, &end);
-		if (end == eq + 1 || *end || !isfinite(v) || v < 0) {
-			snprintf(err, errlen, "--threshold %s: not a non-negative number", arg);
-			return -1;
-		}
-		o->threshold[i] = v;
-		return 0;
-	}
-	snprintf(err, errlen, "--threshold %.*s: unknown threshold (see stepprof watch --help)", (int)len, arg);
-	return -1;
+	return an_parse_threshold(arg, watch_threshold_name, WATCH_T__COUNT, o->threshold, "watch", err, errlen);
 }
 
 /* ------------------------------------------------------------ 2. history */

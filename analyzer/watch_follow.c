@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,15 @@ void watch_buffer_trim(struct watch_file *f, uint64_t t)
 	}
 	f->buf_len = out;
 	f->buf_slots = slots;
+	/* a burst (a long tick, a backlog) grew it: give the memory back, not keep the high-water mark */
+	if (f->buf_cap > (1u << 20) && f->buf_cap > 4 * out) {
+		size_t cap = out * 2 > (1u << 16) ? out * 2 : 1u << 16;
+		uint8_t *b = realloc(f->buf, cap);
+		if (b) {
+			f->buf = b;
+			f->buf_cap = cap;
+		}
+	}
 }
 
 /* The buffer as an an_source: its entries by begin time (stable), decoded one at a time. */
@@ -372,6 +382,13 @@ static void read_file(struct watch *w, struct watch_file *f)
 
 int watch_init(struct watch *w, const char *dir, const struct watch_opts *o)
 {
+	/*
+	 * RATIONALE: a fixed threshold: blocks of 1 MiB or more (the record buffer, a
+	 * reader's index) are mapped and unmapped, never left in the heap. glibc's
+	 * moving threshold kept them there after the first free, and the watcher's
+	 * resident memory crept up tick after tick (5.5 to 13 MB in a 3-minute soak).
+	 */
+	mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	memset(w, 0, sizeof(*w));
 	w->dir = strdup(dir);
 	w->o = *o;

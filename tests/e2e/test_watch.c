@@ -598,6 +598,23 @@ static pid_t watch_bg(const char *dir, const char *out, const char *err)
 	return w;
 }
 
+/* A fault test's files: the trace directory (made), the watcher's stdout and stderr. */
+struct fault {
+	char dir[600], out[700], err[700];
+};
+
+/* The directory made, and the watcher started on it. */
+static pid_t fault_start(struct fault *f)
+{
+	char *tmp = sp_t_tmpdir("watch");
+	sp_t_cur_dir = tmp;
+	snprintf(f->dir, sizeof(f->dir), "%s/trace", tmp);
+	snprintf(f->out, sizeof(f->out), "%s/w.out", tmp);
+	snprintf(f->err, sizeof(f->err), "%s/w.err", tmp);
+	cr_assert_eq(mkdir(f->dir, 0700), 0);
+	return watch_bg(f->dir, f->out, f->err);
+}
+
 /* Wait up to s seconds for pid to exit: its wait status, or -1 (then killed). */
 static int wait_for(pid_t pid, int s)
 {
@@ -639,14 +656,9 @@ static pid_t job_bg(const char *dir, const char *script)
  */
 Test(watch, a_job_killed_mid_write_ends_the_watch_cleanly, .timeout = 120)
 {
-	char *tmp = sp_t_tmpdir("watch");
-	sp_t_cur_dir = tmp;
-	char dir[600], out[700], err[700], script[1200];
-	snprintf(dir, sizeof(dir), "%s/trace", tmp);
-	snprintf(out, sizeof(out), "%s/w.out", tmp);
-	snprintf(err, sizeof(err), "%s/w.err", tmp);
-	cr_assert_eq(mkdir(dir, 0700), 0);
-	pid_t w = watch_bg(dir, out, err);
+	struct fault F;
+	pid_t w = fault_start(&F);
+	char *dir = F.dir, *out = F.out, *err = F.err, script[1200];
 	snprintf(script, sizeof(script), "exec %s --scenario clean --iters 400 --markers step", sp_t_build("tests/bin/trainer"));
 	pid_t j = job_bg(dir, script);
 	nanosleep(&(struct timespec){3, 0}, NULL);
@@ -676,14 +688,9 @@ Test(watch, a_job_killed_mid_write_ends_the_watch_cleanly, .timeout = 120)
  */
 Test(watch, a_file_cut_and_overwritten_while_watched_is_one_warning, .timeout = 120)
 {
-	char *tmp = sp_t_tmpdir("watch");
-	sp_t_cur_dir = tmp;
-	char dir[600], out[700], err[700], script[1200];
-	snprintf(dir, sizeof(dir), "%s/trace", tmp);
-	snprintf(out, sizeof(out), "%s/w.out", tmp);
-	snprintf(err, sizeof(err), "%s/w.err", tmp);
-	cr_assert_eq(mkdir(dir, 0700), 0);
-	pid_t w = watch_bg(dir, out, err);
+	struct fault F;
+	pid_t w = fault_start(&F);
+	char *dir = F.dir, *out = F.out, *err = F.err, script[1200];
 	/* 8 s of marks at 100,000 a second, a step every 1,000 */
 	snprintf(script, sizeof(script), "exec %s -n 800000 -r 100000 -E 1000", sp_t_build("tests/bin/markgen"));
 	pid_t j = job_bg(dir, script);
@@ -732,14 +739,9 @@ Test(watch, a_file_cut_and_overwritten_while_watched_is_one_warning, .timeout = 
  */
 Test(watch, workers_that_come_and_go_every_epoch, .timeout = 120)
 {
-	char *tmp = sp_t_tmpdir("watch");
-	sp_t_cur_dir = tmp;
-	char dir[600], out[700], err[700], script[2400];
-	snprintf(dir, sizeof(dir), "%s/trace", tmp);
-	snprintf(out, sizeof(out), "%s/w.out", tmp);
-	snprintf(err, sizeof(err), "%s/w.err", tmp);
-	cr_assert_eq(mkdir(dir, 0700), 0);
-	pid_t w = watch_bg(dir, out, err);
+	struct fault F;
+	pid_t w = fault_start(&F);
+	char *dir = F.dir, *out = F.out, *err = F.err, script[2400];
 	const char *mg = sp_t_build("tests/bin/markgen");
 	/* the trainer: 5 s of marks, 50 steps of 10,000 marks; the workers: 5 epochs of two */
 	snprintf(script, sizeof(script),
