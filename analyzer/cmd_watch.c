@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -542,6 +543,8 @@ int command_watch(int argc, char **argv)
 					blen = 0;
 			}
 		}
+		/* the pages a tick freed go back to the system: a watcher of weeks keeps its size */
+		malloc_trim(0);
 		if (exit_on_alert && raised) {
 			rc = SP_EXIT_ALERT;
 			break;
