@@ -374,7 +374,7 @@ static void read_file(struct watch *w, struct watch_file *f)
 		f->buf_len -= off;
 		f->buf_slots -= slots;
 	}
-	if (ended || h->end_mono_ns)
+	if (ended || f->hdr.end_mono_ns) /* the header as read (the reader is closed) */
 		f->ended = 1;
 }
 

@@ -52,7 +52,8 @@ static void trainer(struct sp_t_result *r, int preload, const char *args, const 
 {
 	char buf[512], e_dir[1024], e_mem[64], *argv[32];
 	int n = 0;
-	argv[n++] = (char *)sp_t_build("tests/bin/trainer");
+	char *bin = (char *)sp_t_build("tests/bin/trainer"); /* freed here: a thread's leak has no test main */
+	argv[n++] = bin;
 	snprintf(buf, sizeof(buf), "%s", args);
 	for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && n < 31; t = strtok_r(NULL, " ", &save))
 		argv[n++] = t;
@@ -64,6 +65,7 @@ static void trainer(struct sp_t_result *r, int preload, const char *args, const 
 	    e_pre, e_dir, e_mem, "STEPPROF_MAX_MB=64", "STEPPROF_ALERTS=", "STEPPROF_QUIET=", (char *)extra, NULL};
 	sp_t_run(r, argv, env, NULL, 100);
 	free(e_pre);
+	free(bin);
 }
 
 /* The index of the first line of text that contains what, or -1. */
