@@ -31,6 +31,8 @@
 typedef void (*an_scan_fn)(void *arg, const struct sp_event *ev, int file);
 /* Scan one trace file's ring in file order (analyze_scan.c). 0, or -1 when it cannot be read. */
 int an_scan_file(const char *path, int file, an_scan_fn fn, void *arg);
+/* A kind whose fields a scan decodes (the others: kind, api, times only). */
+int an_scan_needs_fields(unsigned kind);
 
 /*
  * A stream of records from several files, merged by begin time. file indexes
@@ -251,6 +253,8 @@ struct an_analysis {
  */
 int an_analyze(struct an_source *src, const struct an_options *opt, struct an_analysis *a, char *err, size_t errlen);
 void an_analysis_free(struct an_analysis *a);
+/* Free the tables an analysis keeps for the next one in this thread (an_analyze reuses them). */
+void an_scratch_free(void);
 
 /* Helpers shared with report.c and the tests. */
 uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q); /* v is copied, not modified */

@@ -33,7 +33,7 @@ static void kind_slots_init(void)
 		kind_slots[k] = k == SP_K_STRING ? 0 : (uint8_t)sp_kind_slots(k);
 }
 
-static int needs_fields(unsigned kind)
+int an_scan_needs_fields(unsigned kind)
 {
 	/* COPY: its direction tells the training thread (analyze.c, thr_trains_more); copies are few */
 	/* GPU_SPAN2: two spans, returned as two GPU_SPAN records, as the reader does */
@@ -64,7 +64,7 @@ static void scan_chunk(const uint8_t *c, uint32_t bytes, int file, an_scan_fn fn
 			i += k >= 1 && k <= SP_MAX_RECORD_SLOTS && k <= used - i ? k : 1;
 			continue;
 		}
-		if (needs_fields(kind)) {
+		if (an_scan_needs_fields(kind)) {
 			if (sp_decode(&s[i], used - i, &ev)) {
 				ev.pid = h->pid;
 				ev.tid = h->tid;

@@ -161,9 +161,17 @@ void watch_buffer_trim(struct watch_file *f, uint64_t t)
 	}
 	f->buf_len = out;
 	f->buf_slots = slots;
-	/* a burst (a long tick, a backlog) grew it: give the memory back, not keep the high-water mark */
-	if (f->buf_cap > (1u << 20) && f->buf_cap > 4 * out) {
-		size_t cap = out * 2 > (1u << 16) ? out * 2 : 1u << 16;
+}
+
+/*
+ * At the end of a tick: a burst (a long tick, a backlog) grew the buffer, the
+ * memory goes back rather than staying at its high-water mark. Not after each
+ * analysis of a batch: the batches of one tick reuse the same pages.
+ */
+static void buffer_shrink(struct watch_file *f)
+{
+	if (f->buf_cap > (1u << 20) && f->buf_cap > 4 * f->buf_len) {
+		size_t cap = f->buf_len * 2 > (1u << 16) ? f->buf_len * 2 : 1u << 16;
 		uint8_t *b = realloc(f->buf, cap);
 		if (b) {
 			f->buf = b;
@@ -231,6 +239,35 @@ static const struct sp_event *bs_next(void *ctx, int *file)
 	return NULL;
 }
 
+/* The unordered scan of pass 1 (an_source.scan): arrival order, fields decoded only where it reads them. */
+static int bs_scan(void *ctx, an_scan_fn fn, void *arg)
+{
+	struct bufsrc *s = ctx;
+	struct sp_event ev;
+	memset(&ev, 0, sizeof(ev));
+	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off)) {
+		const uint8_t *p = s->f->buf + off;
+		struct entry_head h;
+		memcpy(&h, p, sizeof(h));
+		const struct sp_slot *sl = entry_slots(p);
+		if (an_scan_needs_fields(sl->kind)) {
+			if (!sp_decode_fast(sl, h.nslots, &ev))
+				continue;
+		} else {
+			ev.kind = sl->kind;
+			ev.nslots = sl->nslots;
+			ev.api = sl->api;
+			ev.begin_ns = sl->ts;
+			ev.end_ns = sl->ts + sp_dur_decode(sl->dur);
+			ev.mask = 0; /* fields not decoded */
+		}
+		ev.pid = s->f->hdr.pid;
+		ev.tid = h.tid;
+		fn(arg, &ev, 0);
+	}
+	return 0;
+}
+
 static int bs_rewind(void *ctx)
 {
 	((struct bufsrc *)ctx)->pos = 0;
@@ -261,6 +298,7 @@ void watch_buffer_source(struct watch_file *f, struct an_source *src)
 	src->rewind = bs_rewind;
 	src->string = bs_string;
 	src->header = bs_header;
+	src->scan = bs_scan;
 }
 
 /* ------------------------------------------------- 3. one file's records */
@@ -374,6 +412,7 @@ static void read_file(struct watch *w, struct watch_file *f)
 		f->buf_len -= off;
 		f->buf_slots -= slots;
 	}
+	buffer_shrink(f);
 	if (ended || f->hdr.end_mono_ns) /* the header as read (the reader is closed) */
 		f->ended = 1;
 }
@@ -503,4 +542,5 @@ void watch_free(struct watch *w)
 	free(w->dir);
 	free(g_bs.order);
 	memset(&g_bs, 0, sizeof(g_bs));
+	an_scratch_free();
 }
