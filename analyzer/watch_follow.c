@@ -32,19 +32,15 @@ const char *watch_string(const struct watch_file *f, uint32_t id)
 	return id ? hashmap_get(&f->strings, id) : NULL;
 }
 
-/* Copy the string fields of ev that f does not know yet from the open reader. */
-static void take_strings(struct watch_file *f, const struct sp_reader *r, const struct sp_event *ev)
+/* The strings of the open reader that f does not know yet (the table is read at open, a few hundred). */
+static void take_strings(struct watch_file *f, const struct sp_reader *r)
 {
-	static const int str_fields[] = {SP_F_NAME, SP_F_DOMAIN, SP_F_PATH, SP_F_SITE};
-	for (size_t i = 0; i < sizeof(str_fields) / sizeof(str_fields[0]); i++) {
-		int k = str_fields[i];
-		uint32_t id = (uint32_t)ev->f[k];
-		if (!(ev->mask >> k & 1) || !id || hashmap_find(&f->strings, id))
+	uint32_t id;
+	const char *str;
+	for (size_t i = 0; sp_reader_strings(r, i, &id, &str); i++) {
+		if (!id || hashmap_find(&f->strings, id))
 			continue;
-		const char *s = sp_reader_string(r, id);
-		if (!s)
-			continue; /* not written yet (the keep area is read at open): asked again next time */
-		char *c = strdup(s);
+		char *c = strdup(str);
 		union hashmap_val *v = c ? hashmap_slot(&f->strings, id, true) : NULL;
 		if (v)
 			v->p = c;
@@ -104,29 +100,36 @@ struct entry_head {
 	uint32_t nslots;
 };
 
-static int buffer_add(struct watch_file *f, const struct sp_event *ev)
+/* Room at the buffer's end for one more entry of the longest record; 0 or -1. */
+static int buffer_reserve(struct watch_file *f)
 {
-	struct sp_slot sl[SP_MAX_RECORD_SLOTS];
-	unsigned n = sp_encode_fast(sl, ev);
-	if (!n)
+	size_t need = sizeof(struct entry_head) + (size_t)SP_MAX_RECORD_SLOTS * SP_SLOT_SIZE;
+	if (f->buf_len + need <= f->buf_cap)
 		return 0;
-	size_t need = sizeof(struct entry_head) + (size_t)n * SP_SLOT_SIZE;
-	if (f->buf_len + need > f->buf_cap) {
-		size_t cap = f->buf_cap ? f->buf_cap * 2 : 1 << 16;
-		while (cap < f->buf_len + need)
-			cap *= 2;
-		uint8_t *b = realloc(f->buf, cap);
-		if (!b)
-			return -1;
-		f->buf = b;
-		f->buf_cap = cap;
-	}
-	struct entry_head h = {ev->tid, n};
-	memcpy(f->buf + f->buf_len, &h, sizeof(h));
-	memcpy(f->buf + f->buf_len + sizeof(h), sl, (size_t)n * SP_SLOT_SIZE);
-	f->buf_len += need;
-	f->buf_slots += n;
+	size_t cap = f->buf_cap ? f->buf_cap * 2 : 1 << 16;
+	while (cap < f->buf_len + need)
+		cap *= 2;
+	uint8_t *b = realloc(f->buf, cap);
+	if (!b)
+		return -1;
+	f->buf = b;
+	f->buf_cap = cap;
 	return 0;
+}
+
+/* The slots of the entry being added (after buffer_reserve). */
+static struct sp_slot *buffer_tail(struct watch_file *f)
+{
+	return (struct sp_slot *)(f->buf + f->buf_len + sizeof(struct entry_head));
+}
+
+/* The entry at buffer_tail: n slots written by thread tid. */
+static void buffer_commit(struct watch_file *f, int32_t tid, unsigned n)
+{
+	struct entry_head h = {tid, n};
+	memcpy(f->buf + f->buf_len, &h, sizeof(h));
+	f->buf_len += sizeof(h) + (size_t)n * SP_SLOT_SIZE;
+	f->buf_slots += n;
 }
 
 static const struct sp_slot *entry_slots(const uint8_t *p)
@@ -148,16 +151,25 @@ static uint64_t entry_begin(const uint8_t *p)
 
 void watch_buffer_trim(struct watch_file *f, uint64_t t)
 {
-	size_t in = 0, out = 0;
+	size_t in = 0, out = 0, run = 0, run_len = 0; /* kept entries in runs: one move a run */
 	uint64_t slots = 0;
 	while (in < f->buf_len) {
 		size_t sz = entry_size(f->buf + in);
 		if (entry_begin(f->buf + in) >= t) {
-			memmove(f->buf + out, f->buf + in, sz);
-			out += sz;
+			if (!run_len)
+				run = in;
+			run_len += sz;
 			slots += (sz - sizeof(struct entry_head)) / SP_SLOT_SIZE;
+		} else if (run_len) {
+			memmove(f->buf + out, f->buf + run, run_len);
+			out += run_len;
+			run_len = 0;
 		}
 		in += sz;
+	}
+	if (run_len) {
+		memmove(f->buf + out, f->buf + run, run_len);
+		out += run_len;
 	}
 	f->buf_len = out;
 	f->buf_slots = slots;
@@ -184,6 +196,8 @@ static void buffer_shrink(struct watch_file *f)
 struct bufsrc {
 	struct watch_file *f;
 	size_t *order, n, pos;
+	size_t off;  /* sorted: the next entry's offset (walked in place, no order) */
+	int sorted;
 	struct sp_event ev;
 };
 static struct bufsrc g_bs; /* one analysis at a time */
@@ -200,9 +214,21 @@ static int by_begin(const void *a, const void *b)
 
 static int bs_index(struct bufsrc *s)
 {
+	/* in arrival order, which is time order but for what a tick read of a record older than the last */
 	size_t n = 0;
-	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
-		n++;
+	int sorted = 1;
+	uint64_t prev = 0;
+	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off), n++) {
+		uint64_t b = entry_begin(s->f->buf + off);
+		sorted &= b >= prev;
+		prev = b;
+	}
+	s->n = n;
+	s->pos = 0;
+	s->off = 0;
+	s->sorted = sorted;
+	if (sorted)
+		return 0; /* walked in place */
 	size_t *o = realloc(s->order, (n ? n : 1) * sizeof(*o));
 	if (!o)
 		return -1;
@@ -210,15 +236,8 @@ static int bs_index(struct bufsrc *s)
 	n = 0;
 	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
 		o[n++] = off;
-	/* in arrival order, which is time order but for what a tick read of a record older than the last */
-	int sorted = 1;
-	for (size_t i = 1; i < n && sorted; i++)
-		sorted = entry_begin(s->f->buf + o[i - 1]) <= entry_begin(s->f->buf + o[i]);
 	g_sort_base = s->f->buf;
-	if (!sorted)
-		qsort(o, n, sizeof(*o), by_begin);
-	s->n = n;
-	s->pos = 0;
+	qsort(o, n, sizeof(*o), by_begin);
 	return 0;
 }
 
@@ -226,10 +245,12 @@ static const struct sp_event *bs_next(void *ctx, int *file)
 {
 	struct bufsrc *s = ctx;
 	while (s->pos < s->n) {
-		const uint8_t *p = s->f->buf + s->order[s->pos++];
+		const uint8_t *p = s->f->buf + (s->sorted ? s->off : s->order[s->pos]);
+		s->pos++;
 		struct entry_head h;
 		memcpy(&h, p, sizeof(h));
-		if (!sp_decode_fast(entry_slots(p), h.nslots, &s->ev))
+		s->off += sizeof(h) + (size_t)h.nslots * SP_SLOT_SIZE;
+		if (!sp_decode_again(entry_slots(p), h.nslots, &s->ev))
 			continue;
 		s->ev.pid = s->f->hdr.pid;
 		s->ev.tid = h.tid;
@@ -237,6 +258,14 @@ static const struct sp_event *bs_next(void *ctx, int *file)
 		return &s->ev;
 	}
 	return NULL;
+}
+
+static int bs_rewind(void *ctx)
+{
+	struct bufsrc *s = ctx;
+	s->pos = 0;
+	s->off = 0;
+	return 0;
 }
 
 /* The unordered scan of pass 1 (an_source.scan): arrival order, fields decoded only where it reads them. */
@@ -251,7 +280,7 @@ static int bs_scan(void *ctx, an_scan_fn fn, void *arg)
 		memcpy(&h, p, sizeof(h));
 		const struct sp_slot *sl = entry_slots(p);
 		if (an_scan_needs_fields(sl->kind)) {
-			if (!sp_decode_fast(sl, h.nslots, &ev))
+			if (!sp_decode_again(sl, h.nslots, &ev))
 				continue;
 		} else {
 			ev.kind = sl->kind;
@@ -259,18 +288,14 @@ static int bs_scan(void *ctx, an_scan_fn fn, void *arg)
 			ev.api = sl->api;
 			ev.begin_ns = sl->ts;
 			ev.end_ns = sl->ts + sp_dur_decode(sl->dur);
+			for (uint64_t m = ev.mask; m; m &= m - 1) /* what sp_decode_again expects: zeros but ev.mask */
+				ev.f[__builtin_ctzll(m)] = 0;
 			ev.mask = 0; /* fields not decoded */
 		}
 		ev.pid = s->f->hdr.pid;
 		ev.tid = h.tid;
 		fn(arg, &ev, 0);
 	}
-	return 0;
-}
-
-static int bs_rewind(void *ctx)
-{
-	((struct bufsrc *)ctx)->pos = 0;
 	return 0;
 }
 
@@ -363,20 +388,33 @@ static void read_file(struct watch *w, struct watch_file *f)
 			f->dev_capacity[d] = h->devices[d].mem_bytes;
 	if (f->nmarks)
 		sp_reader_resume(r, f->marks, f->nmarks);
+	take_strings(f, r);
 	struct sp_event ev;
-	uint64_t n = 0;
-	while (sp_reader_next(r, &ev)) {
+	int32_t tid;
+	uint64_t end_ns, n = 0;
+	unsigned ns;
+	/* the records as slots, read into the buffer: decoded here only where memory is tracked */
+	while (buffer_reserve(f) == 0 && (ns = sp_reader_next_raw(r, buffer_tail(f), &tid, &end_ns))) {
+		const struct sp_slot *sl = buffer_tail(f);
 		n++;
-		if (ev.end_ns > f->last_record_ns)
-			f->last_record_ns = ev.end_ns;
-		if (ev.kind == SP_K_LAUNCH)
+		if (end_ns > f->last_record_ns)
+			f->last_record_ns = end_ns;
+		switch (sl->kind) {
+		case SP_K_LAUNCH:
 			f->launches++;
-		else if (ev.kind == SP_K_STEP)
-			f->steps++;
-		track_memory(f, &ev);
-		take_strings(f, r, &ev);
-		if (buffer_add(f, &ev) != 0)
 			break;
+		case SP_K_STEP:
+			f->steps++;
+			break;
+		case SP_K_ALLOC:
+		case SP_K_FREE:
+		case SP_K_ALLOC_FAILED:
+		case SP_K_MEM_INFO:
+			if (sp_decode_fast(sl, ns, &ev))
+				track_memory(f, &ev);
+			break;
+		}
+		buffer_commit(f, tid, ns);
 		/* a backlog (a watcher started late, a long tick) is analysed as it is read: bounded memory */
 		if (f->buf_slots >= WATCH_BATCH_SLOTS && watch_is_trainer(f))
 			watch_analyse(w, f);

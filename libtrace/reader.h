@@ -97,9 +97,26 @@ size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, si
  * (stepprof watch). The record's slot count, or 0 when it does not decode.
  */
 unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_event *ev);
+/*
+ * The same into an ev that holds a record decoded before (by these two
+ * functions or sp_decode) or zeros, unchanged since: only that record's fields
+ * are cleared, not all of ev->f.
+ */
+unsigned sp_decode_again(const struct sp_slot *sl, unsigned avail, struct sp_event *ev);
 /* The record of ev (as sp_reader_next returned it) into s (SP_MAX_RECORD_SLOTS slots), kind
  * byte included, with the same layouts; its slot count, 0 for a kind that has no record. */
 unsigned sp_encode_fast(struct sp_slot *s, const struct sp_event *ev);
+
+/*
+ * sp_reader_next's record as its slots, not decoded: copied into out
+ * (SP_MAX_RECORD_SLOTS slots), the writer's thread in *tid and its end time in
+ * *end_ns; the slot count, 0 at the end. Same records, order and stats as
+ * sp_reader_next (a GPU_SPAN2 comes as its two spans, each a GPU_SPAN); the two
+ * may be mixed. For code that keeps records as slots (stepprof watch).
+ */
+unsigned sp_reader_next_raw(struct sp_reader *r, struct sp_slot *out, int32_t *tid, uint64_t *end_ns);
+/* String i of the file's table (from 0): 1 with its id and text, 0 past the last. */
+size_t sp_reader_strings(const struct sp_reader *r, size_t i, uint32_t *id, const char **str);
 
 void sp_reader_close(struct sp_reader *r);
 

@@ -113,8 +113,8 @@ static unsigned validate(const struct sp_reader *r, const struct sp_slot *sl, un
  * unit test compares them on every kind), with the kind's field list, offsets
  * and widths precomputed: the reader spends its time here.
  */
-static inline __attribute__((always_inline)) void decode_with(const struct kind_layout *lay, const struct sp_slot *sl,
-								       struct sp_event *ev)
+static inline __attribute__((always_inline)) void decode_into(const struct kind_layout *lay, const struct sp_slot *sl,
+								       struct sp_event *ev, int reuse)
 {
 	const struct kind_layout *L = &lay[sl->kind];
 	uint8_t buf[SP_HEAD_PAYLOAD + (LAYOUT_MAX_SLOTS - 1) * SP_CONT_PAYLOAD + 8];
@@ -128,8 +128,12 @@ static inline __attribute__((always_inline)) void decode_with(const struct kind_
 	ev->api = sl->api < SP_API__COUNT ? sl->api : 0; /* a newer minor's api reads as none */
 	ev->begin_ns = sl->ts;
 	ev->end_ns = sl->ts + sp_dur_decode(sl->dur);
+	if (reuse) /* ev holds a decoded record: only its fields are not zero */
+		for (uint64_t m = ev->mask; m; m &= m - 1)
+			ev->f[__builtin_ctzll(m)] = 0;
+	else
+		memset(ev->f, 0, sizeof(ev->f));
 	ev->mask = sp_kind_mask[sl->kind];
-	memset(ev->f, 0, sizeof(ev->f));
 	for (unsigned j = 0; j < L->nfields; j++) {
 		uint64_t v;
 		unsigned w = L->width[j];
@@ -141,6 +145,12 @@ static inline __attribute__((always_inline)) void decode_with(const struct kind_
 		}
 		ev->f[L->field[j]] = v;
 	}
+}
+
+static inline __attribute__((always_inline)) void decode_with(const struct kind_layout *lay, const struct sp_slot *sl,
+								       struct sp_event *ev)
+{
+	decode_into(lay, sl, ev, 0);
 }
 
 static void decode(const struct sp_reader *r, const struct sp_slot *sl, struct sp_event *ev)
@@ -296,6 +306,73 @@ int sp_reader_next(struct sp_reader *r, struct sp_event *ev)
 	return 1;
 }
 
+unsigned sp_reader_next_raw(struct sp_reader *r, struct sp_slot *out, int32_t *tid, uint64_t *end_ns)
+{
+	if (!r->started || !r->nheap || r->streams[r->heap[0].idx].pending->kind == SP_K_GPU_SPAN2 ||
+	    r->streams[r->heap[0].idx].pending->kind == SP_K_LOST) {
+		/* the first record, a GPU_SPAN2's halves (re-keyed in the merge), a LOST's count: decoded */
+		struct sp_event ev;
+		if (!sp_reader_next(r, &ev))
+			return 0;
+		*tid = ev.tid;
+		*end_ns = ev.end_ns;
+		return sp_encode_fast(out, &ev);
+	}
+	struct stream *s = &r->streams[r->heap[0].idx];
+	const struct sp_slot *sl = s->pending;
+	unsigned n = sl->nslots; /* validate() accepted it: n slots of this kind, in buf */
+	switch (n) { /* records are short: struct copies, not a string instruction's start-up (a tenth of a read) */
+	case 4:
+		out[3] = sl[3];
+		/* fall through */
+	case 3:
+		out[2] = sl[2];
+		/* fall through */
+	case 2:
+		out[1] = sl[1];
+		/* fall through */
+	case 1:
+		out[0] = sl[0];
+		break;
+	default:
+		memcpy(out, sl, (size_t)n * SP_SLOT_SIZE);
+	}
+	if (out->api >= SP_API__COUNT)
+		out->api = 0; /* a newer minor's api reads as none, as decoded */
+	*tid = s->tid;
+	struct sp_reader_stats *st = &r->st;
+	uint64_t end = sl->ts + sp_dur_decode(sl->dur);
+	*end_ns = end;
+	if (!st->records || sl->ts < st->begin_ns)
+		st->begin_ns = sl->ts;
+	if (end > st->end_ns)
+		st->end_ns = end;
+	st->records++;
+	st->slots += n;
+	st->by_kind[sl->kind < SP_K__COUNT ? sl->kind : 0]++;
+	if (!s->had_records && !s->keep) {
+		s->had_records = 1;
+		st->threads++;
+	}
+	if (stream_advance(r, s)) {
+		r->heap[0].key = s->key;
+	} else {
+		r->heap[0] = r->heap[--r->nheap];
+	}
+	if (r->nheap > 1)
+		heap_down(r, 0);
+	return n;
+}
+
+size_t sp_reader_strings(const struct sp_reader *r, size_t i, uint32_t *id, const char **str)
+{
+	if (i >= r->nstrs)
+		return 0;
+	*id = r->strs[i].id;
+	*str = r->pool + r->strs[i].off;
+	return 1;
+}
+
 const char *sp_reader_string(const struct sp_reader *r, uint32_t id)
 {
 	size_t lo = 0, hi = r->nstrs;
@@ -393,7 +470,8 @@ size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, si
 static struct kind_layout g_lay[SP_K__COUNT];
 static int g_lay_ready;
 
-unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_event *ev)
+static inline __attribute__((always_inline)) unsigned decode_fast(const struct sp_slot *sl, unsigned avail,
+								   struct sp_event *ev, int reuse)
 {
 	if (!__atomic_load_n(&g_lay_ready, __ATOMIC_ACQUIRE)) {
 		layouts_init(g_lay);
@@ -401,15 +479,31 @@ unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_even
 	}
 	unsigned kind = sl->kind;
 	if (kind == SP_K_NONE || kind >= SP_K__COUNT || kind == SP_K_STRING || !g_lay[kind].ok)
+	{
+		if (reuse) { /* sp_decode may fill part of ev before it fails: all of it cleared */
+			memset(ev->f, 0, sizeof(ev->f));
+			ev->mask = 0;
+		}
 		return sp_decode(sl, avail, ev);
+	}
 	unsigned n = g_lay[kind].nslots;
 	if (sl->nslots != n || n > avail || sl->api >= SP_API__COUNT)
 		return 0;
 	for (unsigned i = 1; i < n; i++)
 		if (((const uint8_t *)&sl[i])[0] != SP_K_CONT)
 			return 0;
-	decode_with(g_lay, sl, ev);
+	decode_into(g_lay, sl, ev, reuse);
 	return n;
+}
+
+unsigned sp_decode_fast(const struct sp_slot *sl, unsigned avail, struct sp_event *ev)
+{
+	return decode_fast(sl, avail, ev, 0);
+}
+
+unsigned sp_decode_again(const struct sp_slot *sl, unsigned avail, struct sp_event *ev)
+{
+	return decode_fast(sl, avail, ev, 1);
 }
 
 unsigned sp_encode_fast(struct sp_slot *s, const struct sp_event *ev)

@@ -6,8 +6,9 @@
 # Builds the `stepprof` command of git revision REV in a temporary worktree,
 # records the seven scenario traces of the synthetic trainer with the current
 # build (once: DIR keeps them, default build/same-outputs/traces), then runs
-# `analyze` (text), `analyze --json`, `analyze --html` and `export` with both
-# commands on every trace and compares the outputs byte for byte.
+# `analyze` (text), `analyze --json`, `analyze --html`, `export` and, when REV
+# has it, `watch --once --json` (its clock readings left out) with both commands
+# on every trace and compares the outputs byte for byte.
 # Exit status: 0 all identical, 1 a difference (the first lines of the diff are
 # printed), 2 usage or build error. STEPPROF_BUILD: the current build (default build).
 set -eu
@@ -45,10 +46,12 @@ for s in $scenarios; do
 	mv "$traces/$s.tmp" "$traces/$s"
 done
 
+forms="text json html export"
+"$old" watch --help >/dev/null 2>&1 && forms="$forms watch"
 status=0
 n=0
 for s in $scenarios; do
-	for form in text json html export; do
+	for form in $forms; do
 		for who in old new; do
 			eval "cmd=\$$who"
 			out=$work/$s.$form.$who
@@ -57,6 +60,8 @@ for s in $scenarios; do
 			json) "$cmd" analyze --json "$traces/$s" >"$out" 2>&1 || true ;;
 			html) "$cmd" analyze --html - "$traces/$s" >"$out" 2>&1 || true ;;
 			export) "$cmd" export -o - "$traces/$s" >"$out" 2>&1 || true ;;
+			watch) "$cmd" watch --once --json "$traces/$s" 2>&1 |
+				sed -E 's/"(time_unix|time_mono_ns|tick_s)":[0-9.e+-]+/"\1":0/g; s/\([0-9]{2}:[0-9]{2}:[0-9]{2}\)/(T)/g' >"$out" || true ;;
 			esac
 		done
 		n=$((n + 1))
@@ -67,5 +72,5 @@ for s in $scenarios; do
 		fi
 	done
 done
-[ $status -eq 0 ] && echo "same-outputs: $n outputs (7 scenarios x text, json, html, export) identical to $(git rev-parse --short "$rev")'s"
+[ $status -eq 0 ] && echo "same-outputs: $n outputs (7 scenarios x $forms) identical to $(git rev-parse --short "$rev")'s"
 exit $status

@@ -68,9 +68,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		if (sp_reader_resume(r, mk, nm < 64 ? nm : 64))
 			abort();
+		/* as the watcher reads: records as slots (each must decode), and decoded, in turn */
 		uint64_t again = 0;
-		while (sp_reader_next(r, &ev) == 1)
-			again++;
+		struct sp_slot sl[SP_MAX_RECORD_SLOTS];
+		struct sp_event dec;
+		memset(&dec, 0, sizeof(dec));
+		for (;; again++) {
+			int32_t tid;
+			uint64_t end;
+			if (again % 3 == 2) {
+				if (sp_reader_next(r, &ev) != 1)
+					break;
+				continue;
+			}
+			unsigned k = sp_reader_next_raw(r, sl, &tid, &end);
+			if (!k)
+				break;
+			if (sp_decode_again(sl, k, &dec) != k || dec.end_ns != end)
+				abort();
+			sink += dec.kind;
+		}
+		uint32_t id;
+		const char *str;
+		for (size_t i = 0; sp_reader_strings(r, i, &id, &str); i++)
+			sink += touch(str);
 		if (again > first)
 			abort();
 		sp_reader_close(r);

@@ -1229,3 +1229,126 @@ Test(reader, a_resumed_reader_of_a_wrapped_ring_skips_what_is_gone_and_repeats_n
 		cr_expect_eq(prev[t], (uint64_t)(t * 1000000 + 309), "thread %d ends at its last record", t);
 	readout_free(&r);
 }
+
+/*
+ * sp_reader_next_raw (stepprof watch keeps records as slots) returns what
+ * sp_reader_next returns: the same records in the same order, each the slots
+ * that decode to it, the writer's thread and end time, and the same stats;
+ * a GPU_SPAN2 as its two spans, a LOST with its count; read raw, by
+ * sp_reader_next, or the two mixed record by record.
+ */
+Test(reader, raw_records_are_the_records)
+{
+	struct sp_tg_opts o = {.pid = 5, .chunk_size = 1024, .keep_slots = 8};
+	struct sp_tg *g = sp_tg_create_opts(NULL, &o);
+	uint64_t seed = 4242;
+	uint64_t t = 1000;
+	for (int i = 0; i < 600; i++) {
+		unsigned kind = 1 + (unsigned)(xorshift(&seed) % (SP_K__COUNT - 1));
+		if (kind == SP_K_STRING)
+			continue;
+		uint64_t f[SP_F__COUNT];
+		for (unsigned fld = 0; fld < SP_F__COUNT; fld++)
+			f[fld] = xorshift(&seed) >> (xorshift(&seed) % 64);
+		if (kind == SP_K_GPU_SPAN2) /* its second span a little after the first */
+			f[SP_F_BEGIN_DELTA] = xorshift(&seed) % 5000;
+		int32_t tid = 5 + i % 3;
+		t += xorshift(&seed) % 100;
+		sp_tg_addv(g, tid, kind, (unsigned)(i % SP_API__COUNT), t, t + xorshift(&seed) % 3000, f);
+	}
+	SP_TG_ADD(g, 6, SP_K_LOST, 0, t + 10, t + 20, {SP_F_COUNT, 17});
+	uint32_t sid = sp_tg_intern(g, "a_kernel");
+	SP_TG_ADD(g, 7, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 30, t + 40, {SP_F_NAME, sid});
+	size_t len;
+	uint8_t *img = sp_tg_image(g, &len);
+	struct readout want;
+	read_image(img, len, &want);
+	cr_assert_gt(want.n, 500);
+	for (int mode = 0; mode < 2; mode++) { /* 0: raw only; 1: raw and sp_reader_next in turn */
+		struct memfile m;
+		struct sp_reader *r = open_image(&m, img, len);
+		struct sp_slot sl[SP_MAX_RECORD_SLOTS];
+		struct sp_event ev;
+		size_t n = 0;
+		for (;; n++) {
+			int32_t tid = -1;
+			uint64_t end = 0;
+			if (mode == 1 && n % 2) {
+				if (!sp_reader_next(r, &ev))
+					break;
+			} else {
+				unsigned k = sp_reader_next_raw(r, sl, &tid, &end);
+				if (!k)
+					break;
+				memset(&ev, 0, sizeof(ev));
+				cr_assert_eq(sp_decode_fast(sl, k, &ev), k, "record %zu: its slots decode", n);
+				cr_assert_eq(end, ev.end_ns, "record %zu: end time", n);
+				ev.tid = tid;
+				ev.pid = want.ev[n].pid;
+			}
+			cr_assert_lt(n, want.n, "more records than sp_reader_next returns");
+			const struct sp_event *w = &want.ev[n];
+			cr_assert_eq(ev.kind, w->kind, "record %zu: kind %u, not %u", n, ev.kind, w->kind);
+			cr_assert_eq(ev.tid, w->tid, "record %zu: thread", n);
+			cr_assert_eq(ev.begin_ns, w->begin_ns, "record %zu: begin", n);
+			cr_assert_eq(ev.end_ns, w->end_ns, "record %zu: end", n);
+			cr_assert_eq(ev.api, w->api, "record %zu: api", n);
+			cr_assert_eq(memcmp(ev.f, w->f, sizeof(ev.f)), 0, "record %zu (%s): fields", n,
+				     sp_kind_name[w->kind]);
+		}
+		cr_assert_eq(n, want.n, "mode %d: %zu records, sp_reader_next %zu", mode, n, want.n);
+		cr_assert_eq(memcmp(sp_reader_stats(r), &want.st, sizeof(want.st)), 0, "mode %d: the stats differ", mode);
+		/* the string table, entry by entry, as sp_reader_string resolves it */
+		uint32_t id;
+		const char *s;
+		size_t ns = 0, found = 0;
+		for (; sp_reader_strings(r, ns, &id, &s); ns++) {
+			cr_assert_str_eq(s, sp_reader_string(r, id));
+			found += id == sid && !strcmp(s, "a_kernel");
+		}
+		cr_assert_eq(found, 1, "the interned string is in the table once");
+		cr_assert_eq(ns, want.st.strings);
+		sp_reader_close(r);
+		close(m.fd);
+	}
+	readout_free(&want);
+	free(img);
+}
+
+/*
+ * sp_decode_again (only the previous record's fields cleared) gives what a
+ * decode into a zeroed event gives, record after record of every kind in any
+ * order, with records that fail to decode in between.
+ */
+Test(reader, decoding_again_is_decoding_afresh)
+{
+	uint64_t seed = 99;
+	struct sp_event again;
+	memset(&again, 0, sizeof(again));
+	for (int i = 0; i < 5000; i++) {
+		unsigned kind = 1 + (unsigned)(xorshift(&seed) % (SP_K__COUNT - 1));
+		if (kind == SP_K_STRING)
+			continue;
+		struct sp_event ev = {.kind = (uint8_t)kind, .api = (uint16_t)(i % SP_API__COUNT)};
+		ev.begin_ns = xorshift(&seed) >> 8;
+		ev.end_ns = ev.begin_ns + (xorshift(&seed) >> 40);
+		for (unsigned fld = 0; fld < SP_F__COUNT; fld++)
+			ev.f[fld] = xorshift(&seed);
+		struct sp_slot s[SP_MAX_RECORD_SLOTS];
+		memset(s, 0, sizeof(s));
+		unsigned n = sp_encode_fast(s, &ev);
+		cr_assert_gt(n, 0);
+		struct sp_event fresh;
+		memset(&fresh, 0, sizeof(fresh));
+		cr_assert_eq(sp_decode_fast(s, n, &fresh), n);
+		if (i % 7 == 3) /* a record cut short: refused, and what follows still decodes right */
+			cr_assert_eq(sp_decode_again(s, n - 1, &again), 0);
+		cr_assert_eq(sp_decode_again(s, n, &again), n);
+		cr_assert_eq(again.kind, fresh.kind);
+		cr_assert_eq(again.mask, fresh.mask);
+		cr_assert_eq(again.begin_ns, fresh.begin_ns);
+		cr_assert_eq(again.end_ns, fresh.end_ns);
+		cr_assert_eq(memcmp(again.f, fresh.f, sizeof(fresh.f)), 0, "record %d (%s): fields differ", i,
+			     sp_kind_name[kind]);
+	}
+}
