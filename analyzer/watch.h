@@ -84,6 +84,7 @@ struct watch_file {
 	size_t nmarks;
 	uint64_t records, overwritten, lost;
 	uint64_t next_seq;	/* the ring's counter at the last read */
+	struct sp_reader_follow follow; /* the chunks the next read indexes (sp_reader_follow) */
 	uint64_t missed_chunks; /* chunks the ring reused before a tick read them */
 	int missed_warned;
 	uint64_t last_record_ns; /* newest end time read */
@@ -96,7 +97,9 @@ struct watch_file {
 	/* the record buffer: entries of [int32 tid][uint32 nslots][slots], in arrival order */
 	uint8_t *buf;
 	size_t buf_len, buf_cap;
-	uint64_t buf_slots;
+	uint64_t buf_slots, buf_entries;
+	uint64_t buf_last_begin; /* begin of the newest entry */
+	int buf_unsorted;	 /* an entry begins before the one added before it */
 	struct watch_trainer *tr; /* set once it is a trainer (watch_is_trainer) */
 };
 

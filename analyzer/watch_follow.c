@@ -127,9 +127,13 @@ static struct sp_slot *buffer_tail(struct watch_file *f)
 static void buffer_commit(struct watch_file *f, int32_t tid, unsigned n)
 {
 	struct entry_head h = {tid, n};
+	uint64_t begin = buffer_tail(f)->ts;
 	memcpy(f->buf + f->buf_len, &h, sizeof(h));
 	f->buf_len += sizeof(h) + (size_t)n * SP_SLOT_SIZE;
 	f->buf_slots += n;
+	f->buf_entries++;
+	f->buf_unsorted |= begin < f->buf_last_begin;
+	f->buf_last_begin = begin;
 }
 
 static const struct sp_slot *entry_slots(const uint8_t *p)
@@ -149,8 +153,49 @@ static uint64_t entry_begin(const uint8_t *p)
 	return entry_slots(p)->ts;
 }
 
+static void ck_forget(const struct watch_file *f);
+static int ck_find(const struct watch_file *f, uint64_t t, size_t *off, uint64_t *entries, uint64_t *slots);
+
+/* Count the buffer's entries and see whether they are in time order (after a change of its content). */
+static void buffer_recount(struct watch_file *f)
+{
+	uint64_t n = 0, slots = 0, prev = 0;
+	int unsorted = 0;
+	for (size_t off = 0; off < f->buf_len; off += entry_size(f->buf + off), n++) {
+		uint64_t b = entry_begin(f->buf + off);
+		unsorted |= b < prev;
+		prev = b;
+		slots += (entry_size(f->buf + off) - sizeof(struct entry_head)) / SP_SLOT_SIZE;
+	}
+	ck_forget(f);
+	f->buf_entries = n;
+	f->buf_slots = slots;
+	f->buf_unsorted = unsorted;
+	f->buf_last_begin = prev;
+}
+
 void watch_buffer_trim(struct watch_file *f, uint64_t t)
 {
+	if (!f->buf_unsorted) {
+		/* in time order: what is kept is a suffix, found from the last checkpoint before t */
+		size_t in = 0;
+		uint64_t entries = 0, slots = 0;
+		ck_find(f, t, &in, &entries, &slots);
+		while (in < f->buf_len && entry_begin(f->buf + in) < t) {
+			size_t sz = entry_size(f->buf + in);
+			slots += (sz - sizeof(struct entry_head)) / SP_SLOT_SIZE;
+			entries++;
+			in += sz;
+		}
+		ck_forget(f); /* the entries moved */
+		memmove(f->buf, f->buf + in, f->buf_len - in);
+		f->buf_len -= in;
+		f->buf_slots -= slots;
+		f->buf_entries -= entries;
+		if (!f->buf_len)
+			f->buf_last_begin = 0;
+		return;
+	}
 	size_t in = 0, out = 0, run = 0, run_len = 0; /* kept entries in runs: one move a run */
 	uint64_t slots = 0;
 	while (in < f->buf_len) {
@@ -172,7 +217,7 @@ void watch_buffer_trim(struct watch_file *f, uint64_t t)
 		out += run_len;
 	}
 	f->buf_len = out;
-	f->buf_slots = slots;
+	buffer_recount(f);
 }
 
 /*
@@ -193,14 +238,54 @@ static void buffer_shrink(struct watch_file *f)
 }
 
 /* The buffer as an an_source: its entries by begin time (stable), decoded one at a time. */
+/* Every CK_EVERY-th entry of a walk in time order: where it is, and what comes before it. */
+#define CK_EVERY 256
+struct ck {
+	size_t off;
+	uint64_t begin, entries, slots;
+};
+
 struct bufsrc {
 	struct watch_file *f;
 	size_t *order, n, pos;
 	size_t off;  /* sorted: the next entry's offset (walked in place, no order) */
+	uint64_t slots; /* sorted: slots before it */
 	int sorted;
 	struct sp_event ev;
+	/* checkpoints of the sorted walk, for watch_buffer_trim (valid until the buffer changes) */
+	struct ck *ck;
+	size_t nck, ckcap;
+	int ck_oom;
 };
 static struct bufsrc g_bs; /* one analysis at a time */
+
+static void ck_forget(const struct watch_file *f)
+{
+	if (g_bs.f == f)
+		g_bs.nck = 0;
+}
+
+/* The last checkpoint of f's buffer that begins before t, if the last walk made them; 1 when found. */
+static int ck_find(const struct watch_file *f, uint64_t t, size_t *off, uint64_t *entries, uint64_t *slots)
+{
+	if (g_bs.f != f || !g_bs.sorted || g_bs.ck_oom || !g_bs.nck)
+		return 0;
+	size_t lo = 0, hi = g_bs.nck; /* the first checkpoint at or after t */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (g_bs.ck[mid].begin < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return 0;
+	const struct ck *c = &g_bs.ck[lo - 1];
+	*off = c->off;
+	*entries = c->entries;
+	*slots = c->slots;
+	return 1;
+}
 
 static const uint8_t *g_sort_base;
 static int by_begin(const void *a, const void *b)
@@ -215,27 +300,23 @@ static int by_begin(const void *a, const void *b)
 static int bs_index(struct bufsrc *s)
 {
 	/* in arrival order, which is time order but for what a tick read of a record older than the last */
-	size_t n = 0;
-	int sorted = 1;
-	uint64_t prev = 0;
-	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off), n++) {
-		uint64_t b = entry_begin(s->f->buf + off);
-		sorted &= b >= prev;
-		prev = b;
-	}
-	s->n = n;
+	s->n = s->f->buf_entries;
 	s->pos = 0;
 	s->off = 0;
-	s->sorted = sorted;
-	if (sorted)
+	s->slots = 0;
+	s->sorted = !s->f->buf_unsorted;
+	s->nck = 0;
+	s->ck_oom = 0;
+	if (s->sorted)
 		return 0; /* walked in place */
-	size_t *o = realloc(s->order, (n ? n : 1) * sizeof(*o));
+	size_t n = 0;
+	size_t *o = realloc(s->order, (s->n ? s->n : 1) * sizeof(*o));
 	if (!o)
 		return -1;
 	s->order = o;
-	n = 0;
-	for (size_t off = 0; off < s->f->buf_len; off += entry_size(s->f->buf + off))
+	for (size_t off = 0; off < s->f->buf_len && n < s->n; off += entry_size(s->f->buf + off))
 		o[n++] = off;
+	s->n = n;
 	g_sort_base = s->f->buf;
 	qsort(o, n, sizeof(*o), by_begin);
 	return 0;
@@ -246,10 +327,23 @@ static const struct sp_event *bs_next(void *ctx, int *file)
 	struct bufsrc *s = ctx;
 	while (s->pos < s->n) {
 		const uint8_t *p = s->f->buf + (s->sorted ? s->off : s->order[s->pos]);
-		s->pos++;
 		struct entry_head h;
 		memcpy(&h, p, sizeof(h));
+		if (s->sorted && s->pos % CK_EVERY == 0 && s->pos / CK_EVERY == s->nck && !s->ck_oom) {
+			if (s->nck == s->ckcap) {
+				size_t cap = s->ckcap ? 2 * s->ckcap : 64;
+				struct ck *c = realloc(s->ck, cap * sizeof(*c));
+				if (!c)
+					s->ck_oom = 1; /* the trim walks the buffer instead */
+				else
+					s->ck = c, s->ckcap = cap;
+			}
+			if (!s->ck_oom)
+				s->ck[s->nck++] = (struct ck){s->off, entry_begin(p), s->pos, s->slots};
+		}
+		s->pos++;
 		s->off += sizeof(h) + (size_t)h.nslots * SP_SLOT_SIZE;
+		s->slots += h.nslots;
 		if (!sp_decode_again(entry_slots(p), h.nslots, &s->ev))
 			continue;
 		s->ev.pid = s->f->hdr.pid;
@@ -265,6 +359,7 @@ static int bs_rewind(void *ctx)
 	struct bufsrc *s = ctx;
 	s->pos = 0;
 	s->off = 0;
+	s->slots = 0;
 	return 0;
 }
 
@@ -349,7 +444,8 @@ static void read_file(struct watch *w, struct watch_file *f)
 	char err[256];
 	/* the process's state before reading: records written after this check are read now too */
 	int ended = f->have_hdr && process_ended(w, &f->hdr);
-	if (sp_reader_open(f->path, &r, err, sizeof(err)) != 0) {
+	/* the chunks handed out since the last read, and those still written then: not the whole ring */
+	if (sp_reader_open_follow(f->path, f->have_hdr ? &f->follow : NULL, &r, err, sizeof(err)) != 0) {
 		if (f->warned++ == 1) /* a file being created reads so once: said at its second failure */
 			util_err(f->path, "%s; skipped until it can be read", err);
 		if (ended)
@@ -363,6 +459,13 @@ static void read_file(struct watch *w, struct watch_file *f)
 		free(f->marks);
 		f->marks = NULL;
 		f->nmarks = 0;
+		sp_reader_close(r);
+		if (sp_reader_open(f->path, &r, err, sizeof(err)) != 0) {
+			f->have_hdr = 0;
+			f->warned = 1;
+			return;
+		}
+		h = sp_reader_header(r);
 	}
 	if (f->warned > 1)
 		util_err(f->path, "readable again");
@@ -432,11 +535,12 @@ static void read_file(struct watch *w, struct watch_file *f)
 		f->marks = m;
 		f->nmarks = nm;
 	}
+	sp_reader_follow(r, &f->follow);
 	sp_reader_close(r);
 	if (!watch_is_trainer(f)) {
 		/* not a trainer (yet): its records count, they are not analysed */
 		f->buf_len = 0;
-		f->buf_slots = 0;
+		buffer_recount(f);
 	} else if (f->buf_slots > WATCH_BUF_MAX_SLOTS) {
 		/* no iteration found in that much: keep the newer half */
 		size_t off = 0;
@@ -448,7 +552,7 @@ static void read_file(struct watch *w, struct watch_file *f)
 		}
 		memmove(f->buf, f->buf + off, f->buf_len - off);
 		f->buf_len -= off;
-		f->buf_slots -= slots;
+		buffer_recount(f);
 	}
 	buffer_shrink(f);
 	if (ended || f->hdr.end_mono_ns) /* the header as read (the reader is closed) */
@@ -579,6 +683,7 @@ void watch_free(struct watch *w)
 	free(w->files);
 	free(w->dir);
 	free(g_bs.order);
+	free(g_bs.ck);
 	memset(&g_bs, 0, sizeof(g_bs));
 	an_scratch_free();
 }

@@ -415,6 +415,21 @@ static void sort_refs(struct chunk_ref *v, size_t n)
  * take no memory), so it does not grow by copies; the threads get their (pid, tid)
  * order as ranks and the index is sorted in place.
  */
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* A chunk still written: listed by its seq, or (the list full) folded into from_seq. */
+static void follow_add(struct sp_reader_follow *f, uint64_t seq)
+{
+	if (f->n < SP_FOLLOW_MAX)
+		f->seq[f->n++] = seq;
+	else if (seq < f->from_seq)
+		f->from_seq = seq;
+}
+
 static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 {
 	const struct sp_file_header *h = &r->hdr;
@@ -430,10 +445,40 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 	r->chunks = malloc(cap * sizeof(*r->chunks));
 	if (!r->chunks)
 		return -1;
+	uint64_t next = h->ring_next_seq;
+	r->follow.from_seq = next;
+	r->follow.n = 0;
+	/*
+	 * sp_reader_open_follow: the positions of seqs from_seq..next-1 and of the
+	 * chunks still written at the last read (ring_chunks positions hold the
+	 * last ring_chunks seqs), visited in position order.
+	 */
+	const struct sp_reader_follow *only = r->only;
+	uint64_t oldest = next > h->ring_chunks ? next - h->ring_chunks : 0;
+	int partial = only && h->ring_chunks && only->from_seq > oldest;
+	uint64_t apos[SP_FOLLOW_MAX];
+	size_t na = 0, ja = 0;
+	if (partial) {
+		for (uint32_t i = 0; i < only->n && i < SP_FOLLOW_MAX; i++)
+			if (only->seq[i] >= oldest && only->seq[i] < next)
+				apos[na++] = only->seq[i] % h->ring_chunks;
+		qsort(apos, na, sizeof(apos[0]), u64_cmp);
+	}
 	for (uint64_t pos = 0; pos < npos; pos++) {
+		if (partial) {
+			/* the newest seq handed out at pos: next-1 less its distance to pos, modulo the ring */
+			uint64_t last = next ? next - 1 : 0;
+			uint64_t d = (last % h->ring_chunks + h->ring_chunks - pos) % h->ring_chunks;
+			while (ja < na && apos[ja] < pos)
+				ja++;
+			int active = ja < na && apos[ja] == pos;
+			if (!next || last < d || (last - d < only->from_seq && !active))
+				continue;
+		}
 		uint64_t off = r->ring_off + pos * h->chunk_size;
 		struct sp_chunk_header ch;
 		size_t got = pread_full(r->fd, &ch, sizeof(ch), off);
+		r->st.indexed_chunks++;
 		if (got < sizeof(ch)) {
 			if (!is_zero(&ch, got) || pos < handed)
 				r->st.truncated = 1;
@@ -471,6 +516,8 @@ static int index_ring(struct sp_reader *r, struct thread_tab *tt)
 			r->st.corrupt_slots += SP_CHUNK_HDR_SLOTS;
 			continue;
 		}
+		if (ch.state == SP_CHUNK_ACTIVE && ch.seq < next)
+			follow_add(&r->follow, ch.seq); /* still written (empty ones too): a later read must index it */
 		if (ch.state == SP_CHUNK_FREE || !ch.used)
 			continue;
 		uint32_t used = ch.used;
@@ -609,6 +656,17 @@ const struct sp_reader *sp_reader_find(const struct sp_file_header *h)
 
 int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t errlen)
 {
+	return sp_reader_open_follow(path, NULL, out, err, errlen);
+}
+
+void sp_reader_follow(const struct sp_reader *r, struct sp_reader_follow *out)
+{
+	*out = r->follow;
+}
+
+int sp_reader_open_follow(const char *path, const struct sp_reader_follow *follow, struct sp_reader **out, char *err,
+			  size_t errlen)
+{
 	*out = NULL;
 	/* O_NONBLOCK: opening a FIFO nobody writes to must not hang (regular files ignore it) */
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -641,6 +699,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 	}
 	r->fd = fd;
 	r->fsize = (uint64_t)sb.st_size;
+	r->only = follow;
 	size_t got = pread_full(fd, &r->hdr, sizeof(r->hdr), 0);
 	if (check_header(r, got, err, errlen)) {
 		sp_reader_close(r);
@@ -656,6 +715,7 @@ int sp_reader_open(const char *path, struct sp_reader **out, char *err, size_t e
 	load_keep(r);
 	struct thread_tab tt = {0};
 	int bad = index_ring(r, &tt) || make_streams(r, &tt) || !r->path;
+	r->only = NULL; /* the caller's, for the index only */
 	free(tt.t);
 	hashmap_free(&tt.map);
 	if (bad) {

@@ -38,6 +38,7 @@ struct sp_reader_stats {
 	int corrupt;                  /* something did not decode (see corrupt_slots) */
 	uint64_t begin_ns, end_ns;    /* first begin and last end among records */
 	uint64_t summaries;           /* SUMMARY records of the keep area (known at open) */
+	uint64_t indexed_chunks;      /* chunk headers read to index the ring at open */
 };
 
 /* Open path. On failure returns -1 and writes a one-line reason (no file name) to err. */
@@ -89,6 +90,25 @@ struct sp_reader_mark {
 	uint64_t seq;
 };
 int sp_reader_resume(struct sp_reader *r, const struct sp_reader_mark *m, size_t n);
+/*
+ * The open of a file followed this way costs its chunk index, a read per chunk
+ * of the ring. sp_reader_follow says which chunks can hold records written
+ * after this reader's open: those handed out from from_seq on (the header's
+ * counter at open) and those a thread was still writing (seq[], the oldest
+ * ones in from_seq when there are more than SP_FOLLOW_MAX); sp_reader_open_follow
+ * indexes only these, so a tick costs what is new, not the file. A NULL
+ * follow, or from_seq 0: the whole ring (sp_reader_open). Stats then count the
+ * indexed chunks only.
+ */
+#define SP_FOLLOW_MAX 64
+struct sp_reader_follow {
+	uint64_t from_seq;
+	uint32_t n;
+	uint64_t seq[SP_FOLLOW_MAX];
+};
+void sp_reader_follow(const struct sp_reader *r, struct sp_reader_follow *out);
+int sp_reader_open_follow(const char *path, const struct sp_reader_follow *follow, struct sp_reader **out, char *err,
+			  size_t errlen);
 size_t sp_reader_marks(const struct sp_reader *r, struct sp_reader_mark *out, size_t max);
 
 /*

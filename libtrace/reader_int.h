@@ -100,6 +100,8 @@ struct sp_reader {
 
 	struct chunk_ref *chunks;
 	size_t nchunks;
+	const struct sp_reader_follow *only; /* sp_reader_open_follow: the chunks to index (NULL: all) */
+	struct sp_reader_follow follow;      /* sp_reader_follow: what a later read must index */
 
 	struct stream *streams;
 	size_t nstreams;

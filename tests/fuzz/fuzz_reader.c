@@ -57,9 +57,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t first = st->records;
 	struct sp_reader_mark mk[64];
 	size_t nm = sp_reader_marks(r, mk, 64);
+	struct sp_reader_follow follow;
+	sp_reader_follow(r, &follow);
 	sp_reader_close(r);
 	for (int round = 0; round < 2; round++) {
-		if (sp_reader_open(path, &r, err, sizeof(err)))
+		/* as the watcher opens it again: what the first read said to follow; then what the input holds */
+		if (round == 1) {
+			memset(&follow, 0, sizeof(follow));
+			memcpy(&follow, data, size < sizeof(follow) ? size : sizeof(follow));
+		}
+		if (sp_reader_open_follow(path, &follow, &r, err, sizeof(err)))
 			abort(); /* it opened a moment ago, unchanged */
 		if (round == 1) {
 			/* marks from the input's bytes: any pid, tid, seq and slot count */

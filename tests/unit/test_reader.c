@@ -1152,6 +1152,8 @@ Test(reader, a_chunk_reused_while_read_is_skipped_not_corrupt)
  * the file (the same writer, further on) opened again and resumed from the
  * marks. Returned: the second read's records.
  */
+static int g_follow_from; /* the second read opened with the first's sp_reader_follow */
+
 static void follow_two_reads(const struct sp_tg_opts *o, int a, int b, struct readout *second, uint64_t *last_first)
 {
 	struct sp_tg *g[2] = {sp_tg_create_opts(NULL, o), sp_tg_create_opts(NULL, o)};
@@ -1171,8 +1173,17 @@ static void follow_two_reads(const struct sp_tg_opts *o, int a, int b, struct re
 	struct sp_reader_mark mk[8];
 	size_t nm = sp_reader_marks(r, mk, 8);
 	cr_assert_eq(nm, 3, "one mark per thread: %zu", nm);
+	struct sp_reader_follow from;
+	sp_reader_follow(r, &from);
 	sp_reader_close(r);
-	r = open_image(&m[1], img[1], len[1]);
+	if (g_follow_from) {
+		char err[256];
+		mf_open(&m[1]);
+		mf_set(&m[1], img[1], len[1]);
+		cr_assert_eq(sp_reader_open_follow(m[1].path, &from, &r, err, sizeof(err)), 0, "%s", err);
+	} else {
+		r = open_image(&m[1], img[1], len[1]);
+	}
 	cr_assert_eq(sp_reader_resume(r, mk, nm), 0);
 	memset(second, 0, sizeof(*second));
 	size_t cap = 1024;
@@ -1228,6 +1239,39 @@ Test(reader, a_resumed_reader_of_a_wrapped_ring_skips_what_is_gone_and_repeats_n
 	for (int t = 0; t < 3; t++)
 		cr_expect_eq(prev[t], (uint64_t)(t * 1000000 + 309), "thread %d ends at its last record", t);
 	readout_free(&r);
+}
+
+/*
+ * A reader opened with the previous one's sp_reader_follow (as stepprof watch
+ * does at each tick) indexes only the chunks handed out since and those still
+ * written then, and returns the same records as one that indexed the whole
+ * ring: in a file that had grown well past the first read, and in a wrapped
+ * ring.
+ */
+Test(reader, a_reader_opened_to_follow_indexes_less_and_returns_the_same)
+{
+	struct sp_tg_opts o[2] = {{.pid = 3, .chunk_size = 256, .keep_slots = 8, .leave_active = 1},
+				  {.pid = 4, .chunk_size = 256, .ring_chunks = 12, .keep_slots = 8, .leave_active = 1}};
+	int a[2] = {400, 10}, b[2] = {440, 310};
+	for (int k = 0; k < 2; k++) {
+		struct readout whole, from;
+		uint64_t last[3], last2[3];
+		g_follow_from = 0;
+		follow_two_reads(&o[k], a[k], b[k], &whole, last);
+		g_follow_from = 1;
+		follow_two_reads(&o[k], a[k], b[k], &from, last2);
+		g_follow_from = 0;
+		cr_assert_eq(from.n, whole.n, "ring %d: %zu records, %zu from the whole index", k, from.n, whole.n);
+		for (size_t i = 0; i < whole.n; i++)
+			cr_assert(from.ev[i].tid == whole.ev[i].tid && from.ev[i].f[SP_F_VALUE] == whole.ev[i].f[SP_F_VALUE],
+				  "ring %d: record %zu differs", k, i);
+		cr_assert_gt(whole.n, 0);
+		if (k == 0) /* 3 x 400 records in 6-slot chunks, then 3 x 40 more: the new chunks and the 3 still written */
+			cr_assert_lt(from.st.indexed_chunks * 5, whole.st.indexed_chunks, "%llu chunks indexed, the whole ring %llu",
+				     (unsigned long long)from.st.indexed_chunks, (unsigned long long)whole.st.indexed_chunks);
+		readout_free(&whole);
+		readout_free(&from);
+	}
 }
 
 /*
