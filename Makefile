@@ -9,7 +9,7 @@
 #   make demo       profile the bundled input-bound workload and print the report
 #   make bench      measure the performance budgets of docs/architecture.md as ratios
 #   make sanitize   the test suite under UBSan and AddressSanitizer (~12 min; CI runs it)
-#   make install PREFIX=/usr/local
+#   make install PREFIX=/usr/local   (DESTDIR too; make uninstall removes it again)
 #   make V=1        show full commands;  make WERROR=1  warnings are errors (CI)
 
 CC ?= cc
@@ -86,12 +86,61 @@ bench: build-all
 sanitize: build-all
 	$(Q)scripts/sanitize.sh
 
+# What `make install` puts under $(DESTDIR)$(PREFIX), and `make uninstall` removes:
+# the command, the eBPF collector when built, the preload library stripped, its debug
+# info apart under lib/debug/.build-id/ (where gdb, perf and valgrind look for it by
+# the library's build id), the public header, the man pages and shell completions
+# generated from the command's --help (analyzer/module.mk; the pages again, to name
+# the installed documentation), the documentation.
+# RATIONALE: the library runs inside the user's jobs, so a backtrace through it is
+# worth its debug info (3.4 MB, kept out of the mapped file); the command's own
+# crashes are reproduced from a build tree. Directories that may hold other
+# programs' files (bin, lib, share/man/man1...) are left in place by uninstall.
+STRIP ?= strip
+OBJCOPY ?= objcopy
+INSTALL ?= install
+I := $(DESTDIR)$(PREFIX)
+INSTALL_DOCS := README.md LICENSE $(wildcard docs/*.md)
+# the build id of the installed library (empty when none): names its debug file
+installed_build_id = $(shell readelf -n $(I)/lib/libstepprof.so 2>/dev/null | sed -n 's/.*Build ID: *//p')
+
+.PHONY: uninstall
 install: build-all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/stepprof
-	install -m 755 $(BUILD)/bin/stepprof $(DESTDIR)$(PREFIX)/bin/stepprof
-	install -m 755 $(BUILD)/lib/libstepprof.so $(DESTDIR)$(PREFIX)/lib/libstepprof.so
-	install -m 644 include/stepprof/stepprof.h $(DESTDIR)$(PREFIX)/include/stepprof/stepprof.h
-	$(if $(wildcard $(BUILD)/bin/stepprof-bpf),install -m 755 $(BUILD)/bin/stepprof-bpf $(DESTDIR)$(PREFIX)/bin/stepprof-bpf)
+	$(INSTALL) -d $(I)/bin $(I)/lib $(I)/include/stepprof $(I)/share/man/man1 \
+		$(I)/share/bash-completion/completions $(I)/share/zsh/site-functions $(I)/share/doc/stepprof/docs
+	$(INSTALL) -m 755 -s --strip-program=$(STRIP) $(BUILD)/bin/stepprof $(I)/bin/stepprof
+	$(if $(wildcard $(BUILD)/bin/stepprof-bpf),$(INSTALL) -m 755 -s --strip-program=$(STRIP) $(BUILD)/bin/stepprof-bpf $(I)/bin/stepprof-bpf)
+	$(STRIP) --strip-unneeded -o $(I)/lib/libstepprof.so.tmp $(BUILD)/lib/libstepprof.so
+	chmod 755 $(I)/lib/libstepprof.so.tmp && mv $(I)/lib/libstepprof.so.tmp $(I)/lib/libstepprof.so
+	$(Q)id=$$(readelf -n $(BUILD)/lib/libstepprof.so | sed -n 's/.*Build ID: *//p'); \
+	if [ -n "$$id" ]; then \
+		d=$(I)/lib/debug/.build-id/$$(echo $$id | cut -c1-2); f=$$d/$$(echo $$id | cut -c3-).debug; \
+		echo "$(INSTALL) -d $$d && $(OBJCOPY) --only-keep-debug $(BUILD)/lib/libstepprof.so $$f"; \
+		$(INSTALL) -d $$d && $(OBJCOPY) --only-keep-debug $(BUILD)/lib/libstepprof.so $$f && chmod 644 $$f; \
+	fi
+	$(INSTALL) -m 644 include/stepprof/stepprof.h $(I)/include/stepprof/stepprof.h
+	$(Q)for v in '' $(CLI_VERBS); do \
+		f=$(I)/share/man/man1/stepprof$${v:+-$$v}.1; echo "  GEN     $$f"; \
+		scripts/cli-gen.sh man $(BUILD)/bin/stepprof "$$v" $(PREFIX)/share/doc/stepprof > $$f && chmod 644 $$f || exit 1; \
+	done
+	$(INSTALL) -m 644 $(CLI_BASH_COMPLETION) $(I)/share/bash-completion/completions/stepprof
+	$(INSTALL) -m 644 $(CLI_ZSH_COMPLETION) $(I)/share/zsh/site-functions/_stepprof
+	$(INSTALL) -m 644 README.md LICENSE $(I)/share/doc/stepprof/
+	$(INSTALL) -m 644 $(wildcard docs/*.md) $(I)/share/doc/stepprof/docs/
+
+uninstall:
+	$(Q)id=$(installed_build_id); \
+	if [ -n "$$id" ]; then \
+		d=$(I)/lib/debug/.build-id/$$(echo $$id | cut -c1-2); \
+		echo "rm -f $$d/$$(echo $$id | cut -c3-).debug"; rm -f $$d/$$(echo $$id | cut -c3-).debug; \
+		rmdir $$d $(I)/lib/debug/.build-id $(I)/lib/debug 2>/dev/null; true; \
+	fi
+	rm -f $(I)/bin/stepprof $(I)/bin/stepprof-bpf $(I)/lib/libstepprof.so
+	rm -f $(I)/include/stepprof/stepprof.h
+	-rmdir $(I)/include/stepprof
+	rm -f $(patsubst $(BUILD)/%,$(I)/%,$(CLI_MAN_PAGES))
+	rm -f $(I)/share/bash-completion/completions/stepprof $(I)/share/zsh/site-functions/_stepprof
+	rm -rf $(I)/share/doc/stepprof
 
 clean:
 	rm -rf $(BUILD) build-san build-asan $(CLEAN_EXTRA)

@@ -23,3 +23,34 @@ $(BUILD)/bin/stepprof: $(ANALYZER_CLI_OBJS) $(BUILD)/lib/libspanalyzer.a $(LIBTR
 
 ALL_TARGETS += $(BUILD)/lib/libspanalyzer.a $(BUILD)/bin/stepprof
 TEST_LIBS += $(BUILD)/lib/libspanalyzer.a $(LIBTRACE)
+
+# The man pages and shell completions, generated from the built command's --help
+# texts (scripts/cli-gen.sh), so they never drift from it; `make install` installs
+# them (the pages written again there, naming the installed documentation; these
+# name the source tree's).
+CLI_VERBS := $(shell sed -n 's/^SP_COMMAND.\([a-z_]*\),.*/\1/p' analyzer/commands.def)
+CLI_MAN_PAGES := $(BUILD)/share/man/man1/stepprof.1 $(patsubst %,$(BUILD)/share/man/man1/stepprof-%.1,$(CLI_VERBS))
+CLI_BASH_COMPLETION := $(BUILD)/share/bash-completion/completions/stepprof
+CLI_ZSH_COMPLETION := $(BUILD)/share/zsh/site-functions/_stepprof
+
+$(BUILD)/share/man/man1/stepprof.1: $(BUILD)/bin/stepprof scripts/cli-gen.sh
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)scripts/cli-gen.sh man $< '' $(CURDIR) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/share/man/man1/stepprof-%.1: $(BUILD)/bin/stepprof scripts/cli-gen.sh
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)scripts/cli-gen.sh man $< $* $(CURDIR) > $@.tmp && mv $@.tmp $@
+
+$(CLI_BASH_COMPLETION): $(BUILD)/bin/stepprof scripts/cli-gen.sh
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)scripts/cli-gen.sh bash $< > $@.tmp && mv $@.tmp $@
+
+$(CLI_ZSH_COMPLETION): $(BUILD)/bin/stepprof scripts/cli-gen.sh
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)scripts/cli-gen.sh zsh $< > $@.tmp && mv $@.tmp $@
+
+ALL_TARGETS += $(CLI_MAN_PAGES) $(CLI_BASH_COMPLETION) $(CLI_ZSH_COMPLETION)
