@@ -108,6 +108,16 @@ static int has_word(const char *text, const char *w)
 	return 0;
 }
 
+/* Every option of the verb's usage line is a word of text (`where` names it in a failure). */
+static void expect_every_option(const char *verb, const char *text, const char *where)
+{
+	char *opts[MAX_WORDS];
+	size_t n = options_of_usage(verb, opts);
+	for (size_t k = 0; k < n; k++)
+		cr_expect(has_word(text, opts[k]), "%s: no %s in:\n%s", where, opts[k], text);
+	free_words(opts, n);
+}
+
 /* Whether a program is on PATH. */
 static int have(const char *prog)
 {
@@ -160,12 +170,7 @@ Test(install, a_man_page_per_verb_that_man_renders_with_every_option)
 		const char *page = sp_t_build(rel);
 		text = man_render(page);
 		cr_expect(strstr(text, name), "%s: no NAME line '%s':\n%s", page, name, text);
-		char *opts[MAX_WORDS];
-		size_t no = options_of_usage(verbs[i], opts);
-		/* every option of the usage line, as a word of the rendered page */
-		for (size_t k = 0; k < no; k++)
-			cr_expect(has_word(text, opts[k]), "%s lacks %s:\n%s", page, opts[k], text);
-		free_words(opts, no);
+		expect_every_option(verbs[i], text, page);
 		free(text);
 		free((char *)page);
 	}
@@ -216,11 +221,7 @@ Test(install, bash_completes_verbs_and_each_verbs_options)
 		char line[128];
 		snprintf(line, sizeof(line), "stepprof %s -", verbs[i]);
 		out = bash_complete(line);
-		char *opts[MAX_WORDS];
-		size_t no = options_of_usage(verbs[i], opts);
-		for (size_t k = 0; k < no; k++)
-			cr_expect(has_word(out, opts[k]), "'%s<TAB>' lacks %s: %s", line, opts[k], out);
-		free_words(opts, no);
+		expect_every_option(verbs[i], out, line);
 		free(out);
 	}
 	free_words(verbs, nv);
