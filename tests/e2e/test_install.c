@@ -180,54 +180,88 @@ Test(install, a_man_page_per_verb_that_man_renders_with_every_option)
 /* ----------------------------------------------------- 3. completions */
 
 /*
- * What bash's completion function offers for a command line (the word under the
- * cursor is the last one, "" after a trailing space): COMPREPLY, one per line.
+ * What a completion script offers for a command line (the word under the cursor
+ * is the last one, "" after a trailing space), one per line: `shell -c program
+ * SCRIPT LINE`, where program loads the script the way the shell's completion
+ * system would and prints what it offered.
  */
-static char *bash_complete(const char *line)
+static char *complete_in(const char *shell, const char *script_rel, const char *program, const char *line)
 {
-	char *script = (char *)sp_t_build("share/bash-completion/completions/stepprof");
-	char *argv[] = {"bash", "--norc", "--noprofile", "-c",
-			"source \"$0\" || exit 9; f=$(complete -p stepprof) || exit 8; f=${f#*-F }; f=${f%% *};"
-			"read -ra COMP_WORDS <<<\"$1\"; [[ $1 == *' ' ]] && COMP_WORDS+=('');"
-			"COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE=$1; COMP_POINT=${#1};"
-			"\"$f\" stepprof \"${COMP_WORDS[COMP_CWORD]}\" \"${COMP_WORDS[COMP_CWORD - 1]}\" || exit 7;"
-			"printf '%s\\n' \"${COMPREPLY[@]}\"",
-			script, (char *)line, NULL};
+	char *script = (char *)sp_t_build(script_rel);
+	char *argv[] = {(char *)shell, "-f", "-c", (char *)program, script, (char *)line, NULL};
 	char *out = output_of(argv, NULL);
 	free(script);
 	return out;
 }
 
-Test(install, bash_completes_verbs_and_each_verbs_options)
+/* bash: the function `complete -p stepprof` names, called as bash calls it; COMPREPLY. */
+static char *bash_complete(const char *line)
 {
-	if (!have("bash"))
-		cr_skip_test("no bash here");
-	char *out = bash_complete("stepprof an");
-	cr_expect_str_eq(out, "analyze\n");
+	return complete_in("bash", "share/bash-completion/completions/stepprof",
+			   "source \"$0\" || exit 9; f=$(complete -p stepprof) || exit 8; f=${f#*-F }; f=${f%% *};"
+			   "read -ra COMP_WORDS <<<\"$1\"; [[ $1 == *' ' ]] && COMP_WORDS+=('');"
+			   "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); COMP_LINE=$1; COMP_POINT=${#1};"
+			   "\"$f\" stepprof \"${COMP_WORDS[COMP_CWORD]}\" \"${COMP_WORDS[COMP_CWORD - 1]}\" || exit 7;"
+			   "printf '%s\\n' \"${COMPREPLY[@]}\"",
+			   line);
+}
+
+/*
+ * zsh: its completion builtins and helpers replaced by functions that print what
+ * they are given (compadd its words, _describe the names of its list, _files and
+ * _normal their arguments), words/CURRENT/PREFIX set as the completion system sets them.
+ */
+static char *zsh_complete(const char *line)
+{
+	return complete_in(
+	    "zsh", "share/zsh/site-functions/_stepprof",
+	    "compadd() { if [[ $1 == -a ]]; then print -l -- ${(P)2}; else print -l -- ${@[${@[(i)--]}+1,-1]}; fi };"
+	    "_describe() { print -l -- ${${(P)${@[-1]}}%%:*} };"
+	    "_files() { print -- _files $@ }; _message() { print -- _message };"
+	    "_command_names() { print -- _command_names }; _normal() { print -- _normal $words };"
+	    "words=(${=1}); [[ $1 == *' ' ]] && words+=(''); CURRENT=${#words}; PREFIX=$words[CURRENT];"
+	    "source $0",
+	    line);
+}
+
+/* What complete offers for line is exactly `expected`. */
+static void expect_completion(char *(*complete)(const char *), const char *line, const char *expected)
+{
+	char *out = complete(line);
+	cr_expect_str_eq(out, expected, "'%s<TAB>'", line);
 	free(out);
-	out = bash_complete("stepprof watch --in");
-	cr_expect_str_eq(out, "--interval\n");
-	free(out);
-	out = bash_complete("stepprof help ex");
-	cr_expect_str_eq(out, "export\n");
-	free(out);
+}
+
+/* `stepprof <TAB>` offers every verb, `stepprof VERB -<TAB>` every option of the verb. */
+static void expect_verbs_and_options(char *(*complete)(const char *))
+{
 	char *verbs[MAX_WORDS];
 	size_t nv = verbs_of_help(verbs);
-	out = bash_complete("stepprof ");
+	char *out = complete("stepprof ");
 	for (size_t i = 0; i < nv; i++)
 		cr_expect(has_word(out, verbs[i]), "stepprof <TAB> lacks %s: %s", verbs[i], out);
 	free(out);
 	for (size_t i = 0; i < nv; i++) {
 		char line[128];
 		snprintf(line, sizeof(line), "stepprof %s -", verbs[i]);
-		out = bash_complete(line);
+		out = complete(line);
 		expect_every_option(verbs[i], out, line);
 		free(out);
 	}
 	free_words(verbs, nv);
 }
 
-Test(install, zsh_completion_is_valid_zsh)
+Test(install, bash_completes_verbs_and_each_verbs_options)
+{
+	if (!have("bash"))
+		cr_skip_test("no bash here");
+	expect_completion(bash_complete, "stepprof an", "analyze\n");
+	expect_completion(bash_complete, "stepprof watch --in", "--interval\n");
+	expect_completion(bash_complete, "stepprof help ex", "export\n");
+	expect_verbs_and_options(bash_complete);
+}
+
+Test(install, zsh_completes_verbs_and_each_verbs_options)
 {
 	if (!have("zsh"))
 		cr_skip_test("no zsh here; its completion is generated from the same help texts as bash's");
@@ -239,6 +273,9 @@ Test(install, zsh_completion_is_valid_zsh)
 	cr_expect_eq(strncmp(text, "#compdef stepprof\n", 18), 0);
 	free(text);
 	free(script);
+	expect_verbs_and_options(zsh_complete);
+	expect_completion(zsh_complete, "stepprof run -o ", "_files -/\n");
+	expect_completion(zsh_complete, "stepprof run --no-bpf -- ls -l", "_normal ls -l\n");
 }
 
 /* -------------------------------------------- 4. make install / uninstall */
