@@ -25,7 +25,8 @@ ALL_TARGETS += $(BUILD)/lib/libspanalyzer.a $(BUILD)/bin/stepprof
 TEST_LIBS += $(BUILD)/lib/libspanalyzer.a $(LIBTRACE)
 
 # The man pages and shell completions, generated from the built command's --help
-# texts (scripts/cli-gen.sh), so they never drift from it; `make install` installs
+# texts (scripts/cli-gen.sh; stepprof(1) also the STEPPROF_* variables of
+# preload/config.def), so they never drift from it; `make install` installs
 # them (the pages written again there, naming the installed documentation; these
 # name the source tree's).
 CLI_VERBS := $(shell sed -n 's/^SP_COMMAND.\([a-z_]*\),.*/\1/p' analyzer/commands.def)
@@ -33,7 +34,7 @@ CLI_MAN_PAGES := $(BUILD)/share/man/man1/stepprof.1 $(patsubst %,$(BUILD)/share/
 CLI_BASH_COMPLETION := $(BUILD)/share/bash-completion/completions/stepprof
 CLI_ZSH_COMPLETION := $(BUILD)/share/zsh/site-functions/_stepprof
 
-$(BUILD)/share/man/man1/stepprof.1: $(BUILD)/bin/stepprof scripts/cli-gen.sh
+$(BUILD)/share/man/man1/stepprof.1: $(BUILD)/bin/stepprof scripts/cli-gen.sh scripts/config-table.sh preload/config.def
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  GEN     $@")
 	$(Q)scripts/cli-gen.sh man $< '' $(CURDIR) > $@.tmp && mv $@.tmp $@

@@ -15,6 +15,7 @@
 #     gives two, "--watch[=OPTIONS]" gives --watch), an option followed by an
 #     upper-case word takes a value (DIR: a directory, FILE: a file, other: no
 #     completion);
+#   - stepprof(1) also has the STEPPROF_* variables (scripts/config-table.sh);
 #   - the rest of each text is the page's description: paragraphs flush left are
 #     filled, indented blocks (option lists, tables) kept line for line, an
 #     "Exit status:" paragraph is the EXIT STATUS section.
@@ -125,6 +126,18 @@ roff_body() {
 		END { flush() }'
 }
 
+# The STEPPROF_* variables (the README's table, scripts/config-table.sh, from
+# preload/config.def) as the ENVIRONMENT section of stepprof(1).
+environment() {
+	printf '.SH ENVIRONMENT\n.PP\n'
+	printf 'Read by libstepprof.so in the profiled job, by \\fBstepprof run\\fR and by the eBPF collector.\n'
+	"$(dirname "$0")/config-table.sh" | awk 'NR > 2 {
+		sub(/^\| /, ""); sub(/ \|$/, ""); split($0, c, / \| /)
+		gsub(/`/, "", c[1]); gsub(/`/, "", c[2]); gsub(/\\\|/, "|", c[3])
+		print c[1] "\t" (c[2] == "(unset)" ? "unset" : c[2]) "\t" c[3] }' | roff_escape |
+		awk -F '\t' '{ print ".TP\n\\fB" $1 "\\fR (default: " $2 ")\n" $3 }'
+}
+
 man_page() {
 	local verb=${1:-} docdir=${2:-/usr/local/share/doc/stepprof} text name summary title see v
 	if [ -z "$verb" ]; then
@@ -155,6 +168,7 @@ man_page() {
 		!body && (/^       [^ ]/ || /^          +[^ ]/) { next }
 		!body && /^$/ { next }
 		{ body = 1; print }' | roff_escape | roff_body
+	[ -z "$verb" ] && environment
 	printf '.SH "SEE ALSO"\n'
 	see=
 	[ -n "$verb" ] && see="\\fBstepprof\\fR(1)"

@@ -6,7 +6,7 @@
  * The verbs and options expected are read from the built command's own --help,
  * the truth the generated files must follow: every verb of `stepprof --help` has
  * a page that man renders without a warning, naming each option of the verb's
- * usage line; bash completes each verb and each option; an installed tree runs
+ * usage line (and stepprof(1) each variable of preload/config.def); bash completes each verb and each option; an installed tree runs
  * (its `stepprof run` preloads the installed library and records a trace) and
  * `make uninstall` leaves no file behind.
  *
@@ -161,6 +161,18 @@ Test(install, a_man_page_per_verb_that_man_renders_with_every_option)
 		snprintf(ref, sizeof(ref), "stepprof-%s(1)", verbs[i]);
 		cr_expect(strstr(text, ref), "stepprof(1) does not name %s:\n%s", ref, text);
 	}
+	/* every variable of preload/config.def in its ENVIRONMENT section */
+	char *def = sp_t_read_file("preload/config.def", NULL), *env = strstr(text, "\nENVIRONMENT\n");
+	cr_assert(def && env, "no preload/config.def, or no ENVIRONMENT in stepprof(1):\n%s", text);
+	int nvars = 0;
+	for (char *p = def; (p = strstr(p, "\nSP_CONFIG(")); nvars++) {
+		p += strlen("\nSP_CONFIG(");
+		char var[96];
+		snprintf(var, sizeof(var), "STEPPROF_%.*s", (int)strcspn(p, ","), p);
+		cr_expect(has_word(env, var), "stepprof(1) lacks %s", var);
+	}
+	cr_expect_gt(nvars, 5, "too few SP_CONFIG lines in preload/config.def");
+	free(def);
 	free(text);
 	free((char *)top);
 	for (size_t i = 0; i < nv; i++) {
