@@ -11,10 +11,11 @@ set -u
 # (/usr/bin/time) and valgrind for the benchmarks that the suite runs in short;
 # PyTorch for the real input-pipeline test; Prometheus (promtool, prometheus)
 # and node_exporter, which the tests of `stepprof watch`'s metrics start
-# themselves (test-only dependencies; their packaged services are not used).
+# themselves (test-only dependencies; their packaged services are not used);
+# zsh, whose completion of stepprof a test runs (bash's is tested with bash).
 PKGS="gcc make pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libcriterion-dev strace time valgrind python3 python3-torch python3-numpy
-prometheus prometheus-node-exporter"
+prometheus prometheus-node-exporter zsh"
 
 missing=""
 for p in $PKGS; do
