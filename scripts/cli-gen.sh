@@ -40,14 +40,20 @@ verbs_table() {
 		on { sub(/^ +/, ""); v = $1; sub(/^[^ ]+ +/, ""); print v "\t" $0 }'
 }
 verbs=$(verbs_table | cut -f1)
+[ -n "$verbs" ] || { echo "cli-gen.sh: no \"verbs:\" block in \`$bin --help\`" >&2; exit 1; }
 
 # The synopsis of a verb: its usage line and continuations, without "usage: ", on one line.
 synopsis() {
 	help "$1" --help | awk -v v="$1" '
-		NR == 1 { if ($0 !~ "^usage: stepprof " v "( |$)") exit 1; sub(/^usage: stepprof [^ ]+ ?/, ""); s = $0; next }
+		NR == 1 && $0 !~ "^usage: stepprof " v "( |$)" {
+			print "cli-gen.sh: `stepprof " v " --help` does not start with \"usage: stepprof " v "\"" > "/dev/stderr"
+			bad = 1
+			exit 1
+		}
+		NR == 1 { sub(/^usage: stepprof [^ ]+ ?/, ""); s = $0; next }
 		/^          +[^ ]/ { sub(/^ +/, ""); s = s " " $0; next }
 		{ exit }
-		END { print s }'
+		END { if (!bad) print s }'
 }
 
 # The options of a synopsis, one per line: "NAME VALUE" (VALUE empty when none).
