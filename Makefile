@@ -137,7 +137,7 @@ uninstall:
 	fi
 	rm -f $(I)/bin/stepprof $(I)/bin/stepprof-bpf $(I)/lib/libstepprof.so
 	rm -f $(I)/include/stepprof/stepprof.h
-	-rmdir $(I)/include/stepprof
+	[ ! -d $(I)/include/stepprof ] || rmdir --ignore-fail-on-non-empty $(I)/include/stepprof
 	rm -f $(patsubst $(BUILD)/%,$(I)/%,$(CLI_MAN_PAGES))
 	rm -f $(I)/share/bash-completion/completions/stepprof $(I)/share/zsh/site-functions/_stepprof
 	rm -rf $(I)/share/doc/stepprof
