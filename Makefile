@@ -100,7 +100,6 @@ STRIP ?= strip
 OBJCOPY ?= objcopy
 INSTALL ?= install
 I := $(DESTDIR)$(PREFIX)
-INSTALL_DOCS := README.md LICENSE $(wildcard docs/*.md)
 # the build id of the installed library (empty when none): names its debug file
 installed_build_id = $(shell readelf -n $(I)/lib/libstepprof.so 2>/dev/null | sed -n 's/.*Build ID: *//p')
 
