@@ -797,6 +797,8 @@ void an_analysis_free(struct an_analysis *a)
 	a->nranks = 0;
 	free(a->procs);
 	free(a->it);
+	for (size_t i = 0; i < a->nfnd; i++)
+		free(a->fnd[i].iter);
 	free(a->fnd);
 	a->procs = NULL;
 	a->it = NULL;

@@ -200,6 +200,13 @@ struct an_result_finding {
 	int nsites;
 	char advice[1024];
 	uint64_t cost_ns; /* wall time the finding explains (input, pageable copies), 0 when none: its rank */
+	/*
+	 * The concerned iterations in increasing order (malloc'd, freed with the
+	 * analysis), niter of them; NULL when the finding spans first..last whole
+	 * (memory_growth) or concerns none. The HTML strip marks exactly these.
+	 */
+	long *iter;
+	size_t niter, iter_cap;
 };
 extern const char *const an_severity_name[3];
 

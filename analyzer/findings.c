@@ -153,6 +153,22 @@ static void flag_iteration(struct an_result_finding *f, long i)
 	if (i > f->last_iteration)
 		f->last_iteration = i;
 	f->iterations++;
+	/* the list, for the HTML strip: increasing, each once; on no memory the strip shows first..last */
+	if (f->niter && f->iter[f->niter - 1] >= i)
+		return;
+	if (f->niter == f->iter_cap) {
+		size_t cap = f->iter_cap ? 2 * f->iter_cap : 16;
+		long *v = realloc(f->iter, cap * sizeof(*v));
+		if (!v) {
+			free(f->iter);
+			f->iter = NULL;
+			f->niter = f->iter_cap = 0;
+			return;
+		}
+		f->iter = v;
+		f->iter_cap = cap;
+	}
+	f->iter[f->niter++] = i;
 }
 
 static uint64_t iter_wall(const struct an_iter *it)
@@ -220,6 +236,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	struct an_result_finding *f = new_finding(a, AN_F_SMALL_FILE_STORM);
 	if (!f) {
 		free(per);
+		free(tmp.iter);
 		return -1;
 	}
 	*f = tmp;
@@ -298,11 +315,13 @@ static int unpinned_copy(struct an_analysis *a, const struct an_collect *c)
 		small += it->pageable_small;
 		small_ns += it->pageable_small_ns;
 	}
-	if (!copies || (double)copies < th[AN_T_UPC_MIN_COPIES])
-		return 0;
-	struct an_result_finding *f = new_finding(a, AN_F_UNPINNED_COPY);
-	if (!f)
-		return -1;
+	struct an_result_finding *f = NULL;
+	if (copies && (double)copies >= th[AN_T_UPC_MIN_COPIES])
+		f = new_finding(a, AN_F_UNPINNED_COPY);
+	if (!f) {
+		free(tmp.iter);
+		return copies && (double)copies >= th[AN_T_UPC_MIN_COPIES] ? -1 : 0;
+	}
 	*f = tmp;
 	f->cost_ns = ns;
 	double share = wall ? (double)ns / (double)wall : 0;
@@ -419,8 +438,10 @@ static int alloc_fragmentation(struct an_analysis *a, const struct an_collect *c
 		}
 		if (tmp.iterations) {
 			struct an_result_finding *f = new_finding(a, AN_F_ALLOC_FRAGMENTATION);
-			if (!f)
+			if (!f) {
+				free(tmp.iter);
 				return -1;
+			}
 			*f = tmp;
 			f->signal = "fragmentation_peak";
 			f->severity = 1;

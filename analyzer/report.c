@@ -4,8 +4,8 @@
  * Divided into: the summary numbers both share (bottleneck, per-category median
  * and p95), the JSON writer (schema stepprof.analysis/1, fields
  * only added, never renamed) and the text report (the run, the per-rank table
- * when there are several trainer processes, the six categories,
- * the bottleneck sentence, the findings, the per-iteration table).
+ * when there are several trainer processes, the findings: what to fix first,
+ * above the six categories and the bottleneck sentence; the per-iteration table).
  *
  * Strings from a trace (command lines; paths, directories, kernel names and call
  * sites in the evidence) are untrusted: the text goes through util_put_text, so
@@ -412,24 +412,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	if (a->trainer_pid)
 		fprintf(f, "; training thread %d of pid %d", a->training_tid, a->trainer_pid);
 	fprintf(f, "), median wall %s\n", util_fmt_ns(report_cat_quantile(a, AN_CAT__COUNT, 0.5), b1, sizeof(b1)));
-	if (!a->nit) {
-		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
-			   "repeating CUDA call sequence was found.\n");
-	} else {
-		fprintf(f, "\n  %-8s %10s %10s %7s\n", "category", "median", "p95", "share");
-		for (int c = 0; c < AN_CAT__COUNT; c++)
-			fprintf(f, "  %-8s %10s %10s %6.1f%%\n", an_cat_name[c],
-				util_fmt_ns(report_cat_quantile(a, c, 0.5), b1, sizeof(b1)),
-				util_fmt_ns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), 100.0 * report_share(a, c));
-		const char *bn = report_bottleneck(a);
-		int bc = 0;
-		for (int c = 0; c < AN_CAT__COUNT; c++)
-			if (!strcmp(an_cat_name[c], bn))
-				bc = c;
-		char sb[128];
-		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
-			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
-	}
+	/* the findings first, the most severe on top (critical ones above the bottleneck), then how the time splits */
 	fprintf(f, "\nFindings:%s\n",
 		a->nfnd ? " in the order to fix them (the most severe first, then the most wall time)" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {
@@ -455,6 +438,24 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 			fputc('\n', f);
 		}
 		text_wrap(f, "    ", x->advice);
+	}
+	if (!a->nit) {
+		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
+			   "repeating CUDA call sequence was found.\n");
+	} else {
+		fprintf(f, "\n  %-8s %10s %10s %7s\n", "category", "median", "p95", "share");
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, "  %-8s %10s %10s %6.1f%%\n", an_cat_name[c],
+				util_fmt_ns(report_cat_quantile(a, c, 0.5), b1, sizeof(b1)),
+				util_fmt_ns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), 100.0 * report_share(a, c));
+		const char *bn = report_bottleneck(a);
+		int bc = 0;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			if (!strcmp(an_cat_name[c], bn))
+				bc = c;
+		char sb[128];
+		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
+			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
 	}
 	if (a->nit) {
 		fprintf(f, "\nIterations%s:\n", all || a->nit <= 20 ? "" : " (first and last 10; --all for every one)");

@@ -158,6 +158,9 @@ int report_html(FILE *f, const struct an_analysis *a, const struct report_html_o
 		fputs("</p>\n", f);
 	}
 	fputs("</header>\n<main>\n", f);
+	/* findings first, the most severe on top, then the bottleneck: what to fix before how the time splits */
+	if (a->nfnd)
+		html_findings(f, a);
 	html_bottleneck(f, a);
 	html_run(f, a);
 	if (a->nranks > 1)
@@ -167,7 +170,8 @@ int report_html(FILE *f, const struct an_analysis *a, const struct report_html_o
 		html_iter_chart(f, a);
 		html_mem_chart(f, a);
 	}
-	html_findings(f, a);
+	if (!a->nfnd)
+		html_findings(f, a);
 	html_table(f, a, o ? o->all : 0);
 	fputs("</main>\n<footer><p class=\"note\">Definitions of every number: docs/definitions.md; the same results "
 	      "as JSON: <code>stepprof analyze --json</code>.</p></footer>\n</body>\n</html>\n",

@@ -16,7 +16,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const sev_color[3] = {"#4e79a7", "#f28e2b", "#e15759"};
+/*
+ * The findings' strip, by severity (info, warning, critical). RATIONALE: dark
+ * shades that are no category's colour (report_html.c's cat_color), so a mark
+ * under the chart is never read as a slice of the breakdown.
+ */
+static const char *const sev_color[3] = {"#1d3557", "#7f4f00", "#8b0037"};
 
 /* ------------------------------------------------------------ 1. scales */
 
@@ -98,6 +103,53 @@ static void bar_get(const struct an_analysis *a, size_t nbars, size_t b, struct 
 #define CH_PW  (CH_W - CH_L - CH_R)
 #define BAR_PX (CH_PW / (double)nbars)
 
+/* Bars b0..b1 of the findings' strip at height y. */
+static void strip_mark(FILE *f, size_t nbars, size_t b0, size_t b1, double y, int sev)
+{
+	fprintf(f, "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\"/>", CH_L + b0 * BAR_PX, y,
+		(b1 - b0 + 1) * BAR_PX, sev_color[sev]);
+}
+
+/*
+ * Labels never overlap: a centred label of len characters at x is drawn only
+ * when its box (LABEL_PX per character, an upper bound for the chart's 10-11 px
+ * font) starts past the end of the last one drawn, *right, and fits under the
+ * bar's own width or the room beside it. tests/unit/test_html.c recomputes the
+ * boxes from the SVG the same way.
+ */
+#define LABEL_PX 7.0
+static int label_fits(double *right, double x, size_t len)
+{
+	double half = LABEL_PX * (double)len / 2;
+	if (x - half < *right + 2)
+		return 0;
+	*right = x + half;
+	return 1;
+}
+
+/*
+ * A time axis label in one unit for the whole axis, the unit of its top (so the
+ * ticks read 0, 200 us, 400 us..., never "0 ns" under microseconds).
+ */
+static const char *axis_ns(double v, double top, double step, char *buf, size_t len)
+{
+	static const struct {
+		double div;
+		const char *unit;
+	} u[] = {{1, "ns"}, {1e3, "us"}, {1e6, "ms"}, {1e9, "s"}};
+	int k = 0;
+	while (k < 3 && top >= u[k + 1].div)
+		k++;
+	if (v <= 0) {
+		snprintf(buf, len, "0");
+		return buf;
+	}
+	double s = step / u[k].div;
+	int dec = s >= 1 ? 0 : s >= 0.1 ? 1 : 2;
+	snprintf(buf, len, "%.*f %s", dec, v / u[k].div, u[k].unit);
+	return buf;
+}
+
 static void x_axis(FILE *f, const struct an_analysis *a, size_t nbars, double y0)
 {
 	fprintf(f, "<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" class=\"axis\"/>\n", CH_L, y0, CH_W - CH_R,
@@ -105,11 +157,15 @@ static void x_axis(FILE *f, const struct an_analysis *a, size_t nbars, double y0
 	double step = nice_step((double)a->nit);
 	if (step < 1)
 		step = 1;
+	double right = -1e9;
 	for (double v = 0; v < (double)a->nit; v += step) {
 		size_t b = bar_of(a->nit, nbars, (size_t)v);
 		double x = CH_L + (b + 0.5) * BAR_PX;
-		fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%.0f</text>\n", x,
-			y0 + 14, v);
+		char t[32];
+		snprintf(t, sizeof(t), "%.0f", v);
+		if (label_fits(&right, x, strlen(t)))
+			fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%s</text>\n",
+				x, y0 + 14, t);
 	}
 	fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick\" text-anchor=\"end\">iteration</text>\n", CH_W - CH_R,
 		y0 + 28);
@@ -176,7 +232,7 @@ void html_iter_chart(FILE *f, const struct an_analysis *a)
 		fprintf(f,
 			"<line x1=\"%.0f\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" class=\"grid\"/><text x=\"%.0f\" "
 			"y=\"%.1f\" class=\"tick\" text-anchor=\"end\">%s</text>\n",
-			CH_L, y, CH_W - CH_R, y, CH_L - 6, y + 4, fns((uint64_t)llround(v), b1, sizeof(b1)));
+			CH_L, y, CH_W - CH_R, y, CH_L - 6, y + 4, axis_ns(v, top, step, b1, sizeof(b1)));
 	}
 	/* one path per category: small output even with thousands of bars */
 	double gap = nbars <= 200 ? 0.15 : 0;
@@ -222,16 +278,18 @@ void html_iter_chart(FILE *f, const struct an_analysis *a)
 	}
 	if (ncut)
 		fputs("\"/>\n", f);
-	/* and their height in words above them, while there are few enough to be read */
+	/* and their height in words above them, while there are few enough to be read and they do not overlap */
+	double right = -1e9;
 	for (size_t b = 0; ncut && ncut <= 12 && b < nbars; b++) {
 		bar_get(a, nbars, b, &br);
 		double s = 0;
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			s += br.bd[c];
-		if (s > top)
+		fns((uint64_t)llround(s), b1, sizeof(b1));
+		if (s > top && label_fits(&right, CH_L + (b + 0.5) * BAR_PX, strlen(b1)))
 			fprintf(f,
 				"<text x=\"%.2f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"middle\">%s</text>\n",
-				CH_L + (b + 0.5) * BAR_PX, CH_T - 11, fns((uint64_t)llround(s), b1, sizeof(b1)));
+				CH_L + (b + 0.5) * BAR_PX, CH_T - 11, b1);
 	}
 	/* hover targets: a transparent full-height column per bar whose title holds the numbers */
 	for (size_t b = 0; b < nbars; b++) {
@@ -255,24 +313,44 @@ void html_iter_chart(FILE *f, const struct an_analysis *a)
 		fputs("</title></rect>\n", f);
 	}
 	x_axis(f, a, nbars, y0);
-	/* the findings' iterations, one band per finding under the axis */
+	/*
+	 * The findings' iterations, one band per finding under the axis: a mark on
+	 * each bar that holds a concerned iteration (consecutive ones drawn as one
+	 * rectangle), not one bar from the first to the last.
+	 */
 	double yb = y0 + 34;
 	for (size_t k = 0; k < a->nfnd; k++) {
 		const struct an_result_finding *x = &a->fnd[k];
 		if (x->first_iteration < 0 || (size_t)x->first_iteration >= a->nit)
 			continue;
-		size_t last =
-		    x->last_iteration >= x->first_iteration ? (size_t)x->last_iteration : (size_t)x->first_iteration;
-		if (last >= a->nit)
-			last = a->nit - 1;
-		size_t b0 = bar_of(a->nit, nbars, (size_t)x->first_iteration), b1i = bar_of(a->nit, nbars, last);
 		int sev = x->severity >= 0 && x->severity < 3 ? x->severity : 0;
 		const char *kind = x->kind >= 0 && x->kind < AN_F__COUNT ? an_finding_name[x->kind] : "?";
-		fprintf(f,
-			"<a href=\"#finding-%zu\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"7\" fill=\"%s\">"
-			"<title>%s (%s): iterations %ld-%ld</title></rect></a>\n",
-			k, CH_L + b0 * BAR_PX, yb, (b1i - b0 + 1) * BAR_PX, sev_color[sev], kind, an_severity_name[sev],
-			x->first_iteration, x->last_iteration);
+		fprintf(f, "<a href=\"#finding-%zu\" class=\"strip\" data-finding=\"%s\">", k, kind);
+		size_t n = x->iter ? x->niter : 1, run0 = 0, run1 = 0;
+		int open = 0;
+		for (size_t j = 0; j < n; j++) {
+			long lo = x->iter ? x->iter[j] : x->first_iteration;
+			long hi = x->iter ? x->iter[j] : x->last_iteration >= lo ? x->last_iteration : lo;
+			if (lo < 0 || (size_t)lo >= a->nit)
+				continue;
+			if ((size_t)hi >= a->nit)
+				hi = (long)a->nit - 1;
+			size_t b0 = bar_of(a->nit, nbars, (size_t)lo), b1i = bar_of(a->nit, nbars, (size_t)hi);
+			if (open && b0 <= run1 + 1) {
+				run1 = b1i > run1 ? b1i : run1;
+				continue;
+			}
+			if (open)
+				strip_mark(f, nbars, run0, run1, yb, sev);
+			run0 = b0;
+			run1 = b1i;
+			open = 1;
+		}
+		if (open)
+			strip_mark(f, nbars, run0, run1, yb, sev);
+		fprintf(f, "<title>%s (%s): %ld iteration%s concerned, %ld-%ld</title></a>\n", kind,
+			an_severity_name[sev], x->iterations, x->iterations == 1 ? "" : "s", x->first_iteration,
+			x->last_iteration);
 		fprintf(f, "<text x=\"%.0f\" y=\"%.1f\" class=\"tick small\" text-anchor=\"end\">%s</text>\n", CH_L - 4,
 			yb + 7, kind);
 		yb += 10;

@@ -272,6 +272,61 @@ Test(html_e2e, stdout_and_memory_line_of_a_leaking_run)
 
 
 /*
+ * Findings first: for the leaking scenario (a critical memory_growth) the first
+ * finding card comes before the bottleneck banner in the HTML, and the text
+ * report's findings before its bottleneck sentence. The strip under the chart
+ * covers the concerned iterations only: per finding, its marks' total width is
+ * the JSON's count of concerned iterations times a bar's width (12 bars).
+ */
+Test(html_e2e, leaking_run_opens_with_its_critical_finding)
+{
+	char *tdir = capture("leaking", NULL);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", tdir, NULL};
+	struct sp_t_result r, t, j;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "stepprof analyze --html -: exit %d: %s", r.status, r.err);
+	const char *card = strstr(r.out, "<article id=\"finding-0\" class=\"finding sev-critical\" "
+					 "data-kind=\"memory_growth\"");
+	const char *banner = strstr(r.out, "<section id=\"bottleneck\"");
+	cr_assert(card && banner, "a critical memory_growth card and the bottleneck banner");
+	cr_expect_lt(card, banner, "the first finding card comes before the bottleneck banner");
+	char *targv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", tdir, NULL};
+	sp_t_run(&t, targv, NULL, NULL, 120);
+	cr_assert_eq(t.status, 0, "%s", t.err);
+	const char *crit = strstr(t.out, "[critical] memory_growth"), *bn = strstr(t.out, "\nBottleneck: ");
+	cr_assert(crit && bn, "%s", t.out);
+	cr_expect_lt(crit, bn, "the text report names the critical finding above the bottleneck");
+	char *jargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
+	sp_t_run(&j, jargv, NULL, NULL, 120);
+	cr_assert_eq(j.status, 0, "%s", j.err);
+	struct sp_json *js = sp_json_parse(j.out);
+	cr_assert_not_null(js);
+	double nit = sp_json_num(js, "summary.iterations", 0), bar = (960.0 - 104 - 12) / nit;
+	struct sp_json *fnd = sp_json_get(js, "findings");
+	cr_assert(fnd && fnd->n >= 1);
+	for (size_t k = 0; k < fnd->n; k++) {
+		char key[80];
+		snprintf(key, sizeof(key), "<a href=\"#finding-%zu\" class=\"strip\"", k);
+		const char *p = strstr(r.out, key), *end = p ? strstr(p, "</a>") : NULL;
+		cr_assert(p && end, "no strip for finding %zu", k);
+		double total = 0, x, w;
+		for (const char *q = strstr(p, "<rect "); q && q < end; q = strstr(q + 1, "<rect ")) {
+			cr_assert_eq(sscanf(q, "<rect x=\"%lf\" y=\"%*f\" width=\"%lf\"", &x, &w), 2);
+			total += w;
+		}
+		double want = sp_json_num(sp_json_at(fnd, k), "iterations", -1) * bar;
+		cr_expect(fabs(total - want) < 0.05, "finding %zu: strip %.2f px wide, %.2f for its iterations", k,
+			  total, want);
+	}
+	sp_json_free(js);
+	sp_t_result_free(&j);
+	sp_t_result_free(&t);
+	sp_t_result_free(&r);
+	free(tdir);
+	sp_t_remove_cur_dir();
+}
+
+/*
  * A trace's strings and the operands are shown, never passed through: a command
  * line with control characters (C0, C1) and bytes that are not UTF-8, in a
  * directory whose name is not UTF-8 either, gives a document that is all UTF-8

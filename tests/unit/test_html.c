@@ -11,6 +11,10 @@
  *   - no iterations: a report without charts; the table holds the first and last
  *     10 iterations, or all of them;
  *   - an unwritable file is an error;
+ *   - the findings come first, above the bottleneck; the strip under the chart
+ *     marks the concerned iterations only, in no category's colour; with 3,000
+ *     iterations no two labels of the chart overlap (their boxes computed from
+ *     the SVG's coordinates) and the time axis reads in one unit;
  *   - with 2 or more trainer processes, a per-rank table of the ranks' own numbers
  *     (shares as the exact doubles, the selected rank marked) and the text
  *     report's slowest/fastest line; none for one process.
@@ -18,6 +22,7 @@
  * Divided into: 1. building results and checking tags, 2. the tests.
  */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +30,7 @@
 #include "analyze.h"
 #include "report.h"
 #include "report_html.h"
+#include "report_html_int.h"
 
 /* ---------------------------------------- 1. results and a tag checker */
 
@@ -64,7 +70,45 @@ static void unbuild(struct an_analysis *a)
 {
 	free(a->it);
 	free(a->procs);
+	for (size_t i = 0; i < a->nfnd; i++)
+		free(a->fnd[i].iter);
 	free(a->fnd);
+}
+
+/* One finding of the given severity on the listed iterations (a copy of the list), as findings.c keeps it. */
+static void add_finding(struct an_analysis *a, int kind, int sev, const long *iters, size_t n)
+{
+	a->fnd = realloc(a->fnd, (a->nfnd + 1) * sizeof(*a->fnd));
+	cr_assert_not_null(a->fnd);
+	struct an_result_finding *f = &a->fnd[a->nfnd++];
+	memset(f, 0, sizeof(*f));
+	f->kind = kind;
+	f->severity = sev;
+	f->first_iteration = n ? iters[0] : -1;
+	f->last_iteration = n ? iters[n - 1] : -1;
+	f->iterations = (long)n;
+	f->iter = malloc((n ? n : 1) * sizeof(*f->iter));
+	cr_assert_not_null(f->iter);
+	memcpy(f->iter, iters, n * sizeof(*iters));
+	f->niter = f->iter_cap = n;
+	snprintf(f->advice, sizeof(f->advice), "fix it");
+}
+
+/* The rectangles of finding k's strip: their x and width, up to max; how many. */
+static size_t strip_rects(const char *h, size_t k, double *x, double *w, size_t max)
+{
+	char key[80];
+	snprintf(key, sizeof(key), "<a href=\"#finding-%zu\" class=\"strip\"", k);
+	const char *p = strstr(h, key), *end = p ? strstr(p, "</a>") : NULL;
+	cr_assert(p && end, "no strip for finding %zu", k);
+	size_t n = 0;
+	for (const char *r = strstr(p, "<rect "); r && r < end; r = strstr(r + 1, "<rect ")) {
+		cr_assert_eq(sscanf(r, "<rect x=\"%lf\" y=\"%*f\" width=\"%lf\"", &x[n < max ? n : max - 1],
+				    &w[n < max ? n : max - 1]),
+			     2, "%.80s", r);
+		n++;
+	}
+	return n;
 }
 
 static char *render(const struct an_analysis *a, const struct report_html_opts *o, size_t *len)
@@ -401,5 +445,125 @@ Test(html, rank_table_of_the_ranks_numbers)
 	cr_expect_null(strstr(h, "<tr class=\"rank"));
 	free(h);
 	free(a.ranks);
+	unbuild(&a);
+}
+
+/*
+ * The findings open the report: the first finding card comes before the
+ * bottleneck banner in the document, the most severe one first.
+ */
+Test(html, findings_come_before_the_bottleneck)
+{
+	struct an_analysis a;
+	build(&a, 20, NULL);
+	long it[] = {0, 19};
+	add_finding(&a, AN_F_MEMORY_GROWTH, 2, it, 2);
+	char *h = render(&a, NULL, NULL);
+	expect_balanced(h);
+	const char *card = strstr(h, "<article id=\"finding-0\""), *banner = strstr(h, "id=\"bottleneck\"");
+	cr_assert(card && banner, "a finding card and the bottleneck banner");
+	cr_expect_lt(card, banner, "the first finding card comes before the bottleneck banner");
+	free(h);
+	unbuild(&a);
+	/* no findings: the bottleneck opens, the "none" paragraph further down */
+	build(&a, 20, NULL);
+	h = render(&a, NULL, NULL);
+	const char *none = strstr(h, "id=\"findings\"");
+	banner = strstr(h, "id=\"bottleneck\"");
+	cr_assert(none && banner);
+	cr_expect_gt(none, banner);
+	free(h);
+	unbuild(&a);
+}
+
+/*
+ * The strip marks the concerned iterations, each on its own bar (consecutive
+ * ones as one rectangle), not one bar from the first to the last; in a colour
+ * that is no category's. Bucketed (3,000 iterations in 2,000 bars): the bars
+ * that hold a concerned iteration.
+ */
+Test(html, strip_marks_only_the_concerned_iterations)
+{
+	struct an_analysis a;
+	build(&a, 20, NULL);
+	long it[] = {2, 3, 9, 17};
+	add_finding(&a, AN_F_SMALL_FILE_STORM, 1, it, 4);
+	char *h = render(&a, NULL, NULL);
+	double x[8], w[8], bar = (960.0 - 104 - 12) / 20;
+	size_t n = strip_rects(h, 0, x, w, 8);
+	cr_assert_eq(n, 3, "iterations 2-3, 9, 17: three marks, got %zu", n);
+	const double want_x[] = {2, 9, 17}, want_w[] = {2, 1, 1};
+	for (size_t i = 0; i < n; i++) {
+		cr_expect(fabs(x[i] - (104 + want_x[i] * bar)) < 0.02, "mark %zu at x=%.2f", i, x[i]);
+		cr_expect(fabs(w[i] - want_w[i] * bar) < 0.02, "mark %zu %.2f wide", i, w[i]);
+	}
+	const char *strip = strstr(h, "class=\"strip\"");
+	const char *fill = strstr(strip, "fill=\"");
+	cr_assert_not_null(fill);
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		cr_expect(strncmp(fill + 6, cat_color[c], 7), "the strip is in %s's colour", an_cat_name[c]);
+	free(h);
+	unbuild(&a);
+
+	build(&a, 3000, NULL);
+	long far[] = {5, 2500};
+	add_finding(&a, AN_F_UNPINNED_COPY, 0, far, 2);
+	h = render(&a, NULL, NULL);
+	n = strip_rects(h, 0, x, w, 8);
+	bar = (960.0 - 104 - 12) / REPORT_HTML_MAX_BARS;
+	cr_assert_eq(n, 2, "two iterations far apart: two marks, got %zu", n);
+	cr_expect(w[0] < 1.01 * bar && w[1] < 1.01 * bar, "one bar each: %.3f, %.3f", w[0], w[1]);
+	cr_expect(fabs(x[1] - (104 + (2500.0 * REPORT_HTML_MAX_BARS / 3000) * bar)) < 1.01 * bar,
+		  "iteration 2500's mark at x=%.2f", x[1]);
+	free(h);
+	unbuild(&a);
+}
+
+/*
+ * 3,000 iterations, a dozen neighbours far above the rest (their bars cut at
+ * the top, each with its height in words): no two text labels on one line of
+ * the chart overlap. A label's box: its x, its anchor, 6 px a character (the
+ * chart's 10-11 px font is narrower). The time axis reads in one unit, 0 as "0".
+ */
+Test(html, labels_never_overlap_with_3000_iterations)
+{
+	const size_t n = 3000;
+	uint64_t *ms = malloc(n * sizeof(*ms));
+	cr_assert_not_null(ms);
+	for (size_t i = 0; i < n; i++)
+		ms[i] = i >= 1500 && i < 1518 ? 40 + i % 7 : 1;
+	struct an_analysis a;
+	build(&a, n, ms);
+	free(ms);
+	char *h = render(&a, NULL, NULL);
+	const char *svg = strstr(h, "aria-label=\"breakdown per iteration\""), *svg_end = strstr(svg, "</svg>");
+	cr_assert(svg && svg_end);
+	struct box {
+		double l, r, y;
+	} b[256];
+	size_t nb = 0;
+	for (const char *p = strstr(svg, "<text "); p && p < svg_end; p = strstr(p + 1, "<text ")) {
+		double x, y;
+		char anchor[16] = "start";
+		cr_assert_eq(sscanf(p, "<text x=\"%lf\" y=\"%lf\"", &x, &y), 2, "%.60s", p);
+		const char *an = strstr(p, "text-anchor=\""), *gt = strchr(p, '>');
+		if (an && an < gt)
+			sscanf(an, "text-anchor=\"%15[a-z]", anchor);
+		const char *close = strstr(gt, "</text>");
+		double wd = 6.0 * (double)(close - gt - 1);
+		double l = !strcmp(anchor, "middle") ? x - wd / 2 : !strcmp(anchor, "end") ? x - wd : x;
+		cr_assert_lt(nb, 256);
+		b[nb++] = (struct box){l, l + wd, y};
+		if (strstr(p, "text-anchor=\"end\"") && x < 104 && y < 300)
+			cr_expect(strncmp(gt + 1, "0 ns", 4), "a time axis label says 0 ns");
+	}
+	size_t overlaps = 0;
+	for (size_t i = 0; i < nb; i++)
+		for (size_t j = i + 1; j < nb; j++)
+			if (fabs(b[i].y - b[j].y) < 8 && b[i].l < b[j].r && b[j].l < b[i].r)
+				overlaps++;
+	cr_expect_eq(overlaps, 0, "%zu pairs of labels overlap", overlaps);
+	cr_expect(strstr(svg, "class=\"cut\""), "the tall bars are cut and marked");
+	free(h);
 	unbuild(&a);
 }
