@@ -347,7 +347,28 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 		c->t = NULL; /* the process table may have moved */
 		break;
 	}
+	case SP_K_COPY:
+	case SP_K_MEMSET:
+	case SP_K_SYNC:
+	case SP_K_ALLOC:
+	case SP_K_FREE:
+	case SP_K_ALLOC_FAILED:
+	case SP_K_HOST_ALLOC:
+	case SP_K_HOST_FREE:
+	case SP_K_HOST_REGISTER:
+	case SP_K_HOST_UNREGISTER:
+	case SP_K_MEM_INFO:
+	case SP_K_GPU_SPAN2:
+		p->cuda_calls++;
+		a->cuda_calls++;
+		break;
+	default:
+		break;
+	}
+	switch (ev.kind) {
 	case SP_K_LAUNCH:
+		p->cuda_calls++;
+		a->cuda_calls++;
 		t->launches++;
 		p->launches++;
 		callspan_add(&t->launch, &ev);
@@ -370,6 +391,8 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 		break;
 	case SP_K_GPU_SPAN: {
 		size_t pi = (size_t)(p - a->procs);
+		p->cuda_calls++;
+		a->cuda_calls++;
 		if (ev.end_ns > s->gpu_end[pi])
 			s->gpu_end[pi] = ev.end_ns;
 		break;
@@ -461,9 +484,24 @@ static struct an_proc *select_trainer(struct state *s, char *err, size_t errlen)
 		    (!p->launches && !best->launches && p->records > best->records))
 			best = p;
 	}
-	/* without launches, the process that marked steps, if any */
+	/*
+	 * Without launches, the process that marked steps, if any; else the
+	 * busiest process that no other process of the trace started (a CPU-only
+	 * DataLoader job: the main process, whose forked workers read the files
+	 * and may well record more than it).
+	 */
 	if (best && !best->launches && s->nsteps)
-		best = proc_find(a, s->steps[0].pid);
+		return proc_find(a, s->steps[0].pid);
+	if (best && !best->launches) {
+		struct an_proc *root = NULL;
+		for (size_t i = 0; i < a->nprocs; i++) {
+			struct an_proc *p = &a->procs[i];
+			if (p->file >= 0 && !proc_find(a, p->ppid) && (!root || p->records > root->records))
+				root = p;
+		}
+		if (root)
+			best = root;
+	}
 	return best;
 }
 
@@ -574,7 +612,7 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 	 */
 	for (size_t i = 0; i < a->nprocs; i++) {
 		struct an_proc *p = &a->procs[i];
-		if (p->role == AN_ROLE_TRAINER)
+		if (p->role == AN_ROLE_TRAINER || p == best)
 			continue;
 		if (p->file < 0 && p->ppid < 0 && any_launches) {
 			p->role = AN_ROLE_WORKER;
@@ -585,7 +623,8 @@ static int choose_trainer(struct state *s, char *err, size_t errlen)
 			struct an_proc *q = proc_find(a, pp);
 			if (!q)
 				break;
-			if (q->role == AN_ROLE_TRAINER) {
+			/* no process launched: the descendants of the main process are its loader workers */
+			if (q->role == AN_ROLE_TRAINER || (!any_launches && q == best)) {
 				p->role = AN_ROLE_WORKER;
 				p->trainer = q->pid;
 				break;
@@ -617,6 +656,29 @@ static void link_speed(struct state *s)
 	unsigned g = d->pcie_gen_cur;
 	if (g >= 1 && g <= 6 && d->pcie_width_cur)
 		s->col.link_gbps = lane[g] * d->pcie_width_cur;
+}
+
+/*
+ * No iterations: the whole run's input as one span, for small_file_storm and the
+ * report. Its exposed input is the main process's time in input calls and in
+ * waits for its loader workers (at most the run's wall time); the directories
+ * with the most opens are kept for the report.
+ */
+static void run_input_close(struct state *s)
+{
+	struct an_analysis *a = s->a;
+	struct an_iter *r = &a->run_input;
+	r->start_ns = a->records ? a->run_begin_ns : 0;
+	r->end_ns = a->records ? a->run_end_ns : 0;
+	const struct an_proc *m = proc_find(a, a->trainer_pid);
+	uint64_t in = m ? m->in_ns + m->in_wait_ns : 0, wall = r->end_ns - r->start_ns;
+	r->bd[AN_INPUT] = in < wall ? in : wall;
+	struct an_top dirs = s->col.dirs;
+	an_top_sort(&dirs, 0);
+	for (size_t i = 0; i < dirs.n && a->ninput_dirs < AN_INPUT_DIRS; i++) {
+		snprintf(a->input_dirs[a->ninput_dirs], sizeof(a->input_dirs[0]), "%s", dirs.e[i].key);
+		a->input_dir_opens[a->ninput_dirs++] = dirs.e[i].count;
+	}
 }
 
 static void rank_fill(struct an_rank *r, const struct an_analysis *x, const struct an_proc *p)
@@ -759,6 +821,8 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			a->bd_total[c] += a->it[i].bd[c];
 	}
+	if (!a->nit)
+		run_input_close(&s);
 	if (an_findings_eval(a, &s.col))
 		goto oom;
 	/* a ring that lost the run's beginning: memory_growth and the peak from the summaries */

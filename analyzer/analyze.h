@@ -149,6 +149,9 @@ struct an_proc {
 	uint32_t images;	 /* its trace files: 1 + the execs recorded (0: seen only by the collector) */
 	char cmdline[128];	 /* of its last image (what it ran last) */
 	char first_cmdline[128]; /* of its first image (the same when images is 1) */
+	/* added: CUDA records (copies, launches, syncs, allocations, GPU spans...); its input over the whole run */
+	uint64_t cuda_calls;
+	uint64_t in_files, in_bytes, in_meta, in_ns, in_wait_ns; /* files opened, bytes read, metadata ops, ns */
 };
 
 #define AN_FSIZE_BUCKETS 41 /* log2 buckets of bytes per opened file: 0, 1, 2-3, ... */
@@ -223,6 +226,8 @@ struct an_rank {
 	uint64_t bd_total[AN_CAT__COUNT];
 };
 
+#define AN_INPUT_DIRS 5
+
 struct an_analysis {
 	struct an_options opt;
 	int source_kind;
@@ -243,6 +248,17 @@ struct an_analysis {
 	uint64_t bd_total[AN_CAT__COUNT];
 	uint64_t device_bytes_peak;
 	uint32_t auto_period; /* signatures per iteration (auto) */
+	uint64_t cuda_calls;  /* CUDA records of every process: 0, no process made a CUDA call */
+	/*
+	 * Without iterations, the input of the whole run as one span (start and end
+	 * the run's; bd[AN_INPUT] the main process's time in input calls and waits
+	 * for loader workers): small_file_storm is evaluated on it, the report gives
+	 * it with the busiest directories (opens, most first).
+	 */
+	struct an_iter run_input;
+	char input_dirs[AN_INPUT_DIRS][256];
+	uint64_t input_dir_opens[AN_INPUT_DIRS];
+	size_t ninput_dirs;
 	/*
 	 * Every trainer process (it launched kernels) and the selected one, by rank
 	 * then pid: one analysis each (the selected one's is this one), so memory

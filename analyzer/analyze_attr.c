@@ -208,16 +208,21 @@ static void file_done(struct pass2 *p, struct openfile *f)
 		/* opened, never read: written (OPEN records have no access mode), not input */
 		if (f->iter >= 0 && (size_t)f->iter < p->a->nit)
 			p->a->it[f->iter].files_unread++;
+		else if (!p->a->nit)
+			p->a->run_input.files_unread++;
 		f->used = 0;
 		return;
 	}
 	unsigned b = an_fsize_bucket(f->bytes);
 	p->s->col.fsize_hist[b]++;
 	p->s->col.fsize_sum[b] += f->bytes;
-	if (f->iter >= 0 && (size_t)f->iter < p->a->nit) {
-		p->a->it[f->iter].files_sized++;
+	struct an_iter *it = f->iter >= 0 && (size_t)f->iter < p->a->nit ? &p->a->it[f->iter]
+			     : p->a->nit				  ? NULL
+									  : &p->a->run_input;
+	if (it) {
+		it->files_sized++;
 		if ((double)f->bytes < p->a->opt.threshold[AN_T_SFS_MAX_FILE])
-			p->a->it[f->iter].files_small++;
+			it->files_small++;
 	}
 	f->used = 0;
 }
@@ -646,6 +651,18 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 				file_done(p, f);
 			break;
 		}
+		/* the process's input over the whole run (the report's input summary) */
+		if (pr) {
+			if (ev->kind == SP_K_LOADER_WAIT)
+				pr->in_wait_ns += dur;
+			else if (ev->kind != SP_K_READ || ((unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_PIPE &&
+							   (unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_SOCKET)) {
+				pr->in_ns += dur;
+				pr->in_files += ev->kind == SP_K_OPEN && ok;
+				pr->in_meta += ev->kind == SP_K_OPEN || ev->kind == SP_K_STAT || ev->kind == SP_K_LISTDIR;
+				pr->in_bytes += ev->kind == SP_K_READ && ok ? ev->f[SP_F_BYTES] : 0;
+			}
+		}
 		if (ev->kind == SP_K_LOADER_WAIT)
 			break;
 		ITER();
@@ -658,7 +675,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		 */
 		if (i < 0 && pr && pr->role == AN_ROLE_WORKER)
 			i = iter_after(a, ev->begin_ns);
-		struct an_iter *it = i >= 0 ? &a->it[i] : NULL;
+		/* no iterations: every input record counts in the whole run's span */
+		struct an_iter *it = i >= 0 ? &a->it[i] : a->nit ? NULL : &a->run_input;
 		if (ev->kind == SP_K_OPEN) {
 			if (it) {
 				it->opens++;
@@ -781,6 +799,11 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 	 */
 	for (size_t k = 0; k < OP_RING; k++)
 		p.ring[k].pg_iter = -1;
+	a->run_input = (struct an_iter){0};
+	for (size_t k = 0; k < a->nprocs; k++) {
+		struct an_proc *pr = &a->procs[k];
+		pr->in_files = pr->in_bytes = pr->in_meta = pr->in_ns = pr->in_wait_ns = 0;
+	}
 	const struct sp_event *ev;
 	int file;
 	while ((ev = s->src->next(s->src->ctx, &file))) {

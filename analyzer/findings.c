@@ -214,12 +214,16 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	if (!per)
 		return -1;
 	struct an_result_finding tmp = {.kind = AN_F_SMALL_FILE_STORM, .first_iteration = -1, .last_iteration = -1};
-	for (size_t i = 0; i < a->nit; i++) {
-		const struct an_iter *it = &a->it[i];
+	/* no iterations: the whole run is one span (a CPU-only job, a job without a training loop) */
+	int whole = !a->nit;
+	const struct an_iter *its = whole ? &a->run_input : a->it;
+	for (size_t i = 0; i < (whole ? 1 : a->nit); i++) {
+		const struct an_iter *it = &its[i];
 		if ((double)(it->opens + it->stats) < th[AN_T_SFS_MIN_META] ||
 		    !iter_files_small(it, th[AN_T_SFS_MAX_FILE]))
 			continue;
-		flag_iteration(&tmp, (long)i);
+		if (!whole)
+			flag_iteration(&tmp, (long)i);
 		per[nflag++] = it->files_opened;
 		wall += iter_wall(it);
 		input += it->bd[AN_INPUT];
@@ -243,6 +247,8 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	f->cost_ns = input;
 	double share = wall ? (double)input / (double)wall : 0;
 	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
+	if (whole)
+		an_evidence_str(f, "scope", "whole_run");
 	an_evidence_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
 	an_evidence_num(f, "metadata_ops_per_s", wall ? (double)meta / ((double)wall / 1e9) : 0);
 	uint64_t med = run_file_median(c);

@@ -196,6 +196,44 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 	jw_obj_end(w);
 }
 
+/* added, only without iterations: the whole run's input, per process, and the busiest directories */
+static void json_input(struct jsonw *w, const struct an_analysis *a)
+{
+	const struct an_iter *r = &a->run_input;
+	jw_kobj_begin(w, "input");
+	jw_kstr(w, "scope", "whole_run");
+	jw_ku64(w, "files_opened", r->files_opened);
+	jw_ku64(w, "bytes_read", r->bytes_read);
+	jw_ku64(w, "metadata_ops", r->metadata_ops);
+	jw_ku64(w, "metadata_ns", r->meta_ns);
+	jw_ku64(w, "data_ns", r->data_ns);
+	jw_karr_begin(w, "processes");
+	for (size_t i = 0; i < a->nprocs; i++) {
+		const struct an_proc *p = &a->procs[i];
+		if (!p->in_ns && !p->in_wait_ns && !p->in_meta)
+			continue;
+		jw_obj_begin(w);
+		jw_ki64(w, "pid", p->pid);
+		jw_kstr(w, "role", an_role_name[p->role]);
+		jw_ku64(w, "files_opened", p->in_files);
+		jw_ku64(w, "bytes_read", p->in_bytes);
+		jw_ku64(w, "metadata_ops", p->in_meta);
+		jw_ku64(w, "io_ns", p->in_ns);
+		jw_ku64(w, "loader_wait_ns", p->in_wait_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_karr_begin(w, "top_directories");
+	for (size_t i = 0; i < a->ninput_dirs; i++) {
+		jw_obj_begin(w);
+		jw_kstr(w, "path", a->input_dirs[i]);
+		jw_ku64(w, "opens", a->input_dir_opens[i]);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
 int report_json(FILE *f, const struct an_analysis *a)
 {
 	struct jsonw w;
@@ -243,7 +281,10 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_ku64(&w, "device_capacity_bytes", a->device_capacity);
 	if (a->source_kind == AN_SRC_AUTO)
 		jw_ku64(&w, "auto_period", a->auto_period);
+	jw_ku64(&w, "cuda_calls", a->cuda_calls);
 	jw_obj_end(&w);
+	if (!a->nit)
+		json_input(&w, a);
 	jw_karr_begin(&w, "findings");
 	for (size_t i = 0; i < a->nfnd; i++)
 		json_finding(&w, &a->fnd[i]);
@@ -269,6 +310,9 @@ const char *report_bottleneck_sentence(const struct an_analysis *a, const char *
 		return "device-to-host copies hold the step";
 	if (!strcmp(b, "sync"))
 		return "the training thread waits in synchronisation calls while the GPU is idle";
+	if (!strcmp(b, "other") && !a->cuda_calls)
+		return "host time outside I/O (Python, the framework, computation on the CPU); no process made a CUDA "
+		       "call, so no GPU waits";
 	if (!strcmp(b, "other"))
 		return "host time outside CUDA and I/O (Python, framework, launch overhead) leaves the GPU idle";
 	if (!strcmp(b, "compute")) {
@@ -376,6 +420,44 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 	}
 }
 
+const char report_no_cuda[] =
+    "no process made a CUDA call (no kernel, copy, allocation or synchronisation was recorded). If the job "
+    "should use a GPU, the framework may be a CPU-only build (PyTorch: torch.cuda.is_available() is False, "
+    "torch.version.cuda is None), or libstepprof.so did not reach the processes that use CUDA (LD_PRELOAD "
+    "unset, relative or wrong there; stepprof run sets an absolute one).";
+
+/* No iterations: the whole run's input, per process and the busiest directories. */
+static void text_input(FILE *f, const struct an_analysis *a)
+{
+	char b1[32], b2[32];
+	const struct an_iter *r = &a->run_input;
+	if (!r->opens && !r->stats && !r->bytes_read && !r->metadata_ops)
+		return;
+	fprintf(f, "\nInput over the whole run: %llu files opened, %s read, %llu metadata ops (%s in metadata, %s "
+		   "reading)\n",
+		(unsigned long long)r->files_opened, util_fmt_bytes(r->bytes_read, b1, sizeof(b1)),
+		(unsigned long long)r->metadata_ops, util_fmt_ns(r->meta_ns, b2, sizeof(b2)),
+		util_fmt_ns(r->data_ns, (char[32]){0}, 32));
+	fprintf(f, "  %-7s %-7s %8s %10s %9s %12s %12s\n", "pid", "role", "files", "read", "meta ops", "in I/O",
+		"loader wait");
+	for (size_t i = 0; i < a->nprocs; i++) {
+		const struct an_proc *p = &a->procs[i];
+		if (!p->in_ns && !p->in_wait_ns && !p->in_meta)
+			continue;
+		fprintf(f, "  %-7d %-7s %8llu %10s %9llu %12s %12s\n", p->pid, an_role_name[p->role],
+			(unsigned long long)p->in_files, util_fmt_bytes(p->in_bytes, b1, sizeof(b1)),
+			(unsigned long long)p->in_meta, util_fmt_ns(p->in_ns, b2, sizeof(b2)),
+			util_fmt_ns(p->in_wait_ns, (char[32]){0}, 32));
+	}
+	for (size_t i = 0; i < a->ninput_dirs; i++) {
+		fputs(i ? ", " : "  top directories: ", f);
+		util_put_text(f, a->input_dirs[i], 0);
+		fprintf(f, " (%llu opens)", (unsigned long long)a->input_dir_opens[i]);
+	}
+	if (a->ninput_dirs)
+		fputc('\n', f);
+}
+
 int report_text(FILE *f, const struct an_analysis *a, int all)
 {
 	char b1[32], b2[32];
@@ -406,6 +488,11 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	}
 	if (a->nranks > 1)
 		text_ranks(f, a);
+	if (!a->cuda_calls && a->records) {
+		char nc[sizeof(report_no_cuda) + 16];
+		snprintf(nc, sizeof(nc), "No CUDA call: %s", report_no_cuda);
+		text_wrap(f, "", nc);
+	}
 	fprintf(f, "iterations: %zu (source: %s", a->nit, an_source_name[a->source_kind]);
 	if (a->source_kind == AN_SRC_AUTO)
 		fprintf(f, ", %u calls per iteration", a->auto_period);
@@ -417,9 +504,12 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		a->nfnd ? " in the order to fix them (the most severe first, then the most wall time)" : " none");
 	for (size_t i = 0; i < a->nfnd; i++) {
 		const struct an_result_finding *x = &a->fnd[i];
-		fprintf(f, "  [%s] %s%s%s%s, iterations %ld-%ld (%ld)\n", an_severity_name[x->severity],
-			an_finding_name[x->kind], x->signal ? " (" : "", x->signal ? x->signal : "",
-			x->signal ? ")" : "", x->first_iteration, x->last_iteration, x->iterations);
+		fprintf(f, "  [%s] %s%s%s%s, ", an_severity_name[x->severity], an_finding_name[x->kind],
+			x->signal ? " (" : "", x->signal ? x->signal : "", x->signal ? ")" : "");
+		if (!a->nit && x->first_iteration < 0)
+			fprintf(f, "over the whole run (no iterations)\n");
+		else
+			fprintf(f, "iterations %ld-%ld (%ld)\n", x->first_iteration, x->last_iteration, x->iterations);
 		fprintf(f, "    evidence:");
 		for (int k = 0; k < x->nev; k++) {
 			if (x->ev[k].is_str) {
@@ -442,6 +532,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	if (!a->nit) {
 		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
 			   "repeating CUDA call sequence was found.\n");
+		text_input(f, a);
 	} else {
 		fprintf(f, "\n  %-8s %10s %10s %7s\n", "category", "median", "p95", "share");
 		for (int c = 0; c < AN_CAT__COUNT; c++)

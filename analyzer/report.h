@@ -24,6 +24,8 @@ const char *report_rank_bottleneck(const struct an_analysis *a, const struct an_
  * One clause saying what the bottleneck `b` (report_bottleneck's word) means; the
  * compute clause states a's threshold, written into buf (len bytes).
  */
+/* Said when no process made a CUDA call (a->cuda_calls 0): what it suggests. */
+extern const char report_no_cuda[];
 const char *report_bottleneck_sentence(const struct an_analysis *a, const char *b, char *buf, size_t len);
 /* part / whole, 0 when whole is 0: a category's share of a wall time. */
 double report_fraction(uint64_t part, uint64_t whole);

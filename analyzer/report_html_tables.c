@@ -244,6 +244,8 @@ void html_bottleneck(FILE *f, const struct an_analysis *a)
 		if (!strcmp(an_cat_name[c], bn))
 			bc = c;
 	fprintf(f, "<section id=\"bottleneck\" class=\"bottleneck\" data-bottleneck=\"%s\">\n", bn);
+	if (!a->cuda_calls && a->records)
+		fprintf(f, "<p id=\"no-cuda\"><strong>No CUDA call:</strong> %s</p>\n", report_no_cuda);
 	if (bc < 0) {
 		fputs("<p><strong>No iterations.</strong> No NVTX range matched <code>--step-regex</code>, no "
 		      "<code>stepprof_step()</code> marks were made, and no repeating CUDA call sequence was found: "

@@ -6,7 +6,9 @@
  * trace, attributed to the worker processes (not the trainer), the bytes read
  * must add up to the files' sizes, and the trainer's waits for batches must
  * be loader waits: under LD_PRELOAD (libc wrappers) and under
- * `stepprof run --bpf` (skipped with a reason where BPF is refused).
+ * `stepprof run --bpf` (skipped with a reason where BPF is refused). The
+ * report of the CPU-only job says no CUDA call was made, names the workers and
+ * gives the whole run's input and its small_file_storm.
  * Ground truth: the script's own counts and the pids that served the items.
  */
 #include "test_io_helpers.h"
@@ -118,6 +120,51 @@ static void check_pipeline(struct torch_env *e, const struct sp_json *t, const c
 	cr_expect_gt(waited, 0);
 }
 
+/*
+ * The CPU-only job as `stepprof analyze` reports it: no process made a CUDA call
+ * (said in the text, summary.cuda_calls 0), the processes that served items are
+ * workers, the whole-run input summary holds the Dataset's opens in those
+ * workers and the data directory first, and small_file_storm fires over the
+ * whole run (6,000 files of 2-16 KiB).
+ */
+static void check_report(struct torch_env *e, const struct sp_json *t)
+{
+	const struct sp_json *workers = sp_json_get(t, "worker_pids");
+	char *jargv[] = { e->stepprof, "analyze", "--json", e->trace, NULL };
+	char *targv[] = { e->stepprof, "analyze", e->trace, NULL };
+	struct sp_t_result jr, tr;
+	cr_assert_eq(sp_t_run(&jr, jargv, NULL, NULL, 120), 0, "stepprof analyze --json: %s", jr.err);
+	cr_assert_eq(sp_t_run(&tr, targv, NULL, NULL, 120), 0, "stepprof analyze: %s", tr.err);
+	cr_expect(strstr(tr.out, "No CUDA call: no process made a CUDA call"), "%s", tr.out);
+	cr_expect(strstr(tr.out, "Input over the whole run"), "%s", tr.out);
+	struct sp_json *j = sp_json_parse(jr.out);
+	cr_assert_not_null(j);
+	cr_expect_eq(sp_json_u64(j, "summary.cuda_calls", 99), 0);
+	uint64_t opens = 0;
+	const struct sp_json *procs = sp_json_get(j, "processes"), *in = sp_json_path(j, "input.processes");
+	cr_assert(procs && in, "processes and input.processes");
+	for (size_t i = 0; i < procs->n; i++) {
+		const struct sp_json *p = sp_json_at(procs, i);
+		int pid = (int)sp_json_i64(p, "pid", 0);
+		if (in_list(workers, pid))
+			cr_expect_str_eq(sp_json_str(p, "role"), "worker", "pid %d served items", pid);
+	}
+	for (size_t i = 0; i < in->n; i++)
+		if (in_list(workers, (int)sp_json_i64(sp_json_at(in, i), "pid", 0)))
+			opens += sp_json_u64(sp_json_at(in, i), "files_opened", 0);
+	cr_expect_geq(opens, 6000, "the workers' files in the input summary: %llu", (unsigned long long)opens);
+	cr_expect_str_eq(sp_json_str(j, "input.top_directories.0.path"), e->data);
+	const struct sp_json *f = sp_json_get(j, "findings");
+	int storm = 0;
+	for (size_t i = 0; f && i < f->n; i++)
+		if (!strcmp(sp_json_str(sp_json_at(f, i), "kind"), "small_file_storm"))
+			storm = !strcmp(sp_json_str(sp_json_at(f, i), "evidence.scope") ?: "", "whole_run");
+	cr_expect(storm, "small_file_storm over the whole run: %s", tr.out);
+	sp_json_free(j);
+	sp_t_result_free(&jr);
+	sp_t_result_free(&tr);
+}
+
 Test(torch, dataloader_under_ld_preload, .timeout = 300)
 {
 	struct torch_env e;
@@ -133,6 +180,7 @@ Test(torch, dataloader_under_ld_preload, .timeout = 300)
 	sp_t_result_free(&res);
 	struct io_recs rs;
 	check_pipeline(&e, t, "libc", &rs);
+	check_report(&e, t);
 	io_t_free(&rs);
 	sp_json_free(t);
 	torch_fini(&e);
