@@ -645,23 +645,24 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			break;
 		int32_t fd = (int32_t)ev->f[SP_F_FD];
 		int ok = (int64_t)ev->f[SP_F_RESULT] >= 0;
-		if (ev->kind == SP_K_CLOSE) {
-			struct openfile *f = file_slot(p, ev->pid, fd);
-			if (f && f->used)
-				file_done(p, f);
-			break;
-		}
 		/* the process's input over the whole run (the report's input summary) */
 		if (pr) {
 			if (ev->kind == SP_K_LOADER_WAIT)
 				pr->in_wait_ns += dur;
-			else if (ev->kind != SP_K_READ || ((unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_PIPE &&
-							   (unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_SOCKET)) {
+			else if ((ev->kind != SP_K_READ && ev->kind != SP_K_CLOSE) ||
+				 ((unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_PIPE &&
+				  (unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_SOCKET)) { /* files, not pipes */
 				pr->in_ns += dur;
 				pr->in_files += ev->kind == SP_K_OPEN && ok;
 				pr->in_meta += ev->kind == SP_K_OPEN || ev->kind == SP_K_STAT || ev->kind == SP_K_LISTDIR;
 				pr->in_bytes += ev->kind == SP_K_READ && ok ? ev->f[SP_F_BYTES] : 0;
 			}
+		}
+		if (ev->kind == SP_K_CLOSE) {
+			struct openfile *f = file_slot(p, ev->pid, fd);
+			if (f && f->used)
+				file_done(p, f);
+			break;
 		}
 		if (ev->kind == SP_K_LOADER_WAIT)
 			break;

@@ -1,5 +1,5 @@
 /*
- * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json] [--all] [--rank N] [--step-regex RE]
+ * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json|--csv] [--all] [--rank N] [--step-regex RE]
  * [--threshold NAME=VALUE]...`: the per-iteration breakdown and the findings of a
  * run (docs/definitions.md and docs/analysis-json.md).
  *
@@ -26,12 +26,13 @@
 static void analyze_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stepprof analyze [--json] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
+		"usage: stepprof analyze [--json|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
 		"                        [--threshold NAME=VALUE]... DIR|FILE...\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
 		"  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
+		"  --csv                the per-iteration table as CSV: a header line, one row per iteration\n"
 		"  --all                every iteration in the text table (default: first and last 10)\n"
 		"  --html FILE          also write a self-contained HTML report to FILE ('-': stdout, instead of text)\n"
 		"  --rank N             break down the trainer process of rank N (RANK); default: the lowest\n"
@@ -56,6 +57,7 @@ int command_analyze(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, 'j'},
+	    {"csv", no_argument, NULL, 'c'},
 	    {"all", no_argument, NULL, 'a'},
 	    {"html", required_argument, NULL, 'H'},
 	    {"step-regex", required_argument, NULL, 'r'},
@@ -66,7 +68,7 @@ int command_analyze(int argc, char **argv)
 	};
 	struct an_options opt;
 	an_options_init(&opt);
-	int json = 0, all = 0, c;
+	int json = 0, csv = 0, all = 0, c;
 	const char *html = NULL;
 	char err[512];
 	optind = 1;
@@ -75,6 +77,9 @@ int command_analyze(int argc, char **argv)
 		switch (c) {
 		case 'j':
 			json = 1;
+			break;
+		case 'c':
+			csv = 1;
 			break;
 		case 'a':
 			all = 1;
@@ -116,6 +121,10 @@ int command_analyze(int argc, char **argv)
 	}
 	if (optind >= argc)
 		return util_no_operand("analyze");
+	if (csv && (json || (html && !strcmp(html, "-")))) {
+		util_err("analyze", "--csv: not with %s (both write to stdout)", json ? "--json" : "--html -");
+		return SP_EXIT_USAGE;
+	}
 	if (html && !*html) {
 		util_err("analyze", "--html: empty file name");
 		return SP_EXIT_USAGE;
@@ -149,7 +158,10 @@ int command_analyze(int argc, char **argv)
 	struct report_html_opts ho = {(const char *const *)argv + optind, (size_t)(argc - optind), all};
 	if (html && report_html_file(html, &a, &ho))
 		rc = SP_EXIT_INTERNAL;
-	int wr = html && !strcmp(html, "-") ? 0 : json ? report_json(stdout, &a) : report_text(stdout, &a, all);
+	int wr = html && !strcmp(html, "-") ? 0
+		 : json			   ? report_json(stdout, &a)
+		 : csv			   ? report_csv(stdout, &a)
+					   : report_text(stdout, &a, all);
 	if (fflush(stdout) || wr)
 		rc = util_stdout_failed();
 	an_analysis_free(&a);

@@ -3,7 +3,7 @@
  *
  * Divided into: the summary numbers both share (bottleneck, per-category median
  * and p95), the JSON writer (schema stepprof.analysis/1, fields
- * only added, never renamed) and the text report (the run, the per-rank table
+ * only added, never renamed), the CSV of the iterations and the text report (the run, the per-rank table
  * when there are several trainer processes, the findings: what to fix first,
  * above the six categories and the bottleneck sentence; the per-iteration table).
  *
@@ -296,6 +296,31 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_arr_end(&w);
 	jw_obj_end(&w);
 	return jw_error(&w);
+}
+
+/* ------------------------------------------------------------------ CSV */
+
+int report_csv(FILE *f, const struct an_analysis *a)
+{
+	fputs("index,start_ns,end_ns,wall_ns", f);
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		fprintf(f, ",%s_ns", an_cat_name[c]);
+	fputs(",gpu_idle_ns,files_opened,metadata_ops,bytes_read,h2d_bytes,d2h_bytes,pageable_copies,"
+	      "device_bytes_peak\n",
+	      f);
+	for (size_t i = 0; i < a->nit; i++) {
+		const struct an_iter *it = &a->it[i];
+		fprintf(f, "%zu,%llu,%llu,%llu", i, (unsigned long long)it->start_ns, (unsigned long long)it->end_ns,
+			(unsigned long long)(it->end_ns - it->start_ns));
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, ",%llu", (unsigned long long)it->bd[c]);
+		fprintf(f, ",%llu,%llu,%llu,%llu,%llu,%llu,%llu,%llu\n", (unsigned long long)it->gpu_idle_ns,
+			(unsigned long long)it->files_opened, (unsigned long long)it->metadata_ops,
+			(unsigned long long)it->bytes_read, (unsigned long long)it->h2d_bytes,
+			(unsigned long long)it->d2h_bytes, (unsigned long long)it->pageable_copies,
+			(unsigned long long)it->device_bytes_peak);
+	}
+	return ferror(f) ? -1 : 0;
 }
 
 /* ----------------------------------------------------------------- text */

@@ -24,6 +24,8 @@ const char *report_rank_bottleneck(const struct an_analysis *a, const struct an_
  * One clause saying what the bottleneck `b` (report_bottleneck's word) means; the
  * compute clause states a's threshold, written into buf (len bytes).
  */
+/* The per-iteration table as CSV (analyze --csv): a header line, one row per iteration; 0 or -1. */
+int report_csv(FILE *f, const struct an_analysis *a);
 /* Said when no process made a CUDA call (a->cuda_calls 0): what it suggests. */
 extern const char report_no_cuda[];
 const char *report_bottleneck_sentence(const struct an_analysis *a, const char *b, char *buf, size_t len);

@@ -659,7 +659,16 @@ Test(analyze_cli, degenerate_runs_give_a_report)
 		cr_expect_str_eq(sp_json_str(j, "summary.bottleneck"), bottleneck[which], "run %d", which);
 		cr_expect_eq(sp_json_get(j, "processes")->n, nproc[which], "run %d", which);
 		cr_expect_eq(sp_json_get(j, "ranks")->n, nranks[which], "run %d", which);
-		cr_expect_eq(sp_json_get(j, "findings")->n, 0, "run %d", which);
+		/* 300 opens of 100-byte files and no iterations: a storm over the whole run */
+		cr_expect_eq(sp_json_get(j, "findings")->n, which == 1, "run %d", which);
+		if (which == 1) {
+			cr_expect_str_eq(sp_json_str(j, "findings.0.kind"), "small_file_storm");
+			cr_expect_str_eq(sp_json_str(j, "findings.0.evidence.scope"), "whole_run");
+			cr_expect_eq(sp_json_u64(j, "input.files_opened", 0), 300);
+			cr_expect_eq(sp_json_u64(j, "input.bytes_read", 0), 300 * 100);
+			cr_expect_eq(sp_json_u64(j, "input.processes.0.io_ns", 0), 300 * 3000);
+			cr_expect_str_eq(sp_json_str(j, "input.top_directories.0.path"), "/data");
+		}
 		if (which == 2) {
 			cr_expect_eq(sp_json_num(j, "iterations.0.wall_ns", 0), 5000);
 			cr_expect_eq(sp_json_num(j, "iterations.0.breakdown_ns.compute", 0), 4800);
@@ -696,6 +705,11 @@ Test(analyze_cli, usage_errors)
 	sp_t_run(&r, a5, NULL, NULL, 30);
 	cr_expect_eq(r.outlen, 0, "no report for a usage error: %s", r.out);
 	sp_t_result_free(&r);
+	/* --csv writes to stdout, as --json and --html - do: one of them */
+	char *a6[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--csv", "--json", dir, NULL};
+	expect_error(a6, 1, "--csv: not with --json");
+	char *a7[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--csv", "--html", "-", dir, NULL};
+	expect_error(a7, 1, "--csv: not with --html -");
 	sp_t_rmrf(dir);
 	free(dir);
 }
@@ -1111,6 +1125,58 @@ Test(analyze_cli, a_process_that_execs_is_named_by_its_last_image, .timeout = 12
 	const char *nm = strstr(m, "\"name\":\"");
 	cr_expect(nm && !strncmp(nm + 8, trainer, strlen(trainer)), "export names %ld: %.200s", (long)pid, m);
 	sp_t_result_free(&r);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * --csv: a header line, then one row per iteration (every one, more than the
+ * text's 20), each field the JSON's number for that iteration: the columns
+ * named as the JSON's members, the breakdown's as <category>_ns.
+ */
+Test(analyze_cli, csv_rows_are_the_json_iterations)
+{
+	char *dir = sp_t_tmpdir("analyze-csv");
+	run_iters = 25;
+	write_run(dir, 0);
+	run_iters = NITER;
+	struct sp_t_result jr, cr;
+	struct sp_json *j = analyze_json(dir, 0, &jr);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--csv", dir, NULL};
+	sp_t_run(&cr, argv, NULL, NULL, 60);
+	cr_assert_eq(cr.status, 0, "exit %d: %s", cr.status, cr.err);
+	struct sp_json *its = sp_json_get(j, "iterations");
+	cr_assert(its && its->n == 25, "25 iterations in the JSON");
+	char *save = NULL, *line = strtok_r(cr.out, "\n", &save);
+	cr_assert_not_null(line);
+	char *cols[32];
+	size_t ncol = 0;
+	for (char *s2 = NULL, *c = strtok_r(line, ",", &s2); c && ncol < 32; c = strtok_r(NULL, ",", &s2))
+		cols[ncol++] = c;
+	cr_assert_eq(ncol, 18, "18 columns in the header");
+	cr_expect_str_eq(cols[0], "index");
+	size_t rows = 0;
+	for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), rows++) {
+		size_t k = 0;
+		for (char *s2 = NULL, *c = strtok_r(line, ",", &s2); c; c = strtok_r(NULL, ",", &s2), k++) {
+			cr_assert_lt(k, ncol, "row %zu has more fields than the header", rows);
+			char path[96], *end;
+			size_t len = strlen(cols[k]);
+			int cat = k >= 4 && k < 10; /* input_ns .. other_ns */
+			if (cat)
+				snprintf(path, sizeof(path), "%zu.breakdown_ns.%.*s", rows, (int)(len - 3), cols[k]);
+			else
+				snprintf(path, sizeof(path), "%zu.%s", rows, cols[k]);
+			unsigned long long v = strtoull(c, &end, 10);
+			cr_expect(*end == 0 && end != c, "row %zu, %s: '%s' is not a number", rows, cols[k], c);
+			cr_expect_eq(v, sp_json_u64(its, path, ~0ull), "row %zu, %s", rows, cols[k]);
+		}
+		cr_expect_eq(k, ncol, "row %zu: %zu fields", rows, k);
+	}
+	cr_expect_eq(rows, 25, "one row per iteration: %zu", rows);
+	sp_json_free(j);
+	sp_t_result_free(&jr);
+	sp_t_result_free(&cr);
 	sp_t_rmrf(dir);
 	free(dir);
 }
