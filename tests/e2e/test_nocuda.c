@@ -7,7 +7,7 @@
  *     the whole-run input summary gives each one's files and bytes, and
  *     small_file_storm fires over the whole run; a job of two files stays silent;
  *   - markgen with stepprof_step() marks and no GPU work: iterations, and a
- *     bottleneck sentence that does not speak of an idle GPU;
+ *     bottleneck sentence that does not speak of an idle GPU (text and HTML);
  *   - a trace with CUDA records (gentrace): no such line, cuda_calls > 0.
  *
  * Ground truth: iogen's own JSON lines (per child: opens, fopens, bytes read),
@@ -48,6 +48,38 @@ static char *analyze(const char *trace, int json)
 	return out;
 }
 
+/* The trace analysed three ways: the text report, the JSON (parsed), the HTML report. */
+struct reports {
+	char *text, *html;
+	struct sp_json *j;
+};
+
+static void analyze_all(const char *trace, struct reports *o)
+{
+	o->text = analyze(trace, 0);
+	char *js = analyze(trace, 1);
+	o->j = sp_json_parse(js);
+	cr_assert_not_null(o->j, "%s", js);
+	free(js);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", (char *)trace, NULL};
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 60);
+	cr_assert_eq(r.status, 0, "stepprof analyze --html -: %s", r.err);
+	o->html = r.out;
+	r.out = NULL;
+	sp_t_result_free(&r);
+}
+
+/* Free the reports, remove the test's directory. */
+static void reports_done(struct reports *o, char *tmp)
+{
+	free(o->text);
+	free(o->html);
+	sp_json_free(o->j);
+	sp_t_rmrf(tmp);
+	free(tmp);
+}
+
 /* The process of pid in the JSON's array arr (processes, input.processes), or NULL. */
 static struct sp_json *proc_of(const struct sp_json *j, const char *arr, long pid)
 {
@@ -69,10 +101,9 @@ static int has_finding(const struct sp_json *j, const char *kind)
 
 /*
  * iogen forkio DATA n 3 under the preload: its children's lines (ground truth)
- * in *lines (*nlines), the trace's text report and JSON.
+ * in *lines (*nlines), the trace's reports in *o.
  */
-static void forkio(const char *tmp, const char *files, char **text, struct sp_json **j, struct sp_json ***lines,
-		   size_t *nlines)
+static void forkio(const char *tmp, const char *files, struct reports *o, struct sp_json ***lines, size_t *nlines)
 {
 	char data[4200], trace[4200];
 	snprintf(data, sizeof(data), "%s/data", tmp);
@@ -85,19 +116,18 @@ static void forkio(const char *tmp, const char *files, char **text, struct sp_js
 	run_preloaded(&r, argv, trace);
 	*nlines = sp_json_parse_lines(r.out, lines);
 	sp_t_result_free(&r);
-	*text = analyze(trace, 0);
-	char *js = analyze(trace, 1);
-	*j = sp_json_parse(js);
-	cr_assert_not_null(*j, "%s", js);
-	free(js);
+	analyze_all(trace, o);
 }
 
 Test(nocuda, forked_readers_without_cuda_are_workers_with_a_whole_run_input_summary)
 {
-	char *tmp = sp_t_tmpdir("nocuda"), *text;
-	struct sp_json *j, **lines;
+	char *tmp = sp_t_tmpdir("nocuda");
+	struct sp_json **lines;
+	struct reports o;
 	size_t n;
-	forkio(tmp, "40", &text, &j, &lines, &n);
+	forkio(tmp, "40", &o, &lines, &n);
+	const char *text = o.text;
+	struct sp_json *j = o.j;
 	cr_expect(strstr(text, "No CUDA call: no process made a CUDA call"), "%s", text);
 	cr_expect(strstr(text, "CPU-only build") && strstr(text, "LD_PRELOAD"), "what it suggests: %s", text);
 	cr_expect(strstr(text, "Input over the whole run: "), "%s", text);
@@ -145,78 +175,68 @@ Test(nocuda, forked_readers_without_cuda_are_workers_with_a_whole_run_input_summ
 	cr_expect_eq(sp_json_i64(sp_json_at(f, 0), "first_iteration", 0), -1);
 	cr_expect(strstr(text, "small_file_storm, over the whole run (no iterations)"), "%s", text);
 	sp_json_free_lines(lines, n);
-	sp_json_free(j);
-	free(text);
-	sp_t_rmrf(tmp);
-	free(tmp);
+	reports_done(&o, tmp);
 }
 
 Test(nocuda, two_files_are_no_storm)
 {
-	char *tmp = sp_t_tmpdir("nocuda"), *text;
-	struct sp_json *j, **lines;
+	char *tmp = sp_t_tmpdir("nocuda");
+	struct sp_json **lines;
+	struct reports o;
 	size_t n;
-	forkio(tmp, "2", &text, &j, &lines, &n);
+	forkio(tmp, "2", &o, &lines, &n);
+	const char *text = o.text;
+	struct sp_json *j = o.j;
 	cr_expect(strstr(text, "No CUDA call"), "%s", text);
 	cr_expect(!has_finding(j, "small_file_storm"), "2 files per child: no storm: %s", text);
 	cr_expect_gt(sp_json_u64(j, "input.files_opened", 0), 0);
 	sp_json_free_lines(lines, n);
-	sp_json_free(j);
-	free(text);
-	sp_t_rmrf(tmp);
-	free(tmp);
+	reports_done(&o, tmp);
 }
 
 /* stepprof_step() marks without any GPU work: iterations, bottleneck other, and no idle GPU in the sentence. */
 Test(nocuda, marks_without_gpu_work_speak_of_no_gpu)
 {
-	char *tmp = sp_t_tmpdir("nocuda");
-	char trace[4200];
+	char *tmp = sp_t_tmpdir("nocuda"), trace[4200];
 	snprintf(trace, sizeof(trace), "%s/trace", tmp);
 	struct sp_t_result r;
 	char *argv[] = {(char *)sp_t_build("tests/bin/markgen"), "-n", "10", "-s", "21", NULL};
 	run_preloaded(&r, argv, trace);
 	sp_t_result_free(&r);
-	char *text = analyze(trace, 0), *js = analyze(trace, 1);
-	struct sp_json *j = sp_json_parse(js);
-	cr_assert_not_null(j);
-	cr_expect_eq(sp_json_u64(j, "summary.iterations", 0), 20, "21 marks, 20 iterations between them");
-	cr_expect_eq(sp_json_u64(j, "summary.cuda_calls", 99), 0);
-	const char *bn = strstr(text, "\nBottleneck: ");
-	cr_assert_not_null(bn, "%s", text);
+	struct reports o;
+	analyze_all(trace, &o);
+	cr_expect_eq(sp_json_u64(o.j, "summary.iterations", 0), 20, "21 marks, 20 iterations between them");
+	cr_expect_eq(sp_json_u64(o.j, "summary.cuda_calls", 99), 0);
+	const char *bn = strstr(o.text, "\nBottleneck: ");
+	cr_assert_not_null(bn, "%s", o.text);
 	const char *eol = strchr(bn + 1, '\n');
 	char line[512];
 	snprintf(line, sizeof(line), "%.*s", (int)(eol ? eol - bn - 1 : 200), bn + 1);
 	cr_expect(!strstr(line, "GPU idle") && !strstr(line, "GPU is idle"), "%s", line);
 	cr_expect(strstr(line, "no process made a CUDA call"), "%s", line);
-	cr_expect(strstr(text, "No CUDA call:"), "%s", text);
-	sp_json_free(j);
-	free(js);
-	free(text);
-	sp_t_rmrf(tmp);
-	free(tmp);
+	cr_expect(strstr(o.text, "No CUDA call:"), "%s", o.text);
+	/* the HTML report says it in its opening banner too */
+	const char *nc = strstr(o.html, "<p id=\"no-cuda\"><strong>No CUDA call:</strong> no process made a CUDA call");
+	cr_expect(nc && nc > strstr(o.html, "<section id=\"bottleneck\""), "the banner's no-CUDA line");
+	cr_expect(!strstr(o.html, "leaves the GPU idle"), "no idle GPU in the HTML either");
+	reports_done(&o, tmp);
 }
 
 /* A trace with CUDA records: no such line, and the count in the JSON. */
 Test(nocuda, a_cuda_job_is_not_told_it_made_no_cuda_call)
 {
-	char *tmp = sp_t_tmpdir("nocuda");
-	char trace[4200];
+	char *tmp = sp_t_tmpdir("nocuda"), trace[4200];
 	snprintf(trace, sizeof(trace), "%s/trace", tmp);
 	struct sp_t_result r;
 	char *argv[] = {(char *)sp_t_build("tests/bin/gentrace"), trace, "20000", "--iters", "50", "--markers",
 			"step", NULL};
 	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "gentrace: %s", r.err);
 	sp_t_result_free(&r);
-	char *text = analyze(trace, 0), *js = analyze(trace, 1);
-	struct sp_json *j = sp_json_parse(js);
-	cr_assert_not_null(j);
-	cr_expect_gt(sp_json_u64(j, "summary.cuda_calls", 0), 0);
-	cr_expect(!strstr(text, "No CUDA call"), "%s", text);
-	cr_expect(!sp_json_get(j, "input"), "the whole-run input only without iterations");
-	sp_json_free(j);
-	free(js);
-	free(text);
-	sp_t_rmrf(tmp);
-	free(tmp);
+	struct reports o;
+	analyze_all(trace, &o);
+	cr_expect_gt(sp_json_u64(o.j, "summary.cuda_calls", 0), 0);
+	cr_expect(!strstr(o.text, "No CUDA call"), "%s", o.text);
+	cr_expect(!sp_json_get(o.j, "input"), "the whole-run input only without iterations");
+	cr_expect(!strstr(o.html, "id=\"no-cuda\""), "no no-CUDA line in the HTML of a CUDA job");
+	reports_done(&o, tmp);
 }
