@@ -327,6 +327,43 @@ Test(html_e2e, leaking_run_opens_with_its_critical_finding)
 }
 
 /*
+ * A 3,000-iteration run written by gentrace (step marks, bucketed into 2,000
+ * bars): no two labels of the iteration chart or of the memory chart overlap
+ * (boxes from the SVG's coordinates, 6 px a character), and no time label
+ * reads "0 ns".
+ */
+Test(html_e2e, labels_of_a_3000_iteration_report_never_overlap)
+{
+	if (!sp_t_cur_dir)
+		sp_t_cur_dir = sp_t_tmpdir("html");
+	char tdir[512];
+	snprintf(tdir, sizeof(tdir), "%s/g3k", sp_t_cur_dir);
+	struct sp_t_result g, r;
+	char *gargv[] = {(char *)sp_t_build("tests/bin/gentrace"), tdir, "200000", "--iters", "3000", "--markers",
+			 "step", NULL};
+	cr_assert_eq(sp_t_run(&g, gargv, NULL, NULL, 120), 0, "gentrace: %s", g.err);
+	sp_t_result_free(&g);
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", "-", tdir, NULL};
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "3000 iterations in 2000 bars"), "bucketed");
+	size_t charts = 0;
+	for (const char *svg = strstr(r.out, "<svg class=\"chart\""); svg; svg = strstr(svg + 1, "<svg class=\"chart\"")) {
+		const char *end = strstr(svg, "</svg>");
+		cr_assert_not_null(end);
+		size_t nl;
+		int zero_ns;
+		size_t ov = sp_t_svg_label_overlaps(svg, end, 6.0, &nl, &zero_ns);
+		cr_expect_eq(ov, 0, "chart %zu: %zu pairs of its %zu labels overlap", charts, ov, nl);
+		cr_expect(!zero_ns, "chart %zu: a label says 0 ns", charts);
+		charts++;
+	}
+	cr_expect_geq(charts, 2, "the share bar and the iteration chart at least");
+	sp_t_result_free(&r);
+	sp_t_remove_cur_dir();
+}
+
+/*
  * A trace's strings and the operands are shown, never passed through: a command
  * line with control characters (C0, C1) and bytes that are not UTF-8, in a
  * directory whose name is not UTF-8 either, gives a document that is all UTF-8

@@ -810,3 +810,39 @@ void sp_t_note(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "note: %s\n", line);
 }
+
+size_t sp_t_svg_label_overlaps(const char *svg, const char *end, double char_px, size_t *nlabels, int *zero_ns)
+{
+	struct box {
+		double l, r, y;
+	} *b = NULL;
+	size_t nb = 0, cap = 0, overlaps = 0;
+	*zero_ns = 0;
+	for (const char *p = strstr(svg, "<text "); p && p < end; p = strstr(p + 1, "<text ")) {
+		double x, y;
+		char anchor[16] = "start";
+		const char *gt = strchr(p, '>'), *close = gt ? strstr(gt, "</text>") : NULL;
+		if (!close || sscanf(p, "<text x=\"%lf\" y=\"%lf\"", &x, &y) != 2)
+			continue;
+		const char *an = strstr(p, "text-anchor=\"");
+		if (an && an < gt)
+			sscanf(an, "text-anchor=\"%15[a-z]", anchor);
+		double w = char_px * (double)(close - gt - 1);
+		double l = !strcmp(anchor, "middle") ? x - w / 2 : !strcmp(anchor, "end") ? x - w : x;
+		*zero_ns |= !strncmp(gt + 1, "0 ns<", 5);
+		if (nb == cap) {
+			cap = cap ? 2 * cap : 64;
+			struct box *v = realloc(b, cap * sizeof(*b));
+			if (!v)
+				break;
+			b = v;
+		}
+		b[nb++] = (struct box){l, l + w, y};
+	}
+	for (size_t i = 0; i < nb; i++)
+		for (size_t k = i + 1; k < nb; k++)
+			overlaps += b[i].y - b[k].y < 8 && b[k].y - b[i].y < 8 && b[i].l < b[k].r && b[k].l < b[i].r;
+	free(b);
+	*nlabels = nb;
+	return overlaps;
+}

@@ -50,6 +50,14 @@ void sp_t_result_free(struct sp_t_result *res);
  */
 void sp_t_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * The <text> labels of an SVG, [svg, end) of the document: how many pairs of
+ * them on one line (y within 8 px) have boxes that overlap. A label's box: its x
+ * and text-anchor, char_px per character of its text. *nlabels: how many labels.
+ * In *zero_ns: whether a label reads "0 ns".
+ */
+size_t sp_t_svg_label_overlaps(const char *svg, const char *end, double char_px, size_t *nlabels, int *zero_ns);
+
 /* Whole file into a malloc'd NUL-terminated buffer (NULL when unreadable); write one (0 or -1). */
 char *sp_t_read_file(const char *path, size_t *len);
 int sp_t_write_file(const char *path, const void *data, size_t len);
