@@ -13,10 +13,11 @@ set -u
 # and node_exporter, which the tests of `stepprof watch`'s metrics start
 # themselves (test-only dependencies; their packaged services are not used);
 # zsh, whose completion of stepprof a test runs (bash's is tested with bash);
-# man-db, whose `man -l` a test renders every generated man page with.
+# man-db, whose `man -l` a test renders every generated man page with;
+# chromium, which lays the HTML report out, headless, in a test.
 PKGS="gcc make pkg-config clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev
 libcriterion-dev strace time valgrind python3 python3-torch python3-numpy
-prometheus prometheus-node-exporter zsh man-db"
+prometheus prometheus-node-exporter zsh man-db chromium"
 
 missing=""
 for p in $PKGS; do
