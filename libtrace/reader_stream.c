@@ -235,22 +235,41 @@ static void heap_up(struct sp_reader *r, size_t i)
 
 /* ------------------------------------------------------ 2. the public API */
 
-static inline __attribute__((always_inline)) void account(struct sp_reader *r, struct stream *s, const struct sp_event *ev)
+/* A record returned: the stats (a LOST's count is the caller's). */
+static inline __attribute__((always_inline)) void account_head(struct sp_reader *r, struct stream *s, unsigned kind,
+								 unsigned nslots, uint64_t begin, uint64_t end)
 {
 	struct sp_reader_stats *st = &r->st;
-	if (!st->records || ev->begin_ns < st->begin_ns)
-		st->begin_ns = ev->begin_ns;
-	if (ev->end_ns > st->end_ns)
-		st->end_ns = ev->end_ns;
+	if (!st->records || begin < st->begin_ns)
+		st->begin_ns = begin;
+	if (end > st->end_ns)
+		st->end_ns = end;
 	st->records++;
-	st->slots += ev->nslots;
-	st->by_kind[ev->kind]++;
-	if (ev->kind == SP_K_LOST)
-		st->lost += ev->f[SP_F_COUNT];
+	st->slots += nslots;
+	st->by_kind[kind]++;
 	if (!s->had_records && !s->keep) {
 		s->had_records = 1;
 		st->threads++;
 	}
+}
+
+static inline __attribute__((always_inline)) void account(struct sp_reader *r, struct stream *s, const struct sp_event *ev)
+{
+	account_head(r, s, ev->kind, ev->nslots, ev->begin_ns, ev->end_ns);
+	if (ev->kind == SP_K_LOST)
+		r->st.lost += ev->f[SP_F_COUNT];
+}
+
+/* The stream on top of the heap (s) past its record: its next one keys it, or it leaves the heap. */
+static inline __attribute__((always_inline)) void advance_top(struct sp_reader *r, struct stream *s)
+{
+	if (stream_advance(r, s)) {
+		r->heap[0].key = s->key;
+	} else {
+		r->heap[0] = r->heap[--r->nheap];
+	}
+	if (r->nheap > 1)
+		heap_down(r, 0);
 }
 
 /*
@@ -296,13 +315,7 @@ int sp_reader_next(struct sp_reader *r, struct sp_event *ev)
 	if (__builtin_expect(ev->kind == SP_K_GPU_SPAN2, 0) && span2_half(r, s, ev))
 		return 1;
 	account(r, s, ev);
-	if (stream_advance(r, s)) {
-		r->heap[0].key = s->key;
-	} else {
-		r->heap[0] = r->heap[--r->nheap];
-	}
-	if (r->nheap > 1)
-		heap_down(r, 0);
+	advance_top(r, s);
 	return 1;
 }
 
@@ -340,27 +353,9 @@ unsigned sp_reader_next_raw(struct sp_reader *r, struct sp_slot *out, int32_t *t
 	if (out->api >= SP_API__COUNT)
 		out->api = 0; /* a newer minor's api reads as none, as decoded */
 	*tid = s->tid;
-	struct sp_reader_stats *st = &r->st;
-	uint64_t end = sl->ts + sp_dur_decode(sl->dur);
-	*end_ns = end;
-	if (!st->records || sl->ts < st->begin_ns)
-		st->begin_ns = sl->ts;
-	if (end > st->end_ns)
-		st->end_ns = end;
-	st->records++;
-	st->slots += n;
-	st->by_kind[sl->kind < SP_K__COUNT ? sl->kind : 0]++;
-	if (!s->had_records && !s->keep) {
-		s->had_records = 1;
-		st->threads++;
-	}
-	if (stream_advance(r, s)) {
-		r->heap[0].key = s->key;
-	} else {
-		r->heap[0] = r->heap[--r->nheap];
-	}
-	if (r->nheap > 1)
-		heap_down(r, 0);
+	*end_ns = sl->ts + sp_dur_decode(sl->dur);
+	account_head(r, s, sl->kind, n, sl->ts, *end_ns); /* validate() accepted it: a kind of this version */
+	advance_top(r, s);
 	return n;
 }
 

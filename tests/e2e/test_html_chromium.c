@@ -102,6 +102,15 @@ static void layout(const char *html, const char *const *names, long *vals, size_
 	sp_t_result_free(&r);
 }
 
+/* The test's directory, with its trace directory tdir and report file html (name.html) in it. */
+static void paths(const char *name, char *tdir, size_t tn, char *html, size_t hn)
+{
+	need_chromium();
+	sp_t_cur_dir = sp_t_tmpdir("html-chromium");
+	snprintf(tdir, tn, "%s/%s", sp_t_cur_dir, name);
+	snprintf(html, hn, "%s/%s.html", sp_t_cur_dir, name);
+}
+
 static void report(const char *tdir, const char *html)
 {
 	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--html", (char *)html, (char *)tdir, NULL};
@@ -113,11 +122,8 @@ static void report(const char *tdir, const char *html)
 
 Test(html_chromium, the_leaking_runs_critical_finding_is_seen_first, .timeout = 180)
 {
-	need_chromium();
-	sp_t_cur_dir = sp_t_tmpdir("html-chromium");
 	char tdir[512], html[600];
-	snprintf(tdir, sizeof(tdir), "%s/trace", sp_t_cur_dir);
-	snprintf(html, sizeof(html), "%s/leaking.html", sp_t_cur_dir);
+	paths("leaking", tdir, sizeof(tdir), html, sizeof(html));
 	char *args[] = {"--scenario", "leaking", NULL};
 	struct sp_t_result r;
 	sp_t_run_trainer(&r, tdir, args);
@@ -134,11 +140,8 @@ Test(html_chromium, the_leaking_runs_critical_finding_is_seen_first, .timeout = 
 
 Test(html_chromium, labels_of_a_3000_iteration_report_never_overlap_as_rendered, .timeout = 180)
 {
-	need_chromium();
-	sp_t_cur_dir = sp_t_tmpdir("html-chromium");
 	char tdir[512], html[600];
-	snprintf(tdir, sizeof(tdir), "%s/g3k", sp_t_cur_dir);
-	snprintf(html, sizeof(html), "%s/g3k.html", sp_t_cur_dir);
+	paths("g3k", tdir, sizeof(tdir), html, sizeof(html));
 	struct sp_t_result g;
 	char *gargv[] = {(char *)sp_t_build("tests/bin/gentrace"), tdir, "200000", "--iters", "3000", "--markers",
 			 "step", NULL};
