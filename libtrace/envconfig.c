@@ -50,7 +50,31 @@ static int check_BOOL(const char *v, long long lo, long long hi, const char *wor
 	return -1;
 }
 
-/* One of the '|'-separated words (the word N: a positive decimal number). */
+/*
+ * v is prefix (plen bytes) followed by "A-B": two decimal numbers, A < B, digits
+ * only (no sign, no space).
+ */
+static int is_range(const char *v, const char *prefix, size_t plen)
+{
+	if (strncmp(v, prefix, plen) != 0)
+		return 0;
+	const char *p = v + plen;
+	unsigned long long a, b;
+	char *end;
+	if (!isdigit((unsigned char)p[0]))
+		return 0;
+	errno = 0;
+	a = strtoull(p, &end, 10);
+	if (errno || *end != '-' || !isdigit((unsigned char)end[1]))
+		return 0;
+	b = strtoull(end + 1, &end, 10);
+	return !errno && !*end && a < b;
+}
+
+/*
+ * One of the '|'-separated words (the word N: a positive decimal number; a
+ * word ending in A-B: its prefix, then two decimal numbers A < B).
+ */
 static int check_ENUM(const char *v, long long lo, long long hi, const char *words, sp_cfg_ENUM *out, char *expect,
 		      size_t n)
 {
@@ -59,8 +83,9 @@ static int check_ENUM(const char *v, long long lo, long long hi, const char *wor
 		size_t len = strcspn(w, "|");
 		long long x;
 		int number = len == 1 && w[0] == 'N';
-		if ((!number && strlen(v) == len && strncmp(w, v, len) == 0) ||
-		    (number && parse_ll(v, &x) == 0 && x > 0 && v[0] != '+')) {
+		int range = len >= 3 && strncmp(w + len - 3, "A-B", 3) == 0;
+		if ((!number && !range && strlen(v) == len && strncmp(w, v, len) == 0) ||
+		    (number && parse_ll(v, &x) == 0 && x > 0 && v[0] != '+') || (range && is_range(v, w, len - 3))) {
 			*out = v;
 			return 0;
 		}

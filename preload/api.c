@@ -2,7 +2,9 @@
  * api.c - the public C API of include/stepprof/stepprof.h, exported by
  * libstepprof.so (default visibility; everything else in the library is hidden).
  *
- *   stepprof_step()      a STEP record whose value is the process's step index (0, 1, ...)
+ *   stepprof_step()      a STEP record whose value is the process's step index (0, 1, ...);
+ *                        with STEPPROF_CAPTURE=steps:A-B the marks open and close the
+ *                        capture range (capture.c)
  *   stepprof_mark(name)  a MARK record naming `name` (interned)
  *
  * Both are instants (begin = end) on the calling thread, lock-free, and keep errno.
@@ -135,14 +137,27 @@ SP_EXPORT void stepprof_step(void)
 	if (!sp_started())
 		return;
 	uint64_t f[SP_F__COUNT];
+	uint64_t index = __atomic_fetch_add(&g_step, 1, __ATOMIC_RELAXED);
+	/* STEPPROF_CAPTURE=steps:A-B: every mark counts, marks A to B are recorded */
+	if (__builtin_expect(sp_capture_steps, 0)) {
+		if (sp_capture_step_begin(index)) {
+			uint64_t now = sp_now();
+			f[SP_F_VALUE] = index;
+			sp_emit(SP_K_STEP, SP_API_stepprof_step, now, now, f);
+		}
+		sp_capture_step_end(index);
+		return;
+	}
+	if (!sp_on)
+		return;
 	uint64_t now = sp_now();
-	f[SP_F_VALUE] = __atomic_fetch_add(&g_step, 1, __ATOMIC_RELAXED);
+	f[SP_F_VALUE] = index;
 	sp_emit(SP_K_STEP, SP_API_stepprof_step, now, now, f);
 }
 
 SP_EXPORT void stepprof_mark(const char *name)
 {
-	if (!sp_started())
+	if (!sp_started() || !sp_on)
 		return;
 	/* NOTE: errno is kept by the recorder's every slow path, nothing to save here */
 	uint64_t f[SP_F__COUNT];

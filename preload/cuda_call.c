@@ -88,6 +88,18 @@ void sp_pre(struct sp_call *c)
 	}
 }
 
+/*
+ * The record of a call of the memory families (allocations, frees, VMM, pinned
+ * host memory, resets), which reach sp_post outside the capture range too
+ * (STEPPROF_CAPTURE: hook_cuda.c's SP_BOOKS_*) to keep the books of device and
+ * pinned memory: there the books change and nothing is recorded.
+ */
+#define book_emit(kind, api, t0, t1, f)                                                                             \
+	do {                                                                                                          \
+		if (sp_on)                                                                                            \
+			sp_emit(kind, api, t0, t1, f);                                                                \
+	} while (0)
+
 /* A free record (f holds the result and the stream already); a host_free one for VMM host memory. */
 static void free_record(struct sp_call *c, uint64_t *f, uint64_t t1, uint64_t dptr, uint64_t size, unsigned dev,
 			uint64_t left)
@@ -95,14 +107,14 @@ static void free_record(struct sp_call *c, uint64_t *f, uint64_t t1, uint64_t dp
 	if (dev == SP_DALLOC_HOST) {
 		f[SP_F_PTR] = 0;
 		f[SP_F_BYTES] = size;
-		sp_emit(SP_K_HOST_FREE, c->api, c->t0, t1, f);
+		book_emit(SP_K_HOST_FREE, c->api, c->t0, t1, f);
 		return;
 	}
 	f[SP_F_DPTR] = dptr;
 	f[SP_F_BYTES] = size;
 	f[SP_F_LIVE] = left;
 	f[SP_F_DEVICE] = dev;
-	sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+	book_emit(SP_K_FREE, c->api, c->t0, t1, f);
 }
 
 void sp_post(struct sp_call *c, int r)
@@ -182,7 +194,7 @@ void sp_post(struct sp_call *c, int r)
 			c->dev = sp_gpu_ptr_device(p);
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
-		f[SP_F_SITE] = sp_cuda_site(c->caller);
+		f[SP_F_SITE] = (sp_on ? sp_cuda_site(c->caller) : 0);
 		if (r != 0 && r != SP_OUT_OF_MEMORY) {
 			/*
 			 * Refused for its arguments (a NULL pointer, a size that is not
@@ -192,9 +204,11 @@ void sp_post(struct sp_call *c, int r)
 			 */
 			f[SP_F_DPTR] = 0;
 			f[SP_F_LIVE] = sp_dev_live((unsigned)f[SP_F_DEVICE]);
-			sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
+			book_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
 			break;
 		}
+		if (r != 0 && !sp_on)
+			break; /* outside the capture range: nothing booked, no query */
 		if (r != 0) {
 			int e = errno; /* the real function's, kept from the driver call below */
 			const struct sp_drv *d = sp_drv();
@@ -204,7 +218,7 @@ void sp_post(struct sp_call *c, int r)
 			errno = e;
 			f[SP_F_FREE] = fr;
 			f[SP_F_TOTAL] = to;
-			sp_emit(SP_K_ALLOC_FAILED, c->api, c->t0, t1, f);
+			book_emit(SP_K_ALLOC_FAILED, c->api, c->t0, t1, f);
 			break;
 		}
 		f[SP_F_DPTR] = p;
@@ -218,7 +232,7 @@ void sp_post(struct sp_call *c, int r)
 		 */
 		f[SP_F_LIVE] = p ? sp_dalloc_add(p, c->bytes, (unsigned)f[SP_F_DEVICE]) :
 				   sp_dev_live((unsigned)f[SP_F_DEVICE]);
-		sp_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
+		book_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
 		sp_gpu_header_once();
 		break;
 	}
@@ -292,8 +306,8 @@ void sp_post(struct sp_call *c, int r)
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
-		f[SP_F_SITE] = sp_cuda_site(c->caller);
-		sp_emit(SP_K_HOST_ALLOC, c->api, c->t0, t1, f);
+		f[SP_F_SITE] = (sp_on ? sp_cuda_site(c->caller) : 0);
+		book_emit(SP_K_HOST_ALLOC, c->api, c->t0, t1, f);
 		sp_gpu_header_once();
 		break;
 	}
@@ -302,7 +316,7 @@ void sp_post(struct sp_call *c, int r)
 			pinned_add(c->ptr, c->bytes);
 		f[SP_F_PTR] = c->ptr;
 		f[SP_F_BYTES] = c->bytes;
-		sp_emit(SP_K_HOST_REGISTER, c->api, c->t0, t1, f);
+		book_emit(SP_K_HOST_REGISTER, c->api, c->t0, t1, f);
 		break;
 	case FAM_HOSTFREE:
 	case FAM_HOSTUNREG:
@@ -310,7 +324,7 @@ void sp_post(struct sp_call *c, int r)
 		f[SP_F_PTR] = c->ptr;
 		if (r == 0)
 			sp_gpu_ptr_cache_flush();
-		sp_emit(c->fam == FAM_HOSTFREE ? SP_K_HOST_FREE : SP_K_HOST_UNREGISTER, c->api, c->t0, t1, f);
+		book_emit(c->fam == FAM_HOSTFREE ? SP_K_HOST_FREE : SP_K_HOST_UNREGISTER, c->api, c->t0, t1, f);
 		break;
 	case FAM_RESET: {
 		/*
@@ -330,7 +344,7 @@ void sp_post(struct sp_call *c, int r)
 		f[SP_F_BYTES] = gone;
 		f[SP_F_LIVE] = sp_dev_live(dev);
 		f[SP_F_DEVICE] = dev;
-		sp_emit(SP_K_FREE, c->api, c->t0, t1, f);
+		book_emit(SP_K_FREE, c->api, c->t0, t1, f);
 		break;
 	}
 	case FAM_MEMINFO: {

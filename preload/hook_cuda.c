@@ -22,6 +22,8 @@
 #define __CUDA_API_VERSION_INTERNAL 1
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <cudaProfiler.h>
+#include <cuda_profiler_api.h>
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -199,11 +201,13 @@
 #define SP_SPEC_CTX() fam(&c, FAM_NONE)
 #define SP_SPEC_CTXGONE(ctx) fam(&c, FAM_NONE)
 #define SP_SPEC_NOTE() fam(&c, FAM_NONE)
+#define SP_SPEC_PROFILER(on) fam(&c, FAM_NONE)
 
 /* 1: the record names a call site (sp_post reads c->caller). */
 #define SP_CALLER_CTX() 0
 #define SP_CALLER_CTXGONE(...) 0
 #define SP_CALLER_NOTE() 0
+#define SP_CALLER_PROFILER(on) 0
 #define SP_CALLER_COPY(...) 1
 #define SP_CALLER_COPYU(...) 1
 #define SP_CALLER_COPYRT(...) 1
@@ -232,6 +236,48 @@
 #define SP_CALLER_MEMINFO(...) 0
 #define SP_CALLER_RESET(...) 0
 
+/*
+ * 1: the family keeps the books of device and pinned memory (cuda_mem.c) outside
+ * the capture range too (STEPPROF_CAPTURE, capture.c), recording nothing there.
+ * RATIONALE: an allocation made before the range (a model's weights, the
+ * pinned staging buffers of a DataLoader) would otherwise be unknown inside
+ * it: live and peak device bytes would count only what the range allocated,
+ * and copies from pinned buffers made before it would not read as pinned. These
+ * calls are rare and cost microseconds in the driver; every other family
+ * costs outside the range what it costs with STEPPROF_DISABLE=1.
+ */
+#define SP_BOOKS_CTX(...) 0
+#define SP_BOOKS_CTXGONE(...) 0
+#define SP_BOOKS_NOTE(...) 0
+#define SP_BOOKS_PROFILER(...) 0
+#define SP_BOOKS_COPY(...) 0
+#define SP_BOOKS_COPYU(...) 0
+#define SP_BOOKS_COPYRT(...) 0
+#define SP_BOOKS_COPY2D(...) 0
+#define SP_BOOKS_COPY3D(...) 0
+#define SP_BOOKS_COPY3DPEER(...) 0
+#define SP_BOOKS_COPYRT3D(...) 0
+#define SP_BOOKS_PEER(...) 0
+#define SP_BOOKS_BATCH(...) 0
+#define SP_BOOKS_BATCH3D(...) 0
+#define SP_BOOKS_MEMSET(...) 0
+#define SP_BOOKS_LAUNCH(...) 0
+#define SP_BOOKS_SYNC(...) 0
+#define SP_BOOKS_MEMINFO(...) 0
+#define SP_BOOKS_ALLOC(...) 1
+#define SP_BOOKS_ALLOCPITCH(...) 1
+#define SP_BOOKS_VMMCREATE(...) 1
+#define SP_BOOKS_FREE(...) 1
+#define SP_BOOKS_VMMFREE(...) 1
+#define SP_BOOKS_VMMMAP(...) 1
+#define SP_BOOKS_VMMUNMAP(...) 1
+#define SP_BOOKS_VMMRETAIN(...) 1
+#define SP_BOOKS_HOSTALLOC(...) 1
+#define SP_BOOKS_HOSTFREE(...) 1
+#define SP_BOOKS_HOSTREG(...) 1
+#define SP_BOOKS_HOSTUNREG(...) 1
+#define SP_BOOKS_RESET(...) 1
+
 /* What a wrapper does even when it does not record (nested or inactive). */
 #define SP_EARLY_CTX() sp_gpu_ctx_changed()
 /*
@@ -245,6 +291,8 @@
 		sp_gpu_ctx_gone(ctx);                                                                                 \
 	} while (0)
 #define SP_EARLY_NOTE()
+/* the capture range opens or closes whether or not this call is recorded (capture.c) */
+#define SP_EARLY_PROFILER(on) sp_capture_profiler(on)
 #define SP_EARLY_COPY(...)
 #define SP_EARLY_COPYU(...)
 #define SP_EARLY_COPYRT(...)
@@ -276,6 +324,12 @@
 /* ------------------------------------------------- 2. the wrappers */
 
 static inline int sp_should_record(void)
+{
+	return sp_on && !sp_hook_depth;
+}
+
+/* A memory family's call (SP_BOOKS_*): through the record path while the recorder is active. */
+static inline int sp_should_book(void)
 {
 	return sp_active && !sp_hook_depth;
 }
@@ -323,7 +377,7 @@ static __thread const void *t_caller;
 		__typeof__(&name) real =                                                                              \
 			(__typeof__(&name))__atomic_load_n(&sp_cuda_real[SP_CIDX_##name], __ATOMIC_ACQUIRE);         \
 		SP_EARLY_##spec;                                                                                      \
-		if (__builtin_expect(real != NULL, 1) && !sp_should_record())                                        \
+		if (__builtin_expect(real != NULL, 1) && !(SP_BOOKS_##spec ? sp_should_book() : sp_should_record())) \
 			return real args;                                                                             \
 		if (SP_CALLER_##spec)                                                                                 \
 			t_caller = __builtin_return_address(0);                                                       \
@@ -337,7 +391,7 @@ static __thread const void *t_caller;
 			real = (__typeof__(&name))resolve_real(SP_CIDX_##name);                                      \
 			if (!real)                                                                                    \
 				return SP_NOFN_##ret;                                                                 \
-			if (!sp_should_record())                                                                      \
+			if (!(SP_BOOKS_##spec ? sp_should_book() : sp_should_record()))                              \
 				return real args;                                                                     \
 		}                                                                                                     \
 		struct sp_call c;                                                                                     \

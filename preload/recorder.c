@@ -137,6 +137,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
 	if (si->si_code > 0 && base && a >= base && a < base + g_tf.size) {
 		int saved = errno;
 		__atomic_store_n(&sp_active, 0, __ATOMIC_RELEASE);
+		sp_capture_stop();
 		syscall(SYS_mmap, base, g_tf.size, PROT_READ | PROT_WRITE,
 			MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
 		sp_warn_once("truncated",
@@ -542,6 +543,7 @@ static void summary_init(void);
 static void fork_child_mid_record(void)
 {
 	__atomic_store_n(&sp_active, 0, __ATOMIC_RELEASE);
+	sp_capture_stop();
 	warn_fork_child();
 	sp_clock_fork_child();
 	g_pid = (int32_t)syscall(SYS_getpid);
@@ -596,6 +598,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	pthread_atfork(NULL, NULL, atfork_child);
 	summary_init();
 	__atomic_store_n(&sp_active, 1, __ATOMIC_RELEASE);
+	sp_capture_init();
 }
 
 /*

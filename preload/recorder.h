@@ -31,6 +31,30 @@
 /* Nonzero once the recorder is initialised and not disabled (STEPPROF_DISABLE). */
 SP_HIDDEN extern volatile int sp_active;
 
+/*
+ * Nonzero while the process records: sp_active and inside the capture range
+ * (STEPPROF_CAPTURE, capture.c; always, with the default `all`). The one flag
+ * the wrappers test: outside the range a wrapper costs what it costs with
+ * STEPPROF_DISABLE=1, one predictable branch on a global read relaxed.
+ */
+SP_HIDDEN extern volatile int sp_on;
+
+/*
+ * The capture range (capture.c). sp_capture_init reads STEPPROF_CAPTURE
+ * (config.c parsed it) once the recorder is active; sp_capture_stop when it
+ * stops (sp_on 0 from then on). sp_capture_profiler(on): cudaProfilerStart (1)
+ * or cudaProfilerStop (0) was called, through any door. sp_capture_steps is
+ * nonzero with STEPPROF_CAPTURE=steps:A-B, where stepprof_step calls
+ * sp_capture_step_begin with the mark's index before its record (1: record
+ * it) and sp_capture_step_end after.
+ */
+SP_HIDDEN void sp_capture_init(void);
+SP_HIDDEN void sp_capture_stop(void);
+SP_HIDDEN void sp_capture_profiler(int on);
+SP_HIDDEN extern int sp_capture_steps;
+SP_HIDDEN int sp_capture_step_begin(uint64_t index);
+SP_HIDDEN void sp_capture_step_end(uint64_t index);
+
 /* 1 when this process's trace file could not be made: it records nothing, ever. */
 SP_HIDDEN int sp_recorder_failed(void);
 

@@ -845,14 +845,15 @@ CUresult cuCtxResetPersistingL2Cache(void)
 	return sim_inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
+/* Nothing to enable without a profiling tool; an error before cuInit, as the driver's. */
 CUresult cuProfilerStart(void)
 {
-	return CUDA_SUCCESS;
+	return sim_inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUresult cuProfilerStop(void)
 {
-	return CUDA_SUCCESS;
+	return sim_inited ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
 }
 
 CUresult cuCtxPushCurrent(CUcontext ctx)

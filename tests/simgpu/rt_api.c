@@ -19,6 +19,7 @@
  * the per-thread-default-stream flag.
  */
 #include "rt.h"
+#include <cudaProfilerTypedefs.h>
 
 #include <string.h>
 
@@ -1002,14 +1003,18 @@ cudaError_t cudaMemAdvise(const void *devPtr, size_t count, enum cudaMemoryAdvis
 	return simrt_ret(DRV(cuMemAdvise, 12020)(DP(devPtr), count, (CUmem_advise)advice, mem_location(location)));
 }
 
+/* As NVIDIA's runtime: the driver's cuProfilerStart/Stop underneath (a static
+ * runtime reaches them through cuGetProcAddress, as every driver call). */
 cudaError_t cudaProfilerStart(void)
 {
-	return cudaSuccess;
+	ENTER();
+	return simrt_ret(DRV(cuProfilerStart, 4000)());
 }
 
 cudaError_t cudaProfilerStop(void)
 {
-	return cudaSuccess;
+	ENTER();
+	return simrt_ret(DRV(cuProfilerStop, 4000)());
 }
 
 /* CUDA 12 headers #define cudaGetDeviceProperties to this name: programs built with

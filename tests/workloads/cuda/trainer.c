@@ -14,6 +14,7 @@
  */
 #include "trainer.h"
 
+#include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
 #include "simgpu.h"
 #include <nvtx3/nvToolsExt.h>
@@ -62,6 +63,9 @@ static struct opts {
 	uint64_t seed;
 	const char *data_dir;
 	double backward_share; /* --backward-thread: share of each iteration's kernels (0: none) */
+	bool prof_range;       /* --profiler-range A-B: cudaProfilerStart before iteration A, Stop before B */
+	bool prof_dlsym;       /* --profiler-dlsym: the driver's cuProfilerStart/Stop looked up with dlsym */
+	unsigned prof_from, prof_to;
 } O = {
     .iters = 20,
     .file_size = 64 * 1024,
@@ -115,6 +119,7 @@ static void usage(FILE *f)
 		   "  --log-every N  --batch-copies N  --print-iters  --slow-from N --slow-host-us U\n"
 		   "  --pause-at N --pause-ms M\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
+		   "  --profiler-range A-B  --profiler-dlsym\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -199,6 +204,7 @@ static const struct field_opt {
     {"--prefetch", F_UINT, offsetof(struct opts, prefetch), 64},
     {"--pin-thread", F_TRUE, offsetof(struct opts, pin_thread), 0},
     {"--print-iters", F_TRUE, offsetof(struct opts, print_iters), 0},
+    {"--profiler-dlsym", F_TRUE, offsetof(struct opts, prof_dlsym), 0},
     {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
     {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
     {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
@@ -307,6 +313,13 @@ static void parse_args(int argc, char **argv)
 			O.jitter_pct = parse_uint(a, TAKE(), 99);
 		} else if (OPT("--backward-thread")) {
 			O.backward_share = parse_share(a, TAKE());
+		} else if (OPT("--profiler-range")) {
+			char *end = NULL;
+			i++;
+			O.prof_from = v ? (unsigned)strtoul(v, &end, 10) : 0;
+			if (!v || !end || *end != '-' || sscanf(end + 1, "%u", &O.prof_to) != 1 || O.prof_to <= O.prof_from)
+				bad(a, v);
+			O.prof_range = true;
 		} else if (!set_field(a, v, &i))
 			bad("option", a);
 #undef OPT
@@ -721,6 +734,33 @@ static void marker_end(void)
 {
 	if (O.markers == MARK_NVTX)
 		nvtxRangePop();
+}
+
+/*
+ * --profiler-range A-B: the capture range of a profiler (nsys
+ * --capture-range=cudaProfilerApi, STEPPROF_CAPTURE=cudaProfilerApi), opened
+ * before iteration A begins and closed before iteration B begins (or after the
+ * last one), as a training script does around its loop's step. Through the
+ * runtime (the PLT, or the static runtime's driver table), or with
+ * --profiler-dlsym the driver's functions looked up by handle.
+ */
+static void profiler_at(unsigned i)
+{
+	if (!O.prof_range || (i != O.prof_from && i != O.prof_to))
+		return;
+	bool on = i == O.prof_from;
+	if (O.prof_dlsym) {
+		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+		int (*fn)(void) = h ? (int (*)(void))dlsym(h, on ? "cuProfilerStart" : "cuProfilerStop") : NULL;
+		if (!fn || fn() != 0) {
+			fprintf(stderr, "trainer: %s through dlsym failed\n", on ? "cuProfilerStart" : "cuProfilerStop");
+			exit(1);
+		}
+		dlclose(h);
+	} else if ((on ? cudaProfilerStart() : cudaProfilerStop()) != cudaSuccess) {
+		fprintf(stderr, "trainer: %s failed\n", on ? "cudaProfilerStart" : "cudaProfilerStop");
+		exit(1);
+	}
 }
 
 /* ---- 5. one iteration ---- */
@@ -1272,6 +1312,7 @@ int main(int argc, char **argv)
 	backward_start();
 
 	for (unsigned i = 0; i < O.iters; i++) {
+		profiler_at(i);
 		iteration(i);
 		if (O.print_iters) {
 			/* flushed: a run that dies (an out-of-memory error) has shown how far it got */
@@ -1280,6 +1321,7 @@ int main(int argc, char **argv)
 		}
 	}
 	tr_iter_finish(tr_now());
+	profiler_at(O.iters);
 
 	/* Teardown: outside the iterations, counted in the totals only. */
 	pin_stop();
