@@ -178,3 +178,25 @@ Test(config, help_text_states_the_bounds_and_words_of_the_columns)
 					   want, vars[i].help);
 	}
 }
+
+/* An ENUM word ending in A-B (STEPPROF_CAPTURE's steps:A-B): its prefix, then two decimals A < B. */
+Test(config, enum_range_word_takes_two_increasing_decimals)
+{
+	static const char *const good[] = {"all", "cudaProfilerApi", "steps:10-20", "steps:0-1", "steps:7-1000000"};
+	static const char *const bad[] = {"steps:20-10", "steps:10-10", "steps:10",     "steps:+1-5", "steps: 1-5",
+					  "steps:1-5x",  "steps:1--5",  "steps:",	"steps:A-B",  "1-5",
+					  "Steps:1-5",   "cudaprofilerapi", "steps:1-99999999999999999999999"};
+	struct sp_config c;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		const char *kv[] = {"STEPPROF_CAPTURE", good[i], NULL};
+		cr_expect_eq(parse(&c, kv), 0, "%s refused: %s", good[i], lastwarn);
+		cr_expect_str_eq(c.CAPTURE, good[i]);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *kv[] = {"STEPPROF_CAPTURE", bad[i], NULL};
+		cr_expect_eq(parse(&c, kv), 1, "%s accepted", bad[i]);
+		cr_expect_eq(nwarn, 1);
+		cr_expect(strstr(lastwarn, "STEPPROF_CAPTURE") && strstr(lastwarn, "steps:A-B"), "%s", lastwarn);
+		cr_expect_str_eq(c.CAPTURE, "all");
+	}
+}

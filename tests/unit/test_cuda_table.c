@@ -44,7 +44,7 @@
 	X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuInit) X(cuDevicePrimaryCtxRetain)          \
 	X(cuModuleLoadData) X(cuDevicePrimaryCtxReset) X(cuCtxCreate) X(cuCtxDestroy) X(cuMemRetainAllocationHandle) \
 	X(cuLaunchHostFunc) X(cuStreamAddCallback) X(cuStreamWaitValue32) X(cuStreamWaitValue64) X(cuStreamBatchMemOp)   \
-	X(cuMemcpyBatchAsync) X(cuMemcpy3DBatchAsync)
+	X(cuMemcpyBatchAsync) X(cuMemcpy3DBatchAsync) X(cuProfilerStart) X(cuProfilerStop)
 
 #ifndef SP_T_BASES_ONLY
 
