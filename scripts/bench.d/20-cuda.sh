@@ -4,7 +4,9 @@
 # the same loop without the preload in the same run, on the simulated GPU:
 #   - cudaStreamQuery on an idle stream (one SYNC record per call),
 #   - launches of an empty kernel (a stream sync every 100), without and with
-#     timing events (all): informational, see below.
+#     timing events (all): informational, see below;
+#   - the query outside a capture range (STEPPROF_CAPTURE=cudaProfilerApi, never
+#     started) against STEPPROF_DISABLE=1, as a ratio (budget 1.05x: the same branch).
 # Each figure is the best of 5 runs of N calls (these machines are shared).
 set -u
 B=${STEPPROF_BUILD:-build}
@@ -36,6 +38,9 @@ read -r q1 l1 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/off" STEPPROF_KERNEL
 read -r q2 l2 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/all" STEPPROF_KERNEL_TIMING=all)
 # the wrappers' dispatch alone (loaded, recording nothing): what is left is the record itself
 read -r q3 l3 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/dis" STEPPROF_DISABLE=1)
+# outside a capture range (cudaProfilerApi, the program never calls cudaProfilerStart):
+# the same dispatch as STEPPROF_DISABLE=1 (docs/recorder.md, "A capture range")
+read -r q4 l4 < <(best LD_PRELOAD="$lib" STEPPROF_DIR="$dir/cap" STEPPROF_CAPTURE=cudaProfilerApi)
 
 report() { # name value budget
 	awk -v n="$1" -v v="$2" -v b="$3" 'BEGIN {
@@ -45,6 +50,10 @@ report() { # name value budget
 echo "cudaStreamQuery: bare ${q0} ns, preloaded ${q1} ns; empty launch: bare ${l0} ns, timing off ${l1} ns, timing all ${l2} ns"
 report cuda_wrapper_ns "$(awk -v a="$q1" -v b="$q0" 'BEGIN {print a - b}')" 60
 report cuda_wrapper_disabled_ns "$(awk -v a="$q3" -v b="$q0" 'BEGIN {print a - b}')" ""
+report cuda_wrapper_outside_range_ns "$(awk -v a="$q4" -v b="$q0" 'BEGIN {print a - b}')" ""
+# the call outside the range against the call with STEPPROF_DISABLE=1: 1.0x within noise
+awk -v a="$q4" -v b="$q3" 'BEGIN { r = (b > 0) ? a / b : 0
+	printf "BENCH cuda_outside_range_vs_disabled: %.3fx (budget 1.05x) %s\n", r, (r <= 1.05) ? "ok" : "OVER" }'
 # NOTE: a simulated launch hands work to the stream's worker thread; on 2 shared
 # cores its cost is mostly futex hand-offs, so launch figures are informational.
 report cuda_launch_added_ns "$(awk -v a="$l1" -v b="$l0" 'BEGIN {print a - b}')" ""
