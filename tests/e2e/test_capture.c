@@ -9,8 +9,8 @@
  *
  *   - cudaProfilerApi through the PLT (the runtime, whose cudaProfilerStart
  *     calls the driver's), through dlsym (the driver's cuProfilerStart looked
- *     up by handle), and with the static runtime (the driver's, reached
- *     through cuGetProcAddress);
+ *     up by handle), through cudaGetDriverEntryPointByVersion, and with the static
+ *     runtime (the driver's, reached through cuGetProcAddress);
  *   - steps:10-20 without any profiler call gives the same iterations;
  *   - without the variable, and with a bad value (one `stepprof:` warning),
  *     every iteration;
@@ -125,6 +125,14 @@ Test(capture, cuda_profiler_api_through_dlsym_records_only_the_range, .timeout =
 	struct cap_run c;
 	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--profiler-dlsym");
 	expect_iterations(&c, FROM, TO, "cuProfilerStart/Stop (dlsym)");
+	cap_free(&c);
+}
+
+Test(capture, cuda_profiler_api_through_the_runtimes_entry_point_records_only_the_range, .timeout = 180)
+{
+	struct cap_run c;
+	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--profiler-entry-point");
+	expect_iterations(&c, FROM, TO, "cuProfilerStart/Stop (cudaGetDriverEntryPointByVersion)");
 	cap_free(&c);
 }
 

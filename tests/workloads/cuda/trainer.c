@@ -65,6 +65,7 @@ static struct opts {
 	double backward_share; /* --backward-thread: share of each iteration's kernels (0: none) */
 	bool prof_range;       /* --profiler-range A-B: cudaProfilerStart before iteration A, Stop before B */
 	bool prof_dlsym;       /* --profiler-dlsym: the driver's cuProfilerStart/Stop looked up with dlsym */
+	bool prof_entry;       /* --profiler-entry-point: ... from cudaGetDriverEntryPointByVersion */
 	unsigned prof_from, prof_to;
 } O = {
     .iters = 20,
@@ -119,7 +120,7 @@ static void usage(FILE *f)
 		   "  --log-every N  --batch-copies N  --print-iters  --slow-from N --slow-host-us U\n"
 		   "  --pause-at N --pause-ms M\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
-		   "  --profiler-range A-B  --profiler-dlsym\n"
+		   "  --profiler-range A-B  --profiler-dlsym  --profiler-entry-point\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -205,6 +206,7 @@ static const struct field_opt {
     {"--pin-thread", F_TRUE, offsetof(struct opts, pin_thread), 0},
     {"--print-iters", F_TRUE, offsetof(struct opts, print_iters), 0},
     {"--profiler-dlsym", F_TRUE, offsetof(struct opts, prof_dlsym), 0},
+    {"--profiler-entry-point", F_TRUE, offsetof(struct opts, prof_entry), 0},
     {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
     {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
     {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
@@ -742,14 +744,25 @@ static void marker_end(void)
  * before iteration A begins and closed before iteration B begins (or after the
  * last one), as a training script does around its loop's step. Through the
  * runtime (the PLT, or the static runtime's driver table), or with
- * --profiler-dlsym the driver's functions looked up by handle.
+ * --profiler-dlsym the driver's functions looked up by handle, or with
+ * --profiler-entry-point asked of the runtime (cudaGetDriverEntryPointByVersion).
  */
 static void profiler_at(unsigned i)
 {
 	if (!O.prof_range || (i != O.prof_from && i != O.prof_to))
 		return;
 	bool on = i == O.prof_from;
-	if (O.prof_dlsym) {
+	if (O.prof_entry) {
+		void *p = NULL;
+		enum cudaDriverEntryPointQueryResult q;
+		if (cudaGetDriverEntryPointByVersion(on ? "cuProfilerStart" : "cuProfilerStop", &p, 12000,
+						     cudaEnableDefault, &q) != cudaSuccess ||
+		    !p || ((int (*)(void))p)() != 0) {
+			fprintf(stderr, "trainer: %s through cudaGetDriverEntryPointByVersion failed\n",
+				on ? "cuProfilerStart" : "cuProfilerStop");
+			exit(1);
+		}
+	} else if (O.prof_dlsym) {
 		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
 		int (*fn)(void) = h ? (int (*)(void))dlsym(h, on ? "cuProfilerStart" : "cuProfilerStop") : NULL;
 		if (!fn || fn() != 0) {
