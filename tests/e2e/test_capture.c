@@ -38,7 +38,11 @@ struct cap_run {
 	char err[4096]; /* the trainer's stderr (stepprof: warnings) */
 };
 
-/* build/tests/bin/<bin> --iters 30 --markers step --profiler-range 10-20 [extra] under the preload with capture. */
+/*
+ * build/tests/bin/<bin> --iters 30 --markers step --profiler-range 10-20
+ * --leak-bytes 1M [extra: options separated by spaces] under the preload with
+ * STEPPROF_CAPTURE=capture (NULL: unset); the trainer's ground truth and the analysis.
+ */
 static void run(struct cap_run *c, const char *bin, const char *capture, const char *extra)
 {
 	sp_t_cur_dir = sp_t_tmpdir("capture");
@@ -60,8 +64,11 @@ static void run(struct cap_run *c, const char *bin, const char *capture, const c
 	argv[n++] = "10-20";
 	argv[n++] = "--leak-bytes";
 	argv[n++] = "1M";
-	if (extra)
-		argv[n++] = (char *)extra;
+	char words[256];
+	snprintf(words, sizeof(words), "%s", extra ? extra : "");
+	char *save = NULL;
+	for (char *w = strtok_r(words, " ", &save); w && n < 15; w = strtok_r(NULL, " ", &save))
+		argv[n++] = w;
 	argv[n] = NULL;
 	struct sp_t_result r;
 	sp_t_run(&r, argv, env, NULL, 120);
@@ -141,6 +148,16 @@ Test(capture, cuda_profiler_api_of_a_static_runtime_records_only_the_range, .tim
 	struct cap_run c;
 	run(&c, "tests/bin/trainer-static", "cudaProfilerApi", NULL);
 	expect_iterations(&c, FROM, TO, "static runtime (cuGetProcAddress)");
+	cap_free(&c);
+}
+
+/* NVTX step ranges (train_step) inside the range: the ranges of iterations 10..19, no other */
+Test(capture, cuda_profiler_api_around_nvtx_steps_records_only_the_range, .timeout = 180)
+{
+	struct cap_run c;
+	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--markers nvtx");
+	expect_iterations(&c, FROM, TO, "NVTX steps, cudaProfilerStart/Stop");
+	cr_expect_str_eq(sp_json_str(c.an, "iteration_source"), "nvtx");
 	cap_free(&c);
 }
 
