@@ -28,9 +28,9 @@
 
 TestSuite(capture, .fini = sp_t_remove_cur_dir);
 
-#define ITERS 30
-#define FROM  10
-#define TO    20
+#define ITERS  30
+#define FROM   10
+#define TO     20
 #define TOL_NS 1000000.0
 
 struct cap_run {
@@ -110,45 +110,49 @@ static void expect_iterations(const struct cap_run *c, unsigned first, unsigned 
 	cr_assert_eq(its->n, last - first, "%s: %zu iterations analysed, the range holds %u (%u..%u)", what, its->n,
 		     last - first, first, last - 1);
 	double s = num(c->an, "iterations", 0, "start_ns"), e = num(c->an, "iterations", its->n - 1, "end_ns");
-	double ts = num(c->truth, "iterations", first, "start_ns"), te = num(c->truth, "iterations", last - 1, "end_ns");
+	double ts = num(c->truth, "iterations", first, "start_ns"),
+	       te = num(c->truth, "iterations", last - 1, "end_ns");
 	sp_t_note("%s: analysed %.3f..%.3f ms, the trainer's iterations %u..%u %.3f..%.3f ms", what, s / 1e6, e / 1e6,
 		  first, last - 1, ts / 1e6, te / 1e6);
-	cr_expect(fabs(s - ts) <= TOL_NS, "%s: the first iteration begins %.3f ms from the trainer's iteration %u", what,
-		  (s - ts) / 1e6, first);
-	cr_expect(fabs(e - te) <= TOL_NS, "%s: the last iteration ends %.3f ms from the end of the trainer's iteration %u",
-		  what, (e - te) / 1e6, last - 1);
+	cr_expect(fabs(s - ts) <= TOL_NS, "%s: the first iteration begins %.3f ms from the trainer's iteration %u",
+		  what, (s - ts) / 1e6, first);
+	cr_expect(fabs(e - te) <= TOL_NS,
+		  "%s: the last iteration ends %.3f ms from the end of the trainer's iteration %u", what,
+		  (e - te) / 1e6, last - 1);
+}
+
+/* Run the trainer (bin) with STEPPROF_CAPTURE=capture and extra options: the analysis holds its iterations
+ * first..last-1. */
+static void expect_range(const char *bin, const char *capture, const char *extra, unsigned first, unsigned last,
+			 const char *what)
+{
+	struct cap_run c;
+	run(&c, bin, capture, extra);
+	expect_iterations(&c, first, last, what);
+	cap_free(&c);
 }
 
 Test(capture, cuda_profiler_api_through_the_plt_records_only_the_range, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer", "cudaProfilerApi", NULL);
-	expect_iterations(&c, FROM, TO, "cudaProfilerStart/Stop (PLT)");
-	cap_free(&c);
+	expect_range("tests/bin/trainer", "cudaProfilerApi", NULL, FROM, TO, "cudaProfilerStart/Stop (PLT)");
 }
 
 Test(capture, cuda_profiler_api_through_dlsym_records_only_the_range, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--profiler-dlsym");
-	expect_iterations(&c, FROM, TO, "cuProfilerStart/Stop (dlsym)");
-	cap_free(&c);
+	expect_range("tests/bin/trainer", "cudaProfilerApi", "--profiler-dlsym", FROM, TO,
+		     "cuProfilerStart/Stop (dlsym)");
 }
 
 Test(capture, cuda_profiler_api_through_the_runtimes_entry_point_records_only_the_range, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--profiler-entry-point");
-	expect_iterations(&c, FROM, TO, "cuProfilerStart/Stop (cudaGetDriverEntryPointByVersion)");
-	cap_free(&c);
+	expect_range("tests/bin/trainer", "cudaProfilerApi", "--profiler-entry-point", FROM, TO,
+		     "cuProfilerStart/Stop (cudaGetDriverEntryPointByVersion)");
 }
 
 Test(capture, cuda_profiler_api_of_a_static_runtime_records_only_the_range, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer-static", "cudaProfilerApi", NULL);
-	expect_iterations(&c, FROM, TO, "static runtime (cuGetProcAddress)");
-	cap_free(&c);
+	expect_range("tests/bin/trainer-static", "cudaProfilerApi", NULL, FROM, TO,
+		     "static runtime (cuGetProcAddress)");
 }
 
 /* NVTX step ranges (train_step) inside the range: the ranges of iterations 10..19, no other */
@@ -163,24 +167,14 @@ Test(capture, cuda_profiler_api_around_nvtx_steps_records_only_the_range, .timeo
 
 Test(capture, steps_range_records_from_mark_a_to_mark_b, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer", "steps:10-20", NULL);
-	expect_iterations(&c, FROM, TO, "steps:10-20");
-	cap_free(&c);
-	run(&c, "tests/bin/trainer", "steps:0-3", NULL);
-	expect_iterations(&c, 0, 3, "steps:0-3");
-	cap_free(&c);
+	expect_range("tests/bin/trainer", "steps:10-20", NULL, FROM, TO, "steps:10-20");
+	expect_range("tests/bin/trainer", "steps:0-3", NULL, 0, 3, "steps:0-3");
 }
 
 Test(capture, without_the_variable_every_iteration_is_recorded, .timeout = 180)
 {
-	struct cap_run c;
-	run(&c, "tests/bin/trainer", NULL, NULL);
-	expect_iterations(&c, 0, ITERS, "no STEPPROF_CAPTURE");
-	cap_free(&c);
-	run(&c, "tests/bin/trainer", "all", NULL);
-	expect_iterations(&c, 0, ITERS, "STEPPROF_CAPTURE=all");
-	cap_free(&c);
+	expect_range("tests/bin/trainer", NULL, NULL, 0, ITERS, "no STEPPROF_CAPTURE");
+	expect_range("tests/bin/trainer", "all", NULL, 0, ITERS, "STEPPROF_CAPTURE=all");
 }
 
 static int stepprof_lines(const char *err)
