@@ -148,7 +148,7 @@ SP_EXPORT void stepprof_step(void)
 		sp_capture_step_end(index);
 		return;
 	}
-	if (!sp_on)
+	if (!sp_cap.on)
 		return;
 	uint64_t now = sp_now();
 	f[SP_F_VALUE] = index;
@@ -157,7 +157,7 @@ SP_EXPORT void stepprof_step(void)
 
 SP_EXPORT void stepprof_mark(const char *name)
 {
-	if (!sp_started() || !sp_on)
+	if (!sp_started() || !sp_cap.on)
 		return;
 	/* NOTE: errno is kept by the recorder's every slow path, nothing to save here */
 	uint64_t f[SP_F__COUNT];

@@ -96,7 +96,7 @@ void sp_pre(struct sp_call *c)
  */
 #define book_emit(kind, api, t0, t1, f)                                                                             \
 	do {                                                                                                          \
-		if (sp_on)                                                                                            \
+		if (sp_cap.on)                                                                                            \
 			sp_emit(kind, api, t0, t1, f);                                                                \
 	} while (0)
 
@@ -194,7 +194,7 @@ void sp_post(struct sp_call *c, int r)
 			c->dev = sp_gpu_ptr_device(p);
 		site_and_dev(c, f);
 		f[SP_F_BYTES] = c->bytes;
-		f[SP_F_SITE] = (sp_on ? sp_cuda_site(c->caller) : 0);
+		f[SP_F_SITE] = (sp_cap.on ? sp_cuda_site(c->caller) : 0);
 		if (r != 0 && r != SP_OUT_OF_MEMORY) {
 			/*
 			 * Refused for its arguments (a NULL pointer, a size that is not
@@ -207,7 +207,7 @@ void sp_post(struct sp_call *c, int r)
 			book_emit(SP_K_ALLOC, c->api, c->t0, t1, f);
 			break;
 		}
-		if (r != 0 && !sp_on)
+		if (r != 0 && !sp_cap.on)
 			break; /* outside the capture range: nothing booked, no query */
 		if (r != 0) {
 			int e = errno; /* the real function's, kept from the driver call below */
@@ -306,7 +306,7 @@ void sp_post(struct sp_call *c, int r)
 		}
 		f[SP_F_PTR] = p;
 		f[SP_F_BYTES] = c->bytes;
-		f[SP_F_SITE] = (sp_on ? sp_cuda_site(c->caller) : 0);
+		f[SP_F_SITE] = (sp_cap.on ? sp_cuda_site(c->caller) : 0);
 		book_emit(SP_K_HOST_ALLOC, c->api, c->t0, t1, f);
 		sp_gpu_header_once();
 		break;

@@ -325,7 +325,7 @@
 
 static inline int sp_should_record(void)
 {
-	return sp_on && !sp_hook_depth;
+	return sp_cap.on && !sp_hook_depth;
 }
 
 /* A memory family's call (SP_BOOKS_*): through the record path while the recorder is active. */

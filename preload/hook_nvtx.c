@@ -165,7 +165,7 @@ static __thread struct range_stack t_stack __attribute__((tls_model("initial-exe
 
 static int push(uint32_t name, uint32_t domain)
 {
-	if (!sp_on)
+	if (!sp_cap.on)
 		return -1;
 	struct range_stack *s = &t_stack;
 	uint32_t gen = __atomic_load_n(&g_gen, __ATOMIC_RELAXED);
@@ -198,7 +198,7 @@ static int push(uint32_t name, uint32_t domain)
 static int pop(uint32_t domain)
 {
 	struct range_stack *s = &t_stack;
-	/* RATIONALE: sp_active, not sp_on: a range pushed inside the capture range
+	/* RATIONALE: sp_active, not sp_cap.on: a range pushed inside the capture range
 	 * (STEPPROF_CAPTURE) and popped outside it leaves the stack, unrecorded */
 	if (!sp_active || s->depth <= 0 || s->gen != __atomic_load_n(&g_gen, __ATOMIC_RELAXED))
 		return -1;
@@ -216,7 +216,7 @@ static int pop(uint32_t domain)
 	f[SP_F_NAME] = s->r[i].name;
 	f[SP_F_DOMAIN] = s->r[i].domain;
 	f[SP_F_VALUE] = (uint64_t)level;
-	if (sp_on)
+	if (sp_cap.on)
 		sp_emit(SP_K_RANGE, SP_API_nvtx, s->r[i].begin_ns, sp_now(), f);
 	s->depth--;
 	for (int j = i; j < s->depth; j++)
@@ -226,23 +226,23 @@ static int pop(uint32_t domain)
 
 static int NVTX_API push_a(const char *m)
 {
-	return sp_on ? push(sp_intern_cstr(m), 0) : -1;
+	return sp_cap.on ? push(sp_intern_cstr(m), 0) : -1;
 }
 
 static int NVTX_API push_w(const wchar_t *m)
 {
 	char buf[SP_MAX_STRING + 8];
-	return sp_on ? push(sp_intern_cstr(wide(m, buf, sizeof(buf))), 0) : -1;
+	return sp_cap.on ? push(sp_intern_cstr(wide(m, buf, sizeof(buf))), 0) : -1;
 }
 
 static int NVTX_API push_ex(const nvtxEventAttributes_t *a)
 {
-	return sp_on ? push(name_of_attr(a), 0) : -1;
+	return sp_cap.on ? push(name_of_attr(a), 0) : -1;
 }
 
 static int NVTX_API domain_push_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-	return sp_on ? push(name_of_attr(a), domain_id(d)) : -1;
+	return sp_cap.on ? push(name_of_attr(a), domain_id(d)) : -1;
 }
 
 static int NVTX_API pop_core(void)
@@ -270,7 +270,7 @@ static uint64_t g_open_next;
 
 static nvtxRangeId_t start(uint32_t name, uint32_t domain)
 {
-	if (!sp_on)
+	if (!sp_cap.on)
 		return 0;
 	struct range_slot *tab = sp_lazy_get(&g_open);
 	if (!tab)
@@ -310,29 +310,29 @@ static void end(nvtxRangeId_t id)
 	/* free the slot first: only one of two racing ends gets to record */
 	if (!__atomic_compare_exchange_n(&s->seq, &seq, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
 		return;
-	if (ours && sp_on)
+	if (ours && sp_cap.on)
 		sp_emit(SP_K_RANGE, SP_API_nvtx, begin, sp_now(), f);
 }
 
 static nvtxRangeId_t NVTX_API start_a(const char *m)
 {
-	return sp_on ? start(sp_intern_cstr(m), 0) : 0;
+	return sp_cap.on ? start(sp_intern_cstr(m), 0) : 0;
 }
 
 static nvtxRangeId_t NVTX_API start_w(const wchar_t *m)
 {
 	char buf[SP_MAX_STRING + 8];
-	return sp_on ? start(sp_intern_cstr(wide(m, buf, sizeof(buf))), 0) : 0;
+	return sp_cap.on ? start(sp_intern_cstr(wide(m, buf, sizeof(buf))), 0) : 0;
 }
 
 static nvtxRangeId_t NVTX_API start_ex(const nvtxEventAttributes_t *a)
 {
-	return sp_on ? start(name_of_attr(a), 0) : 0;
+	return sp_cap.on ? start(name_of_attr(a), 0) : 0;
 }
 
 static nvtxRangeId_t NVTX_API domain_start_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-	return sp_on ? start(name_of_attr(a), domain_id(d)) : 0;
+	return sp_cap.on ? start(name_of_attr(a), domain_id(d)) : 0;
 }
 
 static void NVTX_API end_core(nvtxRangeId_t id)
@@ -358,26 +358,26 @@ static void mark(uint32_t name, uint32_t domain)
 
 static void NVTX_API mark_a(const char *m)
 {
-	if (sp_on)
+	if (sp_cap.on)
 		mark(sp_intern_cstr(m), 0);
 }
 
 static void NVTX_API mark_w(const wchar_t *m)
 {
 	char buf[SP_MAX_STRING + 8];
-	if (sp_on)
+	if (sp_cap.on)
 		mark(sp_intern_cstr(wide(m, buf, sizeof(buf))), 0);
 }
 
 static void NVTX_API mark_ex(const nvtxEventAttributes_t *a)
 {
-	if (sp_on)
+	if (sp_cap.on)
 		mark(name_of_attr(a), 0);
 }
 
 static void NVTX_API domain_mark_ex(nvtxDomainHandle_t d, const nvtxEventAttributes_t *a)
 {
-	if (sp_on)
+	if (sp_cap.on)
 		mark(name_of_attr(a), domain_id(d));
 }
 

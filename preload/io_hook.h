@@ -139,7 +139,7 @@ SP_HIDDEN int io_left_by_a_jump(uintptr_t frame);
 /* 1 = capture `cap` on this call (depth raised: io_leave after), 0 = not capturing, or nested. */
 static inline __attribute__((always_inline)) int io_enter_cap(int cap)
 {
-	if (__builtin_expect(!sp_on || !(io_capture & cap), 0))
+	if (__builtin_expect(!sp_cap.on || !(io_capture & cap), 0))
 		return 0;
 	uintptr_t frame = IO_FRAME();
 	if (__builtin_expect(sp_hook_depth != 0, 0) && !io_left_by_a_jump(frame))

@@ -583,6 +583,7 @@ static void atfork_child(void)
 	__atomic_store_n(&sp_proc.state, FILE_NONE, __ATOMIC_RELEASE);
 	__atomic_store_n(&sp_proc.alive, 1, __ATOMIC_RELEASE); /* the page was wiped by the fork */
 	sp_api_fork_child();
+	sp_capture_fork_child();
 	errno = saved;
 }
 

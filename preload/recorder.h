@@ -32,17 +32,27 @@
 SP_HIDDEN extern volatile int sp_active;
 
 /*
- * Nonzero while the process records: sp_active and inside the capture range
- * (STEPPROF_CAPTURE, capture.c; always, with the default `all`). The one flag
- * the wrappers test: outside the range a wrapper costs what it costs with
- * STEPPROF_DISABLE=1, one predictable branch on a global read relaxed.
+ * The capture range (STEPPROF_CAPTURE, capture.c). on: nonzero while the
+ * process records, sp_active and inside the range (always, with the default
+ * `all`); the one flag the wrappers test: outside the range a wrapper costs
+ * what it costs with STEPPROF_DISABLE=1, one predictable branch on a global.
+ * in: inside the range. A page of its own: with a range, it is shared with
+ * every process forked afterwards (MAP_SHARED), so that a DataLoader's workers
+ * forked before cudaProfilerStart record inside the range their trainer opens.
  */
-SP_HIDDEN extern volatile int sp_on;
+struct sp_cap_page {
+	volatile int on;
+	int in;
+	char pad[4096 - 2 * sizeof(int)];
+} __attribute__((aligned(4096)));
+SP_HIDDEN extern struct sp_cap_page sp_cap;
 
 /*
  * The capture range (capture.c). sp_capture_init reads STEPPROF_CAPTURE
- * (config.c parsed it) once the recorder is active; sp_capture_stop when it
- * stops (sp_on 0 from then on). sp_capture_profiler(on): cudaProfilerStart (1)
+ * (config.c parsed it) once the recorder is active; sp_capture_stop when this
+ * process stops recording (sp_cap.on 0 from then on, for this process only:
+ * async-signal-safe); sp_capture_fork_child in a forked child (fork()'s
+ * handlers). sp_capture_profiler(on): cudaProfilerStart (1)
  * or cudaProfilerStop (0) was called, through any door. sp_capture_steps is
  * nonzero with STEPPROF_CAPTURE=steps:A-B, where stepprof_step calls
  * sp_capture_step_begin with the mark's index before its record (1: record
@@ -50,6 +60,7 @@ SP_HIDDEN extern volatile int sp_on;
  */
 SP_HIDDEN void sp_capture_init(void);
 SP_HIDDEN void sp_capture_stop(void);
+SP_HIDDEN void sp_capture_fork_child(void);
 SP_HIDDEN void sp_capture_profiler(int on);
 SP_HIDDEN extern int sp_capture_steps;
 SP_HIDDEN int sp_capture_step_begin(uint64_t index);

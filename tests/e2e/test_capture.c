@@ -14,7 +14,8 @@
  *   - steps:10-20 without any profiler call gives the same iterations;
  *   - without the variable, and with a bad value (one `stepprof:` warning),
  *     every iteration;
- *   - device memory allocated before the range is in the books inside it.
+ *   - device memory allocated before the range is in the books inside it;
+ *   - loader workers forked before the range record inside it.
  */
 #include <criterion/criterion.h>
 
@@ -175,6 +176,33 @@ Test(capture, without_the_variable_every_iteration_is_recorded, .timeout = 180)
 {
 	expect_range("tests/bin/trainer", NULL, NULL, 0, ITERS, "no STEPPROF_CAPTURE");
 	expect_range("tests/bin/trainer", "all", NULL, 0, ITERS, "STEPPROF_CAPTURE=all");
+}
+
+/*
+ * Two loader workers forked at set-up, before the range: they record inside
+ * the range their trainer opens (the files of iterations 10..19, 4 each, as
+ * the ground truth counts them) and are workers of the analysis.
+ */
+Test(capture, workers_forked_before_the_range_record_inside_it, .timeout = 180)
+{
+	struct cap_run c;
+	run(&c, "tests/bin/trainer", "cudaProfilerApi", "--workers 2 --files-per-iter 4 --file-size 64K");
+	expect_iterations(&c, FROM, TO, "workers, cudaProfilerStart/Stop");
+	double got = 0, want = 0, workers = 0;
+	for (unsigned i = 0; i < TO - FROM; i++)
+		got += num(c.an, "iterations", i, "files_opened");
+	for (unsigned i = FROM; i < TO; i++)
+		want += num(c.truth, "iterations", i, "files_opened");
+	struct sp_json *ps = sp_json_get(c.an, "processes");
+	for (size_t i = 0; ps && i < ps->n; i++) {
+		const char *role = sp_json_str(sp_json_at(ps, i), "role");
+		workers += role && !strcmp(role, "worker");
+	}
+	cr_expect_gt(want, 0, "the trainer read no file in iterations %d..%d", FROM, TO - 1);
+	cr_expect_eq(got, want, "files opened in the range: %.0f, the trainer's iterations %d..%d opened %.0f", got,
+		     FROM, TO - 1, want);
+	cr_expect_eq(workers, 2, "%.0f worker processes analysed, the trainer forked 2", workers);
+	cap_free(&c);
 }
 
 static int stepprof_lines(const char *err)
