@@ -219,3 +219,26 @@ Test(nvtx, runs_unchanged_without_the_preload)
 	cr_expect_eq(res.errlen, 0, "%s", res.err);
 	sp_t_result_free(&res);
 }
+
+/*
+ * STEPPROF_CAPTURE=cudaProfilerApi: a range pushed inside the capture range and
+ * popped outside it is not recorded, and leaves the thread's stack: "whole",
+ * pushed and popped inside the next capture range, is at level 0 (left on the
+ * stack, "cut" would make it level 1). Nothing outside the ranges: no "step".
+ */
+Test(nvtx, a_range_cut_by_the_capture_range_leaves_the_stack)
+{
+	struct run r;
+	char args[600];
+	snprintf(args, sizeof(args), "-c %s -n 3 -u 100", sp_t_build("simgpu/libcuda.so.1"));
+	run_marknvtx(&r, args, "STEPPROF_CAPTURE=cudaProfilerApi");
+	struct sp_json *f = file_of(&r, r.pid), *whole = NULL;
+	cr_assert(f, "no trace file for pid %ld", r.pid);
+	r.n = dump(sp_json_str(f, "path"), &r.l);
+	cr_expect_eq(find(&r, "range", "cut", NULL), 0, "a range popped outside the capture range is recorded");
+	cr_assert_eq(find(&r, "range", "whole", &whole), 1);
+	cr_expect_eq(sp_json_u64(whole, "value", 99), 0, "\"whole\" is at level %lu, not 0",
+		     (unsigned long)sp_json_u64(whole, "value", 99));
+	cr_expect_eq(find(&r, "range", "step", NULL), 0, "the loop after the last stop is recorded");
+	done(&r);
+}

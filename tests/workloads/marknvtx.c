@@ -7,6 +7,10 @@
  *     -n N   N iterations of push("step") / sleep US / pop (default 20)
  *     -u US  microseconds slept inside each "step" (default 2000)
  *     -f     fork after the loop: the child pushes/pops "child_step" once
+ *     -c LIB capture ranges (STEPPROF_CAPTURE=cudaProfilerApi), before the loop:
+ *            start; push "cut"; stop; pop; start; push "whole"; pop; stop;
+ *            cuProfilerStart/Stop looked up with dlsym in LIB (a libcuda.so.1,
+ *            the simulated one: no CUDA call is needed before them)
  *
  * Then, once each: push "outer" { push "inner" { sleep 1 ms } }; nvtxMarkA("hello");
  * push W "wide"; markW "wmark"; start "async" ended on another thread after
@@ -17,6 +21,7 @@
  * Every NVTX call after the first (whose lazy initialisation is NVTX's own code)
  * must leave errno alone: the last line says how many did not ("errno_changed=N").
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <nvtx3/nvToolsExt.h>
 #include <pthread.h>
@@ -62,21 +67,47 @@ static nvtxEventAttributes_t ascii_attr(const char *msg)
 	return a;
 }
 
+/* cuProfilerStart (on) or cuProfilerStop of the driver lib (its result does not matter here). */
+static void profiler(const char *lib, int on)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	int (*fn)(void) = h ? (int (*)(void))dlsym(h, on ? "cuProfilerStart" : "cuProfilerStop") : NULL;
+	if (!fn) {
+		fprintf(stderr, "marknvtx: no cuProfilerStart/Stop in %s\n", lib);
+		exit(1);
+	}
+	(void)fn();
+	dlclose(h);
+}
+
 int main(int argc, char **argv)
 {
 	int n = 20, us = 2000, do_fork = 0, opt;
-	while ((opt = getopt(argc, argv, "n:u:f")) != -1) {
+	const char *capture = NULL;
+	while ((opt = getopt(argc, argv, "n:u:fc:")) != -1) {
 		if (opt == 'n')
 			n = atoi(optarg);
 		else if (opt == 'u')
 			us = atoi(optarg);
 		else if (opt == 'f')
 			do_fork = 1;
+		else if (opt == 'c')
+			capture = optarg;
 		else
 			return 2;
 	}
+	if (capture) {
+		profiler(capture, 1);
+		nvtxRangePushA("cut"); /* NVTX initialises itself here */
+		profiler(capture, 0);
+		KEEP(nvtxRangePop());
+		profiler(capture, 1);
+		KEEP(nvtxRangePushA("whole"));
+		KEEP(nvtxRangePop());
+		profiler(capture, 0);
+	}
 	for (int i = 0; i < n; i++) {
-		if (i)
+		if (i || capture)
 			KEEP(nvtxRangePushA("step"));
 		else
 			nvtxRangePushA("step"); /* NVTX initialises itself here */
