@@ -197,14 +197,12 @@ void watch_buffer_trim(struct watch_file *f, uint64_t t)
 		return;
 	}
 	size_t in = 0, out = 0, run = 0, run_len = 0; /* kept entries in runs: one move a run */
-	uint64_t slots = 0;
 	while (in < f->buf_len) {
 		size_t sz = entry_size(f->buf + in);
 		if (entry_begin(f->buf + in) >= t) {
 			if (!run_len)
 				run = in;
 			run_len += sz;
-			slots += (sz - sizeof(struct entry_head)) / SP_SLOT_SIZE;
 		} else if (run_len) {
 			memmove(f->buf + out, f->buf + run, run_len);
 			out += run_len;
