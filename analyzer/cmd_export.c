@@ -18,12 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "export_perfetto.h"
 #include "report.h"
 #include "util.h"
 
 #define EXPORT_DEFAULT_NAME "trace.perfetto.json"
+/* Without -o, trace files larger than this in all are exported compressed (.json.gz). */
+#define EXPORT_GZ_DEFAULT_BYTES (64ull << 20)
 
 static void export_usage(FILE *f)
 {
@@ -32,12 +36,16 @@ static void export_usage(FILE *f)
 		   "document: open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing.\n"
 		   "One process per traced pid, one track per thread with every call as a slice,\n"
 		   "marks and steps as instants, NVTX ranges, a \"GPU <device>\" track with the\n"
-		   "GPU-side span of each kernel and copy (an arrow from its call), and a counter\n"
-		   "of live device memory.\n\n"
+		   "GPU-side span of each kernel and copy (an arrow from its call), a counter\n"
+		   "of live device memory, and an \"iterations\" track in the trainer's process:\n"
+		   "one slice per iteration that `stepprof analyze` finds, its breakdown in the\n"
+		   "args, and the findings as instants.\n\n"
 		   "  --perfetto      the format (the default and only one)\n"
-		   "  -o FILE         where to write it; '-' is stdout\n"
+		   "  -o FILE         where to write it; '-' is stdout; a name ending in .gz is\n"
+		   "                  written gzip-compressed (Perfetto opens it as it is)\n"
 		   "                  default: DIR/" EXPORT_DEFAULT_NAME " for a DIR operand,\n"
-		   "                  FILE.perfetto.json for a FILE operand (the first one that exists decides)\n"
+		   "                  FILE.perfetto.json for a FILE operand (the first one that exists decides),\n"
+		   "                  with .gz added when the trace files hold more than 64 MiB\n"
 		   "  --from S, --to S  only what overlaps this window: seconds on the document's\n"
 		   "                  timeline (0 = the earliest file's start; decimals allowed)\n"
 		   "  --pretty        indent the JSON (larger; for reading by eye)\n"
@@ -47,21 +55,88 @@ static void export_usage(FILE *f)
 		   "4 internal (output could not be written).\n");
 }
 
-/* The default output path for the first operand (malloc'd). */
-static char *default_output(const char *first)
+/* The default output path for the first operand (malloc'd); ".gz" added when gz. */
+static char *default_output(const char *first, int gz)
 {
 	struct stat st;
-	size_t len = strlen(first) + sizeof(EXPORT_DEFAULT_NAME) + 2;
+	size_t len = strlen(first) + sizeof(EXPORT_DEFAULT_NAME) + 5;
 	char *p = malloc(len);
 	if (!p)
 		return NULL;
 	if (stat(first, &st) == 0 && S_ISDIR(st.st_mode)) {
 		size_t n = strlen(first);
-		snprintf(p, len, "%s%s" EXPORT_DEFAULT_NAME, first, n && first[n - 1] == '/' ? "" : "/");
+		snprintf(p, len, "%s%s" EXPORT_DEFAULT_NAME "%s", first, n && first[n - 1] == '/' ? "" : "/",
+			 gz ? ".gz" : "");
 	} else {
-		snprintf(p, len, "%s.perfetto.json", first);
+		snprintf(p, len, "%s.perfetto.json%s", first, gz ? ".gz" : "");
 	}
 	return p;
+}
+
+/* The trace files' bytes in all: large ones are exported compressed by default. */
+static unsigned long long bytes_of(char *const *paths, size_t n)
+{
+	unsigned long long sum = 0;
+	struct stat st;
+	for (size_t i = 0; i < n; i++)
+		if (stat(paths[i], &st) == 0)
+			sum += (unsigned long long)st.st_size;
+	return sum;
+}
+
+static int ends_with_gz(const char *name)
+{
+	size_t n = strlen(name);
+	return n > 3 && !strcmp(name + n - 3, ".gz");
+}
+
+/*
+ * A gzip stream as a stdio FILE (fopencookie): the document is written through
+ * stdio as when plain, deflated on its way to the output file's descriptor.
+ */
+static ssize_t gz_write(void *c, const char *buf, size_t len)
+{
+	size_t done = 0;
+	while (done < len) { /* gzwrite takes an unsigned: chunks well under it */
+		unsigned part = len - done > (1u << 30) ? 1u << 30 : (unsigned)(len - done);
+		int w = gzwrite((gzFile)c, buf + done, part);
+		if (w <= 0) {
+			if (!errno)
+				errno = EIO;
+			return done ? (ssize_t)done : -1;
+		}
+		done += (size_t)w;
+	}
+	return (ssize_t)done;
+}
+
+static int gz_close(void *c)
+{
+	int rc = gzclose((gzFile)c);
+	if (rc != Z_OK && !errno)
+		errno = EIO;
+	return rc == Z_OK ? 0 : EOF;
+}
+
+/* The gzip FILE over f's descriptor (duplicated: f is closed after it), NULL with errno. */
+static FILE *gz_over(FILE *f)
+{
+	int fd = dup(fileno(f));
+	if (fd < 0)
+		return NULL;
+	gzFile gz = gzdopen(fd, "wb6");
+	if (!gz) {
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	cookie_io_functions_t io = {.read = NULL, .write = gz_write, .seek = NULL, .close = gz_close};
+	FILE *g = fopencookie(gz, "w", io);
+	if (!g) {
+		gzclose(gz);
+		return NULL;
+	}
+	return g;
 }
 
 /*
@@ -172,7 +247,7 @@ int command_export(int argc, char **argv)
 	int first = optind;
 	for (struct stat sb; first < argc - 1 && stat(argv[first], &sb) != 0;)
 		first++;
-	char *dest = output ? strdup(output) : default_output(argv[first]);
+	char *dest = output ? strdup(output) : default_output(argv[first], bytes_of(paths, n) > EXPORT_GZ_DEFAULT_BYTES);
 	if (dest && report_output_is_input("export", "-o", dest, paths, n)) {
 		free(dest);
 		util_free_paths(paths);
@@ -186,10 +261,25 @@ int command_export(int argc, char **argv)
 		util_free_paths(paths);
 		return SP_EXIT_INTERNAL;
 	}
-	fast_stream(uo.f);
+	FILE *out = uo.f, *gz = NULL;
+	if (ends_with_gz(dest)) {
+		gz = out = gz_over(uo.f);
+		if (!gz) {
+			util_err(dest, "cannot write: %s", strerror(errno));
+			util_out_close(&uo, 0);
+			free(dest);
+			util_free_paths(paths);
+			return SP_EXIT_INTERNAL;
+		}
+	}
+	fast_stream(out);
 	opts.out_name = dest; /* a failed write names it, not the temporary file */
-	rc = util_worse(paths_rc, export_perfetto(paths, n, uo.f, &opts, &st));
+	rc = util_worse(paths_rc, export_perfetto(paths, n, out, &opts, &st));
 	util_free_paths(paths);
+	if (gz && fclose(gz) && rc != SP_EXIT_INTERNAL) { /* the gzip trailer, the last bytes */
+		util_err(dest, "cannot write: %s", strerror(errno ? errno : EIO));
+		rc = SP_EXIT_INTERNAL;
+	}
 	/* nothing whole to show: no half document under the real name */
 	int whole = rc != SP_EXIT_INTERNAL && st.files;
 	if (util_out_close(&uo, whole))

@@ -249,6 +249,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		for (size_t i = 0; i < n; i++)
 			if (x->files[i].ok)
 				rc = util_worse(rc, export_file(x, &x->files[i]));
+		if (!out_failed(x))
+			export_analysis(x);
 		write_metadata(x);
 		jw_arr_end(w);
 		jw_kobj_begin(w, "otherData");
@@ -259,6 +261,8 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_ku64(w, "records", x->st->records);
 		jw_ku64(w, "gpu_spans", x->st->gpu_spans);
 		jw_ku64(w, "gpu_spans_unjoined", x->st->gpu_unjoined);
+		jw_ku64(w, "iterations", x->st->iterations);
+		jw_ku64(w, "findings", x->st->findings);
 		jw_obj_end(w);
 		jw_obj_end(w);
 		int flushed = fflush(out) == 0;

@@ -29,6 +29,8 @@ struct export_stats {
 	uint64_t events;       /* trace events written (metadata included) */
 	uint64_t gpu_spans;    /* GPU slices written */
 	uint64_t gpu_unjoined; /* of which no launch/copy/memset record was found for the op */
+	uint64_t iterations;   /* slices of the iterations track */
+	uint64_t findings;     /* findings written as instants */
 	uint64_t ts_zero_ns;   /* CLOCK_MONOTONIC (of the first host) of ts 0 */
 };
 

@@ -31,7 +31,7 @@ int in_window(const struct ex *x, int64_t b, int64_t e)
 }
 
 /* Microseconds with exact nanoseconds: ns / 1000 has at most 15 digits below 11 days from ts 0. */
-static void put_us(struct jsonw *w, const char *key, int64_t ns)
+void export_put_us(struct jsonw *w, const char *key, int64_t ns)
 {
 	jw_key(w, key);
 	if (ns % 1000 == 0)
@@ -40,7 +40,19 @@ static void put_us(struct jsonw *w, const char *key, int64_t ns)
 		jw_double(w, (double)ns / 1000.0);
 }
 
-/* Opens the event object: ph, name, cat, pid, tid, ts; the caller adds the rest and closes it. */
+/* Does name begin with word, followed by its end or a space? */
+static int first_word_is(const char *name, const char *word)
+{
+	size_t n = strlen(word);
+	return !strncmp(name, word, n) && (name[n] == 0 || name[n] == ' ');
+}
+
+/*
+ * Opens the event object: ph, name, cat, pid, tid, ts; the caller adds the rest and
+ * closes it. Left out, as a reader takes them to be (docs/export.md, "Size"): the
+ * category when the name begins with it ("read /data/x": cat "read"), the tid of
+ * a process's main thread (Perfetto takes the pid).
+ */
 static void ev_open(struct ex *x, const char *ph, const char *name, const char *cat, uint32_t pid, uint32_t tid,
 		    int64_t ts)
 {
@@ -49,12 +61,57 @@ static void ev_open(struct ex *x, const char *ph, const char *name, const char *
 	jw_kstr(w, "ph", ph);
 	if (name)
 		jw_kstr(w, "name", name);
-	if (cat)
+	if (cat && !(name && first_word_is(name, cat)))
 		jw_kstr(w, "cat", cat);
 	jw_ku64(w, "pid", pid);
-	jw_ku64(w, "tid", tid);
-	put_us(w, "ts", ts);
+	if (tid != pid)
+		jw_ku64(w, "tid", tid);
+	export_put_us(w, "ts", ts);
 	x->st->events++;
+}
+
+/*
+ * Is the field worth its bytes? A document is mostly args, so what a reader can
+ * take as known is left out (docs/export.md, "Arguments"): a number or pointer
+ * that is 0, a string the trace does not have, a copy direction or host memory
+ * kind that is unknown, the fd type "file" and the source "libc" (the common
+ * cases), and the path when the slice's name already holds it.
+ */
+/* Launches, copies and memsets: the kinds whose op id binds an arrow to their GPU slice. */
+static int flow_kind(unsigned kind)
+{
+	return kind == SP_K_LAUNCH || kind == SP_K_COPY || kind == SP_K_MEMSET;
+}
+
+/* Did call_name put the record's path in its name ("<call> <path>")? */
+static int path_in(const struct sp_event *ev, const char *name)
+{
+	return (ev->mask >> SP_F_PATH) & 1 && ev->f[SP_F_PATH] && strchr(name, ' ') &&
+	       ev->kind != SP_K_RANGE && ev->kind != SP_K_MARK && ev->kind != SP_K_NVTX_MARK &&
+	       ev->kind != SP_K_STEP && ev->kind != SP_K_FORK && ev->kind != SP_K_LOST && ev->kind != SP_K_ALLOC_FAILED;
+}
+
+static int field_shown(struct ex *x, const struct sp_event *ev, unsigned f, const char *name)
+{
+	uint64_t v = ev->f[f];
+	const char *str;
+	if (f == SP_F_FD) /* -1: the call has none (stat); a file's is its path, in the name */
+		return (int64_t)v >= 0 && !path_in(ev, name);
+	if (f == SP_F_OP) /* the flow's bind_id holds it */
+		return v && !flow_kind(ev->kind);
+	switch (sp_field_type[f]) {
+	case SP_T_STR:
+		str = v ? sp_reader_string(x->r, (uint32_t)v) : NULL;
+		if (!str)
+			return 0;
+		return f != SP_F_PATH || !path_in(ev, name);
+	case SP_T_FDTYPE:
+		return v != SP_FDTYPE_FILE;
+	case SP_T_SOURCE:
+		return v != SP_SOURCE_LIBC;
+	default:
+		return v != 0;
+	}
 }
 
 /* A record's fields as args, by fields.def: strings resolved, enumerations by name. */
@@ -92,16 +149,25 @@ static void put_field(struct ex *x, const struct sp_event *ev, unsigned f)
 	}
 }
 
-static void put_args(struct ex *x, const struct sp_event *ev)
+/* The args of a host record named name: the API when the name does not say it, the fields shown. */
+static void put_args(struct ex *x, const struct sp_event *ev, const char *name)
 {
 	struct jsonw *w = &x->w;
-	jw_kobj_begin(w, "args");
-	if (ev->api && ev->api < SP_API__COUNT)
+	int open = 0;
+	if (ev->api && ev->api < SP_API__COUNT && !first_word_is(name, sp_api_name[ev->api])) {
+		jw_kobj_begin(w, "args");
+		open = 1;
 		jw_kstr(w, "api", sp_api_name[ev->api]);
-	for (unsigned f = 0; f < SP_F__COUNT; f++)
-		if ((ev->mask >> f) & 1)
-			put_field(x, ev, f);
-	jw_obj_end(w);
+	}
+	for (unsigned f = 0; f < SP_F__COUNT; f++) {
+		if (!((ev->mask >> f) & 1) || !field_shown(x, ev, f, name))
+			continue;
+		if (!open++)
+			jw_kobj_begin(w, "args");
+		put_field(x, ev, f);
+	}
+	if (open)
+		jw_obj_end(w);
 }
 
 const char *str_or(const struct ex *x, uint64_t id, const char *dflt)
@@ -112,7 +178,7 @@ const char *str_or(const struct ex *x, uint64_t id, const char *dflt)
 
 /* ------------------------------------------------------ 2. host records */
 
-static int is_instant(unsigned kind)
+static int is_instant_kind(unsigned kind)
 {
 	return kind == SP_K_MARK || kind == SP_K_STEP || kind == SP_K_NVTX_MARK || kind == SP_K_FORK ||
 	       kind == SP_K_LOST;
@@ -172,18 +238,38 @@ static void memory_counter(struct ex *x, const struct sp_event *ev, uint32_t opi
 	jw_obj_end(&x->w);
 }
 
+/*
+ * The arrow from a call to its GPU slice: Perfetto's flow events of version 2, a
+ * "bind_id" on both slices ("flow_out" on the call's, "flow_in" on the GPU one's),
+ * not two flow events of their own (about 190 bytes an op less). The id is the
+ * file's index and the op id: a call and its span are in the same file.
+ */
+static uint64_t flow_id(const struct ex *x, uint32_t op)
+{
+	return (uint64_t)(x->fi - x->files) << 32 | op;
+}
+
+static void flow_bind(struct ex *x, const struct sp_event *ev)
+{
+	if (!flow_kind(ev->kind) || !ev->f[SP_F_OP])
+		return;
+	jw_ku64(&x->w, "bind_id", flow_id(x, (uint32_t)ev->f[SP_F_OP]));
+	jw_kbool(&x->w, "flow_out", 1);
+}
+
 void host_record(struct ex *x, const struct sp_event *ev, uint32_t opid, uint32_t otid)
 {
 	char buf[SP_MAX_STRING + 64];
 	const char *name = call_name(x, ev, buf, sizeof(buf));
-	if (is_instant(ev->kind)) {
+	if (is_instant_kind(ev->kind)) {
 		ev_open(x, "i", name, call_cat(ev->kind), opid, otid, rel(x, ev->begin_ns));
 		jw_kstr(&x->w, "s", "t");
 	} else {
 		ev_open(x, "X", name, call_cat(ev->kind), opid, otid, rel(x, ev->begin_ns));
-		put_us(&x->w, "dur", (int64_t)(ev->end_ns - ev->begin_ns));
+		export_put_us(&x->w, "dur", (int64_t)(ev->end_ns - ev->begin_ns));
 	}
-	put_args(x, ev);
+	put_args(x, ev, name);
+	flow_bind(x, ev);
 	jw_obj_end(&x->w);
 	if ((ev->kind == SP_K_ALLOC || ev->kind == SP_K_FREE) && ((ev->mask >> SP_F_LIVE) & 1))
 		memory_counter(x, ev, opid, otid);
@@ -236,41 +322,26 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 	uint32_t tid = gpu_lane(x, opid, device, b, e);
 
 	ev_open(x, "X", gpu_name(x, o, buf, sizeof(buf)), "gpu", opid, tid, b);
-	put_us(w, "dur", e - b);
+	export_put_us(w, "dur", e - b);
+	/* what the call's slice does not already say: the op, where it queued, for how long */
 	jw_kobj_begin(w, "args");
-	jw_ku64(w, "op", op);
-	jw_ku64(w, "device", device);
+	if (!call)
+		jw_ku64(w, "op", op); /* else the flow's bind_id holds it */
 	if (call) {
-		jw_kstr(w, "kind", sp_kind_name[o->kind]);
-		if (o->api && o->api < SP_API__COUNT)
-			jw_kstr(w, "api", sp_api_name[o->api]);
-		jw_khex(w, "stream", o->stream);
+		if (o->stream)
+			jw_khex(w, "stream", o->stream);
 		if (o->kind != SP_K_LAUNCH)
 			jw_ku64(w, "bytes", o->bytes);
-		if (o->kind == SP_K_COPY) {
-			jw_kstr(w, "direction", o->dir < SP_DIR__COUNT ? sp_dir_name[o->dir] : "?");
-			jw_kstr(w, "host_memory", o->hostmem < SP_HOSTMEM__COUNT ? sp_hostmem_name[o->hostmem] : "?");
-		}
-		jw_ku64(w, "host_tid", out_id(x, o->tid));
-		put_us(w, "queued_us", sat_sub(b, rel(x, o->b))); /* from the call's begin to the GPU's */
+		export_put_us(w, "queued_us", sat_sub(b, rel(x, o->b))); /* from the call's begin to the GPU's */
 	}
-	jw_obj_end(w);
 	jw_obj_end(w);
 	x->st->gpu_spans++;
-	if (!call) {
+	if (call) {
+		jw_ku64(w, "bind_id", flow_id(x, op));
+		jw_kbool(w, "flow_in", 1);
+	} else {
 		x->st->gpu_unjoined++;
-		return;
 	}
-	if (!in_window(x, rel(x, o->b), rel(x, o->e)))
-		return; /* its call is not in the document: no arrow from nowhere */
-	const char *fname = sp_kind_name[o->kind];
-	uint64_t id = ++x->next_flow;
-	ev_open(x, "s", fname, "flow", opid, out_id(x, o->tid), rel(x, o->b + (o->e - o->b) / 2));
-	jw_ku64(w, "id", id);
-	jw_obj_end(w);
-	ev_open(x, "f", fname, "flow", opid, tid, b + (e - b) / 2);
-	jw_ku64(w, "id", id);
-	jw_kstr(w, "bp", "e");
 	jw_obj_end(w);
 }
 

@@ -99,7 +99,6 @@ struct ex {
 	uint32_t next_pseudo;
 	struct op *ops; /* EXPORT_OP_WINDOW entries */
 	int ops_dirty;
-	uint64_t next_flow;
 	int werr; /* errno of the first failed write to the output, 0 none */
 };
 
@@ -117,6 +116,9 @@ struct proc *proc_get(struct ex *x, uint32_t opid);
 struct thread *thread_get(struct ex *x, uint32_t opid, uint32_t otid, int32_t tid);
 uint32_t gpu_lane(struct ex *x, uint32_t opid, uint32_t device, int64_t b, int64_t e);
 void write_metadata(struct ex *x);
+/* One metadata event (process/thread name or sort index): sval, else ival. */
+void export_meta(struct ex *x, const char *what, uint32_t pid, uint32_t tid, const char *key, const char *sval,
+		 int64_t ival);
 
 /* export_perfetto_events.c: host records and GPU slices as trace events */
 int64_t rel(const struct ex *x, uint64_t ns);
@@ -126,5 +128,10 @@ void host_record(struct ex *x, const struct sp_event *ev, uint32_t opid, uint32_
 void gpu_call(struct ex *x, const struct sp_event *ev);
 void gpu_span(struct ex *x, const struct sp_event *ev);
 void gpu_flush(struct ex *x);
+/* Nanoseconds as microseconds with exact nanoseconds (the "ts" and "dur" members). */
+void export_put_us(struct jsonw *w, const char *key, int64_t ns);
+
+/* export_perfetto_iters.c: the analysis's iterations (a track) and findings (instants) */
+void export_analysis(struct ex *x);
 
 #endif /* STEPPROF_EXPORT_PERFETTO_INT_H */

@@ -162,7 +162,7 @@ uint32_t gpu_lane(struct ex *x, uint32_t opid, uint32_t device, int64_t b, int64
 
 /* ---------------------------------------------------------- 3. metadata */
 
-static void meta(struct ex *x, const char *what, uint32_t pid, uint32_t tid, const char *key, const char *sval,
+void export_meta(struct ex *x, const char *what, uint32_t pid, uint32_t tid, const char *key, const char *sval,
 		 int64_t ival)
 {
 	struct jsonw *w = &x->w;
@@ -198,9 +198,9 @@ void write_metadata(struct ex *x)
 			if (x->nhosts > 1 && n >= 0 && (size_t)n < sizeof(name))
 				snprintf(name + n, sizeof(name) - (size_t)n, " @%s", x->hosts[p->host].name);
 		}
-		meta(x, "process_name", p->opid, p->opid, "name", name, 0);
+		export_meta(x, "process_name", p->opid, p->opid, "name", name, 0);
 		/* chrome://tracing orders processes by it (Perfetto ignores it): ranks first, in order */
-		meta(x, "process_sort_index", p->opid, p->opid, "sort_index", NULL, p->rank >= 0 ? p->rank : 1 << 20);
+		export_meta(x, "process_sort_index", p->opid, p->opid, "sort_index", NULL, p->rank >= 0 ? p->rank : 1 << 20);
 	}
 
 	/* The training thread of a process: the one with the most kernel launches (docs/definitions.md). */
@@ -220,9 +220,9 @@ void write_metadata(struct ex *x)
 			n += snprintf(name + n, sizeof(name) - (size_t)n, " %s", t->name);
 		if (training && n >= 0 && (size_t)n < sizeof(name))
 			snprintf(name + n, sizeof(name) - (size_t)n, " (training thread)");
-		meta(x, "thread_name", t->opid, t->otid, "name", name, 0);
+		export_meta(x, "thread_name", t->opid, t->otid, "name", name, 0);
 		if (training)
-			meta(x, "thread_sort_index", t->opid, t->otid, "sort_index", NULL, -1);
+			export_meta(x, "thread_sort_index", t->opid, t->otid, "sort_index", NULL, -1);
 	}
 	for (size_t i = 0; i < x->nlanes; i++) {
 		struct lanes *L = &x->lanes[i];
@@ -231,8 +231,8 @@ void write_metadata(struct ex *x)
 				snprintf(name, sizeof(name), "GPU %u (%u)", L->device, k + 1);
 			else
 				snprintf(name, sizeof(name), "GPU %u", L->device);
-			meta(x, "thread_name", L->opid, L->tid[k], "name", name, 0);
-			meta(x, "thread_sort_index", L->opid, L->tid[k], "sort_index", NULL, -2);
+			export_meta(x, "thread_name", L->opid, L->tid[k], "name", name, 0);
+			export_meta(x, "thread_sort_index", L->opid, L->tid[k], "sort_index", NULL, -2);
 		}
 	}
 }

@@ -8,7 +8,7 @@ ANALYZER_CLI_SRCS := analyzer/main.c $(wildcard analyzer/cmd_*.c)
 ANALYZER_LIB_SRCS := $(filter-out $(ANALYZER_CLI_SRCS),$(wildcard analyzer/*.c))
 ANALYZER_CLI_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(ANALYZER_CLI_SRCS))
 ANALYZER_LIB_OBJS := $(patsubst %.c,$(BUILD)/obj/%.o,$(ANALYZER_LIB_SRCS))
-ANALYZER_LDLIBS ?= -lm
+ANALYZER_LDLIBS ?= -lm -lz
 
 $(BUILD)/obj/analyzer/%.o: MODULE_CPPFLAGS = -Ianalyzer
 

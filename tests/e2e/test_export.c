@@ -11,6 +11,7 @@
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,36 @@ static size_t count(const struct sp_json *doc, const char *ph, const char *key, 
 	for (size_t i = 0; ev && i < ev->n; i++)
 		if (!strcmp(s_of(&ev->kids[i], "ph"), ph) && (!key || !strcmp(s_of(&ev->kids[i], key), val)))
 			n++;
+	return n;
+}
+
+/* Events of phase ph whose name begins with prefix. */
+static size_t count_prefix(const struct sp_json *doc, const char *ph, const char *prefix)
+{
+	const struct sp_json *ev = sp_json_get(doc, "traceEvents");
+	size_t n = 0;
+	for (size_t i = 0; ev && i < ev->n; i++)
+		n += !strcmp(s_of(&ev->kids[i], "ph"), ph) &&
+		     !strncmp(s_of(&ev->kids[i], "name"), prefix, strlen(prefix));
+	return n;
+}
+
+/* GPU slices (flow_in) whose bind_id a call's slice (flow_out) carries. */
+static size_t flows_bound(const struct sp_json *doc)
+{
+	const struct sp_json *ev = sp_json_get(doc, "traceEvents");
+	size_t n = 0;
+	for (size_t i = 0; ev && i < ev->n; i++) {
+		const struct sp_json *in = &ev->kids[i];
+		if (!sp_json_get(in, "flow_in"))
+			continue;
+		uint64_t id = sp_json_u64(in, "bind_id", 0);
+		for (size_t k = 0; k < ev->n; k++)
+			if (sp_json_get(&ev->kids[k], "flow_out") && sp_json_u64(&ev->kids[k], "bind_id", 1) == id) {
+				n++;
+				break;
+			}
+	}
 	return n;
 }
 
@@ -95,9 +126,9 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 	/* every call of the trainer is a slice, each step an instant */
 	cr_expect_eq(count(j, "X", "cat", "launch"), launches);
 	cr_expect_eq(count(j, "X", "cat", "copy"), copies);
-	cr_expect_eq(count(j, "i", "cat", "step"), 3);
+	cr_expect_eq(count_prefix(j, "i", "step "), 3);
 	cr_expect_eq(count(j, "i", "name", "step 0") + count(j, "i", "name", "step 1"), 2);
-	cr_expect_geq(count(j, "X", "cat", "read"), 1, "the loader workers' reads");
+	cr_expect_geq(count_prefix(j, "X", "read "), 1, "the loader workers' reads, named with their path");
 	/* the GPU track: kernels by name, all joined to their calls, with their arrows */
 	uint64_t spans = sp_json_u64(j, "otherData.gpu_spans", 0);
 	cr_expect_gt(spans, 0);
@@ -105,7 +136,9 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 	cr_expect_eq(sp_json_u64(j, "otherData.gpu_spans_unjoined", 1), 0);
 	cr_expect_eq(count(j, "X", "cat", "gpu"), spans);
 	cr_expect_gt(count(j, "X", "name", "trainer_kernel"), 0, "kernel spans are named by the kernel");
-	cr_expect_eq(count(j, "f", NULL, NULL), spans);
+	/* each GPU slice's arrow: its bind_id is on a call's slice (flow_out) too */
+	cr_expect_eq(flows_bound(j), spans);
+	cr_expect_eq(count(j, "f", NULL, NULL) + count(j, "s", NULL, NULL), 0, "arrows are bound on the slices");
 	cr_expect_eq(count(j, "M", "args.name", "GPU 0"), 1);
 	/* live device memory, and the trainer named by its command line */
 	cr_expect_gt(count(j, "C", "name", "GPU 0 memory"), 0);
@@ -390,4 +423,223 @@ Test(export_cli, memory_does_not_grow_with_the_trace, .timeout = 180)
 	sp_t_rmrf(big);
 	free(small);
 	free(big);
+}
+
+/* ------------------------------------- 5. what analyze finds; gzip; size */
+
+/* The trainer (scenario, markers, iterations) traced into DIR/trace; the trace directory. */
+static char *trainer_trace(const char *dir, const char *scenario, const char *markers, const char *iters)
+{
+	char pre[512], sd[600];
+	char *tdir = malloc(600);
+	cr_assert_not_null(tdir);
+	snprintf(tdir, 600, "%s/trace", dir);
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", tdir);
+	char *env[] = {pre, sd, "NVTX_INJECTION64_PATH=", "STEPPROF_QUIET=1", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--scenario", (char *)scenario, "--iters",
+			(char *)iters, "--markers", (char *)markers, NULL};
+	struct sp_t_result tr;
+	cr_assert_eq(sp_t_run(&tr, argv, env, NULL, 120), 0, "trainer: %s", tr.err);
+	sp_t_result_free(&tr);
+	return tdir;
+}
+
+/* `stepprof analyze --json` of tdir. */
+static struct sp_json *analysis_of(const char *tdir)
+{
+	char *argv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", (char *)tdir, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, NULL, NULL, 120), 0, "analyze: %s", r.err);
+	struct sp_json *a = sp_json_parse(r.out);
+	cr_assert_not_null(a, "%s", r.out);
+	sp_t_result_free(&r);
+	return a;
+}
+
+/*
+ * The iterations track holds one slice per iteration of `analyze`, at its times,
+ * its args the breakdown that sums to its length; findings are the analysis's.
+ */
+static void expect_iterations_track(const struct sp_json *j, const struct sp_json *a, const char *what)
+{
+	const struct sp_json *its = sp_json_get(a, "iterations"), *ev = sp_json_get(j, "traceEvents");
+	cr_assert(its && its->n > 0, "%s: analyze found no iterations", what);
+	cr_expect_eq(sp_json_u64(j, "otherData.iterations", 0), its->n, "%s", what);
+	static const char *const cat[] = {"input", "h2d", "compute", "d2h", "sync", "other"};
+	uint64_t zero = sp_json_u64(j, "otherData.ts_zero_mono_ns", 0);
+	size_t seen = 0;
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		if (strcmp(s_of(e, "ph"), "X") || strncmp(s_of(e, "name"), "iteration ", 10))
+			continue;
+		size_t k = strtoul(s_of(e, "name") + 10, NULL, 10);
+		cr_assert_lt(k, its->n, "%s: %s", what, s_of(e, "name"));
+		const struct sp_json *it = &its->kids[k];
+		double ts = sp_json_num(e, "ts", -1), dur = sp_json_num(e, "dur", -1);
+		double begin = (double)(sp_json_u64(it, "start_ns", 0) - zero) / 1e3;
+		double len = (double)(sp_json_u64(it, "end_ns", 0) - sp_json_u64(it, "start_ns", 0)) / 1e3;
+		cr_expect(fabs(ts - begin) < 0.002, "%s: iteration %zu at %.3f us, analyze %.3f", what, k, ts, begin);
+		cr_expect(fabs(dur - len) < 0.002, "%s: iteration %zu lasts %.3f us, analyze %.3f", what, k, dur, len);
+		double sum = 0, top = -1;
+		const char *bottleneck = NULL;
+		for (size_t c = 0; c < 6; c++) {
+			char key[40];
+			snprintf(key, sizeof(key), "args.%s_ms", cat[c]);
+			double v = sp_json_num(e, key, -1);
+			cr_expect_geq(v, 0, "%s: iteration %zu has no %s", what, k, key);
+			sum += v;
+			if (v > top)
+				top = v, bottleneck = cat[c];
+		}
+		cr_expect(fabs(sum * 1e3 - dur) < 0.01 + dur * 1e-6, "%s: iteration %zu: parts %.3f us, slice %.3f us",
+			  what, k, sum * 1e3, dur);
+		cr_expect_str_eq(s_of(e, "args.bottleneck"), bottleneck, "%s: iteration %zu", what, k);
+		seen++;
+	}
+	cr_expect_eq(seen, its->n, "%s: %zu iteration slices, analyze has %zu", what, seen, its->n);
+	/* the findings, by id, as instants */
+	const struct sp_json *fnd = sp_json_get(a, "findings");
+	size_t nf = fnd ? fnd->n : 0;
+	cr_expect_eq(count(j, "i", "cat", "finding"), nf, "%s", what);
+	for (size_t i = 0; i < nf; i++)
+		cr_expect_eq(count(j, "i", "args.finding", s_of(&fnd->kids[i], "kind")), 1, "%s: %s", what,
+			     s_of(&fnd->kids[i], "kind"));
+}
+
+Test(export_cli, the_iterations_track_holds_analyzes_iterations_and_findings, .timeout = 240)
+{
+	char *dir = sp_t_tmpdir("export");
+	struct {
+		const char *scenario, *markers, *iters;
+		int findings; /* 1: at least one, 0: none */
+	} runs[] = {
+	    {"input-bound", "step", "12", 1}, /* the demo's: small_file_storm */
+	    {"clean", "none", "12", 0},	      /* iterations found by the automatic detection */
+	    {"clean", "nvtx", "6", 0},
+	};
+	for (size_t r = 0; r < sizeof(runs) / sizeof(runs[0]); r++) {
+		char sub[600], out[700], what[96];
+		snprintf(sub, sizeof(sub), "%s/%zu", dir, r);
+		cr_assert_eq(mkdir(sub, 0700), 0);
+		snprintf(what, sizeof(what), "%s, markers %s", runs[r].scenario, runs[r].markers);
+		char *tdir = trainer_trace(sub, runs[r].scenario, runs[r].markers, runs[r].iters);
+		struct sp_json *a = analysis_of(tdir);
+		snprintf(out, sizeof(out), "%s/x.json", sub);
+		struct sp_t_result e;
+		cr_assert_eq(export_run(&e, "-o", out, tdir, NULL), 0, "%s: %s", what, e.err);
+		sp_t_result_free(&e);
+		struct sp_json *j = load(out);
+		cr_expect_eq(count(j, "M", "args.name", "iterations"), 1, "%s: one iterations track", what);
+		expect_iterations_track(j, a, what);
+		const struct sp_json *fnd = sp_json_get(a, "findings");
+		if (runs[r].findings)
+			cr_expect(fnd && fnd->n > 0, "%s: the scenario's finding", what);
+		else
+			cr_expect(!fnd || fnd->n == 0, "%s: no finding", what);
+		if (!strcmp(runs[r].markers, "none"))
+			cr_expect_str_eq(s_of(a, "iteration_source"), "auto", "%s", what);
+		sp_json_free(j);
+		sp_json_free(a);
+		free(tdir);
+	}
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* -o NAME.gz: gzip, readable by Python's gzip and json, the same document. */
+Test(export_cli, a_gz_name_is_written_compressed, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *tdir = trainer_trace(dir, "input-bound", "step", "8");
+	char plain[700], gz[700];
+	snprintf(plain, sizeof(plain), "%s/x.json", dir);
+	snprintf(gz, sizeof(gz), "%s/x.json.gz", dir);
+	struct sp_t_result e;
+	cr_assert_eq(export_run(&e, "-o", plain, tdir, NULL), 0, "%s", e.err);
+	sp_t_result_free(&e);
+	cr_assert_eq(export_run(&e, "-o", gz, tdir, NULL), 0, "%s", e.err);
+	cr_expect(strstr(e.out, gz), "%s", e.out);
+	sp_t_result_free(&e);
+	struct stat a, b;
+	cr_assert_eq(stat(plain, &a), 0);
+	cr_assert_eq(stat(gz, &b), 0);
+	cr_expect_lt(b.st_size * 5, a.st_size, "gzip: %lld bytes for %lld", (long long)b.st_size,
+		     (long long)a.st_size);
+	/* python3: the document through gzip + json, compared with the plain one's events and iterations */
+	const char *py = "import gzip, json, sys\n"
+			 "z = json.load(gzip.open(sys.argv[1], 'rt'))\n"
+			 "p = json.load(open(sys.argv[2]))\n"
+			 "its = [e for e in z['traceEvents'] if e['ph'] == 'X' and e['name'].startswith('iteration ')]\n"
+			 "assert z == p, 'not the same document'\n"
+			 "assert its and len(its) == z['otherData']['iterations'], len(its)\n"
+			 "print(len(z['traceEvents']), len(its))\n";
+	char *argv[] = {"python3", "-c", (char *)py, gz, plain, NULL};
+	struct sp_t_result r;
+	cr_expect_eq(sp_t_run(&r, argv, NULL, NULL, 60), 0, "python3: %s%s", r.out, r.err);
+	r.out[strcspn(r.out, "\n")] = 0;
+	sp_t_note("export: %lld bytes plain, %lld gzip (events, iterations: %s)", (long long)a.st_size,
+		  (long long)b.st_size, r.out);
+	sp_t_result_free(&r);
+	free(tdir);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * Without -o, trace files of more than 64 MiB are exported compressed: a user of a
+ * long run does not get a document of gigabytes by default. Below it, plain.
+ */
+Test(export_cli, a_large_trace_is_exported_compressed_by_default, .timeout = 300)
+{
+	char tdir[512], out[700];
+	char *dir = gen("2300000", tdir); /* 2.3 M records of 32 bytes: over 64 MiB */
+	struct sp_t_result e;
+	cr_assert_eq(export_run(&e, tdir, NULL, NULL, NULL), 0, "%s", e.err);
+	snprintf(out, sizeof(out), "%s/trace.perfetto.json.gz", tdir);
+	cr_expect(strstr(e.out, out), "%s", e.out);
+	sp_t_result_free(&e);
+	struct stat st;
+	cr_expect_eq(stat(out, &st), 0, "no %s", out);
+	snprintf(out, sizeof(out), "%s/trace.perfetto.json", tdir);
+	cr_expect_neq(stat(out, &st), 0, "and no plain one");
+	sp_t_rmrf(dir);
+	free(dir);
+
+	dir = gen("20000", tdir);
+	cr_assert_eq(export_run(&e, tdir, NULL, NULL, NULL), 0, "%s", e.err);
+	sp_t_result_free(&e);
+	snprintf(out, sizeof(out), "%s/trace.perfetto.json", tdir);
+	cr_expect_eq(stat(out, &st), 0, "a small trace: plain %s", out);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * Size: the demo's trace (the input-bound trainer: file reads, copies, launches)
+ * costs at most 120 bytes a record uncompressed (docs/export.md, "Size"). A ratio
+ * of bytes, not a time.
+ */
+Test(export_cli, the_demos_export_costs_at_most_120_bytes_a_record, .timeout = 120)
+{
+	char *dir = sp_t_tmpdir("export");
+	char *tdir = trainer_trace(dir, "input-bound", "step", "24");
+	char out[700];
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	struct sp_t_result e;
+	cr_assert_eq(export_run(&e, "-o", out, tdir, NULL), 0, "%s", e.err);
+	sp_t_result_free(&e);
+	struct sp_json *j = load(out);
+	struct stat st;
+	cr_assert_eq(stat(out, &st), 0);
+	uint64_t records = sp_json_u64(j, "otherData.records", 0);
+	cr_assert_gt(records, 1000);
+	double per = (double)st.st_size / (double)records;
+	sp_t_note("export: %.1f bytes a record (%lld bytes, %llu records)", per, (long long)st.st_size,
+		  (unsigned long long)records);
+	cr_expect_leq(per, 120.0, "%.1f bytes a record", per);
+	sp_json_free(j);
+	free(tdir);
+	sp_t_rmrf(dir);
+	free(dir);
 }
