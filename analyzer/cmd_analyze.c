@@ -27,7 +27,7 @@ static void analyze_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepprof analyze [--json|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
-		"                        [--threshold NAME=VALUE]... DIR|FILE...\n\n"
+		"                        [--threshold NAME=VALUE]... [--merge-runs] DIR|FILE...\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
@@ -40,7 +40,8 @@ static void analyze_usage(FILE *f)
 		"                       processes the report also has a per-rank table\n"
 		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
 		"                       default: %s\n"
-		"  --threshold N=V      override a threshold: the bottleneck's or a finding's (repeatable)\n\n"
+		"  --threshold N=V      override a threshold: the bottleneck's or a finding's (repeatable)\n"
+		"  --merge-runs         merge files of different runs (run ids); refused by default\n\n"
 		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
 		"detected period of the training thread's CUDA calls.\n\n"
 		"Thresholds (default):\n",
@@ -49,7 +50,7 @@ static void analyze_usage(FILE *f)
 		fprintf(f, "  %-42s %-10.10g %s\n", an_threshold_name[i], an_threshold_default[i],
 			an_threshold_help[i]);
 	fprintf(f,
-		"\nExit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files, not a\n"
+		"\nExit status: 0 ok, 1 usage (also: files of more than one run without --merge-runs), 2 unreadable input (missing directory, no trace files, not a\n"
 		"trace or another format version), 3 report made but a file was truncated or corrupt, 4 internal.\n");
 }
 
@@ -63,12 +64,13 @@ int command_analyze(int argc, char **argv)
 	    {"step-regex", required_argument, NULL, 'r'},
 	    {"threshold", required_argument, NULL, 't'},
 	    {"rank", required_argument, NULL, 'R'},
+	    {"merge-runs", no_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct an_options opt;
 	an_options_init(&opt);
-	int json = 0, csv = 0, all = 0, c;
+	int json = 0, csv = 0, all = 0, merge_runs = 0, c;
 	const char *html = NULL;
 	char err[512];
 	optind = 1;
@@ -86,6 +88,9 @@ int command_analyze(int argc, char **argv)
 			break;
 		case 'H':
 			html = optarg;
+			break;
+		case 'M':
+			merge_runs = 1;
 			break;
 		case 'r':
 			opt.step_regex = optarg;
@@ -134,7 +139,8 @@ int command_analyze(int argc, char **argv)
 	char **paths = util_verb_trace_paths("analyze", argv + optind, argc - optind, &n, &rc);
 	if (!paths)
 		return rc;
-	if (html && report_output_is_input("analyze", "--html", html, paths, n)) {
+	if ((html && report_output_is_input("analyze", "--html", html, paths, n)) ||
+	    util_check_runs("analyze", paths, n, merge_runs)) {
 		util_free_paths(paths);
 		return SP_EXIT_USAGE;
 	}

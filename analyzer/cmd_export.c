@@ -31,7 +31,7 @@
 
 static void export_usage(FILE *f)
 {
-	fprintf(f, "usage: stepprof export [--perfetto] [-o FILE] [--from S] [--to S] [--pretty] DIR|FILE...\n\n"
+	fprintf(f, "usage: stepprof export [--perfetto] [-o FILE] [--from S] [--to S] [--pretty] [--merge-runs] DIR|FILE...\n\n"
 		   "Write every trace file of the directories as one Chrome Trace Event Format JSON\n"
 		   "document: open it at https://ui.perfetto.dev (Open trace file) or chrome://tracing.\n"
 		   "One process per traced pid, one track per thread with every call as a slice,\n"
@@ -49,8 +49,9 @@ static void export_usage(FILE *f)
 		   "  --from S, --to S  only what overlaps this window: seconds on the document's\n"
 		   "                  timeline (0 = the earliest file's start; decimals allowed)\n"
 		   "  --pretty        indent the JSON (larger; for reading by eye)\n"
+		   "  --merge-runs    merge files of different runs (run ids); refused by default\n"
 		   "  -h, --help\n\n"
-		   "Exit status: 0 ok, 1 usage, 2 unreadable input (missing directory, no trace files,\n"
+		   "Exit status: 0 ok, 1 usage (also: files of more than one run without --merge-runs), 2 unreadable input (missing directory, no trace files,\n"
 		   "not a trace or another format version), 3 written but a file was truncated or corrupt,\n"
 		   "4 internal (output could not be written).\n");
 }
@@ -174,17 +175,21 @@ int command_export(int argc, char **argv)
 	    {"pretty", no_argument, NULL, 'P'},
 	    {"from", required_argument, NULL, 'f'},
 	    {"to", required_argument, NULL, 't'},
+	    {"merge-runs", no_argument, NULL, 'M'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *output = NULL;
 	struct export_opts opts = {.pretty = 0, .from_ns = INT64_MIN, .to_ns = INT64_MAX};
-	int c;
+	int c, merge_runs = 0;
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "ho:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
+			break;
+		case 'M':
+			merge_runs = 1;
 			break;
 		case 'o':
 			output = optarg;
@@ -234,6 +239,10 @@ int command_export(int argc, char **argv)
 		return rc;
 	}
 	int paths_rc = rc;
+	if (util_check_runs("export", paths, n, merge_runs)) {
+		util_free_paths(paths);
+		return SP_EXIT_USAGE;
+	}
 
 	struct export_stats st;
 	if (output && !strcmp(output, "-")) {

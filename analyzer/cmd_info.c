@@ -94,8 +94,10 @@ static void info_text(const char *path, const struct info *in)
 	const struct sp_reader_stats *st = &in->st;
 	char b1[32], b2[32];
 	/* path, host, command line and device names are untrusted: util_put_text shows them */
+	char run[SP_RUN_ID_SIZE];
 	util_put_text(stdout, path, 0);
 	printf("\n  format      %u.%u\n", h->version_major, h->version_minor);
+	printf("  run         %s\n", util_header_run_id(h, run)[0] ? run : "none (written before format 1.4)");
 	fputs("  host        ", stdout);
 	util_put_text(stdout, h->host, 0);
 	fputc('\n', stdout);
@@ -172,6 +174,8 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 	jw_obj_begin(w);
 	jw_kstr(w, "path", path);
 	jw_kstr(w, "format_version", ver);
+	char run[SP_RUN_ID_SIZE];
+	jw_kstr(w, "run_id", util_header_run_id(h, run));
 	jw_kstr(w, "host", h->host);
 	jw_ki64(w, "pid", h->pid);
 	jw_ki64(w, "ppid", h->ppid);

@@ -42,6 +42,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "stepprof/trace.h"
+#include "tracefile.h"
 #include "util.h"
 
 int command_run(int argc, char **argv);
@@ -51,18 +53,24 @@ int command_run(int argc, char **argv);
 static void run_usage(FILE *to)
 {
 	fprintf(to,
-		"usage: stepprof run [--bpf|--no-bpf] [-o DIR] [--watch[=OPTIONS]] [--] CMD [ARGS...]\n"
+		"usage: stepprof run [--bpf|--no-bpf] [-o DIR] [--force] [--watch[=OPTIONS]] [--] CMD [ARGS...]\n"
 		"  Run CMD with libstepprof.so preloaded; its trace goes to DIR\n"
-		"  (default ./stepprof-YYYYmmdd-HHMMSS-PID).\n"
+		"  (default ./stepprof-YYYYmmdd-HHMMSS-PID). Every process of the job writes the\n"
+		"  job's run id (STEPPROF_RUN_ID, made here unless set) in its trace file.\n"
 		"  --bpf      also start the eBPF input collector (needs root); default when root\n"
 		"  --no-bpf   capture input with the libc wrappers only\n"
-		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set\n"
+		"  -o DIR     trace directory (created when missing); default $STEPPROF_DIR when set.\n"
+		"             In DIR, %%p is this command's pid, %%h the host name, %%q{VAR} the value of\n"
+		"             the environment variable VAR (unset: an error), %%%% a '%%'\n"
+		"  --force    DIR holds trace files of another run: remove them (trace files only) and\n"
+		"             run; without it such a DIR is refused\n"
 		"  --watch[=OPTIONS]  run `stepprof watch OPTIONS DIR` beside the job, its output on\n"
 		"             stderr, stopped after the job (OPTIONS: watch's, separated by spaces)\n"
 		"  Exit status: CMD's (killed by signal N: dies of signal N too); 125 stepprof run failed\n"
-		"  (usage, -o DIR, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
+		"  (usage, -o DIR, DIR holds another run's traces, libstepprof.so not found); 126 CMD not executable; 127 CMD not found.\n"
 		"  Environment: STEPPROF_LIB (path of libstepprof.so), STEPPROF_ATTACH_S (how long the\n"
-		"  collector may take to attach, default 30), STEPPROF_* passed to the job.\n");
+		"  collector may take to attach, default 30), STEPPROF_RUN_ID (the run id, e.g. one\n"
+		"  for every node of a job), STEPPROF_* passed to the job.\n");
 }
 
 static int run_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -308,6 +316,73 @@ static bool dir_has_trace(const char *dir)
 	return found;
 }
 
+/* The name of a trace file: its magic, or the recorder's suffix (a file whose header never came). */
+static bool is_trace(const char *dir, const char *name, char *path, size_t n)
+{
+	size_t len = strlen(name);
+	if (snprintf(path, n, "%s/%s", dir, name) >= (int)n)
+		return false;
+	struct stat st;
+	if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
+		return false;
+	return util_is_trace_file(path) || (len > 8 && !strcmp(name + len - 8, ".sptrace"));
+}
+
+/*
+ * The trace files in dir that are not of run id (an earlier job's, a file
+ * without a run id): analysed with the new ones, they would be merged into
+ * this job as its processes. Refused with one line, or with force removed
+ * (trace files only; what else is there stays). 0 or RUN_EXIT_FAIL.
+ */
+static int other_runs(const char *dir, const char *id, int force)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0; /* prepare_dir has just made or checked it: the recorder will say */
+	char path[PATH_MAX], other[SP_RUN_ID_SIZE] = "", got[SP_RUN_ID_SIZE];
+	size_t n = 0, removed = 0;
+	int rc = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		if (!is_trace(dir, e->d_name, path, sizeof(path)))
+			continue;
+		if (util_run_id(path, got) == 0 && got[0] && !strcmp(got, id))
+			continue; /* this run's (STEPPROF_RUN_ID given again, e.g. another node's) */
+		if (!n++)
+			snprintf(other, sizeof(other), "%s", got);
+		if (force) {
+			if (unlink(path) == 0)
+				removed++;
+			else if (!rc)
+				rc = run_fail(RUN_EXIT_FAIL, "--force: cannot remove %s: %s", path, strerror(errno));
+		}
+	}
+	closedir(d);
+	if (!n || rc)
+		return rc;
+	if (!force)
+		return run_fail(RUN_EXIT_FAIL, "-o %s holds %zu trace file%s of another run (%s): give another "
+					       "directory, or --force to remove them",
+				dir, n, n == 1 ? "" : "s", other[0] ? other : "no run id");
+	if (!run_cfg.QUIET)
+		fprintf(stderr, "stepprof: run: --force: removed %zu trace file%s of another run (%s) from %s\n",
+			removed, removed == 1 ? "" : "s", other[0] ? other : "no run id", dir);
+	return 0;
+}
+
+/* The job's run id, exported for every process of it (and the collector): STEPPROF_RUN_ID or a new one. */
+static int choose_run_id(char *id)
+{
+	const char *have = run_cfg.RUN_ID;
+	if (*have && !sp_run_id_valid(have))
+		return run_fail(RUN_EXIT_FAIL, "STEPPROF_RUN_ID=\"%.40s\": not a run id (1 to 31 of A-Z a-z 0-9 . _ : -)",
+				have);
+	if (*have)
+		snprintf(id, SP_RUN_ID_SIZE, "%s", have);
+	else
+		sp_tf_make_run_id(id);
+	return setenv("STEPPROF_RUN_ID", id, 1) ? run_fail(RUN_EXIT_FAIL, "setenv: %s", strerror(errno)) : 0;
+}
+
 /* -------------------------------------------------------------- 4. command_run */
 
 enum bpf_choice { BPF_DEFAULT, BPF_ON, BPF_OFF };
@@ -316,7 +391,8 @@ int command_run(int argc, char **argv)
 {
 	enum bpf_choice bpf = BPF_DEFAULT;
 	const char *outdir = NULL, *watch = NULL;
-	int i = 1; /* argv[0] is "run" */
+	int i = 1, force = 0; /* argv[0] is "run" */
+	bool pattern = false; /* outdir is -o's: %-substitutions */
 
 	sp_config_parse(&run_cfg, SP_CFG_RUN, run_getenv, run_config_warn);
 
@@ -352,6 +428,8 @@ int command_run(int argc, char **argv)
 			bpf = BPF_ON;
 		else if (!strcmp(a, "--no-bpf"))
 			bpf = BPF_OFF;
+		else if (!strcmp(a, "--force"))
+			force = 1;
 		else if (!strcmp(a, "--watch"))
 			watch = "";
 		else if (!strncmp(a, "--watch=", 8))
@@ -360,11 +438,14 @@ int command_run(int argc, char **argv)
 			if (++i >= argc)
 				return run_fail(RUN_EXIT_FAIL, "%s needs a directory", a);
 			outdir = argv[i];
-		} else if (!strncmp(a, "-o", 2))
+			pattern = true;
+		} else if (!strncmp(a, "-o", 2)) {
 			outdir = a + 2;
-		else if (!strncmp(a, "--output=", 9))
+			pattern = true;
+		} else if (!strncmp(a, "--output=", 9)) {
 			outdir = a + 9;
-		else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			pattern = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			run_usage(stdout);
 			return 0;
 		} else {
@@ -372,7 +453,7 @@ int command_run(int argc, char **argv)
 		}
 	}
 	if (i >= argc)
-		return run_fail(RUN_EXIT_FAIL, "no command given (stepprof run [--bpf|--no-bpf] [-o DIR] [--watch[=OPTIONS]] -- CMD ARGS...)");
+		return run_fail(RUN_EXIT_FAIL, "no command given (stepprof run [--bpf|--no-bpf] [-o DIR] [--force] [--watch[=OPTIONS]] -- CMD ARGS...)");
 	char **cmd = argv + i;
 
 	/* Who the job runs as: the invoking user when root came from sudo. */
@@ -414,7 +495,18 @@ int command_run(int argc, char **argv)
 	/* Without -o, a STEPPROF_DIR the user exported is the directory (as for LD_PRELOAD alone). */
 	if (!outdir && *run_cfg.DIR)
 		outdir = run_cfg.DIR;
+	char expanded[PATH_MAX], host[256] = "localhost", why[600], run_id[SP_RUN_ID_SIZE];
+	if (pattern) {
+		gethostname(host, sizeof(host) - 1);
+		if (util_expand_output(outdir, (long)getpid(), host, expanded, sizeof(expanded), why, sizeof(why)))
+			return run_fail(RUN_EXIT_FAIL, "-o %s: %s", outdir, why);
+		outdir = expanded;
+	}
 	rc = prepare_dir(outdir, dir, sizeof(dir), &j, j.drop, j.uid, j.gid);
+	if (!rc)
+		rc = choose_run_id(run_id);
+	if (!rc)
+		rc = other_runs(dir, run_id, force);
 	if (rc)
 		return rc;
 	j.lib = lib;

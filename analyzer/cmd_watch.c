@@ -40,7 +40,7 @@ static void watch_usage(FILE *f)
 	fprintf(f,
 		"usage: stepprof watch [--interval S] [--window N] [--json] [--once] [--prom-file FILE]\n"
 		"                      [--listen ADDR:PORT] [--alert-cmd CMD] [--exit-on-alert]\n"
-		"                      [--step-regex RE] [--threshold NAME=VALUE]... DIR\n\n"
+		"                      [--step-regex RE] [--threshold NAME=VALUE]... [--merge-runs] DIR\n\n"
 		"Follow a running job's trace directory (new processes, forked workers, ranks; files whose\n"
 		"ring wraps), reading only what is new at each tick. Every interval, one line per trainer\n"
 		"process: iterations and rate, median step time over the window and its change against\n"
@@ -58,14 +58,16 @@ static void watch_usage(FILE *f)
 		"                        STEPPROF_ALERT_RANK, STEPPROF_ALERT_PID, STEPPROF_ALERT_MESSAGE\n"
 		"  --exit-on-alert       exit with status 5 at the first alert raised\n"
 		"  --step-regex RE       NVTX range names that are iterations (as stepprof analyze)\n"
-		"  --threshold N=V       override an alert's threshold (repeatable)\n\n"
+		"  --threshold N=V       override an alert's threshold (repeatable)\n"
+		"  --merge-runs          follow files of different runs (run ids) as one job; refused by default\n\n"
 		"Alerts: memory_runaway, memory_high, alloc_failed, alloc_retry_storm, step_regression,\n"
 		"stalled; each raised once and cleared once, on stderr, in --json and in the metrics.\n\n"
 		"Thresholds (default):\n");
 	for (int i = 0; i < WATCH_T__COUNT; i++)
 		fprintf(f, "  %-38s %-10.10g %s\n", watch_threshold_name[i], watch_threshold_default[i],
 			watch_threshold_help[i]);
-	fprintf(f, "\nExit status: 0 the job ended (or --once, SIGINT, SIGTERM), 1 usage, 4 internal,\n"
+	fprintf(f, "\nExit status: 0 the job ended (or --once, SIGINT, SIGTERM), 1 usage (also: files of more\n"
+		   "than one run without --merge-runs), 4 internal,\n"
 		   "5 an alert was raised (--exit-on-alert).\n");
 }
 
@@ -392,7 +394,8 @@ int command_watch(int argc, char **argv)
 	    {"prom-file", required_argument, NULL, 'P'}, {"listen", required_argument, NULL, 'L'},
 	    {"alert-cmd", required_argument, NULL, 'A'}, {"exit-on-alert", no_argument, NULL, 'X'},
 	    {"step-regex", required_argument, NULL, 'r'}, {"threshold", required_argument, NULL, 't'},
-	    {"help", no_argument, NULL, 'h'},		 {NULL, 0, NULL, 0},
+	    {"merge-runs", no_argument, NULL, 'M'},	 {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	struct watch_opts o = {.interval_s = 5, .window = 50};
 	for (int i = 0; i < WATCH_T__COUNT; i++)
@@ -434,6 +437,9 @@ int command_watch(int argc, char **argv)
 			break;
 		case 'r':
 			o.step_regex = optarg;
+			break;
+		case 'M':
+			o.merge_runs = 1;
 			break;
 		case 't':
 			if (watch_set_threshold(&o, optarg, err, sizeof(err))) {
@@ -487,8 +493,9 @@ int command_watch(int argc, char **argv)
 	for (;;) {
 		/* a stop that came before this tick's reading: this tick is the last (it reads all before it) */
 		int last = g_stop;
-		if (watch_poll(&w) != 0) {
-			rc = SP_EXIT_INTERNAL;
+		int polled = watch_poll(&w);
+		if (polled != 0) {
+			rc = polled > 0 ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
 			break;
 		}
 		struct watch_event *ev = NULL;

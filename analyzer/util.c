@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,154 @@ int util_is_trace_file(const char *path)
 		 memcmp(magic, SP_MAGIC, 8) == 0;
 	close(fd);
 	return ok;
+}
+
+int util_run_id(const char *path, char *out)
+{
+	struct sp_file_header h;
+	struct stat st;
+	out[0] = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -1;
+	int ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && pread(fd, &h, sizeof(h), 0) == (ssize_t)sizeof(h) &&
+		 memcmp(h.magic, SP_MAGIC, 8) == 0;
+	close(fd);
+	if (!ok || h.version_major != SP_VERSION_MAJOR)
+		return -1;
+	util_header_run_id(&h, out);
+	return 0;
+}
+
+const char *util_header_run_id(const struct sp_file_header *h, char *out)
+{
+	out[0] = 0;
+	/* before 1.4 the bytes are zero (the header's unused space); a newer major may have moved them */
+	if (h->version_major == SP_VERSION_MAJOR && h->version_minor >= 4) {
+		memcpy(out, h->run_id, SP_RUN_ID_SIZE);
+		out[SP_RUN_ID_SIZE - 1] = 0;
+		if (!sp_run_id_valid(out))
+			out[0] = 0;
+	}
+	return out;
+}
+
+/* The directory part of path ("." for a bare name) into out. */
+static void dir_of(const char *path, char *out, size_t n)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(out, n, ".");
+	else
+		snprintf(out, n, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+}
+
+int util_check_runs(const char *verb, char *const *paths, size_t n, int merge_runs)
+{
+	enum { SHOWN = 4 };
+	char id[SP_RUN_ID_SIZE], ids[SHOWN][SP_RUN_ID_SIZE], first_id[SP_RUN_ID_SIZE];
+	const char *where[SHOWN];
+	size_t runs = 0;
+	if (merge_runs)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		/* no run id (before 1.4, damaged): merged with any run, as before run ids */
+		if (util_run_id(paths[i], id) != 0 || !id[0])
+			continue;
+		size_t k = 0;
+		while (k < runs && k < SHOWN && strcmp(ids[k], id))
+			k++;
+		if (k < runs && k < SHOWN)
+			continue; /* a run already seen */
+		if (runs >= SHOWN) {
+			/* past the shown ones: counted once each, by a look back over the files */
+			int seen = 0;
+			for (size_t j = 0; j < i && !seen; j++)
+				seen = util_run_id(paths[j], first_id) == 0 && !strcmp(first_id, id);
+			if (seen)
+				continue;
+		} else {
+			memcpy(ids[runs], id, SP_RUN_ID_SIZE);
+			where[runs] = paths[i];
+		}
+		runs++;
+	}
+	if (runs <= 1)
+		return 0;
+	/* each run's directory, or its first file when two runs share a directory */
+	size_t shown = runs < SHOWN ? runs : SHOWN;
+	char dirs[SHOWN][PATH_MAX];
+	int by_dir = 1;
+	for (size_t k = 0; k < shown; k++) {
+		dir_of(where[k], dirs[k], sizeof(dirs[k]));
+		for (size_t j = 0; j < k; j++)
+			by_dir &= strcmp(dirs[j], dirs[k]) != 0;
+	}
+	fprintf(stderr, "stepprof: %s: the files are of %zu runs:", verb, runs);
+	for (size_t k = 0; k < shown; k++)
+		fprintf(stderr, "%s run %s in %s", k ? "," : "", ids[k], by_dir ? dirs[k] : where[k]);
+	if (runs > shown)
+		fprintf(stderr, " and %zu more", runs - shown);
+	fprintf(stderr, "; give one run's files, or --merge-runs to merge them\n");
+	return SP_EXIT_USAGE;
+}
+
+int util_expand_output(const char *pat, long pid, const char *host, char *out, size_t n, char *err,
+		       size_t errlen)
+{
+	size_t o = 0;
+	char num[24];
+	for (const char *p = pat; *p; p++) {
+		const char *add = p, *end;
+		size_t len = 1;
+		if (*p == '%') {
+			switch (p[1]) {
+			case '%':
+				len = 1;
+				p++;
+				break;
+			case 'p':
+				snprintf(num, sizeof(num), "%ld", pid);
+				add = num;
+				len = strlen(num);
+				p++;
+				break;
+			case 'h':
+				add = host;
+				len = strlen(host);
+				p++;
+				break;
+			case 'q':
+				end = p[2] == '{' ? strchr(p + 3, '}') : NULL;
+				if (!end || end == p + 3) {
+					snprintf(err, errlen, "%%q needs a variable name in braces: %%q{VAR}");
+					return -1;
+				}
+				char var[256];
+				snprintf(var, sizeof(var), "%.*s", (int)(end - p - 3), p + 3);
+				add = getenv(var);
+				if (!add) {
+					snprintf(err, errlen, "%%q{%.200s}: %.200s is not set", var, var);
+					return -1;
+				}
+				len = strlen(add);
+				p = end;
+				break;
+			default:
+				snprintf(err, errlen, "%%%.1s: not a substitution (%%p pid, %%h host, %%q{VAR}, %%%% a '%%')",
+					 p[1] ? p + 1 : "");
+				return -1;
+			}
+		}
+		if (o + len >= n) {
+			snprintf(err, errlen, "the directory's name is longer than %zu bytes", n - 1);
+			return -1;
+		}
+		memcpy(out + o, add, len);
+		o += len;
+	}
+	out[o] = 0;
+	return 0;
 }
 
 static int cmp_str(const void *a, const void *b)

@@ -94,6 +94,36 @@ void util_free_paths(char **paths);
 char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, size_t *n, int *rc);
 
 /*
+ * The run id in path's header (trace.h, SP_RUN_ID_SIZE) into out: "" for a file
+ * written before format 1.4 (no run id). 0, or -1 when path is not a readable
+ * trace file of this major version (the reader says why later).
+ */
+int util_run_id(const char *path, char *out);
+/* The same from a header already read: out (SP_RUN_ID_SIZE bytes), "" when it has none. */
+const char *util_header_run_id(const struct sp_file_header *h, char *out);
+
+/*
+ * Files of one run only: the files of analyze, export and watch are merged as one
+ * job's processes, and files of another job in the same directory (an earlier run
+ * into the same -o DIR) or named beside it would be merged into it. Files without
+ * a run id (before format 1.4, or damaged) go with any run, as before run ids:
+ * nothing tells them apart. With more than one
+ * run and without merge_runs: one line naming each run's id and its directory (or
+ * file), "stepprof: <verb>: ... (--merge-runs merges them)", and SP_EXIT_USAGE;
+ * else 0. Unreadable files are left to the reader.
+ */
+int util_check_runs(const char *verb, char *const *paths, size_t n, int merge_runs);
+
+/*
+ * `stepprof run -o PATTERN`: PATTERN with %p the pid given, %h the host name
+ * given, %q{VAR} the value of the environment variable VAR and %% a '%', into
+ * out. 0, or -1 with the reason in err (an unset VAR, an unknown or unfinished
+ * %, a result longer than n - 1 bytes).
+ */
+int util_expand_output(const char *pat, long pid, const char *host, char *out, size_t n, char *err,
+		       size_t errlen);
+
+/*
  * sp_reader_open, printing the reader's reason as "stepprof: <path>: <reason>":
  * 0 with *r open, or SP_EXIT_INPUT. A file that never got its header (empty or
  * zeros: its process died while creating it, or is still starting) holds no record:

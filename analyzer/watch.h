@@ -79,6 +79,7 @@ struct watch_file {
 	int warned;   /* unreadable: said once, skipped until readable */
 	int ended;    /* its process exited (clean end, or no longer alive) and it was read to its end */
 	int have_hdr;
+	int run_checked; /* its run id was compared with the others' (util_check_runs) */
 	struct sp_file_header hdr;
 	struct sp_reader_mark *marks;
 	size_t nmarks;
@@ -140,6 +141,7 @@ struct watch_opts {
 	unsigned window;
 	double threshold[WATCH_T__COUNT];
 	const char *step_regex;
+	int merge_runs; /* follow files of different runs as one job (--merge-runs) */
 };
 
 struct watch {
@@ -152,11 +154,17 @@ struct watch {
 	uint64_t tick;
 	uint64_t now_ns;  /* CLOCK_MONOTONIC at the tick */
 	char host[64];
+	int have_run;	  /* run_id is the run of the first file read */
+	char run_id[SP_RUN_ID_SIZE];
 };
 
 /* ---- watch_follow.c ---- */
 int watch_init(struct watch *w, const char *dir, const struct watch_opts *o);
-/* List the directory, read what is new in every file; 0, or -1 when out of memory. */
+/*
+ * List the directory, read what is new in every file; 0, -1 when out of memory,
+ * or 1 (its line printed) when the directory holds files of more than one run
+ * and o->merge_runs is not set.
+ */
 int watch_poll(struct watch *w);
 /* Every process of the job has ended (and at least one file was seen). */
 int watch_all_ended(const struct watch *w);

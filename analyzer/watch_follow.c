@@ -590,6 +590,38 @@ static int name_is_trace(const char *name)
 	return name[0] != '.' && n > 8 && !strcmp(name + n - 8, ".sptrace");
 }
 
+/*
+ * A file of another run than those seen (an earlier job into the same directory,
+ * or a new one started into it while we follow): refused as analyze refuses it,
+ * the message from the files whose header could be read. Each file once.
+ */
+static int check_runs(struct watch *w)
+{
+	char id[SP_RUN_ID_SIZE];
+	int other = 0;
+	for (size_t i = 0; i < w->nfiles; i++) {
+		struct watch_file *f = w->files[i];
+		if (f->run_checked || util_run_id(f->path, id) != 0)
+			continue; /* no header yet: the next tick */
+		f->run_checked = 1;
+		if (!w->have_run) {
+			memcpy(w->run_id, id, sizeof(w->run_id));
+			w->have_run = 1;
+		}
+		other |= strcmp(id, w->run_id) != 0;
+	}
+	if (!other || w->o.merge_runs)
+		return 0;
+	char **paths = malloc(w->nfiles * sizeof(*paths));
+	if (!paths)
+		return -1;
+	for (size_t i = 0; i < w->nfiles; i++)
+		paths[i] = w->files[i]->path;
+	int rc = util_check_runs("watch", paths, w->nfiles, 0);
+	free(paths);
+	return rc ? 1 : 0;
+}
+
 int watch_poll(struct watch *w)
 {
 	struct timespec ts;
@@ -637,6 +669,8 @@ int watch_poll(struct watch *w)
 		w->files[w->nfiles++] = f;
 	}
 	closedir(d);
+	if (check_runs(w))
+		return 1;
 	for (size_t i = 0; i < w->nfiles; i++)
 		if (!w->files[i]->ended)
 			read_file(w, w->files[i]);

@@ -23,7 +23,11 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------ 1. helpers */
 
@@ -288,6 +292,26 @@ int tf_open_own_dir(const struct sp_tf *tf)
 	return fd;
 }
 
+/*
+ * The kernel's random pool mixed with the time and the pid: a pool with nothing
+ * yet (GRND_NONBLOCK) still gives two jobs started at once different ids.
+ */
+void sp_tf_make_run_id(char *out)
+{
+	uint64_t r = 0;
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (syscall(SYS_getrandom, &r, sizeof(r), GRND_NONBLOCK) != (long)sizeof(r))
+		r = 0;
+	r ^= ((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15ull;
+	uint64_t pid = (uint64_t)syscall(SYS_getpid);
+	r ^= pid << 40 | pid;
+	static const char hex[] = "0123456789abcdef";
+	for (int i = 15; i >= 0; i--, r >>= 4)
+		out[i] = hex[r & 15];
+	out[16] = 0;
+}
+
 static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
 {
 	struct sp_file_header *h = tf->hdr;
@@ -318,6 +342,10 @@ static void fill_header(struct sp_tf *tf, const struct sp_tf_opts *o)
 		snprintf(h->cmdline, sizeof(h->cmdline), "%s", o->cmdline);
 	else
 		read_cmdline(h->cmdline, sizeof(h->cmdline));
+	/* the caller's run id, else the job's from the environment (the eBPF collector's file) */
+	const char *run = o->run_id ? o->run_id : getenv("STEPPROF_RUN_ID");
+	if (sp_run_id_valid(run))
+		snprintf(h->run_id, sizeof(h->run_id), "%s", run);
 	h->ring_next_seq = 0;
 	h->keep_next_slot = 0;
 	/* the magic last: a reader that finds it finds a complete header */

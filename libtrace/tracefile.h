@@ -80,6 +80,7 @@ struct sp_tf_opts {
 	int32_t pid, ppid;   /* 0: getpid() / getppid() */
 	uint32_t features;   /* SP_FEAT_* */
 	const char *cmdline; /* NULL: /proc/self/cmdline */
+	const char *run_id;  /* the job's run id (trace.h); NULL: $STEPPROF_RUN_ID; "" or invalid: none */
 	void (*warn)(const char *key, const char *msg);
 	const char *prog; /* the producer's name in its warnings (NULL: "stepprof"), a static string */
 	unsigned dir_flags; /* SP_TF_DIR_*: make the directory, accept another user's */
@@ -91,6 +92,12 @@ struct sp_tf_opts {
  * header, map it. Returns 0, or -errno with a one-line reason in err.
  */
 int sp_tf_create(struct sp_tf *tf, const struct sp_tf_opts *o, char *err, size_t errlen);
+
+/*
+ * A new run id (trace.h, SP_RUN_ID_SIZE): 16 hex digits into out. Made once per
+ * job by its first process (the preload) or by `stepprof run`.
+ */
+void sp_tf_make_run_id(char *out);
 
 /* A warning line to stderr, never raising SIGPIPE or SIGXFSZ in the program (tracefile.c). */
 void sp_tf_write_stderr(const char *line, size_t len);

@@ -27,6 +27,8 @@ SP_HIDDEN void sp_config_load(void);
  */
 /* Start recording into dir (created at the first record), files capped at max_bytes. */
 SP_HIDDEN void sp_recorder_init(const char *dir, uint64_t max_bytes);
+/* The job's run id for this process's file header (hook_init.c chooses it); before the first record. */
+SP_HIDDEN void sp_recorder_set_run_id(const char *id);
 /* stepprof_step()'s per-process index, restarted in a forked child (api.c). */
 SP_HIDDEN void sp_api_fork_child(void);
 

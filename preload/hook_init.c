@@ -11,6 +11,11 @@
  * (absolute) chosen by the first process and exported as STEPPROF_DIR, so that
  * forked and exec'd children and torchrun's ranks all write beside it.
  *
+ * The run id: $STEPPROF_RUN_ID when set (and valid), else 16 hex digits made
+ * by the first process and exported the same way, so that every process of the
+ * job writes the same one in its file's header and the analyzer can tell the
+ * job's files from another job's in the same directory.
+ *
  * NVTX: NVTX_INJECTION64_PATH is pointed at this library when unset, so that
  * NVTX v3 in the program loads it as its tool (hook_nvtx.c).
  */
@@ -77,6 +82,24 @@ static void random_suffix(char *out)
 	out[9] = 0;
 }
 
+/* The job's run id: the inherited one, or a new one exported to our children. */
+static void choose_run_id(void)
+{
+	char id[SP_RUN_ID_SIZE];
+	const char *have = sp_cfg.RUN_ID;
+	if (have && *have && sp_run_id_valid(have)) {
+		sp_recorder_set_run_id(have);
+		return;
+	}
+	sp_tf_make_run_id(id);
+	if (have && *have)
+		sp_warn_once("runid", "STEPPROF_RUN_ID=\"%.40s\" is not a run id (1 to 31 of A-Z a-z 0-9 . _ : -); "
+				      "this job's is %s",
+			     have, id);
+	setenv("STEPPROF_RUN_ID", id, 1);
+	sp_recorder_set_run_id(id);
+}
+
 static void start(void)
 {
 	if (our_own_program())
@@ -131,6 +154,7 @@ static void start(void)
 	const char *why = NULL;
 	if (sp_clock_init(sp_cfg.CLOCK, &why) != SP_CLK_TSC && sp_cfg.CLOCK && strcmp(sp_cfg.CLOCK, "tsc") == 0)
 		sp_warn_once("clock", "STEPPROF_CLOCK=tsc: %s; using clock_gettime", why ? why : "refused");
+	choose_run_id();
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;

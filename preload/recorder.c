@@ -60,6 +60,7 @@ static __thread int t_rare __attribute__((tls_model("initial-exec")));
 /* this thread is interning (a fork in a signal handler meanwhile: fork_child_mid_record) */
 static __thread int t_interning __attribute__((tls_model("initial-exec")));
 static char g_dir[SP_TF_PATH_MAX];
+static char g_run_id[SP_RUN_ID_SIZE]; /* a forked child keeps its parent's: one job */
 static uint64_t g_max_bytes;
 static int32_t g_pid, g_ppid; /* g_ppid: the forking parent in a child, else 0 (getppid at creation) */
 
@@ -182,6 +183,7 @@ static void create_file(void)
 	    .max_bytes = g_max_bytes,
 	    .pid = g_pid,
 	    .ppid = g_ppid,
+	    .run_id = g_run_id[0] ? g_run_id : NULL,
 	    .warn = tf_warn,
 	    .dir_flags = SP_TF_DIR_CREATE,
 	    .features = __atomic_load_n(&sp_clk.mode, __ATOMIC_RELAXED) == SP_CLK_TSC ? SP_FEAT_TSC : 0,
@@ -585,6 +587,11 @@ static void atfork_child(void)
 	sp_api_fork_child();
 	sp_capture_fork_child();
 	errno = saved;
+}
+
+void sp_recorder_set_run_id(const char *id)
+{
+	snprintf(g_run_id, sizeof(g_run_id), "%s", id);
 }
 
 void sp_recorder_init(const char *dir, uint64_t max_bytes)

@@ -26,8 +26,8 @@
 
 #define SP_MAGIC "STEPPROF"
 #define SP_VERSION_MAJOR 1
-#define SP_VERSION_MINOR 3 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
-                              3: GPU_SPAN2 (two GPU spans in one slot), apis appended */
+#define SP_VERSION_MINOR 4 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
+                              3: GPU_SPAN2 (two GPU spans in one slot), apis appended; 4: run_id */
 #define SP_ENDIAN_TAG 0x01020304u
 #define SP_HEADER_SIZE 4096u
 #define SP_SLOT_SIZE 32u
@@ -43,6 +43,28 @@
 #define SP_CHUNK_SIZE_MAX (1u << 20)
 #define SP_KEEP_SLOTS_MAX (1ull << 40)
 #define SP_MAX_STRING 1024u
+/*
+ * A run id: 1..31 characters of [A-Za-z0-9._:-], NUL-padded (the recorder makes
+ * 16 hex digits). The first process of a job makes it and exports it as
+ * STEPPROF_RUN_ID, so every process of the job writes the same one.
+ */
+#define SP_RUN_ID_SIZE 32u
+
+/* Nonzero when s is a valid run id (see SP_RUN_ID_SIZE). */
+static inline int sp_run_id_valid(const char *s)
+{
+	size_t n = 0;
+	if (!s)
+		return 0;
+	for (; s[n]; n++) {
+		char c = s[n];
+		if (n >= SP_RUN_ID_SIZE - 1 ||
+		    !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+		      c == '_' || c == ':' || c == '-'))
+			return 0;
+	}
+	return n > 0;
+}
 
 /* Feature bits of sp_file_header.features. */
 #define SP_FEAT_CUDA 0x1u  /* CUDA hooks were active */
@@ -105,6 +127,9 @@ struct sp_file_header {
 	uint64_t overwritten_chunks;
 	uint64_t end_mono_ns;        /* set at a clean exit, 0 otherwise */
 	uint64_t next_op;            /* per-process GPU op id counter */
+
+	/* 1.4: the job's run id, shared by all its processes (STEPPROF_RUN_ID); "" before 1.4 */
+	char run_id[SP_RUN_ID_SIZE];
 };
 
 /* ----------------------------------------------------------------- 2. chunk */
