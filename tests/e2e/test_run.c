@@ -124,10 +124,11 @@ Test(run, exit_status_is_the_jobs)
 	char *a1[] = { "--no-bpf", "-o", tmp, "--", "/bin/sh", "-c", "exit 7", NULL };
 	cr_expect_eq(run_stepprof(&res, a1), 7);
 	sp_t_result_free(&res);
-	char *a2[] = { "--no-bpf", "-o", tmp, "/bin/sh", "-c", "kill -KILL $$", NULL };
+	/* --force: the same directory again (test_runs.c has what it does) */
+	char *a2[] = { "--no-bpf", "--force", "-o", tmp, "/bin/sh", "-c", "kill -KILL $$", NULL };
 	cr_expect_eq(run_stepprof(&res, a2), 128 + SIGKILL);
 	sp_t_result_free(&res);
-	char *a3[] = { "--no-bpf", "-o", tmp, "--", "/bin/true", NULL };
+	char *a3[] = { "--no-bpf", "--force", "-o", tmp, "--", "/bin/true", NULL };
 	cr_expect_eq(run_stepprof(&res, a3), 0);
 	sp_t_result_free(&res);
 	sp_t_rmrf(tmp);
@@ -305,10 +306,11 @@ Test(run, as_root_the_collector_is_the_default, .timeout = 60)
  */
 static int run_with_collector(struct sp_t_result *res, const char *out, char *const *job)
 {
-	char *args[16] = { "--bpf", "-o", (char *)out, "--" };
-	int n = 4;
-	for (; job[n - 4] && n < 15; n++)
-		args[n] = job[n - 4];
+	/* --force: the tests run it again into one directory; only the last run's traces are read */
+	char *args[16] = { "--bpf", "--force", "-o", (char *)out, "--" };
+	int n = 5;
+	for (; job[n - 5] && n < 15; n++)
+		args[n] = job[n - 5];
 	args[n] = NULL;
 	cr_assert_eq(run_stepprof(res, args), 0, "%s", res->err);
 	if (strstr(res->err, "eBPF collector unavailable")) {
@@ -1072,7 +1074,9 @@ static int run_sh_spawned(const char *dir, const char *script, const posix_spawn
 			  const posix_spawnattr_t *attr)
 {
 	char *stepprof = io_t_abs("bin/stepprof");
-	char *argv[] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script, NULL };
+	/* --force: run again into one directory (the status is the test, not the traces) */
+	char *argv[] = { stepprof, "run", "--no-bpf", "--force", "-o", (char *)dir, "--", "/bin/sh", "-c", (char *)script,
+			 NULL };
 	pid_t pid;
 	cr_assert_eq(posix_spawn(&pid, stepprof, fa, attr, argv, environ), 0);
 	int st = 0;
@@ -1207,9 +1211,10 @@ Test(run, a_job_killed_by_a_signal_kills_stepprof_run_alike, .timeout = 30)
 static int run_with_sigchld_ignored(const char *dir, char *const *cmd, char *job_out, size_t len)
 {
 	char *stepprof = io_t_abs("bin/stepprof");
-	char *argv[16] = { stepprof, "run", "--no-bpf", "-o", (char *)dir, "--" };
-	for (int k = 0; cmd[k] && k < 9; k++)
-		argv[6 + k] = cmd[k];
+	/* --force: run again into one directory (the status is the test, not the traces) */
+	char *argv[16] = { stepprof, "run", "--no-bpf", "--force", "-o", (char *)dir, "--" };
+	for (int k = 0; cmd[k] && k < 8; k++)
+		argv[7 + k] = cmd[k];
 	int out[2];
 	cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
 	pid_t pid = fork();

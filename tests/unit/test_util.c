@@ -4,6 +4,8 @@
  */
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "util.h"
 
@@ -27,4 +29,39 @@ Test(util, byte_counts_read_as_people_write_them)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		cr_expect_str_eq(util_fmt_bytes(cases[i].b, buf, sizeof(buf)), cases[i].want, "%llu bytes",
 				 (unsigned long long)cases[i].b);
+}
+
+/* stepprof run -o PATTERN: each substitution where it stands, and each bad pattern one reason. */
+Test(util, run_output_pattern_expands_pid_host_variables_and_percent)
+{
+	char out[64], err[256];
+	setenv("SP_T_UTIL_JOB", "4242", 1);
+	unsetenv("SP_T_UTIL_UNSET");
+	cr_assert_eq(util_expand_output("p-%p/%h-%q{SP_T_UTIL_JOB}-%%", 77, "node1", out, sizeof(out), err,
+					sizeof(err)),
+		     0, "%s", err);
+	cr_expect_str_eq(out, "p-77/node1-4242-%");
+	cr_assert_eq(util_expand_output("plain/dir", 1, "h", out, sizeof(out), err, sizeof(err)), 0);
+	cr_expect_str_eq(out, "plain/dir");
+	cr_assert_eq(util_expand_output("%%p", 1, "h", out, sizeof(out), err, sizeof(err)), 0);
+	cr_expect_str_eq(out, "%p", "%%%% then p is a '%%' and a 'p'");
+
+	static const struct {
+		const char *pat, *why;
+	} bad[] = {
+	    {"x-%q{SP_T_UTIL_UNSET}", "SP_T_UTIL_UNSET is not set"},
+	    {"x-%q{}", "%q{VAR}"},
+	    {"x-%qSP", "%q{VAR}"},
+	    {"x-%q{SP_T_UTIL_JOB", "%q{VAR}"},
+	    {"x-%z", "%z: not a substitution"},
+	    {"x-%", "not a substitution"},
+	    {"0123456789012345678901234567890123456789012345678901234567890123456789", "longer than 63"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err[0] = 0;
+		cr_expect_eq(util_expand_output(bad[i].pat, 1, "h", out, sizeof(out), err, sizeof(err)), -1, "%s",
+			     bad[i].pat);
+		cr_expect(strstr(err, bad[i].why), "%s: %s", bad[i].pat, err);
+		cr_expect_null(strchr(err, '\n'));
+	}
 }
