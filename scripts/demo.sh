@@ -110,6 +110,10 @@ if [ -s "$TRUTH" ]; then
 	echo "ground truth measured by the trainer itself: $frac"
 	echo "  ($TRUTH)"
 fi
+# The hints name this run's directory, never a ./stepprof-* glob: that would take in
+# every earlier run beside it, which analyze refuses to merge (docs/cli.md, "Runs").
+run_id=$("$STEPPROF" info --json "$TRACE" 2>/dev/null | sed -n 's/.*"run_id": *"\([^"]*\)".*/\1/p' | head -n 1)
 echo
-echo "Your own job:  LD_PRELOAD=$LIB python train.py   then   $STEPPROF analyze ./stepprof-*"
+echo "This run again: $STEPPROF analyze $TRACE${run_id:+   (run $run_id)}"
+echo "Your own job:   $STEPPROF run -o my-trace -- python train.py   then   $STEPPROF analyze my-trace"
 exit "$rc"
