@@ -309,7 +309,9 @@ static char *run_markgen(const char *dir, int rank, const char *args)
 	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
 	snprintf(d, sizeof(d), "STEPPROF_DIR=%s", dir);
 	snprintf(rk, sizeof(rk), "RANK=%d", rank);
-	char *env[] = {pre, d, rank < 0 ? "RANK=" : rk, rank < 0 ? "WORLD_SIZE=" : "WORLD_SIZE=2", NULL};
+	/* ranks started apart (as on two nodes) are one job by the run id it gives them all (docs/cli.md, "Runs") */
+	char *env[] = {pre, d, rank < 0 ? "RANK=" : rk, rank < 0 ? "WORLD_SIZE=" : "WORLD_SIZE=2",
+		       "STEPPROF_RUN_ID=stepprof-test-job", NULL};
 	char *copy = strdup(args);
 	int a = 0;
 	argv[a++] = (char *)sp_t_build("tests/bin/markgen");
