@@ -600,6 +600,12 @@ Test(trainer, demo_profiles_the_input_bound_scenario, .timeout = 180)
 	cr_assert_eq(files, 5, "%d files in %s", files, trace);
 	cr_assert(strstr(t + 7 + strlen(trace), trace), "the report must be about that directory:\n%s", res.out);
 	cr_assert(strstr(res.out, "ground truth measured by the trainer itself: input "), "%s", res.out);
+	/* the hint analyses exactly this run: its directory, never a ./stepprof-* glob that takes in others */
+	char hint[600];
+	snprintf(hint, sizeof(hint), "analyze %s   (run ", trace);
+	const char *again = strstr(res.out, "This run again: ");
+	cr_expect(again && strstr(again, hint), "the closing hint must name %s and its run:\n%s", trace, res.out);
+	cr_expect_null(strstr(res.out, "stepprof-*"), "%s", res.out);
 	sp_t_result_free(&res);
 	sp_t_rmrf(dir);
 	free(dir);
