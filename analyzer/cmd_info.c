@@ -97,7 +97,8 @@ static void info_text(const char *path, const struct info *in)
 	char run[SP_RUN_ID_SIZE];
 	util_put_text(stdout, path, 0);
 	printf("\n  format      %u.%u\n", h->version_major, h->version_minor);
-	printf("  run         %s\n", util_header_run_id(h, run)[0] ? run : "none (written before format 1.4)");
+	printf("  run         %s\n",
+	       util_header_run_id(h, run)[0] ? run : "none (a file of format 1.3 or older, or its writer had none)");
 	fputs("  host        ", stdout);
 	util_put_text(stdout, h->host, 0);
 	fputc('\n', stdout);

@@ -131,6 +131,8 @@ struct sp_file_header {
 	/* 1.4: the job's run id, shared by all its processes (STEPPROF_RUN_ID); "" before 1.4 */
 	char run_id[SP_RUN_ID_SIZE];
 };
+_Static_assert(sizeof(struct sp_file_header) <= SP_HEADER_SIZE, "the file header outgrew its page");
+_Static_assert(__builtin_offsetof(struct sp_file_header, run_id) == 2208, "run_id moved (docs/trace-format.md)");
 
 /* ----------------------------------------------------------------- 2. chunk */
 
