@@ -302,18 +302,19 @@ static int prepare_dir(const char *want, char *out, size_t n, const struct job *
  * no file (docs/recorder.md), and `stepprof analyze DIR` of a directory without one
  * (or of none at all) only fails, so the closing line must not advise it.
  */
-static bool dir_has_trace(const char *dir)
+/* The trace files in dir (the end line says how many). */
+static unsigned dir_traces(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
-		return false;
-	bool found = false;
+		return 0;
+	unsigned n = 0;
 	char path[PATH_MAX];
-	for (struct dirent *e; !found && (e = readdir(d));)
-		found = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
-			util_is_trace_file(path);
+	for (struct dirent *e; (e = readdir(d));)
+		n += snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
+		     util_is_trace_file(path);
 	closedir(d);
-	return found;
+	return n;
 }
 
 /* The name of a trace file: its magic, or the recorder's suffix (a file whose header never came). */
@@ -614,8 +615,10 @@ int command_run(int argc, char **argv)
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
 	if (!run_cfg.QUIET) {
-		if (dir_has_trace(dir))
-			fprintf(stderr, "stepprof: trace in %s (stepprof analyze %s)\n", dir, dir);
+		unsigned n = dir_traces(dir);
+		if (n) /* the line the preload's first process prints without `run` (hook_init.c) */
+			fprintf(stderr, "stepprof: trace in %s (%u file%s) \u2014 stepprof analyze %s\n", dir, n,
+				n == 1 ? "" : "s", dir);
 		else
 			fprintf(stderr, "stepprof: no trace in %s: the job made no call that stepprof records "
 					"(CUDA, file input, steps)\n", dir);

@@ -29,6 +29,8 @@ SP_HIDDEN void sp_config_load(void);
 SP_HIDDEN void sp_recorder_init(const char *dir, uint64_t max_bytes);
 /* The job's run id for this process's file header (hook_init.c chooses it); before the first record. */
 SP_HIDDEN void sp_recorder_set_run_id(const char *id);
+/* At the job's first process's exit (hook_init.c): "stepprof: trace in DIR ..." on stderr, once. */
+SP_HIDDEN void sp_say_where(void);
 /* stepprof_step()'s per-process index, restarted in a forked child (api.c). */
 SP_HIDDEN void sp_api_fork_child(void);
 

@@ -16,9 +16,18 @@
  * job writes the same one in its file's header and the analyzer can tell the
  * job's files from another job's in the same directory.
  *
+ * Where the trace went: the job's first process (the one that made the run id;
+ * after an exec, the same pid: STEPPROF_FIRST_PID) prints one line on stderr at
+ * its exit, `stepprof: trace in DIR (N files) — stepprof analyze DIR`, unless
+ * STEPPROF_QUIET=1 (from _exit and _Exit too: a shell ends with them, hook_proc.c).
+ * Its forked workers, the programs it runs and torchrun's ranks
+ * inherit the run id and never print it; under `stepprof run`, which sets the run
+ * id itself, the command prints the line.
+ *
  * NVTX: NVTX_INJECTION64_PATH is pointed at this library when unset, so that
  * NVTX v3 in the program loads it as its tool (hook_nvtx.c).
  */
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
@@ -37,6 +46,9 @@
 
 /* 0: not started, 1: a thread is starting the recorder, 2: done (recording or not) */
 static int g_started;
+/* The job's first process (its pid; 0: another one): it says where the trace is, at its exit. */
+static pid_t g_first_pid;
+static char g_trace_dir[PATH_MAX];
 
 /*
  * stepprof's own programs (the analyzer and `stepprof run`, the eBPF collector)
@@ -89,6 +101,10 @@ static void choose_run_id(void)
 	const char *have = sp_cfg.RUN_ID;
 	if (have && *have && sp_run_id_valid(have)) {
 		sp_recorder_set_run_id(have);
+		/* the first process again, after an exec (`sh -c 'exec python ...'`) */
+		const char *first = getenv("STEPPROF_FIRST_PID");
+		if (first && atol(first) == (long)getpid())
+			g_first_pid = getpid();
 		return;
 	}
 	sp_tf_make_run_id(id);
@@ -98,6 +114,53 @@ static void choose_run_id(void)
 			     have, id);
 	setenv("STEPPROF_RUN_ID", id, 1);
 	sp_recorder_set_run_id(id);
+	char pid[24];
+	snprintf(pid, sizeof(pid), "%ld", (long)getpid());
+	setenv("STEPPROF_FIRST_PID", pid, 1);
+	g_first_pid = getpid();
+}
+
+/* Trace files in dir (names ending in .sptrace), read with getdents64: no allocation, no hook. */
+static unsigned count_traces(const char *dir)
+{
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	unsigned n = 0;
+	char buf[4096] __attribute__((aligned(8)));
+	long got;
+	while ((got = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < got;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			size_t len = strlen(d->d_name);
+			n += len > 8 && !strcmp(d->d_name + len - 8, ".sptrace");
+			off += d->d_reclen;
+		}
+	}
+	syscall(SYS_close, fd);
+	return n;
+}
+
+/*
+ * At the first process's exit: where the trace is, one line on stderr (write(2):
+ * no stdio, whose buffers may be gone; nothing when stderr is closed, or when no
+ * process of the job recorded anything and the directory holds no trace).
+ */
+void sp_say_where(void)
+{
+	static int said;
+	if (!g_first_pid || getpid() != g_first_pid || sp_cfg.QUIET || __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
+		return;
+	unsigned n = count_traces(g_trace_dir);
+	if (!n)
+		return;
+	char line[2 * PATH_MAX + 96];
+	int len = snprintf(line, sizeof(line), "stepprof: trace in %s (%u file%s) \xe2\x80\x94 stepprof analyze %s\n",
+			   g_trace_dir, n, n == 1 ? "" : "s", g_trace_dir);
+	if (len > 0 && (size_t)len < sizeof(line)) {
+		ssize_t w = write(2, line, (size_t)len);
+		(void)w;
+	}
 }
 
 static void start(void)
@@ -155,6 +218,7 @@ static void start(void)
 	if (sp_clock_init(sp_cfg.CLOCK, &why) != SP_CLK_TSC && sp_cfg.CLOCK && strcmp(sp_cfg.CLOCK, "tsc") == 0)
 		sp_warn_once("clock", "STEPPROF_CLOCK=tsc: %s; using clock_gettime", why ? why : "refused");
 	choose_run_id();
+	snprintf(g_trace_dir, sizeof(g_trace_dir), "%s", dir);
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;
@@ -189,4 +253,5 @@ int sp_start(void)
 __attribute__((destructor)) static void sp_fini(void)
 {
 	sp_recorder_shutdown();
+	sp_say_where();
 }

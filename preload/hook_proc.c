@@ -13,9 +13,11 @@
  * _exit and _Exit read back the GPU times of finished ops and end the trace
  * file as a clean exit does (cuda_spans.c, sp_gpu_quick_exit; recorder.c,
  * sp_recorder_quick_exit), then call libc's; exit() reaches the kernel through
- * glibc's internal _exit, not these.
+ * glibc's internal _exit, not these. The job's first process says there where
+ * its trace is, as at a normal exit (hook_init.c).
  */
 #include "io_hook.h"
+#include "config.h"
 #include "cuda_gpu.h"
 
 #include <stdlib.h>
@@ -53,6 +55,7 @@ static __attribute__((noreturn)) void quick_exit_as(const char *name, int status
 	if (sp_recorder_quick_exit_due())
 		sp_gpu_quick_exit(); /* first, as exit()'s atexit handler runs before the file is ended */
 	sp_recorder_quick_exit();
+	sp_say_where();
 	if (r)
 		r(status);
 	for (;;)

@@ -1223,7 +1223,8 @@ Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
 		char *analyze[] = {stepprof, "analyze", (char *)dirs[i], NULL};
 		sp_t_run(&a, analyze, env, NULL, 60);
 		char advice[PATH_MAX * 2 + 64];
-		snprintf(advice, sizeof(advice), "stepprof: trace in %s (stepprof analyze %s)\n", dirs[i], dirs[i]);
+		snprintf(advice, sizeof(advice), "stepprof: trace in %s (1 file) \u2014 stepprof analyze %s\n", dirs[i],
+			 dirs[i]);
 		if (i == 0) {
 			cr_expect_eq(a.status, 2, "/bin/true left a trace: %s", a.err);
 			cr_expect_null(strstr(r.err, "stepprof analyze"), "advice for a job that left no trace: %s",
