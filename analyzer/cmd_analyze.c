@@ -20,6 +20,8 @@
 #include "util.h"
 
 #include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +29,7 @@ static void analyze_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepprof analyze [--json|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
-		"                        [--threshold NAME=VALUE]... [--merge-runs] DIR|FILE...\n\n"
+		"                        [--threshold NAME=VALUE]... [--merge-runs] [DIR|FILE...]\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
@@ -44,6 +46,8 @@ static void analyze_usage(FILE *f)
 		"  --merge-runs         merge files of different runs (run ids); refused by default\n\n"
 		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
 		"detected period of the training thread's CUDA calls.\n\n"
+		"With no DIR|FILE: the newest ./stepprof-* trace directory (by modification time), named on\n"
+		"stderr. A DIR without trace files but with trace directories in it: they are listed.\n\n"
 		"Thresholds (default):\n",
 		AN_DEFAULT_STEP_REGEX);
 	for (int i = 0; i < AN_T__COUNT; i++)
@@ -124,8 +128,21 @@ int command_analyze(int argc, char **argv)
 			return util_bad_option("analyze", argv[optind - 1]);
 		}
 	}
-	if (optind >= argc)
-		return util_no_operand("analyze");
+	/* no operand: the newest run directory here, said on stderr (the default name of the recorder's) */
+	char newest[PATH_MAX];
+	char *here[] = {newest, NULL};
+	if (optind >= argc) {
+		unsigned nd = util_trace_dirs(".", "stepprof-", newest, sizeof(newest), NULL);
+		if (!nd) {
+			util_err("analyze", "no DIR|FILE given, and no ./stepprof-* trace directory here (stepprof analyze --help)");
+			return SP_EXIT_USAGE;
+		}
+		fprintf(stderr, "stepprof: analyzing %s (the newest of %u trace director%s here)\n", newest, nd,
+			nd == 1 ? "y" : "ies");
+		argv = here;
+		argc = 1;
+		optind = 0;
+	}
 	if (csv && (json || (html && !strcmp(html, "-")))) {
 		util_err("analyze", "--csv: not with %s (both write to stdout)", json ? "--json" : "--html -");
 		return SP_EXIT_USAGE;

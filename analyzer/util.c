@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -405,7 +406,15 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 		}
 		closedir(d);
 		if (l.n == first) {
-			util_err(args[i], "no stepprof trace files in this directory");
+			unsigned nd = util_trace_dirs(args[i], NULL, NULL, 0, NULL);
+			if (nd) { /* `analyze .` beside the run directories: say which they are */
+				util_err(args[i], "no stepprof trace files in this directory, but %u trace director%s in it "
+						  "(give one of them):",
+					 nd, nd == 1 ? "y" : "ies");
+				util_trace_dirs(args[i], NULL, NULL, 0, stderr);
+			} else {
+				util_err(args[i], "no stepprof trace files in this directory");
+			}
 			*rc = util_worse(*rc, SP_EXIT_INPUT);
 		} else {
 			qsort(l.v + first, l.n - first, sizeof(*l.v), cmp_str);
@@ -419,6 +428,61 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 	}
 	*n = l.n;
 	return l.v;
+}
+
+/* Trace files directly in dir (by magic or by the recorder's *.sptrace name). */
+static unsigned traces_in(const char *dir)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	unsigned n = 0;
+	char p[PATH_MAX];
+	for (struct dirent *de; (de = readdir(d));) {
+		size_t nl = strlen(de->d_name);
+		if (de->d_name[0] == '.' || snprintf(p, sizeof(p), "%s/%s", dir, de->d_name) >= (int)sizeof(p))
+			continue;
+		n += (nl > 8 && !strcmp(de->d_name + nl - 8, ".sptrace")) || util_is_trace_file(p);
+	}
+	closedir(d);
+	return n;
+}
+
+unsigned util_trace_dirs(const char *dir, const char *prefix, char *newest, size_t len, FILE *list)
+{
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;
+	unsigned n = 0;
+	time_t best = 0;
+	size_t dl = strlen(dir);
+	int slash = dl && dir[dl - 1] == '/';
+	char p[PATH_MAX];
+	for (struct dirent *de; (de = readdir(d));) {
+		struct stat st;
+		if (de->d_name[0] == '.' || (prefix && strncmp(de->d_name, prefix, strlen(prefix))))
+			continue;
+		if (snprintf(p, sizeof(p), "%s%s%s", dir, slash ? "" : "/", de->d_name) >= (int)sizeof(p) ||
+		    stat(p, &st) || !S_ISDIR(st.st_mode))
+			continue;
+		unsigned files = traces_in(p);
+		if (!files)
+			continue;
+		n++;
+		if (list) {
+			char when[32];
+			struct tm tm;
+			strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", localtime_r(&st.st_mtime, &tm));
+			fprintf(list, "  %s  (%u file%s, modified %s)\n", p, files, files == 1 ? "" : "s", when);
+		}
+		/* the newest by modification time (the last file a job created in it), ties by name */
+		if (newest && (n == 1 || st.st_mtime > best || (st.st_mtime == best && strcmp(p, newest) > 0))) {
+			best = st.st_mtime;
+			snprintf(newest, len, "%s", p);
+		}
+	}
+	closedir(d);
+	return n;
 }
 
 void util_free_paths(char **paths)

@@ -92,6 +92,12 @@ void util_free_paths(char **paths);
  * the exit code to return ("<verb>: no trace files" when no operand named one).
  */
 char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, size_t *n, int *rc);
+/*
+ * The subdirectories of dir that hold trace files (named prefix*, when prefix is
+ * not NULL): their number; the newest (by modification time) into newest when
+ * not NULL; one line each on list when not NULL ("  path  (N files, modified ...)").
+ */
+unsigned util_trace_dirs(const char *dir, const char *prefix, char *newest, size_t len, FILE *list);
 
 /*
  * The run id in path's header (trace.h, SP_RUN_ID_SIZE) into out: "" for a file

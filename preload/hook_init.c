@@ -142,9 +142,10 @@ static unsigned count_traces(const char *dir)
 }
 
 /*
- * At the first process's exit: where the trace is, one line on stderr (write(2):
- * no stdio, whose buffers may be gone; nothing when stderr is closed, or when no
- * process of the job recorded anything and the directory holds no trace).
+ * At the first process's exit: where the trace is, one line on stderr (written as
+ * the warnings are: no stdio, whose buffers may be gone; no SIGPIPE or SIGXFSZ
+ * from a closed pipe or a file size limit; nothing when no process of the job
+ * recorded anything and the directory holds no trace).
  */
 void sp_say_where(void)
 {
@@ -157,10 +158,8 @@ void sp_say_where(void)
 	char line[2 * PATH_MAX + 96];
 	int len = snprintf(line, sizeof(line), "stepprof: trace in %s (%u file%s) \xe2\x80\x94 stepprof analyze %s\n",
 			   g_trace_dir, n, n == 1 ? "" : "s", g_trace_dir);
-	if (len > 0 && (size_t)len < sizeof(line)) {
-		ssize_t w = write(2, line, (size_t)len);
-		(void)w;
-	}
+	if (len > 0 && (size_t)len < sizeof(line))
+		sp_tf_write_stderr(line, (size_t)len); /* as the warnings: no SIGPIPE, no SIGXFSZ */
 }
 
 static void start(void)

@@ -1227,12 +1227,13 @@ Test(cli, run_advises_analyze_only_when_the_job_left_a_trace)
 			 dirs[i]);
 		if (i == 0) {
 			cr_expect_eq(a.status, 2, "/bin/true left a trace: %s", a.err);
-			cr_expect_null(strstr(r.err, "stepprof analyze"), "advice for a job that left no trace: %s",
-				       r.err);
+			cr_expect(!strstr(r.err, "stepprof analyze") && !*r.where,
+				  "advice for a job that left no trace: %s%s", r.where, r.err);
 			cr_expect(strstr(r.err, "stepprof: no trace in ") && count_lines(r.err) == 1, "%s", r.err);
 		} else {
 			cr_expect_eq(a.status, 0, "%s", a.err);
-			cr_expect_str_eq(r.err, advice);
+			cr_expect_str_eq(r.where, advice);
+			cr_expect_str_empty(r.err);
 		}
 		sp_t_result_free(&r);
 		sp_t_result_free(&a);

@@ -204,7 +204,7 @@ Test(run, default_directory_is_created_in_the_cwd)
 	struct sp_t_result res;
 	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 30), 0, "%s", res.err);
 	/* The closing line names it. */
-	cr_expect_not_null(strstr(res.err, "stepprof: trace in "), "%s", res.err);
+	cr_expect_not_null(strstr(res.where, "stepprof: trace in "), "%s", res.err);
 	sp_t_result_free(&res);
 	DIR *d = opendir(tmp);
 	cr_assert_not_null(d);

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testlib.h"
 
@@ -37,7 +39,7 @@ static unsigned traces_in(const char *dir)
 	return n;
 }
 
-/* argv under LD_PRELOAD into dir/trace (quiet: STEPPROF_QUIET=1); its stderr (malloc'd). */
+/* argv under LD_PRELOAD into dir/trace (quiet: STEPPROF_QUIET=1); its trace-location lines (malloc'd). */
 static char *preloaded(const char *dir, char *const argv[], int quiet)
 {
 	char pre[PATH_MAX + 16], sd[PATH_MAX + 16];
@@ -47,9 +49,10 @@ static char *preloaded(const char *dir, char *const argv[], int quiet)
 		       "STEPPROF_FIRST_PID=", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 120), 0, "%s: %s", argv[0], r.err);
-	char *err = strdup(r.err);
+	cr_expect_null(strstr(r.err, "stepprof: "), "no other stepprof: line: %s", r.err);
+	char *where = strdup(r.where);
 	sp_t_result_free(&r);
-	return err;
+	return where;
 }
 
 /* The line a job whose trace is dir/trace (n files) must print. */
@@ -65,7 +68,7 @@ Test(where, the_first_process_says_where_its_trace_is_once)
 	char *markgen[] = {(char *)sp_t_build("tests/bin/markgen"), "-n", "10", NULL};
 	char *err = preloaded(dir, markgen, 0), want[2 * PATH_MAX + 96], tdir[PATH_MAX];
 	expected_line(want, sizeof(want), dir, 1);
-	cr_expect_str_eq(err, want, "the whole stderr of a job that prints nothing itself");
+	cr_expect_str_eq(err, want, "one line, nothing else");
 	free(err);
 	sp_t_rmrf(dir);
 
@@ -129,9 +132,9 @@ Test(where, under_stepprof_run_the_command_says_it_alone)
 	char *env[] = {"STEPPROF_QUIET=0", "STEPPROF_RUN_ID=", "STEPPROF_FIRST_PID=", "LD_PRELOAD=", NULL};
 	struct sp_t_result r;
 	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 120), 0, "%s", r.err);
-	cr_expect_eq(occurrences(r.err, "stepprof: trace in "), 1, "%s", r.err);
+	cr_expect_eq(occurrences(r.where, "stepprof: trace in "), 1, "%s", r.where);
 	expected_line(want, sizeof(want), dir, traces_in(tdir));
-	cr_expect(strstr(r.err, want), "%s", r.err);
+	cr_expect_str_eq(r.where, want);
 	sp_t_result_free(&r);
 	sp_t_rmrf(dir);
 	free(dir);
@@ -163,6 +166,91 @@ Test(where, run_by_a_relative_path_preloads_an_absolute_one)
 	cr_expect(strstr(r.out, "libstepprof.so"), "%s", r.out);
 	sp_t_result_free(&r);
 	free(bin);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/* A run directory named as the recorder names them, under parent, holding markgen's trace; its path. */
+static char *run_dir(const char *parent, const char *name, int marks)
+{
+	char *d = malloc(PATH_MAX);
+	cr_assert_not_null(d);
+	snprintf(d, PATH_MAX, "%s/%s", parent, name);
+	char pre[PATH_MAX + 16], sd[PATH_MAX + 16], n[16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", sp_t_build("lib/libstepprof.so"));
+	snprintf(sd, sizeof(sd), "STEPPROF_DIR=%s", d);
+	snprintf(n, sizeof(n), "%d", marks);
+	char *env[] = {pre, sd, "STEPPROF_QUIET=1", "STEPPROF_RUN_ID=", NULL};
+	char *argv[] = {(char *)sp_t_build("tests/bin/markgen"), "-n", n, NULL};
+	struct sp_t_result r;
+	cr_assert_eq(sp_t_run(&r, argv, env, NULL, 60), 0, "%s", r.err);
+	sp_t_result_free(&r);
+	return d;
+}
+
+/* `stepprof analyze ARGS` run in cwd; its result. */
+static void analyze_in(struct sp_t_result *r, const char *cwd, const char *arg)
+{
+	char cmd[3 * PATH_MAX];
+	snprintf(cmd, sizeof(cmd), "cd '%s' && exec '%s' analyze --json %s", cwd, realpath(sp_t_build("bin/stepprof"), NULL),
+		 arg ? arg : "");
+	char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+	sp_t_run(r, argv, NULL, NULL, 60);
+}
+
+Test(where, analyze_with_no_operand_takes_the_newest_run)
+{
+	char *dir = sp_t_tmpdir("where");
+	struct sp_t_result r;
+	/* none here: one line, exit 1 */
+	analyze_in(&r, dir, NULL);
+	cr_expect_eq(r.status, 1, "%s", r.err);
+	cr_expect_str_eq(r.err, "stepprof: analyze: no DIR|FILE given, and no ./stepprof-* trace directory here (stepprof analyze "
+				  "--help)\n");
+	sp_t_result_free(&r);
+	/* two runs, the second written later (and named earlier: the time decides, not the name) */
+	char *a = run_dir(dir, "stepprof-20991231-235959-1", 10);
+	sleep(1);
+	char *b = run_dir(dir, "stepprof-20000101-000000-2", 30);
+	char other[PATH_MAX];
+	snprintf(other, sizeof(other), "%s/stepprof-notes", dir);
+	cr_assert_eq(mkdir(other, 0700), 0, "a stepprof-* directory without trace files is no run");
+	analyze_in(&r, dir, NULL);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	cr_expect_str_eq(r.err, "stepprof: analyzing ./stepprof-20000101-000000-2 (the newest of 2 trace directories here)\n");
+	struct sp_json *j = sp_json_parse(r.out);
+	cr_assert_not_null(j, "%s", r.out);
+	cr_expect_eq(sp_json_u64(j, "processes.0.records", 0) >= 30, 1, "the newer run's 30 marks: %s", r.out);
+	sp_json_free(j);
+	sp_t_result_free(&r);
+	free(a);
+	free(b);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(where, a_directory_of_runs_lists_them)
+{
+	char *dir = sp_t_tmpdir("where");
+	char *a = run_dir(dir, "stepprof-1", 5), *b = run_dir(dir, "job-b", 5);
+	struct sp_t_result r;
+	analyze_in(&r, dir, ".");
+	cr_expect_eq(r.status, 2, "%s", r.err);
+	cr_expect(strstr(r.err, "stepprof: .: no stepprof trace files in this directory, but 2 trace directories in it"),
+		  "%s", r.err);
+	cr_expect(strstr(r.err, "  ./stepprof-1  (1 file, modified ") && strstr(r.err, "  ./job-b  (1 file, modified "),
+		  "both listed, whatever their names: %s", r.err);
+	sp_t_result_free(&r);
+	/* an empty directory: the plain line, nothing listed */
+	char empty[PATH_MAX];
+	snprintf(empty, sizeof(empty), "%s/empty", dir);
+	cr_assert_eq(mkdir(empty, 0700), 0);
+	analyze_in(&r, empty, ".");
+	cr_expect_eq(r.status, 2);
+	cr_expect_str_eq(r.err, "stepprof: .: no stepprof trace files in this directory\n");
+	sp_t_result_free(&r);
+	free(a);
+	free(b);
 	sp_t_rmrf(dir);
 	free(dir);
 }

@@ -226,6 +226,47 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/*
+ * The line a job's first process ends with to say where its trace went (and that
+ * `stepprof run` prints): out of err (and its time out of err_line_s) into where,
+ * so that what a test reads on err is the program's own stderr and the warnings;
+ * suite `where` and the run tests read where.
+ */
+static void take_where(struct sp_t_result *res)
+{
+	static const char tag[] = "stepprof: trace in ";
+	size_t cap = 1, len = 0, out = 0, line = 0, kept = 0;
+	char *where = malloc(cap);
+	if (!where)
+		abort();
+	where[0] = 0;
+	for (size_t in = 0; in < res->errlen; line++) {
+		const char *nl = memchr(res->err + in, '\n', res->errlen - in);
+		size_t n = nl ? (size_t)(nl - (res->err + in)) + 1 : res->errlen - in;
+		if (n >= sizeof(tag) - 1 && !memcmp(res->err + in, tag, sizeof(tag) - 1)) {
+			while (len + n + 1 > cap)
+				cap *= 2;
+			if (!(where = realloc(where, cap)))
+				abort();
+			memcpy(where + len, res->err + in, n);
+			where[len += n] = 0;
+		} else {
+			memmove(res->err + out, res->err + in, n);
+			out += n;
+			if (nl && line < res->err_lines)
+				res->err_line_s[kept++] = res->err_line_s[line];
+		}
+		in += n;
+	}
+	if (res->err) {
+		res->err[out] = 0;
+		res->errlen = out;
+	}
+	if (res->err_line_s)
+		res->err_lines = kept;
+	res->where = where;
+}
+
 int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], const char *stdin_text, int timeout_s)
 {
 	int pin[2], pout[2], perr[2];
@@ -327,6 +368,7 @@ int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], con
 	res->errlen = err.len;
 	res->err_line_s = err.line_s;
 	res->err_lines = err.nlines;
+	take_where(res);
 	return status;
 }
 
@@ -335,6 +377,8 @@ void sp_t_result_free(struct sp_t_result *res)
 	free(res->out);
 	free(res->err);
 	free(res->err_line_s);
+	free(res->where);
+	res->where = NULL;
 	res->err_line_s = NULL;
 	res->err_lines = 0;
 	res->out = res->err = NULL;

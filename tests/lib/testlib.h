@@ -32,6 +32,11 @@ struct sp_t_result {
 	double *err_line_s; /* CLOCK_MONOTONIC seconds at which the test read each line of err (its newline) */
 	size_t err_lines;
 	long maxrss_kb; /* peak resident memory of the command (getrusage of the child) */
+	/*
+	 * The "stepprof: trace in DIR ..." lines (where the trace went: the job's first
+	 * process, or `stepprof run`), taken out of err and err_line_s; "" when none.
+	 */
+	char *where;
 };
 
 /*
@@ -49,6 +54,7 @@ void sp_t_result_free(struct sp_t_result *res);
  * cr_skip_test message itself.
  */
 void sp_t_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 
 /*
  * The <text> labels of an SVG, [svg, end) of the document: how many pairs of
