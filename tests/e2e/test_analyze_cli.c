@@ -688,8 +688,9 @@ Test(analyze_cli, degenerate_runs_give_a_report)
 
 Test(analyze_cli, usage_errors)
 {
+	/* no operand, and no ./stepprof-* run in the working directory (the repository's root) */
 	char *a1[] = {(char *)sp_t_build("bin/stepprof"), "analyze", NULL};
-	expect_error(a1, 1, "no trace directory");
+	expect_error(a1, 1, "no ./stepprof-* trace directory here");
 	char *a2[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--bogus", "/tmp", NULL};
 	expect_error(a2, 1, "unknown option");
 	char *a3[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--threshold", "x.y=1", "/tmp", NULL};
