@@ -1,7 +1,7 @@
 /*
  * export_perfetto_iters.c - what `stepprof analyze` finds, on the Perfetto
  * export's timeline (export_perfetto_int.h): an "iterations" track in the
- * trainer's process, one slice per iteration (however found: NVTX ranges,
+ * trainer's process (and in each other rank's of a multi-process job), one slice per iteration (however found: NVTX ranges,
  * stepprof_step marks, automatic detection) with its breakdown in the args, and
  * the findings as instants on the same track, at the first iteration each
  * concerns (the run's start for a finding of the whole run).
@@ -103,6 +103,51 @@ static void finding_instant(struct ex *x, const struct an_analysis *a, const str
 	x->st->findings++;
 }
 
+/*
+ * The iterations track of one trainer process: its iterations and, of the
+ * analysis `analyze DIR` reports (the selected trainer), its findings.
+ */
+static void analysis_track(struct ex *x, const struct an_analysis *a, int findings)
+{
+	uint32_t pid = (uint32_t)a->trainer_pid;
+	struct proc *p = proc_get(x, pid);
+	unsigned host = p->host;
+	uint32_t tid = x->next_pseudo++;
+	export_meta(x, "thread_name", pid, tid, "name", "iterations", 0);
+	export_meta(x, "thread_sort_index", pid, tid, "sort_index", NULL, -3);
+	for (size_t i = 0; i < a->nit; i++)
+		iteration_slice(x, &a->it[i], i, pid, tid, host);
+	for (size_t i = 0; findings && i < a->nfnd; i++)
+		finding_instant(x, a, &a->fnd[i], pid, tid, host);
+}
+
+/*
+ * The other ranks of a multi-process job: each its own track, from the analysis
+ * `analyze --rank N` gives (the per-rank pass of analyze.c), iterations only (the
+ * findings are the selected trainer's, as in `analyze --json`).
+ */
+static void other_ranks(struct ex *x, struct an_source *src, const struct an_analysis *sel)
+{
+	for (size_t r = 0; r < sel->nranks; r++) {
+		const struct an_rank *k = &sel->ranks[r];
+		if (k->selected || !k->nit)
+			continue;
+		struct an_options o = sel->opt;
+		o.rank_given = 0;
+		o.pid = k->pid;
+		o.no_ranks = 1;
+		struct an_analysis a;
+		char err[256];
+		if (an_analyze(src, &o, &a, err, sizeof(err))) {
+			util_err("export", "no iterations track for pid %d: %s", (int)k->pid, err);
+			continue;
+		}
+		if (a.trainer_pid == k->pid && a.nit)
+			analysis_track(x, &a, 0);
+		an_analysis_free(&a);
+	}
+}
+
 void export_analysis(struct ex *x)
 {
 	size_t n = 0;
@@ -126,16 +171,11 @@ void export_analysis(struct ex *x)
 		return;
 	}
 	if (a.trainer_pid > 0 && (a.nit || a.nfnd)) {
-		uint32_t pid = (uint32_t)a.trainer_pid;
-		struct proc *p = proc_get(x, pid);
-		unsigned host = p->host;
-		uint32_t tid = x->next_pseudo++;
-		export_meta(x, "thread_name", pid, tid, "name", "iterations", 0);
-		export_meta(x, "thread_sort_index", pid, tid, "sort_index", NULL, -3);
-		for (size_t i = 0; i < a.nit; i++)
-			iteration_slice(x, &a.it[i], i, pid, tid, host);
-		for (size_t i = 0; i < a.nfnd; i++)
-			finding_instant(x, &a, &a.fnd[i], pid, tid, host);
+		analysis_track(x, &a, 1);
+		/* otherData.iterations: the selected trainer's slices, as analyze --json's iterations[] */
+		uint64_t nit = x->st->iterations;
+		other_ranks(x, &src, &a);
+		x->st->iterations = nit;
 	}
 	an_analysis_free(&a);
 	an_scratch_free();

@@ -20,6 +20,7 @@
 
 #include "testlib.h"
 #include "tracegen.h"
+#include "trainerlib.h"
 
 /* ----------------------------------------------------------- 1. helpers */
 
@@ -685,6 +686,50 @@ Test(export_cli, a_launch_bound_export_costs_at_most_120_bytes_a_record, .timeou
 		  (unsigned long long)records);
 	cr_expect_leq(per, 120.0, "%.1f bytes a record", per);
 	sp_json_free(j);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+/*
+ * Several trainer processes (ranks): an iterations track in each, with as many
+ * slices as analyze's ranks[] gives it; the findings and otherData.iterations
+ * stay the selected trainer's (as analyze --json's). One process: one track.
+ */
+Test(export_cli, each_rank_has_its_iterations_track, .timeout = 240)
+{
+	char *dir = sp_t_tmpdir("export");
+	static const char *const two_clean[] = {"clean", "clean"};
+	struct sp_json *truth[2];
+	char *tdir = sp_t_run_ranks(dir, "ranks", 2, two_clean, 12, truth);
+	struct sp_json *a = analysis_of(tdir);
+	const struct sp_json *ranks = sp_json_get(a, "ranks");
+	cr_assert(ranks && ranks->n == 2, "analyze: two ranks");
+	char out[700];
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	struct sp_t_result e;
+	cr_assert_eq(export_run(&e, "-o", out, tdir, NULL), 0, "%s", e.err);
+	sp_t_result_free(&e);
+	struct sp_json *j = load(out);
+	cr_expect_eq(count(j, "M", "args.name", "iterations"), 2, "one iterations track per rank");
+	cr_expect_eq(sp_json_u64(j, "otherData.iterations", 0), sp_json_get(a, "iterations")->n);
+	const struct sp_json *ev = sp_json_get(j, "traceEvents");
+	for (size_t r = 0; r < ranks->n; r++) {
+		uint64_t pid = sp_json_u64(&ranks->kids[r], "pid", 0), want = sp_json_u64(&ranks->kids[r], "iterations", 0);
+		size_t n = 0;
+		for (size_t i = 0; i < ev->n; i++) {
+			const struct sp_json *s = &ev->kids[i];
+			n += !strcmp(s_of(s, "ph"), "X") && !strncmp(s_of(s, "name"), "iteration ", 10) &&
+			     sp_json_u64(s, "pid", 0) == pid;
+		}
+		cr_expect_gt(want, 0);
+		cr_expect_eq(n, want, "pid %llu: %zu iteration slices, analyze %llu", (unsigned long long)pid, n,
+			     (unsigned long long)want);
+	}
+	sp_json_free(j);
+	sp_json_free(a);
+	sp_json_free(truth[0]);
+	sp_json_free(truth[1]);
+	free(tdir);
 	sp_t_rmrf(dir);
 	free(dir);
 }
