@@ -95,8 +95,16 @@ static void finding_instant(struct ex *x, const struct an_analysis *a, const str
 		jw_ki64(w, "last_iteration", f->last_iteration);
 		jw_ki64(w, "iterations", f->iterations);
 	}
-	if (f->advice[0])
+	if (f->advice[0]) {
+		/* its one line: the advice's first sentence (what is wrong; the rest says what to do) */
+		char msg[sizeof(f->advice)];
+		const char *end = strstr(f->advice, ". ");
+		size_t n = end ? (size_t)(end - f->advice) + 1 : strlen(f->advice);
+		memcpy(msg, f->advice, n);
+		msg[n] = 0;
+		jw_kstr(w, "message", msg);
 		jw_kstr(w, "advice", f->advice);
+	}
 	jw_obj_end(w);
 	jw_obj_end(w);
 	x->st->events++;

@@ -523,6 +523,16 @@ static void expect_iterations_track(const struct sp_json *j, const struct sp_jso
 	for (size_t i = 0; i < nf; i++)
 		cr_expect_eq(count(j, "i", "args.finding", s_of(&fnd->kids[i], "kind")), 1, "%s: %s", what,
 			     s_of(&fnd->kids[i], "kind"));
+	/* each with its severity and a one-line message: the first sentence of its advice */
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		if (strcmp(s_of(e, "ph"), "i") || strcmp(s_of(e, "cat"), "finding"))
+			continue;
+		const char *msg = s_of(e, "args.message"), *adv = s_of(e, "args.advice");
+		cr_expect(*s_of(e, "args.severity"), "%s: %s has no severity", what, s_of(e, "name"));
+		cr_expect(*msg && !strchr(msg, '\n') && msg[strlen(msg) - 1] == '.', "%s: message \"%s\"", what, msg);
+		cr_expect(!strncmp(adv, msg, strlen(msg)) && strlen(msg) < strlen(adv), "%s: \"%s\"", what, msg);
+	}
 }
 
 Test(export_cli, the_iterations_track_holds_analyzes_iterations_and_findings, .timeout = 240)
