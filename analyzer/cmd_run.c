@@ -297,25 +297,6 @@ static int prepare_dir(const char *want, char *out, size_t n, const struct job *
 }
 
 
-/*
- * Whether the job left a trace file in dir: a process that records nothing leaves
- * no file (docs/recorder.md), and `stepprof analyze DIR` of a directory without one
- * (or of none at all) only fails, so the closing line must not advise it.
- */
-/* The trace files in dir (the end line says how many). */
-static unsigned dir_traces(const char *dir)
-{
-	DIR *d = opendir(dir);
-	if (!d)
-		return 0;
-	unsigned n = 0;
-	char path[PATH_MAX];
-	for (struct dirent *e; (e = readdir(d));)
-		n += snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) < (int)sizeof(path) &&
-		     util_is_trace_file(path);
-	closedir(d);
-	return n;
-}
 
 /* The name of a trace file: its magic, or the recorder's suffix (a file whose header never came). */
 static bool is_trace(const char *dir, const char *name, char *path, size_t n)
@@ -615,8 +596,12 @@ int command_run(int argc, char **argv)
 		return run_fail(RUN_EXIT_NOEXEC, "%s: cannot execute: %s", cmd[0], strerror(child_errno));
 	}
 	if (!run_cfg.QUIET) {
-		unsigned n = dir_traces(dir);
-		if (n) /* the line the preload's first process prints without `run` (hook_init.c) */
+		/*
+		 * The line the preload's first process prints without `run` (hook_init.c); none
+		 * when the job left no trace file: `stepprof analyze DIR` would only fail.
+		 */
+		unsigned n = util_traces_in(dir);
+		if (n)
 			fprintf(stderr, "stepprof: trace in %s (%u file%s) \u2014 stepprof analyze %s\n", dir, n,
 				n == 1 ? "" : "s", dir);
 		else

@@ -430,8 +430,7 @@ char **util_trace_paths(char *const *args, int nargs, size_t *n, int *rc)
 	return l.v;
 }
 
-/* Trace files directly in dir (by magic or by the recorder's *.sptrace name). */
-static unsigned traces_in(const char *dir)
+unsigned util_traces_in(const char *dir)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -465,7 +464,7 @@ unsigned util_trace_dirs(const char *dir, const char *prefix, char *newest, size
 		if (snprintf(p, sizeof(p), "%s%s%s", dir, slash ? "" : "/", de->d_name) >= (int)sizeof(p) ||
 		    stat(p, &st) || !S_ISDIR(st.st_mode))
 			continue;
-		unsigned files = traces_in(p);
+		unsigned files = util_traces_in(p);
 		if (!files)
 			continue;
 		n++;

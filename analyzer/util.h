@@ -92,6 +92,8 @@ void util_free_paths(char **paths);
  * the exit code to return ("<verb>: no trace files" when no operand named one).
  */
 char **util_verb_trace_paths(const char *verb, char *const *args, int nargs, size_t *n, int *rc);
+/* Trace files directly in dir (by their magic, or by the recorder's *.sptrace name). */
+unsigned util_traces_in(const char *dir);
 /*
  * The subdirectories of dir that hold trace files (named prefix*, when prefix is
  * not NULL): their number; the newest (by modification time) into newest when
