@@ -27,6 +27,8 @@ SP_HIDDEN void sp_config_load(void);
  */
 /* Start recording into dir (created at the first record), files capped at max_bytes. */
 SP_HIDDEN void sp_recorder_init(const char *dir, uint64_t max_bytes);
+/* The trace directory sp_recorder_init was given. */
+SP_HIDDEN const char *sp_recorder_dir(void);
 /* The job's run id for this process's file header (hook_init.c chooses it); before the first record. */
 SP_HIDDEN void sp_recorder_set_run_id(const char *id);
 /* At the job's first process's exit (hook_init.c): "stepprof: trace in DIR ..." on stderr, once. */

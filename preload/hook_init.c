@@ -48,7 +48,6 @@
 static int g_started;
 /* The job's first process (its pid; 0: another one): it says where the trace is, at its exit. */
 static pid_t g_first_pid;
-static char g_trace_dir[PATH_MAX];
 
 /*
  * stepprof's own programs (the analyzer and `stepprof run`, the eBPF collector)
@@ -152,12 +151,13 @@ void sp_say_where(void)
 	static int said;
 	if (!g_first_pid || getpid() != g_first_pid || sp_cfg.QUIET || __atomic_exchange_n(&said, 1, __ATOMIC_ACQ_REL))
 		return;
-	unsigned n = count_traces(g_trace_dir);
+	const char *dir = sp_recorder_dir();
+	unsigned n = count_traces(dir);
 	if (!n)
 		return;
 	char line[2 * PATH_MAX + 96];
-	int len = snprintf(line, sizeof(line), "stepprof: trace in %s (%u file%s) \xe2\x80\x94 stepprof analyze %s\n",
-			   g_trace_dir, n, n == 1 ? "" : "s", g_trace_dir);
+	int len = snprintf(line, sizeof(line), "stepprof: trace in %s (%u file%s) \xe2\x80\x94 stepprof analyze %s\n", dir,
+			   n, n == 1 ? "" : "s", dir);
 	if (len > 0 && (size_t)len < sizeof(line))
 		sp_tf_write_stderr(line, (size_t)len); /* as the warnings: no SIGPIPE, no SIGXFSZ */
 }
@@ -217,7 +217,6 @@ static void start(void)
 	if (sp_clock_init(sp_cfg.CLOCK, &why) != SP_CLK_TSC && sp_cfg.CLOCK && strcmp(sp_cfg.CLOCK, "tsc") == 0)
 		sp_warn_once("clock", "STEPPROF_CLOCK=tsc: %s; using clock_gettime", why ? why : "refused");
 	choose_run_id();
-	snprintf(g_trace_dir, sizeof(g_trace_dir), "%s", dir);
 	sp_recorder_init(dir, (uint64_t)sp_cfg.MAX_MB << 20);
 	sp_nvtx_setup();
 	sp_hook_depth--;

@@ -13,8 +13,8 @@
  * _exit and _Exit read back the GPU times of finished ops and end the trace
  * file as a clean exit does (cuda_spans.c, sp_gpu_quick_exit; recorder.c,
  * sp_recorder_quick_exit), then call libc's; exit() reaches the kernel through
- * glibc's internal _exit, not these. The job's first process says there where
- * its trace is, as at a normal exit (hook_init.c).
+ * glibc's internal _exit, not these. There too, the job's first process says
+ * where its trace is, as at a normal exit (hook_init.c).
  */
 #include "io_hook.h"
 #include "config.h"

@@ -589,6 +589,11 @@ static void atfork_child(void)
 	errno = saved;
 }
 
+const char *sp_recorder_dir(void)
+{
+	return g_dir;
+}
+
 void sp_recorder_set_run_id(const char *id)
 {
 	snprintf(g_run_id, sizeof(g_run_id), "%s", id);
