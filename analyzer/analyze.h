@@ -236,6 +236,12 @@ struct an_analysis {
 	int32_t trainer_pid, training_tid; /* 0 when none */
 	uint64_t run_begin_ns, run_end_ns;
 	uint64_t records, lost, late_events;
+	/*
+	 * The trainer's kernel GPU time (gpu_model.h): measured by timing events,
+	 * modelled from the samples; launches timed, modelled, and neither.
+	 */
+	uint64_t gpu_measured_ns, gpu_modelled_ns;
+	uint64_t launches_timed, launches_modelled, launches_unmodelled;
 	uint64_t device_capacity; /* of the devices the trainer allocated on (their sum), else of device 0 */
 	uint64_t dev_capacity[SP_MAX_DEVICES]; /* per device: mem-info, a failed allocation, the header (0 unknown) */
 	uint32_t dev_used;		       /* bit d: the trainer allocated on device d */

@@ -9,6 +9,7 @@
  */
 #include "analyze_int.h"
 #include "breakdown.h"
+#include "gpu_model.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +71,7 @@ struct pass2 {
 		long iter;
 	} pend_async[16];
 	unsigned npend_async;
+	struct gmodel *gm; /* the trainer's untimed launches, modelled (gpu_model.h) */
 	int oom;
 };
 
@@ -507,6 +509,10 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			p->ring[op % OP_RING].cls = OPC_COMPUTE;
 			p->ring[op % OP_RING].sync_end = 0;
 			p->ring[op % OP_RING].pg_iter = -1;
+			if ((int64_t)ev->f[SP_F_RESULT] == 0 &&
+			    gm_op(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
+				  (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns))
+				p->oom = 1;
 		}
 		break;
 	case SP_K_COPY: {
@@ -527,6 +533,9 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		 */
 		int host_sync = ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE ||
 				!strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async");
+		if ((int64_t)ev->f[SP_F_RESULT] == 0 &&
+		    gm_op(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, 0, 0, ev->begin_ns, ev->end_ns))
+			p->oom = 1;
 		p->ring[op % OP_RING].sync_end = host_sync && (cls == OPC_H2D || cls == OPC_D2H) ? ev->end_ns : 0;
 		p->ring[op % OP_RING].pg_iter = -1;
 		if (cls != OPC_H2D && cls != OPC_D2H)
@@ -582,6 +591,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		uint64_t gb = ev->begin_ns, ge = ev->end_ns;
 		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
 			ge = p->ring[op % OP_RING].sync_end;
+		if (known)
+			gb = gm_span(p->gm, op, gb, ge);
 		/*
 		 * A copy's time is the copy's own, on the GPU, once known: a pageable copy's
 		 * call also waits for the work queued before it (a 4-byte .item() copy behind
@@ -607,6 +618,15 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		break;
 	}
 	case SP_K_SYNC:
+		if (is_p && is_blocking_sync(ev)) { /* an anchor of the modelled GPU time */
+			const char *nm = sp_api_name[ev->api];
+			int kind = strstr(nm, "DeviceSynchronize") || strstr(nm, "CtxSynchronize") ? GM_SYNC_DEVICE
+				   : strstr(nm, "StreamSynchronize")				      ? GM_SYNC_STREAM
+												      : GM_SYNC_OTHER;
+			if (gm_sync(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], kind, ev->begin_ns,
+				    ev->end_ns))
+				p->oom = 1;
+		}
 		if (is_t) {
 			add_span(p, BD_SYNC, ev->begin_ns, ev->end_ns);
 			add_blocked(p, AN_BLK_SYNC, ev->begin_ns, ev->end_ns);
@@ -779,6 +799,19 @@ void an_scratch_free(void)
 	memset(&g_scratch, 0, sizeof(g_scratch));
 }
 
+static void emit_modelled(void *arg, uint64_t b, uint64_t e)
+{
+	struct pass2 *p = arg;
+	add_span(p, BD_GPU, b, e);
+	add_span(p, BD_COMPUTE, b, e);
+}
+
+/* Model the untimed launches issued before force (an iteration about to be closed: its spans are in). */
+static void model_resolve(struct pass2 *p, uint64_t force)
+{
+	gm_resolve(p->gm, force, emit_modelled, p);
+}
+
 static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 {
 	struct an_analysis *a = s->a;
@@ -789,9 +822,10 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 	p.live_iter = -1;
 	p.wcap = 16;
 	p.lists = calloc(p.wcap, sizeof(*p.lists));
+	p.gm = gm_new();
 	scratch_take(&p);
 	int rc = -1;
-	if (!p.lists || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
+	if (!p.lists || !p.gm || !p.ring || !p.files || !p.live || s->src->rewind(s->src->ctx))
 		goto out;
 	/*
 	 * An unused slot (op 0, zeroed) must not read as a copy of iteration 0: a GPU
@@ -838,12 +872,22 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 				window = 1000000ull;
 			if (it->end_ns + window >= p.maxbegin)
 				break;
+			model_resolve(&p, it->end_ns); /* what it launched, modelled before it is closed */
 			finalize(&p, p.first_open);
 			p.first_open++;
 		}
 	}
 	while (p.npend_async) /* never awaited: the trace ends first */
 		async_count(&p, 0);
+	model_resolve(&p, UINT64_MAX);
+	{
+		const struct gm_stats *g = gm_stats(p.gm);
+		a->gpu_measured_ns = g->measured_ns;
+		a->gpu_modelled_ns = g->modelled_ns;
+		a->launches_timed = g->measured;
+		a->launches_modelled = g->modelled;
+		a->launches_unmodelled = g->unknown;
+	}
 	while (p.first_open < a->nit) {
 		finalize(&p, p.first_open);
 		p.first_open++;
@@ -868,6 +912,7 @@ out:
 			for (int c = 0; c < BD__COUNT; c++)
 				bd_list_free(&p.lists[k][c]);
 	free(p.lists);
+	gm_free(p.gm);
 	scratch_give(&p);
 	return rc;
 }

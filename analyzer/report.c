@@ -70,6 +70,12 @@ double report_fraction(uint64_t part, uint64_t whole)
 	return whole ? (double)part / (double)whole : 0.0;
 }
 
+double report_modelled_share(const struct an_analysis *a)
+{
+	uint64_t t = a->gpu_measured_ns + a->gpu_modelled_ns;
+	return t ? (double)a->gpu_modelled_ns / (double)t : 0.0;
+}
+
 double report_share(const struct an_analysis *a, int c)
 {
 	return report_fraction(a->bd_total[c], a->wall_total);
@@ -282,6 +288,14 @@ int report_json(FILE *f, const struct an_analysis *a)
 	if (a->source_kind == AN_SRC_AUTO)
 		jw_ku64(&w, "auto_period", a->auto_period);
 	jw_ku64(&w, "cuda_calls", a->cuda_calls);
+	jw_kdouble(&w, "gpu_modelled_share", report_modelled_share(a));
+	jw_kobj_begin(&w, "gpu_time");
+	jw_ku64(&w, "measured_ns", a->gpu_measured_ns);
+	jw_ku64(&w, "modelled_ns", a->gpu_modelled_ns);
+	jw_ku64(&w, "launches_timed", a->launches_timed);
+	jw_ku64(&w, "launches_modelled", a->launches_modelled);
+	jw_ku64(&w, "launches_unmodelled", a->launches_unmodelled);
+	jw_obj_end(&w);
 	jw_obj_end(&w);
 	if (!a->nit)
 		json_input(&w, a);
@@ -572,6 +586,13 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		char sb[128];
 		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
 			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
+		if (a->launches_modelled || a->launches_unmodelled)
+			fprintf(f,
+				"GPU time of kernels: %.1f%% modelled from timed samples (%llu of %llu launches timed, "
+				"%llu modelled, %llu never sampled)\n",
+				100.0 * report_modelled_share(a), (unsigned long long)a->launches_timed,
+				(unsigned long long)(a->launches_timed + a->launches_modelled + a->launches_unmodelled),
+				(unsigned long long)a->launches_modelled, (unsigned long long)a->launches_unmodelled);
 	}
 	if (a->nit) {
 		fprintf(f, "\nIterations%s:\n", all || a->nit <= 20 ? "" : " (first and last 10; --all for every one)");

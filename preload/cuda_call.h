@@ -41,6 +41,7 @@ struct sp_call {
 	void *out2;           /* alloc pitch: the pitch; meminfo: total */
 	const void *stub;     /* runtime launch: host stub */
 	CUfunction func;      /* driver launch */
+	uint64_t shape;       /* launch: its configuration, folded (SP_SHAPE) */
 	const void *caller;   /* the caller's return address (call sites) */
 	int dev;              /* -1: the current device */
 	uint32_t op;
@@ -60,6 +61,7 @@ static inline void fam(struct sp_call *c, unsigned f)
 	c->out = c->out2 = NULL;
 	c->stub = NULL;
 	c->func = NULL;
+	c->shape = 0;
 	c->dev = -1;
 	c->tim.b = NULL;
 	c->again = 0;
@@ -183,12 +185,20 @@ static inline __attribute__((always_inline)) void sync_post(unsigned api, int pt
  * The LAUNCH family, inlined into its wrappers as SYNC is: no descriptor, no
  * family switch. Same steps as sp_pre/sp_post would take, in the same order.
  */
-static inline __attribute__((always_inline)) uint64_t launch_pre(struct sp_gtim *tim, uint64_t stream, int ptds)
+/* What identifies a launch's work: its function or stub and its shape; never 0 (0: not a launch). */
+static inline uint64_t launch_key(CUfunction f, const void *stub, uint64_t shape)
+{
+	uint64_t k = (uint64_t)(uintptr_t)(f ? (const void *)f : stub);
+	return ((k * 0x9E3779B97F4A7C15ull) ^ shape) | 1u;
+}
+
+static inline __attribute__((always_inline)) uint64_t launch_pre(struct sp_gtim *tim, uint64_t stream, int ptds,
+								  uint64_t key)
 {
 	poll_end();
 	uint64_t t0 = sp_now();
 	tim->t0 = t0;
-	sp_gpu_begin(tim, stream, ptds, 1);
+	sp_gpu_begin(tim, stream, ptds, key);
 	return t0;
 }
 

@@ -63,7 +63,8 @@ struct sp_gtim {
  */
 #define SP_GTIM_CHAIN ((CUevent)(uintptr_t)1)
 
-/* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N. */
+/* STEPPROF_KERNEL_TIMING: 0 = off, 1 = every launch, N = one launch in N, SP_KT_AUTO = samples per kernel. */
+#define SP_KT_AUTO 0xFFFFFFFEu
 unsigned sp_gpu_kernel_timing(void);
 /* Its value once read (~0u: not read yet), for the inline test below. */
 SP_HIDDEN extern unsigned sp_gpu_ktiming;
@@ -74,17 +75,63 @@ SP_HIDDEN extern unsigned sp_gpu_nregistry;
  * Before an op on stream s (ptds: the per-thread-default-stream variant, for
  * which stream 0 means CU_STREAM_PER_THREAD). Records the begin event unless
  * the stream is capturing, no context is current or the pool is exhausted;
- * launch: apply the kernel timing policy.
+ * launch: the launch's key (launch_key(): its function and shape; 0 for any
+ * other op), to apply the kernel timing policy.
  * RATIONALE for the inline parts: a launch with STEPPROF_KERNEL_TIMING=off and
  * a sync in a process that never timed an op are the common calls of the hot
  * path; their test costs a load, not a call.
  */
-void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch);
-static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, int launch)
+void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch);
+
+/*
+ * Samples (cuda_timing.c, "Samples"): whether this launch of kernel key is
+ * one the policy times with a begin and an end event, from which the analyzer
+ * learns the kernel's duration: the first SP_SAMPLE_LEARN launches of a key,
+ * then one in SP_SAMPLE_EVERY at random (xorshift, per thread: a period that
+ * a training step's own pattern could alias with would time the same one of
+ * several equal launches every step). Per thread, no lock, no call.
+ */
+#define SP_SAMPLE_SLOTS 64u
+#define SP_SAMPLE_LEARN 2u
+#define SP_SAMPLE_EVERY 32u
+struct sp_sample_slot {
+	uint64_t key;
+	uint64_t n; /* launches of key on this thread since it took the slot */
+};
+SP_HIDDEN extern __thread struct sp_sample_slot sp_samples[SP_SAMPLE_SLOTS] __attribute__((tls_model("initial-exec")));
+SP_HIDDEN extern __thread uint64_t sp_sample_rng __attribute__((tls_model("initial-exec")));
+static inline int sp_gpu_sample(uint64_t key)
+{
+	struct sp_sample_slot *sl = &sp_samples[(key * 0x9E3779B97F4A7C15ull) >> 58 & (SP_SAMPLE_SLOTS - 1)];
+	if (sl->key != key) { /* a new kernel, or one that lost its slot: learn it (again) */
+		sl->key = key;
+		sl->n = 0;
+	}
+	if (sl->n++ < SP_SAMPLE_LEARN)
+		return 1;
+	uint64_t x = sp_sample_rng ? sp_sample_rng : (key | 1);
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	sp_sample_rng = x;
+	return (x >> 32) % SP_SAMPLE_EVERY == 0;
+}
+/* The launch argument of sp_gpu_begin_slow for a launch that sp_gpu_begin chose to sample (keys are odd). */
+#define SP_LAUNCH_SAMPLED 2u
+
+static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch)
 {
 	t->b = NULL;
-	if (launch && !__atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED))
-		return;
+	if (launch) {
+		unsigned k = __atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED);
+		if (!k)
+			return;
+		if (k == SP_KT_AUTO) { /* the common case of the default policy: decided here, no call */
+			if (!sp_gpu_sample(launch))
+				return;
+			launch = SP_LAUNCH_SAMPLED;
+		}
+	}
 	sp_gpu_begin_slow(t, s, ptds, launch);
 }
 /*

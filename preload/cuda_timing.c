@@ -61,6 +61,8 @@ static __thread struct tstate *ts;
 static __thread struct tstate *t_states[TS_PER_THREAD];
 static __thread uint32_t t_launches; /* STEPPROF_KERNEL_TIMING=N: this thread's launches */
 unsigned sp_gpu_ktiming = ~0u;
+__thread struct sp_sample_slot sp_samples[SP_SAMPLE_SLOTS] __attribute__((tls_model("initial-exec")));
+__thread uint64_t sp_sample_rng __attribute__((tls_model("initial-exec")));
 
 struct tstate *registry[MAX_THREADS];
 unsigned sp_gpu_nregistry;
@@ -78,14 +80,16 @@ unsigned sp_gpu_kernel_timing(void)
 	if (k != ~0u)
 		return k;
 	const char *v = sp_cfg.KERNEL_TIMING;
-	k = 1;
+	k = SP_KT_AUTO;
 	if (v && !strcmp(v, "off")) {
 		k = 0;
-	} else if (v && strcmp(v, "all")) {
+	} else if (v && !strcmp(v, "all")) {
+		k = 1;
+	} else if (v && strcmp(v, "auto")) {
 		int e = errno;
 		unsigned long long n = strtoull(v, NULL, 10); /* a positive number: config.c checked it */
 		errno = e;
-		k = n == 0 ? 1 : n >= ~0u ? ~0u - 1 : (unsigned)n;
+		k = n == 0 ? 1 : n >= SP_KT_AUTO ? SP_KT_AUTO - 1 : (unsigned)n;
 	}
 	__atomic_store_n(&sp_gpu_ktiming, k, __ATOMIC_RELAXED);
 	return k;
@@ -379,14 +383,25 @@ const struct sp_drv *timing_drv(void)
 
 /* ------------------------------------------------- 4. begin and end */
 
-void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
+void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch)
 {
 	t->b = NULL;
 	unsigned k = launch ? sp_gpu_kernel_timing() : 1;
 	if (!k)
 		return;
+	/*
+	 * sample: this launch takes a begin event even where it could chain, so
+	 * that the analyzer learns the kernel's duration from it (a chained
+	 * launch on an idle stream has no begin of its own: "Samples").
+	 */
+	int sample = launch == SP_LAUNCH_SAMPLED;
+	if (launch && !sample) {
+		sample = sp_gpu_sample(launch);
+		if (k == SP_KT_AUTO && !sample)
+			return; /* auto: no chain to break, a sample never chains */
+	}
 	CUstream st = map_stream(s, ptds);
-	if (k > 1 && (t_launches++ % k) != 0) {
+	if (k > 1 && k != SP_KT_AUTO && (t_launches++ % k) != 0) {
 		stream_break(st); /* an untimed launch on st: the next one there needs its begin event */
 		return;
 	}
@@ -409,7 +424,7 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, int launch)
 		tstate_bind(S, c);
 	if (capturing(d, st))
 		goto out_give;
-	if (launch && S->npend && S->last_s == st && S->pend[S->npend - 1].op == S->last_op &&
+	if (launch && !sample && S->npend && S->last_s == st && S->pend[S->npend - 1].op == S->last_op &&
 	    !(S->pend[S->npend - 1].flags & PF_PRIV) &&
 	    __atomic_load_n(&stream_tok[stream_slot(st)], __ATOMIC_RELAXED) == S->last_tok) {
 		t->b = SP_GTIM_CHAIN; /* launch chains: the end event alone */

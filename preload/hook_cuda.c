@@ -93,12 +93,21 @@
 		c.bytes = (uint64_t)(n);                                                                              \
 		c.stream = U64(s);                                                                                    \
 	} while (0)
-#define SP_SPEC_LAUNCH(f, stubp, s)                                                                                   \
+/*
+ * A launch: its function (driver) or stub (runtime), stream and shape, the
+ * launch configuration folded into 64 bits (SP_SHAPE): with the function, what
+ * identifies a kernel's work for the timing policy (cuda_timing.c, "Samples").
+ */
+#define SP_SHAPE(gx, gy, gz, bx, by, bz, smem)                                                                        \
+	((((uint64_t)(gx) * 0x9E3779B97F4A7C15ull ^ (uint64_t)(gy)) * 0xC2B2AE3D27D4EB4Full ^ (uint64_t)(gz) << 32 ^  \
+	  (uint64_t)(bx) << 20 ^ (uint64_t)(by) << 10 ^ (uint64_t)(bz)) * 0x165667B19E3779F9ull ^ (uint64_t)(smem))
+#define SP_SPEC_LAUNCH(f, stubp, s, shp)                                                                              \
 	do {                                                                                                          \
 		fam(&c, FAM_LAUNCH);                                                                                  \
 		c.func = (CUfunction)(f);                                                                             \
 		c.stub = (const void *)(stubp);                                                                       \
 		c.stream = U64(s);                                                                                    \
+		c.shape = (shp);                                                                                      \
 	} while (0)
 #define SP_SPEC_SYNC(s, ev, kind)                                                                                     \
 	do {                                                                                                          \
@@ -413,7 +422,7 @@ static __thread const void *t_caller;
 		if (c.fam == FAM_LAUNCH) {                                                                            \
 			sp_hook_depth++;                                                                              \
 			struct sp_gtim tim_;                                                                          \
-			uint64_t t0_ = launch_pre(&tim_, c.stream, ptds_);                                            \
+			uint64_t t0_ = launch_pre(&tim_, c.stream, ptds_, launch_key(c.func, c.stub, c.shape));       \
 			ret r2 = real args;                                                                           \
 			launch_post(SP_API_##name, &tim_, c.stream, c.stub, c.func, t0_, (int)r2);                    \
 			sp_hook_depth--;                                                                              \

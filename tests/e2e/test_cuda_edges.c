@@ -75,6 +75,9 @@ static void edge_run(struct edge *e, const char *bin, const char *scenario, int 
 	envv[m++] = "STEPPROF_QUIET=0";
 	for (; env && *env && m < 30; env++)
 		envv[m++] = (char *)*env;
+	/* these tests check the timing events of each launch: every launch timed, unless a test says otherwise */
+	if (!sp_t_env_has(env, "STEPPROF_KERNEL_TIMING"))
+		envv[m++] = "STEPPROF_KERNEL_TIMING=all";
 	envv[m] = NULL;
 	int st = sp_t_run(&e->res, argv, envv, NULL, 60);
 	cr_assert_eq(st, 0, "%s %s exited %d; stderr:\n%s", path, scenario, st, e->res.err);

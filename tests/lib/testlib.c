@@ -134,6 +134,15 @@ void sp_t_rmrf(const char *path)
 
 /* ------------------------------------------------------ 2. running a command */
 
+int sp_t_env_has(const char *const env[], const char *name)
+{
+	size_t n = strlen(name);
+	for (; env && *env; env++)
+		if (!strncmp(*env, name, n) && ((*env)[n] == '=' || (*env)[n] == 0))
+			return 1;
+	return 0;
+}
+
 /* The child's environment: ours, minus the names env[] sets or unsets, plus env[]. */
 static char **make_env(char *const env[])
 {

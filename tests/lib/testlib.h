@@ -45,6 +45,8 @@ struct sp_t_result {
  * NAME), optional stdin text, a timeout in seconds (killed after it: status 137).
  */
 int sp_t_run(struct sp_t_result *res, char *const argv[], char *const env[], const char *stdin_text, int timeout_s);
+/* Whether env[] (NULL-terminated, may be NULL) sets or unsets the variable name. */
+int sp_t_env_has(const char *const env[], const char *name);
 void sp_t_result_free(struct sp_t_result *res);
 
 /*

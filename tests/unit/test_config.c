@@ -49,7 +49,7 @@ Test(config, defaults_without_environment)
 	cr_expect_str_eq(c.DIR, "");
 	cr_expect_eq(c.MAX_MB, 1024);
 	cr_expect_eq(c.DISABLE, 0);
-	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+	cr_expect_str_eq(c.KERNEL_TIMING, "auto");
 	cr_expect_str_eq(c.IO, "auto");
 	cr_expect_eq(c.SITES, 1);
 	cr_expect_eq(c.QUIET, 0);
@@ -103,7 +103,7 @@ Test(config, bad_values_warn_once_each_and_keep_defaults)
 	cr_expect_eq(nwarn, 4);
 	cr_expect_eq(c.MAX_MB, 1024);
 	cr_expect_eq(c.DISABLE, 0);
-	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+	cr_expect_str_eq(c.KERNEL_TIMING, "auto");
 	cr_expect_str_eq(c.IO, "auto");
 	cr_expect(strstr(lastwarn, "STEPPROF_IO=nfs") && strstr(lastwarn, "auto|libc|bpf|off"), "%s", lastwarn);
 }
@@ -129,7 +129,7 @@ Test(config, enum_number_word_takes_positive_integers_only)
 	cr_expect_eq(parse(&c, neg), 1);
 	cr_expect_eq(parse(&c, word), 1, "the letter N itself is not a number");
 	cr_expect_eq(parse(&c, empty), 1);
-	cr_expect_str_eq(c.KERNEL_TIMING, "all");
+	cr_expect_str_eq(c.KERNEL_TIMING, "auto");
 }
 
 /* Each program parses its own variables: the others keep their default, silently. */
@@ -148,7 +148,7 @@ Test(config, each_reader_parses_only_its_own_variables)
 	cr_expect_eq(sp_config_parse(&c, SP_CFG_RUN, get, warn), 1, "run reads ATTACH_S: 0 is out of 1..3600");
 	cr_expect_eq(nwarn, 1);
 	cr_expect(strstr(lastwarn, "STEPPROF_ATTACH_S=0") && strstr(lastwarn, "1..3600"), "%s", lastwarn);
-	cr_expect_str_eq(c.KERNEL_TIMING, "all", "run does not read KERNEL_TIMING");
+	cr_expect_str_eq(c.KERNEL_TIMING, "auto", "run does not read KERNEL_TIMING");
 	cr_expect_str_eq(c.LIB, "/x.so");
 }
 

@@ -1,0 +1,363 @@
+/*
+ * gpu_model.c - modelled GPU time of untimed launches (gpu_model.h).
+ *
+ *   1. samples: each kernel's measured durations, by kernel name
+ *   2. queues: the trainer's ops and syncs per (device, stream), in issue order
+ *   3. resolution: placement, then the fit to the anchor that follows
+ */
+#include "gpu_model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hashmap.h"
+
+/*
+ * A sync that took longer than this blocked: the stream was busy until it
+ * returned. An op that began this long after its call returned waited for the
+ * ops before it on its stream: they ended when it began.
+ */
+#define GM_TIGHT_NS 20000ull
+#define GM_SAMPLES 32u /* kept per kernel, the newest */
+#define GM_WIN 8u      /* samples averaged around a launch */
+#define GM_QUEUES 64u  /* streams modelled (more: their launches stay unmodelled) */
+#define GM_OPRING 65536u
+
+/* ---------------------------------------------------------------- 1. samples */
+
+struct kern {
+	unsigned n, next; /* samples held (<= GM_SAMPLES), where the next one goes */
+	uint64_t t[GM_SAMPLES], d[GM_SAMPLES]; /* the launch's return, the kernel's duration */
+};
+
+/*
+ * The mean duration of the GM_WIN samples nearest to t in launch order: the
+ * samples of a kernel arrive nearly in launch order, so the nearest are around
+ * the newest one launched before t. Centred, because the analysis is post
+ * mortem: a kernel whose duration changes at t is modelled from both sides
+ * only within GM_WIN / 2 samples of t.
+ */
+static uint64_t kern_predict(const struct kern *k, uint64_t t)
+{
+	unsigned n = k->n, first = k->n < GM_SAMPLES ? 0 : k->next; /* oldest */
+#define AT(i) ((first + (i)) % GM_SAMPLES)
+	unsigned j = n; /* the first sample launched after t */
+	while (j > 0 && k->t[AT(j - 1)] > t)
+		j--;
+	unsigned lo = j > GM_WIN / 2 ? j - GM_WIN / 2 : 0, hi = lo + GM_WIN;
+	if (hi > n) {
+		hi = n;
+		lo = hi > GM_WIN ? hi - GM_WIN : 0;
+	}
+	uint64_t sum = 0;
+	for (unsigned i = lo; i < hi; i++)
+		sum += k->d[AT(i)];
+#undef AT
+	return hi > lo ? sum / (hi - lo) : 0;
+}
+
+/* ----------------------------------------------------------------- 2. queues */
+
+/*
+ * QE_SYNC: a sync of the stream; QE_DSYNC: of the device; QE_POINT: another
+ * blocking sync of the trainer (an event's), which bounds nothing here but
+ * reads timed ops back as the others do.
+ */
+enum { QE_LAUNCH, QE_OTHER, QE_SYNC, QE_DSYNC, QE_POINT };
+
+struct qe {
+	uint64_t t0, t1; /* the call (a sync: [s0, s1)) */
+	uint64_t gb, ge; /* measured span */
+	uint32_t op, name;
+	uint8_t type, measured;
+};
+
+struct queue {
+	unsigned dev;
+	uint64_t stream;
+	struct qe *v;
+	size_t head, n, cap;
+	uint64_t base;	  /* the sequence number of v[head] */
+	uint64_t cur_end; /* where the stream's GPU work placed so far ends */
+};
+
+struct gmodel {
+	struct queue q[GM_QUEUES];
+	unsigned nq;
+	struct hashmap kerns; /* name id -> struct kern * */
+	struct opslot {
+		uint32_t op;
+		uint16_t q;
+		uint64_t seq;
+	} *opr;
+	struct gm_stats st;
+};
+
+struct gmodel *gm_new(void)
+{
+	struct gmodel *m = calloc(1, sizeof(*m));
+	if (m && !(m->opr = calloc(GM_OPRING, sizeof(*m->opr)))) {
+		free(m);
+		m = NULL;
+	}
+	return m;
+}
+
+void gm_free(struct gmodel *m)
+{
+	if (!m)
+		return;
+	for (unsigned i = 0; i < m->nq; i++)
+		free(m->q[i].v);
+	size_t pos = 0;
+	union hashmap_val *v;
+	while ((v = hashmap_next(&m->kerns, &pos, NULL)))
+		free(v->p);
+	hashmap_free(&m->kerns);
+	free(m->opr);
+	free(m);
+}
+
+const struct gm_stats *gm_stats(const struct gmodel *m)
+{
+	return &m->st;
+}
+
+static struct queue *queue_of(struct gmodel *m, unsigned dev, uint64_t stream, int make)
+{
+	for (unsigned i = 0; i < m->nq; i++)
+		if (m->q[i].dev == dev && m->q[i].stream == stream)
+			return &m->q[i];
+	if (!make || m->nq == GM_QUEUES)
+		return NULL;
+	struct queue *q = &m->q[m->nq++];
+	*q = (struct queue){.dev = dev, .stream = stream};
+	return q;
+}
+
+static struct qe *at(struct queue *q, size_t i)
+{
+	return &q->v[(q->head + i) % q->cap];
+}
+
+static struct qe *push(struct queue *q)
+{
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? 2 * q->cap : 64;
+		struct qe *v = malloc(cap * sizeof(*v));
+		if (!v)
+			return NULL;
+		for (size_t i = 0; i < q->n; i++)
+			v[i] = *at(q, i);
+		free(q->v);
+		q->v = v;
+		q->head = 0;
+		q->cap = cap;
+	}
+	struct qe *e = at(q, q->n++);
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+static void pop(struct queue *q, size_t k)
+{
+	q->head = (q->head + k) % (q->cap ? q->cap : 1);
+	q->n -= k;
+	q->base += k;
+}
+
+int gm_op(struct gmodel *m, unsigned dev, uint64_t stream, uint32_t op, int launch, uint32_t name, uint64_t t0,
+	  uint64_t t1)
+{
+	struct queue *q = queue_of(m, dev, stream, 1);
+	struct qe *e = q ? push(q) : NULL;
+	if (!e)
+		return q ? -1 : 0; /* out of memory, or too many streams: not modelled */
+	e->type = launch ? QE_LAUNCH : QE_OTHER;
+	e->op = op;
+	e->name = name;
+	e->t0 = t0;
+	e->t1 = t1;
+	m->opr[op % GM_OPRING] = (struct opslot){.op = op, .q = (uint16_t)(q - m->q), .seq = q->base + q->n - 1};
+	return 0;
+}
+
+int gm_sync(struct gmodel *m, unsigned dev, uint64_t stream, int kind, uint64_t s0, uint64_t s1)
+{
+	for (unsigned i = 0; i < m->nq; i++) {
+		struct queue *q = &m->q[i];
+		if (q->dev != dev || (kind == GM_SYNC_STREAM && q->stream != stream) || !q->n)
+			continue; /* nothing queued: nothing it could bound */
+		struct qe *e = push(q);
+		if (!e)
+			return -1;
+		e->type = kind == GM_SYNC_STREAM ? QE_SYNC : kind == GM_SYNC_DEVICE ? QE_DSYNC : QE_POINT;
+		e->t0 = s0;
+		e->t1 = s1;
+	}
+	return 0;
+}
+
+uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
+{
+	struct opslot *o = &m->opr[op % GM_OPRING];
+	if (o->op != op || o->q >= m->nq)
+		return gb;
+	struct queue *q = &m->q[o->q];
+	if (o->seq < q->base || o->seq - q->base >= q->n)
+		return gb; /* resolved already: later than the window (counted as measured all the same) */
+	struct qe *e = at(q, o->seq - q->base);
+	if (e->op != op || e->measured)
+		return gb;
+	if (e->type == QE_LAUNCH && gb == e->t0 && e->t1 < ge)
+		gb = e->t1; /* a chained launch's begin is the host's call: the kernel was submitted at its return */
+	e->measured = 1;
+	e->gb = gb;
+	e->ge = ge > gb ? ge : gb;
+	if (e->type != QE_LAUNCH)
+		return gb;
+	m->st.measured++;
+	m->st.measured_ns += e->ge - gb;
+	union hashmap_val *v = hashmap_slot(&m->kerns, e->name, 1);
+	if (!v)
+		return gb;
+	struct kern *k = v->p;
+	if (!k && !(k = v->p = calloc(1, sizeof(*k))))
+		return gb;
+	k->t[k->next] = e->t1;
+	k->d[k->next] = e->ge - gb;
+	k->next = (k->next + 1) % GM_SAMPLES;
+	if (k->n < GM_SAMPLES)
+		k->n++;
+	return gb;
+}
+
+/* ------------------------------------------------------------- 3. resolution */
+
+/*
+ * Fit the placed run [b[i], e[i]) to the anchor A that follows it: nothing
+ * may end after A (the next op began there, or the sync returned); when A is
+ * tight (the stream was busy up to it) the run's back-to-back tail is
+ * stretched to end there, so that the stream's work between two anchors adds
+ * up to what the anchors say, whatever the model's error.
+ */
+static void fit(uint64_t *b, uint64_t *e, const uint64_t *ready, size_t n, uint64_t A, int tight)
+{
+	if (!n)
+		return;
+	if (e[n - 1] > A) {
+		uint64_t bound = A;
+		for (size_t i = n; i-- > 0;) {
+			if (e[i] <= bound)
+				break;
+			uint64_t d = e[i] - b[i];
+			e[i] = bound;
+			b[i] = e[i] > d && e[i] - d > ready[i] ? e[i] - d : ready[i] < e[i] ? ready[i] : e[i];
+			bound = b[i];
+		}
+		return;
+	}
+	if (!tight || e[n - 1] == A)
+		return;
+	size_t k = n - 1; /* the back-to-back tail: [k, n) */
+	while (k > 0 && b[k] == e[k - 1])
+		k--;
+	uint64_t S = b[k], span = e[n - 1] - S;
+	if (!span)
+		return;
+	double f = (double)(A - S) / (double)span;
+	for (size_t i = k; i < n; i++) {
+		b[i] = S + (uint64_t)((double)(b[i] - S) * f);
+		e[i] = i + 1 < n ? S + (uint64_t)((double)(e[i] - S) * f) : A;
+	}
+	for (size_t i = k + 1; i < n; i++)
+		b[i] = e[i - 1];
+}
+
+/* One run of untimed ops at the head of q, n entries, all issued before horizon. */
+static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct qe *anchor, gm_emit_fn emit, void *arg)
+{
+	enum { CHUNK = 256 };
+	uint64_t b[CHUNK], e[CHUNK], ready[CHUNK];
+	size_t done = 0;
+	while (done < n) {
+		size_t c = 0;
+		for (; done < n && c < CHUNK; done++) {
+			struct qe *x = at(q, done);
+			if (x->type != QE_LAUNCH)
+				continue; /* an untimed copy or memset: counted through its call, as before */
+			struct kern *k = hashmap_get(&m->kerns, x->name);
+			uint64_t d = k ? kern_predict(k, x->t1) : 0;
+			if (!d) {
+				m->st.unknown++;
+				continue;
+			}
+			b[c] = x->t1 > q->cur_end ? x->t1 : q->cur_end;
+			e[c] = b[c] + d;
+			ready[c] = x->t1;
+			q->cur_end = e[c];
+			c++;
+		}
+		/* the anchor fits the last chunk only: the chunks before it ended before the next one's ops */
+		if (done == n && anchor) {
+			int tight = 0;
+			uint64_t A;
+			if (anchor->type == QE_POINT) {
+				A = UINT64_MAX;
+			} else if (anchor->type == QE_SYNC || anchor->type == QE_DSYNC) {
+				A = anchor->t1;
+				tight = anchor->type == QE_SYNC && anchor->t1 - anchor->t0 > GM_TIGHT_NS;
+			} else {
+				A = anchor->gb;
+				tight = anchor->gb > anchor->t1 + GM_TIGHT_NS;
+			}
+			fit(b, e, ready, c, A, tight);
+			if (c)
+				q->cur_end = e[c - 1];
+		}
+		for (size_t i = 0; i < c; i++)
+			if (e[i] > b[i]) {
+				m->st.modelled++;
+				m->st.modelled_ns += e[i] - b[i];
+				emit(arg, b[i], e[i]);
+			}
+	}
+}
+
+static int is_sync(const struct qe *x)
+{
+	return x->type == QE_SYNC || x->type == QE_DSYNC || x->type == QE_POINT;
+}
+
+void gm_resolve(struct gmodel *m, uint64_t force, gm_emit_fn emit, void *arg)
+{
+	for (unsigned qi = 0; qi < m->nq; qi++) {
+		struct queue *q = &m->q[qi];
+		while (q->n) {
+			struct qe *h = at(q, 0);
+			if (h->t1 >= force)
+				break;
+			if (is_sync(h) || h->measured) {
+				if (h->measured && h->ge > q->cur_end)
+					q->cur_end = h->ge;
+				pop(q, 1);
+				continue;
+			}
+			size_t n = 0;
+			while (n < q->n) {
+				struct qe *x = at(q, n);
+				if (x->measured || is_sync(x) || x->t1 >= force)
+					break;
+				n++;
+			}
+			const struct qe *anchor = NULL;
+			if (n < q->n) {
+				struct qe *x = at(q, n);
+				if (is_sync(x) || x->measured)
+					anchor = x;
+			}
+			place_run(m, q, n, anchor, emit, arg);
+			pop(q, n);
+		}
+	}
+}
