@@ -4,7 +4,7 @@
 #   scripts/same-outputs.sh [--traces DIR] REV
 #
 # Builds the `stepprof` command of git revision REV in a temporary worktree,
-# records the seven scenario traces of the synthetic trainer with the current
+# records every scenario trace of the synthetic trainer with the current
 # build (once: DIR keeps them, default build/same-outputs/traces), then runs
 # `analyze` (text), `analyze --json`, `analyze --html`, `export` and, when REV
 # has it, `watch --once --json` (its clock readings left out) with both commands
@@ -72,5 +72,5 @@ for s in $scenarios; do
 		fi
 	done
 done
-[ $status -eq 0 ] && echo "same-outputs: $n outputs (7 scenarios x $forms) identical to $(git rev-parse --short "$rev")'s"
+[ $status -eq 0 ] && echo "same-outputs: $n outputs ($(echo $scenarios | wc -w) scenarios x $forms) identical to $(git rev-parse --short "$rev")'s"
 exit $status

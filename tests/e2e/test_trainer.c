@@ -89,6 +89,8 @@ static void check_invariants(const struct sp_json *j)
 	uint64_t h2d = u(j, "config.h2d_bytes"), d2h = u(j, "config.d2h_bytes"), item = u(j, "config.item_bytes");
 	uint64_t files = u(j, "config.files_per_iter"), fsize = u(j, "config.file_size");
 	uint64_t kernel_us = u(j, "config.kernel_us");
+	/* --kernel-step-at N --kernel-step-us U: each kernel's time from iteration N on */
+	uint64_t step_at = u(j, "config.kernel_step_at"), step_us = u(j, "config.kernel_step_us");
 	/* every N-th iteration: a logged loss (4-byte pageable D2H, sync), a checkpoint's files written */
 	uint64_t log_every = u(j, "config.log_every"), ck_every = u(j, "config.checkpoint_every");
 	double jit = sp_json_num(j, "config.jitter_pct", 0) / 100.0;
@@ -119,7 +121,8 @@ static void check_invariants(const struct sp_json *j)
 		cr_assert_eq(iu(j, i, "gpu_busy_ns") + iu(j, i, "gpu_idle_ns"), wall);
 
 		/* every kernel slept at least its (jittered) duration, on one stream: back to back at most */
-		uint64_t slept_min = (uint64_t)((double)kernels * (double)kernel_us * 1000.0 * (1.0 - jit));
+		uint64_t k_us = step_at && i >= step_at ? step_us : kernel_us;
+		uint64_t slept_min = (uint64_t)((double)kernels * (double)k_us * 1000.0 * (1.0 - jit));
 		cr_assert_geq(iu(j, i, "kernel_ns"), slept_min, "iteration %zu: kernels ran %llu ns < %llu", i,
 			      (unsigned long long)iu(j, i, "kernel_ns"), (unsigned long long)slept_min);
 		cr_assert_geq(iu(j, i, "breakdown_ns.compute"), slept_min);
@@ -231,6 +234,71 @@ Test(trainer, compute_bound_is_mostly_kernels, .timeout = 120)
 		if (strcmp(cats[k], "compute"))
 			cr_assert_gt(c, frac(r.j, cats[k]), "compute %.3f <= %s %.3f", c, cats[k], frac(r.j, cats[k]));
 	cr_assert_gt(c, 0.6, "compute share %.3f", c);
+	run_free(&r);
+}
+
+/* The kernels' mean measured duration in iteration i, in µs. */
+static double mean_kernel_us(const struct sp_json *j, size_t i)
+{
+	return (double)iu(j, i, "kernel_ns") / (double)iu(j, i, "launches") / 1000.0;
+}
+
+/*
+ * Hundreds of 15 µs kernels, each after 25 µs of host work (--launch-host-us):
+ * the GPU waits for the launches. Each short kernel takes about its 15 µs (it
+ * spins: a sleep would overshoot by the timer slack, ~65 µs, and the loop would
+ * be GPU-bound), the host spins at least its 25 µs per launch, and compute is a
+ * minority share of the wall time.
+ */
+Test(trainer, launch_bound_waits_for_the_host, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "launch-bound", NULL);
+	uint64_t kernels = u(r.j, "config.kernels"), launch_us = u(r.j, "config.launch_host_us");
+	cr_assert_geq(kernels, 100);
+	cr_assert_gt(launch_us, u(r.j, "config.kernel_us"));
+	for (size_t i = 0; i < 8; i++) {
+		double k = mean_kernel_us(r.j, i);
+		cr_assert(k < 2.0 * (double)u(r.j, "config.kernel_us"), "iteration %zu: kernels of %.1f µs on average",
+			  i, k);
+		cr_assert_geq(iu(r.j, i, "wall_ns"), kernels * launch_us * 1000, "iteration %zu", i);
+	}
+	double c = frac(r.j, "compute");
+	cr_assert(c > 0.1 && c < 0.5, "compute share %.3f", c);
+	cr_assert_gt(frac(r.j, "other"), c, "the host's launches are the larger share");
+	run_free(&r);
+}
+
+/* A deep queue: the host launches a step's 100 kernels at once and waits at the sync. */
+Test(trainer, gpu_bound_keeps_the_gpu_busy, .timeout = 120)
+{
+	struct run r;
+	run_scenario(&r, "gpu-bound", NULL);
+	cr_assert_gt(frac(r.j, "compute"), 0.8, "compute share %.3f", frac(r.j, "compute"));
+	cr_assert_str_eq(sp_json_str(r.j, "summary.bottleneck"), "compute");
+	for (size_t i = 0; i < 8; i++)
+		cr_assert_geq(iu(r.j, i, "gpu_busy_ns"), iu(r.j, i, "wall_ns") * 8 / 10, "iteration %zu", i);
+	run_free(&r);
+}
+
+/*
+ * --kernel-step-at 4 --kernel-step-us 40: the same kernel takes 15 µs in
+ * iterations 0-3 and 40 µs from iteration 4 on, each as measured by the kernel.
+ */
+Test(trainer, kernel_step_changes_the_kernels_duration, .timeout = 120)
+{
+	struct run r;
+	const char *more[] = {"--kernel-step-at", "4", "--kernel-step-us", "40", NULL};
+	run_scenario(&r, "launch-bound", more);
+	cr_assert_eq(u(r.j, "config.kernel_step_at"), 4);
+	cr_assert_eq(u(r.j, "config.kernel_step_us"), 40);
+	for (size_t i = 0; i < 8; i++) {
+		double k = mean_kernel_us(r.j, i);
+		if (i < 4)
+			cr_assert_lt(k, 30, "iteration %zu: %.1f µs, before the step", i, k);
+		else
+			cr_assert(k >= 40 && k < 80, "iteration %zu: %.1f µs, after the step", i, k);
+	}
 	run_free(&r);
 }
 
@@ -540,7 +608,8 @@ Test(trainer, lists_every_scenario)
 	char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--list-scenarios", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
 	static const char *const names[] = {
-	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean", "fragmenting", "leaking", "sync-heavy"};
+	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean", "fragmenting", "leaking", "sync-heavy",
+	    "launch-bound", "gpu-bound"};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
 	sp_t_result_free(&res);

@@ -52,6 +52,9 @@ static struct opts {
 	unsigned log_every;		 /* --log-every N: the loss printed every N iterations */
 	unsigned slow_from, pause_at;	 /* --slow-from N (0: never), --pause-at N (0: never) */
 	uint64_t slow_host_us, pause_ms; /* --slow-host-us U: host time from then on; --pause-ms M */
+	uint64_t launch_host_us;	 /* --launch-host-us U: host time spun before each kernel launch */
+	unsigned kernel_step_at;	 /* --kernel-step-at N: from iteration N on (0: never) ... */
+	uint64_t kernel_step_us;	 /* --kernel-step-us U: ... each kernel sleeps U us, not --kernel-us */
 	unsigned batch_copies;		 /* --batch-copies N: each copy as N pieces of one cudaMemcpyBatchAsync */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
@@ -107,6 +110,12 @@ static const struct scenario {
      "--iters 24 --files-per-iter 4 --file-size 256K --h2d-bytes 1M --pinned --kernels 20 --kernel-us 600 "
      "--syncs 19 --item-bytes 4 --d2h-bytes 4K --host-us 500",
      "a small D2H copy and a sync after each kernel (.item())"},
+    {"launch-bound",
+     "--iters 20 --kernels 200 --kernel-us 15 --launch-host-us 25 --h2d-bytes 64K --pinned --d2h-bytes 4K "
+     "--host-us 500",
+     "hundreds of short kernels per step, each after host work as long as it: the GPU waits for launches"},
+    {"gpu-bound", "--iters 20 --kernels 100 --kernel-us 300 --h2d-bytes 1M --pinned --d2h-bytes 4K --host-us 200",
+     "a deep queue: the host launches a step's kernels at once and waits at the sync"},
 };
 
 static void usage(FILE *f)
@@ -118,7 +127,7 @@ static void usage(FILE *f)
 		   "  --fragment  --fragment-iter K  --markers none|nvtx|step  --jitter PCT  --seed S\n"
 		   "  --host-us U  --static  --list-scenarios  --checkpoint-every N  --checkpoint-files K\n"
 		   "  --log-every N  --batch-copies N  --print-iters  --slow-from N --slow-host-us U\n"
-		   "  --pause-at N --pause-ms M\n"
+		   "  --pause-at N --pause-ms M  --launch-host-us U  --kernel-step-at N --kernel-step-us U\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "  --profiler-range A-B  --profiler-dlsym  --profiler-entry-point\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
@@ -229,6 +238,9 @@ static const struct field_opt {
     {"--slow-host-us", F_SIZE, offsetof(struct opts, slow_host_us), 0},
     {"--pause-at", F_UINT, offsetof(struct opts, pause_at), 100000000},
     {"--pause-ms", F_SIZE, offsetof(struct opts, pause_ms), 0},
+    {"--launch-host-us", F_SIZE, offsetof(struct opts, launch_host_us), 0},
+    {"--kernel-step-at", F_UINT, offsetof(struct opts, kernel_step_at), 100000000},
+    {"--kernel-step-us", F_SIZE, offsetof(struct opts, kernel_step_us), 0},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -385,6 +397,16 @@ static void die_cuda(const char *what, cudaError_t r)
 	} while (0)
 
 /*
+ * RATIONALE: a sleep overshoots by the timer slack (50 us by default, more on a
+ * loaded machine): a 15 us kernel that slept would take ~65 us, and a
+ * launch-bound loop (--launch-host-us, short kernels) would be GPU-bound. Short
+ * kernels spin instead, as the host time does; longer ones sleep, so that the
+ * stream's worker leaves the CPU to the host thread. The ground truth measures
+ * each kernel's own begin and end either way.
+ */
+#define KERNEL_SPIN_NS 100000ull
+
+/*
  * The kernel: a host function run by the stream's worker (the simulated GPU's
  * contract). Exported, so that dladdr names it "trainer_kernel".
  */
@@ -393,7 +415,10 @@ void trainer_kernel(void **args)
 {
 	struct tr_kslot *k = *(struct tr_kslot **)args[0];
 	uint64_t b = simgpu_globaltimer_ns(); /* the GPU's clock, as a CUDA kernel reads %globaltimer */
-	sleep_until(tr_now() + k->sleep_ns);
+	if (k->sleep_ns <= KERNEL_SPIN_NS)
+		spin_for(k->sleep_ns);
+	else
+		sleep_until(tr_now() + k->sleep_ns);
 	k->begin = b;
 	k->end = simgpu_globaltimer_ns();
 }
@@ -1079,9 +1104,15 @@ static unsigned backward_kernels(void)
 	return (unsigned)lround((double)O.kernels * O.backward_share);
 }
 
+/*
+ * --launch-host-us: the host work of one launch (the framework's dispatch,
+ * argument packing, a small op's Python) spun before it, whichever thread
+ * launches; the ground truth counts it as other where no kernel runs.
+ */
 static void launch_kernel(struct tr_kslot *s)
 {
 	dim3 grid = {1, 1, 1}, block = {128, 1, 1};
+	spin_for(s->launch_host_ns);
 	tr_kernel(s);
 	CHECK(cudaLaunchKernel, cudaLaunchKernel((const void *)trainer_kernel, grid, block, s->args, 0, stream));
 }
@@ -1169,6 +1200,8 @@ static void iteration(unsigned i)
 	if (O.leak_bytes)
 		(void)dev_alloc(O.leak_bytes);
 
+	/* --kernel-step-at: the same kernel, launched the same way, takes another time from then on */
+	uint64_t kernel_us = O.kernel_step_at && i >= O.kernel_step_at ? O.kernel_step_us : O.kernel_us;
 	unsigned groups = O.syncs + 1, k = 0, forward = O.kernels - backward_kernels();
 	for (unsigned g = 0; g < groups; g++) {
 		unsigned n = O.kernels / groups + (g < O.kernels % groups), nback = 0;
@@ -1177,7 +1210,8 @@ static void iteration(unsigned i)
 			s->self = s;
 			s->args[0] = &s->self;
 			s->args[1] = NULL;
-			s->sleep_ns = jitter(&rng_state, O.kernel_us * 1000);
+			s->sleep_ns = jitter(&rng_state, kernel_us * 1000);
+			s->launch_host_ns = jitter(&rng_state, O.launch_host_us * 1000);
 			if (k < forward)
 				launch_kernel(s);
 			else
@@ -1373,6 +1407,8 @@ int main(int argc, char **argv)
 		fprintf(f, *c == '"' || *c == '\\' ? "\\%c" : (unsigned char)*c < 0x20 ? "\\u%04x" : "%c", *c);
 	fprintf(f, "\",\"pin_thread\":%s,\"checkpoint_every\":%u,\"checkpoint_files\":%u,\"log_every\":%u",
 		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files, O.log_every);
+	fprintf(f, ",\"launch_host_us\":%llu,\"kernel_step_at\":%u,\"kernel_step_us\":%llu",
+		(unsigned long long)O.launch_host_us, O.kernel_step_at, (unsigned long long)O.kernel_step_us);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < O.workers && workers; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
