@@ -36,6 +36,11 @@ char *sp_t_preload_env(void)
 
 void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[])
 {
+	sp_t_run_trainer_env(r, tdir, args, NULL);
+}
+
+void sp_t_run_trainer_env(struct sp_t_result *r, const char *tdir, char *const args[], char *const more_env[])
+{
 	char *argv[32], cmd[1024], env_dir[PATH_MAX + 16];
 	int n = 0, len = snprintf(cmd, sizeof(cmd), "trainer");
 	argv[n++] = (char *)sp_t_build("tests/bin/trainer");
@@ -48,7 +53,9 @@ void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[
 	argv[n] = NULL;
 	snprintf(env_dir, sizeof(env_dir), "STEPPROF_DIR=%s", tdir);
 	char *env_pre = sp_t_preload_env();
-	char *env[] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
+	char *env[16] = {env_pre, env_dir, "STEPPROF_MAX_MB=64", NULL};
+	for (int k = 3; more_env && more_env[k - 3] && k < 15; k++)
+		env[k] = more_env[k - 3], env[k + 1] = NULL;
 	sp_t_run(r, argv, env, NULL, 120);
 	free(env_pre);
 	cr_assert_eq(r->status, 0, "%s: exit %d: %s", cmd, r->status, r->err);

@@ -26,6 +26,13 @@ char *sp_t_preload_env(void);
  */
 void sp_t_run_trainer(struct sp_t_result *r, const char *tdir, char *const args[]);
 
+/*
+ * The same with more environment entries ("NAME=value", NULL-terminated, may be
+ * NULL; "NAME=" unsets NAME), after the preload's: a setting of the preload
+ * (STEPPROF_KERNEL_TIMING=auto) for this run only.
+ */
+void sp_t_run_trainer_env(struct sp_t_result *r, const char *tdir, char *const args[], char *const more_env[]);
+
 /* The last line of text parsed as JSON (the trainer prints its ground truth last); NULL when it is not. */
 struct sp_json *sp_t_parse_last_line(const char *text);
 
