@@ -420,6 +420,19 @@ static void sync_heavy(const char *markers, const char *extra)
 }
 
 /*
+ * A deep queue: the host queues a step's 100 kernels at once and waits at the
+ * sync. The GPU never idles within a step: compute, and nothing to warn about.
+ */
+static void gpu_bound(const char *markers, const char *extra)
+{
+	struct run r;
+	scenario(&r, "gpu-bound", markers, extra);
+	cr_expect_str_eq(sp_json_str(r.an, "summary.bottleneck"), "compute");
+	no_warning(&r, NULL);
+	run_free(&r);
+}
+
+/*
  * Each scenario in each marker mode, and with automatic detection under ±20%
  * jitter on every duration (kernels, host time, worker decode: the acceptance's
  * hardest case), where the scenario's finding must fire just the same.
@@ -466,6 +479,7 @@ MODES(clean, clean)
 MODES(fragmenting, fragmenting)
 MODES(leaking, leaking)
 MODES(sync_heavy, sync_heavy)
+MODES(gpu_bound, gpu_bound)
 
 /*
  * DataLoader(pin_memory=True): a pin thread of the trainer receives the batches
