@@ -56,7 +56,7 @@ struct tr_kslot {
 	struct tr_kslot *self;
 	void *args[2];
 	uint64_t sleep_ns;
-	uint64_t launch_host_ns; /* host time spun before the launch (--launch-host-us) */
+	uint64_t launch_host_ns;      /* host time spun before the launch (--launch-host-us) */
 	volatile uint64_t begin, end; /* written by the kernel, read after a sync */
 };
 
