@@ -262,6 +262,8 @@ Test(trainer, launch_bound_waits_for_the_host, .timeout = 120)
 		cr_assert(k < 2.0 * (double)u(r.j, "config.kernel_us"), "iteration %zu: kernels of %.1f µs on average",
 			  i, k);
 		cr_assert_geq(iu(r.j, i, "wall_ns"), kernels * launch_us * 1000, "iteration %zu", i);
+		/* one stream, every kernel done by the iteration's sync: compute is the kernels' sum */
+		cr_assert_eq(iu(r.j, i, "breakdown_ns.compute"), iu(r.j, i, "kernel_ns"), "iteration %zu", i);
 	}
 	double c = frac(r.j, "compute");
 	cr_assert(c > 0.1 && c < 0.5, "compute share %.3f", c);
