@@ -31,11 +31,13 @@ struct kern {
 };
 
 /*
- * The mean duration of the GM_WIN samples nearest to t in launch order: the
+ * The median duration of the GM_WIN samples nearest to t in launch order: the
  * samples of a kernel arrive nearly in launch order, so the nearest are around
  * the newest one launched before t. Centred, because the analysis is post
  * mortem: a kernel whose duration changes at t is modelled from both sides
- * only within GM_WIN / 2 samples of t.
+ * only within GM_WIN / 2 samples of t. The median, not the mean: a sample
+ * whose launch call was preempted (tens of microseconds instead of a few) has
+ * its submission, and so its duration, far off.
  */
 static uint64_t kern_predict(const struct kern *k, uint64_t t)
 {
@@ -49,11 +51,21 @@ static uint64_t kern_predict(const struct kern *k, uint64_t t)
 		hi = n;
 		lo = hi > GM_WIN ? hi - GM_WIN : 0;
 	}
-	uint64_t sum = 0;
-	for (unsigned i = lo; i < hi; i++)
-		sum += k->d[AT(i)];
+	uint64_t v[GM_WIN];
+	unsigned m = 0;
+	for (unsigned i = lo; i < hi; i++) {
+		uint64_t d = k->d[AT(i)], x = m;
+		while (x > 0 && v[x - 1] > d) { /* insertion sort: GM_WIN values */
+			v[x] = v[x - 1];
+			x--;
+		}
+		v[x] = d;
+		m++;
+	}
 #undef AT
-	return hi > lo ? sum / (hi - lo) : 0;
+	if (!m)
+		return 0;
+	return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
 }
 
 /* ----------------------------------------------------------------- 2. queues */
@@ -198,6 +210,17 @@ int gm_sync(struct gmodel *m, unsigned dev, uint64_t stream, int kind, uint64_t 
 	return 0;
 }
 
+/*
+ * When a launch call submitted its kernel to the GPU: somewhere inside the
+ * call, taken as its midpoint, the rule the preload's anchors follow for the
+ * event they record (cuda_spans.c): host and GPU times are compared at the
+ * same point of a call. A kernel cannot begin before it.
+ */
+static uint64_t submitted(const struct qe *e)
+{
+	return e->t0 + (e->t1 - e->t0) / 2;
+}
+
 uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 {
 	struct opslot *o = &m->opr[op % GM_OPRING];
@@ -209,26 +232,53 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 	struct qe *e = at(q, o->seq - q->base);
 	if (e->op != op || e->measured)
 		return gb;
-	if (e->type == QE_LAUNCH && gb == e->t0 && e->t1 < ge)
-		gb = e->t1; /* a chained launch's begin is the host's call: the kernel was submitted at its return */
+	if (ge < gb)
+		ge = gb;
+	if (e->type != QE_LAUNCH) {
+		e->measured = 1;
+		e->gb = gb;
+		e->ge = ge;
+		return gb;
+	}
+	union hashmap_val *v = hashmap_slot(&m->kerns, e->name, 1);
+	struct kern *k = v ? v->p : NULL;
+	if (v && !k)
+		k = v->p = calloc(1, sizeof(*k));
+	uint64_t sub = submitted(e);
+	if (gb == e->t0) {
+		/*
+		 * A launch chained behind an op that had ended (an idle stream): its
+		 * begin is the host's call, not the kernel's, which started once the
+		 * call had submitted it. Its end is measured: its begin is that end
+		 * less the kernel's duration (the samples'), never before the call;
+		 * without samples yet, its submission. Not a sample itself.
+		 */
+		uint64_t d = k && k->n ? kern_predict(k, e->t1) : 0;
+		uint64_t b = d ? (ge - e->t0 > d ? ge - d : e->t0) : sub;
+		gb = b < ge ? b : ge;
+	} else {
+		/*
+		 * A begin event recorded before the call, on an idle stream, is
+		 * reached before the call has even submitted the kernel: the kernel
+		 * began at its submission, unless the begin event waited for the ops
+		 * before it past that (a busy stream: the kernel began where they
+		 * ended).
+		 */
+		if (gb < sub)
+			gb = sub < ge ? sub : ge;
+		if (k) {
+			k->t[k->next] = e->t1;
+			k->d[k->next] = ge - gb;
+			k->next = (k->next + 1) % GM_SAMPLES;
+			if (k->n < GM_SAMPLES)
+				k->n++;
+		}
+	}
 	e->measured = 1;
 	e->gb = gb;
-	e->ge = ge > gb ? ge : gb;
-	if (e->type != QE_LAUNCH)
-		return gb;
+	e->ge = ge;
 	m->st.measured++;
-	m->st.measured_ns += e->ge - gb;
-	union hashmap_val *v = hashmap_slot(&m->kerns, e->name, 1);
-	if (!v)
-		return gb;
-	struct kern *k = v->p;
-	if (!k && !(k = v->p = calloc(1, sizeof(*k))))
-		return gb;
-	k->t[k->next] = e->t1;
-	k->d[k->next] = e->ge - gb;
-	k->next = (k->next + 1) % GM_SAMPLES;
-	if (k->n < GM_SAMPLES)
-		k->n++;
+	m->st.measured_ns += ge - gb;
 	return gb;
 }
 
@@ -292,9 +342,9 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 				m->st.unknown++;
 				continue;
 			}
-			b[c] = x->t1 > q->cur_end ? x->t1 : q->cur_end;
+			ready[c] = submitted(x);
+			b[c] = ready[c] > q->cur_end ? ready[c] : q->cur_end;
 			e[c] = b[c] + d;
-			ready[c] = x->t1;
 			q->cur_end = e[c];
 			c++;
 		}

@@ -213,7 +213,10 @@ Test(ktiming, gpu_bound_deep_queue_matches_truth_under_auto, .timeout = 180)
 /*
  * Every scenario of the trainer under auto and under all: auto changes none of
  * the analysis's answers. For each, under each policy, every breakdown share
- * within 2 points of that run's own ground truth and the iteration count exact;
+ * within 2 points of that run's own ground truth (launch-bound: 3, as in the
+ * test above: a kernel on an idle stream begins somewhere inside its launch
+ * call, taken as its midpoint, which is worth ~1.4 us of each 15 us kernel on
+ * the simulated GPU) and the iteration count exact;
  * auto's error within 2 points of all's (auto - its truth against all - its
  * truth: two runs' truths differ by the machine's noise, which is neither
  * policy's); the same kinds of warning and critical findings.
@@ -225,17 +228,18 @@ Test(ktiming, every_scenario_under_auto_matches_all, .timeout = 600)
 					   "sync-heavy",  "launch-bound",	"gpu-bound"};
 	for (size_t s = 0; s < sizeof(scen) / sizeof(scen[0]); s++) {
 		struct krun a, b;
-		krun(&a, scen[s], "auto", NULL, 0.02);
-		krun(&b, scen[s], "all", NULL, 0.02);
+		double tol = strcmp(scen[s], "launch-bound") ? 0.02 : 0.03;
+		krun(&a, scen[s], "auto", NULL, tol);
+		krun(&b, scen[s], "all", NULL, tol);
 		expect_iterations(&a);
 		expect_iterations(&b);
 		for (size_t c = 0; c < NCATS; c++) {
 			double ga = share(a.an, cats[c]), ta = share(a.truth, cats[c]);
 			double gb = share(b.an, cats[c]), tb = share(b.truth, cats[c]);
-			cr_expect(fabs(ga - ta) <= 0.02, "%s under auto: %s %.4f, ground truth %.4f (±0.02)", scen[s],
-				  cats[c], ga, ta);
-			cr_expect(fabs(gb - tb) <= 0.02, "%s under all: %s %.4f, ground truth %.4f (±0.02)", scen[s],
-				  cats[c], gb, tb);
+			cr_expect(fabs(ga - ta) <= tol, "%s under auto: %s %.4f, ground truth %.4f (±%.2f)", scen[s],
+				  cats[c], ga, ta, tol);
+			cr_expect(fabs(gb - tb) <= tol, "%s under all: %s %.4f, ground truth %.4f (±%.2f)", scen[s],
+				  cats[c], gb, tb, tol);
 			cr_expect(fabs((ga - ta) - (gb - tb)) <= 0.02,
 				  "%s: %s off its truth by %+.4f under auto, %+.4f under all (±0.02)", scen[s], cats[c],
 				  ga - ta, gb - tb);
