@@ -106,8 +106,8 @@ if command -v valgrind >/dev/null; then
 			printf "BENCH cuda_launch_timing_auto_vs_all_instr: %.3f (budget 0.15) %s\n", r, (r <= 0.15) ? "ok" : "OVER"
 			printf "  (instructions added over timing off per launch, whole process, %d launches and as many queries; valgrind callgrind)\n", n }'
 	else
-		echo "BENCH cuda_launch_timing_auto_vs_all_instr: skipped (callgrind gave no count)"
+		echo "BENCH cuda_launch_timing_auto_vs_all_instr: not measured (callgrind gave no count)"
 	fi
 else
-	echo "BENCH cuda_launch_timing_auto_vs_all_instr: skipped (valgrind not installed)"
+	echo "BENCH cuda_launch_timing_auto_vs_all_instr: not measured (valgrind not installed)"
 fi

@@ -794,16 +794,18 @@ Test(scenarios, bench_scripts_take_an_absolute_build_directory, .timeout = 240)
 		const char *script, *figure;
 	} b[] = {
 	    {"scripts/bench.d/20-cuda.sh", "BENCH cuda_wrapper_ns: "},
-	    {"scripts/bench.d/60-trainer.sh", "BENCH trainer_step_ratio: "},
 	    {"scripts/bench.d/70-trace-size.sh", "BENCH trace_bytes_per_event: "},
+	    {"scripts/bench.d/60-trainer.sh", "BENCH trainer_step_ratio: "},
+	    {"scripts/bench.d/62-launch-bound.sh", "BENCH launch_bound_step_ratio_auto: "},
 	};
 	char abs[PATH_MAX], env_build[PATH_MAX + 32];
 	if (access(b[0].script, R_OK) || !realpath(sp_t_build(""), abs))
 		cr_skip_test("needs scripts/bench.d (run from the repository root) and the build");
 	snprintf(env_build, sizeof(env_build), "STEPPROF_BUILD=%s", abs);
-	char *env[] = {env_build, "SP_BENCH_CUDA_N=2000", "SP_BENCH_TRAINER_ITERS=4", NULL};
+	char *env[] = {env_build,		  "SP_BENCH_CUDA_N=2000",	   "SP_BENCH_TRAINER_ITERS=4",
+		       "SP_BENCH_LAUNCH_ITERS=4", "SP_BENCH_LAUNCH_RUNS=1", "SP_BENCH_CUDA_CG_N=500", NULL};
 	for (size_t i = 0; i < sizeof(b) / sizeof(b[0]); i++) {
-		if (i == 2 && access("/usr/bin/python3", X_OK))
+		if (i == 1 && access("/usr/bin/python3", X_OK))
 			continue; /* 70-trace-size.sh counts with python3 */
 		struct sp_t_result r;
 		char *argv[] = {"/bin/bash", (char *)b[i].script, NULL};
