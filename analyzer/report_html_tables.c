@@ -87,6 +87,13 @@ void html_run(FILE *f, const struct an_analysis *a)
 		fprintf(f, " of %s (%.1f%%)", fbytes(a->device_capacity, b2, sizeof(b2)),
 			100.0 * (double)a->device_bytes_peak / (double)a->device_capacity);
 	fputs("</td></tr>\n", f);
+	if (a->launches_modelled || a->launches_unmodelled)
+		fprintf(f,
+			"<tr><th>GPU time of kernels</th><td><span id=\"gpu-modelled\">%.1f%%</span> modelled from timed "
+			"samples (%llu of %llu launches timed, %llu never sampled)</td></tr>\n",
+			100.0 * report_modelled_share(a), (unsigned long long)a->launches_timed,
+			(unsigned long long)(a->launches_timed + a->launches_modelled + a->launches_unmodelled),
+			(unsigned long long)a->launches_unmodelled);
 	if (a->late_events)
 		fprintf(f,
 			"<tr><th>note</th><td class=\"warn\">%llu records arrived after their iteration was closed "

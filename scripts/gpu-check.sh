@@ -17,9 +17,11 @@
 #   preload: same output, then compare.py cuda (counts, kernel and copy GPU
 #   times against the program's own events)   5. per-call overhead (a loop of
 #   small calls, best of 3, without/with the preload); 5b. a launch's host cost,
-#   bare, kernel timing off and all (tests/gpu/evcost.cu)   6. tests/gpu/torch_loop.py
-#   pinned and pageable: bare, under LD_PRELOAD, under `stepprof run`; compare.py
-#   torch   7. summary.txt + summary.json in $OUT.
+#   bare and under each kernel timing policy, off, auto, 8, all (tests/gpu/evcost.cu)
+#   6. tests/gpu/torch_loop.py pinned and pageable: bare, under LD_PRELOAD, under
+#   `stepprof run`; compare.py torch   6c. a launch-bound PyTorch model
+#   (tests/gpu/launch_bound.py): step time bare, auto, all, interleaved runs, and
+#   the breakdown under auto against all   7. summary.txt + summary.json in $OUT.
 # A check that disagrees (a count, a time) is a "FAIL" line, not a stop: one GPU
 # run must bring back every figure; the exit status is then 1.
 #
@@ -207,7 +209,8 @@ for v in "${VARIANTS[@]}"; do
 	step "gpucheck $v"
 	exe=$WORK/$v
 	env "${SIMENV[@]}" "$exe" $ITERS $BYTES $SPIN_US >"$WORK/$v.bare" 2>>"$LOG" || die "$v failed without the preload (exit $?)"
-	env "${SIMENV[@]}" "${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_$v" \
+	# every launch timed: compare.py checks each kernel's GPU time against the program's own events
+	env "${SIMENV[@]}" "${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_$v" STEPPROF_KERNEL_TIMING=all \
 		"$exe" $ITERS $BYTES $SPIN_US >"$WORK/$v.pre" 2>>"$LOG" || die "$v failed under the preload (exit $?)"
 	cat "$WORK/$v.pre" >>"$LOG"
 	[ "$(head -1 "$WORK/$v.bare")" = "$(head -1 "$WORK/$v.pre")" ] ||
@@ -272,7 +275,7 @@ fi
 
 # -------------------------------------------------- 5. per-call overhead
 # Small calls (4 KiB copies, 5 us kernels): 9 recorded calls per iteration; the
-# best of 3 wall times without and with the preload (event timing on: default).
+# best of 3 wall times without and with the preload (kernel timing: the default, auto).
 if [ ${#VARIANTS[@]} -gt 0 ]; then
 	v=${VARIANTS[0]}
 	step "per-call overhead ($v)"
@@ -307,7 +310,7 @@ if [ "$MODE" = gpu ]; then
 	step "launch cost (evcost)"
 	if run 120 "$NVCC" -O2 $ARCH -cudart shared tests/gpu/evcost.cu -o "$WORK/evcost" -L"$CUDA_HOME/lib64/stubs" -lcuda; then
 		for r in 1 2; do
-			for v in bare off all; do
+			for v in bare off auto 8 all; do
 				e=()
 				[ $v != bare ] && e=("${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_ev" STEPPROF_KERNEL_TIMING=$v)
 				rm -rf "$WORK/tr_ev"
@@ -316,8 +319,14 @@ if [ "$MODE" = gpu ]; then
 				EV[$v]="${EV[$v]:-} $(echo "$j" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["launch_ns"])')"
 			done
 		done
-		say "launch cost (ns, two rounds): bare${EV[bare]:-}, timing off${EV[off]:-}, timing all${EV[all]:-}"
-		FIG[launch_ns]=$("$PY" -c 'import json,sys; print(json.dumps({k: [float(x) for x in v.split()] for k, v in zip(("bare","off","all"), sys.argv[1:])}))' "${EV[bare]:-}" "${EV[off]:-}" "${EV[all]:-}")
+		say "launch cost (ns, two rounds): bare${EV[bare]:-}, timing off${EV[off]:-}, auto${EV[auto]:-}, 8${EV[8]:-}, all${EV[all]:-}"
+		FIG[launch_ns]=$("$PY" -c 'import json,sys; print(json.dumps({k: [float(x) for x in v.split()] for k, v in zip(("bare","off","auto","8","all"), sys.argv[1:])}))' "${EV[bare]:-}" "${EV[off]:-}" "${EV[auto]:-}" "${EV[8]:-}" "${EV[all]:-}")
+		# budget (docs/cuda-capture.md): auto adds at most 0.4 us a launch to bare; the lower of the two rounds each
+		"$PY" -c 'import sys
+lo = lambda v: min(float(x) for x in v.split()) if v.split() else float("nan")
+b, a, o, f = (lo(v) for v in sys.argv[1:])
+print("launch cost added to bare: off %.0f ns, auto %.0f ns (budget 400: %s), all %.0f ns; auto adds %.3f of what all adds over off" % (o - b, a - b, "ok" if a - b <= 400 else "OVER", f - b, (a - o) / (f - o) if f > o else float("nan")))' \
+			"${EV[bare]:-}" "${EV[auto]:-}" "${EV[off]:-}" "${EV[all]:-}" | tee -a "$SUM"
 	else
 		soft_fail "nvcc tests/gpu/evcost.cu"
 	fi
@@ -394,6 +403,49 @@ print("kernel names: %d of %d launches named; most launched: %s" % (n-u, n, ", "
 	say "$lbl: $(echo "${FIG[$lbl.pre]}" | "$PY" -c 'import json,sys; f=json.load(sys.stdin); print("iterations %d (%s) of %d, files %d/%d, bottleneck %s, breakdown %s, findings %s" % (f["iterations"], f["iteration_source"], f["iters_program"], f["files_opened"], f["files_program"], f["bottleneck"], {k: round(v, 3) for k, v in (f["breakdown_fraction"] or {}).items()}, f["findings"]))')"
 	FIG[$lbl.step_ms_bare]=$sb
 	FIG[$lbl.step_ms_preload]=$sp
+done
+
+# ------------------------------- 6c. a launch-bound model: auto vs all
+# tests/gpu/launch_bound.py: hundreds of small kernels a step. Runs interleaved
+# bare, auto, all (LB_RUNS of each, LB_STEPS steps each): the median step time of
+# each run, then the median and spread of those per policy, and the ratios to bare
+# (budget: auto within 1.05x); the breakdown of the last auto and all runs side by
+# side (the same model: auto's modelled GPU time against all's measured).
+if [ "$MODE" = gpu ]; then
+	LB_RUNS=5 LB_ARGS=(--device cuda --steps 300)
+else
+	LB_RUNS=1 LB_ARGS=(--device cpu --steps 30 --warmup 5 --layers 4)
+fi
+step "launch-bound model (bare, auto, all; $LB_RUNS runs each)"
+declare -A LB=()
+for r in $(seq 1 $LB_RUNS); do
+	for v in bare auto all; do
+		e=()
+		[ $v != bare ] && { rm -rf "$WORK/tr_lb_$v"; e=("${PRELOAD_ENV[@]}" LD_PRELOAD="$SPLIB" STEPPROF_DIR="$WORK/tr_lb_$v" STEPPROF_KERNEL_TIMING=$v); }
+		j=$(env "${e[@]}" timeout 240 "$PY" tests/gpu/launch_bound.py "${LB_ARGS[@]}" 2>>"$LOG" | grep '^{' | tail -1)
+		[ -n "$j" ] || { soft_fail "launch_bound.py ($v, run $r) failed"; continue; }
+		echo "launch_bound $v run $r: $j" >>"$LOG"
+		LB[$v]="${LB[$v]:-} $(echo "$j" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["step_ms_median"])')"
+	done
+done
+if [ -n "${LB[bare]:-}" ] && [ -n "${LB[auto]:-}" ] && [ -n "${LB[all]:-}" ]; then
+	FIG[launch_bound_step_ms]=$("$PY" -c 'import json,sys; print(json.dumps({k: [float(x) for x in v.split()] for k, v in zip(("bare","auto","all"), sys.argv[1:])}))' "${LB[bare]}" "${LB[auto]}" "${LB[all]}")
+	"$PY" -c 'import statistics, sys
+v = {k: [float(x) for x in a.split()] for k, a in zip(("bare", "auto", "all"), sys.argv[1:])}
+m = {k: statistics.median(x) for k, x in v.items()}
+print("launch-bound model, step ms (median of %d runs, [min-max]): bare %.3f [%.3f-%.3f], auto %.3f [%.3f-%.3f], all %.3f [%.3f-%.3f]" % (
+    len(v["bare"]), m["bare"], min(v["bare"]), max(v["bare"]), m["auto"], min(v["auto"]), max(v["auto"]), m["all"], min(v["all"]), max(v["all"])))
+print("launch-bound model: auto %.3fx bare (budget 1.05: %s), all %.3fx bare" % (m["auto"] / m["bare"], "ok" if m["auto"] / m["bare"] <= 1.05 else "OVER", m["all"] / m["bare"]))' \
+		"${LB[bare]}" "${LB[auto]}" "${LB[all]}" | tee -a "$SUM"
+fi
+for v in auto all; do
+	[ -d "$WORK/tr_lb_$v" ] || continue
+	"$SP" analyze --json "$WORK/tr_lb_$v" >"$WORK/lb_$v.analyze.json" 2>>"$LOG" || { echo "launch-bound $v: no analysis (see log.txt)" | tee -a "$SUM"; continue; }
+	"$PY" -c 'import json, sys
+d = json.load(open(sys.argv[1]))["summary"]
+bd = d.get("breakdown_fraction") or {}
+print("launch-bound model under %s: %d iterations, breakdown %s, GPU time modelled %.3f" % (sys.argv[2], d.get("iterations", 0), {k: round(v, 3) for k, v in bd.items()}, d.get("gpu_modelled_share", 0)))' \
+		"$WORK/lb_$v.analyze.json" "$v" | tee -a "$SUM"
 done
 
 # ------------------------------------- 6b. two budgets on this machine
