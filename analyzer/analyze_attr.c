@@ -72,6 +72,7 @@ struct pass2 {
 	} pend_async[16];
 	unsigned npend_async;
 	struct gmodel *gm; /* the trainer's untimed launches, modelled (gpu_model.h) */
+	uint64_t model_done; /* launches issued before it are modelled */
 	int oom;
 };
 
@@ -848,6 +849,16 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 			p.maxlate = p.maxbegin - ev->begin_ns;
 		uint64_t late = a->late_events;
 		on_event(&p, ev, file);
+		/*
+		 * Launches outside any iteration (none found, or between the last one and
+		 * the end) are modelled once the records are well past them, so that the
+		 * model's memory follows the lateness window, not the run.
+		 */
+		uint64_t w = 8 * p.maxlate > 10000000ull ? 8 * p.maxlate : 10000000ull;
+		if (p.maxbegin > w && p.maxbegin - w > p.model_done + 1000000ull) {
+			p.model_done = p.maxbegin - w;
+			model_resolve(&p, p.model_done);
+		}
 		if (p.oom)
 			goto out;
 		if (a->late_events != late && may_retry) {

@@ -221,6 +221,23 @@ static uint64_t submitted(const struct qe *e)
 	return e->t0 + (e->t1 - e->t0) / 2;
 }
 
+static int is_sync(const struct qe *x);
+
+/*
+ * Measured ops and syncs at the head of q have nothing left to model or to
+ * bound before them: gone at once (a trace whose launches are all timed keeps
+ * its queues as short as the spans are late), the stream's end moved to the
+ * measured ones'.
+ */
+static void pop_measured(struct queue *q)
+{
+	while (q->n && (at(q, 0)->measured || is_sync(at(q, 0)))) {
+		if (at(q, 0)->measured && at(q, 0)->ge > q->cur_end)
+			q->cur_end = at(q, 0)->ge;
+		pop(q, 1);
+	}
+}
+
 uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 {
 	struct opslot *o = &m->opr[op % GM_OPRING];
@@ -238,6 +255,7 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 		e->measured = 1;
 		e->gb = gb;
 		e->ge = ge;
+		pop_measured(q);
 		return gb;
 	}
 	union hashmap_val *v = hashmap_slot(&m->kerns, e->name, 1);
@@ -279,6 +297,7 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 	e->ge = ge;
 	m->st.measured++;
 	m->st.measured_ns += ge - gb;
+	pop_measured(q);
 	return gb;
 }
 
