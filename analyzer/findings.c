@@ -568,9 +568,134 @@ static int memory_growth(struct an_analysis *a, const struct an_collect *c)
 	return 0;
 }
 
+/* -------------------------------------------------------- worker_restart */
+
+static const char wr_advice[] =
+    "The data loader's worker processes are created anew at every epoch (a PyTorch DataLoader without "
+    "persistent_workers=True starts and joins its workers with each iterator): every epoch begins with "
+    "workers that are forked, import and build their dataset again, and have no batch ready, so the first "
+    "iterations of each epoch wait for input. Keep the workers alive across epochs "
+    "(DataLoader(..., persistent_workers=True), which keeps their memory too), or make epochs larger so "
+    "that they restart less often, and keep what a worker does at start-up (worker_init_fn, the "
+    "Dataset's constructor) cheap.";
+
+struct wproc {
+	uint64_t b, e;
+};
+
+static int cmp_wproc(const void *x, const void *y)
+{
+	const struct wproc *p = x, *q = y;
+	return p->b < q->b ? -1 : p->b > q->b;
+}
+
+/* The iteration that holds t, else the first that begins after it; -1 when none. */
+static long iter_of(const struct an_analysis *a, uint64_t t)
+{
+	for (size_t i = 0; i < a->nit; i++) /* iterations are sorted; a run has few restarts */
+		if (a->it[i].end_ns > t)
+			return (long)i;
+	return -1;
+}
+
+/*
+ * Generations of the trainer's loader workers: a worker that starts when no
+ * worker of the trainer is alive any more (every earlier one has written its
+ * last record) begins a new generation, the next epoch's. A restart's cost is
+ * the wall time the iteration where it happens takes beyond the median
+ * iteration (the new workers' start-up and their first batches).
+ */
+static int worker_restart(struct an_analysis *a, const struct an_collect *c)
+{
+	(void)c;
+	const double *th = a->opt.threshold;
+	if (a->nit < 3 || !a->trainer_pid)
+		return 0;
+	size_t nw = 0;
+	for (size_t k = 0; k < a->nprocs; k++)
+		nw += a->procs[k].role == AN_ROLE_WORKER && a->procs[k].trainer == a->trainer_pid;
+	if (nw < 2)
+		return 0;
+	struct wproc *w = malloc(nw * sizeof(*w));
+	long *rit = malloc(nw * sizeof(*rit));
+	uint64_t *walls = malloc(a->nit * sizeof(*walls)), *extra = malloc(nw * sizeof(*extra));
+	if (!w || !rit || !walls || !extra) {
+		free(w);
+		free(rit);
+		free(walls);
+		free(extra);
+		return -1;
+	}
+	nw = 0;
+	for (size_t k = 0; k < a->nprocs; k++)
+		if (a->procs[k].role == AN_ROLE_WORKER && a->procs[k].trainer == a->trainer_pid)
+			w[nw++] = (struct wproc){a->procs[k].begin_ns, a->procs[k].end_ns};
+	qsort(w, nw, sizeof(*w), cmp_wproc);
+	size_t gens = 1, nr = 0;
+	uint64_t alive_until = w[0].e;
+	for (size_t k = 1; k < nw; k++) {
+		if (w[k].b > alive_until) { /* none alive: a new generation */
+			gens++;
+			long i = iter_of(a, w[k].b);
+			if (i >= 0 && (!nr || rit[nr - 1] != i))
+				rit[nr++] = i;
+		}
+		if (w[k].e > alive_until)
+			alive_until = w[k].e;
+	}
+	int rc = 0;
+	if (gens < 2 || !nr)
+		goto out;
+	uint64_t wall = 0;
+	for (size_t i = 0; i < a->nit; i++) {
+		walls[i] = iter_wall(&a->it[i]);
+		wall += walls[i];
+	}
+	uint64_t med = an_quantile_u64(walls, a->nit, 0.5), cost = 0;
+	for (size_t r = 0; r < nr; r++) {
+		uint64_t x = walls[rit[r]];
+		extra[r] = x > med ? x - med : 0;
+		cost += extra[r];
+	}
+	struct an_result_finding *f = new_finding(a, AN_F_WORKER_RESTART);
+	if (!f) {
+		rc = -1;
+		goto out;
+	}
+	double share = wall ? (double)cost / (double)wall : 0;
+	f->severity = share >= th[AN_T_WR_CRIT] ? 2 : share >= th[AN_T_WR_WARN] ? 1 : 0;
+	f->cost_ns = cost;
+	char list[256] = "";
+	size_t len = 0;
+	for (size_t r = 0; r < nr; r++) {
+		flag_iteration(f, rit[r]);
+		int n = snprintf(list + len, sizeof(list) - len, "%s%ld", r ? "," : "", rit[r]);
+		if (n < 0 || (size_t)n >= sizeof(list) - len) { /* the list is long: the first ones, then ... */
+			snprintf(list + (len < sizeof(list) - 4 ? len : sizeof(list) - 4), 4, "...");
+			break;
+		}
+		len += (size_t)n;
+	}
+	an_evidence_num(f, "epochs", (double)gens);
+	an_evidence_num(f, "restarts", (double)(gens - 1));
+	an_evidence_num(f, "workers_per_epoch", (double)nw / (double)gens);
+	an_evidence_num(f, "startup_ms", (double)an_quantile_u64(extra, nr, 0.5) / 1e6);
+	an_evidence_num(f, "median_iteration_ms", (double)med / 1e6);
+	an_evidence_num(f, "time_share", share);
+	an_evidence_str(f, "restart_iterations", list);
+	snprintf(f->advice, sizeof(f->advice), "%s", wr_advice);
+out:
+	free(w);
+	free(rit);
+	free(walls);
+	free(extra);
+	return rc;
+}
+
 int an_findings_eval(struct an_analysis *a, const struct an_collect *c)
 {
-	if (small_file_storm(a, c) || unpinned_copy(a, c) || alloc_fragmentation(a, c) || memory_growth(a, c))
+	if (small_file_storm(a, c) || unpinned_copy(a, c) || alloc_fragmentation(a, c) || memory_growth(a, c) ||
+	    worker_restart(a, c))
 		return -1;
 	return 0;
 }

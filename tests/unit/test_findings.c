@@ -1061,3 +1061,105 @@ Test(findings, thresholds_are_overridable_and_validated)
 	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2=abc", err, sizeof(err)), -1);
 	cr_expect_eq(an_options_set_threshold(&o, "memory_growth.min_r2", err, sizeof(err)), -1);
 }
+
+/* ------------------------------------------------------- worker_restart */
+
+/*
+ * 12 iterations, epochs of 4; each epoch served by 2 loader workers forked at
+ * its start (restart = 1: new workers every epoch, whose first batch takes
+ * `startup` us of input wait instead of 4000) or by the same 2 workers all run
+ * long (restart = 0). Each worker reads one file per iteration.
+ */
+static void restart_run(struct an_analysis *a, int restart, uint64_t startup)
+{
+	struct sim s;
+	sim_init(&s);
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/sample.bin");
+	int32_t pids[2] = {0, 0};
+	for (int i = 0; i < 12; i++) {
+		if (i == 0 || (restart && i % 4 == 0)) {
+			for (int k = 0; k < 2; k++) {
+				pids[k] = WPID + 10 * (i / 4) + k;
+				struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
+				e->f[SP_F_PID] = (uint64_t)pids[k];
+			}
+		}
+		uint64_t start = s.t;
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		uint64_t wait = restart && i % 4 == 0 && i ? startup * US : 4000 * US;
+		for (int k = 0; k < 2; k++) {
+			uint64_t t = start + 100 * US + (uint64_t)k * 300 * US;
+			struct sp_event *e = an_memsrc_add(&s.m, SP_K_OPEN, SP_API_open, pids[k], pids[k], t, t + 50 * US);
+			e->f[SP_F_PATH] = path;
+			e->f[SP_F_FD] = 5;
+			e = an_memsrc_add(&s.m, SP_K_READ, SP_API_read, pids[k], pids[k], t + 50 * US, t + 150 * US);
+			e->f[SP_F_FD] = 5;
+			e->f[SP_F_BYTES] = 65536;
+			e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+			e = an_memsrc_add(&s.m, SP_K_CLOSE, SP_API_close, pids[k], pids[k], t + 150 * US, t + 160 * US);
+			e->f[SP_F_FD] = 5;
+		}
+		sim_input(&s, wait);
+		sim_batch(&s);
+	}
+	run_free(&s, NULL, a);
+}
+
+Test(findings, worker_restart_fires_when_each_epoch_forks_new_workers)
+{
+	struct an_analysis a;
+	restart_run(&a, 1, 40000); /* 36 ms more at iterations 4 and 8, over a ~12 ms median */
+	cr_assert_eq(a.nit, 12);
+	const struct an_result_finding *f = find(&a, AN_F_WORKER_RESTART, NULL);
+	cr_assert(f, "no worker_restart");
+	cr_expect_eq(f->first_iteration, 4);
+	cr_expect_eq(f->last_iteration, 8);
+	cr_expect_eq(f->iterations, 2);
+	double ep = -1, rs = -1, wpe = -1, ms = -1, share = -1;
+	const char *list = NULL;
+	for (int k = 0; k < f->nev; k++) {
+		const struct an_evidence *e = &f->ev[k];
+		if (!strcmp(e->key, "epochs"))
+			ep = e->num;
+		else if (!strcmp(e->key, "restarts"))
+			rs = e->num;
+		else if (!strcmp(e->key, "workers_per_epoch"))
+			wpe = e->num;
+		else if (!strcmp(e->key, "startup_ms"))
+			ms = e->num;
+		else if (!strcmp(e->key, "time_share"))
+			share = e->num;
+		else if (!strcmp(e->key, "restart_iterations"))
+			list = e->str;
+	}
+	cr_expect_eq(ep, 3);
+	cr_expect_eq(rs, 2);
+	cr_expect_eq(wpe, 2);
+	cr_expect(fabs(ms - 36.0) < 0.5, "startup_ms %.3f, the restarts' extra input wait is 36 ms", ms);
+	/* 72 ms more over 12 iterations of ~12.1 ms plus those 72: ~33% */
+	cr_expect(share > 0.30 && share < 0.36, "time_share %.3f", share);
+	cr_expect_eq(f->severity, 2, "critical from 20%%");
+	cr_expect_str_eq(list ? list : "", "4,8");
+	cr_expect(strstr(f->advice, "persistent_workers=True"), "%s", f->advice);
+	an_analysis_free(&a);
+}
+
+Test(findings, worker_restart_silent_with_persistent_workers)
+{
+	struct an_analysis a;
+	restart_run(&a, 0, 40000);
+	cr_assert_eq(a.nit, 12);
+	cr_expect_null(find(&a, AN_F_WORKER_RESTART, NULL));
+	an_analysis_free(&a);
+}
+
+/* New workers every epoch that cost nothing visible: said, as info only. */
+Test(findings, worker_restart_is_info_when_the_restarts_cost_little)
+{
+	struct an_analysis a;
+	restart_run(&a, 1, 4300); /* 0.3 ms more: 0.4% of the wall time */
+	const struct an_result_finding *f = find(&a, AN_F_WORKER_RESTART, NULL);
+	cr_assert(f, "no worker_restart");
+	cr_expect_eq(f->severity, 0);
+	an_analysis_free(&a);
+}
