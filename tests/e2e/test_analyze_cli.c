@@ -876,12 +876,13 @@ static void write_share_run(const char *dir, int nranks, const char *cmd, const 
 				break; /* the last step ends the last iteration */
 			SP_TG_ADD(g, pid, SP_K_LOADER_WAIT, SP_API_read, t, t + 2490000, {SP_F_FD_TYPE, SP_FDTYPE_PIPE},
 				  {SP_F_BYTES, 8});
-			SP_TG_ADD(g, pid, SP_K_COPY, SP_API_cudaMemcpy, t + 2490000, t + 2500000,
+			SP_TG_ADD(g, pid, SP_K_COPY, SP_API_cudaMemcpy, t + 2490000, t + 2495000,
 				  {SP_F_DIRECTION, SP_DIR_H2D}, {SP_F_BYTES, 4096}, {SP_F_SITE, s},
 				  {SP_F_HOST_MEMORY, SP_HOSTMEM_PAGEABLE});
-			SP_TG_ADD(g, pid, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 2500000, t + 2505000,
+			/* the kernel starts as its launch call returns (a kernel never starts before it is submitted) */
+			SP_TG_ADD(g, pid, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t + 2495000, t + 2500000,
 				  {SP_F_NAME, kname}, {SP_F_OP, i + 1});
-			SP_TG_ADD(g, pid, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 2505000, t + ITER_NS);
+			SP_TG_ADD(g, pid, SP_K_SYNC, SP_API_cudaStreamSynchronize, t + 2500000, t + ITER_NS);
 			SP_TG_ADD(g, pid, SP_K_GPU_SPAN, 0, t + 2500000, t + ITER_NS, {SP_F_OP, i + 1});
 		}
 		cr_assert_eq(sp_tg_finish(g), 0);
