@@ -72,7 +72,6 @@ struct pass2 {
 	} pend_async[16];
 	unsigned npend_async;
 	struct gmodel *gm; /* the trainer's untimed launches, modelled (gpu_model.h) */
-	uint64_t model_done; /* launches issued before it are modelled */
 	int oom;
 };
 
@@ -486,6 +485,17 @@ static void async_settle(struct pass2 *p, const struct sp_event *ev)
 	}
 }
 
+/*
+ * Whether an op or sync of the trainer can still give an iteration GPU time:
+ * not after the last iteration's end (a modelled span there counts nowhere),
+ * so that the model holds nothing for a run without iterations or for the
+ * launches of a long tail after them (its memory follows the open iterations).
+ */
+static int may_model(const struct pass2 *p, const struct sp_event *ev)
+{
+	return p->a->nit && ev->begin_ns < p->a->it[p->a->nit - 1].end_ns;
+}
+
 static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 {
 	struct an_analysis *a = p->a;
@@ -510,7 +520,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			p->ring[op % OP_RING].cls = OPC_COMPUTE;
 			p->ring[op % OP_RING].sync_end = 0;
 			p->ring[op % OP_RING].pg_iter = -1;
-			if ((int64_t)ev->f[SP_F_RESULT] == 0 &&
+			if ((int64_t)ev->f[SP_F_RESULT] == 0 && may_model(p, ev) &&
 			    gm_op(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
 				  (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns))
 				p->oom = 1;
@@ -534,7 +544,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		 */
 		int host_sync = ev->f[SP_F_HOST_MEMORY] == SP_HOSTMEM_PAGEABLE ||
 				!strstr(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0], "Async");
-		if ((int64_t)ev->f[SP_F_RESULT] == 0 &&
+		if ((int64_t)ev->f[SP_F_RESULT] == 0 && may_model(p, ev) &&
 		    gm_op(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, 0, 0, ev->begin_ns, ev->end_ns))
 			p->oom = 1;
 		p->ring[op % OP_RING].sync_end = host_sync && (cls == OPC_H2D || cls == OPC_D2H) ? ev->end_ns : 0;
@@ -592,8 +602,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		uint64_t gb = ev->begin_ns, ge = ev->end_ns;
 		if (known && p->ring[op % OP_RING].sync_end && ge > p->ring[op % OP_RING].sync_end)
 			ge = p->ring[op % OP_RING].sync_end;
-		if (known)
-			gb = gm_span(p->gm, op, gb, ge);
+		if (known && (gb = gm_span(p->gm, op, gb, ge)) == GM_SPAN_DROP)
+			break;
 		/*
 		 * A copy's time is the copy's own, on the GPU, once known: a pageable copy's
 		 * call also waits for the work queued before it (a 4-byte .item() copy behind
@@ -619,7 +629,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		break;
 	}
 	case SP_K_SYNC:
-		if (is_p && is_blocking_sync(ev)) { /* an anchor of the modelled GPU time */
+		if (is_p && is_blocking_sync(ev) && may_model(p, ev)) { /* an anchor of the modelled GPU time */
 			const char *nm = sp_api_name[ev->api];
 			int kind = strstr(nm, "DeviceSynchronize") || strstr(nm, "CtxSynchronize") ? GM_SYNC_DEVICE
 				   : strstr(nm, "StreamSynchronize")				      ? GM_SYNC_STREAM
@@ -849,16 +859,6 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 			p.maxlate = p.maxbegin - ev->begin_ns;
 		uint64_t late = a->late_events;
 		on_event(&p, ev, file);
-		/*
-		 * Launches outside any iteration (none found, or between the last one and
-		 * the end) are modelled once the records are well past them, so that the
-		 * model's memory follows the lateness window, not the run.
-		 */
-		uint64_t w = 8 * p.maxlate > 10000000ull ? 8 * p.maxlate : 10000000ull;
-		if (p.maxbegin > w && p.maxbegin - w > p.model_done + 1000000ull) {
-			p.model_done = p.maxbegin - w;
-			model_resolve(&p, p.model_done);
-		}
 		if (p.oom)
 			goto out;
 		if (a->late_events != late && may_retry) {

@@ -100,6 +100,7 @@ struct gmodel {
 	struct opslot {
 		uint32_t op;
 		uint16_t q;
+		uint8_t modelled; /* its launch got a modelled span */
 		uint64_t seq;
 	} *opr;
 	struct gm_stats st;
@@ -245,7 +246,7 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
 		return gb;
 	struct queue *q = &m->q[o->q];
 	if (o->seq < q->base || o->seq - q->base >= q->n)
-		return gb; /* resolved already: later than the window (counted as measured all the same) */
+		return o->modelled ? GM_SPAN_DROP : gb; /* resolved already: a span later than the window */
 	struct qe *e = at(q, o->seq - q->base);
 	if (e->op != op || e->measured)
 		return gb;
@@ -364,6 +365,8 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 			ready[c] = submitted(x);
 			b[c] = ready[c] > q->cur_end ? ready[c] : q->cur_end;
 			e[c] = b[c] + d;
+			if (m->opr[x->op % GM_OPRING].op == x->op)
+				m->opr[x->op % GM_OPRING].modelled = 1;
 			q->cur_end = e[c];
 			c++;
 		}
@@ -378,7 +381,7 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 				tight = anchor->type == QE_SYNC && anchor->t1 - anchor->t0 > GM_TIGHT_NS;
 			} else {
 				A = anchor->gb;
-				tight = anchor->gb > anchor->t1 + GM_TIGHT_NS;
+				tight = anchor->gb > anchor->t0 + GM_TIGHT_NS; /* its begin event, recorded before its call, waited */
 			}
 			fit(b, e, ready, c, A, tight);
 			if (c)

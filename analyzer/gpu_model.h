@@ -38,6 +38,12 @@ int gm_op(struct gmodel *m, unsigned dev, uint64_t stream, uint32_t op, int laun
  * call time, before the kernel was even submitted). Returns the begin to use.
  */
 uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge);
+/*
+ * What gm_span returns for the span of a launch that was modelled already (its
+ * span came later than the window its iteration was closed with): left out, so
+ * that the launch's GPU time is not counted twice.
+ */
+#define GM_SPAN_DROP UINT64_MAX
 /* A blocking synchronisation of the trainer, [s0, s1): of one stream, of every stream of dev, or another (an event's). */
 enum { GM_SYNC_STREAM, GM_SYNC_DEVICE, GM_SYNC_OTHER };
 int gm_sync(struct gmodel *m, unsigned dev, uint64_t stream, int kind, uint64_t s0, uint64_t s1);

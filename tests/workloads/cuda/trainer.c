@@ -111,7 +111,7 @@ static const struct scenario {
      "--syncs 19 --item-bytes 4 --d2h-bytes 4K --host-us 500",
      "a small D2H copy and a sync after each kernel (.item())"},
     {"launch-bound",
-     "--iters 20 --kernels 200 --kernel-us 15 --launch-host-us 40 --h2d-bytes 64K --pinned --d2h-bytes 4K "
+     "--iters 20 --kernels 200 --kernel-us 15 --launch-host-us 60 --h2d-bytes 64K --pinned --d2h-bytes 4K "
      "--host-us 500",
      "hundreds of short kernels per step, each after host work as long as it: the GPU waits for launches"},
     {"gpu-bound", "--iters 20 --kernels 100 --kernel-us 300 --h2d-bytes 1M --pinned --d2h-bytes 4K --host-us 200",
