@@ -1460,8 +1460,9 @@ static const struct {
  * variables later: the trainer launches kernels, allocates device memory and
  * reads files through its loader workers: STEPPROF_KERNEL_TIMING=foo must not
  * give two warnings, the parser's at start-up and the CUDA hooks' at the first
- * launch. And the default is used: with kernel timing's (all), each of the
- * trainer's launches (its own count, cudaLaunchKernel) has its GPU span.
+ * launch. And the default is used: with kernel timing's (auto), the first two
+ * of the trainer's launches of its kernel (its own count, cudaLaunchKernel) have
+ * their GPU span, and not every one does.
  */
 Test(recorder, a_bad_value_of_any_variable_is_one_warning_and_the_default, .timeout = 240)
 {
@@ -1503,8 +1504,9 @@ Test(recorder, a_bad_value_of_any_variable_is_one_warning_and_the_default, .time
 			sp_json_free(j);
 			cr_expect_eq(launches, 6, "%zu launch records for 2 iterations of 3 kernels", launches);
 			cr_expect_eq(launched, 6, "the trainer's own count: %lu", (unsigned long)launched);
-			cr_expect_eq(timed, launches, "%s: all (the default): %zu of %zu launches timed", bad, timed,
-				     launches);
+			/* auto, the default: a kernel's first 2 launches timed, then 1 in 32 at random (not all 4 others) */
+			cr_expect(timed >= 2 && timed < launches, "%s: auto (the default): %zu of %zu launches timed", bad,
+				  timed, launches);
 		}
 		sp_t_rmrf(dir);
 		free(dir);
