@@ -283,9 +283,19 @@ Test(trainer, gpu_bound_keeps_the_gpu_busy, .timeout = 120)
 	run_free(&r);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
 /*
  * --kernel-step-at 4 --kernel-step-us 40: the same kernel takes 15 µs in
  * iterations 0-3 and 40 µs from iteration 4 on, each as measured by the kernel.
+ * A loaded machine stretches a simulated kernel (its stream's worker thread is
+ * preempted): the means are compared with each other, by the medians of the
+ * iterations before and after the step (25 µs apart, at least 15 here), and
+ * each is at least what the kernel was told.
  */
 Test(trainer, kernel_step_changes_the_kernels_duration, .timeout = 120)
 {
@@ -294,13 +304,16 @@ Test(trainer, kernel_step_changes_the_kernels_duration, .timeout = 120)
 	run_scenario(&r, "launch-bound", more);
 	cr_assert_eq(u(r.j, "config.kernel_step_at"), 4);
 	cr_assert_eq(u(r.j, "config.kernel_step_us"), 40);
+	double before[4], after[4];
 	for (size_t i = 0; i < 8; i++) {
 		double k = mean_kernel_us(r.j, i);
-		if (i < 4)
-			cr_assert_lt(k, 30, "iteration %zu: %.1f µs, before the step", i, k);
-		else
-			cr_assert(k >= 40 && k < 80, "iteration %zu: %.1f µs, after the step", i, k);
+		cr_expect_geq(k, i < 4 ? 15 : 40, "iteration %zu: %.1f µs", i, k);
+		(i < 4 ? before : after)[i % 4] = k;
 	}
+	qsort(before, 4, sizeof(double), cmp_double);
+	qsort(after, 4, sizeof(double), cmp_double);
+	double mb = (before[1] + before[2]) / 2, ma = (after[1] + after[2]) / 2;
+	cr_expect_geq(ma - mb, 15, "median kernel %.1f µs before the step, %.1f µs after", mb, ma);
 	run_free(&r);
 }
 
