@@ -630,10 +630,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 	}
 	case SP_K_SYNC:
 		if (is_p && is_blocking_sync(ev) && may_model(p, ev)) { /* an anchor of the modelled GPU time */
-			const char *nm = sp_api_name[ev->api];
-			int kind = strstr(nm, "DeviceSynchronize") || strstr(nm, "CtxSynchronize") ? GM_SYNC_DEVICE
-				   : strstr(nm, "StreamSynchronize")				      ? GM_SYNC_STREAM
-												      : GM_SYNC_OTHER;
+			int kind = gm_sync_kind(sp_api_name[ev->api]);
 			if (gm_sync(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], kind, ev->begin_ns,
 				    ev->end_ns))
 				p->oom = 1;
@@ -810,11 +807,11 @@ void an_scratch_free(void)
 	memset(&g_scratch, 0, sizeof(g_scratch));
 }
 
-static void emit_modelled(void *arg, uint64_t b, uint64_t e)
+static void emit_modelled(void *arg, const struct gm_modelled *s)
 {
-	struct pass2 *p = arg;
-	add_span(p, BD_GPU, b, e);
-	add_span(p, BD_COMPUTE, b, e);
+	struct pass2 *p = arg; /* the breakdowns want the time only: which launch it was does not matter */
+	add_span(p, BD_GPU, s->b, s->e);
+	add_span(p, BD_COMPUTE, s->b, s->e);
 }
 
 /* Model the untimed launches issued before force (an iteration about to be closed: its spans are in). */

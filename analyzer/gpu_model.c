@@ -211,6 +211,13 @@ int gm_sync(struct gmodel *m, unsigned dev, uint64_t stream, int kind, uint64_t 
 	return 0;
 }
 
+int gm_sync_kind(const char *api)
+{
+	return strstr(api, "DeviceSynchronize") || strstr(api, "CtxSynchronize") ? GM_SYNC_DEVICE
+	       : strstr(api, "StreamSynchronize")				  ? GM_SYNC_STREAM
+										  : GM_SYNC_OTHER;
+}
+
 /*
  * When a launch call submitted its kernel to the GPU: somewhere inside the
  * call, taken as its midpoint, the rule the preload's anchors follow for the
@@ -349,6 +356,7 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 {
 	enum { CHUNK = 256 };
 	uint64_t b[CHUNK], e[CHUNK], ready[CHUNK];
+	const struct qe *src[CHUNK]; /* the launch placed at b[i] (the queue is popped after the run) */
 	size_t done = 0;
 	while (done < n) {
 		size_t c = 0;
@@ -362,6 +370,7 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 				m->st.unknown++;
 				continue;
 			}
+			src[c] = x;
 			ready[c] = submitted(x);
 			b[c] = ready[c] > q->cur_end ? ready[c] : q->cur_end;
 			e[c] = b[c] + d;
@@ -391,7 +400,13 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 			if (e[i] > b[i]) {
 				m->st.modelled++;
 				m->st.modelled_ns += e[i] - b[i];
-				emit(arg, b[i], e[i]);
+				struct gm_modelled s = {.b = b[i],
+							.e = e[i],
+							.stream = q->stream,
+							.op = src[i]->op,
+							.name = src[i]->name,
+							.dev = q->dev};
+				emit(arg, &s);
 			}
 	}
 }

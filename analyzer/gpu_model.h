@@ -47,8 +47,20 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge);
 /* A blocking synchronisation of the trainer, [s0, s1): of one stream, of every stream of dev, or another (an event's). */
 enum { GM_SYNC_STREAM, GM_SYNC_DEVICE, GM_SYNC_OTHER };
 int gm_sync(struct gmodel *m, unsigned dev, uint64_t stream, int kind, uint64_t s0, uint64_t s1);
-/* Place every untimed launch issued before force; emit(arg, b, e) for each modelled span. */
-typedef void (*gm_emit_fn)(void *arg, uint64_t b, uint64_t e);
+/*
+ * The kind of sync a blocking synchronisation call is, by its API name: a
+ * device's or context's, a stream's, or another (an event's).
+ */
+int gm_sync_kind(const char *api);
+/* A modelled span [b, e) of the launch op of kernel name (gm_op's), on (dev, stream). */
+struct gm_modelled {
+	uint64_t b, e;
+	uint64_t stream;
+	uint32_t op, name;
+	unsigned dev;
+};
+/* Place every untimed launch issued before force; emit(arg, span) for each modelled span. */
+typedef void (*gm_emit_fn)(void *arg, const struct gm_modelled *s);
 void gm_resolve(struct gmodel *m, uint64_t force, gm_emit_fn emit, void *arg);
 const struct gm_stats *gm_stats(const struct gmodel *m);
 
