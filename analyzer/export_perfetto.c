@@ -182,6 +182,7 @@ static int export_file(struct ex *x, struct file_info *fi)
 	while (!out_failed(x) && sp_reader_next(x->r, &ev)) {
 		x->st->records++;
 		uint32_t opid = out_id(x, ev.pid), otid = out_id(x, ev.tid);
+		gpu_model_record(x, &ev); /* before gpu_call: a span that waits for its call is measured on joining */
 		struct thread *t = thread_get(x, opid, otid ? otid : opid, ev.tid);
 		switch (ev.kind) {
 		case SP_K_THREAD: {
@@ -261,6 +262,7 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 		jw_ku64(w, "records", x->st->records);
 		jw_ku64(w, "gpu_spans", x->st->gpu_spans);
 		jw_ku64(w, "gpu_spans_unjoined", x->st->gpu_unjoined);
+		jw_ku64(w, "gpu_spans_modelled", x->st->gpu_modelled);
 		jw_ku64(w, "iterations", x->st->iterations);
 		jw_ku64(w, "findings", x->st->findings);
 		jw_obj_end(w);
@@ -288,6 +290,7 @@ int export_perfetto(char *const *paths, size_t n, FILE *out, const struct export
 	free(x->threads);
 	free(x->lanes);
 	free(x->ops);
+	free(x->pend);
 	free(x->files);
 	free(x);
 	return rc;

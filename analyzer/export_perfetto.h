@@ -9,9 +9,13 @@
  * span of each op joined to its launch/copy by op id (and a flow arrow from the
  * call), and a counter of live device bytes.
  *
- * Streaming: records are written as the reader returns them; memory is the
- * reader's, a fixed window of recent GPU ops (EXPORT_OP_WINDOW) and tables whose
- * size follows the number of processes and threads, never the trace's length.
+ * Streaming: records are written as the reader returns them, GPU slices a few
+ * seconds later (the modelled spans of untimed launches are placed once the
+ * records have moved past them, and every slice of a track is written in begin
+ * order); memory is the reader's, a fixed window of recent GPU ops
+ * (EXPORT_OP_WINDOW), the GPU model's and the slices of that lag (at most
+ * EXPORT_PENDING), and tables whose size follows the number of processes and
+ * threads, never the trace's length.
  */
 #ifndef STEPPROF_EXPORT_PERFETTO_H
 #define STEPPROF_EXPORT_PERFETTO_H
@@ -22,6 +26,12 @@
 
 /* Ops remembered per file while waiting for their gpu_span (a power of two). */
 #define EXPORT_OP_WINDOW (1u << 17)
+/* GPU slices held back to be written in begin order (past it, the oldest half is written). */
+#define EXPORT_PENDING (1u << 18)
+/* Processes of one file whose untimed launches are modelled (more: shown measured only). */
+#define EXPORT_MODELS 8u
+/* The least lag behind the newest record at which launches are modelled and slices written. */
+#define EXPORT_MODEL_LAG_NS 2000000000ull
 
 struct export_stats {
 	uint64_t files;	       /* files read (at least partly) */
@@ -29,6 +39,7 @@ struct export_stats {
 	uint64_t events;       /* trace events written (metadata included) */
 	uint64_t gpu_spans;    /* GPU slices written */
 	uint64_t gpu_unjoined; /* of which no launch/copy/memset record was found for the op */
+	uint64_t gpu_modelled; /* of which modelled: launches without timing events (gpu_model.h) */
 	uint64_t iterations;   /* slices of the iterations track */
 	uint64_t findings;     /* findings written as instants */
 	uint64_t ts_zero_ns;   /* CLOCK_MONOTONIC (of the first host) of ts 0 */

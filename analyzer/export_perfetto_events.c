@@ -13,9 +13,11 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "gpu_model.h"
 #include "util.h"
 
 /* ------------------------------------------------------ 1. one event */
@@ -332,23 +334,23 @@ static const char *gpu_name(const struct ex *x, const struct op *o, char *buf, s
 }
 
 /*
- * Write the GPU slice [sb, se) of op on device; call is its launch/copy/memset (or
- * NULL when unknown). A flow arrow goes from the middle of the call to the middle
- * of the span: Perfetto binds a flow end to the slice enclosing its time.
+ * Write the GPU slice g: [b, e) of op on device, call its launch/copy/memset
+ * (has_call: else unknown). A flow arrow goes from the middle of the call to the
+ * middle of the span: Perfetto binds a flow end to the slice enclosing its time.
  */
-static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, uint64_t sb, uint64_t se,
-		      const struct op *call)
+static void slice_write(struct ex *x, const struct gslice *g)
 {
 	struct jsonw *w = &x->w;
 	char buf[SP_MAX_STRING + 64];
-	struct op anon = {.op = op};
+	struct op anon = {.op = g->op};
+	const struct op *call = g->has_call ? &g->call : NULL;
 	const struct op *o = call ? call : &anon;
-	uint32_t opid = out_id(x, pid);
+	uint32_t opid = out_id(x, g->pid);
 	/* the span's length from the record (se - sb wraps back to it), not from two clamped ends */
-	int64_t b = rel(x, sb), e = sat_add(b, clamp_ns(se - sb));
+	int64_t b = rel(x, g->b), e = sat_add(b, clamp_ns(g->e - g->b));
 	if (!in_window(x, b, e))
 		return;
-	uint32_t tid = gpu_lane(x, opid, device, b, e);
+	uint32_t tid = gpu_lane(x, opid, g->device, b, e);
 
 	/* no category: the track, "GPU <device>", holds nothing else (12 bytes a slice) */
 	ev_open(x, "X", gpu_name(x, o, buf, sizeof(buf)), NULL, opid, tid, b);
@@ -357,24 +359,189 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 	 * What the call's slice does not already say: the op of a span without a call
 	 * (else the flow's bind_id holds it) and the stream. A copy's bytes are on
 	 * the call and in the name, the time the op queued is the arrow's gap: left
-	 * out, as they cost a quarter of a kernel's slice.
+	 * out, as they cost a quarter of a kernel's slice. A modelled span says so.
 	 */
-	if (!call || o->stream) {
+	if (!call || o->stream || g->modelled) {
 		jw_kobj_begin(w, "args");
 		if (!call)
-			jw_ku64(w, "op", op);
-		else
+			jw_ku64(w, "op", g->op);
+		else if (o->stream)
 			jw_khex(w, "stream", o->stream);
+		if (g->modelled)
+			jw_kbool(w, "modelled", 1);
 		jw_obj_end(w);
 	}
 	x->st->gpu_spans++;
+	x->st->gpu_modelled += g->modelled;
 	if (call) {
-		jw_ku64(w, "bind_id", flow_id(x, op));
+		jw_ku64(w, "bind_id", flow_id(x, g->op));
 		jw_kbool(w, "flow_in", 1);
 	} else {
 		x->st->gpu_unjoined++;
 	}
 	jw_obj_end(w);
+}
+
+/* By begin; of two with one begin the longer first, so that it encloses the other on a lane. */
+static int slice_cmp(const void *pa, const void *pb)
+{
+	const struct gslice *a = pa, *b = pb;
+	if (a->b != b->b)
+		return a->b < b->b ? -1 : 1;
+	return a->e > b->e ? -1 : a->e < b->e;
+}
+
+/* Write the held-back slices that begin before bound (all: every one), in begin order; keep the others. */
+static void slices_write(struct ex *x, uint64_t bound, int all)
+{
+	if (!x->npend)
+		return;
+	qsort(x->pend, x->npend, sizeof(*x->pend), slice_cmp);
+	size_t k = 0;
+	while (k < x->npend && (all || x->pend[k].b < bound))
+		slice_write(x, &x->pend[k++]);
+	memmove(x->pend, x->pend + k, (x->npend - k) * sizeof(*x->pend));
+	x->npend -= k;
+}
+
+/*
+ * The GPU slice [sb, se) of op on device, call its record (NULL when unknown):
+ * held back, so that the modelled spans placed later take their place among
+ * the measured ones in begin order, as a track's lanes want them (gpu_lane).
+ */
+static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, uint64_t sb, uint64_t se,
+		      const struct op *call, int modelled)
+{
+	if (!x->pend)
+		x->pend = xcalloc(EXPORT_PENDING, sizeof(*x->pend));
+	if (x->npend == EXPORT_PENDING) { /* a lag longer than the buffer: its older half goes out now */
+		qsort(x->pend, x->npend, sizeof(*x->pend), slice_cmp);
+		uint64_t mid = x->pend[EXPORT_PENDING / 2].b;
+		slices_write(x, mid ? mid : 1, 0); /* one begin throughout (a damaged file's): some go all the same */
+		if (x->npend == EXPORT_PENDING)
+			slices_write(x, 0, 1);
+	}
+	struct gslice *g = &x->pend[x->npend++];
+	*g = (struct gslice){.b = sb,
+			     .e = se,
+			     .pid = pid,
+			     .op = op,
+			     .device = (uint8_t)device,
+			     .has_call = call != NULL,
+			     .modelled = (uint8_t)modelled};
+	if (call)
+		g->call = *call;
+}
+
+/*
+ * The model of the untimed launches (gpu_model.h), fed as the analysis feeds
+ * it (analyze_attr.c): with STEPPROF_KERNEL_TIMING=auto only a sample of
+ * launches has a measured span, every other one is drawn where the model
+ * places it, marked "modelled". One model per process of the file that
+ * launches (EXPORT_MODELS at most).
+ */
+static struct gmodel *model_of(struct ex *x, int32_t pid, int make)
+{
+	for (unsigned i = 0; i < x->nmodels; i++)
+		if (x->models[i].pid == pid)
+			return x->models[i].m;
+	if (!make || x->nmodels == EXPORT_MODELS)
+		return NULL;
+	struct gmodel *m = gm_new();
+	if (!m) {
+		util_err(NULL, "out of memory");
+		exit(SP_EXIT_INTERNAL);
+	}
+	x->models[x->nmodels++] = (struct xmodel){.pid = pid, .m = m};
+	return m;
+}
+
+/* The begin of a measured span to show: the model's correction (gm_span), the one the analysis counts. */
+static uint64_t model_span(struct ex *x, int32_t pid, uint32_t op, uint64_t gb, uint64_t ge)
+{
+	struct gmodel *m = model_of(x, pid, 0);
+	return m ? gm_span(m, op, gb, ge) : gb;
+}
+
+struct emit_ctx {
+	struct ex *x;
+	int32_t pid;
+};
+
+static void emit_modelled(void *arg, const struct gm_modelled *s)
+{
+	struct emit_ctx *c = arg;
+	struct op call = {.op = s->op,
+			  .pid = c->pid,
+			  .state = OP_CALL,
+			  .kind = SP_K_LAUNCH,
+			  .device = (uint8_t)s->dev,
+			  .name = s->name,
+			  .stream = s->stream};
+	gpu_slice(c->x, c->pid, s->op, s->dev, s->b, s->e, &call, 1);
+}
+
+/*
+ * Model the launches issued before force, then write the slices that begin well
+ * before it: a span measured later than that (its launch issued about force) is
+ * rare, and would only take a lane of its own.
+ */
+static void models_resolve(struct ex *x, uint64_t force)
+{
+	for (unsigned i = 0; i < x->nmodels; i++) {
+		struct emit_ctx c = {x, x->models[i].pid};
+		gm_resolve(x->models[i].m, force, emit_modelled, &c);
+	}
+	uint64_t slack = EXPORT_MODEL_LAG_NS / 4;
+	slices_write(x, force > slack ? force - slack : 0, force == UINT64_MAX);
+	x->resolved = force;
+}
+
+/*
+ * Records come by begin time but for a bounded lateness (GPU spans read back at
+ * the program's syncs): a launch is modelled once the newest begin is past it by
+ * the larger of EXPORT_MODEL_LAG_NS and four times the worst lateness seen, so
+ * that its measured span, if it has one, has come. Resolved each quarter lag.
+ */
+void gpu_model_record(struct ex *x, const struct sp_event *ev)
+{
+	if (ev->begin_ns > x->maxbegin)
+		x->maxbegin = ev->begin_ns;
+	else if (x->maxbegin - ev->begin_ns > x->maxlate)
+		x->maxlate = x->maxbegin - ev->begin_ns;
+	uint32_t op = (uint32_t)ev->f[SP_F_OP];
+	switch (ev->kind) {
+	case SP_K_LAUNCH:
+	case SP_K_MEMSET:
+	case SP_K_COPY: {
+		if (!op || (int64_t)ev->f[SP_F_RESULT] != 0)
+			break;
+		struct gmodel *m = model_of(x, ev->pid, ev->kind == SP_K_LAUNCH);
+		if (m && gm_op(m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
+			       (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns)) {
+			util_err(NULL, "out of memory");
+			exit(SP_EXIT_INTERNAL);
+		}
+		break;
+	}
+	case SP_K_SYNC: {
+		const char *api = ev->api < SP_API__COUNT ? sp_api_name[ev->api] : "";
+		struct gmodel *m = strstr(api, "Synchronize") ? model_of(x, ev->pid, 0) : NULL;
+		if (m && gm_sync(m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], gm_sync_kind(api), ev->begin_ns,
+				 ev->end_ns)) {
+			util_err(NULL, "out of memory");
+			exit(SP_EXIT_INTERNAL);
+		}
+		break;
+	}
+	default:
+		break;
+	}
+	uint64_t lag = x->maxlate > UINT64_MAX / 4		   ? UINT64_MAX /* a damaged file's times: at its end */
+		       : 4 * x->maxlate > EXPORT_MODEL_LAG_NS ? 4 * x->maxlate
+							  : EXPORT_MODEL_LAG_NS;
+	if (x->maxbegin > lag && x->maxbegin - lag >= x->resolved + lag / 4)
+		models_resolve(x, x->maxbegin - lag);
 }
 
 static struct op *op_slot(struct ex *x, int32_t pid, uint32_t op)
@@ -403,12 +570,12 @@ void gpu_call(struct ex *x, const struct sp_event *ev)
 		       .b = ev->begin_ns,
 		       .e = ev->end_ns};
 	if (s->state == OP_SPAN && s->op == op && s->pid == ev->pid) {
-		gpu_slice(x, s->pid, op, s->device, s->b, s->e, &c);
+		gpu_slice(x, s->pid, op, s->device, model_span(x, s->pid, op, s->b, s->e), s->e, &c, 0);
 		s->state = OP_EMPTY;
 		return;
 	}
 	if (s->state == OP_SPAN) /* a span whose op fell out of the window: shown unnamed */
-		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL);
+		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL, 0);
 	*s = c;
 }
 
@@ -418,25 +585,34 @@ void gpu_span(struct ex *x, const struct sp_event *ev)
 	unsigned dev = (unsigned)ev->f[SP_F_DEVICE];
 	struct op *s = op_slot(x, ev->pid, op);
 	if (s->state == OP_CALL && s->op == op && s->pid == ev->pid) {
-		gpu_slice(x, ev->pid, op, dev, ev->begin_ns, ev->end_ns, s);
+		gpu_slice(x, ev->pid, op, dev, model_span(x, ev->pid, op, ev->begin_ns, ev->end_ns), ev->end_ns, s, 0);
 		s->state = OP_EMPTY;
 		return;
 	}
 	if (s->state == OP_SPAN)
-		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL);
+		gpu_slice(x, s->pid, s->op, s->device, s->b, s->e, NULL, 0);
 	/* Its call may come later (another thread's record merged after it): wait in the window. */
 	*s = (struct op){
 	    .op = op, .pid = ev->pid, .state = OP_SPAN, .device = (uint8_t)dev, .b = ev->begin_ns, .e = ev->end_ns};
 }
 
-/* End of a file: spans whose call never came are shown unnamed; the window is cleared. */
+/*
+ * End of a file: spans whose call never came are shown unnamed; the window is
+ * cleared; every launch left is modelled, every slice written, the models freed.
+ */
 void gpu_flush(struct ex *x)
 {
-	if (!x->ops_dirty)
-		return;
-	for (size_t i = 0; i < EXPORT_OP_WINDOW; i++)
-		if (x->ops[i].state == OP_SPAN)
-			gpu_slice(x, x->ops[i].pid, x->ops[i].op, x->ops[i].device, x->ops[i].b, x->ops[i].e, NULL);
-	memset(x->ops, 0, EXPORT_OP_WINDOW * sizeof(*x->ops));
-	x->ops_dirty = 0;
+	if (x->ops_dirty) {
+		for (size_t i = 0; i < EXPORT_OP_WINDOW; i++)
+			if (x->ops[i].state == OP_SPAN)
+				gpu_slice(x, x->ops[i].pid, x->ops[i].op, x->ops[i].device, x->ops[i].b, x->ops[i].e,
+					  NULL, 0);
+		memset(x->ops, 0, EXPORT_OP_WINDOW * sizeof(*x->ops));
+		x->ops_dirty = 0;
+	}
+	models_resolve(x, UINT64_MAX);
+	for (unsigned i = 0; i < x->nmodels; i++)
+		gm_free(x->models[i].m);
+	x->nmodels = 0;
+	x->maxbegin = x->maxlate = x->resolved = 0;
 }

@@ -76,6 +76,21 @@ struct op {
 	uint64_t b, e; /* OP_CALL: the host call; OP_SPAN: the GPU span */
 };
 
+/* A GPU slice held back (EXPORT_PENDING): call is its op's record when has_call. */
+struct gslice {
+	uint64_t b, e;
+	int32_t pid;
+	uint32_t op;
+	uint8_t device, has_call, modelled;
+	struct op call;
+};
+
+/* The GPU model of one process of the file being read (gpu_model.h). */
+struct xmodel {
+	int32_t pid;
+	struct gmodel *m;
+};
+
 struct ex {
 	struct jsonw w;
 	struct export_stats *st;
@@ -99,6 +114,12 @@ struct ex {
 	uint32_t next_pseudo;
 	struct op *ops; /* EXPORT_OP_WINDOW entries */
 	int ops_dirty;
+	/* the file's GPU models, and its slices held back (export_perfetto_events.c, section 4) */
+	struct xmodel models[EXPORT_MODELS];
+	unsigned nmodels;
+	struct gslice *pend;
+	size_t npend;
+	uint64_t maxbegin, maxlate, resolved; /* the newest record's begin, the worst lateness, the last force */
 	int werr; /* errno of the first failed write to the output, 0 none */
 };
 
@@ -128,6 +149,8 @@ void host_record(struct ex *x, const struct sp_event *ev, uint32_t opid, uint32_
 void gpu_call(struct ex *x, const struct sp_event *ev);
 void gpu_span(struct ex *x, const struct sp_event *ev);
 void gpu_flush(struct ex *x);
+/* Every record of the file, in order: the GPU models' ops and syncs, and their periodic resolution. */
+void gpu_model_record(struct ex *x, const struct sp_event *ev);
 /* Nanoseconds as microseconds with exact nanoseconds (the "ts" and "dur" members). */
 void export_put_us(struct jsonw *w, const char *key, int64_t ns);
 
