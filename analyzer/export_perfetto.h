@@ -9,13 +9,14 @@
  * span of each op joined to its launch/copy by op id (and a flow arrow from the
  * call), and a counter of live device bytes.
  *
- * Streaming: records are written as the reader returns them, GPU slices a few
- * seconds later (the modelled spans of untimed launches are placed once the
+ * Streaming: records are written as the reader returns them, GPU slices a
+ * little later (the modelled spans of untimed launches are placed once the
  * records have moved past them, and every slice of a track is written in begin
  * order); memory is the reader's, a fixed window of recent GPU ops
- * (EXPORT_OP_WINDOW), the GPU model's and the slices of that lag (at most
- * EXPORT_PENDING), and tables whose size follows the number of processes and
- * threads, never the trace's length.
+ * (EXPORT_OP_WINDOW), the GPU model's and the slices of that lag (a few
+ * seconds, or EXPORT_MODEL_HELD ops when they come faster, as long as the GPU
+ * spans' lateness allows; EXPORT_PENDING slices at most), and tables whose size
+ * follows the number of processes and threads, never the trace's length.
  */
 #ifndef STEPPROF_EXPORT_PERFETTO_H
 #define STEPPROF_EXPORT_PERFETTO_H
@@ -27,11 +28,13 @@
 /* Ops remembered per file while waiting for their gpu_span (a power of two). */
 #define EXPORT_OP_WINDOW (1u << 17)
 /* GPU slices held back to be written in begin order (past it, the oldest half is written). */
-#define EXPORT_PENDING (1u << 18)
+#define EXPORT_PENDING (1u << 15)
 /* Processes of one file whose untimed launches are modelled (more: shown measured only). */
 #define EXPORT_MODELS 8u
-/* The least lag behind the newest record at which launches are modelled and slices written. */
+/* The lag behind the newest record at which launches are modelled and slices written, at the least. */
 #define EXPORT_MODEL_LAG_NS 2000000000ull
+/* GPU ops and slices taken in since the last resolution past which the lag is the lateness seen only. */
+#define EXPORT_MODEL_HELD (1u << 14)
 
 struct export_stats {
 	uint64_t files;	       /* files read (at least partly) */

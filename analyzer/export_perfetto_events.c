@@ -422,6 +422,7 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
 			slices_write(x, 0, 1);
 	}
 	struct gslice *g = &x->pend[x->npend++];
+	x->held++;
 	*g = (struct gslice){.b = sb,
 			     .e = se,
 			     .pid = pid,
@@ -486,22 +487,23 @@ static void emit_modelled(void *arg, const struct gm_modelled *s)
  * before it: a span measured later than that (its launch issued about force) is
  * rare, and would only take a lane of its own.
  */
-static void models_resolve(struct ex *x, uint64_t force)
+static void models_resolve(struct ex *x, uint64_t force, uint64_t slack)
 {
 	for (unsigned i = 0; i < x->nmodels; i++) {
 		struct emit_ctx c = {x, x->models[i].pid};
 		gm_resolve(x->models[i].m, force, emit_modelled, &c);
 	}
-	uint64_t slack = EXPORT_MODEL_LAG_NS / 4;
 	slices_write(x, force > slack ? force - slack : 0, force == UINT64_MAX);
 	x->resolved = force;
+	x->held = 0;
 }
 
 /*
  * Records come by begin time but for a bounded lateness (GPU spans read back at
- * the program's syncs): a launch is modelled once the newest begin is past it by
- * the larger of EXPORT_MODEL_LAG_NS and four times the worst lateness seen, so
- * that its measured span, if it has one, has come. Resolved each quarter lag.
+ * the program's syncs), and a span comes after its call by the GPU's backlog
+ * too (gpu_span): a launch is modelled once the newest begin is past it by the
+ * larger of EXPORT_MODEL_LAG_NS and four times the worst of both seen, so that
+ * its measured span, if it has one, has come.
  */
 void gpu_model_record(struct ex *x, const struct sp_event *ev)
 {
@@ -517,6 +519,7 @@ void gpu_model_record(struct ex *x, const struct sp_event *ev)
 		if (!op || (int64_t)ev->f[SP_F_RESULT] != 0)
 			break;
 		struct gmodel *m = model_of(x, ev->pid, ev->kind == SP_K_LAUNCH);
+		x->held += m != NULL;
 		if (m && gm_op(m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
 			       (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns)) {
 			util_err(NULL, "out of memory");
@@ -537,11 +540,17 @@ void gpu_model_record(struct ex *x, const struct sp_event *ev)
 	default:
 		break;
 	}
-	uint64_t lag = x->maxlate > UINT64_MAX / 4		   ? UINT64_MAX /* a damaged file's times: at its end */
-		       : 4 * x->maxlate > EXPORT_MODEL_LAG_NS ? 4 * x->maxlate
-							  : EXPORT_MODEL_LAG_NS;
+	/*
+	 * Every quarter lag; or sooner, when more than EXPORT_MODEL_HELD ops came
+	 * since (a launch-bound program, 200 k launches a second), with the lag the
+	 * lateness seen asks for: memory follows the lateness, not the launch rate.
+	 */
+	uint64_t late = x->maxlate > UINT64_MAX / 4 ? UINT64_MAX : 4 * x->maxlate; /* a damaged file's: at its end */
+	uint64_t lag = late > EXPORT_MODEL_LAG_NS ? late : EXPORT_MODEL_LAG_NS;
 	if (x->maxbegin > lag && x->maxbegin - lag >= x->resolved + lag / 4)
-		models_resolve(x, x->maxbegin - lag);
+		models_resolve(x, x->maxbegin - lag, lag / 4);
+	else if (x->held > EXPORT_MODEL_HELD && x->maxbegin > late && x->maxbegin - late > x->resolved)
+		models_resolve(x, x->maxbegin - late, 0);
 }
 
 static struct op *op_slot(struct ex *x, int32_t pid, uint32_t op)
@@ -585,6 +594,13 @@ void gpu_span(struct ex *x, const struct sp_event *ev)
 	unsigned dev = (unsigned)ev->f[SP_F_DEVICE];
 	struct op *s = op_slot(x, ev->pid, op);
 	if (s->state == OP_CALL && s->op == op && s->pid == ev->pid) {
+		/*
+		 * How long after its call a span comes, in the records' time: the GPU's
+		 * backlog and the readback's delay. A launch is modelled only past that
+		 * (gpu_model_record), else its span, still to come, would be drawn twice.
+		 */
+		if (x->maxbegin > s->e && x->maxbegin - s->e > x->maxlate)
+			x->maxlate = x->maxbegin - s->e;
 		gpu_slice(x, ev->pid, op, dev, model_span(x, ev->pid, op, ev->begin_ns, ev->end_ns), ev->end_ns, s, 0);
 		s->state = OP_EMPTY;
 		return;
@@ -610,7 +626,7 @@ void gpu_flush(struct ex *x)
 		memset(x->ops, 0, EXPORT_OP_WINDOW * sizeof(*x->ops));
 		x->ops_dirty = 0;
 	}
-	models_resolve(x, UINT64_MAX);
+	models_resolve(x, UINT64_MAX, 0);
 	for (unsigned i = 0; i < x->nmodels; i++)
 		gm_free(x->models[i].m);
 	x->nmodels = 0;

@@ -120,6 +120,7 @@ struct ex {
 	struct gslice *pend;
 	size_t npend;
 	uint64_t maxbegin, maxlate, resolved; /* the newest record's begin, the worst lateness, the last force */
+	size_t held;			      /* GPU ops and slices taken in since that resolution */
 	int werr; /* errno of the first failed write to the output, 0 none */
 };
 
