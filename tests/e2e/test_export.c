@@ -5,7 +5,8 @@
  * the trace.
  *
  *   1. helpers: run stepprof export, parse the document, count events
- *   2. a real capture: launches, copies, steps, GPU spans joined, memory counter
+ *   2. a real capture: launches, copies, steps, GPU spans joined, memory counter,
+ *      modelled kernel slices under STEPPROF_KERNEL_TIMING=auto
  *   3. command line: default file, -o FILE, -o -, errors and exit codes, a failed write
  *   4. bounded memory (gentrace traces of 20 k and 400 k records)
  */
@@ -173,6 +174,158 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 	sp_t_result_free(&tr);
 	sp_t_rmrf(dir);
 	free(dir);
+}
+
+/*
+ * The GPU track under STEPPROF_KERNEL_TIMING: each launch of the trainer (its
+ * own count, the ground truth) has one kernel slice, joined to it by the
+ * arrow's bind_id; under auto most are modelled ("modelled": true), placed on
+ * the lanes of the measured ones without overlapping; under all none are.
+ */
+struct gpu_count {
+	size_t launches; /* launch calls' slices in the document */
+	size_t kernels;	 /* GPU slices bound to one of them */
+	size_t modelled; /* of which "modelled": true */
+	size_t twice;	 /* launches with more than one kernel slice */
+	size_t overlaps; /* slices that overlap the one before them on their lane without nesting */
+	size_t foreign;	 /* modelled slices on a lane without a measured slice */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static int is_gpu_slice(const struct sp_json *e)
+{
+	return !strcmp(s_of(e, "ph"), "X") && sp_json_u64(e, "tid", 0) >= 0x80000000ull &&
+	       strncmp(s_of(e, "name"), "iteration ", 10);
+}
+
+static int is_modelled(const struct sp_json *e)
+{
+	const struct sp_json *m = sp_json_path(e, "args.modelled");
+	return m && m->type == SPJ_BOOL && m->num;
+}
+
+static struct gpu_count gpu_count(const struct sp_json *doc)
+{
+	const struct sp_json *ev = sp_json_get(doc, "traceEvents");
+	struct gpu_count c = {0};
+	uint64_t *ids = calloc(ev->n + 1, sizeof(*ids)), *seen = calloc(ev->n + 1, sizeof(*seen));
+	uint64_t *lanes = calloc(ev->n + 1, sizeof(*lanes)); /* tids of measured kernel slices */
+	cr_assert(ids && seen && lanes);
+	size_t nl = 0, ns = 0, nlanes = 0;
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		if (!strcmp(s_of(e, "ph"), "X") && sp_json_get(e, "flow_out") &&
+		    (!strncmp(s_of(e, "name"), "cudaLaunchKernel ", 17) || !strncmp(s_of(e, "name"), "cuLaunchKernel ", 15)))
+			ids[nl++] = sp_json_u64(e, "bind_id", 0);
+	}
+	c.launches = nl;
+	qsort(ids, nl, sizeof(*ids), cmp_u64);
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		uint64_t id = sp_json_u64(e, "bind_id", 0);
+		if (!is_gpu_slice(e) || !sp_json_get(e, "flow_in") || !bsearch(&id, ids, nl, sizeof(*ids), cmp_u64))
+			continue;
+		c.kernels++;
+		seen[ns++] = id;
+		if (is_modelled(e))
+			c.modelled++;
+		else
+			lanes[nlanes++] = sp_json_u64(e, "tid", 0);
+	}
+	qsort(seen, ns, sizeof(*seen), cmp_u64);
+	for (size_t i = 1; i < ns; i++)
+		c.twice += seen[i] == seen[i - 1];
+	qsort(lanes, nlanes, sizeof(*lanes), cmp_u64);
+	/* per lane, in document order (a lane is written in begin order): each slice nests in or follows the last */
+	for (size_t i = 0; i < ev->n; i++) {
+		const struct sp_json *e = &ev->kids[i];
+		if (!is_gpu_slice(e))
+			continue;
+		uint64_t tid = sp_json_u64(e, "tid", 0);
+		if (is_modelled(e) && !bsearch(&tid, lanes, nlanes, sizeof(*lanes), cmp_u64))
+			c.foreign++;
+		double b = sp_json_num(e, "ts", 0), d = sp_json_num(e, "dur", 0);
+		for (size_t k = i; k-- > 0;) {
+			const struct sp_json *p = &ev->kids[k];
+			if (!is_gpu_slice(p) || sp_json_u64(p, "tid", 0) != tid)
+				continue;
+			double pb = sp_json_num(p, "ts", 0), pe = pb + sp_json_num(p, "dur", 0);
+			/* 1 ns of slack: ts and dur are printed as microseconds with three decimals */
+			c.overlaps += b < pe - 0.001 && b + d > pe + 0.001;
+			break;
+		}
+	}
+	free(ids);
+	free(seen);
+	free(lanes);
+	return c;
+}
+
+static void export_kernels(const char *scenario, const char *timing, struct gpu_count *c, uint64_t *launches,
+			   uint64_t *stat_modelled)
+{
+	char *dir = sp_t_tmpdir("export");
+	char tdir[512], out[600], env_t[64];
+	snprintf(tdir, sizeof(tdir), "%s/trace", dir);
+	snprintf(env_t, sizeof(env_t), "STEPPROF_KERNEL_TIMING=%s", timing);
+	char *env[] = {env_t, "NVTX_INJECTION64_PATH=", NULL};
+	char *args[] = {"--scenario", (char *)scenario, "--iters", "4", "--markers", "step", NULL};
+	struct sp_t_result tr, r;
+	sp_t_run_trainer_env(&tr, tdir, args, env);
+	struct sp_json *truth = sp_t_parse_last_line(tr.out);
+	cr_assert_not_null(truth, "trainer output: %s", tr.out);
+	*launches = sp_json_u64(truth, "totals.launches", 0);
+	cr_assert_gt(*launches, 0);
+	snprintf(out, sizeof(out), "%s/x.json", dir);
+	cr_assert_eq(export_run(&r, "-o", out, tdir, NULL), 0, "export: %s", r.err);
+	struct sp_json *j = load(out);
+	*c = gpu_count(j);
+	*stat_modelled = sp_json_u64(j, "otherData.gpu_spans_modelled", UINT64_MAX);
+	sp_t_note("export (%s, %s): %llu launches, %zu kernel slices, %zu modelled, %zu measured", scenario, timing,
+		  (unsigned long long)*launches, c->kernels, c->modelled, c->kernels - c->modelled);
+	cr_expect_eq(c->launches, *launches, "%s: every launch call is a slice", scenario);
+	cr_expect_eq(c->twice, 0, "%s, %s: %zu launches with two kernel slices", scenario, timing, c->twice);
+	cr_expect_eq(c->overlaps, 0, "%s, %s: %zu slices overlap on a lane", scenario, timing, c->overlaps);
+	cr_expect_eq(*stat_modelled, c->modelled, "otherData.gpu_spans_modelled");
+	sp_json_free(j);
+	sp_json_free(truth);
+	sp_t_result_free(&r);
+	sp_t_result_free(&tr);
+	sp_t_rmrf(dir);
+	free(dir);
+}
+
+Test(export_cli, under_auto_timing_every_launch_has_a_kernel_slice_most_modelled, .timeout = 240)
+{
+	static const char *const scenarios[] = {"launch-bound", "gpu-bound"};
+	for (size_t k = 0; k < sizeof(scenarios) / sizeof(scenarios[0]); k++) {
+		struct gpu_count c;
+		uint64_t launches, st;
+		export_kernels(scenarios[k], "auto", &c, &launches, &st);
+		/* a kernel never sampled cannot be placed: a few at most (the trainer's kernels are all sampled) */
+		cr_expect_leq(c.kernels, launches, "%s", scenarios[k]);
+		cr_expect_geq(c.kernels, launches - launches / 50, "%s: %zu kernel slices for %llu launches",
+			      scenarios[k], c.kernels, (unsigned long long)launches);
+		cr_expect_gt(c.modelled, c.kernels / 2, "%s: %zu of %zu kernel slices modelled", scenarios[k],
+			     c.modelled, c.kernels);
+		cr_expect_lt(c.modelled, c.kernels, "%s: some launches are measured", scenarios[k]);
+		cr_expect_eq(c.foreign, 0, "%s: %zu modelled slices on a lane of their own", scenarios[k], c.foreign);
+	}
+}
+
+Test(export_cli, under_all_timing_no_kernel_slice_is_modelled, .timeout = 120)
+{
+	struct gpu_count c;
+	uint64_t launches, st;
+	export_kernels("launch-bound", "all", &c, &launches, &st);
+	cr_expect_eq(c.kernels, launches);
+	cr_expect_eq(c.modelled, 0);
+	cr_expect_eq(st, 0);
 }
 
 /* ------------------------------------------------------- 3. command line */
