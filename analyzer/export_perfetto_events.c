@@ -439,13 +439,13 @@ static void gpu_slice(struct ex *x, int32_t pid, uint32_t op, unsigned device, u
  * it (analyze_attr.c): with STEPPROF_KERNEL_TIMING=auto only a sample of
  * launches has a measured span, every other one is drawn where the model
  * places it, marked "modelled". One model per process of the file that
- * launches (EXPORT_MODELS at most).
+ * queues GPU work (EXPORT_MODELS at most).
  */
-static struct gmodel *model_of(struct ex *x, int32_t pid, int make)
+static struct xmodel *xmodel_of(struct ex *x, int32_t pid, int make)
 {
 	for (unsigned i = 0; i < x->nmodels; i++)
 		if (x->models[i].pid == pid)
-			return x->models[i].m;
+			return &x->models[i];
 	if (!make || x->nmodels == EXPORT_MODELS)
 		return NULL;
 	struct gmodel *m = gm_new();
@@ -453,8 +453,36 @@ static struct gmodel *model_of(struct ex *x, int32_t pid, int make)
 		util_err(NULL, "out of memory");
 		exit(SP_EXIT_INTERNAL);
 	}
-	x->models[x->nmodels++] = (struct xmodel){.pid = pid, .m = m};
-	return m;
+	struct xmodel *xm = &x->models[x->nmodels++];
+	memset(xm, 0, sizeof(*xm));
+	xm->pid = pid;
+	xm->m = m;
+	return xm;
+}
+
+static struct gmodel *model_of(struct ex *x, int32_t pid, int make)
+{
+	struct xmodel *xm = xmodel_of(x, pid, make);
+	return xm ? xm->m : NULL;
+}
+
+/*
+ * Where to cut the model's queues for a horizon: just after the latest sync of
+ * the process that returned by then. A run of untimed launches is fitted to
+ * the anchor that follows it (gm_resolve): cut at a sync, each run has its
+ * anchor; cut anywhere, the run in progress would be placed without it and may
+ * overlap the measured span that bounds it. No such sync: the horizon.
+ */
+static uint64_t model_force(const struct xmodel *xm, uint64_t horizon)
+{
+	if (horizon == UINT64_MAX)
+		return horizon;
+	uint64_t best = 0;
+	unsigned n = xm->nsync < XMODEL_SYNCS ? xm->nsync : XMODEL_SYNCS;
+	for (unsigned i = 0; i < n; i++)
+		if (xm->sync_end[i] < horizon && xm->sync_end[i] >= best)
+			best = xm->sync_end[i] + 1;
+	return best ? best : horizon;
 }
 
 /* The begin of a measured span to show: the model's correction (gm_span), the one the analysis counts. */
@@ -489,11 +517,15 @@ static void emit_modelled(void *arg, const struct gm_modelled *s)
  */
 static void models_resolve(struct ex *x, uint64_t force, uint64_t slack)
 {
+	uint64_t low = force; /* the earliest cut: a slice may still come from past it */
 	for (unsigned i = 0; i < x->nmodels; i++) {
 		struct emit_ctx c = {x, x->models[i].pid};
-		gm_resolve(x->models[i].m, force, emit_modelled, &c);
+		uint64_t f = model_force(&x->models[i], force);
+		gm_resolve(x->models[i].m, f, emit_modelled, &c);
+		if (f < low)
+			low = f;
 	}
-	slices_write(x, force > slack ? force - slack : 0, force == UINT64_MAX);
+	slices_write(x, low > slack ? low - slack : 0, force == UINT64_MAX);
 	x->resolved = force;
 	x->held = 0;
 }
@@ -518,7 +550,8 @@ void gpu_model_record(struct ex *x, const struct sp_event *ev)
 	case SP_K_COPY: {
 		if (!op || (int64_t)ev->f[SP_F_RESULT] != 0)
 			break;
-		struct gmodel *m = model_of(x, ev->pid, ev->kind == SP_K_LAUNCH);
+		/* a copy queued before the first launch bounds where that launch can begin: fed too */
+		struct gmodel *m = model_of(x, ev->pid, 1);
 		x->held += m != NULL;
 		if (m && gm_op(m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
 			       (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns)) {
@@ -529,12 +562,15 @@ void gpu_model_record(struct ex *x, const struct sp_event *ev)
 	}
 	case SP_K_SYNC: {
 		const char *api = ev->api < SP_API__COUNT ? sp_api_name[ev->api] : "";
-		struct gmodel *m = strstr(api, "Synchronize") ? model_of(x, ev->pid, 0) : NULL;
-		if (m && gm_sync(m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], gm_sync_kind(api), ev->begin_ns,
-				 ev->end_ns)) {
+		struct xmodel *xm = strstr(api, "Synchronize") ? xmodel_of(x, ev->pid, 0) : NULL;
+		int kind = gm_sync_kind(api);
+		if (xm && gm_sync(xm->m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], kind, ev->begin_ns,
+				  ev->end_ns)) {
 			util_err(NULL, "out of memory");
 			exit(SP_EXIT_INTERNAL);
 		}
+		if (xm && kind != GM_SYNC_OTHER) /* an event's sync bounds no stream: no cut there */
+			xm->sync_end[xm->nsync++ % XMODEL_SYNCS] = ev->end_ns;
 		break;
 	}
 	default:

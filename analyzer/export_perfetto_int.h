@@ -85,10 +85,13 @@ struct gslice {
 	struct op call;
 };
 
-/* The GPU model of one process of the file being read (gpu_model.h). */
+/* The GPU model of one process of the file being read (gpu_model.h), and the ends of its latest syncs. */
+#define XMODEL_SYNCS 64
 struct xmodel {
 	int32_t pid;
 	struct gmodel *m;
+	uint64_t sync_end[XMODEL_SYNCS]; /* a ring: the newest XMODEL_SYNCS */
+	unsigned nsync;
 };
 
 struct ex {
