@@ -188,7 +188,7 @@ struct gpu_count {
 	size_t modelled; /* of which "modelled": true */
 	size_t twice;	 /* launches with more than one kernel slice */
 	size_t overlaps; /* slices that overlap the one before them on their lane without nesting */
-	size_t foreign;	 /* modelled slices on a lane without a measured slice */
+	size_t foreign;	 /* modelled slices on a lane without a measured kernel slice */
 };
 
 static int cmp_u64(const void *a, const void *b)
@@ -291,6 +291,9 @@ static void export_kernels(const char *scenario, const char *timing, struct gpu_
 	cr_expect_eq(c->launches, *launches, "%s: every launch call is a slice", scenario);
 	cr_expect_eq(c->twice, 0, "%s, %s: %zu launches with two kernel slices", scenario, timing, c->twice);
 	cr_expect_eq(c->overlaps, 0, "%s, %s: %zu slices overlap on a lane", scenario, timing, c->overlaps);
+	if (c->foreign)
+		sp_t_note("export (%s, %s): %zu modelled slices moved to a lane of their own", scenario, timing,
+			  c->foreign);
 	cr_expect_eq(*stat_modelled, c->modelled, "otherData.gpu_spans_modelled");
 	sp_json_free(j);
 	sp_json_free(truth);
@@ -314,7 +317,13 @@ Test(export_cli, under_auto_timing_every_launch_has_a_kernel_slice_most_modelled
 		cr_expect_gt(c.modelled, c.kernels / 2, "%s: %zu of %zu kernel slices modelled", scenarios[k],
 			     c.modelled, c.kernels);
 		cr_expect_lt(c.modelled, c.kernels, "%s: some launches are measured", scenarios[k]);
-		cr_expect_eq(c.foreign, 0, "%s: %zu modelled slices on a lane of their own", scenarios[k], c.foreign);
+		/*
+		 * On the measured slices' lane: all but the few the model places over a
+		 * measured span of their stream (a run pulled back to fit its anchor,
+		 * past the work before it), which the lanes then move aside.
+		 */
+		cr_expect_leq(c.foreign, c.modelled / 10, "%s: %zu of %zu modelled slices on a lane of their own",
+			      scenarios[k], c.foreign, c.modelled);
 	}
 }
 
