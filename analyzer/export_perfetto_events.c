@@ -7,7 +7,8 @@
  * Divided into:
  *   1. writing one trace event (common members, args from fields.def),
  *   2. host records: calls as X slices, marks/steps as instants, the memory counter,
- *   3. the GPU track: joining gpu_span to its op, flow arrows.
+ *   3. the GPU track: joining gpu_span to its op, flow arrows, the modelled spans
+ *      of untimed launches (gpu_model.h), slices written in begin order.
  */
 #include "export_perfetto_int.h"
 
@@ -564,8 +565,8 @@ void gpu_model_record(struct ex *x, const struct sp_event *ev)
 		const char *api = ev->api < SP_API__COUNT ? sp_api_name[ev->api] : "";
 		struct xmodel *xm = strstr(api, "Synchronize") ? xmodel_of(x, ev->pid, 0) : NULL;
 		int kind = gm_sync_kind(api);
-		if (xm && gm_sync(xm->m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], kind, ev->begin_ns,
-				  ev->end_ns)) {
+		if (xm &&
+		    gm_sync(xm->m, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], kind, ev->begin_ns, ev->end_ns)) {
 			util_err(NULL, "out of memory");
 			exit(SP_EXIT_INTERNAL);
 		}

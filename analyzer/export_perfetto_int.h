@@ -117,7 +117,7 @@ struct ex {
 	uint32_t next_pseudo;
 	struct op *ops; /* EXPORT_OP_WINDOW entries */
 	int ops_dirty;
-	/* the file's GPU models, and its slices held back (export_perfetto_events.c, section 4) */
+	/* the file's GPU models, and its slices held back (export_perfetto_events.c, section 3) */
 	struct xmodel models[EXPORT_MODELS];
 	unsigned nmodels;
 	struct gslice *pend;

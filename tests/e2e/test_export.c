@@ -220,7 +220,8 @@ static struct gpu_count gpu_count(const struct sp_json *doc)
 	for (size_t i = 0; i < ev->n; i++) {
 		const struct sp_json *e = &ev->kids[i];
 		if (!strcmp(s_of(e, "ph"), "X") && sp_json_get(e, "flow_out") &&
-		    (!strncmp(s_of(e, "name"), "cudaLaunchKernel ", 17) || !strncmp(s_of(e, "name"), "cuLaunchKernel ", 15)))
+		    (!strncmp(s_of(e, "name"), "cudaLaunchKernel ", 17) ||
+		     !strncmp(s_of(e, "name"), "cuLaunchKernel ", 15)))
 			ids[nl++] = sp_json_u64(e, "bind_id", 0);
 	}
 	c.launches = nl;
