@@ -318,12 +318,14 @@ uint64_t gm_span(struct gmodel *m, uint32_t op, uint64_t gb, uint64_t ge)
  * stretched to end there, so that the stream's work between two anchors adds
  * up to what the anchors say, whatever the model's error.
  */
-static void fit(uint64_t *b, uint64_t *e, const uint64_t *ready, size_t n, uint64_t A, int tight)
+static void fit(uint64_t *b, uint64_t *e, const uint64_t *ready, size_t n, uint64_t floor, uint64_t A, int tight)
 {
 	if (!n)
 		return;
 	if (e[n - 1] > A) {
-		uint64_t bound = A;
+		uint64_t bound = A, d0[256], total = 0;
+		for (size_t i = 0; i < n && i < 256; i++)
+			total += d0[i] = e[i] - b[i];
 		for (size_t i = n; i-- > 0;) {
 			if (e[i] <= bound)
 				break;
@@ -331,6 +333,19 @@ static void fit(uint64_t *b, uint64_t *e, const uint64_t *ready, size_t n, uint6
 			e[i] = bound;
 			b[i] = e[i] > d && e[i] - d > ready[i] ? e[i] - d : ready[i] < e[i] ? ready[i] : e[i];
 			bound = b[i];
+		}
+		/*
+		 * The run does not fit between where the stream's earlier work ended
+		 * and the anchor: a stream runs one op at a time, so the run shares
+		 * that interval, each op in proportion to its modelled duration.
+		 */
+		if (b[0] < floor && n <= 256 && total) {
+			uint64_t avail = A > floor ? A - floor : 0, t = floor;
+			for (size_t i = 0; i < n; i++) {
+				b[i] = t;
+				t = i + 1 < n ? t + (uint64_t)((double)d0[i] * (double)avail / (double)total) : floor + avail;
+				e[i] = t;
+			}
 		}
 		return;
 	}
@@ -360,6 +375,7 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 	size_t done = 0;
 	while (done < n) {
 		size_t c = 0;
+		uint64_t floor = q->cur_end; /* where the stream's earlier work ended */
 		for (; done < n && c < CHUNK; done++) {
 			struct qe *x = at(q, done);
 			if (x->type != QE_LAUNCH)
@@ -392,7 +408,7 @@ static void place_run(struct gmodel *m, struct queue *q, size_t n, const struct 
 				A = anchor->gb;
 				tight = anchor->gb > anchor->t0 + GM_TIGHT_NS; /* its begin event, recorded before its call, waited */
 			}
-			fit(b, e, ready, c, A, tight);
+			fit(b, e, ready, c, floor, A, tight);
 			if (c)
 				q->cur_end = e[c - 1];
 		}

@@ -18,12 +18,12 @@ struct spans {
 	size_t n;
 };
 
-static void collect(void *arg, uint64_t b, uint64_t e)
+static void collect(void *arg, const struct gm_modelled *m)
 {
 	struct spans *s = arg;
 	if (s->n < 4096) {
-		s->b[s->n] = b;
-		s->e[s->n] = e;
+		s->b[s->n] = m->b;
+		s->e[s->n] = m->e;
 		s->n++;
 	}
 }
@@ -138,6 +138,32 @@ Test(gpu_model, a_run_is_fitted_to_a_sync_that_blocked)
 	cr_expect_eq(s.e[9], first + 120 * US, "the run ends where the sync returned");
 	for (size_t i = 1; i < s.n; i++)
 		cr_expect_eq(s.b[i], s.e[i - 1], "back to back at %zu", i);
+	gm_free(m);
+}
+
+/*
+ * A run that cannot fit between the stream's earlier work and the next op's
+ * measured begin: it shares that interval in proportion to the model, never
+ * overlapping the measured op before it (a stream runs one op at a time).
+ */
+Test(gpu_model, a_run_squeezed_between_two_measured_ops_shares_the_gap)
+{
+	struct gmodel *m = gm_new();
+	struct spans s = {0};
+	sample(m, 9, 1000 * US, 10 * US);
+	uint64_t t = 2000 * US;
+	uint32_t o = launch(m, 9, t); /* measured: runs [t + 4, t + 40) */
+	gm_span(m, o, t + 4 * US, t + 40 * US);
+	launch(m, 9, t + 5 * US);
+	launch(m, 9, t + 10 * US);
+	o = launch(m, 9, t + 15 * US); /* measured, its begin event waited: began at t + 50 */
+	gm_span(m, o, t + 50 * US, t + 60 * US);
+	gm_resolve(m, UINT64_MAX, collect, &s);
+	cr_assert_eq(s.n, 2);
+	cr_expect_eq(s.b[0], t + 40 * US, "begins where the measured op before it ended");
+	cr_expect_eq(s.e[0], t + 45 * US);
+	cr_expect_eq(s.b[1], t + 45 * US);
+	cr_expect_eq(s.e[1], t + 50 * US, "ends where the next began");
 	gm_free(m);
 }
 
