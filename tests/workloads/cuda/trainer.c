@@ -56,6 +56,8 @@ static struct opts {
 	unsigned kernel_step_at;	 /* --kernel-step-at N: from iteration N on (0: never) ... */
 	uint64_t kernel_step_us;	 /* --kernel-step-us U: ... each kernel sleeps U us, not --kernel-us */
 	unsigned batch_copies;		 /* --batch-copies N: each copy as N pieces of one cudaMemcpyBatchAsync */
+	unsigned epoch_iters;		 /* --epoch-iters N: new loader workers every N iterations (0: never) */
+	uint64_t worker_start_us;	 /* --worker-start-us U: a new worker's start-up, spun before its first batch */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
 	bool pin_thread;  /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
@@ -116,6 +118,10 @@ static const struct scenario {
      "hundreds of short kernels per step, each after host work as long as it: the GPU waits for launches"},
     {"gpu-bound", "--iters 20 --kernels 100 --kernel-us 300 --h2d-bytes 1M --pinned --d2h-bytes 4K --host-us 200",
      "a deep queue: the host launches a step's kernels at once and waits at the sync"},
+    {"worker-restart",
+     "--iters 24 --workers 2 --epoch-iters 6 --worker-start-us 60000 --files-per-iter 8 --file-size 64K "
+     "--kernels 4 --kernel-us 2000 --h2d-bytes 1M --pinned --d2h-bytes 4K --host-us 500",
+     "loader workers created anew every 6 iterations (an epoch without persistent_workers), 60 ms start-up each"},
 };
 
 static void usage(FILE *f)
@@ -130,6 +136,7 @@ static void usage(FILE *f)
 		   "  --pause-at N --pause-ms M  --launch-host-us U  --kernel-step-at N --kernel-step-us U\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "  --profiler-range A-B  --profiler-dlsym  --profiler-entry-point\n"
+		   "  --epoch-iters N  --worker-start-us U\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -241,6 +248,8 @@ static const struct field_opt {
     {"--launch-host-us", F_SIZE, offsetof(struct opts, launch_host_us), 0},
     {"--kernel-step-at", F_UINT, offsetof(struct opts, kernel_step_at), 100000000},
     {"--kernel-step-us", F_SIZE, offsetof(struct opts, kernel_step_us), 0},
+    {"--epoch-iters", F_UINT, offsetof(struct opts, epoch_iters), 1000000},
+    {"--worker-start-us", F_SIZE, offsetof(struct opts, worker_start_us), 0},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -575,6 +584,22 @@ struct worker {
 
 static struct worker *workers;
 
+/*
+ * --epoch-iters N: the workers of one epoch's iterator (a generation) serve
+ * batches epoch_first .. epoch_end - 1, batch b by worker (b - epoch_first) mod K,
+ * as a new DataLoader iterator deals its indices round-robin from worker 0.
+ * all_pids: every worker forked, generation after generation (the ground truth's
+ * worker_pids).
+ */
+static unsigned epoch_first, epoch_end;
+static pid_t *all_pids;
+static unsigned nall_pids;
+
+static unsigned worker_of(unsigned b)
+{
+	return (b - epoch_first) % O.workers;
+}
+
 static bool read_full(int fd, void *p, size_t n, bool record)
 {
 	char *c = p;
@@ -615,6 +640,8 @@ static void __attribute__((noreturn)) worker_main(unsigned w, int idx_fd, int re
 	char *buf = malloc(cap ? cap : 1);
 	uint32_t idx;
 
+	/* --worker-start-us: what a new worker does before its first batch (imports, building the dataset) */
+	spin_for(jitter(&rng, O.worker_start_us * 1000));
 	while (buf && read_full(idx_fd, &idx, sizeof(idx), false)) {
 		struct batch_stats bs;
 		struct batch_msg m = {.index = idx, .pid = (int32_t)getpid()};
@@ -631,15 +658,26 @@ static void __attribute__((noreturn)) worker_main(unsigned w, int idx_fd, int re
 static void send_index(unsigned b)
 {
 	uint32_t idx = b;
-	if (!write_full(workers[b % O.workers].idx_fd, &idx, sizeof(idx))) {
-		fprintf(stderr, "trainer: loader worker %u is gone\n", b % O.workers);
+	if (!write_full(workers[worker_of(b)].idx_fd, &idx, sizeof(idx))) {
+		fprintf(stderr, "trainer: loader worker %u is gone\n", worker_of(b));
 		exit(1);
 	}
 }
 
-static void start_workers(void)
+/* A generation of K workers for batches first .. the end of its epoch (the run's end without --epoch-iters). */
+static void start_workers(unsigned first)
 {
-	workers = calloc(O.workers, sizeof(*workers));
+	epoch_first = first;
+	epoch_end = O.epoch_iters && O.iters - first > O.epoch_iters ? first + O.epoch_iters : O.iters;
+	if (!workers)
+		workers = calloc(O.workers, sizeof(*workers));
+	pid_t *more = realloc(all_pids, (nall_pids + O.workers) * sizeof(*all_pids));
+	if (!workers || !more) {
+		fprintf(stderr, "trainer: out of host memory\n");
+		exit(1);
+	}
+	all_pids = more;
+	tr_workers_started(first);
 	for (unsigned w = 0; w < O.workers; w++) {
 		int ip[2], rp[2];
 		if (pipe2(ip, O_CLOEXEC) || pipe2(rp, O_CLOEXEC)) {
@@ -662,6 +700,7 @@ static void start_workers(void)
 		close(ip[0]);
 		close(rp[1]);
 		workers[w] = (struct worker){pid, ip[1], rp[0]};
+		all_pids[nall_pids++] = pid;
 	}
 }
 
@@ -921,9 +960,16 @@ static void get_batch(unsigned i)
 	 * PyTorch's DataLoader keeps prefetch_factor batches outstanding per worker; the first
 	 * ones are sent by iter(loader), just before the first wait: inside the first
 	 * iteration, so that every file a worker reads falls inside some iteration.
+	 * --epoch-iters: at an epoch's first batch the last epoch's iterator ends its
+	 * workers (EOF on their index pipes, waitpid) and the new one forks its own and
+	 * prefetches from scratch, so the new workers' first batches are waited for.
 	 */
-	if (i == 0)
-		for (unsigned b = 0; b < O.iters && b < O.prefetch * O.workers; b++)
+	if (i && i == epoch_end) {
+		stop_workers();
+		start_workers(i);
+	}
+	if (i == epoch_first)
+		for (unsigned b = i; b < epoch_end && b < i + O.prefetch * O.workers; b++)
 			send_index(b);
 	struct batch_msg m;
 	bool got;
@@ -935,17 +981,17 @@ static void get_batch(unsigned i)
 		got = pin_get(i, &m);
 		tr_input(t0, tr_now());
 	} else {
-		got = read_full(workers[i % O.workers].res_fd, &m, sizeof(m), true);
+		got = read_full(workers[worker_of(i)].res_fd, &m, sizeof(m), true);
 	}
 	if (!got) {
-		fprintf(stderr, "trainer: loader worker %u died\n", i % O.workers);
+		fprintf(stderr, "trainer: loader worker %u died\n", worker_of(i));
 		exit(1);
 	}
 	if (m.index != i || m.err)
 		fprintf(stderr, "trainer: batch %u: got batch %u, error %d\n", i, m.index, m.err);
 	tr_batch_reader(m.pid, m.read_begin, m.read_end);
 	tr_files(m.opened, m.stats, m.bytes);
-	if (i + O.prefetch * O.workers < O.iters)
+	if (i + O.prefetch * O.workers < epoch_end)
 		send_index(i + O.prefetch * O.workers);
 }
 
@@ -1312,6 +1358,10 @@ int main(int argc, char **argv)
 		bad("--prefetch (must be > 0)", "0");
 	if (O.pin_thread && !(O.workers && O.files_per_iter))
 		bad("--pin-thread (needs --workers K and --files-per-iter N)", "");
+	if (O.epoch_iters && !(O.workers && O.files_per_iter))
+		bad("--epoch-iters (needs --workers K and --files-per-iter N)", "");
+	if (O.epoch_iters && O.pin_thread)
+		bad("--epoch-iters (not with --pin-thread)", "");
 	rng_state = O.seed ? O.seed : 1;
 
 	const char *gbps = getenv("SIMGPU_PINNED_GBPS");
@@ -1356,7 +1406,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (O.files_per_iter && O.workers)
-		start_workers();
+		start_workers(0);
 	backward_start();
 
 	for (unsigned i = 0; i < O.iters; i++) {
@@ -1410,9 +1460,11 @@ int main(int argc, char **argv)
 		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files, O.log_every);
 	fprintf(f, ",\"launch_host_us\":%llu,\"kernel_step_at\":%u,\"kernel_step_us\":%llu",
 		(unsigned long long)O.launch_host_us, O.kernel_step_at, (unsigned long long)O.kernel_step_us);
+	fprintf(f, ",\"epoch_iters\":%u,\"worker_start_us\":%llu", O.epoch_iters,
+		(unsigned long long)O.worker_start_us);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
-	for (unsigned w = 0; w < O.workers && workers; w++)
-		fprintf(f, "%s%d", w ? "," : "", (int)workers[w].pid);
+	for (unsigned w = 0; w < nall_pids; w++)
+		fprintf(f, "%s%d", w ? "," : "", (int)all_pids[w]);
 	fprintf(f, "],\"device\":{\"total_bytes\":%llu,\"free_bytes_at_start\":%llu,\"host_memcpy_gbps\":%.3f},",
 		(unsigned long long)total0, (unsigned long long)free0, memcpy_gbps);
 	/* --backward-thread: the share asked for, and the kernels per iteration it gives */

@@ -87,6 +87,7 @@ void tr_alloc_failure(uint64_t request, uint64_t free, uint64_t total, unsigned 
 void tr_host_alloc(void);
 void tr_host_free(void);
 void tr_data_file_created(void);
+void tr_workers_started(unsigned i); /* loader workers forked for iteration i's batch (before it, or in it) */
 
 /* Writes "iterations", "alloc_failures", "totals", "summary" (members of the open object). */
 void tr_truth_write(FILE *f);

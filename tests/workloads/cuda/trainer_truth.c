@@ -49,6 +49,7 @@ struct iter {
 	uint64_t live_end, peak;
 	int reader_pid;
 	uint64_t read_begin, read_end;
+	bool workers_started; /* a generation of loader workers was forked for this iteration's batch */
 };
 
 struct failure {
@@ -288,6 +289,12 @@ void tr_host_alloc(void)
 void tr_host_free(void)
 {
 	T.host_frees++;
+}
+
+void tr_workers_started(unsigned i)
+{
+	if (i < T.iters)
+		T.it[i].workers_started = true;
 }
 
 void tr_data_file_created(void)
@@ -535,8 +542,9 @@ void tr_truth_write(FILE *f)
 		write_counts(f, &it->c);
 		fprintf(f,
 			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu}"
-			",\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
+			",\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
 			it->reader_pid, (unsigned long long)it->read_begin, (unsigned long long)it->read_end,
+			it->workers_started ? "true" : "false",
 			(unsigned long long)it->live_end, (unsigned long long)it->peak);
 	}
 	fputs("],\"alloc_failures\":[", f);
