@@ -10,6 +10,13 @@
  * report of the CPU-only job says no CUDA call was made, names the workers and
  * gives the whole run's input and its small_file_storm.
  * Ground truth: the script's own counts and the pids that served the items.
+ *
+ * Worker restarts: loader.py epochs runs 3 epochs of 8 steps over 128 of the
+ * files with 2 workers whose worker_init_fn spins 50 ms, stepprof_step() marks
+ * through ctypes. Without persistent_workers each epoch's iterator forks new
+ * workers and the analysis has a worker_restart finding with restarts = epochs
+ * - 1 at the steps where the script saw new workers; with persistent_workers=True
+ * it has none. The step count is exact either way.
  */
 #include "test_io_helpers.h"
 
@@ -214,6 +221,99 @@ Test(torch, dataloader_under_stepprof_run_bpf, .timeout = 300)
 	/* And not twice: the libc file wrappers stood down. */
 	cr_expect_eq(io_t_count(&rs, (struct io_filter){ .prefix = e.prefix, .source = "libc" }, NULL), 0);
 	io_t_free(&rs);
+	sp_json_free(t);
+	torch_fini(&e);
+}
+
+/*
+ * loader.py epochs under the preload, analysed: the script's truth in *t, the
+ * analysis in *an. The step count is exact and the truth's generations are what
+ * persistent_workers says: one per epoch without it, one for the run with it.
+ */
+static void run_epochs(struct torch_env *e, const char *persistent, struct sp_json **t, struct sp_json **an)
+{
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *argv[] = { PYTHON, "-W", "ignore", e->script, "epochs", e->data, "128", "3", "2", (char *)persistent,
+			 "50", "16", NULL };
+	struct sp_t_result res;
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 240), 0, "loader.py epochs: %s", res.err);
+	*t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	cr_assert_not_null(*t);
+	char *jargv[] = { e->stepprof, "analyze", "--json", e->trace, NULL };
+	cr_assert_eq(sp_t_run(&res, jargv, NULL, NULL, 120), 0, "stepprof analyze --json: %s", res.err);
+	*an = sp_json_parse(res.out);
+	sp_t_result_free(&res);
+	cr_assert_not_null(*an);
+	long steps = sp_json_i64(*t, "steps", -1), epochs = sp_json_i64(*t, "epochs", -1);
+	cr_assert_eq(steps, 24);
+	cr_expect_str_eq(sp_json_str(*an, "iteration_source"), "api");
+	cr_expect_eq(sp_json_i64(*an, "summary.iterations", -1), steps, "%lld iterations, the script made %ld steps",
+		     (long long)sp_json_i64(*an, "summary.iterations", -1), steps);
+	const struct sp_json *gens = sp_json_get(*t, "worker_pids_by_epoch"), *walls = sp_json_get(*t, "wall_ms");
+	cr_assert(gens && (long)gens->n == epochs && walls);
+	int same = 1;
+	for (size_t g = 1; g < gens->n; g++) {
+		const struct sp_json *a = sp_json_at(gens, g - 1), *b = sp_json_at(gens, g);
+		cr_assert_eq(a->n, 2, "epoch %zu: %zu workers", g - 1, a->n);
+		for (size_t k = 0; k < a->n; k++)
+			same &= in_list(b, (int)a->kids[k].num);
+	}
+	cr_expect_eq(same, strcmp(persistent, "0") != 0, "persistent_workers=%s, the epochs' workers %s", persistent,
+		     same ? "the same" : "new");
+	char line[1024] = "";
+	for (size_t i = 0; i < walls->n; i++)
+		snprintf(line + strlen(line), sizeof(line) - strlen(line), "%s%.0f", i ? " " : "", walls->kids[i].num);
+	sp_t_note("torch epochs, persistent_workers=%s: step walls (ms) %s", persistent, line);
+}
+
+static const struct sp_json *find_kind(const struct sp_json *an, const char *kind)
+{
+	const struct sp_json *f = sp_json_get(an, "findings");
+	for (size_t i = 0; f && i < f->n; i++)
+		if (!strcmp(sp_json_str(sp_json_at(f, i), "kind") ?: "", kind))
+			return sp_json_at(f, i);
+	return NULL;
+}
+
+Test(torch, worker_restart_without_persistent_workers, .timeout = 300)
+{
+	struct torch_env e;
+	torch_init(&e, "torch-restart");
+	struct sp_json *t, *an;
+	run_epochs(&e, "0", &t, &an);
+	long epochs = sp_json_i64(t, "epochs", -1);
+	/* the steps whose batch came from new workers, the first one (no restart) left out */
+	const struct sp_json *started = sp_json_get(t, "workers_started");
+	cr_assert(started && (long)started->n == epochs, "new workers at %zu steps", started ? started->n : 0);
+	char list[256] = "";
+	for (size_t i = 1; i < started->n; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.0f", i > 1 ? "," : "",
+			 started->kids[i].num);
+	const struct sp_json *f = find_kind(an, "worker_restart");
+	cr_assert_not_null(f, "no worker_restart: %s", sp_json_str(an, "iteration_source"));
+	cr_expect_eq(sp_json_i64(f, "evidence.restarts", -1), epochs - 1);
+	cr_expect_eq(sp_json_i64(f, "evidence.epochs", -1), epochs);
+	cr_expect_eq(sp_json_i64(f, "evidence.workers_per_epoch", -1), 2);
+	cr_expect_str_eq(sp_json_str(f, "evidence.restart_iterations") ?: "(none)", list);
+	sp_json_free(an);
+	sp_json_free(t);
+	torch_fini(&e);
+}
+
+Test(torch, no_worker_restart_with_persistent_workers, .timeout = 300)
+{
+	struct torch_env e;
+	torch_init(&e, "torch-persistent");
+	struct sp_json *t, *an;
+	run_epochs(&e, "1", &t, &an);
+	const struct sp_json *started = sp_json_get(t, "workers_started");
+	cr_assert(started && started->n == 1 && started->kids[0].num == 0, "new workers after step 0");
+	cr_expect_null(find_kind(an, "worker_restart"), "worker_restart with persistent workers");
+	sp_json_free(an);
 	sp_json_free(t);
 	torch_fini(&e);
 }
