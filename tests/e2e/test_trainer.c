@@ -604,7 +604,7 @@ Test(trainer, bad_options_exit_2_with_a_message)
 					      {"--backward-thread", "1.5"},
 					      {"--backward-thread", "2/0"},
 					      {"--backward-thread", NULL},
-					      {"--pin-thread", NULL}, /* without --workers: no batches to hand over */
+					      {"--pin-thread", NULL},  /* without --workers: no batches to hand over */
 					      {"--epoch-iters", "4"}}; /* without --workers: no workers to restart */
 	const char *path = sp_t_build("tests/bin/trainer");
 	for (size_t k = 0; k < sizeof(bads) / sizeof(bads[0]); k++) {
@@ -624,8 +624,8 @@ Test(trainer, lists_every_scenario)
 	char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--list-scenarios", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
 	static const char *const names[] = {
-	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean", "fragmenting", "leaking", "sync-heavy",
-	    "launch-bound", "gpu-bound", "worker-restart"};
+	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean",     "fragmenting",
+	    "leaking",	   "sync-heavy",	 "launch-bound",  "gpu-bound", "worker-restart"};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
 	sp_t_result_free(&res);

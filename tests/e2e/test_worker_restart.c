@@ -100,12 +100,17 @@ static void run(struct run *r, const char *extra)
 		run_once(r, extra);
 		if (attempt == 3 || breakdown_within(r))
 			break;
-		sp_t_note("worker_restart: %s: breakdown off its ground truth, run %d of 3", extra ? extra : "",
-			  attempt);
+		int worst = 0;
+		for (int c = 1; c < (int)(sizeof(cats) / sizeof(cats[0])); c++)
+			worst = share_off(r, c) > share_off(r, worst) ? c : worst;
+		sp_t_note("worker_restart: %s: %.0f iterations, %s share off its ground truth by %.3f, run %d of 3",
+			  extra ? extra : "(scenario)", sp_json_num(r->an, "summary.iterations", -1), cats[worst],
+			  share_off(r, worst), attempt);
 		run_free(r);
 	}
 	cr_expect_str_eq(sp_json_str(r->an, "iteration_source"), "api");
-	double n = sp_json_num(r->an, "summary.iterations", -2), n_truth = sp_json_num(r->truth, "totals.iterations", -1);
+	double n = sp_json_num(r->an, "summary.iterations", -2),
+	       n_truth = sp_json_num(r->truth, "totals.iterations", -1);
 	cr_assert_eq(n, n_truth, "iterations: %g, the trainer ran %g", n, n_truth);
 	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
 		char key[96];
@@ -138,10 +143,10 @@ static double median(double *v, size_t n)
 
 /* What the trainer did, from its ground truth alone. */
 struct restarts {
-	unsigned n;		 /* restarts: iterations after 0 with workers_started */
-	char list[256];		 /* their indices, "6,12,18" */
-	double startup_ms;	 /* median over them of (wall - median wall), ms */
-	double time_share;	 /* that extra time summed over them, over the wall time */
+	unsigned n;		     /* restarts: iterations after 0 with workers_started */
+	char list[256];		     /* their indices, "6,12,18" */
+	double startup_ms;	     /* median over them of (wall - median wall), ms */
+	double time_share;	     /* that extra time summed over them, over the wall time */
 	double restart_ms, other_ms; /* median wall of the restart iterations and of the others (0 excluded) */
 };
 

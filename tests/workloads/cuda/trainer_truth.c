@@ -544,8 +544,8 @@ void tr_truth_write(FILE *f)
 			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu}"
 			",\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
 			it->reader_pid, (unsigned long long)it->read_begin, (unsigned long long)it->read_end,
-			it->workers_started ? "true" : "false",
-			(unsigned long long)it->live_end, (unsigned long long)it->peak);
+			it->workers_started ? "true" : "false", (unsigned long long)it->live_end,
+			(unsigned long long)it->peak);
 	}
 	fputs("],\"alloc_failures\":[", f);
 	for (size_t j = 0; j < T.nfails; j++) {
