@@ -293,6 +293,21 @@ Test(torch, worker_restart_without_persistent_workers, .timeout = 300)
 	for (size_t i = 1; i < started->n; i++)
 		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%.0f", i > 1 ? "," : "",
 			 started->kids[i].num);
+	/* the new workers' start-up is waited for: each restart step is longer than every step of no restart */
+	const struct sp_json *walls = sp_json_get(t, "wall_ms");
+	double slowest_other = 0, fastest_restart = 1e30;
+	for (size_t i = 1; i < walls->n; i++) {
+		int restart = 0;
+		for (size_t k = 1; k < started->n; k++)
+			restart |= (size_t)started->kids[k].num == i;
+		double w = walls->kids[i].num;
+		if (restart)
+			fastest_restart = w < fastest_restart ? w : fastest_restart;
+		else
+			slowest_other = w > slowest_other ? w : slowest_other;
+	}
+	cr_expect_gt(fastest_restart, slowest_other, "restart steps from %.1f ms, other steps up to %.1f ms",
+		     fastest_restart, slowest_other);
 	const struct sp_json *f = find_kind(an, "worker_restart");
 	cr_assert_not_null(f, "no worker_restart: %s", sp_json_str(an, "iteration_source"));
 	cr_expect_eq(sp_json_i64(f, "evidence.restarts", -1), epochs - 1);
