@@ -601,7 +601,11 @@ static long iter_of(const struct an_analysis *a, uint64_t t)
 /*
  * Generations of the trainer's loader workers: a worker that starts when no
  * worker of the trainer is alive any more (every earlier one has written its
- * last record) begins a new generation, the next epoch's. A restart's cost is
+ * last record), or more than one iteration after the worker started before it
+ * (a new iterator's workers forked before the old one's are shut down: an
+ * iterator not run to its end), begins a new generation, the next epoch's. A
+ * generation's workers are forked together, when its iterator is created.
+ * A restart's cost is
  * the wall time the iteration where it happens takes beyond the median
  * iteration (the new workers' start-up and their first batches).
  */
@@ -633,13 +637,16 @@ static int worker_restart(struct an_analysis *a, const struct an_collect *c)
 	qsort(w, nw, sizeof(*w), cmp_wproc);
 	size_t gens = 1, nr = 0;
 	uint64_t alive_until = w[0].e;
+	long prev = iter_of(a, w[0].b);
 	for (size_t k = 1; k < nw; k++) {
-		if (w[k].b > alive_until) { /* none alive: a new generation */
+		long i = iter_of(a, w[k].b);
+		/* none alive, or born more than an iteration after the worker before it: a new generation */
+		if (w[k].b > alive_until || (i >= 0 && prev >= 0 && i > prev + 1)) {
 			gens++;
-			long i = iter_of(a, w[k].b);
 			if (i >= 0 && (!nr || rit[nr - 1] != i))
 				rit[nr++] = i;
 		}
+		prev = i;
 		if (w[k].e > alive_until)
 			alive_until = w[k].e;
 	}

@@ -1070,7 +1070,7 @@ Test(findings, thresholds_are_overridable_and_validated)
  * `startup` us of input wait instead of 4000) or by the same 2 workers all run
  * long (restart = 0). Each worker reads one file per iteration.
  */
-static void restart_run(struct an_analysis *a, int restart, uint64_t startup)
+static void restart_run_old(struct an_analysis *a, int restart, uint64_t startup, int old_linger)
 {
 	struct sim s;
 	sim_init(&s);
@@ -1078,6 +1078,10 @@ static void restart_run(struct an_analysis *a, int restart, uint64_t startup)
 	int32_t pids[2] = {0, 0};
 	for (int i = 0; i < 12; i++) {
 		if (i == 0 || (restart && i % 4 == 0)) {
+			for (int k = 0; old_linger && i && k < 2; k++) /* the old workers' last record, after the new ones start */
+				an_memsrc_add(&s.m, SP_K_LOADER_WAIT, SP_API_read, pids[k], pids[k], s.t + 1000 * US,
+					      s.t + 2000 * US)
+				    ->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
 			for (int k = 0; k < 2; k++) {
 				pids[k] = WPID + 10 * (i / 4) + k;
 				struct sp_event *e = add(&s, SP_K_FORK, 0, s.t - 10, s.t - 10);
@@ -1103,6 +1107,11 @@ static void restart_run(struct an_analysis *a, int restart, uint64_t startup)
 		sim_batch(&s);
 	}
 	run_free(&s, NULL, a);
+}
+
+static void restart_run(struct an_analysis *a, int restart, uint64_t startup)
+{
+	restart_run_old(a, restart, startup, 0);
 }
 
 Test(findings, worker_restart_fires_when_each_epoch_forks_new_workers)
@@ -1161,5 +1170,21 @@ Test(findings, worker_restart_is_info_when_the_restarts_cost_little)
 	const struct an_result_finding *f = find(&a, AN_F_WORKER_RESTART, NULL);
 	cr_assert(f, "no worker_restart");
 	cr_expect_eq(f->severity, 0);
+	an_analysis_free(&a);
+}
+
+/*
+ * A new iterator's workers forked while the old iterator's still run (an
+ * iterator dropped before its end, replaced by the next): a new generation all
+ * the same, the new workers starting an epoch after the ones before them.
+ */
+Test(findings, worker_restart_fires_when_new_workers_start_before_the_old_ones_end)
+{
+	struct an_analysis a;
+	restart_run_old(&a, 1, 40000, 1);
+	const struct an_result_finding *f = find(&a, AN_F_WORKER_RESTART, NULL);
+	cr_assert(f, "no worker_restart");
+	cr_expect_eq(f->first_iteration, 4);
+	cr_expect_eq(f->last_iteration, 8);
 	an_analysis_free(&a);
 }
