@@ -168,10 +168,7 @@ Test(export_cli, a_trainer_capture_shows_its_launches_copies_and_gpu_spans, .tim
 			 strstr(s_of(&ev->kids[i], "args.name"), "trainer --scenario clean");
 	cr_expect(named, "no process named by the trainer's command line");
 
-	sp_json_free(j);
-	sp_json_free(truth);
-	sp_t_result_free(&r);
-	sp_t_result_free(&tr);
+	sp_t_trainer_run_free(truth, j, &tr, &r);
 	sp_t_rmrf(dir);
 	free(dir);
 }
@@ -296,10 +293,7 @@ static void export_kernels(const char *scenario, const char *timing, struct gpu_
 		sp_t_note("export (%s, %s): %zu modelled slices moved to a lane of their own", scenario, timing,
 			  c->foreign);
 	cr_expect_eq(*stat_modelled, c->modelled, "otherData.gpu_spans_modelled");
-	sp_json_free(j);
-	sp_json_free(truth);
-	sp_t_result_free(&r);
-	sp_t_result_free(&tr);
+	sp_t_trainer_run_free(truth, j, &tr, &r);
 	sp_t_rmrf(dir);
 	free(dir);
 }

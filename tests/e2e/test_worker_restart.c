@@ -64,10 +64,7 @@ static void run_once(struct run *r, const char *extra)
 
 static void run_free(struct run *r)
 {
-	sp_json_free(r->truth);
-	sp_json_free(r->an);
-	sp_t_result_free(&r->tr);
-	sp_t_result_free(&r->ar);
+	sp_t_trainer_run_free(r->truth, r->an, &r->tr, &r->ar);
 	sp_t_remove_cur_dir();
 }
 

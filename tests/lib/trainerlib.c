@@ -121,3 +121,11 @@ char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const 
 	sprintf(tdir, "%s/%s", dir, sub);
 	return tdir;
 }
+
+void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_t_result *tr, struct sp_t_result *ar)
+{
+	sp_json_free(truth);
+	sp_json_free(an);
+	sp_t_result_free(tr);
+	sp_t_result_free(ar);
+}

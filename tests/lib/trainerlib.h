@@ -48,4 +48,7 @@ struct sp_json *sp_t_truth_file(const char *path);
 char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const *scenarios, int iters,
 		     struct sp_json **truth);
 
+/* Free what a trainer run and its analysis left: the ground truth, the analysis, both commands' results. */
+void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_t_result *tr, struct sp_t_result *ar);
+
 #endif /* STEPPROF_TRAINERLIB_H */

@@ -122,14 +122,21 @@ Test(gpu_model, a_chained_span_on_an_idle_stream_begins_at_its_end_less_the_kern
  * busy all along, so the back-to-back run is stretched to end there, the
  * model's error (12 us each, not 10) spread over the run, nothing left over.
  */
-Test(gpu_model, a_run_is_fitted_to_a_sync_that_blocked)
+/* A sample of kernel 9 (10 us), then ten launches of it from t, 5 us apart: calls [t + 5i, t + 5i + 4). */
+static struct gmodel *deep_queue(uint64_t t)
 {
 	struct gmodel *m = gm_new();
-	struct spans s = {0};
 	sample(m, 9, 1000 * US, 10 * US);
-	uint64_t t = 2000 * US;
 	for (int i = 0; i < 10; i++)
-		launch(m, 9, t + (uint64_t)i * 5 * US); /* calls [t + 5i, t + 5i + 4) */
+		launch(m, 9, t + (uint64_t)i * 5 * US);
+	return m;
+}
+
+Test(gpu_model, a_run_is_fitted_to_a_sync_that_blocked)
+{
+	struct spans s = {0};
+	uint64_t t = 2000 * US;
+	struct gmodel *m = deep_queue(t);
 	uint64_t first = t + 2 * US; /* the first call's midpoint */
 	cr_assert_eq(gm_sync(m, 0, 1, GM_SYNC_STREAM, t + 50 * US, first + 120 * US), 0);
 	gm_resolve(m, UINT64_MAX, collect, &s);
@@ -170,12 +177,9 @@ Test(gpu_model, a_run_squeezed_between_two_measured_ops_shares_the_gap)
 /* The same run followed by the next op's measured begin earlier than the model's end: nothing ends after it. */
 Test(gpu_model, a_run_never_ends_after_the_next_measured_op_begins)
 {
-	struct gmodel *m = gm_new();
 	struct spans s = {0};
-	sample(m, 9, 1000 * US, 10 * US);
 	uint64_t t = 2000 * US;
-	for (int i = 0; i < 10; i++)
-		launch(m, 9, t + (uint64_t)i * 5 * US);
+	struct gmodel *m = deep_queue(t);
 	uint32_t o = launch(m, 9, t + 50 * US);
 	uint64_t A = t + 80 * US; /* the model says the ten end at t + 102 us */
 	gm_span(m, o, A, A + 10 * US);

@@ -40,9 +40,10 @@ def make(d, n):
     print(json.dumps({"files": n, "bytes": total}))
 
 
-def run(d, n, epochs, workers):
+def files_dataset(d, n):
+    """A Dataset that reads one file per item: (its size, the reading process's pid)."""
     import torch
-    from torch.utils.data import DataLoader, Dataset
+    from torch.utils.data import Dataset
 
     class Files(Dataset):
         def __len__(self):
@@ -53,7 +54,13 @@ def run(d, n, epochs, workers):
                 data = f.read()
             return torch.tensor(len(data)), torch.tensor(os.getpid())
 
-    loader = DataLoader(Files(), batch_size=32, num_workers=workers, shuffle=True)
+    return Files()
+
+
+def run(d, n, epochs, workers):
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(files_dataset(d, n), batch_size=32, num_workers=workers, shuffle=True)
     opened = nbytes = 0
     pids = set()
     for _ in range(epochs):
@@ -72,22 +79,12 @@ def spin(seconds):
 
 
 def epochs(d, n, nepochs, workers, persistent, startup_ms, batch):
-    import torch
-    from torch.utils.data import DataLoader, Dataset
-
-    class Files(Dataset):
-        def __len__(self):
-            return n
-
-        def __getitem__(self, i):
-            with open(os.path.join(d, "s%05d.bin" % i), "rb") as f:
-                data = f.read()
-            return torch.tensor(len(data)), torch.tensor(os.getpid())
+    from torch.utils.data import DataLoader
 
     def init(_):
         spin(startup_ms / 1000.0)  # imports, building the dataset: CPU work before the first batch
 
-    loader = DataLoader(Files(), batch_size=batch, num_workers=workers, shuffle=False,
+    loader = DataLoader(files_dataset(d, n), batch_size=batch, num_workers=workers, shuffle=False,
                         persistent_workers=persistent, worker_init_fn=init)
     step = getattr(ctypes.CDLL(None), "stepprof_step", None)
     steps, started, walls, by_epoch = 0, [], [], []
