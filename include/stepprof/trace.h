@@ -26,8 +26,9 @@
 
 #define SP_MAGIC "STEPPROF"
 #define SP_VERSION_MAJOR 1
-#define SP_VERSION_MINOR 4 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
-                              3: GPU_SPAN2 (two GPU spans in one slot), apis appended; 4: run_id */
+#define SP_VERSION_MINOR 5 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
+                              3: GPU_SPAN2 (two GPU spans in one slot), apis appended; 4: run_id;
+                              5: CPU_TIME records, online_cpus and the CPU affinity */
 #define SP_ENDIAN_TAG 0x01020304u
 #define SP_HEADER_SIZE 4096u
 #define SP_SLOT_SIZE 32u
@@ -49,6 +50,8 @@
  * STEPPROF_RUN_ID, so every process of the job writes the same one.
  */
 #define SP_RUN_ID_SIZE 32u
+/* CPUs 0..1023 of a process's affinity mask are kept in the header (a bit per CPU). */
+#define SP_CPU_AFFINITY_WORDS 16u
 
 /* Nonzero when s is a valid run id (see SP_RUN_ID_SIZE). */
 static inline int sp_run_id_valid(const char *s)
@@ -130,9 +133,16 @@ struct sp_file_header {
 
 	/* 1.4: the job's run id, shared by all its processes (STEPPROF_RUN_ID); "" before 1.4 */
 	char run_id[SP_RUN_ID_SIZE];
+
+	/* 1.5: the machine's online CPUs and the CPUs the process may run on (its affinity when it
+	   started: a bit per CPU number, cpu_affinity_count of them set); 0 before 1.5 or unknown */
+	uint32_t online_cpus;
+	uint32_t cpu_affinity_count;
+	uint64_t cpu_affinity[SP_CPU_AFFINITY_WORDS];
 };
 _Static_assert(sizeof(struct sp_file_header) <= SP_HEADER_SIZE, "the file header outgrew its page");
 _Static_assert(__builtin_offsetof(struct sp_file_header, run_id) == 2208, "run_id moved (docs/trace-format.md)");
+_Static_assert(__builtin_offsetof(struct sp_file_header, cpu_affinity) == 2248, "cpu_affinity moved (docs/trace-format.md)");
 
 /* ----------------------------------------------------------------- 2. chunk */
 

@@ -418,6 +418,7 @@ static const struct pin kinds[] = {
 	{29, "summary_device"},
 	{30, "lock_wait"},
 	{31, "gpu_span2"},
+	{32, "cpu_time"},
 };
 
 static const struct field_pin fields[] = {
