@@ -33,6 +33,7 @@ const char *const an_cat_name[AN_CAT__COUNT] = {
 #include "stepprof/categories.def"
 #undef SP_CATEGORY
 };
+const char *const an_split_name[AN_SPLIT__COUNT] = {"input_io", "input_cpu", "input_wait"};
 const char *const an_blk_name[AN_BLK__COUNT] = {"input", "h2d", "d2h", "sync"};
 const char *const an_role_name[3] = {"trainer", "worker", "other"};
 const char *const an_source_name[4] = {"none", "nvtx", "api", "auto"};
@@ -820,6 +821,9 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 		a->wall_total += a->it[i].end_ns - a->it[i].start_ns;
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			a->bd_total[c] += a->it[i].bd[c];
+		for (int c = 0; c < AN_SPLIT__COUNT; c++)
+			a->split_total[c] += a->it[i].split[c];
+		a->split_unsampled_total += a->it[i].split_unsampled;
 	}
 	if (!a->nit)
 		run_input_close(&s);
@@ -868,4 +872,14 @@ void an_analysis_free(struct an_analysis *a)
 	a->it = NULL;
 	a->fnd = NULL;
 	a->nprocs = a->nit = a->nfnd = 0;
+}
+
+double an_cores_busy(const struct an_analysis *a)
+{
+	const struct an_loaders *l = &a->loaders;
+	uint32_t cores = l->affinity_cpus ? l->affinity_cpus : l->online_cpus;
+	if (!cores || !l->span_ns)
+		return 0;
+	double b = (double)l->cpu_total_ns / ((double)l->span_ns * cores);
+	return b < 1 ? b : 1;
 }

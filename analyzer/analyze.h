@@ -152,14 +152,35 @@ struct an_proc {
 	/* added: CUDA records (copies, launches, syncs, allocations, GPU spans...); its input over the whole run */
 	uint64_t cuda_calls;
 	uint64_t in_files, in_bytes, in_meta, in_ns, in_wait_ns; /* files opened, bytes read, metadata ops, ns */
+	uint64_t cpu_ns; /* its CPU time at its last CPU_TIME record (user + system, since it started), 0 when none */
+};
+
+/*
+ * What the trainer's loader workers did, from their CPU_TIME records (the
+ * input split's segments, docs/definitions.md): for loader_cpu_bound and
+ * loader_starved.
+ */
+struct an_loaders {
+	uint32_t workers;			  /* workers of the trainer with at least one segment */
+	uint64_t seg_ns, cpu_ns, io_ns, wait_ns;  /* their segments' wall time: CPU work, file calls, neither */
+	uint64_t cpu_time_ns;			  /* their CPU time in those segments (file calls' included) */
+	uint64_t cpu_total_ns;			  /* CPU time of every process of the tree (last samples) */
+	uint64_t span_ns;			  /* from the first record of the tree to its last */
+	uint32_t online_cpus, affinity_cpus;	  /* the trainer's header's (0: unknown, a trace before 1.5) */
 };
 
 #define AN_FSIZE_BUCKETS 41 /* log2 buckets of bytes per opened file: 0, 1, 2-3, ... */
 #define AN_SIZESET	 8
 
+/* The parts of the input category (docs/definitions.md, "Input split"), in the JSON's order. */
+enum an_split { AN_SPLIT_IO, AN_SPLIT_CPU, AN_SPLIT_WAIT, AN_SPLIT__COUNT };
+extern const char *const an_split_name[AN_SPLIT__COUNT];
+
 struct an_iter {
 	uint64_t start_ns, end_ns;
 	uint64_t bd[AN_CAT__COUNT];
+	uint64_t split[AN_SPLIT__COUNT]; /* bd[AN_INPUT] split: file I/O, loaders' CPU work, neither */
+	uint64_t split_unsampled;	 /* of split[AN_SPLIT_WAIT]: no sampled loader worker to explain it */
 	uint64_t blocked[AN_BLK__COUNT];
 	uint64_t gpu_idle_ns;
 	uint64_t files_opened, metadata_ops, bytes_read, h2d_bytes, d2h_bytes, pageable_copies, device_bytes_peak;
@@ -252,6 +273,9 @@ struct an_analysis {
 	/* run-wide, for the report */
 	uint64_t wall_total;
 	uint64_t bd_total[AN_CAT__COUNT];
+	uint64_t split_total[AN_SPLIT__COUNT]; /* the iterations' input split, summed */
+	uint64_t split_unsampled_total;	       /* and their split_unsampled */
+	struct an_loaders loaders;
 	uint64_t device_bytes_peak;
 	uint32_t auto_period; /* signatures per iteration (auto) */
 	uint64_t cuda_calls;  /* CUDA records of every process: 0, no process made a CUDA call */
@@ -273,6 +297,14 @@ struct an_analysis {
 	struct an_rank *ranks;
 	size_t nranks;
 };
+
+/*
+ * How busy the job's CPUs were: the CPU time of every traced process (their
+ * last CPU_TIME records) over the run's span times the CPUs it could use (its
+ * affinity, else the online CPUs); 0 to 1, 0 when unknown (a trace before 1.5).
+ * Untraced processes of the machine are not in it.
+ */
+double an_cores_busy(const struct an_analysis *a);
 
 /* ------------------------------------------------------- 4. entry point */
 

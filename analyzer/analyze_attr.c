@@ -36,6 +36,32 @@ struct liveblk {
 };
 #define LIVEBLKS 65536u
 
+/*
+ * The input split (docs/definitions.md, "Input split"). A loader worker's time
+ * is cut into segments at its CPU_TIME records; each segment's shares of file
+ * I/O (its file calls), CPU work (its CPU time outside them) and neither come
+ * from its totals. The training thread's exposed input outside its own file
+ * calls (espans, kept per iteration as iterations close) is shared among the
+ * workers' segments that overlap it, once the pass has seen them all.
+ */
+struct wseg {
+	uint64_t b, e;
+	double fio, fcpu; /* shares of [b, e); the rest is neither */
+};
+
+struct wstate {
+	uint64_t t0, c0; /* the last CPU sample: time, CPU ns (before the first: its start, 0) */
+	uint64_t io, wt; /* its file calls' and its waits' time since t0 */
+	struct wseg *seg;
+	size_t nseg, cap;
+};
+
+struct espan {
+	uint64_t b, e;
+	size_t iter;
+	double acc[AN_SPLIT__COUNT], cov; /* the overlapping segments' shares, times the overlap; the overlap */
+};
+
 struct pass2 {
 	struct state *s;
 	struct an_analysis *a;
@@ -72,6 +98,9 @@ struct pass2 {
 	} pend_async[16];
 	unsigned npend_async;
 	struct gmodel *gm; /* the trainer's untimed launches, modelled (gpu_model.h) */
+	struct hashmap wk; /* a worker's pid -> struct wstate * (the input split) */
+	struct espan *esp; /* the training thread's exposed input not in its own file calls, in time order */
+	size_t nesp, capesp;
 	int oom;
 };
 
@@ -166,6 +195,41 @@ static void add_blocked(struct pass2 *p, int k, uint64_t b, uint64_t e)
 	}
 }
 
+/*
+ * Iteration i's exposed input (the partition's, lists normalised): what falls in
+ * the training thread's own file calls is input_io at once; the rest waits in
+ * p->esp for the loader workers' segments (split_resolve). 0, or -1 (memory).
+ */
+static int split_exposed(struct pass2 *p, size_t i, struct bd_list *l)
+{
+	struct an_iter *it = &p->a->it[i];
+	struct bd_list ex = {0}, rest = {0};
+	int rc = -1;
+	if (bd_exposed(l, BD_INPUT, &ex))
+		goto out;
+	bd_normalise(&l[BD_SELF_IO], it->start_ns, it->end_ns);
+	if (bd_minus(&ex, &l[BD_SELF_IO], &rest))
+		goto out;
+	uint64_t own = bd_total(&ex) - bd_total(&rest);
+	it->split[AN_SPLIT_IO] += own;
+	for (size_t k = 0; k < rest.n; k++) {
+		if (p->nesp == p->capesp) {
+			size_t cap = p->capesp ? 2 * p->capesp : 256;
+			struct espan *v = realloc(p->esp, cap * sizeof(*v));
+			if (!v)
+				goto out;
+			p->esp = v;
+			p->capesp = cap;
+		}
+		p->esp[p->nesp++] = (struct espan){.b = rest.v[k].b, .e = rest.v[k].e, .iter = i};
+	}
+	rc = 0;
+out:
+	bd_list_free(&ex);
+	bd_list_free(&rest);
+	return rc;
+}
+
 static void finalize(struct pass2 *p, size_t i)
 {
 	struct an_iter *it = &p->a->it[i];
@@ -177,6 +241,8 @@ static void finalize(struct pass2 *p, size_t i)
 		p->oom = 1;
 	it->blocked[AN_BLK_INPUT] += lock_input;
 	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
+	if (l && split_exposed(p, i, l))
+		p->oom = 1;
 	for (int c = 0; l && c < BD__COUNT; c++)
 		bd_list_free(&l[c]);
 	it->finalized = 1;
@@ -452,6 +518,161 @@ static void on_alloc_events(struct pass2 *p, const struct sp_event *ev, int file
 	}
 }
 
+/* ---- the input split: the loader workers' segments ---- */
+
+/* When process pr started: its file header's clock, else its first record. */
+static uint64_t proc_start(const struct pass2 *p, const struct an_proc *pr)
+{
+	const struct sp_file_header *h = pr->file >= 0 ? p->s->src->header(p->s->src->ctx, pr->file) : NULL;
+	if (h && h->start_mono_ns && h->start_mono_ns <= pr->begin_ns)
+		return h->start_mono_ns;
+	return pr->begin_ns;
+}
+
+/* The split state of pr when it is one of the trainer's loader workers, else NULL. */
+static struct wstate *wk_of(struct pass2 *p, const struct an_proc *pr)
+{
+	if (!pr || pr->role != AN_ROLE_WORKER || !p->a->trainer_pid || pr->trainer != p->a->trainer_pid)
+		return NULL;
+	union hashmap_val *v = hashmap_slot(&p->wk, (uint64_t)(uint32_t)pr->pid, true);
+	if (!v) {
+		p->oom = 1;
+		return NULL;
+	}
+	if (!v->p) {
+		struct wstate *w = calloc(1, sizeof(*w));
+		if (!w) {
+			p->oom = 1;
+			return NULL;
+		}
+		/* a forked process's CPU clock starts at 0 (an exec'd one's holds its start-up: a little too much) */
+		w->t0 = proc_start(p, pr);
+		v->p = w;
+	}
+	return v->p;
+}
+
+/* Worker w's CPU clock read c at t: the segment since the last sample ends. */
+static void wk_sample(struct pass2 *p, struct wstate *w, uint64_t t, uint64_t c)
+{
+	if (t <= w->t0 || c < w->c0) { /* out of order, or another image's clock: start over */
+		w->t0 = t > w->t0 ? t : w->t0;
+		w->c0 = c;
+		w->io = w->wt = 0;
+		return;
+	}
+	uint64_t len = t - w->t0;
+	uint64_t io = w->io < len ? w->io : len;
+	uint64_t wt = w->wt < len - io ? w->wt : len - io;
+	uint64_t cpu_time = c - w->c0;
+	/* file calls on the page cache are CPU time too: the CPU work is what is left outside them */
+	uint64_t cpu = cpu_time > io ? cpu_time - io : 0;
+	if (cpu > len - io - wt)
+		cpu = len - io - wt; /* other threads of the worker, or a clock read late: at most all of its free time */
+	if (w->nseg == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		struct wseg *v = realloc(w->seg, cap * sizeof(*v));
+		if (!v) {
+			p->oom = 1;
+			return;
+		}
+		w->seg = v;
+		w->cap = cap;
+	}
+	w->seg[w->nseg++] = (struct wseg){w->t0, t, (double)io / (double)len, (double)cpu / (double)len};
+	struct an_loaders *ld = &p->a->loaders;
+	ld->seg_ns += len;
+	ld->io_ns += io;
+	ld->cpu_ns += cpu;
+	ld->wait_ns += len - io - cpu;
+	ld->cpu_time_ns += cpu_time < len ? cpu_time : len;
+	w->t0 = t;
+	w->c0 = c;
+	w->io = w->wt = 0;
+}
+
+/* The first exposed-input span that ends after t (p->esp is in time order). */
+static size_t esp_first_after(const struct pass2 *p, uint64_t t)
+{
+	size_t lo = 0, hi = p->nesp;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (p->esp[mid].e <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * The pass is over: every segment of every worker is shared out to the exposed
+ * input it overlaps, then each span's time is split in the mean shares of the
+ * segments over it (weighted by their overlap); a span no segment covers (no
+ * worker traced, or none had sampled its CPU time then) is neither: input_wait.
+ */
+static void split_resolve(struct pass2 *p)
+{
+	struct an_analysis *a = p->a;
+	union hashmap_val *v;
+	for (size_t pos = 0; (v = hashmap_next(&p->wk, &pos, NULL));) {
+		const struct wstate *w = v->p;
+		if (w->nseg)
+			a->loaders.workers++;
+		for (size_t k = 0; k < w->nseg; k++) {
+			const struct wseg *g = &w->seg[k];
+			for (size_t j = esp_first_after(p, g->b); j < p->nesp && p->esp[j].b < g->e; j++) {
+				struct espan *x = &p->esp[j];
+				uint64_t ov = (g->e < x->e ? g->e : x->e) - (g->b > x->b ? g->b : x->b);
+				x->acc[AN_SPLIT_IO] += (double)ov * g->fio;
+				x->acc[AN_SPLIT_CPU] += (double)ov * g->fcpu;
+				x->acc[AN_SPLIT_WAIT] += (double)ov * (1.0 - g->fio - g->fcpu);
+				x->cov += (double)ov;
+			}
+		}
+	}
+	for (size_t j = 0; j < p->nesp; j++) {
+		const struct espan *x = &p->esp[j];
+		struct an_iter *it = &a->it[x->iter];
+		uint64_t dt = x->e - x->b, io = 0, cpu = 0;
+		if (x->cov > 0) {
+			io = (uint64_t)((double)dt * x->acc[AN_SPLIT_IO] / x->cov + 0.5);
+			io = io < dt ? io : dt;
+			cpu = (uint64_t)((double)dt * x->acc[AN_SPLIT_CPU] / x->cov + 0.5);
+			cpu = cpu < dt - io ? cpu : dt - io;
+		}
+		it->split[AN_SPLIT_IO] += io;
+		it->split[AN_SPLIT_CPU] += cpu;
+		it->split[AN_SPLIT_WAIT] += dt - io - cpu;
+		if (x->cov <= 0)
+			it->split_unsampled += dt;
+	}
+	for (size_t k = 0; k < a->nprocs; k++)
+		a->loaders.cpu_total_ns += a->procs[k].cpu_ns;
+	a->loaders.span_ns = a->run_end_ns > a->run_begin_ns ? a->run_end_ns - a->run_begin_ns : 0;
+	const struct an_proc *tp = a->trainer_pid ? proc_find(a, a->trainer_pid) : NULL;
+	const struct sp_file_header *h = tp && tp->file >= 0 ? p->s->src->header(p->s->src->ctx, tp->file) : NULL;
+	if (h) {
+		a->loaders.online_cpus = h->online_cpus;
+		a->loaders.affinity_cpus = h->cpu_affinity_count;
+	}
+}
+
+static void split_free(struct pass2 *p)
+{
+	union hashmap_val *v;
+	for (size_t pos = 0; (v = hashmap_next(&p->wk, &pos, NULL));) {
+		struct wstate *w = v->p;
+		if (w)
+			free(w->seg);
+		free(w);
+	}
+	hashmap_free(&p->wk);
+	free(p->esp);
+	p->esp = NULL;
+	p->nesp = p->capesp = 0;
+}
+
 /* A pending Async pageable copy settles as one that does serialise silently: counted. */
 static void async_count(struct pass2 *p, unsigned k)
 {
@@ -647,26 +868,53 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (is_p)
 			on_alloc_events(p, ev, file, ITER());
 		break;
-	case SP_K_LOCK_WAIT:
+	case SP_K_LOCK_WAIT: {
 		/* input only while another thread of the process waits for a batch (finalize) */
 		if (is_t)
 			add_span(p, BD_LOCK, ev->begin_ns, ev->end_ns);
+		struct wstate *w = is_p ? NULL : wk_of(p, proc_find(a, ev->pid));
+		if (w)
+			w->wt += dur;
 		break;
+	}
+	case SP_K_CPU_TIME: {
+		struct an_proc *pr = proc_find(a, ev->pid);
+		if (!pr)
+			break;
+		uint64_t c = ev->f[SP_F_VALUE];
+		if (c > pr->cpu_ns)
+			pr->cpu_ns = c;
+		struct wstate *w = is_p ? NULL : wk_of(p, pr);
+		if (w)
+			wk_sample(p, w, ev->begin_ns, c);
+		break;
+	}
 	case SP_K_OPEN:
 	case SP_K_STAT:
 	case SP_K_READ:
 	case SP_K_LISTDIR:
 	case SP_K_LOADER_WAIT:
 	case SP_K_CLOSE: {
+		int is_file = ev->kind != SP_K_LOADER_WAIT &&
+			      ((ev->kind != SP_K_READ && ev->kind != SP_K_CLOSE) ||
+			       ((unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_PIPE &&
+				(unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_SOCKET));
 		if (is_t) { /* close included: the thread is blocked in file I/O */
 			add_span(p, BD_INPUT, ev->begin_ns, ev->end_ns);
 			add_blocked(p, AN_BLK_INPUT, ev->begin_ns, ev->end_ns);
+			if (is_file)
+				add_span(p, BD_SELF_IO, ev->begin_ns, ev->end_ns);
 		} else if (is_p && ev->kind == SP_K_LOADER_WAIT) {
 			/* a pin-memory thread receiving the batch the training thread may be waiting for */
 			add_span(p, BD_PEER_WAIT, ev->begin_ns, ev->end_ns);
 		}
 		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
 		struct an_proc *pr = proc_find(a, ev->pid);
+		struct wstate *w = is_p ? NULL : wk_of(p, pr);
+		if (w && is_file)
+			w->io += dur;
+		else if (w && ev->kind == SP_K_LOADER_WAIT)
+			w->wt += dur;
 		if (!is_p && pr &&
 		    (pr->role == AN_ROLE_TRAINER ||
 		     (pr->role == AN_ROLE_WORKER && pr->trainer && pr->trainer != a->trainer_pid)))
@@ -677,9 +925,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (pr) {
 			if (ev->kind == SP_K_LOADER_WAIT)
 				pr->in_wait_ns += dur;
-			else if ((ev->kind != SP_K_READ && ev->kind != SP_K_CLOSE) ||
-				 ((unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_PIPE &&
-				  (unsigned)ev->f[SP_F_FD_TYPE] != SP_FDTYPE_SOCKET)) { /* files, not pipes */
+			else if (is_file) { /* files, not pipes */
 				pr->in_ns += dur;
 				pr->in_files += ev->kind == SP_K_OPEN && ok;
 				pr->in_meta += ev->kind == SP_K_OPEN || ev->kind == SP_K_STAT || ev->kind == SP_K_LISTDIR;
@@ -845,8 +1091,9 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 	a->run_input = (struct an_iter){0};
 	for (size_t k = 0; k < a->nprocs; k++) {
 		struct an_proc *pr = &a->procs[k];
-		pr->in_files = pr->in_bytes = pr->in_meta = pr->in_ns = pr->in_wait_ns = 0;
+		pr->in_files = pr->in_bytes = pr->in_meta = pr->in_ns = pr->in_wait_ns = pr->cpu_ns = 0;
 	}
+	a->loaders = (struct an_loaders){0};
 	const struct sp_event *ev;
 	int file;
 	while ((ev = s->src->next(s->src->ctx, &file))) {
@@ -902,6 +1149,7 @@ static int pass2_once(struct state *s, uint64_t *maxlate, int may_retry)
 	}
 	if (p.oom)
 		goto out;
+	split_resolve(&p);
 	/* iterations after the last memory event keep its level */
 	for (long k = p.live_iter + 1; k >= 0 && (size_t)k < a->nit; k++)
 		iter_held(&a->it[k], &p);
@@ -920,6 +1168,7 @@ out:
 			for (int c = 0; c < BD__COUNT; c++)
 				bd_list_free(&p.lists[k][c]);
 	free(p.lists);
+	split_free(&p);
 	gm_free(p.gm);
 	scratch_give(&p);
 	return rc;

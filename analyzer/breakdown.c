@@ -175,3 +175,52 @@ int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, 
 	free(tmp);
 	return 0;
 }
+
+int bd_minus(const struct bd_list *a, const struct bd_list *b, struct bd_list *out)
+{
+	out->n = 0;
+	size_t j = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		uint64_t cb = a->v[i].b, ce = a->v[i].e;
+		while (j < b->n && b->v[j].e <= cb)
+			j++;
+		/* the spans of b within [cb, ce) cut it; b is sorted and disjoint */
+		for (size_t k = j; k < b->n && b->v[k].b < ce && cb < ce; k++) {
+			if (b->v[k].b > cb && bd_push(out, cb, b->v[k].b))
+				return -1;
+			if (b->v[k].e > cb)
+				cb = b->v[k].e;
+		}
+		if (ce > cb && bd_push(out, cb, ce))
+			return -1;
+	}
+	return 0;
+}
+
+int bd_exposed(const struct bd_list lists[BD__COUNT], int c, struct bd_list *out)
+{
+	struct bd_list cur = {0}, next = {0};
+	out->n = 0;
+	if (c < 0 || c >= BD_GPU)
+		return 0;
+	for (size_t i = 0; i < lists[c].n; i++)
+		if (bd_push(&cur, lists[c].v[i].b, lists[c].v[i].e))
+			goto oom;
+	for (int k = 0; k < c; k++) {
+		if (bd_minus(&cur, &lists[k], &next))
+			goto oom;
+		struct bd_list t = cur;
+		cur = next;
+		next = t;
+	}
+	for (size_t i = 0; i < cur.n; i++)
+		if (bd_push(out, cur.v[i].b, cur.v[i].e))
+			goto oom;
+	bd_list_free(&cur);
+	bd_list_free(&next);
+	return 0;
+oom:
+	bd_list_free(&cur);
+	bd_list_free(&next);
+	return -1;
+}

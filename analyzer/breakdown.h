@@ -30,9 +30,11 @@ struct bd_list {
  * The conditions, in priority order, then the "GPU busy" list (any GPU span),
  * then the two lists whose intersection is input too (bd_lock_input): the
  * training thread blocked in a semaphore wait (LOCK_WAIT), and another thread
- * of its process waiting for a batch from the loader workers (LOADER_WAIT).
+ * of its process waiting for a batch from the loader workers (LOADER_WAIT); last
+ * the training thread's own file calls (BD_SELF_IO, a part of BD_INPUT: the
+ * input split's input_io, whatever the loader workers do).
  */
-enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD_LOCK, BD_PEER_WAIT, BD__COUNT };
+enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD_LOCK, BD_PEER_WAIT, BD_SELF_IO, BD__COUNT };
 
 /* Append [b, e); empty spans are ignored. 0, or -1 when out of memory. */
 int bd_push(struct bd_list *l, uint64_t b, uint64_t e);
@@ -57,5 +59,15 @@ int bd_lock_input(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end,
  */
 int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
 		 uint64_t *gpu_busy);
+
+/*
+ * The instants of condition c that the partition gives to c (no condition before
+ * it holds) into *out (emptied first), after bd_partition has normalised lists[].
+ * 0, or -1 when out of memory.
+ */
+int bd_exposed(const struct bd_list lists[BD__COUNT], int c, struct bd_list *out);
+
+/* *a minus *b, both normalised, into *out (emptied first; normalised). 0, or -1 when out of memory. */
+int bd_minus(const struct bd_list *a, const struct bd_list *b, struct bd_list *out);
 
 #endif /* STEPPROF_BREAKDOWN_H */

@@ -209,6 +209,7 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 {
 	const double *th = a->opt.threshold;
 	uint64_t wall = 0, input = 0, meta = 0, meta_ns = 0, data_ns = 0, files = 0, bytes = 0;
+	uint64_t split[AN_SPLIT__COUNT] = {0}, unsampled = 0;
 	size_t nflag = 0;
 	uint64_t *per = malloc((a->nit + 1) * sizeof(*per));
 	if (!per)
@@ -228,6 +229,9 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 		wall += iter_wall(it);
 		input += it->bd[AN_INPUT];
 		meta += it->metadata_ops;
+		for (int k = 0; k < AN_SPLIT__COUNT; k++)
+			split[k] += it->split[k];
+		unsampled += it->split_unsampled;
 		meta_ns += it->meta_ns;
 		data_ns += it->data_ns;
 		files += it->files_opened;
@@ -247,6 +251,16 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	f->cost_ns = input;
 	double share = wall ? (double)input / (double)wall : 0;
 	f->severity = share >= th[AN_T_SFS_CRIT] ? 2 : share >= th[AN_T_SFS_WARN] ? 1 : 0;
+	/*
+	 * The files are the cause only when file I/O is the largest part of the exposed
+	 * input (the split): workers busy decoding, or idle, are another finding's.
+	 * Not known when most of the input has no sampled worker to explain it (a
+	 * trace before 1.5, STEPPROF_CPU_SAMPLES=0): the rule stays the size rule.
+	 */
+	uint64_t wait_known = split[AN_SPLIT_WAIT] - unsampled;
+	int known = 2 * unsampled < input;
+	if (known && (split[AN_SPLIT_IO] < split[AN_SPLIT_CPU] || split[AN_SPLIT_IO] < wait_known))
+		f->severity = 0;
 	if (whole)
 		an_evidence_str(f, "scope", "whole_run");
 	an_evidence_num(f, "files_per_iteration", (double)an_quantile_u64(per, nflag, 0.5));
@@ -256,6 +270,8 @@ static int small_file_storm(struct an_analysis *a, const struct an_collect *c)
 	an_evidence_num(f, "metadata_ns", (double)meta_ns);
 	an_evidence_num(f, "data_ns", (double)data_ns);
 	an_evidence_num(f, "input_share", share);
+	if (!whole && input)
+		an_evidence_num(f, "input_io_fraction", (double)split[AN_SPLIT_IO] / (double)input);
 	struct an_top dirs = c->dirs;
 	an_top_sort(&dirs, 0);
 	char top[256] = "";
@@ -699,10 +715,128 @@ out:
 	return rc;
 }
 
+/* ------------------------------------------ loader_cpu_bound, loader_starved */
+
+static const char lcb_more_workers[] =
+    "The training step waits for batches while the loader workers spend their time on the CPU, outside "
+    "file I/O: decoding and augmenting samples, not reading them. Cores are left idle: raise the number "
+    "of workers (DataLoader num_workers) towards the cores the job may use, keeping one or two for the "
+    "training process, and check that each worker runs one thread (torch.set_num_threads(1) in a "
+    "worker_init_fn) so that workers do not fight over the cores.";
+static const char lcb_cheaper[] =
+    "The training step waits for batches while the loader workers spend their time on the CPU, outside "
+    "file I/O: decoding and augmenting samples, not reading them, and the job's cores are already busy, "
+    "so more workers would not help. Make each sample cheaper: lighter or fewer CPU augmentations, "
+    "decode and augment on the GPU (NVIDIA DALI, torchvision.io.decode_jpeg on the device), cache decoded "
+    "or pre-resized samples instead of decoding full-size images every epoch, and run one thread per "
+    "worker (torch.set_num_threads(1)) rather than oversubscribing the cores.";
+static const char ls_advice[] =
+    "The training step waits for batches while the loader workers are mostly neither reading files nor "
+    "computing: idle, or blocked on something else. Too few batches are in flight, or the bottleneck is "
+    "outside the workers. Keep more batches queued (DataLoader prefetch_factor, more workers when they "
+    "block on remote storage, a network or a lock rather than the CPU), make sure every worker gets "
+    "work (a batch sampler that leaves workers idle, an IterableDataset not sharded across workers), "
+    "and look at the main process: collation, a pin_memory thread or large batches sent through pipes "
+    "can starve the step while the workers wait.";
+
+/*
+ * The exposed input of the iterations outside the worker restarts'
+ * (worker_restart explains those): its total, its split, the wall time.
+ */
+static void loader_input(const struct an_analysis *a, uint64_t *input, uint64_t split[AN_SPLIT__COUNT],
+			 uint64_t *unsampled, uint64_t *wall, const struct an_result_finding **fi)
+{
+	*unsampled = 0;
+	const struct an_result_finding *wr = NULL;
+	for (size_t k = 0; k < a->nfnd; k++)
+		if (a->fnd[k].kind == AN_F_WORKER_RESTART)
+			wr = &a->fnd[k];
+	*input = *wall = 0;
+	memset(split, 0, AN_SPLIT__COUNT * sizeof(split[0]));
+	size_t r = 0;
+	for (size_t i = 0; i < a->nit; i++) {
+		const struct an_iter *it = &a->it[i];
+		*wall += iter_wall(it);
+		while (wr && wr->iter && r < wr->niter && wr->iter[r] < (long)i)
+			r++;
+		if (wr && wr->iter && r < wr->niter && wr->iter[r] == (long)i)
+			continue;
+		*input += it->bd[AN_INPUT];
+		*unsampled += it->split_unsampled;
+		for (int k = 0; k < AN_SPLIT__COUNT; k++)
+			split[k] += it->split[k];
+	}
+	*fi = wr;
+}
+
+static int loader_findings(struct an_analysis *a)
+{
+	const double *th = a->opt.threshold;
+	const struct an_loaders *l = &a->loaders;
+	if (!a->nit || !l->workers)
+		return 0;
+	uint64_t input, wall, split[AN_SPLIT__COUNT], unsampled;
+	const struct an_result_finding *wr;
+	loader_input(a, &input, split, &unsampled, &wall, &wr);
+	/* the shares of what the sampled workers and the thread's own file calls explain, half the input at least */
+	if (!input || !wall || 2 * unsampled >= input)
+		return 0;
+	uint64_t known = input - unsampled;
+	double share = (double)input / (double)wall;
+	double cpu = (double)split[AN_SPLIT_CPU] / (double)known;
+	double wait = (double)(split[AN_SPLIT_WAIT] - unsampled) / (double)known;
+	double busy = an_cores_busy(a);
+	int kind = -1;
+	if (cpu >= th[AN_T_LCB_MIN_SPLIT] && share >= th[AN_T_LCB_WARN])
+		kind = AN_F_LOADER_CPU_BOUND;
+	else if (wait >= th[AN_T_LS_MIN_SPLIT] && share >= th[AN_T_LS_WARN])
+		kind = AN_F_LOADER_STARVED;
+	if (kind < 0)
+		return 0;
+	struct an_result_finding *f = new_finding(a, kind);
+	if (!f)
+		return -1;
+	if (kind == AN_F_LOADER_CPU_BOUND)
+		f->severity = share >= th[AN_T_LCB_CRIT] ? 2 : 1;
+	else
+		f->severity = share >= th[AN_T_LS_CRIT] ? 2 : 1;
+	f->cost_ns = split[kind == AN_F_LOADER_CPU_BOUND ? AN_SPLIT_CPU : AN_SPLIT_WAIT];
+	for (size_t i = 0; i < a->nit; i++) {
+		const struct an_iter *it = &a->it[i];
+		uint64_t part = it->split[kind == AN_F_LOADER_CPU_BOUND ? AN_SPLIT_CPU : AN_SPLIT_WAIT];
+		if (part && (double)part >= 0.5 * (double)it->bd[AN_INPUT] &&
+		    (double)it->bd[AN_INPUT] >= th[kind == AN_F_LOADER_CPU_BOUND ? AN_T_LCB_WARN : AN_T_LS_WARN] *
+						   (double)iter_wall(it))
+			flag_iteration(f, (long)i);
+	}
+	an_evidence_num(f, "workers", (double)l->workers);
+	an_evidence_num(f, "input_share", share);
+	an_evidence_num(f, "input_io_fraction", (double)split[AN_SPLIT_IO] / (double)known);
+	an_evidence_num(f, "input_cpu_fraction", cpu);
+	an_evidence_num(f, "input_wait_fraction", wait);
+	an_evidence_num(f, "worker_cpu_utilisation", l->seg_ns ? (double)l->cpu_time_ns / (double)l->seg_ns : 0);
+	an_evidence_num(f, "worker_busy_fraction",
+			l->seg_ns ? (double)(l->io_ns + l->cpu_ns) / (double)l->seg_ns : 0);
+	an_evidence_num(f, "online_cpus", (double)l->online_cpus);
+	an_evidence_num(f, "affinity_cpus", (double)l->affinity_cpus);
+	an_evidence_num(f, "cores_busy", busy);
+	an_evidence_num(f, "cpu_ms_per_batch", (double)l->cpu_time_ns / 1e6 / (double)a->nit);
+	if (wr)
+		an_evidence_str(f, "excluded", "worker_restart iterations");
+	if (kind == AN_F_LOADER_CPU_BOUND)
+		snprintf(f->advice, sizeof(f->advice), "%s",
+			 busy >= th[AN_T_LCB_BUSY] || !(l->affinity_cpus || l->online_cpus) ? lcb_cheaper
+											   : lcb_more_workers);
+	else
+		snprintf(f->advice, sizeof(f->advice), "%s", ls_advice);
+	return 0;
+}
+
 int an_findings_eval(struct an_analysis *a, const struct an_collect *c)
 {
+	/* worker_restart before the loader findings: the iterations it explains are not theirs */
 	if (small_file_storm(a, c) || unpinned_copy(a, c) || alloc_fragmentation(a, c) || memory_growth(a, c) ||
-	    worker_restart(a, c))
+	    worker_restart(a, c) || loader_findings(a))
 		return -1;
 	return 0;
 }

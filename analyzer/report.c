@@ -70,6 +70,9 @@ double report_fraction(uint64_t part, uint64_t whole)
 	return whole ? (double)part / (double)whole : 0.0;
 }
 
+const char *const report_split_words[AN_SPLIT__COUNT] = {"file I/O", "loaders' CPU work",
+							"neither (loaders idle or blocked)"};
+
 double report_modelled_share(const struct an_analysis *a)
 {
 	uint64_t t = a->gpu_measured_ns + a->gpu_modelled_ns;
@@ -132,6 +135,23 @@ static void json_fractions(struct jsonw *w, const uint64_t *bd_total, uint64_t w
 	jw_obj_end(w);
 }
 
+/* What the trainer's loader workers did with their time (docs/analysis-json.md, summary.loaders). */
+static void json_loaders(struct jsonw *w, const struct an_analysis *a)
+{
+	const struct an_loaders *l = &a->loaders;
+	jw_kobj_begin(w, "loaders");
+	jw_ku64(w, "workers", l->workers);
+	jw_ku64(w, "sampled_ns", l->seg_ns);
+	jw_ku64(w, "io_ns", l->io_ns);
+	jw_ku64(w, "cpu_work_ns", l->cpu_ns);
+	jw_ku64(w, "neither_ns", l->wait_ns);
+	jw_kdouble(w, "cpu_utilisation", report_fraction(l->cpu_time_ns, l->seg_ns));
+	jw_ku64(w, "online_cpus", l->online_cpus);
+	jw_ku64(w, "affinity_cpus", l->affinity_cpus);
+	jw_kdouble(w, "cores_busy", an_cores_busy(a));
+	jw_obj_end(w);
+}
+
 static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 {
 	jw_obj_begin(w);
@@ -140,6 +160,7 @@ static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 	jw_ku64(w, "end_ns", it->end_ns);
 	jw_ku64(w, "wall_ns", it->end_ns - it->start_ns);
 	json_counts(w, "breakdown_ns", an_cat_name, it->bd, AN_CAT__COUNT);
+	json_counts(w, "input_split_ns", an_split_name, it->split, AN_SPLIT__COUNT);
 	json_counts(w, "host_blocked_ns", an_blk_name, it->blocked, AN_BLK__COUNT);
 	jw_ku64(w, "gpu_idle_ns", it->gpu_idle_ns);
 	jw_ku64(w, "files_opened", it->files_opened);
@@ -277,6 +298,13 @@ int report_json(FILE *f, const struct an_analysis *a)
 	/* added fields */
 	jw_ku64(&w, "wall_ns_total", a->wall_total);
 	json_counts(&w, "breakdown_ns", an_cat_name, a->bd_total, AN_CAT__COUNT);
+	jw_kobj_begin(&w, "input_split_fraction");
+	for (int c = 0; c < AN_SPLIT__COUNT; c++)
+		jw_kdouble(&w, an_split_name[c], report_fraction(a->split_total[c], a->wall_total));
+	jw_obj_end(&w);
+	json_counts(&w, "input_split_ns", an_split_name, a->split_total, AN_SPLIT__COUNT);
+	jw_ku64(&w, "input_unsampled_ns", a->split_unsampled_total);
+	json_loaders(&w, a);
 	jw_ki64(&w, "trainer_pid", a->trainer_pid);
 	jw_ki64(&w, "training_tid", a->training_tid);
 	jw_ku64(&w, "run_begin_ns", a->run_begin_ns);
@@ -586,6 +614,17 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		char sb[128];
 		fprintf(f, "\nBottleneck: %s (%.0f%% of wall time): %s.\n", bn, 100.0 * report_share(a, bc),
 			report_bottleneck_sentence(a, bn, sb, sizeof(sb)));
+		if (a->bd_total[AN_INPUT]) {
+			fprintf(f, "Input, split:");
+			for (int c = 0; c < AN_SPLIT__COUNT; c++)
+				fprintf(f, "%s %.1f%% %s", c ? "," : "", 100.0 * report_fraction(a->split_total[c], a->wall_total),
+					report_split_words[c]);
+			fprintf(f, " of the wall time");
+			if (a->split_unsampled_total)
+				fprintf(f, " (%s with no sampled loader worker to explain it, counted as neither)",
+					util_fmt_ns(a->split_unsampled_total, b1, sizeof(b1)));
+			fprintf(f, "\n");
+		}
 		if (a->launches_modelled || a->launches_unmodelled)
 			fprintf(f,
 				"GPU time of kernels: %.1f%% modelled from timed samples (%llu of %llu launches timed, "

@@ -33,6 +33,8 @@ const char *report_bottleneck_sentence(const struct an_analysis *a, const char *
 double report_fraction(uint64_t part, uint64_t whole);
 /* Share of the run's wall time in category c. */
 double report_share(const struct an_analysis *a, int c);
+/* The input split's parts in words, for the text and HTML reports (an_split_name's order). */
+extern const char *const report_split_words[AN_SPLIT__COUNT];
 /* The share of the trainer's kernel GPU time that was modelled, not measured (0 when none). */
 double report_modelled_share(const struct an_analysis *a);
 /* Quantile q over the iterations of category c (AN_CAT__COUNT: the wall time). */

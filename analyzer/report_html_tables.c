@@ -94,6 +94,18 @@ void html_run(FILE *f, const struct an_analysis *a)
 			100.0 * report_modelled_share(a), (unsigned long long)a->launches_timed,
 			(unsigned long long)(a->launches_timed + a->launches_modelled + a->launches_unmodelled),
 			(unsigned long long)a->launches_unmodelled);
+	if (a->bd_total[AN_INPUT]) {
+		/* the input split (docs/definitions.md): what the loader workers did while the step waited */
+		fputs("<tr><th>input, split</th><td>", f);
+		for (int c = 0; c < AN_SPLIT__COUNT; c++)
+			fprintf(f, "%s<span id=\"%s\">%.1f%%</span> %s", c ? ", " : "", an_split_name[c],
+				100.0 * report_fraction(a->split_total[c], a->wall_total), report_split_words[c]);
+		fputs(" of the wall time", f);
+		if (a->split_unsampled_total)
+			fprintf(f, " (%s of the input with no sampled loader worker to explain it, counted as neither)",
+				fns(a->split_unsampled_total, b1, sizeof(b1)));
+		fputs("</td></tr>\n", f);
+	}
 	if (a->late_events)
 		fprintf(f,
 			"<tr><th>note</th><td class=\"warn\">%llu records arrived after their iteration was closed "

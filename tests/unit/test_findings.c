@@ -1188,3 +1188,176 @@ Test(findings, worker_restart_fires_when_new_workers_start_before_the_old_ones_e
 	cr_expect_eq(f->last_iteration, 8);
 	an_analysis_free(&a);
 }
+
+/* ---------------------------------- the input split, loader_cpu_bound, loader_starved */
+
+/*
+ * 12 reference iterations (wall 11100 us, the first 4000 of them the training
+ * thread's wait for a batch, the GPU idle) and one loader worker whose time
+ * over each iteration is known: `stats` stat calls of io_us / stats each from
+ * the iteration's start (file I/O), cpu_us of CPU time outside them, a wait
+ * for its next index of wt_us at the iteration's end, and a CPU_TIME sample at
+ * each iteration's end (none when !samples). Each iteration is one segment, so
+ * its shares are io_us, cpu_us and the rest over 11100 us.
+ */
+static void split_run(struct an_analysis *a, uint64_t io_us, int stats, uint64_t cpu_us, uint64_t wt_us, int samples)
+{
+	struct sim s;
+	sim_init(&s);
+	sim_fork_worker(&s);
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/sample.jpg");
+	uint64_t cpu = 0;
+	if (samples)
+		an_memsrc_add(&s.m, SP_K_CPU_TIME, 0, WPID, WPID, s.t, s.t)->f[SP_F_VALUE] = 0;
+	for (int i = 0; i < 12; i++) {
+		uint64_t t0 = s.t;
+		sim_iteration(&s, 2);
+		cr_assert_eq(s.t - t0, 11100 * US);
+		for (int k = 0; k < stats; k++) {
+			uint64_t b = t0 + (uint64_t)k * io_us * US / (uint64_t)stats;
+			struct sp_event *e = an_memsrc_add(&s.m, SP_K_STAT, SP_API_stat, WPID, WPID, b,
+							   b + io_us * US / (uint64_t)stats);
+			e->f[SP_F_PATH] = path;
+			e->f[SP_F_BYTES] = 16384;
+		}
+		if (wt_us)
+			an_memsrc_add(&s.m, SP_K_LOADER_WAIT, SP_API_read, WPID, WPID, s.t - wt_us * US, s.t)
+			    ->f[SP_F_FD_TYPE] = SP_FDTYPE_PIPE;
+		cpu += (io_us + cpu_us) * US; /* file calls on the page cache burn CPU time too */
+		if (samples)
+			an_memsrc_add(&s.m, SP_K_CPU_TIME, 0, WPID, WPID, s.t, s.t)->f[SP_F_VALUE] = cpu;
+	}
+	run_free(&s, NULL, a);
+}
+
+static double evidence(const struct an_result_finding *f, const char *key)
+{
+	for (int k = 0; f && k < f->nev; k++)
+		if (!strcmp(f->ev[k].key, key))
+			return f->ev[k].num;
+	return -1;
+}
+
+/* Every iteration's 4000 us of input split in the worker's shares: 1110, 5550, 4440 (2220 waiting) of 11100. */
+Test(findings, input_split_follows_the_worker_s_time)
+{
+	struct an_analysis a;
+	split_run(&a, 1110, 10, 5550, 2220, 1);
+	cr_assert_eq(a.nit, 12);
+	for (size_t i = 0; i < a.nit; i++) {
+		const struct an_iter *it = &a.it[i];
+		cr_expect_eq(it->bd[AN_INPUT], 4000 * US);
+		cr_expect_eq(it->split[AN_SPLIT_IO] + it->split[AN_SPLIT_CPU] + it->split[AN_SPLIT_WAIT], it->bd[AN_INPUT],
+			     "iteration %zu: the split sums to the input", i);
+		cr_expect(llabs((long long)it->split[AN_SPLIT_IO] - 400000) <= 1000, "iteration %zu: io %llu ns, 400 us",
+			  i, (unsigned long long)it->split[AN_SPLIT_IO]);
+		cr_expect(llabs((long long)it->split[AN_SPLIT_CPU] - 2000000) <= 1000, "iteration %zu: cpu %llu ns, 2000 us",
+			  i, (unsigned long long)it->split[AN_SPLIT_CPU]);
+		cr_expect_eq(it->split_unsampled, 0);
+	}
+	cr_expect_eq(a.loaders.workers, 1);
+	an_analysis_free(&a);
+}
+
+/* The training thread reading its own files: that input is file I/O, whatever a worker does. */
+Test(findings, input_split_of_the_training_thread_s_own_reads_is_io)
+{
+	struct sim s;
+	struct an_analysis a;
+	sim_init(&s);
+	uint32_t path = an_memsrc_string(&s.m, "/data/train/sample.jpg");
+	for (int i = 0; i < 6; i++) {
+		add(&s, SP_K_STEP, SP_API_stepprof_step, s.t, s.t);
+		struct sp_event *e = add(&s, SP_K_OPEN, SP_API_open, s.t, s.t + 1000 * US);
+		e->f[SP_F_PATH] = path;
+		e->f[SP_F_FD] = 7;
+		s.t += 1000 * US;
+		e = add(&s, SP_K_READ, SP_API_read, s.t, s.t + 2000 * US);
+		e->f[SP_F_FD] = 7;
+		e->f[SP_F_BYTES] = 1 << 20;
+		e->f[SP_F_FD_TYPE] = SP_FDTYPE_FILE;
+		s.t += 2000 * US;
+		sim_batch(&s);
+	}
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.nit, 6);
+	for (size_t i = 0; i < a.nit; i++) {
+		cr_expect_eq(a.it[i].bd[AN_INPUT], 3000 * US);
+		cr_expect_eq(a.it[i].split[AN_SPLIT_IO], 3000 * US, "iteration %zu", i);
+	}
+	cr_expect_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	cr_expect_null(find(&a, AN_F_LOADER_STARVED, NULL));
+	an_analysis_free(&a);
+}
+
+Test(findings, loader_cpu_bound_fires_when_workers_compute)
+{
+	struct an_analysis a;
+	split_run(&a, 555, 5, 8880, 100, 1);
+	const struct an_result_finding *f = find(&a, AN_F_LOADER_CPU_BOUND, NULL);
+	cr_assert(f, "no loader_cpu_bound");
+	cr_expect_eq(f->severity, 2, "input is 36%% of the wall time");
+	cr_expect(fabs(evidence(f, "input_cpu_fraction") - 0.8) < 0.01, "cpu %.3f", evidence(f, "input_cpu_fraction"));
+	cr_expect(fabs(evidence(f, "worker_cpu_utilisation") - (555 + 8880) / 11100.0) < 0.01);
+	cr_expect(fabs(evidence(f, "cpu_ms_per_batch") - 9.435) < 0.01, "%.3f", evidence(f, "cpu_ms_per_batch"));
+	cr_expect_eq(evidence(f, "workers"), 1);
+	cr_expect_eq(f->iterations, 12);
+	cr_expect_null(find(&a, AN_F_LOADER_STARVED, NULL));
+	an_analysis_free(&a);
+}
+
+Test(findings, loader_starved_fires_when_workers_idle)
+{
+	struct an_analysis a;
+	split_run(&a, 555, 5, 1110, 8000, 1);
+	const struct an_result_finding *f = find(&a, AN_F_LOADER_STARVED, NULL);
+	cr_assert(f, "no loader_starved");
+	cr_expect_eq(f->severity, 2);
+	cr_expect(fabs(evidence(f, "input_wait_fraction") - 0.85) < 0.01, "wait %.3f",
+		  evidence(f, "input_wait_fraction"));
+	cr_expect(strstr(f->advice, "prefetch_factor"), "%s", f->advice);
+	cr_expect_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	an_analysis_free(&a);
+}
+
+/* Workers reading files most of the time: neither finding; an unsampled worker (a 1.4 trace): neither either. */
+Test(findings, loader_findings_silent_when_io_leads_or_unsampled)
+{
+	struct an_analysis a;
+	split_run(&a, 8880, 20, 555, 100, 1);
+	cr_expect_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	cr_expect_null(find(&a, AN_F_LOADER_STARVED, NULL));
+	cr_expect(a.split_total[AN_SPLIT_IO] > a.split_total[AN_SPLIT_CPU] + a.split_total[AN_SPLIT_WAIT]);
+	an_analysis_free(&a);
+	split_run(&a, 555, 5, 8880, 100, 0);
+	cr_expect_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	cr_expect_null(find(&a, AN_F_LOADER_STARVED, NULL));
+	cr_expect_eq(a.split_unsampled_total, a.bd_total[AN_INPUT], "no sample: all unexplained");
+	an_analysis_free(&a);
+}
+
+/*
+ * small_file_storm at warning or critical only when file I/O leads the split:
+ * 100 stats a batch either way; the worker's time is file I/O (8880 us) or CPU
+ * work (8880 us, its stats 555 us).
+ */
+Test(findings, small_file_storm_is_info_when_workers_compute)
+{
+	struct an_analysis a;
+	split_run(&a, 8880, 100, 555, 100, 1);
+	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	cr_assert(f, "no small_file_storm");
+	cr_expect_eq(f->severity, 2, "file I/O leads: critical");
+	an_analysis_free(&a);
+	split_run(&a, 555, 100, 8880, 100, 1);
+	f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	cr_assert(f, "no small_file_storm");
+	cr_expect_eq(f->severity, 0, "CPU work leads: info");
+	cr_expect_not_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	an_analysis_free(&a);
+	split_run(&a, 555, 100, 8880, 100, 0);
+	f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
+	cr_assert(f, "no small_file_storm");
+	cr_expect_eq(f->severity, 2, "no sample: the size rule alone");
+	an_analysis_free(&a);
+}
