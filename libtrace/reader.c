@@ -705,6 +705,11 @@ int sp_reader_open_follow(const char *path, const struct sp_reader_follow *follo
 		sp_reader_close(r);
 		return -1;
 	}
+	/* 1.5's CPU fields: unknown (0) in an older file, whatever its bytes there */
+	if (r->hdr.version_major == 1 && r->hdr.version_minor < 5) {
+		r->hdr.online_cpus = r->hdr.cpu_affinity_count = 0;
+		memset(r->hdr.cpu_affinity, 0, sizeof(r->hdr.cpu_affinity));
+	}
 	r->path = strdup(path);
 	layouts_init(r->lay);
 	r->newer_minor = r->hdr.version_major == SP_VERSION_MAJOR && r->hdr.version_minor > SP_VERSION_MINOR;

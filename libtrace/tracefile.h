@@ -85,6 +85,7 @@ struct sp_tf_opts {
 	const char *prog; /* the producer's name in its warnings (NULL: "stepprof"), a static string */
 	unsigned dir_flags; /* SP_TF_DIR_*: make the directory, accept another user's */
 	int keep_fd;	  /* keep a descriptor of the file (a collector's own process); 0: closed once mapped */
+	int cpus;	  /* 1: the header's online_cpus and cpu_affinity are the calling process's (1.5) */
 };
 
 /*
