@@ -38,12 +38,16 @@ static inline int wait_result(long r, int e)
 
 /*
  * A wait that returned r: LOADER_WAIT on fd (a pipe or socket of the given
- * type) when there is one (fd >= 0), else no record. wait_end = io_end + wait_rec.
+ * type) when there is one (fd >= 0), then a CPU_TIME sample when this thread
+ * has none from the last millisecond (sp_cpu_handoff), else no record.
+ * wait_end = io_end + wait_rec.
  */
 static inline void wait_rec(struct io_call *c, unsigned api, int fd, unsigned type, int r)
 {
-	if (fd >= 0)
+	if (fd >= 0) {
 		io_emit(SP_K_LOADER_WAIT, api, c->t0, c->t1, 0, 0, fd, wait_result(r, c->err), type, 0);
+		sp_cpu_handoff(c->t1);
+	}
 	io_finish(c);
 }
 

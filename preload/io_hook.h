@@ -377,7 +377,8 @@ static inline uint32_t io_path_id(const char *path)
 
 /*
  * A read-like call on fd returned r bytes (or -1): READ on a file, LOADER_WAIT
- * on a pipe or a socket (the trainer receiving a batch), nothing on an fd
+ * on a pipe or a socket (the trainer receiving a batch; then a CPU_TIME sample
+ * at most once a millisecond per thread: sp_cpu_handoff), nothing on an fd
  * whose reads are not input (IO_W_NOT_INPUT: an eventfd, a timerfd, a tty).
  */
 IO_INLINE void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
@@ -391,9 +392,10 @@ IO_INLINE void io_rec_read(struct io_call *c, unsigned api, int fd, long r)
 	uint64_t bytes = r > 0 ? (uint64_t)r : 0;
 	int res = io_result(r, c->err);
 	/* Two calls, each with a constant kind, so that each folds (io_emit). */
-	if (__builtin_expect(io_type_is_wait(type), 0))
+	if (__builtin_expect(io_type_is_wait(type), 0)) {
 		io_emit(SP_K_LOADER_WAIT, api, c->t0, c->t1, io_word_path(w), bytes, fd, res, type, 0);
-	else
+		sp_cpu_handoff(c->t1);
+	} else
 		io_emit(SP_K_READ, api, c->t0, c->t1, io_word_path(w), bytes, fd, res, type, 0);
 	io_finish(c);
 }

@@ -187,6 +187,7 @@ static void create_file(void)
 	    .warn = tf_warn,
 	    .dir_flags = SP_TF_DIR_CREATE,
 	    .features = __atomic_load_n(&sp_clk.mode, __ATOMIC_RELAXED) == SP_CLK_TSC ? SP_FEAT_TSC : 0,
+	    .cpus = 1, /* this process's, a forked child's own: each makes its file */
 	};
 	int state = FILE_FAILED;
 	sigbus_install();
@@ -355,9 +356,41 @@ void sp_recorder_thread_exit(void)
 
 /* ------------------------------------------------------- 3. record path */
 
-/* Section 6: the summary window's end (UINT64_MAX: off) and the slow path. */
-static void summary_tick(uint64_t now, int final);
+/* Section 6: the summary window's end (UINT64_MAX: off) and the slow path (1: a summary was written). */
+static int summary_tick(uint64_t now, int final);
 static void summary_note(unsigned kind, const uint64_t *f);
+
+/* ------------------------------------------------------- CPU_TIME samples */
+
+int sp_cpu_samples;
+__thread uint64_t sp_cpu_last __attribute__((tls_model("initial-exec")));
+
+/*
+ * The process's CPU time (user + system) in ns into f[SP_F_VALUE], and the
+ * time of the reading into *now; -1 when the clock failed. The raw syscall:
+ * the vDSO has no process CPU clock (glibc's clock_gettime makes the same
+ * syscall), and no wrapper of anyone else's is called. errno is kept.
+ */
+static int cpu_read(uint64_t *f, uint64_t *now)
+{
+	int saved = errno;
+	struct timespec ts;
+	long r = syscall(SYS_clock_gettime, CLOCK_PROCESS_CPUTIME_ID, &ts);
+	*now = sp_now();
+	sp_cpu_last = *now; /* a failed reading too: a clock that fails is not asked again at once */
+	errno = saved;
+	if (r != 0 || ts.tv_sec < 0 || ts.tv_nsec < 0)
+		return -1;
+	f[SP_F_VALUE] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return 0;
+}
+
+void sp_cpu_sample(void)
+{
+	uint64_t f[SP_F__COUNT], now;
+	if (cpu_read(f, &now) == 0)
+		sp_emit(SP_K_CPU_TIME, SP_API_NONE, now, now, f);
+}
 
 /* Reserve, encode and commit a record of a kind known at compile time. */
 static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st, unsigned kind, unsigned api,
@@ -388,6 +421,14 @@ static inline __attribute__((always_inline)) void emit_k(struct sp_tf_stream *st
 
 static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns,
 		      const uint64_t *f);
+
+/* A sample on the rare path (a summary window ended): into the thread's stream, not through sp_emit (t_rare). */
+static void cpu_sample_rare(struct sp_tf_stream *st)
+{
+	uint64_t f[SP_F__COUNT], now;
+	if (cpu_read(f, &now) == 0)
+		emit_k(st, SP_K_CPU_TIME, SP_API_NONE, now, now, f);
+}
 
 void sp_emit_rare(unsigned kind, unsigned api, uint64_t begin_ns, uint64_t end_ns, const uint64_t *f)
 {
@@ -433,8 +474,9 @@ static void emit_rare(struct sp_tf_stream *st, unsigned kind, unsigned api, uint
 		return;
 	}
 	/* before this record counts: a summary describes the records that ended before its window's end */
-	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED), 0))
-		summary_tick(end_ns, 0);
+	if (__builtin_expect(end_ns >= __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED), 0) &&
+	    summary_tick(end_ns, 0) && sp_cpu_samples)
+		cpu_sample_rare(st);
 	switch (kind) {
 	case SP_K_STEP:
 	case SP_K_ALLOC:
@@ -580,6 +622,7 @@ static void atfork_child(void)
 	memset(&sp_rec_stream, 0, sizeof(sp_rec_stream));
 	t_rare = 0; /* fork() called by a signal handler that interrupted the rare path */
 	t_early_lost = 0;
+	sp_cpu_last = 0; /* the child's first hand-off is sampled: its file starts with its own CPU time */
 	summary_fork_child();
 	t_creating = 0;
 	__atomic_store_n(&sp_proc.state, FILE_NONE, __ATOMIC_RELEASE);
@@ -610,6 +653,7 @@ void sp_recorder_init(const char *dir, uint64_t max_bytes)
 	g_key_ok = pthread_key_create(&g_key, thread_dtor) == 0;
 	pthread_atfork(NULL, NULL, atfork_child);
 	summary_init();
+	sp_cpu_samples = sp_cfg.CPU_SAMPLES != 0;
 	__atomic_store_n(&sp_active, 1, __ATOMIC_RELEASE);
 	sp_capture_init();
 }
@@ -625,6 +669,9 @@ void sp_recorder_shutdown(void)
 	if (!sp_active || __atomic_load_n(&sp_proc.state, __ATOMIC_ACQUIRE) != FILE_READY)
 		return;
 	flush_held(); /* the exiting thread's */
+	/* the process's CPU time at its end, inside the capture range only */
+	if (sp_cpu_samples && sp_cap.on)
+		sp_cpu_sample();
 	uint64_t now = sp_now();
 	sp_recorder_thread_exit(); /* first: its records count in the last summary */
 	summary_tick(now, 1);
@@ -865,12 +912,12 @@ static int summary_write(uint64_t begin, uint64_t end, uint64_t now, int final)
 	return 0;
 }
 
-/* Slow path: `now` reached the window's end (or the process ends: final). */
-static void summary_tick(uint64_t now, int final)
+/* Slow path: `now` reached the window's end (or the process ends: final). 1: a summary was written. */
+static int summary_tick(uint64_t now, int final)
 {
-	int idle = 0;
+	int idle = 0, wrote = 0;
 	if (!g_sum_win || !__atomic_compare_exchange_n(&g_sum_busy, &idle, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-		return;
+		return 0;
 	int saved = errno;
 	uint64_t next = __atomic_load_n(&sp_proc.sum_next, __ATOMIC_RELAXED);
 	if (next == UINT64_MAX || (!final && now < next) || now < g_sum_t0 ||
@@ -880,6 +927,7 @@ static void summary_tick(uint64_t now, int final)
 	int full = 0;
 	if (end > g_sum_begin) {
 		full = summary_write(g_sum_begin, end, now, final) != 0;
+		wrote = !full;
 		g_sum_begin = end;
 	}
 	uint64_t budget = g_tf.keep_slots / 2;
@@ -892,4 +940,5 @@ static void summary_tick(uint64_t now, int final)
 out:
 	__atomic_store_n(&g_sum_busy, 0, __ATOMIC_RELEASE);
 	errno = saved;
+	return wrote;
 }

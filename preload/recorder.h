@@ -224,6 +224,29 @@ static inline __attribute__((always_inline)) void sp_emit(unsigned kind, unsigne
 }
 
 /*
+ * CPU_TIME samples (docs/input-capture.md, "CPU time at hand-offs"): the
+ * process's CPU time (CLOCK_PROCESS_CPUTIME_ID, a real syscall) after a
+ * LOADER_WAIT record, at most one per SP_CPU_SAMPLE_MIN_NS per thread, and
+ * at each summary window and the clean exit (recorder.c). sp_cpu_samples:
+ * STEPPROF_CPU_SAMPLES. sp_cpu_last: when this thread took its last sample
+ * (its own sp_now; 0: none yet). sp_cpu_handoff(t): a wait that handed a
+ * batch over ended at t; the check is a TLS load and a compare, the sample
+ * (out of line) leaves errno as it finds it and writes nothing when the clock
+ * fails. No lock, no atomic, no malloc.
+ */
+#define SP_CPU_SAMPLE_MIN_NS 1000000ull
+SP_HIDDEN extern int sp_cpu_samples;
+SP_HIDDEN extern __thread uint64_t sp_cpu_last __attribute__((tls_model("initial-exec")));
+SP_HIDDEN void sp_cpu_sample(void);
+
+static inline __attribute__((always_inline)) void sp_cpu_handoff(uint64_t t)
+{
+	/* signed: a sample a signal handler took after t was read is newer than t */
+	if (__builtin_expect((int64_t)(t - sp_cpu_last) >= (int64_t)SP_CPU_SAMPLE_MIN_NS, 0) && sp_cpu_samples)
+		sp_cpu_sample();
+}
+
+/*
  * Intern a string for this process's trace; returns its id (> 0), stable for the
  * life of the file, or 0 when it cannot be stored. Lock-free; a string already
  * interned costs one hash and one table probe. len is clipped to SP_MAX_STRING.
