@@ -53,6 +53,7 @@ static int is_instant(unsigned kind)
 	case SP_K_MARK:
 	case SP_K_STEP:
 	case SP_K_NVTX_MARK:
+	case SP_K_CPU_TIME:
 		return 1;
 	default:
 		return 0;

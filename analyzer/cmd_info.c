@@ -24,7 +24,8 @@ static void info_usage(FILE *f)
 {
 	fprintf(f, "usage: stepprof info [--json] DIR|FILE...\n\n"
 		   "For each trace file (a DIR means every trace file directly in it): host, pid,\n"
-		   "ppid, rank, command line, time span, threads, records in total and per kind,\n"
+		   "ppid, rank, command line, online CPUs and CPU affinity, time span, threads,\n"
+		   "records in total and per kind,\n"
 		   "lost and overwritten records, used and apparent file size, per-window\n"
 		   "summaries (count and time span),\n"
 		   "truncated/corrupt flags.\n\n"
@@ -120,6 +121,13 @@ static void info_text(const char *path, const struct info *in)
 			any = 1;
 		}
 	printf("%s\n", any ? "" : " none");
+	if (h->online_cpus || h->cpu_affinity_count) {
+		char cpus[256];
+		printf("  cpus        %u online, affinity %u (%s)\n", h->online_cpus, h->cpu_affinity_count,
+		       util_header_cpu_list(h, cpus, sizeof(cpus))[0] ? cpus : "unknown");
+	} else {
+		printf("  cpus        unknown (a file of format 1.4 or older)\n");
+	}
 	if (st->records)
 		printf("  time        %llu .. %llu ns (CLOCK_MONOTONIC), span %s\n", (unsigned long long)st->begin_ns,
 		       (unsigned long long)st->end_ns, util_fmt_ns(st->end_ns - st->begin_ns, b1, sizeof(b1)));
@@ -189,6 +197,10 @@ static void info_json(struct jsonw *w, const char *path, const struct info *in)
 		if (h->features & (1u << i))
 			jw_str(w, feature_names[i]);
 	jw_arr_end(w);
+	char cpus[4096];
+	jw_ku64(w, "online_cpus", h->online_cpus);
+	jw_ku64(w, "cpu_affinity_count", h->cpu_affinity_count);
+	jw_kstr(w, "cpu_affinity", util_header_cpu_list(h, cpus, sizeof(cpus)));
 	jw_ku64(w, "start_mono_ns", h->start_mono_ns);
 	jw_ku64(w, "start_real_ns", h->start_real_ns);
 	jw_ku64(w, "begin_ns", st->begin_ns);

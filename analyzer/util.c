@@ -153,6 +153,34 @@ const char *util_header_run_id(const struct sp_file_header *h, char *out)
 	return out;
 }
 
+const char *util_header_cpu_list(const struct sp_file_header *h, char *out, size_t len)
+{
+	const unsigned ncpu = SP_CPU_AFFINITY_WORDS * 64;
+	size_t n = 0;
+	out[0] = 0;
+	for (unsigned c = 0; c < ncpu;) {
+		if (!((h->cpu_affinity[c / 64] >> (c % 64)) & 1)) {
+			c++;
+			continue;
+		}
+		unsigned e = c;
+		while (e + 1 < ncpu && ((h->cpu_affinity[(e + 1) / 64] >> ((e + 1) % 64)) & 1))
+			e++;
+		char part[32];
+		int k = e == c ? snprintf(part, sizeof(part), "%s%u", n ? "," : "", c)
+			       : snprintf(part, sizeof(part), "%s%u-%u", n ? "," : "", c, e);
+		if (n + (size_t)k + 4 > len) {
+			if (n + 4 <= len)
+				snprintf(out + n, len - n, "...");
+			break;
+		}
+		memcpy(out + n, part, (size_t)k + 1);
+		n += (size_t)k;
+		c = e + 1;
+	}
+	return out;
+}
+
 /* The directory part of path ("." for a bare name) into out. */
 static void dir_of(const char *path, char *out, size_t n)
 {

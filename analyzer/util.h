@@ -109,6 +109,12 @@ unsigned util_trace_dirs(const char *dir, const char *prefix, char *newest, size
 int util_run_id(const char *path, char *out);
 /* The same from a header already read: out (SP_RUN_ID_SIZE bytes), "" when it has none. */
 const char *util_header_run_id(const struct sp_file_header *h, char *out);
+/*
+ * The header's CPU affinity (format 1.5) as a list of CPU numbers and ranges,
+ * "0-3,8,10-11", into out (cut short with "..." when it does not fit); "" when
+ * the header has none (a file of format 1.4 or older, or an unknown affinity).
+ */
+const char *util_header_cpu_list(const struct sp_file_header *h, char *out, size_t len);
 
 /*
  * Files of one run only: the files of analyze, export and watch are merged as one
