@@ -1396,3 +1396,45 @@ Test(reader, decoding_again_is_decoding_afresh)
 			     sp_kind_name[kind]);
 	}
 }
+
+/*
+ * Format 1.5's CPU fields: read back from a 1.5 header; 0 from an older one,
+ * even where its bytes there are not zero (they were no field of its format).
+ */
+Test(reader, the_cpu_fields_of_a_1_5_header_and_zeros_before)
+{
+	struct memfile m;
+	mf_open(&m);
+	char err[256];
+	for (unsigned minor = 3; minor <= SP_VERSION_MINOR; minor++) {
+		struct sp_tg *g = sp_tg_create(NULL, 1, 0, -1);
+		SP_TG_ADD(g, 1, SP_K_CPU_TIME, 0, 5, 5, {SP_F_VALUE, 123456789});
+		struct sp_file_header *h = sp_tg_header(g);
+		h->version_minor = (uint16_t)minor;
+		h->online_cpus = 192;
+		h->cpu_affinity_count = 3;
+		h->cpu_affinity[0] = 0x3;	     /* CPUs 0, 1 */
+		h->cpu_affinity[15] = 1ull << 63; /* CPU 1023 */
+		size_t len;
+		uint8_t *img = sp_tg_image(g, &len);
+		mf_set(&m, img, len);
+		free(img);
+		struct sp_reader *rd;
+		cr_assert_eq(sp_reader_open(m.path, &rd, err, sizeof(err)), 0, "%s", err);
+		const struct sp_file_header *got = sp_reader_header(rd);
+		int known = minor >= 5;
+		cr_expect_eq(got->online_cpus, known ? 192u : 0u, "1.%u: online_cpus %u", minor, got->online_cpus);
+		cr_expect_eq(got->cpu_affinity_count, known ? 3u : 0u, "1.%u", minor);
+		cr_expect_eq(got->cpu_affinity[0], known ? 0x3ull : 0ull, "1.%u", minor);
+		cr_expect_eq(got->cpu_affinity[15], known ? 1ull << 63 : 0ull, "1.%u", minor);
+		/* the record reads the same in any minor */
+		struct sp_event ev;
+		cr_assert(sp_reader_next(rd, &ev));
+		cr_expect_eq(ev.kind, SP_K_CPU_TIME);
+		cr_expect_eq(ev.f[SP_F_VALUE], 123456789ull);
+		cr_expect_eq(ev.begin_ns, 5ull);
+		cr_expect_eq(ev.end_ns, 5ull);
+		sp_reader_close(rd);
+	}
+	close(m.fd);
+}

@@ -65,3 +65,21 @@ Test(util, run_output_pattern_expands_pid_host_variables_and_percent)
 		cr_expect_null(strchr(err, '\n'));
 	}
 }
+
+Test(util, the_header_cpu_affinity_reads_as_a_list_of_ranges)
+{
+	struct sp_file_header h;
+	memset(&h, 0, sizeof(h));
+	char out[64];
+	cr_expect_str_eq(util_header_cpu_list(&h, out, sizeof(out)), "");
+	h.cpu_affinity[0] = 0xfull | 1ull << 8 | 3ull << 10 | 1ull << 63;
+	h.cpu_affinity[1] = 0x3;   /* 64, 65: a range across the word */
+	h.cpu_affinity[15] = 1ull << 63;
+	cr_expect_str_eq(util_header_cpu_list(&h, out, sizeof(out)), "0-3,8,10-11,63-65,1023");
+	/* cut short, never past the buffer */
+	memset(h.cpu_affinity, 0x55, sizeof(h.cpu_affinity)); /* every even CPU */
+	util_header_cpu_list(&h, out, sizeof(out));
+	cr_expect_lt(strlen(out), sizeof(out));
+	cr_expect(strstr(out, "...") != NULL, "%s", out);
+	cr_expect_eq(strncmp(out, "0,2,4,6", 7), 0, "%s", out);
+}
