@@ -13,6 +13,15 @@
  *   iogen pipe WAITS MS            the main thread waits WAITS times for a batch
  *                                  that a thread writes into a pipe after MS ms
  *                                  (poll, then read)
+ *   iogen pingpong ROUNDS [SPIN_US] batch hand-offs between two processes: the parent
+ *                                  writes a byte into a pipe, a forked child blocks in
+ *                                  read() for it, spins SPIN_US (0) and answers on a
+ *                                  second pipe, which the parent blocks in read() for;
+ *                                  ROUNDS round trips (2 hand-offs each) after 1000
+ *                                  untimed ones; prints wall and CPU (both processes)
+ *                                  ns per hand-off
+ *   iogen cputime ITERS            ITERS clock_gettime(CLOCK_PROCESS_CPUTIME_ID) calls:
+ *                                  ns per call (and CLOCK_MONOTONIC's, the vDSO's)
  *   iogen bench DIR N ITERS        the small-file loop: stat + open + read + close
  *                                  of each file, ITERS rounds after one untimed
  *                                  round; prints elapsed and CPU ns per file
@@ -335,6 +344,91 @@ static uint64_t cpu_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_us(long us)
+{
+	uint64_t end = now_ns() + (uint64_t)us * 1000u;
+	while (now_ns() < end)
+		;
+}
+
+static void must_io(ssize_t r, size_t want, const char *what)
+{
+	if (r != (ssize_t)want)
+		die(what);
+}
+
+/* The child's side: ROUNDS + warm-up answers, then its CPU ns of the timed rounds on the answer pipe. */
+static void pingpong_child(int rfd, int wfd, long warm, long rounds, long spin)
+{
+	char c;
+	uint64_t c0 = 0;
+	for (long i = 0; i < warm + rounds; i++) {
+		if (i == warm)
+			c0 = cpu_ns();
+		must_io(read(rfd, &c, 1), 1, "child read");
+		if (spin)
+			spin_us(spin);
+		must_io(write(wfd, &c, 1), 1, "child write");
+	}
+	uint64_t dc = cpu_ns() - c0;
+	must_io(write(wfd, &dc, sizeof(dc)), sizeof(dc), "child cpu");
+	exit(0);
+}
+
+static int do_pingpong(long rounds, long spin)
+{
+	const long warm = 1000;
+	int a[2], b[2];
+	if (rounds < 1 || pipe(a) || pipe(b))
+		die("pipe");
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0) {
+		close(a[1]);
+		close(b[0]);
+		pingpong_child(a[0], b[1], warm, rounds, spin);
+	}
+	close(a[0]);
+	close(b[1]);
+	char c = 'x';
+	uint64_t t0 = 0, c0 = 0;
+	for (long i = 0; i < warm + rounds; i++) {
+		if (i == warm) {
+			c0 = cpu_ns();
+			t0 = now_ns();
+		}
+		must_io(write(a[1], &c, 1), 1, "write");
+		must_io(read(b[0], &c, 1), 1, "read");
+	}
+	uint64_t dt = now_ns() - t0, dc = cpu_ns() - c0, child = 0;
+	must_io(read(b[0], &child, sizeof(child)), sizeof(child), "read child cpu");
+	int st;
+	if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st))
+		die("child");
+	double n = 2.0 * (double)rounds;
+	printf("{\"handoffs\":%.0f,\"spin_us\":%ld,\"elapsed_ns\":%llu,\"ns_per_handoff\":%.1f,"
+	       "\"cpu_ns_per_handoff\":%.1f,\"pid\":%d,\"child_pid\":%d}\n",
+	       n, spin, (unsigned long long)dt, (double)dt / n, (double)(dc + child) / n, (int)getpid(), (int)pid);
+	return 0;
+}
+
+static int do_cputime(long iters)
+{
+	struct timespec ts;
+	uint64_t t0 = now_ns();
+	for (long i = 0; i < iters; i++)
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	uint64_t cpu = now_ns() - t0;
+	t0 = now_ns();
+	for (long i = 0; i < iters; i++)
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t mono = now_ns() - t0;
+	printf("{\"calls\":%ld,\"process_cputime_ns_per_call\":%.1f,\"monotonic_ns_per_call\":%.1f}\n", iters,
+	       (double)cpu / (double)iters, (double)mono / (double)iters);
+	return 0;
 }
 
 static int do_bench(long iters)
@@ -1501,12 +1595,16 @@ static int do_stdio(void)
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
-		fprintf(stderr, "usage: iogen setup|run|pipe|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd|eintr ...\n");
+		fprintf(stderr, "usage: iogen setup|run|pipe|pingpong|cputime|bench|forkexec|forkio|each|exit|reuse|dupfd|badptr|forkfd|memstream|stale|vforkfirst|mainexit|closerange|longpath|dotdot|fchdirfd|eintr ...\n");
 		return 2;
 	}
 	const char *mode = argv[1];
 	if (!strcmp(mode, "pipe"))
 		return do_pipe(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 50);
+	if (!strcmp(mode, "pingpong"))
+		return do_pingpong(atol(argv[2]), argc > 3 ? atol(argv[3]) : 0);
+	if (!strcmp(mode, "cputime"))
+		return do_cputime(atol(argv[2]));
 	if (argc < 4) {
 		fprintf(stderr, "iogen %s: DIR N missing\n", mode);
 		return 2;
