@@ -60,6 +60,7 @@ static struct opts {
 	uint64_t worker_start_us;	 /* --worker-start-us U: a new worker's start-up, spun before its first batch */
 	uint64_t file_size, h2d_bytes, d2h_bytes, item_bytes, leak_bytes;
 	uint64_t worker_us, kernel_us, host_us;
+	uint64_t worker_cpu_us; /* --worker-cpu-us U: a worker's CPU work per batch, spun after each file */
 	bool pin_thread;  /* --pin-thread: a thread receives the workers' batches (pin_memory=True) */
 	bool print_iters; /* --print-iters: "iteration N" on stdout as each iteration ends */
 	bool pinned, fragment, fragment_iter_set, run_static;
@@ -122,6 +123,20 @@ static const struct scenario {
      "--iters 24 --workers 2 --epoch-iters 6 --worker-start-us 60000 --files-per-iter 8 --file-size 64K "
      "--kernels 4 --kernel-us 2000 --h2d-bytes 1M --pinned --d2h-bytes 4K --host-us 500",
      "loader workers created anew every 6 iterations (an epoch without persistent_workers), 60 ms start-up each"},
+    {"loader-cpu-bound",
+     "--iters 24 --workers 2 --files-per-iter 4 --file-size 16K --worker-cpu-us 40000 --h2d-bytes 1M --pinned "
+     "--kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
+     "2 workers burn 40 ms of CPU per batch (decode, augment) on 4 small files: the trainer waits on their CPU"},
+    {"small-files",
+     "--iters 12 --workers 2 --files-per-iter 2500 --file-size 2K --dataset-files 30000 --h2d-bytes 1M --pinned "
+     "--kernels 2 --kernel-us 1000 --d2h-bytes 4K --host-us 200",
+     "2 workers stat, open, read and close 2500 distinct 2 KiB files per batch, no transform: the trainer waits on "
+     "their file calls"},
+    {"loader-starved",
+     "--iters 24 --workers 2 --prefetch 1 --files-per-iter 2 --file-size 64K --worker-us 30000 --h2d-bytes 1M "
+     "--pinned --kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
+     "2 workers, one batch ahead each, blocked 30 ms per batch (neither file calls nor CPU): the trainer waits on "
+     "their waits"},
 };
 
 static void usage(FILE *f)
@@ -136,7 +151,7 @@ static void usage(FILE *f)
 		   "  --pause-at N --pause-ms M  --launch-host-us U  --kernel-step-at N --kernel-step-us U\n"
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "  --profiler-range A-B  --profiler-dlsym  --profiler-entry-point\n"
-		   "  --epoch-iters N  --worker-start-us U\n"
+		   "  --epoch-iters N  --worker-start-us U  --worker-cpu-us U\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -224,6 +239,7 @@ static const struct field_opt {
     {"--profiler-dlsym", F_TRUE, offsetof(struct opts, prof_dlsym), 0},
     {"--profiler-entry-point", F_TRUE, offsetof(struct opts, prof_entry), 0},
     {"--worker-us", F_SIZE, offsetof(struct opts, worker_us), 0},
+    {"--worker-cpu-us", F_SIZE, offsetof(struct opts, worker_cpu_us), 0},
     {"--h2d-bytes", F_SIZE, offsetof(struct opts, h2d_bytes), 0},
     {"--pinned", F_TRUE, offsetof(struct opts, pinned), 0},
     {"--pageable", F_FALSE, offsetof(struct opts, pinned), 0},
@@ -387,6 +403,26 @@ static void spin_for(uint64_t ns)
 		;
 }
 
+/* The calling thread's CPU time (user + system), ns. */
+static uint64_t cpu_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * A loader worker's transform (decode, augment): ns of CPU burnt, however long
+ * the machine makes it take; returns the CPU time it took (>= ns).
+ */
+static uint64_t spin_cpu(uint64_t ns)
+{
+	uint64_t c0 = cpu_now(), c = c0;
+	while (c - c0 < ns)
+		c = cpu_now();
+	return c - c0;
+}
+
 static long cur_iteration = -1; /* the iteration running, -1 outside the loop */
 
 /* The failure, the iteration it happened in and when (CLOCK_MONOTONIC): what a test of an OOM compares. */
@@ -509,12 +545,15 @@ struct batch_stats {
 	unsigned opened, stats;
 	int err;
 	uint64_t bytes;
+	uint64_t io_ns;	 /* the stat/open/read/close calls, each timed around the call */
+	uint64_t cpu_ns; /* CPU time of --worker-cpu-us (workers only) */
 };
 
 /*
  * Read batch b's files as a Dataset's __getitem__ would: stat, open, read to
  * EOF, close. In the trainer (record) each call is an input interval; in a
- * worker (rng) each file is followed by its share of --worker-us.
+ * worker (rng) each file is followed by its share of --worker-cpu-us (CPU
+ * burnt) and of --worker-us (slept). Either way bs->io_ns sums the calls.
  */
 static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs, bool record, uint64_t *rng)
 {
@@ -530,6 +569,7 @@ static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs
 		t1 = tr_now();
 		if (record)
 			tr_input(t0, t1);
+		bs->io_ns += t1 - t0;
 		bs->stats++;
 		if (rc)
 			bs->err = errno;
@@ -539,6 +579,7 @@ static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs
 		t1 = tr_now();
 		if (record)
 			tr_input(t0, t1);
+		bs->io_ns += t1 - t0;
 		if (fd < 0) {
 			bs->err = errno;
 			continue;
@@ -550,6 +591,7 @@ static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs
 			t1 = tr_now();
 			if (record)
 				tr_input(t0, t1);
+			bs->io_ns += t1 - t0;
 			if (n <= 0) {
 				if (n < 0)
 					bs->err = errno;
@@ -562,18 +604,29 @@ static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs
 		t1 = tr_now();
 		if (record)
 			tr_input(t0, t1);
+		bs->io_ns += t1 - t0;
 		/* A worker decodes each sample after reading it (Dataset.__getitem__), so its
 		 * reads spread over the batch's time instead of coming in one burst. */
+		if (rng && O.worker_cpu_us)
+			bs->cpu_ns += spin_cpu(jitter(rng, O.worker_cpu_us * 1000 / O.files_per_iter));
 		if (rng && O.worker_us)
 			sleep_until(tr_now() + jitter(rng, O.worker_us * 1000 / O.files_per_iter));
 	}
 }
 
-/* What a worker sends per batch: small, like the shared-memory handle a DataLoader sends. */
+/*
+ * What a worker sends per batch: small, like the shared-memory handle a
+ * DataLoader sends, plus what the ground truth needs of the worker's time: its
+ * file calls (io_ns) and CPU work (cpu_ns) inside [read_begin, read_end], and in
+ * its first message its start-up, [start_begin, start_end] with start_cpu_ns of
+ * CPU (all zero in later messages).
+ */
 struct batch_msg {
 	uint32_t index, opened, stats;
 	int32_t err, pid, pad;
 	uint64_t bytes, read_begin, read_end;
+	uint64_t io_ns, cpu_ns;
+	uint64_t start_begin, start_end, start_cpu_ns;
 };
 
 struct worker {
@@ -600,6 +653,13 @@ static unsigned worker_of(unsigned b)
 	return (b - epoch_first) % O.workers;
 }
 
+/* The global number of worker w of the current generation (tr_worker_window). */
+static unsigned worker_global(unsigned w)
+{
+	return nall_pids - O.workers + w;
+}
+
+/* record: the read is the trainer's wait for its batch, from the current generation's workers */
 static bool read_full(int fd, void *p, size_t n, bool record)
 {
 	char *c = p;
@@ -608,7 +668,7 @@ static bool read_full(int fd, void *p, size_t n, bool record)
 		ssize_t r = read(fd, c, n);
 		uint64_t t1 = tr_now();
 		if (record)
-			tr_input(t0, t1);
+			tr_input_wait(t0, t1, worker_global(0), O.workers);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -641,14 +701,21 @@ static void __attribute__((noreturn)) worker_main(unsigned w, int idx_fd, int re
 	uint32_t idx;
 
 	/* --worker-start-us: what a new worker does before its first batch (imports, building the dataset) */
+	uint64_t start_begin = tr_now(), c0 = cpu_now();
 	spin_for(jitter(&rng, O.worker_start_us * 1000));
+	uint64_t start_end = tr_now(), start_cpu = cpu_now() - c0;
+	bool first = true;
 	while (buf && read_full(idx_fd, &idx, sizeof(idx), false)) {
 		struct batch_stats bs;
 		struct batch_msg m = {.index = idx, .pid = (int32_t)getpid()};
+		if (first)
+			m.start_begin = start_begin, m.start_end = start_end, m.start_cpu_ns = start_cpu;
+		first = false;
 		m.read_begin = tr_now();
 		read_batch(idx, buf, cap ? cap : 1, &bs, false, &rng);
 		m.read_end = tr_now();
 		m.opened = bs.opened, m.stats = bs.stats, m.bytes = bs.bytes, m.err = bs.err;
+		m.io_ns = bs.io_ns, m.cpu_ns = bs.cpu_ns;
 		if (!write_full(res_fd, &m, sizeof(m)))
 			break;
 	}
@@ -950,7 +1017,7 @@ static void get_batch(unsigned i)
 		struct batch_stats bs;
 		uint64_t t0 = tr_now();
 		read_batch(i, rbuf, rcap, &bs, true, NULL);
-		tr_batch_reader((int)getpid(), t0, tr_now());
+		tr_batch_reader((int)getpid(), t0, tr_now(), bs.io_ns, 0);
 		tr_files(bs.opened, bs.stats, bs.bytes);
 		if (bs.err)
 			fprintf(stderr, "trainer: batch %u: %s\n", i, strerror(bs.err));
@@ -979,7 +1046,7 @@ static void get_batch(unsigned i)
 		/* the main thread's wait for the hand-over is its wait for the batch: input */
 		uint64_t t0 = tr_now();
 		got = pin_get(i, &m);
-		tr_input(t0, tr_now());
+		tr_input_wait(t0, tr_now(), worker_global(0), O.workers);
 	} else {
 		got = read_full(workers[worker_of(i)].res_fd, &m, sizeof(m), true);
 	}
@@ -989,7 +1056,12 @@ static void get_batch(unsigned i)
 	}
 	if (m.index != i || m.err)
 		fprintf(stderr, "trainer: batch %u: got batch %u, error %d\n", i, m.index, m.err);
-	tr_batch_reader(m.pid, m.read_begin, m.read_end);
+	tr_batch_reader(m.pid, m.read_begin, m.read_end, m.io_ns, m.cpu_ns);
+	/* how the worker spent its time: its start-up (first message only), then this batch */
+	unsigned w = worker_global(worker_of(i));
+	if (m.start_end > m.start_begin)
+		tr_worker_window(w, m.start_begin, m.start_end, 0, m.start_cpu_ns);
+	tr_worker_window(w, m.read_begin, m.read_end, m.io_ns, m.cpu_ns);
 	tr_files(m.opened, m.stats, m.bytes);
 	if (i + O.prefetch * O.workers < epoch_end)
 		send_index(i + O.prefetch * O.workers);
@@ -1460,8 +1532,8 @@ int main(int argc, char **argv)
 		O.pin_thread ? "true" : "false", O.ckpt_every, O.ckpt_files, O.log_every);
 	fprintf(f, ",\"launch_host_us\":%llu,\"kernel_step_at\":%u,\"kernel_step_us\":%llu",
 		(unsigned long long)O.launch_host_us, O.kernel_step_at, (unsigned long long)O.kernel_step_us);
-	fprintf(f, ",\"epoch_iters\":%u,\"worker_start_us\":%llu", O.epoch_iters,
-		(unsigned long long)O.worker_start_us);
+	fprintf(f, ",\"epoch_iters\":%u,\"worker_start_us\":%llu,\"worker_cpu_us\":%llu", O.epoch_iters,
+		(unsigned long long)O.worker_start_us, (unsigned long long)O.worker_cpu_us);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < nall_pids; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)all_pids[w]);

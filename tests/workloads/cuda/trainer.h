@@ -74,9 +74,19 @@ void tr_iter_begin(unsigned i, uint64_t t); /* also ends the previous iteration 
 void tr_iter_finish(uint64_t t);	    /* ends the last iteration; later calls count as teardown */
 
 void tr_api(enum tr_api api);	       /* one call issued (per-iteration and totals) */
-void tr_input(uint64_t b, uint64_t e); /* a host input call: stat/open/read/close or pipe read */
+void tr_input(uint64_t b, uint64_t e); /* the trainer's own stat/open/read/close of a batch file (input_io) */
+/* a wait for the loader workers (pipe read, queue): their global numbers first .. first + k - 1 are alive */
+void tr_input_wait(uint64_t b, uint64_t e, unsigned first, unsigned k);
 void tr_files(unsigned opened, unsigned stats, uint64_t bytes); /* batch consumed in this iteration */
-void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end);
+/* who read the batch consumed in this iteration, when, and its file calls' and CPU work's time */
+void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end, uint64_t io_ns, uint64_t cpu_ns);
+/*
+ * What loader worker `worker` (its global number: generation x K + w) did over
+ * [b, e]: io_ns in its file calls, cpu_ns of CPU spent in its transform (or its
+ * start-up), the rest waiting. Any iteration, any order across workers; in order
+ * for one worker.
+ */
+void tr_worker_window(unsigned worker, uint64_t b, uint64_t e, uint64_t io_ns, uint64_t cpu_ns);
 void tr_kernel(struct tr_kslot *k); /* in stream order, before the launch */
 void tr_copy(enum tr_cat dir, uint64_t bytes, bool pageable, uint64_t cb, uint64_t ce);
 void tr_sync(uint64_t cb, uint64_t ce);

@@ -3,18 +3,22 @@
  * measured it, printed as JSON at exit (schema stepprof.trainer/1,
  * docs/workloads.md).
  *
- *   1. state: per-iteration counters, the stream's ops in issue order, input calls
+ *   1. state: per-iteration counters, the stream's ops in issue order, input calls,
+ *      the loader workers' windows
  *   2. recording: the tr_* calls the loop makes (cheap appends, no I/O)
  *   3. resolution: GPU intervals of copies from the stream order, then a sweep that
- *      partitions each iteration with docs/definitions.md's priorities
+ *      partitions each iteration with docs/definitions.md's priorities, and splits
+ *      its input time into input_io, input_cpu, input_wait
  *   4. JSON output
  *
  * RATIONALE: resolution waits for exit because a kernel's interval is written
  * by the GPU worker and a pinned copy's end is only known from what follows it
- * on the stream; at exit every iteration has been synchronised.
+ * on the stream; at exit every iteration has been synchronised. Likewise a
+ * worker's window that overlaps a wait may reach the trainer iterations later.
  */
 #include "trainer.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,14 +45,23 @@ struct op {
 struct span {
 	uint64_t b, e;
 	unsigned iter;
+	unsigned wfirst, wk; /* a wait for workers wfirst .. wfirst + wk - 1; wk == 0: a file call */
 };
+
+/* One loader worker's window: what it did over [b, e] (tr_worker_window). */
+struct window {
+	unsigned worker;
+	uint64_t b, e, io_ns, cpu_ns;
+};
+
+enum { SPLIT_IO, SPLIT_CPU, SPLIT_WAIT, NSPLIT };
 
 struct iter {
 	uint64_t start, end;
 	struct counts c;
 	uint64_t live_end, peak;
 	int reader_pid;
-	uint64_t read_begin, read_end;
+	uint64_t read_begin, read_end, read_io, read_cpu;
 	bool workers_started; /* a generation of loader workers was forked for this iteration's batch */
 };
 
@@ -74,9 +87,13 @@ static struct {
 	size_t ninputs, capinputs;
 	struct failure *fails;
 	size_t nfails, capfails;
+	struct window *wins; /* sorted by (worker, b) at resolution; wins_of[w] .. wins_of[w + 1] - 1 */
+	size_t nwins, capwins, *wins_of;
+	unsigned nworkers; /* 1 + the highest worker number seen */
 } T;
 
 static const char *const cat_name[TR_NCAT + 1] = {"compute", "h2d", "d2h", "input", "sync", "other"};
+static const char *const split_name[NSPLIT] = {"input_io", "input_cpu", "input_wait"};
 static const char *const api_name[TR_NAPI] = {
 #define TR_API_NAME(n) #n,
     TR_APIS(TR_API_NAME)
@@ -175,10 +192,25 @@ void tr_api(enum tr_api api)
 
 void tr_input(uint64_t b, uint64_t e)
 {
+	tr_input_wait(b, e, 0, 0);
+}
+
+void tr_input_wait(uint64_t b, uint64_t e, unsigned first, unsigned k)
+{
 	if (T.cur >= T.iters)
 		return;
 	T.inputs = grow(T.inputs, &T.capinputs, T.ninputs + 1, sizeof(*T.inputs));
-	T.inputs[T.ninputs++] = (struct span){b, e, T.cur};
+	T.inputs[T.ninputs++] = (struct span){b, e, T.cur, first, k};
+}
+
+void tr_worker_window(unsigned worker, uint64_t b, uint64_t e, uint64_t io_ns, uint64_t cpu_ns)
+{
+	if (e <= b)
+		return;
+	T.wins = grow(T.wins, &T.capwins, T.nwins + 1, sizeof(*T.wins));
+	T.wins[T.nwins++] = (struct window){worker, b, e, io_ns, cpu_ns};
+	if (worker + 1 > T.nworkers)
+		T.nworkers = worker + 1;
 }
 
 void tr_files(unsigned opened, unsigned stats, uint64_t bytes)
@@ -190,13 +222,15 @@ void tr_files(unsigned opened, unsigned stats, uint64_t bytes)
 		c->files_opened += opened, c->stats += stats, c->bytes_read += bytes;
 }
 
-void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end)
+void tr_batch_reader(int pid, uint64_t read_begin, uint64_t read_end, uint64_t io_ns, uint64_t cpu_ns)
 {
 	if (T.cur >= T.iters)
 		return;
 	T.it[T.cur].reader_pid = pid;
 	T.it[T.cur].read_begin = read_begin;
 	T.it[T.cur].read_end = read_end;
+	T.it[T.cur].read_io = io_ns;
+	T.it[T.cur].read_cpu = cpu_ns;
 }
 
 static struct op *new_op(enum op_type type)
@@ -306,9 +340,10 @@ void tr_data_file_created(void)
 
 struct ival {
 	uint64_t b, e;
-	int cat;   /* enum tr_cat */
-	bool gpu;  /* a GPU-side interval (counts as GPU busy) */
-	bool host; /* a host call (counts as host blocked) */
+	int cat;	     /* enum tr_cat */
+	bool gpu;	     /* a GPU-side interval (counts as GPU busy) */
+	bool host;	     /* a host call (counts as host blocked) */
+	unsigned wfirst, wk; /* input: the workers waited for (wk == 0: a file call of the trainer's) */
 };
 
 struct ev {
@@ -316,6 +351,7 @@ struct ev {
 	int delta;
 	int cat;
 	bool gpu;
+	unsigned wfirst, wk;
 };
 
 static int ev_cmp(const void *a, const void *b)
@@ -328,6 +364,7 @@ struct result {
 	uint64_t cat_ns[TR_NCAT + 1];
 	uint64_t blocked_ns[TR_NCAT];
 	uint64_t gpu_busy, kernel_ns;
+	uint64_t split_ns[NSPLIT]; /* cat_ns[TR_INPUT] split: input_io + input_cpu + input_wait */
 };
 
 /* Slack of the simulated GPU's copy timer (a sleep) over bytes/bandwidth. */
@@ -383,10 +420,10 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			break;
 		*out = grow(*out, cap, n + 2, sizeof(**out));
 		if (o->type == OP_KERNEL) {
-			(*out)[n++] = (struct ival){o->k->begin, o->k->end, TR_COMPUTE, true, false};
+			(*out)[n++] = (struct ival){o->k->begin, o->k->end, TR_COMPUTE, true, false, 0, 0};
 			prev_end = o->k->end;
 		} else if (o->type == OP_SYNC) {
-			(*out)[n++] = (struct ival){o->cb, o->ce, TR_SYNC, false, true};
+			(*out)[n++] = (struct ival){o->cb, o->ce, TR_SYNC, false, true, 0, 0};
 		} else {
 			uint64_t b = o->cb > prev_end ? o->cb : prev_end, e;
 			if (o->host_sync) {
@@ -418,8 +455,8 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			}
 			if (e < b)
 				e = b;
-			(*out)[n++] = (struct ival){b, e, o->dir, true, false};
-			(*out)[n++] = (struct ival){o->cb, o->ce, o->dir, false, true};
+			(*out)[n++] = (struct ival){b, e, o->dir, true, false, 0, 0};
+			(*out)[n++] = (struct ival){o->cb, o->ce, o->dir, false, true, 0, 0};
 			prev_end = e;
 		}
 	}
@@ -427,9 +464,75 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 		if (T.inputs[j].iter != i)
 			break;
 		*out = grow(*out, cap, n + 1, sizeof(**out));
-		(*out)[n++] = (struct ival){T.inputs[j].b, T.inputs[j].e, TR_INPUT, false, true};
+		(*out)[n++] = (struct ival){T.inputs[j].b, T.inputs[j].e, TR_INPUT, false, true, T.inputs[j].wfirst,
+					    T.inputs[j].wk};
 	}
 	return n;
+}
+
+static int win_cmp(const void *a, const void *b)
+{
+	const struct window *x = a, *y = b;
+	if (x->worker != y->worker)
+		return x->worker < y->worker ? -1 : 1;
+	return x->b < y->b ? -1 : x->b > y->b;
+}
+
+/* Once, before the first split: the windows by worker, then by time. */
+static void windows_index(void)
+{
+	if (T.wins_of)
+		return;
+	qsort(T.wins, T.nwins, sizeof(*T.wins), win_cmp);
+	T.wins_of = calloc((size_t)T.nworkers + 1, sizeof(*T.wins_of));
+	if (!T.wins_of) {
+		fprintf(stderr, "trainer: out of host memory for the ground truth\n");
+		exit(1);
+	}
+	size_t j = 0;
+	for (unsigned w = 0; w <= T.nworkers; w++) {
+		while (j < T.nwins && T.wins[j].worker < w)
+			j++;
+		T.wins_of[w] = j;
+	}
+}
+
+/*
+ * The input instants [a, t) of a wait for workers first .. first + k - 1 (k > 0),
+ * split as docs/workloads.md says: each worker takes 1/k of it; the part its
+ * windows cover goes by their proportions (io_ns, cpu_ns and the rest of the
+ * window), the part they do not is wait (the worker waiting for an index).
+ */
+static void split_wait(uint64_t a, uint64_t t, unsigned first, unsigned k, double *split)
+{
+	windows_index();
+	for (unsigned w = first; w < first + k; w++) {
+		double io = 0, cpu = 0;
+		if (w < T.nworkers) {
+			size_t lo = T.wins_of[w], hi = T.wins_of[w + 1];
+			while (lo < hi) { /* the first window ending after a: one worker's windows do not overlap */
+				size_t mid = lo + (hi - lo) / 2;
+				if (T.wins[mid].e <= a)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			for (size_t j = lo; j < T.wins_of[w + 1] && T.wins[j].b < t; j++) {
+				const struct window *x = &T.wins[j];
+				uint64_t b = x->b > a ? x->b : a, e = x->e < t ? x->e : t;
+				if (e <= b)
+					continue;
+				double len = (double)(x->e - x->b), ov = (double)(e - b);
+				double xio = (double)x->io_ns < len ? (double)x->io_ns : len;
+				double xcpu = (double)x->cpu_ns < len - xio ? (double)x->cpu_ns : len - xio;
+				io += ov * xio / len;
+				cpu += ov * xcpu / len;
+			}
+		}
+		split[SPLIT_IO] += io / k;
+		split[SPLIT_CPU] += cpu / k;
+		split[SPLIT_WAIT] += ((double)(t - a) - io - cpu) / k;
+	}
 }
 
 /* Partition [start, end) of iteration i: each elementary segment goes to the
@@ -453,12 +556,15 @@ static void sweep_iter(unsigned i, struct result *r)
 			continue;
 		if (iv[j].host)
 			r->blocked_ns[iv[j].cat] += e - b;
-		ev[ne++] = (struct ev){b, +1, iv[j].cat, iv[j].gpu};
-		ev[ne++] = (struct ev){e, -1, iv[j].cat, iv[j].gpu};
+		ev[ne++] = (struct ev){b, +1, iv[j].cat, iv[j].gpu, iv[j].wfirst, iv[j].wk};
+		ev[ne++] = (struct ev){e, -1, iv[j].cat, iv[j].gpu, iv[j].wfirst, iv[j].wk};
 	}
 	qsort(ev, ne, sizeof(*ev), ev_cmp);
 
-	int active[TR_NCAT] = {0}, gpu = 0;
+	/* input: the trainer's own file calls are input_io; a wait goes by its workers (the latest begun) */
+	int active[TR_NCAT] = {0}, gpu = 0, files = 0;
+	unsigned wfirst = 0, wk = 0;
+	double split[NSPLIT] = {0};
 	uint64_t cur = S;
 	for (size_t j = 0; j <= ne; j++) {
 		uint64_t t = j < ne ? ev[j].t : E;
@@ -472,13 +578,30 @@ static void sweep_iter(unsigned i, struct result *r)
 			r->cat_ns[c] += t - cur;
 			if (gpu > 0)
 				r->gpu_busy += t - cur;
+			if (c == TR_INPUT && (files > 0 || !wk))
+				split[SPLIT_IO] += (double)(t - cur);
+			else if (c == TR_INPUT)
+				split_wait(cur, t, wfirst, wk, split);
 			cur = t;
 		}
 		if (j < ne) {
 			active[ev[j].cat] += ev[j].delta;
 			gpu += ev[j].gpu ? ev[j].delta : 0;
+			if (ev[j].cat == TR_INPUT && !ev[j].wk)
+				files += ev[j].delta;
+			else if (ev[j].cat == TR_INPUT && ev[j].delta > 0)
+				wfirst = ev[j].wfirst, wk = ev[j].wk;
 		}
 	}
+	/* whole nanoseconds that sum to the input time exactly */
+	uint64_t in = r->cat_ns[TR_INPUT];
+	uint64_t io = (uint64_t)llround(split[SPLIT_IO] > 0 ? split[SPLIT_IO] : 0);
+	uint64_t cpu = (uint64_t)llround(split[SPLIT_CPU] > 0 ? split[SPLIT_CPU] : 0);
+	io = io < in ? io : in;
+	cpu = cpu < in - io ? cpu : in - io;
+	r->split_ns[SPLIT_IO] = io;
+	r->split_ns[SPLIT_CPU] = cpu;
+	r->split_ns[SPLIT_WAIT] = in - io - cpu;
 }
 
 /* ---- 4. JSON ---- */
@@ -507,6 +630,14 @@ static void write_breakdown(FILE *f, const uint64_t *ns)
 	fputc('}', f);
 }
 
+static void write_split(FILE *f, const uint64_t *ns)
+{
+	fputs(",\"input_split_ns\":{", f);
+	for (int k = 0; k < NSPLIT; k++)
+		fprintf(f, "%s\"%s\":%llu", k ? "," : "", split_name[k], (unsigned long long)ns[k]);
+	fputc('}', f);
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -515,7 +646,7 @@ static int u64_cmp(const void *a, const void *b)
 
 void tr_truth_write(FILE *f)
 {
-	uint64_t sum[TR_NCAT + 1] = {0}, peak = 0;
+	uint64_t sum[TR_NCAT + 1] = {0}, split_sum[NSPLIT] = {0}, peak = 0;
 	uint64_t *walls = calloc(T.iters ? T.iters : 1, sizeof(*walls));
 
 	fputs("\"iterations\":[", f);
@@ -527,12 +658,15 @@ void tr_truth_write(FILE *f)
 		walls[i] = wall;
 		for (int k = 0; k <= TR_NCAT; k++)
 			sum[k] += r.cat_ns[k];
+		for (int k = 0; k < NSPLIT; k++)
+			split_sum[k] += r.split_ns[k];
 		if (it->peak > peak)
 			peak = it->peak;
 		fprintf(f, "%s{\"index\":%u,\"start_ns\":%llu,\"end_ns\":%llu,\"wall_ns\":%llu,\"breakdown_ns\":",
 			i ? "," : "", i, (unsigned long long)it->start, (unsigned long long)it->end,
 			(unsigned long long)wall);
 		write_breakdown(f, r.cat_ns);
+		write_split(f, r.split_ns);
 		fprintf(f, ",\"host_blocked_ns\":{\"input\":%llu,\"h2d\":%llu,\"d2h\":%llu,\"sync\":%llu}",
 			(unsigned long long)r.blocked_ns[TR_INPUT], (unsigned long long)r.blocked_ns[TR_H2D],
 			(unsigned long long)r.blocked_ns[TR_D2H], (unsigned long long)r.blocked_ns[TR_SYNC]);
@@ -541,9 +675,10 @@ void tr_truth_write(FILE *f)
 			(unsigned long long)r.kernel_ns);
 		write_counts(f, &it->c);
 		fprintf(f,
-			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu}"
-			",\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
+			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu,\"io_ns\":%llu,"
+			"\"cpu_ns\":%llu},\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
 			it->reader_pid, (unsigned long long)it->read_begin, (unsigned long long)it->read_end,
+			(unsigned long long)it->read_io, (unsigned long long)it->read_cpu,
 			it->workers_started ? "true" : "false", (unsigned long long)it->live_end,
 			(unsigned long long)it->peak);
 	}
@@ -562,6 +697,7 @@ void tr_truth_write(FILE *f)
 	fprintf(f, "],\"totals\":{\"iterations\":%u,\"wall_ns\":%llu,\"breakdown_ns\":", T.iters,
 		(unsigned long long)wall);
 	write_breakdown(f, sum);
+	write_split(f, split_sum);
 	fputc(',', f);
 	write_counts(f, &T.total);
 	fprintf(f, ",\"host_allocs\":%llu,\"host_frees\":%llu,\"data_files_created\":%llu,\"by_api\":{",
@@ -581,6 +717,10 @@ void tr_truth_write(FILE *f)
 	for (int k = 0; k < 6; k++)
 		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", cat_name[order[k]],
 			wall ? (double)sum[order[k]] / (double)wall : 0.0);
+	fputs("},\"input_split_fraction\":{", f);
+	for (int k = 0; k < NSPLIT; k++)
+		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", split_name[k],
+			wall ? (double)split_sum[k] / (double)wall : 0.0);
 	const char *bottleneck = "compute";
 	if (!wall || (double)sum[TR_COMPUTE] < 0.8 * (double)wall) {
 		int best = -1;
