@@ -624,8 +624,9 @@ Test(trainer, lists_every_scenario)
 	char *argv[] = {(char *)sp_t_build("tests/bin/trainer"), "--list-scenarios", NULL};
 	cr_assert_eq(sp_t_run(&res, argv, NULL, NULL, 30), 0);
 	static const char *const names[] = {
-	    "input-bound", "pageable-h2d-bound", "compute-bound", "clean",     "fragmenting",
-	    "leaking",	   "sync-heavy",	 "launch-bound",  "gpu-bound", "worker-restart"};
+	    "input-bound",	"pageable-h2d-bound", "compute-bound", "clean",	    "fragmenting",
+	    "leaking",		"sync-heavy",	      "launch-bound",  "gpu-bound", "worker-restart",
+	    "loader-cpu-bound", "small-files",	      "loader-starved"};
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
 		cr_assert(strstr(res.out, names[k]), "%s missing from:\n%s", names[k], res.out);
 	sp_t_result_free(&res);

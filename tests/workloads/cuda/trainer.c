@@ -708,7 +708,7 @@ static void __attribute__((noreturn)) worker_main(unsigned w, int idx_fd, int re
 	while (buf && read_full(idx_fd, &idx, sizeof(idx), false)) {
 		struct batch_stats bs;
 		struct batch_msg m = {.index = idx, .pid = (int32_t)getpid()};
-		if (first)
+		if (first && O.worker_start_us)
 			m.start_begin = start_begin, m.start_end = start_end, m.start_cpu_ns = start_cpu;
 		first = false;
 		m.read_begin = tr_now();
