@@ -12,7 +12,9 @@
  *     and summary.input_split_fraction against the ground truth (run-level shares
  *     within 5 points, single iterations from the third on within 5 points for 80%
  *     of them), and the findings each cause calls for: loader_cpu_bound,
- *     small_file_storm, loader_starved, none of them on the clean scenario.
+ *     small_file_storm, loader_starved, none of them on the clean scenario; the
+ *     iteration count exact and the breakdown's shares within 3 points, so that
+ *     the input time being split is the truth's.
  *
  * RATIONALE: input_cpu is CPU time, what the workers really got. On a machine
  * whose CPUs other jobs take, a worker that wants to spin is runnable but not
@@ -34,6 +36,11 @@
 TestSuite(input_split, .fini = sp_t_remove_cur_dir);
 
 enum { IO, CPU, WAIT, NSPLIT };
+static const char *const cats[] = {
+#define SP_CATEGORY(id, name) name,
+#include "stepprof/categories.def"
+#undef SP_CATEGORY
+};
 static const char *const split_key[NSPLIT] = {"input_io", "input_cpu", "input_wait"};
 
 struct run {
@@ -453,6 +460,13 @@ static bool profiled(struct run *r, const char *scenario)
 			break;
 		sp_t_note("input_split: %s: the summary's split off its ground truth, run %d of 2", scenario, attempt);
 		run_free(r);
+	}
+	/* the input time being split is the truth's: every category within 3 points, as test_scenarios.c checks */
+	for (int c = 0; c < (int)(sizeof(cats) / sizeof(cats[0])); c++) {
+		char key[96];
+		snprintf(key, sizeof(key), "summary.breakdown_fraction.%s", cats[c]);
+		double got = sp_json_num(r->an, key, -1), want = sp_json_num(r->truth, key, -1);
+		cr_expect(fabs(got - want) <= 0.03, "%s share %.4f, ground truth %.4f (±0.03)", cats[c], got, want);
 	}
 	bool cause = strcmp(scenario, "clean") ? expect_cause(scenario, r->truth) : true;
 	summary_within(r, true);
