@@ -115,6 +115,13 @@ static void check_invariants(const struct sp_json *j)
 		}
 		cr_assert_eq(sum, wall, "iteration %zu: categories sum to %llu, wall %llu", i, (unsigned long long)sum,
 			     (unsigned long long)wall);
+		/* why the trainer waited: a partition of its input time, all file calls without workers */
+		uint64_t in = iu(j, i, "breakdown_ns.input"), io = iu(j, i, "input_split_ns.input_io");
+		cr_assert_eq(io + iu(j, i, "input_split_ns.input_cpu") + iu(j, i, "input_split_ns.input_wait"), in,
+			     "iteration %zu: input_split_ns does not sum to input %llu", i, (unsigned long long)in);
+		if (!u(j, "config.workers"))
+			cr_assert_eq(io, in, "iteration %zu: input_io %llu of input %llu without workers", i,
+				     (unsigned long long)io, (unsigned long long)in);
 		/* input and sync are low in the priority order: never more than the blocked time */
 		cr_assert_leq(iu(j, i, "breakdown_ns.input"), iu(j, i, "host_blocked_ns.input"));
 		cr_assert_leq(iu(j, i, "breakdown_ns.sync"), iu(j, i, "host_blocked_ns.sync"));

@@ -619,7 +619,8 @@ static void read_batch(unsigned b, char *buf, size_t cap, struct batch_stats *bs
  * DataLoader sends, plus what the ground truth needs of the worker's time: its
  * file calls (io_ns) and CPU work (cpu_ns) inside [read_begin, read_end], and in
  * its first message its start-up, [start_begin, start_end] with start_cpu_ns of
- * CPU (all zero in later messages).
+ * CPU (all zero in later messages, and without --worker-start-us). 88 bytes: one
+ * atomic pipe write.
  */
 struct batch_msg {
 	uint32_t index, opened, stats;
@@ -628,6 +629,7 @@ struct batch_msg {
 	uint64_t io_ns, cpu_ns;
 	uint64_t start_begin, start_end, start_cpu_ns;
 };
+_Static_assert(sizeof(struct batch_msg) == 88, "docs/workloads.md gives the batch message's size");
 
 struct worker {
 	pid_t pid;
