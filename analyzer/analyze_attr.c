@@ -46,14 +46,23 @@ struct liveblk {
  */
 struct wseg {
 	uint64_t b, e;
-	double fio, fcpu; /* shares of [b, e); the rest is neither */
+	double fio, fcpu; /* shares of [b, e) outside the worker's waits; the rest is neither */
 };
+
+/*
+ * A gap of at most this between two file calls of a worker is file I/O too:
+ * the code around back-to-back calls (libc's, the language runtime's, the
+ * wrappers' own) belongs to reading the file, not to the worker's CPU work.
+ */
+#define WK_IO_GLUE_NS 5000u
 
 struct wstate {
 	uint64_t t0, c0; /* the last CPU sample: time, CPU ns (before the first: its start, 0) */
 	uint64_t io, wt; /* its file calls' and its waits' time since t0 */
+	uint64_t io_end; /* the end of its last file call */
 	struct wseg *seg;
 	size_t nseg, cap;
+	struct bd_list waits; /* its loader and lock waits, in time order (overlaps merged) */
 };
 
 struct espan {
@@ -552,6 +561,41 @@ static struct wstate *wk_of(struct pass2 *p, const struct an_proc *pr)
 	return v->p;
 }
 
+/* Worker w waited over [b, e): a loader or lock wait (merged with the one before when they overlap). */
+static void wk_wait(struct pass2 *p, struct wstate *w, uint64_t b, uint64_t e)
+{
+	if (e <= b)
+		return;
+	struct bd_list *l = &w->waits;
+	uint64_t from = b; /* the part not already counted: an overlapping wait of another thread */
+	if (l->n && b < l->v[l->n - 1].e)
+		from = e > l->v[l->n - 1].e ? l->v[l->n - 1].e : e;
+	w->wt += e - from;
+	if (bd_push(l, b, e))
+		p->oom = 1;
+}
+
+/* The part of [b, e) inside the waits of w. */
+static uint64_t wk_waited(const struct wstate *w, uint64_t b, uint64_t e)
+{
+	const struct bd_list *l = &w->waits;
+	size_t lo = 0, hi = l->n;
+	while (lo < hi) { /* the first wait that ends after b */
+		size_t mid = (lo + hi) / 2;
+		if (l->v[mid].e <= b)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	uint64_t t = 0;
+	for (size_t k = lo; k < l->n && l->v[k].b < e; k++) {
+		uint64_t cb = l->v[k].b > b ? l->v[k].b : b, ce = l->v[k].e < e ? l->v[k].e : e;
+		if (ce > cb)
+			t += ce - cb;
+	}
+	return t;
+}
+
 /* Worker w's CPU clock read c at t: the segment since the last sample ends. */
 static void wk_sample(struct pass2 *p, struct wstate *w, uint64_t t, uint64_t c)
 {
@@ -579,7 +623,8 @@ static void wk_sample(struct pass2 *p, struct wstate *w, uint64_t t, uint64_t c)
 		w->seg = v;
 		w->cap = cap;
 	}
-	w->seg[w->nseg++] = (struct wseg){w->t0, t, (double)io / (double)len, (double)cpu / (double)len};
+	uint64_t busy = len - wt; /* the shares are of the time it did not wait: its waits are known instants */
+	w->seg[w->nseg++] = (struct wseg){w->t0, t, busy ? (double)io / (double)busy : 0, busy ? (double)cpu / (double)busy : 0};
 	struct an_loaders *ld = &p->a->loaders;
 	ld->seg_ns += len;
 	ld->io_ns += io;
@@ -623,10 +668,11 @@ static void split_resolve(struct pass2 *p)
 			const struct wseg *g = &w->seg[k];
 			for (size_t j = esp_first_after(p, g->b); j < p->nesp && p->esp[j].b < g->e; j++) {
 				struct espan *x = &p->esp[j];
-				uint64_t ov = (g->e < x->e ? g->e : x->e) - (g->b > x->b ? g->b : x->b);
-				x->acc[AN_SPLIT_IO] += (double)ov * g->fio;
-				x->acc[AN_SPLIT_CPU] += (double)ov * g->fcpu;
-				x->acc[AN_SPLIT_WAIT] += (double)ov * (1.0 - g->fio - g->fcpu);
+				uint64_t ob = g->b > x->b ? g->b : x->b, oe = g->e < x->e ? g->e : x->e;
+				uint64_t ov = oe - ob, waited = wk_waited(w, ob, oe), rest = ov - (waited < ov ? waited : ov);
+				x->acc[AN_SPLIT_IO] += (double)rest * g->fio;
+				x->acc[AN_SPLIT_CPU] += (double)rest * g->fcpu;
+				x->acc[AN_SPLIT_WAIT] += (double)(ov - rest) + (double)rest * (1.0 - g->fio - g->fcpu);
 				x->cov += (double)ov;
 			}
 		}
@@ -663,8 +709,10 @@ static void split_free(struct pass2 *p)
 	union hashmap_val *v;
 	for (size_t pos = 0; (v = hashmap_next(&p->wk, &pos, NULL));) {
 		struct wstate *w = v->p;
-		if (w)
+		if (w) {
 			free(w->seg);
+			bd_list_free(&w->waits);
+		}
 		free(w);
 	}
 	hashmap_free(&p->wk);
@@ -874,7 +922,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 			add_span(p, BD_LOCK, ev->begin_ns, ev->end_ns);
 		struct wstate *w = is_p ? NULL : wk_of(p, proc_find(a, ev->pid));
 		if (w)
-			w->wt += dur;
+			wk_wait(p, w, ev->begin_ns, ev->end_ns);
 		break;
 	}
 	case SP_K_CPU_TIME: {
@@ -911,10 +959,16 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
 		struct an_proc *pr = proc_find(a, ev->pid);
 		struct wstate *w = is_p ? NULL : wk_of(p, pr);
-		if (w && is_file)
+		if (w && is_file) {
+			if (ev->begin_ns >= w->io_end && ev->begin_ns - w->io_end <= WK_IO_GLUE_NS &&
+			    w->io_end > w->t0)
+				w->io += ev->begin_ns - w->io_end;
 			w->io += dur;
+			if (ev->end_ns > w->io_end)
+				w->io_end = ev->end_ns;
+		}
 		else if (w && ev->kind == SP_K_LOADER_WAIT)
-			w->wt += dur;
+			wk_wait(p, w, ev->begin_ns, ev->end_ns);
 		if (!is_p && pr &&
 		    (pr->role == AN_ROLE_TRAINER ||
 		     (pr->role == AN_ROLE_WORKER && pr->trainer && pr->trainer != a->trainer_pid)))

@@ -128,10 +128,10 @@ static const struct scenario {
      "--kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
      "2 workers burn 40 ms of CPU per batch (decode, augment) on 4 small files: the trainer waits on their CPU"},
     {"small-files",
-     "--iters 12 --workers 2 --files-per-iter 2500 --file-size 2K --dataset-files 30000 --h2d-bytes 1M --pinned "
+     "--iters 12 --workers 1 --files-per-iter 2500 --file-size 2K --dataset-files 30000 --h2d-bytes 1M --pinned "
      "--kernels 2 --kernel-us 1000 --d2h-bytes 4K --host-us 200",
-     "2 workers stat, open, read and close 2500 distinct 2 KiB files per batch, no transform: the trainer waits on "
-     "their file calls"},
+     "a worker stats, opens, reads and closes 2500 distinct 2 KiB files per batch, no transform: the trainer waits "
+     "on its file calls"},
     {"loader-starved",
      "--iters 24 --workers 2 --prefetch 1 --files-per-iter 2 --file-size 64K --worker-us 30000 --h2d-bytes 1M "
      "--pinned --kernels 4 --kernel-us 1000 --d2h-bytes 4K --host-us 500",
