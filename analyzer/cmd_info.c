@@ -126,7 +126,7 @@ static void info_text(const char *path, const struct info *in)
 		printf("  cpus        %u online, affinity %u (%s)\n", h->online_cpus, h->cpu_affinity_count,
 		       util_header_cpu_list(h, cpus, sizeof(cpus))[0] ? cpus : "unknown");
 	} else {
-		printf("  cpus        unknown (a file of format 1.4 or older)\n");
+		printf("  cpus        unknown (a file of format 1.4 or older, or of the eBPF collector)\n");
 	}
 	if (st->records)
 		printf("  time        %llu .. %llu ns (CLOCK_MONOTONIC), span %s\n", (unsigned long long)st->begin_ns,
