@@ -17,7 +17,21 @@
  * workers and the analysis has a worker_restart finding with restarts = epochs
  * - 1 at the steps where the script saw new workers; with persistent_workers=True
  * it has none. The step count is exact either way.
+ *
+ * The input split: loader.py cpu and smallfiles run 40 steps with 2 persistent
+ * workers, stepprof_step() marks and a 6 ms main-process step holding a 2 MiB
+ * cudaMemcpy on the simulated GPU (its runtime loaded through ctypes), so the
+ * loop waits for its input. cpu: each item reads one file and runs ~6 ms of
+ * matrix products (one thread per worker); smallfiles: each item stats, opens,
+ * reads and closes 96 files of 256-704 bytes. Ground truth: the workers' own
+ * time in file calls and in the transform. The analysis must split the input
+ * into input_io, input_cpu and input_wait (summing to the input share, and per
+ * iteration to its input ns) with the larger part where the workers' time went,
+ * loader_cpu_bound for the first, small_file_storm for the second.
  */
+#include <math.h>
+#include <time.h>
+
 #include "test_io_helpers.h"
 
 #define PYTHON "/usr/bin/python3"
@@ -328,6 +342,215 @@ Test(torch, no_worker_restart_with_persistent_workers, .timeout = 300)
 	const struct sp_json *started = sp_json_get(t, "workers_started");
 	cr_assert(started && started->n == 1 && started->kids[0].num == 0, "new workers after step 0");
 	cr_expect_null(find_kind(an, "worker_restart"), "worker_restart with persistent workers");
+	sp_json_free(an);
+	sp_json_free(t);
+	torch_fini(&e);
+}
+
+/*
+ * loader.py cpu / smallfiles under the preload, with the simulated GPU's runtime
+ * for the main process's copies, analysed: the script's truth in *t, the analysis
+ * in *an. The truth must show what the mode is for (its two workers served every
+ * item; the loop waited for its input) and the analysis must see the steps as
+ * iterations, through the API marks, and the copies as CUDA calls.
+ */
+#define SPLIT_STEPS 40
+
+static void run_split(struct torch_env *e, char *const *args, struct sp_json **t, struct sp_json **an)
+{
+	char pre[PATH_MAX + 16], dir[PATH_MAX + 16];
+	snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", e->lib);
+	snprintf(dir, sizeof(dir), "STEPPROF_DIR=%s", e->trace);
+	char *env[] = { pre, dir, "STEPPROF_IO=libc", NULL };
+	char *cudart = io_t_abs("simgpu/libcudart.so.12");
+	char *argv[16] = { PYTHON, "-W", "ignore", e->script };
+	size_t n = 4;
+	for (size_t i = 0; args[i] && n < 14; i++)
+		argv[n++] = args[i];
+	argv[n++] = cudart;
+	argv[n] = NULL;
+	struct sp_t_result res;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cr_assert_eq(sp_t_run(&res, argv, env, NULL, 240), 0, "loader.py %s: %s", args[0], res.err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	*t = io_t_truth(res.out);
+	sp_t_result_free(&res);
+	free(cudart);
+	char *jargv[] = { e->stepprof, "analyze", "--json", e->trace, NULL };
+	cr_assert_eq(sp_t_run(&res, jargv, NULL, NULL, 120), 0, "stepprof analyze --json: %s", res.err);
+	*an = sp_json_parse(res.out);
+	sp_t_result_free(&res);
+	cr_assert_not_null(*an);
+
+	long steps = sp_json_i64(*t, "steps", -1), batch = sp_json_i64(*t, "batch", -1);
+	cr_assert_eq(steps, SPLIT_STEPS);
+	cr_assert(sp_json_num(*t, "cuda", 0), "loader.py %s made no CUDA call", args[0]);
+	const struct sp_json *workers = sp_json_get(*t, "workers"), *walls = sp_json_get(*t, "wall_ms"),
+			     *waits = sp_json_get(*t, "wait_ms");
+	cr_assert(workers && walls && waits && (long)walls->n == steps && (long)waits->n == steps);
+	cr_assert_eq(workers->n, 2, "%zu processes served the items", workers->n);
+	cr_assert_eq(sp_json_i64(*t, "items", -1), steps * batch);
+	for (size_t i = 0; i < workers->n; i++) {
+		int pid = (int)sp_json_i64(sp_json_at(workers, i), "pid", 0);
+		cr_assert(pid > 0 && pid != (int)sp_json_i64(*t, "main_pid", 0), "worker pid %d", pid);
+		cr_assert_gt(sp_json_i64(sp_json_at(workers, i), "items", 0), 0, "worker %d served nothing", pid);
+	}
+	/* input-bound: the main process spent a large part of its steps in next() */
+	double wall = 0, wait = 0;
+	for (size_t i = 0; i < walls->n; i++)
+		wall += walls->kids[i].num, wait += waits->kids[i].num;
+	cr_assert_gt(wait, 0.3 * wall, "loader.py %s: %.0f ms of %.0f ms waiting for batches", args[0], wait, wall);
+	sp_t_note("torch %s: %.1f s for the run, %ld steps of %ld items in %.0f ms, %.0f ms (%.0f%%) in next(); "
+		  "workers: file calls %.1f ms, transform %.1f ms (CPU %.1f ms), __getitem__ %.1f ms",
+		  args[0], (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, steps, batch,
+		  wall, wait, 100 * wait / wall, sp_json_num(*t, "file_ms", -1), sp_json_num(*t, "transform_ms", -1),
+		  sp_json_num(*t, "transform_cpu_ms", -1), sp_json_num(*t, "getitem_ms", -1));
+
+	cr_expect_str_eq(sp_json_str(*an, "iteration_source"), "api");
+	cr_expect_eq(sp_json_i64(*an, "summary.iterations", -1), steps, "%lld iterations, the script made %ld steps",
+		     (long long)sp_json_i64(*an, "summary.iterations", -1), steps);
+	cr_expect_geq(sp_json_i64(*an, "summary.cuda_calls", 0), steps, "%lld CUDA calls for %ld steps' copies",
+		      (long long)sp_json_i64(*an, "summary.cuda_calls", 0), steps);
+}
+
+/*
+ * The input split: summary.input_split_fraction's input_io, input_cpu and
+ * input_wait sum to summary.breakdown_fraction.input (within 0.001), and every
+ * iteration's input_split_ns sums to its breakdown_ns.input. The shares are
+ * returned in io, cpu; 0 when there is no split (the failure is recorded and the
+ * caller's other checks still run).
+ */
+static int check_split(const struct sp_json *an, double *io, double *cpu)
+{
+	static const char *const keys[] = { "input_io", "input_cpu", "input_wait" };
+	const struct sp_json *f = sp_json_path(an, "summary.input_split_fraction");
+	if (!f || f->type != SPJ_OBJ) {
+		cr_expect_fail("summary.input_split_fraction is not an object");
+		return 0;
+	}
+	double sum = 0;
+	for (size_t k = 0; k < 3; k++) {
+		const struct sp_json *v = sp_json_get(f, keys[k]);
+		if (!v || v->type != SPJ_NUM) {
+			cr_expect_fail("summary.input_split_fraction.%s is not a number", keys[k]);
+			return 0;
+		}
+		cr_expect(v->num >= 0 && v->num <= 1, "input_split_fraction.%s = %g", keys[k], v->num);
+		sum += v->num;
+	}
+	double input = sp_json_num(an, "summary.breakdown_fraction.input", -1);
+	cr_expect(fabs(sum - input) <= 0.001, "the input split sums to %.4f, breakdown_fraction.input is %.4f", sum,
+		  input);
+	*io = sp_json_num(f, "input_io", -1);
+	*cpu = sp_json_num(f, "input_cpu", -1);
+	sp_t_note("input split: io %.3f, cpu %.3f, wait %.3f of the wall; input %.3f", *io, *cpu,
+		  sp_json_num(f, "input_wait", -1), input);
+	const struct sp_json *its = sp_json_get(an, "iterations");
+	cr_expect(its && its->n > 0, "no iterations");
+	long bad = 0;
+	for (size_t i = 0; its && i < its->n; i++) {
+		const struct sp_json *it = sp_json_at(its, i), *s = sp_json_get(it, "input_split_ns");
+		uint64_t ns = 0;
+		size_t k = 0;
+		while (s && s->type == SPJ_OBJ && k < 3 && sp_json_get(s, keys[k]))
+			ns += sp_json_u64(s, keys[k++], 0);
+		if (k < 3) {
+			cr_expect_fail("iterations[%zu].input_split_ns has no %s", i, s ? keys[k] : "object");
+			return 1;
+		}
+		uint64_t in = sp_json_u64(it, "breakdown_ns.input", 0);
+		if (ns != in && bad++ < 3)
+			cr_expect_eq(ns, in, "iteration %zu: input split %llu ns, breakdown_ns.input %llu ns", i,
+				     (unsigned long long)ns, (unsigned long long)in);
+	}
+	cr_expect_eq(bad, 0, "%ld iterations whose input split is not their input", bad);
+	return 1;
+}
+
+static int severity_is(const struct sp_json *f, const char *a, const char *b)
+{
+	const char *s = sp_json_str(f, "severity") ?: "";
+	return !strcmp(s, a) || (b && !strcmp(s, b));
+}
+
+/*
+ * A CPU-bound loader: each item reads one file of 2-16 KiB and runs ~6 ms of
+ * matrix products; the workers' own measure says their time went to the
+ * transform. The input is then mostly the workers' CPU (input_cpu > input_io),
+ * loader_cpu_bound is a warning or worse and there is no small-file storm (4
+ * opens a step) above info.
+ */
+Test(torch, loader_cpu_transform, .timeout = 300)
+{
+	struct torch_env e;
+	torch_init(&e, "torch-cpu");
+	struct sp_json *t, *an;
+	char *args[] = { "cpu", e.data, NFILES, "40", "2", "4", NULL };
+	run_split(&e, args, &t, &an);
+	const struct sp_json *workers = sp_json_get(t, "workers");
+	for (size_t i = 0; i < workers->n; i++) {
+		const struct sp_json *w = sp_json_at(workers, i);
+		cr_assert_gt(sp_json_num(w, "transform_ms", 0), sp_json_num(w, "file_ms", 0),
+			     "worker %lld: transform %.1f ms, file calls %.1f ms", (long long)sp_json_i64(w, "pid", 0),
+			     sp_json_num(w, "transform_ms", 0), sp_json_num(w, "file_ms", 0));
+	}
+	cr_assert_gt(sp_json_num(t, "transform_cpu_ms", 0), sp_json_num(t, "file_ms", 0),
+		     "transform CPU %.1f ms, file calls %.1f ms", sp_json_num(t, "transform_cpu_ms", 0),
+		     sp_json_num(t, "file_ms", 0));
+	double io, cpu;
+	if (check_split(an, &io, &cpu))
+		cr_expect_gt(cpu, io, "input_cpu %.3f, input_io %.3f", cpu, io);
+	const struct sp_json *f = find_kind(an, "loader_cpu_bound");
+	cr_expect(f && severity_is(f, "warning", "critical"), "loader_cpu_bound: %s",
+		  f ? sp_json_str(f, "severity") : "none");
+	f = find_kind(an, "small_file_storm");
+	cr_expect(!f || severity_is(f, "info", NULL), "small_file_storm %s, iterations %lld from %lld, %lld files each",
+		  f ? sp_json_str(f, "severity") : "", (long long)sp_json_i64(f, "iterations", -1),
+		  (long long)sp_json_i64(f, "first_iteration", -1),
+		  (long long)sp_json_i64(f, "evidence.files_per_iteration", -1));
+	sp_json_free(an);
+	sp_json_free(t);
+	torch_fini(&e);
+}
+
+/*
+ * A loader of many tiny files: each item stats, opens, reads and closes 96
+ * files of 256-704 bytes and transforms nothing; the workers' own measure says
+ * file calls took most of __getitem__. The input is then mostly file calls
+ * (input_io > input_cpu), small_file_storm is a warning or worse and there is
+ * no loader_cpu_bound.
+ */
+Test(torch, loader_small_files, .timeout = 300)
+{
+	struct torch_env e;
+	torch_init(&e, "torch-small");
+	char tiny[PATH_MAX + 8];
+	snprintf(tiny, sizeof(tiny), "%s/tiny", e.tmp);
+	struct sp_t_result res;
+	char *make[] = { PYTHON, e.script, "tiny", tiny, "1024", NULL };
+	cr_assert_eq(sp_t_run(&res, make, NULL, NULL, 120), 0, "loader.py tiny: %s", res.err);
+	sp_t_result_free(&res);
+	struct sp_json *t, *an;
+	char *args[] = { "smallfiles", tiny, "1024", "40", "2", "16", "96", NULL };
+	run_split(&e, args, &t, &an);
+	cr_assert_eq(sp_json_i64(t, "files_per_item", -1), 96);
+	const struct sp_json *workers = sp_json_get(t, "workers");
+	for (size_t i = 0; i < workers->n; i++) {
+		const struct sp_json *w = sp_json_at(workers, i);
+		double file = sp_json_num(w, "file_ms", 0), get = sp_json_num(w, "getitem_ms", 0);
+		cr_assert_gt(file, get - file, "worker %lld: file calls %.1f ms of __getitem__'s %.1f ms",
+			     (long long)sp_json_i64(w, "pid", 0), file, get);
+		cr_assert_gt(file, sp_json_num(w, "transform_ms", 0));
+	}
+	double io, cpu;
+	if (check_split(an, &io, &cpu))
+		cr_expect_gt(io, cpu, "input_io %.3f, input_cpu %.3f", io, cpu);
+	const struct sp_json *f = find_kind(an, "small_file_storm");
+	cr_expect(f && severity_is(f, "warning", "critical"), "small_file_storm: %s",
+		  f ? sp_json_str(f, "severity") : "none");
+	f = find_kind(an, "loader_cpu_bound");
+	cr_expect_null(f, "loader_cpu_bound (%s) for a loader of tiny files", f ? sp_json_str(f, "severity") : "");
 	sp_json_free(an);
 	sp_json_free(t);
 	torch_fini(&e);
