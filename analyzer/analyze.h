@@ -181,6 +181,7 @@ struct an_iter {
 	uint64_t bd[AN_CAT__COUNT];
 	uint64_t split[AN_SPLIT__COUNT]; /* bd[AN_INPUT] split: file I/O, loaders' CPU work, neither */
 	uint64_t split_unsampled;	 /* of split[AN_SPLIT_WAIT]: no sampled loader worker to explain it */
+	uint64_t split_waited;		 /* of split[AN_SPLIT_WAIT]: the workers in their own (recorded) waits */
 	uint64_t blocked[AN_BLK__COUNT];
 	uint64_t gpu_idle_ns;
 	uint64_t files_opened, metadata_ops, bytes_read, h2d_bytes, d2h_bytes, pageable_copies, device_bytes_peak;
@@ -203,7 +204,7 @@ struct an_iter {
 };
 
 #define AN_MAX_SITES	8
-#define AN_MAX_EVIDENCE 12
+#define AN_MAX_EVIDENCE 16
 
 struct an_evidence {
 	const char *key;

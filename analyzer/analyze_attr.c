@@ -69,6 +69,7 @@ struct espan {
 	uint64_t b, e;
 	size_t iter;
 	double acc[AN_SPLIT__COUNT], cov; /* the overlapping segments' shares, times the overlap; the overlap */
+	double waited;			  /* of acc[AN_SPLIT_WAIT]: workers in one of their waits */
 };
 
 struct pass2 {
@@ -673,6 +674,7 @@ static void split_resolve(struct pass2 *p)
 				x->acc[AN_SPLIT_IO] += (double)rest * g->fio;
 				x->acc[AN_SPLIT_CPU] += (double)rest * g->fcpu;
 				x->acc[AN_SPLIT_WAIT] += (double)(ov - rest) + (double)rest * (1.0 - g->fio - g->fcpu);
+				x->waited += (double)(ov - rest);
 				x->cov += (double)ov;
 			}
 		}
@@ -692,6 +694,10 @@ static void split_resolve(struct pass2 *p)
 		it->split[AN_SPLIT_WAIT] += dt - io - cpu;
 		if (x->cov <= 0)
 			it->split_unsampled += dt;
+		else {
+			uint64_t wd = (uint64_t)((double)dt * x->waited / x->cov + 0.5);
+			it->split_waited += wd < dt - io - cpu ? wd : dt - io - cpu;
+		}
 	}
 	for (size_t k = 0; k < a->nprocs; k++)
 		a->loaders.cpu_total_ns += a->procs[k].cpu_ns;
@@ -920,7 +926,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		/* input only while another thread of the process waits for a batch (finalize) */
 		if (is_t)
 			add_span(p, BD_LOCK, ev->begin_ns, ev->end_ns);
-		struct wstate *w = is_p ? NULL : wk_of(p, proc_find(a, ev->pid));
+		/* a worker's loop is its main thread: another thread's wait (a queue's feeder) is not the worker's */
+		struct wstate *w = is_p || ev->tid != ev->pid ? NULL : wk_of(p, proc_find(a, ev->pid));
 		if (w)
 			wk_wait(p, w, ev->begin_ns, ev->end_ns);
 		break;
@@ -958,7 +965,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		}
 		/* counters across the process tree; other trainers (ranks) and their workers count for themselves */
 		struct an_proc *pr = proc_find(a, ev->pid);
-		struct wstate *w = is_p ? NULL : wk_of(p, pr);
+		struct wstate *w = is_p || ev->tid != ev->pid ? NULL : wk_of(p, pr);
 		if (w && is_file) {
 			if (ev->begin_ns >= w->io_end && ev->begin_ns - w->io_end <= WK_IO_GLUE_NS &&
 			    w->io_end > w->t0)

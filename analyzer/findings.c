@@ -744,9 +744,9 @@ static const char ls_advice[] =
  * (worker_restart explains those): its total, its split, the wall time.
  */
 static void loader_input(const struct an_analysis *a, uint64_t *input, uint64_t split[AN_SPLIT__COUNT],
-			 uint64_t *unsampled, uint64_t *wall, const struct an_result_finding **fi)
+			 uint64_t *unsampled, uint64_t *waited, uint64_t *wall, const struct an_result_finding **fi)
 {
-	*unsampled = 0;
+	*unsampled = *waited = 0;
 	const struct an_result_finding *wr = NULL;
 	for (size_t k = 0; k < a->nfnd; k++)
 		if (a->fnd[k].kind == AN_F_WORKER_RESTART)
@@ -763,6 +763,7 @@ static void loader_input(const struct an_analysis *a, uint64_t *input, uint64_t 
 			continue;
 		*input += it->bd[AN_INPUT];
 		*unsampled += it->split_unsampled;
+		*waited += it->split_waited;
 		for (int k = 0; k < AN_SPLIT__COUNT; k++)
 			split[k] += it->split[k];
 	}
@@ -775,9 +776,9 @@ static int loader_findings(struct an_analysis *a)
 	const struct an_loaders *l = &a->loaders;
 	if (!a->nit || !l->workers)
 		return 0;
-	uint64_t input, wall, split[AN_SPLIT__COUNT], unsampled;
+	uint64_t input, wall, split[AN_SPLIT__COUNT], unsampled, waited;
 	const struct an_result_finding *wr;
-	loader_input(a, &input, split, &unsampled, &wall, &wr);
+	loader_input(a, &input, split, &unsampled, &waited, &wall, &wr);
 	/* the shares of what the sampled workers and the thread's own file calls explain, half the input at least */
 	if (!input || !wall || 2 * unsampled >= input)
 		return 0;
@@ -786,8 +787,20 @@ static int loader_findings(struct an_analysis *a)
 	double cpu = (double)split[AN_SPLIT_CPU] / (double)known;
 	double wait = (double)(split[AN_SPLIT_WAIT] - unsampled) / (double)known;
 	double busy = an_cores_busy(a);
+	/*
+	 * Workers on shared cores: outside their file calls and their own waits they
+	 * compute when they run, and are runnable but not running (neither) the rest of
+	 * the time. A worker blocked on something unrecorded (a sleep, a lock, page
+	 * faults of a mapped file) gets no CPU there: a third of that time on the CPU,
+	 * with CPU work ahead of file I/O, is CPU-bound on cores shared three ways.
+	 */
+	uint64_t wbusy = known - (waited < known ? waited : known);
+	double running =
+	    wbusy > split[AN_SPLIT_IO] ? (double)split[AN_SPLIT_CPU] / (double)(wbusy - split[AN_SPLIT_IO]) : 0;
 	int kind = -1;
-	if (cpu >= th[AN_T_LCB_MIN_SPLIT] && share >= th[AN_T_LCB_WARN])
+	if ((cpu >= th[AN_T_LCB_MIN_SPLIT] ||
+	     (split[AN_SPLIT_CPU] >= split[AN_SPLIT_IO] && running >= th[AN_T_LCB_RUNNING])) &&
+	    share >= th[AN_T_LCB_WARN])
 		kind = AN_F_LOADER_CPU_BOUND;
 	else if (wait >= th[AN_T_LS_MIN_SPLIT] && share >= th[AN_T_LS_WARN])
 		kind = AN_F_LOADER_STARVED;
@@ -804,7 +817,7 @@ static int loader_findings(struct an_analysis *a)
 	for (size_t i = 0; i < a->nit; i++) {
 		const struct an_iter *it = &a->it[i];
 		uint64_t part = it->split[kind == AN_F_LOADER_CPU_BOUND ? AN_SPLIT_CPU : AN_SPLIT_WAIT];
-		if (part && (double)part >= 0.5 * (double)it->bd[AN_INPUT] &&
+		if (part && 3 * (double)part >= (double)it->bd[AN_INPUT] &&
 		    (double)it->bd[AN_INPUT] >= th[kind == AN_F_LOADER_CPU_BOUND ? AN_T_LCB_WARN : AN_T_LS_WARN] *
 						   (double)iter_wall(it))
 			flag_iteration(f, (long)i);
@@ -814,6 +827,8 @@ static int loader_findings(struct an_analysis *a)
 	an_evidence_num(f, "input_io_fraction", (double)split[AN_SPLIT_IO] / (double)known);
 	an_evidence_num(f, "input_cpu_fraction", cpu);
 	an_evidence_num(f, "input_wait_fraction", wait);
+	an_evidence_num(f, "input_waited_fraction", (double)waited / (double)known);
+	an_evidence_num(f, "worker_running_fraction", running);
 	an_evidence_num(f, "worker_cpu_utilisation", l->seg_ns ? (double)l->cpu_time_ns / (double)l->seg_ns : 0);
 	an_evidence_num(f, "worker_busy_fraction",
 			l->seg_ns ? (double)(l->io_ns + l->cpu_ns) / (double)l->seg_ns : 0);
@@ -825,8 +840,9 @@ static int loader_findings(struct an_analysis *a)
 		an_evidence_str(f, "excluded", "worker_restart iterations");
 	if (kind == AN_F_LOADER_CPU_BOUND)
 		snprintf(f->advice, sizeof(f->advice), "%s",
-			 busy >= th[AN_T_LCB_BUSY] || !(l->affinity_cpus || l->online_cpus) ? lcb_cheaper
-											   : lcb_more_workers);
+			 busy >= th[AN_T_LCB_BUSY] || running < th[AN_T_LCB_BUSY] || !(l->affinity_cpus || l->online_cpus)
+			     ? lcb_cheaper
+			     : lcb_more_workers);
 	else
 		snprintf(f->advice, sizeof(f->advice), "%s", ls_advice);
 	return 0;

@@ -620,7 +620,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 				fprintf(f, "%s %.1f%% %s", c ? "," : "", 100.0 * report_fraction(a->split_total[c], a->wall_total),
 					report_split_words[c]);
 			fprintf(f, " of the wall time");
-			if (a->split_unsampled_total)
+			if (100 * a->split_unsampled_total >= a->bd_total[AN_INPUT]) /* 1% or more */
 				fprintf(f, " (%s with no sampled loader worker to explain it, counted as neither)",
 					util_fmt_ns(a->split_unsampled_total, b1, sizeof(b1)));
 			fprintf(f, "\n");

@@ -101,7 +101,7 @@ void html_run(FILE *f, const struct an_analysis *a)
 			fprintf(f, "%s<span id=\"%s\">%.1f%%</span> %s", c ? ", " : "", an_split_name[c],
 				100.0 * report_fraction(a->split_total[c], a->wall_total), report_split_words[c]);
 		fputs(" of the wall time", f);
-		if (a->split_unsampled_total)
+		if (100 * a->split_unsampled_total >= a->bd_total[AN_INPUT]) /* 1% or more */
 			fprintf(f, " (%s of the input with no sampled loader worker to explain it, counted as neither)",
 				fns(a->split_unsampled_total, b1, sizeof(b1)));
 		fputs("</td></tr>\n", f);

@@ -297,7 +297,15 @@ static void input_bound_run(struct run *r, const char *markers, const char *extr
 	cr_expect_eq(sp_json_num(f, "first_iteration", -1), 0);
 	double n = sp_json_num(r->an, "summary.iterations", 0);
 	cr_expect(sp_json_num(f, "last_iteration", -1) >= n / 2, "the storm lasts while batches are read");
-	cr_expect_geq(severity(f), 1);
+	/*
+	 * The workers sleep 100 ms a batch after reading its 128 files in a few ms: the
+	 * step waits on workers that are neither reading nor computing. The files are
+	 * not the cause (info), the blocked workers are (the input split,
+	 * docs/definitions.md).
+	 */
+	cr_expect_eq(severity(f), 0, "small_file_storm at %d while the workers sleep", severity(f));
+	cr_expect_geq(severity(must_find(r, "loader_starved", NULL)), 1);
+	cr_expect_null(finding(r, "loader_cpu_bound", NULL));
 	cr_expect_eq(sp_json_num(f, "evidence.median_file_bytes", -1), sp_json_num(r->truth, "config.file_size", -2));
 	/* merged: the trainer and its 4 loader workers */
 	cr_expect_eq(expect_workers(r), 4);

@@ -1367,3 +1367,35 @@ Test(findings, small_file_storm_is_info_when_workers_compute)
 	cr_expect_eq(f->severity, 2, "no sample: the size rule alone");
 	an_analysis_free(&a);
 }
+
+/*
+ * Workers sharing their cores: 4000 us of CPU work in the 10445 us they spend
+ * outside file calls and waits (38%: runnable the rest of it). CPU work is a
+ * third of the input only, but it leads file I/O and they ran 38% of the time:
+ * CPU-bound, and the advice is cheaper loading (more workers would share too).
+ */
+Test(findings, loader_cpu_bound_fires_when_workers_share_the_cores)
+{
+	struct an_analysis a;
+	split_run(&a, 555, 5, 4000, 100, 1);
+	const struct an_result_finding *f = find(&a, AN_F_LOADER_CPU_BOUND, NULL);
+	cr_assert(f, "no loader_cpu_bound");
+	cr_expect(fabs(evidence(f, "worker_running_fraction") - 4000 / 10445.0) < 0.01, "running %.3f",
+		  evidence(f, "worker_running_fraction"));
+	cr_expect(evidence(f, "input_cpu_fraction") < 0.5);
+	cr_expect(strstr(f->advice, "cheaper") || strstr(f->advice, "lighter"), "%s", f->advice);
+	cr_expect_null(find(&a, AN_F_LOADER_STARVED, NULL));
+	an_analysis_free(&a);
+}
+
+/* A worker blocked outside its recorded calls (a sleep, a lock): 10% on the CPU is no CPU-bound loader. */
+Test(findings, loader_starved_fires_when_workers_block_unrecorded)
+{
+	struct an_analysis a;
+	split_run(&a, 555, 5, 1110, 0, 1);
+	cr_expect_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
+	const struct an_result_finding *f = find(&a, AN_F_LOADER_STARVED, NULL);
+	cr_assert(f, "no loader_starved");
+	cr_expect(evidence(f, "worker_running_fraction") < 0.15, "running %.3f", evidence(f, "worker_running_fraction"));
+	an_analysis_free(&a);
+}
