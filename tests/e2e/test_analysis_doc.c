@@ -215,8 +215,8 @@ Test(analysis_doc, every_member_written_is_documented_and_every_documented_field
 		if (s) /* the top level's members are the sections too */
 			names_add(&fields[0], sections[s][1], strlen(sections[s][1]));
 	}
-	static const char *const kinds[] = {"small_file_storm", "unpinned_copy", "alloc_fragmentation",
-					    "memory_growth"};
+	static const char *const kinds[] = {"small_file_storm", "unpinned_copy", "alloc_fragmentation", "memory_growth",
+					    "loader_starved"};
 	enum { NKINDS = sizeof(kinds) / sizeof(kinds[0]) };
 	struct names *ev = calloc(NKINDS, sizeof(*ev));
 	for (size_t k = 0; k < NKINDS; k++)
