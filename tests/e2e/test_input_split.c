@@ -87,14 +87,7 @@ static void run_profiled(struct run *r, const char *scenario)
 	snprintf(tdir, sizeof(tdir), "%s/trace", sp_t_cur_dir);
 	char *args[] = {"--scenario", (char *)scenario, "--markers", "step", NULL};
 	char *env[] = {(char *)data_tmpdir(scenario), NULL};
-	sp_t_run_trainer_env(&r->tr, tdir, args, env);
-	r->truth = sp_t_parse_last_line(r->tr.out);
-	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
-	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
-	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
-	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
-	r->an = sp_json_parse(r->ar.out);
-	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
+	sp_t_trainer_analyze(&r->tr, &r->ar, tdir, args, env, &r->truth, &r->an);
 }
 
 static void run_free(struct run *r)

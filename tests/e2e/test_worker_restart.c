@@ -52,14 +52,7 @@ static void run_once(struct run *r, const char *extra)
 	int n = 4;
 	for (char *t = strtok_r(more, " ", &save); t && n < 23; t = strtok_r(NULL, " ", &save))
 		args[n++] = t;
-	sp_t_run_trainer(&r->tr, tdir, args);
-	r->truth = sp_t_parse_last_line(r->tr.out);
-	cr_assert_not_null(r->truth, "no ground-truth JSON from the trainer: %s", r->tr.out);
-	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", tdir, NULL};
-	sp_t_run(&r->ar, aargv, NULL, NULL, 120);
-	cr_assert_eq(r->ar.status, 0, "stepprof analyze: exit %d: %s", r->ar.status, r->ar.err);
-	r->an = sp_json_parse(r->ar.out);
-	cr_assert_not_null(r->an, "stepprof analyze --json is not JSON: %s", r->ar.out);
+	sp_t_trainer_analyze(&r->tr, &r->ar, tdir, args, NULL, &r->truth, &r->an);
 }
 
 static void run_free(struct run *r)

@@ -122,6 +122,19 @@ char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const 
 	return tdir;
 }
 
+void sp_t_trainer_analyze(struct sp_t_result *tr, struct sp_t_result *ar, const char *tdir, char *const args[],
+			  char *const more_env[], struct sp_json **truth, struct sp_json **an)
+{
+	sp_t_run_trainer_env(tr, tdir, args, more_env);
+	*truth = sp_t_parse_last_line(tr->out);
+	cr_assert_not_null(*truth, "no ground-truth JSON from the trainer: %s", tr->out);
+	char *aargv[] = {(char *)sp_t_build("bin/stepprof"), "analyze", "--json", (char *)tdir, NULL};
+	sp_t_run(ar, aargv, NULL, NULL, 120);
+	cr_assert_eq(ar->status, 0, "stepprof analyze: exit %d: %s", ar->status, ar->err);
+	*an = sp_json_parse(ar->out);
+	cr_assert_not_null(*an, "stepprof analyze --json is not JSON: %s", ar->out);
+}
+
 void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_t_result *tr, struct sp_t_result *ar)
 {
 	sp_json_free(truth);

@@ -48,6 +48,14 @@ struct sp_json *sp_t_truth_file(const char *path);
 char *sp_t_run_ranks(const char *dir, const char *sub, int n, const char *const *scenarios, int iters,
 		     struct sp_json **truth);
 
+/*
+ * sp_t_run_trainer_env(tr, tdir, args, more_env), its ground truth into *truth,
+ * then `stepprof analyze --json tdir` (which must exit 0) into *ar and its JSON
+ * into *an; both asserted parsed.
+ */
+void sp_t_trainer_analyze(struct sp_t_result *tr, struct sp_t_result *ar, const char *tdir, char *const args[],
+			  char *const more_env[], struct sp_json **truth, struct sp_json **an);
+
 /* Free what a trainer run and its analysis left: the ground truth, the analysis, both commands' results. */
 void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_t_result *tr, struct sp_t_result *ar);
 

@@ -1347,25 +1347,25 @@ Test(findings, loader_findings_silent_when_io_leads_or_unsampled)
  * 100 stats a batch either way; the worker's time is file I/O (8880 us) or CPU
  * work (8880 us, its stats 555 us).
  */
-Test(findings, small_file_storm_is_info_when_workers_compute)
+static int split_storm_severity(uint64_t io_us, uint64_t cpu_us, int samples, int *cpu_bound)
 {
 	struct an_analysis a;
-	split_run(&a, 8880, 100, 555, 100, 1);
+	split_run(&a, io_us, 100, cpu_us, 100, samples);
 	const struct an_result_finding *f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
 	cr_assert(f, "no small_file_storm");
-	cr_expect_eq(f->severity, 2, "file I/O leads: critical");
+	int sev = f->severity;
+	*cpu_bound = find(&a, AN_F_LOADER_CPU_BOUND, NULL) != NULL;
 	an_analysis_free(&a);
-	split_run(&a, 555, 100, 8880, 100, 1);
-	f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
-	cr_assert(f, "no small_file_storm");
-	cr_expect_eq(f->severity, 0, "CPU work leads: info");
-	cr_expect_not_null(find(&a, AN_F_LOADER_CPU_BOUND, NULL));
-	an_analysis_free(&a);
-	split_run(&a, 555, 100, 8880, 100, 0);
-	f = find(&a, AN_F_SMALL_FILE_STORM, NULL);
-	cr_assert(f, "no small_file_storm");
-	cr_expect_eq(f->severity, 2, "no sample: the size rule alone");
-	an_analysis_free(&a);
+	return sev;
+}
+
+Test(findings, small_file_storm_is_info_when_workers_compute)
+{
+	int cpu_bound;
+	cr_expect_eq(split_storm_severity(8880, 555, 1, &cpu_bound), 2, "file I/O leads: critical");
+	cr_expect_eq(split_storm_severity(555, 8880, 1, &cpu_bound), 0, "CPU work leads: info");
+	cr_expect(cpu_bound, "CPU work leads: loader_cpu_bound");
+	cr_expect_eq(split_storm_severity(555, 8880, 0, &cpu_bound), 2, "no sample: the size rule alone");
 }
 
 /*
