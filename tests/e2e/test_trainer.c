@@ -278,15 +278,37 @@ Test(trainer, launch_bound_waits_for_the_host, .timeout = 120)
 	run_free(&r);
 }
 
-/* A deep queue: the host launches a step's 100 kernels at once and waits at the sync. */
-Test(trainer, gpu_bound_keeps_the_gpu_busy, .timeout = 120)
+/* Every iteration of r keeps the GPU busy 80% of its wall time at least (the first such that does not, or -1). */
+static long gpu_idle_iteration(const struct run *r)
+{
+	for (size_t i = 0; i < 8; i++)
+		if (iu(r->j, i, "gpu_busy_ns") < iu(r->j, i, "wall_ns") * 8 / 10)
+			return (long)i;
+	return -1;
+}
+
+/*
+ * A deep queue: the host launches a step's 100 kernels at once and waits at the sync.
+ * NOTE: up to three runs, as the suite's other timing tests: on a loaded machine the
+ * simulated GPU's stream thread wakes late between two kernels, and an iteration of
+ * 30 ms sleeps can fall under 80% busy; a trainer that did not queue its kernels
+ * would leave the GPU idle in every run.
+ */
+Test(trainer, gpu_bound_keeps_the_gpu_busy, .timeout = 240)
 {
 	struct run r;
-	run_scenario(&r, "gpu-bound", NULL);
+	for (int attempt = 1;; attempt++) {
+		run_scenario(&r, "gpu-bound", NULL);
+		if (attempt == 3 || (frac(r.j, "compute") > 0.8 && gpu_idle_iteration(&r) < 0))
+			break;
+		sp_t_note("trainer: gpu-bound: compute %.3f, iteration %ld under 80%% busy: run %d of 3",
+			  frac(r.j, "compute"), gpu_idle_iteration(&r), attempt);
+		run_free(&r);
+	}
 	cr_assert_gt(frac(r.j, "compute"), 0.8, "compute share %.3f", frac(r.j, "compute"));
 	cr_assert_str_eq(sp_json_str(r.j, "summary.bottleneck"), "compute");
-	for (size_t i = 0; i < 8; i++)
-		cr_assert_geq(iu(r.j, i, "gpu_busy_ns"), iu(r.j, i, "wall_ns") * 8 / 10, "iteration %zu", i);
+	cr_assert_lt(gpu_idle_iteration(&r), 0, "iteration %ld: the GPU busy under 80%% of it",
+		     gpu_idle_iteration(&r));
 	run_free(&r);
 }
 
