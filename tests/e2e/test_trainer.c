@@ -257,10 +257,27 @@ static double mean_kernel_us(const struct sp_json *j, size_t i)
  * be GPU-bound), the host spins at least its 25 µs per launch, and compute is a
  * minority share of the wall time.
  */
-Test(trainer, launch_bound_waits_for_the_host, .timeout = 120)
+/* The first of r's 8 iterations whose kernels took twice their --kernel-us or more on average, -1 when none. */
+static long slow_kernel_iteration(const struct run *r)
+{
+	for (size_t i = 0; i < 8; i++)
+		if (mean_kernel_us(r->j, i) >= 2.0 * (double)u(r->j, "config.kernel_us"))
+			return (long)i;
+	return -1;
+}
+
+/* NOTE: up to three runs, as gpu_bound_keeps_the_gpu_busy: a loaded machine stretches the spun kernels. */
+Test(trainer, launch_bound_waits_for_the_host, .timeout = 240)
 {
 	struct run r;
-	run_scenario(&r, "launch-bound", NULL);
+	for (int attempt = 1;; attempt++) {
+		run_scenario(&r, "launch-bound", NULL);
+		if (attempt == 3 || slow_kernel_iteration(&r) < 0)
+			break;
+		sp_t_note("trainer: launch-bound: iteration %ld's kernels took twice their time: run %d of 3",
+			  slow_kernel_iteration(&r), attempt);
+		run_free(&r);
+	}
 	uint64_t kernels = u(r.j, "config.kernels"), launch_us = u(r.j, "config.launch_host_us");
 	cr_assert_geq(kernels, 100);
 	cr_assert_gt(launch_us, u(r.j, "config.kernel_us"));
