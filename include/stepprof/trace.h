@@ -26,9 +26,10 @@
 
 #define SP_MAGIC "STEPPROF"
 #define SP_VERSION_MAJOR 1
-#define SP_VERSION_MINOR 5 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
+#define SP_VERSION_MINOR 6 /* 1: SUMMARY, SUMMARY_DEVICE records in the keep area; 2: LOCK_WAIT, apis appended;
                               3: GPU_SPAN2 (two GPU spans in one slot), apis appended; 4: run_id;
-                              5: CPU_TIME records, online_cpus and the CPU affinity */
+                              5: CPU_TIME records, online_cpus and the CPU affinity;
+                              6: COMM, COMM_INIT records (NCCL), apis appended */
 #define SP_ENDIAN_TAG 0x01020304u
 #define SP_HEADER_SIZE 4096u
 #define SP_SLOT_SIZE 32u
@@ -215,6 +216,11 @@ enum sp_field_pos_ {
 enum sp_field_type { SP_T_U, SP_T_I, SP_T_HEX, SP_T_STR, SP_T_DIR, SP_T_HOSTMEM, SP_T_FDTYPE, SP_T_SOURCE };
 
 /* The one-byte enumerations (value 0 = unknown/none) and their dump names. Append only. */
+/* COMM record flags */
+enum {
+	SP_COMM_F_GROUPED = 1u, /* issued inside ncclGroupStart/End: its work is launched by the outermost ncclGroupEnd */
+};
+
 enum sp_dir { SP_DIR_NONE, SP_DIR_H2D, SP_DIR_D2H, SP_DIR_D2D, SP_DIR_H2H, SP_DIR_PEER, SP_DIR__COUNT };
 static const char *const sp_dir_name[SP_DIR__COUNT] = { "none", "h2d", "d2h", "d2d", "h2h", "peer" };
 

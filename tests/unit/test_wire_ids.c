@@ -384,6 +384,27 @@ static const struct pin apis[] = {
 	{354, "cuMemcpy3DBatchAsync_ptsz"},
 	{355, "cuMemcpy3DBatchAsync_v2"},
 	{356, "cuMemcpy3DBatchAsync_v2_ptsz"},
+	{357, "cuProfilerStart"},
+	{358, "cuProfilerStop"},
+	{359, "cudaProfilerStart"},
+	{360, "cudaProfilerStop"},
+	{361, "ncclAllReduce"},
+	{362, "ncclReduce"},
+	{363, "ncclBroadcast"},
+	{364, "ncclBcast"},
+	{365, "ncclAllGather"},
+	{366, "ncclReduceScatter"},
+	{367, "ncclSend"},
+	{368, "ncclRecv"},
+	{369, "ncclGroupStart"},
+	{370, "ncclGroupEnd"},
+	{371, "ncclCommInitRank"},
+	{372, "ncclCommInitRankConfig"},
+	{373, "ncclCommInitAll"},
+	{374, "ncclCommSplit"},
+	{375, "ncclCommFinalize"},
+	{376, "ncclCommDestroy"},
+	{377, "ncclCommAbort"},
 };
 
 static const struct pin kinds[] = {
@@ -419,6 +440,8 @@ static const struct pin kinds[] = {
 	{30, "lock_wait"},
 	{31, "gpu_span2"},
 	{32, "cpu_time"},
+	{33, "comm"},
+	{34, "comm_init"},
 };
 
 static const struct field_pin fields[] = {
@@ -454,6 +477,10 @@ static const struct field_pin fields[] = {
 	{29, "api2", 2, SP_T_U},
 	{30, "begin_delta", 4, SP_T_I},
 	{31, "dur2", 4, SP_T_U},
+	{32, "comm", 6, SP_T_HEX},
+	{33, "peer", 4, SP_T_I},
+	{34, "rank", 4, SP_T_I},
+	{35, "nranks", 4, SP_T_U},
 };
 
 static const char *const dirs[] = {"none", "h2d", "d2h", "d2d", "h2h", "peer"};
