@@ -322,6 +322,7 @@ static void pass1_record(void *arg, const struct sp_event *e, int file)
 	struct an_proc *p = c->p;
 	a->records++;
 	p->records++;
+	a->comm_records += ev.kind == SP_K_COMM || ev.kind == SP_K_COMM_INIT;
 	t->records++;
 	if (ev.begin_ns < p->begin_ns)
 		p->begin_ns = ev.begin_ns;
@@ -694,6 +695,10 @@ static void rank_fill(struct an_rank *r, const struct an_analysis *x, const stru
 	r->nit = x->nit;
 	r->wall_total = x->wall_total;
 	memcpy(r->bd_total, x->bd_total, sizeof(r->bd_total));
+	r->top_finding = -1;
+	for (size_t i = 0; i < x->nfnd && r->top_finding < 0; i++)
+		if (x->fnd[i].severity >= 1)
+			r->top_finding = x->fnd[i].kind;
 	uint64_t *w = x->nit ? malloc(x->nit * sizeof(*w)) : NULL;
 	if (w) {
 		for (size_t i = 0; i < x->nit; i++)
@@ -853,6 +858,14 @@ out:
 	/* after this analysis's tables are freed: one analysis's memory at a time */
 	if (!rc && !opt->no_ranks && an_ranks(src, a, err, errlen))
 		rc = -1;
+	if (!rc && !opt->no_ranks && a->comm_records) {
+		if (an_comm(src, a) || an_findings_straggler(a)) {
+			snprintf(err, errlen, "out of memory or the trace files could not be read again");
+			rc = -1;
+		} else {
+			an_findings_order(a);
+		}
+	}
 	if (rc)
 		an_analysis_free(a);
 	return rc;
@@ -860,6 +873,7 @@ out:
 
 void an_analysis_free(struct an_analysis *a)
 {
+	cm_result_free(&a->comm);
 	free(a->ranks);
 	a->ranks = NULL;
 	a->nranks = 0;

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "comm_match.h"
 #include "stepprof/trace.h"
 
 /* ------------------------------------------------------------ 1. sources */
@@ -246,6 +247,7 @@ struct an_rank {
 	uint64_t launches;
 	uint64_t nit, wall_median, wall_total;
 	uint64_t bd_total[AN_CAT__COUNT];
+	int top_finding; /* its analysis's first finding of warning severity or worse (enum an_finding), -1 none */
 };
 
 #define AN_INPUT_DIRS 5
@@ -297,6 +299,14 @@ struct an_analysis {
 	 */
 	struct an_rank *ranks;
 	size_t nranks;
+	/*
+	 * The job's collectives matched across its ranks (analyze_comm.c): empty
+	 * when no process made an NCCL collective through the API; comm_hosts =
+	 * the hosts the trace files come from.
+	 */
+	struct cm_result comm;
+	uint32_t comm_hosts;
+	uint64_t comm_records; /* COMM and COMM_INIT records of every process */
 };
 
 /*

@@ -71,5 +71,9 @@ int iterations_auto(struct state *s);
 
 /* analyze_attr.c: pass 2, the iterations' breakdowns, counters and the findings' evidence. 0, or -1. */
 int pass2(struct state *s);
+/* The straggler analysis of the job (a->comm): 0, or -1 when out of memory or the files cannot be read again. */
+int an_comm(struct an_source *src, struct an_analysis *a);
+/* straggler_rank, from a->comm and a->ranks (findings.c): 0 or -1 when out of memory. */
+int an_findings_straggler(struct an_analysis *a);
 
 #endif

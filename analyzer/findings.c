@@ -857,6 +857,67 @@ int an_findings_eval(struct an_analysis *a, const struct an_collect *c)
 	return 0;
 }
 
+/* ------------------------------------------------------------ stragglers */
+
+static const char sr_advice[] =
+    "The other ranks wait for this one at the collectives: a data-parallel step is as slow as its slowest "
+    "rank. Its own breakdown (stepprof analyze --rank N) says why it is late: input (its loader workers, "
+    "its share of the data on slower storage), compute (uneven work: unbalanced batches or sequence "
+    "lengths, a slower or throttled GPU, another job on its GPU or node) or host overhead. Fix that rank "
+    "first; speeding up the others only makes them wait longer.";
+
+int an_findings_straggler(struct an_analysis *a)
+{
+	const double *th = a->opt.threshold;
+	const struct cm_result *m = &a->comm;
+	if (m->collectives < th[AN_T_SR_MIN_COLL] || m->nranks < 2)
+		return 0;
+	/* the others' wall: the median of the ranks' total walls */
+	uint64_t *w = malloc((a->nranks ? a->nranks : 1) * sizeof(*w));
+	if (!w)
+		return -1;
+	for (size_t i = 0; i < a->nranks; i++)
+		w[i] = a->ranks[i].wall_total;
+	uint64_t wall = a->nranks ? an_quantile_u64(w, a->nranks, 0.5) : 0;
+	free(w);
+	for (size_t k = 0; k < m->nranks; k++) {
+		const struct cm_rank *r = &m->ranks[k];
+		if (!r->matched || !r->last)
+			continue;
+		double last = (double)r->last / (double)r->matched;
+		uint64_t wait = r->caused_ns / (m->nranks - 1); /* each other rank's wait for it */
+		double share = wall ? (double)wait / (double)wall : 0;
+		if (last < th[AN_T_SR_MIN_LAST] || share < th[AN_T_SR_WARN])
+			continue;
+		struct an_result_finding *f = new_finding(a, AN_F_STRAGGLER_RANK);
+		if (!f)
+			return -1;
+		f->severity = share >= th[AN_T_SR_CRIT] ? 2 : 1;
+		f->cost_ns = wait;
+		an_evidence_num(f, "rank", (double)r->rank);
+		an_evidence_num(f, "collectives", (double)r->matched);
+		an_evidence_num(f, "last_share", last);
+		an_evidence_num(f, "lateness_ms_mean", (double)r->late_mean_ns / 1e6);
+		an_evidence_num(f, "lateness_ms_p95", (double)r->late_p95_ns / 1e6);
+		an_evidence_num(f, "others_wait_share", share);
+		for (size_t i = 0; i < a->nranks; i++) {
+			const struct an_rank *x = &a->ranks[i];
+			if (x->rank != r->rank)
+				continue;
+			int top = AN_OTHER;
+			for (int c = 0; c < AN_CAT__COUNT; c++)
+				if (x->bd_total[c] > x->bd_total[top])
+					top = c;
+			an_evidence_str(f, "its_largest_category", an_cat_name[top]);
+			if (x->top_finding >= 0)
+				an_evidence_str(f, "its_top_finding", an_finding_name[x->top_finding]);
+			break;
+		}
+		snprintf(f->advice, sizeof(f->advice), "%s", sr_advice);
+	}
+	return 0;
+}
+
 /* -------------------------------------------------------------- ordering */
 
 static int fix_first(const struct an_result_finding *x, const struct an_result_finding *y)

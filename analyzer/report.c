@@ -223,6 +223,43 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 	jw_obj_end(w);
 }
 
+/* added, for jobs that made NCCL collectives: their arrivals across the ranks (comm_match.h) */
+static void json_stragglers(struct jsonw *w, const struct an_analysis *a)
+{
+	const struct cm_result *m = &a->comm;
+	jw_kobj_begin(w, "stragglers");
+	jw_ku64(w, "collectives", m->collectives);
+	jw_ku64(w, "incomplete", m->incomplete);
+	jw_ku64(w, "gpu_timed", m->gpu_timed);
+	jw_ku64(w, "skew_ns_mean", m->skew_mean_ns);
+	jw_ku64(w, "skew_ns_p95", m->skew_p95_ns);
+	jw_ku64(w, "hosts", a->comm_hosts);
+	jw_karr_begin(w, "clock_offsets");
+	for (size_t h = 0; h < m->nhosts && a->comm_hosts > 1; h++) {
+		jw_obj_begin(w);
+		jw_ku64(w, "host", h);
+		jw_ki64(w, "offset_ns", m->host_offset_ns[h]);
+		jw_ki64(w, "residual_ns", m->host_residual_ns[h]);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_karr_begin(w, "ranks");
+	for (size_t k = 0; k < m->nranks; k++) {
+		const struct cm_rank *r = &m->ranks[k];
+		jw_obj_begin(w);
+		jw_ki64(w, "rank", r->rank);
+		jw_ku64(w, "collectives", r->matched);
+		jw_ku64(w, "last", r->last);
+		jw_kdouble(w, "last_share", r->matched ? (double)r->last / (double)r->matched : 0);
+		jw_ku64(w, "lateness_ns_mean", r->late_mean_ns);
+		jw_ku64(w, "lateness_ns_p95", r->late_p95_ns);
+		jw_ku64(w, "caused_wait_ns", r->caused_ns);
+		jw_obj_end(w);
+	}
+	jw_arr_end(w);
+	jw_obj_end(w);
+}
+
 /* added, only without iterations: the whole run's input, per process, and the busiest directories */
 static void json_input(struct jsonw *w, const struct an_analysis *a)
 {
@@ -336,6 +373,8 @@ int report_json(FILE *f, const struct an_analysis *a)
 	for (size_t i = 0; i < a->nranks; i++)
 		json_rank(&w, a, &a->ranks[i]);
 	jw_arr_end(&w);
+	if (a->comm_records)
+		json_stragglers(&w, a);
 	jw_obj_end(&w);
 	return jw_error(&w);
 }
@@ -487,6 +526,36 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 	}
 }
 
+/* The collectives' arrivals across the ranks: who the others wait for. */
+static void text_stragglers(FILE *f, const struct an_analysis *a)
+{
+	const struct cm_result *m = &a->comm;
+	char b1[32], b2[32], b3[32];
+	fprintf(f, "\nStragglers: %llu collectives matched across the ranks", (unsigned long long)m->collectives);
+	if (m->incomplete)
+		fprintf(f, " (%llu with a rank missing, left out)", (unsigned long long)m->incomplete);
+	fprintf(f, "; arrivals: %s; skew (last - first) mean %s, p95 %s\n",
+		m->gpu_timed == m->collectives ? "GPU starts" : m->gpu_timed ? "GPU starts where timed, else host calls" : "host calls",
+		util_fmt_ns(m->skew_mean_ns, b1, sizeof(b1)), util_fmt_ns(m->skew_p95_ns, b2, sizeof(b2)));
+	if (!m->collectives)
+		return;
+	fprintf(f, "    %5s %8s %12s %12s %14s\n", "rank", "last", "late mean", "late p95", "others waited");
+	for (size_t k = 0; k < m->nranks; k++) {
+		const struct cm_rank *r = &m->ranks[k];
+		fprintf(f, "    %5d %7.1f%% %12s %12s %14s\n", r->rank,
+			r->matched ? 100.0 * (double)r->last / (double)r->matched : 0.0,
+			util_fmt_ns(r->late_mean_ns, b1, sizeof(b1)), util_fmt_ns(r->late_p95_ns, b2, sizeof(b2)),
+			util_fmt_ns(r->caused_ns, b3, sizeof(b3)));
+	}
+	for (size_t h = 1; h < m->nhosts && a->comm_hosts > 1; h++) {
+		if (m->host_residual_ns[h] < 0)
+			fprintf(f, "  host %zu: no timed collective shared with host 0, clock not aligned\n", h);
+		else
+			fprintf(f, "  host %zu: clock offset %+.3f ms from host 0, residual %s\n", h,
+				(double)m->host_offset_ns[h] / 1e6, util_fmt_ns((uint64_t)m->host_residual_ns[h], b1, sizeof(b1)));
+	}
+}
+
 const char report_no_cuda[] =
     "no process made a CUDA call (no kernel, copy, allocation or synchronisation was recorded). If the job "
     "should use a GPU, the framework may be a CPU-only build (PyTorch: torch.cuda.is_available() is False, "
@@ -555,6 +624,8 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	}
 	if (a->nranks > 1)
 		text_ranks(f, a);
+	if (a->comm_records)
+		text_stragglers(f, a);
 	if (!a->cuda_calls && a->records) {
 		char nc[sizeof(report_no_cuda) + 16];
 		snprintf(nc, sizeof(nc), "No CUDA call: %s", report_no_cuda);

@@ -1,0 +1,256 @@
+/*
+ * analyze_comm.c - the job's collectives across its ranks: one pass over every
+ * rank's records turns NCCL calls (COMM, COMM_INIT records) into the units the
+ * matcher compares (comm_match.h), then the straggler table.
+ *
+ * A unit is a collective called outside a group, or a group (ncclGroupStart ..
+ * the outermost ncclGroupEnd) holding at least one collective, counted on the
+ * communicator of its first collective; point-to-point groups are not
+ * collectives of the whole communicator and are left out. A unit's GPU span is
+ * that of the kernels launched on the calling thread within its host call (a
+ * group's: within ncclGroupEnd). Its number is its rank in the process's units
+ * on that communicator: NCCL requires every rank to call a communicator's
+ * collectives in the same order.
+ *
+ * Times: each file's CLOCK_MONOTONIC, or, when the files come from more than
+ * one host (their headers' host names), each host's CLOCK_REALTIME through the
+ * header's pair, which the matcher then refines.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze_int.h"
+#include "hashmap.h"
+
+struct cthr {		   /* a thread's current NCCL call */
+	uint64_t end_ns;   /* the call's end; launches begun before it are its */
+	int64_t unit;	   /* its unit, -1 none */
+	uint64_t group_comm; /* the first collective's communicator of the open group, 0 none */
+	uint32_t ngrouped;   /* grouped calls since the last group end */
+};
+
+struct ccomm {		   /* a communicator of a process */
+	uint64_t ident;
+	uint64_t seq;	   /* units so far */
+	int32_t crank;
+	uint32_t nranks;
+};
+
+struct cstate {
+	struct an_source *src;
+	struct cm_call *c;
+	size_t n, cap;
+	struct hashmap thr;   /* pid << 32 | tid -> struct cthr * */
+	struct hashmap comms; /* hash(pid, handle) -> struct ccomm * */
+	struct hashmap ops;   /* pid << 32 | op -> unit + 1 */
+	int64_t *to_clock;    /* per file: added to its times */
+	uint32_t *host;	      /* per file: its host's index */
+	int32_t *rank;	      /* per file: RANK, -1 unset */
+	size_t nhosts;
+};
+
+static int is_collective(unsigned api)
+{
+	switch (api) {
+	case SP_API_ncclAllReduce:
+	case SP_API_ncclReduce:
+	case SP_API_ncclBroadcast:
+	case SP_API_ncclBcast:
+	case SP_API_ncclAllGather:
+	case SP_API_ncclReduceScatter:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* Keys by process (pids are unique across the files of a merge, hosts included), not by file: a
+ * collector's file holds many processes. */
+static uint64_t comm_key(int32_t pid, uint64_t handle)
+{
+	return hashmap_hash(handle ^ ((uint64_t)(uint32_t)pid << 48)) | 1;
+}
+
+static uint64_t pid_key(int32_t pid, uint64_t x)
+{
+	return (uint64_t)(uint32_t)pid << 32 | (uint32_t)x;
+}
+
+static struct cthr *thr_of(struct cstate *s, int32_t pid, int32_t tid)
+{
+	union hashmap_val *v = hashmap_slot(&s->thr, pid_key(pid, (uint32_t)tid), true);
+	if (!v)
+		return NULL;
+	if (!v->p) {
+		struct cthr *t = calloc(1, sizeof(*t));
+		if (!t)
+			return NULL;
+		t->unit = -1;
+		v->p = t;
+	}
+	return v->p;
+}
+
+/* A new unit of communicator handle for this file's process; -1 when none (unknown communicator), -2 OOM. */
+static int64_t unit_new(struct cstate *s, int file, int32_t pid, uint64_t handle, uint64_t call_ns)
+{
+	struct ccomm *cc = hashmap_get(&s->comms, comm_key(pid, handle));
+	if (!cc || !cc->nranks)
+		return -1;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? 2 * s->cap : 256;
+		struct cm_call *c = realloc(s->c, cap * sizeof(*c));
+		if (!c)
+			return -2;
+		s->c = c;
+		s->cap = cap;
+	}
+	struct cm_call *u = &s->c[s->n];
+	memset(u, 0, sizeof(*u));
+	u->ident = cc->ident;
+	u->seq = cc->seq++;
+	u->nranks = cc->nranks;
+	u->crank = cc->crank;
+	u->rank = s->rank[file] >= 0 ? s->rank[file] : cc->crank;
+	u->host = s->host[file];
+	u->call_ns = (uint64_t)((int64_t)call_ns + s->to_clock[file]);
+	return (int64_t)s->n++;
+}
+
+static int on_record(struct cstate *s, const struct sp_event *e, int file)
+{
+	switch (e->kind) {
+	case SP_K_COMM_INIT: {
+		if ((int64_t)e->f[SP_F_RESULT] != 0 || !e->f[SP_F_COMM])
+			return 0;
+		union hashmap_val *v = hashmap_slot(&s->comms, comm_key(e->pid, e->f[SP_F_COMM]), true);
+		if (!v)
+			return -1;
+		if (!v->p && !(v->p = calloc(1, sizeof(struct ccomm))))
+			return -1;
+		struct ccomm *cc = v->p;
+		cc->ident = e->f[SP_F_VALUE];
+		cc->crank = (int32_t)e->f[SP_F_RANK];
+		cc->nranks = (uint32_t)e->f[SP_F_NRANKS];
+		cc->seq = 0;
+		return 0;
+	}
+	case SP_K_COMM: {
+		struct cthr *t = thr_of(s, e->pid, e->tid);
+		if (!t)
+			return -1;
+		if (e->f[SP_F_FLAGS] & SP_COMM_F_GROUPED) {
+			if (is_collective(e->api) && !t->group_comm)
+				t->group_comm = e->f[SP_F_COMM];
+			t->ngrouped++;
+			return 0;
+		}
+		int64_t u = -1;
+		if (e->api == SP_API_ncclGroupEnd) {
+			if (t->group_comm)
+				u = unit_new(s, file, e->pid, t->group_comm, e->begin_ns);
+			t->group_comm = 0;
+			t->ngrouped = 0;
+		} else if (is_collective(e->api)) {
+			u = unit_new(s, file, e->pid, e->f[SP_F_COMM], e->begin_ns);
+		}
+		if (u == -2)
+			return -1;
+		t->unit = u;
+		t->end_ns = e->end_ns;
+		return 0;
+	}
+	case SP_K_LAUNCH: {
+		union hashmap_val *tv = hashmap_find(&s->thr, pid_key(e->pid, (uint32_t)e->tid));
+		struct cthr *t = tv ? tv->p : NULL;
+		if (!t || t->unit < 0 || e->begin_ns >= t->end_ns || !e->f[SP_F_OP])
+			return 0;
+		union hashmap_val *v = hashmap_slot(&s->ops, pid_key(e->pid, e->f[SP_F_OP]), true);
+		if (!v)
+			return -1;
+		v->u = (uint64_t)t->unit + 1;
+		return 0;
+	}
+	case SP_K_GPU_SPAN: {
+		uint64_t key = pid_key(e->pid, e->f[SP_F_OP]);
+		union hashmap_val *v = hashmap_find(&s->ops, key);
+		if (!v || !v->u)
+			return 0;
+		struct cm_call *u = &s->c[v->u - 1];
+		uint64_t b = (uint64_t)((int64_t)e->begin_ns + s->to_clock[file]);
+		uint64_t en = (uint64_t)((int64_t)e->end_ns + s->to_clock[file]);
+		if (!u->gpu_begin_ns || b < u->gpu_begin_ns)
+			u->gpu_begin_ns = b;
+		if (en > u->gpu_end_ns)
+			u->gpu_end_ns = en;
+		hashmap_del(&s->ops, key);
+		return 0;
+	}
+	default:
+		return 0;
+	}
+}
+
+/* Hosts by header name; clocks: monotonic on one host, realtime through each header's pair on several. */
+static int clocks(struct cstate *s)
+{
+	size_t nf = s->src->nfiles;
+	s->to_clock = calloc(nf + 1, sizeof(*s->to_clock));
+	s->host = calloc(nf + 1, sizeof(*s->host));
+	s->rank = calloc(nf + 1, sizeof(*s->rank));
+	const char **names = calloc(nf + 1, sizeof(*names));
+	if (!s->to_clock || !s->host || !s->rank || !names) {
+		free(names);
+		return -1;
+	}
+	for (size_t f = 0; f < nf; f++) {
+		const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
+		s->rank[f] = h ? h->rank : -1;
+		const char *host = h ? h->host : "";
+		size_t k = 0;
+		while (k < s->nhosts && strncmp(names[k], host, sizeof(h->host)))
+			k++;
+		if (k == s->nhosts)
+			names[s->nhosts++] = host;
+		s->host[f] = (uint32_t)k;
+	}
+	if (s->nhosts > 1)
+		for (size_t f = 0; f < nf; f++) {
+			const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
+			if (h)
+				s->to_clock[f] = (int64_t)h->start_real_ns - (int64_t)h->start_mono_ns;
+		}
+	free(names);
+	return 0;
+}
+
+int an_comm(struct an_source *src, struct an_analysis *a)
+{
+	struct cstate s = {.src = src};
+	int rc = -1;
+	if (clocks(&s) || src->rewind(src->ctx))
+		goto out;
+	const struct sp_event *e;
+	int file;
+	while ((e = src->next(src->ctx, &file)))
+		if (e->kind >= SP_K_LAUNCH && on_record(&s, e, file))
+			goto out;
+	a->comm_hosts = (uint32_t)s.nhosts;
+	if (s.n && cm_match(s.c, s.n, s.nhosts, &a->comm))
+		goto out;
+	rc = 0;
+out:
+	union hashmap_val *v;
+	for (size_t i = 0; (v = hashmap_next(&s.thr, &i, NULL));)
+		free(v->p);
+	for (size_t i = 0; (v = hashmap_next(&s.comms, &i, NULL));)
+		free(v->p);
+	hashmap_free(&s.thr);
+	hashmap_free(&s.comms);
+	hashmap_free(&s.ops);
+	free(s.c);
+	free(s.to_clock);
+	free(s.host);
+	free(s.rank);
+	return rc;
+}
