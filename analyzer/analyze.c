@@ -874,6 +874,11 @@ out:
 void an_analysis_free(struct an_analysis *a)
 {
 	cm_result_free(&a->comm);
+	free(a->comm_calls);
+	free(a->comm_host_names);
+	a->comm_calls = NULL;
+	a->comm_host_names = NULL;
+	a->ncomm_calls = 0;
 	free(a->ranks);
 	a->ranks = NULL;
 	a->nranks = 0;

@@ -305,6 +305,9 @@ struct an_analysis {
 	 * the hosts the trace files come from.
 	 */
 	struct cm_result comm;
+	struct cm_call *comm_calls; /* the units as found, before matching (rank summaries) */
+	size_t ncomm_calls;
+	char (*comm_host_names)[64]; /* comm_hosts of them, in order: host 0 first */
 	uint32_t comm_hosts;
 	uint64_t comm_records; /* COMM and COMM_INIT records of every process */
 };

@@ -12,9 +12,11 @@
  * on that communicator: NCCL requires every rank to call a communicator's
  * collectives in the same order.
  *
- * Times: each file's CLOCK_MONOTONIC, or, when the files come from more than
- * one host (their headers' host names), each host's CLOCK_REALTIME through the
- * header's pair, which the matcher then refines.
+ * Times: each file's CLOCK_MONOTONIC, with its header's pair of clock
+ * readings for the matcher, which reads them on each host's CLOCK_REALTIME when
+ * the files come from more than one host (their headers' host names, in the
+ * order of the names: host 0, the reference, is the first), then refines.
+ * The units are kept as found (a->comm_calls) for the rank summaries.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +45,9 @@ struct cstate {
 	struct hashmap thr;   /* pid << 32 | tid -> struct cthr * */
 	struct hashmap comms; /* hash(pid, handle) -> struct ccomm * */
 	struct hashmap ops;   /* pid << 32 | op -> unit + 1 */
-	int64_t *to_clock;    /* per file: added to its times */
+	int64_t *to_real;     /* per file: CLOCK_REALTIME - CLOCK_MONOTONIC of its header */
 	uint32_t *host;	      /* per file: its host's index */
+	char (*names)[64];    /* the hosts' names, in order */
 	int32_t *rank;	      /* per file: RANK, -1 unset */
 	size_t nhosts;
 };
@@ -113,7 +116,8 @@ static int64_t unit_new(struct cstate *s, int file, int32_t pid, uint64_t handle
 	u->crank = cc->crank;
 	u->rank = s->rank[file] >= 0 ? s->rank[file] : cc->crank;
 	u->host = s->host[file];
-	u->call_ns = (uint64_t)((int64_t)call_ns + s->to_clock[file]);
+	u->to_real_ns = s->to_real[file];
+	u->call_ns = call_ns;
 	return (int64_t)s->n++;
 }
 
@@ -177,12 +181,10 @@ static int on_record(struct cstate *s, const struct sp_event *e, int file)
 		if (!v || !v->u)
 			return 0;
 		struct cm_call *u = &s->c[v->u - 1];
-		uint64_t b = (uint64_t)((int64_t)e->begin_ns + s->to_clock[file]);
-		uint64_t en = (uint64_t)((int64_t)e->end_ns + s->to_clock[file]);
-		if (!u->gpu_begin_ns || b < u->gpu_begin_ns)
-			u->gpu_begin_ns = b;
-		if (en > u->gpu_end_ns)
-			u->gpu_end_ns = en;
+		if (!u->gpu_begin_ns || e->begin_ns < u->gpu_begin_ns)
+			u->gpu_begin_ns = e->begin_ns;
+		if (e->end_ns > u->gpu_end_ns)
+			u->gpu_end_ns = e->end_ns;
 		hashmap_del(&s->ops, key);
 		return 0;
 	}
@@ -191,37 +193,60 @@ static int on_record(struct cstate *s, const struct sp_event *e, int file)
 	}
 }
 
-/* Hosts by header name; clocks: monotonic on one host, realtime through each header's pair on several. */
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* Hosts by header name, in the names' order; each file's clock pair. */
 static int clocks(struct cstate *s)
 {
 	size_t nf = s->src->nfiles;
-	s->to_clock = calloc(nf + 1, sizeof(*s->to_clock));
+	s->to_real = calloc(nf + 1, sizeof(*s->to_real));
 	s->host = calloc(nf + 1, sizeof(*s->host));
 	s->rank = calloc(nf + 1, sizeof(*s->rank));
-	const char **names = calloc(nf + 1, sizeof(*names));
-	if (!s->to_clock || !s->host || !s->rank || !names) {
-		free(names);
+	s->names = calloc(nf + 1, sizeof(*s->names));
+	if (!s->to_real || !s->host || !s->rank || !s->names)
 		return -1;
-	}
 	for (size_t f = 0; f < nf; f++) {
 		const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
-		s->rank[f] = h ? h->rank : -1;
-		const char *host = h ? h->host : "";
+		char name[64] = "";
+		if (h)
+			memcpy(name, h->host, sizeof(name) - 1);
 		size_t k = 0;
-		while (k < s->nhosts && strncmp(names[k], host, sizeof(h->host)))
+		while (k < s->nhosts && strcmp(s->names[k], name))
 			k++;
 		if (k == s->nhosts)
-			names[s->nhosts++] = host;
-		s->host[f] = (uint32_t)k;
+			memcpy(s->names[s->nhosts++], name, sizeof(name));
 	}
-	if (s->nhosts > 1)
-		for (size_t f = 0; f < nf; f++) {
-			const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
-			if (h)
-				s->to_clock[f] = (int64_t)h->start_real_ns - (int64_t)h->start_mono_ns;
+	qsort(s->names, s->nhosts, sizeof(*s->names), cmp_name);
+	for (size_t f = 0; f < nf; f++) {
+		const struct sp_file_header *h = s->src->header(s->src->ctx, (int)f);
+		char name[64] = "";
+		if (h) {
+			memcpy(name, h->host, sizeof(name) - 1);
+			s->rank[f] = h->rank;
+			s->to_real[f] = (int64_t)h->start_real_ns - (int64_t)h->start_mono_ns;
+		} else {
+			s->rank[f] = -1;
 		}
-	free(names);
+		char (*p)[64] = bsearch(name, s->names, s->nhosts, sizeof(*s->names), cmp_name);
+		s->host[f] = p ? (uint32_t)(p - s->names) : 0;
+	}
 	return 0;
+}
+
+int an_comm_match(struct an_analysis *a)
+{
+	if (!a->ncomm_calls)
+		return 0;
+	struct cm_call *c = malloc(a->ncomm_calls * sizeof(*c));
+	if (!c)
+		return -1;
+	memcpy(c, a->comm_calls, a->ncomm_calls * sizeof(*c));
+	int rc = cm_match(c, a->ncomm_calls, a->comm_hosts, &a->comm);
+	free(c);
+	return rc;
 }
 
 int an_comm(struct an_source *src, struct an_analysis *a)
@@ -236,9 +261,12 @@ int an_comm(struct an_source *src, struct an_analysis *a)
 		if (e->kind >= SP_K_LAUNCH && on_record(&s, e, file))
 			goto out;
 	a->comm_hosts = (uint32_t)s.nhosts;
-	if (s.n && cm_match(s.c, s.n, s.nhosts, &a->comm))
-		goto out;
-	rc = 0;
+	a->comm_host_names = s.names;
+	a->comm_calls = s.c;
+	a->ncomm_calls = s.n;
+	s.names = NULL;
+	s.c = NULL;
+	rc = an_comm_match(a);
 out:
 	union hashmap_val *v;
 	for (size_t i = 0; (v = hashmap_next(&s.thr, &i, NULL));)
@@ -249,7 +277,8 @@ out:
 	hashmap_free(&s.comms);
 	hashmap_free(&s.ops);
 	free(s.c);
-	free(s.to_clock);
+	free(s.names);
+	free(s.to_real);
 	free(s.host);
 	free(s.rank);
 	return rc;

@@ -73,6 +73,8 @@ int iterations_auto(struct state *s);
 int pass2(struct state *s);
 /* The straggler analysis of the job (a->comm): 0, or -1 when out of memory or the files cannot be read again. */
 int an_comm(struct an_source *src, struct an_analysis *a);
+/* a->comm from a->comm_calls (a copy is matched): 0 or -1 when out of memory. */
+int an_comm_match(struct an_analysis *a);
 /* straggler_rank, from a->comm and a->ranks (findings.c): 0 or -1 when out of memory. */
 int an_findings_straggler(struct an_analysis *a);
 

@@ -175,6 +175,14 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *r
 	if (!res->host_offset_ns || !res->host_residual_ns || !rk)
 		goto oom;
 	qsort(calls, n, sizeof(*calls), cmp_call);
+	/* one host: one monotonic clock; several: their realtime clocks, then aligned */
+	for (size_t k = 0; k < n && nhosts > 1; k++) {
+		calls[k].call_ns = (uint64_t)((int64_t)calls[k].call_ns + calls[k].to_real_ns);
+		if (calls[k].gpu_begin_ns)
+			calls[k].gpu_begin_ns = (uint64_t)((int64_t)calls[k].gpu_begin_ns + calls[k].to_real_ns);
+		if (calls[k].gpu_end_ns)
+			calls[k].gpu_end_ns = (uint64_t)((int64_t)calls[k].gpu_end_ns + calls[k].to_real_ns);
+	}
 	if (align_hosts(calls, n, res))
 		goto oom;
 

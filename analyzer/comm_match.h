@@ -24,6 +24,7 @@ struct cm_call {
 	int32_t crank;		/* this process's rank in the communicator */
 	int32_t rank;		/* the process's job rank (RANK): the straggler table's row */
 	uint32_t host;		/* index of the host it ran on (0 .. nhosts-1) */
+	int64_t to_real_ns;	/* its host's CLOCK_REALTIME minus CLOCK_MONOTONIC (its header's pair) */
 	uint64_t call_ns;	/* the host call's begin */
 	uint64_t gpu_begin_ns;	/* its kernels' GPU span; both 0 when unknown */
 	uint64_t gpu_end_ns;
@@ -60,7 +61,8 @@ struct cm_result {
 };
 
 /*
- * Match calls[0..n) (sorted in place; their times corrected by the host
+ * Match calls[0..n) (sorted in place; their times, CLOCK_MONOTONIC, read on
+ * CLOCK_REALTIME through to_real_ns when nhosts > 1, then corrected by the host
  * offsets found) over nhosts hosts. 0, or -1 when out of memory (*res then
  * holds nothing to free).
  */

@@ -238,6 +238,7 @@ static void json_stragglers(struct jsonw *w, const struct an_analysis *a)
 	for (size_t h = 0; h < m->nhosts && a->comm_hosts > 1; h++) {
 		jw_obj_begin(w);
 		jw_ku64(w, "host", h);
+		jw_kstr(w, "name", a->comm_host_names ? a->comm_host_names[h] : "");
 		jw_ki64(w, "offset_ns", m->host_offset_ns[h]);
 		jw_ki64(w, "residual_ns", m->host_residual_ns[h]);
 		jw_obj_end(w);
@@ -548,11 +549,14 @@ static void text_stragglers(FILE *f, const struct an_analysis *a)
 			util_fmt_ns(r->caused_ns, b3, sizeof(b3)));
 	}
 	for (size_t h = 1; h < m->nhosts && a->comm_hosts > 1; h++) {
+		const char *name = a->comm_host_names ? a->comm_host_names[h] : "";
+		const char *ref = a->comm_host_names ? a->comm_host_names[0] : "";
 		if (m->host_residual_ns[h] < 0)
-			fprintf(f, "  host %zu: no timed collective shared with host 0, clock not aligned\n", h);
+			fprintf(f, "  host %s: no timed collective shared with %s, clock not aligned\n", name, ref);
 		else
-			fprintf(f, "  host %zu: clock offset %+.3f ms from host 0, residual %s\n", h,
-				(double)m->host_offset_ns[h] / 1e6, util_fmt_ns((uint64_t)m->host_residual_ns[h], b1, sizeof(b1)));
+			fprintf(f, "  host %s: clock offset %+.3f ms from %s, residual %s\n", name,
+				(double)m->host_offset_ns[h] / 1e6, ref,
+				util_fmt_ns((uint64_t)m->host_residual_ns[h], b1, sizeof(b1)));
 	}
 }
 
