@@ -21,10 +21,13 @@
 #include "findings.h"
 #include "summary.h"
 
+#include <errno.h>
 #include <math.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ------------------------------------------------ 1. names and options */
 
@@ -720,9 +723,126 @@ static int cmp_rank(const void *x, const void *y)
 }
 
 /*
+ * The analysis of trainer process p alone, with a's options, into row r. Its
+ * analysis ignores the other trainers and their workers but for their
+ * presence: their files are left out (time ~ its own records, not the job's).
+ */
+static int rank_one(struct an_source *src, struct an_analysis *a, const struct an_proc *p, uint8_t *keep,
+		    struct an_rank *r, char *err, size_t errlen)
+{
+	if (keep) {
+		for (size_t f = 0; f < src->nfiles; f++) {
+			const struct sp_file_header *h = src->header(src->ctx, (int)f);
+			const struct an_proc *q = h && !(h->features & SP_FEAT_BPF) ? proc_find(a, h->pid) : NULL;
+			keep[f] = !q || q->pid == p->pid || (q->role == AN_ROLE_WORKER && (!q->trainer || q->trainer == p->pid)) ||
+				  q->role == AN_ROLE_OTHER;
+		}
+		src->restrict_files(src->ctx, keep);
+	}
+	struct an_options o = a->opt;
+	o.rank_given = 0;
+	o.pid = p->pid;
+	o.no_ranks = 1;
+	struct an_analysis x;
+	if (an_analyze(src, &o, &x, err, errlen))
+		return -1;
+	rank_fill(r, &x, p);
+	an_analysis_free(&x);
+	return 0;
+}
+
+/*
+ * --jobs N: the ranks' analyses in up to N child processes at a time, each
+ * writing its row to a pipe (a row is far below PIPE_BUF: one write, never
+ * blocked). A child holds one analysis; the parent only the rows.
+ */
+static int ranks_parallel(struct an_source *src, struct an_analysis *a, const size_t *todo, size_t ntodo,
+			  uint8_t *keep, char *err, size_t errlen)
+{
+	struct kid {
+		pid_t pid;
+		int fd;
+	} *kid = calloc((size_t)a->opt.jobs, sizeof(*kid));
+	if (!kid) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	size_t next = 0, running = 0;
+	int rc = 0;
+	fflush(NULL);
+	while ((next < ntodo && !rc) || running) {
+		while (next < ntodo && !rc && running < (size_t)a->opt.jobs) {
+			int fds[2];
+			if (pipe(fds)) {
+				snprintf(err, errlen, "--jobs: pipe: %s", strerror(errno));
+				rc = -1;
+				break;
+			}
+			pid_t pid = fork();
+			if (pid < 0) {
+				snprintf(err, errlen, "--jobs: fork: %s", strerror(errno));
+				close(fds[0]);
+				close(fds[1]);
+				rc = -1;
+				break;
+			}
+			if (pid == 0) {
+				close(fds[0]);
+				struct an_rank r;
+				char e[256];
+				int ok = !rank_one(src, a, &a->procs[todo[next]], keep, &r, e, sizeof(e));
+				ssize_t w = ok ? write(fds[1], &r, sizeof(r)) : write(fds[1], e, strlen(e) + 1);
+				_exit(ok && w == (ssize_t)sizeof(r) ? 0 : 1);
+			}
+			close(fds[1]);
+			size_t k = 0;
+			while (kid[k].pid)
+				k++;
+			kid[k].pid = pid;
+			kid[k].fd = fds[0];
+			running++;
+			next++;
+		}
+		if (!running)
+			break;
+		int st;
+		pid_t done = wait(&st);
+		if (done < 0) {
+			if (errno == EINTR)
+				continue;
+			snprintf(err, errlen, "--jobs: wait: %s", strerror(errno));
+			rc = -1;
+			break;
+		}
+		for (long k = 0; k < a->opt.jobs; k++) {
+			if (kid[k].pid != done)
+				continue;
+			struct an_rank r;
+			char buf[sizeof(r) + 256];
+			ssize_t got = 0, g;
+			while ((g = read(kid[k].fd, buf + got, sizeof(buf) - (size_t)got)) > 0)
+				got += g;
+			close(kid[k].fd);
+			kid[k].pid = 0;
+			running--;
+			if (WIFEXITED(st) && !WEXITSTATUS(st) && got == (ssize_t)sizeof(r)) {
+				memcpy(&r, buf, sizeof(r));
+				a->ranks[a->nranks++] = r;
+			} else if (!rc) {
+				buf[got > 0 ? (size_t)got < sizeof(buf) ? (size_t)got : sizeof(buf) - 1 : 0] = 0;
+				snprintf(err, errlen, "%s", got > 0 ? buf : "--jobs: a rank's analysis died");
+				rc = -1;
+			}
+		}
+	}
+	free(kid);
+	return rc;
+}
+
+/*
  * ranks[]: the selected process from this analysis, every other trainer
  * process from an analysis of its own (the same options, the process forced),
- * run and freed one at a time.
+ * run and freed one at a time, or --jobs at a time in child processes.
  */
 static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, size_t errlen)
 {
@@ -732,50 +852,35 @@ static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, siz
 	if (!n)
 		return 0;
 	a->ranks = calloc(n, sizeof(*a->ranks));
-	if (!a->ranks) {
+	size_t *todo = calloc(n, sizeof(*todo)), ntodo = 0;
+	uint8_t *keep = src->restrict_files ? malloc(src->nfiles + 1) : NULL;
+	if (!a->ranks || !todo || (src->restrict_files && !keep)) {
+		free(todo);
+		free(keep);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	uint8_t *keep = src->restrict_files ? malloc(src->nfiles + 1) : NULL;
-	int rc = 0;
-	for (size_t i = 0; i < a->nprocs && !rc; i++) {
+	for (size_t i = 0; i < a->nprocs; i++) {
 		const struct an_proc *p = &a->procs[i];
 		if (p->pid == a->trainer_pid) {
 			rank_fill(&a->ranks[a->nranks], a, p);
 			a->ranks[a->nranks++].selected = 1;
-			continue;
+		} else if (p->role == AN_ROLE_TRAINER) {
+			todo[ntodo++] = i;
 		}
-		if (p->role != AN_ROLE_TRAINER)
-			continue;
-		/*
-		 * Its analysis ignores the other trainers and their workers but for their
-		 * presence: leave their files out (time ~ its own records, not the job's).
-		 */
-		if (keep) {
-			for (size_t f = 0; f < src->nfiles; f++) {
-				const struct sp_file_header *h = src->header(src->ctx, (int)f);
-				const struct an_proc *q = h && !(h->features & SP_FEAT_BPF) ? proc_find(a, h->pid) : NULL;
-				keep[f] = !q || q->pid == p->pid ||
-					  (q->role == AN_ROLE_WORKER && (!q->trainer || q->trainer == p->pid)) ||
-					  q->role == AN_ROLE_OTHER;
-			}
-			src->restrict_files(src->ctx, keep);
-		}
-		struct an_options o = a->opt;
-		o.rank_given = 0;
-		o.pid = p->pid;
-		o.no_ranks = 1;
-		struct an_analysis x;
-		if (an_analyze(src, &o, &x, err, errlen)) {
-			rc = -1;
-			break;
-		}
-		rank_fill(&a->ranks[a->nranks++], &x, p);
-		an_analysis_free(&x);
 	}
+	int rc = 0;
+	if (a->opt.jobs > 1 && ntodo > 1)
+		rc = ranks_parallel(src, a, todo, ntodo, keep, err, errlen);
+	else
+		for (size_t i = 0; i < ntodo && !rc; i++) {
+			rc = rank_one(src, a, &a->procs[todo[i]], keep, &a->ranks[a->nranks], err, errlen);
+			a->nranks += !rc;
+		}
 	if (keep)
 		src->restrict_files(src->ctx, NULL);
 	free(keep);
+	free(todo);
 	qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank);
 	return rc;
 }

@@ -112,6 +112,8 @@ struct an_options {
 	int32_t pid;
 	/* Set by the per-rank passes: do not compute the ranks[] of a sub-analysis. */
 	int no_ranks;
+	/* The per-rank analyses in up to this many child processes at a time (--jobs; <= 1: in turn, here). */
+	long jobs;
 };
 void an_options_init(struct an_options *o);
 /* "name=value": 0, or -1 with a one-line reason in err. */

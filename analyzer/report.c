@@ -223,6 +223,25 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 	jw_obj_end(w);
 }
 
+/* added, with several ranks: the job as the sum of its ranks' iterations */
+static void json_job(struct jsonw *w, const struct an_analysis *a)
+{
+	uint64_t nit = 0, wall = 0, bd[AN_CAT__COUNT] = {0};
+	for (size_t i = 0; i < a->nranks; i++) {
+		nit += a->ranks[i].nit;
+		wall += a->ranks[i].wall_total;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			bd[c] += a->ranks[i].bd_total[c];
+	}
+	jw_kobj_begin(w, "job");
+	jw_ku64(w, "ranks", a->nranks);
+	jw_ku64(w, "iterations", nit);
+	jw_ku64(w, "wall_ns_total", wall);
+	json_fractions(w, bd, wall);
+	json_counts(w, "breakdown_ns", an_cat_name, bd, AN_CAT__COUNT);
+	jw_obj_end(w);
+}
+
 /* added, for jobs that made NCCL collectives: their arrivals across the ranks (comm_match.h) */
 static void json_stragglers(struct jsonw *w, const struct an_analysis *a)
 {
@@ -374,6 +393,29 @@ int report_json(FILE *f, const struct an_analysis *a)
 	for (size_t i = 0; i < a->nranks; i++)
 		json_rank(&w, a, &a->ranks[i]);
 	jw_arr_end(&w);
+	if (a->nranks > 1)
+		json_job(&w, a);
+	if (a->comm_records)
+		json_stragglers(&w, a);
+	jw_obj_end(&w);
+	return jw_error(&w);
+}
+
+int report_job_json(FILE *f, const struct an_analysis *a)
+{
+	struct jsonw w;
+	jw_init(&w, f, 0);
+	jw_obj_begin(&w);
+	jw_kstr(&w, "schema", "stepprof.job/1");
+	jw_karr_begin(&w, "findings");
+	for (size_t i = 0; i < a->nfnd; i++)
+		json_finding(&w, &a->fnd[i]);
+	jw_arr_end(&w);
+	jw_karr_begin(&w, "ranks");
+	for (size_t i = 0; i < a->nranks; i++)
+		json_rank(&w, a, &a->ranks[i]);
+	jw_arr_end(&w);
+	json_job(&w, a);
 	if (a->comm_records)
 		json_stragglers(&w, a);
 	jw_obj_end(&w);
@@ -482,7 +524,7 @@ static void rank_label(char *buf, size_t len, const struct an_rank *x)
 		snprintf(buf, len, "pid %d", x->pid);
 }
 
-static void text_ranks(FILE *f, const struct an_analysis *a)
+static void text_ranks(FILE *f, const struct an_analysis *a, int below)
 {
 	char b[32], r[48];
 	struct report_rank_pick p;
@@ -517,7 +559,7 @@ static void text_ranks(FILE *f, const struct an_analysis *a)
 		else
 			fprintf(f, "  median walls within 10%%: from %s at %s to %s at %s\n", r2, b2, r, b);
 	}
-	if (p.sel) {
+	if (p.sel && below) {
 		if (p.sel->rank >= 0)
 			snprintf(r, sizeof(r), "rank %d, ", p.sel->rank);
 		else
@@ -598,6 +640,62 @@ static void text_input(FILE *f, const struct an_analysis *a)
 		fputc('\n', f);
 }
 
+/* One finding: severity, name, iterations, evidence, sites, advice. */
+static void text_finding(FILE *f, const struct an_analysis *a, const struct an_result_finding *x)
+{
+	fprintf(f, "  [%s] %s%s%s%s, ", an_severity_name[x->severity], an_finding_name[x->kind], x->signal ? " (" : "",
+		x->signal ? x->signal : "", x->signal ? ")" : "");
+	if (x->kind == AN_F_STRAGGLER_RANK)
+		fprintf(f, "across the ranks' collectives\n");
+	else if (!a->nit && x->first_iteration < 0)
+		fprintf(f, "over the whole run (no iterations)\n");
+	else
+		fprintf(f, "iterations %ld-%ld (%ld)\n", x->first_iteration, x->last_iteration, x->iterations);
+	fprintf(f, "    evidence:");
+	for (int k = 0; k < x->nev; k++) {
+		if (x->ev[k].is_str) {
+			fprintf(f, " %s=\"", x->ev[k].key);
+			util_put_text(f, x->ev[k].str, 1);
+			fputc('"', f);
+		} else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
+			fprintf(f, " %s=%.0f", x->ev[k].key, x->ev[k].num); /* counts and bytes in full */
+		else
+			fprintf(f, " %s=%.4g", x->ev[k].key, x->ev[k].num);
+	}
+	fprintf(f, "\n");
+	for (int k = 0; k < x->nsites; k++) {
+		fputs("    site: ", f);
+		util_put_text(f, x->sites[k], 0);
+		fputc('\n', f);
+	}
+	text_wrap(f, "    ", x->advice);
+}
+
+int report_job_text(FILE *f, const struct an_analysis *a)
+{
+	uint64_t nit = 0, wall = 0, bd[AN_CAT__COUNT] = {0};
+	for (size_t i = 0; i < a->nranks; i++) {
+		nit += a->ranks[i].nit;
+		wall += a->ranks[i].wall_total;
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			bd[c] += a->ranks[i].bd_total[c];
+	}
+	fprintf(f, "stepprof merge: %zu rank%s, %llu iterations\n", a->nranks, a->nranks == 1 ? "" : "s",
+		(unsigned long long)nit);
+	fprintf(f, "Job breakdown (every rank's iterations):");
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		fprintf(f, "%s %s %.1f%%", c ? "," : "", an_cat_name[c], 100.0 * report_fraction(bd[c], wall));
+	fputc('\n', f);
+	if (a->nranks)
+		text_ranks(f, a, 0);
+	if (a->comm_records)
+		text_stragglers(f, a);
+	fprintf(f, "\nFindings:%s\n", a->nfnd ? " in the order to fix them" : " none");
+	for (size_t i = 0; i < a->nfnd; i++)
+		text_finding(f, a, &a->fnd[i]);
+	return ferror(f) ? -1 : 0;
+}
+
 int report_text(FILE *f, const struct an_analysis *a, int all)
 {
 	char b1[32], b2[32];
@@ -627,7 +725,7 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 		fputc('\n', f);
 	}
 	if (a->nranks > 1)
-		text_ranks(f, a);
+		text_ranks(f, a, 1);
 	if (a->comm_records)
 		text_stragglers(f, a);
 	if (!a->cuda_calls && a->records) {
@@ -644,33 +742,8 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 	/* the findings first, the most severe on top (critical ones above the bottleneck), then how the time splits */
 	fprintf(f, "\nFindings:%s\n",
 		a->nfnd ? " in the order to fix them (the most severe first, then the most wall time)" : " none");
-	for (size_t i = 0; i < a->nfnd; i++) {
-		const struct an_result_finding *x = &a->fnd[i];
-		fprintf(f, "  [%s] %s%s%s%s, ", an_severity_name[x->severity], an_finding_name[x->kind],
-			x->signal ? " (" : "", x->signal ? x->signal : "", x->signal ? ")" : "");
-		if (!a->nit && x->first_iteration < 0)
-			fprintf(f, "over the whole run (no iterations)\n");
-		else
-			fprintf(f, "iterations %ld-%ld (%ld)\n", x->first_iteration, x->last_iteration, x->iterations);
-		fprintf(f, "    evidence:");
-		for (int k = 0; k < x->nev; k++) {
-			if (x->ev[k].is_str) {
-				fprintf(f, " %s=\"", x->ev[k].key);
-				util_put_text(f, x->ev[k].str, 1);
-				fputc('"', f);
-			} else if (x->ev[k].num == floor(x->ev[k].num) && fabs(x->ev[k].num) < 1e15)
-				fprintf(f, " %s=%.0f", x->ev[k].key, x->ev[k].num); /* counts and bytes in full */
-			else
-				fprintf(f, " %s=%.4g", x->ev[k].key, x->ev[k].num);
-		}
-		fprintf(f, "\n");
-		for (int k = 0; k < x->nsites; k++) {
-			fputs("    site: ", f);
-			util_put_text(f, x->sites[k], 0);
-			fputc('\n', f);
-		}
-		text_wrap(f, "    ", x->advice);
-	}
+	for (size_t i = 0; i < a->nfnd; i++)
+		text_finding(f, a, &a->fnd[i]);
 	if (!a->nit) {
 		fprintf(f, "\nNo iterations: no NVTX range matched --step-regex, no stepprof_step() marks, and no "
 			   "repeating CUDA call sequence was found.\n");

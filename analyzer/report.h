@@ -66,5 +66,8 @@ int report_output_is_input(const char *verb, const char *option, const char *des
 /* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
 int report_text(FILE *f, const struct an_analysis *a, int all);
 int report_json(FILE *f, const struct an_analysis *a);
+/* The job of `stepprof merge` (rank summaries): findings, ranks[], job, stragglers; 0 or -1. */
+int report_job_json(FILE *f, const struct an_analysis *a);
+int report_job_text(FILE *f, const struct an_analysis *a);
 
 #endif /* STEPPROF_REPORT_H */
