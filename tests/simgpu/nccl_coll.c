@@ -38,10 +38,12 @@ struct sn_op {
 	uint64_t seq;
 	CUstream stream;
 	int stage, done;
+	uint64_t ready; /* when every rank it needs had begun its kernel (timeline) */
 };
 
 struct sn_batch {
 	int n;
+	uint64_t begin; /* the kernel's begin on its stream's timeline */
 	struct sn_op ops[];
 };
 
@@ -339,7 +341,7 @@ static void coll_result(struct sn_op *o)
 }
 
 /* 1: it moved */
-static int step(struct sn_op *o)
+static int step(struct sn_batch *b, struct sn_op *o)
 {
 	struct ncclComm *c = o->comm;
 	struct sn_shm *sh = c->sh;
@@ -352,12 +354,14 @@ static int step(struct sn_op *o)
 			if (fits && len)
 				memcpy(sn_chan(c, r, p), o->send, len);
 			sh->chan_bytes[r][p] = fits ? len : UINT64_MAX;
+			sh->chan_sent_t[r][p] = b->begin;
 			atomic_store(&sh->chan_sent[r][p], o->seq);
 			sn_bump(sh);
 			o->stage = 1;
 			return 1;
 		}
 		if (o->stage == 1 && atomic_load(&sh->chan_taken[r][p]) >= o->seq) {
+			o->ready = sh->chan_taken_t[r][p] > b->begin ? sh->chan_taken_t[r][p] : b->begin;
 			o->done = 1;
 			return 1;
 		}
@@ -366,6 +370,8 @@ static int step(struct sn_op *o)
 		if (atomic_load(&sh->chan_sent[p][r]) >= o->seq) {
 			if (len && sh->chan_bytes[p][r] == len)
 				memcpy(o->recv, sn_chan(c, p, r), len);
+			o->ready = sh->chan_sent_t[p][r] > b->begin ? sh->chan_sent_t[p][r] : b->begin;
+			sh->chan_taken_t[p][r] = b->begin;
 			atomic_store(&sh->chan_taken[p][r], o->seq);
 			sn_bump(sh);
 			o->done = 1;
@@ -380,6 +386,7 @@ static int step(struct sn_op *o)
 			if (fits && n)
 				memcpy(sn_slot(c, r), from, n);
 			sh->coll_bytes[r] = fits ? n : 0;
+			sh->coll_t[r] = b->begin;
 			atomic_store(&sh->coll_arrived[r], o->seq); /* this rank has arrived */
 			sn_bump(sh);
 			o->stage = 1;
@@ -387,6 +394,9 @@ static int step(struct sn_op *o)
 		}
 		if (o->stage == 1 && all_at_least(c, sh->coll_arrived, o->seq)) {
 			coll_result(o);
+			o->ready = 0;
+			for (int q = 0; q < c->nranks; q++)
+				o->ready = sh->coll_t[q] > o->ready ? sh->coll_t[q] : o->ready;
 			atomic_store(&sh->coll_done[r], o->seq);
 			sn_bump(sh);
 			o->done = 1;
@@ -411,7 +421,8 @@ static void run_batch(void **args, const char *name)
 {
 	(void)name;
 	struct sn_batch *b = *(struct sn_batch **)args[0];
-	uint64_t bytes = 0, deadline = sn_now() + sn_timeout_ns;
+	b->begin = sn_drv.globaltimer_ns();
+	uint64_t bytes = 0, deadline = sn_now() + sn_timeout_ns, ready = b->begin;
 	int left = b->n;
 	for (int i = 0; i < b->n; i++) {
 		bytes += b->ops[i].count * dt_size(b->ops[i].dt);
@@ -439,7 +450,7 @@ static void run_batch(void **args, const char *name)
 				o->done = -1, left--;
 				continue;
 			}
-			if (step(o)) {
+			if (step(b, o)) {
 				progress = 1;
 				if (o->done)
 					left--;
@@ -463,9 +474,17 @@ static void run_batch(void **args, const char *name)
 		/* several segments: none of them alone wakes us for the others */
 		sn_wait(wsh, g, shms ? sn_now() + 1000000 : deadline);
 	}
+	/*
+	 * The transfer starts once every rank had begun (the latest begin on the ranks'
+	 * timelines) and takes bytes / SIMNCCL_GBPS; the data moved above (the host's
+	 * memcpy) is part of it, as the simulated GPU's copies sleep out only the rest.
+	 */
+	for (int i = 0; i < b->n; i++)
+		if (b->ops[i].done > 0 && b->ops[i].ready > ready)
+			ready = b->ops[i].ready;
 	uint64_t ns = (uint64_t)((double)bytes / sn_gbps); /* GB/s = bytes per ns */
 	if (ns) {
-		uint64_t end = sn_now() + ns;
+		uint64_t end = ready + ns;
 		struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;

@@ -112,6 +112,9 @@ static void init_driver(void)
 		return;
 	}
 	sn_drv.register_kernel = ((const struct simgpu_export_table *)tab)->register_kernel;
+	sn_drv.globaltimer_ns = ((const struct simgpu_export_table *)tab)->globaltimer_ns;
+	if (!sn_drv.globaltimer_ns)
+		sn_drv.globaltimer_ns = sn_now;
 	init_result = sn_register_kernels();
 }
 

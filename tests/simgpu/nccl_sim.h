@@ -17,9 +17,9 @@
 #include <stdint.h>
 
 #define SN_MAXRANKS 64
-#define SN_SLOT_BYTES (4u << 20) /* staging per rank for collectives */
-#define SN_CHAN_BYTES (1u << 20) /* staging per directed pair for send/recv (nranks <= 8) */
-#define SN_CHAN_BYTES_MANY (64u << 10) /* ... more ranks */
+#define SN_SLOT_BYTES (1u << 20) /* staging per rank for collectives */
+#define SN_CHAN_BYTES (256u << 10) /* staging per directed pair for send/recv (nranks <= 8) */
+#define SN_CHAN_BYTES_MANY (16u << 10) /* ... more ranks */
 
 /* The segment: a header, then nranks collective slots, then nranks x nranks channels. */
 struct sn_shm {
@@ -34,9 +34,11 @@ struct sn_shm {
 	_Atomic uint64_t split_arrived[SN_MAXRANKS], split_done[SN_MAXRANKS];
 	int32_t split_color[SN_MAXRANKS], split_key[SN_MAXRANKS];
 	uint64_t coll_bytes[SN_MAXRANKS]; /* bytes rank r staged for coll_arrived[r] (0: too big to stage) */
+	uint64_t coll_t[SN_MAXRANKS];	  /* when rank r's kernel began (its stream's timeline) */
 	/* send/recv: channel [src][dst]: sent = sequence staged by src, taken = sequence consumed by dst */
 	_Atomic uint64_t chan_sent[SN_MAXRANKS][SN_MAXRANKS], chan_taken[SN_MAXRANKS][SN_MAXRANKS];
 	uint64_t chan_bytes[SN_MAXRANKS][SN_MAXRANKS];
+	uint64_t chan_sent_t[SN_MAXRANKS][SN_MAXRANKS], chan_taken_t[SN_MAXRANKS][SN_MAXRANKS]; /* kernels' begins */
 };
 
 struct ncclComm {
@@ -69,6 +71,7 @@ struct sn_drv {
 	CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
 	CUresult (*cuGetExportTable)(const void **, const CUuuid *);
 	int (*register_kernel)(const void *fn, const char *name, int nargs, const size_t *argsizes);
+	uint64_t (*globaltimer_ns)(void); /* the GPU's clock: in a kernel, its stream's timeline */
 };
 extern struct sn_drv sn_drv;
 extern double sn_gbps;
