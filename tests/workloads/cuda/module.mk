@@ -4,6 +4,7 @@
 #                             linked to build/simgpu/libcudart.so.12
 #   build/tests/bin/trainer-static  the same, linked with build/simgpu/libcudart_static.a
 #                             (trainer.c compiled again with -DTRAINER_STATIC)
+# Both link build/simgpu/libnccl.so.2 (--ranks: the all-reduce, called through the PLT).
 #
 # Both carry RUNPATH $ORIGIN/../../simgpu: they run from anywhere without
 # LD_LIBRARY_PATH, and the static runtime's dlopen("libcuda.so.1") finds the
@@ -26,16 +27,17 @@ $(BUILD)/obj/tests/workloads/cuda/trainer-static.o: tests/workloads/cuda/trainer
 	@$(if $(Q),echo "  CC      $@")
 	$(Q)$(CC) $(CPPFLAGS_COMMON) -Itests/workloads/cuda -Itests/simgpu -DTRAINER_STATIC $(CFLAGS_COMMON) $(DEPFLAGS) -c $< -o $@
 
-$(BUILD)/tests/bin/trainer: $(TRAINER_OBJS) $(BUILD)/simgpu/libcudart.so.12
+$(BUILD)/tests/bin/trainer: $(TRAINER_OBJS) $(BUILD)/simgpu/libcudart.so.12 $(BUILD)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $(TRAINER_OBJS) -L$(BUILD)/simgpu -l:libcudart.so.12 $(TRAINER_LDFLAGS) -ldl -lpthread -lm
+	$(Q)$(CC) -o $@ $(TRAINER_OBJS) -L$(BUILD)/simgpu -l:libcudart.so.12 -l:libnccl.so.2 $(TRAINER_LDFLAGS) \
+		-ldl -lpthread -lm
 
-$(BUILD)/tests/bin/trainer-static: $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a
+$(BUILD)/tests/bin/trainer-static: $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a $(BUILD)/simgpu/libnccl.so.2
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) -o $@ $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a $(TRAINER_LDFLAGS) \
-		-ldl -lpthread -lrt -lm
+	$(Q)$(CC) -o $@ $(TRAINER_STATIC_OBJS) $(BUILD)/simgpu/libcudart_static.a -L$(BUILD)/simgpu -l:libnccl.so.2 \
+		$(TRAINER_LDFLAGS) -ldl -lpthread -lrt -lm
 
 ifneq ($(wildcard tests/simgpu/module.mk),)
 ALL_TARGETS += $(BUILD)/tests/bin/trainer $(BUILD)/tests/bin/trainer-static

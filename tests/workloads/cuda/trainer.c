@@ -10,12 +10,14 @@
  *   4. markers (NVTX v3 range, stepprof_step)
  *   5. one iteration: input, host, h2d, memory (leak, fragmentation), compute, d2h, sync
  *   5b. the backward thread (--backward-thread): launches the backward share of the kernels
+ *   5c. ranks (--ranks N): one process per rank, as torchrun starts them, and each step's all-reduce
  *   6. main: setup, loop, teardown, ground truth
  */
 #include "trainer.h"
 
 #include <cuda_profiler_api.h>
 #include <cuda_runtime_api.h>
+#include <nccl.h>
 #include "simgpu.h"
 #include <nvtx3/nvToolsExt.h>
 
@@ -73,7 +75,13 @@ static struct opts {
 	bool prof_dlsym;       /* --profiler-dlsym: the driver's cuProfilerStart/Stop looked up with dlsym */
 	bool prof_entry;       /* --profiler-entry-point: ... from cudaGetDriverEntryPointByVersion */
 	unsigned prof_from, prof_to;
+	unsigned ranks;		  /* --ranks N: N rank processes, each with an all-reduce per step (0: none) */
+	uint64_t allreduce_bytes; /* --allreduce-bytes B: the all-reduce's size (float32 elements) */
+	bool overlap;		  /* --overlap: the all-reduce on a second stream, beside the last kernel */
+	unsigned slow_rank;	  /* --slow-rank K --slow-us U: rank K's input phase takes U us more */
+	uint64_t slow_us;
 } O = {
+    .allreduce_bytes = MiB,
     .iters = 20,
     .file_size = 64 * 1024,
     .prefetch = 2,
@@ -152,6 +160,7 @@ static void usage(FILE *f)
 		   "  --backward-thread SHARE   (a fraction, 0.67 or 2/3)\n"
 		   "  --profiler-range A-B  --profiler-dlsym  --profiler-entry-point\n"
 		   "  --epoch-iters N  --worker-start-us U  --worker-cpu-us U\n"
+		   "  --ranks N  --allreduce-bytes B  --overlap  --slow-rank K --slow-us U\n"
 		   "sizes take K/M/G suffixes (powers of 1024); durations are microseconds\n");
 }
 
@@ -266,6 +275,11 @@ static const struct field_opt {
     {"--kernel-step-us", F_SIZE, offsetof(struct opts, kernel_step_us), 0},
     {"--epoch-iters", F_UINT, offsetof(struct opts, epoch_iters), 1000000},
     {"--worker-start-us", F_SIZE, offsetof(struct opts, worker_start_us), 0},
+    {"--ranks", F_UINT, offsetof(struct opts, ranks), 64},
+    {"--allreduce-bytes", F_SIZE, offsetof(struct opts, allreduce_bytes), 0},
+    {"--overlap", F_TRUE, offsetof(struct opts, overlap), 0},
+    {"--slow-rank", F_UINT, offsetof(struct opts, slow_rank), 63},
+    {"--slow-us", F_SIZE, offsetof(struct opts, slow_us), 0},
 };
 
 /* Option a (its value v, if it takes one, consumed by moving *i): false when it is none of field_opts. */
@@ -994,7 +1008,8 @@ static void copy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
 	tr_copy(kind == cudaMemcpyHostToDevice ? TR_H2D : TR_D2H, n, pageable, cb, ce);
 }
 
-static void sync_stream(bool device)
+/* A sync of stream s (or the device); returns when it returned. */
+static uint64_t sync_on(cudaStream_t s, bool device)
 {
 	uint64_t cb = tr_now();
 	cudaError_t r;
@@ -1003,12 +1018,18 @@ static void sync_stream(bool device)
 		r = cudaDeviceSynchronize();
 	} else {
 		tr_api(TR_API_cudaStreamSynchronize);
-		r = cudaStreamSynchronize(stream);
+		r = cudaStreamSynchronize(s);
 	}
 	uint64_t ce = tr_now();
 	if (r != cudaSuccess)
 		die_cuda(device ? "cudaDeviceSynchronize" : "cudaStreamSynchronize", r);
 	tr_sync(cb, ce);
+	return ce;
+}
+
+static void sync_stream(bool device)
+{
+	(void)sync_on(stream, device);
 }
 
 static void get_batch(unsigned i)
@@ -1302,6 +1323,177 @@ static void backward_stop(void)
 	pthread_join(BW.th, NULL);
 }
 
+/* ---- 5c. ranks ---- */
+
+/*
+ * --ranks N: main forks N rank processes before any CUDA work, as torchrun
+ * starts a job's ranks (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE set in
+ * each), and waits for them. Rank 0 makes the NCCL unique id and hands it to the
+ * others through a pipe made before the fork. Each rank prints its own ground
+ * truth; the launcher prints the ranks' lines in rank order once all have ended.
+ */
+static int my_rank = -1;
+static int id_pipe[2] = {-1, -1};
+static ncclComm_t comm;
+static cudaStream_t comm_stream;
+static cudaEvent_t grad_ready;
+static void *d_grad;
+static unsigned nccl_unique_ids, nccl_inits, nccl_allreduces, nccl_destroys;
+
+static void die_nccl(const char *what, ncclResult_t r)
+{
+	fprintf(stderr, "trainer: rank %d: %s failed: %s (iteration %ld)\n", my_rank, what, ncclGetErrorString(r),
+		cur_iteration);
+	exit(1);
+}
+
+#define NCHECK(what, call)                                                                                             \
+	do {                                                                                                           \
+		ncclResult_t r_ = (call);                                                                              \
+		if (r_ != ncclSuccess)                                                                                 \
+			die_nccl(what, r_);                                                                            \
+	} while (0)
+
+/* Returns in each rank; the launcher itself never touches CUDA and exits with the first failing rank's status. */
+static void launch_ranks(void)
+{
+	pid_t pids[64];
+	FILE *outs[64];
+	if (pipe(id_pipe)) {
+		fprintf(stderr, "trainer: pipe: %s\n", strerror(errno));
+		exit(1);
+	}
+	for (unsigned r = 0; r < O.ranks; r++) {
+		outs[r] = tmpfile(); /* the rank's stdout, printed in rank order at the end */
+		if (!outs[r]) {
+			fprintf(stderr, "trainer: tmpfile: %s\n", strerror(errno));
+			exit(1);
+		}
+		fflush(NULL);
+		pids[r] = fork();
+		if (pids[r] < 0) {
+			fprintf(stderr, "trainer: fork: %s\n", strerror(errno));
+			exit(1);
+		}
+		if (pids[r] == 0) {
+			char v[16];
+			dup2(fileno(outs[r]), 1);
+			for (unsigned q = 0; q <= r; q++)
+				fclose(outs[q]);
+			my_rank = (int)r;
+			snprintf(v, sizeof(v), "%u", r);
+			setenv("RANK", v, 1);
+			setenv("LOCAL_RANK", v, 1);
+			snprintf(v, sizeof(v), "%u", O.ranks);
+			setenv("WORLD_SIZE", v, 1);
+			setenv("LOCAL_WORLD_SIZE", v, 1);
+			return; /* the rank goes on with main */
+		}
+	}
+	close(id_pipe[0]);
+	close(id_pipe[1]);
+	int status = 0, left = (int)O.ranks;
+	bool killed = false;
+	while (left > 0) {
+		int st;
+		pid_t p = wait(&st);
+		if (p < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		left--;
+		int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+		if (code && !status) {
+			status = code;
+			/* a rank that died leaves the others waiting in their all-reduce: end them */
+			for (unsigned r = 0; r < O.ranks && !killed; r++)
+				if (pids[r] != p)
+					kill(pids[r], SIGTERM);
+			killed = true;
+		}
+	}
+	for (unsigned r = 0; r < O.ranks; r++) {
+		char buf[65536];
+		size_t n;
+		rewind(outs[r]);
+		while ((n = fread(buf, 1, sizeof(buf), outs[r])) > 0)
+			fwrite(buf, 1, n, stdout);
+		fclose(outs[r]);
+	}
+	fflush(stdout);
+	exit(status);
+}
+
+/* In a rank, after its device and stream: the communicator, the gradient buffer, the second stream. */
+static void comm_setup(void)
+{
+	ncclUniqueId id;
+	if (my_rank == 0) {
+		nccl_unique_ids++;
+		NCHECK("ncclGetUniqueId", ncclGetUniqueId(&id));
+		for (unsigned r = 1; r < O.ranks; r++)
+			if (!write_full(id_pipe[1], &id, sizeof(id))) {
+				fprintf(stderr, "trainer: cannot hand the unique id over\n");
+				exit(1);
+			}
+	} else if (!read_full(id_pipe[0], &id, sizeof(id), false)) {
+		fprintf(stderr, "trainer: rank %d: no unique id from rank 0\n", my_rank);
+		exit(1);
+	}
+	close(id_pipe[0]);
+	close(id_pipe[1]);
+	nccl_inits++;
+	NCHECK("ncclCommInitRank", ncclCommInitRank(&comm, (int)O.ranks, id, my_rank));
+	if (O.allreduce_bytes)
+		d_grad = dev_alloc(O.allreduce_bytes);
+	if (O.overlap) {
+		CHECK(cudaStreamCreate, cudaStreamCreate(&comm_stream));
+		CHECK(cudaEventCreateWithFlags, cudaEventCreateWithFlags(&grad_ready, cudaEventDisableTiming));
+	}
+}
+
+static void comm_teardown(void)
+{
+	nccl_destroys++;
+	NCHECK("ncclCommDestroy", ncclCommDestroy(comm));
+	if (O.overlap) {
+		CHECK(cudaEventDestroy, cudaEventDestroy(grad_ready));
+		CHECK(cudaStreamDestroy, cudaStreamDestroy(comm_stream));
+	}
+	if (d_grad)
+		dev_free(d_grad, O.allreduce_bytes);
+}
+
+/* The step's all-reduce (float32 sum of --allreduce-bytes), on stream s; its call's begin and end. */
+static void allreduce(cudaStream_t s, uint64_t *cb, uint64_t *ce)
+{
+	*cb = tr_now();
+	nccl_allreduces++;
+	ncclResult_t r = ncclAllReduce(d_grad, d_grad, O.allreduce_bytes / sizeof(float), ncclFloat, ncclSum, comm, s);
+	*ce = tr_now();
+	if (r != ncclSuccess)
+		die_nccl("ncclAllReduce", r);
+}
+
+/* --overlap: the all-reduce waits on the second stream for the gradients (the kernels so far), then runs there */
+static void allreduce_overlapped(uint64_t *cb, uint64_t *ce)
+{
+	CHECK(cudaEventRecord, cudaEventRecord(grad_ready, stream));
+	CHECK(cudaStreamWaitEvent, cudaStreamWaitEvent(comm_stream, grad_ready, 0));
+	allreduce(comm_stream, cb, ce);
+}
+
+/* --slow-rank K --slow-us U: rank K's input phase is U us longer (slept: its own loading, input) */
+static void slow_input(void)
+{
+	if (my_rank < 0 || (unsigned)my_rank != O.slow_rank || !O.slow_us)
+		return;
+	uint64_t t0 = tr_now();
+	sleep_until(t0 + O.slow_us * 1000);
+	tr_input(t0, tr_now());
+}
+
 static void iteration(unsigned i)
 {
 	cur_iteration = (long)i;
@@ -1309,6 +1501,7 @@ static void iteration(unsigned i)
 	marker_begin();
 
 	get_batch(i);
+	slow_input();
 	if (O.pause_at && i == O.pause_at)
 		sleep_until(tr_now() + O.pause_ms * 1000000); /* a hung step: no call at all */
 	uint64_t host_us = O.slow_from && i >= O.slow_from ? O.slow_host_us : O.host_us;
@@ -1324,6 +1517,8 @@ static void iteration(unsigned i)
 	/* --kernel-step-at: the same kernel, launched the same way, takes another time from then on */
 	uint64_t kernel_us = O.kernel_step_at && i >= O.kernel_step_at ? O.kernel_step_us : O.kernel_us;
 	unsigned groups = O.syncs + 1, k = 0, forward = O.kernels - backward_kernels();
+	uint64_t ar_cb = 0, ar_ce = 0;
+	bool ar_issued = false;
 	for (unsigned g = 0; g < groups; g++) {
 		unsigned n = O.kernels / groups + (g < O.kernels % groups), nback = 0;
 		for (unsigned j = 0; j < n; j++, k++) {
@@ -1333,6 +1528,11 @@ static void iteration(unsigned i)
 			s->args[1] = NULL;
 			s->sleep_ns = jitter(&rng_state, kernel_us * 1000);
 			s->launch_host_ns = jitter(&rng_state, O.launch_host_us * 1000);
+			/* --overlap: the last kernel is the backward phase the all-reduce overlaps */
+			if (O.ranks && O.overlap && k == O.kernels - 1) {
+				allreduce_overlapped(&ar_cb, &ar_ce);
+				ar_issued = true;
+			}
 			if (k < forward)
 				launch_kernel(s);
 			else
@@ -1344,6 +1544,21 @@ static void iteration(unsigned i)
 			if (O.item_bytes)
 				copy(h_item, d_out, O.item_bytes, cudaMemcpyDeviceToHost, true);
 			sync_stream(g % 2 == 1);
+		}
+	}
+	if (O.ranks) {
+		/* after the compute, the all-reduce; the host waits for it (a sync), then goes on */
+		const struct tr_kslot *last = O.kernels ? &kslots[(size_t)i * O.kernels + O.kernels - 1] : NULL;
+		if (O.overlap) {
+			if (!ar_issued)
+				allreduce_overlapped(&ar_cb, &ar_ce);
+			uint64_t end = sync_on(comm_stream, false);
+			tr_comm(i, O.allreduce_bytes, ar_cb, ar_ce, ar_issued && O.kernels >= 2 ? last - 1 : NULL,
+				ar_issued ? last : NULL, end);
+		} else {
+			allreduce(stream, &ar_cb, &ar_ce);
+			uint64_t end = sync_on(stream, false);
+			tr_comm(i, O.allreduce_bytes, ar_cb, ar_ce, last, NULL, end);
 		}
 	}
 	if (O.d2h_bytes)
@@ -1436,11 +1651,25 @@ int main(int argc, char **argv)
 		bad("--epoch-iters (needs --workers K and --files-per-iter N)", "");
 	if (O.epoch_iters && O.pin_thread)
 		bad("--epoch-iters (not with --pin-thread)", "");
+	if (O.overlap && !O.ranks)
+		bad("--overlap (needs --ranks N)", "");
+	if (O.overlap && O.backward_share > 0)
+		bad("--overlap (not with --backward-thread)", "");
+	if ((O.slow_us || O.slow_rank) && (!O.ranks || O.slow_rank >= O.ranks))
+		bad("--slow-rank (needs --ranks N, K < N)", "");
+	if (O.ranks && O.allreduce_bytes % sizeof(float))
+		bad("--allreduce-bytes (a multiple of 4: float32 elements)", "");
+	if (O.ranks)
+		launch_ranks(); /* returns in each rank */
 	rng_state = O.seed ? O.seed : 1;
 
 	const char *gbps = getenv("SIMGPU_PINNED_GBPS");
 	double memcpy_gbps = measure_memcpy_gbps(O.h2d_bytes > O.d2h_bytes ? O.h2d_bytes : O.d2h_bytes);
 	tr_truth_init(O.iters, gbps ? atof(gbps) : 8.0, memcpy_gbps);
+	if (O.ranks) {
+		const char *ng = getenv("SIMNCCL_GBPS");
+		tr_comm_enable(ng && atof(ng) > 0 ? atof(ng) : 10.0);
+	}
 	if (O.markers == MARK_STEP)
 		step_fn = (void (*)(void))dlsym(RTLD_DEFAULT, "stepprof_step");
 
@@ -1482,6 +1711,8 @@ int main(int argc, char **argv)
 	if (O.files_per_iter && O.workers)
 		start_workers(0);
 	backward_start();
+	if (O.ranks)
+		comm_setup();
 
 	for (unsigned i = 0; i < O.iters; i++) {
 		profiler_at(i);
@@ -1507,6 +1738,8 @@ int main(int argc, char **argv)
 	if (h_out)
 		host_free(h_out);
 	free(h_item);
+	if (O.ranks)
+		comm_teardown();
 	CHECK(cudaStreamDestroy, cudaStreamDestroy(stream));
 	remove_data();
 	ckpt_remove();
@@ -1536,6 +1769,9 @@ int main(int argc, char **argv)
 		(unsigned long long)O.launch_host_us, O.kernel_step_at, (unsigned long long)O.kernel_step_us);
 	fprintf(f, ",\"epoch_iters\":%u,\"worker_start_us\":%llu,\"worker_cpu_us\":%llu", O.epoch_iters,
 		(unsigned long long)O.worker_start_us, (unsigned long long)O.worker_cpu_us);
+	fprintf(f, ",\"ranks\":%u,\"allreduce_bytes\":%llu,\"overlap\":%s,\"slow_rank\":%u,\"slow_us\":%llu", O.ranks,
+		(unsigned long long)O.allreduce_bytes, O.overlap ? "true" : "false", O.slow_rank,
+		(unsigned long long)O.slow_us);
 	fprintf(f, "},\"pid\":%d,\"worker_pids\":[", (int)getpid());
 	for (unsigned w = 0; w < nall_pids; w++)
 		fprintf(f, "%s%d", w ? "," : "", (int)all_pids[w]);
@@ -1543,6 +1779,12 @@ int main(int argc, char **argv)
 		(unsigned long long)total0, (unsigned long long)free0, memcpy_gbps);
 	/* --backward-thread: the share asked for, and the kernels per iteration it gives */
 	fprintf(f, "\"backward_thread\":{\"share\":%g,\"kernels\":%u},", O.backward_share, backward_kernels());
+	/* --ranks: this rank, its launcher and what it called of NCCL */
+	if (O.ranks)
+		fprintf(f,
+			"\"rank\":{\"rank\":%d,\"world_size\":%u,\"launcher_pid\":%d,\"nccl_calls\":{"
+			"\"ncclGetUniqueId\":%u,\"ncclCommInitRank\":%u,\"ncclAllReduce\":%u,\"ncclCommDestroy\":%u}},",
+			my_rank, O.ranks, (int)getppid(), nccl_unique_ids, nccl_inits, nccl_allreduces, nccl_destroys);
 	tr_truth_write(f);
 	fputs("}\n", f);
 	fclose(f);

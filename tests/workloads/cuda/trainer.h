@@ -36,7 +36,11 @@ enum tr_cat { TR_COMPUTE, TR_H2D, TR_D2H, TR_INPUT, TR_SYNC, TR_NCAT };
 	X(cudaMemcpyBatchAsync)                                                                                        \
 	X(cudaLaunchKernel)                                                                                            \
 	X(cudaStreamSynchronize)                                                                                       \
-	X(cudaDeviceSynchronize)
+	X(cudaDeviceSynchronize)                                                                                       \
+	X(cudaEventCreateWithFlags)                                                                                    \
+	X(cudaEventRecord)                                                                                             \
+	X(cudaStreamWaitEvent)                                                                                         \
+	X(cudaEventDestroy)
 
 enum tr_api {
 #define TR_API_ENUM(n) TR_API_##n,
@@ -98,6 +102,16 @@ void tr_host_alloc(void);
 void tr_host_free(void);
 void tr_data_file_created(void);
 void tr_workers_started(unsigned i); /* loader workers forked for iteration i's batch (before it, or in it) */
+
+/*
+ * --ranks: iteration `iter`'s all-reduce of `bytes`, called over [cb, ce]; `before`: the
+ * last kernel the main stream ran before it (NULL: none), `overlap`: the kernel it
+ * overlapped (--overlap; NULL: none), both read at exit; `end`: when the host saw it
+ * end (the return of the sync that waited for it). transfer_ns: bytes / SIMNCCL_GBPS.
+ */
+void tr_comm_enable(double gbps);
+void tr_comm(unsigned iter, uint64_t bytes, uint64_t cb, uint64_t ce, const struct tr_kslot *before,
+	     const struct tr_kslot *overlap, uint64_t end);
 
 /* Writes "iterations", "alloc_failures", "totals", "summary" (members of the open object). */
 void tr_truth_write(FILE *f);

@@ -65,6 +65,12 @@ struct iter {
 	bool workers_started; /* a generation of loader workers was forked for this iteration's batch */
 };
 
+struct comm_rec {
+	bool set;
+	uint64_t bytes, cb, ce, end;
+	const struct tr_kslot *before, *overlap;
+};
+
 struct failure {
 	unsigned iter;
 	uint64_t request, free, total, flushed_bytes;
@@ -90,6 +96,9 @@ static struct {
 	struct window *wins; /* sorted by (worker, b) at resolution; wins_of[w] .. wins_of[w + 1] - 1 */
 	size_t nwins, capwins, *wins_of;
 	unsigned nworkers; /* 1 + the highest worker number seen */
+	bool comm_on;	   /* --ranks: every iteration has its all-reduce */
+	double comm_gbps;
+	struct comm_rec *comms; /* comms[i]: iteration i's all-reduce (set: bytes or cb non-zero) */
 } T;
 
 static const char *const cat_name[TR_NCAT + 1] = {"compute", "h2d", "d2h", "input", "sync", "other"};
@@ -334,6 +343,48 @@ void tr_workers_started(unsigned i)
 void tr_data_file_created(void)
 {
 	T.files_created++;
+}
+
+void tr_comm_enable(double gbps)
+{
+	T.comm_on = true;
+	T.comm_gbps = gbps;
+	T.comms = calloc(T.iters ? T.iters : 1, sizeof(*T.comms));
+}
+
+void tr_comm(unsigned iter, uint64_t bytes, uint64_t cb, uint64_t ce, const struct tr_kslot *before,
+	     const struct tr_kslot *overlap, uint64_t end)
+{
+	if (!T.comms || iter >= T.iters)
+		return;
+	T.comms[iter] = (struct comm_rec){true, bytes, cb, ce, end, before, overlap};
+}
+
+/*
+ * An all-reduce's times, from the trainer's own clocks: it can start once its call
+ * was made and the compute before it ended (start); it ended when the host saw it
+ * (end). overlapped: the part of [start, end] the overlapped kernel ran in;
+ * exposed: the rest, communication no compute hid.
+ */
+struct comm_times {
+	uint64_t start, end, exposed, overlapped, transfer;
+};
+
+static struct comm_times comm_times(const struct comm_rec *c)
+{
+	struct comm_times t = {0};
+	t.start = c->cb;
+	if (c->before && c->before->end > t.start)
+		t.start = c->before->end;
+	t.end = c->end > t.start ? c->end : t.start;
+	if (c->overlap) {
+		uint64_t b = c->overlap->begin > t.start ? c->overlap->begin : t.start;
+		uint64_t e = c->overlap->end < t.end ? c->overlap->end : t.end;
+		t.overlapped = e > b ? e - b : 0;
+	}
+	t.exposed = t.end - t.start - t.overlapped;
+	t.transfer = T.comm_gbps > 0 ? (uint64_t)((double)c->bytes / T.comm_gbps) : 0;
+	return t;
 }
 
 /* ---- 3. resolution ---- */
@@ -676,11 +727,24 @@ void tr_truth_write(FILE *f)
 		write_counts(f, &it->c);
 		fprintf(f,
 			",\"batch\":{\"reader_pid\":%d,\"read_begin_ns\":%llu,\"read_end_ns\":%llu,\"io_ns\":%llu,"
-			"\"cpu_ns\":%llu},\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu}",
+			"\"cpu_ns\":%llu},\"workers_started\":%s,\"device_bytes_live\":%llu,\"device_bytes_peak\":%llu",
 			it->reader_pid, (unsigned long long)it->read_begin, (unsigned long long)it->read_end,
 			(unsigned long long)it->read_io, (unsigned long long)it->read_cpu,
 			it->workers_started ? "true" : "false", (unsigned long long)it->live_end,
 			(unsigned long long)it->peak);
+		if (T.comm_on) {
+			const struct comm_rec *c = &T.comms[i];
+			struct comm_times t = comm_times(c);
+			fprintf(f,
+				",\"comm\":{\"allreduce_bytes\":%llu,\"call_begin_ns\":%llu,\"call_end_ns\":%llu,"
+				"\"compute_end_ns\":%llu,\"start_ns\":%llu,\"end_ns\":%llu,\"exposed_ns\":%llu,"
+				"\"overlapped_ns\":%llu,\"transfer_ns\":%llu}",
+				(unsigned long long)c->bytes, (unsigned long long)c->cb, (unsigned long long)c->ce,
+				(unsigned long long)(c->before ? c->before->end : 0), (unsigned long long)t.start,
+				(unsigned long long)t.end, (unsigned long long)t.exposed,
+				(unsigned long long)t.overlapped, (unsigned long long)t.transfer);
+		}
+		fputc('}', f);
 	}
 	fputs("],\"alloc_failures\":[", f);
 	for (size_t j = 0; j < T.nfails; j++) {
@@ -705,7 +769,23 @@ void tr_truth_write(FILE *f)
 		(unsigned long long)T.files_created);
 	for (int a = 0; a < TR_NAPI; a++)
 		fprintf(f, "%s\"%s\":%llu", a ? "," : "", api_name[a], (unsigned long long)T.by_api[a]);
-	fputs("}}", f);
+	fputc('}', f);
+	if (T.comm_on) {
+		uint64_t n = 0, bytes = 0, exposed = 0, overlapped = 0, busy = 0;
+		for (unsigned i = 0; i < T.iters; i++) {
+			if (!T.comms[i].set)
+				continue;
+			struct comm_times t = comm_times(&T.comms[i]);
+			n++, bytes += T.comms[i].bytes, exposed += t.exposed, overlapped += t.overlapped;
+			busy += t.end - t.start;
+		}
+		fprintf(f,
+			",\"comm\":{\"allreduces\":%llu,\"bytes\":%llu,\"comm_ns\":%llu,\"exposed_ns\":%llu,"
+			"\"overlapped_ns\":%llu}",
+			(unsigned long long)n, (unsigned long long)bytes, (unsigned long long)busy,
+			(unsigned long long)exposed, (unsigned long long)overlapped);
+	}
+	fputc('}', f);
 
 	/* summary: docs/definitions.md's bottleneck rule on the totals */
 	qsort(walls, T.iters, sizeof(*walls), u64_cmp);
