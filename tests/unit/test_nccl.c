@@ -434,3 +434,57 @@ Test(nccl, absent_rank_times_out_with_a_remote_error, .timeout = 60)
 	cr_expect_geq(S->t[0][0], 450000000ull, "gave up after %.1f ms", S->t[0][0] / 1e6);
 	cr_expect_lt(S->t[0][0], 5000000000ull, "gave up after %.1f ms", S->t[0][0] / 1e6);
 }
+
+/* ---- one process, two devices ---- */
+
+/* ncclCommInitAll: the communicators of one process, one per device, driven in one group */
+static void rank_init_all(int rank, int n)
+{
+	(void)n;
+	setenv("SIMGPU_DEVICES", "2", 1);
+	rt = dlopen(sp_t_build("simgpu/libcudart.so.12"), RTLD_NOW | RTLD_GLOBAL);
+	nc = dlopen(sp_t_build("simgpu/libnccl.so.2"), RTLD_NOW | RTLD_GLOBAL);
+	if (!rt || !nc)
+		fail("dlopen: %s", dlerror());
+	ncclComm_t c[2];
+	int devs[2] = {1, 0};
+	NOK(N(ncclCommInitAll)(c, 2, devs));
+	cudaStream_t s[2];
+	int *d[2];
+	for (int k = 0; k < 2; k++) {
+		int ur = -1, dev = -1;
+		NOK(N(ncclCommUserRank)(c[k], &ur));
+		NOK(N(ncclCommCuDevice)(c[k], &dev));
+		EXPECT(ur == k && dev == devs[k], "comm %d: rank %d device %d", k, ur, dev);
+		int h[8];
+		for (int i = 0; i < 8; i++)
+			h[i] = (k + 1) * 10 + i;
+		COK(R(cudaSetDevice)(devs[k]));
+		COK(R(cudaStreamCreate)(&s[k]));
+		COK(R(cudaMalloc)((void **)&d[k], sizeof(h)));
+		COK(R(cudaMemcpy)(d[k], h, sizeof(h), cudaMemcpyHostToDevice));
+	}
+	NOK(N(ncclGroupStart)());
+	for (int k = 0; k < 2; k++)
+		NOK(N(ncclAllReduce)(d[k], d[k], 8, ncclInt32, ncclSum, c[k], s[k]));
+	NOK(N(ncclGroupEnd)());
+	for (int k = 0; k < 2; k++) {
+		int h[8];
+		COK(R(cudaSetDevice)(devs[k]));
+		COK(R(cudaStreamSynchronize)(s[k]));
+		COK(R(cudaMemcpy)(h, d[k], sizeof(h), cudaMemcpyDeviceToHost));
+		for (int i = 0; i < 8; i++)
+			EXPECT(h[i] == 30 + 2 * i, "comm %d element %d: %d", k, i, h[i]);
+		NOK(N(ncclCommDestroy)(c[k]));
+	}
+	EXPECT(N(ncclAllReduce)(d[0], d[0], 8, ncclInt32, ncclSum, NULL, s[0]) == ncclInvalidArgument,
+	       "a NULL communicator was accepted");
+	EXPECT(!strcmp(N(ncclGetErrorString)(ncclRemoteError), "remote process exited or there was a network error"),
+	       "error string");
+	(void)rank;
+}
+
+Test(nccl, init_all_drives_two_devices_in_one_group, .timeout = 60)
+{
+	run_ranks(1, rank_init_all, 30);
+}
