@@ -86,7 +86,8 @@ static void check_comm(const struct sp_json *j, size_t iters, uint64_t bytes)
 		cr_expect_leq(cu(j, i, "call_begin_ns"), cu(j, i, "call_end_ns"));
 		cr_expect_leq(cu(j, i, "call_begin_ns"), cu(j, i, "start_ns"));
 		cr_expect_leq(cu(j, i, "start_ns"), cu(j, i, "end_ns"));
-		cr_expect_eq(cu(j, i, "exposed_ns") + cu(j, i, "overlapped_ns"), cu(j, i, "end_ns") - cu(j, i, "start_ns"));
+		cr_expect_eq(cu(j, i, "exposed_ns") + cu(j, i, "overlapped_ns"),
+			     cu(j, i, "end_ns") - cu(j, i, "start_ns"));
 		/* the host saw it end no earlier than its transfer took after its call */
 		cr_expect_geq(cu(j, i, "end_ns") - cu(j, i, "call_begin_ns"), cu(j, i, "transfer_ns"));
 	}
@@ -97,9 +98,9 @@ static void check_comm(const struct sp_json *j, size_t iters, uint64_t bytes)
 /* A slow rank: the others wait for it in the all-reduce (exposed), it does not. */
 Test(trainer_ranks, slow_rank_makes_the_others_wait, .timeout = 180)
 {
-	static const char *const args[] = {"--iters",	  "8",	 "--ranks",	"2",	 "--allreduce-bytes", "256K",
-					   "--kernels",	  "4",	 "--kernel-us", "2000",	 "--slow-rank",	      "1",
-					   "--slow-us",	  "30000", NULL};
+	static const char *const args[] = {"--iters",	  "8",	       "--ranks",   "2",	   "--allreduce-bytes",
+					   "256K",	  "--kernels", "4",	    "--kernel-us", "2000",
+					   "--slow-rank", "1",	       "--slow-us", "30000",	   NULL};
 	char *env[] = {NO_PRELOAD, "SIMNCCL_GBPS=10", NULL};
 	struct ranks_run r;
 	run_ranks(&r, args, env, 2);
@@ -128,8 +129,8 @@ Test(trainer_ranks, slow_rank_makes_the_others_wait, .timeout = 180)
 /* --overlap: a 5 ms backward kernel hides most of a ~2 ms all-reduce */
 Test(trainer_ranks, overlap_hides_the_allreduce_behind_the_backward_kernel, .timeout = 180)
 {
-	static const char *const args[] = {"--iters",	"8",	 "--ranks",   "2", "--allreduce-bytes", "1M",
-					   "--kernels", "4",	 "--kernel-us", "5000", "--overlap", NULL};
+	static const char *const args[] = {"--iters",	"8", "--ranks",	    "2",    "--allreduce-bytes", "1M",
+					   "--kernels", "4", "--kernel-us", "5000", "--overlap",	 NULL};
 	char *env[] = {NO_PRELOAD, "SIMNCCL_GBPS=0.5", NULL};
 	struct ranks_run r;
 	run_ranks(&r, args, env, 2);

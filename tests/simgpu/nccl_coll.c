@@ -72,12 +72,13 @@ static size_t dt_size(ncclDataType_t t)
 static void run_batch(void **args, const char *name);
 
 #define SN_TYPES(X, c, o)                                                                                              \
-	X(c, o, i8) X(c, o, u8) X(c, o, i32) X(c, o, u32) X(c, o, i64) X(c, o, u64) X(c, o, f16) X(c, o, f32)          \
-	    X(c, o, f64) X(c, o, bf16) X(c, o, f8e4m3) X(c, o, f8e5m2)
-#define SN_OPS(X, c) SN_TYPES(X, c, Sum) SN_TYPES(X, c, Prod) SN_TYPES(X, c, MinMax) SN_TYPES(X, c, SumPostDiv)
+	X(c, o, i8)                                                                                                    \
+	X(c, o, u8) X(c, o, i32) X(c, o, u32) X(c, o, i64) X(c, o, u64) X(c, o, f16) X(c, o, f32) X(c, o, f64)         \
+	    X(c, o, bf16) X(c, o, f8e4m3) X(c, o, f8e5m2)
+#define SN_OPS(X, c)	SN_TYPES(X, c, Sum) SN_TYPES(X, c, Prod) SN_TYPES(X, c, MinMax) SN_TYPES(X, c, SumPostDiv)
 #define SN_RED_COLLS(X) SN_OPS(X, AllReduce) SN_OPS(X, Reduce) SN_OPS(X, ReduceScatter)
-#define SN_NTYPES 12
-#define SN_NOPS 4
+#define SN_NTYPES	12
+#define SN_NOPS		4
 
 /* each passes its own name, so no two are identical functions (an address names a kernel) */
 #define KFN(c, o, t)                                                                                                   \
@@ -112,7 +113,7 @@ static const struct kent {
 };
 #define K_ALLGATHER (3 * SN_NOPS * SN_NTYPES)
 #define K_BROADCAST (K_ALLGATHER + 1)
-#define K_SENDRECV (K_ALLGATHER + 2)
+#define K_SENDRECV  (K_ALLGATHER + 2)
 _Static_assert(sizeof(ktab) / sizeof(ktab[0]) == K_SENDRECV + 1, "kernel table");
 
 ncclResult_t sn_register_kernels(void)
@@ -466,7 +467,8 @@ static void run_batch(void **args, const char *name)
 			for (int i = 0; i < b->n; i++)
 				if (!b->ops[i].done) {
 					int ok = ncclSuccess;
-					atomic_compare_exchange_strong(&b->ops[i].comm->async_err, &ok, ncclRemoteError);
+					atomic_compare_exchange_strong(&b->ops[i].comm->async_err, &ok,
+								       ncclRemoteError);
 					b->ops[i].done = -1;
 				}
 			break;
@@ -536,7 +538,8 @@ static ncclResult_t launch(struct sn_op *ops, int n)
 	sn_drv.cuCtxGetCurrent(&cur);
 	int pushed = cur != want && sn_drv.cuCtxPushCurrent(want) == CUDA_SUCCESS;
 	void *args[] = {&b};
-	CUresult r = sn_drv.cuLaunchKernel((CUfunction)(void *)ktab[k].fn, 1, 1, 1, 1, 1, 1, 0, ops[0].stream, args, NULL);
+	CUresult r =
+	    sn_drv.cuLaunchKernel((CUfunction)(void *)ktab[k].fn, 1, 1, 1, 1, 1, 1, 0, ops[0].stream, args, NULL);
 	if (pushed)
 		sn_drv.cuCtxPopCurrent(&cur);
 	if (r != CUDA_SUCCESS) {

@@ -250,8 +250,15 @@ static ncclResult_t join(ncclComm_t *out, int nranks, uint64_t h, int rank, int 
 		munmap(m, sz);
 		return ncclSystemError;
 	}
-	*c = (struct ncclComm){.magic = SN_MAGIC, .rank = rank, .nranks = nranks, .dev = dev, .ctx = ctx,
-			       .sh = sh, .shsz = sz, .chan_cap = cap, .id_hash = h};
+	*c = (struct ncclComm){.magic = SN_MAGIC,
+			       .rank = rank,
+			       .nranks = nranks,
+			       .dev = dev,
+			       .ctx = ctx,
+			       .sh = sh,
+			       .shsz = sz,
+			       .chan_cap = cap,
+			       .id_hash = h};
 	if (atomic_fetch_add(&sh->joined, 1) + 1 == (uint32_t)nranks)
 		shm_unlink(name);
 	sn_bump(sh);
@@ -262,8 +269,9 @@ static ncclResult_t join(ncclComm_t *out, int nranks, uint64_t h, int rank, int 
 			if (atomic_load(&sh->joined) >= (uint32_t)nranks)
 				break;
 			if (sn_now() >= deadline) {
-				sn_set_error("ncclCommInitRank: %u of %d ranks joined within %llu ms", atomic_load(&sh->joined),
-					     nranks, (unsigned long long)(sn_timeout_ns / 1000000));
+				sn_set_error("ncclCommInitRank: %u of %d ranks joined within %llu ms",
+					     atomic_load(&sh->joined), nranks,
+					     (unsigned long long)(sn_timeout_ns / 1000000));
 				shm_unlink(name);
 				munmap(m, sz);
 				c->magic = 0;
@@ -428,7 +436,8 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newc
 	uint64_t parts[3] = {comm->id_hash, s, (uint64_t)(uint32_t)color};
 	return join(newcomm, n, fnv1a(FNV_BASIS, parts, sizeof(parts)), me, comm->dev, comm->ctx, 1);
 remote:
-	sn_set_error("ncclCommSplit: not every rank came within %llu ms", (unsigned long long)(sn_timeout_ns / 1000000));
+	sn_set_error("ncclCommSplit: not every rank came within %llu ms",
+		     (unsigned long long)(sn_timeout_ns / 1000000));
 	atomic_store(&comm->async_err, ncclRemoteError);
 	return ncclRemoteError;
 }

@@ -16,10 +16,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define SN_MAXRANKS 64
-#define SN_SLOT_BYTES (1u << 20) /* staging per rank for collectives */
-#define SN_CHAN_BYTES (256u << 10) /* staging per directed pair for send/recv (nranks <= 8) */
-#define SN_CHAN_BYTES_MANY (16u << 10) /* ... more ranks */
+#define SN_MAXRANKS	   64
+#define SN_SLOT_BYTES	   (1u << 20)	/* staging per rank for collectives */
+#define SN_CHAN_BYTES	   (256u << 10) /* staging per directed pair for send/recv (nranks <= 8) */
+#define SN_CHAN_BYTES_MANY (16u << 10)	/* ... more ranks */
 
 /* The segment: a header, then nranks collective slots, then nranks x nranks channels. */
 struct sn_shm {
@@ -28,7 +28,8 @@ struct sn_shm {
 	_Atomic uint32_t joined;  /* ranks joined */
 	_Atomic uint32_t aborted; /* a rank aborted its communicator */
 	_Atomic int32_t pid[SN_MAXRANKS];
-	/* collectives: rank r has arrived at (written its slot for) coll_arrived[r], read every slot for coll_done[r] */
+	/* collectives: rank r has arrived at (written its slot for) coll_arrived[r], read every slot for coll_done[r]
+	 */
 	_Atomic uint64_t coll_arrived[SN_MAXRANKS], coll_done[SN_MAXRANKS];
 	/* ncclCommSplit's host-side exchange, same two-counter scheme */
 	_Atomic uint64_t split_arrived[SN_MAXRANKS], split_done[SN_MAXRANKS];
