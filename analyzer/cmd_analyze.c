@@ -17,8 +17,10 @@
 #include "merge.h"
 #include "report.h"
 #include "report_html.h"
+#include "rank_summary.h"
 #include "util.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,7 +31,8 @@ static void analyze_usage(FILE *f)
 {
 	fprintf(f,
 		"usage: stepprof analyze [--json|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
-		"                        [--threshold NAME=VALUE]... [--merge-runs] [DIR|FILE...]\n\n"
+		"                        [--threshold NAME=VALUE]... [--merge-runs] [--rank-summary -o FILE]\n"
+		"                        [--jobs N] [DIR|FILE...]\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
 		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
@@ -43,7 +46,11 @@ static void analyze_usage(FILE *f)
 		"  --step-regex RE      NVTX range names that are iterations (case-insensitive POSIX ERE)\n"
 		"                       default: %s\n"
 		"  --threshold N=V      override a threshold: the bottleneck's or a finding's (repeatable)\n"
-		"  --merge-runs         merge files of different runs (run ids); refused by default\n\n"
+		"  --merge-runs         merge files of different runs (run ids); refused by default\n"
+		"  --rank-summary       write the rank summary of the ranks found, for stepprof merge\n"
+		"                       (a job on many nodes: one per node, docs/multi-node.md), to -o FILE\n"
+		"  -o FILE              where --rank-summary writes ('-': stdout)\n"
+		"  --jobs N             analyse the ranks in up to N processes at a time (default 1)\n\n"
 		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
 		"detected period of the training thread's CUDA calls.\n\n"
 		"With no DIR|FILE: the newest ./stepprof-* trace directory (by modification time), named on\n"
@@ -69,17 +76,19 @@ int command_analyze(int argc, char **argv)
 	    {"threshold", required_argument, NULL, 't'},
 	    {"rank", required_argument, NULL, 'R'},
 	    {"merge-runs", no_argument, NULL, 'M'},
+	    {"rank-summary", no_argument, NULL, 'S'},
+	    {"jobs", required_argument, NULL, 'J'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct an_options opt;
 	an_options_init(&opt);
-	int json = 0, csv = 0, all = 0, merge_runs = 0, c;
-	const char *html = NULL;
+	int json = 0, csv = 0, all = 0, merge_runs = 0, rank_summary = 0, c;
+	const char *html = NULL, *out = NULL;
 	char err[512];
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hjar:t:H:R:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hjar:t:H:R:o:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -96,6 +105,22 @@ int command_analyze(int argc, char **argv)
 		case 'M':
 			merge_runs = 1;
 			break;
+		case 'S':
+			rank_summary = 1;
+			break;
+		case 'o':
+			out = optarg;
+			break;
+		case 'J': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 1 || v > 1024) {
+				util_err("analyze", "--jobs %s: not an integer from 1 to 1024", optarg);
+				return SP_EXIT_USAGE;
+			}
+			opt.jobs = v;
+			break;
+		}
 		case 'r':
 			opt.step_regex = optarg;
 			break;
@@ -147,6 +172,18 @@ int command_analyze(int argc, char **argv)
 		util_err("analyze", "--csv: not with %s (both write to stdout)", json ? "--json" : "--html -");
 		return SP_EXIT_USAGE;
 	}
+	if (rank_summary && (!out || !*out)) {
+		util_err("analyze", "--rank-summary: -o FILE says where to write it");
+		return SP_EXIT_USAGE;
+	}
+	if (out && !rank_summary) {
+		util_err("analyze", "-o: only with --rank-summary");
+		return SP_EXIT_USAGE;
+	}
+	if (rank_summary && (json || csv || html)) {
+		util_err("analyze", "--rank-summary: not with %s", json ? "--json" : csv ? "--csv" : "--html");
+		return SP_EXIT_USAGE;
+	}
 	if (html && !*html) {
 		util_err("analyze", "--html: empty file name");
 		return SP_EXIT_USAGE;
@@ -157,6 +194,7 @@ int command_analyze(int argc, char **argv)
 	if (!paths)
 		return rc;
 	if ((html && report_output_is_input("analyze", "--html", html, paths, n)) ||
+	    (out && strcmp(out, "-") && report_output_is_input("analyze", "-o", out, paths, n)) ||
 	    util_check_runs("analyze", paths, n, merge_runs)) {
 		util_free_paths(paths);
 		return SP_EXIT_USAGE;
@@ -174,6 +212,22 @@ int command_analyze(int argc, char **argv)
 		return strstr(err, "--step-regex") || strstr(err, "--rank") ? SP_EXIT_USAGE : SP_EXIT_INTERNAL;
 	}
 	rc = merge_report_damage(m);
+	if (rank_summary) {
+		FILE *f = strcmp(out, "-") ? fopen(out, "w") : stdout;
+		if (!f) {
+			util_err(out, "%s", strerror(errno));
+			rc = SP_EXIT_INTERNAL;
+		} else {
+			int wr = rs_write(f, &a);
+			if ((f == stdout ? fflush(f) : fclose(f)) || wr) {
+				util_err(out, "write failed");
+				rc = SP_EXIT_INTERNAL;
+			}
+		}
+		an_analysis_free(&a);
+		merge_close(m);
+		return rc;
+	}
 	/*
 	 * The HTML file first: `analyze --html F DIR | head` ends this process with SIGPIPE
 	 * at its next write to stdout, and F is complete by then.

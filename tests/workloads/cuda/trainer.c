@@ -1369,6 +1369,18 @@ static void launch_ranks(void)
 			fprintf(stderr, "trainer: tmpfile: %s\n", strerror(errno));
 			exit(1);
 		}
+		/*
+		 * The environment before the fork, as torchrun gives it before exec: a
+		 * profiler reading RANK when the process starts (its trace file's header,
+		 * made at the fork) sees it.
+		 */
+		char v[16];
+		snprintf(v, sizeof(v), "%u", r);
+		setenv("RANK", v, 1);
+		setenv("LOCAL_RANK", v, 1);
+		snprintf(v, sizeof(v), "%u", O.ranks);
+		setenv("WORLD_SIZE", v, 1);
+		setenv("LOCAL_WORLD_SIZE", v, 1);
 		fflush(NULL);
 		pids[r] = fork();
 		if (pids[r] < 0) {
@@ -1376,20 +1388,17 @@ static void launch_ranks(void)
 			exit(1);
 		}
 		if (pids[r] == 0) {
-			char v[16];
 			dup2(fileno(outs[r]), 1);
 			for (unsigned q = 0; q <= r; q++)
 				fclose(outs[q]);
 			my_rank = (int)r;
-			snprintf(v, sizeof(v), "%u", r);
-			setenv("RANK", v, 1);
-			setenv("LOCAL_RANK", v, 1);
-			snprintf(v, sizeof(v), "%u", O.ranks);
-			setenv("WORLD_SIZE", v, 1);
-			setenv("LOCAL_WORLD_SIZE", v, 1);
 			return; /* the rank goes on with main */
 		}
 	}
+	unsetenv("RANK");
+	unsetenv("LOCAL_RANK");
+	unsetenv("WORLD_SIZE");
+	unsetenv("LOCAL_WORLD_SIZE");
 	close(id_pipe[0]);
 	close(id_pipe[1]);
 	int status = 0, left = (int)O.ranks;
@@ -1484,13 +1493,43 @@ static void allreduce_overlapped(uint64_t *cb, uint64_t *ce)
 	allreduce(comm_stream, cb, ce);
 }
 
-/* --slow-rank K --slow-us U: rank K's input phase is U us longer (slept: its own loading, input) */
+/*
+ * --slow-rank K --slow-us U: rank K waits U us more for its batch, handed over
+ * through a pipe by a loader thread of its own that takes that long (as a
+ * DataLoader's slow worker would): a blocking read on a pipe, its input.
+ */
+static int slow_req[2] = {-1, -1}, slow_data[2] = {-1, -1};
+
+static void *slow_loader_main(void *arg)
+{
+	(void)arg;
+	char c;
+	while (read(slow_req[0], &c, 1) == 1) {
+		sleep_until(tr_now() + O.slow_us * 1000);
+		if (write(slow_data[1], &c, 1) != 1)
+			break;
+	}
+	return NULL;
+}
+
 static void slow_input(void)
 {
 	if (my_rank < 0 || (unsigned)my_rank != O.slow_rank || !O.slow_us)
 		return;
+	if (slow_req[0] < 0) {
+		pthread_t th;
+		if (pipe(slow_req) || pipe(slow_data) || pthread_create(&th, NULL, slow_loader_main, NULL)) {
+			fprintf(stderr, "trainer: --slow-rank: the loader thread: %s\n", strerror(errno));
+			exit(1);
+		}
+		pthread_detach(th);
+	}
 	uint64_t t0 = tr_now();
-	sleep_until(t0 + O.slow_us * 1000);
+	char c = 0;
+	if (!write_full(slow_req[1], &c, 1) || !read_full(slow_data[0], &c, 1, false)) {
+		fprintf(stderr, "trainer: --slow-rank: the loader thread stopped\n");
+		exit(1);
+	}
 	tr_input(t0, tr_now());
 }
 
