@@ -1,6 +1,7 @@
 /*
  * hook_dlsym.c - the dlsym door (docs/cuda-capture.md): cudart, TensorFlow, Triton and
- * Numba look CUDA functions up by handle, past any PLT interposition.
+ * Numba look CUDA functions up by handle, past any PLT interposition, and a
+ * program that dlopens libnccl.so.2 its NCCL functions.
  *
  * A lookup of a hooked name returns our wrapper, after storing what the real
  * lookup found as the wrapper's real function. Every other lookup must be
@@ -29,6 +30,7 @@
 
 #include "cuda_drv.h"
 #include "cuda_hooks.h"
+#include "nccl_hooks.h"
 
 #define SP_EXPORT __attribute__((visibility("default")))
 
@@ -66,27 +68,40 @@ static void *next_after(const void *caller, const char *name, sp_dlsym_fn rd)
 }
 
 /*
- * The lookup of a CUDA name we hook (caller: the return address of the
- * program's dlsym call). Returns the wrapper, or what glibc found when the
- * name is not one of ours to wrap after all (not found, say).
+ * The lookup of a name we hook (caller: the return address of the program's
+ * dlsym call): wrapper is ours, adopt stores the real function. Returns the
+ * wrapper, or what glibc found when the name is not one of ours to wrap after
+ * all (not found, say).
  */
-static void *cuda_lookup(void *handle, const char *name, int i, const void *caller, sp_dlsym_fn rd)
+static void *hooked_lookup(void *handle, const char *name, int i, void *wrapper, void *(*adopt)(int, void *),
+			   const void *caller, sp_dlsym_fn rd)
 {
 	void *p = handle == RTLD_NEXT ? next_after(caller, name, rd) : rd(handle, name);
 	if (!p)
 		return NULL;
-	if (p == sp_cuda_wrapper[i]) {
+	if (p == wrapper) {
 		/*
 		 * The lookup found libstepprof.so's own export (RTLD_DEFAULT, the
 		 * program's handle): without us it would have found the real
-		 * function after us, or nothing when CUDA is not loaded, and a
-		 * program probing for CUDA must see exactly that.
+		 * function after us, or nothing when CUDA (NCCL) is not loaded, and
+		 * a program probing for it must see exactly that.
 		 */
 		p = rd(RTLD_NEXT, name);
 		if (!p)
 			return NULL;
 	}
-	return sp_cuda_adopt(i, p);
+	return adopt(i, p);
+}
+
+static void *cuda_lookup(void *handle, const char *name, int i, const void *caller, sp_dlsym_fn rd)
+{
+	return hooked_lookup(handle, name, i, sp_cuda_wrapper[i], sp_cuda_adopt, caller, rd);
+}
+
+/* An NCCL name of api_nccl.def: the same door (a program that dlopens libnccl.so.2). */
+static void *nccl_lookup(void *handle, const char *name, int i, const void *caller, sp_dlsym_fn rd)
+{
+	return hooked_lookup(handle, name, i, sp_nccl_wrapper[i], sp_nccl_adopt, caller, rd);
 }
 
 /* A hooked CUDA name (its index), or -1: every other name is glibc's business. */
@@ -115,10 +130,16 @@ __attribute__((visibility("hidden"), used)) int sp_dlsym_cuda(void *handle, cons
 	}
 	sp_dlsym_next = rd;
 	int i = cuda_name(name);
-	if (i < 0)
-		return 0;
-	*out = cuda_lookup(handle, name, i, caller, rd);
-	return 1;
+	if (i >= 0) {
+		*out = cuda_lookup(handle, name, i, caller, rd);
+		return 1;
+	}
+	i = sp_nccl_find_name(name);
+	if (i >= 0) {
+		*out = nccl_lookup(handle, name, i, caller, rd);
+		return 1;
+	}
+	return 0;
 }
 
 /*
@@ -166,6 +187,9 @@ SP_EXPORT void *dlsym(void *handle, const char *name)
 	int i = cuda_name(name);
 	if (i >= 0)
 		return cuda_lookup(handle, name, i, caller, rd);
+	i = name ? sp_nccl_find_name(name) : -1;
+	if (i >= 0)
+		return nccl_lookup(handle, name, i, caller, rd);
 	return handle == RTLD_NEXT ? next_after(caller, name, rd) : rd(handle, name);
 }
 
