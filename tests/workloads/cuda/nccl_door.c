@@ -1,0 +1,210 @@
+/*
+ * nccl_door.c - a two-rank NCCL job for the NCCL hooks' tests
+ * (tests/e2e/test_nccl_capture.c). One source, two programs (doors.mk):
+ *   nccl_plt     linked to libnccl.so.2: NCCL calls through the PLT
+ *   nccl_dlsym   links no NCCL (-DNCCL_DLSYM): dlopens libnccl.so.2 RTLD_LOCAL
+ *                and looks every function up by handle
+ * Both link the CUDA runtime (libcudart.so.12).
+ *
+ * The parent makes the ncclUniqueId and forks the ranks; each rank selects
+ * device = rank, makes a stream, ncclCommInitRank, K all-reduces of COUNT
+ * float32, one group of ncclSend + ncclRecv of P2P int64 to and from the
+ * other rank, with --split a ncclCommSplit (color 0, key = rank) and an
+ * all-reduce on the child communicator, then ncclCommDestroy of each.
+ *
+ * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split]
+ * Ground truth, one JSON line in FILE (written by the parent after the ranks):
+ *   {"nranks":2,"k":K,"count":N,"p2p":M,"split":0|1,"uid":"<256 hex digits>",
+ *    "ranks":[{"rank":R,"pid":P,"stream":"0x...","comm":"0x...","split_comm":"0x..."},...]}
+ * Exit status 0 when every NCCL and CUDA call of every rank succeeded.
+ */
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <nccl.h>
+
+#define NRANKS 2
+
+/* ------------------------------------------------------------- NCCL */
+
+#define NCCL_LIST(X)                                                                                                  \
+	X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclAllReduce) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend)          \
+	X(ncclRecv) X(ncclCommSplit) X(ncclCommDestroy) X(ncclGetErrorString)
+
+#ifdef NCCL_DLSYM
+#define NDECL(f) static __typeof__(&f) p_##f;
+NCCL_LIST(NDECL)
+#undef NDECL
+
+static void nccl_load(void)
+{
+	void *h = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		fprintf(stderr, "nccl_door: dlopen libnccl.so.2: %s\n", dlerror());
+		exit(2);
+	}
+#define NLOAD(f)                                                                                                      \
+	if (!(p_##f = (__typeof__(&f))dlsym(h, #f))) {                                                                \
+		fprintf(stderr, "nccl_door: dlsym %s: %s\n", #f, dlerror());                                          \
+		exit(2);                                                                                              \
+	}
+	NCCL_LIST(NLOAD)
+#undef NLOAD
+}
+#define N(f) p_##f
+#else
+static void nccl_load(void)
+{
+}
+#define N(f) f
+#endif
+
+static int failed;
+
+#define NCHECK(what, call)                                                                                            \
+	do {                                                                                                          \
+		ncclResult_t r_ = (call);                                                                             \
+		if (r_ != ncclSuccess) {                                                                              \
+			fprintf(stderr, "nccl_door rank %d: %s: %d %s\n", rank, what, (int)r_,                        \
+				N(ncclGetErrorString)(r_));                                                           \
+			failed = 1;                                                                                   \
+		}                                                                                                     \
+	} while (0)
+#define CCHECK(what, call)                                                                                            \
+	do {                                                                                                          \
+		cudaError_t e_ = (call);                                                                              \
+		if (e_ != cudaSuccess) {                                                                              \
+			fprintf(stderr, "nccl_door rank %d: %s: cuda error %d\n", rank, what, (int)e_);               \
+			failed = 1;                                                                                   \
+		}                                                                                                     \
+	} while (0)
+
+/* ------------------------------------------------------------- a rank */
+
+struct opts {
+	int k, split;
+	size_t count, p2p;
+};
+
+static int rank_main(int rank, const ncclUniqueId *uid, const struct opts *o, const char *out)
+{
+	cudaStream_t s = NULL;
+	ncclComm_t comm = NULL, sub = NULL;
+	float *a = NULL;
+	int64_t *sb = NULL, *rb = NULL;
+	CCHECK("cudaSetDevice", cudaSetDevice(rank));
+	CCHECK("cudaStreamCreate", cudaStreamCreate(&s));
+	CCHECK("cudaMalloc", cudaMalloc((void **)&a, o->count * sizeof(float)));
+	CCHECK("cudaMalloc", cudaMalloc((void **)&sb, o->p2p * sizeof(int64_t)));
+	CCHECK("cudaMalloc", cudaMalloc((void **)&rb, o->p2p * sizeof(int64_t)));
+	if (failed)
+		return 1;
+	NCHECK("ncclCommInitRank", N(ncclCommInitRank)(&comm, NRANKS, *uid, rank));
+	if (failed)
+		return 1;
+	for (int i = 0; i < o->k; i++)
+		NCHECK("ncclAllReduce", N(ncclAllReduce)(a, a, o->count, ncclFloat32, ncclSum, comm, s));
+	int peer = (rank + 1) % NRANKS;
+	NCHECK("ncclGroupStart", N(ncclGroupStart)());
+	NCHECK("ncclSend", N(ncclSend)(sb, o->p2p, ncclInt64, peer, comm, s));
+	NCHECK("ncclRecv", N(ncclRecv)(rb, o->p2p, ncclInt64, peer, comm, s));
+	NCHECK("ncclGroupEnd", N(ncclGroupEnd)());
+	if (o->split) {
+		NCHECK("ncclCommSplit", N(ncclCommSplit)(comm, 0, rank, &sub, NULL));
+		if (sub)
+			NCHECK("ncclAllReduce (split)", N(ncclAllReduce)(a, a, o->count, ncclFloat32, ncclSum, sub, s));
+	}
+	CCHECK("cudaStreamSynchronize", cudaStreamSynchronize(s));
+	if (sub)
+		NCHECK("ncclCommDestroy (split)", N(ncclCommDestroy)(sub));
+	NCHECK("ncclCommDestroy", N(ncclCommDestroy)(comm));
+	FILE *f = fopen(out, "w");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"rank\":%d,\"pid\":%d,\"stream\":\"0x%llx\",\"comm\":\"0x%llx\",\"split_comm\":\"0x%llx\"}", rank,
+		(int)getpid(), (unsigned long long)(uintptr_t)s, (unsigned long long)(uintptr_t)comm,
+		(unsigned long long)(uintptr_t)sub);
+	fclose(f);
+	return failed;
+}
+
+/* ------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+	const char *truth = NULL;
+	struct opts o = { .k = 4, .count = 1 << 16, .p2p = 1 << 12, .split = 0 };
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
+			truth = argv[++i];
+		else if (!strcmp(argv[i], "--k") && i + 1 < argc)
+			o.k = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--count") && i + 1 < argc)
+			o.count = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--p2p") && i + 1 < argc)
+			o.p2p = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--split"))
+			o.split = 1;
+		else {
+			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split]\n");
+			return 2;
+		}
+	}
+	if (!truth) {
+		fprintf(stderr, "nccl_door: --truth FILE is required\n");
+		return 2;
+	}
+	nccl_load();
+	int rank = -1;
+	ncclUniqueId uid;
+	NCHECK("ncclGetUniqueId", N(ncclGetUniqueId)(&uid));
+	if (failed)
+		return 1;
+	char part[NRANKS][4096];
+	pid_t pid[NRANKS];
+	for (int r = 0; r < NRANKS; r++) {
+		snprintf(part[r], sizeof(part[r]), "%s.rank%d", truth, r);
+		fflush(NULL);
+		pid[r] = fork();
+		if (pid[r] < 0)
+			return 1;
+		if (pid[r] == 0)
+			exit(rank_main(r, &uid, &o, part[r]));
+	}
+	int bad = 0;
+	for (int r = 0; r < NRANKS; r++) {
+		int st = 0;
+		if (waitpid(pid[r], &st, 0) != pid[r] || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+			fprintf(stderr, "nccl_door: rank %d failed (status 0x%x)\n", r, st);
+			bad = 1;
+		}
+	}
+	if (bad)
+		return 1;
+	FILE *f = fopen(truth, "w");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"nranks\":%d,\"k\":%d,\"count\":%zu,\"p2p\":%zu,\"split\":%d,\"uid\":\"", NRANKS, o.k, o.count,
+		o.p2p, o.split);
+	for (size_t i = 0; i < sizeof(uid.internal); i++)
+		fprintf(f, "%02x", (unsigned char)uid.internal[i]);
+	fprintf(f, "\",\"ranks\":[");
+	for (int r = 0; r < NRANKS; r++) {
+		FILE *p = fopen(part[r], "r");
+		char line[1024] = "";
+		if (!p || !fgets(line, sizeof(line), p))
+			return 1;
+		fclose(p);
+		unlink(part[r]);
+		fprintf(f, "%s%s", r ? "," : "", line);
+	}
+	fprintf(f, "]}\n");
+	fclose(f);
+	return 0;
+}
