@@ -6,7 +6,9 @@
  *                and looks every function up by handle
  * Both link the CUDA runtime (libcudart.so.12).
  *
- * The parent makes the ncclUniqueId and forks the ranks; each rank selects
+ * The parent forks the ranks and touches neither CUDA nor NCCL (a child forked
+ * after cuInit cannot use CUDA); rank 0 makes the ncclUniqueId and hands it to
+ * the other through a shared mapping, as torchrun's store would. Each rank selects
  * device = rank, makes a stream, ncclCommInitRank, K all-reduces of COUNT
  * float32, one group of ncclSend + ncclRecv of P2P int64 to and from the
  * other rank, with --split a ncclCommSplit (color 0, key = rank) and an
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -92,8 +95,15 @@ struct opts {
 	size_t count, p2p;
 };
 
-static int rank_main(int rank, const ncclUniqueId *uid, const struct opts *o, const char *out)
+/* What rank 0 hands the others (a MAP_SHARED page made before the fork). */
+struct shared {
+	ncclUniqueId uid;
+	volatile int ready; /* 1: uid set; -1: rank 0 failed */
+};
+
+static int rank_main(int rank, struct shared *sh, const struct opts *o, const char *out)
 {
+	const ncclUniqueId *uid = &sh->uid;
 	cudaStream_t s = NULL;
 	ncclComm_t comm = NULL, sub = NULL;
 	float *a = NULL;
@@ -103,7 +113,16 @@ static int rank_main(int rank, const ncclUniqueId *uid, const struct opts *o, co
 	CCHECK("cudaMalloc", cudaMalloc((void **)&a, o->count * sizeof(float)));
 	CCHECK("cudaMalloc", cudaMalloc((void **)&sb, o->p2p * sizeof(int64_t)));
 	CCHECK("cudaMalloc", cudaMalloc((void **)&rb, o->p2p * sizeof(int64_t)));
+	if (rank == 0) {
+		NCHECK("ncclGetUniqueId", N(ncclGetUniqueId)(&sh->uid));
+		__atomic_store_n(&sh->ready, failed ? -1 : 1, __ATOMIC_RELEASE);
+	}
 	if (failed)
+		return 1;
+	int ready;
+	while (!(ready = __atomic_load_n(&sh->ready, __ATOMIC_ACQUIRE)))
+		usleep(1000);
+	if (ready < 0)
 		return 1;
 	NCHECK("ncclCommInitRank", N(ncclCommInitRank)(&comm, NRANKS, *uid, rank));
 	if (failed)
@@ -161,11 +180,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nccl_load();
-	int rank = -1;
-	ncclUniqueId uid;
-	NCHECK("ncclGetUniqueId", N(ncclGetUniqueId)(&uid));
-	if (failed)
+	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (sh == MAP_FAILED)
 		return 1;
+	memset(sh, 0, sizeof(*sh));
 	char part[NRANKS][4096];
 	pid_t pid[NRANKS];
 	for (int r = 0; r < NRANKS; r++) {
@@ -175,7 +193,7 @@ int main(int argc, char **argv)
 		if (pid[r] < 0)
 			return 1;
 		if (pid[r] == 0)
-			exit(rank_main(r, &uid, &o, part[r]));
+			exit(rank_main(r, sh, &o, part[r]));
 	}
 	int bad = 0;
 	for (int r = 0; r < NRANKS; r++) {
@@ -185,15 +203,18 @@ int main(int argc, char **argv)
 			bad = 1;
 		}
 	}
-	if (bad)
+	if (bad) {
+		if (sh->ready != 1) /* rank 0 never made the id: rank 1 waits for nothing */
+			fprintf(stderr, "nccl_door: no unique id\n");
 		return 1;
+	}
 	FILE *f = fopen(truth, "w");
 	if (!f)
 		return 1;
 	fprintf(f, "{\"nranks\":%d,\"k\":%d,\"count\":%zu,\"p2p\":%zu,\"split\":%d,\"uid\":\"", NRANKS, o.k, o.count,
 		o.p2p, o.split);
-	for (size_t i = 0; i < sizeof(uid.internal); i++)
-		fprintf(f, "%02x", (unsigned char)uid.internal[i]);
+	for (size_t i = 0; i < sizeof(sh->uid.internal); i++)
+		fprintf(f, "%02x", (unsigned char)sh->uid.internal[i]);
 	fprintf(f, "\",\"ranks\":[");
 	for (int r = 0; r < NRANKS; r++) {
 		FILE *p = fopen(part[r], "r");
