@@ -8,7 +8,8 @@
  *
  *   1. helpers: run the job, read its traces, FNV-1a of the unique id
  *   2. the records of each rank through each door (PLT, dlsym by handle)
- *   3. a split communicator's identity
+ *   3. a split communicator's identity; ncclCommInitAll and every collective
+ *      in one process (--all)
  *   4. STEPPROF_NCCL=0: no NCCL records, the same NCCL kernels
  */
 #include <criterion/criterion.h>
@@ -167,8 +168,11 @@ static uint64_t uid_identity(const struct job *d)
 	return fnv1a(0xcbf29ce484222325ull, b, sizeof(b));
 }
 
-/* A split's identity: FNV-1a of the parent's identity (8 bytes) and the color (4 bytes), little-endian. */
-static uint64_t split_identity(uint64_t parent, uint32_t color)
+/*
+ * FNV-1a of (a, b) as 8 then 4 little-endian bytes: a split's identity from
+ * (the parent's identity, the color), ncclCommInitAll's from (pid, the call's number).
+ */
+static uint64_t pair_identity(uint64_t parent, uint32_t color)
 {
 	unsigned char b[12];
 	for (int i = 0; i < 8; i++)
@@ -234,7 +238,7 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 				splits++;
 				cr_expect_eq(hex_of(x, "comm"), sub, "%s rank %d: split handle %s", door, r,
 					     sp_json_str(x, "comm"));
-				cr_expect_eq(sp_json_u64(x, "value", 0), split_identity(ident, 0),
+				cr_expect_eq(sp_json_u64(x, "value", 0), pair_identity(ident, 0),
 					     "%s rank %d: split identity %llu", door, r,
 					     (unsigned long long)sp_json_u64(x, "value", 0));
 			} else {
@@ -283,7 +287,7 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 		}
 		if (is_nccl_kernel(x)) {
 			kernels++;
-			cr_expect(!strncmp(api ? api : "", "cuLaunch", 8),
+			cr_expect(api && !strcmp(api, "cuLaunchKernel"),
 				  "%s rank %d: %s launched through %s, not the driver's entry point", door, r,
 				  sp_json_str(x, "name"), api);
 			const struct sp_json *c = holder(d, x);
@@ -350,6 +354,113 @@ Test(nccl_capture, split_identity_rank_and_size, .timeout = 180)
 	const char *args[] = { "--split", NULL };
 	job_run(&d, "tests/bin/nccl_dlsym", args, NULL);
 	expect_job(&d, "dlsym+split", 1);
+	job_free(&d);
+}
+
+/*
+ * One process, both ranks (ncclCommInitAll): the identity is FNV-1a of (pid, 1)
+ * (this process's first ncclCommInitAll), every collective's bytes are its
+ * per-rank count x its datatype's size, grouped, with its root as peer; each
+ * group's end sums both ranks' bytes on the first rank's stream.
+ */
+Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
+{
+	struct job d;
+	const char *args[] = { "--all", NULL };
+	job_run(&d, "tests/bin/nccl_plt", args, NULL);
+	int64_t pid = sp_json_i64(d.truth, "pid", -1);
+	uint64_t comm[2] = { 0, 0 }, stream[2] = { 0, 0 };
+	const struct sp_json *cs = sp_json_get(d.truth, "comms"), *ss = sp_json_get(d.truth, "streams");
+	cr_assert(cs && ss && cs->n == 2 && ss->n == 2, "truth without comms and streams");
+	for (int i = 0; i < 2; i++) {
+		comm[i] = strtoull(sp_json_at(cs, (size_t)i)->str, NULL, 16);
+		stream[i] = strtoull(sp_json_at(ss, (size_t)i)->str, NULL, 16);
+	}
+	static const struct {
+		const char *api;
+		uint64_t size;
+		int peer;
+	} want[] = {
+		{ "ncclAllReduce", 2, -1 },  { "ncclReduce", 8, 1 },	 { "ncclBroadcast", 1, 0 },
+		{ "ncclBcast", 2, 1 },	     { "ncclAllGather", 4, -1 }, { "ncclReduceScatter", 8, -1 },
+	};
+	size_t nw = sizeof(want) / sizeof(want[0]), seen[6][2] = { { 0 } }, inits = 0, gend = 0, fin = 0, destroy = 0,
+	       abort_ = 0, kernels = 0, held = 0;
+	uint64_t ident = pair_identity((uint64_t)pid, 1);
+	size_t g = 0;
+	for (size_t i = 0; i < d.nrec; i++) {
+		const struct sp_json *x = d.rec[i];
+		if (!x || !of_pid(x, pid))
+			continue;
+		const char *api = sp_json_str(x, "api");
+		if (str_eq(x, "kind", "comm_init")) {
+			int r = (int)sp_json_i64(x, "rank", -1);
+			cr_expect(str_eq(x, "api", "ncclCommInitAll"), "a comm_init of %s", api);
+			cr_expect(r == 0 || r == 1, "comm_init rank %d", r);
+			if (r == 0 || r == 1) {
+				cr_expect_eq(hex_of(x, "comm"), comm[r], "rank %d: handle %s", r, sp_json_str(x, "comm"));
+				cr_expect_eq(sp_json_u64(x, "device", 999), (uint64_t)r, "rank %d on device %llu", r,
+					     (unsigned long long)sp_json_u64(x, "device", 999));
+			}
+			cr_expect_eq(sp_json_u64(x, "nranks", 0), 2);
+			cr_expect_eq(sp_json_u64(x, "value", 0), ident, "identity %llu, FNV-1a of (pid, 1) is %llu",
+				     (unsigned long long)sp_json_u64(x, "value", 0), (unsigned long long)ident);
+			inits++;
+			continue;
+		}
+		if (is_nccl_kernel(x)) {
+			kernels++;
+			const struct sp_json *c = holder(&d, x);
+			held += c && str_eq(c, "api", "ncclGroupEnd");
+			continue;
+		}
+		if (!str_eq(x, "kind", "comm"))
+			continue;
+		cr_expect_eq(sp_json_i64(x, "result", -1), 0, "%s failed", api);
+		uint64_t c = hex_of(x, "comm");
+		if (str_eq(x, "api", "ncclGroupEnd")) {
+			cr_expect(g < nw, "more group ends than groups");
+			if (g < nw) {
+				cr_expect_eq(sp_json_u64(x, "bytes", 0), 2 * (uint64_t)COUNT * want[g].size,
+					     "the group of %s: %llu bytes", want[g].api,
+					     (unsigned long long)sp_json_u64(x, "bytes", 0));
+			}
+			cr_expect_eq(hex_of(x, "stream"), stream[0]);
+			cr_expect_eq(c, 0);
+			gend++, g++;
+			continue;
+		}
+		fin += str_eq(x, "api", "ncclCommFinalize") && (c == comm[0] || c == comm[1]);
+		destroy += str_eq(x, "api", "ncclCommDestroy") && c == comm[0];
+		abort_ += str_eq(x, "api", "ncclCommAbort") && c == comm[1];
+		for (size_t w = 0; w < nw; w++) {
+			if (!str_eq(x, "api", want[w].api))
+				continue;
+			int r = c == comm[0] ? 0 : c == comm[1] ? 1 : -1;
+			cr_expect(r >= 0, "%s on %s", api, sp_json_str(x, "comm"));
+			if (r >= 0) {
+				seen[w][r]++;
+				cr_expect_eq(hex_of(x, "stream"), stream[r], "%s of rank %d on stream %s", api, r,
+					     sp_json_str(x, "stream"));
+			}
+			cr_expect_eq(sp_json_u64(x, "bytes", 0), (uint64_t)COUNT * want[w].size, "%s: %llu bytes", api,
+				     (unsigned long long)sp_json_u64(x, "bytes", 0));
+			cr_expect_eq(sp_json_i64(x, "peer", -9), want[w].peer, "%s: peer %lld", api,
+				     (long long)sp_json_i64(x, "peer", -9));
+			cr_expect_eq(sp_json_u64(x, "flags", 0), 1, "%s in a group not flagged", api);
+			cr_expect_eq(g, w, "%s outside its group", api);
+		}
+	}
+	cr_expect_eq(inits, 2, "%zu comm_init records", inits);
+	for (size_t w = 0; w < nw; w++)
+		cr_expect(seen[w][0] == 1 && seen[w][1] == 1, "%s: %zu and %zu records", want[w].api, seen[w][0],
+			  seen[w][1]);
+	cr_expect_eq(gend, nw, "%zu group-end records", gend);
+	cr_expect_eq(fin, 2, "%zu finalize records", fin);
+	cr_expect_eq(destroy, 1, "%zu destroy records", destroy);
+	cr_expect_eq(abort_, 1, "%zu abort records", abort_);
+	cr_expect_eq(kernels, 2 * nw, "%zu NCCL kernels", kernels);
+	cr_expect_eq(held, kernels, "%zu of %zu NCCL kernels inside a group's end", held, kernels);
 	job_free(&d);
 }
 

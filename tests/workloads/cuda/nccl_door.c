@@ -14,7 +14,15 @@
  * other rank, with --split a ncclCommSplit (color 0, key = rank) and an
  * all-reduce on the child communicator, then ncclCommDestroy of each.
  *
- * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split]
+ * --all: no fork; one process drives both ranks: ncclCommInitAll on devices 0
+ * and 1 (a stream each), then one group per collective holding both ranks'
+ * call: all-reduce f16, reduce f64 to root 1, broadcast i8 from root 0, bcast
+ * bf16 from root 1, all-gather u32, reduce-scatter i64, each of COUNT elements
+ * (the per-rank count); then ncclCommFinalize of both, ncclCommDestroy of the
+ * first and ncclCommAbort of the second. Its truth:
+ *   {"all":1,"count":N,"pid":P,"comms":["0x...","0x..."],"streams":["0x...","0x..."]}
+ *
+ * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all]
  * Ground truth, one JSON line in FILE (written by the parent after the ranks):
  *   {"nranks":2,"k":K,"count":N,"p2p":M,"split":0|1,"uid":"<256 hex digits>",
  *    "ranks":[{"rank":R,"pid":P,"stream":"0x...","comm":"0x...","split_comm":"0x..."},...]}
@@ -38,7 +46,8 @@
 
 #define NCCL_LIST(X)                                                                                                  \
 	X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclAllReduce) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend)          \
-	X(ncclRecv) X(ncclCommSplit) X(ncclCommDestroy) X(ncclGetErrorString)
+	X(ncclRecv) X(ncclCommSplit) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclReduce)        \
+	X(ncclBroadcast) X(ncclBcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclCommFinalize) X(ncclCommAbort)
 
 #ifdef NCCL_DLSYM
 #define NDECL(f) static __typeof__(&f) p_##f;
@@ -153,11 +162,64 @@ static int rank_main(int rank, struct shared *sh, const struct opts *o, const ch
 	return failed;
 }
 
+/* ------------------------------------------------------ --all: one process */
+
+static int all_main(const struct opts *o, const char *out)
+{
+	int rank = -1, devs[NRANKS];
+	ncclComm_t c[NRANKS] = { NULL };
+	cudaStream_t s[NRANKS] = { NULL };
+	void *a[NRANKS] = { NULL }, *b[NRANKS] = { NULL };
+	for (int d = 0; d < NRANKS; d++) {
+		devs[d] = d;
+		CCHECK("cudaSetDevice", cudaSetDevice(d));
+		CCHECK("cudaStreamCreate", cudaStreamCreate(&s[d]));
+		CCHECK("cudaMalloc", cudaMalloc(&a[d], o->count * NRANKS * 8));
+		CCHECK("cudaMalloc", cudaMalloc(&b[d], o->count * NRANKS * 8));
+	}
+	CCHECK("cudaSetDevice", cudaSetDevice(0));
+	if (failed)
+		return 1;
+	NCHECK("ncclCommInitAll", N(ncclCommInitAll)(c, NRANKS, devs));
+	if (failed)
+		return 1;
+#define EACH(what, call)                                                                                              \
+	do {                                                                                                          \
+		NCHECK("ncclGroupStart", N(ncclGroupStart)());                                                        \
+		for (int d = 0; d < NRANKS; d++)                                                                      \
+			NCHECK(what, call);                                                                           \
+		NCHECK("ncclGroupEnd", N(ncclGroupEnd)());                                                            \
+	} while (0)
+	size_t n = o->count;
+	EACH("ncclAllReduce", N(ncclAllReduce)(a[d], a[d], n, ncclFloat16, ncclSum, c[d], s[d]));
+	EACH("ncclReduce", N(ncclReduce)(a[d], b[d], n, ncclFloat64, ncclMax, 1, c[d], s[d]));
+	EACH("ncclBroadcast", N(ncclBroadcast)(a[d], b[d], n, ncclInt8, 0, c[d], s[d]));
+	EACH("ncclBcast", N(ncclBcast)(a[d], n, ncclBfloat16, 1, c[d], s[d]));
+	EACH("ncclAllGather", N(ncclAllGather)(a[d], b[d], n, ncclUint32, c[d], s[d]));
+	EACH("ncclReduceScatter", N(ncclReduceScatter)(b[d], a[d], n, ncclInt64, ncclSum, c[d], s[d]));
+#undef EACH
+	for (int d = 0; d < NRANKS; d++)
+		CCHECK("cudaStreamSynchronize", cudaStreamSynchronize(s[d]));
+	for (int d = 0; d < NRANKS; d++)
+		NCHECK("ncclCommFinalize", N(ncclCommFinalize)(c[d]));
+	NCHECK("ncclCommDestroy", N(ncclCommDestroy)(c[0]));
+	NCHECK("ncclCommAbort", N(ncclCommAbort)(c[1]));
+	FILE *f = fopen(out, "w");
+	if (!f)
+		return 1;
+	fprintf(f, "{\"all\":1,\"count\":%zu,\"pid\":%d,\"comms\":[\"0x%llx\",\"0x%llx\"],\"streams\":[\"0x%llx\",\"0x%llx\"]}\n",
+		n, (int)getpid(), (unsigned long long)(uintptr_t)c[0], (unsigned long long)(uintptr_t)c[1],
+		(unsigned long long)(uintptr_t)s[0], (unsigned long long)(uintptr_t)s[1]);
+	fclose(f);
+	return failed;
+}
+
 /* ------------------------------------------------------------- main */
 
 int main(int argc, char **argv)
 {
 	const char *truth = NULL;
+	int all = 0;
 	struct opts o = { .k = 4, .count = 1 << 16, .p2p = 1 << 12, .split = 0 };
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
@@ -170,8 +232,10 @@ int main(int argc, char **argv)
 			o.p2p = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--split"))
 			o.split = 1;
+		else if (!strcmp(argv[i], "--all"))
+			all = 1;
 		else {
-			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split]\n");
+			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all]\n");
 			return 2;
 		}
 	}
@@ -180,6 +244,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	nccl_load();
+	if (all)
+		return all_main(&o, truth);
 	struct shared *sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return 1;
