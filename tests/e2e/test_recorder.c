@@ -1593,10 +1593,13 @@ static const char *const exportable[] = {
     "_Exit",
 #define SP_API_CUDA(name, ...) #name,
 #define SP_API_IO(name, ...)   #name,
+#define SP_API_NCCL(name, ...) #name,
 #include "stepprof/api_cuda.def"
 #include "stepprof/api_io.def"
+#include "stepprof/api_nccl.def"
 #undef SP_API_CUDA
 #undef SP_API_IO
+#undef SP_API_NCCL
 };
 
 /* docs/cuda-capture.md: the public API is exported, everything else is hidden. */
