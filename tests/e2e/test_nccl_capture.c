@@ -464,6 +464,16 @@ Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 	job_free(&d);
 }
 
+/* The dlsym door hides libstepprof.so's own NCCL exports from a program probing for NCCL. */
+Test(nccl_capture, probe_without_nccl_finds_nothing, .timeout = 60)
+{
+	struct job d;
+	const char *args[] = { "--probe", NULL };
+	job_run(&d, "tests/bin/nccl_dlsym", args, NULL);
+	cr_expect_eq(sp_json_num(d.truth, "probe", 0), 1);
+	job_free(&d);
+}
+
 /* ------------------------------------------------------ 4. STEPPROF_NCCL=0 */
 
 /* The ncclDevKernel launches of rank r, and their names joined (in order). */

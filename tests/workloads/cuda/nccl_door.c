@@ -22,7 +22,11 @@
  * first and ncclCommAbort of the second. Its truth:
  *   {"all":1,"count":N,"pid":P,"comms":["0x...","0x..."],"streams":["0x...","0x..."]}
  *
- * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all]
+ * --probe (nccl_dlsym): before loading NCCL, dlsym(RTLD_DEFAULT, "ncclAllReduce")
+ * and dlsym(RTLD_NEXT, "ncclAllReduce") must find nothing, as in a process
+ * without NCCL; truth {"probe":1}, exit status 1 when either found something.
+ *
+ * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all | --probe]
  * Ground truth, one JSON line in FILE (written by the parent after the ranks):
  *   {"nranks":2,"k":K,"count":N,"p2p":M,"split":0|1,"uid":"<256 hex digits>",
  *    "ranks":[{"rank":R,"pid":P,"stream":"0x...","comm":"0x...","split_comm":"0x..."},...]}
@@ -219,7 +223,7 @@ static int all_main(const struct opts *o, const char *out)
 int main(int argc, char **argv)
 {
 	const char *truth = NULL;
-	int all = 0;
+	int all = 0, probe = 0;
 	struct opts o = { .k = 4, .count = 1 << 16, .p2p = 1 << 12, .split = 0 };
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
@@ -234,14 +238,27 @@ int main(int argc, char **argv)
 			o.split = 1;
 		else if (!strcmp(argv[i], "--all"))
 			all = 1;
+		else if (!strcmp(argv[i], "--probe"))
+			probe = 1;
 		else {
-			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all]\n");
+			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all | --probe]\n");
 			return 2;
 		}
 	}
 	if (!truth) {
 		fprintf(stderr, "nccl_door: --truth FILE is required\n");
 		return 2;
+	}
+	if (probe) {
+		void *d = dlsym(RTLD_DEFAULT, "ncclAllReduce"), *n = dlsym(RTLD_NEXT, "ncclAllReduce");
+		if (d || n)
+			fprintf(stderr, "nccl_door: NCCL not loaded, yet RTLD_DEFAULT found %p, RTLD_NEXT %p\n", d, n);
+		FILE *f = fopen(truth, "w");
+		if (!f)
+			return 1;
+		fprintf(f, "{\"probe\":1}\n");
+		fclose(f);
+		return d || n;
 	}
 	nccl_load();
 	if (all)
