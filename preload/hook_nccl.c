@@ -247,7 +247,10 @@ static void op_post(unsigned api, uint64_t t0, ncclResult_t r, uint64_t count, i
 	comm_emit(api, t0, r, bytes, peer, comm, stream, flags);
 }
 
-/* The current CUDA device, 255 when none is known (no context yet). */
+/*
+ * The current CUDA device (the CUDA hooks' per-thread cache, else cuCtxGetDevice
+ * through cuda_drv.h), 255 when none is known (no context yet). errno kept.
+ */
 static unsigned cur_device(void)
 {
 	if (sp_gpu_tdev < 0)
@@ -409,6 +412,8 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 		t_depth++;                                                                                            \
 		ncclResult_t r_ = real args;                                                                          \
 		t_depth--;                                                                                            \
+		if (rec_ && dev_ == 255u) /* no context before the call: the one NCCL made current */              \
+			dev_ = cur_device();                                                                          \
 		init_post(SP_API_##name, rec_, t0_, dev_, r_, SP_NINIT_ARGS spec);                                    \
 		return r_;                                                                                            \
 	}
@@ -444,6 +449,8 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 		t_depth++;                                                                                            \
 		ncclResult_t r_ = real args;                                                                          \
 		t_depth--;                                                                                            \
+		if (rec_ && dev_ == 255u)                                                                             \
+			dev_ = cur_device();                                                                          \
 		split_post(SP_API_##name, rec_, t0_, dev_, r_, (const void *)real, SP_NSPLIT_ARGS spec);              \
 		return r_;                                                                                            \
 	}
