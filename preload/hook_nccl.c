@@ -112,7 +112,7 @@ static void *h_count, *h_user_rank;
 /* ------------------------------------------------- 2. identities */
 
 #define FNV_OFFSET 0xcbf29ce484222325ull
-#define FNV_PRIME 0x100000001b3ull
+#define FNV_PRIME  0x100000001b3ull
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
@@ -208,9 +208,9 @@ static inline int nccl_records(void)
 
 /* ncclDataType_t -> bytes; 0: a type this table does not know */
 static const uint8_t dt_bytes[] = {
-	[ncclInt8] = 1,	   [ncclUint8] = 1,   [ncclInt32] = 4,	   [ncclUint32] = 4,	   [ncclInt64] = 8,
-	[ncclUint64] = 8,  [ncclFloat16] = 2, [ncclFloat32] = 4,   [ncclFloat64] = 8,	   [ncclBfloat16] = 2,
-	[ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
+    [ncclInt8] = 1,    [ncclUint8] = 1,	   [ncclInt32] = 4,	 [ncclUint32] = 4,
+    [ncclInt64] = 8,   [ncclUint64] = 8,   [ncclFloat16] = 2,	 [ncclFloat32] = 4,
+    [ncclFloat64] = 8, [ncclBfloat16] = 2, [ncclFloat8e4m3] = 1, [ncclFloat8e5m2] = 1,
 };
 
 static inline uint64_t dt_size(int dt)
@@ -278,8 +278,8 @@ static inline const void *made(ncclResult_t r, ncclComm_t *out)
 }
 
 /* After ncclCommInitRank[Config]: the identity from the unique id. */
-static void init_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclResult_t r, ncclComm_t *newcomm,
-		      int nranks, const ncclUniqueId *uid, int rank)
+static void init_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclResult_t r, ncclComm_t *newcomm, int nranks,
+		      const ncclUniqueId *uid, int rank)
 {
 	int e = errno;
 	const void *c = made(r, newcomm);
@@ -301,7 +301,8 @@ static void init_all_post(unsigned api, int rec, uint64_t t0, ncclResult_t r, nc
 		const void *c = r == ncclSuccess || r == ncclInProgress ? (const void *)comms[i] : NULL;
 		id_put(c, id);
 		if (rec)
-			init_emit(api, t0, r, c, id, i, ndev, devlist ? (unsigned)devlist[i] & 255u : (unsigned)i & 255u);
+			init_emit(api, t0, r, c, id, i, ndev,
+				  devlist ? (unsigned)devlist[i] & 255u : (unsigned)i & 255u);
 	}
 	if (rec && (!comms || ndev <= 0))
 		init_emit(api, t0, r, NULL, id, -1, ndev, 255u);
@@ -318,9 +319,9 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 	int rank = -1, n = 0;
 	if (c) {
 		ncclResult_t (*count)(const ncclComm_t, int *) =
-			(ncclResult_t(*)(const ncclComm_t, int *))helper(&h_count, "ncclCommCount", real);
+		    (ncclResult_t(*)(const ncclComm_t, int *))helper(&h_count, "ncclCommCount", real);
 		ncclResult_t (*urank)(const ncclComm_t, int *) =
-			(ncclResult_t(*)(const ncclComm_t, int *))helper(&h_user_rank, "ncclCommUserRank", real);
+		    (ncclResult_t(*)(const ncclComm_t, int *))helper(&h_user_rank, "ncclCommUserRank", real);
 		t_depth++;
 		if (!count || count((ncclComm_t)c, &n) != ncclSuccess)
 			n = 0;
@@ -337,138 +338,140 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 #define SP_NOFN ncclInternalError
 
 /* The real function (resolved the first time) into real, or return SP_NOFN. */
-#define SP_NREAL(name)                                                                                                \
-	__typeof__(&name) real = (__typeof__(&name))real_of(SP_NIDX_##name);                                         \
-	if (__builtin_expect(!real, 0))                                                                               \
-		return SP_NOFN
+#define SP_NREAL(name)                                                                                                 \
+	__typeof__(&name) real = (__typeof__(&name))real_of(SP_NIDX_##name);                                           \
+	do {                                                                                                           \
+		if (__builtin_expect(!real, 0))                                                                        \
+			return SP_NOFN;                                                                                \
+	} while (0)
 
 /* COLL, P2P: (count, datatype, peer, comm, stream) */
 #define SP_NOP_ARGS(count, dt, peer, comm, stream) (uint64_t)(count), (int)(dt), (peer), U64(comm), U64(stream)
 
-#define SP_NWRAP_OP(name, params, args, spec)                                                                        \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_records())                                                                                  \
-			return real args;                                                                             \
-		uint64_t t0_ = sp_now();                                                                              \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		op_post(SP_API_##name, t0_, r_, SP_NOP_ARGS spec);                                                    \
-		return r_;                                                                                            \
+#define SP_NWRAP_OP(name, params, args, spec)                                                                          \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_records())                                                                                   \
+			return real args;                                                                              \
+		uint64_t t0_ = sp_now();                                                                               \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		op_post(SP_API_##name, t0_, r_, SP_NOP_ARGS spec);                                                     \
+		return r_;                                                                                             \
 	}
 #define SP_NWRAP_COLL(name, params, args, spec) SP_NWRAP_OP(name, params, args, spec)
-#define SP_NWRAP_P2P(name, params, args, spec) SP_NWRAP_OP(name, params, args, spec)
+#define SP_NWRAP_P2P(name, params, args, spec)	SP_NWRAP_OP(name, params, args, spec)
 
 /* The group opens at the outermost start: its sums begin. */
-#define SP_NWRAP_GROUP_START(name, params, args, spec)                                                               \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_tracks())                                                                                   \
-			return real args;                                                                             \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		if (r_ == ncclSuccess && t_group++ == 0) {                                                            \
-			t_gops = 0;                                                                                   \
-			t_gbytes = 0;                                                                                 \
-			t_gstream = 0;                                                                                \
-		}                                                                                                     \
-		return r_;                                                                                            \
+#define SP_NWRAP_GROUP_START(name, params, args, spec)                                                                 \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_tracks())                                                                                    \
+			return real args;                                                                              \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		if (r_ == ncclSuccess && t_group++ == 0) {                                                             \
+			t_gops = 0;                                                                                    \
+			t_gbytes = 0;                                                                                  \
+			t_gstream = 0;                                                                                 \
+		}                                                                                                      \
+		return r_;                                                                                             \
 	}
 
 /* The outermost end launches the group's work: one record for the group. */
-#define SP_NWRAP_GROUP_END(name, params, args, spec)                                                                 \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_tracks())                                                                                   \
-			return real args;                                                                             \
-		int outer_ = t_group == 1, rec_ = outer_ && sp_cap.on;                                                \
-		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                   \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		if (t_group > 0)                                                                                      \
-			t_group--;                                                                                    \
-		if (rec_)                                                                                             \
-			comm_emit(SP_API_##name, t0_, r_, t_gbytes, -1, 0, t_gstream, 0);                             \
-		return r_;                                                                                            \
+#define SP_NWRAP_GROUP_END(name, params, args, spec)                                                                   \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_tracks())                                                                                    \
+			return real args;                                                                              \
+		int outer_ = t_group == 1, rec_ = outer_ && sp_cap.on;                                                 \
+		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                    \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		if (t_group > 0)                                                                                       \
+			t_group--;                                                                                     \
+		if (rec_)                                                                                              \
+			comm_emit(SP_API_##name, t0_, r_, t_gbytes, -1, 0, t_gstream, 0);                              \
+		return r_;                                                                                             \
 	}
 
 /* INIT: (newcomm, nranks, commId, rank) */
 #define SP_NINIT_ARGS(newcomm, nranks, id, rank) (newcomm), (nranks), &(id), (rank)
-#define SP_NWRAP_INIT(name, params, args, spec)                                                                      \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_tracks())                                                                                   \
-			return real args;                                                                             \
-		int rec_ = sp_cap.on;                                                                                 \
-		unsigned dev_ = rec_ ? cur_device() : 255u;                                                           \
-		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                   \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		if (rec_ && dev_ == 255u) /* no context before the call: the one NCCL made current */              \
-			dev_ = cur_device();                                                                          \
-		init_post(SP_API_##name, rec_, t0_, dev_, r_, SP_NINIT_ARGS spec);                                    \
-		return r_;                                                                                            \
+#define SP_NWRAP_INIT(name, params, args, spec)                                                                        \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_tracks())                                                                                    \
+			return real args;                                                                              \
+		int rec_ = sp_cap.on;                                                                                  \
+		unsigned dev_ = rec_ ? cur_device() : 255u;                                                            \
+		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                    \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		if (rec_ && dev_ == 255u) /* no context before the call: the one NCCL made current */                  \
+			dev_ = cur_device();                                                                           \
+		init_post(SP_API_##name, rec_, t0_, dev_, r_, SP_NINIT_ARGS spec);                                     \
+		return r_;                                                                                             \
 	}
 
 /* INIT_ALL: (comms, ndev, devlist) */
-#define SP_NWRAP_INIT_ALL(name, params, args, spec)                                                                  \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_tracks())                                                                                   \
-			return real args;                                                                             \
-		int rec_ = sp_cap.on;                                                                                 \
-		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                   \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		init_all_post(SP_API_##name, rec_, t0_, r_, SP_NALL_ARGS spec);                                       \
-		return r_;                                                                                            \
+#define SP_NWRAP_INIT_ALL(name, params, args, spec)                                                                    \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_tracks())                                                                                    \
+			return real args;                                                                              \
+		int rec_ = sp_cap.on;                                                                                  \
+		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                    \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		init_all_post(SP_API_##name, rec_, t0_, r_, SP_NALL_ARGS spec);                                        \
+		return r_;                                                                                             \
 	}
 #define SP_NALL_ARGS(comms, ndev, devlist) (comms), (ndev), (devlist)
 
 /* SPLIT: (comm, color, key, newcomm) */
 #define SP_NSPLIT_ARGS(comm, color, key, newcomm) (comm), (color), (newcomm)
-#define SP_NWRAP_SPLIT(name, params, args, spec)                                                                     \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_tracks())                                                                                   \
-			return real args;                                                                             \
-		int rec_ = sp_cap.on;                                                                                 \
-		unsigned dev_ = rec_ ? cur_device() : 255u;                                                           \
-		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                   \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		if (rec_ && dev_ == 255u)                                                                             \
-			dev_ = cur_device();                                                                          \
-		split_post(SP_API_##name, rec_, t0_, dev_, r_, (const void *)real, SP_NSPLIT_ARGS spec);              \
-		return r_;                                                                                            \
+#define SP_NWRAP_SPLIT(name, params, args, spec)                                                                       \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_tracks())                                                                                    \
+			return real args;                                                                              \
+		int rec_ = sp_cap.on;                                                                                  \
+		unsigned dev_ = rec_ ? cur_device() : 255u;                                                            \
+		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                    \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		if (rec_ && dev_ == 255u)                                                                              \
+			dev_ = cur_device();                                                                           \
+		split_post(SP_API_##name, rec_, t0_, dev_, r_, (const void *)real, SP_NSPLIT_ARGS spec);               \
+		return r_;                                                                                             \
 	}
 
 /* FINI: (comm) */
 #define SP_NFINI_ARG(comm) U64(comm)
-#define SP_NWRAP_FINI(name, params, args, spec)                                                                      \
-	SP_EXPORT ncclResult_t name params                                                                            \
-	{                                                                                                             \
-		SP_NREAL(name);                                                                                       \
-		if (!nccl_records())                                                                                  \
-			return real args;                                                                             \
-		uint64_t t0_ = sp_now();                                                                              \
-		t_depth++;                                                                                            \
-		ncclResult_t r_ = real args;                                                                          \
-		t_depth--;                                                                                            \
-		comm_emit(SP_API_##name, t0_, r_, 0, -1, SP_NFINI_ARG spec, 0, t_group > 0 ? SP_COMM_F_GROUPED : 0);  \
-		return r_;                                                                                            \
+#define SP_NWRAP_FINI(name, params, args, spec)                                                                        \
+	SP_EXPORT ncclResult_t name params                                                                             \
+	{                                                                                                              \
+		SP_NREAL(name);                                                                                        \
+		if (!nccl_records())                                                                                   \
+			return real args;                                                                              \
+		uint64_t t0_ = sp_now();                                                                               \
+		t_depth++;                                                                                             \
+		ncclResult_t r_ = real args;                                                                           \
+		t_depth--;                                                                                             \
+		comm_emit(SP_API_##name, t0_, r_, 0, -1, SP_NFINI_ARG spec, 0, t_group > 0 ? SP_COMM_F_GROUPED : 0);   \
+		return r_;                                                                                             \
 	}
 
 #define SP_API_NCCL(name, id, what, params, args, spec) SP_NWRAP_##what(name, params, args, spec)

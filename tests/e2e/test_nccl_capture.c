@@ -25,8 +25,8 @@
 /* ---------------------------------------------------------- 1. helpers */
 
 #define K_ALLREDUCE 5
-#define COUNT 65536 /* float32 */
-#define P2P 4096    /* int64 */
+#define COUNT	    65536 /* float32 */
+#define P2P	    4096  /* int64 */
 
 struct job {
 	char *dir;
@@ -58,7 +58,7 @@ static void read_traces(struct job *d)
 			continue;
 		char path[1024];
 		snprintf(path, sizeof(path), "%s/%s", d->dir, de->d_name);
-		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL };
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL};
 		struct sp_t_result r;
 		int st = sp_t_run(&r, argv, NULL, NULL, 60);
 		cr_assert_eq(st, 0, "stepprof dump %s: %s", path, r.err);
@@ -195,7 +195,8 @@ static const struct sp_json *holder(const struct job *d, const struct sp_json *r
 	int64_t pid = sp_json_i64(rec, "pid", -1), tid = sp_json_i64(rec, "tid", -1);
 	for (size_t i = 0; i < d->nrec; i++) {
 		const struct sp_json *c = d->rec[i];
-		if (!c || !str_eq(c, "kind", "comm") || sp_json_i64(c, "pid", -2) != pid || sp_json_i64(c, "tid", -2) != tid)
+		if (!c || !str_eq(c, "kind", "comm") || sp_json_i64(c, "pid", -2) != pid ||
+		    sp_json_i64(c, "tid", -2) != tid)
 			continue;
 		if (sp_json_u64(c, "begin_ns", ~0ull) <= b && e <= sp_json_u64(c, "end_ns", 0))
 			return c;
@@ -225,8 +226,8 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 				     (long long)sp_json_i64(x, "rank", -1));
 			cr_expect_eq(sp_json_u64(x, "nranks", 0), 2, "%s rank %d: %s nranks %llu", door, r, api,
 				     (unsigned long long)sp_json_u64(x, "nranks", 0));
-			cr_expect_eq(sp_json_u64(x, "device", 999), (uint64_t)r, "%s rank %d: %s on device %llu", door, r,
-				     api, (unsigned long long)sp_json_u64(x, "device", 999));
+			cr_expect_eq(sp_json_u64(x, "device", 999), (uint64_t)r, "%s rank %d: %s on device %llu", door,
+				     r, api, (unsigned long long)sp_json_u64(x, "device", 999));
 			if (str_eq(x, "api", "ncclCommInitRank")) {
 				inits++;
 				cr_expect_eq(hex_of(x, "comm"), comm, "%s rank %d: comm_init handle %s", door, r,
@@ -250,27 +251,32 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 			cr_expect_eq(sp_json_i64(x, "result", -1), 0, "%s rank %d: %s failed", door, r, api);
 			if (str_eq(x, "api", "ncclAllReduce")) {
 				ar++;
-				cr_expect_eq(sp_json_u64(x, "bytes", 0), (uint64_t)COUNT * 4, "%s rank %d: all-reduce of %llu bytes",
-					     door, r, (unsigned long long)sp_json_u64(x, "bytes", 0));
+				cr_expect_eq(sp_json_u64(x, "bytes", 0), (uint64_t)COUNT * 4,
+					     "%s rank %d: all-reduce of %llu bytes", door, r,
+					     (unsigned long long)sp_json_u64(x, "bytes", 0));
 				cr_expect_eq(sp_json_i64(x, "peer", 0), -1);
-				cr_expect_eq(sp_json_u64(x, "flags", 9), 0, "%s rank %d: an all-reduce outside a group flagged", door, r);
+				cr_expect_eq(sp_json_u64(x, "flags", 9), 0,
+					     "%s rank %d: an all-reduce outside a group flagged", door, r);
 				cr_expect_eq(hex_of(x, "stream"), stream);
 				uint64_t c = hex_of(x, "comm");
 				cr_expect(c == comm || (split && c == sub), "%s rank %d: all-reduce on %s", door, r,
 					  sp_json_str(x, "comm"));
 			} else if (str_eq(x, "api", "ncclSend") || str_eq(x, "api", "ncclRecv")) {
 				*(str_eq(x, "api", "ncclSend") ? &send : &recv) += 1;
-				cr_expect_eq(sp_json_u64(x, "bytes", 0), (uint64_t)P2P * 8, "%s rank %d: %s of %llu bytes", door, r,
-					     api, (unsigned long long)sp_json_u64(x, "bytes", 0));
+				cr_expect_eq(sp_json_u64(x, "bytes", 0), (uint64_t)P2P * 8,
+					     "%s rank %d: %s of %llu bytes", door, r, api,
+					     (unsigned long long)sp_json_u64(x, "bytes", 0));
 				cr_expect_eq(sp_json_i64(x, "peer", -9), peer, "%s rank %d: %s peer %lld", door, r, api,
 					     (long long)sp_json_i64(x, "peer", -9));
-				cr_expect_eq(sp_json_u64(x, "flags", 0), 1, "%s rank %d: %s in a group not flagged", door, r, api);
+				cr_expect_eq(sp_json_u64(x, "flags", 0), 1, "%s rank %d: %s in a group not flagged",
+					     door, r, api);
 				cr_expect_eq(hex_of(x, "stream"), stream);
 				cr_expect_eq(hex_of(x, "comm"), comm);
 			} else if (str_eq(x, "api", "ncclGroupEnd")) {
 				gend++;
-				cr_expect_eq(sp_json_u64(x, "bytes", 0), 2ull * P2P * 8, "%s rank %d: the group's %llu bytes",
-					     door, r, (unsigned long long)sp_json_u64(x, "bytes", 0));
+				cr_expect_eq(sp_json_u64(x, "bytes", 0), 2ull * P2P * 8,
+					     "%s rank %d: the group's %llu bytes", door, r,
+					     (unsigned long long)sp_json_u64(x, "bytes", 0));
 				cr_expect_eq(hex_of(x, "comm"), 0);
 				cr_expect_eq(hex_of(x, "stream"), stream);
 				cr_expect_eq(sp_json_u64(x, "flags", 9), 0);
@@ -291,8 +297,8 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 				  "%s rank %d: %s launched through %s, not the driver's entry point", door, r,
 				  sp_json_str(x, "name"), api);
 			const struct sp_json *c = holder(d, x);
-			cr_expect(c, "%s rank %d: kernel %s at %llu inside no NCCL call", door, r, sp_json_str(x, "name"),
-				  (unsigned long long)sp_json_u64(x, "begin_ns", 0));
+			cr_expect(c, "%s rank %d: kernel %s at %llu inside no NCCL call", door, r,
+				  sp_json_str(x, "name"), (unsigned long long)sp_json_u64(x, "begin_ns", 0));
 			in_ar += c && str_eq(c, "api", "ncclAllReduce");
 			in_gend += c && str_eq(c, "api", "ncclGroupEnd");
 		}
@@ -314,20 +320,22 @@ static void expect_rank(const struct job *d, int r, const char *door, int split)
 /* No ncclGroupStart record, and one identity for the job's communicator in both ranks. */
 static void expect_job(const struct job *d, const char *door, int split)
 {
-	uint64_t id[2] = { 0, 0 };
+	uint64_t id[2] = {0, 0};
 	for (int r = 0; r < 2; r++) {
 		expect_rank(d, r, door, split);
 		int64_t pid = sp_json_i64(rank_truth(d, r), "pid", -1);
 		for (size_t i = 0; i < d->nrec; i++) {
 			const struct sp_json *x = d->rec[i];
-			if (x && of_pid(x, pid) && str_eq(x, "kind", "comm_init") && str_eq(x, "api", "ncclCommInitRank"))
+			if (x && of_pid(x, pid) && str_eq(x, "kind", "comm_init") &&
+			    str_eq(x, "api", "ncclCommInitRank"))
 				id[r] = sp_json_u64(x, "value", 0);
 		}
 	}
 	cr_expect(id[0] && id[0] == id[1], "%s: identities %llu and %llu", door, (unsigned long long)id[0],
 		  (unsigned long long)id[1]);
 	for (size_t i = 0; i < d->nrec; i++)
-		cr_expect(!(d->rec[i] && str_eq(d->rec[i], "api", "ncclGroupStart")), "%s: a ncclGroupStart record", door);
+		cr_expect(!(d->rec[i] && str_eq(d->rec[i], "api", "ncclGroupStart")), "%s: a ncclGroupStart record",
+			  door);
 }
 
 Test(nccl_capture, plt_door_records, .timeout = 180)
@@ -351,7 +359,7 @@ Test(nccl_capture, dlsym_door_records, .timeout = 180)
 Test(nccl_capture, split_identity_rank_and_size, .timeout = 180)
 {
 	struct job d;
-	const char *args[] = { "--split", NULL };
+	const char *args[] = {"--split", NULL};
 	job_run(&d, "tests/bin/nccl_dlsym", args, NULL);
 	expect_job(&d, "dlsym+split", 1);
 	job_free(&d);
@@ -366,10 +374,10 @@ Test(nccl_capture, split_identity_rank_and_size, .timeout = 180)
 Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 {
 	struct job d;
-	const char *args[] = { "--all", NULL };
+	const char *args[] = {"--all", NULL};
 	job_run(&d, "tests/bin/nccl_plt", args, NULL);
 	int64_t pid = sp_json_i64(d.truth, "pid", -1);
-	uint64_t comm[2] = { 0, 0 }, stream[2] = { 0, 0 };
+	uint64_t comm[2] = {0, 0}, stream[2] = {0, 0};
 	const struct sp_json *cs = sp_json_get(d.truth, "comms"), *ss = sp_json_get(d.truth, "streams");
 	cr_assert(cs && ss && cs->n == 2 && ss->n == 2, "truth without comms and streams");
 	for (int i = 0; i < 2; i++) {
@@ -381,10 +389,10 @@ Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 		uint64_t size;
 		int peer;
 	} want[] = {
-		{ "ncclAllReduce", 2, -1 },  { "ncclReduce", 8, 1 },	 { "ncclBroadcast", 1, 0 },
-		{ "ncclBcast", 2, 1 },	     { "ncclAllGather", 4, -1 }, { "ncclReduceScatter", 8, -1 },
+	    {"ncclAllReduce", 2, -1}, {"ncclReduce", 8, 1},	{"ncclBroadcast", 1, 0},
+	    {"ncclBcast", 2, 1},      {"ncclAllGather", 4, -1}, {"ncclReduceScatter", 8, -1},
 	};
-	size_t nw = sizeof(want) / sizeof(want[0]), seen[6][2] = { { 0 } }, inits = 0, gend = 0, fin = 0, destroy = 0,
+	size_t nw = sizeof(want) / sizeof(want[0]), seen[6][2] = {{0}}, inits = 0, gend = 0, fin = 0, destroy = 0,
 	       abort_ = 0, kernels = 0, held = 0;
 	uint64_t ident = pair_identity((uint64_t)pid, 1);
 	size_t g = 0;
@@ -398,7 +406,8 @@ Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 			cr_expect(str_eq(x, "api", "ncclCommInitAll"), "a comm_init of %s", api);
 			cr_expect(r == 0 || r == 1, "comm_init rank %d", r);
 			if (r == 0 || r == 1) {
-				cr_expect_eq(hex_of(x, "comm"), comm[r], "rank %d: handle %s", r, sp_json_str(x, "comm"));
+				cr_expect_eq(hex_of(x, "comm"), comm[r], "rank %d: handle %s", r,
+					     sp_json_str(x, "comm"));
 				cr_expect_eq(sp_json_u64(x, "device", 999), (uint64_t)r, "rank %d on device %llu", r,
 					     (unsigned long long)sp_json_u64(x, "device", 999));
 			}
@@ -468,7 +477,7 @@ Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 Test(nccl_capture, probe_without_nccl_finds_nothing, .timeout = 60)
 {
 	struct job d;
-	const char *args[] = { "--probe", NULL };
+	const char *args[] = {"--probe", NULL};
 	job_run(&d, "tests/bin/nccl_dlsym", args, NULL);
 	cr_expect_eq(sp_json_num(d.truth, "probe", 0), 1);
 	job_free(&d);
@@ -497,7 +506,7 @@ static size_t rank_kernels(const struct job *d, int r, char *names, size_t cap)
 Test(nccl_capture, off_no_records_same_kernels, .timeout = 240)
 {
 	struct job on, off;
-	const char *env_off[] = { "STEPPROF_NCCL=0", NULL };
+	const char *env_off[] = {"STEPPROF_NCCL=0", NULL};
 	job_run(&on, "tests/bin/nccl_plt", NULL, NULL);
 	job_run(&off, "tests/bin/nccl_plt", NULL, env_off);
 	size_t nrecs = 0;
@@ -508,7 +517,8 @@ Test(nccl_capture, off_no_records_same_kernels, .timeout = 240)
 	for (int r = 0; r < 2; r++) {
 		size_t na = rank_kernels(&on, r, a, sizeof(a)), nb = rank_kernels(&off, r, b, sizeof(b));
 		cr_expect_geq(na, K_ALLREDUCE + 1, "rank %d: %zu NCCL kernels with the hooks on", r, na);
-		cr_expect_eq(nb, na, "rank %d: %zu NCCL kernels with STEPPROF_NCCL=0, %zu with the hooks on", r, nb, na);
+		cr_expect_eq(nb, na, "rank %d: %zu NCCL kernels with STEPPROF_NCCL=0, %zu with the hooks on", r, nb,
+			     na);
 		cr_expect_str_eq(b, a, "rank %d: the kernels differ", r);
 	}
 	job_free(&on);

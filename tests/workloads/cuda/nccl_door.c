@@ -48,10 +48,12 @@
 
 /* ------------------------------------------------------------- NCCL */
 
-#define NCCL_LIST(X)                                                                                                  \
-	X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclAllReduce) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend)          \
-	X(ncclRecv) X(ncclCommSplit) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclReduce)        \
+/* clang-format off */
+#define NCCL_LIST(X)                                                                                                   \
+	X(ncclGetUniqueId) X(ncclCommInitRank) X(ncclAllReduce) X(ncclGroupStart) X(ncclGroupEnd) X(ncclSend)           \
+	X(ncclRecv) X(ncclCommSplit) X(ncclCommDestroy) X(ncclGetErrorString) X(ncclCommInitAll) X(ncclReduce)         \
 	X(ncclBroadcast) X(ncclBcast) X(ncclAllGather) X(ncclReduceScatter) X(ncclCommFinalize) X(ncclCommAbort)
+/* clang-format on */
 
 #ifdef NCCL_DLSYM
 #define NDECL(f) static __typeof__(&f) p_##f;
@@ -65,10 +67,10 @@ static void nccl_load(void)
 		fprintf(stderr, "nccl_door: dlopen libnccl.so.2: %s\n", dlerror());
 		exit(2);
 	}
-#define NLOAD(f)                                                                                                      \
-	if (!(p_##f = (__typeof__(&f))dlsym(h, #f))) {                                                                \
-		fprintf(stderr, "nccl_door: dlsym %s: %s\n", #f, dlerror());                                          \
-		exit(2);                                                                                              \
+#define NLOAD(f)                                                                                                       \
+	if (!(p_##f = (__typeof__(&f))dlsym(h, #f))) {                                                                 \
+		fprintf(stderr, "nccl_door: dlsym %s: %s\n", #f, dlerror());                                           \
+		exit(2);                                                                                               \
 	}
 	NCCL_LIST(NLOAD)
 #undef NLOAD
@@ -83,22 +85,22 @@ static void nccl_load(void)
 
 static int failed;
 
-#define NCHECK(what, call)                                                                                            \
-	do {                                                                                                          \
-		ncclResult_t r_ = (call);                                                                             \
-		if (r_ != ncclSuccess) {                                                                              \
-			fprintf(stderr, "nccl_door rank %d: %s: %d %s\n", rank, what, (int)r_,                        \
-				N(ncclGetErrorString)(r_));                                                           \
-			failed = 1;                                                                                   \
-		}                                                                                                     \
+#define NCHECK(what, call)                                                                                             \
+	do {                                                                                                           \
+		ncclResult_t r_ = (call);                                                                              \
+		if (r_ != ncclSuccess) {                                                                               \
+			fprintf(stderr, "nccl_door rank %d: %s: %d %s\n", rank, what, (int)r_,                         \
+				N(ncclGetErrorString)(r_));                                                            \
+			failed = 1;                                                                                    \
+		}                                                                                                      \
 	} while (0)
-#define CCHECK(what, call)                                                                                            \
-	do {                                                                                                          \
-		cudaError_t e_ = (call);                                                                              \
-		if (e_ != cudaSuccess) {                                                                              \
-			fprintf(stderr, "nccl_door rank %d: %s: cuda error %d\n", rank, what, (int)e_);               \
-			failed = 1;                                                                                   \
-		}                                                                                                     \
+#define CCHECK(what, call)                                                                                             \
+	do {                                                                                                           \
+		cudaError_t e_ = (call);                                                                               \
+		if (e_ != cudaSuccess) {                                                                               \
+			fprintf(stderr, "nccl_door rank %d: %s: cuda error %d\n", rank, what, (int)e_);                \
+			failed = 1;                                                                                    \
+		}                                                                                                      \
 	} while (0)
 
 /* ------------------------------------------------------------- a rank */
@@ -171,9 +173,9 @@ static int rank_main(int rank, struct shared *sh, const struct opts *o, const ch
 static int all_main(const struct opts *o, const char *out)
 {
 	int rank = -1, devs[NRANKS];
-	ncclComm_t c[NRANKS] = { NULL };
-	cudaStream_t s[NRANKS] = { NULL };
-	void *a[NRANKS] = { NULL }, *b[NRANKS] = { NULL };
+	ncclComm_t c[NRANKS] = {NULL};
+	cudaStream_t s[NRANKS] = {NULL};
+	void *a[NRANKS] = {NULL}, *b[NRANKS] = {NULL};
 	for (int d = 0; d < NRANKS; d++) {
 		devs[d] = d;
 		CCHECK("cudaSetDevice", cudaSetDevice(d));
@@ -187,12 +189,12 @@ static int all_main(const struct opts *o, const char *out)
 	NCHECK("ncclCommInitAll", N(ncclCommInitAll)(c, NRANKS, devs));
 	if (failed)
 		return 1;
-#define EACH(what, call)                                                                                              \
-	do {                                                                                                          \
-		NCHECK("ncclGroupStart", N(ncclGroupStart)());                                                        \
-		for (int d = 0; d < NRANKS; d++)                                                                      \
-			NCHECK(what, call);                                                                           \
-		NCHECK("ncclGroupEnd", N(ncclGroupEnd)());                                                            \
+#define EACH(what, call)                                                                                               \
+	do {                                                                                                           \
+		NCHECK("ncclGroupStart", N(ncclGroupStart)());                                                         \
+		for (int d = 0; d < NRANKS; d++)                                                                       \
+			NCHECK(what, call);                                                                            \
+		NCHECK("ncclGroupEnd", N(ncclGroupEnd)());                                                             \
 	} while (0)
 	size_t n = o->count;
 	EACH("ncclAllReduce", N(ncclAllReduce)(a[d], a[d], n, ncclFloat16, ncclSum, c[d], s[d]));
@@ -211,7 +213,9 @@ static int all_main(const struct opts *o, const char *out)
 	FILE *f = fopen(out, "w");
 	if (!f)
 		return 1;
-	fprintf(f, "{\"all\":1,\"count\":%zu,\"pid\":%d,\"comms\":[\"0x%llx\",\"0x%llx\"],\"streams\":[\"0x%llx\",\"0x%llx\"]}\n",
+	fprintf(f,
+		"{\"all\":1,\"count\":%zu,\"pid\":%d,\"comms\":[\"0x%llx\",\"0x%llx\"],\"streams\":[\"0x%llx\",\"0x%"
+		"llx\"]}\n",
 		n, (int)getpid(), (unsigned long long)(uintptr_t)c[0], (unsigned long long)(uintptr_t)c[1],
 		(unsigned long long)(uintptr_t)s[0], (unsigned long long)(uintptr_t)s[1]);
 	fclose(f);
@@ -224,7 +228,7 @@ int main(int argc, char **argv)
 {
 	const char *truth = NULL;
 	int all = 0, probe = 0;
-	struct opts o = { .k = 4, .count = 1 << 16, .p2p = 1 << 12, .split = 0 };
+	struct opts o = {.k = 4, .count = 1 << 16, .p2p = 1 << 12, .split = 0};
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--truth") && i + 1 < argc)
 			truth = argv[++i];
@@ -241,7 +245,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--probe"))
 			probe = 1;
 		else {
-			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all | --probe]\n");
+			fprintf(stderr, "usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all "
+					"| --probe]\n");
 			return 2;
 		}
 	}
