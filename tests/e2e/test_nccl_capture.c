@@ -473,13 +473,27 @@ Test(nccl_capture, init_all_every_collective_finalize_abort, .timeout = 180)
 	job_free(&d);
 }
 
-/* The dlsym door hides libstepprof.so's own NCCL exports from a program probing for NCCL. */
-Test(nccl_capture, probe_without_nccl_finds_nothing, .timeout = 60)
+/*
+ * Without NCCL: the dlsym door hides libstepprof.so's own NCCL exports from a
+ * program probing for NCCL (the program's exit status); a wrapper reached all
+ * the same (a weak reference bound to it) finds no real function and returns
+ * ncclInternalError (3), errno untouched, and records nothing.
+ */
+Test(nccl_capture, without_nccl_probe_finds_nothing_and_wrappers_fail_cleanly, .timeout = 60)
 {
 	struct job d;
 	const char *args[] = {"--probe", NULL};
 	job_run(&d, "tests/bin/nccl_dlsym", args, NULL);
 	cr_expect_eq(sp_json_num(d.truth, "probe", 0), 1);
+	cr_assert_eq(sp_json_num(d.truth, "weak", 0), 1, "the weak references were not bound to libstepprof.so");
+	cr_expect_eq(sp_json_num(d.truth, "all_reduce", -1), 3, "ncclAllReduce without NCCL gave %g",
+		     sp_json_num(d.truth, "all_reduce", -1));
+	cr_expect_eq(sp_json_num(d.truth, "group_start", -1), 3, "ncclGroupStart without NCCL gave %g",
+		     sp_json_num(d.truth, "group_start", -1));
+	cr_expect_eq(sp_json_num(d.truth, "errno", -1), 4242, "errno %g", sp_json_num(d.truth, "errno", -1));
+	for (size_t i = 0; i < d.nrec; i++)
+		cr_expect(!(d.rec[i] && (str_eq(d.rec[i], "kind", "comm") || str_eq(d.rec[i], "kind", "comm_init"))),
+			  "a record of %s without NCCL", sp_json_str(d.rec[i], "api"));
 	job_free(&d);
 }
 

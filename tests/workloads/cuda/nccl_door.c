@@ -24,7 +24,10 @@
  *
  * --probe (nccl_dlsym): before loading NCCL, dlsym(RTLD_DEFAULT, "ncclAllReduce")
  * and dlsym(RTLD_NEXT, "ncclAllReduce") must find nothing, as in a process
- * without NCCL; truth {"probe":1}, exit status 1 when either found something.
+ * without NCCL (exit status 1 when either found something); then, when the weak
+ * references to ncclAllReduce and ncclGroupStart are bound (to an interposer's
+ * definitions: there is no NCCL), both are called with errno 4242. Truth:
+ *   {"probe":1,"weak":0|1,"all_reduce":RESULT,"group_start":RESULT,"errno":E}
  *
  * usage: nccl_door --truth FILE [--k K] [--count N] [--p2p M] [--split | --all | --probe]
  * Ground truth, one JSON line in FILE (written by the parent after the ranks):
@@ -34,6 +37,7 @@
  */
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,6 +80,9 @@ static void nccl_load(void)
 #undef NLOAD
 }
 #define N(f) p_##f
+/* --probe: bound only when something defines them (no NCCL is linked) */
+#pragma weak ncclAllReduce
+#pragma weak ncclGroupStart
 #else
 static void nccl_load(void)
 {
@@ -258,10 +265,21 @@ int main(int argc, char **argv)
 		void *d = dlsym(RTLD_DEFAULT, "ncclAllReduce"), *n = dlsym(RTLD_NEXT, "ncclAllReduce");
 		if (d || n)
 			fprintf(stderr, "nccl_door: NCCL not loaded, yet RTLD_DEFAULT found %p, RTLD_NEXT %p\n", d, n);
+		int weak = 0, ar = -1, gs = -1, e = 0;
+#ifdef NCCL_DLSYM
+		if (ncclAllReduce && ncclGroupStart) {
+			weak = 1;
+			errno = 4242;
+			ar = ncclAllReduce(NULL, NULL, 1, ncclFloat32, ncclSum, NULL, NULL);
+			gs = ncclGroupStart();
+			e = errno;
+		}
+#endif
 		FILE *f = fopen(truth, "w");
 		if (!f)
 			return 1;
-		fprintf(f, "{\"probe\":1}\n");
+		fprintf(f, "{\"probe\":1,\"weak\":%d,\"all_reduce\":%d,\"group_start\":%d,\"errno\":%d}\n", weak, ar,
+			gs, e);
 		fclose(f);
 		return d || n;
 	}
