@@ -4,7 +4,7 @@
  * Divided into:
  *   1. the real functions: NCCL is never linked; each wrapper's real function
  *      is looked up once (RTLD_NEXT, or what the dlsym door found for the
- *      program's own handle) and cached; the helpers asked after a split
+ *      program's own handle) and cached; the functions asked after a split
  *      (ncclCommCount, ncclCommUserRank) come from the object that defines
  *      the real function;
  *   2. communicator identities: FNV-1a of the ncclUniqueId (of the parent's
@@ -84,7 +84,7 @@ void *sp_nccl_adopt(int i, void *real)
  * object that defines near (a real NCCL function), which a program that opened
  * NCCL RTLD_LOCAL reaches by no other way, else after us. Once per name.
  */
-static void *helper(void **slot, const char *name, const void *near)
+static void *nccl_lookup_near(void **slot, const char *name, const void *near)
 {
 	void *p = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (p)
@@ -319,9 +319,9 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 	int rank = -1, n = 0;
 	if (c) {
 		ncclResult_t (*count)(const ncclComm_t, int *) =
-		    (ncclResult_t(*)(const ncclComm_t, int *))helper(&h_count, "ncclCommCount", real);
+		    (ncclResult_t(*)(const ncclComm_t, int *))nccl_lookup_near(&h_count, "ncclCommCount", real);
 		ncclResult_t (*urank)(const ncclComm_t, int *) =
-		    (ncclResult_t(*)(const ncclComm_t, int *))helper(&h_user_rank, "ncclCommUserRank", real);
+		    (ncclResult_t(*)(const ncclComm_t, int *))nccl_lookup_near(&h_user_rank, "ncclCommUserRank", real);
 		t_depth++;
 		if (!count || count((ncclComm_t)c, &n) != ncclSuccess)
 			n = 0;

@@ -6,7 +6,7 @@
  * process's `stepprof dump --json` with what the program did (its truth:
  * pids, streams, handles, the ncclUniqueId's bytes).
  *
- *   1. helpers: run the job, read its traces, FNV-1a of the unique id
+ *   1. the job: run it, read its traces, FNV-1a of the unique id
  *   2. the records of each rank through each door (PLT, dlsym by handle)
  *   3. a split communicator's identity; ncclCommInitAll and every collective
  *      in one process (--all)
@@ -22,7 +22,7 @@
 
 #include "testlib.h"
 
-/* ---------------------------------------------------------- 1. helpers */
+/* ---------------------------------------------------------- 1. the job */
 
 #define K_ALLREDUCE 5
 #define COUNT	    65536 /* float32 */
