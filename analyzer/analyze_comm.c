@@ -24,9 +24,19 @@
 #include "analyze_int.h"
 #include "hashmap.h"
 
+#define RECENT 32 /* launches a thread keeps until the NCCL call around them is read */
+
 struct cthr {		   /* a thread's current NCCL call */
 	uint64_t end_ns;   /* the call's end; launches begun before it are its */
 	int64_t unit;	   /* its unit, -1 none */
+	/*
+	 * Its last launches: a wrapper writes its record when the call returns, after
+	 * those of the launches made inside, and a file's records come in the order
+	 * written; the call claims them when it is read.
+	 */
+	uint64_t recent_b[RECENT];
+	uint32_t recent_op[RECENT];
+	unsigned nrecent;
 	uint64_t group_comm; /* the first collective's communicator of the open group, 0 none */
 	uint32_t ngrouped;   /* grouped calls since the last group end */
 };
@@ -162,13 +172,29 @@ static int on_record(struct cstate *s, const struct sp_event *e, int file)
 			return -1;
 		t->unit = u;
 		t->end_ns = e->end_ns;
+		for (unsigned k = 0; u >= 0 && k < t->nrecent && k < RECENT; k++) {
+			if (t->recent_b[k] < e->begin_ns || t->recent_b[k] >= e->end_ns)
+				continue;
+			union hashmap_val *v = hashmap_slot(&s->ops, pid_key(e->pid, t->recent_op[k]), true);
+			if (!v)
+				return -1;
+			v->u = (uint64_t)u + 1;
+		}
+		t->nrecent = 0;
 		return 0;
 	}
 	case SP_K_LAUNCH: {
-		union hashmap_val *tv = hashmap_find(&s->thr, pid_key(e->pid, (uint32_t)e->tid));
-		struct cthr *t = tv ? tv->p : NULL;
-		if (!t || t->unit < 0 || e->begin_ns >= t->end_ns || !e->f[SP_F_OP])
+		if (!e->f[SP_F_OP])
 			return 0;
+		struct cthr *t = thr_of(s, e->pid, e->tid);
+		if (!t)
+			return -1;
+		if (t->unit < 0 || e->begin_ns >= t->end_ns) {
+			t->recent_b[t->nrecent % RECENT] = e->begin_ns;
+			t->recent_op[t->nrecent % RECENT] = (uint32_t)e->f[SP_F_OP];
+			t->nrecent++;
+			return 0;
+		}
 		union hashmap_val *v = hashmap_slot(&s->ops, pid_key(e->pid, e->f[SP_F_OP]), true);
 		if (!v)
 			return -1;

@@ -118,6 +118,14 @@ static inline int sp_gpu_sample(uint64_t key)
 }
 /* The launch argument of sp_gpu_begin_slow for a launch that sp_gpu_begin chose to sample (keys are odd). */
 #define SP_LAUNCH_SAMPLED 2u
+/*
+ * ... and for a launch made inside an NCCL call (hook_nccl.c): timed whatever
+ * the policy but off. Its duration is the wait for the other ranks, which no
+ * model learns from samples, and its GPU start and end are the straggler
+ * analysis's arrival and the hosts' clock alignment (docs/definitions.md).
+ */
+#define SP_LAUNCH_NCCL 4u
+SP_HIDDEN extern __thread int sp_nccl_depth __attribute__((tls_model("initial-exec")));
 
 static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch)
 {
@@ -126,7 +134,9 @@ static inline void sp_gpu_begin(struct sp_gtim *t, uint64_t s, int ptds, uint64_
 		unsigned k = __atomic_load_n(&sp_gpu_ktiming, __ATOMIC_RELAXED);
 		if (!k)
 			return;
-		if (k == SP_KT_AUTO) { /* the common case of the default policy: decided here, no call */
+		if (__builtin_expect(sp_nccl_depth, 0))
+			launch = SP_LAUNCH_NCCL;
+		else if (k == SP_KT_AUTO) { /* the common case of the default policy: decided here, no call */
 			if (!sp_gpu_sample(launch))
 				return;
 			launch = SP_LAUNCH_SAMPLED;

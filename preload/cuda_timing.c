@@ -394,14 +394,14 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch)
 	 * that the analyzer learns the kernel's duration from it (a chained
 	 * launch on an idle stream has no begin of its own: "Samples").
 	 */
-	int sample = launch == SP_LAUNCH_SAMPLED;
+	int sample = launch == SP_LAUNCH_SAMPLED || launch == SP_LAUNCH_NCCL;
 	if (launch && !sample) {
 		sample = sp_gpu_sample(launch);
 		if (k == SP_KT_AUTO && !sample)
 			return; /* auto: no chain to break, a sample never chains */
 	}
 	CUstream st = map_stream(s, ptds);
-	if (k > 1 && k != SP_KT_AUTO && (t_launches++ % k) != 0) {
+	if (k > 1 && k != SP_KT_AUTO && launch != SP_LAUNCH_NCCL && (t_launches++ % k) != 0) {
 		stream_break(st); /* an untimed launch on st: the next one there needs its begin event */
 		return;
 	}

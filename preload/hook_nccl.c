@@ -186,8 +186,12 @@ static uint64_t id_get(const void *comm)
 
 /* ------------------------------------------------------ 3. the wrappers */
 
-/* NCCL calls made inside one of ours (the library's own): passed through */
-static __thread int t_depth __attribute__((tls_model("initial-exec")));
+/*
+ * NCCL calls made inside one of ours (the library's own): passed through. Also
+ * read by the GPU timing (cuda_gpu.h): the kernels launched inside are timed.
+ */
+__thread int sp_nccl_depth __attribute__((tls_model("initial-exec")));
+#define t_depth sp_nccl_depth
 /* ncclGroupStart/End depth of the program's calls, and the open group's sums */
 static __thread int t_group __attribute__((tls_model("initial-exec")));
 static __thread uint32_t t_gops __attribute__((tls_model("initial-exec")));
