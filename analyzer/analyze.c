@@ -23,11 +23,10 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 /* ------------------------------------------------ 1. names and options */
 
@@ -752,90 +751,87 @@ static int rank_one(struct an_source *src, struct an_analysis *a, const struct a
 }
 
 /*
- * --jobs N: the ranks' analyses in up to N child processes at a time, each
- * writing its row to a pipe (a row is far below PIPE_BUF: one write, never
- * blocked). A child holds one analysis; the parent only the rows.
+ * --jobs N: the ranks' analyses in N threads, each with its own clone of the
+ * source (its readers: only the files of the rank it analyses) and its own
+ * tables, taking the next rank as it finishes one. Memory: N analyses, not
+ * one per rank.
  */
-static int ranks_parallel(struct an_source *src, struct an_analysis *a, const size_t *todo, size_t ntodo,
-			  uint8_t *keep, char *err, size_t errlen)
+struct rjobs {
+	struct an_source *src;
+	struct an_analysis *a;
+	const size_t *todo;
+	size_t ntodo;
+	struct an_rank *rows;
+	int *ok;
+	size_t next; /* atomic */
+	int failed;  /* atomic: stop taking ranks */
+	char err[256];
+	pthread_mutex_t err_lock; /* the first failure's message */
+};
+
+static void *rjob_main(void *arg)
 {
-	struct kid {
-		pid_t pid;
-		int fd;
-	} *kid = calloc((size_t)a->opt.jobs, sizeof(*kid));
-	if (!kid) {
+	struct rjobs *j = arg;
+	struct an_source src;
+	char err[256];
+	void *ctx = j->src->clone(j->src->ctx, &src);
+	uint8_t *keep = ctx ? malloc(src.nfiles + 1) : NULL;
+	int rc = ctx && keep ? 0 : -1;
+	if (rc)
+		snprintf(err, sizeof(err), "out of memory");
+	while (!rc && !__atomic_load_n(&j->failed, __ATOMIC_RELAXED)) {
+		size_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		if (i >= j->ntodo)
+			break;
+		rc = rank_one(&src, j->a, &j->a->procs[j->todo[i]], keep, &j->rows[i], err, sizeof(err));
+		j->ok[i] = !rc;
+	}
+	if (rc && !__atomic_exchange_n(&j->failed, 1, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&j->err_lock);
+		snprintf(j->err, sizeof(j->err), "%s", err);
+		pthread_mutex_unlock(&j->err_lock);
+	}
+	free(keep);
+	if (ctx)
+		src.close(ctx);
+	an_scratch_free();
+	return NULL;
+}
+
+static int ranks_parallel(struct an_source *src, struct an_analysis *a, const size_t *todo, size_t ntodo, char *err,
+			  size_t errlen)
+{
+	size_t nth = (size_t)a->opt.jobs < ntodo ? (size_t)a->opt.jobs : ntodo;
+	struct rjobs j = {.src = src, .a = a, .todo = todo, .ntodo = ntodo};
+	pthread_t *th = calloc(nth, sizeof(*th));
+	j.rows = calloc(ntodo, sizeof(*j.rows));
+	j.ok = calloc(ntodo, sizeof(*j.ok));
+	if (!th || !j.rows || !j.ok) {
+		free(th);
+		free(j.rows);
+		free(j.ok);
 		snprintf(err, errlen, "out of memory");
 		return -1;
 	}
-	size_t next = 0, running = 0;
-	int rc = 0;
-	fflush(NULL);
-	while ((next < ntodo && !rc) || running) {
-		while (next < ntodo && !rc && running < (size_t)a->opt.jobs) {
-			int fds[2];
-			if (pipe(fds)) {
-				snprintf(err, errlen, "--jobs: pipe: %s", strerror(errno));
-				rc = -1;
-				break;
-			}
-			pid_t pid = fork();
-			if (pid < 0) {
-				snprintf(err, errlen, "--jobs: fork: %s", strerror(errno));
-				close(fds[0]);
-				close(fds[1]);
-				rc = -1;
-				break;
-			}
-			if (pid == 0) {
-				close(fds[0]);
-				struct an_rank r;
-				char e[256];
-				int ok = !rank_one(src, a, &a->procs[todo[next]], keep, &r, e, sizeof(e));
-				ssize_t w = ok ? write(fds[1], &r, sizeof(r)) : write(fds[1], e, strlen(e) + 1);
-				_exit(ok && w == (ssize_t)sizeof(r) ? 0 : 1);
-			}
-			close(fds[1]);
-			size_t k = 0;
-			while (kid[k].pid)
-				k++;
-			kid[k].pid = pid;
-			kid[k].fd = fds[0];
-			running++;
-			next++;
-		}
-		if (!running)
+	pthread_mutex_init(&j.err_lock, NULL);
+	size_t started = 0;
+	for (; started < nth; started++)
+		if (pthread_create(&th[started], NULL, rjob_main, &j))
 			break;
-		int st;
-		pid_t done = wait(&st);
-		if (done < 0) {
-			if (errno == EINTR)
-				continue;
-			snprintf(err, errlen, "--jobs: wait: %s", strerror(errno));
-			rc = -1;
-			break;
-		}
-		for (long k = 0; k < a->opt.jobs; k++) {
-			if (kid[k].pid != done)
-				continue;
-			struct an_rank r;
-			char buf[sizeof(r) + 256];
-			ssize_t got = 0, g;
-			while ((g = read(kid[k].fd, buf + got, sizeof(buf) - (size_t)got)) > 0)
-				got += g;
-			close(kid[k].fd);
-			kid[k].pid = 0;
-			running--;
-			if (WIFEXITED(st) && !WEXITSTATUS(st) && got == (ssize_t)sizeof(r)) {
-				memcpy(&r, buf, sizeof(r));
-				a->ranks[a->nranks++] = r;
-			} else if (!rc) {
-				buf[got > 0 ? (size_t)got < sizeof(buf) ? (size_t)got : sizeof(buf) - 1 : 0] = 0;
-				snprintf(err, errlen, "%s", got > 0 ? buf : "--jobs: a rank's analysis died");
-				rc = -1;
-			}
-		}
-	}
-	free(kid);
+	if (!started) /* no thread at all: in turn, here */
+		rjob_main(&j);
+	for (size_t t = 0; t < started; t++)
+		pthread_join(th[t], NULL);
+	int rc = j.failed ? -1 : 0;
+	if (rc)
+		snprintf(err, errlen, "%s", j.err);
+	for (size_t i = 0; i < ntodo && !rc; i++)
+		if (j.ok[i])
+			a->ranks[a->nranks++] = j.rows[i];
+	pthread_mutex_destroy(&j.err_lock);
+	free(th);
+	free(j.rows);
+	free(j.ok);
 	return rc;
 }
 
@@ -870,8 +866,8 @@ static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, siz
 		}
 	}
 	int rc = 0;
-	if (a->opt.jobs > 1 && ntodo > 1)
-		rc = ranks_parallel(src, a, todo, ntodo, keep, err, errlen);
+	if (a->opt.jobs > 1 && ntodo > 1 && src->clone)
+		rc = ranks_parallel(src, a, todo, ntodo, err, errlen);
 	else
 		for (size_t i = 0; i < ntodo && !rc; i++) {
 			rc = rank_one(src, a, &a->procs[todo[i]], keep, &a->ranks[a->nranks], err, errlen);

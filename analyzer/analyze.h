@@ -56,6 +56,13 @@ struct an_source {
 	 * The per-rank passes leave out the other ranks' files.
 	 */
 	void (*restrict_files)(void *ctx, const uint8_t *keep);
+	/*
+	 * Optional: a new source over the same files into *out, independent of this
+	 * one (another thread may read it while this one is read), its context
+	 * returned (NULL when out of memory) and freed by out->close.
+	 */
+	void *(*clone)(void *ctx, struct an_source *out);
+	void (*close)(void *ctx);
 };
 
 /* An in-memory source (unit tests): events in the order given, one file. */
@@ -112,7 +119,7 @@ struct an_options {
 	int32_t pid;
 	/* Set by the per-rank passes: do not compute the ranks[] of a sub-analysis. */
 	int no_ranks;
-	/* The per-rank analyses in up to this many child processes at a time (--jobs; <= 1: in turn, here). */
+	/* The per-rank analyses in up to this many threads (--jobs; <= 1: in turn, in this one). */
 	long jobs;
 };
 void an_options_init(struct an_options *o);

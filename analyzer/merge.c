@@ -128,6 +128,8 @@ static int open_all(struct merge *m)
 			sp_reader_close(m->f[i].r);
 			m->f[i].r = NULL;
 		}
+		if (m->f[i].off)
+			continue; /* left out: no reader, its memory neither (the per-rank passes) */
 		if (sp_reader_open(m->f[i].path, &m->f[i].r, err, sizeof(err))) {
 			ok = 0;
 			continue;
@@ -379,6 +381,41 @@ static void m_restrict(void *ctx, const uint8_t *keep)
 		m->f[i].off = keep && !keep[i];
 }
 
+/*
+ * A merge of the same files, independent of m (for another thread): paths,
+ * headers and pid offsets copied, no reader open until its first rewind.
+ */
+static void *m_clone(void *ctx, struct an_source *out)
+{
+	const struct merge *m = ctx;
+	struct merge *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->n = m->n;
+	c->f = calloc(m->n ? m->n : 1, sizeof(*c->f));
+	c->heap = calloc(m->n ? m->n : 1, sizeof(*c->heap));
+	if (!c->f || !c->heap) {
+		merge_close(c);
+		return NULL;
+	}
+	for (size_t i = 0; i < m->n; i++) {
+		c->f[i].hdr = m->f[i].hdr;
+		c->f[i].pid_off = m->f[i].pid_off;
+		c->f[i].st = m->f[i].st;
+		if (!(c->f[i].path = strdup(m->f[i].path))) {
+			merge_close(c);
+			return NULL;
+		}
+	}
+	merge_source(c, out);
+	return c;
+}
+
+static void m_close(void *ctx)
+{
+	merge_close(ctx);
+}
+
 void merge_source(struct merge *m, struct an_source *src)
 {
 	src->ctx = m;
@@ -389,6 +426,8 @@ void merge_source(struct merge *m, struct an_source *src)
 	src->header = m_header;
 	src->scan = m_scan;
 	src->restrict_files = m_restrict;
+	src->clone = m_clone;
+	src->close = m_close;
 }
 
 int merge_report_damage(struct merge *m)
