@@ -804,7 +804,8 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
 void *simgpu_kernel_of(const void *fn);
 
 static const struct simgpu_export_table export_table = {sizeof(export_table), simgpu_register_kernel,
-							 simgpu_kernel_of, simgpu_globaltimer_ns};
+							 simgpu_kernel_of, simgpu_globaltimer_ns,
+							 simgpu_kernel_end_at};
 
 /* One documented table: SIMGPU_EXPORT_TABLE_ID (simgpu.h). Anything else is refused
  * with CUDA_ERROR_INVALID_VALUE, so a caller can tell a pass-through from a forgery. */

@@ -488,6 +488,13 @@ static int waitval_ready(struct sim_op *op)
 /* While this worker runs a kernel: how far its timeline is behind the host's clock. */
 static __thread uint64_t kernel_lag_ns;
 static __thread int in_kernel;
+static __thread uint64_t kernel_end_ns; /* simgpu_kernel_end_at, 0: the time the function takes */
+
+void simgpu_kernel_end_at(uint64_t t)
+{
+	if (in_kernel)
+		kernel_end_ns = t;
+}
 
 uint64_t simgpu_globaltimer_ns(void)
 {
@@ -506,9 +513,12 @@ static uint64_t op_run(struct sim_op *op, uint64_t start)
 		return body_memset(op, start);
 	case OP_KERNEL:
 		kernel_lag_ns = t0 > start ? t0 - start : 0;
+		kernel_end_ns = 0;
 		in_kernel = 1;
 		op->u.kern.fn(op->u.kern.args);
 		in_kernel = 0;
+		if (kernel_end_ns)
+			return kernel_end_ns > start ? kernel_end_ns : start;
 		return start + (sim_now_ns() - t0);
 	case OP_HOST:
 		if (op->u.host.cb)

@@ -484,13 +484,20 @@ static void run_batch(void **args, const char *name)
 	for (int i = 0; i < b->n; i++)
 		if (b->ops[i].done > 0 && b->ops[i].ready > ready)
 			ready = b->ops[i].ready;
+	/*
+	 * On the timeline the kernel ends at ready + ns on every rank alike, however
+	 * late each worker thread woke (kernel_end_at); not before that on the host's
+	 * clock either.
+	 */
 	uint64_t ns = (uint64_t)((double)bytes / sn_gbps); /* GB/s = bytes per ns */
+	uint64_t end = ready + ns;
 	if (ns) {
-		uint64_t end = ready + ns;
 		struct timespec ts = {(time_t)(end / 1000000000ull), (long)(end % 1000000000ull)};
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 	}
+	if (sn_drv.kernel_end_at && b->n && b->ops[0].done > 0)
+		sn_drv.kernel_end_at(end > b->begin ? end : b->begin);
 	for (int i = 0; i < b->n; i++) {
 		struct ncclComm *c = b->ops[i].comm;
 		if (atomic_fetch_sub(&c->pending, 1) == 1)

@@ -112,7 +112,10 @@ static void init_driver(void)
 		return;
 	}
 	sn_drv.register_kernel = ((const struct simgpu_export_table *)tab)->register_kernel;
-	sn_drv.globaltimer_ns = ((const struct simgpu_export_table *)tab)->globaltimer_ns;
+	const struct simgpu_export_table *et = tab;
+	sn_drv.globaltimer_ns = et->globaltimer_ns;
+	if (et->size >= offsetof(struct simgpu_export_table, kernel_end_at) + sizeof(et->kernel_end_at))
+		sn_drv.kernel_end_at = et->kernel_end_at;
 	if (!sn_drv.globaltimer_ns)
 		sn_drv.globaltimer_ns = sn_now;
 	init_result = sn_register_kernels();

@@ -73,6 +73,7 @@ struct sn_drv {
 	CUresult (*cuGetExportTable)(const void **, const CUuuid *);
 	int (*register_kernel)(const void *fn, const char *name, int nargs, const size_t *argsizes);
 	uint64_t (*globaltimer_ns)(void); /* the GPU's clock: in a kernel, its stream's timeline */
+	void (*kernel_end_at)(uint64_t t); /* a kernel's end on the timeline (NULL: the time it takes) */
 };
 extern struct sn_drv sn_drv;
 extern double sn_gbps;

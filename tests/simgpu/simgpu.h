@@ -42,6 +42,18 @@ int simgpu_register_kernel(const void *fn, const char *name, int nargs, const si
  */
 uint64_t simgpu_globaltimer_ns(void);
 
+/*
+ * Inside a kernel: its end on the stream's timeline is t (CLOCK_MONOTONIC ns, not
+ * before its start), whenever its worker thread returns, as a copy lasts exactly
+ * bytes / bandwidth there. For a kernel whose GPU time is a model rather than the
+ * time its host function takes: the simulated NCCL's collectives, which end on
+ * every rank together, bytes / bandwidth after the last rank arrived, as NCCL's
+ * kernels leave a ring within microseconds. The kernel must not return before t
+ * on the host's clock (the timeline is never ahead of real time). Elsewhere:
+ * nothing.
+ */
+void simgpu_kernel_end_at(uint64_t t);
+
 /* The id of the driver's export table (cuGetExportTable) that holds the registration:
  * struct simgpu_export_table below. Any other id gives CUDA_ERROR_INVALID_VALUE. */
 #define SIMGPU_EXPORT_TABLE_ID                                                                                         \
@@ -55,6 +67,7 @@ struct simgpu_export_table {
 	/* the CUkernel of a host function, what NVIDIA's runtime gets from cuLibraryGetKernel; NULL: none left */
 	void *(*kernel_of)(const void *fn);
 	uint64_t (*globaltimer_ns)(void); /* simgpu_globaltimer_ns */
+	void (*kernel_end_at)(uint64_t t); /* simgpu_kernel_end_at (absent from a table of a smaller size) */
 };
 
 #ifdef __cplusplus

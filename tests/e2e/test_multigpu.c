@@ -1,0 +1,405 @@
+/*
+ * test_multigpu.c - multi-GPU jobs end to end: the synthetic trainer with
+ * --ranks N (ranks as forked processes, an all-reduce per step through the
+ * simulated NCCL) under the preload, then the analyzer's straggler table,
+ * straggler_rank, the alignment of two "hosts" whose traces are given a known
+ * clock offset, the rank summaries combined by `stepprof merge`, and --jobs.
+ *
+ * The truth is what the workload was told to do: rank K's input is 5 ms longer
+ * each step (--slow-rank K --slow-us 5000); the hosts' offset is the one this
+ * test writes into the trace headers (a test-only edit: host name and
+ * CLOCK_REALTIME of the header's clock pair, as another machine's would be).
+ */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "stepprof/trace.h"
+#include "testlib.h"
+#include "trainerlib.h"
+
+TestSuite(multigpu, .fini = sp_t_remove_cur_dir);
+
+#define SLOW_US 5000
+#define ITERS	"40"
+
+/* trainer --ranks 4 ... into <cur>/<sub>: the trace directory (malloc'd) */
+static char *run_job(const char *sub, int slow)
+{
+	if (!sp_t_cur_dir)
+		sp_t_cur_dir = sp_t_tmpdir("multigpu");
+	char *tdir = malloc(strlen(sp_t_cur_dir) + strlen(sub) + 2);
+	sprintf(tdir, "%s/%s", sp_t_cur_dir, sub);
+	char *args_slow[] = {"--ranks", "4", "--iters", ITERS, "--kernels", "2", "--kernel-us", "2000", "--allreduce-bytes",
+			     "1M", "--slow-rank", "2", "--slow-us", "5000", NULL};
+	if (!slow)
+		args_slow[10] = NULL;
+	struct sp_t_result r;
+	sp_t_run_trainer(&r, tdir, args_slow);
+	struct sp_json **lines;
+	size_t n = sp_json_parse_lines(r.out, &lines);
+	cr_assert_eq(n, 4, "the trainer printed %zu truth lines, not 4:\n%s", n, r.out);
+	sp_json_free_lines(lines, n);
+	sp_t_result_free(&r);
+	return tdir;
+}
+
+/* stepprof VERB args... (NULL-terminated): exit 0 asserted, stdout returned (malloc'd); RSS in *rss_kb */
+static char *stepprof(long *rss_kb, const char *verb, ...)
+{
+	char *argv[32];
+	int k = 0;
+	argv[k++] = (char *)sp_t_build("bin/stepprof");
+	argv[k++] = (char *)verb;
+	va_list ap;
+	va_start(ap, verb);
+	const char *a;
+	while ((a = va_arg(ap, const char *)) && k < 31)
+		argv[k++] = (char *)a;
+	va_end(ap);
+	argv[k] = NULL;
+	struct sp_t_result r;
+	sp_t_run(&r, argv, NULL, NULL, 120);
+	cr_assert_eq(r.status, 0, "stepprof %s: exit %d: %s", verb, r.status, r.err);
+	if (rss_kb)
+		*rss_kb = r.maxrss_kb;
+	char *out = strdup(r.out ? r.out : "");
+	sp_t_result_free(&r);
+	return out;
+}
+
+static struct sp_json *parse(char *text)
+{
+	struct sp_json *j = sp_json_parse(text);
+	cr_assert_not_null(j, "not JSON: %.400s", text);
+	free(text);
+	return j;
+}
+
+static const struct sp_json *finding(const struct sp_json *an, const char *kind, int rank)
+{
+	const struct sp_json *f = sp_json_get(an, "findings");
+	for (size_t i = 0; f && i < f->n; i++) {
+		const struct sp_json *x = sp_json_at(f, i);
+		const char *k = sp_json_str(x, "kind");
+		if (k && !strcmp(k, kind) && (rank < 0 || sp_json_num(x, "evidence.rank", -1) == rank))
+			return x;
+	}
+	return NULL;
+}
+
+static const struct sp_json *straggler_row(const struct sp_json *an, int rank)
+{
+	const struct sp_json *rs = sp_json_path(an, "stragglers.ranks");
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (sp_json_num(sp_json_at(rs, i), "rank", -2) == rank)
+			return sp_json_at(rs, i);
+	return NULL;
+}
+
+static const struct sp_json *rank_row(const struct sp_json *an, int rank)
+{
+	const struct sp_json *rs = sp_json_get(an, "ranks");
+	for (size_t i = 0; rs && i < rs->n; i++)
+		if (sp_json_num(sp_json_at(rs, i), "rank", -2) == rank)
+			return sp_json_at(rs, i);
+	return NULL;
+}
+
+Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
+{
+	char *tdir = run_job("slow", 1);
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40, "collectives matched");
+	cr_expect_eq(sp_json_u64(an, "stragglers.gpu_timed", 0), 40, "arrivals from the kernels' GPU starts");
+	const struct sp_json *r = straggler_row(an, 2);
+	cr_assert_not_null(r, "no straggler row for rank 2");
+	double last = sp_json_num(r, "last_share", 0), late = sp_json_num(r, "lateness_ns_mean", 0);
+	sp_t_note("multigpu: rank 2 last in %.0f%% of the all-reduces, by %.3f ms (mean), %.3f ms (p95)", 100 * last,
+		  late / 1e6, sp_json_num(r, "lateness_ns_p95", 0) / 1e6);
+	cr_expect_geq(last, 0.9, "rank 2 last in %.2f of the collectives", last);
+	cr_expect(late >= 0.9 * SLOW_US * 1000 && late <= 1.1 * SLOW_US * 1000, "lateness %.0f ns, want 5 ms +-10%%",
+		  late);
+	for (int k = 0; k < 4; k++)
+		if (k != 2)
+			cr_expect_lt(sp_json_num(straggler_row(an, k), "last_share", 1), 0.1, "rank %d last too often", k);
+	const struct sp_json *f = finding(an, "straggler_rank", 2);
+	cr_expect_not_null(f, "straggler_rank did not name rank 2");
+	cr_expect_null(finding(an, "straggler_rank", 0), "straggler_rank named rank 0");
+	/* its own breakdown says why: input, and more of it than any other rank's */
+	const struct sp_json *r2 = rank_row(an, 2);
+	double in2 = sp_json_num(r2, "breakdown_fraction.input", 0);
+	cr_expect_geq(in2, 0.15, "rank 2's input share %.3f", in2);
+	for (int k = 0; k < 4; k++)
+		if (k != 2)
+			cr_expect_lt(sp_json_num(rank_row(an, k), "breakdown_fraction.input", 1), in2 / 3);
+	sp_json_free(an);
+	free(tdir);
+}
+
+Test(multigpu, without_a_slow_rank_no_straggler, .timeout = 300)
+{
+	char *tdir = run_job("even", 0);
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40);
+	for (int k = 0; k < 4; k++) {
+		const struct sp_json *r = straggler_row(an, k);
+		cr_assert_not_null(r);
+		cr_expect_lt(sp_json_num(r, "last_share", 1), 0.9, "rank %d last in %.2f", k,
+			     sp_json_num(r, "last_share", 1));
+	}
+	cr_expect_null(finding(an, "straggler_rank", -1), "straggler_rank fired without a slow rank");
+	sp_json_free(an);
+	free(tdir);
+}
+
+/* ------------------------------------------------ two hosts, a known offset */
+
+/*
+ * Copy the trace files of src into a (ranks 0, 1 and the launcher) and b
+ * (ranks 2, 3), each file's header given host name node-a or node-b; node-b's
+ * CLOCK_REALTIME reading moved by offset_ns, as that of a machine whose clock
+ * is that far ahead.
+ */
+static void split_hosts(const char *src, const char *a, const char *b, int64_t offset_ns)
+{
+	cr_assert_eq(mkdir(a, 0700), 0);
+	cr_assert_eq(mkdir(b, 0700), 0);
+	DIR *d = opendir(src);
+	cr_assert_not_null(d);
+	struct dirent *e;
+	int nfiles = 0;
+	while ((e = readdir(d))) {
+		if (!strstr(e->d_name, ".sptrace"))
+			continue;
+		char path[4096], out[4096];
+		snprintf(path, sizeof(path), "%s/%s", src, e->d_name);
+		size_t len;
+		char *data = sp_t_read_file(path, &len);
+		cr_assert(data && len >= sizeof(struct sp_file_header), "%s", path);
+		struct sp_file_header h;
+		memcpy(&h, data, sizeof(h));
+		int on_b = h.rank >= 2;
+		memset(h.host, 0, sizeof(h.host));
+		strcpy(h.host, on_b ? "node-b" : "node-a");
+		if (on_b)
+			h.start_real_ns = (uint64_t)((int64_t)h.start_real_ns + offset_ns);
+		memcpy(data, &h, sizeof(h));
+		snprintf(out, sizeof(out), "%s/%s", on_b ? b : a, e->d_name);
+		cr_assert_eq(sp_t_write_file(out, data, len), 0, "%s", out);
+		free(data);
+		nfiles++;
+	}
+	closedir(d);
+	cr_assert_eq(nfiles, 5, "%d trace files, not 5 (4 ranks and the launcher)", nfiles);
+}
+
+static void expect_same_stragglers(const struct sp_json *x, const struct sp_json *y, double tol_ns, const char *what)
+{
+	cr_assert_eq(sp_json_u64(x, "stragglers.collectives", 0), sp_json_u64(y, "stragglers.collectives", 1), "%s",
+		     what);
+	for (int k = 0; k < 4; k++) {
+		const struct sp_json *a = straggler_row(x, k), *b = straggler_row(y, k);
+		cr_assert(a && b, "%s: rank %d", what, k);
+		cr_expect_eq(sp_json_u64(a, "last", 0), sp_json_u64(b, "last", 1), "%s: rank %d last", what, k);
+		double d = sp_json_num(a, "lateness_ns_mean", 0) - sp_json_num(b, "lateness_ns_mean", 0);
+		cr_expect(d > -tol_ns && d < tol_ns, "%s: rank %d lateness differs by %.0f ns", what, k, d);
+	}
+}
+
+Test(multigpu, two_hosts_are_aligned_and_agree, .timeout = 300)
+{
+	char *tdir = run_job("one", 1);
+	const int64_t offset = 7345678; /* node-b's clock 7.3 ms ahead */
+	char a0[4096], b0[4096], a1[4096], b1[4096];
+	snprintf(a0, sizeof(a0), "%s/a0", sp_t_cur_dir);
+	snprintf(b0, sizeof(b0), "%s/b0", sp_t_cur_dir);
+	snprintf(a1, sizeof(a1), "%s/a1", sp_t_cur_dir);
+	snprintf(b1, sizeof(b1), "%s/b1", sp_t_cur_dir);
+	split_hosts(tdir, a0, b0, 0);
+	split_hosts(tdir, a1, b1, offset);
+	struct sp_json *one = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	struct sp_json *two = parse(stepprof(NULL, "analyze", "--json", a0, b0, NULL));
+	struct sp_json *off = parse(stepprof(NULL, "analyze", "--json", a1, b1, NULL));
+	cr_expect_eq(sp_json_u64(one, "stragglers.hosts", 0), 1);
+	cr_assert_eq(sp_json_u64(off, "stragglers.hosts", 0), 2);
+	cr_expect_str_eq(sp_json_str(off, "stragglers.clock_offsets.0.name"), "node-a");
+	cr_expect_str_eq(sp_json_str(off, "stragglers.clock_offsets.1.name"), "node-b");
+	int64_t found = sp_json_i64(off, "stragglers.clock_offsets.1.offset_ns", 0);
+	int64_t found0 = sp_json_i64(two, "stragglers.clock_offsets.1.offset_ns", 0);
+	sp_t_note("multigpu: node-b's offset found %+.1f us (truth %+.1f us), residual %.1f us; without an offset %+.1f us",
+		  found / 1e3, -offset / 1e3, sp_json_num(off, "stragglers.clock_offsets.1.residual_ns", 0) / 1e3,
+		  found0 / 1e3);
+	cr_expect(found + offset > -50000 && found + offset < 50000, "offset %ld ns found, truth %ld", (long)found,
+		  (long)-offset);
+	cr_expect(found0 > -50000 && found0 < 50000, "offset %ld ns found where there is none", (long)found0);
+	cr_expect_geq(sp_json_num(off, "stragglers.clock_offsets.1.residual_ns", -1), 0);
+	/* the straggler table as without the offset, and as on one host */
+	expect_same_stragglers(off, two, 50000, "offset vs none");
+	expect_same_stragglers(off, one, 50000, "two hosts vs one");
+	sp_json_free(one);
+	sp_json_free(two);
+	sp_json_free(off);
+	free(tdir);
+}
+
+/* ------------------------------------------------- rank summaries, merge */
+
+/* j's member key removed from every object of ranks[] (pids: renumbered per host by one analysis) */
+static void drop_key(struct sp_json *arr, const char *key)
+{
+	for (size_t i = 0; arr && i < arr->n; i++) {
+		struct sp_json *o = &arr->kids[i];
+		for (size_t k = 0; k < o->n; k++)
+			if (o->kids[k].key && !strcmp(o->kids[k].key, key)) {
+				free(o->kids[k].key);
+				o->kids[k].key = strdup("_");
+				o->kids[k].type = SPJ_NULL;
+			}
+	}
+}
+
+/* Two JSON values equal, numbers by their literal text */
+static int json_eq(const struct sp_json *x, const struct sp_json *y, char *where, size_t len)
+{
+	if (!x || !y || x->type != y->type) {
+		snprintf(where, len, "%s", x && x->key ? x->key : "?");
+		return 0;
+	}
+	if ((x->type == SPJ_NUM || x->type == SPJ_STR) && strcmp(x->str, y->str)) {
+		snprintf(where, len, "%s: %s vs %s", x->key ? x->key : "?", x->str, y->str);
+		return 0;
+	}
+	if (x->type == SPJ_BOOL && x->num != y->num) {
+		snprintf(where, len, "%s", x->key ? x->key : "?");
+		return 0;
+	}
+	if (x->n != y->n) {
+		snprintf(where, len, "%s: %zu vs %zu members", x->key ? x->key : "?", x->n, y->n);
+		return 0;
+	}
+	for (size_t i = 0; i < x->n; i++) {
+		if ((x->kids[i].key || y->kids[i].key) &&
+		    (!x->kids[i].key || !y->kids[i].key || strcmp(x->kids[i].key, y->kids[i].key))) {
+			snprintf(where, len, "key %s vs %s", x->kids[i].key ? x->kids[i].key : "-",
+				 y->kids[i].key ? y->kids[i].key : "-");
+			return 0;
+		}
+		if (!json_eq(&x->kids[i], &y->kids[i], where, len))
+			return 0;
+	}
+	return 1;
+}
+
+Test(multigpu, merged_rank_summaries_equal_one_analysis, .timeout = 300)
+{
+	char *tdir = run_job("m", 1);
+	char a[4096], b[4096], sa[4096], sb[4096];
+	snprintf(a, sizeof(a), "%s/a", sp_t_cur_dir);
+	snprintf(b, sizeof(b), "%s/b", sp_t_cur_dir);
+	snprintf(sa, sizeof(sa), "%s/a.summary", sp_t_cur_dir);
+	snprintf(sb, sizeof(sb), "%s/b.summary", sp_t_cur_dir);
+	split_hosts(tdir, a, b, 3000000);
+	free(stepprof(NULL, "analyze", "--rank-summary", "-o", sa, a, NULL));
+	free(stepprof(NULL, "analyze", "--rank-summary", "-o", sb, "--jobs", "2", b, NULL));
+	struct sp_json *all = parse(stepprof(NULL, "analyze", "--json", a, b, NULL));
+	struct sp_json *m = parse(stepprof(NULL, "merge", "--json", sb, sa, NULL));
+	cr_expect_str_eq(sp_json_str(m, "schema"), "stepprof.job/1");
+	cr_assert_eq(sp_json_get(m, "ranks")->n, 4);
+	drop_key(sp_json_get(all, "ranks"), "pid");
+	drop_key(sp_json_get(m, "ranks"), "pid");
+	char where[256] = "";
+	cr_expect(json_eq(sp_json_get(all, "ranks"), sp_json_get(m, "ranks"), where, sizeof(where)), "ranks[]: %s",
+		  where);
+	cr_expect(json_eq(sp_json_get(all, "job"), sp_json_get(m, "job"), where, sizeof(where)), "job: %s", where);
+	cr_expect(json_eq(sp_json_get(all, "stragglers"), sp_json_get(m, "stragglers"), where, sizeof(where)),
+		  "stragglers: %s", where);
+	cr_expect_not_null(finding(m, "straggler_rank", 2));
+	cr_expect(json_eq(finding(all, "straggler_rank", 2), finding(m, "straggler_rank", 2), where, sizeof(where)),
+		  "straggler_rank: %s", where);
+	/* the job's breakdown is the sum of its ranks' */
+	uint64_t wall = 0;
+	for (int k = 0; k < 4; k++)
+		wall += sp_json_u64(rank_row(m, k), "wall_ns_total", 0);
+	cr_expect_eq(sp_json_u64(m, "job.wall_ns_total", 0), wall);
+	sp_json_free(all);
+	sp_json_free(m);
+	free(tdir);
+}
+
+Test(multigpu, merge_refuses_what_is_not_a_summary)
+{
+	sp_t_cur_dir = sp_t_tmpdir("multigpu");
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/bad", sp_t_cur_dir);
+	const char *bad[] = {
+	    "",
+	    "not a summary\n",
+	    "stepprof-rank-summary 1\n",
+	    "stepprof-rank-summary 1\ncategories input\nrank 0 0 4 12 api 5 10 1 10 - 1 2\n",
+	    "stepprof-rank-summary 1\ncategories input\nrank 0 0 4 12 bogus 5 10 1 10 - 1\n",
+	    "stepprof-rank-summary 1\ncategories input\ncall 00ff 0 4 0 0 0 0 1 2 3\n",
+	    "stepprof-rank-summary 1\ncategories input\nhost 0 h:a%2\n",
+	    "stepprof-rank-summary 1\ncategories input\nhost 0 h:a\ncall 00ff 0 4 7 0 0 0 1 2 3\n",
+	    "stepprof-rank-summary 1\ncategories input\nrank -5 0 4 12 api 5 10 1 10 - 1\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		cr_assert_eq(sp_t_write_file(p, bad[i], strlen(bad[i])), 0);
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "merge", p, NULL};
+		struct sp_t_result r;
+		sp_t_run(&r, argv, NULL, NULL, 30);
+		cr_expect_eq(r.status, 2, "case %zu: exit %d", i, r.status);
+		cr_expect(r.err && strstr(r.err, "stepprof: merge: ") && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+			  "case %zu: not one line: %s", i, r.err);
+		sp_t_result_free(&r);
+	}
+}
+
+/* ----------------------------------------------------------- --jobs */
+
+/* trainer --ranks n, short: the trace directory */
+static char *run_many(int n)
+{
+	if (!sp_t_cur_dir)
+		sp_t_cur_dir = sp_t_tmpdir("multigpu");
+	char sub[32], nr[16];
+	snprintf(sub, sizeof(sub), "r%d", n);
+	snprintf(nr, sizeof(nr), "%d", n);
+	char *tdir = malloc(strlen(sp_t_cur_dir) + 40);
+	sprintf(tdir, "%s/%s", sp_t_cur_dir, sub);
+	char *args[] = {"--ranks", nr, "--iters", "50", "--kernels", "4", "--kernel-us", "200", "--allreduce-bytes", "64K", NULL};
+	struct sp_t_result r;
+	sp_t_run_trainer(&r, tdir, args);
+	sp_t_result_free(&r);
+	return tdir;
+}
+
+Test(multigpu, jobs_give_the_same_analysis_in_memory_independent_of_the_ranks, .timeout = 600)
+{
+	long rss[2][2];
+	int ranks[2] = {16, 64};
+	for (int i = 0; i < 2; i++) {
+		char *tdir = run_many(ranks[i]);
+		char *one = stepprof(&rss[i][0], "analyze", "--json", tdir, NULL);
+		char *two = stepprof(&rss[i][1], "analyze", "--json", "--jobs", "2", tdir, NULL);
+		cr_expect_str_eq(one, two, "%d ranks: --jobs 2 gives another analysis", ranks[i]);
+		struct sp_json *j = parse(two);
+		cr_expect_eq(sp_json_get(j, "ranks")->n, (size_t)ranks[i]);
+		sp_json_free(j);
+		free(one);
+		free(tdir);
+	}
+	/* the second job's memory: what --jobs 2 adds to the analysis in turn, whatever the ranks */
+	long job16 = rss[0][1] - rss[0][0], job64 = rss[1][1] - rss[1][0];
+	sp_t_note("multigpu: peak RSS 16 ranks %ld / %ld KB, 64 ranks %ld / %ld KB (in turn / --jobs 2): a job %ld, %ld KB",
+		  rss[0][0], rss[0][1], rss[1][0], rss[1][1], job16, job64);
+	cr_expect(job64 < job16 + 4096, "a job takes %ld KB with 64 ranks, %ld KB with 16", job64, job16);
+	cr_expect(rss[1][1] < rss[0][1] + 16384, "--jobs 2: %ld KB with 64 ranks, %ld KB with 16", rss[1][1], rss[0][1]);
+}
