@@ -677,6 +677,7 @@ static void run_input_close(struct state *s)
 	const struct an_proc *m = proc_find(a, a->trainer_pid);
 	uint64_t in = m ? m->in_ns + m->in_wait_ns : 0, wall = r->end_ns - r->start_ns;
 	r->bd[AN_INPUT] = in < wall ? in : wall;
+	r->bd1[AN_INPUT] = r->bd[AN_INPUT];
 	struct an_top dirs = s->col.dirs;
 	an_top_sort(&dirs, 0);
 	for (size_t i = 0; i < dirs.n && a->ninput_dirs < AN_INPUT_DIRS; i++) {
@@ -701,6 +702,8 @@ static void rank_fill(struct an_rank *r, const struct an_analysis *x, const stru
 	for (size_t i = 0; i < x->nfnd && r->top_finding < 0; i++)
 		if (x->fnd[i].severity >= 1)
 			r->top_finding = x->fnd[i].kind;
+	memcpy(r->bd1_total, x->bd1_total, sizeof(r->bd1_total));
+	r->comm_overlapped_ns = x->comm_overlapped_ns;
 	uint64_t *w = x->nit ? malloc(x->nit * sizeof(*w)) : NULL;
 	if (w) {
 		for (size_t i = 0; i < x->nit; i++)
@@ -925,8 +928,11 @@ int an_analyze(struct an_source *src, const struct an_options *opt, struct an_an
 		goto oom;
 	for (size_t i = 0; i < a->nit; i++) {
 		a->wall_total += a->it[i].end_ns - a->it[i].start_ns;
-		for (int c = 0; c < AN_CAT__COUNT; c++)
+		for (int c = 0; c < AN_CAT__COUNT; c++) {
 			a->bd_total[c] += a->it[i].bd[c];
+			a->bd1_total[c] += a->it[i].bd1[c];
+		}
+		a->comm_overlapped_ns += a->it[i].comm_overlapped_ns;
 		for (int c = 0; c < AN_SPLIT__COUNT; c++)
 			a->split_total[c] += a->it[i].split[c];
 		a->split_unsampled_total += a->it[i].split_unsampled;

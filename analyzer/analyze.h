@@ -189,6 +189,8 @@ extern const char *const an_split_name[AN_SPLIT__COUNT];
 struct an_iter {
 	uint64_t start_ns, end_ns;
 	uint64_t bd[AN_CAT__COUNT];
+	uint64_t bd1[AN_CAT__COUNT];	 /* schema 1's breakdown: communication in compute, bd1[AN_COMM] 0 */
+	uint64_t comm_overlapped_ns;	 /* a communication kernel runs while a compute kernel runs */
 	uint64_t split[AN_SPLIT__COUNT]; /* bd[AN_INPUT] split: file I/O, loaders' CPU work, neither */
 	uint64_t split_unsampled;	 /* of split[AN_SPLIT_WAIT]: no sampled loader worker to explain it */
 	uint64_t split_waited;		 /* of split[AN_SPLIT_WAIT]: the workers in their own (recorded) waits */
@@ -257,6 +259,8 @@ struct an_rank {
 	uint64_t nit, wall_median, wall_total;
 	uint64_t bd_total[AN_CAT__COUNT];
 	int top_finding; /* its analysis's first finding of warning severity or worse (enum an_finding), -1 none */
+	uint64_t bd1_total[AN_CAT__COUNT]; /* schema 1's (an_iter.bd1) */
+	uint64_t comm_overlapped_ns;
 };
 
 #define AN_INPUT_DIRS 5
@@ -285,6 +289,8 @@ struct an_analysis {
 	/* run-wide, for the report */
 	uint64_t wall_total;
 	uint64_t bd_total[AN_CAT__COUNT];
+	uint64_t bd1_total[AN_CAT__COUNT]; /* schema 1's (an_iter.bd1) */
+	uint64_t comm_overlapped_ns;	   /* the iterations' comm_overlapped_ns, summed */
 	uint64_t split_total[AN_SPLIT__COUNT]; /* the iterations' input split, summed */
 	uint64_t split_unsampled_total;	       /* and their split_unsampled */
 	struct an_loaders loaders;

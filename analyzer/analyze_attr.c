@@ -2,7 +2,7 @@
  * analyze_attr.c - pass 2 of the analysis (see analyze_int.h): each record of
  * the merged stream is given to the iterations it overlaps. The training
  * thread's spans of each open iteration (a time window of open iterations) are
- * partitioned into input, h2d, compute, d2h, sync and other (breakdown.h) once
+ * partitioned into input, h2d, compute, comm, d2h, sync and other (breakdown.h) once
  * the iteration is final; the counters of every iteration and the evidence of
  * the findings are collected on the way, with bounded tables of open files and
  * live allocations.
@@ -15,7 +15,21 @@
 #include <string.h>
 
 #define OP_RING 65536u
-enum { OPC_NONE, OPC_COMPUTE, OPC_H2D, OPC_D2H };
+enum { OPC_NONE, OPC_COMPUTE, OPC_H2D, OPC_D2H, OPC_COMM };
+
+/*
+ * Communication (docs/definitions.md, "Breakdown"): a launch is a collective's
+ * when its kernel has an NCCL name, or when the trainer's thread made it inside
+ * one of its COMM records (an NCCL call). A call's record is written when it
+ * returns, after the launches it made, so both orders are met: the last COMM
+ * records of the trainer (COMM_CALLS) classify the launches that come after
+ * them, and the trainer's last launches (COMM_LAUNCHES) are classified again
+ * when a COMM record holding them arrives.
+ */
+#define COMM_CALLS    16u
+#define COMM_LAUNCHES 256u
+/* The last op of each stream (and device) of the trainer: what a sync of it waits for. */
+#define LAST_OPS 64u
 
 struct openfile {
 	int32_t pid, fd;
@@ -108,6 +122,24 @@ struct pass2 {
 	} pend_async[16];
 	unsigned npend_async;
 	struct gmodel *gm; /* the trainer's untimed launches, modelled (gpu_model.h) */
+	struct {
+		int32_t tid;
+		uint64_t b, e;
+	} comm_call[COMM_CALLS]; /* the trainer's last COMM records (a ring) */
+	unsigned ncomm_call;
+	struct {
+		int32_t tid;
+		uint32_t op;
+		uint64_t t;
+	} comm_launch[COMM_LAUNCHES]; /* the trainer's last launches (a ring) */
+	unsigned ncomm_launch;
+	struct {
+		unsigned dev;
+		int is_dev; /* the device's last op (any stream), else the stream's */
+		uint64_t stream;
+		uint32_t op;
+	} last_op[LAST_OPS];
+	unsigned nlast_op;
 	struct hashmap wk; /* a worker's pid -> struct wstate * (the input split) */
 	struct espan *esp; /* the training thread's exposed input not in its own file calls, in time order */
 	size_t nesp, capesp;
@@ -247,8 +279,11 @@ static void finalize(struct pass2 *p, size_t i)
 	uint64_t lock_input = 0;
 	struct bd_list *l = win_lists(p, i);
 	if (!l || bd_lock_input(l, it->start_ns, it->end_ns, &lock_input) ||
-	    bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy))
+	    bd_partition(l, it->start_ns, it->end_ns, it->bd, &busy) ||
+	    bd_partition_v1(l, it->start_ns, it->end_ns, it->bd1))
 		p->oom = 1;
+	if (l)
+		it->comm_overlapped_ns = bd_overlap(&l[BD_COMM], &l[BD_COMPUTE]);
 	it->blocked[AN_BLK_INPUT] += lock_input;
 	it->gpu_idle_ns = (it->end_ns - it->start_ns) - busy;
 	if (l && split_exposed(p, i, l))
@@ -771,6 +806,91 @@ static int may_model(const struct pass2 *p, const struct sp_event *ev)
 	return p->a->nit && ev->begin_ns < p->a->it[p->a->nit - 1].end_ns;
 }
 
+/* ---- communication: which launches are a collective's, which syncs wait for one ---- */
+
+static int comm_name(const char *n)
+{
+	return n && (!strncmp(n, "ncclKernel_", 11) || !strncmp(n, "ncclDevKernel_", 14));
+}
+
+/* A launch of the trainer (ev) is communication: by its kernel's name, or made inside a COMM record seen already. */
+static int launch_is_comm(struct pass2 *p, const struct sp_event *ev, int file)
+{
+	unsigned k = p->ncomm_launch++ % COMM_LAUNCHES;
+	p->comm_launch[k].tid = ev->tid;
+	p->comm_launch[k].op = (uint32_t)ev->f[SP_F_OP];
+	p->comm_launch[k].t = ev->begin_ns;
+	if (comm_name(str_of(p, file, ev->f[SP_F_NAME])))
+		return 1;
+	unsigned n = p->ncomm_call < COMM_CALLS ? p->ncomm_call : COMM_CALLS;
+	for (unsigned j = 0; j < n; j++)
+		if (p->comm_call[j].tid == ev->tid && ev->begin_ns >= p->comm_call[j].b &&
+		    ev->begin_ns < p->comm_call[j].e)
+			return 1;
+	return 0;
+}
+
+/* A COMM record of the trainer: kept for the launches after it, and its launches already seen are its own. */
+static void comm_call(struct pass2 *p, const struct sp_event *ev)
+{
+	unsigned k = p->ncomm_call++ % COMM_CALLS;
+	p->comm_call[k].tid = ev->tid;
+	p->comm_call[k].b = ev->begin_ns;
+	p->comm_call[k].e = ev->end_ns;
+	unsigned n = p->ncomm_launch < COMM_LAUNCHES ? p->ncomm_launch : COMM_LAUNCHES;
+	for (unsigned j = 0; j < n; j++) {
+		uint32_t op = p->comm_launch[j].op;
+		if (p->comm_launch[j].tid == ev->tid && p->comm_launch[j].t >= ev->begin_ns &&
+		    p->comm_launch[j].t < ev->end_ns && p->ring[op % OP_RING].op == op &&
+		    p->ring[op % OP_RING].cls == OPC_COMPUTE)
+			p->ring[op % OP_RING].cls = OPC_COMM;
+	}
+}
+
+/* The slot of the last op of (dev, stream), or of dev when is_dev; NULL when the table is full. */
+static unsigned last_op_slot(struct pass2 *p, unsigned dev, int is_dev, uint64_t stream, int insert)
+{
+	for (unsigned k = 0; k < p->nlast_op; k++)
+		if (p->last_op[k].dev == dev && p->last_op[k].is_dev == is_dev && (is_dev || p->last_op[k].stream == stream))
+			return k;
+	if (!insert || p->nlast_op == LAST_OPS)
+		return LAST_OPS;
+	unsigned k = p->nlast_op++;
+	p->last_op[k].dev = dev;
+	p->last_op[k].is_dev = is_dev;
+	p->last_op[k].stream = is_dev ? 0 : stream;
+	return k;
+}
+
+/* ev (a launch, memset or copy of the trainer, op) is now the last op of its stream and its device. */
+static void last_op_set(struct pass2 *p, const struct sp_event *ev, uint32_t op)
+{
+	unsigned dev = (unsigned)ev->f[SP_F_DEVICE];
+	unsigned k = last_op_slot(p, dev, 0, ev->f[SP_F_STREAM], 1);
+	if (k < LAST_OPS)
+		p->last_op[k].op = op;
+	k = last_op_slot(p, dev, 1, 0, 1);
+	if (k < LAST_OPS)
+		p->last_op[k].op = op;
+}
+
+/*
+ * A blocking sync of the training thread waits for communication: the last op
+ * before it of the stream it synchronises (of the device, for a device or
+ * context sync) is a collective's launch. An event's sync names no stream: not known.
+ */
+static int sync_awaits_comm(struct pass2 *p, const struct sp_event *ev)
+{
+	int kind = gm_sync_kind(sp_api_name[ev->api < SP_API__COUNT ? ev->api : 0]);
+	if (kind == GM_SYNC_OTHER)
+		return 0;
+	unsigned k = last_op_slot(p, (unsigned)ev->f[SP_F_DEVICE], kind == GM_SYNC_DEVICE, ev->f[SP_F_STREAM], 0);
+	if (k >= LAST_OPS)
+		return 0;
+	uint32_t op = p->last_op[k].op;
+	return p->ring[op % OP_RING].op == op && p->ring[op % OP_RING].cls == OPC_COMM;
+}
+
 static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 {
 	struct an_analysis *a = p->a;
@@ -792,9 +912,11 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (is_p) {
 			uint32_t op = (uint32_t)ev->f[SP_F_OP];
 			p->ring[op % OP_RING].op = op;
-			p->ring[op % OP_RING].cls = OPC_COMPUTE;
+			p->ring[op % OP_RING].cls =
+			    ev->kind == SP_K_LAUNCH && launch_is_comm(p, ev, file) ? OPC_COMM : OPC_COMPUTE;
 			p->ring[op % OP_RING].sync_end = 0;
 			p->ring[op % OP_RING].pg_iter = -1;
+			last_op_set(p, ev, op);
 			if ((int64_t)ev->f[SP_F_RESULT] == 0 && may_model(p, ev) &&
 			    gm_op(p->gm, (unsigned)ev->f[SP_F_DEVICE], ev->f[SP_F_STREAM], op, ev->kind == SP_K_LAUNCH,
 				  (uint32_t)ev->f[SP_F_NAME], ev->begin_ns, ev->end_ns))
@@ -812,6 +934,7 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		uint32_t op = (uint32_t)ev->f[SP_F_OP];
 		p->ring[op % OP_RING].op = op;
 		p->ring[op % OP_RING].cls = cls;
+		last_op_set(p, ev, op);
 		/*
 		 * A copy from or to pageable memory, or one without "Async" in its name,
 		 * returns only when the data has moved (CUDA's semantics): its GPU span
@@ -897,6 +1020,8 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		add_span(p, BD_GPU, gb, ge);
 		if (cls == OPC_COMPUTE)
 			add_span(p, BD_COMPUTE, gb, ge);
+		else if (cls == OPC_COMM)
+			add_span(p, BD_COMM, gb, ge);
 		else if (cls == OPC_H2D)
 			add_span(p, BD_H2D, gb, ge);
 		else if (cls == OPC_D2H)
@@ -913,7 +1038,13 @@ static void on_event(struct pass2 *p, const struct sp_event *ev, int file)
 		if (is_t) {
 			add_span(p, BD_SYNC, ev->begin_ns, ev->end_ns);
 			add_blocked(p, AN_BLK_SYNC, ev->begin_ns, ev->end_ns);
+			if (is_blocking_sync(ev) && sync_awaits_comm(p, ev))
+				add_span(p, BD_COMM_SYNC, ev->begin_ns, ev->end_ns);
 		}
+		break;
+	case SP_K_COMM:
+		if (is_p)
+			comm_call(p, ev);
 		break;
 	case SP_K_ALLOC:
 	case SP_K_FREE:
@@ -1116,9 +1247,10 @@ void an_scratch_free(void)
 
 static void emit_modelled(void *arg, const struct gm_modelled *s)
 {
-	struct pass2 *p = arg; /* the breakdowns want the time only: which launch it was does not matter */
+	struct pass2 *p = arg; /* the breakdowns want the time and the class of the launch only */
+	int comm = p->ring[s->op % OP_RING].op == s->op && p->ring[s->op % OP_RING].cls == OPC_COMM;
 	add_span(p, BD_GPU, s->b, s->e);
-	add_span(p, BD_COMPUTE, s->b, s->e);
+	add_span(p, comm ? BD_COMM : BD_COMPUTE, s->b, s->e);
 }
 
 /* Model the untimed launches issued before force (an iteration about to be closed: its spans are in). */

@@ -4,7 +4,8 @@
  * Divided into: span lists (push, normalise), the union of two normalised lists,
  * the input of lock waits (an intersection: bd_lock_input), and bd_partition(),
  * which accumulates the union of the conditions in priority order: the time a
- * condition adds to the union of those before it is its share.
+ * condition adds to the union of those before it is its share (bd_partition_v1:
+ * the same in schema 1's order, communication as compute).
  *
  * RATIONALE: a sweep over begin/end points with per-category counters would do
  * the same, but spans mostly arrive sorted, so sorting each list alone (skipped
@@ -135,18 +136,17 @@ int bd_lock_input(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end,
 	return 0;
 }
 
-int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
-		 uint64_t *gpu_busy)
+/*
+ * The union of the n conditions order[] accumulated in that order, each one's
+ * addition to out[cat[k]] (lists normalised); the rest of [start, end) to other.
+ */
+static int partition_in(const struct bd_list *lists, const int *order, const int *cat, int n, uint64_t start,
+			uint64_t end, uint64_t out[AN_CAT__COUNT])
 {
-	static const int cat_of[BD_GPU] = {AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC};
 	size_t total = 0;
 	memset(out, 0, AN_CAT__COUNT * sizeof(out[0]));
-	if (end < start)
-		end = start;
-	for (int c = 0; c < BD__COUNT; c++) {
-		bd_normalise(&lists[c], start, end);
-		total += lists[c].n;
-	}
+	for (int k = 0; k < n; k++)
+		total += lists[order[k]].n;
 	struct bd_span *acc = malloc((total + 1) * sizeof(*acc));
 	struct bd_span *tmp = malloc((total + 1) * sizeof(*tmp));
 	if (!acc || !tmp) {
@@ -156,24 +156,64 @@ int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, 
 	}
 	size_t nacc = 0;
 	uint64_t covered = 0;
-	for (int c = 0; c < BD_GPU; c++) {
-		size_t n = span_union(acc, nacc, lists[c].v, lists[c].n, tmp);
+	for (int k = 0; k < n; k++) {
+		const struct bd_list *l = &lists[order[k]];
+		size_t m = span_union(acc, nacc, l->v, l->n, tmp);
 		struct bd_span *sw = acc;
 		acc = tmp;
 		tmp = sw;
-		nacc = n;
+		nacc = m;
 		uint64_t now = 0;
 		for (size_t i = 0; i < nacc; i++)
 			now += acc[i].e - acc[i].b;
-		out[cat_of[c]] = now - covered;
+		out[cat[k]] += now - covered;
 		covered = now;
 	}
 	out[AN_OTHER] = (end - start) - covered;
-	if (gpu_busy)
-		*gpu_busy = bd_total(&lists[BD_GPU]);
 	free(acc);
 	free(tmp);
 	return 0;
+}
+
+int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
+		 uint64_t *gpu_busy)
+{
+	static const int order[] = {BD_COMPUTE, BD_COMM, BD_H2D, BD_D2H, BD_INPUT, BD_COMM_SYNC, BD_SYNC};
+	static const int cat[] = {AN_COMPUTE, AN_COMM, AN_H2D, AN_D2H, AN_INPUT, AN_COMM, AN_SYNC};
+	if (end < start)
+		end = start;
+	for (int c = 0; c < BD__COUNT; c++)
+		bd_normalise(&lists[c], start, end);
+	if (partition_in(lists, order, cat, (int)(sizeof(order) / sizeof(order[0])), start, end, out))
+		return -1;
+	if (gpu_busy)
+		*gpu_busy = bd_total(&lists[BD_GPU]);
+	return 0;
+}
+
+int bd_partition_v1(const struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT])
+{
+	static const int order[] = {BD_COMPUTE, BD_COMM, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC};
+	static const int cat[] = {AN_COMPUTE, AN_COMPUTE, AN_H2D, AN_D2H, AN_INPUT, AN_SYNC};
+	if (end < start)
+		end = start;
+	return partition_in(lists, order, cat, (int)(sizeof(order) / sizeof(order[0])), start, end, out);
+}
+
+uint64_t bd_overlap(const struct bd_list *a, const struct bd_list *b)
+{
+	uint64_t t = 0;
+	for (size_t i = 0, j = 0; i < a->n && j < b->n;) {
+		uint64_t lo = a->v[i].b > b->v[j].b ? a->v[i].b : b->v[j].b;
+		uint64_t hi = a->v[i].e < b->v[j].e ? a->v[i].e : b->v[j].e;
+		if (hi > lo)
+			t += hi - lo;
+		if (a->v[i].e < b->v[j].e)
+			i++;
+		else
+			j++;
+	}
+	return t;
 }
 
 int bd_minus(const struct bd_list *a, const struct bd_list *b, struct bd_list *out)

@@ -1,13 +1,14 @@
 /*
- * breakdown.h - the partition of one iteration's wall time into the six categories
+ * breakdown.h - the partition of one iteration's wall time into the seven categories
  * of docs/definitions.md, by set arithmetic on sorted disjoint spans (a sweep line).
  *
  * The caller collects, per iteration, the spans during which each condition holds
  * (a GPU span of a kernel, the training thread inside an H2D call, ...) in one
  * list per condition; bd_partition() clips them to [start, end), merges each list
  * and gives every instant to the first condition that holds, in priority order
- * compute > h2d > d2h > input > sync, the rest to other. The six results sum to
- * end - start exactly (integer arithmetic, no rounding).
+ * compute > comm > h2d > d2h > input > sync, the rest to other (a sync that
+ * waits for communication is comm where it would be sync). The seven results
+ * sum to end - start exactly (integer arithmetic, no rounding).
  */
 #ifndef STEPPROF_BREAKDOWN_H
 #define STEPPROF_BREAKDOWN_H
@@ -27,14 +28,32 @@ struct bd_list {
 };
 
 /*
- * The conditions, in priority order, then the "GPU busy" list (any GPU span),
+ * The conditions, in priority order (BD_COMM: a GPU span of a communication
+ * kernel; BD_COMM_SYNC: the training thread blocked in a synchronisation whose
+ * awaited work is a communication kernel, comm where it would be sync: also
+ * inside BD_SYNC, so that the schema-1 partition, bd_partition_v1, counts it as
+ * sync as before), then
+ * the "GPU busy" list (any GPU span),
  * then the two lists whose intersection is input too (bd_lock_input): the
  * training thread blocked in a semaphore wait (LOCK_WAIT), and another thread
  * of its process waiting for a batch from the loader workers (LOADER_WAIT); last
  * the training thread's own file calls (BD_SELF_IO, a part of BD_INPUT: the
  * input split's input_io, whatever the loader workers do).
  */
-enum bd_cond { BD_COMPUTE, BD_H2D, BD_D2H, BD_INPUT, BD_SYNC, BD_GPU, BD_LOCK, BD_PEER_WAIT, BD_SELF_IO, BD__COUNT };
+enum bd_cond {
+	BD_COMPUTE,
+	BD_COMM,
+	BD_H2D,
+	BD_D2H,
+	BD_INPUT,
+	BD_COMM_SYNC,
+	BD_SYNC,
+	BD_GPU,
+	BD_LOCK,
+	BD_PEER_WAIT,
+	BD_SELF_IO,
+	BD__COUNT
+};
 
 /* Append [b, e); empty spans are ignored. 0, or -1 when out of memory. */
 int bd_push(struct bd_list *l, uint64_t b, uint64_t e);
@@ -59,6 +78,18 @@ int bd_lock_input(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end,
  */
 int bd_partition(struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT],
 		 uint64_t *gpu_busy);
+
+/*
+ * The partition of schema 1 (stepprof.analysis/1), after bd_partition has
+ * normalised lists[]: communication kernels are compute, a synchronisation
+ * waiting for one is sync (BD_COMM_SYNC is left out), out[AN_COMM] is 0;
+ * compute > h2d > d2h > input > sync as before the comm category. 0, or -1
+ * when out of memory.
+ */
+int bd_partition_v1(const struct bd_list lists[BD__COUNT], uint64_t start, uint64_t end, uint64_t out[AN_CAT__COUNT]);
+
+/* The length of a ∩ b, both normalised (comm_overlapped_ns: BD_COMM ∩ BD_COMPUTE). */
+uint64_t bd_overlap(const struct bd_list *a, const struct bd_list *b);
 
 /*
  * The instants of condition c that the partition gives to c (no condition before

@@ -1,5 +1,5 @@
 /*
- * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json|--csv] [--all] [--rank N] [--step-regex RE]
+ * cmd_analyze.c - `stepprof analyze DIR|FILE... [--json [--schema N]|--csv] [--all] [--rank N] [--step-regex RE]
  * [--threshold NAME=VALUE]...`: the per-iteration breakdown and the findings of a
  * run (docs/definitions.md and docs/analysis-json.md).
  *
@@ -30,13 +30,15 @@
 static void analyze_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: stepprof analyze [--json|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
+		"usage: stepprof analyze [--json [--schema N]|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
 		"                        [--threshold NAME=VALUE]... [--merge-runs] [--rank-summary -o FILE]\n"
 		"                        [--jobs N] [DIR|FILE...]\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
-		"find the training iterations and give each one's wall time to input, h2d, compute, d2h,\n"
-		"sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
-		"  --json               the JSON document (schema stepprof.analysis/1, docs/analysis-json.md)\n"
+		"find the training iterations and give each one's wall time to input, h2d, compute, comm,\n"
+		"d2h, sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
+		"  --json               the JSON document (schema stepprof.analysis/2, docs/analysis-json.md)\n"
+		"  --schema N           with --json: 2 (the default), or 1: the document of stepprof.analysis/1,\n"
+		"                       without the comm category (communication counted in compute)\n"
 		"  --csv                the per-iteration table as CSV: a header line, one row per iteration\n"
 		"  --all                every iteration in the text table (default: first and last 10)\n"
 		"  --html FILE          also write a self-contained HTML report to FILE ('-': stdout, instead of text)\n"
@@ -76,14 +78,15 @@ int command_analyze(int argc, char **argv)
 	    {"threshold", required_argument, NULL, 't'},
 	    {"rank", required_argument, NULL, 'R'},
 	    {"merge-runs", no_argument, NULL, 'M'},
-	    {"rank-summary", no_argument, NULL, 'S'},
+	    {"rank-summary", no_argument, NULL, 'U'},
 	    {"jobs", required_argument, NULL, 'J'},
+	    {"schema", required_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	struct an_options opt;
 	an_options_init(&opt);
-	int json = 0, csv = 0, all = 0, merge_runs = 0, rank_summary = 0, c;
+	int json = 0, csv = 0, all = 0, merge_runs = 0, rank_summary = 0, schema = 0, c;
 	const char *html = NULL, *out = NULL;
 	char err[512];
 	optind = 1;
@@ -106,6 +109,13 @@ int command_analyze(int argc, char **argv)
 			merge_runs = 1;
 			break;
 		case 'S':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
+				util_err("analyze", "--schema %s: 1 or 2", optarg);
+				return SP_EXIT_USAGE;
+			}
+			schema = optarg[0] - '0';
+			break;
+		case 'U':
 			rank_summary = 1;
 			break;
 		case 'o':
@@ -184,6 +194,10 @@ int command_analyze(int argc, char **argv)
 		util_err("analyze", "--rank-summary: not with %s", json ? "--json" : csv ? "--csv" : "--html");
 		return SP_EXIT_USAGE;
 	}
+	if (schema && !json) {
+		util_err("analyze", "--schema: only with --json");
+		return SP_EXIT_USAGE;
+	}
 	if (html && !*html) {
 		util_err("analyze", "--html: empty file name");
 		return SP_EXIT_USAGE;
@@ -236,7 +250,7 @@ int command_analyze(int argc, char **argv)
 	if (html && report_html_file(html, &a, &ho))
 		rc = SP_EXIT_INTERNAL;
 	int wr = html && !strcmp(html, "-") ? 0
-		 : json			   ? report_json(stdout, &a)
+		 : json			   ? report_json_schema(stdout, &a, schema ? schema : REPORT_SCHEMA)
 		 : csv			   ? report_csv(stdout, &a)
 					   : report_text(stdout, &a, all);
 	if (fflush(stdout) || wr)

@@ -2,10 +2,11 @@
  * report.c - the text report and the JSON document of `stepprof analyze`.
  *
  * Divided into: the summary numbers both share (bottleneck, per-category median
- * and p95), the JSON writer (schema stepprof.analysis/1, fields
- * only added, never renamed), the CSV of the iterations and the text report (the run, the per-rank table
+ * and p95), the JSON writer (schema stepprof.analysis/2, fields
+ * only added, never renamed; --schema 1 writes the document as it was before
+ * the comm category), the CSV of the iterations and the text report (the run, the per-rank table
  * when there are several trainer processes, the findings: what to fix first,
- * above the six categories and the bottleneck sentence; the per-iteration table).
+ * above the seven categories and the bottleneck sentence; the per-iteration table).
  *
  * Strings from a trace (command lines; paths, directories, kernel names and call
  * sites in the evidence) are untrusted: the text goes through util_put_text, so
@@ -117,7 +118,7 @@ void report_rank_pick(const struct an_analysis *a, struct report_rank_pick *p)
 
 /* ----------------------------------------------------------------- JSON */
 
-/* An object of n counters named by names[]: the breakdown's categories, the kinds of blocking. */
+/* An object of n counters named by names[]: the input split's parts, the kinds of blocking. */
 static void json_counts(struct jsonw *w, const char *key, const char *const *names, const uint64_t *v, int n)
 {
 	jw_kobj_begin(w, key);
@@ -126,12 +127,37 @@ static void json_counts(struct jsonw *w, const char *key, const char *const *nam
 	jw_obj_end(w);
 }
 
-/* The categories' shares of a wall time. */
-static void json_fractions(struct jsonw *w, const uint64_t *bd_total, uint64_t wall_total)
+/*
+ * The schema of the document being written (report_json_schema): 1 leaves the
+ * comm category out (its time is in compute and sync there: an_iter.bd1).
+ */
+static int g_schema = REPORT_SCHEMA;
+
+/* Category c is written in this schema. */
+static int json_has_cat(int c)
 {
+	return g_schema >= 2 || c != AN_COMM;
+}
+
+/* The breakdown of bd (schema 2) or bd1 (schema 1) in ns. */
+static void json_cats(struct jsonw *w, const char *key, const uint64_t *bd, const uint64_t *bd1)
+{
+	const uint64_t *v = g_schema >= 2 ? bd : bd1;
+	jw_kobj_begin(w, key);
+	for (int c = 0; c < AN_CAT__COUNT; c++)
+		if (json_has_cat(c))
+			jw_ku64(w, an_cat_name[c], v[c]);
+	jw_obj_end(w);
+}
+
+/* The categories' shares of a wall time. */
+static void json_fractions(struct jsonw *w, const uint64_t *bd_total, const uint64_t *bd1_total, uint64_t wall_total)
+{
+	const uint64_t *v = g_schema >= 2 ? bd_total : bd1_total;
 	jw_kobj_begin(w, "breakdown_fraction");
 	for (int c = 0; c < AN_CAT__COUNT; c++)
-		jw_kdouble(w, an_cat_name[c], report_fraction(bd_total[c], wall_total));
+		if (json_has_cat(c))
+			jw_kdouble(w, an_cat_name[c], report_fraction(v[c], wall_total));
 	jw_obj_end(w);
 }
 
@@ -159,7 +185,7 @@ static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 	jw_ku64(w, "start_ns", it->start_ns);
 	jw_ku64(w, "end_ns", it->end_ns);
 	jw_ku64(w, "wall_ns", it->end_ns - it->start_ns);
-	json_counts(w, "breakdown_ns", an_cat_name, it->bd, AN_CAT__COUNT);
+	json_cats(w, "breakdown_ns", it->bd, it->bd1);
 	json_counts(w, "input_split_ns", an_split_name, it->split, AN_SPLIT__COUNT);
 	json_counts(w, "host_blocked_ns", an_blk_name, it->blocked, AN_BLK__COUNT);
 	jw_ku64(w, "gpu_idle_ns", it->gpu_idle_ns);
@@ -175,6 +201,8 @@ static void json_iteration(struct jsonw *w, const struct an_iter *it, size_t i)
 	jw_ku64(w, "allocs", it->allocs);
 	jw_ku64(w, "frees", it->frees);
 	jw_ku64(w, "alloc_failures", it->alloc_failed);
+	if (g_schema >= 2)
+		jw_ku64(w, "comm_overlapped_ns", it->comm_overlapped_ns);
 	jw_obj_end(w);
 }
 
@@ -217,9 +245,14 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 	jw_ku64(w, "iterations", r->nit);
 	jw_ku64(w, "wall_ns_median", r->wall_median);
 	jw_ku64(w, "wall_ns_total", r->wall_total);
-	json_fractions(w, r->bd_total, r->wall_total);
-	json_counts(w, "breakdown_ns", an_cat_name, r->bd_total, AN_CAT__COUNT);
-	jw_kstr(w, "bottleneck", report_rank_bottleneck(a, r));
+	json_fractions(w, r->bd_total, r->bd1_total, r->wall_total);
+	json_cats(w, "breakdown_ns", r->bd_total, r->bd1_total);
+	jw_kstr(w, "bottleneck",
+		g_schema >= 2 ? report_rank_bottleneck(a, r)
+			      : report_bottleneck_of(r->nit, r->wall_total, r->bd1_total,
+						     a->opt.threshold[AN_T_BN_COMPUTE_SHARE]));
+	if (g_schema >= 2)
+		jw_ku64(w, "comm_overlapped_ns", r->comm_overlapped_ns);
 	jw_obj_end(w);
 }
 
@@ -320,10 +353,16 @@ static void json_input(struct jsonw *w, const struct an_analysis *a)
 
 int report_json(FILE *f, const struct an_analysis *a)
 {
+	return report_json_schema(f, a, REPORT_SCHEMA);
+}
+
+int report_json_schema(FILE *f, const struct an_analysis *a, int schema)
+{
 	struct jsonw w;
+	g_schema = schema;
 	jw_init(&w, f, 0);
 	jw_obj_begin(&w);
-	jw_kstr(&w, "schema", "stepprof.analysis/1");
+	jw_kstr(&w, "schema", schema >= 2 ? "stepprof.analysis/2" : "stepprof.analysis/1");
 	jw_kstr(&w, "iteration_source", an_source_name[a->source_kind]);
 	jw_karr_begin(&w, "processes");
 	for (size_t i = 0; i < a->nprocs; i++) {
@@ -349,12 +388,15 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_kobj_begin(&w, "summary");
 	jw_ku64(&w, "iterations", a->nit);
 	jw_ku64(&w, "wall_ns_median", report_cat_quantile(a, AN_CAT__COUNT, 0.5));
-	json_fractions(&w, a->bd_total, a->wall_total);
-	jw_kstr(&w, "bottleneck", report_bottleneck(a));
+	json_fractions(&w, a->bd_total, a->bd1_total, a->wall_total);
+	jw_kstr(&w, "bottleneck",
+		schema >= 2 ? report_bottleneck(a)
+			    : report_bottleneck_of(a->nit, a->wall_total, a->bd1_total,
+						   a->opt.threshold[AN_T_BN_COMPUTE_SHARE]));
 	jw_ku64(&w, "device_bytes_peak", a->device_bytes_peak);
 	/* added fields */
 	jw_ku64(&w, "wall_ns_total", a->wall_total);
-	json_counts(&w, "breakdown_ns", an_cat_name, a->bd_total, AN_CAT__COUNT);
+	json_cats(&w, "breakdown_ns", a->bd_total, a->bd1_total);
 	jw_kobj_begin(&w, "input_split_fraction");
 	for (int c = 0; c < AN_SPLIT__COUNT; c++)
 		jw_kdouble(&w, an_split_name[c], report_fraction(a->split_total[c], a->wall_total));
@@ -381,6 +423,8 @@ int report_json(FILE *f, const struct an_analysis *a)
 	jw_ku64(&w, "launches_modelled", a->launches_modelled);
 	jw_ku64(&w, "launches_unmodelled", a->launches_unmodelled);
 	jw_obj_end(&w);
+	if (schema >= 2)
+		jw_ku64(&w, "comm_overlapped_ns", a->comm_overlapped_ns);
 	jw_obj_end(&w);
 	if (!a->nit)
 		json_input(&w, a);
@@ -419,6 +463,7 @@ int report_job_json(FILE *f, const struct an_analysis *a)
 	if (a->comm_records)
 		json_stragglers(&w, a);
 	jw_obj_end(&w);
+	g_schema = REPORT_SCHEMA;
 	return jw_error(&w);
 }
 
@@ -459,6 +504,9 @@ const char *report_bottleneck_sentence(const struct an_analysis *a, const char *
 		return "device-to-host copies hold the step";
 	if (!strcmp(b, "sync"))
 		return "the training thread waits in synchronisation calls while the GPU is idle";
+	if (!strcmp(b, "comm"))
+		return "multi-GPU communication (NCCL collectives) not hidden under compute holds the step: overlap "
+		       "it with the backward pass (bucketing), or move fewer bytes";
 	if (!strcmp(b, "other") && !a->cuda_calls)
 		return "host time outside I/O (Python, the framework, computation on the CPU); no process made a CUDA "
 		       "call, so no GPU waits";
@@ -773,6 +821,10 @@ int report_text(FILE *f, const struct an_analysis *a, int all)
 					util_fmt_ns(a->split_unsampled_total, b1, sizeof(b1)));
 			fprintf(f, "\n");
 		}
+		if (a->bd_total[AN_COMM] || a->comm_overlapped_ns)
+			fprintf(f, "Communication: %.1f%% of the wall time exposed (comm), %s more hidden under compute "
+				   "(comm_overlapped_ns)\n",
+				100.0 * report_share(a, AN_COMM), util_fmt_ns(a->comm_overlapped_ns, b1, sizeof(b1)));
 		if (a->launches_modelled || a->launches_unmodelled)
 			fprintf(f,
 				"GPU time of kernels: %.1f%% modelled from timed samples (%llu of %llu launches timed, "

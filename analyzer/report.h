@@ -1,6 +1,7 @@
 /*
  * report.h - the outputs of `stepprof analyze`: the text report for people and
- * the JSON document (schema stepprof.analysis/1, docs/analysis-json.md).
+ * the JSON document (schema stepprof.analysis/2, or /1 for older consumers;
+ * docs/analysis-json.md).
  */
 #ifndef STEPPROF_REPORT_H
 #define STEPPROF_REPORT_H
@@ -65,9 +66,18 @@ int report_output_is_input(const char *verb, const char *option, const char *des
 
 /* 0, or -1 on a write error. all: every iteration in the text table (else first and last 10). */
 int report_text(FILE *f, const struct an_analysis *a, int all);
+/* The JSON document of schema REPORT_SCHEMA (2). */
 int report_json(FILE *f, const struct an_analysis *a);
 /* The job of `stepprof merge` (rank summaries): findings, ranks[], job, stragglers; 0 or -1. */
 int report_job_json(FILE *f, const struct an_analysis *a);
 int report_job_text(FILE *f, const struct an_analysis *a);
+/*
+ * The JSON document of schema 1 or 2 (analyze --schema N). Schema 1 is the
+ * document before the comm category: no comm keys, no comm_overlapped_ns,
+ * communication kernels in compute and a sync waiting for one in sync
+ * (an_iter.bd1); 2 adds them.
+ */
+#define REPORT_SCHEMA 2
+int report_json_schema(FILE *f, const struct an_analysis *a, int schema);
 
 #endif /* STEPPROF_REPORT_H */

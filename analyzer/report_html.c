@@ -32,7 +32,8 @@
 #include <string.h>
 
 /* Category colours (colour-blind friendly Tableau 10), in enum an_cat order. */
-const char *const cat_color[AN_CAT__COUNT] = {"#e15759", "#f28e2b", "#4e79a7", "#edc948", "#b07aa1", "#bab0ac"};
+const char *const cat_color[AN_CAT__COUNT] = {"#e15759", "#f28e2b", "#4e79a7", "#76b7b2",
+					      "#edc948", "#b07aa1", "#bab0ac"};
 
 /* ----------------------------------------------------- 1. output helpers */
 

@@ -312,7 +312,9 @@ void html_categories(FILE *f, const struct an_analysis *a)
 	static const char *const what[AN_CAT__COUNT] = {
 	    "the training thread is blocked in file I/O or waiting for a batch from loader workers",
 	    "a host-to-device copy runs on the GPU, or the training thread is inside an H2D call",
-	    "a kernel, memset or device-to-device copy runs on the GPU",
+	    "a kernel, memset or device-to-device copy runs on the GPU (communication kernels are comm)",
+	    "a communication (NCCL) kernel runs on the GPU and no compute kernel does, or the training thread "
+	    "waits in a synchronisation for one",
 	    "a device-to-host copy runs, or the training thread is inside a D2H call",
 	    "the training thread is blocked in a synchronisation call",
 	    "none of the above (Python, framework, launch overhead, GPU idle)",
@@ -326,10 +328,15 @@ void html_categories(FILE *f, const struct an_analysis *a)
 			fns(report_cat_quantile(a, c, 0.95), b2, sizeof(b2)), an_cat_name[c], report_share(a, c),
 			100.0 * report_share(a, c), fns(a->bd_total[c], b3, sizeof(b3)), what[c]);
 	fputs("</tbody></table>\n<p class=\"note\">Every instant of an iteration goes to the first category that "
-	      "holds, in the table's priority order compute, h2d, d2h, input, sync, other; the six sum to the wall "
-	      "time. Median and p95 are over iterations; share is the category's total over the total wall time.</p>\n"
-	      "</section>\n",
+	      "holds, in the priority order compute, comm, h2d, d2h, input, sync, other; the seven sum to the wall "
+	      "time. Median and p95 are over iterations; share is the category's total over the total wall time.</p>\n",
 	      f);
+	if (a->bd_total[AN_COMM] || a->comm_overlapped_ns)
+		fprintf(f,
+			"<p class=\"note\" id=\"comm-overlapped\">Communication hidden under compute (counted as "
+			"compute, comm_overlapped_ns): %s over the iterations.</p>\n",
+			fns(a->comm_overlapped_ns, b1, sizeof(b1)));
+	fputs("</section>\n", f);
 }
 
 /* --------------------------------------------------------- 3. findings */

@@ -33,8 +33,8 @@ enum watch_alert {
 };
 extern const char *const watch_alert_name[WATCH_A__COUNT];
 
-/* The six phases of the breakdown, in categories.def's order (input, h2d, compute, d2h, sync, other). */
-#define WATCH_PHASES 6
+/* The seven phases of the breakdown, in categories.def's order (input, h2d, compute, comm, d2h, sync, other). */
+#define WATCH_PHASES 7
 
 /* The step-time quantiles of the window that a summary exposes. */
 #define WATCH_NQ 3

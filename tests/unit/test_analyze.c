@@ -408,8 +408,8 @@ Test(analyze, breakdown_of_spans_across_iterations_and_streams)
 	run_free(&s, NULL, &a);
 	cr_assert_eq(a.source_kind, AN_SRC_NVTX);
 	cr_assert_eq(a.nit, 2);
-	/* input, h2d, compute, d2h, sync, other */
-	static const uint64_t bd[2][AN_CAT__COUNT] = {{2000, 0, 7995, 0, 0, 5}, {0, 500, 5005, 0, 0, 4495}};
+	/* input, h2d, compute, comm, d2h, sync, other */
+	static const uint64_t bd[2][AN_CAT__COUNT] = {{2000, 0, 7995, 0, 0, 0, 5}, {0, 500, 5005, 0, 0, 0, 4495}};
 	static const uint64_t blk[2][AN_BLK__COUNT] = {{2000, 1000, 0, 0}, {0, 500, 10, 4995}};
 	static const uint64_t idle[2] = {2005, 4595};
 	for (int i = 0; i < 2; i++) {
@@ -962,7 +962,7 @@ Test(analyze, a_single_trainer_has_one_rank_entry)
 	cr_expect_eq(a.ranks[0].nit, 20);
 	cr_expect_eq(a.ranks[0].wall_total, 20 * 11100 * US);
 	/* the reference iteration's partition (sim_iteration) */
-	static const uint64_t want[AN_CAT__COUNT] = {4000, 2000, 4000, 100, 0, 1000};
+	static const uint64_t want[AN_CAT__COUNT] = {4000, 2000, 4000, 0, 100, 0, 1000};
 	for (int c = 0; c < AN_CAT__COUNT; c++)
 		cr_expect_eq(a.ranks[0].bd_total[c], 20 * want[c] * US, "%s", an_cat_name[c]);
 	an_analysis_free(&a);

@@ -4,6 +4,7 @@
  * (scripts/bench.d/50-analyzer.sh) and its large-input tests.
  *
  *   gentrace DIR RECORDS [--iters N] [--markers none|step|nvtx]
+ *            [--comm none|calls|names|untimed] [--comm-us U] [--overlap-us O]
  *
  * DIR/trainer.sptrace holds a training thread that runs N iterations (default
  * 1000) of: marker, batch wait, H2D copy, K kernel launches, D2H copy, sync, each
@@ -11,6 +12,18 @@
  * RECORDS records. DIR/worker.sptrace holds a loader process that opens, reads
  * and closes a file per iteration. Files are written chunk by chunk (memory is one
  * chunk per thread), so 50 million records need 1.6 GB of disk, not of memory.
+ *
+ * --comm adds an all-reduce to each iteration, after the D2H copy and before the
+ * sync (which waits for it): one communicator made first (a COMM_INIT record), then
+ * per iteration a kernel launch whose GPU span lasts U µs (default 3000) once the
+ * D2H copy is done, the GPU otherwise idle. calls: the launch is made inside a COMM
+ * record (ncclAllReduce), its kernel named "allreduce_ring_kernel" (communication by
+ * the call alone; the record follows the launch, as a call's record is written when
+ * it returns); names: no COMM record, the kernel named
+ * "ncclDevKernel_AllReduce_Sum_f32_RING_LL" (by the name alone); untimed: as calls,
+ * the kernel without a GPU span (not timed), so only the sync's wait shows it. With
+ * --overlap-us O (calls, names) a compute kernel on another stream runs for the first
+ * O µs of the all-reduce (communication hidden under compute).
  *
  * Prints one line: "gentrace: <records> records, <iters> iterations, <K> kernels per iteration".
  * Divided into: the file writer (header, keep area for strings, ring chunks), the
@@ -179,12 +192,25 @@ int main(int argc, char **argv)
 	}
 	const char *dir = argv[1];
 	uint64_t want = strtoull(argv[2], NULL, 10), iters = 1000;
-	const char *markers = "step";
+	const char *markers = "step", *comm = "none";
+	uint64_t comm_ns = 3000000, overlap_ns = 0;
 	for (int i = 3; i + 1 < argc; i += 2) {
 		if (!strcmp(argv[i], "--iters"))
 			iters = strtoull(argv[i + 1], NULL, 10);
 		else if (!strcmp(argv[i], "--markers"))
 			markers = argv[i + 1];
+		else if (!strcmp(argv[i], "--comm"))
+			comm = argv[i + 1];
+		else if (!strcmp(argv[i], "--comm-us"))
+			comm_ns = strtoull(argv[i + 1], NULL, 10) * 1000;
+		else if (!strcmp(argv[i], "--overlap-us"))
+			overlap_ns = strtoull(argv[i + 1], NULL, 10) * 1000;
+	}
+	/* 0 none, 1 calls, 2 names, 3 untimed */
+	int cm = !strcmp(comm, "calls") ? 1 : !strcmp(comm, "names") ? 2 : !strcmp(comm, "untimed") ? 3 : 0;
+	if (overlap_ns > comm_ns || (cm == 3 && overlap_ns)) {
+		fprintf(stderr, "gentrace: --overlap-us: at most --comm-us, and not with untimed\n");
+		return 2;
 	}
 	if (!iters || want < iters * 12) {
 		fprintf(stderr, "gentrace: RECORDS must be at least 12 per iteration\n");
@@ -204,10 +230,22 @@ int main(int argc, char **argv)
 	snprintf(path, sizeof(path), "%s/worker.sptrace", dir);
 	gf_open(&wk, path, 2000, 1000, "gentrace worker");
 	uint32_t kname = gf_intern(&tr, "gemm_kernel"), rname = gf_intern(&tr, "train_step");
+	uint32_t cname = cm == 2 ? gf_intern(&tr, "ncclDevKernel_AllReduce_Sum_f32_RING_LL")
+		       : cm	 ? gf_intern(&tr, "allreduce_ring_kernel")
+				 : 0;
+	uint32_t oname = cm && overlap_ns ? gf_intern(&tr, "gemm_overlap_kernel") : 0;
 	uint32_t fpath = gf_intern(&wk, "/data/shard-000.bin");
 	uint64_t f[SP_F__COUNT];
 	uint64_t t = 2000000000ull, gpu = t;
 	uint32_t op = 0;
+	if (cm) { /* the communicator, made before the loop */
+		memset(f, 0, sizeof(f));
+		f[SP_F_COMM] = 0xc0c0ull;
+		f[SP_F_VALUE] = 0x5eedf00dull;
+		f[SP_F_RANK] = 0;
+		f[SP_F_NRANKS] = 2;
+		emit(&tr, 0, SP_K_COMM_INIT, SP_API_ncclCommInitRank, t - 500000, t - 100000, f);
+	}
 	for (uint64_t it = 0; it < iters; it++) {
 		uint64_t start = t;
 		memset(f, 0, sizeof(f));
@@ -265,6 +303,39 @@ int main(int argc, char **argv)
 		emit(&tr, 1, SP_K_GPU_SPAN, 0, gpu, gpu + 2000, sf);
 		gpu += 2000;
 		t += 5000;
+		if (cm) {
+			/* the all-reduce: its kernel on the stream after the D2H copy */
+			uint64_t cb = t;
+			memset(f, 0, sizeof(f));
+			f[SP_F_NAME] = cname;
+			f[SP_F_OP] = ++op;
+			emit(&tr, 0, SP_K_LAUNCH, SP_API_cuLaunchKernel, t + 2000, t + 2050, f);
+			uint32_t cop = op;
+			if (cm != 2) {
+				memset(f, 0, sizeof(f));
+				f[SP_F_BYTES] = 64 << 20;
+				f[SP_F_COMM] = 0xc0c0ull;
+				f[SP_F_PEER] = (uint64_t)-1;
+				emit(&tr, 0, SP_K_COMM, SP_API_ncclAllReduce, cb, cb + 10000, f);
+			}
+			t += 10000;
+			gpu = gpu > t - 7950 ? gpu : t - 7950;
+			if (cm != 3) {
+				sf[SP_F_OP] = cop;
+				emit(&tr, 1, SP_K_GPU_SPAN, 0, gpu, gpu + comm_ns, sf);
+			}
+			if (overlap_ns) {
+				memset(f, 0, sizeof(f));
+				f[SP_F_NAME] = oname;
+				f[SP_F_OP] = ++op;
+				f[SP_F_STREAM] = 7;
+				emit(&tr, 0, SP_K_LAUNCH, SP_API_cudaLaunchKernel, t, t + 50, f);
+				t += 60;
+				sf[SP_F_OP] = op;
+				emit(&tr, 1, SP_K_GPU_SPAN, 0, gpu, gpu + overlap_ns, sf);
+			}
+			gpu += comm_ns;
+		}
 		memset(f, 0, sizeof(f));
 		uint64_t se = gpu > t ? gpu : t;
 		emit(&tr, 0, SP_K_SYNC, SP_API_cudaStreamSynchronize, t, se, f);
