@@ -673,11 +673,14 @@ static void write_counts(FILE *f, const struct counts *c)
 
 static void write_breakdown(FILE *f, const uint64_t *ns)
 {
-	/* the schema's order: input, h2d, compute, d2h, sync, other */
+	/* the schema's order: input, h2d, compute, comm, d2h, sync, other (the trainer communicates with no one) */
 	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
 	fputc('{', f);
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 6; k++) {
 		fprintf(f, "%s\"%s\":%llu", k ? "," : "", cat_name[order[k]], (unsigned long long)ns[order[k]]);
+		if (order[k] == TR_COMPUTE)
+			fputs(",\"comm\":0", f);
+	}
 	fputc('}', f);
 }
 
@@ -794,9 +797,12 @@ void tr_truth_write(FILE *f)
 					: (walls[T.iters / 2 - 1] + walls[T.iters / 2]) / 2;
 	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
 	fprintf(f, ",\"summary\":{\"wall_ns_median\":%llu,\"breakdown_fraction\":{", (unsigned long long)median);
-	for (int k = 0; k < 6; k++)
+	for (int k = 0; k < 6; k++) {
 		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", cat_name[order[k]],
 			wall ? (double)sum[order[k]] / (double)wall : 0.0);
+		if (order[k] == TR_COMPUTE)
+			fputs(",\"comm\":0.000000", f);
+	}
 	fputs("},\"input_split_fraction\":{", f);
 	for (int k = 0; k < NSPLIT; k++)
 		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", split_name[k],
