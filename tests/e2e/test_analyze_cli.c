@@ -157,7 +157,7 @@ Test(analyze_cli, merges_processes_and_collector_file_on_one_timeline)
 	write_run(dir, 0);
 	struct sp_t_result r;
 	struct sp_json *j = analyze_json(dir, 0, &r);
-	cr_expect_str_eq(sp_json_str(j, "schema"), "stepprof.analysis/1");
+	cr_expect_str_eq(sp_json_str(j, "schema"), "stepprof.analysis/2");
 	cr_expect_str_eq(sp_json_str(j, "iteration_source"), "api");
 	struct sp_json *procs = sp_json_get(j, "processes");
 	cr_assert_not_null(procs);
@@ -500,7 +500,7 @@ Test(analyze_cli, bench_figures_and_the_generated_trace_they_analyse, .timeout =
 	}
 }
 
-/* Every member of the schema stepprof.analysis/1 is there, with its type. */
+/* Every member of the schema stepprof.analysis/2 is there, with its type. */
 static void expect_member(struct sp_json *j, const char *path, int type)
 {
 	struct sp_json *m = sp_json_path(j, path);
@@ -532,6 +532,7 @@ Test(analyze_cli, json_has_every_member_of_the_schema)
 					   "iterations.0.breakdown_ns.input",
 					   "iterations.0.breakdown_ns.h2d",
 					   "iterations.0.breakdown_ns.compute",
+					   "iterations.0.breakdown_ns.comm",
 					   "iterations.0.breakdown_ns.d2h",
 					   "iterations.0.breakdown_ns.sync",
 					   "iterations.0.breakdown_ns.other",
@@ -547,15 +548,18 @@ Test(analyze_cli, json_has_every_member_of_the_schema)
 					   "iterations.0.d2h_bytes",
 					   "iterations.0.pageable_copies",
 					   "iterations.0.device_bytes_peak",
+					   "iterations.0.comm_overlapped_ns",
 					   "summary.iterations",
 					   "summary.wall_ns_median",
 					   "summary.breakdown_fraction.input",
 					   "summary.breakdown_fraction.h2d",
 					   "summary.breakdown_fraction.compute",
+					   "summary.breakdown_fraction.comm",
 					   "summary.breakdown_fraction.d2h",
 					   "summary.breakdown_fraction.sync",
 					   "summary.breakdown_fraction.other",
 					   "summary.device_bytes_peak",
+					   "summary.comm_overlapped_ns",
 					   "findings.0.first_iteration",
 					   "findings.0.last_iteration"};
 	for (size_t k = 0; k < sizeof(nums) / sizeof(nums[0]); k++)
@@ -1155,7 +1159,7 @@ Test(analyze_cli, csv_rows_are_the_json_iterations)
 	size_t ncol = 0;
 	for (char *s2 = NULL, *c = strtok_r(line, ",", &s2); c && ncol < 32; c = strtok_r(NULL, ",", &s2))
 		cols[ncol++] = c;
-	cr_assert_eq(ncol, 18, "18 columns in the header");
+	cr_assert_eq(ncol, 19, "19 columns in the header");
 	cr_expect_str_eq(cols[0], "index");
 	size_t rows = 0;
 	for (line = strtok_r(NULL, "\n", &save); line; line = strtok_r(NULL, "\n", &save), rows++) {
@@ -1164,7 +1168,7 @@ Test(analyze_cli, csv_rows_are_the_json_iterations)
 			cr_assert_lt(k, ncol, "row %zu has more fields than the header", rows);
 			char path[96], *end;
 			size_t len = strlen(cols[k]);
-			int cat = k >= 4 && k < 10; /* input_ns .. other_ns */
+			int cat = k >= 4 && k < 11; /* input_ns .. other_ns */
 			if (cat)
 				snprintf(path, sizeof(path), "%zu.breakdown_ns.%.*s", rows, (int)(len - 3), cols[k]);
 			else

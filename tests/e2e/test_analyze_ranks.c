@@ -181,7 +181,7 @@ Test(analyze_ranks, two_ranks_each_with_its_own_breakdown, .timeout = 240)
 	cr_assert_str_eq(sp_json_str(truth[1], "summary.bottleneck"), "input");
 
 	struct sp_json *an = analyze_json(tdir, NULL);
-	cr_expect_str_eq(sp_json_str(an, "schema"), "stepprof.analysis/1");
+	cr_expect_str_eq(sp_json_str(an, "schema"), "stepprof.analysis/2");
 	struct sp_json *rs = sp_json_get(an, "ranks");
 	cr_assert_not_null(rs, "no ranks[]");
 	cr_expect_eq(rs->n, 2, "ranks[] has %zu entries, the job has 2 trainer processes", rs->n);
