@@ -380,9 +380,9 @@ Test(html, rank_table_of_the_ranks_numbers)
 	a.ranks = calloc(3, sizeof(*a.ranks));
 	cr_assert_not_null(a.ranks);
 	a.nranks = 3;
-	/* input, h2d, compute, d2h, sync, other (ms) */
-	static const uint64_t b0[6] = {25, 0, 50, 0, 25, 0}, b1[6] = {0, 0, 90, 0, 0, 10},
-			      b2[6] = {60, 0, 30, 0, 0, 10};
+	/* input, h2d, compute, comm, d2h, sync, other (ms) */
+	static const uint64_t b0[AN_CAT__COUNT] = {25, 0, 50, 0, 0, 25, 0}, b1[AN_CAT__COUNT] = {0, 0, 90, 0, 0, 0, 10},
+			      b2[AN_CAT__COUNT] = {60, 0, 30, 0, 0, 0, 10};
 	set_rank(&a.ranks[0], 0, 1000, 10, 10, b0, 0);
 	set_rank(&a.ranks[1], 1, 1001, 10, 12, b1, 1);
 	set_rank(&a.ranks[2], -1, 1002, 20, 30, b2, 0);
@@ -395,7 +395,7 @@ Test(html, rank_table_of_the_ranks_numbers)
 	cr_expect(strstr(h, "data-cat=\"sync\" data-value=\"0.25\""), "rank 0 sync 25%");
 	cr_expect(strstr(h, "data-cat=\"compute\" data-value=\"0.90000000000000002\""), "rank 1 compute 90%");
 	cr_expect(strstr(h, "data-cat=\"input\" data-value=\"0.59999999999999998\""), "rank 2 input 60%");
-	cr_expect_eq(count(h, "class=\"rshare\""), 18, "six shares per row");
+	cr_expect_eq(count(h, "class=\"rshare\""), 3 * AN_CAT__COUNT, "seven shares per row");
 	/* rows: rank, pid, iterations, median wall; the bottleneck by report_bottleneck_of */
 	cr_expect(strstr(h, "data-rank=\"0\" data-pid=\"1000\" data-selected=\"0\"><td class=\"mark\"></td><td>0</td>"
 			    "<td>1000</td><td>10</td><td>10 ms</td>"),

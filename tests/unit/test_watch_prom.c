@@ -169,8 +169,8 @@ Test(watch_prom, every_family_once_with_help_and_type)
 			samples++;
 		}
 	}
-	/* 1 build_info + 2 ranks x (1 + 5 + 6 + 4 + 1 + 1 + 6) + 1 lag */
-	cr_expect_eq(samples, 1 + 2 * 24 + 1, "%s", text);
+	/* 1 build_info + 2 ranks x (1 + 5 + 7 + 4 + 1 + 1 + 6) + 1 lag */
+	cr_expect_eq(samples, 1 + 2 * 25 + 1, "%s", text);
 	free(text);
 }
 
@@ -190,9 +190,10 @@ Test(watch_prom, values_of_every_family)
 	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"input\"} 1",
 	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"h2d\"} 2",
 	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"compute\"} 3",
-	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"d2h\"} 4",
-	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"sync\"} 5",
-	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"other\"} 6",
+	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"comm\"} 4",
+	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"d2h\"} 5",
+	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"sync\"} 6",
+	    "stepprof_phase_seconds_total{job=\"j\",host=\"h1\",rank=\"10\",phase=\"other\"} 7",
 	    "stepprof_device_memory_bytes{job=\"j\",host=\"h1\",rank=\"10\",device=\"0\",state=\"live\"} 1000",
 	    "stepprof_device_memory_bytes{job=\"j\",host=\"h1\",rank=\"10\",device=\"0\",state=\"peak\"} 2000",
 	    "stepprof_device_memory_bytes{job=\"j\",host=\"h1\",rank=\"10\",device=\"2\",state=\"live\"} 1002",
