@@ -829,6 +829,86 @@ Test(analyze, device_peak_of_iterations_without_memory_events)
 	an_memsrc_free(&s.m);
 }
 
+/*
+ * Communication (times in us; two NVTX iterations of 10 ms). Iteration 0: a
+ * kernel on stream 0, GPU [5, 3005); an all-reduce call [3100, 3200) that
+ * launches [3150, 3160) a kernel of no NCCL name on stream 0 (communication by
+ * the call: its record comes first here, by begin time), GPU [3160, 6160); a
+ * compute kernel on stream 1 under it, GPU [4160, 5160); a stream sync of
+ * stream 0 [3300, 6200), whose last op is the all-reduce's: its tail
+ * [6160, 6200) is comm. Iteration 1: a send call [10000, 10100) launching an
+ * NCCL kernel [10010, 10020) never timed (no GPU span), then a device sync
+ * [10100, 12100) waiting for it: comm; an event sync [13000, 13500): sync (no
+ * stream named); a kernel on stream 0, GPU [14005, 15005), and a stream sync
+ * [14010, 15005): compute.
+ */
+Test(analyze, communication_kernels_and_the_syncs_that_wait_for_them)
+{
+	struct sim s;
+	sim_init(&s);
+	uint64_t T = s.t;
+	uint32_t name = an_memsrc_string(&s.m, "train_step"), gemm = an_memsrc_string(&s.m, "gemm"),
+		 ring = an_memsrc_string(&s.m, "allreduce_ring"),
+		 nccl = an_memsrc_string(&s.m, "ncclDevKernel_SendRecv");
+	for (int i = 0; i < 2; i++) {
+		struct sp_event *r =
+		    call_us(&s, T, SP_K_RANGE, SP_API_nvtx, 10000 * (uint64_t)i, 10000 * (uint64_t)i + 10000);
+		r->f[SP_F_NAME] = name;
+	}
+	struct sp_event *x = call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 0, 5);
+	x->f[SP_F_OP] = 1;
+	x->f[SP_F_NAME] = gemm;
+	span_us(&s, T, 1, 5, 3005);
+	x = call_us(&s, T, SP_K_COMM, SP_API_ncclAllReduce, 3100, 3200);
+	x->f[SP_F_BYTES] = 64 << 20;
+	x = call_us(&s, T, SP_K_LAUNCH, SP_API_cuLaunchKernel, 3150, 3160);
+	x->f[SP_F_OP] = 2;
+	x->f[SP_F_NAME] = ring;
+	span_us(&s, T, 2, 3160, 6160);
+	x = call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 3200, 3205);
+	x->f[SP_F_OP] = 3;
+	x->f[SP_F_NAME] = gemm;
+	x->f[SP_F_STREAM] = 1;
+	span_us(&s, T, 3, 4160, 5160);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 3300, 6200);
+	call_us(&s, T, SP_K_COMM, SP_API_ncclSend, 10000, 10100);
+	x = call_us(&s, T, SP_K_LAUNCH, SP_API_cuLaunchKernel, 10010, 10020);
+	x->f[SP_F_OP] = 4;
+	x->f[SP_F_NAME] = nccl;
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaDeviceSynchronize, 10100, 12100);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaEventSynchronize, 13000, 13500);
+	x = call_us(&s, T, SP_K_LAUNCH, SP_API_cudaLaunchKernel, 14000, 14005);
+	x->f[SP_F_OP] = 5;
+	x->f[SP_F_NAME] = gemm;
+	span_us(&s, T, 5, 14005, 15005);
+	call_us(&s, T, SP_K_SYNC, SP_API_cudaStreamSynchronize, 14010, 15005);
+	struct an_analysis a;
+	run_free(&s, NULL, &a);
+	cr_assert_eq(a.nit, 2);
+	/* input, h2d, compute, comm, d2h, sync, other; schema 1: comm in compute, the wait in sync */
+	static const uint64_t bd[2][AN_CAT__COUNT] = {{0, 0, 4000, 2040, 0, 0, 3960}, {0, 0, 1000, 2000, 0, 500, 6500}};
+	static const uint64_t bd1[2][AN_CAT__COUNT] = {{0, 0, 6000, 0, 0, 40, 3960}, {0, 0, 1000, 0, 0, 2500, 6500}};
+	static const uint64_t overlapped[2] = {1000, 0};
+	for (int i = 0; i < 2; i++) {
+		for (int c = 0; c < AN_CAT__COUNT; c++) {
+			cr_expect_eq(a.it[i].bd[c], bd[i][c] * US, "iteration %d %s: %lu ns", i, an_cat_name[c],
+				     (unsigned long)a.it[i].bd[c]);
+			cr_expect_eq(a.it[i].bd1[c], bd1[i][c] * US, "schema 1, iteration %d %s: %lu ns", i,
+				     an_cat_name[c], (unsigned long)a.it[i].bd1[c]);
+		}
+		cr_expect_eq(a.it[i].comm_overlapped_ns, overlapped[i] * US, "iteration %d overlapped %lu ns", i,
+			     (unsigned long)a.it[i].comm_overlapped_ns);
+	}
+	cr_expect_eq(a.bd_total[AN_COMM], 4040 * US);
+	cr_expect_eq(a.bd1_total[AN_COMPUTE], 7000 * US);
+	cr_expect_eq(a.comm_overlapped_ns, 1000 * US);
+	cr_assert_eq(a.nranks, 1);
+	cr_expect_eq(a.ranks[0].bd_total[AN_COMM], 4040 * US);
+	cr_expect_eq(a.ranks[0].bd1_total[AN_SYNC], 2540 * US);
+	cr_expect_eq(a.ranks[0].comm_overlapped_ns, 1000 * US);
+	an_analysis_free(&a);
+}
+
 /* ------------------------------------------------ 3. several trainers (ranks) */
 
 #define RPID 300 /* a second trainer, no header of its own in a memsrc: no rank */
