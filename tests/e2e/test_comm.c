@@ -5,8 +5,8 @@
  *   - traces written by gentrace --comm (tests/workloads/gentrace.c), whose
  *     all-reduce kernel runs a known time per iteration: found by its NCCL call
  *     (COMM records), by its kernel's name alone, hidden in part under a compute
- *     kernel (comm_overlapped_ns), and untimed, where only the sync that waits for
- *     it shows it; compute never holds it;
+ *     kernel (comm_overlapped_ns), untimed, where only the sync that waits for it
+ *     shows it, and sampled, where the analysis models it; compute never holds it;
  *   - --schema 1 is --json without the comm keys and with the old schema string,
  *     on gentrace's traces and on the trainer's scenarios (single-GPU jobs).
  *
@@ -264,6 +264,25 @@ Test(comm, a_sync_waiting_for_an_untimed_collective_is_comm, .timeout = 120)
 	}
 	cr_expect_str_eq(sp_json_str(one, "schema"), "stepprof.analysis/1");
 	cr_expect_str_eq(sp_json_str(one, "summary.bottleneck"), "sync");
+	sp_json_free(one);
+	sp_json_free(a);
+}
+
+/*
+ * An all-reduce timed in the first two iterations only (as STEPPROF_KERNEL_TIMING=auto
+ * samples a kernel): the other launches get modelled spans, comm as the measured
+ * ones; schema 1 has them in compute (GPU time), not in sync.
+ */
+Test(comm, modelled_spans_of_a_collective_are_comm, .timeout = 120)
+{
+	struct gen g;
+	gentrace(&g, "sampled", "--comm sampled --comm-us 3000");
+	struct sp_json *a = analyze(g.tdir, 0), *one = analyze(g.tdir, 1);
+	cr_expect_gt(num(a, "summary.gpu_time.launches_modelled"), 0, "the untimed all-reduces are modelled");
+	expect_iterations(a, "sampled", 3000000, 0, (double)(g.kernels * KERNEL_NS));
+	for (int i = 1; i < ITERS - 1; i++)
+		cr_expect_eq(num(one, "iterations.%d.breakdown_ns.compute", i), (double)(g.kernels * KERNEL_NS) + 3000000,
+			     "schema 1, iteration %d compute", i);
 	sp_json_free(one);
 	sp_json_free(a);
 }

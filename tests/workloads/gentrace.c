@@ -4,7 +4,7 @@
  * (scripts/bench.d/50-analyzer.sh) and its large-input tests.
  *
  *   gentrace DIR RECORDS [--iters N] [--markers none|step|nvtx]
- *            [--comm none|calls|names|untimed] [--comm-us U] [--overlap-us O]
+ *            [--comm none|calls|names|untimed|sampled] [--comm-us U] [--overlap-us O]
  *
  * DIR/trainer.sptrace holds a training thread that runs N iterations (default
  * 1000) of: marker, batch wait, H2D copy, K kernel launches, D2H copy, sync, each
@@ -21,7 +21,9 @@
  * the call alone; the record follows the launch, as a call's record is written when
  * it returns); names: no COMM record, the kernel named
  * "ncclDevKernel_AllReduce_Sum_f32_RING_LL" (by the name alone); untimed: as calls,
- * the kernel without a GPU span (not timed), so only the sync's wait shows it. With
+ * the kernel without a GPU span (not timed), so only the sync's wait shows it;
+ * sampled: as calls, the kernel timed in the first two iterations only, as
+ * STEPPROF_KERNEL_TIMING=auto samples a kernel (the analysis models the rest). With
  * --overlap-us O (calls, names) a compute kernel on another stream runs for the first
  * O µs of the all-reduce (communication hidden under compute).
  *
@@ -206,10 +208,14 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--overlap-us"))
 			overlap_ns = strtoull(argv[i + 1], NULL, 10) * 1000;
 	}
-	/* 0 none, 1 calls, 2 names, 3 untimed */
-	int cm = !strcmp(comm, "calls") ? 1 : !strcmp(comm, "names") ? 2 : !strcmp(comm, "untimed") ? 3 : 0;
-	if (overlap_ns > comm_ns || (cm == 3 && overlap_ns)) {
-		fprintf(stderr, "gentrace: --overlap-us: at most --comm-us, and not with untimed\n");
+	/* 0 none, 1 calls, 2 names, 3 untimed, 4 sampled */
+	int cm = !strcmp(comm, "calls")	    ? 1
+		 : !strcmp(comm, "names")   ? 2
+		 : !strcmp(comm, "untimed") ? 3
+		 : !strcmp(comm, "sampled") ? 4
+					    : 0;
+	if (overlap_ns > comm_ns || (cm >= 3 && overlap_ns)) {
+		fprintf(stderr, "gentrace: --overlap-us: at most --comm-us, and not with untimed or sampled\n");
 		return 2;
 	}
 	if (!iters || want < iters * 12) {
@@ -320,7 +326,7 @@ int main(int argc, char **argv)
 			}
 			t += 10000;
 			gpu = gpu > t - 7950 ? gpu : t - 7950;
-			if (cm != 3) {
+			if (cm != 3 && (cm != 4 || it < 2)) {
 				sf[SP_F_OP] = cop;
 				emit(&tr, 1, SP_K_GPU_SPAN, 0, gpu, gpu + comm_ns, sf);
 			}
