@@ -140,6 +140,11 @@ struct pass2 {
 		uint32_t op;
 	} last_op[LAST_OPS];
 	unsigned nlast_op;
+	struct {
+		uint32_t name;
+		int32_t file; /* + 1: 0 an empty entry */
+		uint8_t comm;
+	} name_verdict[256]; /* kernel names already looked up (a binary search in the file's strings) */
 	struct hashmap wk; /* a worker's pid -> struct wstate * (the input split) */
 	struct espan *esp; /* the training thread's exposed input not in its own file calls, in time order */
 	size_t nesp, capesp;
@@ -820,7 +825,14 @@ static int launch_is_comm(struct pass2 *p, const struct sp_event *ev, int file)
 	p->comm_launch[k].tid = ev->tid;
 	p->comm_launch[k].op = (uint32_t)ev->f[SP_F_OP];
 	p->comm_launch[k].t = ev->begin_ns;
-	if (comm_name(str_of(p, file, ev->f[SP_F_NAME])))
+	uint32_t name = (uint32_t)ev->f[SP_F_NAME];
+	unsigned h = (name * 2654435761u + (unsigned)file) >> 24;
+	if (p->name_verdict[h].file != file + 1 || p->name_verdict[h].name != name) {
+		p->name_verdict[h].file = file + 1;
+		p->name_verdict[h].name = name;
+		p->name_verdict[h].comm = (uint8_t)comm_name(str_of(p, file, name));
+	}
+	if (p->name_verdict[h].comm)
 		return 1;
 	unsigned n = p->ncomm_call < COMM_CALLS ? p->ncomm_call : COMM_CALLS;
 	for (unsigned j = 0; j < n; j++)
