@@ -24,7 +24,8 @@ enum { OPC_NONE, OPC_COMPUTE, OPC_H2D, OPC_D2H, OPC_COMM };
  * returns, after the launches it made, so both orders are met: the last COMM
  * records of the trainer (COMM_CALLS) classify the launches that come after
  * them, and the trainer's last launches (COMM_LAUNCHES) are classified again
- * when a COMM record holding them arrives.
+ * when a COMM record holding them arrives (before their GPU spans, which are
+ * read back later: a span already counted would stay compute).
  */
 #define COMM_CALLS    16u
 #define COMM_LAUNCHES 256u
@@ -859,11 +860,12 @@ static void comm_call(struct pass2 *p, const struct sp_event *ev)
 	}
 }
 
-/* The slot of the last op of (dev, stream), or of dev when is_dev; NULL when the table is full. */
+/* The slot of the last op of (dev, stream), or of dev when is_dev; LAST_OPS when none (insert: the table is full). */
 static unsigned last_op_slot(struct pass2 *p, unsigned dev, int is_dev, uint64_t stream, int insert)
 {
 	for (unsigned k = 0; k < p->nlast_op; k++)
-		if (p->last_op[k].dev == dev && p->last_op[k].is_dev == is_dev && (is_dev || p->last_op[k].stream == stream))
+		if (p->last_op[k].dev == dev && p->last_op[k].is_dev == is_dev &&
+		    (is_dev || p->last_op[k].stream == stream))
 			return k;
 	if (!insert || p->nlast_op == LAST_OPS)
 		return LAST_OPS;
