@@ -45,7 +45,9 @@ int rs_write(FILE *f, const struct an_analysis *a)
 			r->wall_median, r->wall_total, r->top_finding >= 0 ? an_finding_name[r->top_finding] : "-");
 		for (int c = 0; c < AN_CAT__COUNT; c++)
 			fprintf(f, " %" PRIu64, r->bd_total[c]);
-		fputc('\n', f);
+		for (int c = 0; c < AN_CAT__COUNT; c++)
+			fprintf(f, " %" PRIu64, r->bd1_total[c]);
+		fprintf(f, " %" PRIu64 "\n", r->comm_overlapped_ns);
 	}
 	for (uint32_t h = 0; h < a->comm_hosts && a->comm_host_names; h++) {
 		fprintf(f, "host %" PRIu32 " ", h);
@@ -196,12 +198,14 @@ static int read_rank(struct rd *r, struct an_analysis *a, const int *cat_of, int
 	x.top_finding = -1;
 	if (strcmp(t, "-") && (x.top_finding = name_index(an_finding_name, AN_F__COUNT, t)) < 0)
 		return bad(r, "unknown finding", t);
-	for (int c = 0; c < ncat; c++) {
+	for (int c = 0; c < 2 * ncat; c++) {
 		if (get_u64(r, &v, 10))
 			return -1;
-		if (cat_of[c] >= 0)
-			x.bd_total[cat_of[c]] = v;
+		if (cat_of[c % ncat] >= 0)
+			(c < ncat ? x.bd_total : x.bd1_total)[cat_of[c % ncat]] = v;
 	}
+	if (get_u64(r, &x.comm_overlapped_ns, 10))
+		return -1;
 	if (tok(r))
 		return bad(r, "extra fields on a rank line", NULL);
 	for (size_t i = 0; i < a->nranks; i++)

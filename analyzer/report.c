@@ -259,19 +259,24 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 /* added, with several ranks: the job as the sum of its ranks' iterations */
 static void json_job(struct jsonw *w, const struct an_analysis *a)
 {
-	uint64_t nit = 0, wall = 0, bd[AN_CAT__COUNT] = {0};
+	uint64_t nit = 0, wall = 0, over = 0, bd[AN_CAT__COUNT] = {0}, bd1[AN_CAT__COUNT] = {0};
 	for (size_t i = 0; i < a->nranks; i++) {
 		nit += a->ranks[i].nit;
 		wall += a->ranks[i].wall_total;
-		for (int c = 0; c < AN_CAT__COUNT; c++)
+		over += a->ranks[i].comm_overlapped_ns;
+		for (int c = 0; c < AN_CAT__COUNT; c++) {
 			bd[c] += a->ranks[i].bd_total[c];
+			bd1[c] += a->ranks[i].bd1_total[c];
+		}
 	}
 	jw_kobj_begin(w, "job");
 	jw_ku64(w, "ranks", a->nranks);
 	jw_ku64(w, "iterations", nit);
 	jw_ku64(w, "wall_ns_total", wall);
-	json_fractions(w, bd, wall);
-	json_counts(w, "breakdown_ns", an_cat_name, bd, AN_CAT__COUNT);
+	json_fractions(w, bd, bd1, wall);
+	json_cats(w, "breakdown_ns", bd, bd1);
+	if (g_schema >= 2)
+		jw_ku64(w, "comm_overlapped_ns", over);
 	jw_obj_end(w);
 }
 

@@ -118,7 +118,7 @@ static void evidence_keys(const char *doc, const char *kind, struct names *l)
 
 /* ---------------------------------------------------------------- 2. the runs */
 
-#define NRUNS 6
+#define NRUNS 7
 
 /* `stepprof analyze --json dir`: its one line, parsed (exit 0 asserted). */
 static struct sp_json *analyze(const char *dir)
@@ -207,23 +207,25 @@ Test(analysis_doc, every_member_written_is_documented_and_every_documented_field
 	/* the document's sections: heading, path in the JSON */
 	static const char *const sections[][2] = {
 	    {"Document", ""},	      {"`processes[]`", "processes"}, {"`iterations[]`", "iterations"},
-	    {"`summary`", "summary"}, {"`findings[]`", "findings"},   {"`ranks[]`", "ranks"}};
+	    {"`summary`", "summary"}, {"`findings[]`", "findings"},   {"`ranks[]`", "ranks"},
+	    {"`job`", "job"},	      {"`stragglers`", "stragglers"}, {"`stragglers.ranks[]`", "stragglers.ranks"}};
 	enum { NSEC = sizeof(sections) / sizeof(sections[0]) };
 	struct names *fields = calloc(NSEC, sizeof(*fields));
 	for (size_t s = 0; s < NSEC; s++) {
 		table_fields(doc, sections[s][0], &fields[s]);
-		if (s) /* the top level's members are the sections too */
+		if (s && !strchr(sections[s][1], '.')) /* the top level's members are the sections too */
 			names_add(&fields[0], sections[s][1], strlen(sections[s][1]));
 	}
 	static const char *const kinds[] = {"small_file_storm", "unpinned_copy", "alloc_fragmentation", "memory_growth",
-					    "loader_starved"};
+					    "loader_starved", "straggler_rank"};
 	enum { NKINDS = sizeof(kinds) / sizeof(kinds[0]) };
 	struct names *ev = calloc(NKINDS, sizeof(*ev));
 	for (size_t k = 0; k < NKINDS; k++)
 		evidence_keys(doc, kinds[k], &ev[k]);
 
 	sp_t_cur_dir = sp_t_tmpdir("analysis_doc");
-	const char *names[NRUNS] = {"input-bound", "pageable-h2d-bound", "fragmenting", "leaking", "ranks", "wrapped"};
+	const char *names[NRUNS] = {"input-bound", "pageable-h2d-bound", "fragmenting", "leaking", "ranks", "wrapped",
+				    "nccl"};
 	struct sp_json *runs[NRUNS];
 	for (int i = 0; i < 4; i++)
 		runs[i] = scenario(sp_t_cur_dir, names[i]);
@@ -232,6 +234,14 @@ Test(analysis_doc, every_member_written_is_documented_and_every_documented_field
 	char *rdir = sp_t_run_ranks(sp_t_cur_dir, "ranks", 2, two_clean, 12, truth);
 	runs[4] = analyze(rdir);
 	runs[5] = wrapped_leak(sp_t_cur_dir);
+	/* two NCCL ranks, the second 5 ms late at each all-reduce: stragglers and straggler_rank */
+	char ndir[1024];
+	snprintf(ndir, sizeof(ndir), "%s/nccl", sp_t_cur_dir);
+	char *nargs[] = {"--ranks", "2", "--iters", "15", "--slow-rank", "1", "--slow-us", "5000", NULL};
+	struct sp_t_result nr;
+	sp_t_run_trainer(&nr, ndir, nargs);
+	sp_t_result_free(&nr);
+	runs[6] = analyze(ndir);
 
 	int kind_seen[NKINDS] = {0};
 	for (int i = 0; i < NRUNS; i++) {

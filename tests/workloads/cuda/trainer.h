@@ -18,7 +18,7 @@
 #include <time.h>
 
 /* Breakdown categories in priority order: an instant goes to the first that holds. */
-enum tr_cat { TR_COMPUTE, TR_H2D, TR_D2H, TR_INPUT, TR_SYNC, TR_NCAT };
+enum tr_cat { TR_COMPUTE, TR_COMM, TR_H2D, TR_D2H, TR_INPUT, TR_SYNC, TR_NCAT };
 #define TR_OTHER TR_NCAT
 
 /* Every CUDA runtime function the trainer calls, counted by name in totals.by_api. */

@@ -101,7 +101,7 @@ static struct {
 	struct comm_rec *comms; /* comms[i]: iteration i's all-reduce (set: bytes or cb non-zero) */
 } T;
 
-static const char *const cat_name[TR_NCAT + 1] = {"compute", "h2d", "d2h", "input", "sync", "other"};
+static const char *const cat_name[TR_NCAT + 1] = {"compute", "comm", "h2d", "d2h", "input", "sync", "other"};
 static const char *const split_name[NSPLIT] = {"input_io", "input_cpu", "input_wait"};
 static const char *const api_name[TR_NAPI] = {
 #define TR_API_NAME(n) #n,
@@ -511,6 +511,12 @@ static size_t resolve_iter(unsigned i, struct ival **out, size_t *cap)
 			prev_end = e;
 		}
 	}
+	/* the all-reduce: communication from when it could start to when the host saw it end */
+	if (T.comms && T.comms[i].set) {
+		struct comm_times ct = comm_times(&T.comms[i]);
+		*out = grow(*out, cap, n + 1, sizeof(**out));
+		(*out)[n++] = (struct ival){ct.start, ct.end, TR_COMM, true, false, 0, 0};
+	}
 	for (size_t j = FIRST_OF(T.inputs, T.ninputs, i); j < T.ninputs; j++) {
 		if (T.inputs[j].iter != i)
 			break;
@@ -673,14 +679,11 @@ static void write_counts(FILE *f, const struct counts *c)
 
 static void write_breakdown(FILE *f, const uint64_t *ns)
 {
-	/* the schema's order: input, h2d, compute, comm, d2h, sync, other (the trainer communicates with no one) */
-	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
+	/* the schema's order: input, h2d, compute, comm, d2h, sync, other */
+	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_COMM, TR_D2H, TR_SYNC, TR_OTHER};
 	fputc('{', f);
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++)
 		fprintf(f, "%s\"%s\":%llu", k ? "," : "", cat_name[order[k]], (unsigned long long)ns[order[k]]);
-		if (order[k] == TR_COMPUTE)
-			fputs(",\"comm\":0", f);
-	}
 	fputc('}', f);
 }
 
@@ -795,14 +798,11 @@ void tr_truth_write(FILE *f)
 	uint64_t median = !T.iters	? 0
 			  : T.iters % 2 ? walls[T.iters / 2]
 					: (walls[T.iters / 2 - 1] + walls[T.iters / 2]) / 2;
-	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_D2H, TR_SYNC, TR_OTHER};
+	static const int order[] = {TR_INPUT, TR_H2D, TR_COMPUTE, TR_COMM, TR_D2H, TR_SYNC, TR_OTHER};
 	fprintf(f, ",\"summary\":{\"wall_ns_median\":%llu,\"breakdown_fraction\":{", (unsigned long long)median);
-	for (int k = 0; k < 6; k++) {
+	for (int k = 0; k < 7; k++)
 		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", cat_name[order[k]],
 			wall ? (double)sum[order[k]] / (double)wall : 0.0);
-		if (order[k] == TR_COMPUTE)
-			fputs(",\"comm\":0.000000", f);
-	}
 	fputs("},\"input_split_fraction\":{", f);
 	for (int k = 0; k < NSPLIT; k++)
 		fprintf(f, "%s\"%s\":%.6f", k ? "," : "", split_name[k],
@@ -810,7 +810,7 @@ void tr_truth_write(FILE *f)
 	const char *bottleneck = "compute";
 	if (!wall || (double)sum[TR_COMPUTE] < 0.8 * (double)wall) {
 		int best = -1;
-		for (int k = 0; k < 6; k++) {
+		for (int k = 0; k < 7; k++) {
 			int c = order[k];
 			if (c != TR_COMPUTE && (best < 0 || sum[c] > sum[best]))
 				best = c;
