@@ -74,6 +74,15 @@ struct name_slot {
 
 static struct sp_lazy names = SP_LAZY_INIT(NAME_SLOTS * sizeof(struct name_slot), "kernel name cache");
 
+/* n interned, with SP_NAME_COMM when it is an NCCL kernel's name */
+static uint32_t named(const char *n)
+{
+	uint32_t id = sp_intern_cstr(n);
+	if (!strncmp(n, "ncclDevKernel_", 14) || !strncmp(n, "ncclKernel_", 11))
+		id |= SP_NAME_COMM;
+	return id;
+}
+
 static uint32_t name_of(const void *stub, CUfunction f)
 {
 	char buf[512];
@@ -83,7 +92,7 @@ static uint32_t name_of(const void *stub, CUfunction f)
 		const struct sp_drv *d = sp_drv();
 		const char *n = NULL;
 		if (d && d->FuncGetName && d->FuncGetName(&n, f) == CUDA_SUCCESS && n && *n)
-			return sp_intern_cstr(n);
+			return named(n);
 		/*
 		 * cuLaunchKernel takes a CUkernel too (CUDA >= 12.0), and the CUDA
 		 * 12/13 runtime launches its programs' kernels through those
@@ -94,13 +103,13 @@ static uint32_t name_of(const void *stub, CUfunction f)
 		 * share of named launches).
 		 */
 		if (d && d->KernelGetName && d->KernelGetName(&n, (CUkernel)(void *)f) == CUDA_SUCCESS && n && *n)
-			return sp_intern_cstr(n);
+			return named(n);
 		/* the simulator's CUfunction is a host function: dladdr may name it */
 		stub = (const void *)f;
 	}
 	Dl_info di;
 	if (dladdr(stub, &di) && di.dli_sname && di.dli_saddr == stub)
-		return sp_intern_cstr(di.dli_sname);
+		return named(di.dli_sname);
 	snprintf(buf, sizeof(buf), "kernel@%p", stub);
 	return sp_intern_cstr(buf);
 }
@@ -146,6 +155,11 @@ static __attribute__((noinline)) uint32_t name_slow(const void *stub, CUfunction
 /* RATIONALE: the common case, a kernel met before at its first slot, is one
  * load and one compare, with no frame: the rest lives in name_slow. */
 uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f)
+{
+	return sp_gpu_kernel_name_flags(stub, f) & ~SP_NAME_COMM;
+}
+
+uint32_t sp_gpu_kernel_name_flags(const void *stub, CUfunction f)
 {
 	uintptr_t k = name_key(stub, f);
 	struct name_slot *tab = sp_lazy_peek(&names);

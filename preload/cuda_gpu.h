@@ -56,6 +56,7 @@ struct sp_gtim {
 	CUstream s;  /* the stream the events go to */
 	void *st;    /* the timing state (cuda_timing.c) that holds b */
 	uint64_t t0; /* launches: the host time the call began (set by the caller) */
+	uint64_t key; /* launches: launch_key() (set by the caller) */
 };
 /*
  * b of a launch timed by its end event alone: its stream's previous op is
@@ -97,6 +98,7 @@ void sp_gpu_begin_slow(struct sp_gtim *t, uint64_t s, int ptds, uint64_t launch)
 struct sp_sample_slot {
 	uint64_t key;
 	uint64_t n; /* launches of key on this thread since it took the slot */
+	int always; /* an NCCL kernel (by its name): every launch timed (sp_gpu_sample_always) */
 };
 SP_HIDDEN extern __thread struct sp_sample_slot sp_samples[SP_SAMPLE_SLOTS] __attribute__((tls_model("initial-exec")));
 SP_HIDDEN extern __thread uint64_t sp_sample_rng __attribute__((tls_model("initial-exec")));
@@ -106,8 +108,9 @@ static inline int sp_gpu_sample(uint64_t key)
 	if (sl->key != key) { /* a new kernel, or one that lost its slot: learn it (again) */
 		sl->key = key;
 		sl->n = 0;
+		sl->always = 0;
 	}
-	if (sl->n++ < SP_SAMPLE_LEARN)
+	if (sl->n++ < SP_SAMPLE_LEARN || sl->always)
 		return 1;
 	uint64_t x = sp_sample_rng ? sp_sample_rng : (key | 1);
 	x ^= x << 13;
@@ -170,6 +173,21 @@ static inline void sp_gpu_sync_point(uint64_t s, int ptds, enum sp_sync_kind kin
 
 /* ---- 3. kernel names ---- */
 uint32_t sp_gpu_kernel_name(const void *stub, CUfunction f);
+/*
+ * Its name is NCCL's (ncclKernel_*, ncclDevKernel_*): bit 31 of what
+ * sp_gpu_kernel_name_flags returns, the name's id in the low bits. Where
+ * NCCL's API is invisible (linked statically, or STEPPROF_NCCL=0), its
+ * kernels are still timed at every launch once their name is known
+ * (sp_gpu_sample_always): the first launch of a kernel is always timed.
+ */
+#define SP_NAME_COMM 0x80000000u
+uint32_t sp_gpu_kernel_name_flags(const void *stub, CUfunction f);
+static inline void sp_gpu_sample_always(uint64_t key)
+{
+	struct sp_sample_slot *sl = &sp_samples[(key * 0x9E3779B97F4A7C15ull) >> 58 & (SP_SAMPLE_SLOTS - 1)];
+	if (sl->key == key)
+		sl->always = 1;
+}
 
 /* ---- 4. host memory kind (enum sp_hostmem) of a pointer ---- */
 unsigned sp_gpu_host_kind(uint64_t p, int may_be_device);

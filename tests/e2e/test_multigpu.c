@@ -30,25 +30,45 @@ TestSuite(multigpu, .fini = sp_t_remove_cur_dir);
 #define SLOW_US 5000
 #define ITERS	"40"
 
-/* trainer --ranks 4 ... into <cur>/<sub>: the trace directory (malloc'd) */
-static char *run_job(const char *sub, int slow)
+/*
+ * trainer --ranks 4 ... into <cur>/<sub>: the trace directory (malloc'd); the
+ * ranks' ground truth into truth[4] when not NULL (freed by the caller).
+ */
+static char *run_job_env(const char *sub, int slow, char *const *extra, char *const *env, struct sp_json **truth)
 {
 	if (!sp_t_cur_dir)
 		sp_t_cur_dir = sp_t_tmpdir("multigpu");
 	char *tdir = malloc(strlen(sp_t_cur_dir) + strlen(sub) + 2);
 	sprintf(tdir, "%s/%s", sp_t_cur_dir, sub);
-	char *args_slow[] = {"--ranks", "4", "--iters", ITERS, "--kernels", "2", "--kernel-us", "2000", "--allreduce-bytes",
-			     "1M", "--slow-rank", "2", "--slow-us", "5000", NULL};
-	if (!slow)
-		args_slow[10] = NULL;
+	char *args[32] = {"--ranks", "4", "--iters", ITERS, "--kernels", "2", "--kernel-us", "2000", "--allreduce-bytes",
+			  "1M", "--markers", "step", NULL};
+	int k = 12;
+	if (slow) {
+		args[k++] = "--slow-rank", args[k++] = "2", args[k++] = "--slow-us", args[k++] = "5000";
+	}
+	for (; extra && *extra && k < 31; extra++)
+		args[k++] = *extra;
+	args[k] = NULL;
 	struct sp_t_result r;
-	sp_t_run_trainer(&r, tdir, args_slow);
+	sp_t_run_trainer_env(&r, tdir, args, env);
 	struct sp_json **lines;
 	size_t n = sp_json_parse_lines(r.out, &lines);
 	cr_assert_eq(n, 4, "the trainer printed %zu truth lines, not 4:\n%s", n, r.out);
-	sp_json_free_lines(lines, n);
+	for (size_t i = 0; i < n; i++) {
+		cr_assert_eq(sp_json_u64(lines[i], "rank.rank", 99), i, "truth line %zu is not rank %zu", i, i);
+		if (truth)
+			truth[i] = lines[i];
+		else
+			sp_json_free(lines[i]);
+	}
+	free(lines);
 	sp_t_result_free(&r);
 	return tdir;
+}
+
+static char *run_job(const char *sub, int slow)
+{
+	return run_job_env(sub, slow, NULL, NULL, NULL);
 }
 
 /* stepprof VERB args... (NULL-terminated): exit 0 asserted, stdout returned (malloc'd); RSS in *rss_kb */
@@ -113,9 +133,22 @@ static const struct sp_json *rank_row(const struct sp_json *an, int rank)
 	return NULL;
 }
 
+/* a rank's comm per iteration in its ground truth */
+static double truth_comm_per_iter(const struct sp_json *t)
+{
+	const struct sp_json *it = sp_json_get(t, "iterations");
+	double s = 0;
+	for (size_t i = 0; it && i < it->n; i++)
+		s += sp_json_num(sp_json_at(it, i), "breakdown_ns.comm", 0);
+	return it && it->n ? s / (double)it->n : 0;
+}
+
+#define copy_truth(src, dst) memcpy((dst), (src), sizeof(src))
+
 Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 {
-	char *tdir = run_job("slow", 1);
+	struct sp_json *tdir_truth[4];
+	char *tdir = run_job_env("slow", 1, NULL, NULL, tdir_truth);
 	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
 	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40, "collectives matched");
 	cr_expect_eq(sp_json_u64(an, "stragglers.gpu_timed", 0), 40, "arrivals from the kernels' GPU starts");
@@ -132,6 +165,32 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 			cr_expect_lt(sp_json_num(straggler_row(an, k), "last_share", 1), 0.1, "rank %d last too often", k);
 	const struct sp_json *f = finding(an, "straggler_rank", 2);
 	cr_expect_not_null(f, "straggler_rank did not name rank 2");
+	/*
+	 * The others wait for it in their comm: the same job without it waits less,
+	 * by what the workload's own clocks say (about the 5 ms on an idle machine;
+	 * on a loaded one the simulated ranks' own lags move both runs).
+	 */
+	struct sp_json *t1[4], *t0[4];
+	copy_truth(tdir_truth, t1);
+	char *even = run_job_env("slow-even", 0, NULL, NULL, t0);
+	struct sp_json *an0 = parse(stepprof(NULL, "analyze", "--json", even, NULL));
+	for (int k = 0; k < 4; k++) {
+		if (k == 2)
+			continue;
+		const struct sp_json *a = rank_row(an, k), *b = rank_row(an0, k);
+		double grow = sp_json_num(a, "breakdown_ns.comm", 0) / sp_json_num(a, "iterations", 1) -
+			      sp_json_num(b, "breakdown_ns.comm", 0) / sp_json_num(b, "iterations", 1);
+		double truth = truth_comm_per_iter(t1[k]) - truth_comm_per_iter(t0[k]);
+		sp_t_note("multigpu: rank %d's comm grows by %.3f ms a step (truth %.3f ms)", k, grow / 1e6, truth / 1e6);
+		cr_expect(grow >= truth - 0.1 * SLOW_US * 1000 && grow <= truth + 0.1 * SLOW_US * 1000,
+			  "rank %d's comm grows by %.0f ns a step with the straggler, truth %.0f", k, grow, truth);
+	}
+	for (int k = 0; k < 4; k++) {
+		sp_json_free(t0[k]);
+		sp_json_free(t1[k]);
+	}
+	sp_json_free(an0);
+	free(even);
 	cr_expect_null(finding(an, "straggler_rank", 0), "straggler_rank named rank 0");
 	/* its own breakdown says why: input, and more of it than any other rank's */
 	const struct sp_json *r2 = rank_row(an, 2);
@@ -400,6 +459,130 @@ Test(multigpu, jobs_give_the_same_analysis_in_memory_independent_of_the_ranks, .
 	long job16 = rss[0][1] - rss[0][0], job64 = rss[1][1] - rss[1][0];
 	sp_t_note("multigpu: peak RSS 16 ranks %ld / %ld KB, 64 ranks %ld / %ld KB (in turn / --jobs 2): a job %ld, %ld KB",
 		  rss[0][0], rss[0][1], rss[1][0], rss[1][1], job16, job64);
-	cr_expect(job64 < job16 + 4096, "a job takes %ld KB with 64 ranks, %ld KB with 16", job64, job16);
-	cr_expect(rss[1][1] < rss[0][1] + 16384, "--jobs 2: %ld KB with 64 ranks, %ld KB with 16", rss[1][1], rss[0][1]);
+	/*
+	 * A job's tables and allocator arena vary by a few MB from run to run; with
+	 * memory per rank, four times the ranks would take four times as much.
+	 */
+	cr_expect(job64 < 2 * job16 + 2048 && job64 < 24 * 1024, "a job takes %ld KB with 64 ranks, %ld KB with 16",
+		  job64, job16);
+	cr_expect(rss[1][1] < rss[0][1] + 12 * 1024, "--jobs 2: %ld KB with 64 ranks, %ld KB with 16", rss[1][1],
+		  rss[0][1]);
+}
+
+/* ------------------------------------------------ comm against the truth */
+
+/* truth[k] of rank k against the analysis's ranks[] row: category c within tol (shares of the wall time) */
+static void expect_share(const struct sp_json *an, struct sp_json *const *truth, const char *cat, double tol,
+			 const char *what)
+{
+	char p[64];
+	snprintf(p, sizeof(p), "summary.breakdown_fraction.%s", cat);
+	for (int k = 0; k < 4; k++) {
+		char q[64];
+		snprintf(q, sizeof(q), "breakdown_fraction.%s", cat);
+		double want = sp_json_num(truth[k], p, -1), got = sp_json_num(rank_row(an, k), q, -9);
+		sp_t_note("multigpu: %s rank %d %s %.3f, truth %.3f", what, k, cat, got, want);
+		cr_expect(got >= want - tol && got <= want + tol, "%s: rank %d %s %.3f, truth %.3f (+-%.2f)", what, k, cat,
+			  got, want, tol);
+	}
+}
+
+/* the truth's overlapped share (iterations' comm.overlapped_ns over their wall) against comm_overlapped_ns */
+static void expect_overlap(const struct sp_json *an, struct sp_json *const *truth, double tol, const char *what)
+{
+	for (int k = 0; k < 4; k++) {
+		const struct sp_json *it = sp_json_get(truth[k], "iterations");
+		double ov = 0, wall = 0;
+		for (size_t i = 0; it && i < it->n; i++) {
+			ov += sp_json_num(sp_json_at(it, i), "comm.overlapped_ns", 0);
+			wall += sp_json_num(sp_json_at(it, i), "wall_ns", 0);
+		}
+		const struct sp_json *r = rank_row(an, k);
+		double got = sp_json_num(r, "comm_overlapped_ns", -1) / sp_json_num(r, "wall_ns_total", 1);
+		sp_t_note("multigpu: %s rank %d overlapped %.3f, truth %.3f", what, k, got, wall ? ov / wall : 0);
+		cr_expect(wall > 0 && got >= ov / wall - tol && got <= ov / wall + tol,
+			  "%s: rank %d overlapped %.3f of the wall, truth %.3f", what, k, got, wall ? ov / wall : 0);
+	}
+}
+
+static void free_truth(struct sp_json **truth)
+{
+	for (int k = 0; k < 4; k++)
+		sp_json_free(truth[k]);
+}
+
+Test(multigpu, comm_is_the_all_reduce_and_compute_no_longer_holds_it, .timeout = 300)
+{
+	struct sp_json *truth[4];
+	char *big[] = {"--allreduce-bytes", "16M", NULL};
+	char *tdir = run_job_env("c", 0, big, NULL, truth);
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	for (int k = 0; k < 4; k++)
+		cr_assert_geq(sp_json_num(truth[k], "summary.breakdown_fraction.comm", 0), 0.05,
+			      "rank %d: the all-reduce is no part of the truth's step", k);
+	expect_share(an, truth, "comm", 0.03, "no overlap");
+	expect_share(an, truth, "compute", 0.03, "no overlap");
+	expect_share(an, truth, "sync", 0.03, "no overlap");
+	/* the same trace in schema 1: communication back in compute and sync */
+	struct sp_json *one = parse(stepprof(NULL, "analyze", "--json", "--schema", "1", tdir, NULL));
+	for (int k = 0; k < 4; k++) {
+		const struct sp_json *r2 = rank_row(an, k), *r1 = rank_row(one, k);
+		cr_expect_null(sp_json_path(r1, "breakdown_ns.comm"));
+		cr_expect_geq(sp_json_u64(r1, "breakdown_ns.compute", 0) + sp_json_u64(r1, "breakdown_ns.sync", 0),
+			      sp_json_u64(r2, "breakdown_ns.compute", 0) + sp_json_u64(r2, "breakdown_ns.comm", 0),
+			      "rank %d: schema 1's compute and sync do not hold the communication", k);
+	}
+	sp_json_free(one);
+	sp_json_free(an);
+	free_truth(truth);
+	free(tdir);
+}
+
+Test(multigpu, overlapped_comm_is_exposed_and_overlapped, .timeout = 300)
+{
+	struct sp_json *truth[4];
+	char *ov[] = {"--allreduce-bytes", "16M", "--overlap", NULL};
+	/* every kernel timed: the backward kernel's span is measured, not modelled */
+	char *all[] = {"STEPPROF_KERNEL_TIMING=1", NULL};
+	char *tdir = run_job_env("o", 0, ov, all, truth);
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	expect_share(an, truth, "comm", 0.03, "overlap, all timed");
+	expect_share(an, truth, "compute", 0.03, "overlap, all timed");
+	expect_overlap(an, truth, 0.03, "overlap, all timed");
+	sp_json_free(an);
+	free_truth(truth);
+	free(tdir);
+	/*
+	 * The default timing models the backward kernel from its samples (NCCL's
+	 * kernels are timed): a simulated kernel lasts its sleep, whose wake-up
+	 * varies on a loaded machine, and the learned duration misses each
+	 * launch's by as much: up to 7 points of the wall time moved between comm
+	 * and compute on a 2-core VM (docs/multi-node.md); said, not checked.
+	 */
+	tdir = run_job_env("oa", 0, ov, NULL, truth);
+	an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	for (int k = 0; k < 4; k++)
+		sp_t_note("multigpu: overlap, auto: rank %d comm %.3f (truth %.3f), overlapped %.3f", k,
+			  sp_json_num(rank_row(an, k), "breakdown_fraction.comm", -1),
+			  sp_json_num(truth[k], "summary.breakdown_fraction.comm", -1),
+			  sp_json_num(rank_row(an, k), "comm_overlapped_ns", 0) /
+			      sp_json_num(rank_row(an, k), "wall_ns_total", 1));
+	sp_json_free(an);
+	free_truth(truth);
+	free(tdir);
+}
+
+Test(multigpu, the_kernel_names_alone_give_the_same_comm, .timeout = 300)
+{
+	struct sp_json *truth[4];
+	char *big[] = {"--allreduce-bytes", "16M", NULL};
+	char *off[] = {"STEPPROF_NCCL=0", NULL};
+	char *tdir = run_job_env("n", 0, big, off, truth);
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	cr_expect_null(sp_json_get(an, "stragglers"), "no NCCL record, no straggler table");
+	expect_share(an, truth, "comm", 0.03, "names only");
+	expect_share(an, truth, "compute", 0.03, "names only");
+	sp_json_free(an);
+	free_truth(truth);
+	free(tdir);
 }

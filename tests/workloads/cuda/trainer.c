@@ -1337,6 +1337,8 @@ static int id_pipe[2] = {-1, -1};
 static ncclComm_t comm;
 static cudaStream_t comm_stream;
 static cudaEvent_t grad_ready;
+/* --overlap: around the all-reduce on its stream, its GPU time (the overlap ends with it, not with the host's wait) */
+static cudaEvent_t ar_begin, ar_end;
 static void *d_grad;
 static unsigned nccl_unique_ids, nccl_inits, nccl_allreduces, nccl_destroys;
 
@@ -1459,6 +1461,8 @@ static void comm_setup(void)
 	if (O.overlap) {
 		CHECK(cudaStreamCreate, cudaStreamCreate(&comm_stream));
 		CHECK(cudaEventCreateWithFlags, cudaEventCreateWithFlags(&grad_ready, cudaEventDisableTiming));
+		CHECK(cudaEventCreateWithFlags, cudaEventCreateWithFlags(&ar_begin, cudaEventDefault));
+		CHECK(cudaEventCreateWithFlags, cudaEventCreateWithFlags(&ar_end, cudaEventDefault));
 	}
 }
 
@@ -1468,6 +1472,8 @@ static void comm_teardown(void)
 	NCHECK("ncclCommDestroy", ncclCommDestroy(comm));
 	if (O.overlap) {
 		CHECK(cudaEventDestroy, cudaEventDestroy(grad_ready));
+		CHECK(cudaEventDestroy, cudaEventDestroy(ar_begin));
+		CHECK(cudaEventDestroy, cudaEventDestroy(ar_end));
 		CHECK(cudaStreamDestroy, cudaStreamDestroy(comm_stream));
 	}
 	if (d_grad)
@@ -1490,7 +1496,9 @@ static void allreduce_overlapped(uint64_t *cb, uint64_t *ce)
 {
 	CHECK(cudaEventRecord, cudaEventRecord(grad_ready, stream));
 	CHECK(cudaStreamWaitEvent, cudaStreamWaitEvent(comm_stream, grad_ready, 0));
+	CHECK(cudaEventRecord, cudaEventRecord(ar_begin, comm_stream));
 	allreduce(comm_stream, cb, ce);
+	CHECK(cudaEventRecord, cudaEventRecord(ar_end, comm_stream));
 }
 
 /*
@@ -1592,12 +1600,14 @@ static void iteration(unsigned i)
 			if (!ar_issued)
 				allreduce_overlapped(&ar_cb, &ar_ce);
 			uint64_t end = sync_on(comm_stream, false);
+			float ms = 0;
+			CHECK(cudaEventElapsedTime, cudaEventElapsedTime(&ms, ar_begin, ar_end));
 			tr_comm(i, O.allreduce_bytes, ar_cb, ar_ce, ar_issued && O.kernels >= 2 ? last - 1 : NULL,
-				ar_issued ? last : NULL, end);
+				ar_issued ? last : NULL, end, (uint64_t)((double)ms * 1e6));
 		} else {
 			allreduce(stream, &ar_cb, &ar_ce);
 			uint64_t end = sync_on(stream, false);
-			tr_comm(i, O.allreduce_bytes, ar_cb, ar_ce, last, NULL, end);
+			tr_comm(i, O.allreduce_bytes, ar_cb, ar_ce, last, NULL, end, 0);
 		}
 	}
 	if (O.d2h_bytes)

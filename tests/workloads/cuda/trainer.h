@@ -39,6 +39,7 @@ enum tr_cat { TR_COMPUTE, TR_COMM, TR_H2D, TR_D2H, TR_INPUT, TR_SYNC, TR_NCAT };
 	X(cudaDeviceSynchronize)                                                                                       \
 	X(cudaEventCreateWithFlags)                                                                                    \
 	X(cudaEventRecord)                                                                                             \
+	X(cudaEventElapsedTime)                                                                                        \
 	X(cudaStreamWaitEvent)                                                                                         \
 	X(cudaEventDestroy)
 
@@ -111,7 +112,7 @@ void tr_workers_started(unsigned i); /* loader workers forked for iteration i's 
  */
 void tr_comm_enable(double gbps);
 void tr_comm(unsigned iter, uint64_t bytes, uint64_t cb, uint64_t ce, const struct tr_kslot *before,
-	     const struct tr_kslot *overlap, uint64_t end);
+	     const struct tr_kslot *overlap, uint64_t end, uint64_t gpu_ns);
 
 /* Writes "iterations", "alloc_failures", "totals", "summary" (members of the open object). */
 void tr_truth_write(FILE *f);

@@ -67,7 +67,7 @@ struct iter {
 
 struct comm_rec {
 	bool set;
-	uint64_t bytes, cb, ce, end;
+	uint64_t bytes, cb, ce, end, gpu_ns;
 	const struct tr_kslot *before, *overlap;
 };
 
@@ -353,18 +353,19 @@ void tr_comm_enable(double gbps)
 }
 
 void tr_comm(unsigned iter, uint64_t bytes, uint64_t cb, uint64_t ce, const struct tr_kslot *before,
-	     const struct tr_kslot *overlap, uint64_t end)
+	     const struct tr_kslot *overlap, uint64_t end, uint64_t gpu_ns)
 {
 	if (!T.comms || iter >= T.iters)
 		return;
-	T.comms[iter] = (struct comm_rec){true, bytes, cb, ce, end, before, overlap};
+	T.comms[iter] = (struct comm_rec){true, bytes, cb, ce, end, gpu_ns, before, overlap};
 }
 
 /*
  * An all-reduce's times, from the trainer's own clocks: it can start once its call
  * was made and the compute before it ended (start); it ended when the host saw it
- * (end). overlapped: the part of [start, end] the overlapped kernel ran in;
- * exposed: the rest, communication no compute hid.
+ * (end). overlapped: the part of its GPU time (from start, as long as the events
+ * around it on its stream say: gpu_ns, else up to end) the overlapped kernel ran
+ * in; exposed: the rest of [start, end], communication no compute hid.
  */
 struct comm_times {
 	uint64_t start, end, exposed, overlapped, transfer;
@@ -378,8 +379,9 @@ static struct comm_times comm_times(const struct comm_rec *c)
 		t.start = c->before->end;
 	t.end = c->end > t.start ? c->end : t.start;
 	if (c->overlap) {
+		uint64_t gend = c->gpu_ns && t.start + c->gpu_ns < t.end ? t.start + c->gpu_ns : t.end;
 		uint64_t b = c->overlap->begin > t.start ? c->overlap->begin : t.start;
-		uint64_t e = c->overlap->end < t.end ? c->overlap->end : t.end;
+		uint64_t e = c->overlap->end < gend ? c->overlap->end : gend;
 		t.overlapped = e > b ? e - b : 0;
 	}
 	t.exposed = t.end - t.start - t.overlapped;
