@@ -293,7 +293,7 @@ int an_comm(struct an_source *src, struct an_analysis *a)
 	s.names = NULL;
 	s.c = NULL;
 	rc = an_comm_match(a);
-out:
+out:;
 	union hashmap_val *v;
 	for (size_t i = 0; (v = hashmap_next(&s.thr, &i, NULL));)
 		free(v->p);

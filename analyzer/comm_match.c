@@ -39,6 +39,20 @@ static int cmp_i32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/*
+ * Wrapping arithmetic: times and offsets come from files (a rank summary may say
+ * anything), and a signed overflow must not be undefined behaviour.
+ */
+static inline int64_t wsub(int64_t a, int64_t b)
+{
+	return (int64_t)((uint64_t)a - (uint64_t)b);
+}
+
+static inline uint64_t wadd(uint64_t a, int64_t b)
+{
+	return a + (uint64_t)b;
+}
+
 /* A growable array of int64 (one per host, or per rank). */
 struct vec {
 	int64_t *v;
@@ -65,7 +79,7 @@ static int64_t median_i64(int64_t *v, size_t n)
 	if (!n)
 		return 0;
 	qsort(v, n, sizeof(*v), cmp_i64);
-	return n % 2 ? v[n / 2] : v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+	return n % 2 ? v[n / 2] : (int64_t)((uint64_t)v[n / 2 - 1] + (uint64_t)(wsub(v[n / 2], v[n / 2 - 1]) / 2));
 }
 
 /* The group of calls [i, j): one collective, complete when its ranks 0..nranks-1 are there once each. */
@@ -119,7 +133,7 @@ static int align_hosts(struct cm_call *c, size_t n, struct cm_result *res)
 				if (c[k].host == h)
 					ends[m++] = (int64_t)c[k].gpu_end_ns;
 			if (m)
-				rc = vec_push(&d[h], ref - median_i64(ends, m));
+				rc = vec_push(&d[h], wsub(ref, median_i64(ends, m)));
 		}
 	}
 	for (size_t h = 0; h < nh; h++) {
@@ -129,7 +143,7 @@ static int align_hosts(struct cm_call *c, size_t n, struct cm_result *res)
 			continue;
 		int64_t off = median_i64(d[h].v, d[h].n);
 		for (size_t k = 0; k < d[h].n; k++)
-			d[h].v[k] = d[h].v[k] > off ? d[h].v[k] - off : off - d[h].v[k];
+			d[h].v[k] = d[h].v[k] > off ? wsub(d[h].v[k], off) : wsub(off, d[h].v[k]);
 		res->host_offset_ns[h] = off;
 		res->host_residual_ns[h] = median_i64(d[h].v, d[h].n);
 	}
@@ -141,11 +155,11 @@ static int align_hosts(struct cm_call *c, size_t n, struct cm_result *res)
 		return -1;
 	for (size_t k = 0; k < n; k++) {
 		int64_t off = c[k].host < nh ? res->host_offset_ns[c[k].host] : 0;
-		c[k].call_ns = (uint64_t)((int64_t)c[k].call_ns + off);
+		c[k].call_ns = wadd(c[k].call_ns, off);
 		if (c[k].gpu_begin_ns)
-			c[k].gpu_begin_ns = (uint64_t)((int64_t)c[k].gpu_begin_ns + off);
+			c[k].gpu_begin_ns = wadd(c[k].gpu_begin_ns, off);
 		if (c[k].gpu_end_ns)
-			c[k].gpu_end_ns = (uint64_t)((int64_t)c[k].gpu_end_ns + off);
+			c[k].gpu_end_ns = wadd(c[k].gpu_end_ns, off);
 	}
 	return 0;
 }
@@ -174,14 +188,15 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *r
 	struct vec skew = {0};
 	if (!res->host_offset_ns || !res->host_residual_ns || !rk)
 		goto oom;
-	qsort(calls, n, sizeof(*calls), cmp_call);
+	if (n)
+		qsort(calls, n, sizeof(*calls), cmp_call);
 	/* one host: one monotonic clock; several: their realtime clocks, then aligned */
 	for (size_t k = 0; k < n && nhosts > 1; k++) {
-		calls[k].call_ns = (uint64_t)((int64_t)calls[k].call_ns + calls[k].to_real_ns);
+		calls[k].call_ns = wadd(calls[k].call_ns, calls[k].to_real_ns);
 		if (calls[k].gpu_begin_ns)
-			calls[k].gpu_begin_ns = (uint64_t)((int64_t)calls[k].gpu_begin_ns + calls[k].to_real_ns);
+			calls[k].gpu_begin_ns = wadd(calls[k].gpu_begin_ns, calls[k].to_real_ns);
 		if (calls[k].gpu_end_ns)
-			calls[k].gpu_end_ns = (uint64_t)((int64_t)calls[k].gpu_end_ns + calls[k].to_real_ns);
+			calls[k].gpu_end_ns = wadd(calls[k].gpu_end_ns, calls[k].to_real_ns);
 	}
 	if (align_hosts(calls, n, res))
 		goto oom;

@@ -344,7 +344,8 @@ static int cmp_host(const void *x, const void *y)
 
 int rs_finish(struct an_analysis *a)
 {
-	qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank_row);
+	if (a->nranks)
+		qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank_row);
 	/* selected: the default of analyze, the lowest rank that launched kernels */
 	int sel = -1;
 	for (size_t i = 0; i < a->nranks; i++) {

@@ -2,7 +2,7 @@
 # parses (design rule: bad input gets a one-line error and a non-zero exit, never
 # a crash). Not part of `make` or `make test`; CI runs it for 60 s a target (.ci/run).
 #
-#   make fuzz                      build build/fuzz/fuzz_{reader,analyze,export}, seed, run each
+#   make fuzz                      build build/fuzz/fuzz_{reader,analyze,export,summary}, seed, run each
 #   make fuzz FUZZ_SECONDS=600     longer runs
 #   make fuzz-build                only build (then run a target by hand, see docs/cli.md)
 #
@@ -15,7 +15,7 @@
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= $(CLANG)
 FUZZ_DIR := $(BUILD)/fuzz
-FUZZ_TARGETS := fuzz_reader fuzz_analyze fuzz_export
+FUZZ_TARGETS := fuzz_reader fuzz_analyze fuzz_export fuzz_summary
 FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS := -std=gnu11 -O1 -g -fno-omit-frame-pointer $(WARN) $(FUZZ_SAN)
 FUZZ_CPPFLAGS := -D_GNU_SOURCE -Iinclude -Ilibtrace -I$(BUILD)/gen -Ianalyzer -Itests/lib -isystem $(CUDA_HOME)/include
