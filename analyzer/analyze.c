@@ -713,7 +713,7 @@ static void rank_fill(struct an_rank *r, const struct an_analysis *x, const stru
 	}
 }
 
-static int cmp_rank(const void *x, const void *y)
+int an_rank_cmp(const void *x, const void *y)
 {
 	const struct an_rank *a = x, *b = y;
 	/* ranks in order, processes without one after them, by pid */
@@ -880,7 +880,7 @@ static int an_ranks(struct an_source *src, struct an_analysis *a, char *err, siz
 		src->restrict_files(src->ctx, NULL);
 	free(keep);
 	free(todo);
-	qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank);
+	qsort(a->ranks, a->nranks, sizeof(*a->ranks), an_rank_cmp);
 	return rc;
 }
 

@@ -346,6 +346,9 @@ void an_analysis_free(struct an_analysis *a);
 /* Free the tables an analysis keeps for the next one in this thread (an_analyze reuses them). */
 void an_scratch_free(void);
 
+/* ranks[]'s order (qsort): by rank, the processes without one after them, then by pid. */
+int an_rank_cmp(const void *x, const void *y);
+
 /* Helpers shared with report.c and the tests. */
 uint64_t an_quantile_u64(const uint64_t *v, size_t n, double q); /* v is copied, not modified */
 

@@ -327,16 +327,6 @@ int rs_read(FILE *f, const char *name, struct an_analysis *a, char *err, size_t 
 
 /* ------------------------------------------------------------ finishing */
 
-static int cmp_rank_row(const void *x, const void *y)
-{
-	const struct an_rank *a = x, *b = y;
-	if ((a->rank < 0) != (b->rank < 0))
-		return a->rank < 0 ? 1 : -1;
-	if (a->rank != b->rank)
-		return a->rank < b->rank ? -1 : 1;
-	return a->pid < b->pid ? -1 : a->pid > b->pid;
-}
-
 static int cmp_host(const void *x, const void *y)
 {
 	return strcmp(x, y);
@@ -345,7 +335,7 @@ static int cmp_host(const void *x, const void *y)
 int rs_finish(struct an_analysis *a)
 {
 	if (a->nranks)
-		qsort(a->ranks, a->nranks, sizeof(*a->ranks), cmp_rank_row);
+		qsort(a->ranks, a->nranks, sizeof(*a->ranks), an_rank_cmp);
 	/* selected: the default of analyze, the lowest rank that launched kernels */
 	int sel = -1;
 	for (size_t i = 0; i < a->nranks; i++) {

@@ -256,19 +256,31 @@ static void json_rank(struct jsonw *w, const struct an_analysis *a, const struct
 	jw_obj_end(w);
 }
 
+/* The job as the sum of its ranks' iterations (the JSON's job, stepprof merge's text). */
+struct job_sums {
+	uint64_t nit, wall, over, bd[AN_CAT__COUNT], bd1[AN_CAT__COUNT];
+};
+
+static void job_sums(const struct an_analysis *a, struct job_sums *j)
+{
+	memset(j, 0, sizeof(*j));
+	for (size_t i = 0; i < a->nranks; i++) {
+		j->nit += a->ranks[i].nit;
+		j->wall += a->ranks[i].wall_total;
+		j->over += a->ranks[i].comm_overlapped_ns;
+		for (int c = 0; c < AN_CAT__COUNT; c++) {
+			j->bd[c] += a->ranks[i].bd_total[c];
+			j->bd1[c] += a->ranks[i].bd1_total[c];
+		}
+	}
+}
+
 /* added, with several ranks: the job as the sum of its ranks' iterations */
 static void json_job(struct jsonw *w, const struct an_analysis *a)
 {
-	uint64_t nit = 0, wall = 0, over = 0, bd[AN_CAT__COUNT] = {0}, bd1[AN_CAT__COUNT] = {0};
-	for (size_t i = 0; i < a->nranks; i++) {
-		nit += a->ranks[i].nit;
-		wall += a->ranks[i].wall_total;
-		over += a->ranks[i].comm_overlapped_ns;
-		for (int c = 0; c < AN_CAT__COUNT; c++) {
-			bd[c] += a->ranks[i].bd_total[c];
-			bd1[c] += a->ranks[i].bd1_total[c];
-		}
-	}
+	struct job_sums j;
+	job_sums(a, &j);
+	uint64_t nit = j.nit, wall = j.wall, over = j.over, *bd = j.bd, *bd1 = j.bd1;
 	jw_kobj_begin(w, "job");
 	jw_ku64(w, "ranks", a->nranks);
 	jw_ku64(w, "iterations", nit);
@@ -726,13 +738,9 @@ static void text_finding(FILE *f, const struct an_analysis *a, const struct an_r
 
 int report_job_text(FILE *f, const struct an_analysis *a)
 {
-	uint64_t nit = 0, wall = 0, bd[AN_CAT__COUNT] = {0};
-	for (size_t i = 0; i < a->nranks; i++) {
-		nit += a->ranks[i].nit;
-		wall += a->ranks[i].wall_total;
-		for (int c = 0; c < AN_CAT__COUNT; c++)
-			bd[c] += a->ranks[i].bd_total[c];
-	}
+	struct job_sums j;
+	job_sums(a, &j);
+	uint64_t nit = j.nit, wall = j.wall, *bd = j.bd;
 	fprintf(f, "stepprof merge: %zu rank%s, %llu iterations\n", a->nranks, a->nranks == 1 ? "" : "s",
 		(unsigned long long)nit);
 	fprintf(f, "Job breakdown (every rank's iterations):");
