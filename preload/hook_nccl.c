@@ -405,9 +405,12 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 		return r_;                                                                                             \
 	}
 
-/* INIT: (newcomm, nranks, commId, rank) */
-#define SP_NINIT_ARGS(newcomm, nranks, id, rank) (newcomm), (nranks), &(id), (rank)
-#define SP_NWRAP_INIT(name, params, args, spec)                                                                        \
+/*
+ * A communicator made (INIT, SPLIT): the device current before the call, or
+ * the one NCCL made current when there was no context before it; post(...)
+ * writes its record.
+ */
+#define SP_NWRAP_MADE(name, params, args, post)                                                                        \
 	SP_EXPORT ncclResult_t name params                                                                             \
 	{                                                                                                              \
 		SP_NREAL(name);                                                                                        \
@@ -421,9 +424,14 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 		t_depth--;                                                                                             \
 		if (rec_ && dev_ == 255u) /* no context before the call: the one NCCL made current */                  \
 			dev_ = cur_device();                                                                           \
-		init_post(SP_API_##name, rec_, t0_, dev_, r_, SP_NINIT_ARGS spec);                                     \
+		post;                                                                                                  \
 		return r_;                                                                                             \
 	}
+
+/* INIT: (newcomm, nranks, commId, rank) */
+#define SP_NINIT_ARGS(newcomm, nranks, id, rank) (newcomm), (nranks), &(id), (rank)
+#define SP_NWRAP_INIT(name, params, args, spec)                                                                        \
+	SP_NWRAP_MADE(name, params, args, init_post(SP_API_##name, rec_, t0_, dev_, r_, SP_NINIT_ARGS spec))
 
 /* INIT_ALL: (comms, ndev, devlist) */
 #define SP_NWRAP_INIT_ALL(name, params, args, spec)                                                                    \
@@ -445,22 +453,8 @@ static void split_post(unsigned api, int rec, uint64_t t0, unsigned dev, ncclRes
 /* SPLIT: (comm, color, key, newcomm) */
 #define SP_NSPLIT_ARGS(comm, color, key, newcomm) (comm), (color), (newcomm)
 #define SP_NWRAP_SPLIT(name, params, args, spec)                                                                       \
-	SP_EXPORT ncclResult_t name params                                                                             \
-	{                                                                                                              \
-		SP_NREAL(name);                                                                                        \
-		if (!nccl_tracks())                                                                                    \
-			return real args;                                                                              \
-		int rec_ = sp_cap.on;                                                                                  \
-		unsigned dev_ = rec_ ? cur_device() : 255u;                                                            \
-		uint64_t t0_ = rec_ ? sp_now() : 0;                                                                    \
-		t_depth++;                                                                                             \
-		ncclResult_t r_ = real args;                                                                           \
-		t_depth--;                                                                                             \
-		if (rec_ && dev_ == 255u)                                                                              \
-			dev_ = cur_device();                                                                           \
-		split_post(SP_API_##name, rec_, t0_, dev_, r_, (const void *)real, SP_NSPLIT_ARGS spec);               \
-		return r_;                                                                                             \
-	}
+	SP_NWRAP_MADE(name, params, args,                                                                              \
+		      split_post(SP_API_##name, rec_, t0_, dev_, r_, (const void *)real, SP_NSPLIT_ARGS spec))
 
 /* FINI: (comm) */
 #define SP_NFINI_ARG(comm) U64(comm)
