@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "testlib.h"
+#include "trainerlib.h"
 
 /* ---------------------------------------------------------- 1. helpers */
 
@@ -42,27 +43,7 @@ static int str_eq(const struct sp_json *j, const char *key, const char *v)
 
 static void read_traces(struct door *d)
 {
-	DIR *dir = opendir(d->dir);
-	cr_assert(dir, "no trace directory %s", d->dir);
-	struct dirent *de;
-	while ((de = readdir(dir))) {
-		if (!strstr(de->d_name, ".sptrace"))
-			continue;
-		char path[1024];
-		snprintf(path, sizeof(path), "%s/%s", d->dir, de->d_name);
-		char *argv[] = { (char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL };
-		struct sp_t_result r;
-		int st = sp_t_run(&r, argv, NULL, NULL, 60);
-		cr_assert_eq(st, 0, "stepprof dump %s: %s", path, r.err);
-		struct sp_json **lines = NULL;
-		size_t n = sp_json_parse_lines(r.out, &lines);
-		d->rec = realloc(d->rec, (d->nrec + n) * sizeof(*d->rec));
-		memcpy(d->rec + d->nrec, lines, n * sizeof(*lines));
-		d->nrec += n;
-		free(lines);
-		sp_t_result_free(&r);
-	}
-	closedir(dir);
+	sp_t_dump_dir(d->dir, &d->rec, &d->nrec);
 }
 
 /* Run build/<bin> (tests/bin/...) args... under the preload (preload=0: without); env extra entries. */

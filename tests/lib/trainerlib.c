@@ -5,6 +5,7 @@
  * they end the calling test.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,4 +142,29 @@ void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_
 	sp_json_free(an);
 	sp_t_result_free(tr);
 	sp_t_result_free(ar);
+}
+
+void sp_t_dump_dir(const char *dir, struct sp_json ***rec, size_t *nrec)
+{
+	DIR *d = opendir(dir);
+	cr_assert(d, "no trace directory %s", dir);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strstr(de->d_name, ".sptrace"))
+			continue;
+		char path[1024];
+		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
+		char *argv[] = {(char *)sp_t_build("bin/stepprof"), "dump", "--json", path, NULL};
+		struct sp_t_result r;
+		int st = sp_t_run(&r, argv, NULL, NULL, 60);
+		cr_assert_eq(st, 0, "stepprof dump %s: %s", path, r.err);
+		struct sp_json **lines = NULL;
+		size_t n = sp_json_parse_lines(r.out, &lines);
+		*rec = realloc(*rec, (*nrec + n) * sizeof(**rec));
+		memcpy(*rec + *nrec, lines, n * sizeof(*lines));
+		*nrec += n;
+		free(lines);
+		sp_t_result_free(&r);
+	}
+	closedir(d);
 }

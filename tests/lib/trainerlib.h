@@ -59,4 +59,11 @@ void sp_t_trainer_analyze(struct sp_t_result *tr, struct sp_t_result *ar, const 
 /* Free what a trainer run and its analysis left: the ground truth, the analysis, both commands' results. */
 void sp_t_trainer_run_free(struct sp_json *truth, struct sp_json *an, struct sp_t_result *tr, struct sp_t_result *ar);
 
+/*
+ * Every record of every trace file of dir (`stepprof dump --json`, which must
+ * succeed), appended to *rec (*nrec of them; malloc'd, the caller frees each and
+ * the array).
+ */
+void sp_t_dump_dir(const char *dir, struct sp_json ***rec, size_t *nrec);
+
 #endif /* STEPPROF_TRAINERLIB_H */
