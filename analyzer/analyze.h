@@ -121,6 +121,8 @@ struct an_options {
 	int no_ranks;
 	/* The per-rank analyses in up to this many threads (--jobs; <= 1: in turn, in this one). */
 	long jobs;
+	/* The collectives of the largest skew listed with every rank's arrival (--collectives; 0: none). */
+	long collectives;
 };
 void an_options_init(struct an_options *o);
 /* "name=value": 0, or -1 with a one-line reason in err. */

@@ -270,7 +270,8 @@ int an_comm_match(struct an_analysis *a)
 	if (!c)
 		return -1;
 	memcpy(c, a->comm_calls, a->ncomm_calls * sizeof(*c));
-	int rc = cm_match(c, a->ncomm_calls, a->comm_hosts, &a->comm);
+	int rc = cm_match(c, a->ncomm_calls, a->comm_hosts, a->opt.collectives > 0 ? (size_t)a->opt.collectives : 0,
+			  &a->comm);
 	free(c);
 	return rc;
 }

@@ -32,7 +32,7 @@ static void analyze_usage(FILE *f)
 	fprintf(f,
 		"usage: stepprof analyze [--json [--schema N]|--csv] [--all] [--html FILE] [--rank N] [--step-regex RE]\n"
 		"                        [--threshold NAME=VALUE]... [--merge-runs] [--rank-summary -o FILE]\n"
-		"                        [--jobs N] [DIR|FILE...]\n\n"
+		"                        [--jobs N] [--collectives N] [DIR|FILE...]\n\n"
 		"Merge every trace file of the directories (all processes and the eBPF collector's file),\n"
 		"find the training iterations and give each one's wall time to input, h2d, compute, comm,\n"
 		"d2h, sync or other; name the bottleneck and report findings with evidence and advice.\n\n"
@@ -52,7 +52,8 @@ static void analyze_usage(FILE *f)
 		"  --rank-summary       write the rank summary of the ranks found, for stepprof merge\n"
 		"                       (a job on many nodes: one per node, docs/multi-node.md), to -o FILE\n"
 		"  -o FILE              where --rank-summary writes ('-': stdout)\n"
-		"  --jobs N             analyse the ranks in up to N processes at a time (default 1)\n\n"
+		"  --jobs N             analyse the ranks in N threads (default 1)\n"
+		"  --collectives N      list the N NCCL collectives of the largest skew, each rank's arrival\n\n"
 		"Iterations: NVTX ranges matching RE, else stepprof_step() marks, else the automatically\n"
 		"detected period of the training thread's CUDA calls.\n\n"
 		"With no DIR|FILE: the newest ./stepprof-* trace directory (by modification time), named on\n"
@@ -80,6 +81,7 @@ int command_analyze(int argc, char **argv)
 	    {"merge-runs", no_argument, NULL, 'M'},
 	    {"rank-summary", no_argument, NULL, 'U'},
 	    {"jobs", required_argument, NULL, 'J'},
+	    {"collectives", required_argument, NULL, 'C'},
 	    {"schema", required_argument, NULL, 'S'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -121,6 +123,16 @@ int command_analyze(int argc, char **argv)
 		case 'o':
 			out = optarg;
 			break;
+		case 'C': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 0 || v > 10000) {
+				util_err("analyze", "--collectives %s: not an integer from 0 to 10000", optarg);
+				return SP_EXIT_USAGE;
+			}
+			opt.collectives = v;
+			break;
+		}
 		case 'J': {
 			char *end;
 			long v = strtol(optarg, &end, 10);

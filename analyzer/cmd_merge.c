@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rank_summary.h"
@@ -18,7 +19,7 @@
 
 static void merge_usage(FILE *f)
 {
-	fprintf(f, "usage: stepprof merge [--json] [--threshold NAME=VALUE]... FILE...\n\n"
+	fprintf(f, "usage: stepprof merge [--json] [--threshold NAME=VALUE]... [--collectives N] FILE...\n\n"
 		   "Combine the rank summaries of a job's nodes (stepprof analyze --rank-summary -o FILE DIR,\n"
 		   "one per node or per group of ranks) into the job's report: every rank's breakdown, the\n"
 		   "job's breakdown (the sum of the ranks' iterations), the NCCL collectives matched across\n"
@@ -27,6 +28,7 @@ static void merge_usage(FILE *f)
 		   "  --json             the JSON document (schema stepprof.job/1, docs/multi-node.md)\n"
 		   "  --threshold N=V    override a threshold (stepprof analyze --help lists them; the\n"
 		   "                     bottleneck's and straggler_rank's apply here)\n"
+		   "  --collectives N    list the N collectives of the largest skew, each rank's arrival\n"
 		   "  -h, --help\n\n"
 		   "Exit status: 0 ok, 1 usage, 2 a summary could not be read or does not parse, 4 internal.\n");
 }
@@ -36,6 +38,7 @@ int command_merge(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"json", no_argument, NULL, 'j'},
 	    {"threshold", required_argument, NULL, 't'},
+	    {"collectives", required_argument, NULL, 'C'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -46,7 +49,7 @@ int command_merge(int argc, char **argv)
 	char err[1024];
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "hjt:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "hjt:C:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j':
 			json = 1;
@@ -57,6 +60,16 @@ int command_merge(int argc, char **argv)
 				return SP_EXIT_USAGE;
 			}
 			break;
+		case 'C': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (end == optarg || *end || v < 0 || v > 10000) {
+				util_err("merge", "--collectives %s: not an integer from 0 to 10000", optarg);
+				return SP_EXIT_USAGE;
+			}
+			a.opt.collectives = v;
+			break;
+		}
 		case 'h':
 			merge_usage(stdout);
 			return SP_EXIT_OK;

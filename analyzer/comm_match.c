@@ -177,7 +177,50 @@ static struct cm_rank *rank_row(struct cm_result *res, int32_t rank)
 	return lo < res->nranks && res->ranks[lo].rank == rank ? &res->ranks[lo] : NULL;
 }
 
-int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *res)
+/* Keep group [i, j) among the worst (top[], k of them kept, sorted by skew, largest first). */
+struct top {
+	uint64_t skew;
+	size_t i, j;
+	int gpu;
+	int32_t last;
+};
+
+static void top_add(struct top *top, size_t *k, size_t cap, struct top t)
+{
+	if (!cap || (*k == cap && top[cap - 1].skew >= t.skew))
+		return;
+	size_t p = *k < cap ? (*k)++ : cap - 1;
+	while (p > 0 && top[p - 1].skew < t.skew) {
+		top[p] = top[p - 1];
+		p--;
+	}
+	top[p] = t;
+}
+
+static int keep_worst(const struct cm_call *c, const struct top *top, size_t k, struct cm_result *res)
+{
+	res->worst = calloc(k ? k : 1, sizeof(*res->worst));
+	if (!res->worst)
+		return -1;
+	for (size_t w = 0; w < k; w++) {
+		struct cm_worst *x = &res->worst[w];
+		size_t i = top[w].i, nr = top[w].j - top[w].i;
+		x->ident = c[i].ident;
+		x->seq = c[i].seq;
+		x->skew_ns = top[w].skew;
+		x->last_rank = top[w].last;
+		x->gpu = top[w].gpu;
+		x->nranks = (uint32_t)nr;
+		if (!(x->arr = calloc(nr, sizeof(*x->arr))))
+			return -1;
+		res->nworst = w + 1;
+		for (size_t r = 0; r < nr; r++)
+			x->arr[r] = (struct cm_arrival){c[i + r].rank, c[i + r].call_ns, c[i + r].gpu_begin_ns};
+	}
+	return 0;
+}
+
+int cm_match(struct cm_call *calls, size_t n, size_t nhosts, size_t worst_n, struct cm_result *res)
 {
 	memset(res, 0, sizeof(*res));
 	res->nhosts = nhosts ? nhosts : 1;
@@ -186,7 +229,9 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *r
 	int32_t *rk = malloc((n ? n : 1) * sizeof(*rk));
 	struct vec *late = NULL;
 	struct vec skew = {0};
-	if (!res->host_offset_ns || !res->host_residual_ns || !rk)
+	struct top *top = calloc(worst_n ? worst_n : 1, sizeof(*top));
+	size_t ntop = 0;
+	if (!res->host_offset_ns || !res->host_residual_ns || !rk || !top)
 		goto oom;
 	if (n)
 		qsort(calls, n, sizeof(*calls), cmp_call);
@@ -249,8 +294,10 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *r
 		skew_sum += sk;
 		if (vec_push(&skew, (int64_t)sk))
 			goto oom;
-		if (j - i < 2 || max == second)
-			continue; /* a tie: nobody was last */
+		int tie = j - i < 2 || max == second;
+		top_add(top, &ntop, worst_n, (struct top){sk, i, j, timed, tie ? -1 : calls[who].rank});
+		if (tie)
+			continue; /* nobody was last */
 		struct cm_rank *r = rank_row(res, calls[who].rank);
 		if (!r)
 			continue;
@@ -274,11 +321,14 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *r
 		qsort(late[k].v, late[k].n, sizeof(int64_t), cmp_i64);
 		r->late_p95_ns = (uint64_t)late[k].v[(size_t)((double)(late[k].n - 1) * 0.95 + 0.5)];
 	}
+	if (keep_worst(calls, top, ntop, res))
+		goto oom;
 	for (size_t k = 0; k < nr; k++)
 		free(late[k].v);
 	free(late);
 	free(skew.v);
 	free(rk);
+	free(top);
 	return 0;
 oom:
 	if (late)
@@ -287,12 +337,16 @@ oom:
 	free(late);
 	free(skew.v);
 	free(rk);
+	free(top);
 	cm_result_free(res);
 	return -1;
 }
 
 void cm_result_free(struct cm_result *res)
 {
+	for (size_t w = 0; w < res->nworst; w++)
+		free(res->worst[w].arr);
+	free(res->worst);
 	free(res->ranks);
 	free(res->host_offset_ns);
 	free(res->host_residual_ns);

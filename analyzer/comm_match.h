@@ -41,6 +41,22 @@ struct cm_rank {
 	uint64_t caused_ns;	/* the others' waits for it: sum over those of (its arrival - each other's) */
 };
 
+/* One of the collectives with the largest skew (cm_match's worst_n): each rank's arrival. */
+struct cm_arrival {
+	int32_t rank;		/* the job rank */
+	uint64_t call_ns;	/* its host call's begin */
+	uint64_t gpu_begin_ns;	/* its kernels' GPU start, 0 when unknown */
+};
+
+struct cm_worst {
+	uint64_t ident, seq;
+	uint64_t skew_ns;	/* last arrival minus first */
+	int32_t last_rank;	/* -1: a tie */
+	int gpu;		/* arrivals are GPU starts (else host calls) */
+	uint32_t nranks;
+	struct cm_arrival *arr;	/* nranks of them, by rank in the communicator */
+};
+
 struct cm_result {
 	uint64_t collectives;	/* matched: every rank of the communicator present */
 	uint64_t incomplete;	/* some rank missing (a crash, a truncated or missing trace) */
@@ -58,15 +74,19 @@ struct cm_result {
 	int64_t *host_offset_ns;
 	int64_t *host_residual_ns;
 	size_t nhosts;
+	/* the worst_n collectives of the largest skew, largest first */
+	struct cm_worst *worst;
+	size_t nworst;
 };
 
 /*
  * Match calls[0..n) (sorted in place; their times, CLOCK_MONOTONIC, read on
  * CLOCK_REALTIME through to_real_ns when nhosts > 1, then corrected by the host
- * offsets found) over nhosts hosts. 0, or -1 when out of memory (*res then
- * holds nothing to free).
+ * offsets found) over nhosts hosts; the worst_n collectives of the largest
+ * skew are kept with every rank's arrival. 0, or -1 when out of memory (*res
+ * then holds nothing to free).
  */
-int cm_match(struct cm_call *calls, size_t n, size_t nhosts, struct cm_result *res);
+int cm_match(struct cm_call *calls, size_t n, size_t nhosts, size_t worst_n, struct cm_result *res);
 void cm_result_free(struct cm_result *res);
 
 #endif /* STEPPROF_COMM_MATCH_H */

@@ -313,6 +313,29 @@ static void json_stragglers(struct jsonw *w, const struct an_analysis *a)
 		jw_obj_end(w);
 	}
 	jw_arr_end(w);
+	if (m->nworst) {
+		jw_karr_begin(w, "worst");
+		for (size_t i = 0; i < m->nworst; i++) {
+			const struct cm_worst *x = &m->worst[i];
+			jw_obj_begin(w);
+			jw_khex(w, "communicator", x->ident);
+			jw_ku64(w, "seq", x->seq);
+			jw_ku64(w, "skew_ns", x->skew_ns);
+			jw_ki64(w, "last_rank", x->last_rank);
+			jw_kstr(w, "arrivals_from", x->gpu ? "gpu" : "host");
+			jw_karr_begin(w, "arrivals");
+			for (uint32_t k = 0; k < x->nranks; k++) {
+				jw_obj_begin(w);
+				jw_ki64(w, "rank", x->arr[k].rank);
+				jw_ku64(w, "host_call_ns", x->arr[k].call_ns);
+				jw_ku64(w, "gpu_start_ns", x->arr[k].gpu_begin_ns);
+				jw_obj_end(w);
+			}
+			jw_arr_end(w);
+			jw_obj_end(w);
+		}
+		jw_arr_end(w);
+	}
 	jw_karr_begin(w, "ranks");
 	for (size_t k = 0; k < m->nranks; k++) {
 		const struct cm_rank *r = &m->ranks[k];
@@ -654,6 +677,22 @@ static void text_stragglers(FILE *f, const struct an_analysis *a)
 			r->matched ? 100.0 * (double)r->last / (double)r->matched : 0.0,
 			util_fmt_ns(r->late_mean_ns, b1, sizeof(b1)), util_fmt_ns(r->late_p95_ns, b2, sizeof(b2)),
 			util_fmt_ns(r->caused_ns, b3, sizeof(b3)));
+	}
+	for (size_t i = 0; i < m->nworst; i++) {
+		const struct cm_worst *x = &m->worst[i];
+		uint64_t first = UINT64_MAX;
+		for (uint32_t k = 0; k < x->nranks; k++) {
+			uint64_t t = x->gpu ? x->arr[k].gpu_begin_ns : x->arr[k].call_ns;
+			first = t < first ? t : first;
+		}
+		fprintf(f, "  collective %llu on communicator %016llx: skew %s, last rank %d; arrivals after the first:",
+			(unsigned long long)x->seq, (unsigned long long)x->ident, util_fmt_ns(x->skew_ns, b1, sizeof(b1)),
+			x->last_rank);
+		for (uint32_t k = 0; k < x->nranks && k < 16; k++) {
+			uint64_t t = x->gpu ? x->arr[k].gpu_begin_ns : x->arr[k].call_ns;
+			fprintf(f, " %d +%s", x->arr[k].rank, util_fmt_ns(t - first, b2, sizeof(b2)));
+		}
+		fprintf(f, "%s\n", x->nranks > 16 ? " ..." : "");
 	}
 	for (size_t h = 1; h < m->nhosts && a->comm_hosts > 1; h++) {
 		const char *name = a->comm_host_names ? a->comm_host_names[h] : "";

@@ -149,7 +149,18 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 {
 	struct sp_json *tdir_truth[4];
 	char *tdir = run_job_env("slow", 1, NULL, NULL, tdir_truth);
-	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
+	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", "--collectives", "5", tdir, NULL));
+	/* the five collectives of the largest skew: the slow rank last, every rank's arrival */
+	const struct sp_json *worst = sp_json_path(an, "stragglers.worst");
+	cr_assert(worst && worst->n == 5, "stragglers.worst");
+	for (size_t i = 0; i < worst->n; i++) {
+		const struct sp_json *w = sp_json_at(worst, i);
+		cr_expect_eq(sp_json_num(w, "last_rank", -1), 2);
+		cr_expect_geq(sp_json_num(w, "skew_ns", 0), 0.9 * SLOW_US * 1000);
+		cr_expect_eq(sp_json_get(w, "arrivals")->n, 4);
+		if (i)
+			cr_expect_leq(sp_json_u64(w, "skew_ns", 0), sp_json_u64(sp_json_at(worst, i - 1), "skew_ns", 0));
+	}
 	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40, "collectives matched");
 	cr_expect_eq(sp_json_u64(an, "stragglers.gpu_timed", 0), 40, "arrivals from the kernels' GPU starts");
 	const struct sp_json *r = straggler_row(an, 2);
@@ -368,8 +379,9 @@ Test(multigpu, merged_rank_summaries_equal_one_analysis, .timeout = 300)
 	split_hosts(tdir, a, b, 3000000);
 	free(stepprof(NULL, "analyze", "--rank-summary", "-o", sa, a, NULL));
 	free(stepprof(NULL, "analyze", "--rank-summary", "-o", sb, "--jobs", "2", b, NULL));
-	struct sp_json *all = parse(stepprof(NULL, "analyze", "--json", a, b, NULL));
-	struct sp_json *m = parse(stepprof(NULL, "merge", "--json", sb, sa, NULL));
+	struct sp_json *all = parse(stepprof(NULL, "analyze", "--json", "--collectives", "3", a, b, NULL));
+	struct sp_json *m = parse(stepprof(NULL, "merge", "--json", "--collectives", "3", sb, sa, NULL));
+	cr_expect_eq(sp_json_path(m, "stragglers.worst")->n, 3);
 	cr_expect_str_eq(sp_json_str(m, "schema"), "stepprof.job/1");
 	cr_assert_eq(sp_json_get(m, "ranks")->n, 4);
 	drop_key(sp_json_get(all, "ranks"), "pid");

@@ -102,7 +102,7 @@ Test(comm_match, a_slow_rank_is_last_by_its_delay)
 	static struct job j;
 	make_job(&j, 2, 95, 5000, 100, 0, 1);
 	struct cm_result r;
-	cr_assert_eq(cm_match(j.c, NR * NC, 1, &r), 0); /* one host: no alignment, exact sums */
+	cr_assert_eq(cm_match(j.c, NR * NC, 1, 0, &r), 0); /* one host: no alignment, exact sums */
 	cr_expect_eq(r.collectives, NC);
 	cr_expect_eq(r.incomplete, 0);
 	cr_expect_eq(r.gpu_timed, NC);
@@ -131,7 +131,7 @@ Test(comm_match, no_rank_stands_out_without_a_straggler)
 	static struct job j;
 	make_job(&j, -1, 0, 0, 200, 0, 1);
 	struct cm_result r;
-	cr_assert_eq(cm_match(j.c, NR * NC, 1, &r), 0);
+	cr_assert_eq(cm_match(j.c, NR * NC, 1, 0, &r), 0);
 	cr_assert_eq(r.nranks, NR);
 	for (int k = 0; k < NR; k++) {
 		cr_expect_lt(r.ranks[k].last, NC / 2, "rank %d last in %lu of %d", k, (unsigned long)r.ranks[k].last,
@@ -151,8 +151,8 @@ Test(comm_match, hosts_are_aligned_on_the_completions)
 	rng = 7;
 	make_job(&b, 3, 92, 5000, 100, offset, 1);
 	struct cm_result ra, rb;
-	cr_assert_eq(cm_match(a.c, NR * NC, 2, &ra), 0);
-	cr_assert_eq(cm_match(b.c, NR * NC, 2, &rb), 0);
+	cr_assert_eq(cm_match(a.c, NR * NC, 2, 0, &ra), 0);
+	cr_assert_eq(cm_match(b.c, NR * NC, 2, 0, &rb), 0);
 	cr_assert_eq(rb.nhosts, 2);
 	cr_expect_eq(rb.host_offset_ns[0], 0);
 	int64_t err = rb.host_offset_ns[1] + offset;
@@ -179,13 +179,13 @@ Test(comm_match, untimed_collectives_use_the_host_calls)
 	static struct job j;
 	make_job(&j, 1, 100, 3000, 50, 0, 0);
 	struct cm_result r;
-	cr_assert_eq(cm_match(j.c, NR * NC, 1, &r), 0);
+	cr_assert_eq(cm_match(j.c, NR * NC, 1, 0, &r), 0);
 	cr_expect_eq(r.gpu_timed, 0);
 	cr_expect_eq(r.ranks[1].last, NC);
 	cr_expect(r.ranks[1].late_mean_ns > 2950000 && r.ranks[1].late_mean_ns <= 3050000);
 	/* no completions: nothing to align a second host on */
 	cm_result_free(&r);
-	cr_assert_eq(cm_match(j.c, NR * NC, 2, &r), 0);
+	cr_assert_eq(cm_match(j.c, NR * NC, 2, 0, &r), 0);
 	cr_expect_eq(r.host_residual_ns[1], -1);
 	cr_expect_eq(r.host_offset_ns[1], 0);
 	cm_result_free(&r);
@@ -205,7 +205,7 @@ Test(comm_match, a_missing_rank_leaves_the_collective_incomplete)
 		j.c[n++] = j.c[k];
 	}
 	struct cm_result r;
-	cr_assert_eq(cm_match(j.c, n, 1, &r), 0);
+	cr_assert_eq(cm_match(j.c, n, 1, 0, &r), 0);
 	cr_expect_eq(r.collectives, NC - 11);
 	cr_expect_eq(r.incomplete, 11);
 	cr_expect_eq(r.ranks[0].last, NC - 11);
@@ -220,14 +220,43 @@ Test(comm_match, ties_make_no_straggler_and_nothing_breaks_on_empty_input)
 		{.ident = 1, .seq = 0, .nranks = 3, .crank = 2, .rank = 2, .call_ns = 200},
 	};
 	struct cm_result r;
-	cr_assert_eq(cm_match(c, 3, 1, &r), 0);
+	cr_assert_eq(cm_match(c, 3, 1, 0, &r), 0);
 	cr_expect_eq(r.collectives, 1);
 	for (size_t k = 0; k < r.nranks; k++)
 		cr_expect_eq(r.ranks[k].last, 0);
 	cr_expect_eq(r.skew_mean_ns, 100);
 	cm_result_free(&r);
-	cr_assert_eq(cm_match(NULL, 0, 0, &r), 0);
+	cr_assert_eq(cm_match(NULL, 0, 0, 0, &r), 0);
 	cr_expect_eq(r.collectives, 0);
 	cr_expect_eq(r.nranks, 0);
+	cm_result_free(&r);
+}
+
+Test(comm_match, the_worst_collectives_keep_every_arrival)
+{
+	static struct job j;
+	make_job(&j, 1, 30, 4000, 100, 0, 1);
+	struct cm_result r;
+	cr_assert_eq(cm_match(j.c, NR * NC, 1, 5, &r), 0);
+	cr_assert_eq(r.nworst, 5);
+	/* the truth's five largest skews, from the generator's own numbers: every slow one is larger than any other */
+	for (size_t w = 0; w < r.nworst; w++) {
+		const struct cm_worst *x = &r.worst[w];
+		cr_expect_eq(x->nranks, NR);
+		cr_expect(x->gpu);
+		cr_expect_eq(x->last_rank, 1, "worst %zu: last rank %d", w, x->last_rank);
+		cr_expect_geq(x->skew_ns, 4000000);
+		if (w)
+			cr_expect_leq(x->skew_ns, r.worst[w - 1].skew_ns);
+		uint64_t lo = UINT64_MAX, hi = 0;
+		for (uint32_t k = 0; k < x->nranks; k++) {
+			cr_expect_eq(x->arr[k].rank, (int32_t)k);
+			lo = x->arr[k].gpu_begin_ns < lo ? x->arr[k].gpu_begin_ns : lo;
+			hi = x->arr[k].gpu_begin_ns > hi ? x->arr[k].gpu_begin_ns : hi;
+			cr_expect_eq(x->arr[k].call_ns + 50000, x->arr[k].gpu_begin_ns); /* launched 50 us before */
+		}
+		cr_expect_eq(hi - lo, x->skew_ns);
+		cr_expect_eq(j.last_truth[x->seq], 1);
+	}
 	cm_result_free(&r);
 }
