@@ -8,7 +8,9 @@
  * completions and host 0's over the collectives they share is that host's
  * clock offset. Arrivals are the GPU starts of the collectives' kernels when
  * every rank's is known (a fast rank's kernel starts and waits for the slow
- * one), else the host calls.
+ * one), else the host calls. The last rank's lateness is the others' mean wait
+ * for it: its arrival minus theirs, averaged over them (its arrival minus the
+ * one before it would shrink by the others' own spread).
  */
 #include "comm_match.h"
 
@@ -301,11 +303,15 @@ int cm_match(struct cm_call *calls, size_t n, size_t nhosts, size_t worst_n, str
 		struct cm_rank *r = rank_row(res, calls[who].rank);
 		if (!r)
 			continue;
-		r->last++;
-		r->late_sum_ns += max - second;
+		/* the others' mean wait for it: what this collective's lateness cost each of them */
+		uint64_t caused = 0;
 		for (size_t k = i; k < j; k++)
-			r->caused_ns += max - (timed ? calls[k].gpu_begin_ns : calls[k].call_ns);
-		if (vec_push(&late[r - res->ranks], (int64_t)(max - second)))
+			caused += max - (timed ? calls[k].gpu_begin_ns : calls[k].call_ns);
+		uint64_t lateness = caused / (j - i - 1);
+		r->last++;
+		r->caused_ns += caused;
+		r->late_sum_ns += lateness;
+		if (vec_push(&late[r - res->ranks], (int64_t)lateness))
 			goto oom;
 	}
 	if (res->collectives) {

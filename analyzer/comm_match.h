@@ -35,7 +35,7 @@ struct cm_rank {
 	int32_t rank;
 	uint64_t matched;	/* collectives it took part in that every rank of the communicator reached */
 	uint64_t last;		/* of them, those it arrived last at (ties: none is last) */
-	uint64_t late_sum_ns;	/* its lateness summed over those: its arrival minus the one before it */
+	uint64_t late_sum_ns;	/* its lateness summed over those: the others' mean wait for it (its arrival minus theirs) */
 	uint64_t late_mean_ns;	/* late_sum_ns / last */
 	uint64_t late_p95_ns;	/* the 95th percentile of those latenesses */
 	uint64_t caused_ns;	/* the others' waits for it: sum over those of (its arrival - each other's) */

@@ -64,7 +64,10 @@ static void build(struct an_memsrc *m, int slow, uint64_t slow_ms, uint64_t late
 		for (int r = 0; r < NRANK; r++)
 			if (r != who && ready[r] > second)
 				second = ready[r];
-		late_truth[who] += last - second;
+		uint64_t wait = 0;
+		for (int r = 0; r < NRANK; r++)
+			wait += last - ready[r];
+		late_truth[who] += wait / (NRANK - 1);
 		for (int r = 0; r < NRANK; r++) {
 			int32_t pid = 100 + r;
 			uint64_t launch = ready[r] - 5 * MS;

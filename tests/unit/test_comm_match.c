@@ -25,7 +25,7 @@ static uint64_t rnd(uint64_t n)
 
 struct job {
 	struct cm_call c[NR * NC];
-	uint64_t late_truth[NC]; /* the straggler's arrival minus the latest other's, when it is last */
+	uint64_t late_truth[NC]; /* the others' mean wait for the last rank (its arrival minus theirs), when it is last */
 	int last_truth[NC];	 /* the rank arriving last, -1 on a tie */
 };
 
@@ -60,7 +60,10 @@ static void make_job(struct job *j, int slow, int slow_pct, uint64_t slow_us, ui
 			}
 		}
 		j->last_truth[s] = ties == 1 ? who : -1;
-		j->late_truth[s] = ties == 1 ? max - second : 0;
+		uint64_t wait = 0;
+		for (int r = 0; r < NR; r++)
+			wait += max - arr[r];
+		j->late_truth[s] = ties == 1 ? wait / (NR - 1) : 0;
 		for (int r = 0; r < NR; r++) {
 			struct cm_call *c = &j->c[s * NR + r];
 			int host = r >= NR / 2;
