@@ -67,10 +67,14 @@ options() {
 				t = substr(t, 2, length(t) - 2)
 			n = split(t, w, /[ |]/)
 			for (i = 1; i <= n; i++) {
-				if (w[i] !~ /^-/ || w[i] == "--")
+				x = w[i]
+				sub(/^\[+/, "", x) # an option nested in an item: "[--json [--schema N]|--csv]"
+				if (x !~ /^-/ || x == "--")
 					continue
-				sub(/[[=].*/, "", w[i])
-				print w[i] " " (i < n && w[i + 1] ~ /^[A-Z][A-Z_:=]*$/ ? w[i + 1] : "")
+				sub(/[[=].*/, "", x)
+				v = i < n ? w[i + 1] : ""
+				sub(/\]+$/, "", v)
+				print x " " (v ~ /^[A-Z][A-Z_:=]*$/ ? v : "")
 			}
 		}
 		{
