@@ -150,17 +150,22 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 	struct sp_json *tdir_truth[4];
 	char *tdir = run_job_env("slow", 1, NULL, NULL, tdir_truth);
 	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", "--collectives", "5", tdir, NULL));
-	/* the five collectives of the largest skew: the slow rank last, every rank's arrival */
+	/*
+	 * The five collectives of the largest skew, every rank's arrival: the slow
+	 * rank last but at one at most (the first all-reduce holds the ranks' start-up).
+	 */
 	const struct sp_json *worst = sp_json_path(an, "stragglers.worst");
 	cr_assert(worst && worst->n == 5, "stragglers.worst");
+	int slow_last = 0;
 	for (size_t i = 0; i < worst->n; i++) {
 		const struct sp_json *w = sp_json_at(worst, i);
-		cr_expect_eq(sp_json_num(w, "last_rank", -1), 2);
+		slow_last += sp_json_num(w, "last_rank", -1) == 2;
 		cr_expect_geq(sp_json_num(w, "skew_ns", 0), 0.9 * SLOW_US * 1000);
 		cr_expect_eq(sp_json_get(w, "arrivals")->n, 4);
 		if (i)
 			cr_expect_leq(sp_json_u64(w, "skew_ns", 0), sp_json_u64(sp_json_at(worst, i - 1), "skew_ns", 0));
 	}
+	cr_expect_geq(slow_last, 4, "rank 2 last at %d of the 5 worst collectives", slow_last);
 	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40, "collectives matched");
 	cr_expect_eq(sp_json_u64(an, "stragglers.gpu_timed", 0), 40, "arrivals from the kernels' GPU starts");
 	const struct sp_json *r = straggler_row(an, 2);
@@ -169,8 +174,38 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 	sp_t_note("multigpu: rank 2 last in %.0f%% of the all-reduces, by %.3f ms (mean), %.3f ms (p95)", 100 * last,
 		  late / 1e6, sp_json_num(r, "lateness_ns_p95", 0) / 1e6);
 	cr_expect_geq(last, 0.9, "rank 2 last in %.2f of the collectives", last);
-	cr_expect(late >= 0.9 * SLOW_US * 1000 && late <= 1.1 * SLOW_US * 1000, "lateness %.0f ns, want 5 ms +-10%%",
-		  late);
+	/*
+	 * Its lateness against the workload's own clocks: each rank's all-reduce
+	 * could start when its compute ended (the truth's comm.start_ns, read by the
+	 * kernels on the GPU's clock); over the steps rank 2 arrived last at, the
+	 * others' mean wait for it. About the 5 ms of extra input on an idle machine;
+	 * on a loaded one the ranks' own scheduling moves it (3.9-5.6 ms seen), which
+	 * the analysis must follow.
+	 */
+	double tsum = 0;
+	int tn = 0;
+	const struct sp_json *its[4];
+	for (int k = 0; k < 4; k++)
+		its[k] = sp_json_get(tdir_truth[k], "iterations");
+	for (size_t i = 0; its[0] && i < its[0]->n; i++) {
+		double t[4], mx = 0;
+		int who = -1;
+		for (int k = 0; k < 4; k++) {
+			t[k] = sp_json_num(sp_json_at(its[k], i), "comm.start_ns", 0);
+			if (who < 0 || t[k] > mx)
+				mx = t[k], who = k;
+		}
+		if (who != 2)
+			continue;
+		for (int k = 0; k < 4; k++)
+			tsum += k == 2 ? 0 : (mx - t[k]) / 3;
+		tn++;
+	}
+	double tlate = tn ? tsum / tn : 0;
+	sp_t_note("multigpu: rank 2's lateness by the workload's own clocks %.3f ms over %d steps", tlate / 1e6, tn);
+	cr_expect(late >= 0.9 * tlate && late <= 1.1 * tlate, "lateness %.0f ns, the workload's %.0f (+-10%%)", late,
+		  tlate);
+	cr_expect(late >= 0.7 * SLOW_US * 1000 && late <= 1.3 * SLOW_US * 1000, "lateness %.0f ns, far from 5 ms", late);
 	for (int k = 0; k < 4; k++)
 		if (k != 2)
 			cr_expect_lt(sp_json_num(straggler_row(an, k), "last_share", 1), 0.1, "rank %d last too often", k);
