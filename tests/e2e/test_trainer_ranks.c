@@ -78,7 +78,11 @@ static uint64_t median_after_first(const struct sp_json *j, size_t iters, const 
 	return v[n / 2];
 }
 
-/* every all-reduce: its times in order, exposed + overlapped = its span */
+/*
+ * every all-reduce: its times in order; exposed + overlapped within its span
+ * (overlapped counts only the all-reduce's GPU time under the backward kernel,
+ * exposed the span's time outside that kernel), and the span exactly without overlap
+ */
 static void check_comm(const struct sp_json *j, size_t iters, uint64_t bytes)
 {
 	for (size_t i = 0; i < iters; i++) {
@@ -86,8 +90,10 @@ static void check_comm(const struct sp_json *j, size_t iters, uint64_t bytes)
 		cr_expect_leq(cu(j, i, "call_begin_ns"), cu(j, i, "call_end_ns"));
 		cr_expect_leq(cu(j, i, "call_begin_ns"), cu(j, i, "start_ns"));
 		cr_expect_leq(cu(j, i, "start_ns"), cu(j, i, "end_ns"));
-		cr_expect_eq(cu(j, i, "exposed_ns") + cu(j, i, "overlapped_ns"),
-			     cu(j, i, "end_ns") - cu(j, i, "start_ns"));
+		uint64_t span = cu(j, i, "end_ns") - cu(j, i, "start_ns");
+		cr_expect_leq(cu(j, i, "exposed_ns") + cu(j, i, "overlapped_ns"), span);
+		if (!cu(j, i, "overlapped_ns"))
+			cr_expect_eq(cu(j, i, "exposed_ns"), span);
 		/* the host saw it end no earlier than its transfer took after its call */
 		cr_expect_geq(cu(j, i, "end_ns") - cu(j, i, "call_begin_ns"), cu(j, i, "transfer_ns"));
 	}

@@ -365,7 +365,8 @@ void tr_comm(unsigned iter, uint64_t bytes, uint64_t cb, uint64_t ce, const stru
  * was made and the compute before it ended (start); it ended when the host saw it
  * (end). overlapped: the part of its GPU time (from start, as long as the events
  * around it on its stream say: gpu_ns, else up to end) the overlapped kernel ran
- * in; exposed: the rest of [start, end], communication no compute hid.
+ * in; exposed: the part of [start, end] the overlapped kernel did not run in,
+ * the wait for communication that no compute hid (as the breakdown sweeps it).
  */
 struct comm_times {
 	uint64_t start, end, exposed, overlapped, transfer;
@@ -378,13 +379,16 @@ static struct comm_times comm_times(const struct comm_rec *c)
 	if (c->before && c->before->end > t.start)
 		t.start = c->before->end;
 	t.end = c->end > t.start ? c->end : t.start;
+	uint64_t hidden = 0; /* of [start, end]: under the overlapped kernel */
 	if (c->overlap) {
 		uint64_t gend = c->gpu_ns && t.start + c->gpu_ns < t.end ? t.start + c->gpu_ns : t.end;
 		uint64_t b = c->overlap->begin > t.start ? c->overlap->begin : t.start;
 		uint64_t e = c->overlap->end < gend ? c->overlap->end : gend;
 		t.overlapped = e > b ? e - b : 0;
+		e = c->overlap->end < t.end ? c->overlap->end : t.end;
+		hidden = e > b ? e - b : 0;
 	}
-	t.exposed = t.end - t.start - t.overlapped;
+	t.exposed = t.end - t.start - hidden;
 	t.transfer = T.comm_gbps > 0 ? (uint64_t)((double)c->bytes / T.comm_gbps) : 0;
 	return t;
 }
