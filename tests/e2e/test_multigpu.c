@@ -179,7 +179,7 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 	 * could start when its compute ended (the truth's comm.start_ns, read by the
 	 * kernels on the GPU's clock); over the steps rank 2 arrived last at, the
 	 * others' mean wait for it. About the 5 ms of extra input on an idle machine;
-	 * on a loaded one the ranks' own scheduling moves it (3.9-5.6 ms seen), which
+	 * on a loaded one the ranks' own scheduling moves it (4.5-8.9 ms seen), which
 	 * the analysis must follow.
 	 */
 	double tsum = 0;
@@ -205,7 +205,8 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 	sp_t_note("multigpu: rank 2's lateness by the workload's own clocks %.3f ms over %d steps", tlate / 1e6, tn);
 	cr_expect(late >= 0.9 * tlate && late <= 1.1 * tlate, "lateness %.0f ns, the workload's %.0f (+-10%%)", late,
 		  tlate);
-	cr_expect(late >= 0.7 * SLOW_US * 1000 && late <= 1.3 * SLOW_US * 1000, "lateness %.0f ns, far from 5 ms", late);
+	/* the workload's own: 5 ms on an idle machine, up to 8.9 ms seen when other tests loaded this one */
+	cr_expect(late >= 0.5 * SLOW_US * 1000 && late <= 2.5 * SLOW_US * 1000, "lateness %.0f ns, far from 5 ms", late);
 	for (int k = 0; k < 4; k++)
 		if (k != 2)
 			cr_expect_lt(sp_json_num(straggler_row(an, k), "last_share", 1), 0.1, "rank %d last too often", k);
