@@ -313,8 +313,8 @@ void html_categories(FILE *f, const struct an_analysis *a)
 	    "the training thread is blocked in file I/O or waiting for a batch from loader workers",
 	    "a host-to-device copy runs on the GPU, or the training thread is inside an H2D call",
 	    "a kernel, memset or device-to-device copy runs on the GPU (communication kernels are comm)",
-	    "a communication (NCCL) kernel runs on the GPU and no compute kernel does, or the training thread "
-	    "waits in a synchronisation for one",
+	    ("a communication (NCCL) kernel runs on the GPU and no compute kernel does, or the training thread "
+	     "waits in a synchronisation for one"),
 	    "a device-to-host copy runs, or the training thread is inside a D2H call",
 	    "the training thread is blocked in a synchronisation call",
 	    "none of the above (Python, framework, launch overhead, GPU idle)",

@@ -88,6 +88,10 @@ static void *sym(void *h, const char *name)
 /* In a rank: load the libraries, get the unique id from rank 0, join. */
 static ncclComm_t join(int rank, int n)
 {
+	/* The driver first, by path: the libraries' dlopen("libcuda.so.1") then finds it loaded
+	 * (a sanitizer's dlopen interceptor hides their RUNPATH from the search). */
+	if (!dlopen(sp_t_build("simgpu/libcuda.so.1"), RTLD_NOW | RTLD_GLOBAL))
+		fail("dlopen: %s", dlerror());
 	rt = dlopen(sp_t_build("simgpu/libcudart.so.12"), RTLD_NOW | RTLD_GLOBAL);
 	nc = dlopen(sp_t_build("simgpu/libnccl.so.2"), RTLD_NOW | RTLD_GLOBAL);
 	if (!rt || !nc)
@@ -442,6 +446,10 @@ static void rank_init_all(int rank, int n)
 {
 	(void)n;
 	setenv("SIMGPU_DEVICES", "2", 1);
+	/* The driver first, by path: the libraries' dlopen("libcuda.so.1") then finds it loaded
+	 * (a sanitizer's dlopen interceptor hides their RUNPATH from the search). */
+	if (!dlopen(sp_t_build("simgpu/libcuda.so.1"), RTLD_NOW | RTLD_GLOBAL))
+		fail("dlopen: %s", dlerror());
 	rt = dlopen(sp_t_build("simgpu/libcudart.so.12"), RTLD_NOW | RTLD_GLOBAL);
 	nc = dlopen(sp_t_build("simgpu/libnccl.so.2"), RTLD_NOW | RTLD_GLOBAL);
 	if (!rt || !nc)
