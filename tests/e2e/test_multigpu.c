@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -145,27 +146,65 @@ static double truth_comm_per_iter(const struct sp_json *t)
 
 #define copy_truth(src, dst) memcpy((dst), (src), sizeof(src))
 
+static int cmp_double_desc(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
 Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 {
 	struct sp_json *tdir_truth[4];
 	char *tdir = run_job_env("slow", 1, NULL, NULL, tdir_truth);
 	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", "--collectives", "5", tdir, NULL));
 	/*
-	 * The five collectives of the largest skew, every rank's arrival: the slow
-	 * rank last but at one at most (the first all-reduce holds the ranks' start-up).
+	 * The five collectives of the largest skew, every rank's arrival, against
+	 * the workload's own clocks (the truth's comm.start_ns of the step, one
+	 * all-reduce a step, sequence = step): the same last rank and skew, and
+	 * the five largest. Mostly the slow rank's; on a loaded machine a rank
+	 * descheduled for longer than its 5 ms can make one of them.
 	 */
 	const struct sp_json *worst = sp_json_path(an, "stragglers.worst");
 	cr_assert(worst && worst->n == 5, "stragglers.worst");
+	const struct sp_json *tits[4];
+	for (int k = 0; k < 4; k++)
+		tits[k] = sp_json_get(tdir_truth[k], "iterations");
+	double tskew[64] = {0};
+	int tlast[64], nsteps = tits[0] ? (int)tits[0]->n : 0;
+	cr_assert(nsteps > 5 && nsteps <= 64, "%d steps in the truth", nsteps);
+	for (int i = 0; i < nsteps; i++) {
+		double mn = 0, mx = 0;
+		tlast[i] = -1;
+		for (int k = 0; k < 4; k++) {
+			double t = sp_json_num(sp_json_at(tits[k], (size_t)i), "comm.start_ns", 0);
+			if (tlast[i] < 0 || t > mx)
+				mx = t, tlast[i] = k;
+			if (!k || t < mn)
+				mn = t;
+		}
+		tskew[i] = mx - mn;
+	}
+	double sorted[64];
+	memcpy(sorted, tskew, sizeof(sorted));
+	qsort(sorted, (size_t)nsteps, sizeof(double), cmp_double_desc);
 	int slow_last = 0;
 	for (size_t i = 0; i < worst->n; i++) {
 		const struct sp_json *w = sp_json_at(worst, i);
+		int seq = (int)sp_json_num(w, "seq", -1);
+		double skew = sp_json_num(w, "skew_ns", 0);
+		cr_assert(seq >= 0 && seq < nsteps, "worst collective %zu: seq %d", i, seq);
 		slow_last += sp_json_num(w, "last_rank", -1) == 2;
-		cr_expect_geq(sp_json_num(w, "skew_ns", 0), 0.9 * SLOW_US * 1000);
+		cr_expect_eq(sp_json_num(w, "last_rank", -1), tlast[seq], "collective %d: last rank %.0f, the workload's %d",
+			     seq, sp_json_num(w, "last_rank", -1), tlast[seq]);
+		cr_expect(fabs(skew - tskew[seq]) <= 0.05 * tskew[seq] + 50000,
+			  "collective %d: skew %.0f ns, the workload's %.0f", seq, skew, tskew[seq]);
+		cr_expect_geq(skew, 0.95 * sorted[4] - 50000, "collective %d (skew %.0f ns) is not of the five largest (%.0f)",
+			      seq, skew, sorted[4]);
 		cr_expect_eq(sp_json_get(w, "arrivals")->n, 4);
 		if (i)
 			cr_expect_leq(sp_json_u64(w, "skew_ns", 0), sp_json_u64(sp_json_at(worst, i - 1), "skew_ns", 0));
 	}
-	cr_expect_geq(slow_last, 4, "rank 2 last at %d of the 5 worst collectives", slow_last);
+	sp_t_note("multigpu: rank 2 last at %d of the 5 worst collectives", slow_last);
 	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40, "collectives matched");
 	cr_expect_eq(sp_json_u64(an, "stragglers.gpu_timed", 0), 40, "arrivals from the kernels' GPU starts");
 	const struct sp_json *r = straggler_row(an, 2);
@@ -250,19 +289,75 @@ Test(multigpu, the_slow_rank_is_the_straggler, .timeout = 300)
 	free(tdir);
 }
 
+static void free_truth(struct sp_json **truth)
+{
+	for (int k = 0; k < 4; k++)
+		sp_json_free(truth[k]);
+}
+
+/*
+ * Each rank's share of the steps it reached the all-reduce last at, by the
+ * workload's own clocks (the truth's comm.start_ns: when its compute ended, on
+ * the GPU's clock).
+ */
+static void truth_last_shares(struct sp_json *const *truth, double *share)
+{
+	const struct sp_json *its[4];
+	int last[4] = {0}, n = 0;
+	for (int k = 0; k < 4; k++)
+		its[k] = sp_json_get(truth[k], "iterations");
+	for (size_t i = 0; its[0] && i < its[0]->n; i++) {
+		double mx = 0;
+		int who = -1;
+		for (int k = 0; k < 4; k++) {
+			double t = sp_json_num(sp_json_at(its[k], i), "comm.start_ns", 0);
+			if (who < 0 || t > mx)
+				mx = t, who = k;
+		}
+		last[who]++;
+		n++;
+	}
+	for (int k = 0; k < 4; k++)
+		share[k] = n ? (double)last[k] / n : 0;
+}
+
+/*
+ * No rank slowed down: nobody is last at most collectives, and straggler_rank
+ * stays silent. Four ranks sharing two loaded cores are not quite even (one
+ * descheduled for a time slice arrives last by milliseconds), so the shares are
+ * checked against the workload's own clocks, and the silence asserted whenever
+ * those clocks say no rank was last at 45% of the steps or more (a loaded 2-core
+ * machine sometimes makes one so: then that rank, if any, is the one named).
+ */
 Test(multigpu, without_a_slow_rank_no_straggler, .timeout = 300)
 {
-	char *tdir = run_job("even", 0);
+	struct sp_json *truth[4];
+	char *tdir = run_job_env("even", 0, NULL, NULL, truth);
 	struct sp_json *an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
 	cr_assert_eq(sp_json_u64(an, "stragglers.collectives", 0), 40);
+	double ts[4], tmax = 0;
+	int tk = -1;
+	truth_last_shares(truth, ts);
 	for (int k = 0; k < 4; k++) {
 		const struct sp_json *r = straggler_row(an, k);
 		cr_assert_not_null(r);
-		cr_expect_lt(sp_json_num(r, "last_share", 1), 0.9, "rank %d last in %.2f", k,
-			     sp_json_num(r, "last_share", 1));
+		double got = sp_json_num(r, "last_share", 1);
+		sp_t_note("multigpu: even: rank %d last %.2f (workload %.2f), lateness %.3f ms, caused %.1f ms", k, got,
+			  ts[k], sp_json_num(r, "lateness_ns_mean", 0) / 1e6, sp_json_num(r, "caused_wait_ns", 0) / 1e6);
+		cr_expect(fabs(got - ts[k]) <= 0.15, "rank %d last in %.2f, by the workload's clocks %.2f", k, got, ts[k]);
+		if (ts[k] > tmax)
+			tmax = ts[k], tk = k;
 	}
-	cr_expect_null(finding(an, "straggler_rank", -1), "straggler_rank fired without a slow rank");
+	const struct sp_json *f = finding(an, "straggler_rank", -1);
+	if (tmax < 0.45)
+		cr_expect_null(f, "straggler_rank fired without a slow rank: rank %.0f, last in %.2f, others' wait %.3f",
+			       sp_json_num(f, "evidence.rank", -1), sp_json_num(f, "evidence.last_share", -1),
+			       sp_json_num(f, "evidence.others_wait_share", -1));
+	else if (f)
+		cr_expect_eq(sp_json_num(f, "evidence.rank", -1), tk, "straggler_rank named rank %.0f, the workload's last is %d",
+			     sp_json_num(f, "evidence.rank", -1), tk);
 	sp_json_free(an);
+	free_truth(truth);
 	free(tdir);
 }
 
@@ -553,12 +648,6 @@ static void expect_overlap(const struct sp_json *an, struct sp_json *const *trut
 	}
 }
 
-static void free_truth(struct sp_json **truth)
-{
-	for (int k = 0; k < 4; k++)
-		sp_json_free(truth[k]);
-}
-
 Test(multigpu, comm_is_the_all_reduce_and_compute_no_longer_holds_it, .timeout = 300)
 {
 	struct sp_json *truth[4];
@@ -601,20 +690,14 @@ Test(multigpu, overlapped_comm_is_exposed_and_overlapped, .timeout = 300)
 	free_truth(truth);
 	free(tdir);
 	/*
-	 * The default timing models the backward kernel from its samples (NCCL's
-	 * kernels are timed): a simulated kernel lasts its sleep, whose wake-up
-	 * varies on a loaded machine, and the learned duration misses each
-	 * launch's by as much: up to 7 points of the wall time moved between comm
-	 * and compute on a 2-core VM (docs/multi-node.md); said, not checked.
+	 * The default timing: NCCL's kernels are always timed, the backward kernel
+	 * is sampled and modelled from its samples between them.
 	 */
 	tdir = run_job_env("oa", 0, ov, NULL, truth);
 	an = parse(stepprof(NULL, "analyze", "--json", tdir, NULL));
-	for (int k = 0; k < 4; k++)
-		sp_t_note("multigpu: overlap, auto: rank %d comm %.3f (truth %.3f), overlapped %.3f", k,
-			  sp_json_num(rank_row(an, k), "breakdown_fraction.comm", -1),
-			  sp_json_num(truth[k], "summary.breakdown_fraction.comm", -1),
-			  sp_json_num(rank_row(an, k), "comm_overlapped_ns", 0) /
-			      sp_json_num(rank_row(an, k), "wall_ns_total", 1));
+	expect_share(an, truth, "comm", 0.03, "overlap, auto");
+	expect_share(an, truth, "compute", 0.03, "overlap, auto");
+	expect_overlap(an, truth, 0.03, "overlap, auto");
 	sp_json_free(an);
 	free_truth(truth);
 	free(tdir);
