@@ -15,6 +15,7 @@
 #include "simgpu.h"
 
 #include <dlfcn.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -512,6 +513,17 @@ uint64_t simgpu_globaltimer_ns(void)
 	if (simrt_enter() != cudaSuccess || !(t = export_table()))
 		return 0;
 	return t->globaltimer_ns();
+}
+
+void simgpu_kernel_end_at(uint64_t t)
+{
+	const struct simgpu_export_table *et;
+
+	if (simrt_enter() != cudaSuccess || !(et = export_table()))
+		return;
+	if (et->size >= offsetof(struct simgpu_export_table, kernel_end_at) + sizeof(et->kernel_end_at) &&
+	    et->kernel_end_at)
+		et->kernel_end_at(t);
 }
 
 CUfunction simrt_kernel_of(const void *fn)

@@ -463,6 +463,14 @@ static void die_cuda(const char *what, cudaError_t r)
  * so that the stream's worker leaves the CPU to the host thread (the 100 us
  * kernels of long runs elsewhere in the suite among them). The ground truth measures
  * each kernel's own begin and end either way.
+ *
+ * RATIONALE: a kernel of a given work lasts the same GPU time whatever the host's
+ * CPUs are doing. Its end is its start on the stream's timeline plus its duration
+ * (simgpu_kernel_end_at), not the moment its worker thread woke up: on a loaded
+ * machine a wake-up overshoots by hundreds of microseconds, which no real kernel's
+ * duration shows, and a duration learned from sampled launches would miss the
+ * others' by as much. The worker still returns no earlier than that end on the
+ * host's clock, and sooner after a late start (it catches up).
  */
 #define KERNEL_SPIN_NS 100000ull
 
@@ -475,12 +483,15 @@ void trainer_kernel(void **args)
 {
 	struct tr_kslot *k = *(struct tr_kslot **)args[0];
 	uint64_t b = simgpu_globaltimer_ns(); /* the GPU's clock, as a CUDA kernel reads %globaltimer */
+	uint64_t e = b + k->sleep_ns;
 	if (k->sleep_ns < KERNEL_SPIN_NS)
-		spin_for(k->sleep_ns);
+		while (tr_now() < e)
+			;
 	else
-		sleep_until(tr_now() + k->sleep_ns);
+		sleep_until(e);
+	simgpu_kernel_end_at(e);
 	k->begin = b;
-	k->end = simgpu_globaltimer_ns();
+	k->end = e;
 }
 
 /* ---- 3. data directory and batch readers ---- */
