@@ -48,8 +48,8 @@ uint64_t simgpu_globaltimer_ns(void);
  * bytes / bandwidth there. For a kernel whose GPU time is a model rather than the
  * time its host function takes: the simulated NCCL's collectives, which end on
  * every rank together, bytes / bandwidth after the last rank arrived, as NCCL's
- * kernels leave a ring within microseconds; the trainer's kernels, which last
- * their duration on the timeline however late their worker woke up. The runtime
+ * kernels leave a ring within microseconds; the trainer's sleeping kernels, which
+ * last their duration on the timeline however late their worker woke up. The runtime
  * exports it too (through the driver's export table), for kernels of programs
  * that link the runtime only. The kernel must not return before t
  * on the host's clock (the timeline is never ahead of real time). Elsewhere:

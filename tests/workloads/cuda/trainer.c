@@ -465,12 +465,13 @@ static void die_cuda(const char *what, cudaError_t r)
  * each kernel's own begin and end either way.
  *
  * RATIONALE: a kernel of a given work lasts the same GPU time whatever the host's
- * CPUs are doing. Its end is its start on the stream's timeline plus its duration
- * (simgpu_kernel_end_at), not the moment its worker thread woke up: on a loaded
- * machine a wake-up overshoots by hundreds of microseconds, which no real kernel's
- * duration shows, and a duration learned from sampled launches would miss the
- * others' by as much. The worker still returns no earlier than that end on the
- * host's clock, and sooner after a late start (it catches up).
+ * CPUs are doing. A sleeping kernel's end is its start on the stream's timeline
+ * plus its duration (simgpu_kernel_end_at), not the moment its worker thread woke
+ * up: on a loaded machine a wake-up overshoots by hundreds of microseconds, which
+ * no real kernel's duration shows, and a duration learned from sampled launches
+ * would miss the others' by as much. The worker still returns no earlier than that
+ * end on the host's clock, and sooner after a late start (it catches up). A
+ * spinning kernel has no wake-up to overshoot: it ends when its spin does.
  */
 #define KERNEL_SPIN_NS 100000ull
 
@@ -483,12 +484,14 @@ void trainer_kernel(void **args)
 {
 	struct tr_kslot *k = *(struct tr_kslot **)args[0];
 	uint64_t b = simgpu_globaltimer_ns(); /* the GPU's clock, as a CUDA kernel reads %globaltimer */
+	if (k->sleep_ns < KERNEL_SPIN_NS) {
+		spin_for(k->sleep_ns);
+		k->begin = b;
+		k->end = simgpu_globaltimer_ns();
+		return;
+	}
 	uint64_t e = b + k->sleep_ns;
-	if (k->sleep_ns < KERNEL_SPIN_NS)
-		while (tr_now() < e)
-			;
-	else
-		sleep_until(e);
+	sleep_until(e);
 	simgpu_kernel_end_at(e);
 	k->begin = b;
 	k->end = e;
