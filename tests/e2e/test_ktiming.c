@@ -170,6 +170,16 @@ static const char *serious_kinds(const struct krun *r, char *buf, size_t len)
 	return buf;
 }
 
+/* Every share of a off its truth by what b's is off its own, within tol. */
+static int same_error(const struct krun *a, const struct krun *b, double tol)
+{
+	for (size_t c = 0; c < NCATS; c++)
+		if (fabs((share(a->an, cats[c]) - share(a->truth, cats[c])) -
+			 (share(b->an, cats[c]) - share(b->truth, cats[c]))) > tol)
+			return 0;
+	return 1;
+}
+
 /* ------------------------------------------------------------- 2. the tests */
 
 /*
@@ -220,7 +230,10 @@ Test(ktiming, gpu_bound_deep_queue_matches_truth_under_auto, .timeout = 180)
  * auto's error within 2 points of all's (launch-bound: 3, its midpoint bias grows
  * with the launch call's length on a loaded machine; auto - its truth against
  * all - its truth: two runs' truths differ by the machine's noise, which is
- * neither policy's); the same kinds of warning and critical findings.
+ * neither policy's); the same kinds of warning and critical findings. The pair
+ * runs again (three times at most) while the two errors differ by more than
+ * that, as a run does while off its truth: a loaded machine stretches one
+ * run's launch calls and not the other's.
  */
 Test(ktiming, every_scenario_under_auto_matches_all, .timeout = 600)
 {
@@ -230,8 +243,16 @@ Test(ktiming, every_scenario_under_auto_matches_all, .timeout = 600)
 	for (size_t s = 0; s < sizeof(scen) / sizeof(scen[0]); s++) {
 		struct krun a, b;
 		double tol = strcmp(scen[s], "launch-bound") ? 0.02 : 0.03;
-		krun(&a, scen[s], "auto", NULL, tol);
-		krun(&b, scen[s], "all", NULL, tol);
+		for (int attempt = 1;; attempt++) { /* the pair again while their errors differ: as krun, noise */
+			krun(&a, scen[s], "auto", NULL, tol);
+			krun(&b, scen[s], "all", NULL, tol);
+			if (attempt == 3 || same_error(&a, &b, tol))
+				break;
+			sp_t_note("ktiming: %s: auto's error and all's differ by more than %.2f, pair %d of 3", scen[s], tol,
+				  attempt);
+			krun_free(&a);
+			krun_free(&b);
+		}
 		expect_iterations(&a);
 		expect_iterations(&b);
 		for (size_t c = 0; c < NCATS; c++) {
